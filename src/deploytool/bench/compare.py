@@ -1,0 +1,147 @@
+"""A/B: two or more bench runs side by side, one column per run and a ratio against the first.
+
+Runs measured with different methods are refused (UsageError naming the settings that differ)
+unless the caller asks to see them anyway, and then the comparison says so on every output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .results import BenchRun, load_run
+
+
+@dataclass
+class RunHeader:
+    source: str
+    run_id: str
+    started_at: str
+    endpoint: str
+    profile: str | None
+    image: str | None
+    preset: str
+    method_fingerprint: str
+    requests_total: int
+    errors_total: int
+    complete: bool
+
+
+@dataclass
+class ComparisonRow:
+    key: str
+    label: str
+    unit: str
+    better: str
+    values: list[float | None]
+    ratios: list[float | None]  # value / first run's value; None for the first run or a gap
+    failed: list[int]
+
+    def change_text(self, i: int) -> str:
+        """'267 -> 626 tok/s (2.34x)': run 0 against run i."""
+        a, b, r = self.values[0], self.values[i], self.ratios[i]
+        ratio = f" ({r:.2f}x)" if r is not None else ""
+        if self.unit == "s":  # ms or s each, so each side keeps its own unit
+            return f"{format_value(a, self.unit)} -> {format_value(b, self.unit)}{ratio}"
+        return f"{format_value(a, '')} -> {format_value(b, self.unit)}{ratio}"
+
+    def verdict(self, i: int) -> str | None:
+        """'better' / 'worse' / None, from the figure's direction (a ratio within 1% is None)."""
+        r = self.ratios[i]
+        if r is None or self.better == "neither" or abs(r - 1) < 0.01:
+            return None
+        return "better" if (r > 1) == (self.better == "higher") else "worse"
+
+
+@dataclass
+class Comparison:
+    runs: list[RunHeader]
+    rows: list[ComparisonRow]
+    same_method: bool
+    method_differences: dict[str, list[Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def compare_runs(paths: list[Path], *, allow_mixed_methods: bool = False) -> Comparison:
+    """Each path a results.json or a report folder. Refuses fewer than two runs, and runs whose
+    methods differ unless allow_mixed_methods (then `same_method` is False and warnings say why)."""
+    if len(paths) < 2:
+        raise UsageError("compare needs at least two runs", hint="deploytool compare RUN_A RUN_B [RUN_C ...]")
+    return compare_loaded([load_run(Path(p)) for p in paths], allow_mixed_methods=allow_mixed_methods)
+
+
+def compare_loaded(runs: list[BenchRun], *, allow_mixed_methods: bool = False) -> Comparison:
+    differences = method_differences(runs)
+    warnings: list[str] = []
+    if differences:
+        listing = "; ".join(f"{k}: {' vs '.join(repr(v) for v in vals)}" for k, vals in differences.items())
+        if not allow_mixed_methods:
+            raise UsageError(f"these runs were measured with different methods ({listing})",
+                             hint="re-run them with the same method, or pass --allow-mixed-methods to see "
+                                  "them side by side, flagged")
+        warnings.append(f"DIFFERENT METHODS, figures are not like for like: {listing}")
+    for i, run in enumerate(runs):
+        name = f"run {chr(65 + i) if i < 26 else i} ({run.source or run.run_id})"
+        if run.errors_total:
+            warnings.append(f"{name}: {run.errors_total} of {run.requests_total} requests failed; "
+                            "its medians use completed requests only")
+        if not run.complete:
+            warnings.append(f"{name}: incomplete (the run's time bound was reached)")
+        if not run.cache_check.ok:
+            warnings.append(f"{name}: {run.cache_check.message}")
+    return Comparison(runs=[_header(r) for r in runs], rows=_rows(runs), same_method=not differences,
+                      method_differences=differences, warnings=warnings)
+
+
+def method_differences(runs: list[BenchRun]) -> dict[str, list[Any]]:
+    """Setting -> its value in each run, for every setting that is not the same in all of them."""
+    from .method import BenchMethod
+
+    comparable = []
+    for run in runs:
+        settings = {k: v for k, v in run.method.items() if k in BenchMethod.model_fields}
+        try:
+            comparable.append(BenchMethod.model_validate(settings).comparable_dict())
+        except Exception:  # noqa: BLE001 - an unreadable method compares as its raw dict
+            comparable.append(dict(run.method))
+    keys = sorted({k for c in comparable for k in c})
+    return {k: [c.get(k) for c in comparable] for k in keys if len({repr(c.get(k)) for c in comparable}) > 1}
+
+
+def _rows(runs: list[BenchRun]) -> list[ComparisonRow]:
+    order: list[str] = []
+    for run in runs:  # the first run's order, then any figure only later runs have
+        order += [f.key for f in run.figures if f.key not in order]
+    rows = []
+    for key in order:
+        figs = [run.figure(key) for run in runs]
+        proto = next(f for f in figs if f is not None)
+        values = [f.value if f else None for f in figs]
+        first = values[0]
+        ratios = [None] + [(v / first) if (v is not None and first) else None for v in values[1:]]
+        rows.append(ComparisonRow(key=key, label=proto.label, unit=proto.unit, better=proto.better,
+                                  values=values, ratios=ratios, failed=[f.failed if f else 0 for f in figs]))
+    return rows
+
+
+def _header(run: BenchRun) -> RunHeader:
+    env = run.environment or {}
+    labels = env.get("image_labels") or {}
+    release = env.get("release") or {}
+    return RunHeader(
+        source=run.source, run_id=run.run_id, started_at=run.started_at, endpoint=env.get("endpoint", ""),
+        profile=env.get("profile"), image=release.get("image") or labels.get("org.opencontainers.image.version"),
+        preset=str(run.method.get("preset")), method_fingerprint=run.method_fingerprint,
+        requests_total=run.requests_total, errors_total=run.errors_total, complete=run.complete,
+    )
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    text = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {unit}".strip()

@@ -1,0 +1,124 @@
+"""What the server says about itself: /v1/models, /server_info (or /get_server_info),
+/get_model_info and /metrics. Every endpoint is optional; a server that lacks one is benchmarked
+all the same, and the run records what it could not read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..client import EndpointClient
+
+
+@dataclass
+class ServerFacts:
+    model_id: str | None = None
+    context_length: int | None = None
+    max_total_tokens: int | None = None
+    max_running_requests: int | None = None
+    gpus: int | None = None  # tp_size x dp_size, when the server says
+    server_info: dict[str, Any] | None = None
+    models: dict[str, Any] | None = None
+    model_info: dict[str, Any] | None = None
+    metrics: dict[str, float] | None = None
+    unreadable: dict[str, str] = field(default_factory=dict)  # endpoint -> why
+
+
+async def read_server_facts(client: EndpointClient, timeout: float = 10.0) -> ServerFacts:
+    facts = ServerFacts()
+    facts.models = await _json(client, "/v1/models", facts, timeout)
+    for path in ("/server_info", "/get_server_info"):  # SGLang renamed it; accept both
+        facts.server_info = await _json(client, path, facts, timeout)
+        if facts.server_info is not None:
+            facts.unreadable.pop("/server_info", None)
+            break
+    facts.model_info = await _json(client, "/get_model_info", facts, timeout)
+    facts.metrics = await read_metrics(client, facts, timeout)
+
+    data = (facts.models or {}).get("data") or []
+    first = data[0] if data and isinstance(data[0], dict) else {}
+    facts.model_id = first.get("id")
+    info = facts.server_info or {}
+    states = info.get("internal_states") or [{}]
+    state = states[0] if states and isinstance(states[0], dict) else {}
+    facts.context_length = _int(info.get("context_length"), first.get("max_model_len"),
+                                (facts.model_info or {}).get("context_length"))
+    facts.max_total_tokens = _int(info.get("max_total_num_tokens"), state.get("max_total_num_tokens"))
+    facts.max_running_requests = _int(info.get("max_running_requests"), state.get("max_running_requests"))
+    tp, dp = _int(info.get("tp_size")), _int(info.get("dp_size"))
+    if tp:
+        facts.gpus = tp * (dp or 1)
+    return facts
+
+
+def server_side_figures(facts_after: ServerFacts) -> dict[str, float]:
+    """The figures only the server knows: speculative accept length, KV token usage, cache hits."""
+    out: dict[str, float] = {}
+    info = facts_after.server_info or {}
+    for state in info.get("internal_states") or []:
+        if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None:
+            out["spec_accept_length"] = float(state["avg_spec_accept_length"])
+    metrics = facts_after.metrics or {}
+    for name, key in (("sglang:spec_accept_length", "spec_accept_length"),
+                      ("sglang:token_usage", "token_usage"),
+                      ("sglang:cache_hit_rate", "cache_hit_rate"),
+                      ("sglang:gen_throughput", "gen_throughput")):
+        if name in metrics and key not in out:
+            out[key] = metrics[name]
+    return out
+
+
+async def read_metrics(client: EndpointClient, facts: ServerFacts, timeout: float) -> dict[str, float] | None:
+    try:
+        response = await client.get("/metrics", timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - any failure means "not available", recorded
+        facts.unreadable["/metrics"] = f"{type(exc).__name__}: {exc}"
+        return None
+    if response.status_code != 200:
+        facts.unreadable["/metrics"] = f"HTTP {response.status_code}"
+        return None
+    return parse_prometheus(response.text)
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> {metric name: value summed over its label sets}."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name_part, _, rest = line.partition(" ") if "{" not in line.split(" ")[0] else _split_labels(line)
+        try:
+            value = float(rest.split()[0])
+        except (ValueError, IndexError):
+            continue
+        out[name_part] = out.get(name_part, 0.0) + value
+    return out
+
+
+def _split_labels(line: str) -> tuple[str, str, str]:
+    name, _, tail = line.partition("{")
+    _, _, rest = tail.partition("}")
+    return name, "", rest.strip()
+
+
+async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: float) -> dict[str, Any] | None:
+    try:
+        response = await client.get(path, timeout=timeout)
+        if response.status_code != 200:
+            facts.unreadable[path] = f"HTTP {response.status_code}"
+            return None
+        body = response.json()
+        return body if isinstance(body, dict) else {"value": body}
+    except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+        facts.unreadable[path] = f"{type(exc).__name__}: {exc}"
+        return None
+
+
+def _int(*candidates: Any) -> int | None:
+    for value in candidates:
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and value > 0:
+            return int(value)
+    return None

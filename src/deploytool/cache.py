@@ -1,0 +1,153 @@
+"""The JIT kernel cache of a slot: a named volume mounted at /cache, and the fingerprint of
+what compiled its contents.
+
+FlashInfer keys its cache by its own version and the GPU architecture, not by the compiler,
+so a new CUDA toolkit would otherwise reuse kernels built by the old one. Before a release
+starts, `prepare_slot_cache` compares the new image's toolchain fingerprint (its labels) and
+the slot's cards (architecture, driver) with the fingerprint stored in the volume, and wipes
+the whole cache when anything differs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import docker.errors
+
+from . import labels
+from .engine import Engine
+from .errors import DeployError
+from .gpus import read_inventory
+from .slots import Slot
+from .state import journal
+
+FINGERPRINT_FILE = ".deploytool-fingerprint.json"
+# Keys that say nothing about compiled kernels: a new deploytool alone keeps the cache.
+_IGNORED_KEYS = {"deploytool"}
+
+
+@dataclass
+class CacheState:
+    volume: str
+    exists: bool
+    fingerprint: dict[str, Any] | None
+    files: int
+    bytes: int
+
+
+@dataclass
+class CacheDecision:
+    volume: str
+    action: Literal["created", "kept", "wiped"]
+    reason: str
+    differences: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> {stored, new}
+    files_removed: int = 0
+
+
+def slot_hardware(slot: Slot) -> dict[str, Any]:
+    """What of the slot's cards a compiled kernel depends on."""
+    if slot.is_cpu:
+        return {"gpu_arch": "cpu"}
+    inventory = read_inventory()
+    cards = [inventory.by_uuid(uuid) for uuid in slot.gpus]
+    return {
+        "gpu_arch": ",".join(sorted({c.compute_capability or "unknown" for c in cards if c})) or "unknown",
+        "driver": inventory.driver_version or "unknown",
+    }
+
+
+def expected_fingerprint(engine: Engine, image: str, slot: Slot) -> dict[str, Any]:
+    raw = engine.image_labels(image).get(labels.IMAGE_FINGERPRINT)
+    toolchain = json.loads(raw) if raw else {}
+    fingerprint = {k: v for k, v in toolchain.items() if k not in _IGNORED_KEYS}
+    fingerprint.update(slot_hardware(slot))
+    return fingerprint
+
+
+def ensure_volume(engine: Engine, slot: Slot) -> bool:
+    """Create the slot's cache volume when missing; True when it was created."""
+    try:
+        engine.client.volumes.get(slot.cache_volume())
+        return False
+    except docker.errors.NotFound:
+        engine.client.volumes.create(name=slot.cache_volume(), labels={labels.VOLUME_CACHE: slot.name,
+                                                                       labels.MANAGED: "true"})
+        return True
+
+
+def _in_volume(engine: Engine, image: str, slot: Slot, script: str) -> str:
+    """Run a shell script with the cache volume at /cache, in a throwaway container of the
+    release's own image (it is on the engine already; no helper image to pull)."""
+    try:
+        output = engine.client.containers.run(
+            image, entrypoint=["/bin/sh", "-c"], command=[script], remove=True, network_mode="none",
+            volumes={slot.cache_volume(): {"bind": "/cache", "mode": "rw"}}, user="0",
+        )
+    except docker.errors.ContainerError as exc:
+        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: {exc}") from None
+    return output.decode("utf-8", "replace")
+
+
+def read_state(engine: Engine, image: str, slot: Slot) -> CacheState:
+    try:
+        engine.client.volumes.get(slot.cache_volume())
+    except docker.errors.NotFound:
+        return CacheState(slot.cache_volume(), False, None, 0, 0)
+    out = _in_volume(engine, image, slot,
+                     f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
+                     f"find /cache -mindepth 1 -type f ! -name {FINGERPRINT_FILE} | wc -l; "
+                     "du -sb /cache | cut -f1")
+    fingerprint_text, files, size = out.strip().rsplit("\n", 2)
+    try:
+        fingerprint = json.loads(fingerprint_text)
+    except json.JSONDecodeError:
+        fingerprint = {"unreadable": fingerprint_text[:200]}
+    return CacheState(slot.cache_volume(), True, fingerprint, int(files), int(size))
+
+
+def _wipe(engine: Engine, image: str, slot: Slot, new_fingerprint: dict[str, Any] | None) -> int:
+    write = ""
+    if new_fingerprint is not None:
+        payload = json.dumps(new_fingerprint, sort_keys=True).replace("'", "'\\''")
+        write = f" && printf '%s\\n' '{payload}' > /cache/{FINGERPRINT_FILE}"
+    out = _in_volume(engine, image, slot,
+                     "n=$(find /cache -mindepth 1 -type f | wc -l); find /cache -mindepth 1 -delete"
+                     f"{write} && echo $n")
+    return int(out.strip().splitlines()[-1])
+
+
+def prepare_slot_cache(engine: Engine, image: str, slot: Slot, *, release: int | None = None) -> CacheDecision:
+    """Called by `up` before the release's container starts."""
+    created = ensure_volume(engine, slot)
+    expected = expected_fingerprint(engine, image, slot)
+    state = read_state(engine, image, slot)
+    stored = state.fingerprint
+    if created or (stored is None and state.files == 0):
+        _wipe(engine, image, slot, expected)
+        decision = CacheDecision(slot.cache_volume(), "created", "new cache, fingerprint recorded")
+    elif stored == expected:
+        decision = CacheDecision(slot.cache_volume(), "kept", "the toolchain and the cards are unchanged")
+    else:
+        differences = {
+            key: {"stored": (stored or {}).get(key), "new": expected.get(key)}
+            for key in sorted(set(stored or {}) | set(expected))
+            if (stored or {}).get(key) != expected.get(key)
+        }
+        what = ", ".join(differences) if stored else "no fingerprint recorded for its contents"
+        removed = _wipe(engine, image, slot, expected)
+        decision = CacheDecision(slot.cache_volume(), "wiped", f"toolchain or cards changed: {what}",
+                                 differences, removed)
+    journal("cache." + decision.action, slot=slot.name, release=release, volume=decision.volume,
+            reason=decision.reason, differences=decision.differences, files_removed=decision.files_removed)
+    return decision
+
+
+def wipe_slot_cache(engine: Engine, image: str, slot: Slot) -> CacheDecision:
+    """`deploytool cache wipe`: empty the volume; the next `up` records a new fingerprint."""
+    ensure_volume(engine, slot)
+    removed = _wipe(engine, image, slot, None)
+    journal("cache.wiped", slot=slot.name, volume=slot.cache_volume(), reason="deploytool cache wipe",
+            files_removed=removed)
+    return CacheDecision(slot.cache_volume(), "wiped", "wiped on request", files_removed=removed)

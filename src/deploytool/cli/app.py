@@ -1,0 +1,39 @@
+"""The typer app and the options every command shares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+from ..report import to_jsonable
+
+app = typer.Typer(
+    name="deploytool",
+    help="Take a patched SGLang runtime from source to production traffic on your own GPUs, and prove it first.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+console = Console()  # results, on stdout
+console_err = Console(stderr=True)  # progress and messages, on stderr, so --json stays clean
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]
+ProfilesDirOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--profiles-dir", help="Extra folder of profile YAML files (repeatable; also DEPLOYTOOL_PROFILES_PATH)."),
+]
+GpuOpt = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")]
+CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
+UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
+
+
+def print_json(obj: Any) -> None:
+    """JSON on stdout, nothing else, for scripts."""
+    typer.echo(json.dumps(to_jsonable(obj), indent=2))

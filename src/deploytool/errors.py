@@ -1,0 +1,55 @@
+"""Errors a user can act on: what was expected, where, and what to do next.
+
+Every error deploytool raises on purpose is a DeploytoolError; the CLI prints its message and
+hint and exits with its code, never a traceback.
+"""
+
+from __future__ import annotations
+
+# Exit codes shared by every command (documented in docs/cli.md).
+EXIT_OK = 0
+EXIT_FAILED = 1  # the thing ran and said no: a gate failed, a release never became healthy
+EXIT_USAGE = 2  # bad input: unknown profile, malformed YAML, bad flag value
+EXIT_ENGINE = 3  # no Docker engine / compose plugin reachable
+EXIT_NO_GPU = 4  # no NVIDIA driver / NVML on this machine
+EXIT_BUSY = 5  # another deploytool holds the slot's lock
+
+
+class DeploytoolError(Exception):
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"
+
+
+class UsageError(DeploytoolError):
+    exit_code = EXIT_USAGE
+
+
+class ProfileError(UsageError):
+    """A profile file that cannot be used: the file, the field and what was expected."""
+
+
+class EngineUnavailable(DeploytoolError):
+    exit_code = EXIT_ENGINE
+
+
+class NoGpuError(DeploytoolError):
+    exit_code = EXIT_NO_GPU
+
+
+class SlotBusy(DeploytoolError):
+    exit_code = EXIT_BUSY
+
+
+class BuildError(DeploytoolError):
+    pass
+
+
+class DeployError(DeploytoolError):
+    pass

@@ -1,0 +1,38 @@
+"""The one place that knows deploytool's container and image label names.
+
+The engine is the source of truth for what runs where: every container deploytool starts
+carries these labels, and status/rollback find releases by them, never by name guessing.
+"""
+
+from __future__ import annotations
+
+PREFIX = "dev.deploytool"
+MANAGED = f"{PREFIX}.managed"
+SLOT = f"{PREFIX}.slot"
+RELEASE = f"{PREFIX}.release"
+PROFILE = f"{PREFIX}.profile"
+IMAGE = f"{PREFIX}.image"
+GPUS = f"{PREFIX}.gpus"
+HOST_PORT = f"{PREFIX}.host-port"
+SIMULATOR = f"{PREFIX}.simulator"
+
+# Image labels (beside the OCI ones): the toolchain fingerprint and the build inputs.
+IMAGE_INPUTS_HASH = f"{PREFIX}.inputs-hash"
+IMAGE_RECIPE = f"{PREFIX}.recipe"
+IMAGE_PROFILE = f"{PREFIX}.build-profile"
+IMAGE_FINGERPRINT = f"{PREFIX}.toolchain"  # JSON object: cuda, compiler, runtime, kernels, patches, ...
+VOLUME_CACHE = f"{PREFIX}.cache"
+
+
+def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
+                     host_port: int, simulator: bool) -> dict[str, str]:
+    return {
+        MANAGED: "true",
+        SLOT: slot,
+        RELEASE: str(release),
+        PROFILE: profile,
+        IMAGE: image,
+        GPUS: ",".join(gpus),
+        HOST_PORT: str(host_port),
+        SIMULATOR: "true" if simulator else "false",
+    }

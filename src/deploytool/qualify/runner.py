@@ -1,0 +1,258 @@
+"""Runs the selected suites against one endpoint and writes the report after each suite.
+
+Order of events: validate the profile's qualify settings (bad settings refuse to start),
+probe the endpoint (unreachable -> nothing runs, exit 2), then each suite in registry order,
+each bounded by its budget; a suite's exception becomes an `error` verdict and the next suite
+runs. The report is rewritten after every suite, so Ctrl-C or a crash leaves a partial one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..client import EndpointClient
+from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .config import select_suites, suite_settings
+from .suites import registry
+
+if TYPE_CHECKING:
+    from ..targets import Target
+
+SCHEMA = "deploytool.qualify/v1"
+EXIT_PASSED, EXIT_GATE_FAILED, EXIT_COULD_NOT_RUN = 0, 1, 2
+
+
+@dataclass
+class QualifyReport:
+    url: str
+    report_dir: Path
+    profile: str | None
+    slot: str | None = None
+    release: int | None = None
+    image: str | None = None
+    image_labels: dict[str, str] = field(default_factory=dict)
+    limit: int | None = None
+    suites: list[SuiteResult] = field(default_factory=list)
+    server: ServerInfo | None = None
+    started_at: str = ""
+    finished_at: str | None = None
+    incomplete: bool = False  # interrupted, or suites left unrun
+    could_not_run: str | None = None  # why qualification could not run at all
+
+    @property
+    def passed(self) -> bool:
+        """True only when nothing was left unrun and every suite that ran passed."""
+        ran = [s for s in self.suites if s.verdict is not Verdict.SKIPPED]
+        return (not self.incomplete and self.could_not_run is None and bool(ran)
+                and all(s.verdict is Verdict.PASSED for s in ran))
+
+    @property
+    def verdict(self) -> str:
+        if self.passed:
+            return "passed"
+        if self.exit_code == EXIT_GATE_FAILED:
+            return "failed"
+        return "incomplete" if self.incomplete else "error"
+
+    @property
+    def exit_code(self) -> int:
+        if self.passed:
+            return EXIT_PASSED
+        if self.could_not_run is not None or self.incomplete:
+            return EXIT_COULD_NOT_RUN
+        if any(s.verdict is Verdict.FAILED for s in self.suites):
+            return EXIT_GATE_FAILED
+        return EXIT_COULD_NOT_RUN  # errors only, or nothing ran
+
+    def summary_line(self) -> str:
+        counts: dict[str, int] = {}
+        for s in self.suites:
+            counts[s.verdict.value] = counts.get(s.verdict.value, 0) + 1
+        parts = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no suites"
+        failed = [s.name for s in self.suites if s.verdict in (Verdict.FAILED, Verdict.ERROR)]
+        why = f" ({', '.join(failed)})" if failed else ""
+        head = f"qualify {self.verdict.upper()}: {parts}{why}"
+        if self.could_not_run:
+            head += f"; could not run: {self.could_not_run}"
+        if self.incomplete:
+            head += "; INCOMPLETE"
+        if self.limit is not None:
+            head += f"; --limit {self.limit}"
+        return f"{head}; report: {self.report_dir}"
+
+    def suite(self, name: str) -> SuiteResult | None:
+        return next((s for s in self.suites if s.name == name), None)
+
+
+def run_qualification(target: "Target", *, suites: list[str] | None = None, limit: int | None = None,
+                      report_dir: Path, overrides: dict[str, dict] | None = None,
+                      progress: bool = True) -> QualifyReport:
+    """Qualify the endpoint of `target`; writes results.json, report.md and report.html into
+    report_dir and returns the report (see QualifyReport.exit_code for 0/1/2).
+    Raises UsageError/ProfileError for bad suite names or settings, before anything is sent."""
+    from .report import write_reports
+
+    modules = registry()
+    profile = target.profile
+    names = select_suites(modules, profile, suites)
+    settings = suite_settings(modules, profile, overrides)
+    if limit is not None and limit < 1:
+        from ..errors import UsageError
+        raise UsageError(f"--limit {limit}: expected a positive number of items")
+
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    release = getattr(target, "release", None)
+    report = QualifyReport(
+        url=target.url, report_dir=report_dir, profile=profile.name if profile else None,
+        slot=getattr(release, "slot", None), release=getattr(release, "release", None),
+        image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
+        limit=limit, started_at=_now(),
+    )
+    write_reports(report)
+    console = Console(stderr=True)
+    bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+                    console=console, disable=not progress, transient=False)
+    pending = list(names)
+    try:
+        with bars:
+            report.server = asyncio.run(probe_server(target.url, settings["preflight"], profile))
+            if not report.server.reachable:
+                report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
+            elif not report.server.ready:
+                report.could_not_run = (f"the server at {target.url} never became ready: "
+                                        f"{report.server.error}")
+            while pending:
+                name = pending[0]
+                result = _run_one(modules[name], settings[name], report, target, limit, bars)
+                report.suites.append(result)
+                pending.pop(0)
+                write_reports(report)
+    except KeyboardInterrupt:
+        report.incomplete = True
+        for name in pending:
+            if report.suite(name) is None:
+                report.suites.append(SuiteResult.errored(name, "not run: qualification was interrupted (Ctrl-C)"))
+    finally:
+        report.finished_at = _now()
+        if pending and not report.incomplete:  # an unexpected exception: still leave a report
+            report.incomplete = True
+        write_reports(report)
+    return report
+
+
+def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
+             limit: int | None, bars: Progress) -> SuiteResult:
+    name = module.name
+    server = report.server
+    assert server is not None
+    if not server.reachable:
+        return SuiteResult.errored(name, f"not run: {report.could_not_run}")
+    if not server.ready and name != "preflight":
+        return SuiteResult.errored(name, f"not run: {report.could_not_run}")
+    skip = module.applies_to(target.profile, server)
+    if skip:
+        return SuiteResult.skipped(name, skip)
+    task = bars.add_task(name, total=None, status="")
+
+    def on_progress(advance: int | None, total: int | None) -> None:
+        if total is not None:
+            bars.update(task, total=total)
+        if advance:
+            bars.advance(task, advance)
+
+    started = time.monotonic()
+    try:
+        result = asyncio.run(_run_bounded(module, settings, report, target, limit, on_progress))
+    except KeyboardInterrupt:
+        bars.update(task, status="interrupted")
+        raise
+    except Exception as exc:  # a bug or an unexpected answer: this suite errors, the rest run
+        result = SuiteResult.errored(name, f"suite crashed: {type(exc).__name__}: {exc}")
+    result.name = name
+    result.duration_s = round(time.monotonic() - started, 3)
+    result.settings = settings.model_dump(mode="json")
+    bars.update(task, status=result.verdict.value, total=bars.tasks[task].total or 1,
+                completed=bars.tasks[task].total or 1)
+    return result
+
+
+async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
+                       limit: int | None, on_progress: Any) -> SuiteResult:
+    async with EndpointClient(target.url, timeout=settings.request_timeout_s) as client:
+        ctx = SuiteContext(client=client, settings=settings, server=report.server, profile=target.profile,
+                           target=target, limit=limit,
+                           previous_results=getattr(target, "previous_results", None),
+                           progress=on_progress)
+        outcome = module.run(ctx)
+        if not inspect.isawaitable(outcome):
+            return outcome
+        try:
+            return await asyncio.wait_for(outcome, settings.budget_s)
+        except asyncio.TimeoutError:
+            return SuiteResult.errored(module.name, f"suite ran past its budget of {settings.budget_s:g} s "
+                                                    f"(qualify.{module.name}.budget_s)")
+
+
+async def probe_server(url: str, preflight: Any, profile: Any) -> ServerInfo:
+    """Is the endpoint there and ready? Then read /v1/models, server info and model info.
+    Waits up to preflight.ready_timeout_s for a server that answers 503 (still loading)."""
+    info = ServerInfo(url=url)
+    health_path = profile.health.path if profile is not None else "/health"
+    deadline = time.monotonic() + preflight.ready_timeout_s
+    connect_deadline = time.monotonic() + min(preflight.ready_timeout_s, preflight.connect_timeout_s)
+    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s) as http:
+        while True:
+            try:
+                response = await http.get(health_path)
+                info.reachable = True
+                info.health_status = response.status_code
+                if response.status_code == 200:
+                    info.ready = True
+                    break
+                info.error = (f"GET {health_path} answered HTTP {response.status_code} for "
+                              f"{preflight.ready_timeout_s:g} s (qualify.preflight.ready_timeout_s)")
+                if time.monotonic() >= deadline:
+                    break
+            except httpx.HTTPError as exc:
+                info.error = f"{type(exc).__name__}: {exc or 'no answer'} (GET {url}{health_path})"
+                if time.monotonic() >= (deadline if info.reachable else connect_deadline):
+                    break
+            await asyncio.sleep(0.5)
+        if not info.reachable:
+            return info
+        info.models = await _optional_json(http, "/v1/models")
+        for path in ("/server_info", "/get_server_info"):
+            info.server_info = await _optional_json(http, path)
+            if info.server_info is not None:
+                info.server_info_path = path
+                break
+        info.model_info = await _optional_json(http, "/get_model_info")
+    if info.ready:
+        info.error = None
+    return info
+
+
+async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:
+    try:
+        response = await http.get(path)
+        if response.status_code != 200:
+            return None
+        return response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

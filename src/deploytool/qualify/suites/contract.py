@@ -1,0 +1,138 @@
+"""contract: the new deployment serves what the gateway expects.
+
+Compared with the previous release on the same slot (its results.json) when there is one,
+else with the profile: the served model name, the port the server listens on, the context
+length; and, by sending two small chats, the thinking default (a request that does not say
+must not think, unless the profile says otherwise) and that reasoning text arrives in
+`reasoning_content`, not inline in `content` as <think>...</think>.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ...client import ChatResult
+from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key, transcript
+
+name = "contract"
+
+PROMPT = "Reply with one short sentence: which ocean lies between Europe and North America?"
+
+
+class Settings(SuiteSettings):
+    thinking_default: Literal["off", "on"] = Field(default="off", description="Expected when a request does not say.")
+    require_reasoning_field: bool = Field(default=True, description="Reasoning must arrive in reasoning_content.")
+    max_tokens: int = Field(default=1024, ge=16, description="Room for the thinking-on answer.")
+    request_timeout_s: float = 120.0
+
+
+def applies_to(profile: Any, server: ServerInfo) -> str | None:
+    return None
+
+
+def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The previous release's contract figures, or (None, why not)."""
+    if path is None:
+        return None, None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"previous results {path} unreadable ({type(exc).__name__}: {exc}); compared with the profile"
+    for suite in data.get("suites") or []:
+        if suite.get("name") == name and suite.get("verdict") == "passed":
+            return suite.get("figures") or {}, None
+    return None, f"previous results {path} have no passed contract suite; compared with the profile"
+
+
+def reasoning_placement(result: ChatResult) -> str:
+    """Where the reasoning text went: 'reasoning_content', 'content' (inline <think>), or 'none'."""
+    if result.reasoning_content.strip():
+        return "reasoning_content"
+    if "</think>" in result.content or result.content.lstrip().startswith("<think>"):
+        return "content"
+    return "none"
+
+
+async def run(ctx: SuiteContext) -> SuiteResult:
+    s: Settings = ctx.settings
+    result = SuiteResult(name=name, verdict=Verdict.ERROR)
+    notes: list[str] = []
+    ctx.set_total(2)
+
+    default_payload = chat_payload(ctx, [{"role": "user", "content": PROMPT}], max_tokens=s.max_tokens)
+    default = await ctx.client.chat(default_payload)
+    ctx.advance()
+    on_payload = chat_payload(ctx, [{"role": "user", "content": PROMPT}], thinking=True, max_tokens=s.max_tokens)
+    thinking_on = await ctx.client.chat(on_payload)
+    ctx.advance()
+
+    measured = {
+        "served_model_name": ctx.server.served_model_name,
+        "port": find_key(ctx.server.server_info, "port"),
+        "context_length": ctx.server.max_model_len,
+        "thinking_default": None if default.error else ("off" if reasoning_placement(default) == "none" else "on"),
+        "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
+    }
+    previous, why_not = load_previous(ctx.previous_results)
+    if why_not:
+        notes.append(why_not)
+    if previous is not None:
+        basis = f"previous release ({ctx.previous_results})"
+        expected = {k: previous.get(k) for k in ("served_model_name", "port", "context_length")}
+    elif ctx.profile is not None:
+        basis = f"profile {ctx.profile.name!r}"
+        expected = {"served_model_name": ctx.profile.model.served_name, "port": ctx.profile.server.port,
+                    "context_length": ctx.profile.model.context_length}
+    else:
+        basis = "no previous release and no profile: served name, port and context length are recorded only"
+        expected = {}
+    for key, want in expected.items():
+        got = measured[key]
+        if want is None:
+            notes.append(f"{key}: the {basis} does not say; measured {got!r}")
+        elif got is None:
+            notes.append(f"{key}: the server does not report it; expected {want!r}, not checked")
+        else:
+            result.gates.append(Gate.equal(key, got, want, detail=f"compared with the {basis}"))
+
+    for probe, res in (("default (no enable_thinking)", default), ("enable_thinking=true", thinking_on)):
+        if res.error:
+            result.gates.append(Gate(name=f"request {probe} succeeds", threshold="no error", measured=res.error,
+                                     passed=False, comparison="==", detail=res.error))
+    if measured["thinking_default"] is not None:
+        result.gates.append(Gate.equal("thinking default", measured["thinking_default"], s.thinking_default,
+                                       detail=_thinking_detail(default)))
+    if s.require_reasoning_field and measured["reasoning_field"] is not None:
+        result.gates.append(Gate.equal("reasoning arrives in", measured["reasoning_field"], "reasoning_content",
+                                       detail=_reasoning_detail(thinking_on)))
+
+    result.figures = {"measured": measured, "expected": expected, "compared_with": basis, "notes": notes}
+    result.method = (
+        f"Read served name and context length from /v1/models and the port from {ctx.server.server_info_path or 'server info'}; "
+        f"compared with the {basis}. Sent one chat without chat_template_kwargs (thinking default) and one with "
+        f"enable_thinking=true (greedy, max_tokens {s.max_tokens}); reasoning must come back in reasoning_content."
+    )
+    for label, payload, res in (("default", default_payload, default), ("thinking-on", on_payload, thinking_on)):
+        result.transcripts.append(transcript(label, payload, res, passed=res.ok))
+    return result.judge()
+
+
+def _thinking_detail(res: ChatResult) -> str:
+    where = reasoning_placement(res)
+    if where == "none":
+        return "a request without enable_thinking produced no reasoning"
+    return f"a request without enable_thinking produced reasoning (in {where}); the gateway expects thinking off by default"
+
+
+def _reasoning_detail(res: ChatResult) -> str:
+    where = reasoning_placement(res)
+    if where == "content":
+        return ("with enable_thinking=true the reasoning came inline in content as <think>...</think>, not in "
+                "reasoning_content: is the server's reasoning parser (--reasoning-parser) set?")
+    if where == "none":
+        return "with enable_thinking=true no reasoning came back at all"
+    return "reasoning_content carried the reasoning"

@@ -1,0 +1,154 @@
+"""preflight: is the server healthy, and is it configured the way the profile needs?
+
+Records what the server says about itself (/v1/models, /server_info, /get_model_info), the card
+from NVML for a GPU slot, and the image's labels and id, then gates on: /health_generate is
+200 (a real generation, not just a live process), the KV pool holds at least one full-context
+conversation, and max running requests is at least the profile's minimum. A silently disabled
+fast path (no CUDA graphs, no speculative decoding, a smaller KV pool) shows up here first.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+from pydantic import Field
+
+from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
+
+name = "preflight"
+
+# Server-info keys worth a line in the report: the fast paths and their sizes.
+RECORDED_KEYS = (
+    "version", "model_path", "served_model_name", "context_length", "max_total_num_tokens",
+    "max_running_requests", "max_req_input_len", "chunked_prefill_size", "tp_size", "dp_size",
+    "mem_fraction_static", "kv_cache_dtype", "quantization", "attention_backend", "sampling_backend",
+    "disable_cuda_graph", "cuda_graph_max_bs", "enable_torch_compile", "disable_radix_cache",
+    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+    "speculative_num_draft_tokens", "avg_spec_accept_length", "reasoning_parser", "tool_call_parser",
+)
+
+
+class Settings(SuiteSettings):
+    min_running_requests: int = Field(default=1, ge=1, description="Gate: max running requests >= this.")
+    require_full_context_kv: bool = Field(default=True, description="Gate: KV pool >= one full context.")
+    health_path: str = Field(default="/health_generate", description="Must answer 200.")
+    ready_timeout_s: float = Field(default=60.0, ge=0, description="How long to wait for a loading server (503).")
+    connect_timeout_s: float = Field(default=5.0, ge=0, description="How long to retry a refused connection.")
+    probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
+    request_timeout_s: float = 60.0
+
+
+def applies_to(profile: Any, server: ServerInfo) -> str | None:
+    return None  # always: every endpoint has a health and a config to record
+
+
+async def run(ctx: SuiteContext) -> SuiteResult:
+    s: Settings = ctx.settings
+    server = ctx.server
+    result = SuiteResult(name=name, verdict=Verdict.ERROR)
+    ctx.set_total(3)
+
+    health = await _health_generate(ctx, s)
+    ctx.advance()
+    info = server.server_info or {}
+    figures: dict[str, Any] = {
+        "health_path": s.health_path,
+        "health_status": health["status"],
+        "health_latency_s": health["latency_s"],
+        "served_model_name": server.served_model_name,
+        "max_model_len": server.max_model_len,
+        "server_info_path": server.server_info_path,
+    }
+    figures.update({k: find_key(info, k) for k in RECORDED_KEYS if find_key(info, k) is not None})
+    figures["model_info"] = server.model_info
+    figures["gpu"] = _gpu_inventory(ctx)
+    ctx.advance()
+    figures["image"] = _image_record(ctx)
+    ctx.advance()
+    result.figures = figures
+
+    result.gates.append(Gate.equal(f"{s.health_path} status", health["status"], 200, detail=health.get("error") or ""))
+    context = ctx.context_length
+    kv = find_key(info, "max_total_num_tokens")
+    if s.require_full_context_kv:
+        result.gates.append(Gate.at_least(
+            "KV pool tokens (max_total_num_tokens) >= context length", kv, context or 0,
+            detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens"))
+    running = find_key(info, "max_running_requests")
+    result.gates.append(Gate.at_least(
+        "max running requests", running, s.min_running_requests,
+        detail="" if running is not None else "server info does not report max_running_requests"))
+    result.method = (
+        f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
+        f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, /get_model_info "
+        "read once before the suites ran; NVML via deploytool.gpus for a GPU slot; the image's labels from the engine. "
+        f"Context length compared with the KV pool: {context} tokens "
+        f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
+    )
+    if health["status"] != 200:
+        result.transcripts.append({"case": s.health_path, "passed": False, **health})
+    return result.judge()
+
+
+async def _health_generate(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        response = await ctx.client.get(s.health_path, timeout=s.probe_timeout_s)
+        out = {"status": response.status_code, "body": response.text[:300]}
+        if response.status_code != 200:
+            out["error"] = f"GET {s.health_path} answered HTTP {response.status_code}: {response.text[:120].strip()}"
+    except httpx.HTTPError as exc:
+        out = {"status": None, "error": f"GET {s.health_path} failed: {type(exc).__name__}: {exc or 'no answer'}"}
+    out["latency_s"] = round(time.perf_counter() - started, 4)
+    return out
+
+
+def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
+    """The slot's cards from NVML; None for the CPU slot or a bare URL."""
+    slot = getattr(ctx.target, "slot", None)
+    uuids = list(getattr(slot, "gpus", ()) or ())
+    if not uuids:
+        return None
+    try:
+        from ...gpus import read_inventory  # NVML; absent on machines without a driver
+        inventory = read_inventory()
+    except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
+        return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
+    if getattr(inventory, "error", None):
+        return {"uuids": uuids, "error": f"no NVML: {inventory.error}"}
+    cards = []
+    for gpu in getattr(inventory, "gpus", []) or []:
+        if getattr(gpu, "uuid", None) in uuids:
+            cards.append(_as_dict(gpu))
+    missing = [u for u in uuids if u not in {c.get("uuid") for c in cards}]
+    return {"uuids": uuids, "cards": cards, **({"error": f"not found by NVML: {', '.join(missing)}"} if missing else {})}
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    from dataclasses import asdict, is_dataclass
+
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    if hasattr(obj, "__dict__"):
+        return {k: v for k, v in vars(obj).items() if not k.startswith("_")}
+    return {"repr": repr(obj)}
+
+
+def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
+    release = getattr(ctx.target, "release", None)
+    if release is None:
+        return None
+    record: dict[str, Any] = {"reference": release.image, "labels": dict(getattr(ctx.target, "image_labels", None) or {})}
+    try:
+        from ...engine import Engine
+        image = Engine().image(release.image)
+        if image is not None:
+            record["id"] = image.id
+            record["repo_digests"] = list(image.attrs.get("RepoDigests") or [])
+    except Exception as exc:  # no engine here: the labels from the target are still recorded
+        record["id_error"] = f"{type(exc).__name__}: {exc}"
+    return record

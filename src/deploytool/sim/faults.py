@@ -1,0 +1,153 @@
+"""Injected faults: the ways a real deployment breaks, on demand, so callers can prove they notice.
+
+Configured with ``DEPLOYTOOL_SIM_FAULT=a,b=N`` and/or ``--fault a --fault b=N``.
+Each fault logs its effect to stderr when it fires.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from deploytool.sim.log import log
+
+# name -> True when the fault takes a positive integer "=N"
+FAULTS: dict[str, bool] = {
+    "crash_on_start": False,
+    "never_ready": False,
+    "crash_after": True,
+    "bad_tool_json": False,
+    "drop_stream": True,
+    "http_500_every": True,
+}
+
+FAULT_HELP = (
+    "Inject a fault (repeatable; env DEPLOYTOOL_SIM_FAULT takes a comma-separated list): "
+    "crash_on_start (exit status 3 at once); never_ready (/health stays 503); "
+    "crash_after=N (exit status 3 after N chat requests); bad_tool_json (tool-call arguments "
+    "become invalid JSON or wrong types); drop_stream=N (streams are cut after N chunks, no [DONE]); "
+    "http_500_every=N (every Nth chat request gets HTTP 500)."
+)
+
+CRASH_EXIT_CODE = 3
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    crash_on_start: bool = False
+    never_ready: bool = False
+    crash_after: int | None = None
+    bad_tool_json: bool = False
+    drop_stream: int | None = None
+    http_500_every: int | None = None
+
+    @property
+    def active(self) -> list[str]:
+        out = []
+        for name, takes_n in FAULTS.items():
+            value = getattr(self, name)
+            if takes_n and value is not None:
+                out.append(f"{name}={value}")
+            elif not takes_n and value:
+                out.append(name)
+        return out
+
+
+def parse_faults(specs: Iterable[str]) -> FaultConfig:
+    """Parse fault specs like ``crash_after=3``; raises ValueError naming the bad one."""
+    values: dict[str, Any] = {}
+    for spec in specs:
+        for part in str(spec).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, _, arg = part.partition("=")
+            name = name.strip().lower().replace("-", "_")
+            if name not in FAULTS:
+                raise ValueError(f"unknown fault {part!r}; known: {', '.join(FAULTS)}")
+            if FAULTS[name]:
+                try:
+                    n = int(arg)
+                except ValueError:
+                    raise ValueError(f"fault {name} needs a positive integer: {name}=N") from None
+                if n < 1:
+                    raise ValueError(f"fault {name} needs a positive integer: {name}=N")
+                values[name] = n
+            else:
+                if arg:
+                    raise ValueError(f"fault {name} takes no value")
+                values[name] = True
+    return FaultConfig(**values)
+
+
+class StreamDropped(Exception):
+    """Raised inside a streaming body to make the server close the connection mid-stream."""
+
+
+class FaultState:
+    """Counters behind the counting faults; thread-safe because tests share one server."""
+
+    def __init__(self, config: FaultConfig, on_crash: Callable[[int], None]) -> None:
+        self.config = config
+        self._on_crash = on_crash
+        self._lock = threading.Lock()
+        self._chat_arrivals = 0
+        self._chat_done = 0
+        self._tool_calls = 0
+        self.crashed = False
+
+    def chat_arrived(self) -> bool:
+        """Count a chat request; True when http_500_every says this one must fail."""
+        with self._lock:
+            self._chat_arrivals += 1
+            n = self._chat_arrivals
+        every = self.config.http_500_every
+        if every and n % every == 0:
+            log(f"FAULT http_500_every={every}: chat request #{n} answered with HTTP 500")
+            return True
+        return False
+
+    def chat_finished(self) -> bool:
+        """Count a served chat request; True when crash_after says the process must now die."""
+        with self._lock:
+            self._chat_done += 1
+            n = self._chat_done
+        limit = self.config.crash_after
+        return bool(limit and n >= limit and not self.crashed)
+
+    def crash(self, reason: str) -> None:
+        with self._lock:
+            if self.crashed:
+                return
+            self.crashed = True
+        log(f"FAULT {reason}: exiting with status {CRASH_EXIT_CODE}")
+        self._on_crash(CRASH_EXIT_CODE)
+
+    def drop_after(self) -> int | None:
+        return self.config.drop_stream
+
+    def corrupt_arguments(self, arguments: str) -> str:
+        """bad_tool_json: odd-numbered calls get invalid JSON, even-numbered ones wrong types."""
+        with self._lock:
+            self._tool_calls += 1
+            n = self._tool_calls
+        if n % 2 == 1:
+            # Python-repr style quoting and a missing closing brace: what a sloppy model emits
+            broken = arguments.replace('"', "'")
+            broken = broken[:-1] if broken.endswith("}") else broken + "{"
+            log(f"FAULT bad_tool_json: tool call #{n} arguments made invalid JSON")
+            return broken
+        log(f"FAULT bad_tool_json: tool call #{n} arguments given wrong types")
+        return json.dumps(_wrong_types(json.loads(arguments)))
+
+
+def _wrong_types(args: Any) -> Any:
+    """Every value swapped for one of another JSON type; an empty object gains an unknown key."""
+    if not isinstance(args, dict) or not args:
+        return {"unexpected_parameter": 1}
+    swap = {str: 12345, int: "not a number", float: "not a number", bool: "yes", list: "item",
+            dict: "object", type(None): 0}
+    return {key: swap.get(type(value), None) for key, value in args.items()}

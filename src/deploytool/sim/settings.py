@@ -1,0 +1,232 @@
+"""Settings of the reference runtime: one dataclass, filled from defaults, env, then flags.
+
+Every field is one command-line flag (``--field-name``) and one environment
+variable (``DEPLOYTOOL_SIM_FIELD_NAME``); flags win over the environment.
+Faults are the exception to the naming: ``--fault`` (repeatable) and
+``DEPLOYTOOL_SIM_FAULT`` (comma-separated), which add up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deploytool.sim.faults import FAULT_HELP, parse_faults
+
+ENV_PREFIX = "DEPLOYTOOL_SIM_"
+FAULT_ENV = "DEPLOYTOOL_SIM_FAULT"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _opt(help_text: str, default: Any, **extra: Any) -> Any:
+    """A dataclass field carrying its --help text (used to build the parser)."""
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use tuples for sequence defaults")
+    return field(default=default, metadata={"help": help_text, **extra})
+
+
+@dataclass
+class SimSettings:
+    """All knobs of the simulated SGLang server. Defaults match a small Qwen3-style deployment."""
+
+    host: str = _opt("Address to bind (the image needs 0.0.0.0; tests use 127.0.0.1).", "0.0.0.0")
+    port: int = _opt("TCP port to listen on (SGLang's default is 30000).", 30000)
+    served_model_name: str = _opt("Model id reported by /v1/models and in every response.", "sim-model")
+    model_path: str = _opt("Value reported as model_path/tokenizer_path (nothing is loaded).", "deploytool/sim-model")
+    startup_seconds: float = _opt("Simulated load time: /health answers 503 until it has passed.", 2.0)
+    decode_tps: float = _opt("Output tokens per second of one request.", 120.0)
+    prefill_tps: float = _opt("Prompt tokens per second (time to first token = queue wait + uncached prompt / this).", 20000.0)
+    aggregate_tps: float | None = _opt(
+        "Cap on total output tokens/s across running requests: each request then decodes at "
+        "min(decode_tps, aggregate_tps / running). Unset: no cap.",
+        None,
+    )
+    max_running_requests: int = _opt("Requests decoded at once; later ones wait in a FIFO queue.", 8)
+    max_total_tokens: int = _opt("KV pool size in tokens (max_total_num_tokens); a longer prompt is refused with 400.", 300000)
+    context_length: int = _opt("Context length in tokens; a longer prompt is refused with 400.", 262144)
+    chunked_prefill_size: int = _opt("Reported only (server_info).", 8192)
+    tp_size: int = _opt("Reported only (server_info).", 1)
+    vision: bool = _opt("Accept image_url content parts (--no-vision: refuse them with 400).", True)
+    tools: bool = _opt(
+        "Parse tool calls into tool_calls (--no-tools: the call is left as raw <tool_call> text in content, "
+        "as a server started without a tool-call parser would).",
+        True,
+    )
+    thinking_default: bool = _opt("Thinking when the request does not say (on/off).", False, choices=("on", "off"))
+    no_reasoning_field: bool = _opt(
+        "Fault-like: put the reasoning inline in content as <think>...</think> instead of reasoning_content "
+        "(a misconfigured reasoning parser).",
+        False,
+    )
+    spec_accept_length: float = _opt("Average speculative accept length to report; 0 means no speculative decoding.", 0.0)
+    speculative_algorithm: str | None = _opt("Reported speculative algorithm; defaults to EAGLE when --spec-accept-length > 0.", None)
+    speculative_num_steps: int | None = _opt("Reported speculative steps; defaults to 3 when speculative decoding is on.", None)
+    gsm8k_oracle: float | None = _opt(
+        "Answer GSM8K test questions from the answer key, right for this fraction (0..1) of questions. "
+        "An answer key to test scoring pipelines, never a model. Unset: off.",
+        None,
+    )
+    gsm8k_path: str | None = _opt("GSM8K test.jsonl for the oracle (default: the copy shipped in deploytool/data/gsm8k/).", None)
+    prefix_cache_block_chars: int = _opt("Prefix cache granularity in characters of the serialized prompt.", 256)
+    prefix_cache_blocks: int = _opt("Prefix cache capacity in blocks (LRU).", 16384)
+    log_requests: bool = _opt("Log one line per request to stderr.", True)
+    faults: tuple[str, ...] = _opt("Faults to inject (see --fault).", ())
+
+    def __post_init__(self) -> None:
+        self.faults = tuple(self.faults)
+        problems = []
+        if self.decode_tps <= 0 or self.prefill_tps <= 0:
+            problems.append("decode_tps and prefill_tps must be > 0")
+        if self.aggregate_tps is not None and self.aggregate_tps <= 0:
+            problems.append("aggregate_tps must be > 0 when set")
+        if self.max_running_requests < 1:
+            problems.append("max_running_requests must be >= 1")
+        if self.max_total_tokens < 1 or self.context_length < 1:
+            problems.append("max_total_tokens and context_length must be >= 1")
+        if self.startup_seconds < 0:
+            problems.append("startup_seconds must be >= 0")
+        if self.gsm8k_oracle is not None and not 0.0 <= self.gsm8k_oracle <= 1.0:
+            problems.append("gsm8k_oracle must be between 0 and 1")
+        if self.prefix_cache_block_chars < 1:
+            problems.append("prefix_cache_block_chars must be >= 1")
+        if problems:
+            raise ValueError("; ".join(problems))
+        parse_faults(self.faults)  # raises ValueError on an unknown fault
+
+    # --- derived values reported by /get_server_info -------------------------------
+    @property
+    def speculative_enabled(self) -> bool:
+        return self.spec_accept_length > 0
+
+    @property
+    def reported_speculative_algorithm(self) -> str | None:
+        if self.speculative_algorithm:
+            return self.speculative_algorithm
+        return "EAGLE" if self.speculative_enabled else None
+
+    @property
+    def reported_speculative_num_steps(self) -> int | None:
+        if self.speculative_num_steps is not None:
+            return self.speculative_num_steps
+        return 3 if self.speculative_enabled else None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["faults"] = list(self.faults)
+        return data
+
+    # --- construction from the outside world ------------------------------------------
+    @classmethod
+    def from_env_and_args(
+        cls, argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
+    ) -> SimSettings:
+        """Defaults, overridden by DEPLOYTOOL_SIM_* env vars, overridden by flags.
+
+        ``argv=None`` reads no flags (not sys.argv) so library callers get env + defaults.
+        Bad values exit through argparse (status 2) with a message naming the flag.
+        """
+        env = os.environ if env is None else env
+        parser = build_parser()
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "faults":
+                continue
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is not None:
+                try:
+                    values[f.name] = _convert(f, raw)
+                except ValueError as exc:
+                    parser.error(f"{ENV_PREFIX + f.name.upper()}={raw!r}: {exc}")
+        env_faults = [s.strip() for s in env.get(FAULT_ENV, "").split(",") if s.strip()]
+
+        args = parser.parse_args(list(argv or []))
+        for name, value in vars(args).items():
+            if name != "fault" and value is not None:
+                values[name] = value
+        values["faults"] = tuple(env_faults + list(args.fault or []))
+        try:
+            return cls(**values)
+        except ValueError as exc:
+            parser.error(str(exc))
+            raise  # unreachable: parser.error exits
+
+
+def _field_type(f: dataclasses.Field) -> str:
+    """The base type name of a field ('int', 'float', 'str', 'bool'), ignoring '| None'."""
+    return str(f.type).replace(" | None", "").strip()
+
+
+def _parse_bool(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
+
+
+def _convert(f: dataclasses.Field, raw: str) -> Any:
+    kind = _field_type(f)
+    if raw.strip().lower() in {"none", "null"} and "None" in str(f.type):
+        return None
+    if kind == "bool":
+        return _parse_bool(raw)
+    if kind == "int":
+        return int(raw)
+    if kind == "float":
+        return float(raw)
+    return raw
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m deploytool.sim",
+        description=(
+            "deploytool's reference runtime: a SIMULATOR of an SGLang server, NOT a model. It speaks "
+            "SGLang's OpenAI-compatible wire format and answers by documented rules (docs/sim.md). "
+            f"Every flag can also be set as {ENV_PREFIX}<FLAG_NAME> in the environment."
+        ),
+    )
+    for f in dataclasses.fields(SimSettings):
+        if f.name == "faults":
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default: {_show_default(f.default)})"
+        kind = _field_type(f)
+        if "choices" in f.metadata:  # on/off switches spelled as in the brief: --thinking-default on
+            parser.add_argument(flag, dest=f.name, type=_on_off, metavar="{on,off}", default=None,
+                                help=help_text)
+        elif f.name == "no_reasoning_field":
+            parser.add_argument(flag, dest=f.name, action="store_true", default=None, help=help_text)
+        elif kind == "bool":
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=help_text)
+        else:
+            parser.add_argument(flag, dest=f.name, type={"int": int, "float": float}.get(kind, str),
+                                default=None, help=help_text)
+    parser.add_argument("--fault", action="append", metavar="FAULT", help=FAULT_HELP)
+    parser.set_defaults(fault=None)
+    return parser
+
+
+def _on_off(raw: str) -> bool:
+    low = raw.strip().lower()
+    if low not in ("on", "off"):
+        raise argparse.ArgumentTypeError("expected 'on' or 'off'")
+    return low == "on"
+
+
+def _show_default(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value == ():
+        return "none"
+    return str(value)

@@ -73,7 +73,8 @@ def ensure_volume(engine: Engine, slot: Slot) -> bool:
         return False
     except docker.errors.NotFound:
         engine.client.volumes.create(name=slot.cache_volume(), labels={labels.VOLUME_CACHE: slot.name,
-                                                                       labels.MANAGED: "true"})
+                                                                       labels.MANAGED: "true",
+                                                                       labels.INSTANCE: labels.instance()})
         return True
 
 

@@ -142,6 +142,10 @@ class EndpointClient:
                 await asyncio.wait_for(self._complete(payload, result, budget), budget)
         except (asyncio.TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {budget:g} s"
+        except httpx.RemoteProtocolError as exc:
+            # The server closed the connection mid-response: for a stream, say how far it got.
+            got = f" after {len(result.raw)} chunks" if result.streamed and isinstance(result.raw, list) else ""
+            result.error = f"{'stream' if result.streamed else 'response'} dropped{got}: {exc}"
         except httpx.HTTPError as exc:
             result.error = f"{type(exc).__name__}: {exc or 'connection failed'}"
         except (SSEError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:

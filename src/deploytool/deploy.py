@@ -377,7 +377,9 @@ def status(engine: Engine | None = None, *, events: int = 5) -> list[SlotStatus]
         for r in sorted(releases, key=lambda r: r.release, reverse=True):
             role = "current" if serving and r.release == serving.release else \
                 "rollback target" if r.release == pointers.previous else ""
-            rows.append({"release": r.release, "role": role, "state": r.state, "health": r.health,
+            # A stopped container keeps its last health status; it says nothing about now.
+            health = r.health if r.running else None
+            rows.append({"release": r.release, "role": role, "state": r.state, "health": health,
                          "profile": r.profile, "image": r.image, "url": r.url, "gpus": r.gpus,
                          "simulator": r.simulator, "container": r.container_name, "created": r.created})
         result.append(SlotStatus(slot=name, current=serving.release if serving else None,

@@ -97,7 +97,8 @@ class Engine:
 
     # -- releases --------------------------------------------------------------------------
     def releases(self, slot: str | None = None) -> list[Release]:
-        filters = {"label": [f"{labels.MANAGED}=true"] + ([f"{labels.SLOT}={slot}"] if slot else [])}
+        filters = {"label": [f"{labels.MANAGED}=true", f"{labels.INSTANCE}={labels.instance()}"]
+                   + ([f"{labels.SLOT}={slot}"] if slot else [])}
         found = [self._release(c) for c in self.client.containers.list(all=True, filters=filters)]
         return sorted(found, key=lambda r: (r.slot, r.release))
 

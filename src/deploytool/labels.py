@@ -6,8 +6,12 @@ carries these labels, and status/rollback find releases by them, never by name g
 
 from __future__ import annotations
 
+import os
+import re
+
 PREFIX = "dev.deploytool"
 MANAGED = f"{PREFIX}.managed"
+INSTANCE = f"{PREFIX}.instance"
 SLOT = f"{PREFIX}.slot"
 RELEASE = f"{PREFIX}.release"
 PROFILE = f"{PREFIX}.profile"
@@ -24,10 +28,25 @@ IMAGE_FINGERPRINT = f"{PREFIX}.toolchain"  # JSON object: cuda, compiler, runtim
 VOLUME_CACHE = f"{PREFIX}.cache"
 
 
+def instance() -> str:
+    """Which deploytool owns a container. DEPLOYTOOL_INSTANCE lets a test suite (or a second
+    team on one host) work on the same engine without ever touching another's releases."""
+    name = os.environ.get("DEPLOYTOOL_INSTANCE", "default")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", name):
+        raise ValueError(f"DEPLOYTOOL_INSTANCE={name!r}: use lowercase letters, digits, '-' and '_'")
+    return name
+
+
+def name_prefix() -> str:
+    """'deploytool' for the default instance, 'deploytool-<instance>' for any other."""
+    return "deploytool" if instance() == "default" else f"deploytool-{instance()}"
+
+
 def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
                      host_port: int, simulator: bool) -> dict[str, str]:
     return {
         MANAGED: "true",
+        INSTANCE: instance(),
         SLOT: slot,
         RELEASE: str(release),
         PROFILE: profile,

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import UsageError
+from .labels import name_prefix
 
 _UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]{8,}$")
 
@@ -30,10 +31,10 @@ class Slot:
     def project(self, release: int) -> str:
         """The compose project of one release: each release is its own project, so bringing
         up a new one never recreates or removes the previous one."""
-        return f"deploytool-{self.name}-r{release}"
+        return f"{name_prefix()}-{self.name}-r{release}"
 
     def cache_volume(self) -> str:
-        return f"deploytool-cache-{self.name}"
+        return f"{name_prefix()}-cache-{self.name}"
 
 
 def slot_from_options(gpus: list[str] | None, cpu: bool) -> Slot:

@@ -57,6 +57,8 @@ class BenchMethod(BaseModel):
     request_timeout_s: float = Field(default=600.0, gt=0)
     run_timeout_s: float = Field(default=3600.0, gt=0)
     seed: int | None = None  # random prefixes; None: a fresh seed each run (recorded)
+    # How often /metrics is read during measured phases (peak KV token usage, running requests).
+    metrics_interval_s: float = Field(default=1.0, gt=0)
 
     @model_validator(mode="after")
     def _check_lists(self) -> "BenchMethod":
@@ -73,9 +75,9 @@ class BenchMethod(BaseModel):
         return 0.7 if self.thinking else 0.0
 
     def comparable_dict(self) -> dict[str, Any]:
-        """The settings that change a figure: all but the time bounds and the seed."""
+        """The settings that change a figure: all but the time bounds, the seed and sampling."""
         data = self.model_dump(mode="json")
-        for key in ("request_timeout_s", "run_timeout_s", "seed"):
+        for key in ("request_timeout_s", "run_timeout_s", "seed", "metrics_interval_s"):
             data.pop(key)
         data["temperature"] = self.sampling_temperature
         return data

@@ -23,7 +23,7 @@ from .environment import describe_environment
 from .method import BenchMethod
 from .prompts import Prompt, PromptFactory
 from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
-from .server import ServerFacts, read_server_facts, server_side_figures
+from .server import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts, server_side_figures
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
@@ -55,6 +55,7 @@ class BenchRunner:
         self.deadline = 0.0
         self.model_id = "default"
         self._progress: Any = None
+        self.metric_peaks: dict[str, float] = {}
 
     # --- the run -------------------------------------------------------------------
     async def run(self) -> BenchRun:
@@ -66,8 +67,14 @@ class BenchRunner:
                                   max_connections=max([1, *m.load_concurrency, m.sweep_max_concurrency])) as client:
             before = await read_server_facts(client)
             self.model_id = before.model_id or (self.target.profile.model.served_name if self.target.profile else "default")
-            with self._progress_bar():
-                groups = await self._run_phases(client, before)
+            sampler = asyncio.create_task(self._sample_metrics(client)) if before.metrics is not None else None
+            try:
+                with self._progress_bar():
+                    groups = await self._run_phases(client, before)
+            finally:
+                if sampler is not None:
+                    sampler.cancel()
+                    await asyncio.gather(sampler, return_exceptions=True)
             after = await read_server_facts(client)
         return self._assemble(started_at, before, after, groups)
 
@@ -160,6 +167,17 @@ class BenchRunner:
         }
         return payload
 
+    async def _sample_metrics(self, client: EndpointClient) -> None:
+        """Peaks of the load gauges, read every metrics_interval_s while the phases run (a gauge
+        read once after the run would only show an idle server)."""
+        scratch = ServerFacts()
+        while True:
+            await asyncio.sleep(self.method.metrics_interval_s)
+            metrics = await read_metrics(client, scratch, timeout=5.0) or {}
+            for name, key in PEAK_GAUGES.items():
+                if name in metrics:
+                    self.metric_peaks[key] = max(self.metric_peaks.get(key, 0.0), metrics[name])
+
     # --- one result -> one record ----------------------------------------------------
     def _record(self, spec: _Spec, prompt: Prompt, result: ChatResult) -> RequestRecord:
         usage = result.usage or {}
@@ -225,7 +243,7 @@ class BenchRunner:
         prefixes = [r.prompt_prefix for r in self.records]
         gpus = before.gpus or (self.target.profile.match.gpu_count if self.target.profile else None) or 1
         sweep = _sweep_points([g for g in groups if g.phase == "sweep"], gpus)
-        server_figures = server_side_figures(after)
+        server_figures = server_side_figures(after, self.metric_peaks)
         return BenchRun(
             schema=SCHEMA, run_id=self.prompts.run_id, started_at=started_at,
             duration_s=round(time.perf_counter() - self.t0, 3), complete=self.complete,

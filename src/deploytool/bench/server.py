@@ -51,19 +51,19 @@ async def read_server_facts(client: EndpointClient, timeout: float = 10.0) -> Se
     return facts
 
 
-def server_side_figures(facts_after: ServerFacts) -> dict[str, float]:
-    """The figures only the server knows: speculative accept length, KV token usage, cache hits."""
-    out: dict[str, float] = {}
+def server_side_figures(facts_after: ServerFacts, peaks: dict[str, float] | None = None) -> dict[str, float]:
+    """The figures only the server knows: speculative accept length, cache hit rate (after the
+    run), and the peaks of KV token usage and running requests sampled during it."""
+    out: dict[str, float] = dict(peaks or {})
     info = facts_after.server_info or {}
     for state in info.get("internal_states") or []:
-        if isinstance(state, dict) and state.get("avg_spec_accept_length") is not None:
+        # 0 means no speculative decoding (SGLang reports 0.0 then): not a figure.
+        if isinstance(state, dict) and (state.get("avg_spec_accept_length") or 0) > 0:
             out["spec_accept_length"] = float(state["avg_spec_accept_length"])
     metrics = facts_after.metrics or {}
     for name, key in (("sglang:spec_accept_length", "spec_accept_length"),
-                      ("sglang:token_usage", "token_usage"),
-                      ("sglang:cache_hit_rate", "cache_hit_rate"),
-                      ("sglang:gen_throughput", "gen_throughput")):
-        if name in metrics and key not in out:
+                      ("sglang:cache_hit_rate", "cache_hit_rate")):
+        if name in metrics and key not in out and not (key == "spec_accept_length" and metrics[name] <= 0):
             out[key] = metrics[name]
     return out
 
@@ -78,6 +78,11 @@ async def read_metrics(client: EndpointClient, facts: ServerFacts, timeout: floa
         facts.unreadable["/metrics"] = f"HTTP {response.status_code}"
         return None
     return parse_prometheus(response.text)
+
+
+# Gauges worth their peak during a run: /metrics name -> figure key.
+PEAK_GAUGES = {"sglang:token_usage": "token_usage_peak", "sglang:num_running_reqs": "running_requests_peak",
+               "sglang:num_queue_reqs": "queued_requests_peak"}
 
 
 def parse_prometheus(text: str) -> dict[str, float]:

@@ -102,12 +102,14 @@ def summarize(name: str, phase: str, concurrency: int, records: Sequence[Request
 
 
 def _error_kind(error: str | None) -> str:
-    """Group error messages by kind ('HTTP 500', 'stream ended without [DONE]', 'timed out')."""
+    """Group error messages by kind ('HTTP 500', 'stream dropped', 'timed out', ...)."""
     text = (error or "unknown error").strip()
     if text.startswith("HTTP "):
         return text.split(":", 1)[0]
     if text.startswith("stream ended without [DONE]"):
         return "stream ended without [DONE]"
+    if text.startswith(("stream dropped", "response dropped")):
+        return "stream dropped"
     if text.startswith("timed out"):
         return "timed out"
     return text.split(":", 1)[0][:80]

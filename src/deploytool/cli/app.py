@@ -20,8 +20,10 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-console = Console()  # results, on stdout
-console_err = Console(stderr=True)  # progress and messages, on stderr, so --json stays clean
+# soft_wrap: a message is never cut into lines at the terminal width, so logs and scripts
+# that read stderr see each message whole.
+console = Console(soft_wrap=True)  # results, on stdout
+console_err = Console(stderr=True, soft_wrap=True)  # progress and messages, on stderr, so --json stays clean
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]
 ProfilesDirOpt = Annotated[

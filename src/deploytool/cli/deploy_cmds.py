@@ -168,12 +168,13 @@ def build_command(
 ) -> None:
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
     resolved = ProfileStore(profiles_dir).get(profile)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
                   console=console_err, transient=True, disable=json_output) as bar:
-        task = bar.add_task(f"building {resolved.name}", total=None)
+        task = bar.add_task(f"building {resolved.name}", total=None, step="")
 
         def on_line(step: int, steps: int, line: str) -> None:
-            bar.update(task, completed=step, total=steps, description=f"building {resolved.name}: {line[:60]}")
+            bar.update(task, completed=step, total=steps, step=f"step {step}/{steps}",
+                       description=f"building {resolved.name}: {line[:60]}")
 
         result = images.build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
     if json_output:

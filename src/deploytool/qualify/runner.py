@@ -158,9 +158,9 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
     server = report.server
     assert server is not None
     if not server.reachable:
-        return SuiteResult.errored(name, f"not run: {report.could_not_run}")
+        return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
-        return SuiteResult.errored(name, f"not run: {report.could_not_run}")
+        return SuiteResult.errored(name, "not run: the server never became ready")
     skip = module.applies_to(target.profile, server)
     if skip:
         return SuiteResult.skipped(name, skip)

@@ -94,3 +94,14 @@ def normal_interval(successes: int, total: int, z: float = 1.959964) -> Interval
     p = successes / total
     half = z * math.sqrt(p * (1 - p) / total)
     return Interval(max(0.0, p - half), min(1.0, p + half))
+
+
+def missing_keyword_groups(text: str, groups: list[list[str]]) -> list[list[str]]:
+    """The keyword groups that do NOT match `text`. A group matches when ANY of its words occurs
+    as a whole word (case-insensitive); the answer passes only when EVERY group matches."""
+    lowered = (text or "").lower()
+    missing = []
+    for group in groups:
+        if not any(re.search(rf"(?<![\w]){re.escape(str(word).lower())}(?![\w])", lowered) for word in group):
+            missing.append(list(group))
+    return missing

@@ -16,13 +16,10 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from deploytool.sim.generation import Unit
 from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens
-
-T = TypeVar("T")
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -123,6 +120,7 @@ class Engine:
         self.running: list[Slot] = []
         self._waiters: deque[object] = deque()
         self._cond: asyncio.Condition | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def queued(self) -> int:
@@ -167,7 +165,9 @@ class Engine:
         """Free the slot. Synchronous so it is safe in a finally block of a cancelled stream."""
         if slot in self.running:
             self.running.remove(slot)
-        asyncio.get_running_loop().create_task(self._wake())
+        task = asyncio.get_running_loop().create_task(self._wake())
+        self._tasks.add(task)  # keep a reference until done: the loop holds tasks weakly
+        task.add_done_callback(self._tasks.discard)
 
     async def _wake(self) -> None:
         cond = self._condition()

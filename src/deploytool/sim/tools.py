@@ -7,8 +7,8 @@ The rules (docs/sim.md, "Tools"):
   * score(tool) = 2 x shared stems with the tool's name + shared stems with its
     description and parameter names. The best tool wins (ties: the earlier tool);
     with tool_choice "auto" a tool needs score >= 1, else no tool is called.
-  * Values from the prompt: quoted text first, then runs of capitalized words that
-    do not start a sentence; numbers in order of appearance.
+  * Values from the prompt: quoted texts first, then runs of capitalized words that
+    do not start a sentence (outside quotes); numbers in order of appearance.
   * Two or more values joined by "and" / "," (e.g. "in Paris and in Tokyo") are
     subjects of parallel calls: one call each, the subject filling the first string
     parameter.
@@ -80,7 +80,7 @@ def score_tools(tools: list[ToolSpec], message: str) -> list[ToolScore]:
     for tool in tools:
         name = stems(tool.name)
         props = (tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {}
-        rest = stems(tool.description) | stems(" ".join(props)) - name
+        rest = (stems(tool.description) | stems(" ".join(props))) - name
         shared_name, shared_rest = wanted & name, wanted & rest
         out.append(ToolScore(tool, 2 * len(shared_name) + len(shared_rest), sorted(shared_name | shared_rest)))
     return out
@@ -103,20 +103,31 @@ class Span:
 @dataclass
 class PromptValues:
     text: str
-    strings: list[Span] = field(default_factory=list)
+    quoted: list[Span] = field(default_factory=list)
+    capitalized: list[Span] = field(default_factory=list)
     numbers: list[float] = field(default_factory=list)
 
     @classmethod
     def from_text(cls, text: str) -> PromptValues:
-        return cls(text=text, strings=string_values(text), numbers=number_values(text))
+        quoted = quoted_values(text)
+        inside = [(q.start, q.end) for q in quoted]
+        capitalized = [c for c in capitalized_values(text)
+                       if not any(a <= c.start < b for a, b in inside)]  # a quoted word counts once
+        return cls(text=text, quoted=quoted, capitalized=capitalized, numbers=number_values(text))
+
+    @property
+    def strings(self) -> list[Span]:
+        """String values in the order they are used: quoted texts first, then capitalized words."""
+        return self.quoted + self.capitalized
 
 
-def string_values(text: str) -> list[Span]:
-    """Quoted texts if any; else capitalized word runs that do not start a sentence."""
-    quoted = [Span(next(g for g in m.groups() if g is not None), m.start(), m.end())
-              for m in _QUOTED_RE.finditer(text)]
-    if quoted:
-        return quoted
+def quoted_values(text: str) -> list[Span]:
+    return [Span(next(g for g in m.groups() if g is not None), m.start(), m.end())
+            for m in _QUOTED_RE.finditer(text)]
+
+
+def capitalized_values(text: str) -> list[Span]:
+    """Runs of capitalized words, leaving out a sentence's first word and "I"."""
     out = []
     for m in _CAPITALIZED_RE.finditer(text):
         words = [(w.group(), m.start() + w.start()) for w in re.finditer(r"\S+", m.group())]
@@ -139,8 +150,9 @@ def number_values(text: str) -> list[float]:
 
 
 def parallel_subjects(values: PromptValues) -> list[str]:
-    """The longest run of values joined by 'and'/',' that contains an 'and' (else [])."""
-    spans = values.strings
+    """The longest run of values joined by 'and'/',' that contains an 'and' (else []).
+    Quoted values are the candidates when there are two or more; else capitalized ones."""
+    spans = values.quoted if len(values.quoted) >= 2 else values.capitalized
     best: list[Span] = []
     run: list[Span] = spans[:1]
     has_and = False

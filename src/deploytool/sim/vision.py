@@ -149,7 +149,8 @@ def _name_pixels(img: Image.Image) -> list[str]:
     w, h = img.size
     distinct = img.getcolors(maxcolors=w * h) or []
     table = {rgb: colour_name(rgb) for _, rgb in distinct}
-    return [table[p] for p in img.getdata()]
+    raw = img.tobytes()  # RGB triples; stable across pillow versions, unlike getdata()
+    return [table[p] for p in zip(raw[0::3], raw[1::3], raw[2::3])]
 
 
 def _border_colour(names: list[str], w: int, h: int) -> str:

@@ -18,6 +18,7 @@ SUITE_MODULES = [
     "needle",
     "gsm8k",
     "stress",
+    "performance",
 ]
 
 

@@ -1,0 +1,39 @@
+# deploytool: the README's two commands are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+BASE_IMAGE ?= deploytool/base:bookworm
+
+.PHONY: demo test setup engine base-image docs check-docs clean
+
+# The virtual environment, with deploytool installed from this tree.
+$(BIN)/deploytool: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/deploytool
+
+engine:
+	@scripts/ensure-engine.sh
+
+base-image: engine
+	@scripts/make-base-image.sh $(BASE_IMAGE)
+
+# The whole lifecycle on the embedded default (the reference runtime): no GPU needed.
+demo: setup base-image
+	@PATH="$(CURDIR)/$(BIN):$$PATH" scripts/demo.sh
+
+# The test suite. Integration tests use a real Docker engine when one can be had here (and
+# skip, saying why, when not); everything else runs anywhere.
+test: setup
+	@scripts/ensure-engine.sh --optional
+	@if docker info >/dev/null 2>&1; then scripts/make-base-image.sh $(BASE_IMAGE); fi
+	$(BIN)/python -m pytest
+
+docs: setup
+	$(BIN)/python scripts/gen_cli_docs.py > docs/cli.md
+
+clean:
+	rm -rf $(VENV) .pytest_cache reports

@@ -1,0 +1,55 @@
+"""Runs inside the image at build time: prints, as JSON, the toolchain actually installed
+(what compiles kernels into /cache), so the fingerprint label can be checked against reality.
+Standard library only; a tool that is missing is reported as "none"."""
+
+import hashlib
+import importlib.metadata as md
+import json
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+PACKAGES = {
+    "torch": "torch", "triton": "triton", "sglang": "sglang", "sglang_kernel": "sglang-kernel",
+    "flashinfer": "flashinfer-python", "flashinfer_cubin": "flashinfer-cubin",
+    "flashinfer_jit_cache": "flashinfer-jit-cache", "deep_gemm": "sgl-deep-gemm",
+    "tilelang": "tilelang", "tvm_ffi": "apache-tvm-ffi", "cutlass_dsl": "nvidia-cutlass-dsl",
+    "flash_attn": "flash-attn-4", "nvidia_ml_py": "nvidia-ml-py",
+}
+
+
+def tool(cmd, pattern):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "none"
+    match = re.search(pattern, out)
+    return match.group(1) if match else "none"
+
+
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return "none"
+
+
+def patches():
+    folder = Path("/opt/deploytool/patches")
+    series = folder / "series"
+    names = [l.split("#")[0].strip() for l in series.read_text().splitlines()] if series.exists() else []
+    return [{"name": n, "sha256": hashlib.sha256((folder / n).read_bytes()).hexdigest()} for n in names if n]
+
+
+facts = {
+    "cuda": os.environ.get("CUDA_VERSION", "none"),
+    "nvcc": tool(["nvcc", "--version"], r"release [\d.]+, V([\d.]+)"),
+    "ptxas": tool(["ptxas", "--version"], r"release [\d.]+, V([\d.]+)"),
+    "gcc": tool(["gcc", "-dumpfullversion"], r"([\d.]+)"),
+    "python": platform.python_version(),
+    **{key: version(dist) for key, dist in PACKAGES.items()},
+    "patches": patches(),
+}
+print(json.dumps(facts, indent=2, sort_keys=True))

@@ -1,0 +1,5 @@
+"""`python -m deploytool` is the `deploytool` command."""
+
+from .cli import main
+
+main()

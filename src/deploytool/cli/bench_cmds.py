@@ -1,0 +1,110 @@
+"""`deploytool bench` and `deploytool compare`: parse, call deploytool.bench, print."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import UsageError
+from ..targets import resolve_target
+from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
+
+
+@app.command("bench")
+def bench_command(
+    url: UrlOpt = None,
+    gpu: GpuOpt = None,
+    cpu: CpuOpt = False,
+    profile: ProfileOpt = None,
+    quick: Annotated[bool, typer.Option("--quick", help="The reduced method (fewer, shorter requests) for smoke runs.")] = False,
+    thinking: Annotated[str, typer.Option("--thinking", help="on: temperature 0.7 and the model's defaults; off: greedy.")] = "off",
+    sweep: Annotated[bool, typer.Option("--sweep", help="Also sweep concurrency 1, 2, 4, ... up to the server's max running requests.")] = False,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
+    json_out: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+) -> None:
+    """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
+    from ..bench import build_method, run_bench
+    from ..bench.compare import format_value
+
+    if thinking not in ("on", "off"):
+        raise UsageError(f"--thinking {thinking!r}: expected on or off")
+    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
+    prof = target.profile
+    method = build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
+                          sweep=sweep, profile_name=prof.name if prof else None)
+    console_err.print(f"bench {target.describe()}: {method.preset} method {method.fingerprint()}", highlight=False)
+    run = run_bench(target, method=method, report_dir=report, progress=not json_out)
+    if json_out:
+        print_json(run.to_json())
+        return
+    table = Table(title=f"bench {run.environment['target']} ({run.method['preset']} method)")
+    for column in ("figure", "value", "completed", "failed"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for fig in run.figures:
+        table.add_row(fig.label, format_value(fig.value, fig.unit), str(fig.completed),
+                      f"[red]{fig.failed}[/]" if fig.failed else "0")
+    console.print(table)
+    if run.sweep:
+        sweep_table = Table(title="concurrency sweep (Pareto front marked *)")
+        for column in ("concurrency", "per-user tok/s", "per-GPU tok/s", "TTFT p50", "failed"):
+            sweep_table.add_column(column, justify="right")
+        for p in run.sweep:
+            sweep_table.add_row(f"{p.concurrency}{' *' if p.on_front else ''}", format_value(p.per_user_tps, ""),
+                                format_value(p.per_gpu_tps, ""), format_value(p.ttft_median_s, "s"), str(p.failed))
+        console.print(sweep_table)
+    if run.errors_total:
+        console.print(f"[red]{run.errors_total} of {run.requests_total} requests failed[/]; medians use completed "
+                      "requests only")
+    console.print(("" if run.cache_check.ok else "[red]") + f"prefix cache: {run.cache_check.message}", highlight=False)
+    for note in run.notes:
+        console.print(f"note: {note}", highlight=False)
+    if report:
+        console.print(f"report: {report / 'report.html'}", highlight=False)
+
+
+@app.command("compare")
+def compare_command(
+    runs: Annotated[list[Path], typer.Argument(help="Two or more results.json files or bench report folders.")],
+    report: Annotated[Optional[Path], typer.Option("--report", help="Write comparison.json/.md/.html here.")] = None,
+    allow_mixed: Annotated[bool, typer.Option("--allow-mixed-methods",
+                                              help="Show runs measured with different methods, flagged.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Put bench runs side by side: a column per run and a ratio against the first."""
+    from ..bench import compare_runs, write_comparison_report
+
+    comparison = compare_runs(runs, allow_mixed_methods=allow_mixed)
+    if report:
+        write_comparison_report(comparison, report)
+    if json_out:
+        print_json(comparison)
+        return
+    names = [f"run {chr(65 + i)}" for i in range(len(comparison.runs))]
+    for name, header in zip(names, comparison.runs):
+        console.print(f"{name}: {header.source} ({header.endpoint}, {header.started_at}, "
+                      f"{header.preset} method {header.method_fingerprint})", highlight=False)
+    for warning in comparison.warnings:
+        console.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
+    table = Table()
+    table.add_column("figure")
+    for name in names:
+        table.add_column(name, justify="right")
+    for name in names[1:]:
+        table.add_column(f"{names[0]} -> {name}", justify="right")
+    from ..bench.compare import format_value
+
+    for row in comparison.rows:
+        cells = [format_value(v, row.unit) for v in row.values]
+        for i in range(1, len(names)):
+            verdict = row.verdict(i)
+            colour = {"better": "green", "worse": "red"}.get(verdict or "", "")
+            text = row.change_text(i)
+            cells.append(f"[{colour}]{text}[/]" if colour else text)
+        table.add_row(row.label, *cells)
+    console.print(table)
+    if report:
+        console.print(f"report: {report / 'comparison.html'}", highlight=False)

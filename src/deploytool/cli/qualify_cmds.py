@@ -1,0 +1,63 @@
+"""`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..qualify import QualifyReport, run_qualification
+from ..qualify.config import parse_set_option
+from ..qualify.report import results_document
+from ..targets import resolve_target
+from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
+
+_STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
+
+
+def default_report_dir() -> Path:
+    return Path("reports") / f"qualify-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+@app.command("qualify")
+def qualify_command(
+    url: UrlOpt = None,
+    gpu: GpuOpt = None,
+    cpu: CpuOpt = False,
+    profile: ProfileOpt = None,
+    suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.")] = None,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default ./reports/qualify-<UTC time>).")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable).")] = None,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
+    json_out: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+) -> None:
+    """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 2 when
+    qualification could not run."""
+    overrides = parse_set_option(set_)
+    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
+    result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
+                               overrides=overrides, progress=not (no_progress or json_out))
+    if json_out:
+        print_json(results_document(result))
+    else:
+        _print_summary(result)
+    if result.could_not_run:
+        console_err.print(f"[bold red]error:[/] could not run: {result.could_not_run}", highlight=False)
+    raise typer.Exit(result.exit_code)
+
+
+def _print_summary(result: QualifyReport) -> None:
+    table = Table(title=f"qualify {result.url}", show_lines=False)
+    for column in ("suite", "verdict", "seconds", "reason"):
+        table.add_column(column)
+    for s in result.suites:
+        verdict = s.verdict.value + (" (limited)" if s.limited else "")
+        table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
+                      s.reason[:200])
+    console.print(table)
+    console.print(result.summary_line(), highlight=False)

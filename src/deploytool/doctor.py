@@ -1,0 +1,225 @@
+"""`deploytool doctor`: is this host ready to build and deploy? Each check is pass, warn or
+fail with what was found and what to do; a fail makes the command exit non-zero.
+
+Checks: the Docker engine (reachable, version), the compose plugin (>= 2.20, for the
+healthcheck's start_interval), the NVIDIA container runtime or a CDI spec, NVML and the
+driver against the minimum driver of each profile's CUDA (images/versions.yaml), free disk
+for images and for caches, and a writable state directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .profiles import Profile, ProfileStore
+from .versions import load_matrix, version_tuple
+
+Status = Literal["pass", "warn", "fail"]
+
+MIN_COMPOSE = (2, 20, 0)  # healthcheck start_interval
+MIN_ENGINE = (25, 0, 0)  # start_interval is honoured from Engine 25
+# A CUDA sglang image is 20-30 GB and a build needs as much again; kernel caches a few GB.
+IMAGE_DISK_WARN_GIB, IMAGE_DISK_FAIL_GIB = 60.0, 20.0
+CACHE_DISK_WARN_GIB, CACHE_DISK_FAIL_GIB = 20.0, 5.0
+CDI_GLOBS = ("/etc/cdi/*.yaml", "/etc/cdi/*.json", "/var/run/cdi/*.yaml", "/var/run/cdi/*.json")
+
+
+@dataclass
+class Check:
+    name: str
+    status: Status
+    detail: str
+    hint: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status == "fail" for c in self.checks)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s: sum(1 for c in self.checks if c.status == s) for s in ("pass", "warn", "fail")}
+
+
+def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path | None = None,
+               profiles: list[Profile] | None = None, cdi_globs: tuple[str, ...] = CDI_GLOBS) -> DoctorReport:
+    """Every check; arguments stand in for the host's engine, NVML, state dir and profiles."""
+    checks: list[Check] = []
+    engine_check, info = check_engine(docker_client)
+    checks.append(engine_check)
+    checks.append(check_compose())
+    checks.append(check_nvidia_runtime(info, cdi_globs))
+    if profiles is None:
+        try:
+            profiles = ProfileStore().all()
+        except Exception as exc:  # a broken profile must not hide the host's state
+            checks.append(Check("profiles", "warn", f"profiles could not be read: {exc}"))
+            profiles = []
+    checks.append(check_driver(nvml, profiles))
+    home = state_dir or _state_home()
+    checks.append(check_disk("disk for images", Path(info.get("DockerRootDir") or "/var/lib/docker"),
+                             IMAGE_DISK_WARN_GIB, IMAGE_DISK_FAIL_GIB,
+                             hint="free space or move the engine's data-root (daemon.json)"))
+    checks.append(check_disk("disk for caches", home, CACHE_DISK_WARN_GIB, CACHE_DISK_FAIL_GIB,
+                             hint="free space or point DEPLOYTOOL_HOME at a larger disk"))
+    checks.append(check_state_dir(home))
+    return DoctorReport(checks=checks)
+
+
+def _state_home() -> Path:
+    root = os.environ.get("DEPLOYTOOL_HOME")
+    return Path(root) if root else Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "deploytool"
+
+
+def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
+    try:
+        if client is None:
+            import docker
+
+            client = docker.from_env(timeout=10)
+        client.ping()
+        version = client.version()
+        info = client.info()
+    except Exception as exc:
+        return Check("docker engine", "fail", f"not reachable ({_short(exc)})",
+                     hint="start a Docker Engine >= 25 (see docs/install.md) or set DOCKER_HOST"), {}
+    text = str(version.get("Version", "?"))
+    status: Status = "pass" if version_tuple(text)[:3] >= MIN_ENGINE else "warn"
+    return Check("docker engine", status, f"Engine {text}, API {version.get('ApiVersion', '?')}",
+                 hint=None if status == "pass" else "Engine >= 25 honours the healthcheck's start_interval",
+                 data={"version": text}), info
+
+
+def check_compose() -> Check:
+    docker_cli = shutil.which("docker")
+    if docker_cli is None:
+        return Check("compose plugin", "fail", "the `docker` command is not on PATH",
+                     hint="install the docker CLI with the compose v2 plugin")
+    try:
+        proc = subprocess.run([docker_cli, "compose", "version", "--short"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return Check("compose plugin", "fail", "`docker compose version` did not answer")
+    if proc.returncode != 0:
+        return Check("compose plugin", "fail", "the compose v2 plugin is missing",
+                     hint="install docker-compose-plugin (>= 2.20)")
+    text = proc.stdout.strip().lstrip("v")
+    if version_tuple(text)[:3] < MIN_COMPOSE:
+        return Check("compose plugin", "fail", f"compose {text} is older than 2.20",
+                     hint="healthcheck start_interval needs compose >= 2.20: upgrade the plugin",
+                     data={"version": text})
+    return Check("compose plugin", "pass", f"compose {text}", data={"version": text})
+
+
+def check_nvidia_runtime(info: dict[str, Any], cdi_globs: tuple[str, ...] = CDI_GLOBS) -> Check:
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    cdi_files = [f for pattern in cdi_globs for f in glob.glob(pattern) if _mentions_nvidia(Path(f))]
+    found = []
+    if "nvidia" in runtimes:
+        found.append("nvidia runtime")
+    if cdi_files:
+        found.append("CDI spec " + ", ".join(cdi_files))
+    if found:
+        return Check("nvidia container runtime", "pass", "; ".join(found), data={"runtimes": runtimes, "cdi": cdi_files})
+    return Check("nvidia container runtime", "warn",
+                 f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'}) and no nvidia CDI spec",
+                 hint="GPU slots need the NVIDIA Container Toolkit (nvidia-ctk runtime configure, or "
+                      "nvidia-ctk cdi generate); --cpu slots work without it",
+                 data={"runtimes": runtimes, "cdi": []})
+
+
+def _mentions_nvidia(path: Path) -> bool:
+    try:
+        return "nvidia.com/gpu" in path.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
+    """The driver against the minimum driver of each CUDA that a profile's image uses."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return Check("nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py")
+    try:
+        nvml.nvmlInit()
+        try:
+            driver = _text(nvml.nvmlSystemGetDriverVersion())
+            count = int(nvml.nvmlDeviceGetCount())
+        finally:
+            nvml.nvmlShutdown()
+    except Exception as exc:
+        return Check("nvidia driver", "warn", f"no NVIDIA driver or NVML ({_short(exc)})",
+                     hint="GPU profiles need the NVIDIA driver; --cpu slots work without it")
+    matrix = load_matrix()
+    needs: dict[str, list[str]] = {}
+    for p in profiles:
+        if p.image.cuda:
+            needs.setdefault(p.image.cuda, []).append(p.name)
+    table = []
+    too_old = []
+    for cuda, names in sorted(needs.items()):
+        row = matrix.cuda_row(cuda)
+        minimum = row.min_driver if row else None
+        fits = minimum is not None and version_tuple(driver) >= version_tuple(minimum)
+        table.append({"cuda": cuda, "min_driver": minimum, "ok": fits, "profiles": sorted(names)})
+        if not fits:
+            too_old.append(f"CUDA {cuda} needs driver >= {minimum or '?'} ({', '.join(sorted(names))})")
+    data = {"driver": driver, "gpus": count, "table": table}
+    if too_old:
+        status: Status = "fail" if len(too_old) == len(table) else "warn"
+        return Check("nvidia driver", status, f"driver {driver}, {count} GPU(s); " + "; ".join(too_old),
+                     hint="upgrade the NVIDIA driver to run those profiles", data=data)
+    return Check("nvidia driver", "pass",
+                 f"driver {driver}, {count} GPU(s); fits CUDA {', '.join(sorted(needs)) or '(no GPU profile)'}", data=data)
+
+
+def check_disk(name: str, path: Path, warn_gib: float, fail_gib: float, *, hint: str) -> Check:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        usage = shutil.disk_usage(probe)
+    except OSError as exc:
+        return Check(name, "warn", f"cannot read free space of {path}: {exc.strerror}")
+    free = usage.free / 2**30
+    detail = f"{free:.0f} GiB free at {probe}"
+    data = {"path": str(probe), "free_gib": round(free, 1)}
+    if free < fail_gib:
+        return Check(name, "fail", f"{detail} (< {fail_gib:g} GiB)", hint=hint, data=data)
+    if free < warn_gib:
+        return Check(name, "warn", f"{detail} (< {warn_gib:g} GiB recommended)", hint=hint, data=data)
+    return Check(name, "pass", detail, data=data)
+
+
+def check_state_dir(path: Path) -> Check:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".doctor-", delete=True) as handle:
+            handle.write(b"ok")
+            handle.flush()
+    except OSError as exc:
+        return Check("state directory", "fail", f"{path} is not writable ({exc.strerror})",
+                     hint="set DEPLOYTOOL_HOME to a writable folder")
+    return Check("state directory", "pass", f"{path} is writable", data={"path": str(path)})
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 160 else text[:157] + "..."

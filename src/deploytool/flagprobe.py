@@ -1,0 +1,155 @@
+"""Runs where sglang is installed (the built image, or deploytool's parser venv), never in
+deploytool's own process: standard library and sglang only.
+
+Given the launch flags of a profile, as groups [flag, value...], it asks sglang's own parser
+(sglang.srt.server_args) about each flag alone, so every bad flag is named, not only the
+first one argparse stops at; then parses the whole command line with prepare_server_args()
+exactly as `python -m sglang.launch_server` does and compares what sglang stored with what
+was given; and, when asked and possible, resolves the arguments (the model's config must be
+readable there) and reports the values sglang derives.
+
+    python flagprobe.py '{"groups": [["--tp-size", "8"], ...], "resolve": false}'
+
+The answer is one JSON line after the marker line on stdout; sglang's logging goes to stderr.
+"""
+
+import argparse
+import contextlib
+import difflib
+import io
+import json
+import re
+import sys
+
+MARKER = "---deploytool-flagprobe---"
+
+
+def _parser():
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)
+    ServerArgs.add_cli_args(parser)
+    return parser
+
+
+def _parse(parser, argv):
+    """(namespace or None, argparse's error text)."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(argv), ""
+    except SystemExit:
+        lines = [x for x in err.getvalue().strip().splitlines() if x.strip()]
+        return None, (lines[-1] if lines else "rejected")
+
+
+def _classify(message):
+    text = message.split("error:", 1)[-1].strip()
+    if "unrecognized arguments" in text:
+        return "unknown", text
+    if "invalid choice" in text:
+        return "invalid_choice", text
+    if re.search(r"invalid \S+ value", text):
+        return "wrong_type", text
+    if "expected" in text and "argument" in text:
+        return "wrong_arity", text
+    return "rejected", text
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+def main(request):
+    groups = request["groups"]
+    parser = _parser()
+    actions = {}
+    for action in parser._actions:
+        for option in action.option_strings:
+            actions[option] = action
+    base = ["--model-path", request.get("model_path") or "dummy"]
+    findings = []
+    for group in groups:
+        flag, values = group[0], group[1:]
+        finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
+        action = actions.get(flag)
+        if action is None:
+            finding["status"] = "unknown"
+            close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
+            finding["message"] = f"sglang has no flag {flag}" + (f"; did you mean {', '.join(close)}?" if close else "")
+            finding["suggestions"] = close
+            findings.append(finding)
+            continue
+        finding["dest"] = action.dest
+        namespace, error = _parse(parser, (base if flag != "--model-path" else []) + [flag, *values])
+        if namespace is None:
+            finding["status"], finding["message"] = _classify(error)
+            if action.choices and finding["status"] == "invalid_choice":
+                finding["choices"] = [str(c) for c in action.choices]
+        else:
+            finding["parsed"] = _plain(getattr(namespace, action.dest, None))
+            finding["default"] = _plain(action.default)
+        findings.append(finding)
+
+    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {}}
+    argv = [token for group in groups for token in group]
+    if any(f["status"] != "ok" for f in findings):
+        print(MARKER)
+        print(json.dumps(out))
+        return
+    from sglang.srt.server_args import prepare_server_args
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            server_args = prepare_server_args(argv)
+    except SystemExit:
+        out["parser_error"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1]
+        print(MARKER)
+        print(json.dumps(out))
+        return
+    except Exception as exc:  # a validator in ServerArgs itself
+        out["parser_error"] = f"{type(exc).__name__}: {exc}"
+        print(MARKER)
+        print(json.dumps(out))
+        return
+    for finding in findings:
+        stored = _plain(getattr(server_args, finding["dest"], None))
+        finding["stored"] = stored
+        if stored != finding.get("parsed"):
+            finding["status"] = "overridden"
+            finding["message"] = f"sglang stores {stored!r} for {finding['flag']} (given {finding['given']!r})"
+        elif stored == finding.get("default") and finding["flag"] != "--model-path":
+            finding["status"] = "redundant"
+            finding["message"] = "the value is sglang's default"
+
+    if request.get("resolve"):
+        try:
+            before = {}
+            for action in parser._actions:
+                if action.dest and action.dest != "help":
+                    before[action.dest] = _plain(getattr(server_args, action.dest, None))
+            server_args.resolve_once()
+            resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
+            out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
+                              if k in before and before.get(k) != v}
+            for finding in findings:
+                after = resolved.get(finding.get("dest"))
+                if finding.get("dest") in out["derived"]:
+                    finding["status"] = "overridden"
+                    finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
+            out["resolved"] = True
+        except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
+            out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+    print(MARKER)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,156 @@
+"""`deploytool patches check`: does a profile's patch series apply to its pinned sglang?
+
+The pinned sglang wheel is downloaded once (`pip download --no-deps`) into deploytool's cache
+and unpacked there; each check links those sources into a temporary folder and applies the
+series with the same applier the image build uses (deploytool.unidiff), reporting each patch
+as applied or failed with the hunks it refused. Nothing is built.
+
+Patch series live in images/sglang/patches/<sglang-version>/: the patch files and a `series`
+file naming them in order. A profile applies the whole series, or the patches it lists in
+`image.patches` (in that order).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import unidiff
+from .errors import DeploytoolError, ProfileError, UsageError
+from .profiles import Profile
+from .resources import resource
+from .state import cache_dir
+
+RECIPE = "sglang"
+
+
+@dataclass
+class PatchSeries:
+    sglang_version: str
+    folder: Path
+    names: list[str]
+
+    def paths(self) -> list[Path]:
+        return [self.folder / n for n in self.names]
+
+
+@dataclass
+class PatchCheck:
+    profile: str
+    sglang_version: str
+    wheel: str
+    series: str
+    expected: int = 0  # patches in the series
+    results: list[unidiff.PatchResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every patch of the series applied (an empty series is trivially fine)."""
+        return len(self.results) == self.expected and all(r.applied for r in self.results)
+
+
+def series_dir(sglang_version: str) -> Path:
+    return resource("images", RECIPE, "patches", sglang_version)
+
+
+def series_for(profile: Profile) -> PatchSeries:
+    """The ordered patches a profile's image gets."""
+    version = profile.image.runtime_version
+    if not version:
+        raise ProfileError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
+    folder = series_dir(version)
+    if profile.image.patches:
+        names = list(profile.image.patches)
+    elif (folder / "series").is_file():
+        names = unidiff.read_series(folder / "series")
+    else:
+        names = []
+    missing = [n for n in names if not (folder / n).is_file()]
+    if missing:
+        raise ProfileError(f"profile {profile.name!r}: patch(es) {', '.join(missing)} not found in {folder}",
+                           hint="list files of that folder in image.patches, or leave it empty to apply its `series`")
+    return PatchSeries(sglang_version=version, folder=folder, names=names)
+
+
+def sglang_wheel(version: str, python: str = "3.11") -> Path:
+    """The pinned sglang wheel for the image's Python, downloaded once into the cache."""
+    target = cache_dir("sglang", "wheels")
+    tag = "cp" + python.replace(".", "")
+    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(target.glob(f"sglang-{version}-py3-*.whl"))
+    if found:
+        return found[0]
+    arch = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+           "--dest", str(target), "--python-version", python, "--implementation", "cp",
+           *(a for n in (36, 34, 28, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
+           f"sglang=={version}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(target.glob(f"sglang-{version}-py3-*.whl"))
+    if proc.returncode != 0 or not found:
+        raise DeploytoolError(f"could not download sglang {version} for Python {python}:\n"
+                              + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-8:]),
+                              hint=f"put the wheel (sglang-{version}-*.whl) into {target} by hand on a host without a package index")
+    return found[0]
+
+
+def unpacked_sources(wheel: Path) -> Path:
+    """The wheel unpacked once into the cache (read-only by convention: never patched in place)."""
+    root = cache_dir("sglang", "src", wheel.stem)
+    if (root / ".complete").exists():
+        return root
+    partial = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root.parent))
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(partial)
+    (partial / ".complete").write_text(wheel.name + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    partial.rename(root)
+    return root
+
+
+def link_tree(source: Path, dest: Path) -> Path:
+    """A copy of `source` made of hard links (a second or less for 130 MB); the applier
+    replaces the files it changes, so the cached sources stay untouched."""
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+    shutil.copytree(source, dest, copy_function=link, ignore=shutil.ignore_patterns(".complete"))
+    return dest
+
+
+def check(profile: Profile, *, series: PatchSeries | None = None) -> PatchCheck:
+    """Apply the profile's series to the pinned sglang's sources in a temporary folder."""
+    if profile.image.recipe != RECIPE:
+        raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: only `sglang` images carry patches")
+    series = series or series_for(profile)
+    wheel = sglang_wheel(series.sglang_version, profile.image.python)
+    sources = unpacked_sources(wheel)
+    report = PatchCheck(profile=profile.name, sglang_version=series.sglang_version, wheel=wheel.name,
+                        series=str(series.folder), expected=len(series.names))
+    if not series.names:
+        return report
+    with tempfile.TemporaryDirectory(prefix="patches-check-") as tmp:
+        tree = link_tree(sources, Path(tmp) / "site")
+        report.results = unidiff.apply_series(tree, series.folder, series.names)
+    return report
+
+
+def patched_tree(profile: Profile, dest: Path) -> Path:
+    """A full copy of the pinned sglang with the series applied (what the image gets), e.g. to
+    import a patched module on a CPU. Raises when a patch does not apply."""
+    series = series_for(profile)
+    sources = unpacked_sources(sglang_wheel(series.sglang_version, profile.image.python))
+    tree = link_tree(sources, dest)
+    for result in unidiff.apply_series(tree, series.folder, series.names):
+        if not result.applied:
+            raise DeploytoolError(f"patch {result.name} does not apply to sglang {series.sglang_version}",
+                                  hint="run `deploytool patches check --profile " + profile.name + "` for the refused hunks")
+    return tree

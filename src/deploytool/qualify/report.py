@@ -1,0 +1,129 @@
+"""The qualification report: results.json (the stable schema, docs/qualify.md), report.md and a
+self-contained report.html, all from the same QualifyReport. Verdicts first, then each suite's
+gates, figures, method, and the transcripts of its failures; then the server config captured."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from ..report import render, table_html, table_markdown, to_jsonable, write_atomic, write_json
+from .base import SuiteResult
+
+if TYPE_CHECKING:
+    from .runner import QualifyReport
+
+SCHEMA = "deploytool.qualify/v1"
+MAX_TRANSCRIPTS_SHOWN = 10  # per suite in md/html; results.json keeps them all
+
+
+def results_document(report: "QualifyReport") -> dict[str, Any]:
+    server = report.server
+    return {
+        "schema": SCHEMA,
+        "verdict": report.verdict,
+        "passed": report.passed,
+        "exit_code": report.exit_code,
+        "incomplete": report.incomplete,
+        "could_not_run": report.could_not_run,
+        "summary": report.summary_line(),
+        "started_at": report.started_at,
+        "finished_at": report.finished_at,
+        "limit": report.limit,
+        "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
+                   "image": report.image, "image_labels": report.image_labels},
+        "server": to_jsonable(server) if server is not None else None,
+        "suites": [suite_document(s) for s in report.suites],
+    }
+
+
+def suite_document(suite: SuiteResult) -> dict[str, Any]:
+    return {
+        "name": suite.name,
+        "verdict": suite.verdict.value,
+        "reason": suite.reason,
+        "limited": suite.limited,
+        "duration_s": suite.duration_s,
+        "gates": to_jsonable(suite.gates),
+        "figures": to_jsonable(suite.figures),
+        "method": suite.method,
+        "settings": suite.settings,
+        "transcripts": to_jsonable(suite.transcripts),
+    }
+
+
+def write_reports(report: "QualifyReport") -> None:
+    doc = results_document(report)
+    write_json(report.report_dir / "results.json", doc)
+    sections = [_section(s) for s in doc["suites"]]
+    overview = pd.DataFrame([{"suite": s["name"], "verdict": s["verdict"] + (" (limited)" if s["limited"] else ""),
+                              "duration_s": s["duration_s"], "reason": s["reason"]} for s in doc["suites"]])
+    server = _server_table(doc["server"])
+    common = {"doc": doc, "title": f"deploytool qualify: {doc['verdict']}"}
+    write_atomic(report.report_dir / "report.md", render(
+        "qualify.md.j2", overview=table_markdown(overview), server=table_markdown(server),
+        sections=[{**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
+                   "tables": {k: table_markdown(v) for k, v in s["tables"].items()}} for s in sections],
+        **common))
+    write_atomic(report.report_dir / "report.html", render(
+        "qualify.html.j2", overview=table_html(overview), server=table_html(server),
+        sections=[{**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
+                   "tables": {k: table_html(v) for k, v in s["tables"].items()}} for s in sections],
+        **common))
+
+
+def _section(suite: dict[str, Any]) -> dict[str, Any]:
+    gates = pd.DataFrame([{"gate": g["name"], "passed": "yes" if g["passed"] else "NO",
+                           "measured": _cell(g["measured"]), "needs": f"{g['comparison']} {_cell(g['threshold'])}",
+                           "detail": g["detail"]} for g in suite["gates"]])
+    scalars, tables = flatten_figures(suite["figures"])
+    failures = [t for t in suite["transcripts"] if not t.get("passed")][:MAX_TRANSCRIPTS_SHOWN]
+    return {"name": suite["name"], "verdict": suite["verdict"], "reason": suite["reason"],
+            "limited": suite["limited"], "method": suite["method"], "gates_df": gates,
+            "figures_df": pd.DataFrame([{"figure": k, "value": _cell(v)} for k, v in scalars.items()]),
+            "tables": tables, "failures": [json.dumps(t, indent=2, default=str, ensure_ascii=False) for t in failures],
+            "failure_count": sum(1 for t in suite["transcripts"] if not t.get("passed"))}
+
+
+def flatten_figures(figures: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """Scalars as dotted keys; lists of objects (per-depth, per-request rows) as tables."""
+    scalars: dict[str, Any] = {}
+    tables: dict[str, pd.DataFrame] = {}
+    for key, value in figures.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value and len(value) <= 40:
+            inner_scalars, inner_tables = flatten_figures(value, dotted + ".")
+            scalars.update(inner_scalars)
+            tables.update(inner_tables)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            tables[dotted] = pd.DataFrame([{k: _cell(v) for k, v in row.items()} for row in value])
+        else:
+            scalars[dotted] = value
+    return scalars, tables
+
+
+def _server_table(server: dict[str, Any] | None) -> pd.DataFrame:
+    if not server:
+        return pd.DataFrame()
+    rows = [{"field": k, "value": _cell(server.get(k))} for k in ("url", "reachable", "ready", "health_status",
+                                                                  "error", "server_info_path")]
+    info = server.get("server_info") or {}
+    rows += [{"field": f"server_info.{k}", "value": _cell(v)} for k, v in info.items()
+             if not isinstance(v, (dict, list)) or k == "internal_states"]
+    rows += [{"field": f"model_info.{k}", "value": _cell(v)} for k, v in (server.get("model_info") or {}).items()]
+    models = (server.get("models") or {}).get("data") or []
+    rows += [{"field": f"models[{i}]", "value": _cell(m)} for i, m in enumerate(models)]
+    return pd.DataFrame(rows)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (dict, list)):
+        text = json.dumps(value, default=str)
+        return text if len(text) <= 300 else text[:297] + "..."
+    return str(value)

@@ -1,0 +1,103 @@
+"""vision: images drawn by deploytool (known shapes, colours, counts, text) sent as base64 data
+URLs, one and two per request; every keyword group of a case must match the answer, usage must
+count the tokens, and an invalid image must be refused with a 4xx (not a 200, not a 5xx)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import yaml
+from pydantic import Field
+
+from ...resources import resource
+from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+                    chat_payload, response_problems, transcript)
+from ..images import data_url, draw
+from ..scoring import missing_keyword_groups
+
+name = "vision"
+# "not an image" in base64: decodes fine, but is no picture a server can read.
+INVALID_IMAGE_URL = "data:image/png;base64,bm90IGFuIGltYWdl"
+
+
+class Settings(SuiteSettings):
+    max_tokens: int = Field(default=256, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    cases_file: str = Field(default="vision.yaml", description="Under the project's qualify/ folder.")
+    request_timeout_s: float = 120.0
+
+
+def applies_to(profile: Any, server: ServerInfo) -> str | None:
+    if profile is not None and not profile.model.vision:
+        return f"profile {profile.name!r} says the model takes no images (model.vision: false)"
+    if profile is None and server.has_vision is False:
+        return "/get_model_info says the model takes no images"
+    return None
+
+
+def load_cases(file: str = "vision.yaml") -> list[dict[str, Any]]:
+    return yaml.safe_load(resource("qualify", file).read_text())["cases"]
+
+
+async def run(ctx: SuiteContext) -> SuiteResult:
+    s: Settings = ctx.settings
+    cases, limited = ctx.apply_limit(load_cases(s.cases_file))
+    ctx.set_total(len(cases) + 1)
+    log = TranscriptLog()
+    gate_fail: dict[str, str] = {}  # case id -> its first problem
+    usage_fail: list[str] = []
+    semaphore = asyncio.Semaphore(s.concurrency)
+
+    async def one(case: dict[str, Any]) -> None:
+        content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(draw(spec))}}
+                                         for spec in case["images"]]
+        content.append({"type": "text", "text": case["prompt"]})
+        payload = chat_payload(ctx, [{"role": "user", "content": content}], max_tokens=s.max_tokens)
+        async with semaphore:
+            res = await ctx.client.chat(payload)
+        problems = response_problems(res)
+        if not res.error:
+            missing = missing_keyword_groups(res.content, case["expect"])
+            if missing:
+                problems.append(f"answer lacks {' and '.join('one of ' + repr(g) for g in missing)}: {res.content[:160]!r}")
+                gate_fail[case["id"]] = problems[0]
+            if not (res.prompt_tokens or 0) > 0 or not (res.completion_tokens or 0) > 0:
+                problems.append(f"usage does not count tokens: {res.usage!r}")
+                usage_fail.append(case["id"])
+        else:
+            gate_fail[case["id"]] = problems[0]
+        log.add(transcript(case["id"], payload, res, passed=not problems, problems=problems,
+                           images=len(case["images"]), expect=case["expect"]))
+        ctx.advance()
+
+    await asyncio.gather(*(one(c) for c in cases))
+
+    # An image the server cannot read must be refused as the client's fault.
+    bad_payload = chat_payload(ctx, [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": INVALID_IMAGE_URL}},
+        {"type": "text", "text": "What is in this image?"}]}], max_tokens=16)
+    bad = await ctx.client.chat(bad_payload)
+    refused = bad.status is not None and 400 <= bad.status < 500
+    bad_problem = [] if refused else [
+        f"an invalid image_url got {'HTTP ' + str(bad.status) if bad.status else bad.error}, expected a 4xx refusal"]
+    log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
+    ctx.advance()
+
+    answered = len(cases) - len(gate_fail)
+    result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
+    result.figures = {"cases": len(cases), "correct": answered, "usage_ok": len(cases) - len(usage_fail),
+                      "failed_cases": sorted(gate_fail), "invalid_image_status": bad.status}
+    result.gates = [
+        Gate.all_of("answers with every keyword group", answered, len(cases),
+                    detail="; ".join(f"{k}: {v}" for k, v in sorted(gate_fail.items()))),
+        Gate.all_of("usage counts prompt and completion tokens", len(cases) - len(usage_fail), len(cases)),
+        Gate(name="invalid image_url refused with 4xx", threshold="4xx", measured=bad.status or bad.error,
+             passed=refused, comparison="in"),
+    ]
+    result.method = (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
+                     f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
+                     "an answer passes when every keyword group matches as a whole word; then one request whose "
+                     "image_url is base64 of text that is not an image." + (f" --limit {ctx.limit}." if limited else ""))
+    result.transcripts = log.items
+    return result.judge()

@@ -1,0 +1,136 @@
+"""Recipe `sglang`: a patched, pinned SGLang runtime image (images/sglang/Dockerfile.j2).
+
+Two kinds of image, chosen by the profile's `image.cuda`:
+  * gpu (image.cuda set, an nvidia/cuda:<cuda>-cudnn-devel-ubuntu24.04 base, by digest when
+    given): torch, sglang, sglang-kernel and flashinfer at the versions of the version matrix
+    (images/versions.yaml), sglang's other dependencies at the versions its wheel pins;
+  * cpu (image.cuda: null): sglang without its GPU packages, the light packages its parser
+    imports and a CPU torch. It serves nothing; it proves the patches apply and lets
+    `profiles check` run inside an image on a machine without a GPU (the tests build one).
+
+Either way the patch series of the sglang release is applied to the installed package, every
+kernel cache is pointed under /cache, and /opt/deploytool/toolchain.json records what was
+really installed. With `build --wheelhouse DIR` every package comes from DIR, no index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+from ..errors import UsageError
+from ..images import link_or_copy
+from ..patches import series_for
+from ..profiles import Profile
+from ..resources import package_dir, resource
+from ..versions import check_profile, load_matrix
+from . import RecipeInputs
+
+CACHE_MOUNT = "/cache"
+# Every JIT/kernel cache the runtime writes, pointed under the slot's cache volume, so that
+# cache.py can fingerprint and wipe them as one.
+CACHE_ENV: dict[str, str] = {
+    "FLASHINFER_WORKSPACE_BASE": f"{CACHE_MOUNT}/flashinfer",
+    "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton",
+    "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_MOUNT}/torchinductor",
+    "SGLANG_CACHE_DIR": f"{CACHE_MOUNT}/sglang",
+    "SGLANG_DG_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+    "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
+    "TVM_FFI_CACHE_DIR": f"{CACHE_MOUNT}/tvm-ffi",
+    "TILELANG_CACHE_DIR": f"{CACHE_MOUNT}/tilelang",
+}
+
+# name==version in a wheel file name (names normalised: '-', '_', '.' are one).
+_WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)-")
+
+
+def check(profile: Profile) -> None:
+    """The version-matrix check: an impossible combination never reaches a build."""
+    check_profile(profile)
+    series_for(profile)  # a named patch that does not exist is refused here too
+
+
+def requirements(profile: Profile) -> list[str]:
+    """The pinned top-level packages of the image, one requirement each."""
+    img = profile.image
+    row = load_matrix().sglang_row(img.runtime_version or "")
+    assert row is not None  # check() ran first
+    if img.cuda is None:
+        parser = resource("images", "sglang", "parser-requirements.txt").read_text().splitlines()
+        return [f"torch=={img.torch_version}",
+                *(x.strip() for x in parser if x.strip() and not x.lstrip().startswith("#"))]
+    reqs = [f"sglang=={img.runtime_version}", f"torch=={img.torch_version}",
+            f"{row.kernel_package}=={img.kernel_version}", f"flashinfer-python=={img.flashinfer_version}",
+            "nvidia-ml-py"]
+    if row.flashinfer_cubin:
+        reqs.append(f"flashinfer-cubin=={row.flashinfer_cubin}")
+    return reqs
+
+
+def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> RecipeInputs:
+    img = profile.image
+    series = series_for(profile)
+    mode = "cpu" if img.cuda is None else "gpu"
+    reqs = requirements(profile)
+    (context_dir / "requirements.txt").write_text("\n".join(reqs) + "\n")
+    (context_dir / "patch-series").write_text("\n".join(series.names) + ("\n" if series.names else ""))
+    shutil.copy2(package_dir() / "unidiff.py", context_dir / "unidiff.py")
+
+    wheel_versions: dict[str, str] = {}
+    if wheelhouse is not None:
+        wheels = sorted(wheelhouse.glob("*.whl"))
+        for wheel in wheels:
+            link_or_copy(wheel, context_dir / "wheels" / wheel.name)
+            match = _WHEEL.match(wheel.name)
+            if match:
+                wheel_versions[_normal(match.group("name"))] = match.group("version")
+        if wheel_versions.get("sglang") != img.runtime_version:
+            raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
+                             f"(found {wheel_versions.get('sglang') or 'none'})",
+                             hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
+        pip_source = "--no-index --find-links /tmp/deploytool/wheels"
+    else:
+        pip_source = ""
+
+    def version_of(dist: str, pinned: str | None, fallback: str) -> str:
+        return wheel_versions.get(_normal(dist)) or pinned or fallback
+
+    patch_hashes = [hashlib.sha256(p.read_bytes()).hexdigest() for p in series.paths()]
+    fingerprint = {
+        "cuda": img.cuda or "none",
+        # nvcc, ptxas and gcc come with the base: its reference (a digest pins them) stands for
+        # them here; /opt/deploytool/toolchain.json in the image has the exact versions.
+        "nvcc": img.cuda or "none",
+        "gcc": f"from base {img.base}",
+        "python": img.python,
+        "torch": version_of("torch", img.torch_version, "none"),
+        "triton": version_of("triton", None, f"as pinned by torch {img.torch_version}"),
+        "sglang": img.runtime_version or "none",
+        "sglang_kernel": version_of("sglang-kernel", img.kernel_version, "none"),
+        "flashinfer": version_of("flashinfer-python", img.flashinfer_version, "none"),
+        # tilelang, deep-gemm, tvm-ffi, cutlass-dsl: pinned exactly by the sglang wheel's metadata.
+        "jit_packages": f"as pinned by sglang {img.runtime_version}" if mode == "gpu" else "none",
+        "patches": json.dumps(patch_hashes),
+        "image_kind": mode,
+    }
+    return RecipeInputs(
+        template_vars={
+            "mode": mode,
+            "python": img.python,
+            "sglang_version": img.runtime_version,
+            "pip_source": pip_source,
+            "wheelhouse": wheelhouse is not None,
+            "cache_env": CACHE_ENV,
+            "build_args": dict(img.build_args),
+            "command_json": json.dumps(profile.launch_argv()),
+        },
+        fingerprint=fingerprint,
+        extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names)},
+    )
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -1,0 +1,152 @@
+"""The version matrix (images/versions.yaml): which CUDA, torch, sglang, sglang-kernel and
+flashinfer releases go together, and the oldest driver each CUDA toolkit needs.
+
+`check_profile` refuses an impossible combination before any build starts, naming the profile
+field that is wrong and the values that would fit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import ProfileError, UsageError
+from .profiles import Profile
+from .resources import resource
+from .yamlio import load_yaml
+
+# nvidia/cuda:<version>-<flavour>-<os>[@sha256:...]; the version is what the matrix keys on.
+_CUDA_BASE = re.compile(r"^(?:[\w.-]+/)*nvidia/cuda:(?P<version>\d+\.\d+\.\d+)-[\w.-]+(?:@sha256:[0-9a-f]{64})?$")
+
+
+@dataclass(frozen=True)
+class CudaRow:
+    version: str
+    major: int
+    min_driver: str
+
+
+@dataclass(frozen=True)
+class SglangRow:
+    version: str
+    python: list[str]
+    cuda_major: list[int]
+    torch: list[str]
+    kernel_package: str
+    kernel: list[str]
+    flashinfer: list[str]
+    flashinfer_cubin: str | None
+    cpu_torch: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    source: Path
+    cuda: dict[str, CudaRow]
+    sglang: dict[str, SglangRow]
+
+    def cuda_row(self, version: str) -> CudaRow | None:
+        return self.cuda.get(version)
+
+    def sglang_row(self, version: str) -> SglangRow | None:
+        return self.sglang.get(version)
+
+
+def load_matrix(path: Path | None = None) -> Matrix:
+    path = path or resource("images", "versions.yaml")
+    return _load(path)
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> Matrix:
+    data = load_yaml(path).data or {}
+    try:
+        cuda = {
+            str(v): CudaRow(version=str(v), major=int(row["major"]), min_driver=str(row["min_driver"]))
+            for v, row in (data.get("cuda") or {}).items()
+        }
+        sglang = {}
+        for v, row in (data.get("sglang") or {}).items():
+            sglang[str(v)] = SglangRow(
+                version=str(v),
+                python=[str(x) for x in row["python"]],
+                cuda_major=[int(x) for x in row["cuda_major"]],
+                torch=[str(x) for x in row["torch"]],
+                kernel_package=str(row["kernel_package"]),
+                kernel=[str(x) for x in row["kernel"]],
+                flashinfer=[str(x) for x in row["flashinfer"]],
+                flashinfer_cubin=None if row.get("flashinfer_cubin") is None else str(row["flashinfer_cubin"]),
+                cpu_torch=[str(x) for x in (row.get("cpu_validation") or {}).get("torch", [])],
+            )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: malformed version matrix ({exc!r})",
+                         hint="every sglang row needs python, cuda_major, torch, kernel_package, kernel, flashinfer") from None
+    return Matrix(source=path, cuda=cuda, sglang=sglang)
+
+
+def cuda_of_base(base: str) -> str | None:
+    """The CUDA version in an nvidia/cuda base reference, or None for any other base."""
+    m = _CUDA_BASE.match(base)
+    return m.group("version") if m else None
+
+
+def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
+    """Refuse a profile whose pinned versions are no row of the matrix (ProfileError naming
+    the field and the values that would fit). Returns notes worth showing (none today)."""
+    matrix = matrix or load_matrix()
+    img = profile.image
+    where = f"profile {profile.name!r} ({profile.source or 'no file'})"
+    problems: list[str] = []
+
+    def bad(field_name: str, got: object, allowed: object, why: str) -> None:
+        problems.append(f"image.{field_name} = {got!r}: {why} (the matrix allows {allowed})")
+
+    if img.runtime_version is None:
+        raise ProfileError(f"{where}: image.runtime_version (the sglang release) is not set",
+                           hint=f"pinned releases in {matrix.source}: {', '.join(sorted(matrix.sglang))}")
+    row = matrix.sglang_row(img.runtime_version)
+    if row is None:
+        raise ProfileError(f"{where}: sglang {img.runtime_version} is not in the version matrix",
+                           hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; add a row to {matrix.source}")
+    if img.python not in row.python:
+        bad("python", img.python, row.python, f"sglang {row.version} ships no wheel for it")
+
+    if img.cuda is None:
+        # A CPU image: the parser and the patches only, never a server.
+        if img.torch_version not in row.cpu_torch:
+            bad("torch_version", img.torch_version, row.cpu_torch, "not a CPU torch this sglang's parser is known to run on")
+        for name in ("kernel_version", "flashinfer_version"):
+            if getattr(img, name) is not None:
+                bad(name, getattr(img, name), None, "a CPU image (image.cuda: null) carries no CUDA kernels")
+    else:
+        cuda = matrix.cuda_row(img.cuda)
+        if cuda is None:
+            bad("cuda", img.cuda, sorted(matrix.cuda), "unknown CUDA toolkit")
+        elif cuda.major not in row.cuda_major:
+            bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
+                f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}")
+        base_cuda = cuda_of_base(img.base)
+        if base_cuda is not None and base_cuda != img.cuda:
+            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-... base", f"the base is CUDA {base_cuda}, image.cuda says {img.cuda}")
+        if img.torch_version not in row.torch:
+            bad("torch_version", img.torch_version, row.torch, f"sglang {row.version} pins another torch")
+        if img.kernel_version not in row.kernel:
+            bad("kernel_version", img.kernel_version, row.kernel, f"sglang {row.version} pins another {row.kernel_package}")
+        if img.flashinfer_version not in row.flashinfer:
+            bad("flashinfer_version", img.flashinfer_version, row.flashinfer, f"sglang {row.version} pins another flashinfer")
+    if problems:
+        raise ProfileError(f"{where}: these pinned versions do not go together:\n  " + "\n  ".join(problems),
+                           hint=f"fix the profile, or add a tested row to {matrix.source}")
+    return []
+
+
+def min_driver_for(cuda_version: str, matrix: Matrix | None = None) -> str | None:
+    row = (matrix or load_matrix()).cuda_row(cuda_version)
+    return row.min_driver if row else None
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """'580.65.06' -> (580, 65, 6), for comparing driver versions."""
+    return tuple(int(p) for p in re.findall(r"\d+", text))

@@ -1,0 +1,85 @@
+"""Shared fixtures. Integration tests drive the real Docker engine and the real `docker
+compose` plugin; when no engine is reachable they skip and say why, and the rest still runs.
+
+Every test session gets its own DEPLOYTOOL_INSTANCE (test-<random>), so its containers,
+compose projects and cache volumes can never touch a real deployment on the same engine.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE_IMAGE = "deploytool/base:bookworm"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("DEPLOYTOOL_INSTANCE", f"test-{secrets.token_hex(3)}")
+
+
+def _engine_problem() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # any reason at all: no socket, no permission, no daemon
+        return f"no Docker engine reachable ({type(exc).__name__}); see docs/install.md"
+    proc = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return "the docker compose v2 plugin is missing"
+    try:
+        client.images.get(BASE_IMAGE)
+    except Exception:
+        return f"base image {BASE_IMAGE} is missing (make base-image)"
+    return None
+
+
+_ENGINE_PROBLEM: str | None | bool = False
+
+
+def engine_problem() -> str | None:
+    global _ENGINE_PROBLEM
+    if _ENGINE_PROBLEM is False:
+        _ENGINE_PROBLEM = _engine_problem()
+    return _ENGINE_PROBLEM  # type: ignore[return-value]
+
+
+@pytest.fixture
+def docker_engine():
+    problem = engine_problem()
+    if problem:
+        pytest.skip(problem)
+    from deploytool.engine import Engine
+
+    return Engine()
+
+
+@pytest.fixture(autouse=True)
+def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own state directory; downloads are shared through one cache folder."""
+    home = tmp_path_factory.mktemp("home")
+    shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
+    shared_cache.mkdir(parents=True, exist_ok=True)
+    (home / "cache").symlink_to(shared_cache)
+    monkeypatch.setenv("DEPLOYTOOL_HOME", str(home))
+    return home
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The real console script in a subprocess: exit codes, stdout and stderr as a user sees them."""
+    return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)

@@ -1,0 +1,244 @@
+"""bench against the reference runtime, whose speeds are settings: the method must recover them.
+
+Real HTTP on loopback; small outputs and fast sim settings keep the whole file to seconds on 2 cores.
+Tolerances are wide enough for a loaded CI machine, narrow enough that a wrong formula fails
+(e.g. counting the first token in decode speed, or mixing warm-up into the medians).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from deploytool.bench import BenchRunner, build_method, compare_runs, run_bench
+from deploytool.bench.prompts import Prompt, PromptFactory
+from deploytool.bench.runner import run_bench_sync
+from deploytool.errors import UsageError
+from deploytool.sim import SimSettings, serve_in_thread
+from deploytool.targets import Target
+
+pytestmark = pytest.mark.timeout(120)
+
+DECODE_TPS = 400.0
+AGGREGATE_TPS = 800.0
+PREFILL_TPS = 40_000.0
+MAX_RUNNING = 4
+
+
+class _SimProcess:
+    """The sim in its own process. Timing tests need it: a sim in a thread of the test process
+    shares the GIL with the bench client, and a stall on either side shows up as a burst of
+    tokens (seen: a 40 ms stall after an HTTP 500 fault inflating one request's decode speed)."""
+
+    def __init__(self, settings: SimSettings):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
+                "--startup-seconds", "0", "--no-log-requests", "--decode-tps", str(settings.decode_tps),
+                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests)]
+        if settings.aggregate_tps:
+            argv += ["--aggregate-tps", str(settings.aggregate_tps)]
+        for fault in settings.faults:
+            argv += ["--fault", fault]
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the sim did not become ready at {self.url}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def _settings(**kw) -> SimSettings:
+    return SimSettings(startup_seconds=0, log_requests=False, decode_tps=kw.pop("decode_tps", DECODE_TPS),
+                       prefill_tps=kw.pop("prefill_tps", PREFILL_TPS),
+                       max_running_requests=kw.pop("max_running_requests", MAX_RUNNING), **kw)
+
+
+def _sim(**kw):
+    """A sim for figures that are timed: its own process."""
+    return _SimProcess(_settings(**kw))
+
+
+def _sim_in_thread(**kw):
+    """A sim for checks that time nothing (cheaper to start)."""
+    return serve_in_thread(_settings(**kw), port=0, wait_ready=True)
+
+
+def _tiny(**kw):
+    """A small method: a few short requests per phase, one prefill size long enough to time."""
+    settings = dict(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=3,
+                    decode_output_tokens=60, decode_prompt_tokens=64, load_concurrency=[4],
+                    load_requests_per_slot=2, load_output_tokens=60, prefill_prompt_tokens=[8000],
+                    prefill_prompts_each=2, sweep_output_tokens=40, sweep_requests_per_slot=1,
+                    metrics_interval_s=0.2, request_timeout_s=20, run_timeout_s=60)
+    settings.update(kw)
+    return build_method(**settings)
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    handle = _sim(aggregate_tps=AGGREGATE_TPS)
+    try:
+        report = tmp_path_factory.mktemp("bench") / "run"
+        run = run_bench(Target(url=handle.url, profile=None), method=_tiny(sweep=True), report_dir=report,
+                        progress=False)
+    finally:
+        handle.stop()
+    return run, report
+
+
+def test_recovers_the_sims_speeds(sim_run):
+    run, _ = sim_run
+    decode = run.figure("decode_c1_tps").value
+    assert decode == pytest.approx(DECODE_TPS, rel=0.10)
+    # 4 running: each decodes at min(decode_tps, aggregate_tps / 4) = 200, together 800
+    assert run.figure("load_c4_per_request_tps").value == pytest.approx(AGGREGATE_TPS / 4, rel=0.12)
+    assert run.figure("load_c4_aggregate_tps").value == pytest.approx(AGGREGATE_TPS, rel=0.20)
+    assert run.figure("prefill_8000_tps").value == pytest.approx(PREFILL_TPS, rel=0.15)
+    # the sweep goes up to the server's max running requests, no further
+    assert [p.concurrency for p in run.sweep] == [1, 2, 4]
+    assert run.sweep[0].per_user_tps == pytest.approx(DECODE_TPS, rel=0.10)
+    assert run.server["max_running_requests"] == MAX_RUNNING
+    assert run.errors_total == 0 and run.complete
+    # exact output lengths through ignore_eos + max_tokens
+    assert {r.output_tokens for r in run.requests if r.group == "decode_c1"} == {60}
+
+
+def test_prompts_unique_and_cache_stays_cold(sim_run):
+    run, _ = sim_run
+    prefixes = [r.prompt_prefix for r in run.requests]
+    assert run.prompts_unique and len(set(prefixes)) == len(prefixes)
+    assert run.cache_check.reported and run.cache_check.ok
+    assert all(r.cached_tokens == 0 for r in run.requests if r.ok)
+    # the sim counts our prompt like we do (one token per word): the sizes are what was asked for
+    prefill = [r for r in run.requests if r.phase == "prefill"]
+    assert all(abs(r.prompt_tokens - 8000) < 20 for r in prefill)
+
+
+def test_warmup_recorded_but_not_measured(sim_run):
+    run, _ = sim_run
+    warm = [r for r in run.requests if r.phase == "warmup"]
+    measured = [r for r in run.requests if r.phase != "warmup"]
+    assert len(warm) == 1
+    assert min(r.start for r in measured) >= max(r.end for r in warm)
+    assert run.requests_total == len(measured)
+    assert sum(g.requests for g in run.groups) == len(measured)
+
+
+def test_reports_written(sim_run):
+    run, report = sim_run
+    data = json.loads((report / "results.json").read_text())
+    assert data["schema"] == "deploytool.bench/1" and data["method"]["preset"] == "quick"
+    assert len(data["requests"]) == len(run.requests) and data["requests"][0]["chunk_offsets"]
+    html = (report / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3  # decode, TTFT, prefill, Pareto plots inline
+    assert "Pareto" in html and "decode, 1 request" in (report / "report.md").read_text()
+
+
+class _FixedPrefix(PromptFactory):
+    """Every prompt the same: what a careless benchmark does, and what the cache check must catch."""
+
+    def make(self, target_tokens: int, label: str) -> Prompt:
+        prompt = super().make(target_tokens, "same")
+        return Prompt(text="same prefix " * (target_tokens // 2), estimated_tokens=target_tokens, prefix="same")
+
+
+def test_cache_check_catches_a_prefix_cache_hit():
+    handle = _sim_in_thread()
+    try:
+        runner = BenchRunner(Target(url=handle.url, profile=None), _tiny(prefill_prompt_tokens=[2000]), progress=False)
+        runner.prompts = _FixedPrefix(seed=1)
+        import asyncio
+
+        run = asyncio.run(runner.run())
+    finally:
+        handle.stop()
+    assert not run.prompts_unique
+    assert run.cache_check.reported and not run.cache_check.ok and run.cache_check.requests_with_hits > 0
+
+
+def test_http_500_counted_medians_over_completed():
+    handle = _sim(faults=("http_500_every=3",))
+    try:
+        run = run_bench_sync(Target(url=handle.url, profile=None), _tiny(), progress=False)
+    finally:
+        handle.stop()
+    measured = [r for r in run.requests if r.phase != "warmup"]
+    failed = [r for r in measured if not r.ok]
+    assert failed and run.errors_total == len(failed)
+    assert all(r.status == 500 for r in failed)
+    decode = run.group("decode_c1")
+    assert decode.failed + decode.completed == decode.requests == 3
+    assert sum(g.errors.get("HTTP 500", 0) for g in run.groups) == len(failed)
+    # the completed requests still give the right speed
+    assert run.figure("decode_c1_tps").value == pytest.approx(DECODE_TPS, rel=0.10)
+    assert run.figure("decode_c1_tps").failed == decode.failed
+
+
+def test_dropped_streams_are_errors_and_nothing_hangs():
+    handle = _sim_in_thread(faults=("drop_stream=10",))
+    started = time.monotonic()
+    try:
+        run = run_bench_sync(Target(url=handle.url, profile=None), _tiny(), progress=False)
+    finally:
+        handle.stop()
+    assert time.monotonic() - started < 30
+    decode = run.group("decode_c1")
+    assert decode.completed == 0 and decode.failed == 3
+    assert run.figure("decode_c1_tps").value is None  # no completed request: no median, not zero
+    assert sum(decode.errors.values()) == 3
+    assert set(decode.errors) <= {"stream dropped", "stream ended without [DONE]"}, decode.errors
+    # prefill answers (4 tokens) end before the cut: they complete
+    assert run.group("prefill_8000").completed == 2
+
+
+def test_compare_ratios_and_method_check(tmp_path):
+    runs = []
+    for name, speed in (("a", 200.0), ("b", 400.0)):
+        handle = _sim(decode_tps=speed)
+        try:
+            run_bench(Target(url=handle.url, profile=None), method=_tiny(), report_dir=tmp_path / name, progress=False)
+        finally:
+            handle.stop()
+        runs.append(tmp_path / name)
+    comparison = compare_runs(runs)
+    assert comparison.same_method and not comparison.warnings
+    row = next(r for r in comparison.rows if r.key == "decode_c1_tps")
+    assert row.ratios[1] == pytest.approx(row.values[1] / row.values[0])
+    assert row.ratios[1] == pytest.approx(2.0, rel=0.12)
+    assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x)" in row.change_text(1)
+
+    # a run with another method is refused, or shown flagged when asked
+    handle = _sim_in_thread()
+    try:
+        run_bench(Target(url=handle.url, profile=None), method=_tiny(thinking=True), report_dir=tmp_path / "c",
+                  progress=False)
+    finally:
+        handle.stop()
+    with pytest.raises(UsageError) as info:
+        compare_runs([runs[0], tmp_path / "c" / "results.json"])
+    assert "thinking" in str(info.value)
+    mixed = compare_runs([runs[0], tmp_path / "c"], allow_mixed_methods=True)
+    assert not mixed.same_method and "thinking" in mixed.method_differences
+    assert any("DIFFERENT METHODS" in w for w in mixed.warnings)

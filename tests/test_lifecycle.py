@@ -1,0 +1,196 @@
+"""The lifecycle on the real Docker engine with real `docker compose`: build, up, cut over,
+roll back, and every way an up can fail without losing the serving release."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import ROOT, free_port, run_cli
+
+pytestmark = pytest.mark.docker
+
+PROFILES = {
+    "t-good": """\
+name: t-good
+extends: sim
+description: fast-starting reference runtime for tests
+server:
+  args:
+    startup-seconds: 0.5
+    decode-tps: 2000
+health: {start_period: 30, start_interval: 1, interval: 2, timeout: 2, retries: 2}
+""",
+    "t-good2": "name: t-good2\nextends: t-good\nserver:\n  args:\n    decode-tps: 3000\n",
+    "t-never": """\
+name: t-never
+extends: t-good
+server:
+  env: {DEPLOYTOOL_SIM_FAULT: never_ready}
+health: {start_period: 4, start_interval: 1, interval: 1, timeout: 1, retries: 1}
+""",
+    "t-crash": "name: t-crash\nextends: t-good\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: crash_on_start}\n",
+}
+
+
+@pytest.fixture
+def profiles_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for name, text in PROFILES.items():
+        (folder / f"{name}.yaml").write_text(text)
+    return folder
+
+
+@pytest.fixture
+def slot_env(docker_engine, profiles_dir: Path):
+    """Run commands against this test's profiles and a free port; remove what they started."""
+    port = free_port()
+
+    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        extra = ["--profiles-dir", str(profiles_dir)]
+        if args[0] == "up" and "--port" not in args:
+            extra += ["--port", str(port)]
+        return run_cli(*args, *extra, timeout=timeout)
+
+    cli.port = port  # type: ignore[attr-defined]
+    yield cli
+    remove_instance(docker_engine)
+
+
+def remove_instance(engine) -> None:
+    from deploytool import labels
+
+    for c in engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+        c.remove(force=True)
+    for v in engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+        v.remove(force=True)
+    for n in engine.client.networks.list(filters={"name": labels.name_prefix()}):
+        if not n.containers:
+            n.remove()
+
+
+def up(cli, profile: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli("up", "--cpu", "--profile", profile, "--skip-qualify", "--json", *extra)
+
+
+def slot_status() -> dict:
+    out = run_cli("status", "--json")
+    assert out.returncode == 0, out.stderr
+    slots = json.loads(out.stdout)["slots"]
+    return {s["slot"]: s for s in slots}["cpu"]
+
+
+def release_row(status: dict, number: int) -> dict:
+    return next(r for r in status["releases"] if r["release"] == number)
+
+
+def served_decode_tps(port: int) -> float:
+    info = httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=5).json()
+    return float(info["sim_settings"]["decode_tps"])
+
+
+def test_build_twice_second_is_a_noop(slot_env):
+    first = slot_env("build", "--profile", "t-good", "--json")
+    assert first.returncode == 0, first.stderr
+    second = slot_env("build", "--profile", "t-good", "--json")
+    assert second.returncode == 0, second.stderr
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert a["image"] == b["image"] and a["image"].startswith("deploytool/sim:t-good-")
+    assert b["built"] is False
+    assert b["labels"]["dev.deploytool.inputs-hash"].startswith(a["image"].rsplit("-", 1)[1])
+    assert "python" in json.loads(b["labels"]["dev.deploytool.toolchain"])
+    human = slot_env("build", "--profile", "t-good")
+    assert "up to date" in human.stderr and human.stdout.strip() == a["image"]
+
+
+def test_up_cutover_and_rollback(slot_env):
+    port = slot_env.port
+    one = up(slot_env, "t-good")
+    assert one.returncode == 0, one.stderr
+    assert json.loads(one.stdout)["release"] == 1 and served_decode_tps(port) == 2000
+
+    two = up(slot_env, "t-good2")
+    assert two.returncode == 0, two.stderr
+    result = json.loads(two.stdout)
+    assert result["release"] == 2 and result["previous"] == 1
+    assert served_decode_tps(port) == 3000
+    status = slot_status()
+    assert status["current"] == 2 and status["previous"] == 1
+    assert release_row(status, 1)["state"] == "exited"  # stopped, not removed
+    assert release_row(status, 1)["role"] == "rollback target"
+
+    back = slot_env("rollback", "--cpu", "--json")
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["release"] == 1
+    assert served_decode_tps(port) == 2000  # release 1 serves again, healthy
+    status = slot_status()
+    assert release_row(status, 1)["state"] == "running" and release_row(status, 1)["health"] == "healthy"
+    assert release_row(status, 2)["state"] == "exited"
+    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json", "--limit", "100").stdout)["entries"]]
+    assert events.count("cutover") == 2 and events[-1] == "rollback" and "qualify.skipped" in events
+
+
+@pytest.mark.parametrize("bad, why", [("t-never", "failed its health check"), ("t-crash", "crashed while starting")])
+def test_failed_release_restores_the_previous_one(slot_env, bad: str, why: str):
+    assert up(slot_env, "t-good").returncode == 0
+    failed = up(slot_env, bad)
+    assert failed.returncode == 1
+    assert why in failed.stderr and "release 1 was restored and is healthy" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    assert served_decode_tps(slot_env.port) == 2000
+    status = slot_status()
+    assert status["current"] == 1
+    assert release_row(status, 2)["state"] == "exited"  # kept for inspection
+    assert release_row(status, 1)["health"] == "healthy"
+
+
+def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
+    assert up(slot_env, "t-good").returncode == 0
+    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-good2", "--skip-qualify",
+            "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
+    procs = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outcomes = sorted((p.wait(timeout=300), p.stderr.read()) for p in procs)
+    assert [code for code, _ in outcomes] == [0, 5], outcomes
+    assert "slot cpu is busy" in outcomes[1][1] and "deploytool up" in outcomes[1][1]
+
+
+def test_port_in_use_is_refused_and_previous_restored(slot_env):
+    assert up(slot_env, "t-good").returncode == 0
+    other = free_port()
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", other))
+        squatter.listen()
+        failed = up(slot_env, "t-good2", "--port", str(other))
+    assert failed.returncode == 1
+    assert f"port {other} on 127.0.0.1 is already in use" in failed.stderr
+    assert "release 1 was restored" in failed.stderr
+    assert served_decode_tps(slot_env.port) == 2000
+
+
+def test_prune_keeps_retention_and_the_rollback_target(slot_env):
+    for profile in ("t-good", "t-good2", "t-good", "t-good2"):
+        assert up(slot_env, profile, "--retention", "2").returncode == 0
+    status = slot_status()
+    # current 4, rollback target 3, one more stopped kept (2); release 1 pruned
+    assert sorted(r["release"] for r in status["releases"]) == [2, 3, 4]
+    assert status["previous"] == 3
+
+
+def test_status_json_when_nothing_runs(docker_engine):
+    out = run_cli("status", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout) == {"slots": []}
+
+
+def test_no_engine_is_a_clear_error():
+    out = run_cli("up", "--cpu", "--profile", "sim", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert out.returncode == 3
+    assert "no Docker engine is reachable" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,69 @@
+"""`deploytool qualify` end to end: exit 0 / 1 / 2 and the --json document."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from deploytool.cli import main
+from deploytool.sim import SimSettings, serve_in_thread
+
+FAST_FLAGS = ["--set", "preflight.ready_timeout_s=1", "--no-progress"]
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["qualify", *args, *FAST_FLAGS])
+    out = capsys.readouterr()
+    return exit_info.value.code, out.out, out.err
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sim(**overrides):
+    return serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
+                                       log_requests=False, **overrides), wait_ready=True)
+
+
+def test_pass_is_exit_0_with_a_json_document(tmp_path: Path, capsys) -> None:
+    with sim() as handle:
+        code, out, _ = run_cli(["--url", handle.url, "--suite", "preflight", "--suite", "tools", "--limit", "2",
+                                "--report", str(tmp_path / "r"), "--json"], capsys)
+    assert code == 0
+    doc = json.loads(out)  # stdout is the document and nothing else
+    assert doc["verdict"] == "passed" and doc["exit_code"] == 0 and doc["limit"] == 2
+    assert [s["name"] for s in doc["suites"]] == ["preflight", "tools"]
+    assert doc["suites"][1]["figures"]["cases"] == 2
+    assert (tmp_path / "r" / "results.json").is_file() and (tmp_path / "r" / "report.html").is_file()
+
+
+def test_failed_gate_is_exit_1(tmp_path: Path, capsys) -> None:
+    with sim(no_reasoning_field=True) as handle:
+        code, out, _ = run_cli(["--url", handle.url, "--suite", "contract", "--report", str(tmp_path)], capsys)
+    assert code == 1
+    assert "FAILED" in out and "contract" in out
+
+
+def test_unreachable_endpoint_is_exit_2_with_a_clear_message(tmp_path: Path, capsys) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, _, err = run_cli(["--url", url, "--suite", "preflight", "--report", str(tmp_path)], capsys)
+    assert code == 2
+    assert "unreachable" in err and url in err
+    assert json.loads((tmp_path / "results.json").read_text())["could_not_run"].startswith(f"endpoint {url}")
+
+
+def test_bad_arguments_are_exit_2(tmp_path: Path, capsys) -> None:
+    code, _, err = run_cli(["--url", "http://127.0.0.1:1", "--suite", "nope", "--report", str(tmp_path)], capsys)
+    assert code == 2 and "unknown suite" in err
+    code, _, err = run_cli(["--url", "http://127.0.0.1:1", "--set", "gsm8k.min_accuracy", "--report", str(tmp_path)],
+                           capsys)
+    assert code == 2 and "SUITE.SETTING=VALUE" in err
+    code, _, err = run_cli(["--url", "not-a-url", "--report", str(tmp_path)], capsys)
+    assert code == 2

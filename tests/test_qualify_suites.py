@@ -1,0 +1,262 @@
+"""Each suite against the reference runtime on loopback (real HTTP, no mocks): passing for the
+right reason on a healthy sim, failing with the cause named for each of its faults, and never
+hanging past its budget."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deploytool.errors import ProfileError, UsageError
+from deploytool.profiles import Profile, load_profile
+from deploytool.qualify import Verdict, run_qualification
+from deploytool.qualify.suites import gsm8k as gsm8k_suite
+from deploytool.qualify.suites import registry
+from deploytool.sim import SimSettings, serve_in_thread
+from deploytool.sim.oracle import FORMATS, Gsm8kOracle
+from deploytool.targets import Target
+
+# Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.
+FAST = {
+    "needle": {"target_tokens": 20_000, "depths": [0.1, 0.5, 0.9]},
+    "stress": {"long_prompt_tokens": 20_000, "max_tokens": 200},
+    "gsm8k": {"min_accuracy": 0.8},
+    "preflight": {"ready_timeout_s": 2},
+}
+OURS = ["preflight", "contract", "vision", "tools", "needle", "gsm8k", "stress"]
+ORACLE_ACCURACY = 0.9
+LIMIT = 20
+
+
+def sim(**overrides):
+    settings = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False)
+    settings.update(overrides)
+    return serve_in_thread(SimSettings(**settings), wait_ready="never_ready" not in settings.get("faults", ()))
+
+
+def sim_profile(port: int, **model: object) -> Profile:
+    """The built-in sim profile, served on a test port (the contract compares the port)."""
+    profile = load_profile("sim").model_copy(deep=True)
+    profile.server.port = port
+    for key, value in model.items():
+        setattr(profile.model, key, value)
+    return profile
+
+
+def qualify(url: str, tmp_path: Path, *, profile: Profile | None = None, suites: list[str] | None = None,
+            overrides: dict | None = None, limit: int | None = LIMIT, **target_fields):
+    merged = {k: dict(v) for k, v in FAST.items()}
+    for key, value in (overrides or {}).items():
+        merged.setdefault(key, {}).update(value)
+    target = Target(url=url, profile=profile, **target_fields)
+    return run_qualification(target, suites=suites or OURS, limit=limit, report_dir=tmp_path / "report",
+                             overrides=merged, progress=False)
+
+
+@pytest.fixture(scope="module")
+def healthy():
+    handle = sim(gsm8k_oracle=ORACLE_ACCURACY, max_running_requests=16)
+    yield handle
+    handle.stop()
+
+
+def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: Path) -> None:
+    profile = sim_profile(healthy.settings.port)
+    report = qualify(healthy.url, tmp_path, profile=profile)
+    verdicts = {s.name: s.verdict for s in report.suites}
+    assert verdicts == {name: Verdict.PASSED for name in OURS}, report.summary_line()
+    assert report.passed and report.exit_code == 0
+
+    pre = report.suite("preflight").figures
+    assert pre["health_status"] == 200 and pre["max_total_num_tokens"] == 300_000 and pre["max_running_requests"] == 16
+
+    contract = report.suite("contract").figures
+    assert contract["measured"] == {"served_model_name": "sim-model", "port": healthy.settings.port,
+                                    "context_length": 262144, "thinking_default": "off",
+                                    "reasoning_field": "reasoning_content"}
+    assert contract["compared_with"] == "profile 'sim'"
+
+    vision = report.suite("vision")
+    assert vision.figures["correct"] == vision.figures["cases"] == 6
+    assert vision.figures["invalid_image_status"] == 400
+
+    tools = report.suite("tools").figures
+    assert tools["passed"] == tools["runs"] == 7 * 2 * 2  # every case, streamed and not, thinking on and off
+    assert set(tools["by_category"]) == {"simple", "multiple", "parallel", "irrelevance", "round-trip"}
+
+    needle = report.suite("needle").figures
+    assert 20_000 - 200 <= needle["measured_prompt_tokens"] <= 20_000
+    assert [d["found"] for d in needle["depths"]] == [True, True, True]
+    assert all(abs(d["prompt_tokens"] - needle["measured_prompt_tokens"]) <= 2 for d in needle["depths"])
+
+    # GSM8K: the figures are exactly what the answer key says for these questions.
+    oracle = Gsm8kOracle.load(None, ORACLE_ACCURACY)
+    answers = [oracle.answer(row["question"]) for row in gsm8k_suite.load_test()[:LIMIT]]
+    right = sum(a.is_correct for a in answers)
+    strict_right = sum(a.is_correct and a.text.startswith(FORMATS[0].split("\n")[0]) for a in answers)
+    for mode in ("thinking-off", "thinking-on"):
+        figures = report.suite("gsm8k").figures["modes"][mode]
+        assert figures["flexible_correct"] == right
+        assert figures["strict_correct"] == strict_right < right  # strict sees only '#### N'
+        assert figures["ci95_wilson"][0] < right / LIMIT < figures["ci95_wilson"][1]
+    assert report.suite("gsm8k").limited
+
+    stress = report.suite("stress").figures
+    assert len(stress["requests"]) == 8 and all(r["ok"] for r in stress["requests"])
+    long = next(r for r in stress["requests"] if r["request"] == "long-prompt")
+    assert 18_000 <= long["prompt_tokens"] <= 20_000
+    assert all(r["completion_tokens"] == 200 for r in stress["requests"] if r["request"].startswith("sampled"))
+
+    doc = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert doc["schema"] == "deploytool.qualify/v1" and doc["verdict"] == "passed" and doc["limit"] == LIMIT
+    assert [s["name"] for s in doc["suites"]] == OURS
+    assert {"name", "verdict", "reason", "figures", "gates", "method", "transcripts", "settings"} <= set(doc["suites"][0])
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert "PASSED" in html and "--limit 20" in html
+    assert "Quick run" in (tmp_path / "report" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("fault, suites, reason", [
+    ("bad_tool_json", ["tools"], {"tools": "arguments are not valid JSON"}),
+    ("drop_stream=3", ["tools", "needle", "stress"], {"tools": "stream dropped", "needle": "stream dropped",
+                                                      "stress": "stream dropped"}),
+    ("http_500_every=3", ["vision", "tools", "needle", "gsm8k", "stress"],
+     {s: "HTTP 500" for s in ["vision", "tools", "needle", "gsm8k", "stress"]}),
+])
+def test_each_fault_fails_its_suites_with_the_cause_named(fault: str, suites: list[str], reason: dict,
+                                                          tmp_path: Path) -> None:
+    with sim(faults=(fault,), gsm8k_oracle=1.0) as handle:
+        report = qualify(handle.url, tmp_path, suites=suites)
+    assert report.exit_code == 1, report.summary_line()
+    for name, cause in reason.items():
+        result = report.suite(name)
+        assert result.verdict is Verdict.FAILED, (name, result.reason)
+        assert cause in result.reason, (name, result.reason)
+        assert any(not t["passed"] for t in result.transcripts)  # the failure's transcript is kept
+
+
+def test_bad_tool_json_wrong_types_are_caught_too(tmp_path: Path) -> None:
+    with sim(faults=("bad_tool_json",)) as handle:
+        report = qualify(handle.url, tmp_path, suites=["tools"])
+    problems = [p for t in report.suite("tools").transcripts for p in t["problems"]]
+    assert any("is not of type" in p for p in problems), problems  # the even calls: valid JSON, wrong types
+
+
+def test_never_ready_cannot_run(tmp_path: Path) -> None:
+    with sim(faults=("never_ready",)) as handle:
+        report = qualify(handle.url, tmp_path, overrides={"preflight": {"ready_timeout_s": 0.5}})
+    assert report.exit_code == 2 and not report.passed
+    assert "never became ready" in report.could_not_run and "503" in report.could_not_run
+    pre = report.suite("preflight")
+    assert pre.verdict is Verdict.FAILED and "503" in pre.reason
+    assert all(report.suite(n).verdict is Verdict.ERROR for n in OURS[1:])
+
+
+def test_reasoning_inline_in_content_fails_the_contract(tmp_path: Path) -> None:
+    with sim(no_reasoning_field=True) as handle:
+        report = qualify(handle.url, tmp_path, suites=["contract"])
+    contract = report.suite("contract")
+    assert contract.verdict is Verdict.FAILED and report.exit_code == 1
+    assert "reasoning_content" in contract.reason and "<think>" in contract.reason
+    assert contract.figures["measured"]["reasoning_field"] == "content"
+
+
+def test_thinking_on_by_default_breaks_the_contract(tmp_path: Path) -> None:
+    with sim(thinking_default=True) as handle:
+        report = qualify(handle.url, tmp_path, suites=["contract"])
+    assert "thinking default: measured on, needs == off" in report.suite("contract").reason
+
+
+def test_contract_compares_with_the_previous_release(healthy, tmp_path: Path) -> None:
+    previous = tmp_path / "previous.json"
+    previous.write_text(json.dumps({"suites": [{"name": "contract", "verdict": "passed", "figures": {
+        "served_model_name": "qwen-prod", "port": healthy.settings.port, "context_length": 131072}}]}))
+    report = qualify(healthy.url, tmp_path, suites=["contract"], previous_results=previous)
+    contract = report.suite("contract")
+    assert contract.verdict is Verdict.FAILED
+    assert "served_model_name: measured sim-model, needs == qwen-prod" in contract.reason
+    assert "context_length: measured 262144, needs == 131072" in contract.reason
+    assert "port" not in contract.reason
+
+
+def test_gsm8k_gate_fails_below_min_accuracy(tmp_path: Path) -> None:
+    with sim(gsm8k_oracle=0.5) as handle:
+        report = qualify(handle.url, tmp_path, suites=["gsm8k"], overrides={"gsm8k": {"thinking": [False]}})
+    gsm8k = report.suite("gsm8k")
+    assert gsm8k.verdict is Verdict.FAILED and "thinking-off flexible accuracy" in gsm8k.reason
+    assert gsm8k.figures["modes"]["thinking-off"]["flexible_accuracy"] < 0.8
+
+
+def test_preflight_gates_on_kv_pool_and_running_requests(tmp_path: Path) -> None:
+    with sim(max_total_tokens=100_000, max_running_requests=4) as handle:
+        report = qualify(handle.url, tmp_path, suites=["preflight"], overrides={"preflight": {"min_running_requests": 8}})
+    reason = report.suite("preflight").reason
+    assert "KV pool tokens (max_total_num_tokens) >= context length: measured 100000, needs >= 262144" in reason
+    assert "max running requests: measured 4, needs >= 8" in reason
+
+
+def test_suites_that_do_not_apply_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    with sim(vision=False) as handle:
+        report = qualify(handle.url, tmp_path, suites=["vision"])
+        assert report.suite("vision").verdict is Verdict.SKIPPED
+        assert "has no" in report.suite("vision").reason or "no images" in report.suite("vision").reason
+        assert report.exit_code == 2  # nothing ran: not a pass
+        profile = sim_profile(handle.settings.port, vision=False, tools=False)
+        report = qualify(handle.url, tmp_path, profile=profile, suites=["preflight", "vision", "tools"])
+    assert report.suite("vision").reason == "profile 'sim' says the model takes no images (model.vision: false)"
+    assert report.suite("tools").verdict is Verdict.SKIPPED
+    assert report.passed  # preflight passed; skipped suites neither pass nor fail it
+
+
+def test_slow_server_times_out_instead_of_hanging(tmp_path: Path) -> None:
+    with sim(decode_tps=2) as handle:
+        report = qualify(handle.url, tmp_path, suites=["contract", "stress"],
+                         overrides={"contract": {"request_timeout_s": 0.5},
+                                    "stress": {"budget_s": 1.0, "long_prompt_tokens": 0}})
+    assert "timed out after 0.5 s" in report.suite("contract").reason
+    stress = report.suite("stress")
+    assert stress.verdict is Verdict.ERROR and "budget of 1 s" in stress.reason
+    assert report.exit_code == 1
+
+
+def test_ctrl_c_leaves_a_partial_report_marked_incomplete(healthy, tmp_path: Path, monkeypatch) -> None:
+    tools = registry()["tools"]
+
+    async def interrupted(ctx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tools, "run", interrupted)
+    report = qualify(healthy.url, tmp_path, suites=["preflight", "tools", "gsm8k"])
+    assert report.incomplete and report.exit_code == 2 and not report.passed
+    assert report.suite("preflight").verdict is Verdict.PASSED
+    assert "interrupted" in report.suite("tools").reason and "interrupted" in report.suite("gsm8k").reason
+    doc = json.loads((tmp_path / "report" / "results.json").read_text())
+    assert doc["incomplete"] is True and doc["verdict"] == "incomplete"
+
+
+def test_profile_settings_are_validated_with_the_field_named(healthy, tmp_path: Path) -> None:
+    profile = sim_profile(healthy.settings.port)
+    profile.qualify = {"gsm8k": {"min_acuracy": 0.9}}
+    with pytest.raises(ProfileError, match=r"qualify\.gsm8k\.min_acuracy: unknown setting"):
+        qualify(healthy.url, tmp_path, profile=profile)
+    profile.qualify = {"needles": {}}
+    with pytest.raises(ProfileError, match=r"qualify\.needles: no such suite"):
+        qualify(healthy.url, tmp_path, profile=profile)
+    profile.qualify = {"suites": ["preflight", "gsm9k"]}
+    with pytest.raises(ProfileError, match="unknown suite"):
+        run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path, progress=False)
+    with pytest.raises(UsageError, match="min_accuracy"):
+        qualify(healthy.url, tmp_path, overrides={"gsm8k": {"min_accuracy": 3}})
+
+
+def test_profile_selects_suites_and_flags_override_it(healthy, tmp_path: Path) -> None:
+    profile = sim_profile(healthy.settings.port)
+    profile.qualify = {"suites": ["preflight", "contract"], "preflight": {"min_running_requests": 64}}
+    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "a", progress=False)
+    assert [s.name for s in report.suites] == ["preflight", "contract"]
+    assert "max running requests: measured 16, needs >= 64" in report.suite("preflight").reason
+    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "b", progress=False,
+                               overrides={"preflight": {"min_running_requests": 8}})
+    assert report.passed

@@ -1,0 +1,437 @@
+"""deploytool.sim: wire format, lifecycle, timing and capacity, over real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from deploytool.sim import SimSettings, count_tokens, serve_in_thread
+from deploytool.sim.tokens import fragments
+
+FAST = dict(startup_seconds=0.0, decode_tps=5000.0, prefill_tps=1e7, log_requests=False)
+CHAT = "/v1/chat/completions"
+
+
+def chat_body(text: str = "Hello there, simulator.", **extra: Any) -> dict[str, Any]:
+    return {"model": "sim-model", "messages": [{"role": "user", "content": text}], **extra}
+
+
+def sse_events(client: httpx.Client, body: dict[str, Any]) -> list[Any]:
+    """All SSE payloads of a streamed chat: parsed JSON objects, and the literal '[DONE]'."""
+    events: list[Any] = []
+    with client.stream("POST", CHAT, json={**body, "stream": True}) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        raw = "".join(resp.iter_text())
+    for block in raw.split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        payload = block[len("data: "):]
+        events.append(payload if payload == "[DONE]" else json.loads(payload))
+    return events
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[Any]:
+    with serve_in_thread(SimSettings(**FAST), wait_ready=True) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def client(sim: Any) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=sim.url, timeout=30) as c:
+        yield c
+
+
+# --- info endpoints -----------------------------------------------------------------------------
+
+def test_models_lists_the_served_model(client: httpx.Client) -> None:
+    body = client.get("/v1/models").json()
+    assert body["object"] == "list"
+    (card,) = body["data"]
+    assert card["id"] == card["root"] == "sim-model"
+    assert card["object"] == "model" and card["owned_by"] == "sglang"
+    assert card["max_model_len"] == 262144
+    assert isinstance(card["created"], int)
+
+
+def test_server_info_reports_settings(client: httpx.Client, sim: Any) -> None:
+    info = client.get("/get_server_info").json()
+    assert client.get("/server_info").json().keys() == info.keys()
+    assert info["simulator"] is True
+    assert info["version"].startswith("sim-")
+    assert info["served_model_name"] == "sim-model"
+    assert info["context_length"] == 262144
+    assert info["max_total_num_tokens"] == 300000
+    assert info["max_running_requests"] == 8
+    assert info["chunked_prefill_size"] == 8192
+    assert info["speculative_algorithm"] is None and info["speculative_num_steps"] is None
+    assert info["tp_size"] == 1 and info["port"] == sim.port
+    state = info["internal_states"][0]
+    assert state["avg_spec_accept_length"] == 0.0
+    assert isinstance(state["last_gen_throughput"], float)
+    assert info["sim_settings"]["decode_tps"] == 5000.0
+
+
+def test_speculative_settings_are_reported() -> None:
+    with serve_in_thread(SimSettings(**FAST, spec_accept_length=3.2)) as handle:
+        info = httpx.get(handle.url + "/get_server_info").json()
+        metrics = httpx.get(handle.url + "/metrics").text
+    assert info["speculative_algorithm"] == "EAGLE" and info["speculative_num_steps"] == 3
+    assert info["internal_states"][0]["avg_spec_accept_length"] == 3.2
+    assert 'sglang:spec_accept_length{model_name="sim-model"} 3.2' in metrics
+
+
+def test_model_info(client: httpx.Client) -> None:
+    info = client.get("/get_model_info").json()
+    assert info == {"model_path": "deploytool/sim-model", "tokenizer_path": "deploytool/sim-model",
+                    "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+                    "has_image_understanding": True, "model_type": "simulator"}
+
+
+def test_metrics_prometheus_text(client: httpx.Client) -> None:
+    client.post(CHAT, json=chat_body("count me"))
+    resp = client.get("/metrics")
+    assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = resp.text
+    for name in ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
+                 "sglang:num_running_reqs", "sglang:spec_accept_length", "sglang:token_usage",
+                 "sglang:cache_hit_rate"):
+        line = next(l for l in text.splitlines() if l.startswith(name + "{"))
+        assert 'model_name="sim-model"' in line
+        float(line.rsplit(" ", 1)[1])
+    requests = float(next(l for l in text.splitlines() if l.startswith("sglang:num_requests_total")).split()[-1])
+    assert requests >= 1
+    assert "# TYPE sglang:time_to_first_token_seconds histogram" in text
+
+
+def test_unknown_route_is_404_json(client: httpx.Client) -> None:
+    resp = client.get("/v1/nothing-here")
+    assert resp.status_code == 404
+    assert resp.json()["object"] == "error" and resp.json()["code"] == 404
+    assert client.get(CHAT).status_code == 405
+
+
+# --- health and start-up ------------------------------------------------------------------------
+
+def test_health_is_503_until_startup_finished() -> None:
+    with serve_in_thread(SimSettings(**{**FAST, "startup_seconds": 0.6})) as handle:
+        assert httpx.get(handle.url + "/health").status_code == 503
+        assert httpx.get(handle.url + "/health_generate").status_code == 503
+        early = httpx.post(handle.url + CHAT, json=chat_body())
+        assert early.status_code == 503 and early.json()["object"] == "error"
+        assert httpx.get(handle.url + "/v1/models").status_code == 200  # info routes work meanwhile
+        t0 = time.monotonic()
+        handle.wait_ready(timeout=5)
+        assert time.monotonic() - t0 > 0.3
+        assert httpx.get(handle.url + "/health_generate").status_code == 200
+
+
+def test_serve_in_thread_picks_free_ports_and_stops() -> None:
+    a = serve_in_thread(SimSettings(**FAST))
+    b = serve_in_thread(SimSettings(**FAST))
+    try:
+        assert a.port != b.port and a.url.startswith("http://127.0.0.1:")
+        assert httpx.get(a.url + "/health").status_code == 200
+    finally:
+        a.stop()
+        b.stop()
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(a.url + "/health", timeout=2)
+
+
+# --- chat: non-streaming and streaming ----------------------------------------------------------
+
+def test_non_streaming_shape(client: httpx.Client) -> None:
+    body = client.post(CHAT, json=chat_body("Hello there, simulator.")).json()
+    assert set(body) == {"id", "object", "created", "model", "choices", "usage"}
+    assert body["object"] == "chat.completion" and body["model"] == "sim-model"
+    (choice,) = body["choices"]
+    assert choice["index"] == 0 and choice["finish_reason"] == "stop"
+    assert choice["logprobs"] is None and choice["matched_stop"] is None
+    msg = choice["message"]
+    assert msg["role"] == "assistant" and msg["reasoning_content"] is None and msg["tool_calls"] is None
+    assert msg["content"] == ("Simulator reply: I received 9 tokens; the last user message was: "
+                              "'Hello there, simulator.'")
+    usage = body["usage"]
+    assert usage["prompt_tokens"] == 4 + count_tokens("Hello there, simulator.") == 9
+    assert usage["completion_tokens"] == count_tokens(msg["content"])
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert usage["reasoning_tokens"] == 0
+
+
+def test_streaming_shape_matches_non_streaming(client: httpx.Client) -> None:
+    body = chat_body("Tell me something about streams.", stream_options={"include_usage": True})
+    plain = client.post(CHAT, json=body).json()
+    events = sse_events(client, body)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert all(c["object"] == "chat.completion.chunk" and c["model"] == "sim-model" for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    usage_chunk, final = chunks[-1], chunks[-2]
+    assert usage_chunk["choices"] == [] and usage_chunk["usage"]["total_tokens"] > 0
+    assert final["choices"][0]["finish_reason"] == "stop" and final["choices"][0]["delta"] == {}
+    pieces = [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
+    assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-2])
+    assert "".join(pieces) == plain["choices"][0]["message"]["content"]
+    assert len(pieces) == usage_chunk["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
+    assert all(0 < len(p) <= 40 for p in pieces)  # one token (a word or a sign) per chunk
+
+
+def test_streaming_without_usage_has_no_usage_chunk(client: httpx.Client) -> None:
+    events = sse_events(client, chat_body("short"))
+    assert events[-1] == "[DONE]"
+    assert all(e["choices"] for e in events[:-1])
+
+
+def test_reasoning_content_only_when_thinking(client: httpx.Client) -> None:
+    off = client.post(CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
+    assert off["reasoning_content"] is None
+    on_body = chat_body("Hi", chat_template_kwargs={"enable_thinking": True},
+                        stream_options={"include_usage": True})
+    on = client.post(CHAT, json=on_body).json()
+    msg = on["choices"][0]["message"]
+    assert msg["reasoning_content"].startswith("Simulator")
+    assert msg["content"] == off["content"]
+    assert on["usage"]["reasoning_tokens"] == count_tokens(msg["reasoning_content"])
+    events = sse_events(client, on_body)
+    kinds = [next(iter(e["choices"][0]["delta"]), None) for e in events[1:-3]]
+    first_content = kinds.index("content")
+    assert set(kinds[:first_content]) == {"reasoning_content"} and set(kinds[first_content:]) == {"content"}
+
+
+def test_thinking_default_on_setting() -> None:
+    with serve_in_thread(SimSettings(**FAST, thinking_default=True)) as handle:
+        msg = httpx.post(handle.url + CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
+        assert msg["reasoning_content"]
+        off = httpx.post(handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": False}))
+        assert off.json()["choices"][0]["message"]["reasoning_content"] is None
+
+
+def test_max_tokens_cuts_with_length(client: httpx.Client) -> None:
+    for key in ("max_tokens", "max_completion_tokens"):
+        body = client.post(CHAT, json=chat_body("Hello there", **{key: 3})).json()
+        assert body["choices"][0]["finish_reason"] == "length"
+        assert body["usage"]["completion_tokens"] == 3
+        assert body["choices"][0]["message"]["content"] == "Simulator reply:"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_ignore_eos_gives_exactly_max_tokens(client: httpx.Client, stream: bool) -> None:
+    body = chat_body("x", max_tokens=57, ignore_eos=True, stream_options={"include_usage": True})
+    if stream:
+        events = sse_events(client, body)
+        content = [e for e in events[1:-3] if "content" in e["choices"][0]["delta"]]
+        assert len(content) == 57
+        assert events[-2]["usage"]["completion_tokens"] == 57
+        assert events[-3]["choices"][0]["finish_reason"] == "length"
+    else:
+        out = client.post(CHAT, json=body).json()
+        assert out["usage"]["completion_tokens"] == 57
+        assert count_tokens(out["choices"][0]["message"]["content"]) == 57
+
+
+def test_min_tokens_pads_to_at_least(client: httpx.Client) -> None:
+    out = client.post(CHAT, json=chat_body("x", min_tokens=80, max_tokens=200)).json()
+    assert out["usage"]["completion_tokens"] == 80
+    assert out["choices"][0]["finish_reason"] == "stop"
+
+
+def test_sampling_params_accepted_and_temperature_zero_is_deterministic(client: httpx.Client) -> None:
+    body = chat_body("same please", temperature=0, top_p=0.9, seed=7, max_tokens=30, ignore_eos=True)
+    a = client.post(CHAT, json=body).json()["choices"][0]["message"]["content"]
+    b = client.post(CHAT, json=body).json()["choices"][0]["message"]["content"]
+    assert a == b
+    hot = {**body, "temperature": 0.8}
+    c = client.post(CHAT, json=hot).json()["choices"][0]["message"]["content"]
+    d = client.post(CHAT, json=hot).json()["choices"][0]["message"]["content"]
+    assert c == d  # same seed, same filler
+    assert count_tokens(c) == 30
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("payload, needle", [
+    (b"{not json", "Invalid JSON"),
+    (b"[]", "JSON object"),
+    (json.dumps({"model": "m"}).encode(), "messages"),
+    (json.dumps({"messages": []}).encode(), "messages"),
+    (json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), "role"),
+    (json.dumps(chat_body(max_tokens=0)).encode(), "max_tokens must be positive"),
+    (json.dumps(chat_body(temperature=-1)).encode(), "temperature"),
+    (json.dumps(chat_body(tool_choice={"type": "function", "function": {"name": "nope"}},
+                          tools=[{"type": "function", "function": {"name": "a"}}])).encode(), "nope"),
+])
+def test_bad_requests_are_400_in_sglang_shape(client: httpx.Client, payload: bytes, needle: str) -> None:
+    resp = client.post(CHAT, content=payload, headers={"content-type": "application/json"})
+    assert resp.status_code == 400
+    body = resp.json()
+    assert body["object"] == "error" and body["type"] == "BadRequestError"
+    assert body["code"] == 400 and body["param"] is None
+    assert needle in body["message"]
+
+
+def test_prompt_longer_than_context_or_kv_pool_is_refused_fast() -> None:
+    settings = SimSettings(**FAST, context_length=2000, max_total_tokens=1000)
+    with serve_in_thread(settings) as handle, httpx.Client(base_url=handle.url, timeout=10) as c:
+        t0 = time.monotonic()
+        over_kv = c.post(CHAT, json=chat_body("word " * 1500))
+        assert over_kv.status_code == 400
+        assert over_kv.json()["message"] == ("The input (1504 tokens) is longer than the KV cache pool "
+                                             "(max_total_num_tokens=1000 tokens).")
+        over_ctx = c.post(CHAT, json=chat_body("word " * 2500))
+        assert over_ctx.json()["message"] == ("The input (2504 tokens) is longer than the model's context "
+                                              "length (2000 tokens).")
+        too_much = c.post(CHAT, json=chat_body("word " * 500, max_tokens=1800))
+        assert too_much.status_code == 400 and "maximum context length" in too_much.json()["message"]
+        assert time.monotonic() - t0 < 2
+
+
+# --- timing and capacity ------------------------------------------------------------------------
+
+def test_decode_and_prefill_timing() -> None:
+    settings = SimSettings(startup_seconds=0, decode_tps=100, prefill_tps=2000, log_requests=False)
+    with serve_in_thread(settings) as handle, httpx.Client(base_url=handle.url, timeout=10) as c:
+        # 996 prompt words + 4 overhead = 1000 tokens -> 0.5 s prefill; 31 tokens -> 0.3 s decode
+        body = chat_body("w " * 996, max_tokens=31, ignore_eos=True)
+        t0 = time.monotonic()
+        first = None
+        with c.stream("POST", CHAT, json={**body, "stream": True}) as resp:
+            for line in resp.iter_lines():
+                if first is None and '"content": "' in line and '"role"' not in line:
+                    first = time.monotonic() - t0
+        total = time.monotonic() - t0
+        assert first is not None and 0.45 <= first <= 0.75, first
+        assert 0.75 <= total <= 1.1, total
+        t0 = time.monotonic()
+        c.post(CHAT, json={**body, "messages": [{"role": "user", "content": "v " * 996}]})
+        assert 0.75 <= time.monotonic() - t0 <= 1.1  # non-streaming takes the same time
+
+
+def _timed_requests(url: str, count: int, body: dict[str, Any]) -> list[float]:
+    done: list[float] = []
+    t0 = time.monotonic()
+
+    def one() -> None:
+        httpx.post(url + CHAT, json=body, timeout=20).raise_for_status()
+        done.append(time.monotonic() - t0)
+
+    threads = [threading.Thread(target=one) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(done)
+
+
+def test_requests_beyond_max_running_queue_fifo() -> None:
+    settings = SimSettings(startup_seconds=0, decode_tps=100, max_running_requests=2, log_requests=False)
+    with serve_in_thread(settings) as handle:
+        body = chat_body("queue", max_tokens=21, ignore_eos=True)  # 0.2 s each
+        done = _timed_requests(handle.url, 4, body)
+        assert done[1] < 0.38, done  # two ran at once
+        assert 0.38 <= done[2] and done[3] <= 0.8, done  # two waited for a slot
+        metrics = httpx.get(handle.url + "/metrics").text
+        assert 'sglang:num_running_reqs{model_name="sim-model"} 0.0' in metrics
+
+
+def test_aggregate_tps_shares_decode_speed() -> None:
+    settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False)
+    with serve_in_thread(settings) as handle:
+        # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s
+        done = _timed_requests(handle.url, 2, chat_body("share", max_tokens=20, ignore_eos=True))
+        assert 0.3 <= done[-1] <= 0.7, done
+
+
+def test_prefix_cache_reports_cached_tokens(client: httpx.Client) -> None:
+    shared = "A long shared system prompt about deployments. " * 60
+    first = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
+                                                 {"role": "user", "content": "question one"}]}).json()
+    second = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
+                                                  {"role": "user", "content": "question two"}]}).json()
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert 0.8 * count_tokens(shared) <= cached < second["usage"]["prompt_tokens"]
+    unique = client.post(CHAT, json={"messages": [{"role": "system", "content": "nonce 8a7f. " + shared},
+                                                  {"role": "user", "content": "question two"}]}).json()
+    assert unique["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert client.post("/flush_cache").status_code == 200
+    again = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
+                                                 {"role": "user", "content": "question one"}]}).json()
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+# --- settings, CLI, process -----------------------------------------------------------------------
+
+def test_settings_from_env_and_args() -> None:
+    env = {"DEPLOYTOOL_SIM_DECODE_TPS": "55", "DEPLOYTOOL_SIM_VISION": "false",
+           "DEPLOYTOOL_SIM_FAULT": "never_ready,drop_stream=4", "DEPLOYTOOL_SIM_SERVED_MODEL_NAME": "env-name"}
+    s = SimSettings.from_env_and_args(["--decode-tps", "77", "--fault", "http_500_every=3",
+                                       "--thinking-default", "on", "--no-reasoning-field"], env=env)
+    assert s.decode_tps == 77.0 and s.vision is False and s.served_model_name == "env-name"
+    assert s.faults == ("never_ready", "drop_stream=4", "http_500_every=3")
+    assert s.thinking_default is True and s.no_reasoning_field is True
+    assert SimSettings.from_env_and_args([], env={}) == SimSettings()
+    with pytest.raises(SystemExit):
+        SimSettings.from_env_and_args(["--fault", "meteor_strike"], env={})
+    with pytest.raises(ValueError):
+        SimSettings(gsm8k_oracle=1.5)
+
+
+def test_token_rule() -> None:
+    assert count_tokens("Hello, world!") == 4
+    assert count_tokens("") == 0
+    text = "  The answer: 42 apples.\n\n Done!  "
+    assert "".join(fragments(text)) == text  # fragments carry their whitespace: nothing is lost
+    assert "".join(fragments("a b, c")) == "a b, c"
+    assert len(fragments(text)) == count_tokens(text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
+    port = _free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
+                             "--startup-seconds", "0.1"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        else:
+            pytest.fail("the sim process never became healthy")
+        out = httpx.post(f"http://127.0.0.1:{port}{CHAT}", json=chat_body("ping")).json()
+        assert out["choices"][0]["message"]["content"].startswith("Simulator reply")
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "SIMULATOR" in err and "NOT a model" in err
+    assert "POST /v1/chat/completions 200 prompt=5" in err
+    # the slim image has no deploytool dependencies besides starlette, uvicorn and pillow
+    probe = ("import sys, deploytool.sim, deploytool.sim.__main__; "
+             "bad = {'pydantic','typer','rich','docker','yaml','jinja2','httpx','pandas','numpy','matplotlib'}; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

@@ -194,3 +194,30 @@ def test_no_engine_is_a_clear_error():
     out = run_cli("up", "--cpu", "--profile", "sim", env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
     assert out.returncode == 3
     assert "no Docker engine is reachable" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, profiles_dir: Path,
+                                                                   deploytool_home: Path):
+    (profiles_dir / "t-badtools.yaml").write_text(
+        "name: t-badtools\nextends: t-good2\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: bad_tool_json}\n")
+    quick = ("--suite", "preflight", "--suite", "contract", "--suite", "tools", "--suite", "gsm8k", "--limit", "10")
+    good = slot_env("up", "--cpu", "--profile", "t-good", "--json", *quick)
+    assert good.returncode == 0, good.stderr
+    result = json.loads(good.stdout)
+    assert result["qualify"]["passed"] is True and result["qualify_skipped"] is False
+    report = Path(result["qualify"]["report_dir"])
+    suites = {s["name"]: s["verdict"] for s in json.loads((report / "results.json").read_text())["suites"]}
+    assert suites == {"preflight": "passed", "contract": "passed", "tools": "passed", "gsm8k": "passed"}
+    assert (report / "report.html").exists() and (report / "report.md").exists()
+
+    bad = slot_env("up", "--cpu", "--profile", "t-badtools", *quick)
+    assert bad.returncode == 1
+    assert "release 2 failed qualification" in bad.stderr and "tools" in bad.stderr
+    assert "release 1 was restored and is healthy" in bad.stderr
+    failed_report = deploytool_home / "slots" / "cpu" / "releases" / "2" / "qualify"
+    assert str(failed_report / "report.md") in bad.stderr  # the error points at the report
+    failed_suites = {s["name"]: s["verdict"] for s in json.loads((failed_report / "results.json").read_text())["suites"]}
+    assert failed_suites["tools"] == "failed" and failed_suites["preflight"] == "passed"
+    status = slot_status()
+    assert status["current"] == 1 and release_row(status, 2)["state"] == "exited"
+    assert served_decode_tps(slot_env.port) == 2000

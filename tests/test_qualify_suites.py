@@ -170,15 +170,18 @@ def test_thinking_on_by_default_breaks_the_contract(tmp_path: Path) -> None:
 
 
 def test_contract_compares_with_the_previous_release(healthy, tmp_path: Path) -> None:
-    previous = tmp_path / "previous.json"
-    previous.write_text(json.dumps({"suites": [{"name": "contract", "verdict": "passed", "figures": {
-        "served_model_name": "qwen-prod", "port": healthy.settings.port, "context_length": 131072}}]}))
+    """The previous release's own results.json (served under another name, shorter context)."""
+    with sim(served_model_name="qwen-prod", context_length=131072, max_total_tokens=140_000) as old:
+        before = qualify(old.url, tmp_path / "old", suites=["contract"])
+    assert before.passed
+    previous = tmp_path / "old" / "report" / "results.json"
     report = qualify(healthy.url, tmp_path, suites=["contract"], previous_results=previous)
     contract = report.suite("contract")
     assert contract.verdict is Verdict.FAILED
+    assert contract.figures["compared_with"] == f"previous release ({previous})"
     assert "served_model_name: measured sim-model, needs == qwen-prod" in contract.reason
     assert "context_length: measured 262144, needs == 131072" in contract.reason
-    assert "port" not in contract.reason
+    assert "port: measured" in contract.reason  # each sim listens on its own port
 
 
 def test_gsm8k_gate_fails_below_min_accuracy(tmp_path: Path) -> None:

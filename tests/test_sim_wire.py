@@ -348,6 +348,14 @@ def test_requests_beyond_max_running_queue_fifo() -> None:
         assert 'sglang:num_running_reqs{model_name="sim-model"} 0.0' in metrics
 
 
+def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
+    settings = SimSettings(startup_seconds=0, decode_tps=100, max_total_tokens=1000, log_requests=False)
+    with serve_in_thread(settings) as handle:
+        # two 600-token prompts do not fit the 1000-token pool together: the second waits
+        done = _timed_requests(handle.url, 2, chat_body("w " * 596, max_tokens=21, ignore_eos=True))
+        assert done[0] < 0.38 and 0.38 <= done[1] <= 0.8, done
+
+
 def test_aggregate_tps_shares_decode_speed() -> None:
     settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False)
     with serve_in_thread(settings) as handle:

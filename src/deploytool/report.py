@@ -50,6 +50,7 @@ def write_atomic(path: Path, text: str | bytes) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, mode) as handle:
         handle.write(text)
+    os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports and state are meant to be read
     os.replace(tmp, path)
     return path
 

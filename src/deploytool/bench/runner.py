@@ -8,6 +8,7 @@ Phases run one after the other, never overlapping, so one phase's load cannot sl
 from __future__ import annotations
 
 import asyncio
+import gc
 import secrets
 import time
 from collections.abc import Iterator
@@ -138,7 +139,18 @@ class BenchRunner:
                 if task is not None:
                     self._progress.advance(task)
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(specs)))))
+        # The cyclic GC is paused while a group runs, as timeit does: every streamed chunk is a
+        # new dict, and collections scanning thousands of live ones cost the client a third of its
+        # CPU per token (benchmarks/client_overhead.py). Refcounting still frees what is dropped;
+        # one collection runs between groups.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(specs)))))
+        finally:
+            if was_enabled:
+                gc.enable()
+                gc.collect()
         if task is not None:
             self._progress.remove_task(task)
         out.sort(key=lambda r: r.start)
@@ -302,6 +314,8 @@ def _split_reasoning(result: ChatResult, output: int | None) -> tuple[int | None
     details = (result.usage or {}).get("completion_tokens_details") or {}
     if isinstance(details.get("reasoning_tokens"), int):
         return details["reasoning_tokens"], output - details["reasoning_tokens"]
+    if not result.reasoning_content:
+        return 0, output
     reasoning_chunks = answer_chunks = 0
     for chunk in result.raw if isinstance(result.raw, list) else []:
         for choice in chunk.get("choices") or []:

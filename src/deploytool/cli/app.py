@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -22,7 +23,8 @@ app = typer.Typer(
 
 # soft_wrap: a message is never cut into lines at the terminal width, so logs and scripts
 # that read stderr see each message whole.
-console = Console(soft_wrap=True)  # results, on stdout
+# A table piped to a file or a log keeps its columns whole (rich assumes 80 off a terminal).
+console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results, on stdout
 console_err = Console(stderr=True, soft_wrap=True)  # progress and messages, on stderr, so --json stays clean
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]

@@ -28,7 +28,6 @@ from .suites import registry
 if TYPE_CHECKING:
     from ..targets import Target
 
-SCHEMA = "deploytool.qualify/v1"
 EXIT_PASSED, EXIT_GATE_FAILED, EXIT_COULD_NOT_RUN = 0, 1, 2
 
 

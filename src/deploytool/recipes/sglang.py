@@ -132,5 +132,32 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
     )
 
 
+def fill_wheelhouse(profile: Profile, dest: Path) -> Path:
+    """Download every wheel the profile's image installs into `dest` (for `build --wheelhouse`
+    on a host without an index: run this where an index is reachable, carry the folder over).
+    A CPU image's torch must be a CPU build; pip's find-links is where one is taken from."""
+    import platform
+    import subprocess
+    import sys
+
+    check(profile)
+    dest.mkdir(parents=True, exist_ok=True)
+    img = profile.image
+    arch = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
+    common = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest),
+              "--python-version", img.python, "--implementation", "cp",
+              *(a for n in (36, 34, 28, 27, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
+              "--platform", f"manylinux2014_{arch}"]
+    steps = [requirements(profile)]
+    if img.cuda is None:  # sglang itself without its GPU dependencies
+        steps.insert(0, ["--no-deps", f"sglang=={img.runtime_version}"])
+    for step in steps:
+        proc = subprocess.run(common + step, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise UsageError(f"could not download the wheels of {profile.name} into {dest}:\n"
+                             + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]))
+    return dest
+
+
 def _normal(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()

@@ -157,7 +157,6 @@ class SimServer:
             "dp_size": 1,
             "speculative_algorithm": s.reported_speculative_algorithm,
             "speculative_num_steps": s.reported_speculative_num_steps,
-            "speculative_accept_length_setting": s.spec_accept_length,
             # what the simulated Qwen3-style deployment is configured with
             "reasoning_parser": None if s.no_reasoning_field else "qwen3",
             "tool_call_parser": "qwen25" if s.tools else None,
@@ -212,13 +211,10 @@ class SimServer:
         if req.stream:
             return StreamingResponse(self._sse(gen), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        message: dict[str, Any] = {"role": "assistant", "content": None, "reasoning_content": None,
-                                   "tool_calls": None}
         async for _ in gen.units():
             pass  # same schedule as a stream: the reply is ready when the last token would be
-        message["content"] = plan.text_of("content")
-        message["reasoning_content"] = plan.text_of("reasoning")
-        message["tool_calls"] = plan.tool_calls or None
+        message = {"role": "assistant", "content": plan.text_of("content"),
+                   "reasoning_content": plan.text_of("reasoning"), "tool_calls": plan.tool_calls or None}
         return JSONResponse({
             "id": uuid.uuid4().hex,
             "object": "chat.completion",

@@ -44,7 +44,7 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
         return None, f"previous results {path} unreadable ({type(exc).__name__}: {exc}); compared with the profile"
     for suite in data.get("suites") or []:
         if suite.get("name") == name and suite.get("verdict") == "passed":
-            return suite.get("figures") or {}, None
+            return (suite.get("figures") or {}).get("measured") or {}, None
     return None, f"previous results {path} have no passed contract suite; compared with the profile"
 
 

@@ -1,0 +1,118 @@
+"""The bench and compare commands, and the benchmark as a qualify suite, against the sim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deploytool.cli.app import app
+from deploytool.profiles import ProfileStore
+from deploytool.qualify.runner import run_qualification
+from deploytool.targets import Target
+
+from test_bench_sim import _sim
+
+pytestmark = pytest.mark.timeout(180)
+
+# A profile whose quick method is tiny, so the CLI and the suite run in a second or two.
+PROFILE = """\
+name: bench-tiny
+extends: sim
+qualify:
+  suites: [performance]
+  performance: {min_decode_tps_c1: 150, max_regression_pct: 10, quick: true}
+bench:
+  quick:
+    warmup_output_tokens: 8
+    decode_requests: 2
+    decode_output_tokens: 40
+    load_concurrency: [2]
+    load_requests_per_slot: 1
+    load_output_tokens: 40
+    prefill_prompt_tokens: [2000]
+    prefill_prompts_each: 1
+    metrics_interval_s: 0.2
+"""
+
+
+@pytest.fixture()
+def profiles(tmp_path: Path) -> Path:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "bench-tiny.yaml").write_text(PROFILE)
+    return folder
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def test_bench_and_compare_commands(tmp_path, profiles):
+    handle = _sim()
+    try:
+        for name in ("a", "b"):
+            result = _invoke("bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
+                             "--quick", "--report", str(tmp_path / name))
+            assert result.exit_code == 0, result.output
+            assert "decode, 1 request" in result.output
+        as_json = _invoke("bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
+                          "--quick", "--json")
+    finally:
+        handle.stop()
+    data = json.loads(as_json.stdout)
+    assert data["method"]["preset"] == "quick" and data["method"]["decode_requests"] == 2
+    assert data["method"]["decode_output_tokens"] == 40  # the profile's bench.quick section applied
+    compared = _invoke("compare", str(tmp_path / "a"), str(tmp_path / "b" / "results.json"), "--report",
+                       str(tmp_path / "cmp"))
+    assert compared.exit_code == 0, compared.output
+    assert "->" in compared.output and "x)" in compared.output
+    assert (tmp_path / "cmp" / "comparison.html").read_text().count("data:image/png;base64,") == 1
+
+
+def test_unknown_bench_setting_in_profile_is_a_clear_error(tmp_path, profiles):
+    (profiles / "bench-tiny.yaml").write_text(PROFILE.replace("decode_requests: 2", "decode_reqs: 2"))
+    result = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--profile", "bench-tiny",
+                                      "--profiles-dir", str(profiles), "--quick"])
+    assert result.exit_code != 0
+    assert "decode_reqs" in str(result.exception) and "unknown setting" in str(result.exception)
+
+
+def test_performance_suite_gates_and_regression(tmp_path, profiles):
+    profile = ProfileStore([profiles]).get("bench-tiny")
+    handle = _sim(decode_tps=400)
+    try:
+        first = run_qualification(Target(url=handle.url, profile=profile), report_dir=tmp_path / "q1", progress=False)
+    finally:
+        handle.stop()
+    suite = first.suite("performance")
+    assert suite is not None and suite.passed, suite.reason if suite else first.summary_line()
+    assert suite.figures["decode_c1_tps"] == pytest.approx(400, rel=0.1)
+    assert "No regression check" in suite.method  # no previous release yet
+
+    # the next release decodes at half the speed: the regression gate against the stored run fails
+    slower = Target(url="", profile=profile)
+    handle = _sim(decode_tps=200)
+    try:
+        slower.url = handle.url
+        slower.previous_results = tmp_path / "q1" / "results.json"  # what the lead's Target will carry
+        second = run_qualification(slower, report_dir=tmp_path / "q2", progress=False)
+    finally:
+        handle.stop()
+    suite = second.suite("performance")
+    assert suite is not None and not suite.passed
+    failed = [g for g in suite.gates if not g.passed]
+    assert any(g.name == "regression: decode, 1 request" and g.measured == pytest.approx(50, abs=6) for g in failed)
+    assert all(g.passed for g in suite.gates if g.name == "decode tok/s at concurrency 1")  # 200 >= 150 still
+
+
+def test_performance_suite_skipped_unless_the_profile_asks(profiles):
+    from deploytool.qualify.suites import performance
+
+    (profiles / "no-perf.yaml").write_text("name: no-perf\nextends: sim\nqualify: {performance: null, suites: null}\n")
+    store = ProfileStore([profiles])
+    assert performance.applies_to(store.get("no-perf"), None) is not None
+    assert performance.applies_to(store.get("bench-tiny"), None) is None
+    assert performance.applies_to(None, None) is not None

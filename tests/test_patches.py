@@ -1,0 +1,205 @@
+"""The patch series: the applier on small trees, then the shipped series against the real
+pinned sglang wheel (downloaded once into the shared test cache), a broken patch reported
+with its refused hunk, and the patched module's changed behaviour, on a CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deploytool import patches, unidiff
+from deploytool.profiles import ProfileStore
+
+CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
+SGLANG = "0.5.23"
+
+
+def _tree(tmp_path: Path, text: str) -> Path:
+    root = tmp_path / "tree"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text(text)
+    return root
+
+
+PATCH = textwrap.dedent("""\
+    Subject: change b
+
+    --- a/pkg/mod.py
+    +++ b/pkg/mod.py
+    @@ -2,3 +2,3 @@
+     a = 1
+    -b = 2
+    +b = 3
+     c = 4
+    """)
+
+
+def test_applier_moves_a_hunk_to_where_its_context_is(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "# one\n# two more lines above\n# here\nx = 0\na = 1\nb = 2\nc = 4\n")
+    result = unidiff.apply_patch(root, "p", PATCH)
+    assert result.applied and result.files == ["pkg/mod.py"]
+    assert (root / "pkg" / "mod.py").read_text().endswith("a = 1\nb = 3\nc = 4\n")
+
+
+def test_applier_refuses_a_changed_context_and_writes_nothing(tmp_path: Path) -> None:
+    original = "x = 0\na = 1\nb = 20\nc = 4\n"
+    root = _tree(tmp_path, original)
+    result = unidiff.apply_patch(root, "p", PATCH)
+    assert not result.applied
+    [rejection] = result.rejections
+    assert (rejection.file, rejection.hunk) == ("pkg/mod.py", 1)
+    assert "-b = 2" in rejection.text and "+b = 3" in rejection.text
+    assert (root / "pkg" / "mod.py").read_text() == original
+
+
+def test_applier_creates_and_series_stops_at_the_first_failure(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "x = 0\na = 1\nb = 2\nc = 4\n")
+    folder = tmp_path / "series"
+    folder.mkdir()
+    (folder / "0001-new.patch").write_text("--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1,2 @@\n+one\n+two\n")
+    (folder / "0002-bad.patch").write_text(PATCH.replace(" a = 1", " a = 100"))
+    (folder / "0003-b.patch").write_text(PATCH)
+    (folder / "series").write_text("# order\n0001-new.patch\n0002-bad.patch  # broken\n0003-b.patch\n")
+    results = unidiff.apply_series(root, folder, unidiff.read_series(folder / "series"))
+    assert [(r.name, r.applied) for r in results] == [("0001-new.patch", True), ("0002-bad.patch", False)]
+    assert (root / "pkg" / "new.py").read_text() == "one\ntwo\n"
+
+
+def test_series_of_a_profile_is_the_shipped_series_file() -> None:
+    profile = ProfileStore().get(CARD)
+    series = patches.series_for(profile)
+    assert series.sglang_version == SGLANG
+    assert series.names == unidiff.read_series(patches.series_dir(SGLANG) / "series")
+    assert series.names and all(p.is_file() for p in series.paths())
+
+
+# -- against the real pinned wheel ------------------------------------------------------------
+def test_shipped_series_applies_to_the_pinned_wheel() -> None:
+    profile = ProfileStore().get(CARD)
+    report = patches.check(profile)
+    assert report.wheel.startswith(f"sglang-{SGLANG}-")
+    assert report.ok, [r.rejections for r in report.results]
+    assert [r.name for r in report.results] == patches.series_for(profile).names
+    assert "sglang/srt/utils/common.py" in report.results[0].files
+    # the cached sources stay unpatched: the check worked on links in a temporary folder
+    sources = patches.unpacked_sources(patches.sglang_wheel(SGLANG, profile.image.python))
+    assert "_get_device_capability_via_nvml" not in (sources / "sglang/srt/utils/common.py").read_text()
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
+def test_gnu_patch_agrees_that_the_series_applies(tmp_path: Path) -> None:
+    profile = ProfileStore().get(CARD)
+    sources = patches.unpacked_sources(patches.sglang_wheel(SGLANG, profile.image.python))
+    for path in patches.series_for(profile).paths():
+        proc = subprocess.run(["patch", "-p1", "--dry-run", "--fuzz=0", "-d", str(sources), "-i", str(path)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_broken_patch_is_reported_with_its_rejected_hunk(tmp_path: Path) -> None:
+    profile = ProfileStore().get(CARD)
+    shipped = patches.series_for(profile)
+    text = shipped.paths()[0].read_text()
+    # Break the context of one hunk: the line it expects no longer reads that way.
+    needle = "def get_device_capability(device_id: int = 0) -> Tuple[int, int]:"
+    assert needle in text
+    (tmp_path / "0001-broken.patch").write_text(text.replace(needle, needle.replace("device_id", "gpu_id")))
+    broken = patches.PatchSeries(sglang_version=SGLANG, folder=tmp_path, names=["0001-broken.patch"])
+    report = patches.check(profile, series=broken)
+    assert not report.ok
+    [result] = report.results
+    assert not result.applied
+    [rejection] = result.rejections
+    assert rejection.file == "sglang/srt/utils/common.py"
+    assert "def get_device_capability(gpu_id: int = 0)" in rejection.text
+    assert rejection.text.startswith("@@ ")
+
+
+def test_cli_patches_check(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from deploytool.cli import app
+    from deploytool.errors import ProfileError
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text(f"name: bad-patches\nextends: {CARD}\nimage:\n  patches: [0001-nvml-device-capability.patch, nope.patch]\n")
+    result = CliRunner().invoke(app, ["patches", "check", "--profile", "bad-patches", "--profiles-dir", str(folder)])
+    assert isinstance(result.exception, ProfileError) and "nope.patch" in str(result.exception)
+
+    result = CliRunner().invoke(app, ["patches", "check", "--profile", CARD, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout[result.stdout.index("{"):])
+    assert data["ok"] is True and data["results"][0]["applied"] is True
+
+
+# -- the patched module's behaviour, on a CPU -------------------------------------------------
+PROBE = textwrap.dedent("""\
+    import json, sys, types
+    import torch
+    # Imported on the CPU as it is; the machine below is described afterwards.
+    from sglang.srt.utils import common
+    # A machine with one SM120 GPU that NVML can see; creating a CUDA context is an error here.
+    calls = []
+    nvml = types.ModuleType("pynvml")
+    nvml.nvmlInit = lambda: calls.append("init")
+    nvml.nvmlShutdown = lambda: calls.append("shutdown")
+    nvml.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
+    nvml.nvmlDeviceGetCudaComputeCapability = lambda h: (12, 0)
+    sys.modules["pynvml"] = nvml
+    torch.cuda.is_available = lambda: True
+    torch.cuda.is_initialized = lambda: False
+    torch.cuda._get_nvml_device_index = lambda i: i
+    torch.version.cuda = "13.0"
+    def no_context(*a, **k):
+        raise RuntimeError("torch.cuda.get_device_capability: would create a CUDA context")
+    torch.cuda.get_device_capability = no_context
+    for cached in (common.is_cuda, common.is_sm120):
+        cached.cache_clear()
+    out = {"file": common.__file__}
+    for name, call in (("capability", lambda: common.get_device_capability(0)),
+                       ("is_sm120", common.is_sm120), ("device_sm", common.get_device_sm)):
+        try:
+            value = call()
+            out[name] = list(value) if isinstance(value, tuple) else value
+        except RuntimeError as exc:
+            out[name] = "error: " + str(exc)
+    out["nvml_calls"] = calls.count("init")
+    print(json.dumps(out))
+    """)
+
+
+def _probe(python: Path, tree: Path) -> dict:
+    proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=tree.parent)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path) -> None:
+    from deploytool.flagcheck import parser_venv
+
+    profile = ProfileStore().get(CARD)
+    python = parser_venv(SGLANG)  # sglang's light import set and a CPU torch
+    pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+                           capture_output=True, text=True).stdout.strip()
+    profile = profile.model_copy(update={"image": profile.image.model_copy(update={"python": pyver})})
+
+    unpatched_tree = patches.link_tree(patches.unpacked_sources(patches.sglang_wheel(SGLANG, pyver)), tmp_path / "plain")
+    patched_tree = patches.patched_tree(profile, tmp_path / "patched")
+
+    before = _probe(python, unpatched_tree)
+    after = _probe(python, patched_tree)
+    assert before["file"].startswith(str(unpatched_tree)) and after["file"].startswith(str(patched_tree))
+    # Unpatched: get_device_capability() and is_sm120() go to torch.cuda (a CUDA context).
+    assert before["capability"].startswith("error:") and before["is_sm120"].startswith("error:")
+    # Patched: NVML answers, torch.cuda is never asked.
+    assert after["capability"] == [12, 0]
+    assert after["is_sm120"] is True
+    assert after["device_sm"] == 120 and before["device_sm"] == 120  # get_device_sm had NVML already
+    assert after["nvml_calls"] >= 2

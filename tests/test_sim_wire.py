@@ -314,26 +314,29 @@ def test_decode_and_prefill_timing() -> None:
                 if first is None and '"content": "' in line and '"role"' not in line:
                     first = time.monotonic() - t0
         total = time.monotonic() - t0
-        assert first is not None and 0.45 <= first <= 0.75, first
-        assert 0.75 <= total <= 1.1, total
+        assert first is not None and 0.45 <= first <= 0.9, first
+        assert 0.75 <= total <= 1.3, total
         t0 = time.monotonic()
         c.post(CHAT, json={**body, "messages": [{"role": "user", "content": "v " * 996}]})
-        assert 0.75 <= time.monotonic() - t0 <= 1.1  # non-streaming takes the same time
+        assert 0.75 <= time.monotonic() - t0 <= 1.3  # non-streaming takes the same time
 
 
 def _timed_requests(url: str, count: int, body: dict[str, Any]) -> list[float]:
+    """Send ``count`` requests at once; seconds until each finished, sorted."""
     done: list[float] = []
-    t0 = time.monotonic()
+    with httpx.Client(base_url=url, timeout=20) as c:
+        c.get("/health")  # connect and warm up before the clock starts
+        t0 = time.monotonic()
 
-    def one() -> None:
-        httpx.post(url + CHAT, json=body, timeout=20).raise_for_status()
-        done.append(time.monotonic() - t0)
+        def one() -> None:
+            c.post(CHAT, json=body).raise_for_status()
+            done.append(time.monotonic() - t0)
 
-    threads = [threading.Thread(target=one) for _ in range(count)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        threads = [threading.Thread(target=one) for _ in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     return sorted(done)
 
 
@@ -342,8 +345,10 @@ def test_requests_beyond_max_running_queue_fifo() -> None:
     with serve_in_thread(settings) as handle:
         body = chat_body("queue", max_tokens=21, ignore_eos=True)  # 0.2 s each
         done = _timed_requests(handle.url, 4, body)
-        assert done[1] < 0.38, done  # two ran at once
-        assert 0.38 <= done[2] and done[3] <= 0.8, done  # two waited for a slot
+        # relative checks: client overhead on a loaded machine shifts all four alike
+        assert done[1] - done[0] < 0.1, done  # the first two ran at once
+        assert done[2] - done[1] >= 0.15 and done[3] - done[2] < 0.1, done  # the others waited for a slot
+        assert done[2] >= 0.38, done
         metrics = httpx.get(handle.url + "/metrics").text
         assert 'sglang:num_running_reqs{model_name="sim-model"} 0.0' in metrics
 
@@ -353,7 +358,7 @@ def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
     with serve_in_thread(settings) as handle:
         # two 600-token prompts do not fit the 1000-token pool together: the second waits
         done = _timed_requests(handle.url, 2, chat_body("w " * 596, max_tokens=21, ignore_eos=True))
-        assert done[0] < 0.38 and 0.38 <= done[1] <= 0.8, done
+        assert done[1] - done[0] >= 0.15 and done[1] >= 0.38, done
 
 
 def test_aggregate_tps_shares_decode_speed() -> None:
@@ -361,7 +366,7 @@ def test_aggregate_tps_shares_decode_speed() -> None:
     with serve_in_thread(settings) as handle:
         # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s
         done = _timed_requests(handle.url, 2, chat_body("share", max_tokens=20, ignore_eos=True))
-        assert 0.3 <= done[-1] <= 0.7, done
+        assert 0.3 <= done[-1] <= 1.0, done
 
 
 def test_prefix_cache_reports_cached_tokens(client: httpx.Client) -> None:

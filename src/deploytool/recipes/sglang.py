@@ -83,7 +83,6 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
     if wheelhouse is not None:
         wheels = sorted(wheelhouse.glob("*.whl"))
         for wheel in wheels:
-            link_or_copy(wheel, context_dir / "wheels" / wheel.name)
             match = _WHEEL.match(wheel.name)
             if match:
                 wheel_versions[_normal(match.group("name"))] = match.group("version")
@@ -91,6 +90,8 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
             raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
                              f"(found {wheel_versions.get('sglang') or 'none'})",
                              hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
+        for wheel in wheels:
+            link_or_copy(wheel, context_dir / "wheels" / wheel.name)
         pip_source = "--no-index --find-links /tmp/deploytool/wheels"
     else:
         pip_source = ""

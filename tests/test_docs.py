@@ -1,0 +1,31 @@
+"""The docs describe the code that ships: the CLI reference is generated from the typer app,
+and the README starts with the two commands that set everything up."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cli_reference_is_current():
+    generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")], capture_output=True,
+                               text=True, check=True).stdout
+    committed = (ROOT / "docs" / "cli.md").read_text()
+    assert generated == committed, "docs/cli.md is stale: run `make docs`"
+
+
+def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^(make \w+)", readme.split("```", 2)[1], re.M)
+    assert commands[:2] == ["make demo", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_doc_the_readme_links_exists():
+    readme = (ROOT / "README.md").read_text()
+    for link in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (ROOT / link).exists(), link

@@ -1,0 +1,114 @@
+"""`deploytool doctor`: the real checks on this host, and each verdict's rule with a stand-in
+for the one thing a CI machine cannot change (the NVIDIA driver, an unreachable engine)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from deploytool import doctor
+from deploytool.cli import app
+from deploytool.profiles import ProfileStore
+
+
+class FakeNvml:
+    """NVML of a host with one GPU and a given driver."""
+
+    def __init__(self, driver: str):
+        self.driver = driver
+
+    def nvmlInit(self) -> None:
+        pass
+
+    def nvmlShutdown(self) -> None:
+        pass
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return self.driver.encode()
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+
+class NoNvml(FakeNvml):
+    def nvmlInit(self) -> None:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+
+def test_real_host_report(docker_engine, deploytool_home: Path) -> None:
+    report = doctor.run_doctor()
+    checks = {c.name: c for c in report.checks}
+    assert list(checks) == ["docker engine", "compose plugin", "nvidia container runtime", "nvidia driver",
+                            "disk for images", "disk for caches", "state directory"]
+    assert checks["docker engine"].status == "pass"
+    assert checks["docker engine"].data["version"] == docker_engine.server_version
+    assert checks["compose plugin"].status == "pass"
+    assert checks["compose plugin"].data["version"].startswith(docker_engine.compose_version().lstrip("v")[:4])
+    assert checks["state directory"].status == "pass" and checks["state directory"].data["path"] == str(deploytool_home)
+    assert checks["disk for caches"].data["free_gib"] > 0
+    assert report.ok == all(c.status != "fail" for c in report.checks)
+
+
+def test_driver_against_each_profiles_cuda() -> None:
+    profiles = ProfileStore().all()
+    ok = doctor.check_driver(FakeNvml("595.58.03"), profiles)
+    assert ok.status == "pass" and ok.data["table"][0]["cuda"] == "13.3.1"
+    assert "rtx5090-qwen3.6-35b-a3b-nvfp4" in ok.data["table"][0]["profiles"]
+    old = doctor.check_driver(FakeNvml("570.86.10"), profiles)
+    assert old.status == "fail" and "needs driver >= 580.65.06" in old.detail
+    none = doctor.check_driver(NoNvml("x"), profiles)
+    assert none.status == "warn" and "NVML" in none.detail
+
+
+def test_unreachable_engine_and_readonly_state_fail(tmp_path: Path) -> None:
+    class DeadEngine:
+        def ping(self) -> None:
+            raise ConnectionError("connection refused")
+
+    engine, info = doctor.check_engine(DeadEngine())
+    assert engine.status == "fail" and "connection refused" in engine.detail and info == {}
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+    readonly.chmod(0o500)
+    try:
+        if os.access(readonly, os.W_OK):  # root ignores the mode: use a path under a file instead
+            target = tmp_path / "a-file"
+            target.write_text("x")
+            readonly = target / "state"
+        assert doctor.check_state_dir(readonly).status == "fail"
+    finally:
+        (tmp_path / "ro").chmod(0o700)
+
+
+def test_disk_thresholds(tmp_path: Path) -> None:
+    assert doctor.check_disk("d", tmp_path, 0.0, 0.0, hint="h").status == "pass"
+    assert doctor.check_disk("d", tmp_path / "not" / "yet", 1e9, 0.0, hint="h").status == "warn"
+    assert doctor.check_disk("d", tmp_path, 1e9, 1e9, hint="h").status == "fail"
+
+
+def test_nvidia_runtime_or_cdi_spec(tmp_path: Path) -> None:
+    assert doctor.check_nvidia_runtime({"Runtimes": {"runc": {}, "nvidia": {}}}, ()).status == "pass"
+    assert doctor.check_nvidia_runtime({"Runtimes": {"runc": {}}}, ()).status == "warn"
+    spec = tmp_path / "nvidia.yaml"
+    spec.write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n")
+    cdi = doctor.check_nvidia_runtime({"Runtimes": {"runc": {}}}, (str(tmp_path / "*.yaml"),))
+    assert cdi.status == "pass" and str(spec) in cdi.detail
+
+
+@pytest.mark.docker
+def test_cli_json_and_exit_code(docker_engine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    data = json.loads(result.stdout)
+    assert result.exit_code == (0 if data["ok"] else 1)
+    assert sum(data["counts"].values()) == len(data["checks"]) == 7
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    monkeypatch.setenv("DEPLOYTOOL_HOME", str(blocker / "state"))  # cannot be created: a fail
+    result = CliRunner().invoke(app, ["doctor"])
+    assert result.exit_code == 1
+    assert "state directory" in result.stdout and "fail" in result.stdout

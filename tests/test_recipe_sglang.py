@@ -1,0 +1,157 @@
+"""The `sglang` recipe: the version matrix refuses impossible pins, prepare() writes what the
+Dockerfile needs, and (on the real engine) an image built with a wheelhouse on the local base
+carries the labels, the applied patches and the cache environment, and `profiles check`
+runs inside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from deploytool import flagcheck, labels, patches
+from deploytool.errors import ProfileError, UsageError
+from deploytool.profiles import Profile, ProfileStore
+from deploytool.recipes import recipe_dir
+from deploytool.recipes import sglang as recipe
+from deploytool.state import cache_dir
+from deploytool.versions import check_profile, cuda_of_base, load_matrix
+
+CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
+TEST_PROFILES = Path(__file__).parent / "profiles_sglang"
+
+
+def _with_image(profile: Profile, **changes: object) -> Profile:
+    return profile.model_copy(update={"image": profile.image.model_copy(update=changes)})
+
+
+# -- version matrix ----------------------------------------------------------------------------
+def test_matrix_rows_come_from_the_data_file() -> None:
+    matrix = load_matrix()
+    row = matrix.sglang_row("0.5.23")
+    assert row is not None and row.torch == ["2.14.1"] and row.kernel_package == "sglang-kernel"
+    assert matrix.cuda_row("13.3.1").major == 13
+    assert cuda_of_base("nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04") == "13.3.1"
+    assert cuda_of_base("nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04@sha256:" + "a" * 64) == "13.3.1"
+    assert cuda_of_base("deploytool/base:bookworm") is None
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"torch_version": "2.9.1"}, "image.torch_version"),
+    ({"cuda": "12.9.1", "base": "nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04"}, "image.cuda"),
+    ({"base": "nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04"}, "image.base"),
+    ({"kernel_version": "0.3.21"}, "image.kernel_version"),
+    ({"flashinfer_version": "0.6.13"}, "image.flashinfer_version"),
+    ({"python": "3.10"}, "image.python"),
+])
+def test_matrix_refuses_an_impossible_combination_naming_the_field(changes: dict, field: str) -> None:
+    profile = _with_image(ProfileStore().get(CARD), **changes)
+    with pytest.raises(ProfileError) as info:
+        recipe.check(profile)
+    assert field in str(info.value)
+
+
+def test_matrix_refuses_an_unpinned_sglang_release() -> None:
+    with pytest.raises(ProfileError, match="not in the version matrix"):
+        check_profile(_with_image(ProfileStore().get(CARD), runtime_version="0.4.0"))
+
+
+def test_cpu_image_takes_a_cpu_torch_and_no_kernels() -> None:
+    profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
+    recipe.check(profile)
+    with pytest.raises(ProfileError, match="image.kernel_version"):
+        recipe.check(_with_image(profile, kernel_version="0.4.10"))
+
+
+# -- prepare + template ------------------------------------------------------------------------
+def _render(profile: Profile, inputs: recipe.RecipeInputs) -> str:
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
+        (recipe_dir("sglang") / "Dockerfile.j2").read_text())
+    return template.render(profile=profile, base_ref="sha256:base", **inputs.template_vars)
+
+
+def test_prepare_gpu_image_pins_everything_and_points_caches_under_cache(tmp_path: Path) -> None:
+    profile = ProfileStore().get(CARD)
+    inputs = recipe.prepare(profile, context_dir=tmp_path, wheelhouse=None)
+    reqs = (tmp_path / "requirements.txt").read_text().split()
+    assert {"sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python==0.7.2"} <= set(reqs)
+    assert (tmp_path / "patch-series").read_text().split() == patches.series_for(profile).names
+    assert (tmp_path / "unidiff.py").is_file()
+    fp = inputs.fingerprint
+    for key in ("cuda", "nvcc", "gcc", "python", "torch", "triton", "sglang", "sglang_kernel", "flashinfer", "patches"):
+        assert key in fp, key
+    assert fp["cuda"] == "13.3.1" and fp["sglang_kernel"] == "0.4.10"
+    assert json.loads(fp["patches"]) == [patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest()
+                                         for p in patches.series_for(profile).paths()]
+    dockerfile = _render(profile, inputs)
+    assert dockerfile.startswith("# deploytool recipe `sglang`")
+    for name, value in recipe.CACHE_ENV.items():
+        assert f"{name}={value}" in dockerfile and value.startswith("/cache/")
+    assert {"FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "SGLANG_CACHE_DIR",
+            "SGLANG_DG_CACHE_DIR", "DG_JIT_CACHE_DIR", "TVM_FFI_CACHE_DIR", "TILELANG_CACHE_DIR"} <= set(recipe.CACHE_ENV)
+    assert "--no-index" not in dockerfile
+    assert "unidiff.py apply" in dockerfile and "toolchain.json" in dockerfile
+    assert json.dumps(profile.launch_argv()) in dockerfile
+
+
+def test_prepare_with_a_wheelhouse_installs_without_an_index(tmp_path: Path) -> None:
+    profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
+    house = tmp_path / "house"
+    house.mkdir()
+    (house / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"not a real wheel")
+    context = tmp_path / "ctx"
+    context.mkdir()
+    with pytest.raises(UsageError, match="no sglang 0.5.23 wheel"):
+        recipe.prepare(profile, context_dir=context, wheelhouse=house)
+    (house / "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl").write_bytes(b"not a real wheel")
+    (house / "triton-3.9.0-cp311-cp311-manylinux_2_27_x86_64.whl").write_bytes(b"x")
+    inputs = recipe.prepare(profile, context_dir=context, wheelhouse=house)
+    assert sorted(p.name for p in (context / "wheels").iterdir()) == sorted(p.name for p in house.iterdir())
+    assert inputs.fingerprint["torch"] == "2.13.0+cpu" and inputs.fingerprint["triton"] == "3.9.0"
+    assert inputs.fingerprint["cuda"] == "none"
+    dockerfile = _render(profile, inputs)
+    assert "--no-index --find-links /tmp/deploytool/wheels" in dockerfile
+    assert "--no-deps sglang==0.5.23" in dockerfile
+
+
+# -- a real build on the local base ------------------------------------------------------------
+@pytest.mark.docker
+def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine) -> None:
+    from deploytool import images
+
+    profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
+    house = cache_dir("wheelhouse", f"{profile.name}-py{profile.image.python}")
+    if not (house / ".complete").exists():
+        recipe.fill_wheelhouse(profile, house)  # ~550 MB once per machine; torch from local disk
+        (house / ".complete").write_text("ok\n")
+    result = images.build(profile, engine=docker_engine, wheelhouse=house)
+    image = docker_engine.image(result.image)
+    assert image is not None
+    image_labels = image.labels
+    assert image_labels[labels.IMAGE_PROFILE] == profile.name and image_labels[labels.IMAGE_RECIPE] == "sglang"
+    fingerprint = json.loads(image_labels[labels.IMAGE_FINGERPRINT])
+    shipped = [patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest() for p in patches.series_for(profile).paths()]
+    assert json.loads(fingerprint["patches"]) == shipped
+    assert fingerprint["sglang"] == "0.5.23" and fingerprint["torch"].startswith("2.13.0")
+
+    env = dict(e.split("=", 1) for e in image.attrs["Config"]["Env"])
+    for name, value in recipe.CACHE_ENV.items():
+        assert env.get(name) == value
+
+    # Inside: the toolchain as installed, and the patch applied to the installed package.
+    out = docker_engine.client.containers.run(
+        result.image, remove=True, network_disabled=True, entrypoint=["sh", "-c"],
+        command=["cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
+                 "print(\"PATCHED\" if \"_get_device_capability_via_nvml\" in inspect.getsource(c) else \"PLAIN\")'"],
+    ).decode()
+    toolchain = json.loads(out[: out.rindex("}") + 1])
+    assert toolchain["sglang"] == "0.5.23" and toolchain["torch"].startswith("2.13.0")
+    assert [p["sha256"] for p in toolchain["patches"]] == shipped
+    assert out.strip().endswith("PATCHED")
+
+    # profiles check runs inside the built image, found by its label.
+    check = flagcheck.check(profile)
+    assert check.where == f"image {result.image}"
+    assert check.ok, [(f.flag, f.message) for f in check.failures]

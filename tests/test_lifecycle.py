@@ -208,7 +208,9 @@ def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, prof
     report = Path(result["qualify"]["report_dir"])
     suites = {s["name"]: s["verdict"] for s in json.loads((report / "results.json").read_text())["suites"]}
     assert suites == {"preflight": "passed", "contract": "passed", "tools": "passed", "gsm8k": "passed"}
-    assert (report / "report.html").exists() and (report / "report.md").exists()
+    assert (report / "report.html").exists()
+    assert "a simulator, not a model" in (report / "report.md").read_text()  # never passed off as a model
+    assert "a simulator, not a model" in result["qualify"]["summary"]
 
     bad = slot_env("up", "--cpu", "--profile", "t-badtools", *quick)
     assert bad.returncode == 1

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
+
+_loads = json.loads
+_perf = time.perf_counter
+_SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+
+
+class SSEError(httpx.TransportError):
+    """The response is not an event stream (wrong Content-Type)."""
 
 
 @dataclass
@@ -59,9 +66,16 @@ class ChatResult:
     t_first_token: float | None = None  # first reasoning_content or content chunk
     t_first_answer: float | None = None  # first content (answer) chunk
     t_end: float = 0.0
-    chunk_times: list[float] = field(default_factory=list)  # arrival of each token-bearing chunk
+    # Arrival of each token-bearing chunk: the instant the network read that carried it returned
+    # (chunks that came in one read share it, so client parsing time never counts as server time).
+    chunk_times: list[float] = field(default_factory=list)
     saw_done: bool = False
-    raw: Any = None  # the non-streamed body, or the list of streamed chunk objects
+    # The non-streamed body; for a stream, the list of chunk objects only when the client was
+    # asked to keep them (EndpointClient(keep_chunks=True) or chat(..., keep_chunks=True)), else None.
+    raw: Any = None
+    chunks: int = 0  # streamed: JSON chunks received (data events other than [DONE])
+    reasoning_chunks: int = 0  # streamed: choice deltas carrying reasoning_content
+    answer_chunks: int = 0  # streamed: choice deltas carrying content or tool calls
 
     @property
     def ttft(self) -> float | None:
@@ -105,9 +119,12 @@ class ChatResult:
 class EndpointClient:
     """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`."""
 
-    def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256):
+    def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
+                 keep_chunks: bool = False):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # Keep every streamed chunk dict in ChatResult.raw (costs memory and CPU per token).
+        self.keep_chunks = keep_chunks
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
 
@@ -128,27 +145,31 @@ class EndpointClient:
         response.raise_for_status()
         return response.json()
 
-    async def chat(self, payload: dict[str, Any], *, timeout: float | None = None) -> ChatResult:
+    async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,
+                   keep_chunks: bool | None = None) -> ChatResult:
         """One chat completion; streams when payload['stream'] is true. Never raises for
-        server faults: they land in ChatResult.error."""
+        server faults: they land in ChatResult.error. `keep_chunks` overrides the client's
+        setting for this call."""
         budget = timeout or self.timeout
         result = ChatResult(streamed=bool(payload.get("stream")), t_start=time.perf_counter())
         try:
             # wait_for bounds the whole request: httpx's timeout is per read, and a server that
             # trickles one byte a minute would otherwise never time out.
             if result.streamed:
-                await asyncio.wait_for(self._stream(payload, result, budget), budget)
+                keep = self.keep_chunks if keep_chunks is None else keep_chunks
+                await asyncio.wait_for(self._stream(payload, result, budget, keep), budget)
             else:
                 await asyncio.wait_for(self._complete(payload, result, budget), budget)
         except (asyncio.TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {budget:g} s"
         except httpx.RemoteProtocolError as exc:
             # The server closed the connection mid-response: for a stream, say how far it got.
-            got = f" after {len(result.raw)} chunks" if result.streamed and isinstance(result.raw, list) else ""
+            got = f" after {result.chunks} chunks" if result.streamed else ""
             result.error = f"{'stream' if result.streamed else 'response'} dropped{got}: {exc}"
         except httpx.HTTPError as exc:
             result.error = f"{type(exc).__name__}: {exc or 'connection failed'}"
-        except (SSEError, json.JSONDecodeError, KeyError, TypeError, IndexError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            # ValueError: bad JSON (JSONDecodeError) or bad UTF-8 (UnicodeDecodeError).
             result.error = f"malformed response: {type(exc).__name__}: {exc}"
         result.t_end = time.perf_counter()
         result.ok = result.error is None
@@ -184,68 +205,146 @@ class EndpointClient:
         if result.content or result.reasoning_content or result.tool_calls:
             result.t_first_token = result.t_first_answer = now
 
-    async def _stream(self, payload: dict[str, Any], result: ChatResult, budget: float) -> None:
-        chunks: list[Any] = []
+    async def _stream(self, payload: dict[str, Any], result: ChatResult, budget: float, keep: bool) -> None:
+        # The hot path: one pass per network read, one json.loads per event, fragments collected
+        # in lists and joined once. SSE is parsed here from the raw bytes (events end at a blank
+        # line; CRLF and CR are normalised; comments and non-data fields are skipped).
+        chunks: list[Any] | None = [] if keep else None
         result.raw = chunks
         calls: dict[int, ToolCall] = {}
-        async with aconnect_sse(
-            self._http, "POST", "/v1/chat/completions", json=payload, timeout=budget
-        ) as source:
-            response = source.response
+        arguments: dict[int, list[str]] = {}
+        content: list[str] = []
+        reasoning: list[str] = []
+        times = result.chunk_times
+        t_token = t_answer = model = None
+        n = n_reasoning = n_answer = 0
+        ended = False
+        request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget,
+                                           headers=_SSE_HEADERS)
+        response = await self._http.send(request, stream=True)
+        try:
             result.status = response.status_code
             if response.status_code != 200:
                 text = (await response.aread()).decode("utf-8", "replace")
                 result.error = f"HTTP {response.status_code}: {_error_message(text)}"
                 return
-            async for event in source.aiter_sse():
-                if event.data.strip() == "[DONE]":
-                    result.saw_done = True
-                    break
-                chunk = json.loads(event.data)
-                chunks.append(chunk)
-                if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
-                    result.error = f"error event in stream: {_error_message(event.data)}"
-                    return
-                self._apply_chunk(chunk, result, calls, time.perf_counter())
-        result.tool_calls = [calls[i] for i in sorted(calls)]
-        if not result.saw_done:
-            result.error = f"stream ended without [DONE] after {len(chunks)} chunks"
+            ctype = response.headers.get("content-type", "").partition(";")[0]
+            if "text/event-stream" not in ctype:
+                raise SSEError(f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}")
+            buf = b""
+            async for data in response.aiter_bytes():
+                now = _perf()
+                buf = buf + data if buf else data
+                if b"\r" in buf:
+                    buf = _lf(buf)
+                if b"\n\n" not in buf:
+                    continue
+                events = buf.split(b"\n\n")
+                buf = events.pop()
+                for event in events:
+                    if event[:5] == b"data:" and b"\n" not in event:
+                        event = event[5:]
+                    else:
+                        event = _event_data(event)
+                        if event is None:
+                            continue
+                    try:
+                        chunk = _loads(event)
+                    except ValueError:
+                        if event.strip() == b"[DONE]":
+                            result.saw_done = ended = True
+                            return
+                        raise
+                    n += 1
+                    if chunks is not None:
+                        chunks.append(chunk)
+                    if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
+                        result.error = f"error event in stream: {_error_message(event.decode('utf-8', 'replace'))}"
+                        return
+                    if chunk.get("usage"):
+                        result.usage = chunk["usage"]
+                    model = chunk.get("model") or model
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta")
+                        if delta:
+                            token = False
+                            text = delta.get("reasoning_content")
+                            if text:
+                                reasoning.append(text)
+                                n_reasoning += 1
+                                token = True
+                            text = delta.get("content")
+                            answer = False
+                            if text:
+                                content.append(text)
+                                answer = True
+                            pieces = delta.get("tool_calls")
+                            if pieces:
+                                _apply_tool_calls(pieces, calls, arguments)
+                                answer = True
+                            if answer:
+                                n_answer += 1
+                                token = True
+                                if t_answer is None:
+                                    t_answer = now
+                            if token:
+                                times.append(now)
+                                if t_token is None:
+                                    t_token = now
+                        if choice.get("finish_reason"):
+                            result.finish_reason = choice["finish_reason"]
+            ended = True
+        finally:
+            await response.aclose()
+            # Also on an error or a timeout: what arrived is kept.
+            result.content = "".join(content)
+            result.reasoning_content = "".join(reasoning)
+            result.t_first_token, result.t_first_answer = t_token, t_answer
+            result.model = model or result.model
+            result.chunks, result.reasoning_chunks, result.answer_chunks = n, n_reasoning, n_answer
+            if ended:  # tool calls are reported when the stream ended, [DONE] or not
+                for index, call in calls.items():
+                    call.arguments = "".join(arguments[index])
+                result.tool_calls = [calls[i] for i in sorted(calls)]
+        if not result.saw_done and result.error is None:
+            result.error = f"stream ended without [DONE] after {n} chunks"
 
-    @staticmethod
-    def _apply_chunk(chunk: dict[str, Any], result: ChatResult, calls: dict[int, ToolCall], now: float) -> None:
-        if chunk.get("usage"):
-            result.usage = chunk["usage"]
-        result.model = chunk.get("model") or result.model
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            token_bearing = False
-            if delta.get("reasoning_content"):
-                result.reasoning_content += delta["reasoning_content"]
-                token_bearing = True
-            if delta.get("content"):
-                result.content += delta["content"]
-                token_bearing = True
-                if result.t_first_answer is None:
-                    result.t_first_answer = now
-            for piece in delta.get("tool_calls") or []:
-                index = piece.get("index", 0)
-                call = calls.setdefault(index, ToolCall(index=index))
-                if piece.get("id") and piece["id"] != call.id:
-                    call.ids_seen += 1
-                    call.id = piece["id"]
-                function = piece.get("function") or {}
-                if function.get("name"):
-                    call.name = function["name"]
-                call.arguments += function.get("arguments") or ""
-                token_bearing = True
-                if result.t_first_answer is None:
-                    result.t_first_answer = now
-            if token_bearing:
-                result.chunk_times.append(now)
-                if result.t_first_token is None:
-                    result.t_first_token = now
-            if choice.get("finish_reason"):
-                result.finish_reason = choice["finish_reason"]
+
+def _apply_tool_calls(pieces: list[dict[str, Any]], calls: dict[int, ToolCall], arguments: dict[int, list[str]]) -> None:
+    """Tool-call deltas, assembled per index; `arguments` collects each call's fragments."""
+    for piece in pieces:
+        index = piece.get("index", 0)
+        call = calls.get(index)
+        if call is None:
+            call = calls[index] = ToolCall(index=index)
+            arguments[index] = []
+        if piece.get("id") and piece["id"] != call.id:
+            call.ids_seen += 1
+            call.id = piece["id"]
+        function = piece.get("function") or {}
+        if function.get("name"):
+            call.name = function["name"]
+        if function.get("arguments"):
+            arguments[index].append(function["arguments"])
+
+
+def _lf(buf: bytes) -> bytes:
+    """CRLF and lone CR line ends as LF. A trailing CR is kept as is: its LF may be in the next read."""
+    if buf[-1:] == b"\r":
+        return buf[:-1].replace(b"\r\n", b"\n").replace(b"\r", b"\n") + b"\r"
+    return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+
+def _event_data(event: bytes) -> bytes | None:
+    """The data of one SSE event (its lines joined by LF), or None when it has no data line
+    (comments such as keep-alives, or only event:/id:/retry: fields)."""
+    data = []
+    for line in event.split(b"\n"):
+        if line[:4] == b"data":
+            name, _, value = line.partition(b":")
+            if name == b"data":
+                data.append(value[1:] if value[:1] == b" " else value)
+    return b"\n".join(data) if data else None
 
 
 def _error_message(text: str) -> str:

@@ -129,6 +129,13 @@ class BenchRun:
     requests: list[RequestRecord]
     source: str = ""  # where it was read from (compare); not written
 
+    @property
+    def simulator(self) -> bool:
+        """Measured against deploytool's reference runtime (a simulator, not a model)."""
+        info = self.server.get("server_info") or {}
+        release = self.environment.get("release") or {}
+        return bool(info.get("simulator") or release.get("simulator"))
+
     def figure(self, key: str) -> Figure | None:
         return next((f for f in self.figures if f.key == key), None)
 

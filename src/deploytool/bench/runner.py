@@ -316,14 +316,8 @@ def _split_reasoning(result: ChatResult, output: int | None) -> tuple[int | None
         return details["reasoning_tokens"], output - details["reasoning_tokens"]
     if not result.reasoning_content:
         return 0, output
-    reasoning_chunks = answer_chunks = 0
-    for chunk in result.raw if isinstance(result.raw, list) else []:
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                reasoning_chunks += 1
-            if delta.get("content") or delta.get("tool_calls"):
-                answer_chunks += 1
+    # The client counts these while streaming (it keeps no chunk objects unless asked).
+    reasoning_chunks, answer_chunks = result.reasoning_chunks, result.answer_chunks
     total = reasoning_chunks + answer_chunks
     if total == 0:
         return 0, output

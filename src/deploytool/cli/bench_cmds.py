@@ -60,6 +60,8 @@ def bench_command(
         console.print(f"[red]{run.errors_total} of {run.requests_total} requests failed[/]; medians use completed "
                       "requests only")
     console.print(("" if run.cache_check.ok else "[red]") + f"prefix cache: {run.cache_check.message}", highlight=False)
+    if run.simulator:
+        console.print("[yellow]measured against the reference runtime: a simulator, not a model[/]", highlight=False)
     for note in run.notes:
         console.print(f"note: {note}", highlight=False)
     if report:

@@ -135,6 +135,12 @@ class ServerInfo:
     model_info: dict[str, Any] | None = None  # /get_model_info
 
     @property
+    def is_simulator(self) -> bool:
+        """deploytool's reference runtime says so in its server info and model info."""
+        return bool((self.server_info or {}).get("simulator")) or \
+            (self.model_info or {}).get("model_type") == "simulator"
+
+    @property
     def served_model_name(self) -> str | None:
         data = (self.models or {}).get("data") or []
         return data[0].get("id") if data else None

@@ -32,6 +32,7 @@ def results_document(report: "QualifyReport") -> dict[str, Any]:
         "started_at": report.started_at,
         "finished_at": report.finished_at,
         "limit": report.limit,
+        "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
                    "image": report.image, "image_labels": report.image_labels},
         "server": to_jsonable(server) if server is not None else None,

@@ -81,6 +81,8 @@ class QualifyReport:
         failed = [s.name for s in self.suites if s.verdict in (Verdict.FAILED, Verdict.ERROR)]
         why = f" ({', '.join(failed)})" if failed else ""
         head = f"qualify {self.verdict.upper()}: {parts}{why}"
+        if self.server is not None and self.server.is_simulator:
+            head += "; against the reference runtime (a simulator, not a model)"
         if self.could_not_run:
             head += f"; could not run: {self.could_not_run}"
         if self.incomplete:

@@ -4,10 +4,10 @@ roll back, and every way an up can fail without losing the serving release."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
-import os
 from pathlib import Path
 
 import httpx
@@ -223,3 +223,29 @@ def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, prof
     status = slot_status()
     assert status["current"] == 1 and release_row(status, 2)["state"] == "exited"
     assert served_decode_tps(slot_env.port) == 2000
+
+
+def test_build_error_names_the_failing_step_and_its_output(docker_engine, tmp_path: Path):
+    """A base without a shell: the sim recipe's venv step fails, and the user sees which step."""
+    import io
+    import tarfile
+
+    payload = io.BytesIO()
+    with tarfile.open(fileobj=payload, mode="w") as tar:
+        info = tarfile.TarInfo("etc/hostname")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"none\n"))
+    base = f"deploytool-test-noshell:{os.getpid()}"
+    docker_engine.client.api.import_image_from_data(payload.getvalue(), repository=base.split(":")[0],
+                                                   tag=base.split(":")[1])
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "t-noshell.yaml").write_text(f"name: t-noshell\nextends: sim\nimage: {{base: '{base}'}}\n")
+    try:
+        out = run_cli("build", "--profile", "t-noshell", "--profiles-dir", str(folder))
+    finally:
+        docker_engine.client.images.remove(base, force=True)
+    assert out.returncode == 1, out.stderr
+    assert "build of deploytool/sim:t-noshell-" in out.stderr
+    assert "failed at step 4/" in out.stderr and "RUN python3.11 -m venv" in out.stderr
+    assert "Traceback" not in out.stderr

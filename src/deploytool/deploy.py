@@ -21,14 +21,14 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 
 from .cache import CacheDecision, prepare_slot_cache
 from .compose import RenderRequest, write_compose
 from .engine import Engine, Release
-from .errors import DeployError, UsageError
+from .errors import DeployError, DeploytoolError, UsageError
 from .gpus import classify, read_inventory
 from .images import build
 from .profiles import Profile, ProfileStore
@@ -129,8 +129,10 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
             qualify = None
             if not skip_qualify:
                 qualify = _qualify(new, profile, slot, serving, directory, qualify_suites, qualify_limit, reporter)
-        except DeployError as failure:
-            _recover(engine, slot, number, serving, profile_name, profiles_dirs, reporter, failure)
+        except (Exception, KeyboardInterrupt) as exc:
+            # Whatever stopped the hand-over (a failed gate, Ctrl-C, a bad qualify setting, an
+            # engine error), the previous release must serve again before we give up.
+            _recover(engine, slot, number, serving, profile_name, profiles_dirs, reporter, _as_failure(exc))
             raise  # _recover raises a fuller error; this is for type checkers
 
         previous = serving.release if serving else pointers.previous
@@ -140,6 +142,16 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
     return UpResult(slot=slot.name, release=number, profile=profile.name, image=image.image, url=new.url,
                     previous=previous, built=image.built, cache=cache, qualify=qualify,
                     qualify_skipped=skip_qualify, pruned=pruned, seconds=round(time.monotonic() - started, 1))
+
+
+def _as_failure(exc: BaseException) -> DeployError:
+    if isinstance(exc, DeployError):
+        return exc
+    if isinstance(exc, KeyboardInterrupt):
+        return DeployError("interrupted (Ctrl-C)")
+    if isinstance(exc, DeploytoolError):
+        return DeployError(exc.message, hint=exc.hint)
+    return DeployError(f"unexpected {type(exc).__name__}: {exc}")
 
 
 def _serving(releases: list[Release]) -> Release | None:

@@ -14,6 +14,7 @@ exception into an `error` verdict, so a suite only has to measure and judge.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -313,3 +314,19 @@ def response_problems(result: ChatResult) -> list[str]:
     elif result.finish_reason is None:
         problems.append("no finish_reason in the response")
     return problems
+
+
+def previous_suite(path: Path | None, suite_name: str,
+                   accept: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any] | None, str | None]:
+    """The previous release's result of one suite from its results.json, when `accept` takes
+    it; else (None, why not). (None, None) when there is no previous release to compare with."""
+    if path is None:
+        return None, None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"previous results {path} unreadable ({type(exc).__name__}: {exc})"
+    for suite in data.get("suites") or []:
+        if suite.get("name") == suite_name and accept(suite):
+            return suite, None
+    return None, f"previous results {path} have no usable {suite_name} result"

@@ -9,14 +9,14 @@ must not think, unless the profile says otherwise) and that reasoning text arriv
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from ...client import ChatResult
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key, transcript
+from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key,
+                    previous_suite, transcript)
 
 name = "contract"
 
@@ -36,16 +36,10 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
 
 def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]:
     """The previous release's contract figures, or (None, why not)."""
-    if path is None:
-        return None, None
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        return None, f"previous results {path} unreadable ({type(exc).__name__}: {exc}); compared with the profile"
-    for suite in data.get("suites") or []:
-        if suite.get("name") == name and suite.get("verdict") == "passed":
-            return (suite.get("figures") or {}).get("measured") or {}, None
-    return None, f"previous results {path} have no passed contract suite; compared with the profile"
+    suite, why = previous_suite(path, name, lambda s: s.get("verdict") == "passed")
+    if suite is None:
+        return None, why and f"{why}; compared with the profile"
+    return (suite.get("figures") or {}).get("measured") or {}, None
 
 
 def reasoning_placement(result: ChatResult) -> str:

@@ -12,7 +12,6 @@ a previous run measured with another method is not compared (the reason says so)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from pydantic import Field
 
 from ...bench import BenchRun, build_method, run_bench_async
 from ...targets import Target
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
 
 name = "performance"
 
@@ -109,16 +108,8 @@ def method_text(bench: BenchRun) -> str:
 
 
 def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]:
-    if path is None:
-        return None, None
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        return None, f"previous results {path} unreadable ({type(exc).__name__}: {exc})"
-    for suite in data.get("suites") or []:
-        if suite.get("name") == name and (suite.get("figures") or {}).get("bench_figures"):
-            return suite["figures"], None
-    return None, f"previous results {path} hold no performance figures"
+    suite, why = previous_suite(path, name, lambda s: bool((s.get("figures") or {}).get("bench_figures")))
+    return (suite["figures"], None) if suite is not None else (None, why)
 
 
 def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,

@@ -9,6 +9,7 @@ stream, malformed SSE), so a suite can record the failure and go on with the nex
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,11 @@ from typing import Any
 import httpx
 
 _loads = json.loads
+# The C scanner under json.loads: one call per event instead of loads -> decode -> raw_decode
+# (that wrapper costs as much as the parsing for a small chunk). Failures fall back to loads.
+_scan = json.JSONDecoder().scan_once
 _perf = time.perf_counter
+_utf8 = codecs.getincrementaldecoder("utf-8")
 _SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
 
@@ -231,35 +236,45 @@ class EndpointClient:
             ctype = response.headers.get("content-type", "").partition(";")[0]
             if "text/event-stream" not in ctype:
                 raise SSEError(f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}")
-            buf = b""
+            decode = _utf8("replace").decode  # a character split across two reads is joined
+            buf = ""
             async for data in response.aiter_bytes():
-                now = _perf()
-                buf = buf + data if buf else data
-                if b"\r" in buf:
+                now = _perf()  # one reading per network read: its events all arrived now
+                buf = buf + decode(data) if buf else decode(data)
+                if "\r" in buf:
                     buf = _lf(buf)
-                if b"\n\n" not in buf:
+                if "\n\n" not in buf:
                     continue
-                events = buf.split(b"\n\n")
+                events = buf.split("\n\n")
                 buf = events.pop()
                 for event in events:
-                    if event[:5] == b"data:" and b"\n" not in event:
-                        event = event[5:]
+                    if event[:6] == "data: " and "\n" not in event:  # the usual one-line event
+                        if event == "data: [DONE]":
+                            result.saw_done = ended = True
+                            return
+                        try:
+                            chunk, end = _scan(event, 6)
+                            if end != len(event):
+                                raise StopIteration
+                        except StopIteration:  # not one JSON value: [DONE] with blanks, or loads says why
+                            event = event[6:]
+                            if event.strip() == "[DONE]":
+                                result.saw_done = ended = True
+                                return
+                            chunk = _loads(event)
                     else:
                         event = _event_data(event)
                         if event is None:
                             continue
-                    try:
-                        chunk = _loads(event)
-                    except ValueError:
-                        if event.strip() == b"[DONE]":
+                        if event.strip() == "[DONE]":
                             result.saw_done = ended = True
                             return
-                        raise
+                        chunk = _loads(event)
                     n += 1
                     if chunks is not None:
                         chunks.append(chunk)
                     if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
-                        result.error = f"error event in stream: {_error_message(event.decode('utf-8', 'replace'))}"
+                        result.error = f"error event in stream: {_body_message(chunk)}"
                         return
                     if chunk.get("usage"):
                         result.usage = chunk["usage"]
@@ -309,15 +324,51 @@ class EndpointClient:
         if not result.saw_done and result.error is None:
             result.error = f"stream ended without [DONE] after {n} chunks"
 
+    @staticmethod
+    def _apply_chunk(chunk: dict[str, Any], result: ChatResult, calls: dict[int, ToolCall], now: float) -> None:
+        """Apply one streamed chunk to `result`: the per-chunk form of what `_stream` does inline
+        (same rules), for callers that hold chunk objects already."""
+        if chunk.get("usage"):
+            result.usage = chunk["usage"]
+        result.model = chunk.get("model") or result.model
+        result.chunks += 1
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            token_bearing = answer = False
+            if delta.get("reasoning_content"):
+                result.reasoning_content += delta["reasoning_content"]
+                result.reasoning_chunks += 1
+                token_bearing = True
+            if delta.get("content"):
+                result.content += delta["content"]
+                answer = True
+            if delta.get("tool_calls"):
+                _apply_tool_calls(delta["tool_calls"], calls, None)
+                answer = True
+            if answer:
+                result.answer_chunks += 1
+                token_bearing = True
+                if result.t_first_answer is None:
+                    result.t_first_answer = now
+            if token_bearing:
+                result.chunk_times.append(now)
+                if result.t_first_token is None:
+                    result.t_first_token = now
+            if choice.get("finish_reason"):
+                result.finish_reason = choice["finish_reason"]
 
-def _apply_tool_calls(pieces: list[dict[str, Any]], calls: dict[int, ToolCall], arguments: dict[int, list[str]]) -> None:
-    """Tool-call deltas, assembled per index; `arguments` collects each call's fragments."""
+
+def _apply_tool_calls(pieces: list[dict[str, Any]], calls: dict[int, ToolCall],
+                      arguments: dict[int, list[str]] | None) -> None:
+    """Tool-call deltas, assembled per index. With `arguments`, each call's argument fragments
+    are collected there (joined by the caller at the end); without, appended to the call."""
     for piece in pieces:
         index = piece.get("index", 0)
         call = calls.get(index)
         if call is None:
             call = calls[index] = ToolCall(index=index)
-            arguments[index] = []
+            if arguments is not None:
+                arguments[index] = []
         if piece.get("id") and piece["id"] != call.id:
             call.ids_seen += 1
             call.id = piece["id"]
@@ -325,26 +376,29 @@ def _apply_tool_calls(pieces: list[dict[str, Any]], calls: dict[int, ToolCall], 
         if function.get("name"):
             call.name = function["name"]
         if function.get("arguments"):
-            arguments[index].append(function["arguments"])
+            if arguments is None:
+                call.arguments += function["arguments"]
+            else:
+                arguments[index].append(function["arguments"])
 
 
-def _lf(buf: bytes) -> bytes:
+def _lf(buf: str) -> str:
     """CRLF and lone CR line ends as LF. A trailing CR is kept as is: its LF may be in the next read."""
-    if buf[-1:] == b"\r":
-        return buf[:-1].replace(b"\r\n", b"\n").replace(b"\r", b"\n") + b"\r"
-    return buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if buf[-1] == "\r":
+        return buf[:-1].replace("\r\n", "\n").replace("\r", "\n") + "\r"
+    return buf.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _event_data(event: bytes) -> bytes | None:
-    """The data of one SSE event (its lines joined by LF), or None when it has no data line
+def _event_data(event: str) -> str | None:
+    """The data of one SSE event (its data lines joined by LF), or None when it has none
     (comments such as keep-alives, or only event:/id:/retry: fields)."""
     data = []
-    for line in event.split(b"\n"):
-        if line[:4] == b"data":
-            name, _, value = line.partition(b":")
-            if name == b"data":
-                data.append(value[1:] if value[:1] == b" " else value)
-    return b"\n".join(data) if data else None
+    for line in event.split("\n"):
+        if line[:4] == "data":
+            name, _, value = line.partition(":")
+            if name == "data":
+                data.append(value[1:] if value[:1] == " " else value)
+    return "\n".join(data) if data else None
 
 
 def _error_message(text: str) -> str:
@@ -353,6 +407,10 @@ def _error_message(text: str) -> str:
         body = json.loads(text)
     except (json.JSONDecodeError, TypeError):
         return text.strip()[:300]
+    return _body_message(body)
+
+
+def _body_message(body: Any) -> str:
     if isinstance(body, dict):
         inner = body.get("error") if isinstance(body.get("error"), dict) else body
         return str(inner.get("message") or body)[:300]

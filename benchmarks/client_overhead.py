@@ -72,10 +72,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def start_server(paced_tps: float | None = None) -> tuple[subprocess.Popen, str]:
+    """The firehose (stream_server.py), or with paced_tps the sim in its own process, each
+    request paced at that many tokens/s: a server both clients keep up with, so their reported
+    throughputs can be compared."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(HERE / "stream_server.py"), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if paced_tps is None:
+        argv = [sys.executable, str(HERE / "stream_server.py"), "--port", str(port)]
+    else:
+        argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
+                "--startup-seconds", "0", "--decode-tps", str(paced_tps), "--prefill-tps", "1e8",
+                "--max-running-requests", "8", "--served-model-name", "firehose", "--no-log-requests"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -153,6 +161,9 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=96)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-sglang", action="store_true", help="Only deploytool's client.")
+    parser.add_argument("--paced", type=float, metavar="TPS",
+                        help="Against the sim paced at TPS tokens/s per request instead of the firehose "
+                             "(compares reported throughput; e.g. --paced 2500 --large 48).")
     args = parser.parse_args()
     if args.child:
         deploytool_child(args.url, args.requests, args.concurrency, args.tokens)
@@ -162,7 +173,7 @@ def main() -> None:
         if not SGLANG_PY.exists():
             raise SystemExit("benchmarks/.venv-sglang is missing: run benchmarks/setup_sglang_client.sh (or --no-sglang)")
         clients["sglang.bench_serving"] = sglang_run
-    server, url = start_server()
+    server, url = start_server(args.paced)
     rows = []
     try:
         for rep in range(args.repeat):
@@ -179,7 +190,9 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=10)
     print(f"workload: {args.large} requests x {args.tokens} streamed tokens at concurrency {args.concurrency} "
-          f"(small run: {args.small} requests), loopback firehose server, {os.cpu_count()} CPUs")
+          f"(small run: {args.small} requests), "
+          f"{'sim paced at %g tok/s per request' % args.paced if args.paced else 'loopback firehose server'}, "
+          f"{os.cpu_count()} CPUs")
     print(f"{'client':<22}{'run':>4}{'completed':>11}{'reported tok/s':>16}{'CPU ms / 1k tok':>17}{'(in-loop)':>11}")
     for r in rows:
         inloop = f"{r['cpu_load_ms_per_1k']:.1f}" if r["cpu_load_ms_per_1k"] is not None else "-"

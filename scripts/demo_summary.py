@@ -3,7 +3,7 @@
 import json
 import sys
 
-from deploytool.state import home
+from deploytool.state import slot_dir
 
 for slot in json.load(sys.stdin)["slots"]:
     print(f"slot {slot['slot']}: serving {slot['serving_url']}")
@@ -11,5 +11,5 @@ for slot in json.load(sys.stdin)["slots"]:
         role = f" ({r['role']})" if r["role"] else ""
         print(f"  release {r['release']}{role}: {r['profile']} [{r['state']}, {r['health'] or 'stopped'}] {r['image']}")
 print("The reference runtime is a simulator, not a model: docs/sim.md lists the rules it answers by.")
-print(f"Qualification reports: {home()}/slots/cpu/releases/<N>/qualify/report.html")
+print(f"Qualification reports: {slot_dir('cpu')}/releases/<N>/qualify/report.html")
 print("Stop it with: docker stop $(docker ps -q --filter label=dev.deploytool.slot=cpu)")

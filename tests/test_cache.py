@@ -58,5 +58,11 @@ def test_cache_kept_when_unchanged_and_wiped_when_stale(slot_env, docker_engine)
     assert state["exists"] and state["fingerprint"] == stored and state["files"] == 0
 
     shell(docker_engine, image, "echo x > /cache/leftover")
+    refused = run_cli("cache", "wipe", "--cpu", "--json")
+    assert refused.returncode == 1 and "is running and using the cache" in refused.stderr
+    from deploytool import labels
+
+    for c in docker_engine.client.containers.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+        c.stop(timeout=5)
     wipe = run_cli("cache", "wipe", "--cpu", "--json")
     assert wipe.returncode == 0 and json.loads(wipe.stdout)["files_removed"] == 2

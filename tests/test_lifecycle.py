@@ -55,7 +55,7 @@ def slot_env(docker_engine, profiles_dir: Path):
     port = free_port()
 
     def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        extra = ["--profiles-dir", str(profiles_dir)]
+        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render") else []
         if args[0] == "up" and "--port" not in args:
             extra += ["--port", str(port)]
         return run_cli(*args, *extra, timeout=timeout)
@@ -163,7 +163,7 @@ def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
     assert "slot cpu is busy" in outcomes[1][1] and "deploytool up" in outcomes[1][1]
 
 
-def test_port_in_use_is_refused_and_previous_restored(slot_env):
+def test_port_in_use_is_refused_before_anything_is_stopped(slot_env):
     assert up(slot_env, "t-good").returncode == 0
     other = free_port()
     with socket.socket() as squatter:
@@ -171,9 +171,13 @@ def test_port_in_use_is_refused_and_previous_restored(slot_env):
         squatter.listen()
         failed = up(slot_env, "t-good2", "--port", str(other))
     assert failed.returncode == 1
-    assert f"port {other} on 127.0.0.1 is already in use" in failed.stderr
-    assert "release 1 was restored" in failed.stderr
+    assert f"port {other} on 127.0.0.1 is already in use by another process" in failed.stderr
     assert served_decode_tps(slot_env.port) == 2000
+    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json").stdout)["entries"]]
+    assert "release.stopped" not in events  # release 1 was never taken down
+    # The port of another slot's release is named as such.
+    taken = up(slot_env, "t-good2", "--port", str(slot_env.port))  # same slot: hand-over, allowed
+    assert taken.returncode == 0, taken.stderr
 
 
 def test_prune_keeps_retention_and_the_rollback_target(slot_env):
@@ -216,7 +220,9 @@ def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, prof
     assert bad.returncode == 1
     assert "release 2 failed qualification" in bad.stderr and "tools" in bad.stderr
     assert "release 1 was restored and is healthy" in bad.stderr
-    failed_report = deploytool_home / "slots" / "cpu" / "releases" / "2" / "qualify"
+    from deploytool.state import release_dir
+
+    failed_report = release_dir("cpu", 2) / "qualify"
     assert str(failed_report / "report.md") in bad.stderr  # the error points at the report
     failed_suites = {s["name"]: s["verdict"] for s in json.loads((failed_report / "results.json").read_text())["suites"]}
     assert failed_suites["tools"] == "failed" and failed_suites["preflight"] == "passed"
@@ -249,3 +255,23 @@ def test_build_error_names_the_failing_step_and_its_output(docker_engine, tmp_pa
     assert "build of deploytool/sim:t-noshell-" in out.stderr
     assert "failed at step 4/" in out.stderr and "RUN python3.11 -m venv" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_failed_rollback_brings_the_current_release_back(slot_env):
+    """Release 1 published on one port, release 2 on another; when release 1's port is taken,
+    the rollback cannot start it, and release 2 must serve again."""
+    assert up(slot_env, "t-good").returncode == 0
+    other = free_port()
+    assert up(slot_env, "t-good2", "--port", str(other)).returncode == 0
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", slot_env.port))
+        squatter.listen()
+        back = run_cli("rollback", "--cpu")
+    assert back.returncode == 1, back.stderr
+    assert "rollback to release 1 failed" in back.stderr and "release 2 serves again" in back.stderr
+    assert "Traceback" not in back.stderr
+    assert served_decode_tps(other) == 3000
+    status = slot_status()
+    assert status["current"] == 2 and status["previous"] == 1  # pointers unchanged
+    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json").stdout)["entries"]]
+    assert events[-2:] == ["rollback.failed", "restored"] or "rollback.failed" in events

@@ -68,7 +68,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             },
             "labels": labels.container_labels(
                 slot=slot.name, release=req.release, profile=profile.name, image=req.image,
-                gpus=list(slot.gpus), host_port=req.port, simulator=profile.is_simulator,
+                gpus=list(slot.gpus), host_port=req.port, host_ip=req.bind, simulator=profile.is_simulator,
             ),
         }
     )

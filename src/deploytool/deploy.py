@@ -17,6 +17,7 @@ again, verifies it healthy, and raises a DeployError that says what happened.
 from __future__ import annotations
 
 import errno
+import json
 import socket
 import time
 from dataclasses import dataclass, field
@@ -31,8 +32,9 @@ from .engine import Engine, Release
 from .errors import DeployError, DeploytoolError, UsageError
 from .gpus import classify, read_inventory
 from .images import build
-from .profiles import Profile, ProfileStore
+from .profiles import HealthSpec, Profile, ProfileStore
 from .slots import Slot
+from .report import write_atomic
 from .state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
 from .targets import Target, qualify_results_path
 
@@ -93,55 +95,81 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
     engine.compose_version()  # fail early, before building, when the plugin is missing
     with slot_lock(slot.name, "up"):
         releases = engine.releases(slot.name)
+        pointers = read_pointers(slot.name)
         serving = _serving(releases)
-        profile = _choose_profile(slot, profile_name, serving, profiles_dirs)
+        # What to bring back if this up fails: the serving release, else the last one cut over.
+        fallback = serving or next((r for r in releases if r.release == pointers.current), None)
+        profile = _choose_profile(slot, profile_name, fallback, profiles_dirs)
         _check_cards(slot, profile, reporter)
 
         reporter.step(f"building the image for {profile.name} (a no-op when its inputs are unchanged)")
         image = build(profile, engine=engine)
         reporter.step(image.message)
 
-        pointers = read_pointers(slot.name)
         number = max([pointers.next_release] + [r.release + 1 for r in releases])
         directory = release_dir(slot.name, number)
         request = RenderRequest(profile=profile, slot=slot, release=number, image=image.image,
                                 host_port=host_port, bind=bind)
         compose_file = write_compose(request, directory / "compose.yaml")
         engine.compose_config(compose_file)
+        write_release_record(slot.name, number, profile, image.image)
         pointers.next_release = number + 1
         write_pointers(slot.name, pointers)
+        if serving is None or request.port != serving.host_port:
+            _require_free_port(bind, request.port, engine)  # before anything is stopped
         journal("up.start", slot=slot.name, release=number, profile=profile.name, image=image.image,
-                previous=serving.release if serving else None, skip_qualify=skip_qualify)
+                previous=fallback.release if fallback else None, skip_qualify=skip_qualify)
         if skip_qualify:
             reporter.warn("--skip-qualify: this release takes traffic without acceptance suites")
             journal("qualify.skipped", slot=slot.name, release=number, reason="--skip-qualify")
 
-        if serving:
-            reporter.step(f"stopping release {serving.release} (kept for rollback)")
-            engine.stop(serving)
-            journal("release.stopped", slot=slot.name, release=serving.release, reason=f"handing over to {number}")
         try:
-            _require_free_port(bind, request.port)
+            if serving:
+                reporter.step(f"stopping release {serving.release} (kept for rollback)")
+                engine.stop(serving)
+                journal("release.stopped", slot=slot.name, release=serving.release,
+                        reason=f"handing over to {number}")
+            _require_free_port(bind, request.port, engine)
             cache = prepare_slot_cache(engine, image.image, slot, release=number)
             reporter.step(f"JIT cache {cache.volume}: {cache.action} ({cache.reason})")
             new = _start(engine, slot, number, compose_file, reporter)
-            _wait_until_healthy(engine, new, profile, reporter)
+            _wait_until_healthy(engine, new, profile.health, reporter)
             qualify = None
             if not skip_qualify:
-                qualify = _qualify(new, profile, slot, serving, directory, qualify_suites, qualify_limit, reporter)
+                qualify = _qualify(engine, new, profile, slot, fallback, directory, qualify_suites,
+                                   qualify_limit, reporter)
         except (Exception, KeyboardInterrupt) as exc:
             # Whatever stopped the hand-over (a failed gate, Ctrl-C, a bad qualify setting, an
             # engine error), the previous release must serve again before we give up.
-            _recover(engine, slot, number, serving, profile_name, profiles_dirs, reporter, _as_failure(exc))
-            raise  # _recover raises a fuller error; this is for type checkers
+            _recover(engine, slot, number, fallback, reporter, _as_failure(exc))
+            raise  # _recover always raises a fuller error; this line is never reached
 
-        previous = serving.release if serving else pointers.previous
+        previous = fallback.release if fallback else pointers.previous
         write_pointers(slot.name, SlotPointers(current=number, previous=previous, next_release=number + 1))
         journal("cutover", slot=slot.name, release=number, previous=previous, url=new.url)
-        pruned = prune(engine, slot, retention=retention)
+        try:
+            pruned = prune(engine, slot, retention=retention)
+        except Exception as exc:  # the cut-over stands; a failed clean-up is only worth a warning
+            reporter.warn(f"pruning old releases failed: {exc}")
+            pruned = []
     return UpResult(slot=slot.name, release=number, profile=profile.name, image=image.image, url=new.url,
                     previous=previous, built=image.built, cache=cache, qualify=qualify,
                     qualify_skipped=skip_qualify, pruned=pruned, seconds=round(time.monotonic() - started, 1))
+
+
+def write_release_record(slot: str, number: int, profile: Profile, image: str) -> None:
+    """What a restore needs without the profile search path: a rollback run from another
+    folder, or after a profile was renamed, still knows how long this release may take."""
+    record = {"profile": profile.name, "image": image, "health": profile.health.model_dump(mode="json")}
+    write_atomic(release_dir(slot, number) / "release.json", json.dumps(record, indent=2) + "\n")
+
+
+def release_health(slot: str, number: int) -> HealthSpec:
+    path = release_dir(slot, number) / "release.json"
+    try:
+        return HealthSpec.model_validate(json.loads(path.read_text())["health"])
+    except (OSError, ValueError, KeyError):
+        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure
 
 
 def _as_failure(exc: BaseException) -> DeployError:
@@ -186,10 +214,15 @@ def _check_cards(slot: Slot, profile: Profile, reporter: Reporter) -> None:
     cards = []
     for uuid in slot.gpus:
         card = inventory.by_uuid(uuid)
+        if card is None and uuid.startswith("MIG-"):
+            reporter.warn(f"{uuid} is a MIG instance: its parent card is not checked against the profile")
+            continue
         if card is None:
             known = ", ".join(g.uuid for g in inventory.gpus) or "none"
             raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
         cards.append(card)
+    if not cards:
+        return
     fit = classify(profile, cards)
     if fit.verdict == "incompatible":
         raise UsageError(f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}")
@@ -197,7 +230,7 @@ def _check_cards(slot: Slot, profile: Profile, reporter: Reporter) -> None:
         reporter.warn(f"profile {profile.name} on slot {slot.name}: {'; '.join(fit.reasons)}")
 
 
-def _require_free_port(bind: str, port: int) -> None:
+def _require_free_port(bind: str, port: int, engine: Engine) -> None:
     """A published port that another process holds would fail the start after the previous
     release is already stopped; find out first, with the bind the engine would do."""
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
@@ -206,10 +239,13 @@ def _require_free_port(bind: str, port: int) -> None:
         try:
             probe.bind((bind, port))
         except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise DeployError(f"port {port} on {bind} is already in use by another process",
-                                  hint="free it, or publish this slot on another port with --port") from None
-            raise DeployError(f"cannot publish on {bind}:{port}: {exc.strerror}") from None
+            if exc.errno != errno.EADDRINUSE:
+                raise DeployError(f"cannot publish on {bind}:{port}: {exc.strerror}") from None
+            holder = next((r for r in engine.releases() if r.running and r.host_port == port), None)
+            who = (f"release {holder.release} of slot {holder.slot} ({holder.container_name})" if holder
+                   else "another process")
+            raise DeployError(f"port {port} on {bind} is already in use by {who}",
+                              hint="free it, or publish this slot on another port with --port") from None
 
 
 def _start(engine: Engine, slot: Slot, number: int, compose_file: Path, reporter: Reporter) -> Release:
@@ -222,10 +258,12 @@ def _start(engine: Engine, slot: Slot, number: int, compose_file: Path, reporter
     return release
 
 
-def _wait_until_healthy(engine: Engine, release: Release, profile: Profile, reporter: Reporter) -> Release:
+def _wait_until_healthy(engine: Engine, release: Release, health: HealthSpec, reporter: Reporter) -> Release:
     """Healthy means: the engine's health check passed AND the published port answers the
-    health path from the host. A crash or a restart loop fails at once, not at the budget."""
-    budget = profile.health.budget_seconds()
+    health path from the host. A crash or a restart loop fails at once, not at the budget.
+    (The engine resets RestartCount when deploytool starts a container, so a restored release
+    is not mistaken for a crashing one.)"""
+    budget = health.budget_seconds()
     started = time.monotonic()
     while True:
         elapsed = time.monotonic() - started
@@ -234,7 +272,7 @@ def _wait_until_healthy(engine: Engine, release: Release, profile: Profile, repo
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + profile.health.path):
+        if release.health == "healthy" and _answers(release.url + health.path):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
@@ -255,14 +293,13 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _qualify(release: Release, profile: Profile, slot: Slot, previous: Release | None, directory: Path,
-             suites: list[str] | None, limit: int | None, reporter: Reporter) -> dict[str, Any]:
+def _qualify(engine: Engine, release: Release, profile: Profile, slot: Slot, previous: Release | None,
+             directory: Path, suites: list[str] | None, limit: int | None, reporter: Reporter) -> dict[str, Any]:
     from .qualify import run_qualification  # the suites are only needed once a release is up
 
     reporter.step(f"qualifying release {release.release}")
-    engine_labels = Engine().image_labels(release.image)
-    target = Target(url=release.url, profile=profile, slot=slot, release=release, image_labels=engine_labels,
-                    previous=previous,
+    target = Target(url=release.url, profile=profile, slot=slot, release=release,
+                    image_labels=engine.image_labels(release.image), previous=previous,
                     previous_results=qualify_results_path(slot, previous.release) if previous else None)
     report = run_qualification(target, suites=suites, limit=limit, report_dir=directory / "qualify",
                                progress=False)
@@ -275,34 +312,50 @@ def _qualify(release: Release, profile: Profile, slot: Slot, previous: Release |
     return summary
 
 
-def _recover(engine: Engine, slot: Slot, number: int, previous: Release | None, profile_name: str | None,
-             profiles_dirs: list[Path] | None, reporter: Reporter, failure: DeployError) -> None:
-    """The new release failed: keep it stopped for inspection and bring the previous one back."""
+def _bring_back(engine: Engine, slot: Slot, release: Release, reporter: Reporter) -> Release:
+    """Start a stopped release again and verify it healthy. Its kernels must match the cache,
+    which the failed or current release may have stamped with another toolchain."""
+    prepare_slot_cache(engine, release.image, slot, release=release.release)
+    engine.start(release)
+    return _wait_until_healthy(engine, release, release_health(slot.name, release.release), reporter)
+
+
+def _recover(engine: Engine, slot: Slot, number: int, previous: Release | None, reporter: Reporter,
+             failure: DeployError) -> None:
+    """The new release failed: keep it stopped for inspection and bring the previous one back.
+    Always raises, with a message that says what serves now."""
     journal("up.failed", slot=slot.name, release=number, reason=failure.message.splitlines()[0])
-    new = engine.release(slot.name, number)
-    if new is not None and new.state in ("running", "restarting"):
-        engine.stop(new)
-        journal("release.stopped", slot=slot.name, release=number, reason="failed, kept for inspection")
+    try:
+        new = engine.release(slot.name, number)
+        if new is not None and new.state in ("running", "restarting"):
+            engine.stop(new)
+            journal("release.stopped", slot=slot.name, release=number, reason="failed, kept for inspection")
+    except Exception as exc:  # keep going: bringing the previous release back matters more
+        reporter.warn(f"could not stop release {number}: {exc}")
     if previous is None:
         raise DeployError(f"{failure.message}\n  release {number} is stopped; the slot had no previous "
-                          "release, so nothing serves on it now") from None
+                          "release, so nothing serves on it now", hint=failure.hint) from None
     reporter.step(f"restoring release {previous.release}")
-    engine.start(previous)
-    profile = ProfileStore(profiles_dirs).get(previous.profile)
     try:
-        _wait_until_healthy(engine, previous, profile, reporter)
-    except DeployError as second:
+        restored = _bring_back(engine, slot, previous, reporter)
+    except (Exception, KeyboardInterrupt) as exc:
+        second = _as_failure(exc)
         journal("restore.failed", slot=slot.name, release=previous.release, reason=second.message.splitlines()[0])
-        raise DeployError(f"{failure.message}\n  AND restoring release {previous.release} failed: "
-                          f"{second.message}") from None
+        raise DeployError(f"{failure.message}\n  AND restoring release {previous.release} failed, so nothing "
+                          f"serves on slot {slot.name}: {second.message}",
+                          hint=f"inspect with `deploytool status`; `docker start {previous.container_name}` "
+                               "retries the restore") from None
     journal("restored", slot=slot.name, release=previous.release, after_failed=number)
     raise DeployError(f"{failure.message}\n  release {number} is stopped (kept for inspection); "
-                      f"release {previous.release} was restored and is healthy at {previous.url}") from None
+                      f"release {previous.release} was restored and is healthy at {restored.url}",
+                      hint=failure.hint) from None
 
 
 # -- rollback ----------------------------------------------------------------------------------
-def rollback(slot: Slot, *, profiles_dirs: list[Path] | None = None, reporter: Reporter | None = None,
-             engine: Engine | None = None) -> RollbackResult:
+def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None) -> RollbackResult:
+    """Stop the current release, start the rollback target and verify it healthy (a card holds
+    one copy of the model, so the two cannot run side by side); if the target fails, the
+    current release is started again."""
     reporter = reporter or Reporter()
     engine = engine or Engine()
     started = time.monotonic()
@@ -318,25 +371,18 @@ def rollback(slot: Slot, *, profiles_dirs: list[Path] | None = None, reporter: R
         if current is not None and current.release == target_number:
             raise DeployError(f"release {target_number} is already serving on slot {slot.name}")
         target = releases[target_number]
-        store = ProfileStore(profiles_dirs)
         journal("rollback.start", slot=slot.name, release=target_number,
                 current=current.release if current else None)
-        if current is not None:
-            reporter.step(f"stopping release {current.release}")
-            engine.stop(current)
-        reporter.step(f"starting release {target_number}")
-        engine.start(target)
         try:
-            target = _wait_until_healthy(engine, target, store.get(target.profile), reporter)
-        except DeployError as failure:
-            engine.stop(target)
-            journal("rollback.failed", slot=slot.name, release=target_number, reason=failure.message.splitlines()[0])
             if current is not None:
-                engine.start(current)
-                _wait_until_healthy(engine, current, store.get(current.profile), reporter)
-                raise DeployError(f"rollback to release {target_number} failed, release {current.release} "
-                                  f"serves again: {failure.message}") from None
-            raise
+                reporter.step(f"stopping release {current.release}")
+                engine.stop(current)
+            reporter.step(f"starting release {target_number}")
+            target = _bring_back(engine, slot, target, reporter)
+        except (Exception, KeyboardInterrupt) as exc:
+            failure = _as_failure(exc)
+            journal("rollback.failed", slot=slot.name, release=target_number, reason=failure.message.splitlines()[0])
+            _rollback_undo(engine, slot, releases[target_number], current, reporter, failure)
         stopped = current.release if current else pointers.current or target_number
         write_pointers(slot.name, SlotPointers(current=target_number, previous=stopped,
                                                next_release=pointers.next_release))
@@ -344,6 +390,31 @@ def rollback(slot: Slot, *, profiles_dirs: list[Path] | None = None, reporter: R
                 seconds=round(time.monotonic() - started, 2))
     return RollbackResult(slot=slot.name, release=target_number, stopped=stopped, url=target.url,
                           seconds=round(time.monotonic() - started, 2))
+
+
+def _rollback_undo(engine: Engine, slot: Slot, target: Release, current: Release | None, reporter: Reporter,
+                   failure: DeployError) -> None:
+    """The target did not come up: stop it and put the release that was serving back. Raises."""
+    try:
+        if engine.refresh(target).state in ("running", "restarting"):
+            engine.stop(target)
+    except Exception as exc:
+        reporter.warn(f"could not stop release {target.release}: {exc}")
+    if current is None:
+        raise DeployError(f"rollback to release {target.release} failed; nothing was serving before, and "
+                          f"nothing serves now: {failure.message}") from None
+    reporter.step(f"starting release {current.release} again")
+    try:
+        restored = _bring_back(engine, slot, current, reporter)
+    except (Exception, KeyboardInterrupt) as exc:
+        second = _as_failure(exc)
+        journal("restore.failed", slot=slot.name, release=current.release, reason=second.message.splitlines()[0])
+        raise DeployError(f"rollback to release {target.release} failed: {failure.message}\n  AND starting "
+                          f"release {current.release} again failed, so nothing serves on slot {slot.name}: "
+                          f"{second.message}") from None
+    journal("restored", slot=slot.name, release=current.release, after_failed_rollback=target.release)
+    raise DeployError(f"rollback to release {target.release} failed: {failure.message}\n  release "
+                      f"{current.release} serves again at {restored.url}") from None
 
 
 # -- prune -------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ class Release:
     simulator: bool
     created: str
     restart_count: int = 0  # the engine's restarts under `restart: unless-stopped`
+    host_ip: str = "127.0.0.1"  # the address the port is published on
 
     @property
     def running(self) -> bool:
@@ -49,7 +50,10 @@ class Release:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.host_port}"
+        """Where this host reaches the release: its published address, or loopback for a
+        wildcard publish."""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host_ip, self.host_ip)
+        return f"http://[{host}]:{self.host_port}" if ":" in host else f"http://{host}:{self.host_port}"
 
 
 class Engine:
@@ -129,6 +133,7 @@ class Engine:
             simulator=lab.get(labels.SIMULATOR) == "true",
             created=attrs.get("Created", ""),
             restart_count=int(attrs.get("RestartCount", 0) or 0),
+            host_ip=lab.get(labels.HOST_IP, "127.0.0.1"),
         )
 
     def start(self, release: Release) -> None:

@@ -90,7 +90,11 @@ def plan_build(profile: Profile, engine: Engine, *, wheelhouse: Path | None = No
     for item in source.iterdir():
         if item.name != "Dockerfile.j2" and not item.name.startswith("."):
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, context / item.name)
-    inputs = recipe.prepare(profile, context_dir=context, wheelhouse=wheelhouse)
+    try:
+        inputs = recipe.prepare(profile, context_dir=context, wheelhouse=wheelhouse)
+    except BaseException:
+        shutil.rmtree(context, ignore_errors=True)
+        raise
 
     fingerprint = {**inputs.fingerprint, "deploytool": __version__, "recipe": profile.image.recipe}
     template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(

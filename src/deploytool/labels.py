@@ -18,6 +18,7 @@ PROFILE = f"{PREFIX}.profile"
 IMAGE = f"{PREFIX}.image"
 GPUS = f"{PREFIX}.gpus"
 HOST_PORT = f"{PREFIX}.host-port"
+HOST_IP = f"{PREFIX}.host-ip"
 SIMULATOR = f"{PREFIX}.simulator"
 
 # Image labels (beside the OCI ones): the toolchain fingerprint and the build inputs.
@@ -43,7 +44,7 @@ def name_prefix() -> str:
 
 
 def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
-                     host_port: int, simulator: bool) -> dict[str, str]:
+                     host_port: int, host_ip: str, simulator: bool) -> dict[str, str]:
     return {
         MANAGED: "true",
         INSTANCE: instance(),
@@ -53,5 +54,6 @@ def container_labels(*, slot: str, release: int, profile: str, image: str, gpus:
         IMAGE: image,
         GPUS: ",".join(gpus),
         HOST_PORT: str(host_port),
+        HOST_IP: host_ip,
         SIMULATOR: "true" if simulator else "false",
     }

@@ -50,4 +50,5 @@ def slot_from_options(gpus: list[str] | None, cpu: bool) -> Slot:
                              hint="`deploytool gpus` lists the UUIDs of this machine's cards")
     if len(set(gpus)) != len(gpus):
         raise UsageError("the same --gpu UUID is given twice")
-    return Slot(gpus=tuple(gpus))
+    # Sorted: the same cards are the same slot, whatever order the flags came in.
+    return Slot(gpus=tuple(sorted(gpus)))

@@ -9,6 +9,7 @@ which stopped release is the known-good rollback target, and what happened when.
       slots/<slot>/slot.json             {"current": N, "previous": M, "next_release": K}
       slots/<slot>/lock                  held during up/rollback
       slots/<slot>/releases/<N>/         compose.yaml, release.json, qualify/ reports
+      instances/<name>/slots/...         the same, for a DEPLOYTOOL_INSTANCE other than "default"
       cache/                             downloads (wheels, sglang sources), reusable
 """
 
@@ -27,6 +28,7 @@ from typing import Any, Iterator
 from filelock import FileLock, Timeout
 
 from .errors import SlotBusy, UsageError
+from .labels import instance
 from .report import write_atomic
 
 
@@ -55,7 +57,7 @@ def now_iso() -> str:
 def journal(event: str, **fields: Any) -> dict[str, Any]:
     """Append one action to the journal. O_APPEND writes of one line are atomic on Linux, so
     concurrent deploytools on different slots never interleave within a line."""
-    entry = {"time": now_iso(), "event": event, **fields}
+    entry = {"time": now_iso(), "event": event, "instance": instance(), **fields}
     line = json.dumps(entry, default=str) + "\n"
     fd = os.open(home() / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -70,6 +72,7 @@ def read_journal(slot: str | None = None, limit: int | None = None) -> list[dict
     if not path.exists():
         return []
     entries = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    entries = [e for e in entries if e.get("instance", "default") == instance()]
     if slot:
         entries = [e for e in entries if e.get("slot") == slot]
     return entries[-limit:] if limit else entries
@@ -84,7 +87,9 @@ class SlotPointers:
 
 
 def slot_dir(slot: str) -> Path:
-    path = home() / "slots" / slot
+    # Another DEPLOYTOOL_INSTANCE on the same state directory keeps its own pointers and locks.
+    base = home() if instance() == "default" else home() / "instances" / instance()
+    path = base / "slots" / slot
     path.mkdir(parents=True, exist_ok=True)
     return path
 

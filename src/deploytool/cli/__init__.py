@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import EXIT_USAGE, DeploytoolError
+import docker.errors
+
+from ..errors import EXIT_ENGINE, EXIT_FAILED, DeploytoolError
 from .app import app, console_err
 
 # Importing the command modules registers their commands on `app`.
@@ -20,13 +22,21 @@ def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="deploytool")
     except DeploytoolError as exc:
-        console_err.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True)
-        if exc.hint:
-            console_err.print(f"  [dim]hint:[/] {exc.hint}", highlight=False)
-        sys.exit(exc.exit_code)
+        _error(exc.message, exc.hint, exc.exit_code)
     except KeyboardInterrupt:
-        console_err.print("interrupted")
+        console_err.print("interrupted", markup=False)
         sys.exit(130)
+    except docker.errors.DockerException as exc:  # an engine error no command turned into a message
+        _error(f"the Docker engine refused: {exc}", "see `deploytool doctor`", EXIT_ENGINE)
     except OSError as exc:
-        console_err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        sys.exit(EXIT_USAGE)
+        _error(str(exc), None, EXIT_FAILED)
+
+
+def _error(message: str, hint: str | None, code: int) -> None:
+    # Messages carry container logs and paths: print them as text, never as rich markup.
+    console_err.print("[bold red]error:[/] ", end="")
+    console_err.print(message, markup=False, highlight=False)
+    if hint:
+        console_err.print("  [dim]hint:[/] ", end="")
+        console_err.print(hint, markup=False, highlight=False)
+    sys.exit(code)

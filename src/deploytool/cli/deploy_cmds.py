@@ -16,7 +16,7 @@ from ..engine import Engine
 from ..errors import EXIT_NO_GPU, DeploytoolError, UsageError
 from ..profiles import ProfileStore
 from ..slots import slot_from_options
-from ..state import read_journal
+from ..state import read_journal, slot_lock
 from ..yamlio import dump_yaml
 from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, app, console, console_err,
                   print_json)
@@ -251,12 +251,12 @@ def up_command(
 
 
 @app.command("rollback")
-def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False,
-                     profiles_dir: ProfilesDirOpt = None) -> None:
-    """Start the slot's previous (stopped) release, verify it healthy, then stop the current one."""
+def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+    """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
+    if it does not come up, the current release is started again."""
     slot = slot_from_options(gpu, cpu)
     with ConsoleReporter() as reporter:
-        result = deploy.rollback(slot, profiles_dirs=profiles_dir, reporter=reporter)
+        result = deploy.rollback(slot, reporter=reporter)
     if json_output:
         print_json(result)
         return
@@ -329,7 +329,12 @@ def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = F
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
     slot = slot_from_options(gpu, cpu)
     engine = Engine()
-    decision = cache_mod.wipe_slot_cache(engine, _slot_image(engine, slot.name), slot)
+    with slot_lock(slot.name, "cache wipe"):
+        running = [r for r in engine.releases(slot.name) if r.running]
+        if running:
+            raise DeploytoolError(f"release {running[0].release} of slot {slot.name} is running and using the cache",
+                                  hint="wipe while the slot is stopped; `deploytool up` wipes a stale cache itself")
+        decision = cache_mod.wipe_slot_cache(engine, _slot_image(engine, slot.name), slot)
     if json_output:
         print_json(decision)
         return

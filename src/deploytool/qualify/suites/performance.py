@@ -31,6 +31,10 @@ class Settings(SuiteSettings):
     min_decode_tps_c1: float | None = Field(default=None, gt=0, description="Gate: decode tok/s of one request.")
     max_regression_pct: float | None = Field(default=None, ge=0,
                                              description="Gate: worst allowed slowdown against the previous release.")
+    regression_floor_s: float = Field(
+        default=0.02, ge=0,
+        description="A time figure (TTFT) is only a regression when also this many seconds worse: "
+                    "a few milliseconds of scheduling noise on a fast server is not one.")
     regression_figures: list[str] | None = Field(
         default=None, description="Figure keys compared with the previous release (default: speeds and TTFTs).")
     max_failed_requests: int = Field(default=0, ge=0, description="Gate: requests that may fail.")
@@ -79,7 +83,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             result.method += (" No regression check: the previous release was measured with another method "
                               f"({previous.get('bench_method_fingerprint')} vs {bench.method_fingerprint}).")
         else:
-            result.gates += regression_gates(bench, previous, s.max_regression_pct, s.regression_figures)
+            result.gates += regression_gates(bench, previous, s.max_regression_pct, s.regression_figures,
+                                             floor_s=s.regression_floor_s)
     if not bench.complete:
         notes.append("the benchmark was cut short by its time bound")
     return result.judge(notes)
@@ -113,7 +118,7 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
 
 
 def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
-                     keys: list[str] | None) -> list[Gate]:
+                     keys: list[str] | None, floor_s: float = 0.0) -> list[Gate]:
     """One gate per figure both runs have: slowdown % = how much worse than before (negative:
     better), in the figure's own direction."""
     before = {f["key"]: f for f in previous.get("bench_figures") or []}
@@ -125,9 +130,12 @@ def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
             continue
         change = (fig.value - old["value"]) / old["value"] * 100
         worse_pct = -change if fig.better == "higher" else change
+        within_floor = fig.unit == "s" and abs(fig.value - old["value"]) < floor_s
+        detail = f"% worse than the previous release ({old['value']:.4g} -> {fig.value:.4g} {fig.unit})"
+        if within_floor and worse_pct > max_pct:
+            detail += f"; within the {floor_s:g} s noise floor, not a regression"
         gates.append(Gate(name=f"regression: {fig.label}", threshold=max_pct, measured=round(worse_pct, 2),
-                          passed=worse_pct <= max_pct, comparison="<=",
-                          detail=f"% worse than the previous release ({old['value']:.4g} -> {fig.value:.4g} {fig.unit})"))
+                          passed=worse_pct <= max_pct or within_floor, comparison="<=", detail=detail))
     return gates
 
 

@@ -22,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
@@ -321,34 +321,39 @@ def _bring_back(engine: Engine, slot: Slot, release: Release, reporter: Reporter
 
 
 def _recover(engine: Engine, slot: Slot, number: int, previous: Release | None, reporter: Reporter,
-             failure: DeployError) -> None:
-    """The new release failed: keep it stopped for inspection and bring the previous one back.
-    Always raises, with a message that says what serves now."""
+             failure: DeployError) -> NoReturn:
+    """The new release failed: keep it stopped for inspection and bring the previous one back."""
     journal("up.failed", slot=slot.name, release=number, reason=failure.message.splitlines()[0])
+    _restore_after_failure(engine, slot, number, previous, reporter, failure.message, failure.hint)
+
+
+def _restore_after_failure(engine: Engine, slot: Slot, failed: int, fallback: Release | None,
+                           reporter: Reporter, headline: str, hint: str | None) -> NoReturn:
+    """Stop the release that failed (kept for inspection), start `fallback` again and verify it
+    healthy. Always raises, with a message that says what serves on the slot now."""
     try:
-        new = engine.release(slot.name, number)
-        if new is not None and new.state in ("running", "restarting"):
-            engine.stop(new)
-            journal("release.stopped", slot=slot.name, release=number, reason="failed, kept for inspection")
-    except Exception as exc:  # keep going: bringing the previous release back matters more
-        reporter.warn(f"could not stop release {number}: {exc}")
-    if previous is None:
-        raise DeployError(f"{failure.message}\n  release {number} is stopped; the slot had no previous "
-                          "release, so nothing serves on it now", hint=failure.hint) from None
-    reporter.step(f"restoring release {previous.release}")
+        release = engine.release(slot.name, failed)
+        if release is not None and release.state in ("running", "restarting"):
+            engine.stop(release)
+            journal("release.stopped", slot=slot.name, release=failed, reason="failed, kept for inspection")
+    except Exception as exc:  # keep going: bringing the fallback back matters more
+        reporter.warn(f"could not stop release {failed}: {exc}")
+    if fallback is None:
+        raise DeployError(f"{headline}\n  release {failed} is stopped; nothing served on slot {slot.name} "
+                          "before it, so nothing serves now", hint=hint) from None
+    reporter.step(f"restoring release {fallback.release}")
     try:
-        restored = _bring_back(engine, slot, previous, reporter)
+        restored = _bring_back(engine, slot, fallback, reporter)
     except (Exception, KeyboardInterrupt) as exc:
         second = _as_failure(exc)
-        journal("restore.failed", slot=slot.name, release=previous.release, reason=second.message.splitlines()[0])
-        raise DeployError(f"{failure.message}\n  AND restoring release {previous.release} failed, so nothing "
+        journal("restore.failed", slot=slot.name, release=fallback.release, reason=second.message.splitlines()[0])
+        raise DeployError(f"{headline}\n  AND restoring release {fallback.release} failed, so nothing "
                           f"serves on slot {slot.name}: {second.message}",
-                          hint=f"inspect with `deploytool status`; `docker start {previous.container_name}` "
+                          hint=f"inspect with `deploytool status`; `docker start {fallback.container_name}` "
                                "retries the restore") from None
-    journal("restored", slot=slot.name, release=previous.release, after_failed=number)
-    raise DeployError(f"{failure.message}\n  release {number} is stopped (kept for inspection); "
-                      f"release {previous.release} was restored and is healthy at {restored.url}",
-                      hint=failure.hint) from None
+    journal("restored", slot=slot.name, release=fallback.release, after_failed=failed)
+    raise DeployError(f"{headline}\n  release {failed} is stopped (kept for inspection); "
+                      f"release {fallback.release} was restored and is healthy at {restored.url}", hint=hint) from None
 
 
 # -- rollback ----------------------------------------------------------------------------------
@@ -382,7 +387,8 @@ def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | N
         except (Exception, KeyboardInterrupt) as exc:
             failure = _as_failure(exc)
             journal("rollback.failed", slot=slot.name, release=target_number, reason=failure.message.splitlines()[0])
-            _rollback_undo(engine, slot, releases[target_number], current, reporter, failure)
+            _restore_after_failure(engine, slot, target_number, current, reporter,
+                                   f"rollback to release {target_number} failed: {failure.message}", failure.hint)
         stopped = current.release if current else pointers.current or target_number
         write_pointers(slot.name, SlotPointers(current=target_number, previous=stopped,
                                                next_release=pointers.next_release))
@@ -390,31 +396,6 @@ def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | N
                 seconds=round(time.monotonic() - started, 2))
     return RollbackResult(slot=slot.name, release=target_number, stopped=stopped, url=target.url,
                           seconds=round(time.monotonic() - started, 2))
-
-
-def _rollback_undo(engine: Engine, slot: Slot, target: Release, current: Release | None, reporter: Reporter,
-                   failure: DeployError) -> None:
-    """The target did not come up: stop it and put the release that was serving back. Raises."""
-    try:
-        if engine.refresh(target).state in ("running", "restarting"):
-            engine.stop(target)
-    except Exception as exc:
-        reporter.warn(f"could not stop release {target.release}: {exc}")
-    if current is None:
-        raise DeployError(f"rollback to release {target.release} failed; nothing was serving before, and "
-                          f"nothing serves now: {failure.message}") from None
-    reporter.step(f"starting release {current.release} again")
-    try:
-        restored = _bring_back(engine, slot, current, reporter)
-    except (Exception, KeyboardInterrupt) as exc:
-        second = _as_failure(exc)
-        journal("restore.failed", slot=slot.name, release=current.release, reason=second.message.splitlines()[0])
-        raise DeployError(f"rollback to release {target.release} failed: {failure.message}\n  AND starting "
-                          f"release {current.release} again failed, so nothing serves on slot {slot.name}: "
-                          f"{second.message}") from None
-    journal("restored", slot=slot.name, release=current.release, after_failed_rollback=target.release)
-    raise DeployError(f"rollback to release {target.release} failed: {failure.message}\n  release "
-                      f"{current.release} serves again at {restored.url}") from None
 
 
 # -- prune -------------------------------------------------------------------------------------

@@ -297,7 +297,7 @@ def journal_command(
         print_json({"entries": entries})
         return
     for e in entries:
-        rest = {k: v for k, v in e.items() if k not in ("time", "event")}
+        rest = {k: v for k, v in e.items() if k not in ("time", "event", "instance")}
         typer.echo(f"{e['time']}  {e['event']:<18} {rest}")
 
 

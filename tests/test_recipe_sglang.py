@@ -151,6 +151,14 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(doc
     assert [p["sha256"] for p in toolchain["patches"]] == shipped
     assert out.strip().endswith("PATCHED")
 
+    # The slot cache's fingerprint takes the installed versions over the declared ones.
+    from deploytool.cache import expected_fingerprint
+    from deploytool.slots import Slot
+
+    expected = expected_fingerprint(docker_engine, result.image, Slot())
+    assert expected["gcc"] == toolchain["gcc"] and expected["torch"] == toolchain["torch"]
+    assert expected["patches"] == fingerprint["patches"] and expected["gpu_arch"] == "cpu"
+
     # profiles check runs inside the built image, found by its label.
     check = flagcheck.check(profile)
     assert check.where == f"image {result.image}"

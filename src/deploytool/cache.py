@@ -58,12 +58,30 @@ def slot_hardware(slot: Slot) -> dict[str, Any]:
     }
 
 
+TOOLCHAIN_FILE = "/opt/deploytool/toolchain.json"  # written at build time by images/sglang/toolchain.py
+
+
 def expected_fingerprint(engine: Engine, image: str, slot: Slot) -> dict[str, Any]:
+    """The image's declared toolchain (its label), corrected by what its build found installed
+    (nvcc, ptxas, gcc, package versions), plus the slot's cards."""
     raw = engine.image_labels(image).get(labels.IMAGE_FINGERPRINT)
-    toolchain = json.loads(raw) if raw else {}
-    fingerprint = {k: v for k, v in toolchain.items() if k not in _IGNORED_KEYS}
+    declared = json.loads(raw) if raw else {}
+    fingerprint = {k: v for k, v in declared.items() if k not in _IGNORED_KEYS}
+    installed = installed_toolchain(engine, image)
+    fingerprint.update({k: v for k, v in installed.items() if k != "patches" and isinstance(v, str)})
     fingerprint.update(slot_hardware(slot))
     return fingerprint
+
+
+def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
+    """The image's record of its installed toolchain; {} for an image without one (sim)."""
+    try:
+        out = engine.client.containers.run(image, entrypoint=["/bin/sh", "-c"], remove=True, network_mode="none",
+                                           command=[f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'"])
+        data = json.loads(out.decode("utf-8", "replace"))
+    except (docker.errors.ContainerError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def ensure_volume(engine: Engine, slot: Slot) -> bool:

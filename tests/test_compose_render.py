@@ -60,3 +60,19 @@ def test_docker_compose_config_accepts_both_kinds(tmp_path: Path, docker_engine)
         assert server["healthcheck"]["start_interval"] == "1s"
         if not slot.is_cpu:
             assert server["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == [GPU_A, GPU_B]
+
+
+def test_render_command_writes_the_file_and_prints_without_an_engine(tmp_path: Path):
+    from conftest import run_cli
+
+    out = tmp_path / "r" / "compose.yaml"
+    written = run_cli("render", "--cpu", "--profile", "sim", "--image", "deploytool/sim:x", "--port", "31999",
+                      "-o", str(out), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert written.returncode == 0, written.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert doc["services"]["server"]["ports"][0]["published"] == "31999"
+    printed = run_cli("render", "--gpu", GPU_B, "--gpu", GPU_A, "--profile", "sim", "--image", "x",
+                      env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    assert printed.returncode == 0, printed.stderr
+    devices = yaml.safe_load(printed.stdout)["services"]["server"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["device_ids"] == [GPU_A, GPU_B]  # sorted: the same cards are the same slot

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -154,13 +155,22 @@ def test_failed_release_restores_the_previous_one(slot_env, bad: str, why: str):
 
 def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
     assert up(slot_env, "t-good").returncode == 0
-    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-good2", "--skip-qualify",
+    # A start-up slow enough that the first up surely holds the slot while the second one asks.
+    (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 10\n")
+    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
             "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
-    procs = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
-    outcomes = sorted((p.wait(timeout=300), p.stderr.read()) for p in procs)
-    assert [code for code, _ in outcomes] == [0, 5], outcomes
-    assert "slot cpu is busy" in outcomes[1][1] and "deploytool up" in outcomes[1][1]
+    from deploytool.state import slot_dir
+
+    first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = slot_dir("cpu") / "lock.holder"
+    deadline = time.monotonic() + 60
+    while not holder.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # wait until the first one holds the slot, however slow the machine
+    assert holder.exists(), "the first up never took the slot's lock"
+    second = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 5, second.stderr
+    assert "slot cpu is busy" in second.stderr and "`deploytool up` (pid" in second.stderr
+    assert first.wait(timeout=300) == 0, first.stderr.read()
 
 
 def test_port_in_use_is_refused_before_anything_is_stopped(slot_env):

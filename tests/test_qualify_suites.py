@@ -81,6 +81,10 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     vision = report.suite("vision")
     assert vision.figures["correct"] == vision.figures["cases"] == 6
     assert vision.figures["invalid_image_status"] == 400
+    # The sim cannot read text: those cases are skipped cases with the reason, not passed ones.
+    assert vision.figures["cases_skipped"] == 3
+    assert {r["reason"] for r in vision.figures["skipped_cases"]} == {
+        "the reference runtime cannot read text; docs/sim.md"}
 
     tools = report.suite("tools").figures
     assert tools["passed"] == tools["runs"] == 7 * 2 * 2  # every case, streamed and not, thinking on and off

@@ -1,6 +1,11 @@
 """vision: images drawn by deploytool (known shapes, colours, counts, text) sent as base64 data
 URLs, one and two per request; every keyword group of a case must match the answer, usage must
-count the tokens, and an invalid image must be refused with a 4xx (not a 200, not a 5xx)."""
+count the tokens, and an invalid image must be refused with a 4xx (not a 200, not a 5xx).
+
+A case may declare `needs: [...]`: abilities beyond seeing shapes and colours (NEEDS). A case
+that needs what the server is known to lack (SIMULATOR_LACKS, for deploytool's reference
+runtime) is not sent: it is reported as a skipped case with the reason, counted apart from the
+cases that ran, never as passed and never failing the suite."""
 
 from __future__ import annotations
 
@@ -19,6 +24,10 @@ from ..scoring import missing_keyword_groups
 name = "vision"
 # "not an image" in base64: decodes fine, but is no picture a server can read.
 INVALID_IMAGE_URL = "data:image/png;base64,bm90IGFuIGltYWdl"
+# What a case may list under `needs:`, beyond seeing shapes and colours.
+NEEDS = {"text_reading": "reads text drawn in an image"}
+# What deploytool's reference runtime cannot do, and where that is documented.
+SIMULATOR_LACKS = {"text_reading": "the reference runtime cannot read text; docs/sim.md"}
 
 
 class Settings(SuiteSettings):
@@ -37,12 +46,31 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
 
 
 def load_cases(file: str = "vision.yaml") -> list[dict[str, Any]]:
-    return yaml.safe_load(resource("qualify", file).read_text())["cases"]
+    cases = yaml.safe_load(resource("qualify", file).read_text())["cases"]
+    for case in cases:
+        needs = case.get("needs") or []
+        if not isinstance(needs, list):
+            raise ValueError(f"qualify/{file}: case {case.get('id')!r}: needs must be a list, got {needs!r}")
+        unknown = [n for n in needs if n not in NEEDS]
+        if unknown:
+            raise ValueError(f"qualify/{file}: case {case.get('id')!r} needs {unknown} (known: {sorted(NEEDS)})")
+    return cases
+
+
+def skip_reason(case: dict[str, Any], server: ServerInfo) -> str | None:
+    """Why this case cannot be asked of this server (it needs what the server lacks), or None."""
+    lacks = SIMULATOR_LACKS if server.is_simulator else {}
+    reasons = [lacks[n] for n in case.get("needs") or [] if n in lacks]
+    return "; ".join(reasons) or None
 
 
 async def run(ctx: SuiteContext) -> SuiteResult:
     s: Settings = ctx.settings
-    cases, limited = ctx.apply_limit(load_cases(s.cases_file))
+    chosen, limited = ctx.apply_limit(load_cases(s.cases_file))
+    skipped = [{"case": c["id"], "needs": list(c.get("needs") or []), "reason": reason}
+               for c in chosen if (reason := skip_reason(c, ctx.server))]
+    skipped_ids = {row["case"] for row in skipped}
+    cases = [c for c in chosen if c["id"] not in skipped_ids]
     ctx.set_total(len(cases) + 1)
     log = TranscriptLog()
     gate_fail: dict[str, str] = {}  # case id -> its first problem
@@ -87,7 +115,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     answered = len(cases) - len(gate_fail)
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     result.figures = {"cases": len(cases), "correct": answered, "usage_ok": len(cases) - len(usage_fail),
-                      "failed_cases": sorted(gate_fail), "invalid_image_status": bad.status}
+                      "failed_cases": sorted(gate_fail), "cases_skipped": len(skipped),
+                      "skipped_cases": skipped, "invalid_image_status": bad.status}
     result.gates = [
         Gate.all_of("answers with every keyword group", answered, len(cases),
                     detail="; ".join(f"{k}: {v}" for k, v in sorted(gate_fail.items()))),
@@ -98,6 +127,13 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result.method = (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
                      f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
                      "an answer passes when every keyword group matches as a whole word; then one request whose "
-                     "image_url is base64 of text that is not an image." + (f" --limit {ctx.limit}." if limited else ""))
+                     "image_url is base64 of text that is not an image." + (f" --limit {ctx.limit}." if limited else "")
+                     + (f" {len(skipped)} cases that need what this server lacks were not sent; they are "
+                        "reported as skipped (skipped_cases), not as passed." if skipped else ""))
     result.transcripts = log.items
-    return result.judge()
+    result.judge()
+    if skipped:
+        note = f"{len(skipped)} of {len(chosen)} cases skipped ({', '.join(r['case'] for r in skipped)}): " + \
+            "; ".join(sorted({r["reason"] for r in skipped}))
+        result.reason = f"{result.reason}; {note}" if result.reason else note
+    return result

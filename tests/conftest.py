@@ -7,6 +7,7 @@ compose projects and cache volumes can never touch a real deployment on the same
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -83,3 +84,28 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     """The real console script in a subprocess: exit codes, stdout and stderr as a user sees them."""
     return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+@contextlib.contextmanager
+def serve_app(app, what: str = "the test server"):
+    """Serve an ASGI app with uvicorn on a free loopback port in a thread; yields its URL."""
+    import threading
+    import time
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                           timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), f"{what} did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(5)

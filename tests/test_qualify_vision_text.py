@@ -8,14 +8,12 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import socket
-import threading
-import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
-import uvicorn
+
+from conftest import serve_app
 from PIL import Image, ImageDraw
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -145,19 +143,8 @@ def standin() -> Iterator[tuple[str, StandIn]]:
 
     app = Starlette(routes=[Route("/health", health), Route("/v1/models", models),
                             Route("/v1/chat/completions", model.chat, methods=["POST"])])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the stand-in server did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}", model
-    server.should_exit = True
-    thread.join(5)
+    with serve_app(app, "the stand-in server") as url:
+        yield url, model
 
 
 def test_text_cases_run_and_pass_against_a_model_that_reads(standin: tuple[str, StandIn], tmp_path: Path) -> None:

@@ -160,7 +160,6 @@ class _FixedPrefix(PromptFactory):
     """Every prompt the same: what a careless benchmark does, and what the cache check must catch."""
 
     def make(self, target_tokens: int, label: str) -> Prompt:
-        prompt = super().make(target_tokens, "same")
         return Prompt(text="same prefix " * (target_tokens // 2), estimated_tokens=target_tokens, prefix="same")
 
 

@@ -29,3 +29,13 @@ def test_every_doc_the_readme_links_exists():
     readme = (ROOT / "README.md").read_text()
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
+
+
+def test_compose_example_is_what_render_prints_today():
+    doc = (ROOT / "docs" / "compose.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    rendered = subprocess.run(
+        [sys.executable, "-m", "deploytool", "render", "--gpu", "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
+         "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab"],
+        capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert example == rendered, "docs/compose.md's example is stale: re-render it with the command it shows"

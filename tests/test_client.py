@@ -181,6 +181,13 @@ async def _tricky_chat(request: Request) -> Any:
                             status_code=500)
     if name == "not_sse":
         return JSONResponse({"choices": []})
+    if name == "null_index":  # SGLang's non-streamed calls: index None (or -1), not the position
+        calls = [{"index": idx, "id": f"call_{n}", "type": "function",
+                  "function": {"name": fn, "arguments": json.dumps({"n": n})}}
+                 for n, (idx, fn) in enumerate([(None, "f"), (-1, "g"), (None, "h")])]
+        return JSONResponse({"model": "null_index", "choices": [{"index": 0, "finish_reason": "tool_calls",
+                             "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+                             "usage": USAGE})
 
     async def pieces() -> Any:
         if name == "slow":
@@ -193,9 +200,20 @@ async def _tricky_chat(request: Request) -> Any:
     return StreamingResponse(pieces(), media_type="text/event-stream")
 
 
+async def _trickle(request: Request) -> Any:
+    """A GET that sends one byte every 0.1 s for 5 s: never idle long enough for a per-read timeout."""
+    async def pieces() -> Any:
+        for _ in range(50):
+            yield b"x"
+            await asyncio.sleep(0.1)
+
+    return StreamingResponse(pieces(), media_type="text/plain")
+
+
 @pytest.fixture(scope="module")
 def tricky() -> Iterator[str]:
-    app = Starlette(routes=[Route("/v1/chat/completions", _tricky_chat, methods=["POST"])])
+    app = Starlette(routes=[Route("/v1/chat/completions", _tricky_chat, methods=["POST"]),
+                            Route("/trickle", _trickle, methods=["GET"])])
     with serve_app(app) as url:
         yield url
 
@@ -269,3 +287,28 @@ def test_a_trickling_server_times_out(tricky: str) -> None:
     assert time.perf_counter() - started < 3
     assert not res.ok and res.error == "timed out after 0.5 s"
     assert res.content == "a" and len(res.chunk_times) == 1
+
+
+def test_non_streamed_tool_call_without_a_usable_index_takes_its_position(tricky: str) -> None:
+    """SGLang sends `"index": null` (or -1) on non-streamed calls: the position is the index, so
+    canonical sorting works (it raised TypeError and crashed the tools suite)."""
+    from deploytool.qualify.toolcheck import canonical_calls
+
+    res = chat(tricky, {"model": "null_index", "messages": [{"role": "user", "content": "x"}]})
+    assert res.ok, res.error
+    assert [(c.index, c.name) for c in res.tool_calls] == [(0, "f"), (1, "g"), (2, "h")]
+    assert canonical_calls(res.tool_calls) == [("f", {"n": 0}), ("g", {"n": 1}), ("h", {"n": 2})]
+
+
+def test_get_has_an_overall_time_limit(tricky: str) -> None:
+    """httpx's timeout is per read: a GET that trickles bytes must still end at the budget."""
+    import httpx
+
+    async def go() -> None:
+        async with EndpointClient(tricky, timeout=30) as client:
+            with pytest.raises(httpx.TimeoutException, match="timed out after 0.5 s"):
+                await client.get("/trickle", timeout=0.5)
+
+    started = time.perf_counter()
+    asyncio.run(go())
+    assert time.perf_counter() - started < 3

@@ -143,7 +143,14 @@ class EndpointClient:
         await self._http.aclose()
 
     async def get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
-        return await self._http.get(path, timeout=timeout or self.timeout)
+        """GET `path`; raises httpx.TimeoutException when the whole request (not only one read)
+        takes longer than the budget, so callers that catch httpx.HTTPError handle it."""
+        budget = timeout or self.timeout
+        try:
+            # As in chat: httpx's timeout is per read, so a server that trickles bytes never times out.
+            return await asyncio.wait_for(self._http.get(path, timeout=budget), budget)
+        except asyncio.TimeoutError:
+            raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
     async def get_json(self, path: str, *, timeout: float | None = None) -> Any:
         response = await self.get(path, timeout=timeout)
@@ -197,9 +204,12 @@ class EndpointClient:
         result.reasoning_content = message.get("reasoning_content") or ""
         for i, call in enumerate(message.get("tool_calls") or []):
             function = call.get("function") or {}
+            index = call.get("index")
+            if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+                index = i  # SGLang sends None (or -1) on non-streamed calls: the position is the index
             result.tool_calls.append(
                 ToolCall(
-                    index=call.get("index", i),
+                    index=index,
                     id=call.get("id"),
                     name=function.get("name"),
                     arguments=function.get("arguments") or "",

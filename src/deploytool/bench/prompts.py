@@ -1,7 +1,8 @@
 """Prompts of a target length that no prefix cache can help with.
 
-Each prompt opens with a unique random prefix (a run id, the request's index and random hex),
-so two prompts share no leading block and a radix/prefix cache finds nothing to reuse, and its
+Each prompt opens with a unique random prefix (random hex first, then the run id, group and the
+request's index), so two prompts differ from their first characters and a radix/prefix cache,
+even one matching token by token, finds nothing to reuse; its
 body is random common words, so even a cache keyed past the prefix sees nothing repeated.
 
 Lengths are estimated with a word/punctuation count (`estimate_tokens`): common English words are
@@ -65,7 +66,9 @@ class PromptFactory:
     def make(self, target_tokens: int, label: str) -> Prompt:
         self._count += 1
         nonce = "%016x" % self._rng.getrandbits(64)
-        prefix = f"[bench {self.run_id} {label} #{self._count} {nonce}]"
+        # The nonce comes first: a per-token radix cache (SGLang's) would reuse a shared opening
+        # such as "[bench <run id> <group> #".
+        prefix = f"[{nonce} bench {self.run_id} {label} #{self._count}]"
         used = estimate_tokens(prefix) + estimate_tokens(_CLOSING)
         body_words = max(0, target_tokens - used)
         body = " ".join(self._rng.choices(_WORDS, k=body_words))

@@ -41,6 +41,9 @@ class RequestRecord:
     last_token: float | None
     end: float
     chunk_offsets: list[float] = field(default_factory=list)
+    # True when the run's own deadline shortened this request's timeout and it timed out: the
+    # run's time bound cut it, not a server fault (left out of errors_total and group figures).
+    cut_by_time_bound: bool = False
 
 
 @dataclass
@@ -105,6 +108,8 @@ class CacheCheck:
     allowed_fraction: float
     ok: bool
     message: str
+    # Cached tokens always tolerated, whatever the fraction: a chat template's shared opening.
+    allowed_tokens: int = 0
 
 
 @dataclass

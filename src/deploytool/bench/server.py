@@ -86,7 +86,10 @@ PEAK_GAUGES = {"sglang:token_usage": "token_usage_peak", "sglang:num_running_req
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
-    """Prometheus text format -> {metric name: value summed over its label sets}."""
+    """Prometheus text format -> {metric name: one value over its label sets (dp ranks, ...)}:
+    counters and counts are summed (`_total`, `num_*`, and a histogram's `_count`/`_sum`/`_bucket`);
+    gauges and ratios (token_usage, cache_hit_rate, spec_accept_length, ...) take the max, since a
+    sum of fractions or averages means nothing."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -97,8 +100,21 @@ def parse_prometheus(text: str) -> dict[str, float]:
             value = float(rest.split()[0])
         except (ValueError, IndexError):
             continue
-        out[name_part] = out.get(name_part, 0.0) + value
+        if name_part not in out:
+            out[name_part] = value
+        elif _is_summed(name_part):
+            out[name_part] += value
+        else:
+            out[name_part] = max(out[name_part], value)
     return out
+
+
+_SUMMED_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+
+def _is_summed(name: str) -> bool:
+    """Counters and counts add up across label sets; everything else is a gauge or a ratio."""
+    return name.endswith(_SUMMED_SUFFIXES) or name.rpartition(":")[2].startswith("num_")
 
 
 def _split_labels(line: str) -> tuple[str, str, str]:

@@ -38,9 +38,12 @@ def bench_command(
                           sweep=sweep, profile_name=prof.name if prof else None)
     console_err.print(f"bench {target.describe()}: {method.preset} method {method.fingerprint()}", highlight=False)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
+    code, why = bench_exit_code(run)
     if json_out:
         print_json(run.to_json())
-        return
+        if why:
+            console_err.print(f"bench: {why}", highlight=False)
+        raise typer.Exit(code)
     table = Table(title=f"bench {run.environment['target']} ({run.method['preset']} method)")
     for column in ("figure", "value", "completed", "failed"):
         table.add_column(column, justify="left" if column == "figure" else "right")
@@ -66,6 +69,26 @@ def bench_command(
         console.print(f"note: {note}", highlight=False)
     if report:
         console.print(f"report: {report / 'report.html'}", highlight=False)
+    if why:
+        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
+    raise typer.Exit(code)
+
+
+EXIT_MEASURED, EXIT_PARTIAL, EXIT_NOTHING_MEASURED = 0, 1, 2
+
+
+def bench_exit_code(run) -> tuple[int, str]:
+    """0: every request completed and the run is complete; 1: the run is incomplete (its time
+    bound cut it) or some request failed; 2: no measured request completed (endpoint unusable)."""
+    completed = sum(1 for r in run.requests if r.phase != "warmup" and r.ok)
+    if completed == 0:
+        return EXIT_NOTHING_MEASURED, "no request completed: nothing was measured (endpoint unusable)"
+    problems = []
+    if run.errors_total:
+        problems.append(f"{run.errors_total} of {run.requests_total} requests failed")
+    if not run.complete:
+        problems.append("the run is incomplete (its time bound cut it)")
+    return (EXIT_PARTIAL, "; ".join(problems)) if problems else (EXIT_MEASURED, "")
 
 
 @app.command("compare")

@@ -126,6 +126,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                     TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
                     console=console, disable=not progress, transient=False)
     pending = list(names)
+    running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
     try:
         with bars:
             report.server = asyncio.run(probe_server(target.url, settings["preflight"], profile))
@@ -135,8 +136,9 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 report.could_not_run = (f"the server at {target.url} never became ready: "
                                         f"{report.server.error}")
             while pending:
-                name = pending[0]
+                name = running = pending[0]
                 result = _run_one(modules[name], settings[name], report, target, limit, bars)
+                running = None
                 report.suites.append(result)
                 pending.pop(0)
                 write_reports(report)
@@ -144,7 +146,9 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         report.incomplete = True
         for name in pending:
             if report.suite(name) is None:
-                report.suites.append(SuiteResult.errored(name, "not run: qualification was interrupted (Ctrl-C)"))
+                why = ("interrupted while running (Ctrl-C)" if name == running
+                       else "not run: qualification was interrupted (Ctrl-C)")
+                report.suites.append(SuiteResult.errored(name, why))
     finally:
         report.finished_at = _now()
         if pending and not report.incomplete:  # an unexpected exception: still leave a report

@@ -2,12 +2,15 @@
 {value}.") hidden at several depths of a filler haystack built to a target prompt length
 (the profile's, 225K tokens by default, capped by the context length). The length is found by
 search against the server's own `usage.prompt_tokens` (qualify/haystack.py). Passes when the
-value is in the answer at every depth; reports prompt tokens and time to first token per depth.
+value is in the answer at every depth; reports prompt tokens, time to first token and cached
+tokens per depth. Every prompt (length probes included) opens with a fresh random line, so a
+prefix cache cannot serve one depth's prompt from an earlier one.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 from typing import Any
 
 from pydantic import Field
@@ -42,10 +45,16 @@ def make_needle(rng: random.Random) -> tuple[str, str]:
     return f"{rng.choice(_ADJECTIVES)}-{rng.choice(_NOUNS)}", str(rng.randrange(1_000_000, 9_999_999))
 
 
-def build_prompt(units: int, key: str, value: str, depth: float) -> str:
+def fresh_opening() -> str:
+    """A random first line, new for every request: a prefix (radix) cache then finds nothing to
+    reuse between the length probes and the depth prompts, whose filler is otherwise the same."""
+    return f"{secrets.token_hex(8)}\n"  # random from the first character: no shared leading token
+
+
+def build_prompt(units: int, key: str, value: str, depth: float, opening: str = "") -> str:
     needle = f"One of the special magic numbers for {key} is: {value}."
     body = " ".join(insert_at_depth(filler_sentences(units), needle, depth))
-    return f"{INTRO}{body}\nWhat is the special magic number for {key} mentioned in the provided text?"
+    return f"{opening}{INTRO}{body}\nWhat is the special magic number for {key} mentioned in the provided text?"
 
 
 async def run(ctx: SuiteContext) -> SuiteResult:
@@ -62,7 +71,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     probe_errors: list[str] = []
 
     async def measure(units: int) -> int | None:
-        payload = chat_payload(ctx, [{"role": "user", "content": build_prompt(units, key, value, 0.5)}], max_tokens=1)
+        payload = chat_payload(ctx, [{"role": "user", "content": build_prompt(units, key, value, 0.5, fresh_opening())}],
+                               max_tokens=1)
         res = await ctx.client.chat(payload)
         ctx.advance()
         if res.error or res.prompt_tokens is None:
@@ -89,7 +99,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     log = TranscriptLog()
     rows = []
     for depth in s.depths:
-        payload = chat_payload(ctx, [{"role": "user", "content": build_prompt(search.units, key, value, depth)}],
+        prompt = build_prompt(search.units, key, value, depth, fresh_opening())
+        payload = chat_payload(ctx, [{"role": "user", "content": prompt}],
                                stream=True, max_tokens=s.max_tokens, thinking=False)
         res = await ctx.client.chat(payload)
         problems = response_problems(res)
@@ -97,7 +108,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         if not res.error and not found:
             problems.append(f"the answer does not contain {value}: {res.content[:160]!r}")
         rows.append({"depth": depth, "prompt_tokens": res.prompt_tokens, "ttft_s": _round(res.ttft),
-                     "latency_s": _round(res.latency), "found": found, "error": res.error})
+                     "cached_tokens": res.cached_tokens, "latency_s": _round(res.latency), "found": found,
+                     "error": res.error})
         log.add(transcript(f"depth {depth:g}", payload, res, passed=found, problems=problems))
         ctx.advance()
     result.figures["depths"] = rows
@@ -112,10 +124,12 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 def _method(s: Settings, target: int, tolerance: int) -> str:
     return (f"Haystack of filler sentences with one needle 'One of the special magic numbers for <key> is: <value>.' "
-            f"(fresh random key and 7-digit value each run); its size searched with max_tokens=1 requests until "
+            f"(fresh random key and 7-digit value each run), every prompt opening with a fresh random line so no "
+            f"prefix cache serves one from another; its size searched with max_tokens=1 requests until "
             f"usage.prompt_tokens is within {tolerance} tokens below {target} (at most {s.max_probes} probes); then one "
             f"streamed, greedy, thinking-off request per depth {s.depths} with max_tokens {s.max_tokens}; "
-            "pass when the value appears in the answer.")
+            "pass when the value appears in the answer. TTFT per depth is reported with the server's "
+            "cached_tokens (usage.prompt_tokens_details), which should be near zero.")
 
 
 def _round(value: float | None) -> float | None:

@@ -73,9 +73,14 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     context = ctx.context_length
     kv = find_key(info, "max_total_num_tokens")
     if s.require_full_context_kv:
-        result.gates.append(Gate.at_least(
-            "KV pool tokens (max_total_num_tokens) >= context length", kv, context or 0,
-            detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens"))
+        kv_gate = "KV pool tokens (max_total_num_tokens) >= context length"
+        if context is None:  # nothing to compare with: never a pass against 0
+            result.gates.append(Gate(name=kv_gate, threshold="context length", measured=kv, passed=False,
+                                     comparison=">=", detail="context length not reported"))
+        else:
+            result.gates.append(Gate.at_least(
+                kv_gate, kv, context,
+                detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens"))
     running = find_key(info, "max_running_requests")
     result.gates.append(Gate.at_least(
         "max running requests", running, s.min_running_requests,
@@ -84,8 +89,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
         f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, /get_model_info "
         "read once before the suites ran; NVML via deploytool.gpus for a GPU slot; the image's labels from the engine. "
-        f"Context length compared with the KV pool: {context} tokens "
-        f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
+        + (f"Context length compared with the KV pool: {context} tokens "
+           f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
+           if context is not None else "Context length: reported neither by the server nor by the profile.")
     )
     if health["status"] != 200:
         result.transcripts.append({"case": s.health_path, "passed": False, **health})

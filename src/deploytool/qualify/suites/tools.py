@@ -97,17 +97,23 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         messages = [{"role": "user", "content": case["prompt"]}]
         by_mode: dict[bool, ChatResult] = {}
         for stream in (False, True):
-            payload = chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
-                                   tools=_tool_list(tools, case["offer"]), tool_choice="auto")
-            res = await send(payload)
-            by_mode[stream] = res
-            problems = check_tool_response(res, expected, schemas)
-            if stream and not res.error and not by_mode[False].error:
-                if canonical_calls(res.tool_calls) != canonical_calls(by_mode[False].tool_calls):
-                    problems.append(f"streamed calls {canonical_calls(res.tool_calls)} differ from non-streamed "
-                                    f"{canonical_calls(by_mode[False].tool_calls)}")
-            if "tool_result" in case and not problems:
-                problems += await _second_turn(case, res, thinking, stream, tools, log)
+            payload: dict[str, Any] | None = None
+            res: ChatResult | None = None
+            try:
+                payload = chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
+                                       tools=_tool_list(tools, case["offer"]), tool_choice="auto")
+                res = await send(payload)
+                by_mode[stream] = res
+                problems = check_tool_response(res, expected, schemas)
+                plain = by_mode.get(False)
+                if stream and not res.error and plain is not None and not plain.error:
+                    if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
+                        problems.append(f"streamed calls {canonical_calls(res.tool_calls)} differ from non-streamed "
+                                        f"{canonical_calls(plain.tool_calls)}")
+                if "tool_result" in case and not problems:
+                    problems += await _second_turn(case, res, thinking, stream, tools, log)
+            except Exception as exc:  # an unexpected answer or a bug: this run fails, the suite goes on
+                problems = [f"checking this case raised {type(exc).__name__}: {exc}"]
             label = f"{case['id']} {'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
             rows.append({"case": case["id"], "category": case["category"], "stream": stream, "thinking": thinking,
                          "passed": not problems, "problem": problems[0] if problems else ""})

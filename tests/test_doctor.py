@@ -18,8 +18,9 @@ from deploytool.profiles import ProfileStore
 class FakeNvml:
     """NVML of a host with one GPU and a given driver."""
 
-    def __init__(self, driver: str):
+    def __init__(self, driver: str, cuda: int = 13030):
         self.driver = driver
+        self.cuda = cuda  # nvmlSystemGetCudaDriverVersion: 13030 is CUDA 13.3
 
     def nvmlInit(self) -> None:
         pass
@@ -32,6 +33,9 @@ class FakeNvml:
 
     def nvmlDeviceGetCount(self) -> int:
         return 1
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.cuda
 
 
 class NoNvml(FakeNvml):
@@ -112,3 +116,49 @@ def test_cli_json_and_exit_code(docker_engine, monkeypatch: pytest.MonkeyPatch, 
     result = CliRunner().invoke(app, ["doctor"])
     assert result.exit_code == 1
     assert "state directory" in result.stdout and "fail" in result.stdout
+
+
+# -- regressions -------------------------------------------------------------------------------
+def _with_cuda(profile, cuda: str):
+    return profile.model_copy(update={"image": profile.image.model_copy(update={"cuda": cuda})})
+
+
+def test_driver_cuda_older_than_a_profiles_cuda_warns() -> None:
+    profiles = ProfileStore().all()
+    old_cuda = doctor.check_driver(FakeNvml("580.95.05", cuda=13000), profiles)  # meets min_driver, CUDA 13.0
+    assert old_cuda.status == "warn" and "supports CUDA 13.0, older than CUDA 13.3" in old_cuda.detail
+    assert old_cuda.data["driver_cuda"] == "13.0" and old_cuda.data["table"][0]["driver_cuda_ok"] is False
+    same = doctor.check_driver(FakeNvml("595.58.03", cuda=13030), profiles)
+    assert same.status == "pass" and same.data["table"][0]["driver_cuda_ok"] is True
+
+
+def test_an_unknown_cuda_is_reported_as_unknown_not_too_old() -> None:
+    card = ProfileStore().get("rtx5090-qwen3.6-35b-a3b-nvfp4")
+    check = doctor.check_driver(FakeNvml("595.58.03"), [_with_cuda(card, "13.9.1")])
+    assert check.status == "warn" and "CUDA 13.9.1 is unknown" in check.detail
+    assert "needs driver" not in check.detail and check.data["table"][0]["ok"] is None
+
+    class OldNvml(FakeNvml):  # an NVML without nvmlSystemGetCudaDriverVersion
+        def nvmlSystemGetCudaDriverVersion(self) -> int:
+            raise AttributeError("nvmlSystemGetCudaDriverVersion")
+
+    unknown = doctor.check_driver(OldNvml("595.58.03"), [card])
+    assert unknown.status == "warn" and "CUDA version of the driver is unknown" in unknown.detail
+    assert "needs driver" not in unknown.detail
+
+
+def test_engine_checks_say_unknown_when_the_engine_is_unreachable(tmp_path: Path) -> None:
+    class DeadEngine:
+        def ping(self) -> None:
+            raise ConnectionError("connection refused")
+
+    spec = tmp_path / "nvidia.yaml"
+    spec.write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n")
+    report = doctor.run_doctor(docker_client=DeadEngine(), nvml=FakeNvml("595.58.03"), state_dir=tmp_path / "state",
+                               profiles=[], cdi_globs=(str(tmp_path / "*.yaml"),))
+    checks = {c.name: c for c in report.checks}
+    assert checks["docker engine"].status == "fail"
+    for name in ("nvidia container runtime", "disk for images"):
+        assert checks[name].detail == "unknown (engine unreachable)", checks[name]
+        assert checks[name].status == "warn"
+    assert checks["disk for caches"].status != "fail" and checks["state directory"].status == "pass"

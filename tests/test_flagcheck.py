@@ -91,3 +91,100 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
 def test_the_sim_profile_is_not_an_sglang_profile() -> None:
     with pytest.raises(UsageError, match="recipe 'sim'"):
         flagcheck.check(ProfileStore().get("sim"), use_image=False)
+
+
+# -- regressions -------------------------------------------------------------------------------
+def test_a_misspelt_flag_set_to_false_or_null_is_still_named(tmp_path: Path) -> None:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "off.yaml").write_text(
+        f"name: off-flags\nextends: {CARD}\nserver:\n  args:\n"
+        "    enable-metrics: false\n"      # a real flag, left off: fine
+        "    enable-metrix: false\n"       # misspelt, left off: never reached the parser before
+    )
+    profile = ProfileStore([folder]).get("off-flags")
+    # null (a profile's own null deletes an inherited key, so set here): left off as well
+    args = {**profile.server.args, "disable-radix-cach": None}
+    profile = profile.model_copy(update={"server": profile.server.model_copy(update={"args": args})})
+    assert "--enable-metrix" not in [g[0] for g in flagcheck.flag_groups(profile)]
+    result = flagcheck.check(profile, use_image=False)
+    assert not result.ok
+    by_flag = {f.flag: f for f in result.failures}
+    assert set(by_flag) == {"--enable-metrix", "--disable-radix-cach"}
+    assert by_flag["--enable-metrix"].status == "unknown" and by_flag["--enable-metrix"].given is False
+    assert "--enable-metrics" in by_flag["--enable-metrix"].suggestions
+    assert by_flag["--disable-radix-cach"].status == "unknown"
+
+
+class _Image:
+    def __init__(self, tag: str, sglang: str | None, created: str):
+        self.tags, self.id = [tag], "sha256:" + tag
+        self.attrs = {"Created": created}
+        self.labels = {} if sglang is None else {"dev.deploytool.toolchain": json.dumps({"sglang": sglang})}
+
+
+def _fake_engine(monkeypatch: pytest.MonkeyPatch, images: list[_Image]) -> None:
+    import docker
+
+    class Images:
+        def list(self, filters: dict) -> list[_Image]:
+            return images
+
+    class Client:
+        images = Images()
+
+    monkeypatch.setattr(docker, "from_env", lambda timeout=10: Client())
+
+
+def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = ProfileStore().get(CARD)
+    pinned = profile.image.runtime_version
+    # runtime_version bumped without a rebuild: the only image has the old sglang's parser
+    _fake_engine(monkeypatch, [_Image("deploytool/sglang:old", "0.5.22", "2026-01-02"),
+                               _Image("deploytool/sglang:nolabel", None, "2026-01-03")])
+    assert flagcheck.built_image(profile) is None
+    image, why = flagcheck.find_built_image(profile)
+    assert image is None and "0.5.22" in why and pinned in why
+    result = flagcheck.check(profile)
+    assert result.where.startswith("venv ") and "0.5.22" in result.where and result.ok
+    # an image of the pinned sglang is taken, even when an older-sglang one is newer
+    _fake_engine(monkeypatch, [_Image("deploytool/sglang:new", pinned, "2026-01-01"),
+                               _Image("deploytool/sglang:old", "0.5.22", "2026-01-02")])
+    assert flagcheck.find_built_image(profile) == ("deploytool/sglang:new", None)
+
+
+def test_parser_venv_takes_torch_from_the_configured_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    class NoVenv:
+        def __init__(self, **kwargs: object) -> None:
+            pass
+
+        def create(self, path: Path) -> None:
+            (path / "bin").mkdir(parents=True, exist_ok=True)
+            (path / "bin" / "python").write_text("")
+
+    def run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(flagcheck, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(flagcheck, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
+    monkeypatch.setattr(flagcheck.venv, "EnvBuilder", NoVenv)
+    monkeypatch.setattr(flagcheck.subprocess, "run", run)
+    monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
+    flagcheck.parser_venv("0.5.23")
+    torch_steps = [c for c in calls if any(a.startswith("torch==") for a in c)]
+    assert len(torch_steps) == 1 and torch_steps[0][-3:] == ["--index-url", "file:///srv/cpu-torch/simple", "torch==2.13.0"]
+    assert all("--index-url" not in c for c in calls if c is not torch_steps[0])  # the torch step only
+    assert "not set" not in capsys.readouterr().err
+
+    calls.clear()
+    monkeypatch.delenv("DEPLOYTOOL_TORCH_INDEX_URL")
+    flagcheck.parser_venv("0.5.23")  # another index: the venv is made again
+    assert calls and all("--index-url" not in c for c in calls)
+    err = capsys.readouterr().err
+    assert "DEPLOYTOOL_TORCH_INDEX_URL is not set" in err and "CUDA build" in err

@@ -203,3 +203,74 @@ def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path) -> 
     assert after["is_sm120"] is True
     assert after["device_sm"] == 120 and before["device_sm"] == 120  # get_device_sm had NVML already
     assert after["nvml_calls"] >= 2
+
+
+# -- regressions: the applier is as strict as `patch --fuzz=0` ---------------------------------
+def test_applier_refuses_hunks_whose_body_does_not_match_the_header_counts(tmp_path: Path) -> None:
+    original = "x = 0\na = 1\nb = 2\nc = 4\nd = 5\n"
+    root = _tree(tmp_path, original)
+    # an extra '+' line after the header's counts: it used to be dropped and the patch "applied"
+    extra = PATCH + "+e = 6\n"
+    # a truncated hunk: the header claims 3 old lines, the body has 1
+    truncated = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -2,3 +2,3 @@\n-a = 1\n"
+    # a removed line after the counts, before the next hunk
+    stray = PATCH + "-d = 5\n@@ -5,1 +5,1 @@\n-d = 5\n+d = 50\n"
+    for text in (extra, truncated, stray):
+        result = unidiff.apply_patch(root, "p", text)
+        assert not result.applied and result.error and "not a unified diff" in result.error, text
+        assert (root / "pkg" / "mod.py").read_text() == original
+    with pytest.raises(unidiff.PatchFormatError, match="header says 3 old and 3 new"):
+        unidiff.parse(truncated)
+    # a git format-patch mail signature after the last hunk is not a hunk line
+    signed = PATCH + "-- \n2.43.0\n"
+    root2 = _tree(tmp_path / "signed", "x = 0\na = 1\nb = 2\nc = 4\n")
+    assert unidiff.apply_patch(root2, "p", signed).applied
+
+
+def test_applier_keeps_bytes_outside_the_hunks(tmp_path: Path) -> None:
+    original = "x = 0\r\na = 1\r\n\x0c\r\nb = 2\r\nc = 4\r\ns = 'u\u2028v\x1cw\x85z\x0bq'\nlast\n"
+    root = tmp_path / "tree"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_bytes(original.encode())
+    patch = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -3,3 +3,3 @@\n"
+             " \x0c\r\n-b = 2\r\n+b = 3\r\n c = 4\r\n")
+    (tmp_path / "0001.patch").write_bytes(patch.encode())
+    [result] = unidiff.apply_series(root, tmp_path, ["0001.patch"])
+    assert result.applied, (result.error, result.rejections)
+    assert (root / "pkg" / "mod.py").read_bytes() == original.replace("b = 2", "b = 3").encode()
+
+
+def test_a_later_hunk_never_matches_above_the_previous_one(tmp_path: Path) -> None:
+    lines = ["keep"] + [f"f{n}" for n in range(2, 15)] + ["marker", "tail"]
+    root = _tree(tmp_path, "\n".join(lines) + "\n")
+    # hunk 1 inserts a "marker" line near the top; hunk 2 (whose header is off) changes the
+    # original "marker" further down: the inserted one is nearer but lies above hunk 1's end.
+    text = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n"
+            "@@ -1,2 +1,4 @@\n keep\n+marker\n+fill\n f2\n"
+            "@@ -4,1 +6,1 @@\n-marker\n+changed\n")
+    result = unidiff.apply_patch(root, "p", text)
+    assert result.applied, result.rejections
+    expected = ["keep", "marker", "fill"] + lines[1:14] + ["changed", "tail"]
+    assert (root / "pkg" / "mod.py").read_text() == "\n".join(expected) + "\n"
+    if shutil.which("patch"):  # GNU patch agrees
+        gnu = _tree(tmp_path / "gnu", "\n".join(lines) + "\n")
+        proc = subprocess.run(["patch", "-p1", "--fuzz=0", "-d", str(gnu)], input=text, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert (gnu / "pkg" / "mod.py").read_text() == "\n".join(expected) + "\n"
+
+
+def test_a_missing_patch_folder_or_series_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deploytool.errors import ProfileError
+
+    profile = ProfileStore().get(CARD)
+    folder = tmp_path / "patches" / SGLANG
+    monkeypatch.setattr(patches, "series_dir", lambda version: folder)
+    with pytest.raises(ProfileError) as info:  # no folder at all
+        patches.series_for(profile)
+    assert "image.runtime_version" in str(info.value) and str(folder) in str(info.value)
+    folder.mkdir(parents=True)
+    with pytest.raises(ProfileError) as info:  # a folder without its series file
+        patches.series_for(profile)
+    assert "image.runtime_version" in str(info.value) and str(folder / "series") in str(info.value)
+    (folder / "series").write_text("# no patches for this release, on purpose\n")
+    assert patches.series_for(profile).names == []  # an empty series stays allowed

@@ -53,6 +53,22 @@ def test_matrix_refuses_an_impossible_combination_naming_the_field(changes: dict
     assert field in str(info.value)
 
 
+@pytest.mark.parametrize(("changes", "field", "why"), [
+    ({"python": "3.11"}, "image.python", "no python3.11"),  # Ubuntu 24.04 packages python3.12 only
+    ({"base": "nvidia/cuda:13.3.1-cudnn-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
+    ({"base": "nvidia/cuda:13.3.1-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
+    ({"base": "deploytool/base:bookworm"}, "image.base", "not a recognised nvidia/cuda base"),
+    ({"base": "registry.example/cuda-with-python:13.3.1"}, "image.base", "not a recognised nvidia/cuda base"),
+])
+def test_matrix_refuses_a_base_the_image_cannot_be_built_on(changes: dict, field: str, why: str) -> None:
+    profile = _with_image(ProfileStore().get(CARD), **changes)
+    with pytest.raises(ProfileError) as info:
+        check_profile(profile)
+    assert field in str(info.value) and why in str(info.value)
+    # the shipped base, by digest, is fine
+    check_profile(_with_image(ProfileStore().get(CARD), base="nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04@sha256:" + "a" * 64))
+
+
 def test_matrix_refuses_an_unpinned_sglang_release() -> None:
     with pytest.raises(ProfileError, match="not in the version matrix"):
         check_profile(_with_image(ProfileStore().get(CARD), runtime_version="0.4.0"))
@@ -114,6 +130,25 @@ def test_prepare_with_a_wheelhouse_installs_without_an_index(tmp_path: Path) -> 
     dockerfile = _render(profile, inputs)
     assert "--no-index --find-links /tmp/deploytool/wheels" in dockerfile
     assert "--no-deps sglang==0.5.23" in dockerfile
+
+
+def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
+    monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
+    dockerfile = _render(profile, recipe.prepare(profile, context_dir=tmp_path, wheelhouse=None))
+    assert "ARG DEPLOYTOOL_TORCH_INDEX_URL=file:///srv/cpu-torch/simple" in dockerfile
+    # the torch step alone goes to that index, the other packages to pip's own
+    assert dockerfile.count('--index-url "$DEPLOYTOOL_TORCH_INDEX_URL"') == 1
+    assert "\"$(grep '^torch==' /tmp/deploytool/requirements.txt)\"" in dockerfile
+    monkeypatch.delenv("DEPLOYTOOL_TORCH_INDEX_URL")
+    unset = _render(profile, recipe.prepare(profile, context_dir=tmp_path, wheelhouse=None))
+    assert "ARG DEPLOYTOOL_TORCH_INDEX_URL=\n" in unset
+    assert "DEPLOYTOOL_TORCH_INDEX_URL is not set" in unset and "CUDA build (several GB)" in unset
+    # a GPU image wants the CUDA torch: no such argument
+    gpu = ProfileStore().get(CARD)
+    monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
+    assert "DEPLOYTOOL_TORCH_INDEX_URL" not in _render(gpu, recipe.prepare(gpu, context_dir=tmp_path, wheelhouse=None))
 
 
 # -- a real build on the local base ------------------------------------------------------------

@@ -3,8 +3,10 @@ fail with what was found and what to do; a fail makes the command exit non-zero.
 
 Checks: the Docker engine (reachable, version), the compose plugin (>= 2.20, for the
 healthcheck's start_interval), the NVIDIA container runtime or a CDI spec, NVML and the
-driver against the minimum driver of each profile's CUDA (images/versions.yaml), free disk
-for images and for caches, and a writable state directory.
+driver against the minimum driver of each profile's CUDA (images/versions.yaml) and the
+driver's own CUDA version against each profile's CUDA major.minor, free disk for images and
+for caches, and a writable state directory. Checks that need the engine say "unknown (engine
+unreachable)" when it does not answer.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
     engine_check, info = check_engine(docker_client)
     checks.append(engine_check)
     checks.append(check_compose())
-    checks.append(check_nvidia_runtime(info, cdi_globs))
+    unreachable = engine_check.status == "fail"  # check_engine fails only when the engine does not answer
+    checks.append(_unknown_without_engine("nvidia container runtime") if unreachable
+                  else check_nvidia_runtime(info, cdi_globs))
     if profiles is None:
         try:
             profiles = ProfileStore().all()
@@ -69,13 +73,20 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
             profiles = []
     checks.append(check_driver(nvml, profiles))
     home = state_dir or _state_home()
-    checks.append(check_disk("disk for images", Path(info.get("DockerRootDir") or "/var/lib/docker"),
+    checks.append(_unknown_without_engine("disk for images") if unreachable else
+                  check_disk("disk for images", Path(info.get("DockerRootDir") or "/var/lib/docker"),
                              IMAGE_DISK_WARN_GIB, IMAGE_DISK_FAIL_GIB,
                              hint="free space or move the engine's data-root (daemon.json)"))
     checks.append(check_disk("disk for caches", home, CACHE_DISK_WARN_GIB, CACHE_DISK_FAIL_GIB,
                              hint="free space or point DEPLOYTOOL_HOME at a larger disk"))
     checks.append(check_state_dir(home))
     return DoctorReport(checks=checks)
+
+
+def _unknown_without_engine(name: str) -> Check:
+    """A check that asks the engine (its runtimes, its data root) when the engine does not answer."""
+    return Check(name, "warn", "unknown (engine unreachable)", hint="start the Docker engine and run doctor again",
+                 data={"unknown": True})
 
 
 def _state_home() -> Path:
@@ -158,6 +169,11 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
         try:
             driver = _text(nvml.nvmlSystemGetDriverVersion())
             count = int(nvml.nvmlDeviceGetCount())
+            try:  # e.g. 13000 for CUDA 13.0: the newest CUDA this driver supports
+                raw_cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
+                driver_cuda: tuple[int, int] | None = (raw_cuda // 1000, raw_cuda % 1000 // 10)
+            except Exception:
+                driver_cuda = None
         finally:
             nvml.nvmlShutdown()
     except Exception as exc:
@@ -170,18 +186,34 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
             needs.setdefault(p.image.cuda, []).append(p.name)
     table = []
     too_old = []
+    notes = []  # warnings: an unknown CUDA, a driver CUDA older than a profile's
     for cuda, names in sorted(needs.items()):
         row = matrix.cuda_row(cuda)
         minimum = row.min_driver if row else None
-        fits = minimum is not None and version_tuple(driver) >= version_tuple(minimum)
-        table.append({"cuda": cuda, "min_driver": minimum, "ok": fits, "profiles": sorted(names)})
-        if not fits:
-            too_old.append(f"CUDA {cuda} needs driver >= {minimum or '?'} ({', '.join(sorted(names))})")
-    data = {"driver": driver, "gpus": count, "table": table}
+        fits = None if minimum is None else version_tuple(driver) >= version_tuple(minimum)
+        wanted = version_tuple(cuda)[:2]
+        cuda_fits = None if driver_cuda is None or len(wanted) < 2 else driver_cuda >= wanted
+        table.append({"cuda": cuda, "min_driver": minimum, "ok": fits, "driver_cuda_ok": cuda_fits,
+                      "profiles": sorted(names)})
+        who = ", ".join(sorted(names))
+        if fits is None:
+            notes.append(f"CUDA {cuda} is unknown (not in the version matrix), its minimum driver too ({who})")
+        elif not fits:
+            too_old.append(f"CUDA {cuda} needs driver >= {minimum} ({who})")
+        elif cuda_fits is False and driver_cuda is not None:
+            notes.append(f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than CUDA "
+                         f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})")
+    data = {"driver": driver, "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
+            "gpus": count, "table": table}
+    if driver_cuda is None and needs:
+        notes.append("the CUDA version of the driver is unknown (NVML did not say)")
     if too_old:
         status: Status = "fail" if len(too_old) == len(table) else "warn"
-        return Check("nvidia driver", status, f"driver {driver}, {count} GPU(s); " + "; ".join(too_old),
+        return Check("nvidia driver", status, f"driver {driver}, {count} GPU(s); " + "; ".join(too_old + notes),
                      hint="upgrade the NVIDIA driver to run those profiles", data=data)
+    if notes:
+        return Check("nvidia driver", "warn", f"driver {driver}, {count} GPU(s); " + "; ".join(notes),
+                     hint="upgrade the NVIDIA driver, or add the CUDA to images/versions.yaml", data=data)
     return Check("nvidia driver", "pass",
                  f"driver {driver}, {count} GPU(s); fits CUDA {', '.join(sorted(needs)) or '(no GPU profile)'}", data=data)
 

@@ -3,11 +3,14 @@ its pinned sglang before a five-minute start-up finds the typo.
 
 Where the parser runs:
   * inside the profile's built image when the engine has one (label
-    dev.deploytool.build-profile=NAME): the exact sglang that will serve, patches included;
+    dev.deploytool.build-profile=NAME) whose toolchain label names the profile's sglang
+    (image.runtime_version): the exact sglang that will serve, patches included;
   * else in a deploytool-managed virtual environment under the cache folder, where the pinned
     sglang wheel is installed without its dependencies, next to the few light packages its
-    parser imports (images/sglang/parser-requirements.txt) and a CPU build of torch. It is
-    made once per sglang release and Python (about a minute, then ~2 s a check).
+    parser imports (images/sglang/parser-requirements.txt) and torch, from the index that
+    DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
+    configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
+    sglang release and Python (about a minute, then ~2 s a check).
 
 deploytool.flagprobe runs there and answers per flag: ok, unknown (with close names),
 invalid_choice, wrong_type, overridden (sglang stores or resolves another value) or
@@ -18,6 +21,7 @@ the parser runs; without it the report says why it was skipped.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import venv
@@ -33,6 +37,7 @@ from .resources import package_dir, resource
 from .state import cache_dir
 from .versions import load_matrix
 
+TORCH_INDEX_ENV = "DEPLOYTOOL_TORCH_INDEX_URL"
 FAILING = ("unknown", "invalid_choice", "wrong_type", "wrong_arity", "rejected")
 _MARKER = "---deploytool-flagprobe---"
 
@@ -75,6 +80,13 @@ def flag_groups(profile: Profile) -> list[list[str]]:
     return [args_to_argv({key: value}) for key, value in profile.server.args.items() if args_to_argv({key: value})]
 
 
+def unset_flags(profile: Profile) -> list[list[Any]]:
+    """[flag, value] of server.args whose value (false or null) keeps them off the command line:
+    their names are still checked."""
+    return [[key if key.startswith("-") else f"--{key}", value]
+            for key, value in profile.server.args.items() if value is False or value is None]
+
+
 def parser_requirements(torch_version: str) -> list[str]:
     lines = (resource("images", "sglang", "parser-requirements.txt")).read_text().splitlines()
     pins = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
@@ -93,35 +105,62 @@ def parser_venv(sglang_version: str) -> Path:
     root = cache_dir("flagcheck", f"sglang-{sglang_version}-py{python}")
     bin_python = root / "venv" / "bin" / "python"
     requirements = parser_requirements(row.cpu_torch[0])
+    torch_index = os.environ.get(TORCH_INDEX_ENV) or None
     stamp = root / "complete.json"
-    if bin_python.exists() and stamp.exists() and json.loads(stamp.read_text()).get("requirements") == requirements:
-        return bin_python
+    if bin_python.exists() and stamp.exists():
+        made = json.loads(stamp.read_text())
+        if made.get("requirements") == requirements and made.get("torch_index") == torch_index:
+            return bin_python
     wheel = sglang_wheel(sglang_version, python)
     venv.EnvBuilder(with_pip=True, clear=True).create(root / "venv")
-    for step in (["--no-deps", str(wheel)], requirements):
+    if torch_index is None:
+        print(f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} for the sglang parser venv comes from "
+              "pip's configured index, which on x86_64 may give the CUDA build (several GB of nvidia wheels); "
+              f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build", file=sys.stderr)
+    torch_step = [*(["--index-url", torch_index] if torch_index else []), requirements[0]]
+    for step in (["--no-deps", str(wheel)], torch_step, requirements[1:]):
         proc = subprocess.run([str(bin_python), "-m", "pip", "install", "--quiet", *step],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise DeploytoolError(f"could not make the sglang {sglang_version} parser environment in {root}:\n"
                                   + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
                                   hint="it needs a package index once (or pip's find-links); a built image avoids it")
-    stamp.write_text(json.dumps({"requirements": requirements, "wheel": wheel.name}))
+    stamp.write_text(json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index}))
     return bin_python
 
 
 def built_image(profile: Profile) -> str | None:
-    """The newest image built for this profile, when an engine is reachable and has one."""
+    """The newest image built for this profile with its pinned sglang, when an engine is
+    reachable and has one."""
+    return find_built_image(profile)[0]
+
+
+def find_built_image(profile: Profile) -> tuple[str | None, str | None]:
+    """(image, None), or (None, why no built image is used: None when the engine has none).
+    An image counts only when its toolchain label's `sglang` is the profile's
+    image.runtime_version: after a bump without a rebuild it holds another sglang's parser."""
     try:
         import docker
 
         client = docker.from_env(timeout=10)
         found = client.images.list(filters={"label": f"{labels.IMAGE_PROFILE}={profile.name}"})
     except Exception:  # no engine: fall back to the venv, say where the check ran
-        return None
+        return None, None
     if not found:
-        return None
-    newest = max(found, key=lambda image: image.attrs.get("Created", ""))
-    return (newest.tags or [newest.id])[0]
+        return None, None
+    want = profile.image.runtime_version
+    fitting, other = [], set()
+    for image in found:
+        try:
+            have = json.loads((image.labels or {}).get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
+        except (json.JSONDecodeError, AttributeError):
+            have = None
+        (fitting.append(image) if have == want else other.add(str(have or "unknown")))
+    if not fitting:
+        return None, (f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
+                      f"the profile pins {want}: rebuild with `deploytool build --profile {profile.name}`")
+    newest = max(fitting, key=lambda image: image.attrs.get("Created", ""))
+    return (newest.tags or [newest.id])[0], None
 
 
 def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
@@ -132,17 +171,19 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     version = profile.image.runtime_version
     if not version:
         raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
-    request = {"groups": flag_groups(profile), "resolve": resolve,
+    request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
                "model_path": str(profile.server.args.get("model-path") or profile.model.path)}
     probe = (package_dir() / "flagprobe.py").read_text()
-    image = image or (built_image(profile) if use_image else None)
+    not_image = None
+    if not image and use_image:
+        image, not_image = find_built_image(profile)
     if image:
         where = f"image {image}"
         cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c", probe,
                json.dumps(request)]
     else:
         python = parser_venv(version)
-        where = f"venv {python.parent.parent}"
+        where = f"venv {python.parent.parent}" + (f" (no built image: {not_image})" if not_image else "")
         cmd = [str(python), "-c", probe, json.dumps(request)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

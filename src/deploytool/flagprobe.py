@@ -8,7 +8,10 @@ exactly as `python -m sglang.launch_server` does and compares what sglang stored
 was given; and, when asked and possible, resolves the arguments (the model's config must be
 readable there) and reports the values sglang derives.
 
-    python flagprobe.py '{"groups": [["--tp-size", "8"], ...], "resolve": false}'
+    python flagprobe.py '{"groups": [["--tp-size", "8"], ...], "names_only": [["--enable-x", false]], "resolve": false}'
+
+`names_only` are the flags whose value (false or null) keeps them off the command line: only
+their names are checked, so a misspelt one is still reported as unknown.
 
 The answer is one JSON line after the marker line on stdout; sglang's logging goes to stderr.
 """
@@ -66,6 +69,13 @@ def _plain(value):
     return repr(value)
 
 
+def _unknown(flag, given, actions):
+    close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
+    return {"flag": flag, "given": given, "status": "unknown",
+            "message": f"sglang has no flag {flag}" + (f"; did you mean {', '.join(close)}?" if close else ""),
+            "suggestions": close}
+
+
 def main(request):
     groups = request["groups"]
     parser = _parser()
@@ -80,11 +90,7 @@ def main(request):
         finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
         action = actions.get(flag)
         if action is None:
-            finding["status"] = "unknown"
-            close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
-            finding["message"] = f"sglang has no flag {flag}" + (f"; did you mean {', '.join(close)}?" if close else "")
-            finding["suggestions"] = close
-            findings.append(finding)
+            findings.append(_unknown(flag, finding["given"], actions))
             continue
         finding["dest"] = action.dest
         namespace, error = _parse(parser, (base if flag != "--model-path" else []) + [flag, *values])
@@ -96,6 +102,11 @@ def main(request):
             finding["parsed"] = _plain(getattr(namespace, action.dest, None))
             finding["default"] = _plain(action.default)
         findings.append(finding)
+    for flag, given in request.get("names_only") or []:  # left off the command line: the name only
+        if flag not in actions:
+            finding = _unknown(flag, given, actions)
+            finding["message"] += f" (given {json.dumps(given)}, so left off the command line)"
+            findings.append(finding)
 
     out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {}}
     argv = [token for group in groups for token in group]

@@ -66,12 +66,18 @@ def series_for(profile: Profile) -> PatchSeries:
     if not version:
         raise ProfileError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
     folder = series_dir(version)
+    if not folder.is_dir() or not (profile.image.patches or (folder / "series").is_file()):
+        # A release without its patch folder or `series` file is not a release without patches:
+        # an empty `series` file says that on purpose.
+        missing_path = folder / "series" if folder.is_dir() else folder
+        raise ProfileError(f"profile {profile.name!r}: image.runtime_version = {version!r} has no patch series: "
+                           f"{missing_path} does not exist",
+                           hint=f"add {folder}/series naming its patches in order (an empty file for none), "
+                                "or pin a release that has one")
     if profile.image.patches:
         names = list(profile.image.patches)
-    elif (folder / "series").is_file():
-        names = unidiff.read_series(folder / "series")
     else:
-        names = []
+        names = unidiff.read_series(folder / "series")
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
         raise ProfileError(f"profile {profile.name!r}: patch(es) {', '.join(missing)} not found in {folder}",

@@ -7,8 +7,11 @@ It runs with the standard library only, because the image has no `patch` or `git
 
 Rules (those of `patch -p1 --fuzz=0`): every context and removed line must match exactly;
 a hunk may move by any number of lines from where its header says (the file may have
-grown above it), and the nearest match wins. A file is created from /dev/null and deleted
-to /dev/null. Nothing is written unless every hunk of every file of a patch applies.
+grown above it), and the nearest match wins, but never above the end of the previous hunk
+of the same file. A hunk's body must have exactly the line counts its `@@` header says.
+Lines are split on "\n" only, so every other byte (\r, form feeds, ...) is kept as it is.
+A file is created from /dev/null and deleted to /dev/null. Nothing is written unless every
+hunk of every file of a patch applies.
 
     python unidiff.py apply --root SITE_PACKAGES --series DIR/series     (exit 1 on a refusal)
 """
@@ -80,7 +83,7 @@ class PatchFormatError(ValueError):
 def parse(text: str, strip: int = 1) -> list[FilePatch]:
     """The file patches of a unified diff (leading commentary, as in a mail, is skipped)."""
     files: list[FilePatch] = []
-    lines = text.splitlines()
+    lines = _lines(text)
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -109,14 +112,38 @@ def parse(text: str, strip: int = 1) -> list[FilePatch]:
                     seen_old += tag in " -"
                     seen_new += tag in " +"
                     i += 1
+                if (seen_old, seen_new) != (old_len, new_len):
+                    raise PatchFormatError(f"hunk {hunk.header!r}: the header says {old_len} old and {new_len} new "
+                                           f"lines, the body has {seen_old} and {seen_new}")
                 while i < len(lines) and lines[i].startswith("\\"):
                     i += 1
+                if i < len(lines) and lines[i][:1] in (" ", "+", "-") and not _file_header(lines, i) \
+                        and lines[i] != "-- ":  # "-- " starts a mail signature (git format-patch)
+                    raise PatchFormatError(f"line {i + 1}: {lines[i][:40]!r} follows hunk {hunk.header!r} "
+                                           "beyond the line counts of its header")
                 fp.hunks.append(hunk)
             continue
         i += 1
     if not files:
         raise PatchFormatError("no file patch (no '--- a/...' / '+++ b/...' pair) found")
     return files
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split on "\n" only (str.splitlines would also split on \r, form feeds, ...)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _file_header(lines: list[str], i: int) -> bool:
+    return lines[i].startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+
+
+def _read(path: Path) -> str:
+    """The file's text exactly as stored (no newline translation)."""
+    return path.read_bytes().decode("utf-8")
 
 
 def _strip(raw: str, strip: int) -> str | None:
@@ -127,14 +154,14 @@ def _strip(raw: str, strip: int) -> str | None:
     return "/".join(parts[strip:]) if len(parts) > strip else path
 
 
-def _find(content: list[str], old: list[str], expected: int) -> int | None:
-    """Where `old` occurs in `content`, nearest to line index `expected`."""
+def _find(content: list[str], old: list[str], expected: int, floor: int = 0) -> int | None:
+    """Where `old` occurs in `content` at or below line index `floor`, nearest to `expected`."""
     if not old:
-        return max(0, min(expected, len(content)))
+        return max(floor, min(expected, len(content)))
     last = len(content) - len(old)
     for distance in range(0, max(expected, last - expected) + 1):
         for at in (expected - distance, expected + distance) if distance else (expected,):
-            if 0 <= at <= last and content[at:at + len(old)] == old:
+            if floor <= at <= last and content[at:at + len(old)] == old:
                 return at
     return None
 
@@ -161,18 +188,20 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
             if not source.is_file():
                 result.rejections.append(Rejection(name, fp.path, 1, f"file {fp.old_path} does not exist", fp.hunks[0].text() if fp.hunks else ""))
                 continue
-            raw = source.read_text(encoding="utf-8")
+            raw = _read(source)
             ends_nl = raw.endswith("\n")
-            content = raw.splitlines()
+            content = _lines(raw)
         offset = 0
+        floor = 0  # a hunk never matches above the end of the previous one (as GNU patch)
         for number, hunk in enumerate(fp.hunks, start=1):
             expected = max(0, hunk.old_start - 1 + offset) if hunk.old else max(0, hunk.old_start + offset)
-            at = _find(content, hunk.old, expected)
+            at = _find(content, hunk.old, expected, floor)
             if at is None:
                 result.rejections.append(Rejection(name, fp.path, number, "context or removed lines do not match", hunk.text()))
                 continue
             content[at:at + len(hunk.old)] = hunk.new
             offset += len(hunk.new) - len(hunk.old)
+            floor = at + len(hunk.new)
         staged[target] = None if fp.new_path is None else "\n".join(content) + ("\n" if ends_nl and content else "")
     if result.rejections:
         return result
@@ -186,7 +215,7 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
                 # the tree it was copied from (patches check links the cached sources).
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(f".{target.name}.unidiff-tmp")
-                tmp.write_text(new_text, encoding="utf-8")
+                tmp.write_bytes(new_text.encode("utf-8"))
                 if target.exists():
                     tmp.chmod(target.stat().st_mode & 0o7777)
                 tmp.replace(target)
@@ -211,7 +240,7 @@ def apply_series(root: Path, patch_dir: Path, names: list[str], *, dry_run: bool
         if not path.is_file():
             results.append(PatchResult(name=name, sha256="", applied=False, error=f"{path} does not exist"))
             break
-        result = apply_patch(root, name, path.read_text(encoding="utf-8"), dry_run=dry_run)
+        result = apply_patch(root, name, _read(path), dry_run=dry_run)
         results.append(result)
         if not result.applied:
             break

@@ -17,8 +17,10 @@ from .profiles import Profile
 from .resources import resource
 from .yamlio import load_yaml
 
-# nvidia/cuda:<version>-<flavour>-<os>[@sha256:...]; the version is what the matrix keys on.
-_CUDA_BASE = re.compile(r"^(?:[\w.-]+/)*nvidia/cuda:(?P<version>\d+\.\d+\.\d+)-[\w.-]+(?:@sha256:[0-9a-f]{64})?$")
+# nvidia/cuda:<version>-<flavour>-<os>[@sha256:...]; the version is what the matrix keys on,
+# the flavour says whether nvcc is there (devel), the OS which python3.X apt can install.
+_CUDA_BASE = re.compile(r"^(?:[\w.-]+/)*nvidia/cuda:(?P<version>\d+\.\d+\.\d+)-(?P<flavour>[\w.-]+)"
+                        r"-(?P<os>[a-z]+\d+(?:\.\d+)?)(?:@sha256:[0-9a-f]{64})?$")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Matrix:
     source: Path
     cuda: dict[str, CudaRow]
     sglang: dict[str, SglangRow]
+    base_os_python: dict[str, list[str]] = field(default_factory=dict)
 
     def cuda_row(self, version: str) -> CudaRow | None:
         return self.cuda.get(version)
@@ -80,16 +83,24 @@ def _load(path: Path) -> Matrix:
                 flashinfer_cubin=None if row.get("flashinfer_cubin") is None else str(row["flashinfer_cubin"]),
                 cpu_torch=[str(x) for x in (row.get("cpu_validation") or {}).get("torch", [])],
             )
+        base_os_python = {str(os_): [str(x) for x in pythons]
+                          for os_, pythons in (data.get("base_os_python") or {}).items()}
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: malformed version matrix ({exc!r})",
                          hint="every sglang row needs python, cuda_major, torch, kernel_package, kernel, flashinfer") from None
-    return Matrix(source=path, cuda=cuda, sglang=sglang)
+    return Matrix(source=path, cuda=cuda, sglang=sglang, base_os_python=base_os_python)
 
 
 def cuda_of_base(base: str) -> str | None:
     """The CUDA version in an nvidia/cuda base reference, or None for any other base."""
     m = _CUDA_BASE.match(base)
     return m.group("version") if m else None
+
+
+def cuda_base_parts(base: str) -> tuple[str, str, str] | None:
+    """(version, flavour, os) of an nvidia/cuda base, e.g. ('13.3.1', 'cudnn-devel', 'ubuntu24.04')."""
+    m = _CUDA_BASE.match(base)
+    return (m.group("version"), m.group("flavour"), m.group("os")) if m else None
 
 
 def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
@@ -112,6 +123,10 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
                            hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; add a row to {matrix.source}")
     if img.python not in row.python:
         bad("python", img.python, row.python, f"sglang {row.version} ships no wheel for it")
+    parts = cuda_base_parts(img.base)
+    if parts is not None and parts[2] in matrix.base_os_python and img.python not in matrix.base_os_python[parts[2]]:
+        bad("python", img.python, matrix.base_os_python[parts[2]],
+            f"the base {img.base} is {parts[2]}, whose apt has no python{img.python}")
 
     if img.cuda is None:
         # A CPU image: the parser and the patches only, never a server.
@@ -127,9 +142,14 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
         elif cuda.major not in row.cuda_major:
             bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
                 f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}")
-        base_cuda = cuda_of_base(img.base)
-        if base_cuda is not None and base_cuda != img.cuda:
-            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-... base", f"the base is CUDA {base_cuda}, image.cuda says {img.cuda}")
+        if parts is None:
+            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-cudnn-devel-<os> base",
+                "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda")
+        elif parts[0] != img.cuda:
+            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-... base", f"the base is CUDA {parts[0]}, image.cuda says {img.cuda}")
+        elif "devel" not in parts[1].split("-"):
+            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-cudnn-devel-{parts[2]} base",
+                f"a '{parts[1]}' base has no nvcc, and the kernels compile on first use (a devel base is needed)")
         if img.torch_version not in row.torch:
             bad("torch_version", img.torch_version, row.torch, f"sglang {row.version} pins another torch")
         if img.kernel_version not in row.kernel:

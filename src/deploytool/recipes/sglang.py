@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -124,6 +125,8 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
             "sglang_version": img.runtime_version,
             "pip_source": pip_source,
             "wheelhouse": wheelhouse is not None,
+            # the CPU image's torch index (DEPLOYTOOL_TORCH_INDEX_URL, a build arg's default)
+            "torch_index_url": os.environ.get("DEPLOYTOOL_TORCH_INDEX_URL", "") if mode == "cpu" else "",
             "cache_env": CACHE_ENV,
             "build_args": dict(img.build_args),
             "command_json": json.dumps(profile.launch_argv()),

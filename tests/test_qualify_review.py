@@ -17,7 +17,6 @@ from deploytool.client import EndpointClient
 from deploytool.qualify import Verdict
 from deploytool.qualify.base import ServerInfo, SuiteContext
 from deploytool.qualify.suites import preflight as preflight_suite
-from deploytool.qualify.suites import registry
 from deploytool.qualify.suites import tools as tools_suite
 from deploytool.sim import SimSettings, count_tokens, create_app
 
@@ -176,20 +175,3 @@ def test_preflight_fails_when_the_context_length_is_not_reported(healthy) -> Non
     assert not gate.passed and gate.detail == "context length not reported"
     assert "context length not reported" in result.reason
 
-
-# --- 10. runner -------------------------------------------------------------------------------------
-
-def test_ctrl_c_names_the_suite_that_was_running(healthy, tmp_path: Path, monkeypatch) -> None:
-    tools = registry()["tools"]
-
-    async def interrupted(ctx):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(tools, "run", interrupted)
-    report = qualify(healthy.url, tmp_path, suites=["preflight", "tools", "gsm8k"])
-    assert report.incomplete and report.exit_code == 2
-    assert report.suite("preflight").verdict is Verdict.PASSED
-    assert report.suite("tools").verdict is Verdict.ERROR
-    assert report.suite("tools").reason.startswith("interrupted while running"), report.suite("tools").reason
-    assert report.suite("gsm8k").reason.startswith("not run"), report.suite("gsm8k").reason
-    assert "while running" not in report.suite("gsm8k").reason

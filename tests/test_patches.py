@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import patches, unidiff
+from deploytool import patches
+from deploytool.in_image import unidiff
 from deploytool.profiles import ProfileStore
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"

@@ -1,7 +1,7 @@
 """`deploytool render`: one release's compose document, built as data and dumped with PyYAML.
 
 profile + slot + release number + image -> dict. Nothing here touches the engine; `docker
-compose config` validates the result (deploy.py and the tests run it).
+compose config` validates the result (deploy/ and the tests run it).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Where the parser runs:
     configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
     sglang release and Python (about a minute, then ~2 s a check).
 
-deploytool.flagprobe runs there and answers per flag: ok, unknown (with close names),
+deploytool.in_image.flagprobe runs there and answers per flag: ok, unknown (with close names),
 invalid_choice, wrong_type, overridden (sglang stores or resolves another value) or
 redundant (sglang's default). Resolution of derived values needs the model's config where
 the parser runs; without it the report says why it was skipped.
@@ -173,7 +173,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
         raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
     request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
                "model_path": str(profile.server.args.get("model-path") or profile.model.path)}
-    probe = (package_dir() / "flagprobe.py").read_text()
+    probe = (package_dir() / "in_image" / "flagprobe.py").read_text()
     not_image = None
     if not image and use_image:
         image, not_image = find_built_image(profile)

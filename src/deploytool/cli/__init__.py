@@ -12,7 +12,7 @@ from .app import app, console_err
 
 # Importing the command modules registers their commands on `app`.
 from . import deploy_cmds  # noqa: E402,F401  gpus, profiles, build, render, up, status, rollback
-from . import images_cmds  # noqa: E402,F401  patches check, profiles check, doctor
+from . import build_cmds  # noqa: E402,F401  patches check, profiles check, doctor
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import qualify_cmds  # noqa: E402,F401  qualify
 

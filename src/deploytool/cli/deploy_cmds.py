@@ -10,7 +10,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import cache as cache_mod
-from .. import deploy, gpus, images
+from .. import build, deploy, gpus
 from ..compose import RenderRequest, render_text
 from ..engine import Engine
 from ..errors import EXIT_NO_GPU, DeploytoolError, UsageError
@@ -176,7 +176,7 @@ def build_command(
             bar.update(task, completed=step, total=steps, step=f"step {step}/{steps}",
                        description=f"building {resolved.name}: {line[:60]}")
 
-        result = images.build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
+        result = build.build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
     if json_output:
         print_json({"image": result.image, "image_id": result.image_id, "built": result.built,
                     "inputs_hash": result.inputs_hash, "labels": result.labels})
@@ -213,7 +213,7 @@ def render_command(
 
 def _planned_tag(profile) -> str:
     engine = Engine()
-    plan = images.plan_build(profile, engine)
+    plan = build.plan_build(profile, engine)
     import shutil
 
     shutil.rmtree(plan.context_dir, ignore_errors=True)

@@ -10,7 +10,7 @@ a module here with two functions:
         Copy what the Dockerfile needs into context_dir (wheels, patches, sources) and say
         which values the Dockerfile template gets and which make up the toolchain fingerprint.
 
-images.py does the rest for every recipe: renders the template, hashes every input into the
+build.py does the rest for every recipe: renders the template, hashes every input into the
 tag, labels the image, builds through the Docker SDK and shows progress.
 """
 

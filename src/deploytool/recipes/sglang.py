@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import UsageError
-from ..images import link_or_copy
+from ..build import link_or_copy
 from ..patches import series_for
 from ..profiles import Profile
 from ..resources import package_dir, resource
@@ -78,7 +78,7 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
     reqs = requirements(profile)
     (context_dir / "requirements.txt").write_text("\n".join(reqs) + "\n")
     (context_dir / "patch-series").write_text("\n".join(series.names) + ("\n" if series.names else ""))
-    shutil.copy2(package_dir() / "unidiff.py", context_dir / "unidiff.py")
+    shutil.copy2(package_dir() / "in_image" / "unidiff.py", context_dir / "unidiff.py")
 
     wheel_versions: dict[str, str] = {}
     if wheelhouse is not None:

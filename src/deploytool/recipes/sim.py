@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..errors import BuildError, UsageError
-from ..images import link_or_copy
+from ..build import link_or_copy
 from ..profiles import Profile
 from ..resources import package_dir
 from ..state import cache_dir

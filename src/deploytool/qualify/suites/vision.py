@@ -18,7 +18,7 @@ from pydantic import Field
 from ...resources import resource
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
-from ..images import data_url, draw
+from ..vision_pictures import data_url, draw
 from ..scoring import missing_keyword_groups
 
 name = "vision"

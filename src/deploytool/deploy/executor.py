@@ -26,17 +26,17 @@ from typing import Any, NoReturn
 
 import httpx
 
-from .cache import CacheDecision, prepare_slot_cache
-from .compose import RenderRequest, write_compose
-from .engine import Engine, Release
-from .errors import DeployError, DeploytoolError, UsageError
-from .gpus import classify, read_inventory
-from .images import build
-from .profiles import HealthSpec, Profile, ProfileStore
-from .slots import Slot
-from .report import write_atomic
-from .state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
-from .targets import Target, qualify_results_path
+from ..cache import CacheDecision, prepare_slot_cache
+from ..compose import RenderRequest, write_compose
+from ..engine import Engine, Release
+from ..errors import DeployError, DeploytoolError, UsageError
+from ..gpus import classify, read_inventory
+from ..build import build
+from ..profiles import HealthSpec, Profile, ProfileStore
+from ..slots import Slot
+from ..report import write_atomic
+from ..state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
+from ..targets import Target, qualify_results_path
 
 DEFAULT_RETENTION = 3
 
@@ -295,7 +295,7 @@ def _answers(url: str) -> bool:
 
 def _qualify(engine: Engine, release: Release, profile: Profile, slot: Slot, previous: Release | None,
              directory: Path, suites: list[str] | None, limit: int | None, reporter: Reporter) -> dict[str, Any]:
-    from .qualify import run_qualification  # the suites are only needed once a release is up
+    from ..qualify import run_qualification  # the suites are only needed once a release is up
 
     reporter.step(f"qualifying release {release.release}")
     target = Target(url=release.url, profile=profile, slot=slot, release=release,

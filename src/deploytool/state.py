@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 
 from .errors import SlotBusy, UsageError
 from .labels import instance
-from .report import write_atomic
+from .files import write_atomic
 
 
 def home() -> Path:

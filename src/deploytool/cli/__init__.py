@@ -11,10 +11,13 @@ from ..errors import EXIT_ENGINE, EXIT_FAILED, DeploytoolError
 from .app import app, console_err
 
 # Importing the command modules registers their commands on `app`.
-from . import deploy_cmds  # noqa: E402,F401  gpus, profiles, build, render, up, status, rollback
-from . import build_cmds  # noqa: E402,F401  patches check, profiles check, doctor
-from . import bench_cmds  # noqa: E402,F401  bench, compare
+# In the order a user meets them: profiles, build, deploy, check; and the host.
+from . import profiles_cmds  # noqa: E402,F401  profiles list, show, check
+from . import build_cmds  # noqa: E402,F401  build, patches check
+from . import deploy_cmds  # noqa: E402,F401  render, up, status, rollback, journal, cache
 from . import qualify_cmds  # noqa: E402,F401  qualify
+from . import bench_cmds  # noqa: E402,F401  bench, compare
+from . import host_cmds  # noqa: E402,F401  gpus, doctor
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 
-from ..report import to_jsonable
+from ..files import to_jsonable
 
 app = typer.Typer(
     name="deploytool",
@@ -41,3 +41,12 @@ ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile na
 def print_json(obj: Any) -> None:
     """JSON on stdout, nothing else, for scripts."""
     typer.echo(json.dumps(to_jsonable(obj), indent=2))
+
+
+_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",
+          "overridden": "yellow", "fail": "red", "failed": "red"}
+
+
+def styled(word: str) -> str:
+    """A verdict word in its colour (rich markup), the same in every table."""
+    return f"[{_STYLE.get(word, 'red')}]{word}[/]"

@@ -1,4 +1,4 @@
-"""gpus, profiles, build, render, up, status, rollback, cache, journal."""
+"""Deploy: render, up, status, rollback, journal, cache."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .. import build, deploy
 from .. import cache as cache_mod
-from .. import build, deploy, gpus
 from ..compose import RenderRequest, render_text
 from ..engine import Engine
-from ..errors import EXIT_NO_GPU, DeploytoolError, UsageError
+from ..errors import DeploytoolError
 from ..profiles import ProfileStore
 from ..slots import slot_from_options
 from ..state import read_journal, slot_lock
@@ -21,9 +21,7 @@ from ..yamlio import dump_yaml
 from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, app, console, console_err,
                   print_json)
 
-profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
 cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
-app.add_typer(profiles_app, name="profiles")
 app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
@@ -65,126 +63,8 @@ class ConsoleReporter(deploy.Reporter):
         self._close()
 
 
-# -- gpus --------------------------------------------------------------------------------------
-@app.command("gpus")
-def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
-    """This machine's NVIDIA GPUs (through NVML) and the profiles made for each card."""
-    inventory = gpus.read_inventory()
-    if inventory.error:
-        if json_output:
-            print_json({"gpus": [], "error": inventory.error})
-        else:
-            console_err.print(f"no GPUs: {inventory.error}", highlight=False)
-        raise typer.Exit(EXIT_NO_GPU)
-    gpus.annotate_matches(inventory, ProfileStore(profiles_dir).all())
-    if json_output:
-        print_json(inventory)
-        return
-    table = Table(title=f"driver {inventory.driver_version}, CUDA {inventory.cuda_driver_version}")
-    for column in ("#", "UUID", "name", "CC", "memory total/free (GiB)", "power limit (W)", "PCIe gen", "width",
-                   "profiles"):
-        table.add_column(column)
-    for g in inventory.gpus:
-        table.add_row(str(g.index), g.uuid, g.name, g.compute_capability or "?",
-                      f"{_gib(g.memory_total_mib)} / {_gib(g.memory_free_mib)}",
-                      _num(g.power_limit_w), f"{_num(g.pcie_link_gen)} (max {_num(g.pcie_link_gen_max)})",
-                      f"x{_num(g.pcie_link_width)} (max x{_num(g.pcie_link_width_max)})",
-                      ", ".join(g.matching_profiles) or "-")
-    console.print(table)
 
-
-def _gib(mib: int | None) -> str:
-    return "?" if mib is None else f"{mib / 1024:.1f}"
-
-
-def _num(value: object) -> str:
-    return "?" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
-
-
-# -- profiles ----------------------------------------------------------------------------------
-@profiles_app.command("list")
-def profiles_list(
-    json_output: JsonOpt = False,
-    profiles_dir: ProfilesDirOpt = None,
-    gpu: GpuOpt = None,
-    local: Annotated[bool, typer.Option("--local-gpus", help="Sort profiles against every local GPU.")] = False,
-) -> None:
-    """Every deployable profile; with --gpu UUID (or --local-gpus), sorted into runnable,
-    runnable-with-less-memory and incompatible, with the reason for each."""
-    store = ProfileStore(profiles_dir)
-    profiles = store.all()
-    if gpu or local:
-        inventory = gpus.require_inventory()
-        cards = inventory.gpus if local else []
-        for uuid in gpu or []:
-            card = inventory.by_uuid(uuid)
-            if card is None:
-                raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
-                                 hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
-            cards.append(card)
-        fits = sorted((gpus.classify(p, cards) for p in profiles),
-                      key=lambda f: (["runnable", "runnable-with-less-memory", "incompatible"].index(f.verdict),
-                                     f.profile))
-        if json_output:
-            print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
-            return
-        table = Table("profile", "verdict", "why")
-        for fit in fits:
-            table.add_row(fit.profile, fit.verdict, "; ".join(fit.reasons))
-        console.print(table)
-        return
-    rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
-             "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
-             "served_name": p.model.served_name, "source": p.source} for p in profiles]
-    if json_output:
-        print_json({"profiles": rows})
-        return
-    table = Table("name", "recipe", "GPUs", "cards", "description")
-    for r in rows:
-        table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", r["description"])
-    console.print(table)
-
-
-@profiles_app.command("show")
-def profiles_show(name: str, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
-    """The fully resolved profile (after `extends`), as YAML or JSON."""
-    profile = ProfileStore(profiles_dir).get(name)
-    data = profile.model_dump(mode="json")
-    if json_output:
-        print_json({**data, "source": profile.source, "extends_chain": profile.chain})
-        return
-    typer.echo(f"# {profile.source} (extends chain: {' -> '.join(profile.chain)})")
-    typer.echo(dump_yaml(data), nl=False)
-
-
-# -- build / render ----------------------------------------------------------------------------
-@app.command("build")
-def build_command(
-    profile: Annotated[str, typer.Option("--profile", help="Profile whose image to build.")],
-    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="Install from these wheels, with no index (air-gapped hosts).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse the engine's layer cache.")] = False,
-    json_output: JsonOpt = False,
-    profiles_dir: ProfilesDirOpt = None,
-) -> None:
-    """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
-    resolved = ProfileStore(profiles_dir).get(profile)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
-                  console=console_err, transient=True, disable=json_output) as bar:
-        task = bar.add_task(f"building {resolved.name}", total=None, step="")
-
-        def on_line(step: int, steps: int, line: str) -> None:
-            bar.update(task, completed=step, total=steps, step=f"step {step}/{steps}",
-                       description=f"building {resolved.name}: {line[:60]}")
-
-        result = build.build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
-    if json_output:
-        print_json({"image": result.image, "image_id": result.image_id, "built": result.built,
-                    "inputs_hash": result.inputs_hash, "labels": result.labels})
-        return
-    console_err.print(result.message, highlight=False)
-    typer.echo(result.image)
-
-
+# -- render ------------------------------------------------------------------------------------
 @app.command("render")
 def render_command(
     profile: Annotated[str, typer.Option("--profile", help="Profile to render.")],

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..qualify import QualifyReport, run_qualification
 from ..qualify.config import parse_set_option
-from ..qualify.report import results_document
+from ..qualify.results import results_document
 from ..targets import resolve_target
 from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
 

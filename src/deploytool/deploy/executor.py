@@ -34,7 +34,7 @@ from ..gpus import classify, read_inventory
 from ..build import build
 from ..profiles import HealthSpec, Profile, ProfileStore
 from ..slots import Slot
-from ..report import write_atomic
+from ..files import write_atomic
 from ..state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
 from ..targets import Target, qualify_results_path
 

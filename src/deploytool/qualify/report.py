@@ -5,57 +5,16 @@ gates, figures, method, and the transcripts of its failures; then the server con
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from ..report import render, table_html, table_markdown, to_jsonable, write_atomic, write_json
-from .base import SuiteResult
+from ..report import render, table_html, table_markdown, write_atomic, write_json
+from .results import QualifyReport, results_document
 
-if TYPE_CHECKING:
-    from .runner import QualifyReport
-
-SCHEMA = "deploytool.qualify/v1"
 MAX_TRANSCRIPTS_SHOWN = 10  # per suite in md/html; results.json keeps them all
 
-
-def results_document(report: "QualifyReport") -> dict[str, Any]:
-    server = report.server
-    return {
-        "schema": SCHEMA,
-        "verdict": report.verdict,
-        "passed": report.passed,
-        "exit_code": report.exit_code,
-        "incomplete": report.incomplete,
-        "could_not_run": report.could_not_run,
-        "summary": report.summary_line(),
-        "started_at": report.started_at,
-        "finished_at": report.finished_at,
-        "limit": report.limit,
-        "simulator": bool(server is not None and server.is_simulator),
-        "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
-                   "image": report.image, "image_labels": report.image_labels},
-        "server": to_jsonable(server) if server is not None else None,
-        "suites": [suite_document(s) for s in report.suites],
-    }
-
-
-def suite_document(suite: SuiteResult) -> dict[str, Any]:
-    return {
-        "name": suite.name,
-        "verdict": suite.verdict.value,
-        "reason": suite.reason,
-        "limited": suite.limited,
-        "duration_s": suite.duration_s,
-        "gates": to_jsonable(suite.gates),
-        "figures": to_jsonable(suite.figures),
-        "method": suite.method,
-        "settings": suite.settings,
-        "transcripts": to_jsonable(suite.transcripts),
-    }
-
-
-def write_reports(report: "QualifyReport") -> None:
+def write_reports(report: QualifyReport) -> None:
     doc = results_document(report)
     write_json(report.report_dir / "results.json", doc)
     sections = [_section(s) for s in doc["suites"]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,79 +20,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..client import EndpointClient
-from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings
+from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
+from .report import write_reports
 from .suites import registry
 
 if TYPE_CHECKING:
     from ..targets import Target
-
-EXIT_PASSED, EXIT_GATE_FAILED, EXIT_COULD_NOT_RUN = 0, 1, 2
-
-
-@dataclass
-class QualifyReport:
-    url: str
-    report_dir: Path
-    profile: str | None
-    slot: str | None = None
-    release: int | None = None
-    image: str | None = None
-    image_labels: dict[str, str] = field(default_factory=dict)
-    limit: int | None = None
-    suites: list[SuiteResult] = field(default_factory=list)
-    server: ServerInfo | None = None
-    started_at: str = ""
-    finished_at: str | None = None
-    incomplete: bool = False  # interrupted, or suites left unrun
-    could_not_run: str | None = None  # why qualification could not run at all
-
-    @property
-    def passed(self) -> bool:
-        """True only when nothing was left unrun and every suite that ran passed."""
-        ran = [s for s in self.suites if s.verdict is not Verdict.SKIPPED]
-        return (not self.incomplete and self.could_not_run is None and bool(ran)
-                and all(s.verdict is Verdict.PASSED for s in ran))
-
-    @property
-    def verdict(self) -> str:
-        if self.passed:
-            return "passed"
-        if self.exit_code == EXIT_GATE_FAILED:
-            return "failed"
-        return "incomplete" if self.incomplete else "error"
-
-    @property
-    def exit_code(self) -> int:
-        if self.passed:
-            return EXIT_PASSED
-        if self.could_not_run is not None or self.incomplete:
-            return EXIT_COULD_NOT_RUN
-        if any(s.verdict is Verdict.FAILED for s in self.suites):
-            return EXIT_GATE_FAILED
-        return EXIT_COULD_NOT_RUN  # errors only, or nothing ran
-
-    def summary_line(self) -> str:
-        counts: dict[str, int] = {}
-        for s in self.suites:
-            counts[s.verdict.value] = counts.get(s.verdict.value, 0) + 1
-        parts = ", ".join(f"{n} {v}" for v, n in counts.items()) or "no suites"
-        failed = [s.name for s in self.suites if s.verdict in (Verdict.FAILED, Verdict.ERROR)]
-        why = f" ({', '.join(failed)})" if failed else ""
-        head = f"qualify {self.verdict.upper()}: {parts}{why}"
-        if self.server is not None and self.server.is_simulator:
-            head += "; against the reference runtime (a simulator, not a model)"
-        if self.could_not_run:
-            head += f"; could not run: {self.could_not_run}"
-        if self.incomplete:
-            head += "; INCOMPLETE"
-        if self.limit is not None:
-            head += f"; --limit {self.limit}"
-        return f"{head}; report: {self.report_dir}"
-
-    def suite(self, name: str) -> SuiteResult | None:
-        return next((s for s in self.suites if s.name == name), None)
-
 
 def run_qualification(target: "Target", *, suites: list[str] | None = None, limit: int | None = None,
                       report_dir: Path, overrides: dict[str, dict] | None = None,
@@ -101,8 +35,6 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
     """Qualify the endpoint of `target`; writes results.json, report.md and report.html into
     report_dir and returns the report (see QualifyReport.exit_code for 0/1/2).
     Raises UsageError/ProfileError for bad suite names or settings, before anything is sent."""
-    from .report import write_reports
-
     modules = registry()
     profile = target.profile
     names = select_suites(modules, profile, suites)

@@ -1,0 +1,109 @@
+"""Profiles: list, show, check."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from .. import flagcheck, gpus
+from ..errors import EXIT_FAILED, UsageError
+from ..profiles import ProfileStore
+from ..yamlio import dump_yaml
+from .app import GpuOpt, JsonOpt, ProfilesDirOpt, app, console, print_json, styled
+
+profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
+app.add_typer(profiles_app, name="profiles")
+
+
+# -- profiles ----------------------------------------------------------------------------------
+@profiles_app.command("list")
+def profiles_list(
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+    gpu: GpuOpt = None,
+    local: Annotated[bool, typer.Option("--local-gpus", help="Sort profiles against every local GPU.")] = False,
+) -> None:
+    """Every deployable profile; with --gpu UUID (or --local-gpus), sorted into runnable,
+    runnable-with-less-memory and incompatible, with the reason for each."""
+    store = ProfileStore(profiles_dir)
+    profiles = store.all()
+    if gpu or local:
+        inventory = gpus.require_inventory()
+        cards = inventory.gpus if local else []
+        for uuid in gpu or []:
+            card = inventory.by_uuid(uuid)
+            if card is None:
+                raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
+                                 hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
+            cards.append(card)
+        fits = sorted((gpus.classify(p, cards) for p in profiles),
+                      key=lambda f: (["runnable", "runnable-with-less-memory", "incompatible"].index(f.verdict),
+                                     f.profile))
+        if json_output:
+            print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
+            return
+        table = Table("profile", "verdict", "why")
+        for fit in fits:
+            table.add_row(fit.profile, fit.verdict, "; ".join(fit.reasons))
+        console.print(table)
+        return
+    rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
+             "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
+             "served_name": p.model.served_name, "source": p.source} for p in profiles]
+    if json_output:
+        print_json({"profiles": rows})
+        return
+    table = Table("name", "recipe", "GPUs", "cards", "description")
+    for r in rows:
+        table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", r["description"])
+    console.print(table)
+
+
+@profiles_app.command("show")
+def profiles_show(name: str, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
+    """The fully resolved profile (after `extends`), as YAML or JSON."""
+    profile = ProfileStore(profiles_dir).get(name)
+    data = profile.model_dump(mode="json")
+    if json_output:
+        print_json({**data, "source": profile.source, "extends_chain": profile.chain})
+        return
+    typer.echo(f"# {profile.source} (extends chain: {' -> '.join(profile.chain)})")
+    typer.echo(dump_yaml(data), nl=False)
+
+
+
+@profiles_app.command("check")
+def profiles_check(
+    name: str,
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+    no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,
+    resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve derived values (needs the model's config where the parser runs).")] = False,
+) -> None:
+    """Check the profile's launch flags with the argument parser of its pinned sglang:
+    unknown flags, invalid choices, wrong types, values sglang overrides."""
+    profile = ProfileStore(profiles_dir).get(name)
+    result = flagcheck.check(profile, use_image=not no_image, resolve=resolve)
+    if json_output:
+        print_json({**result.__dict__, "ok": result.ok})
+    else:
+        table = Table("flag", "given", "status", "detail")
+        for f in result.findings:
+            given = " ".join(map(str, f.given)) if isinstance(f.given, list) else str(f.given)
+            table.add_row(f.flag, escape(given), styled(f.status), escape(f.message))
+        console.print(table)
+        if result.parser_error:
+            console.print(f"[red]sglang refuses the command line:[/] {escape(result.parser_error)}")
+        for key, change in result.derived.items():
+            console.print(escape(f"  derived: {key}: {change.get('before')!r} -> {change.get('after')!r}"))
+        if result.resolve_note:
+            console.print(f"[dim]{escape(result.resolve_note)}[/]")
+        console.print(f"sglang {result.sglang_version} parser ({result.where}): "
+                      + ("[green]all flags accepted[/]" if result.ok else f"[red]{len(result.failures) or 1} problem(s)[/]"))
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+

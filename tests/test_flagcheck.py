@@ -133,6 +133,9 @@ def _fake_engine(monkeypatch: pytest.MonkeyPatch, images: list[_Image]) -> None:
     class Client:
         images = Images()
 
+        def ping(self) -> bool:
+            return True
+
     monkeypatch.setattr(docker, "from_env", lambda timeout=10: Client())
 
 

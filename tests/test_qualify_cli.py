@@ -51,10 +51,10 @@ def test_failed_gate_is_exit_1(tmp_path: Path, capsys) -> None:
     assert "FAILED" in out and "contract" in out
 
 
-def test_unreachable_endpoint_is_exit_2_with_a_clear_message(tmp_path: Path, capsys) -> None:
+def test_unreachable_endpoint_could_not_run_exit_6_with_a_clear_message(tmp_path: Path, capsys) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     code, _, err = run_cli(["--url", url, "--suite", "preflight", "--report", str(tmp_path)], capsys)
-    assert code == 2
+    assert code == 6  # could not run: not 2, which is a usage error
     assert "unreachable" in err and url in err
     assert json.loads((tmp_path / "results.json").read_text())["could_not_run"].startswith(f"endpoint {url}")
 

@@ -151,7 +151,7 @@ def test_bad_tool_json_wrong_types_are_caught_too(tmp_path: Path) -> None:
 def test_never_ready_cannot_run(tmp_path: Path) -> None:
     with sim(faults=("never_ready",)) as handle:
         report = qualify(handle.url, tmp_path, overrides={"preflight": {"ready_timeout_s": 0.5}})
-    assert report.exit_code == 2 and not report.passed
+    assert report.exit_code == 6 and not report.passed  # could not run
     assert "never became ready" in report.could_not_run and "503" in report.could_not_run
     pre = report.suite("preflight")
     assert pre.verdict is Verdict.FAILED and "503" in pre.reason
@@ -209,7 +209,7 @@ def test_suites_that_do_not_apply_are_skipped_with_the_reason(tmp_path: Path) ->
         report = qualify(handle.url, tmp_path, suites=["vision"])
         assert report.suite("vision").verdict is Verdict.SKIPPED
         assert "has no" in report.suite("vision").reason or "no images" in report.suite("vision").reason
-        assert report.exit_code == 2  # nothing ran: not a pass
+        assert report.exit_code == 6  # nothing ran: not a pass
         profile = sim_profile(handle.settings.port, vision=False, tools=False)
         report = qualify(handle.url, tmp_path, profile=profile, suites=["preflight", "vision", "tools"])
     assert report.suite("vision").reason == "profile 'sim' says the model takes no images (model.vision: false)"
@@ -236,7 +236,7 @@ def test_ctrl_c_leaves_a_partial_report_marked_incomplete(healthy, tmp_path: Pat
 
     monkeypatch.setattr(tools, "run", interrupted)
     report = qualify(healthy.url, tmp_path, suites=["preflight", "tools", "gsm8k"])
-    assert report.incomplete and report.exit_code == 2 and not report.passed
+    assert report.incomplete and report.interrupted and report.exit_code == 6 and not report.passed
     assert report.suite("preflight").verdict is Verdict.PASSED
     assert report.suite("tools").verdict is Verdict.ERROR
     # The suite that was running is named as such; the ones after it were never started.

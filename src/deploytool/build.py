@@ -1,127 +1,118 @@
 """`deploytool build`: a pinned image from a profile's recipe.
 
-plan_build() turns a profile into a BuildPlan (a build context on disk, the rendered
-Dockerfile, the labels and the tag derived from a hash of every input) with no side effect on
-the engine; build() applies a plan through the Docker SDK. The same inputs give the same tag,
-so a second build finds its image and does nothing.
+plan_build() is pure: from the profile and the recipe's declared inputs (the recipe folder,
+the files and texts the recipe declares, the base reference, the versions, the patches) it
+renders the Dockerfile and derives the tag from a hash of them all, without an engine and
+without writing or downloading anything, so `render` and `up --dry-run` can name the image
+on a machine that has none. build() resolves the base on the engine, materialises the
+context and builds through Engine. The same inputs give the same tag, so a second build
+finds its image and does nothing.
+
+A base given by digest (`...@sha256:`) pins the toolchain; a base given by tag only can move,
+so its tag ends in `-base-by-tag` and the build records the digest it resolved to in the
+image's labels (`org.opencontainers.image.base.digest`); a tag that has moved since is
+rebuilt.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-import docker.errors
 import jinja2
 
 from . import __version__, labels
 from .engine import Engine
 from .errors import BuildError, UsageError
 from .profiles import Profile
-from .recipes import load_recipe, recipe_dir
+from .recipes import RecipeInputs, load_recipe, materialise, recipe_dir
 from .state import cache_dir, journal
 
 ProgressFn = Callable[[int, int, str], None]  # (step, steps, line)
+BASE_BY_TAG = "base-by-tag"
+BASE_DIGEST_LABEL = "org.opencontainers.image.base.digest"
 
 
 @dataclass
 class BuildPlan:
     profile: str
     recipe: str
-    context_dir: Path
     dockerfile: str
     tag: str
     inputs_hash: str
     base_ref: str
-    base_id: str
-    labels: dict[str, str]
+    base_pinned: bool  # by digest; else by tag only, resolved when the image is built
+    labels: dict[str, str]  # without the base digest, which only the engine knows
     fingerprint: dict[str, str]
     steps: int
+    inputs: RecipeInputs = field(repr=False, default_factory=RecipeInputs)
 
 
 @dataclass
 class BuildResult:
-    image: str  # the tag, deploytool/<recipe>:<profile>-<hash12>
+    image: str  # the tag, deploytool/<recipe>:<profile>-<hash12>[-base-by-tag]
     image_id: str
     built: bool  # False when an image with the same inputs already existed
     inputs_hash: str
     labels: dict[str, str] = field(default_factory=dict)
     log_tail: list[str] = field(default_factory=list)
+    why: str = ""  # why it was (re)built
 
     @property
     def message(self) -> str:
         if self.built:
-            return f"built {self.image} ({self.image_id[:19]})"
+            return f"built {self.image} ({self.image_id[:19]}){': ' + self.why if self.why else ''}"
         return f"{self.image} is up to date: same inputs, nothing to build"
 
 
 def image_tag(profile: Profile, inputs_hash: str) -> str:
-    return f"deploytool/{profile.image.recipe}:{profile.name}-{inputs_hash[:12]}"
+    pinned = "@sha256:" in profile.image.base
+    return f"deploytool/{profile.image.recipe}:{profile.name}-{inputs_hash[:12]}" + ("" if pinned else f"-{BASE_BY_TAG}")
 
 
-def resolve_base(engine: Engine, base: str) -> tuple[str, str]:
-    """The base image's id, and the reference to build FROM. A base given by digest is used as
-    is; a tag is pinned to the id it has now, so the build cannot drift under a moving tag."""
-    image = engine.image(base)
-    if image is None:
-        raise BuildError(
-            f"base image {base!r} is not on this engine",
-            hint="pull it (`docker pull`), or for the sim recipe run scripts/make-base-image.sh (make base-image)",
-        )
-    return image.id, (base if "@sha256:" in base else image.id)
-
-
-def plan_build(profile: Profile, engine: Engine, *, wheelhouse: Path | None = None,
-               work_dir: Path | None = None) -> BuildPlan:
+def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan:
+    """The image a build would make, from declared inputs only (no engine, no writes)."""
     recipe = load_recipe(profile.image.recipe)
     recipe.check(profile)
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise UsageError(f"--wheelhouse {wheelhouse} is not a folder")
-    base_id, base_ref = resolve_base(engine, profile.image.base)
-    context = Path(tempfile.mkdtemp(prefix=f"build-{profile.name}-", dir=work_dir or cache_dir("build")))
+    inputs: RecipeInputs = recipe.declare(profile, wheelhouse=wheelhouse)
     source = recipe_dir(profile.image.recipe)
-    for item in source.iterdir():
-        if item.name != "Dockerfile.j2" and not item.name.startswith("."):
-            (shutil.copytree if item.is_dir() else shutil.copy2)(item, context / item.name)
-    try:
-        inputs = recipe.prepare(profile, context_dir=context, wheelhouse=wheelhouse)
-    except BaseException:
-        shutil.rmtree(context, ignore_errors=True)
-        raise
-
+    base_ref = profile.image.base
     fingerprint = {**inputs.fingerprint, "deploytool": __version__, "recipe": profile.image.recipe}
     template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
         (source / "Dockerfile.j2").read_text()
     )
     dockerfile = template.render(profile=profile, base_ref=base_ref, **inputs.template_vars)
-    (context / "Dockerfile").write_text(dockerfile)
 
     digest = hashlib.sha256()
     for part in (
         json.dumps(profile.image.model_dump(mode="json"), sort_keys=True),
-        base_id,
+        base_ref,
         json.dumps(inputs.extra_hash_inputs, sort_keys=True),
         json.dumps(fingerprint, sort_keys=True),
+        dockerfile,
     ):
         digest.update(part.encode() + b"\0")
-    for path in sorted(p for p in context.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(context)).encode() + b"\0")
-        digest.update(_file_digest(path) + b"\0")
+    context = {item.name: item for item in source.iterdir()
+               if item.name != "Dockerfile.j2" and not item.name.startswith(".")}
+    context.update(inputs.files)
+    for name, item in sorted(context.items()):
+        for relative, data in _contents(name, item):
+            digest.update(relative.encode() + b"\0" + data + b"\0")
     inputs_hash = digest.hexdigest()
     tag = image_tag(profile, inputs_hash)
 
     image_labels = {
         "org.opencontainers.image.title": f"deploytool {profile.image.recipe} runtime for {profile.name}",
         "org.opencontainers.image.version": inputs_hash[:12],
-        "org.opencontainers.image.base.name": profile.image.base,
-        "org.opencontainers.image.base.digest": base_id,
+        "org.opencontainers.image.base.name": base_ref,
         "org.opencontainers.image.vendor": "deploytool",
         labels.IMAGE_RECIPE: profile.image.recipe,
         labels.IMAGE_PROFILE: profile.name,
@@ -129,57 +120,99 @@ def plan_build(profile: Profile, engine: Engine, *, wheelhouse: Path | None = No
         labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
     }
     # The classic builder runs one LABEL step per label after the Dockerfile's own steps.
-    steps = sum(1 for line in dockerfile.splitlines() if re.match(r"^\s*[A-Z]+\s", line)) + len(image_labels)
-    return BuildPlan(profile=profile.name, recipe=profile.image.recipe, context_dir=context,
-                     dockerfile=dockerfile, tag=tag, inputs_hash=inputs_hash, base_ref=base_ref,
-                     base_id=base_id, labels=image_labels, fingerprint=fingerprint, steps=steps)
+    steps = sum(1 for line in dockerfile.splitlines() if re.match(r"^\s*[A-Z]+\s", line)) + len(image_labels) + 1
+    return BuildPlan(profile=profile.name, recipe=profile.image.recipe, dockerfile=dockerfile, tag=tag,
+                     inputs_hash=inputs_hash, base_ref=base_ref, base_pinned="@sha256:" in base_ref,
+                     labels=image_labels, fingerprint=fingerprint, steps=steps, inputs=inputs)
+
+
+def _contents(name: str, item: Path | str) -> list[tuple[str, bytes]]:
+    """(path in the context, digest) of each file an input puts there, read where it lies."""
+    if isinstance(item, str):
+        return [(name, hashlib.sha256(item.encode()).digest())]
+    if item.is_file():
+        return [(name, _file_digest(item))]
+    out = []
+    for path in sorted(p for p in item.rglob("*") if p.is_file()):
+        relative = path.relative_to(item)
+        if "__pycache__" in relative.parts or path.suffix == ".pyc":  # what materialise leaves out
+            continue
+        out.append((f"{name}/{relative}", _file_digest(path)))
+    return out
+
+
+def stale_reason(plan: BuildPlan, existing_labels: dict[str, str] | None, base_id: str | None) -> str | None:
+    """Why the image must be built: None when the engine's image with this tag is current.
+    A base pinned by tag that now resolves elsewhere makes the same tag stale."""
+    if existing_labels is None:
+        return "no image with these inputs yet"
+    if not plan.base_pinned and base_id and existing_labels.get(BASE_DIGEST_LABEL) not in (None, base_id):
+        return f"base {plan.base_ref} has moved since the last build (now {base_id[:19]})"
+    return None
+
+
+def resolve_base(engine: Engine, base: str) -> str:
+    """The base image's id on this engine; the build needs it there (no registry is pulled)."""
+    image = engine.image(base)
+    if image is None:
+        raise BuildError(
+            f"base image {base!r} is not on this engine",
+            hint="pull it (`docker pull`), or for the sim recipe run scripts/make-base-image.sh (make base-image)",
+        )
+    return image.id
 
 
 def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | None = None,
           progress: ProgressFn | None = None, no_cache: bool = False) -> BuildResult:
     engine = engine or Engine()
-    plan = plan_build(profile, engine, wheelhouse=wheelhouse)
+    plan = plan_build(profile, wheelhouse=wheelhouse)
+    base_id = resolve_base(engine, plan.base_ref)
+    existing = engine.image(plan.tag)
+    why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
+    if why is None:
+        return BuildResult(image=plan.tag, image_id=existing.id, built=False,
+                           inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
+    image_labels = {**plan.labels, BASE_DIGEST_LABEL: base_id}
+    context = Path(tempfile.mkdtemp(prefix=f"build-{profile.name}-", dir=cache_dir("build")))
     try:
-        existing = engine.image(plan.tag)
-        if existing is not None:
-            return BuildResult(image=plan.tag, image_id=existing.id, built=False,
-                               inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
-        image_id, tail = _run_build(engine, plan, progress, no_cache)
+        source = recipe_dir(profile.image.recipe)
+        for item in source.iterdir():
+            if item.name != "Dockerfile.j2" and not item.name.startswith("."):
+                (shutil.copytree if item.is_dir() else shutil.copy2)(item, context / item.name)
+        materialise(plan.inputs, context)
+        (context / "Dockerfile").write_text(plan.dockerfile)
+        image_id, tail = _run_build(engine, plan, context, image_labels, progress, no_cache)
     finally:
-        shutil.rmtree(plan.context_dir, ignore_errors=True)
-    journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash)
+        shutil.rmtree(context, ignore_errors=True)
+    journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
+            base=plan.base_ref, base_digest=base_id)
     return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
-                       labels=plan.labels, log_tail=tail)
+                       labels=image_labels, log_tail=tail, why=why)
 
 
-def _run_build(engine: Engine, plan: BuildPlan, progress: ProgressFn | None, no_cache: bool) -> tuple[str, list[str]]:
+def _run_build(engine: Engine, plan: BuildPlan, context: Path, image_labels: dict[str, str],
+               progress: ProgressFn | None, no_cache: bool) -> tuple[str, list[str]]:
     log: list[str] = []
     step, step_line = 0, ""
     image_id = None
-    stream = engine.client.api.build(path=str(plan.context_dir), tag=plan.tag, labels=plan.labels,
-                                     decode=True, rm=True, forcerm=True, nocache=no_cache, pull=False)
-    try:
-        for event in _events(stream):
-            if "error" in event:
-                detail = (event.get("errorDetail") or {}).get("message") or event["error"]
-                raise BuildError(
-                    f"build of {plan.tag} failed at step {step}/{plan.steps}: {step_line.strip()}\n"
-                    f"  {detail.strip()}\n  last lines of output:\n" + "\n".join("    " + x for x in log[-15:])
-                )
-            if "aux" in event and "ID" in event["aux"]:
-                image_id = event["aux"]["ID"]
-            text = event.get("stream", "")
-            for line in text.splitlines():
-                if not line.strip():
-                    continue
-                match = re.match(r"^Step (\d+)/(\d+) : (.*)", line)
-                if match:
-                    step, step_line = int(match.group(1)), match.group(3)
-                log.append(line)
-                if progress:
-                    progress(step, plan.steps, line)
-    except docker.errors.APIError as exc:
-        raise BuildError(f"the engine refused the build of {plan.tag}: {exc.explanation or exc}") from None
+    for event in engine.build_events(context, tag=plan.tag, labels=image_labels, no_cache=no_cache):
+        if "error" in event:
+            detail = (event.get("errorDetail") or {}).get("message") or event["error"]
+            raise BuildError(
+                f"build of {plan.tag} failed at step {step}/{plan.steps}: {step_line.strip()}\n"
+                f"  {detail.strip()}\n  last lines of output:\n" + "\n".join("    " + x for x in log[-15:])
+            )
+        if "aux" in event and "ID" in event["aux"]:
+            image_id = event["aux"]["ID"]
+        for line in event.get("stream", "").splitlines():
+            if not line.strip():
+                continue
+            match = re.match(r"^Step (\d+)/(\d+) : (.*)", line)
+            if match:
+                step, step_line = int(match.group(1)), match.group(3)
+            log.append(line)
+            if progress:
+                progress(step, plan.steps, line)
     if image_id is None:
         image = engine.image(plan.tag)
         if image is None:
@@ -188,22 +221,9 @@ def _run_build(engine: Engine, plan: BuildPlan, progress: ProgressFn | None, no_
     return image_id, log[-15:]
 
 
-def _events(stream: Iterator[dict]) -> Iterator[dict]:
-    yield from stream
-
-
 def _file_digest(path: Path) -> bytes:
     h = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             h.update(block)
     return h.digest()
-
-
-def link_or_copy(source: Path, target: Path) -> None:
-    """Hard-link when possible: a wheelhouse can be hundreds of MB."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)

@@ -14,8 +14,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import docker.errors
-
 from . import labels
 from .engine import Engine
 from .errors import DeployError
@@ -76,43 +74,32 @@ def expected_fingerprint(engine: Engine, image: str, slot: Slot) -> dict[str, An
 def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
     """The image's record of its installed toolchain; {} for an image without one (sim)."""
     try:
-        out = engine.client.containers.run(image, entrypoint=["/bin/sh", "-c"], remove=True, network_mode="none",
-                                           command=[f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'"])
-        data = json.loads(out.decode("utf-8", "replace"))
-    except (docker.errors.ContainerError, ValueError):
+        data = json.loads(engine.run_throwaway(image, f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'"))
+    except (DeployError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
 def ensure_volume(engine: Engine, slot: Slot) -> bool:
     """Create the slot's cache volume when missing; True when it was created."""
-    try:
-        engine.client.volumes.get(slot.cache_volume())
+    if engine.volume_exists(slot.cache_volume()):
         return False
-    except docker.errors.NotFound:
-        engine.client.volumes.create(name=slot.cache_volume(), labels={labels.VOLUME_CACHE: slot.name,
-                                                                       labels.MANAGED: "true",
-                                                                       labels.INSTANCE: labels.instance()})
-        return True
+    engine.create_volume(slot.cache_volume(), {labels.VOLUME_CACHE: slot.name, labels.MANAGED: "true",
+                                               labels.INSTANCE: labels.instance()})
+    return True
 
 
 def _in_volume(engine: Engine, image: str, slot: Slot, script: str) -> str:
     """Run a shell script with the cache volume at /cache, in a throwaway container of the
     release's own image (it is on the engine already; no helper image to pull)."""
     try:
-        output = engine.client.containers.run(
-            image, entrypoint=["/bin/sh", "-c"], command=[script], remove=True, network_mode="none",
-            volumes={slot.cache_volume(): {"bind": "/cache", "mode": "rw"}}, user="0",
-        )
-    except docker.errors.ContainerError as exc:
-        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: {exc}") from None
-    return output.decode("utf-8", "replace")
+        return engine.run_throwaway(image, script, volume=slot.cache_volume(), mount="/cache", root=True)
+    except DeployError as exc:
+        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: {exc.message}") from None
 
 
 def read_state(engine: Engine, image: str, slot: Slot) -> CacheState:
-    try:
-        engine.client.volumes.get(slot.cache_volume())
-    except docker.errors.NotFound:
+    if not engine.volume_exists(slot.cache_volume()):
         return CacheState(slot.cache_volume(), False, None, 0, 0)
     out = _in_volume(engine, image, slot,
                      f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
@@ -137,27 +124,30 @@ def _wipe(engine: Engine, image: str, slot: Slot, new_fingerprint: dict[str, Any
     return int(out.strip().splitlines()[-1])
 
 
-def prepare_slot_cache(engine: Engine, image: str, slot: Slot, *, release: int | None = None) -> CacheDecision:
-    """Called by `up` before the release's container starts."""
-    created = ensure_volume(engine, slot)
-    expected = expected_fingerprint(engine, image, slot)
-    state = read_state(engine, image, slot)
+def decide(state: CacheState, expected: dict[str, Any]) -> CacheDecision:
+    """Keep, wipe or create: a pure decision from what the volume holds and what the new
+    release's image and cards would compile with. `up --dry-run` prints it; `prepare` applies it."""
     stored = state.fingerprint
-    if created or (stored is None and state.files == 0):
-        _wipe(engine, image, slot, expected)
-        decision = CacheDecision(slot.cache_volume(), "created", "new cache, fingerprint recorded")
-    elif stored == expected:
-        decision = CacheDecision(slot.cache_volume(), "kept", "the toolchain and the cards are unchanged")
-    else:
-        differences = {
-            key: {"stored": (stored or {}).get(key), "new": expected.get(key)}
-            for key in sorted(set(stored or {}) | set(expected))
-            if (stored or {}).get(key) != expected.get(key)
-        }
-        what = ", ".join(differences) if stored else "no fingerprint recorded for its contents"
-        removed = _wipe(engine, image, slot, expected)
-        decision = CacheDecision(slot.cache_volume(), "wiped", f"toolchain or cards changed: {what}",
-                                 differences, removed)
+    if not state.exists or (stored is None and state.files == 0):
+        return CacheDecision(state.volume, "created", "new cache, fingerprint recorded")
+    if stored == expected:
+        return CacheDecision(state.volume, "kept", "the toolchain and the cards are unchanged")
+    differences = {
+        key: {"stored": (stored or {}).get(key), "new": expected.get(key)}
+        for key in sorted(set(stored or {}) | set(expected))
+        if (stored or {}).get(key) != expected.get(key)
+    }
+    what = ", ".join(differences) if stored else "no fingerprint recorded for its contents"
+    return CacheDecision(state.volume, "wiped", f"toolchain or cards changed: {what}", differences)
+
+
+def prepare_slot_cache(engine: Engine, image: str, slot: Slot, *, release: int | None = None) -> CacheDecision:
+    """Called before a release's container starts (a new one, or a restored one)."""
+    ensure_volume(engine, slot)
+    expected = expected_fingerprint(engine, image, slot)
+    decision = decide(read_state(engine, image, slot), expected)
+    if decision.action != "kept":
+        decision.files_removed = _wipe(engine, image, slot, expected)
     journal("cache." + decision.action, slot=slot.name, release=release, volume=decision.volume,
             reason=decision.reason, differences=decision.differences, files_removed=decision.files_removed)
     return decision

@@ -88,9 +88,14 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
 
 
 def render_text(req: RenderRequest) -> str:
-    header = (f"# Rendered by deploytool for profile {req.profile.name}, slot {req.slot.name}, "
-              f"release {req.release}.\n# Do not edit: re-render with `deploytool render`.\n")
-    return header + dump_yaml(render_compose(req))
+    return document_text(render_compose(req), profile=req.profile.name, slot=req.slot.name, release=req.release)
+
+
+def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int) -> str:
+    """A rendered compose document as the file deploytool writes (a plan carries the document)."""
+    header = (f"# Rendered by deploytool for profile {profile}, slot {slot}, "
+              f"release {release}.\n# Do not edit: re-render with `deploytool render`.\n")
+    return header + dump_yaml(document)
 
 
 def write_compose(req: RenderRequest, path: Path) -> Path:

@@ -97,9 +97,9 @@ def _state_home() -> Path:
 def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
     try:
         if client is None:
-            import docker
+            from .engine import Engine
 
-            client = docker.from_env(timeout=10)
+            client = Engine().client  # pings; unreachable raises EngineUnavailable
         client.ping()
         version = client.version()
         info = client.info()
@@ -114,18 +114,19 @@ def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
 
 
 def check_compose() -> Check:
-    docker_cli = shutil.which("docker")
-    if docker_cli is None:
+    from .engine import compose_plugin_version
+
+    if shutil.which("docker") is None:
         return Check("compose plugin", "fail", "the `docker` command is not on PATH",
                      hint="install the docker CLI with the compose v2 plugin")
     try:
-        proc = subprocess.run([docker_cli, "compose", "version", "--short"], capture_output=True, text=True, timeout=30)
+        version = compose_plugin_version()
     except subprocess.TimeoutExpired:
         return Check("compose plugin", "fail", "`docker compose version` did not answer")
-    if proc.returncode != 0:
+    if version is None:
         return Check("compose plugin", "fail", "the compose v2 plugin is missing",
                      hint="install docker-compose-plugin (>= 2.20)")
-    text = proc.stdout.strip().lstrip("v")
+    text = version.lstrip("v")
     if version_tuple(text)[:3] < MIN_COMPOSE:
         return Check("compose plugin", "fail", f"compose {text} is older than 2.20",
                      hint="healthcheck start_interval needs compose >= 2.20: upgrade the plugin",

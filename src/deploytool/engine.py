@@ -1,23 +1,27 @@
 """The Docker engine, as deploytool uses it: the Docker SDK for objects (containers, images,
 volumes, builds) and the real `docker compose` plugin for compose projects.
 
+This is the one door to Docker: no other module imports the SDK or runs `docker`, so an
+engine's error always arrives as a DeploytoolError with a message, never as docker.errors.
 Callers get typed `Release` objects, not the SDK's dicts.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import docker
 import docker.errors
 
 from . import labels
-from .errors import DeployError, EngineUnavailable
+from .errors import BuildError, DeployError, EngineUnavailable
 
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker Engine >= 25 with the compose v2 plugin (on Debian as root: "
@@ -52,10 +56,37 @@ class Release:
     def url(self) -> str:
         """Where this host reaches the release: its published address, or loopback for a
         wildcard publish."""
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host_ip, self.host_ip)
-        return f"http://[{host}]:{self.host_port}" if ":" in host else f"http://{host}:{self.host_port}"
+        return published_url(self.host_ip, self.host_port)
 
 
+def published_url(host_ip: str, port: int) -> str:
+    """Where this host reaches a port published on `host_ip` (loopback for a wildcard)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_ip, host_ip)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _engine_errors_as_messages(cls: type) -> type:
+    """Wrap every public method so that an engine error the method did not handle itself
+    becomes a DeploytoolError with a message: docker.errors never leave this module."""
+    def wrap(method: Any) -> Any:
+        @functools.wraps(method)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except docker.errors.APIError as exc:
+                raise DeployError(f"the Docker engine refused: {exc.explanation or exc}",
+                                  hint="see `deploytool doctor`") from None
+            except docker.errors.DockerException as exc:
+                raise EngineUnavailable(f"the Docker engine failed: {_short(exc)}", hint=HOW_TO_GET_AN_ENGINE) from None
+        return call
+
+    for name, member in list(vars(cls).items()):
+        if callable(member) and not name.startswith("_") and not inspect.isgeneratorfunction(member):
+            setattr(cls, name, wrap(member))
+    return cls
+
+
+@_engine_errors_as_messages
 class Engine:
     def __init__(self, client: docker.DockerClient | None = None):
         if client is None:
@@ -66,6 +97,14 @@ class Engine:
                 raise EngineUnavailable(f"no Docker engine is reachable ({_short(exc)})",
                                         hint=HOW_TO_GET_AN_ENGINE) from None
         self.client = client
+
+    @classmethod
+    def optional(cls) -> "Engine | None":
+        """The engine when one answers, else None: for checks that can run without one."""
+        try:
+            return cls()
+        except EngineUnavailable:
+            return None
 
     @cached_property
     def server_version(self) -> str:
@@ -84,20 +123,20 @@ class Engine:
                               + _tail(proc.stderr or proc.stdout, 15))
         return proc
 
-    def compose_config(self, compose_file: Path) -> str:
-        """`docker compose config`: the plugin's own validation of a rendered file."""
-        cmd = [_docker_cli(), "compose", "-f", str(compose_file), "config"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    def compose_config(self, text: str, *, what: str, project: str) -> str:
+        """`docker compose config` on a rendered document given on stdin: the plugin's own
+        validation, before any file is written or anything is stopped."""
+        cmd = [_docker_cli(), "compose", "-p", project, "-f", "-", "config"]
+        proc = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
-            raise DeployError(f"docker compose rejected {compose_file}:\n{_tail(proc.stderr, 15)}")
+            raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
         return proc.stdout
 
     def compose_version(self) -> str:
-        proc = subprocess.run([_docker_cli(), "compose", "version", "--short"], capture_output=True,
-                              text=True, timeout=30)
-        if proc.returncode != 0:
+        version = compose_plugin_version()
+        if version is None:
             raise EngineUnavailable("the docker compose v2 plugin is missing", hint=HOW_TO_GET_AN_ENGINE)
-        return proc.stdout.strip()
+        return version
 
     # -- releases --------------------------------------------------------------------------
     def releases(self, slot: str | None = None) -> list[Release]:
@@ -166,6 +205,63 @@ class Engine:
     def image_labels(self, reference: str) -> dict[str, str]:
         image = self.image(reference)
         return dict(image.labels or {}) if image is not None else {}
+
+    def images_labelled(self, label: str) -> list[tuple[str, dict[str, str], str]]:
+        """(reference, labels, created) of every image carrying `label` (KEY=VALUE)."""
+        found = self.client.images.list(filters={"label": label})
+        return [((i.tags or [i.id])[0], dict(i.labels or {}), i.attrs.get("Created", "")) for i in found]
+
+    def build_events(self, context_dir: Path, *, tag: str, labels: dict[str, str],
+                     no_cache: bool) -> Iterator[dict[str, Any]]:
+        """The classic builder's event stream (stream lines, aux image id, error events)."""
+        try:
+            yield from self.client.api.build(path=str(context_dir), tag=tag, labels=labels, decode=True, rm=True,
+                                             forcerm=True, nocache=no_cache, pull=False)
+        except docker.errors.APIError as exc:
+            raise BuildError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from None
+
+    # -- throwaway containers ----------------------------------------------------------------
+    def run_throwaway(self, image: str, script: str, *, volume: str | None = None, mount: str = "/cache",
+                      root: bool = False) -> str:
+        """Run a shell script in a throwaway container of `image` (no network; `volume` at
+        `mount` when given) and return its output. A script that fails raises DeployError."""
+        volumes = {volume: {"bind": mount, "mode": "rw"}} if volume else None
+        try:
+            out = self.client.containers.run(image, entrypoint=["/bin/sh", "-c"], command=[script], remove=True,
+                                             network_mode="none", volumes=volumes, user="0" if root else None)
+        except docker.errors.ContainerError as exc:
+            raise DeployError(f"a throwaway container of {image} failed: {exc}") from None
+        except docker.errors.ImageNotFound:
+            raise DeployError(f"image {image} is not on this engine") from None
+        return out.decode("utf-8", "replace")
+
+    def run_argv(self, image: str, entrypoint: str, args: list[str], *,
+                 timeout: float) -> subprocess.CompletedProcess[str]:
+        """`docker run --rm --network none --entrypoint ENTRYPOINT IMAGE ARGS...`, its exit code
+        and both streams (the flag check reads stdout, and stderr when it failed)."""
+        cmd = [_docker_cli(), "run", "--rm", "--network", "none", "--entrypoint", entrypoint, image, *args]
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise DeployError(f"a container of {image} did not finish within {timeout:g} s") from None
+
+    # -- volumes -----------------------------------------------------------------------------
+    def volume_exists(self, name: str) -> bool:
+        try:
+            self.client.volumes.get(name)
+            return True
+        except docker.errors.NotFound:
+            return False
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        self.client.volumes.create(name=name, labels=labels)
+
+
+def compose_plugin_version() -> str | None:
+    """The compose v2 plugin's version, or None when it is missing (no engine needed)."""
+    proc = subprocess.run([_docker_cli(), "compose", "version", "--short"], capture_output=True, text=True,
+                          timeout=30)
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def _docker_cli() -> str:

@@ -13,6 +13,8 @@ EXIT_USAGE = 2  # bad input: unknown profile, malformed YAML, bad flag value
 EXIT_ENGINE = 3  # no Docker engine / compose plugin reachable
 EXIT_NO_GPU = 4  # no NVIDIA driver / NVML on this machine
 EXIT_BUSY = 5  # another deploytool holds the slot's lock
+EXIT_COULD_NOT_RUN = 6  # the command could not do its work: endpoint unreachable, nothing measured, a tool failed
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells expect
 
 
 class DeploytoolError(Exception):
@@ -45,6 +47,18 @@ class NoGpuError(DeploytoolError):
 
 class SlotBusy(DeploytoolError):
     exit_code = EXIT_BUSY
+
+
+class CouldNotRun(DeploytoolError):
+    """The input was fine but the work could not be done (not a "no" from a gate)."""
+
+    exit_code = EXIT_COULD_NOT_RUN
+
+
+class Interrupted(DeploytoolError):
+    """Ctrl-C: the message says what was running and what serves now."""
+
+    exit_code = EXIT_INTERRUPTED
 
 
 class BuildError(DeploytoolError):

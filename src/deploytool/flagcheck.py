@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from . import labels
-from .errors import DeploytoolError, UsageError
+from .engine import Engine
+from .errors import CouldNotRun, DeploytoolError, UsageError
 from .patches import sglang_wheel
 from .profiles import Profile, args_to_argv
 from .resources import package_dir, resource
@@ -122,7 +123,7 @@ def parser_venv(sglang_version: str) -> Path:
         proc = subprocess.run([str(bin_python), "-m", "pip", "install", "--quiet", *step],
                               capture_output=True, text=True)
         if proc.returncode != 0:
-            raise DeploytoolError(f"could not make the sglang {sglang_version} parser environment in {root}:\n"
+            raise CouldNotRun(f"could not make the sglang {sglang_version} parser environment in {root}:\n"
                                   + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
                                   hint="it needs a package index once (or pip's find-links); a built image avoids it")
     stamp.write_text(json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index}))
@@ -139,28 +140,27 @@ def find_built_image(profile: Profile) -> tuple[str | None, str | None]:
     """(image, None), or (None, why no built image is used: None when the engine has none).
     An image counts only when its toolchain label's `sglang` is the profile's
     image.runtime_version: after a bump without a rebuild it holds another sglang's parser."""
+    engine = Engine.optional()
+    if engine is None:  # no engine: fall back to the venv, say where the check ran
+        return None, None
     try:
-        import docker
-
-        client = docker.from_env(timeout=10)
-        found = client.images.list(filters={"label": f"{labels.IMAGE_PROFILE}={profile.name}"})
-    except Exception:  # no engine: fall back to the venv, say where the check ran
+        found = engine.images_labelled(f"{labels.IMAGE_PROFILE}={profile.name}")
+    except DeploytoolError:
         return None, None
     if not found:
         return None, None
     want = profile.image.runtime_version
     fitting, other = [], set()
-    for image in found:
+    for reference, image_labels, created in found:
         try:
-            have = json.loads((image.labels or {}).get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
+            have = json.loads(image_labels.get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
         except (json.JSONDecodeError, AttributeError):
             have = None
-        (fitting.append(image) if have == want else other.add(str(have or "unknown")))
+        (fitting.append((created, reference)) if have == want else other.add(str(have or "unknown")))
     if not fitting:
         return None, (f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
                       f"the profile pins {want}: rebuild with `deploytool build --profile {profile.name}`")
-    newest = max(fitting, key=lambda image: image.attrs.get("Created", ""))
-    return (newest.tags or [newest.id])[0], None
+    return max(fitting)[1], None
 
 
 def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
@@ -179,19 +179,21 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
         image, not_image = find_built_image(profile)
     if image:
         where = f"image {image}"
-        cmd = ["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c", probe,
-               json.dumps(request)]
+        try:
+            proc = Engine().run_argv(image, "python3", ["-c", probe, json.dumps(request)], timeout=timeout)
+        except DeploytoolError as exc:
+            raise CouldNotRun(f"sglang's parser could not run ({where}): {exc.message}") from None
     else:
         python = parser_venv(version)
         where = f"venv {python.parent.parent}" + (f" (no built image: {not_image})" if not_image else "")
-        cmd = [str(python), "-c", probe, json.dumps(request)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise DeploytoolError(f"sglang's parser did not answer within {timeout:g} s ({where})") from None
+        try:
+            proc = subprocess.run([str(python), "-c", probe, json.dumps(request)], capture_output=True, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({where})") from None
     answer = _answer(proc.stdout)
     if answer is None:
-        raise DeploytoolError(f"sglang {version}'s parser could not run ({where}, exit {proc.returncode}):\n"
+        raise CouldNotRun(f"sglang {version}'s parser could not run ({where}, exit {proc.returncode}):\n"
                               + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
     result = FlagCheck(profile=profile.name, sglang_version=version, where=where,
                        parser_error=answer.get("parser_error"), derived=answer.get("derived") or {})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .in_image import unidiff
-from .errors import DeploytoolError, ProfileError, UsageError
+from .errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
 from .profiles import Profile
 from .resources import resource
 from .state import cache_dir
@@ -100,7 +100,7 @@ def sglang_wheel(version: str, python: str = "3.11") -> Path:
     proc = subprocess.run(cmd, capture_output=True, text=True)
     found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(target.glob(f"sglang-{version}-py3-*.whl"))
     if proc.returncode != 0 or not found:
-        raise DeploytoolError(f"could not download sglang {version} for Python {python}:\n"
+        raise CouldNotRun(f"could not download sglang {version} for Python {python}:\n"
                               + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-8:]),
                               hint=f"put the wheel (sglang-{version}-*.whl) into {target} by hand on a host without a package index")
     return found[0]

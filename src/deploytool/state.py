@@ -86,22 +86,31 @@ class SlotPointers:
     next_release: int = 1
 
 
-def slot_dir(slot: str) -> Path:
+def slot_path(slot: str) -> Path:
+    """Where a slot's state lives, without creating it (readers and `--dry-run` write nothing)."""
     # Another DEPLOYTOOL_INSTANCE on the same state directory keeps its own pointers and locks.
     base = home() if instance() == "default" else home() / "instances" / instance()
-    path = base / "slots" / slot
+    return base / "slots" / slot
+
+
+def release_path(slot: str, release: int) -> Path:
+    return slot_path(slot) / "releases" / str(release)
+
+
+def slot_dir(slot: str) -> Path:
+    path = slot_path(slot)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def release_dir(slot: str, release: int) -> Path:
-    path = slot_dir(slot) / "releases" / str(release)
+    path = release_path(slot, release)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
 def read_pointers(slot: str) -> SlotPointers:
-    path = slot_dir(slot) / "slot.json"
+    path = slot_path(slot) / "slot.json"
     if not path.exists():
         return SlotPointers()
     return SlotPointers(**json.loads(path.read_text()))

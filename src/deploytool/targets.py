@@ -13,7 +13,7 @@ from .engine import Engine, Release
 from .errors import UsageError
 from .profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
-from .state import read_pointers, release_dir
+from .state import read_pointers, release_path
 
 
 @dataclass
@@ -68,5 +68,5 @@ def previous_release(slot: Slot, releases: list[Release], current: int) -> Relea
 
 
 def qualify_results_path(slot: Slot, release: int) -> Path | None:
-    path = release_dir(slot.name, release) / "qualify" / "results.json"
+    path = release_path(slot.name, release) / "qualify" / "results.json"
     return path if path.exists() else None

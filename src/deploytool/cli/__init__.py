@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import sys
 
-import docker.errors
-
-from ..errors import EXIT_ENGINE, EXIT_FAILED, DeploytoolError
+from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, DeploytoolError
 from .app import app, console_err
 
 # Importing the command modules registers their commands on `app`.
@@ -27,10 +25,8 @@ def main(argv: list[str] | None = None) -> None:
     except DeploytoolError as exc:
         _error(exc.message, exc.hint, exc.exit_code)
     except KeyboardInterrupt:
-        console_err.print("interrupted", markup=False)
-        sys.exit(130)
-    except docker.errors.DockerException as exc:  # an engine error no command turned into a message
-        _error(f"the Docker engine refused: {exc}", "see `deploytool doctor`", EXIT_ENGINE)
+        console_err.print("interrupted (Ctrl-C)", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
     except OSError as exc:
         _error(str(exc), None, EXIT_FAILED)
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..errors import UsageError
+from ..errors import EXIT_COULD_NOT_RUN, UsageError
 from ..targets import resolve_target
 from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
 
@@ -74,12 +74,12 @@ def bench_command(
     raise typer.Exit(code)
 
 
-EXIT_MEASURED, EXIT_PARTIAL, EXIT_NOTHING_MEASURED = 0, 1, 2
+EXIT_MEASURED, EXIT_PARTIAL, EXIT_NOTHING_MEASURED = 0, 1, EXIT_COULD_NOT_RUN
 
 
 def bench_exit_code(run) -> tuple[int, str]:
     """0: every request completed and the run is complete; 1: the run is incomplete (its time
-    bound cut it) or some request failed; 2: no measured request completed (endpoint unusable)."""
+    bound cut it) or some request failed; 6: no measured request completed (endpoint unusable)."""
     completed = sum(1 for r in run.requests if r.phase != "warmup" and r.ok)
     if completed == 0:
         return EXIT_NOTHING_MEASURED, "no request completed: nothing was measured (endpoint unusable)"

@@ -26,6 +26,7 @@ app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
 BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on.")]
+RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
 
 
 class ConsoleReporter(deploy.Reporter):
@@ -77,10 +78,11 @@ def render_command(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
-    """Render the compose file of one release (no engine needed when --image is given)."""
+    """Render the compose file of one release. Needs no engine: the image tag derives from the
+    profile's declared inputs."""
     slot = slot_from_options(gpu, cpu)
     resolved = ProfileStore(profiles_dir).get(profile)
-    reference = image or _planned_tag(resolved)
+    reference = image or build.plan_build(resolved).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
                                      host_port=port, bind=bind))
     if output:
@@ -91,16 +93,17 @@ def render_command(
         typer.echo(text, nl=False)
 
 
-def _planned_tag(profile) -> str:
-    engine = Engine()
-    plan = build.plan_build(profile, engine)
-    import shutil
-
-    shutil.rmtree(plan.context_dir, ignore_errors=True)
-    return plan.tag
-
-
 # -- up / rollback / status --------------------------------------------------------------------
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan (steps, restore steps, rendered files) and change nothing.")]
+
+
+def _print_plan(plan: deploy.Plan, json_output: bool) -> None:
+    if json_output:
+        print_json({"dry_run": True, "plan": plan.to_json()})
+    else:
+        typer.echo("\n".join(plan.lines()))
+
+
 @app.command("up")
 def up_command(
     gpu: GpuOpt = None,
@@ -111,17 +114,22 @@ def up_command(
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Qualify with only these suites (repeatable).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
-    retention: Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot.")] = deploy.DEFAULT_RETENTION,
+    retention: RetentionOpt = deploy.DEFAULT_RETENTION,
+    dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
     slot = slot_from_options(gpu, cpu)
+    options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
+                               qualify_suites=suite, qualify_limit=limit, retention=retention,
+                               profiles_dirs=profiles_dir)
+    if dry_run:
+        _print_plan(deploy.plan_for_up(slot, options, engine=Engine())[0], json_output)
+        return
     with ConsoleReporter() as reporter:
-        result = deploy.up(slot, profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
-                           qualify_suites=suite, qualify_limit=limit, retention=retention,
-                           profiles_dirs=profiles_dir, reporter=reporter)
+        result = deploy.up(slot, options, reporter=reporter)
     if json_output:
         print_json(result)
         return
@@ -131,10 +139,14 @@ def up_command(
 
 
 @app.command("rollback")
-def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, dry_run: DryRunOpt = False,
+                     json_output: JsonOpt = False) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     slot = slot_from_options(gpu, cpu)
+    if dry_run:
+        _print_plan(deploy.plan_for_rollback(slot, engine=Engine()), json_output)
+        return
     with ConsoleReporter() as reporter:
         result = deploy.rollback(slot, reporter=reporter)
     if json_output:
@@ -142,6 +154,23 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonO
         return
     typer.echo(f"slot {result.slot}: release {result.release} serves again at {result.url}; "
                f"release {result.stopped} stopped ({result.seconds} s)")
+
+
+@app.command("prune")
+def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionOpt = deploy.DEFAULT_RETENTION,
+                  dry_run: DryRunOpt = False, json_output: JsonOpt = False) -> None:
+    """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
+    each cut-over); never the current release or the rollback target."""
+    slot = slot_from_options(gpu, cpu)
+    if dry_run:
+        _print_plan(deploy.plan_for_prune(slot, retention, engine=Engine()), json_output)
+        return
+    with ConsoleReporter() as reporter:
+        result = deploy.prune(slot, retention, reporter=reporter)
+    if json_output:
+        print_json(result)
+        return
+    typer.echo(f"slot {result.slot}: pruned {', '.join(map(str, result.pruned)) or 'nothing'}")
 
 
 @app.command("status")

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from ..errors import EXIT_INTERRUPTED
 from ..qualify import QualifyReport, run_qualification
 from ..qualify.config import parse_set_option
 from ..qualify.results import results_document
@@ -36,8 +37,8 @@ def qualify_command(
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
-    """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 2 when
-    qualification could not run."""
+    """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
+    qualification could not run, 130 after Ctrl-C (the partial report is written)."""
     overrides = parse_set_option(set_)
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
@@ -48,6 +49,9 @@ def qualify_command(
         _print_summary(result)
     if result.could_not_run:
         console_err.print(f"[bold red]error:[/] could not run: {result.could_not_run}", highlight=False)
+    if result.interrupted:
+        console_err.print(f"interrupted (Ctrl-C); partial report: {result.report_dir}", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(result.exit_code)
 
 

@@ -1,5 +1,19 @@
-"""Deploy: `up`, `rollback`, `prune` and `status` of a slot's releases."""
+"""Deploy a slot's releases: facts -> plan -> execute.
 
-from .executor import *  # noqa: F401,F403
-from .executor import (DEFAULT_RETENTION, HealthFailure, Reporter, RollbackResult, SlotStatus, UpResult,  # noqa: F401
-                       prune, release_health, rollback, status, up, write_release_record)
+    facts.py     read-only: releases (engine labels), pointers, port, image, cache, cards
+    plan.py      pure decisions: plan_up, plan_rollback, plan_prune (all validation here)
+    steps.py     the typed steps and the Plan they make up (printed by --dry-run)
+    executor.py  the one loop that applies a plan, journals, reports, restores on failure
+    health.py    the health gate
+    commands.py  up, rollback, prune: the three put together, under the slot's lock
+    status.py    what runs where
+"""
+
+from .commands import (PruneResult, RollbackResult, UpResult, plan_for_prune, plan_for_rollback,  # noqa: F401
+                       plan_for_up, prune, rollback, up)
+from .executor import Hooks, Outcome, Reporter, execute  # noqa: F401
+from .facts import Facts, gather_facts, gather_slot, release_health  # noqa: F401
+from .health import HealthFailure  # noqa: F401
+from .plan import DEFAULT_RETENTION, UpOptions, plan_prune, plan_rollback, plan_up  # noqa: F401
+from .status import SlotStatus, status  # noqa: F401
+from .steps import Plan  # noqa: F401

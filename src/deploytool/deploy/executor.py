@@ -1,44 +1,35 @@
-"""`up`, `rollback` and `status`: a deploy reads as a story.
+"""One executor for every deploy plan: apply the steps in order through the engine, journal
+each, report through one Reporter, and when a step fails (or Ctrl-C) after the hand-over
+began, run the plan's restore steps and say what serves now.
 
-A slot serves from one container at a time (a card holds one copy of the model), so `up` is:
-
-  1. plan: resolve the profile, build (a no-op when the inputs are unchanged), number the
-     release, render its compose file and have `docker compose config` validate it;
-  2. hand over: stop the serving release (stopped, never removed), prepare the JIT cache,
-     start the new release as its own compose project;
-  3. prove: wait until healthy within the profile's health budget, then qualify;
-  4. cut over: record the new release as current and the old one as the rollback target;
-     prune stopped releases beyond the retention count, never the rollback target.
-
-Any failure in 2-3 stops the new release (kept for inspection), starts the previous one
-again, verifies it healthy, and raises a DeployError that says what happened.
+The executor decides nothing a plan did not say, except what only the engine can tell when
+the step runs (is the image there now, what does the cache volume hold now). A rollout can
+drive several slots' plans through it one after another; `Hooks` are called at every step
+boundary (a `pre-stop` hook is `before_step` of a Stop; `post-cutover` is `after_step` of a
+CutOver; `on-failure` is `on_failure`).
 """
 
 from __future__ import annotations
 
-import errno
 import json
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Callable, NoReturn
 
-import httpx
-
+from ..build import BuildResult, build
 from ..cache import CacheDecision, prepare_slot_cache
-from ..compose import RenderRequest, write_compose
+from ..compose import document_text
 from ..engine import Engine, Release
-from ..errors import DeployError, DeploytoolError, UsageError
-from ..gpus import classify, read_inventory
-from ..build import build
-from ..profiles import HealthSpec, Profile, ProfileStore
-from ..slots import Slot
+from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
-from ..state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
+from ..profiles import Profile
+from ..slots import Slot
+from ..state import SlotPointers, journal, read_pointers, release_dir, write_pointers
 from ..targets import Target, qualify_results_path
-
-DEFAULT_RETENTION = 3
+from .facts import port_facts
+from .health import wait_until_healthy
+from .steps import Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy, WriteRelease
 
 
 class Reporter:
@@ -55,402 +46,258 @@ class Reporter:
         pass
 
 
+class Hooks:
+    """Called at step boundaries; the default does nothing. An exception from `before_step`
+    fails that step (before it ran), so a `pre-stop` hook can abort before anything stops."""
+
+    def before_step(self, plan: Plan, step: Step) -> None:
+        pass
+
+    def after_step(self, plan: Plan, step: Step) -> None:
+        pass
+
+    def on_failure(self, plan: Plan, error: DeploytoolError) -> None:
+        pass
+
+
 @dataclass
-class UpResult:
-    slot: str
-    release: int
-    profile: str
-    image: str
-    url: str
-    previous: int | None
-    built: bool
-    cache: CacheDecision | None
-    qualify: dict[str, Any] | None
-    qualify_skipped: bool
+class Outcome:
+    """What applying a plan did."""
+
+    plan: Plan
+    built: BuildResult | None = None
+    cache: CacheDecision | None = None
+    qualify: dict[str, Any] | None = None
     pruned: list[int] = field(default_factory=list)
+    serving: Release | None = None  # the release that serves at the end
     seconds: float = 0.0
 
 
 @dataclass
-class RollbackResult:
-    slot: str
-    release: int  # now serving
-    stopped: int  # the release rolled back from
-    url: str
-    seconds: float
+class _Run:
+    plan: Plan
+    slot: Slot
+    engine: Engine
+    reporter: Reporter
+    profile: Profile | None
+    outcome: Outcome
 
 
-class HealthFailure(DeployError):
-    pass
-
-
-# -- up ----------------------------------------------------------------------------------------
-def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = None, bind: str = "127.0.0.1",
-       skip_qualify: bool = False, qualify_suites: list[str] | None = None, qualify_limit: int | None = None,
-       retention: int = DEFAULT_RETENTION, profiles_dirs: list[Path] | None = None,
-       reporter: Reporter | None = None, engine: Engine | None = None) -> UpResult:
-    reporter = reporter or Reporter()
+def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None = None,
+            reporter: Reporter | None = None, hooks: Hooks | None = None) -> Outcome:
+    """Apply `plan` (the caller holds the slot's lock). Raises a DeploytoolError saying what
+    failed and what serves now; Ctrl-C raises Interrupted (exit 130) after the restore."""
     started = time.monotonic()
-    engine = engine or Engine()
-    engine.compose_version()  # fail early, before building, when the plugin is missing
-    with slot_lock(slot.name, "up"):
-        releases = engine.releases(slot.name)
-        pointers = read_pointers(slot.name)
-        serving = _serving(releases)
-        # What to bring back if this up fails: the serving release, else the last one cut over.
-        fallback = serving or next((r for r in releases if r.release == pointers.current), None)
-        profile = _choose_profile(slot, profile_name, fallback, profiles_dirs)
-        _check_cards(slot, profile, reporter)
-
-        reporter.step(f"building the image for {profile.name} (a no-op when its inputs are unchanged)")
-        image = build(profile, engine=engine)
-        reporter.step(image.message)
-
-        number = max([pointers.next_release] + [r.release + 1 for r in releases])
-        directory = release_dir(slot.name, number)
-        request = RenderRequest(profile=profile, slot=slot, release=number, image=image.image,
-                                host_port=host_port, bind=bind)
-        compose_file = write_compose(request, directory / "compose.yaml")
-        engine.compose_config(compose_file)
-        write_release_record(slot.name, number, profile, image.image)
-        pointers.next_release = number + 1
-        write_pointers(slot.name, pointers)
-        if serving is None or request.port != serving.host_port:
-            _require_free_port(bind, request.port, engine)  # before anything is stopped
-        journal("up.start", slot=slot.name, release=number, profile=profile.name, image=image.image,
-                previous=fallback.release if fallback else None, skip_qualify=skip_qualify)
-        if skip_qualify:
-            reporter.warn("--skip-qualify: this release takes traffic without acceptance suites")
-            journal("qualify.skipped", slot=slot.name, release=number, reason="--skip-qualify")
-
-        try:
-            if serving:
-                reporter.step(f"stopping release {serving.release} (kept for rollback)")
-                engine.stop(serving)
-                journal("release.stopped", slot=slot.name, release=serving.release,
-                        reason=f"handing over to {number}")
-            _require_free_port(bind, request.port, engine)
-            cache = prepare_slot_cache(engine, image.image, slot, release=number)
-            reporter.step(f"JIT cache {cache.volume}: {cache.action} ({cache.reason})")
-            new = _start(engine, slot, number, compose_file, reporter)
-            _wait_until_healthy(engine, new, profile.health, reporter)
-            qualify = None
-            if not skip_qualify:
-                qualify = _qualify(engine, new, profile, slot, fallback, directory, qualify_suites,
-                                   qualify_limit, reporter)
-        except (Exception, KeyboardInterrupt) as exc:
-            # Whatever stopped the hand-over (a failed gate, Ctrl-C, a bad qualify setting, an
-            # engine error), the previous release must serve again before we give up.
-            _recover(engine, slot, number, fallback, reporter, _as_failure(exc))
-            raise  # _recover always raises a fuller error; this line is never reached
-
-        previous = fallback.release if fallback else pointers.previous
-        write_pointers(slot.name, SlotPointers(current=number, previous=previous, next_release=number + 1))
-        journal("cutover", slot=slot.name, release=number, previous=previous, url=new.url)
-        try:
-            pruned = prune(engine, slot, retention=retention)
-        except Exception as exc:  # the cut-over stands; a failed clean-up is only worth a warning
-            reporter.warn(f"pruning old releases failed: {exc}")
-            pruned = []
-    return UpResult(slot=slot.name, release=number, profile=profile.name, image=image.image, url=new.url,
-                    previous=previous, built=image.built, cache=cache, qualify=qualify,
-                    qualify_skipped=skip_qualify, pruned=pruned, seconds=round(time.monotonic() - started, 1))
-
-
-def write_release_record(slot: str, number: int, profile: Profile, image: str) -> None:
-    """What a restore needs without the profile search path: a rollback run from another
-    folder, or after a profile was renamed, still knows how long this release may take."""
-    record = {"profile": profile.name, "image": image, "health": profile.health.model_dump(mode="json")}
-    write_atomic(release_dir(slot, number) / "release.json", json.dumps(record, indent=2) + "\n")
-
-
-def release_health(slot: str, number: int) -> HealthSpec:
-    path = release_dir(slot, number) / "release.json"
+    reporter, hooks = reporter or Reporter(), hooks or Hooks()
+    run = _Run(plan, slot, engine, reporter, profile, Outcome(plan))
+    for warning in plan.warnings:
+        reporter.warn(warning)
+    _journal_start(plan)
+    handed_over = False  # once a release was stopped or started, a failure must restore
+    current: Step | None = None
     try:
-        return HealthSpec.model_validate(json.loads(path.read_text())["health"])
-    except (OSError, ValueError, KeyError):
-        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure
+        for current in plan.steps:
+            hooks.before_step(plan, current)
+            handed_over = handed_over or isinstance(current, (Stop, Start))
+            APPLY[type(current)](run, current)
+            hooks.after_step(plan, current)
+    except (Exception, KeyboardInterrupt) as exc:
+        failure = as_failure(exc, current)
+        if not handed_over:
+            if isinstance(exc, DeploytoolError):
+                raise
+            raise failure from None
+        journal(f"{plan.action}.failed", slot=plan.slot, release=plan.release,
+                reason=failure.message.splitlines()[0])
+        hooks.on_failure(plan, failure)
+        _restore(run, failure)
+    run.outcome.seconds = round(time.monotonic() - started, 1)
+    return run.outcome
 
 
-def _as_failure(exc: BaseException) -> DeployError:
-    if isinstance(exc, DeployError):
+def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
+    """Any exception as an error a person can read; Ctrl-C names the step it stopped."""
+    if isinstance(exc, DeploytoolError):
         return exc
     if isinstance(exc, KeyboardInterrupt):
-        return DeployError("interrupted (Ctrl-C)")
-    if isinstance(exc, DeploytoolError):
-        return DeployError(exc.message, hint=exc.hint)
+        return Interrupted("interrupted (Ctrl-C)" + (f" during: {step.describe()}" if step else ""))
     return DeployError(f"unexpected {type(exc).__name__}: {exc}")
 
 
-def _serving(releases: list[Release]) -> Release | None:
-    running = [r for r in releases if r.running or r.state == "restarting"]
-    return max(running, key=lambda r: r.release) if running else None
+def _journal_start(plan: Plan) -> None:
+    if plan.action == "up":
+        journal("up.start", slot=plan.slot, release=plan.release, profile=plan.profile, image=plan.image,
+                previous=plan.fallback, skip_qualify=plan.skip_qualify)
+        if plan.skip_qualify:
+            journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
+    elif plan.action == "rollback":
+        journal("rollback.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
 
-def _choose_profile(slot: Slot, name: str | None, serving: Release | None,
-                    profiles_dirs: list[Path] | None) -> Profile:
-    store = ProfileStore(profiles_dirs)
-    if name is None:
-        if serving is None:
-            raise UsageError(f"slot {slot.name} has no release yet: say which profile with --profile NAME",
-                             hint="`deploytool profiles list` shows them")
-        name = serving.profile
-    profile = store.get(name)
-    if profile.abstract:
-        raise UsageError(f"profile {name!r} is abstract (a base for others to extend); deploy one that extends it")
-    if slot.is_cpu and not profile.is_simulator:
-        raise UsageError(f"profile {name!r} runs SGLang on GPUs; the CPU slot takes the reference runtime only",
-                         hint="use --gpu UUID for this profile, or --profile sim for the CPU slot")
-    return profile
-
-
-def _check_cards(slot: Slot, profile: Profile, reporter: Reporter) -> None:
-    if slot.is_cpu:
-        return
-    inventory = read_inventory()
-    if inventory.error:
-        reporter.warn(f"cannot check the slot's cards: {inventory.error}")
-        return
-    cards = []
-    for uuid in slot.gpus:
-        card = inventory.by_uuid(uuid)
-        if card is None and uuid.startswith("MIG-"):
-            reporter.warn(f"{uuid} is a MIG instance: its parent card is not checked against the profile")
-            continue
-        if card is None:
-            known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-            raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
-        cards.append(card)
-    if not cards:
-        return
-    fit = classify(profile, cards)
-    if fit.verdict == "incompatible":
-        raise UsageError(f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}")
-    if fit.verdict != "runnable":
-        reporter.warn(f"profile {profile.name} on slot {slot.name}: {'; '.join(fit.reasons)}")
-
-
-def _require_free_port(bind: str, port: int, engine: Engine) -> None:
-    """A published port that another process holds would fail the start after the previous
-    release is already stopped; find out first, with the bind the engine would do."""
-    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _restore(run: _Run, failure: DeploytoolError) -> NoReturn:
+    """Run the plan's restore steps; always raises, saying what serves on the slot now.
+    The error keeps its kind (an interrupted up still exits 130 after the restore)."""
+    plan, kind = run.plan, (Interrupted if isinstance(failure, Interrupted) else DeployError)
+    headline = failure.message if plan.action == "up" else f"rollback to release {plan.release} failed: {failure.message}"
+    fallback = plan.fallback
+    for step in plan.restore:
         try:
-            probe.bind((bind, port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise DeployError(f"cannot publish on {bind}:{port}: {exc.strerror}") from None
-            holder = next((r for r in engine.releases() if r.running and r.host_port == port), None)
-            who = (f"release {holder.release} of slot {holder.slot} ({holder.container_name})" if holder
-                   else "another process")
-            raise DeployError(f"port {port} on {bind} is already in use by {who}",
-                              hint="free it, or publish this slot on another port with --port") from None
+            APPLY[type(step)](run, step)
+        except (Exception, KeyboardInterrupt) as exc:
+            if isinstance(step, Stop):  # keep going: bringing the fallback back matters more
+                run.reporter.warn(f"could not stop release {step.release}: {exc}")
+                continue
+            second = as_failure(exc, step)
+            journal("restore.failed", slot=plan.slot, release=fallback, reason=second.message.splitlines()[0])
+            container = run.engine.release(plan.slot, fallback) if fallback is not None else None
+            raise kind(f"{headline}\n  AND restoring release {fallback} failed, so nothing serves on slot "
+                       f"{plan.slot}: {second.message}",
+                       hint=f"inspect with `deploytool status`; `docker start "
+                            f"{container.container_name if container else '...'}` retries the restore") from None
+    if fallback is None:
+        raise kind(f"{headline}\n  release {plan.release} is stopped; nothing served on slot {plan.slot} "
+                   "before it, so nothing serves now", hint=failure.hint) from None
+    journal("restored", slot=plan.slot, release=fallback, after_failed=plan.release)
+    url = run.outcome.serving.url if run.outcome.serving else "its port"
+    raise kind(f"{headline}\n  release {plan.release} is stopped (kept for inspection); "
+               f"release {fallback} was restored and is healthy at {url}", hint=failure.hint) from None
 
 
-def _start(engine: Engine, slot: Slot, number: int, compose_file: Path, reporter: Reporter) -> Release:
-    reporter.step(f"starting release {number} ({slot.project(number)})")
-    engine.compose(slot.project(number), compose_file, "up", "--detach", "--no-build", "--pull", "never")
-    journal("release.started", slot=slot.name, release=number)
-    release = engine.release(slot.name, number)
+# -- the steps ---------------------------------------------------------------------------------
+def _build(run: _Run, step: Build) -> None:
+    if run.profile is None:
+        raise DeployError(f"cannot build {step.image}: the plan was made without its profile")
+    run.reporter.step(f"building the image for {step.profile} (a no-op when its inputs are unchanged)")
+    result = build(run.profile, engine=run.engine)
+    if result.image != step.image:  # the inputs changed between planning and now
+        raise DeployError(f"the image built ({result.image}) is not the one planned ({step.image})",
+                          hint="a profile or recipe file changed during the up; run it again")
+    run.outcome.built = result
+    run.reporter.step(result.message)
+
+
+def _write_release(run: _Run, step: WriteRelease) -> None:
+    """The release number is used from here on, even if the up fails later."""
+    plan = run.plan
+    directory = release_dir(plan.slot, step.release)
+    assert plan.compose is not None and plan.record is not None and plan.profile is not None
+    write_atomic(directory / "compose.yaml",
+                 document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release))
+    write_atomic(directory / "release.json", _json(plan.record))
+    pointers = read_pointers(plan.slot)
+    pointers.next_release = step.release + 1
+    write_pointers(plan.slot, pointers)
+
+
+def _stop(run: _Run, step: Stop) -> None:
+    release = run.engine.release(run.plan.slot, step.release)
+    if release is None or (step.only_if_running and release.state not in ("running", "restarting")):
+        return
+    run.reporter.step(f"stopping release {step.release} ({step.reason})")
+    run.engine.stop(release)
+    journal("release.stopped", slot=run.plan.slot, release=step.release, reason=step.reason)
+
+
+def _prepare_cache(run: _Run, step: PrepareCache) -> None:
+    decision = prepare_slot_cache(run.engine, step.image, run.slot, release=step.release)
+    if step.release == run.plan.release and run.plan.action == "up":
+        run.outcome.cache = decision
+    run.reporter.step(f"JIT cache {decision.volume}: {decision.action} ({decision.reason})")
+
+
+def _start(run: _Run, step: Start) -> None:
+    engine, slot = run.engine, run.plan.slot
+    if step.new:
+        assert step.bind is not None and step.port is not None
+        found = port_facts(engine, step.bind, step.port)
+        if not found.free:  # taken between planning and now (the stopped release freed its own)
+            raise DeployError(f"port {found.port} on {found.bind} is already in use by "
+                              f"{found.holder or found.error}",
+                              hint="free it, or publish this slot on another port with --port")
+        run.reporter.step(f"starting release {step.release} ({step.project})")
+        compose_file = release_dir(slot, step.release) / "compose.yaml"
+        engine.compose(step.project, compose_file, "up", "--detach", "--no-build", "--pull", "never")
+        journal("release.started", slot=slot, release=step.release)
+        if engine.release(slot, step.release) is None:
+            raise DeployError(f"release {step.release} was started but its container is not on the engine")
+        return
+    release = engine.release(slot, step.release)
     if release is None:
-        raise DeployError(f"release {number} was started but its container is not on the engine")
-    return release
+        raise DeployError(f"release {step.release} is no longer on the engine")
+    run.reporter.step(f"starting release {step.release}")
+    engine.start(release)
 
 
-def _wait_until_healthy(engine: Engine, release: Release, health: HealthSpec, reporter: Reporter) -> Release:
-    """Healthy means: the engine's health check passed AND the published port answers the
-    health path from the host. A crash or a restart loop fails at once, not at the budget.
-    (The engine resets RestartCount when deploytool starts a container, so a restored release
-    is not mistaken for a crashing one.)"""
-    budget = health.budget_seconds()
-    started = time.monotonic()
-    while True:
-        elapsed = time.monotonic() - started
-        release = engine.refresh(release)
-        if release.state in ("exited", "dead", "restarting") or release.restart_count > 0:
-            code = engine.exit_code(release)
-            raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
-                                f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + health.path):
-            journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
-            return release
-        if release.health == "unhealthy":
-            raise HealthFailure(f"release {release.release} failed its health check; last lines of its log:\n"
-                                f"{_indent(engine.logs_tail(release))}")
-        if elapsed > budget:
-            raise HealthFailure(f"release {release.release} did not become healthy within its health budget "
-                                f"of {budget} s (profile health: start_period + retries x (interval + timeout)); "
-                                f"last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        reporter.waiting(f"waiting for release {release.release} to be healthy", elapsed, budget)
-        time.sleep(0.5)
+def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
+    release = run.engine.release(run.plan.slot, step.release)
+    if release is None:
+        raise DeployError(f"release {step.release} is no longer on the engine")
+    run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
+                                             reporter=run.reporter)
 
 
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _qualify(engine: Engine, release: Release, profile: Profile, slot: Slot, previous: Release | None,
-             directory: Path, suites: list[str] | None, limit: int | None, reporter: Reporter) -> dict[str, Any]:
+def _qualify(run: _Run, step: Qualify) -> None:
     from ..qualify import run_qualification  # the suites are only needed once a release is up
 
-    reporter.step(f"qualifying release {release.release}")
-    target = Target(url=release.url, profile=profile, slot=slot, release=release,
+    engine, plan, release = run.engine, run.plan, run.outcome.serving
+    assert release is not None and run.profile is not None
+    previous = engine.release(plan.slot, plan.fallback) if plan.fallback is not None else None
+    run.reporter.step(f"qualifying release {step.release}")
+    target = Target(url=release.url, profile=run.profile, slot=run.slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
-                    previous_results=qualify_results_path(slot, previous.release) if previous else None)
-    report = run_qualification(target, suites=suites, limit=limit, report_dir=directory / "qualify",
+                    previous_results=qualify_results_path(run.slot, previous.release) if previous else None)
+    report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
                                progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
-    journal("qualify", slot=slot.name, release=release.release, **summary)
+    journal("qualify", slot=plan.slot, release=step.release, **summary)
+    run.outcome.qualify = summary
+    if report.interrupted:
+        raise Interrupted(f"interrupted (Ctrl-C) while qualifying release {step.release}; partial report: "
+                          f"{report.report_dir / 'report.md'}")
     if not report.passed:
-        raise DeployError(f"release {release.release} failed qualification: {report.summary_line()}\n"
+        raise DeployError(f"release {step.release} failed qualification: {report.summary_line()}\n"
                           f"  report: {report.report_dir / 'report.md'}")
-    reporter.step(f"qualified: {report.summary_line()}")
-    return summary
+    run.reporter.step(f"qualified: {report.summary_line()}")
 
 
-def _bring_back(engine: Engine, slot: Slot, release: Release, reporter: Reporter) -> Release:
-    """Start a stopped release again and verify it healthy. Its kernels must match the cache,
-    which the failed or current release may have stamped with another toolchain."""
-    prepare_slot_cache(engine, release.image, slot, release=release.release)
-    engine.start(release)
-    return _wait_until_healthy(engine, release, release_health(slot.name, release.release), reporter)
+def _cut_over(run: _Run, step: CutOver) -> None:
+    plan = run.plan
+    write_pointers(plan.slot, SlotPointers(current=step.release, previous=step.previous,
+                                           next_release=step.next_release))
+    if step.event == "rollback":
+        journal("rollback", slot=plan.slot, release=step.release, stopped=step.previous)
+    else:
+        url = run.outcome.serving.url if run.outcome.serving else plan.url
+        journal("cutover", slot=plan.slot, release=step.release, previous=step.previous, url=url)
 
 
-def _recover(engine: Engine, slot: Slot, number: int, previous: Release | None, reporter: Reporter,
-             failure: DeployError) -> NoReturn:
-    """The new release failed: keep it stopped for inspection and bring the previous one back."""
-    journal("up.failed", slot=slot.name, release=number, reason=failure.message.splitlines()[0])
-    _restore_after_failure(engine, slot, number, previous, reporter, failure.message, failure.hint)
-
-
-def _restore_after_failure(engine: Engine, slot: Slot, failed: int, fallback: Release | None,
-                           reporter: Reporter, headline: str, hint: str | None) -> NoReturn:
-    """Stop the release that failed (kept for inspection), start `fallback` again and verify it
-    healthy. Always raises, with a message that says what serves on the slot now."""
+def _prune(run: _Run, step: Prune) -> None:
+    """Removes the planned releases that are still stopped; their files and reports stay.
+    After a cut-over a failed clean-up is only worth a warning."""
+    engine, slot = run.engine, run.plan.slot
     try:
-        release = engine.release(slot.name, failed)
-        if release is not None and release.state in ("running", "restarting"):
-            engine.stop(release)
-            journal("release.stopped", slot=slot.name, release=failed, reason="failed, kept for inspection")
-    except Exception as exc:  # keep going: bringing the fallback back matters more
-        reporter.warn(f"could not stop release {failed}: {exc}")
-    if fallback is None:
-        raise DeployError(f"{headline}\n  release {failed} is stopped; nothing served on slot {slot.name} "
-                          "before it, so nothing serves now", hint=hint) from None
-    reporter.step(f"restoring release {fallback.release}")
-    try:
-        restored = _bring_back(engine, slot, fallback, reporter)
-    except (Exception, KeyboardInterrupt) as exc:
-        second = _as_failure(exc)
-        journal("restore.failed", slot=slot.name, release=fallback.release, reason=second.message.splitlines()[0])
-        raise DeployError(f"{headline}\n  AND restoring release {fallback.release} failed, so nothing "
-                          f"serves on slot {slot.name}: {second.message}",
-                          hint=f"inspect with `deploytool status`; `docker start {fallback.container_name}` "
-                               "retries the restore") from None
-    journal("restored", slot=slot.name, release=fallback.release, after_failed=failed)
-    raise DeployError(f"{headline}\n  release {failed} is stopped (kept for inspection); "
-                      f"release {fallback.release} was restored and is healthy at {restored.url}", hint=hint) from None
+        for number in step.releases:
+            release = engine.release(slot, number)
+            if release is not None and release.running:
+                continue  # never remove what serves, whatever the plan said
+            compose_file = release_dir(slot, number) / "compose.yaml"
+            if compose_file.exists():
+                engine.compose(run.slot.project(number), compose_file, "down", "--remove-orphans", check=False)
+            if engine.release(slot, number) is not None:
+                engine.remove(engine.release(slot, number))
+            journal("release.pruned", slot=slot, release=number)
+            run.outcome.pruned.append(number)
+    except Exception as exc:
+        if run.plan.action == "prune":
+            raise
+        run.reporter.warn(f"pruning old releases failed: {exc}")
 
 
-# -- rollback ----------------------------------------------------------------------------------
-def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None) -> RollbackResult:
-    """Stop the current release, start the rollback target and verify it healthy (a card holds
-    one copy of the model, so the two cannot run side by side); if the target fails, the
-    current release is started again."""
-    reporter = reporter or Reporter()
-    engine = engine or Engine()
-    started = time.monotonic()
-    with slot_lock(slot.name, "rollback"):
-        releases = {r.release: r for r in engine.releases(slot.name)}
-        pointers = read_pointers(slot.name)
-        current = _serving(list(releases.values()))
-        target_number = pointers.previous
-        if target_number is None or target_number not in releases:
-            why = "it has no previous release" if target_number is None else \
-                f"its previous release {target_number} no longer exists on the engine"
-            raise DeployError(f"cannot roll back slot {slot.name}: {why}")
-        if current is not None and current.release == target_number:
-            raise DeployError(f"release {target_number} is already serving on slot {slot.name}")
-        target = releases[target_number]
-        journal("rollback.start", slot=slot.name, release=target_number,
-                current=current.release if current else None)
-        try:
-            if current is not None:
-                reporter.step(f"stopping release {current.release}")
-                engine.stop(current)
-            reporter.step(f"starting release {target_number}")
-            target = _bring_back(engine, slot, target, reporter)
-        except (Exception, KeyboardInterrupt) as exc:
-            failure = _as_failure(exc)
-            journal("rollback.failed", slot=slot.name, release=target_number, reason=failure.message.splitlines()[0])
-            _restore_after_failure(engine, slot, target_number, current, reporter,
-                                   f"rollback to release {target_number} failed: {failure.message}", failure.hint)
-        stopped = current.release if current else pointers.current or target_number
-        write_pointers(slot.name, SlotPointers(current=target_number, previous=stopped,
-                                               next_release=pointers.next_release))
-        journal("rollback", slot=slot.name, release=target_number, stopped=stopped,
-                seconds=round(time.monotonic() - started, 2))
-    return RollbackResult(slot=slot.name, release=target_number, stopped=stopped, url=target.url,
-                          seconds=round(time.monotonic() - started, 2))
+def _json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2) + "\n"
 
 
-# -- prune -------------------------------------------------------------------------------------
-def prune(engine: Engine, slot: Slot, *, retention: int = DEFAULT_RETENTION) -> list[int]:
-    """Remove stopped releases beyond `retention`, oldest first; never the current release or
-    the rollback target. Their rendered files and reports stay in the state directory."""
-    pointers = read_pointers(slot.name)
-    protected = {pointers.current, pointers.previous}
-    stopped = [r for r in engine.releases(slot.name) if not r.running and r.release not in protected]
-    keep = max(retention - (1 if pointers.previous is not None else 0), 0)
-    doomed = sorted(stopped, key=lambda r: r.release, reverse=True)[keep:]
-    for release in doomed:
-        compose_file = release_dir(slot.name, release.release) / "compose.yaml"
-        if compose_file.exists():
-            engine.compose(slot.project(release.release), compose_file, "down", "--remove-orphans", check=False)
-        if engine.release(slot.name, release.release) is not None:
-            engine.remove(release)
-        journal("release.pruned", slot=slot.name, release=release.release)
-    return sorted(r.release for r in doomed)
-
-
-# -- status ------------------------------------------------------------------------------------
-@dataclass
-class SlotStatus:
-    slot: str
-    current: int | None
-    previous: int | None
-    serving_url: str | None
-    releases: list[dict[str, Any]]
-    last_events: list[dict[str, Any]]
-
-
-def status(engine: Engine | None = None, *, events: int = 5) -> list[SlotStatus]:
-    engine = engine or Engine()
-    by_slot: dict[str, list[Release]] = {}
-    for release in engine.releases():
-        by_slot.setdefault(release.slot, []).append(release)
-    result = []
-    for name, releases in sorted(by_slot.items()):
-        pointers = read_pointers(name)
-        serving = _serving(releases)
-        rows = []
-        for r in sorted(releases, key=lambda r: r.release, reverse=True):
-            role = "current" if serving and r.release == serving.release else \
-                "rollback target" if r.release == pointers.previous else ""
-            # A stopped container keeps its last health status; it says nothing about now.
-            health = r.health if r.running else None
-            rows.append({"release": r.release, "role": role, "state": r.state, "health": health,
-                         "profile": r.profile, "image": r.image, "url": r.url, "gpus": r.gpus,
-                         "simulator": r.simulator, "container": r.container_name, "created": r.created})
-        result.append(SlotStatus(slot=name, current=serving.release if serving else None,
-                                 previous=pointers.previous, serving_url=serving.url if serving else None,
-                                 releases=rows, last_events=read_journal(name, limit=events)))
-    return result
-
-
-def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines()[-30:])
+APPLY: dict[type, Callable[[_Run, Any], None]] = {
+    Build: _build, WriteRelease: _write_release, Stop: _stop, PrepareCache: _prepare_cache, Start: _start,
+    WaitHealthy: _wait_healthy, Qualify: _qualify, CutOver: _cut_over, Prune: _prune,
+}

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import errors
 from ..files import to_jsonable
 from .base import ServerInfo, SuiteResult, Verdict
 
-EXIT_PASSED, EXIT_GATE_FAILED, EXIT_COULD_NOT_RUN = 0, 1, 2
+EXIT_PASSED, EXIT_GATE_FAILED = 0, 1
+EXIT_COULD_NOT_RUN = errors.EXIT_COULD_NOT_RUN  # not 2: that is a usage error, everywhere
 
 
 @dataclass
@@ -30,6 +32,7 @@ class QualifyReport:
     started_at: str = ""
     finished_at: str | None = None
     incomplete: bool = False  # interrupted, or suites left unrun
+    interrupted: bool = False  # Ctrl-C: the CLI and `up` say so and exit 130
     could_not_run: str | None = None  # why qualification could not run at all
 
     @property
@@ -91,6 +94,7 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "exit_code": report.exit_code,
         "incomplete": report.incomplete,
         "could_not_run": report.could_not_run,
+        "interrupted": report.interrupted,
         "summary": report.summary_line(),
         "started_at": report.started_at,
         "finished_at": report.finished_at,

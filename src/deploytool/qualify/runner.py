@@ -75,7 +75,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 pending.pop(0)
                 write_reports(report)
     except KeyboardInterrupt:
-        report.incomplete = True
+        report.incomplete = report.interrupted = True
         for name in pending:
             if report.suite(name) is None:
                 why = ("interrupted while running (Ctrl-C)" if name == running

@@ -6,21 +6,25 @@ a module here with two functions:
     check(profile) -> None
         Refuse an impossible combination of pinned versions before anything is built
         (raise errors.UsageError naming the profile field).
-    prepare(profile, *, context_dir, wheelhouse) -> RecipeInputs
-        Copy what the Dockerfile needs into context_dir (wheels, patches, sources) and say
+    declare(profile, *, wheelhouse) -> RecipeInputs
+        Say, without writing or downloading anything, what the build context holds besides
+        the recipe folder (files by source path or text, and folders fetched at build time),
         which values the Dockerfile template gets and which make up the toolchain fingerprint.
 
-build.py does the rest for every recipe: renders the template, hashes every input into the
-tag, labels the image, builds through the Docker SDK and shows progress.
+build.py does the rest for every recipe: hashes the declared inputs into the tag (a pure
+function: `render` needs no engine and no download), materialises the context only when it
+builds (`materialise`), labels the image and shows progress.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import UsageError
 from ..resources import resource
@@ -36,6 +40,44 @@ class RecipeInputs:
     fingerprint: dict[str, str] = field(default_factory=dict)
     # Anything else that changes the image but is not a file in the context (e.g. a wheel list).
     extra_hash_inputs: dict[str, str] = field(default_factory=dict)
+    # What the context holds besides the recipe folder: name in the context -> a file or
+    # folder to copy, or a text to write. Hashed into the tag from where it lies.
+    files: dict[str, Path | str] = field(default_factory=dict)
+    # Folders fetched only when the image is built (e.g. downloaded wheels): name in the
+    # context -> a function that returns the folder. Their identity must be in
+    # extra_hash_inputs (e.g. the pinned requirements), since the tag is computed without them.
+    fetched: dict[str, Callable[[], Path]] = field(default_factory=dict)
+
+
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def materialise(inputs: RecipeInputs, context_dir: Path) -> RecipeInputs:
+    """Write what `inputs` declares into a build context folder."""
+    for name, source in inputs.files.items():
+        target = context_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(source, str):
+            target.write_text(source)
+        elif source.is_dir():
+            shutil.copytree(source, target, ignore=IGNORED)
+        else:
+            link_or_copy(source, target)
+    for name, fetch in inputs.fetched.items():
+        folder = fetch()
+        for item in sorted(folder.iterdir()):
+            if item.is_file() and not item.name.startswith("."):
+                link_or_copy(item, context_dir / name / item.name)
+    return inputs
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link when possible: a wheelhouse can be hundreds of MB."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 def recipe_dir(name: str) -> Path:

@@ -19,16 +19,14 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 
 from ..errors import UsageError
-from ..build import link_or_copy
 from ..patches import series_for
 from ..profiles import Profile
 from ..resources import package_dir, resource
 from ..versions import check_profile, load_matrix
-from . import RecipeInputs
+from . import RecipeInputs, materialise
 
 CACHE_MOUNT = "/cache"
 # Every JIT/kernel cache the runtime writes, pointed under the slot's cache volume, so that
@@ -72,13 +70,19 @@ def requirements(profile: Profile) -> list[str]:
 
 
 def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> RecipeInputs:
+    return materialise(declare(profile, wheelhouse=wheelhouse), context_dir)
+
+
+def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     img = profile.image
     series = series_for(profile)
     mode = "cpu" if img.cuda is None else "gpu"
     reqs = requirements(profile)
-    (context_dir / "requirements.txt").write_text("\n".join(reqs) + "\n")
-    (context_dir / "patch-series").write_text("\n".join(series.names) + ("\n" if series.names else ""))
-    shutil.copy2(package_dir() / "in_image" / "unidiff.py", context_dir / "unidiff.py")
+    files: dict[str, Path | str] = {
+        "requirements.txt": "\n".join(reqs) + "\n",
+        "patch-series": "\n".join(series.names) + ("\n" if series.names else ""),
+        "unidiff.py": package_dir() / "in_image" / "unidiff.py",
+    }
 
     wheel_versions: dict[str, str] = {}
     if wheelhouse is not None:
@@ -91,8 +95,7 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
             raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
                              f"(found {wheel_versions.get('sglang') or 'none'})",
                              hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
-        for wheel in wheels:
-            link_or_copy(wheel, context_dir / "wheels" / wheel.name)
+        files.update({f"wheels/{wheel.name}": wheel for wheel in wheels})
         pip_source = "--no-index --find-links /tmp/deploytool/wheels"
     else:
         pip_source = ""
@@ -133,6 +136,7 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
         },
         fingerprint=fingerprint,
         extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names)},
+        files=files,
     )
 
 

@@ -1,26 +1,25 @@
 """Recipe `sim`: the reference runtime on a plain Debian base, for machines without a GPU.
 
 Its wheels (images/sim/requirements.txt) are downloaded once for the image's Python and
-platform into deploytool's cache, or taken from --wheelhouse, so the build itself needs no
-package index. The deploytool package is copied in as source, so a change to the simulator
-changes the image's inputs and therefore its tag.
+platform into deploytool's cache when the image is built, or taken from --wheelhouse, so the
+build itself needs no package index; the tag covers the pins, not the downloaded files. The
+deploytool package is copied in as source, so a change to the simulator changes the image's
+inputs and therefore its tag.
 """
 
 from __future__ import annotations
 
 import json
 import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from ..errors import BuildError, UsageError
-from ..build import link_or_copy
 from ..profiles import Profile
 from ..resources import package_dir
 from ..state import cache_dir
-from . import RecipeInputs, recipe_dir
+from . import RecipeInputs, materialise, recipe_dir
 
 
 def check(profile: Profile) -> None:
@@ -29,18 +28,25 @@ def check(profile: Profile) -> None:
                          "(it runs on a CPU); use recipe `sglang` for a real runtime")
 
 
-def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> RecipeInputs:
+def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     requirements = recipe_dir("sim") / "requirements.txt"
-    wheels = wheelhouse or _cached_wheels(requirements, profile.image.python)
-    for wheel in sorted(wheels.glob("*.whl")):
-        link_or_copy(wheel, context_dir / "wheels" / wheel.name)
-    shutil.copytree(package_dir(), context_dir / "deploytool",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     pins = {line.split("==")[0]: line.split("==")[1] for line in _pins(requirements)}
+    files: dict[str, Path | str] = {"deploytool": package_dir()}
+    fetched = {}
+    if wheelhouse is not None:
+        files.update({f"wheels/{wheel.name}": wheel for wheel in sorted(wheelhouse.glob("*.whl"))})
+    else:
+        fetched["wheels"] = lambda: _cached_wheels(requirements, profile.image.python)
     return RecipeInputs(
         template_vars={"command_json": json.dumps(profile.launch_argv())},
         fingerprint={"python": profile.image.python, "cuda": "none", **{k: v for k, v in pins.items()}},
+        extra_hash_inputs={"wheels": "--wheelhouse" if wheelhouse else "downloaded for requirements.txt"},
+        files=files, fetched=fetched,
     )
+
+
+def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> RecipeInputs:
+    return materialise(declare(profile, wheelhouse=wheelhouse), context_dir)
 
 
 def _pins(requirements: Path) -> list[str]:

@@ -1,0 +1,121 @@
+"""`up`, `rollback` and `prune`: gather the facts, plan, and either print the plan
+(`--dry-run`) or hold the slot's lock and execute it.
+
+A slot serves from one container at a time (a card holds one copy of the model), so an up
+is: build (a no-op when the inputs are unchanged), record the release, stop the serving
+release (kept for rollback), prepare the JIT cache, start the new release, wait until it is
+healthy, qualify it, cut over, prune. Any failure after the hand-over began stops the new
+release (kept for inspection) and brings the previous one back, verified healthy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..cache import CacheDecision
+from ..compose import document_text
+from ..engine import Engine
+from ..profiles import Profile, ProfileStore
+from ..slots import Slot
+from ..state import slot_lock
+from .executor import Hooks, Reporter, execute
+from .facts import gather_facts, gather_slot
+from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up
+from .steps import CutOver, Plan
+
+
+@dataclass
+class UpResult:
+    slot: str
+    release: int
+    profile: str
+    image: str
+    url: str
+    previous: int | None
+    built: bool
+    cache: CacheDecision | None
+    qualify: dict[str, Any] | None
+    qualify_skipped: bool
+    pruned: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class RollbackResult:
+    slot: str
+    release: int  # now serving
+    stopped: int  # the release rolled back from
+    url: str
+    seconds: float
+
+
+@dataclass
+class PruneResult:
+    slot: str
+    pruned: list[int]
+    retention: int
+
+
+def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan, Profile]:
+    """Facts, then the plan, then the compose plugin's own check of the rendered document:
+    every refusal happens here, before anything is stopped or written."""
+    engine.compose_version()  # fail early, before building, when the plugin is missing
+    store = ProfileStore(options.profiles_dirs)
+    profile = choose_profile(slot, options.profile_name, gather_slot(engine, slot).fallback, store)
+    facts = gather_facts(engine, slot, profile, host_port=options.host_port, bind=options.bind)
+    plan = plan_up(facts, profile, options)
+    assert plan.compose is not None and plan.release is not None
+    engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name, release=plan.release),
+                          what=f"the compose file of release {plan.release}", project=slot.project(plan.release))
+    return plan, profile
+
+
+def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | None = None,
+       engine: Engine | None = None, hooks: Hooks | None = None, **kwargs: Any) -> UpResult:
+    options = options or UpOptions(**kwargs)
+    engine = engine or Engine()
+    with slot_lock(slot.name, "up"):
+        plan, profile = plan_for_up(slot, options, engine=engine)
+        outcome = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
+    cutover = next(s for s in plan.steps if isinstance(s, CutOver))
+    assert plan.release is not None and outcome.serving is not None
+    return UpResult(slot=slot.name, release=plan.release, profile=profile.name, image=plan.image or "",
+                    url=outcome.serving.url, previous=cutover.previous,
+                    built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
+                    qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,
+                    seconds=outcome.seconds)
+
+
+def plan_for_rollback(slot: Slot, *, engine: Engine) -> Plan:
+    return plan_rollback(gather_slot(engine, slot))
+
+
+def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
+             hooks: Hooks | None = None) -> RollbackResult:
+    engine = engine or Engine()
+    started = time.monotonic()
+    with slot_lock(slot.name, "rollback"):
+        plan = plan_for_rollback(slot, engine=engine)
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
+    cutover = next(s for s in plan.steps if isinstance(s, CutOver))
+    assert plan.release is not None and cutover.previous is not None and outcome.serving is not None
+    return RollbackResult(slot=slot.name, release=plan.release, stopped=cutover.previous, url=outcome.serving.url,
+                          seconds=round(time.monotonic() - started, 2))
+
+
+def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine) -> Plan:
+    return plan_prune(gather_slot(engine, slot), retention)
+
+
+def prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, reporter: Reporter | None = None,
+          engine: Engine | None = None) -> PruneResult:
+    """Remove stopped releases beyond `retention`, oldest first; never the current release
+    or the rollback target. Their rendered files and reports stay in the state directory."""
+    engine = engine or Engine()
+    with slot_lock(slot.name, "prune"):
+        plan = plan_for_prune(slot, retention, engine=engine)
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter)
+    return PruneResult(slot=slot.name, pruned=outcome.pruned, retention=retention)
+

@@ -1,0 +1,140 @@
+"""What a deploy decision needs to know, read in one place and written nowhere.
+
+gather_facts() reads the slot's releases (the engine's labels), the pointers, which release
+serves, whether the port is free, whether the image is on the engine (and its labels), the
+base image's id, the cache volume's fingerprint and the slot's cards. It creates no file, no
+container that outlives it, no journal line: `up --dry-run` runs it and nothing changes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import cache
+from ..build import plan_build
+from ..engine import Engine, Release
+from ..errors import DeploytoolError
+from ..gpus import Inventory, read_inventory
+from ..profiles import HealthSpec, Profile
+from ..slots import Slot
+from ..state import SlotPointers, read_pointers, release_path
+
+
+@dataclass
+class ImageFacts:
+    reference: str
+    present: bool
+    labels: dict[str, str] | None  # None when absent
+    base_ref: str
+    base_id: str | None  # None when the base is not on this engine
+
+
+@dataclass
+class PortFacts:
+    bind: str
+    port: int
+    holder: str | None = None  # who holds it, when taken ("another process", a release)
+    holder_release: tuple[str, int] | None = None  # (slot, release) when a release of ours holds it
+    error: str | None = None  # the port cannot be published at all (bad address, ...)
+
+    @property
+    def free(self) -> bool:
+        return self.holder is None and self.error is None
+
+
+@dataclass
+class CacheFacts:
+    state: cache.CacheState | None  # None when no image was there to read the volume with
+    expected: dict[str, Any] | None  # None until the new image is on the engine
+
+
+@dataclass
+class Facts:
+    slot: Slot
+    releases: list[Release]
+    pointers: SlotPointers
+    health: dict[int, HealthSpec] = field(default_factory=dict)  # each release's recorded budget
+    inventory: Inventory | None = None  # None for the CPU slot
+    image: ImageFacts | None = None
+    port: PortFacts | None = None
+    cache: CacheFacts | None = None
+
+    @property
+    def serving(self) -> Release | None:
+        running = [r for r in self.releases if r.running or r.state == "restarting"]
+        return max(running, key=lambda r: r.release) if running else None
+
+    @property
+    def fallback(self) -> Release | None:
+        """What a failed up brings back: the serving release, else the last one cut over."""
+        return self.serving or self.by_number(self.pointers.current)
+
+    def by_number(self, number: int | None) -> Release | None:
+        return next((r for r in self.releases if r.release == number), None)
+
+
+def gather_slot(engine: Engine, slot: Slot) -> Facts:
+    """The slot alone: its releases, pointers and the recorded health budgets."""
+    releases = engine.releases(slot.name)
+    return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
+                 health={r.release: release_health(slot.name, r.release) for r in releases})
+
+
+def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
+                 bind: str) -> Facts:
+    """Everything plan_up needs for `profile` on `slot`."""
+    facts = gather_slot(engine, slot)
+    facts.inventory = None if slot.is_cpu else read_inventory()
+    build = plan_build(profile)
+    present = engine.image(build.tag)
+    base = engine.image(build.base_ref)
+    facts.image = ImageFacts(reference=build.tag, present=present is not None,
+                             labels=dict(present.labels or {}) if present is not None else None,
+                             base_ref=build.base_ref, base_id=base.id if base is not None else None)
+    facts.port = port_facts(engine, bind, host_port or profile.server.port)
+    facts.cache = _cache_facts(engine, slot, facts)
+    return facts
+
+
+def port_facts(engine: Engine, bind: str, port: int) -> PortFacts:
+    """Is the port free to publish on, with the bind the engine would do? Who holds it?"""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((bind, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return PortFacts(bind, port, error=exc.strerror)
+            holder = next((r for r in engine.releases() if r.running and r.host_port == port), None)
+            who = (f"release {holder.release} of slot {holder.slot} ({holder.container_name})" if holder
+                   else "another process")
+            return PortFacts(bind, port, holder=who,
+                             holder_release=(holder.slot, holder.release) if holder else None)
+    return PortFacts(bind, port)
+
+
+def _cache_facts(engine: Engine, slot: Slot, facts: Facts) -> CacheFacts:
+    """The volume read with the new image, else with the fallback's (any image with a shell
+    reads it); the expected fingerprint only when the new image is there to say it."""
+    image = facts.image
+    reader = image.reference if image and image.present else (facts.fallback.image if facts.fallback else None)
+    try:
+        state = cache.read_state(engine, reader, slot) if reader else None
+        expected = cache.expected_fingerprint(engine, image.reference, slot) if image and image.present else None
+    except DeploytoolError:  # an unreadable volume is decided when the step runs
+        return CacheFacts(None, None)
+    return CacheFacts(state, expected)
+
+
+def release_health(slot: str, number: int) -> HealthSpec:
+    """A release's health budget from its record: a restore needs no profile search path."""
+    path = release_path(slot, number) / "release.json"
+    try:
+        return HealthSpec.model_validate(json.loads(path.read_text())["health"])
+    except (OSError, ValueError, KeyError):
+        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure

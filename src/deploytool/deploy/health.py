@@ -1,0 +1,58 @@
+"""The health gate: a release is healthy when the engine's health check passed AND its
+published port answers the health path from the host."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import httpx
+
+from ..engine import Engine, Release
+from ..errors import DeployError
+from ..state import journal
+
+if TYPE_CHECKING:
+    from .executor import Reporter
+
+
+class HealthFailure(DeployError):
+    pass
+
+
+def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
+                       reporter: "Reporter") -> Release:
+    """A crash or a restart loop fails at once, not at the budget. (The engine resets
+    RestartCount when deploytool starts a container, so a restored release is not mistaken
+    for a crashing one.)"""
+    started = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - started
+        release = engine.refresh(release)
+        if release.state in ("exited", "dead", "restarting") or release.restart_count > 0:
+            code = engine.exit_code(release)
+            raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
+                                f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
+        if release.health == "healthy" and _answers(release.url + path):
+            journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
+            return release
+        if release.health == "unhealthy":
+            raise HealthFailure(f"release {release.release} failed its health check; last lines of its log:\n"
+                                f"{_indent(engine.logs_tail(release))}")
+        if elapsed > budget:
+            raise HealthFailure(f"release {release.release} did not become healthy within its health budget "
+                                f"of {budget:g} s (profile health: start_period + retries x (interval + timeout)); "
+                                f"last lines of its log:\n{_indent(engine.logs_tail(release))}")
+        reporter.waiting(f"waiting for release {release.release} to be healthy", elapsed, budget)
+        time.sleep(0.5)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines()[-30:])

@@ -1,0 +1,235 @@
+"""Deploy decisions as pure functions: (facts, profile, options) -> Plan.
+
+Every check that can refuse an `up` runs here, before any step, so nothing is stopped for
+a request that was never going to work: the profile, the cards, the port, the qualify
+suites and their settings, the limits. Nothing here touches the engine or writes a file;
+the tests call these with hand-made facts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..build import plan_build, stale_reason
+from ..compose import RenderRequest, render_compose
+from ..engine import Release, published_url
+from ..errors import DeployError, UsageError
+from ..files import to_jsonable
+from ..gpus import classify
+from ..profiles import Profile, ProfileStore
+from ..slots import Slot
+from ..state import release_path
+from .facts import Facts
+from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
+                    WriteRelease)
+
+DEFAULT_RETENTION = 3
+
+
+@dataclass
+class UpOptions:
+    profile_name: str | None = None
+    host_port: int | None = None
+    bind: str = "127.0.0.1"
+    skip_qualify: bool = False
+    qualify_suites: list[str] | None = None
+    qualify_limit: int | None = None
+    retention: int = DEFAULT_RETENTION
+    profiles_dirs: list[Path] | None = None
+
+
+def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
+    """--profile, else the profile of the release that serves (or last served) the slot."""
+    if name is None:
+        if fallback is None:
+            raise UsageError(f"slot {slot.name} has no release yet: say which profile with --profile NAME",
+                             hint="`deploytool profiles list` shows them")
+        name = fallback.profile
+    profile = store.get(name)
+    if profile.abstract:
+        raise UsageError(f"profile {name!r} is abstract (a base for others to extend); deploy one that extends it")
+    if slot.is_cpu and not profile.is_simulator:
+        raise UsageError(f"profile {name!r} runs SGLang on GPUs; the CPU slot takes the reference runtime only",
+                         hint="use --gpu UUID for this profile, or --profile sim for the CPU slot")
+    return profile
+
+
+def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> list[str]:
+    """Every check that can refuse an up; returns warnings. Runs before any step, so a
+    refusal leaves the serving release untouched. (Checks of the model's files and of
+    secrets belong here too.)"""
+    if options.retention < 1:
+        raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
+    if options.qualify_limit is not None and options.qualify_limit < 1:
+        raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
+    warnings = check_cards(facts, profile)
+    port = facts.port
+    if port is not None and not port.free:
+        if port.error:
+            raise DeployError(f"cannot publish on {port.bind}:{port.port}: {port.error}")
+        serving = facts.serving
+        if not (serving and port.holder_release == (facts.slot.name, serving.release)):
+            raise DeployError(f"port {port.port} on {port.bind} is already in use by {port.holder}",
+                              hint="free it, or publish this slot on another port with --port")
+    if options.skip_qualify:
+        warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
+    return warnings
+
+
+def check_cards(facts: Facts, profile: Profile) -> list[str]:
+    slot, inventory = facts.slot, facts.inventory
+    if slot.is_cpu or inventory is None:
+        return []
+    if inventory.error:
+        return [f"cannot check the slot's cards: {inventory.error}"]
+    warnings, cards = [], []
+    for uuid in slot.gpus:
+        card = inventory.by_uuid(uuid)
+        if card is None and uuid.startswith("MIG-"):
+            warnings.append(f"{uuid} is a MIG instance: its parent card is not checked against the profile")
+            continue
+        if card is None:
+            known = ", ".join(g.uuid for g in inventory.gpus) or "none"
+            raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
+        cards.append(card)
+    if cards:
+        fit = classify(profile, cards)
+        if fit.verdict == "incompatible":
+            raise UsageError(f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}")
+        if fit.verdict != "runnable":
+            warnings.append(f"profile {profile.name} on slot {slot.name}: {'; '.join(fit.reasons)}")
+    return warnings
+
+
+def resolve_qualify(profile: Profile, suites: list[str] | None,
+                    overrides: dict[str, dict] | None = None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The suites `up` would run and their validated settings (bad names and settings are
+    refused here, before the serving release is stopped)."""
+    from ..qualify.config import select_suites, suite_settings
+    from ..qualify.suites import registry
+
+    modules = registry()
+    names = select_suites(modules, profile, suites)
+    settings = suite_settings(modules, profile, overrides)
+    return names, {name: to_jsonable(settings[name]) for name in names}
+
+
+def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
+    warnings = validate_before_stopping(facts, profile, options)
+    slot, serving, fallback = facts.slot, facts.serving, facts.fallback
+    build = plan_build(profile)
+    number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
+    request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
+                            host_port=options.host_port, bind=options.bind)
+    directory = release_path(slot.name, number)
+    image = facts.image
+    stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
+    steps: list[Step] = [
+        Build(profile=profile.name, image=build.tag, needed=stale is not None,
+              reason=stale or "an image with the same inputs is on the engine"),
+        WriteRelease(release=number, directory=str(directory)),
+    ]
+    if serving:
+        steps.append(Stop(release=serving.release, container=serving.container_name,
+                          reason=f"handing over to {number}; kept for rollback"))
+    steps += [
+        _cache_step(facts, number, build.tag, planned=stale is None),
+        Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port),
+        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
+    ]
+    if not options.skip_qualify:
+        names, settings = resolve_qualify(profile, options.qualify_suites)
+        steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
+                             report_dir=str(directory / "qualify")))
+    previous = fallback.release if fallback else facts.pointers.previous
+    steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
+    steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
+                       retention=options.retention))
+    restore: list[Step] = [Stop(release=number, container=f"{slot.project(number)}-server",
+                                reason="failed, kept for inspection", only_if_running=True)]
+    if fallback:
+        restore += bring_back(facts, fallback)
+    return Plan(action="up", slot=slot.name, release=number, serving=serving.release if serving else None,
+                fallback=fallback.release if fallback else None, steps=steps, restore=restore,
+                url=published_url(options.bind, request.port), profile=profile.name, image=build.tag,
+                compose=render_compose(request), warnings=warnings, skip_qualify=options.skip_qualify,
+                record={"profile": profile.name, "image": build.tag,
+                        "health": profile.health.model_dump(mode="json")})
+
+
+def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:
+    from ..cache import decide
+
+    volume = facts.slot.cache_volume()
+    known = facts.cache
+    if not planned or known is None or known.expected is None:
+        return PrepareCache(release, image, volume, "after-build",
+                            "decided from the new image's toolchain once it is built")
+    if known.state is None:
+        return PrepareCache(release, image, volume, "unknown", "the volume could not be read; decided when applied")
+    decision = decide(known.state, known.expected)
+    return PrepareCache(release, image, volume, decision.action, decision.reason)
+
+
+def bring_back(facts: Facts, release: Release) -> list[Step]:
+    """Start a stopped release again and verify it healthy; its kernels must match the
+    cache, which another release may have stamped with another toolchain."""
+    health = facts.health.get(release.release)
+    budget = health.budget_seconds() if health else 0
+    return [PrepareCache(release.release, release.image, facts.slot.cache_volume(), "unknown",
+                         "checked against this release's toolchain when applied"),
+            Start(release=release.release, project=facts.slot.project(release.release), new=False),
+            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health")]
+
+
+def prunable(facts: Facts, *, current: int | None, previous: int | None, retention: int) -> list[int]:
+    """Stopped releases beyond `retention` (counting the rollback target), oldest first;
+    never the current release or the rollback target."""
+    protected = {current, previous}
+    serving = facts.serving
+    stopped = [r for r in facts.releases
+               if (not r.running or (serving and r.release == serving.release)) and r.release not in protected]
+    keep = max(retention - (1 if previous is not None else 0), 0)
+    return sorted(r.release for r in sorted(stopped, key=lambda r: r.release, reverse=True)[keep:])
+
+
+def plan_prune(facts: Facts, retention: int = DEFAULT_RETENTION) -> Plan:
+    if retention < 1:
+        raise UsageError(f"--retention {retention}: keep at least 1 stopped release")
+    serving = facts.serving
+    current = serving.release if serving else facts.pointers.current
+    doomed = [n for n in prunable(facts, current=current, previous=facts.pointers.previous, retention=retention)
+              if not (serving and n == serving.release)]
+    return Plan(action="prune", slot=facts.slot.name, release=None, serving=current, fallback=None,
+                steps=[Prune(releases=doomed, retention=retention)])
+
+
+def plan_rollback(facts: Facts) -> Plan:
+    """Stop the current release, start the rollback target and verify it; if the target
+    fails, the current release is brought back (a card holds one copy of the model)."""
+    slot, current = facts.slot, facts.serving
+    target_number = facts.pointers.previous
+    target = facts.by_number(target_number)
+    if target is None:
+        why = "it has no previous release" if target_number is None else \
+            f"its previous release {target_number} no longer exists on the engine"
+        raise DeployError(f"cannot roll back slot {slot.name}: {why}")
+    if current is not None and current.release == target.release:
+        raise DeployError(f"release {target.release} is already serving on slot {slot.name}")
+    stopped = current.release if current else facts.pointers.current or target.release
+    steps: list[Step] = []
+    if current is not None:
+        steps.append(Stop(release=current.release, container=current.container_name, reason="rolling back"))
+    steps += bring_back(facts, target)
+    steps.append(CutOver(release=target.release, previous=stopped, next_release=facts.pointers.next_release,
+                         event="rollback"))
+    restore: list[Step] = [Stop(release=target.release, container=target.container_name,
+                                reason="failed to come back", only_if_running=True)]
+    if current is not None:
+        restore += bring_back(facts, current)
+    return Plan(action="rollback", slot=slot.name, release=target.release,
+                serving=current.release if current else None, fallback=current.release if current else None,
+                steps=steps, restore=restore, url=target.url, profile=target.profile, image=target.image)
+

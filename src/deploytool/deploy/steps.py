@@ -1,0 +1,158 @@
+"""A deploy as data: the typed steps a plan is made of, and the plan itself.
+
+plan.py decides (pure functions of facts, profile and options); executor.py applies a plan
+step by step through the engine. `up --dry-run` prints a plan and stops there, so every
+field here is what a person reads before anything happens: what is built, stopped, wiped,
+started, waited for, qualified, cut over and pruned, and what a failure would restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Build:
+    profile: str
+    image: str
+    needed: bool  # False: an image with the same inputs is on the engine
+    reason: str
+
+    def describe(self) -> str:
+        return f"build {self.image}" if self.needed else f"use {self.image} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class WriteRelease:
+    """Number the release and write its rendered files (compose.yaml, release.json)."""
+
+    release: int
+    directory: str
+
+    def describe(self) -> str:
+        return f"record release {self.release} in {self.directory}"
+
+
+@dataclass(frozen=True)
+class Stop:
+    release: int
+    container: str
+    reason: str
+    only_if_running: bool = False  # a restore stops a failed release only if it still runs
+
+    def describe(self) -> str:
+        return f"stop release {self.release} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class PrepareCache:
+    release: int
+    image: str
+    volume: str
+    # created / kept / wiped as planned from the facts; "after-build" when the image that
+    # decides it is not built yet. The executor decides again from what the volume holds then.
+    action: Literal["created", "kept", "wiped", "after-build", "unknown"]
+    reason: str
+
+    def describe(self) -> str:
+        return f"JIT cache {self.volume} for release {self.release}: {self.action} ({self.reason})"
+
+
+@dataclass(frozen=True)
+class Start:
+    release: int
+    project: str
+    new: bool  # True: `docker compose up` of a new release; False: start its stopped container
+    bind: str | None = None  # a new release's published address and port, checked free again
+    port: int | None = None
+
+    def describe(self) -> str:
+        return f"start release {self.release} ({self.project})" if self.new else f"start release {self.release} again"
+
+
+@dataclass(frozen=True)
+class WaitHealthy:
+    release: int
+    budget_s: float
+    path: str
+
+    def describe(self) -> str:
+        return f"wait until release {self.release} is healthy ({self.path}, budget {self.budget_s:g} s)"
+
+
+@dataclass(frozen=True)
+class Qualify:
+    release: int
+    suites: list[str]
+    settings: dict[str, dict[str, Any]]
+    limit: int | None
+    report_dir: str
+
+    def describe(self) -> str:
+        limit = f", --limit {self.limit}" if self.limit is not None else ""
+        return f"qualify release {self.release}: {', '.join(self.suites)}{limit}"
+
+
+@dataclass(frozen=True)
+class CutOver:
+    release: int
+    previous: int | None  # the rollback target from now on
+    next_release: int
+    event: Literal["cutover", "rollback"] = "cutover"
+
+    def describe(self) -> str:
+        return f"cut over to release {self.release} (rollback target: {self.previous or 'none'})"
+
+
+@dataclass(frozen=True)
+class Prune:
+    releases: list[int]
+    retention: int
+
+    def describe(self) -> str:
+        which = ", ".join(map(str, self.releases)) or "none"
+        return f"prune stopped releases beyond {self.retention}: {which}"
+
+
+Step = Build | WriteRelease | Stop | PrepareCache | Start | WaitHealthy | Qualify | CutOver | Prune
+
+
+@dataclass
+class Plan:
+    """What one command will do on one slot. `steps` run in order; if one fails (or Ctrl-C)
+    after the hand-over began (a Stop or a Start ran), `restore` runs, then the error is
+    raised. A rollout drives several slots' plans; hooks run at step boundaries."""
+
+    action: Literal["up", "rollback", "prune"]
+    slot: str
+    release: int | None  # the release this plan makes or brings back
+    serving: int | None  # what serves on the slot now
+    fallback: int | None  # what a failure brings back
+    steps: list[Step]
+    restore: list[Step] = field(default_factory=list)
+    url: str | None = None  # where the release will answer
+    profile: str | None = None
+    image: str | None = None
+    compose: dict[str, Any] | None = None  # the rendered compose document (up)
+    record: dict[str, Any] | None = None  # release.json (up)
+    warnings: list[str] = field(default_factory=list)
+    skip_qualify: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        def step(s: Step) -> dict[str, Any]:
+            return {"step": type(s).__name__, "describe": s.describe(), **asdict(s)}
+
+        out = {k: v for k, v in asdict(self).items() if k not in ("steps", "restore")}
+        return {**out, "steps": [step(s) for s in self.steps], "restore": [step(s) for s in self.restore]}
+
+    def lines(self) -> list[str]:
+        """The plan as a person reads it."""
+        out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
+               + (f", would make release {self.release}" if self.action == "up" else "")]
+        out += [f"  warning: {w}" for w in self.warnings]
+        out += [f"  {i}. {s.describe()}" for i, s in enumerate(self.steps, 1)]
+        if self.restore:
+            out.append("  on failure or Ctrl-C after the hand-over began:")
+            out += [f"     - {s.describe()}" for s in self.restore]
+        return out

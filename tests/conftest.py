@@ -25,6 +25,14 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("DEPLOYTOOL_INSTANCE", f"test-{secrets.token_hex(3)}")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the engine (directly or through another fixture) is a docker test:
+    marked from the fixture, so `-m "not docker"` never depends on someone remembering."""
+    for item in items:
+        if "docker_engine" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)
+
+
 def _engine_problem() -> str | None:
     try:
         import docker

@@ -12,7 +12,7 @@ from deploytool.cache import FINGERPRINT_FILE, _in_volume
 from deploytool.slots import Slot
 from test_lifecycle import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 SLOT = Slot()
 
 

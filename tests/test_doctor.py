@@ -103,7 +103,6 @@ def test_nvidia_runtime_or_cdi_spec(tmp_path: Path) -> None:
     assert cdi.status == "pass" and str(spec) in cdi.detail
 
 
-@pytest.mark.docker
 def test_cli_json_and_exit_code(docker_engine, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["doctor", "--json"])
     data = json.loads(result.stdout)

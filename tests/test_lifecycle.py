@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, free_port, run_cli
 
-pytestmark = pytest.mark.docker
+pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 
 PROFILES = {
     "t-good": """\

@@ -80,6 +80,7 @@ def test_series_of_a_profile_is_the_shipped_series_file() -> None:
 
 
 # -- against the real pinned wheel ------------------------------------------------------------
+@pytest.mark.index
 def test_shipped_series_applies_to_the_pinned_wheel() -> None:
     profile = ProfileStore().get(CARD)
     report = patches.check(profile)
@@ -92,6 +93,7 @@ def test_shipped_series_applies_to_the_pinned_wheel() -> None:
     assert "_get_device_capability_via_nvml" not in (sources / "sglang/srt/utils/common.py").read_text()
 
 
+@pytest.mark.index
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
 def test_gnu_patch_agrees_that_the_series_applies(tmp_path: Path) -> None:
     profile = ProfileStore().get(CARD)
@@ -102,6 +104,7 @@ def test_gnu_patch_agrees_that_the_series_applies(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.index
 def test_a_broken_patch_is_reported_with_its_rejected_hunk(tmp_path: Path) -> None:
     profile = ProfileStore().get(CARD)
     shipped = patches.series_for(profile)
@@ -121,6 +124,7 @@ def test_a_broken_patch_is_reported_with_its_rejected_hunk(tmp_path: Path) -> No
     assert rejection.text.startswith("@@ ")
 
 
+@pytest.mark.index
 def test_cli_patches_check(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -182,6 +186,7 @@ def _probe(python: Path, tree: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.index
 def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path) -> None:
     from deploytool.flagcheck import parser_venv
 

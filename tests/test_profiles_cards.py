@@ -109,7 +109,6 @@ def test_rendered_compose_pins_uuids_mounts_cache_and_carries_flags(store: Profi
     _assert_carries_profile(doc["services"]["server"], store, name, UUIDS[:count])
 
 
-@pytest.mark.docker
 @pytest.mark.parametrize(("name", "count"), [("rtx5090-qwen3.6-35b-a3b-nvfp4", 1), ("b300x8-glm5.2-nvfp4-tep8", 8)])
 def test_docker_compose_config_accepts_the_card_profiles(store: ProfileStore, name: str, count: int,
                                                          tmp_path: Path, docker_engine) -> None:

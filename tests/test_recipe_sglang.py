@@ -152,7 +152,7 @@ def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
 
 
 # -- a real build on the local base ------------------------------------------------------------
-@pytest.mark.docker
+@pytest.mark.index
 def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine) -> None:
     from deploytool import images
 

@@ -21,7 +21,7 @@ from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
 FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False)
 CHAT = "/v1/chat/completions"
-GSM8K = Path("/work/shared/data/gsm8k/test.jsonl")
+GSM8K = Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"  # shipped
 
 WEATHER = {"type": "function", "function": {
     "name": "get_current_weather",
@@ -257,8 +257,11 @@ def test_needle_in_a_200k_token_prompt(client: httpx.Client) -> None:
     text = haystack(170_000, {4000: "One of the special magic numbers for quiet-harbor is: 8231947. "})
     question = "\nWhat is the special magic number for quiet-harbor mentioned in the provided text?"
     t0 = time.monotonic()
+    ask(client, haystack(17_000, {400: "One of the special magic numbers for quiet-harbor is: 8231947. "}) + question)
+    tenth = time.monotonic() - t0
+    t0 = time.monotonic()
     out = ask(client, text + question)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30 * max(tenth, 0.05)  # ten times the prompt: about linear, never quadratic
     assert out["usage"]["prompt_tokens"] > 200_000
     assert message(out)["content"] == "The special magic number for quiet-harbor is 8231947."
 
@@ -315,10 +318,6 @@ def key(row: dict[str, str]) -> Decimal:
     return Decimal(row["answer"].rsplit("####", 1)[1].strip().replace(",", ""))
 
 
-needs_gsm8k = pytest.mark.skipif(not GSM8K.exists(), reason="GSM8K test set not available")
-
-
-@needs_gsm8k
 def test_oracle_answers_last_question_of_a_few_shot_prompt() -> None:
     rows = gsm8k_rows(12)
     settings = SimSettings(**FAST, gsm8k_oracle=1.0, gsm8k_path=str(GSM8K))
@@ -330,7 +329,6 @@ def test_oracle_answers_last_question_of_a_few_shot_prompt() -> None:
             assert final_number(message(out)["content"]) == key(target), message(out)["content"]
 
 
-@needs_gsm8k
 def test_oracle_zero_accuracy_is_off_by_one() -> None:
     row = gsm8k_rows(1)[0]
     settings = SimSettings(**FAST, gsm8k_oracle=0.0, gsm8k_path=str(GSM8K))
@@ -339,7 +337,6 @@ def test_oracle_zero_accuracy_is_off_by_one() -> None:
     assert final_number(message(out)["content"]) == key(row) + 1
 
 
-@needs_gsm8k
 def test_oracle_accuracy_fraction_is_deterministic_and_formats_rotate() -> None:
     oracle = Gsm8kOracle.load(str(GSM8K), 0.6)
     rows = gsm8k_rows(400)
@@ -362,8 +359,6 @@ def test_oracle_uses_the_packaged_test_set_by_default() -> None:
     from importlib import resources
 
     packaged = resources.files("deploytool") / "data" / "gsm8k" / "test.jsonl"
-    if not packaged.is_file():
-        pytest.skip("deploytool/data/gsm8k/test.jsonl is not shipped yet")
     row = json.loads(packaged.read_text(encoding="utf-8").splitlines()[5])
     found = Gsm8kOracle.load(None, 1.0).answer("Solve this.\n" + row["question"] + "\nThink step by step.")
     assert found is not None and final_number(found.text) == key(row)

@@ -1,0 +1,103 @@
+"""On the real engine: `--dry-run` prints the plan and changes nothing (engine state, files,
+journal), and Ctrl-C during an up restores the serving release, says so, and exits 130."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import ROOT, run_cli
+from test_lifecycle import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
+
+
+def engine_state(engine) -> list[tuple]:
+    from deploytool import labels
+
+    containers = engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
+    volumes = engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
+    # Images of this test's profiles only: other users of a shared engine build their own meanwhile.
+    images = [i for name in ("t-good", "t-good2")
+              for i in engine.client.images.list(filters={"label": f"dev.deploytool.build-profile={name}"})]
+    return sorted([("container", c.name, c.status, c.attrs["State"].get("StartedAt")) for c in containers]
+                  + [("volume", v.name, "", "") for v in volumes] + [("image", i.id, "", "") for i in images])
+
+
+def files_state(home: Path) -> dict[str, str]:
+    """Every file under the state directory (but the shared download cache) and its content."""
+    return {str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(home.rglob("*")) if p.is_file() and "cache" not in p.relative_to(home).parts} | \
+           {str(p.relative_to(home)) + "/": "" for p in sorted(home.rglob("*"))
+            if p.is_dir() and "cache" not in p.relative_to(home).parts}
+
+
+def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, profiles_dir: Path,
+                                                   deploytool_home: Path):
+    assert up(slot_env, "t-good").returncode == 0
+    assert up(slot_env, "t-good2").returncode == 0
+    before = (engine_state(docker_engine), files_state(deploytool_home))
+
+    human = slot_env("up", "--cpu", "--profile", "t-good", "--dry-run", "--suite", "preflight")
+    assert human.returncode == 0, human.stderr
+    assert "stop release 2" in human.stdout and "start release 3" in human.stdout
+    assert "qualify release 3: preflight" in human.stdout and "start release 2 again" in human.stdout
+    data = slot_env("up", "--cpu", "--profile", "t-good", "--dry-run", "--json", "--suite", "preflight")
+    assert data.returncode == 0, data.stderr
+    plan = json.loads(data.stdout)["plan"]
+    assert plan["release"] == 3 and plan["serving"] == 2 and plan["fallback"] == 2
+    assert [s["step"] for s in plan["steps"]] == ["Build", "WriteRelease", "Stop", "PrepareCache", "Start",
+                                                 "WaitHealthy", "Qualify", "CutOver", "Prune"]
+    cache = next(s for s in plan["steps"] if s["step"] == "PrepareCache")
+    assert cache["action"] == "kept"  # read from the volume: same image, same cards
+    assert plan["compose"]["services"]["server"]["labels"]["dev.deploytool.release"] == "3"
+
+    back = run_cli("rollback", "--cpu", "--dry-run", "--json")
+    assert back.returncode == 0, back.stderr
+    assert [s["step"] for s in json.loads(back.stdout)["plan"]["steps"]][-1] == "CutOver"
+    pruned = run_cli("prune", "--cpu", "--retention", "1", "--dry-run", "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout)["plan"]["steps"][0]["releases"] == []  # 1 is the rollback target
+
+    assert (engine_state(docker_engine), files_state(deploytool_home)) == before
+    assert served_decode_tps(slot_env.port) == 3000
+    # The release number was not used: the next real up is release 3.
+    third = up(slot_env, "t-good")
+    assert third.returncode == 0 and json.loads(third.stdout)["release"] == 3
+
+
+def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(slot_env, profiles_dir: Path):
+    assert up(slot_env, "t-good").returncode == 0
+    (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n"
+                                              "    startup-seconds: 60\n")
+    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
+            "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        status = slot_status()
+        if any(r["release"] == 2 and r["state"] == "running" for r in status["releases"]):
+            break  # the new release is starting: the hand-over has begun
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert "interrupted (Ctrl-C)" in err and "release 1 was restored and is healthy" in err, err
+    assert "Traceback" not in err
+    assert httpx.get(f"http://127.0.0.1:{slot_env.port}/health", timeout=5).status_code == 200
+    assert served_decode_tps(slot_env.port) == 2000
+    status = slot_status()
+    assert status["current"] == 1
+    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json").stdout)["entries"]]
+    assert "up.failed" in events and events[-1] == "restored"

@@ -1,0 +1,61 @@
+"""The image tag derives from declared inputs alone: no engine, no build context, no download.
+So `render` works on a machine that has neither the base image nor any Docker engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from deploytool.build import BASE_BY_TAG, plan_build, stale_reason
+from deploytool.profiles import ProfileStore
+
+CARD = "b300x8-glm5.2-nvfp4-tp8"
+UUID = "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f"
+NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+
+
+def test_render_of_a_card_profile_needs_no_engine_and_no_base_image(tmp_path: Path):
+    out = run_cli("render", "--gpu", UUID, "--profile", CARD, env=NO_ENGINE)
+    assert out.returncode == 0, out.stderr
+    planned = plan_build(ProfileStore().get(CARD)).tag
+    assert f"image: {planned}" in out.stdout
+    assert planned.endswith(f"-{BASE_BY_TAG}")  # the CUDA base is named by tag only: the tag says so
+
+
+def test_the_tag_is_stable_and_writes_nothing(deploytool_home: Path):
+    profile = ProfileStore().get(CARD)
+    before = sorted(p for p in deploytool_home.rglob("*") if p.name != "cache")
+    first, second = plan_build(profile), plan_build(profile)
+    assert first.tag == second.tag and first.inputs_hash == second.inputs_hash
+    assert sorted(p for p in deploytool_home.rglob("*") if p.name != "cache") == before
+    assert "FROM " + profile.image.base in first.dockerfile
+
+
+def test_a_declared_input_changes_the_tag_and_a_digest_pinned_base_drops_the_note():
+    profile = ProfileStore().get(CARD)
+    pinned = profile.model_copy(update={"image": profile.image.model_copy(
+        update={"base": profile.image.base + "@sha256:" + "0" * 64})})
+    tag = plan_build(profile).tag
+    pinned_tag = plan_build(pinned).tag
+    assert pinned_tag != tag and not pinned_tag.endswith(BASE_BY_TAG)
+    # The launch command is baked into the image (CMD): another flag is another image.
+    flags = {**profile.server.args, "log-level": "debug"}
+    relaunched = profile.model_copy(update={"server": profile.server.model_copy(update={"args": flags})})
+    assert plan_build(relaunched).tag != tag
+
+
+def test_a_base_tag_that_moved_makes_the_same_tag_stale():
+    plan = plan_build(ProfileStore().get("sim"))
+    assert stale_reason(plan, None, "sha256:a") == "no image with these inputs yet"
+    recorded = {"org.opencontainers.image.base.digest": "sha256:a"}
+    assert stale_reason(plan, recorded, "sha256:a") is None
+    assert "has moved" in (stale_reason(plan, recorded, "sha256:b") or "")
+
+
+@pytest.mark.parametrize("command", [["up", "--cpu", "--profile", "sim"], ["status"], ["rollback", "--cpu"]])
+def test_commands_that_need_the_engine_say_so_with_exit_3(command: list[str]):
+    out = run_cli(*command, env=NO_ENGINE)
+    assert out.returncode == 3, out.stderr
+    assert "no Docker engine is reachable" in out.stderr and "Traceback" not in out.stderr

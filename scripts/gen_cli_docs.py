@@ -37,7 +37,9 @@ def main() -> None:
     out = ["# deploytool command reference\n",
            "Generated from the code by `make docs` (scripts/gen_cli_docs.py); tests/test_docs.py keeps it current.\n",
            "Exit codes shared by every command: 0 ok, 1 the command ran and said no (a gate failed, a release "
-           "never became healthy), 2 bad input, 3 no Docker engine, 4 no NVIDIA driver, 5 the slot is busy.\n"]
+           "never became healthy), 2 bad input (usage), 3 no Docker engine, 4 no NVIDIA driver, 5 the slot is "
+           "busy, 6 could not run (an endpoint unreachable, nothing measured, a tool it needs failed), "
+           "130 interrupted (Ctrl-C).\n"]
     describe(root, ["deploytool"], out)
     print("\n".join(out).rstrip() + "\n")
 

@@ -77,7 +77,7 @@ def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path) 
 @pytest.mark.index
 def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     folder = _bad_profiles(tmp_path)
-    result = CliRunner().invoke(app, ["profiles", "check", "bad-flags", "--no-image", "--json",
+    result = CliRunner().invoke(app, ["profiles", "check", "--profile", "bad-flags", "--no-image", "--json",
                                       "--profiles-dir", str(folder)])
     assert result.exit_code == 1
     data = json.loads(result.stdout[result.stdout.index("{"):])
@@ -86,7 +86,7 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     assert failed == {"--mem-fraction-statc": "unknown", "--moe-runner-backend": "invalid_choice",
                       "--tp-size": "wrong_type"}
 
-    result = CliRunner().invoke(app, ["profiles", "check", CARD, "--no-image"])
+    result = CliRunner().invoke(app, ["profiles", "check", "--profile", CARD, "--no-image"])
     assert result.exit_code == 0, result.output
     assert "all flags accepted" in result.stdout
 

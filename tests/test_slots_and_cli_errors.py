@@ -52,6 +52,6 @@ def test_release_url_follows_the_published_address(host_ip: str, url: str):
 
 
 def test_error_text_with_brackets_is_printed_as_text():
-    out = run_cli("profiles", "show", "[/models/sim]")
+    out = run_cli("profiles", "show", "--profile", "[/models/sim]")
     assert out.returncode == 2
     assert "unknown profile '[/models/sim]'" in out.stderr and "Traceback" not in out.stderr

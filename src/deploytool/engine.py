@@ -123,12 +123,15 @@ class Engine:
                               + _tail(proc.stderr or proc.stdout, 15))
         return proc
 
-    def compose_config(self, text: str, *, what: str, project: str) -> str:
-        """`docker compose config` on a rendered document given on stdin: the plugin's own
-        validation, before any file is written or anything is stopped."""
-        cmd = [_docker_cli(), "compose", "-p", project, "-f", "-", "config"]
-        proc = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=60)
+    def compose_config(self, source: Path | str, *, project: str | None = None) -> str:
+        """`docker compose config`: the plugin's own validation of a rendered compose file
+        (a path), or of a rendered document given as text on stdin, before it is written."""
+        is_file = isinstance(source, Path)
+        cmd = [_docker_cli(), "compose", *(["-p", project] if project else []), "-f",
+               str(source) if is_file else "-", "config"]
+        proc = subprocess.run(cmd, input=None if is_file else source, capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
+            what = source if is_file else f"the compose file of {project or 'a release'}"
             raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
         return proc.stdout
 

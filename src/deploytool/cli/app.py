@@ -35,7 +35,9 @@ ProfilesDirOpt = Annotated[
 GpuOpt = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
+# The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
+RequiredProfileOpt = Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
 
 
 def print_json(obj: Any) -> None:

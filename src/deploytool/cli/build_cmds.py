@@ -11,9 +11,9 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from .. import build, patches
-from ..errors import EXIT_FAILED, UsageError
+from ..errors import EXIT_FAILED
 from ..profiles import ProfileStore
-from .app import JsonOpt, ProfilesDirOpt, app, console, console_err, print_json, styled
+from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, print_json, styled
 
 patches_app = typer.Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
 app.add_typer(patches_app, name="patches")
@@ -21,7 +21,7 @@ app.add_typer(patches_app, name="patches")
 
 @app.command("build")
 def build_command(
-    profile: Annotated[str, typer.Option("--profile", help="Profile whose image to build.")],
+    profile: RequiredProfileOpt,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="Install from these wheels, with no index (air-gapped hosts).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse the engine's layer cache.")] = False,
     json_output: JsonOpt = False,
@@ -49,14 +49,12 @@ def build_command(
 
 @patches_app.command("check")
 def patches_check(
-    profile: Annotated[Optional[str], typer.Option("--profile", help="Profile whose patch series to check.")] = None,
+    profile: RequiredProfileOpt,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Apply the profile's patch series to its pinned sglang (downloaded once, cached) in a
     temporary folder and report each patch as applied or failed with its refused hunks."""
-    if not profile:
-        raise UsageError("patches check needs --profile NAME")
     prof = ProfileStore(profiles_dir).get(profile)
     console_err.print(f"checking the patch series of {prof.name} against sglang {prof.image.runtime_version} ...")
     report = patches.check(prof)

@@ -18,8 +18,8 @@ from ..profiles import ProfileStore
 from ..slots import slot_from_options
 from ..state import read_journal, slot_lock
 from ..yamlio import dump_yaml
-from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, app, console, console_err,
-                  print_json)
+from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
+                  console_err, print_json)
 
 cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -68,7 +68,7 @@ class ConsoleReporter(deploy.Reporter):
 # -- render ------------------------------------------------------------------------------------
 @app.command("render")
 def render_command(
-    profile: Annotated[str, typer.Option("--profile", help="Profile to render.")],
+    profile: RequiredProfileOpt,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
     release: Annotated[int, typer.Option("--release", help="Release number to render for.")] = 1,

@@ -12,7 +12,7 @@ from .. import flagcheck, gpus
 from ..errors import EXIT_FAILED, UsageError
 from ..profiles import ProfileStore
 from ..yamlio import dump_yaml
-from .app import GpuOpt, JsonOpt, ProfilesDirOpt, app, console, print_json, styled
+from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, print_json, styled
 
 profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
 app.add_typer(profiles_app, name="profiles")
@@ -63,7 +63,7 @@ def profiles_list(
 
 
 @profiles_app.command("show")
-def profiles_show(name: str, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
+def profiles_show(name: RequiredProfileOpt, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
     """The fully resolved profile (after `extends`), as YAML or JSON."""
     profile = ProfileStore(profiles_dir).get(name)
     data = profile.model_dump(mode="json")
@@ -77,7 +77,7 @@ def profiles_show(name: str, json_output: JsonOpt = False, profiles_dir: Profile
 
 @profiles_app.command("check")
 def profiles_check(
-    name: str,
+    name: RequiredProfileOpt,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,

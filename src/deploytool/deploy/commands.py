@@ -68,7 +68,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
     engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name, release=plan.release),
-                          what=f"the compose file of release {plan.release}", project=slot.project(plan.release))
+                          project=slot.project(plan.release))
     return plan, profile
 
 

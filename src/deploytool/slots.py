@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from .errors import UsageError
 from .labels import name_prefix
 
+# Stopped releases a slot keeps (counting the rollback target); `up` prunes beyond it.
+DEFAULT_RETENTION = 3
+
 _UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]{8,}$")
 
 

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, UsageError
-from ..targets import resolve_target
 from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
 
 
@@ -29,6 +28,7 @@ def bench_command(
     """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
     from ..bench import build_method, run_bench
     from ..bench.compare import format_value
+    from ..targets import resolve_target
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")

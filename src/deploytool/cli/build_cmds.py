@@ -10,7 +10,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from .. import build, patches
 from ..errors import EXIT_FAILED
 from ..profiles import ProfileStore
 from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, print_json, styled
@@ -37,7 +36,9 @@ def build_command(
             bar.update(task, completed=step, total=steps, step=f"step {step}/{steps}",
                        description=f"building {resolved.name}: {line[:60]}")
 
-        result = build.build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
+        from ..build import build
+
+        result = build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
     if json_output:
         print_json({"image": result.image, "image_id": result.image_id, "built": result.built,
                     "inputs_hash": result.inputs_hash, "labels": result.labels})
@@ -55,6 +56,8 @@ def patches_check(
 ) -> None:
     """Apply the profile's patch series to its pinned sglang (downloaded once, cached) in a
     temporary folder and report each patch as applied or failed with its refused hunks."""
+    from .. import patches
+
     prof = ProfileStore(profiles_dir).get(profile)
     console_err.print(f"checking the patch series of {prof.name} against sglang {prof.image.runtime_version} ...")
     report = patches.check(prof)
@@ -80,7 +83,9 @@ def patches_check(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _not_reached(report: patches.PatchCheck) -> list[str]:
+def _not_reached(report) -> list[str]:
+    from .. import patches
+
     series = patches.series_dir(report.sglang_version)
     done = {r.name for r in report.results}
     names = patches.unidiff.read_series(series / "series") if (series / "series").is_file() else []

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .. import build, deploy
-from .. import cache as cache_mod
+# Library modules are imported inside the commands: `deploytool --help` must not load the
+# Docker SDK, pandas or the suites.
 from ..compose import RenderRequest, render_text
-from ..engine import Engine
 from ..errors import DeploytoolError
 from ..profiles import ProfileStore
-from ..slots import slot_from_options
+from ..slots import DEFAULT_RETENTION, slot_from_options
 from ..state import read_journal, slot_lock
 from ..yamlio import dump_yaml
+if TYPE_CHECKING:
+    from ..deploy import Plan
+
 from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
                   console_err, print_json)
 
@@ -29,8 +31,8 @@ BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish th
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
 
 
-class ConsoleReporter(deploy.Reporter):
-    """Milestones as lines, long waits as one progress bar, on stderr."""
+class ConsoleReporter:
+    """deploy.Reporter for a terminal: milestones as lines, long waits as one progress bar, on stderr."""
 
     def __init__(self) -> None:
         self._progress: Progress | None = None
@@ -82,7 +84,9 @@ def render_command(
     profile's declared inputs."""
     slot = slot_from_options(gpu, cpu)
     resolved = ProfileStore(profiles_dir).get(profile)
-    reference = image or build.plan_build(resolved).tag  # pure: no engine, no download
+    from ..build import plan_build
+
+    reference = image or plan_build(resolved).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
                                      host_port=port, bind=bind))
     if output:
@@ -97,7 +101,7 @@ def render_command(
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan (steps, restore steps, rendered files) and change nothing.")]
 
 
-def _print_plan(plan: deploy.Plan, json_output: bool) -> None:
+def _print_plan(plan: "Plan", json_output: bool) -> None:
     if json_output:
         print_json({"dry_run": True, "plan": plan.to_json()})
     else:
@@ -114,13 +118,16 @@ def up_command(
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Qualify with only these suites (repeatable).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
-    retention: RetentionOpt = deploy.DEFAULT_RETENTION,
+    retention: RetentionOpt = DEFAULT_RETENTION,
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
+    from .. import deploy
+    from ..engine import Engine
+
     slot = slot_from_options(gpu, cpu)
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                                qualify_suites=suite, qualify_limit=limit, retention=retention,
@@ -143,6 +150,9 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, dry_run: DryRunOpt
                      json_output: JsonOpt = False) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
+    from .. import deploy
+    from ..engine import Engine
+
     slot = slot_from_options(gpu, cpu)
     if dry_run:
         _print_plan(deploy.plan_for_rollback(slot, engine=Engine()), json_output)
@@ -157,10 +167,13 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, dry_run: DryRunOpt
 
 
 @app.command("prune")
-def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionOpt = deploy.DEFAULT_RETENTION,
+def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionOpt = DEFAULT_RETENTION,
                   dry_run: DryRunOpt = False, json_output: JsonOpt = False) -> None:
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
+    from .. import deploy
+    from ..engine import Engine
+
     slot = slot_from_options(gpu, cpu)
     if dry_run:
         _print_plan(deploy.plan_for_prune(slot, retention, engine=Engine()), json_output)
@@ -176,7 +189,9 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionO
 @app.command("status")
 def status_command(json_output: JsonOpt = False) -> None:
     """What runs where: every slot, its releases, the rollback target, the last journal entries."""
-    slots = deploy.status()
+    from ..deploy import status
+
+    slots = status()
     if json_output:
         print_json({"slots": slots})
         return
@@ -211,7 +226,7 @@ def journal_command(
 
 
 # -- cache -------------------------------------------------------------------------------------
-def _slot_image(engine: Engine, slot_name: str) -> str:
+def _slot_image(engine, slot_name: str) -> str:
     releases = engine.releases(slot_name)
     if not releases:
         raise DeploytoolError(f"slot {slot_name} has no release, so no image to inspect its cache with",
@@ -222,6 +237,9 @@ def _slot_image(engine: Engine, slot_name: str) -> str:
 @cache_app.command("status")
 def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
+    from .. import cache as cache_mod
+    from ..engine import Engine
+
     slot = slot_from_options(gpu, cpu)
     engine = Engine()
     state = cache_mod.read_state(engine, _slot_image(engine, slot.name), slot)
@@ -236,6 +254,9 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 @cache_app.command("wipe")
 def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
+    from .. import cache as cache_mod
+    from ..engine import Engine
+
     slot = slot_from_options(gpu, cpu)
     engine = Engine()
     with slot_lock(slot.name, "cache wipe"):

@@ -10,10 +10,6 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_INTERRUPTED
-from ..qualify import QualifyReport, run_qualification
-from ..qualify.config import parse_set_option
-from ..qualify.results import results_document
-from ..targets import resolve_target
 from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
@@ -39,6 +35,11 @@ def qualify_command(
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
+    from ..qualify import run_qualification
+    from ..qualify.config import parse_set_option
+    from ..qualify.results import results_document
+    from ..targets import resolve_target
+
     overrides = parse_set_option(set_)
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
@@ -55,7 +56,7 @@ def qualify_command(
     raise typer.Exit(result.exit_code)
 
 
-def _print_summary(result: QualifyReport) -> None:
+def _print_summary(result) -> None:
     table = Table(title=f"qualify {result.url}", show_lines=False)
     for column in ("suite", "verdict", "seconds", "reason"):
         table.add_column(column)

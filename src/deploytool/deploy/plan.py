@@ -19,13 +19,13 @@ from ..errors import DeployError, UsageError
 from ..files import to_jsonable
 from ..gpus import classify
 from ..profiles import Profile, ProfileStore
-from ..slots import Slot
+from ..slots import DEFAULT_RETENTION, Slot
 from ..state import release_path
 from .facts import Facts
 from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
                     WriteRelease)
 
-DEFAULT_RETENTION = 3
+__all__ = ["DEFAULT_RETENTION", "UpOptions", "plan_prune", "plan_rollback", "plan_up"]
 
 
 @dataclass

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -101,11 +101,29 @@ def render_command(
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan (steps, restore steps, rendered files) and change nothing.")]
 
 
-def _print_plan(plan: "Plan", json_output: bool) -> None:
+def _plan_or_apply(dry_run: bool, json_output: bool, plan: Callable[[], "Plan"],
+                   apply: Callable[[ConsoleReporter], Any], say: Callable[[Any], str]) -> None:
+    """--dry-run prints the plan (as data with --json) and changes nothing; otherwise the
+    command applies it, reporting progress on stderr, and prints its result."""
+    if dry_run:
+        made = plan()
+        if json_output:
+            print_json({"dry_run": True, "plan": made.to_json()})
+        else:
+            typer.echo("\n".join(made.lines()))
+        return
+    with ConsoleReporter() as reporter:
+        result = apply(reporter)
     if json_output:
-        print_json({"dry_run": True, "plan": plan.to_json()})
+        print_json(result)
     else:
-        typer.echo("\n".join(plan.lines()))
+        typer.echo(say(result))
+
+
+def _up_line(result: Any) -> str:
+    note = " (simulator, not a model)" if result.profile.startswith("sim") else ""
+    return (f"release {result.release} of slot {result.slot} serves {result.profile}{note} at {result.url} "
+            f"(previous: {result.previous or 'none'}; {result.seconds} s)")
 
 
 @app.command("up")
@@ -132,17 +150,8 @@ def up_command(
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                                qualify_suites=suite, qualify_limit=limit, retention=retention,
                                profiles_dirs=profiles_dir)
-    if dry_run:
-        _print_plan(deploy.plan_for_up(slot, options, engine=Engine())[0], json_output)
-        return
-    with ConsoleReporter() as reporter:
-        result = deploy.up(slot, options, reporter=reporter)
-    if json_output:
-        print_json(result)
-        return
-    note = " (simulator, not a model)" if result.profile.startswith("sim") else ""
-    typer.echo(f"release {result.release} of slot {result.slot} serves {result.profile}{note} at {result.url} "
-               f"(previous: {result.previous or 'none'}; {result.seconds} s)")
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
+                   lambda reporter: deploy.up(slot, options, reporter=reporter), _up_line)
 
 
 @app.command("rollback")
@@ -154,16 +163,10 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, dry_run: DryRunOpt
     from ..engine import Engine
 
     slot = slot_from_options(gpu, cpu)
-    if dry_run:
-        _print_plan(deploy.plan_for_rollback(slot, engine=Engine()), json_output)
-        return
-    with ConsoleReporter() as reporter:
-        result = deploy.rollback(slot, reporter=reporter)
-    if json_output:
-        print_json(result)
-        return
-    typer.echo(f"slot {result.slot}: release {result.release} serves again at {result.url}; "
-               f"release {result.stopped} stopped ({result.seconds} s)")
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine()),
+                   lambda reporter: deploy.rollback(slot, reporter=reporter),
+                   lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
+                             f"release {r.stopped} stopped ({r.seconds} s)")
 
 
 @app.command("prune")
@@ -175,15 +178,9 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionO
     from ..engine import Engine
 
     slot = slot_from_options(gpu, cpu)
-    if dry_run:
-        _print_plan(deploy.plan_for_prune(slot, retention, engine=Engine()), json_output)
-        return
-    with ConsoleReporter() as reporter:
-        result = deploy.prune(slot, retention, reporter=reporter)
-    if json_output:
-        print_json(result)
-        return
-    typer.echo(f"slot {result.slot}: pruned {', '.join(map(str, result.pruned)) or 'nothing'}")
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention, engine=Engine()),
+                   lambda reporter: deploy.prune(slot, retention, reporter=reporter),
+                   lambda r: f"slot {r.slot}: pruned {', '.join(map(str, r.pruned)) or 'nothing'}")
 
 
 @app.command("status")

@@ -97,6 +97,7 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
     current: Step | None = None
     try:
         for current in plan.steps:
+            _journal_step(plan, current)
             hooks.before_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
@@ -134,6 +135,12 @@ def _journal_start(plan: Plan) -> None:
         journal("rollback.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
 
+def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
+    """Each step as it begins: the journal reads as the plan applied (a resumable record)."""
+    journal("step", slot=plan.slot, release=plan.release, action=plan.action, step=type(step).__name__,
+            describe=step.describe(), restore=restore)
+
+
 def _restore(run: _Run, failure: DeploytoolError) -> NoReturn:
     """Run the plan's restore steps; always raises, saying what serves on the slot now.
     The error keeps its kind (an interrupted up still exits 130 after the restore)."""
@@ -142,6 +149,7 @@ def _restore(run: _Run, failure: DeploytoolError) -> NoReturn:
     fallback = plan.fallback
     for step in plan.restore:
         try:
+            _journal_step(plan, step, restore=True)
             APPLY[type(step)](run, step)
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(step, Stop):  # keep going: bringing the fallback back matters more

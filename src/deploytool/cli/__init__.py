@@ -15,6 +15,7 @@ from . import deploy_cmds  # noqa: E402,F401  gpus, profiles, build, render, up,
 from . import images_cmds  # noqa: E402,F401  patches check, profiles check, doctor
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import qualify_cmds  # noqa: E402,F401  qualify
+from . import memory_cmds  # noqa: E402,F401  plan-memory
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,6 +32,7 @@ from .engine import Engine, Release
 from .errors import DeployError, DeploytoolError, UsageError
 from .gpus import classify, read_inventory
 from .images import build
+from .memory.gate import memory_gate
 from .profiles import HealthSpec, Profile, ProfileStore
 from .slots import Slot
 from .report import write_atomic
@@ -86,7 +87,7 @@ class HealthFailure(DeployError):
 
 # -- up ----------------------------------------------------------------------------------------
 def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = None, bind: str = "127.0.0.1",
-       skip_qualify: bool = False, qualify_suites: list[str] | None = None, qualify_limit: int | None = None,
+       skip_qualify: bool = False, skip_memory_plan: bool = False, qualify_suites: list[str] | None = None, qualify_limit: int | None = None,
        retention: int = DEFAULT_RETENTION, profiles_dirs: list[Path] | None = None,
        reporter: Reporter | None = None, engine: Engine | None = None) -> UpResult:
     reporter = reporter or Reporter()
@@ -101,6 +102,9 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
         fallback = serving or next((r for r in releases if r.release == pointers.current), None)
         profile = _choose_profile(slot, profile_name, fallback, profiles_dirs)
         _check_cards(slot, profile, reporter)
+        # --- issue 14: memory plan before anything is built or stopped (to re-home into the plan phase)
+        memory_gate(slot, profile, skip=skip_memory_plan, release=pointers.next_release, reporter=reporter)
+        # --- end issue 14
 
         reporter.step(f"building the image for {profile.name} (a no-op when its inputs are unchanged)")
         image = build(profile, engine=engine)

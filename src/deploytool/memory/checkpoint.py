@@ -40,6 +40,7 @@ class ModelShape:
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     dsa_index_head_dim: int | None = None  # DeepSeek sparse attention's indexer keys
+    dsa_index_topk: int | None = None  # tokens whose latent a DSA decode step reads
     # Gated-DeltaNet / Mamba2-style linear attention (a hybrid model)
     linear_attention_layer_ids: list[int] = field(default_factory=list)
     linear_num_key_heads: int = 0
@@ -146,6 +147,7 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         # MLA stores one latent per token, not per-head K and V (configs/model_config.py)
         shape.v_head_dim = text.get("v_head_dim") or head_dim
         shape.dsa_index_head_dim = text.get("index_head_dim") if text.get("index_topk") else None
+        shape.dsa_index_topk = text.get("index_topk")
     if linear_ids:
         shape.linear_num_key_heads = _int(text, "linear_num_key_heads", where=source)
         shape.linear_num_value_heads = _int(text, "linear_num_value_heads", where=source)

@@ -172,14 +172,14 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     assumptions: list[str] = []
     problems: list[str] = []
     warnings: list[str] = []
-    if card.free_bytes is not None:
-        pre = card.free_bytes - TORCH_CONTEXT_BYTES
-        assumptions.append(f"pre_model_load_memory = NVML free memory - {TORCH_CONTEXT_BYTES // MIB} MiB "
-                           "for the CUDA context and torch")
-    else:
-        pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
-        assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                           f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (CUDA context, torch)")
+    # From the card's total, not NVML's free memory: `up` plans while the serving release
+    # still holds the card, and a plan should not depend on what runs there now.
+    pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
+    assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
+                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (CUDA context, torch)")
+    if card.free_bytes is not None and card.free_bytes < pre:
+        warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
+                        "holds memory that SGLang would not get")
     if shape.weight_bytes is None:
         raise ValueError(f"{shape.source}: the checkpoint folder has no safetensors index and no "
                          "*.safetensors files, so its weight size is unknown")

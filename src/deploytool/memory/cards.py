@@ -3,7 +3,7 @@
 The table holds what a vendor's data sheet says (memory, bus width, memory clock as NVML reports
 it, board power); a reading from NVML always wins over it. Bandwidth follows NVML's own
 arithmetic: bus width (bits) / 8 x max memory clock (MHz) x 2 (double data rate), so an H200
-reading 6144 bits x 3201 MHz gives 4.92 TB/s.
+reading 6016 bits x 3201 MHz gives 4.81 TB/s.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ class Card:
 
 # name -> (memory MiB as NVML reports it, bus bits, max memory clock MHz as NVML reports it, power W)
 # RTX 5090 / RTX PRO 6000: GDDR7 at 28 Gbps on 512 bits = 1792 GB/s; NVML reports 14001 MHz.
-# H200: 141 GB HBM3e; 143771 MiB and 700 W read on a real H200 (docs/measured/h200-gpus.json);
-#   the bus width and clock of the table are the NVML readings of that card (docs/gpus.md).
+# H200: 141 GB HBM3e; 143771 MiB, 700 W, a 6016-bit bus and 3201 MHz read through NVML on a real
+#   H200 (docs/measured/h200-gpus-memory-bus.json, docs/gpus.md).
 # B300 / GB300: 288 GB HBM3e at 8 TB/s (vendor figure); NVML's clock there is the figure
 #   that makes 8 TB/s on an 8192-bit bus. Board power: B300 1100 W, GB300 1400 W.
 CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
     "NVIDIA GeForce RTX 5090": (32607, 512, 14001, 575.0),
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, 512, 14001, 600.0),
-    "NVIDIA H200": (143771, 6144, 3201, 700.0),
+    "NVIDIA H200": (143771, 6016, 3201, 700.0),
     "NVIDIA B300 SXM6 AC": (275040, 8192, 3906, 1100.0),
     "NVIDIA GB300": (284208, 8192, 3906, 1400.0),
 }

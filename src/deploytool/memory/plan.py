@@ -37,8 +37,9 @@ from .checkpoint import ModelShape
 SGLANG_VERSION = "0.5.23"
 # NVML's total minus free on an idle H200 (docs/measured/h200-gpus.json: 143771 - 143155 MiB).
 DRIVER_RESERVE_BYTES = 616 * MIB
-# The CUDA context and torch's first allocations, before SGLang measures pre_model_load_memory.
-TORCH_CONTEXT_BYTES = 512 * MIB
+# The CUDA context torch creates before SGLang measures pre_model_load_memory: NVML's free
+# memory fell by 620 MiB on an H200 (torch 2.11, docs/measured/h200-copy-bandwidth.json).
+TORCH_CONTEXT_BYTES = 620 * MIB
 VLM_CACHE_BYTES = 100 * MIB  # environ.py SGLANG_VLM_CACHE_SIZE_MB default
 MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py fallback
 MAMBA_BASE_RATIO = 3  # mem_cache/kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
@@ -176,7 +177,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     # still holds the card, and a plan should not depend on what runs there now.
     pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
     assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (CUDA context, torch)")
+                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (CUDA context, as torch's on an H200)")
     if card.free_bytes is not None and card.free_bytes < pre:
         warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
                         "holds memory that SGLang would not get")

@@ -147,3 +147,22 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
     if checkpoint is not None:
         shape = read_checkpoint(checkpoint)
     return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape)
+
+
+def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """For preflight: the plan for the profile's card beside the server's own memory figures;
+    None when there is no checkpoint to plan from; {"error": why} when planning fails."""
+    from .accuracy import compare_with_server
+    from .gate import slot_card
+
+    if profile is None or checkpoint_folder(profile) is None:
+        return None
+    try:
+        card = slot_card(slot, profile) if slot is not None else (
+            card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+            if profile.match.gpu_name else None)
+        if card is None:
+            return {"error": "no card to plan for"}
+        return compare_with_server(plan_for_profile(profile, card), server_info)
+    except Exception as exc:  # a preflight records, it never fails on the planner
+        return {"error": f"{type(exc).__name__}: {exc}"}

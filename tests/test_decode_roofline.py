@@ -110,3 +110,23 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
                                            abs=1e-4)
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Roofline" in report and "assumed: bandwidth data-sheet table" in report
+
+
+def test_nvml_bus_width_and_memory_clock_are_read_into_the_inventory() -> None:
+    from deploytool.gpus import read_inventory
+    from test_gpus import FakeNvml
+
+    class WithMemoryBus(FakeNvml):
+        NVML_CLOCK_MEM = 2
+
+        def nvmlDeviceGetMemoryBusWidth(self, h):
+            return 6016
+
+        def nvmlDeviceGetMaxClockInfo(self, h, clock):
+            return 3201 if clock == self.NVML_CLOCK_MEM else 1980
+
+    gpu = read_inventory(WithMemoryBus()).gpus[0]
+    assert (gpu.memory_bus_width_bits, gpu.max_memory_clock_mhz) == (6016, 3201)
+    assert card_from_gpu(gpu).bandwidth_bytes_per_s == pytest.approx(4.814e12, rel=1e-3)
+    # a driver that reports neither: None, not an error
+    assert read_inventory(FakeNvml()).gpus[0].memory_bus_width_bits is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DeployError
+from ..errors import DeployError, UsageError
 from ..profiles import Profile
 from ..state import journal
 from .cards import Card, card_from_gpu, card_from_table
@@ -38,7 +38,11 @@ def memory_gate(slot: Any, profile: Profile, *, skip: bool, release: int, report
     if card is None:
         reporter.warn(f"no memory plan: no card to plan {profile.name} for on slot {slot.name}")
         return None
-    plan = check_memory_fit(profile, card)
+    try:
+        plan = check_memory_fit(profile, card)
+    except UsageError as exc:  # a profile the planner cannot read (no mem-fraction-static, ...)
+        reporter.warn(f"no memory plan: {exc.message}")
+        return None
     if plan is None:
         return None
     summary = {"verdict": plan.verdict, "pool_tokens": plan.pool_tokens,

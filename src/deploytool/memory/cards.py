@@ -49,17 +49,19 @@ class Card:
 
 
 # name -> (memory MiB as NVML reports it, bus bits, max memory clock MHz as NVML reports it, power W)
-# RTX 5090 / RTX PRO 6000: GDDR7 at 28 Gbps on 512 bits = 1792 GB/s; NVML reports 14001 MHz.
+# RTX 5090 / RTX PRO 6000: 32,607 / 97,887 MiB as nvidia-smi shows them in public reports;
+#   GDDR7 at 28 Gbps on 512 bits = 1792 GB/s, which NVML reports as 14001 MHz.
 # H200: 141 GB HBM3e; 143771 MiB, 700 W, a 6016-bit bus and 3201 MHz read through NVML on a real
 #   H200 (docs/measured/h200-gpus-memory-bus.json, docs/gpus.md).
-# B300 / GB300: 288 GB HBM3e at 8 TB/s (vendor figure); NVML's clock there is the figure
-#   that makes 8 TB/s on an 8192-bit bus. Board power: B300 1100 W, GB300 1400 W.
+# B300 / GB300: not read on a real card here. Memory: the nominal 288 GB (274,658 MiB); the
+#   clock is the one that gives the vendor's 8 TB/s on an 8192-bit bus. Power: 1100 / 1400 W.
+#   Plan with --gpu on the machine for NVML's own figures.
 CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
     "NVIDIA GeForce RTX 5090": (32607, 512, 14001, 575.0),
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, 512, 14001, 600.0),
     "NVIDIA H200": (143771, 6016, 3201, 700.0),
-    "NVIDIA B300 SXM6 AC": (275040, 8192, 3906, 1100.0),
-    "NVIDIA GB300": (284208, 8192, 3906, 1400.0),
+    "NVIDIA B300 SXM6 AC": (274658, 8192, 3906, 1100.0),
+    "NVIDIA GB300": (274658, 8192, 3906, 1400.0),
 }
 ALIASES = {
     "rtx5090": "NVIDIA GeForce RTX 5090", "5090": "NVIDIA GeForce RTX 5090",

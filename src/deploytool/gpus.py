@@ -33,6 +33,9 @@ class GpuInfo:
     pcie_link_gen_max: int | None
     pcie_link_width: int | None
     pcie_link_width_max: int | None
+    # For the memory-bandwidth roofline: bus width (bits) x max memory clock (MHz) x 2.
+    memory_bus_width_bits: int | None = None
+    max_memory_clock_mhz: int | None = None
     matching_profiles: list[str] = field(default_factory=list)
 
     @property
@@ -96,6 +99,8 @@ def _read_gpu(nvml: Any, index: int) -> GpuInfo:
         pcie_link_gen_max=_optional(lambda: nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
         pcie_link_width=_optional(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
         pcie_link_width_max=_optional(lambda: nvml.nvmlDeviceGetMaxPcieLinkWidth(handle)),
+        memory_bus_width_bits=_optional(lambda: nvml.nvmlDeviceGetMemoryBusWidth(handle)),
+        max_memory_clock_mhz=_optional(lambda: nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM)),
     )
 
 

@@ -12,6 +12,7 @@ from ..targets import Target
 from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
 from .method import BenchMethod, build_method
 from .report import write_comparison_report, write_run_report
+from .roofline import attach_roofline
 from .results import BenchRun, Figure, GroupSummary, RequestRecord, load_run, run_from_json
 from .runner import BenchRunner, run_bench_sync
 
@@ -26,6 +27,7 @@ def run_bench(target: Target, *, method: BenchMethod, report_dir: Path | None, p
     """Run the method against the target; write results.json, report.md and report.html to
     report_dir when given. Server faults are counted in the run, never raised."""
     run = run_bench_sync(target, method, progress=progress)
+    attach_roofline(run, target)
     if report_dir is not None:
         write_run_report(run, Path(report_dir))
     return run
@@ -35,6 +37,7 @@ async def run_bench_async(target: Target, *, method: BenchMethod, report_dir: Pa
                           progress: bool = False) -> BenchRun:
     """The same, for callers already inside an event loop (a qualify suite)."""
     run = await BenchRunner(target, method, progress=progress).run()
+    attach_roofline(run, target)
     if report_dir is not None:
         write_run_report(run, Path(report_dir))
     return run

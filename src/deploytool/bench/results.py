@@ -133,6 +133,8 @@ class BenchRun:
     notes: list[str]
     requests: list[RequestRecord]
     source: str = ""  # where it was read from (compare); not written
+    # decode's bandwidth-bound ceiling and the measured share (bench/roofline.py); None: see notes
+    roofline: dict[str, Any] | None = None
 
     @property
     def simulator(self) -> bool:

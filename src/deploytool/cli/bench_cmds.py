@@ -28,6 +28,7 @@ def bench_command(
     """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
     from ..bench import build_method, run_bench
     from ..bench.compare import format_value
+    from ..bench.roofline import roofline_lines
     from ..targets import resolve_target
 
     if thinking not in ("on", "off"):
@@ -59,6 +60,8 @@ def bench_command(
             sweep_table.add_row(f"{p.concurrency}{' *' if p.on_front else ''}", format_value(p.per_user_tps, ""),
                                 format_value(p.per_gpu_tps, ""), format_value(p.ttft_median_s, "s"), str(p.failed))
         console.print(sweep_table)
+    for line in roofline_lines(run.roofline):
+        console.print(line, markup=False, highlight=False)
     if run.errors_total:
         console.print(f"[red]{run.errors_total} of {run.requests_total} requests failed[/]; medians use completed "
                       "requests only")

@@ -134,6 +134,7 @@ def up_command(
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
+    skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Start even when the memory plan says the profile does not fit (recorded in the journal).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Qualify with only these suites (repeatable).")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
     retention: RetentionOpt = DEFAULT_RETENTION,
@@ -148,8 +149,8 @@ def up_command(
 
     slot = slot_from_options(gpu, cpu)
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
-                               qualify_suites=suite, qualify_limit=limit, retention=retention,
-                               profiles_dirs=profiles_dir)
+                               skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
+                               retention=retention, profiles_dirs=profiles_dir)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter), _up_line)
 

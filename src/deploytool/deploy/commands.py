@@ -17,9 +17,10 @@ from typing import Any
 from ..cache import CacheDecision
 from ..compose import document_text
 from ..engine import Engine
+from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
 from ..slots import Slot
-from ..state import slot_lock
+from ..state import journal, slot_lock
 from .executor import Hooks, Reporter, execute
 from .facts import gather_facts, gather_slot
 from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up
@@ -77,7 +78,11 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
     options = options or UpOptions(**kwargs)
     engine = engine or Engine()
     with slot_lock(slot.name, "up"):
-        plan, profile = plan_for_up(slot, options, engine=engine)
+        try:
+            plan, profile = plan_for_up(slot, options, engine=engine)
+        except MemoryRefused as refused:  # the refused plan is journaled (a --dry-run journals nothing)
+            journal("memory_plan", slot=slot.name, release=None, profile=refused.profile, **refused.summary)
+            raise
         outcome = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and outcome.serving is not None

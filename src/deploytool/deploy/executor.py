@@ -92,6 +92,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
     run = _Run(plan, slot, engine, reporter, profile, Outcome(plan))
     for warning in plan.warnings:
         reporter.warn(warning)
+    for check in plan.checks:
+        reporter.step(check)
     _journal_start(plan)
     handed_over = False  # once a release was stopped or started, a failure must restore
     current: Step | None = None
@@ -126,6 +128,12 @@ def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
 
 
 def _journal_start(plan: Plan) -> None:
+    if plan.memory is not None:  # issue 14: what the memory plan said, and an override of it
+        summary = {k: v for k, v in plan.memory.items() if k != "skipped"}
+        journal("memory_plan", slot=plan.slot, release=plan.release, profile=plan.profile, **summary)
+        if plan.memory.get("skipped"):
+            journal("memory_plan.skipped", slot=plan.slot, release=plan.release, profile=plan.profile,
+                    reason="--skip-memory-plan", problems=summary.get("problems"))
     if plan.action == "up":
         journal("up.start", slot=plan.slot, release=plan.release, profile=plan.profile, image=plan.image,
                 previous=plan.fallback, skip_qualify=plan.skip_qualify)

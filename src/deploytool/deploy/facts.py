@@ -20,6 +20,7 @@ from ..build import plan_build
 from ..engine import Engine, Release
 from ..errors import DeploytoolError
 from ..gpus import Inventory, read_inventory
+from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
 from ..slots import Slot
 from ..state import SlotPointers, read_pointers, release_path
@@ -64,6 +65,7 @@ class Facts:
     port: PortFacts | None = None
     cache: CacheFacts | None = None
     model_folder_exists: bool | None = None  # the profile's model.host_path on this host; None if unset
+    memory: MemoryFacts | None = None  # the card and checkpoint shape the memory plan reads (issue 14)
 
     @property
     def serving(self) -> Release | None:
@@ -101,6 +103,7 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
         facts.model_folder_exists = Path(profile.model.host_path).is_dir()
+    facts.memory = memory_facts(slot, profile, facts.inventory)
     return facts
 
 

@@ -8,7 +8,7 @@ the tests call these with hand-made facts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from ..engine import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
 from ..gpus import classify
+from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
 from ..slots import DEFAULT_RETENTION, Slot
 from ..state import release_path
@@ -34,6 +35,7 @@ class UpOptions:
     host_port: int | None = None
     bind: str = "127.0.0.1"
     skip_qualify: bool = False
+    skip_memory_plan: bool = False
     qualify_suites: list[str] | None = None
     qualify_limit: int | None = None
     retention: int = DEFAULT_RETENTION
@@ -56,10 +58,22 @@ def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store
     return profile
 
 
-def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> list[str]:
-    """Every check that can refuse an up; returns warnings. Runs before any step, so a
-    refusal leaves the serving release untouched. Checks of the model's files and of
-    secrets belong here too: anything a started release would fail on."""
+@dataclass
+class Validated:
+    """What the checks before stopping found: warnings, and what the plan reports of them."""
+
+    warnings: list[str] = field(default_factory=list)
+    memory: MemoryCheck = field(default_factory=MemoryCheck)
+
+    @property
+    def checks(self) -> list[str]:  # the lines `up --dry-run` shows above the steps
+        return [line for line in (self.memory.describe(),) if line]
+
+
+def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> Validated:
+    """Every check that can refuse an up. Runs before any step, so a refusal leaves the
+    serving release untouched: the options, the cards, the model's files, SGLang's memory
+    plan on the slot's card (issue 14), the port. Anything a started release would fail on."""
     if options.retention < 1:
         raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
     if options.qualify_limit is not None and options.qualify_limit < 1:
@@ -69,6 +83,8 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
         raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
                          "host, so the release could not load its weights",
                          hint="download the model there, or point model.host_path at where it is")
+    memory = memory_check(facts.memory, profile, skip=options.skip_memory_plan, slot=facts.slot.name)
+    warnings += memory.warnings
     port = facts.port
     if port is not None and not port.free:
         if port.error:
@@ -79,7 +95,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
                               hint="free it, or publish this slot on another port with --port")
     if options.skip_qualify:
         warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
-    return warnings
+    return Validated(warnings=warnings, memory=memory)
 
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:
@@ -121,7 +137,7 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
 
 
 def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
-    warnings = validate_before_stopping(facts, profile, options)
+    validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     build = plan_build(profile)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
@@ -158,7 +174,10 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     return Plan(action="up", slot=slot.name, release=number, serving=serving.release if serving else None,
                 fallback=fallback.release if fallback else None, steps=steps, restore=restore,
                 url=published_url(options.bind, request.port), profile=profile.name, image=build.tag,
-                compose=render_compose(request), warnings=warnings, skip_qualify=options.skip_qualify,
+                compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
+                checks=validated.checks,
+                memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
+                        if validated.memory.summary else None),
                 record={"profile": profile.name, "image": build.tag,
                         "health": profile.health.model_dump(mode="json")})
 

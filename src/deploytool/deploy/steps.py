@@ -138,6 +138,8 @@ class Plan:
     record: dict[str, Any] | None = None  # release.json (up)
     warnings: list[str] = field(default_factory=list)
     skip_qualify: bool = False
+    checks: list[str] = field(default_factory=list)  # what the checks before stopping found (shown)
+    memory: dict[str, Any] | None = None  # the memory plan's summary (journal: memory_plan), "skipped"
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
@@ -151,6 +153,7 @@ class Plan:
         out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
                + (f", would make release {self.release}" if self.action == "up" else "")]
         out += [f"  warning: {w}" for w in self.warnings]
+        out += [f"  checked: {c}" for c in self.checks]
         out += [f"  {i}. {s.describe()}" for i, s in enumerate(self.steps, 1)]
         if self.restore:
             out.append("  on failure or Ctrl-C after the hand-over began:")

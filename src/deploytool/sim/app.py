@@ -154,6 +154,7 @@ class SimServer:
             "chunked_prefill_size": s.chunked_prefill_size,
             "page_size": 1,
             "tp_size": s.tp_size,
+            "mem_fraction_static": s.mem_fraction_static,
             "dp_size": 1,
             "speculative_algorithm": s.reported_speculative_algorithm,
             "speculative_num_steps": s.reported_speculative_num_steps,

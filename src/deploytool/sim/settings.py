@@ -52,6 +52,8 @@ class SimSettings:
     context_length: int = _opt("Context length in tokens; a longer prompt is refused with 400.", 262144)
     chunked_prefill_size: int = _opt("Reported only (server_info).", 8192)
     tp_size: int = _opt("Reported only (server_info).", 1)
+    # SGLang's server_info reports it; a profile's memory plan reads it from server.args.
+    mem_fraction_static: float | None = _opt("Reported only (server_info), as SGLang's.", None)
     vision: bool = _opt("Accept image_url content parts (--no-vision: refuse them with 400).", True)
     tools: bool = _opt(
         "Parse tool calls into tool_calls (--no-tools: the call is left as raw <tool_call> text in content, "

@@ -64,6 +64,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     figures.update({k: find_key(info, k) for k in RECORDED_KEYS if find_key(info, k) is not None})
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
+    # issue 14: the memory plan's prediction beside what the server reports, and its error
+    from ...memory.profile_plan import plan_next_to_server
+    figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()
     figures["image"] = _image_record(ctx)
     ctx.advance()

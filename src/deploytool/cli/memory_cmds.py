@@ -1,0 +1,67 @@
+"""plan-memory: what SGLang's memory pools will be, before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from ..errors import EXIT_FAILED
+from ..memory.profile_plan import plan_memory_command
+from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
+
+
+@app.command("plan-memory")
+def plan_memory_cli(
+    profile: Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")],
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Plan for this GPU (UUID), read through NVML.")] = None,
+    card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300.")] = None,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.")] = None,
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+) -> None:
+    """Predict the weights, KV bytes per token, state per request, KV pool and running requests
+    SGLang will have, by its own accounting; exit 1 when the profile's demands do not fit."""
+    plan = plan_memory_command(profile, gpu=gpu, card=card, sets=set_, checkpoint=checkpoint,
+                               profiles_dirs=profiles_dir)
+    if json_output:
+        print_json(plan.as_dict())
+    else:
+        title = (f"{plan.profile} on {plan.gpus} x {plan.card} ({plan.card_source}), sglang {plan.sglang_version} "
+                 "accounting" + (f", what-if {plan.overrides}" if plan.overrides else ""))
+        table = Table(title=title)
+        table.add_column("")
+        table.add_column("per GPU", justify="right")
+        for label, value in _rows(plan):
+            table.add_row(label, value)
+        console.print(table)
+        for problem in plan.problems:
+            console.print(f"error: {problem}", markup=False, highlight=False)
+        for warning in plan.warnings:
+            console.print(f"warning: {warning}", markup=False, highlight=False)
+        for assumption in plan.assumptions:
+            console.print(f"assumed: {assumption}", markup=False, highlight=False)
+    if not plan.fits:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _rows(plan) -> list[tuple[str, str]]:
+    state = (f"{plan.state_bytes_per_request / 2**20:.1f} MiB ({plan.state_slots} slots, "
+             f"{plan.state_slots_per_request} per request)" if plan.state_bytes_per_request else "none")
+    return [
+        ("memory before loading (GiB)", f"{plan.pre_model_load_gib:.2f}"),
+        ("weights (GiB)", f"{plan.weights_gib:.2f}"),
+        (f"slack: x (1 - mem-fraction-static {plan.mem_fraction_static}) (GiB)", f"{plan.slack_gib:.2f}"),
+        ("linear-attention state, speculative state (GiB)", f"{plan.state_gib:.2f}, {plan.spec_state_gib:.2f}"),
+        (f"KV bytes per token ({plan.kv_cache_dtype}, full-attention layers)", f"{plan.kv_bytes_per_token:,}"),
+        ("KV bytes per token with the draft", f"{plan.kv_bytes_per_token_with_draft:,}"),
+        ("state per running request", state),
+        ("KV pool (GiB)", f"{plan.kv_pool_gib:.2f}"),
+        ("KV pool (tokens)", f"{plan.pool_tokens:,}"),
+        ("max running requests", str(plan.max_running_requests)),
+        (f"requests at the full context ({plan.context_length:,})", str(plan.requests_at_full_context)),
+        ("verdict", plan.verdict),
+    ]

@@ -1,0 +1,221 @@
+"""What the memory planner needs from a checkpoint folder: `config.json` and the safetensors
+index, read the way SGLang 0.5.23 reads them.
+
+Only the shape of the model is read (layer counts, heads, the linear-attention state, the
+draft layers, the precision), never a weight. A vision-language checkpoint keeps the language
+model under `text_config`; SGLang reads it from there too (configs/model_config.py,
+`hf_text_config`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+# Bytes one parameter takes, by the checkpoint's precision. NVFP4 packs two 4-bit values in a
+# byte and keeps one FP8 scale per 16 values (ModelOpt's layout): 0.5 + 1/16.
+BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}
+
+
+@dataclass
+class ModelShape:
+    """The parts of a checkpoint's config that size its memory."""
+
+    source: str  # the config.json read
+    architecture: str
+    model_type: str
+    num_hidden_layers: int
+    hidden_size: int
+    vocab_size: int
+    # attention
+    num_key_value_heads: int
+    head_dim: int
+    v_head_dim: int
+    full_attention_layer_ids: list[int]
+    # MLA (DeepSeek-style latent attention): per-token latent + rope, replicated across TP
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    dsa_index_head_dim: int | None = None  # DeepSeek sparse attention's indexer keys
+    dsa_index_topk: int | None = None  # tokens whose latent a DSA decode step reads
+    # Gated-DeltaNet / Mamba2-style linear attention (a hybrid model)
+    linear_attention_layer_ids: list[int] = field(default_factory=list)
+    linear_num_key_heads: int = 0
+    linear_num_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel_dim: int = 0
+    mamba_ssm_dtype: str | None = None  # the config's own choice, when it states one
+    # next-token-prediction (MTP) layers shipped in the checkpoint: the draft of NEXTN/EAGLE
+    draft_layers: int = 0
+    # MoE
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    num_dense_layers: int = 0  # leading layers with a dense MLP (DeepSeek's first_k_dense_replace)
+    intermediate_size: int = 0
+    tie_word_embeddings: bool = False
+    # precision and size
+    weight_precision: str = "bf16"  # of the expert / linear weights: bf16, fp8, nvfp4
+    kv_cache_quant_algo: str | None = None  # "FP8": kv-cache-dtype auto means fp8 (mem_cache/kv_cache_dtype.py)
+    weight_bytes: int | None = None  # safetensors index metadata.total_size
+    multimodal: bool = False
+    vision_params: int = 0  # estimated from vision_config, for the roofline (not read per token)
+
+    @property
+    def is_hybrid_linear(self) -> bool:
+        return bool(self.linear_attention_layer_ids)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+def read_checkpoint(folder: Path) -> ModelShape:
+    """Read `config.json` (and the safetensors index, when there is one) from a checkpoint folder."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise UsageError(f"{config_path}: no config.json in the checkpoint folder",
+                         hint="point model.host_path at the folder that holds the model's config.json")
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{config_path}: not readable JSON ({exc})") from None
+    # ModelOpt writes its quantization beside config.json; SGLang reads either.
+    extra = folder / "hf_quant_config.json"
+    if extra.is_file() and not config.get("quantization_config"):
+        try:
+            config["quantization_config"] = json.loads(extra.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{extra}: not readable JSON ({exc})") from None
+    shape = shape_from_config(config, source=str(config_path))
+    shape.weight_bytes = read_weight_bytes(folder)
+    return shape
+
+
+def read_weight_bytes(folder: Path) -> int | None:
+    """The checkpoint's weight bytes: the index's metadata.total_size (what the Hugging Face
+    writer records), else the sum of the safetensors files' sizes, else None."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{index}: not readable JSON ({exc})") from None
+        if isinstance(total, int) and total > 0:
+            return total
+    files = sorted(folder.glob("*.safetensors"))
+    return sum(f.stat().st_size for f in files) if files else None
+
+
+def _int(cfg: dict[str, Any], key: str, default: int | None = None, *, where: str) -> int:
+    value = cfg.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UsageError(f"{where}: field {key!r} is missing or not an integer (got {value!r})",
+                         hint="the memory planner reads the model's shape from config.json")
+    return value
+
+
+def shape_from_config(config: dict[str, Any], *, source: str = "config.json") -> ModelShape:
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    archs = config.get("architectures") or text.get("architectures") or ["unknown"]
+    layers = _int(text, "num_hidden_layers", where=source)
+    heads = _int(text, "num_attention_heads", where=source)
+    hidden = _int(text, "hidden_size", where=source)
+    kv_heads = text.get("num_key_value_heads") or heads
+    head_dim = text.get("head_dim") or hidden // heads
+    full_ids, linear_ids = _layer_kinds(text, layers)
+    shape = ModelShape(
+        source=source, architecture=archs[0], model_type=str(config.get("model_type", text.get("model_type", ""))),
+        num_hidden_layers=layers, hidden_size=hidden, vocab_size=_int(text, "vocab_size", where=source),
+        num_key_value_heads=kv_heads, head_dim=head_dim, v_head_dim=text.get("v_head_dim") or head_dim,
+        full_attention_layer_ids=full_ids, linear_attention_layer_ids=linear_ids,
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        intermediate_size=text.get("intermediate_size") or 0,
+    )
+    if text.get("kv_lora_rank"):
+        shape.kv_lora_rank = text["kv_lora_rank"]
+        shape.qk_rope_head_dim = _int(text, "qk_rope_head_dim", where=source)
+        # MLA stores one latent per token, not per-head K and V (configs/model_config.py)
+        shape.v_head_dim = text.get("v_head_dim") or head_dim
+        shape.dsa_index_head_dim = text.get("index_head_dim") if text.get("index_topk") else None
+        shape.dsa_index_topk = text.get("index_topk")
+    if linear_ids:
+        shape.linear_num_key_heads = _int(text, "linear_num_key_heads", where=source)
+        shape.linear_num_value_heads = _int(text, "linear_num_value_heads", where=source)
+        shape.linear_key_head_dim = _int(text, "linear_key_head_dim", where=source)
+        shape.linear_value_head_dim = _int(text, "linear_value_head_dim", where=source)
+        shape.linear_conv_kernel_dim = _int(text, "linear_conv_kernel_dim", where=source)
+        shape.mamba_ssm_dtype = text.get("mamba_ssm_dtype")
+    shape.draft_layers = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    experts = text.get("num_experts") or text.get("n_routed_experts") or 0
+    if experts:
+        shape.num_experts = experts
+        shape.num_experts_per_tok = _int(text, "num_experts_per_tok", where=source)
+        shape.moe_intermediate_size = _int(text, "moe_intermediate_size", where=source)
+        shared = text.get("shared_expert_intermediate_size")
+        if shared is None and text.get("n_shared_experts"):
+            shared = text["n_shared_experts"] * shape.moe_intermediate_size
+        shape.shared_expert_intermediate_size = shared or 0
+        shape.num_dense_layers = int(text.get("first_k_dense_replace") or 0)
+    quant = config.get("quantization_config") or text.get("quantization_config")
+    shape.weight_precision = _precision(quant)
+    if isinstance(quant, dict):
+        algo = quant.get("kv_cache_quant_algo") or (quant.get("quantization") or {}).get("kv_cache_quant_algo")
+        shape.kv_cache_quant_algo = str(algo).upper() if algo else None
+    vision = config.get("vision_config")
+    if isinstance(vision, dict):
+        shape.multimodal = True
+        shape.vision_params = _vision_params(vision)
+    return shape
+
+
+def _layer_kinds(text: dict[str, Any], layers: int) -> tuple[list[int], list[int]]:
+    """Full-attention and linear-attention layer ids. `layer_types` when the config lists them
+    (Qwen3.5/3.6), else `full_attention_interval` (Qwen3-Next: layer i is full attention when
+    (i + 1) % interval == 0, configs/qwen3_next.py), else every layer is full attention."""
+    types = text.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        full = [i for i, t in enumerate(types) if t in ("full_attention", "attention")]
+        linear = [i for i, t in enumerate(types) if t in ("linear_attention", "mamba")]
+        return full, linear
+    interval = text.get("full_attention_interval")
+    if interval and text.get("linear_num_value_heads"):
+        full = [i for i in range(layers) if (i + 1) % interval == 0]
+        return full, [i for i in range(layers) if (i + 1) % interval != 0]
+    return list(range(layers)), []
+
+
+def _precision(quant: Any) -> str:
+    """The precision of the bulk (expert / linear) weights from quantization_config."""
+    if not isinstance(quant, dict):
+        return "bf16"
+    method = str(quant.get("quant_method", "")).lower()
+    algo = str(quant.get("quant_algo", "") or (quant.get("quantization") or {}).get("quant_algo", "")).upper()
+    if "NVFP4" in algo or method in ("modelopt_fp4", "nvfp4"):
+        return "nvfp4"
+    if "MXFP4" in algo or method == "mxfp4":
+        return "mxfp4"
+    if "FP8" in algo or method in ("fp8", "modelopt_fp8") or quant.get("fmt") == "e4m3":
+        return "fp8"
+    if method == "compressed-tensors":
+        groups = quant.get("config_groups") or {}
+        bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)}
+        return "nvfp4" if 4 in bits else "fp8" if 8 in bits else "bf16"
+    return "bf16"
+
+
+def _vision_params(vision: dict[str, Any]) -> int:
+    """A ViT's parameters, about: per block 4 h^2 (attention) + 2 h i (MLP)."""
+    depth = vision.get("depth") or vision.get("num_hidden_layers") or 0
+    h = vision.get("hidden_size") or 0
+    i = vision.get("intermediate_size") or 4 * h
+    return int(depth * (4 * h * h + 2 * h * i))

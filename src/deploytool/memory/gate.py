@@ -1,0 +1,111 @@
+"""`up`'s memory check, split the way deploy is (deploy/facts.py -> deploy/plan.py -> executor):
+
+    memory_facts()  reads what the check needs (the slot's card, the checkpoint's config), at
+                    fact-gathering time; it refuses nothing and writes nothing.
+    memory_check()  the pure decision plan_up makes before any step: fits, refused (nothing was
+                    stopped), skipped with --skip-memory-plan, or nothing to judge by (a warning).
+
+The executor journals the outcome (`memory_plan`, `memory_plan.skipped`) when the plan is
+applied; `up --dry-run` prints it and journals nothing. A refusal raises MemoryRefused, which
+carries the summary so that `up` can journal the refused plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import DeployError, DeploytoolError, UsageError
+from ..profiles import Profile
+from .cards import Card, card_from_gpu, card_from_table
+from .checkpoint import ModelShape, read_checkpoint
+from .profile_plan import checkpoint_folder, plan_for_profile
+
+
+def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None:
+    """The slot's first card through NVML; on the CPU slot (the reference runtime standing in
+    for a GPU server) the profile's own card from the table, when it names one."""
+    if not slot.is_cpu:
+        from ..gpus import read_inventory
+
+        inventory = inventory or read_inventory()
+        gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])
+        return card_from_gpu(gpu, count=len(slot.gpus)) if gpu is not None else None
+    if profile.match.gpu_name:
+        return card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+    return None
+
+
+@dataclass
+class MemoryFacts:
+    """What the memory check reads from the host: the card and the checkpoint's shape."""
+
+    card: Card | None = None
+    shape: ModelShape | None = None
+    note: str | None = None  # why there is nothing to plan from (shown as a warning); None: silent
+
+
+@dataclass
+class MemoryCheck:
+    """The decision: `summary` is what the journal's `memory_plan` event records."""
+
+    summary: dict[str, Any] | None = None
+    skipped: bool = False  # did not fit; --skip-memory-plan starts anyway
+    warnings: list[str] = field(default_factory=list)
+
+    def describe(self) -> str | None:
+        s = self.summary
+        if s is None:
+            return None
+        return (f"memory plan on {s['card']}: {s['pool_tokens']:,} KV tokens, {s['max_running_requests']} running "
+                f"requests ({s['verdict']}{', --skip-memory-plan' if self.skipped else ''})")
+
+
+class MemoryRefused(DeployError):
+    def __init__(self, message: str, *, summary: dict[str, Any], profile: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.summary, self.profile = summary, profile
+
+
+def memory_facts(slot: Any, profile: Profile, inventory: Any = None, folder: Any = None) -> MemoryFacts:
+    """Read the card and the checkpoint's config (config.json, safetensors index) when there
+    is one here: `folder`, else model.host_path / model.path."""
+    folder = folder or checkpoint_folder(profile)
+    if folder is None:
+        note = None if profile.is_simulator else (
+            f"no memory plan: {profile.name}'s checkpoint config is not readable here "
+            "(set model.host_path to check what fits before the start)")
+        return MemoryFacts(note=note)
+    card = slot_card(slot, profile, inventory)
+    if card is None:
+        return MemoryFacts(note=f"no memory plan: no card to plan {profile.name} for on slot {slot.name}")
+    try:
+        shape = read_checkpoint(folder)
+    except DeploytoolError as exc:  # a config the planner cannot read is a warning, not a refusal
+        return MemoryFacts(card=card, note=f"no memory plan: {exc.message}")
+    return MemoryFacts(card=card, shape=shape)
+
+
+def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, slot: str) -> MemoryCheck:
+    """Pure: plan `profile` on the card read; refuse (MemoryRefused) a plan that does not fit
+    unless `skip`. A profile the planner cannot read (no mem-fraction-static, ...) is a warning."""
+    if memory is None or memory.shape is None or memory.card is None:
+        return MemoryCheck(warnings=[memory.note] if memory and memory.note else [])
+    try:
+        plan = plan_for_profile(profile, memory.card, shape=memory.shape)
+    except UsageError as exc:
+        return MemoryCheck(warnings=[f"no memory plan: {exc.message}"])
+    summary = {"verdict": plan.verdict, "pool_tokens": plan.pool_tokens,
+               "max_running_requests": plan.max_running_requests, "weights_gib": plan.weights_gib,
+               "card": plan.card, "problems": plan.problems}
+    if plan.fits:
+        return MemoryCheck(summary=summary)
+    if skip:
+        return MemoryCheck(summary=summary, skipped=True,
+                           warnings=["--skip-memory-plan: starting although the memory plan says: "
+                                     + "; ".join(plan.problems)])
+    raise MemoryRefused(
+        f"profile {profile.name} does not fit slot {slot} ({plan.card}) by SGLang's memory accounting; "
+        "nothing was stopped:\n  " + "\n  ".join(plan.problems), summary=summary, profile=profile.name,
+        hint=f"`deploytool plan-memory --profile {profile.name}` shows the plan and tries changes with --set; "
+             "--skip-memory-plan starts anyway (recorded in the journal)")

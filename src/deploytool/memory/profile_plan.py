@@ -1,0 +1,168 @@
+"""A profile's memory plan: find its checkpoint, its card, apply what-if settings, plan.
+
+`check_memory_fit` is the pure decision `up` asks before it stops the serving release;
+`plan_for_profile` is what `deploytool plan-memory` prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import UsageError
+from ..profiles import Profile
+from .cards import Card, card_from_gpu, card_from_table
+from .checkpoint import ModelShape, read_checkpoint
+from .plan import MemoryPlan, PlanInputs, plan_memory
+
+
+def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
+    """--set KEY=VALUE (SGLang's flag names, with or without the leading --): values are read
+    as YAML scalars, so 0.90 is a number, true a flag and fp8_e4m3 text."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or not key:
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set mem-fraction-static=0.90")
+        out[key.replace("_", "-")] = yaml.safe_load(value) if value.strip() else None
+    return out
+
+
+def checkpoint_folder(profile: Profile) -> Path | None:
+    """Where the profile's checkpoint can be read on this machine: model.host_path (mounted at
+    model.path in the container), else model.path itself when it exists here."""
+    for candidate in (profile.model.host_path, profile.model.path):
+        if candidate and (Path(candidate) / "config.json").is_file():
+            return Path(candidate)
+    return None
+
+
+def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = None) -> PlanInputs:
+    args = {**profile.server.args, **(overrides or {})}
+    preflight = profile.qualify.get("preflight") or {}
+    mfs = args.get("mem-fraction-static")
+    if mfs is None:
+        raise UsageError(f"profile {profile.name} sets no mem-fraction-static",
+                         hint="the planner does not imitate SGLang's default heuristic (arg_groups/memory_hook.py): "
+                              "set server.args.mem-fraction-static, or try one with --set mem-fraction-static=0.88")
+    try:
+        return PlanInputs(
+            context_length=int(args.get("context-length") or profile.model.context_length),
+            mem_fraction_static=float(mfs),
+            kv_cache_dtype=str(args.get("kv-cache-dtype") or "auto"),
+            max_running_requests=_opt_int(args.get("max-running-requests")),
+            tp_size=int(args.get("tp-size") or args.get("tensor-parallel-size") or 1),
+            page_size=int(args.get("page-size") or 1),
+            speculative_algorithm=args.get("speculative-algorithm") or None,
+            speculative_num_draft_tokens=_opt_int(args.get("speculative-num-draft-tokens")),
+            mamba_ssm_dtype=args.get("mamba-ssm-dtype") or profile.server.env.get("SGLANG_MAMBA_SSM_DTYPE"),
+            max_total_tokens=_opt_int(args.get("max-total-tokens")),
+            max_mamba_cache_size=_opt_int(args.get("max-mamba-cache-size")),
+            mamba_full_memory_ratio=_opt_float(args.get("mamba-full-memory-ratio")),
+            disable_radix_cache=bool(args.get("disable-radix-cache")),
+            disable_overlap_schedule=bool(args.get("disable-overlap-schedule")),
+            mamba_radix_cache_strategy=str(args.get("mamba-radix-cache-strategy") or "auto"),
+            vlm_cache_bytes=int(profile.server.env.get("SGLANG_VLM_CACHE_SIZE_MB", 100)) << 20,
+            min_running_requests=int(preflight.get("min_running_requests", 1)),
+            require_full_context_kv=bool(preflight.get("require_full_context_kv", True)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"profile {profile.name}: a launch setting the planner reads is not a number ({exc})",
+                         hint="check server.args and --set values") from None
+
+
+def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None = None,
+                 inventory: Any = None) -> Card:
+    """--gpu UUID reads NVML; --card NAME the table; neither: the profile's first card name."""
+    count = profile.match.gpu_count
+    if gpu and card:
+        raise UsageError("--gpu and --card name the card twice: give one")
+    if gpu:
+        from ..gpus import require_inventory
+
+        inventory = inventory or require_inventory()
+        found = inventory.by_uuid(gpu)
+        if found is None:
+            known = ", ".join(g.uuid for g in inventory.gpus) or "none"
+            raise UsageError(f"--gpu {gpu}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
+        return card_from_gpu(found, count=count)
+    if card:
+        return card_from_table(card, count=count)
+    if not profile.match.gpu_name:
+        raise UsageError(f"profile {profile.name} names no card (match.gpu_name)",
+                         hint="say which with --card NAME or --gpu UUID")
+    return card_from_table(profile.match.gpu_name[0], count=count)
+
+
+def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] | None = None,
+                     shape: ModelShape | None = None) -> MemoryPlan:
+    if profile.is_simulator and shape is None and checkpoint_folder(profile) is None:
+        raise UsageError(f"profile {profile.name} is the reference runtime: it loads no checkpoint",
+                         hint="set model.host_path to a folder with a config.json to plan it anyway")
+    if shape is None:
+        folder = checkpoint_folder(profile)
+        if folder is None:
+            raise UsageError(f"profile {profile.name}: no checkpoint readable at model.host_path "
+                             f"({profile.model.host_path or 'not set'}) or model.path ({profile.model.path})",
+                             hint="set model.host_path to the folder holding config.json and the safetensors index")
+        shape = read_checkpoint(folder)
+    inputs = inputs_from_profile(profile, overrides)
+    try:
+        return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
+    except ValueError as exc:
+        raise UsageError(f"profile {profile.name}: {exc}") from None
+
+
+def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:
+    """`up`'s memory gate: the plan when the checkpoint is readable here, else None (nothing
+    to judge by; `up` says so). Pure apart from reading the checkpoint's config files."""
+    if card is None or checkpoint_folder(profile) is None:
+        return None
+    return plan_for_profile(profile, card)
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str | None = None,
+                        sets: list[str] | None = None, checkpoint: Path | None = None,
+                        profiles_dirs: list[Path] | None = None) -> MemoryPlan:
+    """What `deploytool plan-memory` does: the profile, its card, its checkpoint (or the folder
+    given), the --set what-ifs, one plan."""
+    from ..profiles import ProfileStore
+
+    profile = ProfileStore(profiles_dirs).get(profile_name)
+    if profile.abstract:
+        raise UsageError(f"profile {profile_name!r} is abstract (a base for others to extend); plan one that extends it")
+    chosen = resolve_card(profile, gpu=gpu, card=card)
+    shape = None
+    if checkpoint is not None:
+        shape = read_checkpoint(checkpoint)
+    return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape)
+
+
+def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[str, Any] | None) -> dict[str, Any] | None:
+    """For preflight: the plan for the profile's card beside the server's own memory figures;
+    None when there is no checkpoint to plan from; {"error": why} when planning fails."""
+    from .accuracy import compare_with_server
+    from .gate import slot_card
+
+    if profile is None or checkpoint_folder(profile) is None:
+        return None
+    try:
+        card = slot_card(slot, profile) if slot is not None else (
+            card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+            if profile.match.gpu_name else None)
+        if card is None:
+            return {"error": "no card to plan for"}
+        return compare_with_server(plan_for_profile(profile, card), server_info)
+    except Exception as exc:  # a preflight records, it never fails on the planner
+        return {"error": f"{type(exc).__name__}: {exc}"}

@@ -1,0 +1,68 @@
+"""The memory check's decisions without an engine: fits, refuses before any step, skips
+(said in the plan, for the executor to journal), or has nothing to judge by and says so.
+Facts are made by hand (memory_facts reads the test checkpoints; the card is the profile's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deploytool.deploy import UpOptions, plan_up
+from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
+from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
+from deploytool.profiles import load_profile
+from deploytool.slots import Slot
+from deploytool.state import SlotPointers
+
+MODELS = Path(__file__).parent / "data" / "models"
+CPU = Slot()
+
+
+def _profile(**args):
+    profile = load_profile("sim").model_copy(deep=True)
+    profile.model.host_path = str(MODELS / "qwen3-30b-a3b")
+    profile.match.gpu_name = ["NVIDIA H200"]
+    profile.server.args.update(args)
+    return profile
+
+
+def _facts(profile) -> Facts:
+    from deploytool.build import plan_build
+
+    return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
+                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+                 port=PortFacts("127.0.0.1", 30000), memory=memory_facts(CPU, profile))
+
+
+def test_a_plan_that_fits_is_in_the_plan_for_the_executor_to_journal() -> None:
+    profile = _profile(**{"mem-fraction-static": 0.85})
+    plan = plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+    assert plan.memory is not None and plan.memory["verdict"] == "fits" and not plan.memory["skipped"]
+    assert plan.memory["card"] == "NVIDIA H200" and plan.memory["pool_tokens"] > 262_144
+    assert any(line.startswith("  checked: memory plan on NVIDIA H200") for line in plan.lines())
+    assert plan.to_json()["memory"]["verdict"] == "fits"
+
+
+def test_a_plan_that_does_not_fit_is_refused_in_planning_unless_skipped() -> None:
+    short = _profile(**{"mem-fraction-static": 0.5})
+    with pytest.raises(MemoryRefused, match="does not fit") as refused:
+        plan_up(_facts(short), short, UpOptions(skip_qualify=True))
+    assert "--skip-memory-plan" in refused.value.hint and "nothing was stopped" in refused.value.message
+    assert refused.value.summary["verdict"] == "error" and refused.value.summary["problems"]
+    plan = plan_up(_facts(short), short, UpOptions(skip_qualify=True, skip_memory_plan=True))
+    assert plan.memory is not None and plan.memory["skipped"] and plan.memory["verdict"] == "error"
+    assert any("--skip-memory-plan" in w for w in plan.warnings)
+
+
+def test_nothing_to_plan_from_is_a_warning_not_a_refusal() -> None:
+    unreadable = _profile()  # no mem-fraction-static
+    check = memory_check(memory_facts(CPU, unreadable), unreadable, skip=False, slot="cpu")
+    assert check.summary is None and "mem-fraction-static" in check.warnings[0]
+    plain = load_profile("sim")  # the reference runtime without a checkpoint: silent
+    check = memory_check(memory_facts(CPU, plain), plain, skip=False, slot="cpu")
+    assert check.summary is None and check.warnings == []
+    nameless = _profile(**{"mem-fraction-static": 0.85})
+    nameless.match.gpu_name = []  # no card to plan for on the CPU slot
+    check = memory_check(memory_facts(CPU, nameless), nameless, skip=False, slot="cpu")
+    assert check.summary is None and "no card" in check.warnings[0]

@@ -1,0 +1,100 @@
+"""`deploytool plan-memory` as a user runs it: a table for every shipped card profile, JSON,
+what-ifs that turn the verdict, and clear errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+MODELS = Path(__file__).parent / "data" / "models"
+# each shipped card profile and the test checkpoint of its model
+CARD_PROFILES = {
+    "rtx5090-qwen3.6-35b-a3b-nvfp4": "qwen3.6-35b-a3b-nvfp4",
+    "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4": "qwen3.6-35b-a3b-nvfp4",
+    "h200-qwen3.6-35b-a3b-fp8": "qwen3.6-35b-a3b-fp8",
+    "b300x8-glm5.2-nvfp4-tp8": "glm-5.2-nvfp4",
+    "b300x8-glm5.2-nvfp4-tep8": "glm-5.2-nvfp4",
+    "gb300x4-glm5.2-nvfp4-tp4": "glm-5.2-nvfp4",
+}
+
+
+@pytest.mark.parametrize("profile", sorted(CARD_PROFILES))
+def test_every_card_profile_prints_its_plan(profile: str) -> None:
+    checkpoint = MODELS / CARD_PROFILES[profile]
+    proc = run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint))
+    for row in ("weights (GiB)", "KV bytes per token", "state per running request", "KV pool (tokens)",
+                "max running requests", "verdict"):
+        assert row in proc.stdout, (row, proc.stdout, proc.stderr)
+    data = json.loads(run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint), "--json").stdout)
+    assert data["profile"] == profile and data["card_source"] == "table"
+    assert data["pool_tokens"] > 0 and data["kv_bytes_per_token"] > 0
+    # the exit code is the verdict
+    assert proc.returncode == (0 if data["verdict"] == "fits" else 1)
+    if data["verdict"] == "error":
+        assert "error:" in proc.stdout
+
+
+def test_the_rtx5090_profile_does_not_fit_stock_sglang_accounting() -> None:
+    """The source's own finding: stock SGLang with MTP fits neither a full 256K conversation nor
+    eight requests on 32 GB (its fixes live in patches deploytool does not ship)."""
+    proc = run_cli("plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--checkpoint",
+                   str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1 and data["verdict"] == "error"
+    assert data["pool_tokens"] < 262_144 and data["max_running_requests"] < 8
+
+
+def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_into_an_error() -> None:
+    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
+            str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
+    fits = json.loads(run_cli(*base).stdout)
+    assert fits["verdict"] == "fits"
+    shrunk = run_cli(*base, "--set", "mem-fraction-static=0.33")
+    data = json.loads(shrunk.stdout)
+    assert shrunk.returncode == 1 and data["verdict"] == "error"
+    assert data["pool_tokens"] < 262_144
+    assert data["overrides"] == {"mem-fraction-static": 0.33}
+    assert any("smaller than one full-context conversation" in p for p in data["problems"])
+
+
+def test_fp8_kv_doubles_the_pool_tokens_of_the_same_bytes() -> None:
+    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
+            str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
+    bf16 = json.loads(run_cli(*base).stdout)
+    fp8 = json.loads(run_cli(*base, "--set", "kv-cache-dtype=fp8_e4m3").stdout)
+    assert fp8["kv_bytes_per_token"] * 2 == bf16["kv_bytes_per_token"]
+    assert abs(fp8["pool_tokens"] - 2 * bf16["pool_tokens"]) <= 2
+
+
+def test_fewer_running_requests_than_preflight_asks_is_an_error() -> None:
+    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
+                   str(MODELS / "qwen3.6-35b-a3b-fp8"), "--set", "max-running-requests=8", "--json")
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 1
+    assert any("min_running_requests 64" in p for p in data["problems"])
+
+
+def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
+    no_checkpoint = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8")
+    assert no_checkpoint.returncode == 2 and "model.host_path" in no_checkpoint.stderr
+    bad_set = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--set", "nonsense")
+    assert bad_set.returncode == 2 and "KEY=VALUE" in bad_set.stderr
+    bad_card = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "a100",
+                       "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    assert bad_card.returncode == 2 and "known cards" in bad_card.stderr
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
+    broken = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(tmp_path))
+    assert broken.returncode == 2 and "num_attention_heads" in broken.stderr and "config.json" in broken.stderr
+
+
+def test_gpu_without_a_driver_exits_4() -> None:
+    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", "GPU-0000",
+                   "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    if proc.returncode == 2:  # a machine with a driver: the UUID is unknown there
+        assert "no such GPU" in proc.stderr
+    else:
+        assert proc.returncode == 4 and "NVML" in proc.stderr

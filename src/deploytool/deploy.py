@@ -33,6 +33,7 @@ from .errors import DeployError, DeploytoolError, UsageError
 from .gpus import classify, read_inventory
 from .images import build
 from .profiles import HealthSpec, Profile, ProfileStore
+from . import release_inputs  # issue 13: weights and secrets, checked before anything is stopped
 from .slots import Slot
 from .report import write_atomic
 from .state import SlotPointers, journal, read_journal, read_pointers, release_dir, slot_lock, write_pointers
@@ -69,6 +70,7 @@ class UpResult:
     qualify_skipped: bool
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    model: dict[str, Any] | None = None  # issue 13: the weights it serves (models.ModelPlan.record)
 
 
 @dataclass
@@ -101,6 +103,10 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
         fallback = serving or next((r for r in releases if r.release == pointers.current), None)
         profile = _choose_profile(slot, profile_name, fallback, profiles_dirs)
         _check_cards(slot, profile, reporter)
+        # issue 13: the weights are there and the secrets readable, before anything is built or stopped.
+        inputs = release_inputs.prepare(profile, bind=bind)
+        for warning in inputs.warnings:
+            reporter.warn(warning)
 
         reporter.step(f"building the image for {profile.name} (a no-op when its inputs are unchanged)")
         image = build(profile, engine=engine)
@@ -109,16 +115,17 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
         number = max([pointers.next_release] + [r.release + 1 for r in releases])
         directory = release_dir(slot.name, number)
         request = RenderRequest(profile=profile, slot=slot, release=number, image=image.image,
-                                host_port=host_port, bind=bind)
+                                host_port=host_port, bind=bind, model=inputs.model, secrets=inputs.secrets)
         compose_file = write_compose(request, directory / "compose.yaml")
         engine.compose_config(compose_file)
-        write_release_record(slot.name, number, profile, image.image)
+        write_release_record(slot.name, number, profile, image.image, extra=inputs.record(profile, bind))
         pointers.next_release = number + 1
         write_pointers(slot.name, pointers)
         if serving is None or request.port != serving.host_port:
             _require_free_port(bind, request.port, engine)  # before anything is stopped
         journal("up.start", slot=slot.name, release=number, profile=profile.name, image=image.image,
-                previous=fallback.release if fallback else None, skip_qualify=skip_qualify)
+                previous=fallback.release if fallback else None, skip_qualify=skip_qualify,
+                model=inputs.model.identity())
         if skip_qualify:
             reporter.warn("--skip-qualify: this release takes traffic without acceptance suites")
             journal("qualify.skipped", slot=slot.name, release=number, reason="--skip-qualify")
@@ -132,12 +139,12 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
             _require_free_port(bind, request.port, engine)
             cache = prepare_slot_cache(engine, image.image, slot, release=number)
             reporter.step(f"JIT cache {cache.volume}: {cache.action} ({cache.reason})")
-            new = _start(engine, slot, number, compose_file, reporter)
+            new = _start(engine, slot, number, compose_file, reporter, secret_env=inputs.secret_env)
             _wait_until_healthy(engine, new, profile.health, reporter)
             qualify = None
             if not skip_qualify:
                 qualify = _qualify(engine, new, profile, slot, fallback, directory, qualify_suites,
-                                   qualify_limit, reporter)
+                                   qualify_limit, reporter, inputs=inputs)
         except (Exception, KeyboardInterrupt) as exc:
             # Whatever stopped the hand-over (a failed gate, Ctrl-C, a bad qualify setting, an
             # engine error), the previous release must serve again before we give up.
@@ -154,13 +161,17 @@ def up(slot: Slot, *, profile_name: str | None = None, host_port: int | None = N
             pruned = []
     return UpResult(slot=slot.name, release=number, profile=profile.name, image=image.image, url=new.url,
                     previous=previous, built=image.built, cache=cache, qualify=qualify,
-                    qualify_skipped=skip_qualify, pruned=pruned, seconds=round(time.monotonic() - started, 1))
+                    qualify_skipped=skip_qualify, pruned=pruned, seconds=round(time.monotonic() - started, 1),
+                    model=inputs.model.record())
 
 
-def write_release_record(slot: str, number: int, profile: Profile, image: str) -> None:
+def write_release_record(slot: str, number: int, profile: Profile, image: str,
+                         extra: dict[str, Any] | None = None) -> None:
     """What a restore needs without the profile search path: a rollback run from another
-    folder, or after a profile was renamed, still knows how long this release may take."""
-    record = {"profile": profile.name, "image": image, "health": profile.health.model_dump(mode="json")}
+    folder, or after a profile was renamed, still knows how long this release may take.
+    `extra` (issue 13): the weights it serves and where its secrets come from (never values)."""
+    record = {"profile": profile.name, "image": image, "health": profile.health.model_dump(mode="json"),
+              **(extra or {})}
     write_atomic(release_dir(slot, number) / "release.json", json.dumps(record, indent=2) + "\n")
 
 
@@ -248,9 +259,11 @@ def _require_free_port(bind: str, port: int, engine: Engine) -> None:
                               hint="free it, or publish this slot on another port with --port") from None
 
 
-def _start(engine: Engine, slot: Slot, number: int, compose_file: Path, reporter: Reporter) -> Release:
+def _start(engine: Engine, slot: Slot, number: int, compose_file: Path, reporter: Reporter,
+           secret_env: dict[str, str] | None = None) -> Release:
     reporter.step(f"starting release {number} ({slot.project(number)})")
-    engine.compose(slot.project(number), compose_file, "up", "--detach", "--no-build", "--pull", "never")
+    engine.compose(slot.project(number), compose_file, "up", "--detach", "--no-build", "--pull", "never",
+                   secret_env=secret_env)
     journal("release.started", slot=slot.name, release=number)
     release = engine.release(slot.name, number)
     if release is None:
@@ -265,6 +278,7 @@ def _wait_until_healthy(engine: Engine, release: Release, health: HealthSpec, re
     is not mistaken for a crashing one.)"""
     budget = health.budget_seconds()
     started = time.monotonic()
+    headers = release_inputs.health_headers(release.slot, release.release, health.path)  # issue 13
     while True:
         elapsed = time.monotonic() - started
         release = engine.refresh(release)
@@ -272,7 +286,7 @@ def _wait_until_healthy(engine: Engine, release: Release, health: HealthSpec, re
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + health.path):
+        if release.health == "healthy" and _answers(release.url + health.path, headers):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
@@ -286,21 +300,24 @@ def _wait_until_healthy(engine: Engine, release: Release, health: HealthSpec, re
         time.sleep(0.5)
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
     try:
-        return httpx.get(url, timeout=5).status_code == 200
+        return httpx.get(url, timeout=5, headers=headers).status_code == 200
     except httpx.HTTPError:
         return False
 
 
 def _qualify(engine: Engine, release: Release, profile: Profile, slot: Slot, previous: Release | None,
-             directory: Path, suites: list[str] | None, limit: int | None, reporter: Reporter) -> dict[str, Any]:
+             directory: Path, suites: list[str] | None, limit: int | None, reporter: Reporter,
+             inputs: "release_inputs.ReleaseInputs | None" = None) -> dict[str, Any]:
     from .qualify import run_qualification  # the suites are only needed once a release is up
 
     reporter.step(f"qualifying release {release.release}")
     target = Target(url=release.url, profile=profile, slot=slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
-                    previous_results=qualify_results_path(slot, previous.release) if previous else None)
+                    previous_results=qualify_results_path(slot, previous.release) if previous else None,
+                    api_key=inputs.api_key if inputs else None,
+                    model=inputs.model.record() if inputs else None)
     report = run_qualification(target, suites=suites, limit=limit, report_dir=directory / "qualify",
                                progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
@@ -445,7 +462,10 @@ def status(engine: Engine | None = None, *, events: int = 5) -> list[SlotStatus]
             health = r.health if r.running else None
             rows.append({"release": r.release, "role": role, "state": r.state, "health": health,
                          "profile": r.profile, "image": r.image, "url": r.url, "gpus": r.gpus,
-                         "simulator": r.simulator, "container": r.container_name, "created": r.created})
+                         "simulator": r.simulator, "container": r.container_name, "created": r.created,
+                         # issue 13: which weights, and whether callers need a key
+                         "model": r.model or None, "api_key": "required" if r.api_key else "none",
+                         "host_ip": r.host_ip})
         result.append(SlotStatus(slot=name, current=serving.release if serving else None,
                                  previous=pointers.previous, serving_url=serving.url if serving else None,
                                  releases=rows, last_events=read_journal(name, limit=events)))

@@ -28,7 +28,9 @@ report keeps a server's self-description.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from .errors import UsageError
-from .yamlio import dump_yaml
 
 if TYPE_CHECKING:
     from .profiles import Profile
@@ -123,7 +124,9 @@ class ReleaseSecret:
 
     def content(self, value: str) -> str:
         if self.form == "sglang-config":
-            return dump_yaml({"api-key": value})
+            # JSON is YAML: SGLang's yaml.safe_load reads it, and so does the simulator, whose
+            # image has no PyYAML. Quoting is JSON's, so any character of the key survives.
+            return json.dumps({"api-key": value}) + "\n"
         if self.form == "auth-header":
             return f"Authorization: Bearer {value}\n"
         return value
@@ -219,6 +222,8 @@ def is_open_path(path: str) -> bool:
 
 # -- redaction -----------------------------------------------------------------------------------
 _KEY_FIELDS = {"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token"}
+# A key on a command line (SGLang's launch_command is the merged command line, --config included).
+_KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin-)?api-key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)")
 
 
 def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
@@ -231,6 +236,7 @@ def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
     if isinstance(obj, list):
         return [redact(v, values) for v in obj]
     if isinstance(obj, str):
+        obj = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, obj)
         for value in values:
             obj = obj.replace(value, REDACTED)
         return obj

@@ -36,6 +36,12 @@ GpuOpt = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU UUID of 
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
+# issue 13: the key for a server started with one. A slot's release reads its own; a value on the
+# command line is refused (it shows in `ps` and the shell's history).
+ApiKeyFileOpt = Annotated[Optional[Path], typer.Option(
+    "--api-key-file", help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(
+    "--api-key", help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.")]
 
 
 def print_json(obj: Any) -> None:

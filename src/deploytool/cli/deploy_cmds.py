@@ -276,11 +276,12 @@ def status_command(json_output: JsonOpt = False) -> None:
         return
     for s in slots:
         table = Table(title=f"slot {s.slot}: serving {s.serving_url or 'nothing'}")
-        for column in ("release", "role", "state", "health", "profile", "image"):
+        for column in ("release", "role", "state", "health", "profile", "image", "model", "api key"):
             table.add_column(column)
         for r in s.releases:
             profile = r["profile"] + (" (simulator)" if r["simulator"] else "")
-            table.add_row(str(r["release"]), r["role"], r["state"], r["health"] or "-", profile, r["image"])
+            table.add_row(str(r["release"]), r["role"], r["state"], r["health"] or "-", profile, r["image"],
+                          r.get("model") or "-", r.get("api_key") or "-")
         console.print(table)
 
 

@@ -13,7 +13,8 @@ from ..qualify import QualifyReport, run_qualification
 from ..qualify.config import parse_set_option
 from ..qualify.report import results_document
 from ..targets import resolve_target
-from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
+from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console,
+                  console_err, print_json)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -35,11 +36,14 @@ def qualify_command(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 2 when
     qualification could not run."""
     overrides = parse_set_option(set_)
-    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
+    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
+                            api_key_file=api_key_file, api_key_flag=api_key)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
                                overrides=overrides, progress=not (no_progress or json_out))
     if json_out:

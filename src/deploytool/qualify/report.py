@@ -34,7 +34,7 @@ def results_document(report: "QualifyReport") -> dict[str, Any]:
         "limit": report.limit,
         "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
-                   "image": report.image, "image_labels": report.image_labels},
+                   "image": report.image, "image_labels": report.image_labels, "model": report.model},
         "server": to_jsonable(server) if server is not None else None,
         "suites": [suite_document(s) for s in report.suites],
     }

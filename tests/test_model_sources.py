@@ -184,7 +184,7 @@ def test_folder_release_mounts_read_only_where_the_server_looks(tmp_path: Path) 
     assert {"type": "bind", "source": str(folder), "target": "/models/Q", "read_only": True} in server["volumes"]
     assert server["command"][server["command"].index("--model-path") + 1] == "/models/Q"
     assert "--revision" not in server["command"] and "HF_HUB_OFFLINE" not in server["environment"]
-    assert server["labels"][labels.MODEL] == f"folder:{folder}#{inputs.model.fingerprint[:16]}"
+    assert server["labels"][labels.MODEL] == f"folder:{folder}#{inputs.model.fingerprint[7:23]}"
 
 
 def test_render_shows_where_secrets_go_never_their_values(tmp_path: Path) -> None:

@@ -92,7 +92,7 @@ class ModelPlan:
         if self.kind == "hub":
             return f"hub:{self.repo}@{self.commit or self.revision or 'main'}"
         if self.kind == "folder":
-            return f"folder:{self.host_path}#{(self.fingerprint or 'unchecked')[:16]}"
+            return f"folder:{self.host_path}#{(self.fingerprint or 'unchecked').removeprefix('sha256:')[:16]}"
         return "none"
 
     def record(self) -> dict[str, Any]:

@@ -216,3 +216,21 @@ def test_doctor_reports_releases_open_beyond_loopback_without_a_key() -> None:
     assert check.status == "warn"
     assert [r.split(" ")[0] for r in check.data["releases"]] == ["c", "d"]
     assert doctor.check_open_releases(_Client([_Container("a", "127.0.0.1", "none")])).status == "pass"
+
+
+def test_bench_sends_the_key_and_keeps_it_out_of_its_results(keyed_sim, tmp_path: Path) -> None:
+    from deploytool.bench import build_method, run_bench
+
+    method = build_method(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=2,
+                          decode_output_tokens=20, decode_prompt_tokens=64, load_concurrency=[2],
+                          load_requests_per_slot=1, load_output_tokens=20, prefill_prompt_tokens=[2000],
+                          prefill_prompts_each=1, request_timeout_s=20, run_timeout_s=60)
+    run = run_bench(Target(url=keyed_sim.url, profile=None, api_key=KEY), method=method,
+                    report_dir=tmp_path / "bench", progress=False)
+    assert run.errors_total == 0 and run.figure("decode_c1_tps").value > 0
+    for path in (tmp_path / "bench").rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(errors="replace"), path
+    refused = run_bench(Target(url=keyed_sim.url, profile=None), method=method, report_dir=tmp_path / "no",
+                        progress=False)
+    assert refused.errors_total == refused.requests_total > 0

@@ -219,3 +219,16 @@ def test_bind_beyond_loopback_without_a_key_warns(tmp_path: Path) -> None:
     assert prepare(keyed, bind="0.0.0.0", env={"K": "v"}).warnings == []
     with pytest.raises(SecretError, match="environment variable K, which is not set"):
         prepare(keyed, bind="0.0.0.0", env={})
+
+
+def test_a_secret_file_others_can_read_warns(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("v\n")
+    key_file.chmod(0o644)
+    profile = ProfileStore().get("sim").model_copy(deep=True)
+    from deploytool.secrets import SecretRef
+
+    profile.server.api_key = SecretRef(file=str(key_file))
+    assert any(f"chmod 600 {key_file}" in w for w in prepare(profile, bind="127.0.0.1", env={}).warnings)
+    key_file.chmod(0o600)
+    assert prepare(profile, bind="127.0.0.1", env={}).warnings == []

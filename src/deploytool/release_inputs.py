@@ -37,10 +37,6 @@ class ReleaseInputs:
         """For release.json: what the release serves and where its secrets come from."""
         return {"model": self.model.record(), "bind": bind, **secrets.record(profile)}
 
-    def values(self) -> list[str]:
-        """The secret values, for redaction."""
-        return secrets.secret_values(self.secrets)
-
 
 def beyond_loopback(bind: str) -> bool:
     if bind in LOOPBACK_NAMES:

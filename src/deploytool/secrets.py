@@ -178,17 +178,6 @@ def resolve_values(planned: list[ReleaseSecret], env: dict[str, str] | None = No
     return {s.env_var: s.content(s.ref.resolve(env, what=f"secret {s.name} ({s.purpose})")) for s in planned}
 
 
-def secret_values(planned: list[ReleaseSecret], env: dict[str, str] | None = None) -> list[str]:
-    """The raw values (for redaction); the ones that cannot be read are left out."""
-    values = []
-    for s in planned:
-        try:
-            values.append(s.ref.resolve(env, what=s.name))
-        except SecretError:
-            pass
-    return sorted(set(values))
-
-
 # -- API key for clients -------------------------------------------------------------------------
 def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -241,10 +230,6 @@ def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
             obj = obj.replace(value, REDACTED)
         return obj
     return obj
-
-
-def contains_secret(text: str, values: list[str]) -> bool:
-    return any(v and v in text for v in values)
 
 
 def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:

@@ -126,6 +126,9 @@ def test_hub_commit_comes_from_refs_and_needs_its_snapshot(tmp_path: Path) -> No
     assert "hf download nvidia/Other" in (err.value.hint or "")
     assert models.hub_commit(cache, "nvidia/Other", None, required=False) is None
     snapshot = cache / "models--nvidia--Qwen3.6-35B-A3B-NVFP4" / "snapshots" / commit
+    (snapshot / "model.safetensors").unlink()  # an interrupted download
+    with pytest.raises(models.ModelMissing, match=r"is incomplete in the hub cache: .* no \*\.safetensors"):
+        models.hub_commit(cache, REPO, "main")
     (snapshot / "config.json").unlink()
     with pytest.raises(models.ModelMissing, match="no complete snapshot"):
         models.hub_commit(cache, REPO, "main")

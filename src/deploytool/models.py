@@ -258,6 +258,13 @@ def hub_commit(cache: Path, repo: str, revision: str | None, *, required: bool =
             return None
         raise ModelMissing(f"model {repo} at {revision} ({commit[:12]}) has no complete snapshot in the hub cache "
                            f"({snapshot / 'config.json'} is missing)", hint=how)
+    try:
+        weight_files(snapshot)  # an interrupted download leaves shards out
+    except ModelMissing as exc:
+        if not required:
+            return None
+        raise ModelMissing(f"model {repo} at {revision} ({commit[:12]}) is incomplete in the hub cache: "
+                           f"{exc.message}", hint=how) from None
     return commit
 
 

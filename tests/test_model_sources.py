@@ -56,6 +56,9 @@ def test_a_real_runtime_profile_must_name_its_weights(tmp_path: Path) -> None:
     ("server:\n  env:\n    HF_TOKEN: hf_abc\n", 5, "server.env.HF_TOKEN: a token in the profile"),
     ("server:\n  api_key: {env: A, file: /b}\n", 4, "server.api_key: Value error, give exactly one of env"),
     ("server:\n  api_key: {env: K}\n  args:\n    config: /x.yaml\n", 6, "server.args.config: deploytool passes the API key"),
+    ("server:\n  api_key: {env: K}\n  args:\n    tokenizer-worker-num: 4\n", 6,
+     "server.args.tokenizer-worker-num: SGLang 0.5.23 does not support an API key with more than one"),
+    ("server:\n  api_key: {env: K}\n  args:\n    grpc-port: 30001\n", 6, "server.args.grpc-port: SGLang 0.5.23 refuses"),
 ])
 def test_model_and_secret_mistakes_name_file_line_and_fix(tmp_path: Path, model_yaml: str, where: int,
                                                            what: str) -> None:

@@ -256,6 +256,18 @@ def profile_problems(profile: "Profile") -> list[tuple[tuple[str, ...], str]]:
         problems.append((("server", "args", "config"),
                          "deploytool passes the API key through SGLang's --config (one file only); "
                          "move these options into server.args"))
+    if profile.server.api_key is not None:
+        # SGLang 0.5.23 refuses a key in these modes: entrypoints/http_server.py init_multi_tokenizer
+        # asserts "API key is not supported in multi-tokenizer mode"; arg_groups/serving_hook.py
+        # rejects --grpc-port with --api-key.
+        workers = profile.server.args.get("tokenizer-worker-num")
+        if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1:
+            problems.append((("server", "args", "tokenizer-worker-num"),
+                             "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
+                             "drop server.api_key or set tokenizer-worker-num: 1"))
+        if profile.server.args.get("grpc-port") not in (None, False):
+            problems.append((("server", "args", "grpc-port"),
+                             "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them"))
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         if name in profile.server.env:
             problems.append((("server", "env", name),

@@ -161,6 +161,7 @@ def test_hub_release_mounts_the_cache_offline_and_pins_the_commit(tmp_path: Path
     assert server["environment"]["HF_HUB_CACHE"] == models.CONTAINER_HUB_CACHE
     assert server["labels"][labels.MODEL] == f"hub:{REPO}@{commit}"
     assert inputs.record(profile, "127.0.0.1")["model"]["commit"] == commit
+    assert (inputs.model.checkpoint_folder() / "config.json").is_file()  # the snapshot, for config readers
     compose_file = write_compose(req, tmp_path / "compose.yaml")
     subprocess.run(["docker", "compose", "-f", str(compose_file), "config", "--quiet"], check=True)
 

@@ -87,6 +87,15 @@ class ModelPlan:
             env["HF_HUB_OFFLINE"] = "1"
         return env
 
+    def checkpoint_folder(self) -> Path | None:
+        """The host folder holding config.json and the weights (for readers of config.json, such
+        as a memory planner): the folder itself, or the checked hub snapshot; None when unknown."""
+        if self.kind == "folder":
+            return Path(str(self.host_path))
+        if self.kind == "hub" and self.commit:
+            return hub_repo_folder(Path(str(self.host_path)), str(self.repo)) / "snapshots" / self.commit
+        return None
+
     def identity(self) -> str:
         """One line that says which weights: the label value and the status column."""
         if self.kind == "hub":

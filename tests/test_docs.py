@@ -39,5 +39,6 @@ def test_compose_example_is_what_render_prints_today():
         [sys.executable, "-m", "deploytool", "render", "--gpu", "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
          "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab"],
         capture_output=True, text=True, check=True, cwd=ROOT,
-        env={**os.environ, "DEPLOYTOOL_INSTANCE": "default"}).stdout  # names as a user sees them
+        # names as a user sees them; the hub cache where the doc's command puts it
+        env={**os.environ, "DEPLOYTOOL_INSTANCE": "default", "DEPLOYTOOL_HF_HOME": "/srv/huggingface"}).stdout
     assert example == rendered, "docs/compose.md's example is stale: re-render it with the command it shows"

@@ -34,7 +34,11 @@ def test_base_is_abstract_and_every_card_extends_it(store: ProfileStore) -> None
         assert profile.chain[-1] == "sglang-base", profile.chain
         assert profile.image.recipe == "sglang" and profile.server.command == ["python3", "-m", "sglang.launch_server"]
         recipe.check(profile)  # one row of the version matrix
-        assert profile.server.args["model-path"] == profile.model.path
+        # Hub ids by default: deploytool passes --model-path from model.hub (issue 13).
+        hub = "nvidia/GLM-5.2-NVFP4" if name in GLM else \
+            "Qwen/Qwen3.6-35B-A3B-FP8" if name.startswith("h200") else "nvidia/Qwen3.6-35B-A3B-NVFP4"
+        assert profile.model.hub == hub and profile.model.host_path is None
+        assert "model-path" not in profile.server.args and profile.launch_args()["model-path"] == hub
         assert profile.server.args["context-length"] == profile.model.context_length
 
 

@@ -75,8 +75,8 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     contract = report.suite("contract").figures
     assert contract["measured"] == {"served_model_name": "sim-model", "port": healthy.settings.port,
                                     "context_length": 262144, "thinking_default": "off",
-                                    "reasoning_field": "reasoning_content"}
-    assert contract["compared_with"] == "profile 'sim'"
+                                    "reasoning_field": "reasoning_content", "model": None}
+    assert contract["compared_with"] == "profile 'sim'" and contract["weights_changed"] is None
 
     vision = report.suite("vision")
     assert vision.figures["correct"] == vision.figures["cases"] == 6

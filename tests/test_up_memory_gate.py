@@ -1,6 +1,6 @@
 """`up` runs the memory plan before it stops anything: on the reference runtime (real Docker
-engine, real compose) with a fake checkpoint folder (config.json + safetensors index, no
-weights) and the profile's card from the table, a plan that does not fit is refused while the
+engine, real compose) with a fake checkpoint folder (config.json, safetensors index, a tiny
+shard under the indexed name) and the profile's card from the table, a plan that does not fit is refused while the
 serving release keeps serving; --skip-memory-plan starts anyway and the journal says so."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from conftest import free_port, run_cli
+from fake_checkpoints import safetensors_bytes
 from test_lifecycle import remove_instance
 
 pytestmark = pytest.mark.docker
@@ -27,6 +28,10 @@ def gate_env(docker_engine, tmp_path: Path):
     checkpoint.mkdir()
     for name in ("config.json", "model.safetensors.index.json"):
         shutil.copy(MODELS / "qwen3-30b-a3b" / name, checkpoint / name)
+    # up checks the weights are all there (issue 13): a tiny real shard under the name the index
+    # gives; the memory plan reads the sizes from the index, not from the shard
+    for shard in sorted(set(json.loads((checkpoint / "model.safetensors.index.json").read_text())["weight_map"].values())):
+        (checkpoint / shard).write_bytes(safetensors_bytes({"w": [0.0]}))
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     # Qwen3-30B-A3B's shape on an H200: 57 GiB of weights, 96 KiB of bf16 KV a token

@@ -125,13 +125,15 @@ class EndpointClient:
     """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`."""
 
     def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
-                 keep_chunks: bool = False):
+                 keep_chunks: bool = False, api_key: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         # Keep every streamed chunk dict in ChatResult.raw (costs memory and CPU per token).
         self.keep_chunks = keep_chunks
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
+        # issue 13: a server started with an API key wants `Authorization: Bearer KEY` on every call.
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits, headers=headers)
 
     async def __aenter__(self) -> "EndpointClient":
         return self

@@ -14,7 +14,9 @@ from typing import Any
 import yaml
 
 from . import labels
-from .profiles import Profile
+from . import models as model_sources  # issue 13: weights
+from . import secrets as release_secrets  # issue 13: secrets and the API key
+from .profiles import Profile, args_to_argv
 from .resources import resource
 from .slots import Slot
 from .yamlio import dump_yaml
@@ -30,10 +32,22 @@ class RenderRequest:
     image: str
     host_port: int | None = None  # default: the profile's port
     bind: str = "127.0.0.1"  # host address the port is published on
+    # issue 13: the checked model source (None: planned from the profile, unchecked) and the
+    # release's secrets (None: planned from the profile). Neither ever holds a secret value.
+    model: model_sources.ModelPlan | None = None
+    secrets: list[release_secrets.ReleaseSecret] | None = None
 
     @property
     def port(self) -> int:
         return self.host_port or self.profile.server.port
+
+    @property
+    def model_plan(self) -> model_sources.ModelPlan:
+        return self.model if self.model is not None else model_sources.plan_model(self.profile)
+
+    @property
+    def secret_plan(self) -> list[release_secrets.ReleaseSecret]:
+        return self.secrets if self.secrets is not None else release_secrets.plan_secrets(self.profile)
 
 
 def render_compose(req: RenderRequest) -> dict[str, Any]:
@@ -44,21 +58,24 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     health = profile.health
     container_port = profile.server.port
     cache_volume = slot.cache_volume()
+    model, planned = req.model_plan, req.secret_plan  # issue 13
+    command = (profile.server.command + args_to_argv({**model.launch_args(), **profile.server.args})
+               + release_secrets.launch_args(planned))
 
     service.update(
         {
             "image": req.image,
             "container_name": f"{slot.project(req.release)}-server",
-            "command": profile.launch_argv(),
+            "command": command,
             "ports": [{"target": container_port, "published": str(req.port), "host_ip": req.bind,
                        "protocol": "tcp"}],
-            "environment": dict(profile.server.env),
+            "environment": {**profile.server.env, **model.environment(), **release_secrets.container_env(planned)},
             "shm_size": profile.server.shm_size,
             "ipc": profile.server.ipc,
             "volumes": [{"type": "volume", "source": "jit-cache", "target": CACHE_MOUNT}],
             "healthcheck": {
                 # curl is in the sim base and in the CUDA images; -f fails on 5xx/503.
-                "test": ["CMD", "curl", "-fsS", "-o", "/dev/null",
+                "test": ["CMD", "curl", "-fsS", "-o", "/dev/null", *release_secrets.health_header_args(planned),
                          f"http://127.0.0.1:{container_port}{health.path}"],
                 "interval": f"{health.interval}s",
                 "timeout": f"{health.timeout}s",
@@ -69,14 +86,17 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             "labels": labels.container_labels(
                 slot=slot.name, release=req.release, profile=profile.name, image=req.image,
                 gpus=list(slot.gpus), host_port=req.port, host_ip=req.bind, simulator=profile.is_simulator,
+                model=model.identity(), api_key=bool(profile.server.api_key),
             ),
         }
     )
     if profile.server.ulimits:
         service["ulimits"] = dict(profile.server.ulimits)
-    if profile.model.host_path:
-        service["volumes"].append({"type": "bind", "source": profile.model.host_path,
-                                   "target": profile.model.path, "read_only": True})
+    service["volumes"] += model.volumes()
+    if planned:
+        # Compose copies each value from its own environment into /run/secrets/ of the
+        # container: no value in this file, in labels or in `docker inspect` (deploytool.secrets).
+        service["secrets"], document["secrets"] = release_secrets.compose_secrets(planned)
     if not slot.is_cpu:
         service["deploy"] = {"resources": {"reservations": {"devices": [
             {"driver": "nvidia", "device_ids": list(slot.gpus), "capabilities": ["gpu"]}
@@ -88,13 +108,21 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
 
 
 def render_text(req: RenderRequest) -> str:
-    return document_text(render_compose(req), profile=req.profile.name, slot=req.slot.name, release=req.release)
+    return document_text(render_compose(req), profile=req.profile.name, slot=req.slot.name, release=req.release,
+                         notes=render_notes(req))
 
 
-def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int) -> str:
+def render_notes(req: RenderRequest) -> list[str]:
+    """Where the weights come from and where each secret goes (references, never values)."""
+    return model_sources.describe_for_render(req.model_plan) + release_secrets.describe_for_render(req.secret_plan)
+
+
+def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,
+                  notes: list[str] | None = None) -> str:
     """A rendered compose document as the file deploytool writes (a plan carries the document)."""
     header = (f"# Rendered by deploytool for profile {profile}, slot {slot}, "
               f"release {release}.\n# Do not edit: re-render with `deploytool render`.\n")
+    header += "".join(f"# {line}\n" for line in notes or [])
     return header + dump_yaml(document)
 
 

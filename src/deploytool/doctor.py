@@ -5,8 +5,9 @@ Checks: the Docker engine (reachable, version), the compose plugin (>= 2.20, for
 healthcheck's start_interval), the NVIDIA container runtime or a CDI spec, NVML and the
 driver against the minimum driver of each profile's CUDA (images/versions.yaml) and the
 driver's own CUDA version against each profile's CUDA major.minor, free disk for images and
-for caches, and a writable state directory. Checks that need the engine say "unknown (engine
-unreachable)" when it does not answer.
+for caches, a writable state directory, and (issue 13) deploytool releases that listen beyond
+loopback without an API key. Checks that need the engine say "unknown (engine unreachable)"
+when it does not answer.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
                profiles: list[Profile] | None = None, cdi_globs: tuple[str, ...] = CDI_GLOBS) -> DoctorReport:
     """Every check; arguments stand in for the host's engine, NVML, state dir and profiles."""
     checks: list[Check] = []
-    engine_check, info = check_engine(docker_client)
+    engine_check, info, client = _engine_and_client(docker_client)
     checks.append(engine_check)
     checks.append(check_compose())
     unreachable = engine_check.status == "fail"  # check_engine fails only when the engine does not answer
@@ -80,7 +81,46 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
     checks.append(check_disk("disk for caches", home, CACHE_DISK_WARN_GIB, CACHE_DISK_FAIL_GIB,
                              hint="free space or point DEPLOYTOOL_HOME at a larger disk"))
     checks.append(check_state_dir(home))
+    checks.append(_unknown_without_engine("open releases") if unreachable else check_open_releases(client))
     return DoctorReport(checks=checks)
+
+
+def _engine_and_client(client: Any) -> tuple[Check, dict[str, Any], Any]:
+    if client is None:
+        try:
+            from .engine import Engine
+
+            client = Engine().client  # the one door to Docker; unreachable raises EngineUnavailable
+        except Exception:
+            client = None
+    check, info = check_engine(client) if client is not None else check_engine()
+    return check, info, client
+
+
+def check_open_releases(client: Any) -> Check:
+    """Running deploytool releases (any instance) published beyond loopback without an API key:
+    anyone who reaches the host can call them."""
+    from . import labels
+    from .release_inputs import beyond_loopback
+
+    try:
+        containers = client.containers.list(filters={"label": f"{labels.MANAGED}=true"})
+    except Exception as exc:
+        return Check("open releases", "warn", f"cannot list containers ({_short(exc)})")
+    open_ones = []
+    for container in containers:
+        lab = container.labels or {}
+        ip = lab.get(labels.HOST_IP, "127.0.0.1")
+        if beyond_loopback(ip) and lab.get(labels.API_KEY) != "required":
+            open_ones.append(f"{container.name} (slot {lab.get(labels.SLOT, '?')}, release {lab.get(labels.RELEASE, '?')}, "
+                             f"{ip}:{lab.get(labels.HOST_PORT, '?')}, instance {lab.get(labels.INSTANCE, '?')})")
+    if open_ones:
+        return Check("open releases", "warn",
+                     f"{len(open_ones)} release(s) listen beyond loopback without an API key: {'; '.join(open_ones)}",
+                     hint="set server.api_key in the profile and `deploytool up` again, or publish on 127.0.0.1 "
+                          "(--bind) behind a gateway", data={"releases": open_ones})
+    return Check("open releases", "pass", f"no running release listens beyond loopback without an API key "
+                                          f"({len(containers)} running)", data={"releases": []})
 
 
 def _unknown_without_engine(name: str) -> Check:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ class Release:
     created: str
     restart_count: int = 0  # the engine's restarts under `restart: unless-stopped`
     host_ip: str = "127.0.0.1"  # the address the port is published on
+    model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before issue 13
+    api_key: bool = False  # the server wants an API key (labels.API_KEY)
 
     @property
     def running(self) -> bool:
@@ -112,10 +115,13 @@ class Engine:
 
     # -- compose ---------------------------------------------------------------------------
     def compose(self, project: str, compose_file: Path, *args: str, check: bool = True,
-                timeout: float = 600) -> subprocess.CompletedProcess[str]:
+                timeout: float = 600, secret_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`secret_env`: values compose's `secrets: {environment: VAR}` read (deploytool.secrets);
+        they live in this one subprocess's environment only."""
         cmd = [_docker_cli(), "compose", "-p", project, "-f", str(compose_file), *args]
+        env = {**os.environ, **secret_env} if secret_env else None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise DeployError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s") from None
         if check and proc.returncode != 0:
@@ -176,6 +182,8 @@ class Engine:
             created=attrs.get("Created", ""),
             restart_count=int(attrs.get("RestartCount", 0) or 0),
             host_ip=lab.get(labels.HOST_IP, "127.0.0.1"),
+            model=lab.get(labels.MODEL, ""),
+            api_key=lab.get(labels.API_KEY) == "required",
         )
 
     def start(self, release: Release) -> None:

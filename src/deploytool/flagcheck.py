@@ -78,7 +78,8 @@ class FlagCheck:
 
 def flag_groups(profile: Profile) -> list[list[str]]:
     """server.args as [flag, value...] groups, in the order the launch command has them."""
-    return [args_to_argv({key: value}) for key, value in profile.server.args.items() if args_to_argv({key: value})]
+    # launch_args(): server.args plus the flags the model source implies (issue 13: --model-path).
+    return [args_to_argv({key: value}) for key, value in profile.launch_args().items() if args_to_argv({key: value})]
 
 
 def unset_flags(profile: Profile) -> list[list[Any]]:
@@ -172,7 +173,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     if not version:
         raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
     request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
-               "model_path": str(profile.server.args.get("model-path") or profile.model.path)}
+               "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
     probe = (package_dir() / "in_image" / "flagprobe.py").read_text()
     not_image = None
     if not image and use_image:

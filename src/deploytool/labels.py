@@ -20,6 +20,8 @@ GPUS = f"{PREFIX}.gpus"
 HOST_PORT = f"{PREFIX}.host-port"
 HOST_IP = f"{PREFIX}.host-ip"
 SIMULATOR = f"{PREFIX}.simulator"
+MODEL = f"{PREFIX}.model"  # which weights: hub:ORG/NAME@commit or folder:PATH#fingerprint
+API_KEY = f"{PREFIX}.api-key"  # "required" or "none": whether the server wants a key (never the key)
 
 # Image labels (beside the OCI ones): the toolchain fingerprint and the build inputs.
 IMAGE_INPUTS_HASH = f"{PREFIX}.inputs-hash"
@@ -44,7 +46,8 @@ def name_prefix() -> str:
 
 
 def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
-                     host_port: int, host_ip: str, simulator: bool) -> dict[str, str]:
+                     host_port: int, host_ip: str, simulator: bool, model: str = "none",
+                     api_key: bool = False) -> dict[str, str]:
     return {
         MANAGED: "true",
         INSTANCE: instance(),
@@ -56,4 +59,6 @@ def container_labels(*, slot: str, release: int, profile: str, image: str, gpus:
         HOST_PORT: str(host_port),
         HOST_IP: host_ip,
         SIMULATOR: "true" if simulator else "false",
+        MODEL: model,
+        API_KEY: "required" if api_key else "none",
     }

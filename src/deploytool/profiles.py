@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ProfileError, UsageError
 from .resources import resource
+from .secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
 from .yamlio import LocatedDocument, load_yaml
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
@@ -54,10 +55,16 @@ class ImageSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    path: str
+    # Where the weights come from (issue 13, deploytool.models): exactly one of `hub` (a hub
+    # repository served from the host's hub cache) and `host_path` (a host folder holding
+    # config.json and *.safetensors, mounted read-only at `path`). Simulator profiles may omit both.
+    hub: str | None = None
+    revision: str | None = None  # hub only: branch, tag or commit (default main)
+    offline: bool = True  # hub only: HF_HUB_OFFLINE=1 and a read-only cache; false lets the server download
+    host_path: str | None = None  # the checkpoint's host folder
+    path: str | None = None  # where host_path appears in the container (default /models/<folder name>)
     served_name: str
     context_length: int = Field(gt=0)
-    host_path: str | None = None  # mounted read-only at `path` when given
     vision: bool = False
     tools: bool = False
     tokenizer: str | None = None
@@ -74,6 +81,8 @@ class ServerSpec(_Strict):
     # A host that forbids raising a limit (some sandboxes) refuses to start the container,
     # so a profile can set `ulimits: {}`.
     ulimits: dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
+    # The server's API key: where it lives on the host, never the key (issue 13, deploytool.secrets).
+    api_key: SecretRef | None = None
 
     @field_validator("env", mode="before")
     @classmethod
@@ -108,6 +117,7 @@ class Profile(_Strict):
     health: HealthSpec = Field(default_factory=HealthSpec)
     qualify: dict[str, Any] = Field(default_factory=dict)
     bench: dict[str, Any] = Field(default_factory=dict)
+    secrets: ProfileSecrets = Field(default_factory=ProfileSecrets)
     # Provenance, filled by the loader, not read from YAML.
     source: str = Field(default="", exclude=True)
     chain: list[str] = Field(default_factory=list, exclude=True)
@@ -116,9 +126,15 @@ class Profile(_Strict):
     def is_simulator(self) -> bool:
         return self.image.recipe == "sim"
 
+    def launch_args(self) -> dict[str, ArgValue]:
+        """The server's flags: those the model source implies (--model-path, --revision), then server.args."""
+        from .models import plan_model  # issue 13
+
+        return {**plan_model(self).launch_args(), **self.server.args}
+
     def launch_argv(self) -> list[str]:
-        """The server's command line: command, then each flag of server.args."""
-        return self.server.command + args_to_argv(self.server.args)
+        """The server's command line: command, then each flag of launch_args()."""
+        return self.server.command + args_to_argv(self.launch_args())
 
 
 def args_to_argv(args: dict[str, ArgValue]) -> list[str]:
@@ -200,6 +216,7 @@ class ProfileStore:
             profile = Profile.model_validate(merged)
         except ValidationError as exc:
             raise ProfileError(_explain(exc, chain)) from None
+        _check_semantics(profile, chain)  # issue 13: model source and secrets
         profile.source = str(chain[0].doc.path)
         profile.chain = [r.name for r in chain]
         return profile
@@ -261,6 +278,21 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
             got = ""
         lines.append(f"  {where}: {field}: {what}{got}")
     return "\n".join(lines)
+
+
+def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
+    """Rules across fields (model source, secrets), reported like schema errors: file:line."""
+    from . import models, secrets
+
+    problems = models.profile_problems(profile) + secrets.profile_problems(profile)
+    if not problems:
+        return
+    lines = [f"profile {chain[0].name!r} is not valid:"]
+    for loc, what in problems:
+        owner = next((r for r in chain if loc in r.doc.lines), None) or \
+            next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
+        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(loc)}: {what}")
+    raise ProfileError("\n".join(lines))
 
 
 def load_profile(name: str, extra_dirs: list[Path] | None = None) -> Profile:

@@ -6,14 +6,16 @@ its labels and use its published port, its profile and its image's labels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .engine import Engine, Release
 from .errors import UsageError
 from .profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
 from .state import read_pointers, release_path
+from . import release_inputs, secrets  # issue 13
 
 
 @dataclass
@@ -25,6 +27,9 @@ class Target:
     image_labels: dict[str, str] | None = None
     previous: Release | None = None  # the slot's previous release, for comparisons
     previous_results: Path | None = None  # that release's qualify results.json, when it has one
+    # issue 13: the key clients send (never printed: repr=False) and the weights the release serves.
+    api_key: str | None = field(default=None, repr=False)
+    model: dict[str, Any] | None = None
 
     def describe(self) -> str:
         if self.release is None:
@@ -33,14 +38,21 @@ class Target:
 
 
 def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
-                   profiles_dirs: list[Path] | None = None) -> Target:
+                   profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
+                   api_key_flag: str | None = None) -> Target:
+    """`api_key_file` / `api_key_flag` (issue 13): --api-key-file, and --api-key (refused).
+    Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own."""
     store = ProfileStore(profiles_dirs)
+    given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)
     if url:
         if gpus or cpu:
             raise UsageError("give --url, or a slot (--cpu / --gpu UUID), not both")
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--url {url!r} is not an http(s) URL")
-        return Target(url=url.rstrip("/"), profile=store.get(profile_name) if profile_name else None)
+        profile = store.get(profile_name) if profile_name else None
+        if given_key is None and profile is not None and profile.server.api_key is not None:
+            given_key = profile.server.api_key.resolve(what=f"server.api_key of profile {profile.name}")
+        return Target(url=url.rstrip("/"), profile=profile, api_key=given_key)
     slot = slot_from_options(gpus, cpu)
     engine = Engine()
     releases = engine.releases(slot.name)
@@ -51,9 +63,12 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
     current = max(serving, key=lambda r: r.release)
     profile = store.get(profile_name or current.profile)
     previous = previous_release(slot, releases, current.release)
+    record = release_inputs.read_record(slot.name, current.release)
+    key = given_key if given_key is not None else release_inputs.release_api_key(slot.name, current.release)
     return Target(url=current.url, profile=profile, slot=slot, release=current,
                   image_labels=engine.image_labels(current.image), previous=previous,
-                  previous_results=qualify_results_path(slot, previous.release) if previous else None)
+                  previous_results=qualify_results_path(slot, previous.release) if previous else None,
+                  api_key=key, model=record.get("model"))
 
 
 def previous_release(slot: Slot, releases: list[Release], current: int) -> Release | None:

@@ -69,6 +69,7 @@ class BenchRunner:
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + m.run_timeout_s
         async with EndpointClient(self.target.url, timeout=m.request_timeout_s,
+                                  api_key=getattr(self.target, "api_key", None),  # issue 13
                                   max_connections=max([1, *m.load_concurrency, m.sweep_max_concurrency])) as client:
             before = await read_server_facts(client)
             self.model_id = before.model_id or (self.target.profile.model.served_name if self.target.profile else "default")

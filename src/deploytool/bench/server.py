@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..client import EndpointClient
+from ..secrets import redact
 
 
 @dataclass
@@ -129,7 +130,7 @@ async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: 
         if response.status_code != 200:
             facts.unreadable[path] = f"HTTP {response.status_code}"
             return None
-        body = response.json()
+        body = redact(response.json())  # issue 13: SGLang's /server_info carries api_key
         return body if isinstance(body, dict) else {"value": body}
     except Exception as exc:  # noqa: BLE001 - recorded, never fatal
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"

@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, UsageError
-from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
+from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console,
+                  console_err, print_json)
 
 
 @app.command("bench")
@@ -24,6 +25,8 @@ def bench_command(
     report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
     from ..bench import build_method, run_bench
@@ -33,7 +36,8 @@ def bench_command(
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
-    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
+    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
+                            api_key_file=api_key_file, api_key_flag=api_key)
     prof = target.profile
     method = build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
                           sweep=sweep, profile_name=prof.name if prof else None)

@@ -198,12 +198,27 @@ def status_command(json_output: JsonOpt = False) -> None:
         return
     for s in slots:
         table = Table(title=f"slot {s.slot}: serving {s.serving_url or 'nothing'}")
-        for column in ("release", "role", "state", "health", "profile", "image"):
-            table.add_column(column)
+        for column in ("release", "role", "state", "health", "profile", "image", "model", "api key"):
+            table.add_column(column, no_wrap=column == "model")
         for r in s.releases:
             profile = r["profile"] + (" (simulator)" if r["simulator"] else "")
-            table.add_row(str(r["release"]), r["role"], r["state"], r["health"] or "-", profile, r["image"])
+            table.add_row(str(r["release"]), r["role"], r["state"], r["health"] or "-", profile, r["image"],
+                          _short_model(r.get("model")), r.get("api_key") or "-")
         console.print(table)
+
+
+def _short_model(identity: str | None) -> str:
+    """hub:ORG/NAME@commit[:12] or folder:NAME#fingerprint[:8]; --json has the whole identity."""
+    if not identity:
+        return "-"
+    kind, _, rest = identity.partition(":")
+    if kind == "hub":
+        repo, _, commit = rest.rpartition("@")
+        return f"hub:{repo}@{commit[:12]}"
+    if kind == "folder":
+        path, _, fingerprint = rest.rpartition("#")
+        return f"folder:{Path(path).name}#{fingerprint.removeprefix('sha256:')[:8]}"
+    return identity
 
 
 @app.command("journal")

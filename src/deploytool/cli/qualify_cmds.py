@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_INTERRUPTED
-from .app import CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console, console_err, print_json
+from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console,
+                  console_err, print_json)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -32,6 +33,8 @@ def qualify_command(
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
+    api_key_file: ApiKeyFileOpt = None,
+    api_key: ApiKeyOpt = None,
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
@@ -41,7 +44,8 @@ def qualify_command(
     from ..targets import resolve_target
 
     overrides = parse_set_option(set_)
-    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir)
+    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
+                            api_key_file=api_key_file, api_key_flag=api_key)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
                                overrides=overrides, progress=not (no_progress or json_out))
     if json_out:

@@ -41,6 +41,7 @@ class UpResult:
     qualify_skipped: bool
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
+    model: dict[str, Any] | None = None  # issue 13: the weights it serves (models.ModelPlan.record)
 
 
 @dataclass
@@ -90,7 +91,7 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     url=outcome.serving.url, previous=cutover.previous,
                     built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
                     qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,
-                    seconds=outcome.seconds)
+                    seconds=outcome.seconds, model=plan.model)
 
 
 def plan_for_rollback(slot: Slot, *, engine: Engine) -> Plan:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
+from .. import secrets
 from ..build import BuildResult, build
 from ..cache import CacheDecision, prepare_slot_cache
 from ..compose import document_text
@@ -136,7 +137,8 @@ def _journal_start(plan: Plan) -> None:
                     reason="--skip-memory-plan", problems=summary.get("problems"))
     if plan.action == "up":
         journal("up.start", slot=plan.slot, release=plan.release, profile=plan.profile, image=plan.image,
-                previous=plan.fallback, skip_qualify=plan.skip_qualify)
+                previous=plan.fallback, skip_qualify=plan.skip_qualify,
+                model=(plan.model or {}).get("identity"))
         if plan.skip_qualify:
             journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
     elif plan.action == "rollback":
@@ -198,7 +200,8 @@ def _write_release(run: _Run, step: WriteRelease) -> None:
     directory = release_dir(plan.slot, step.release)
     assert plan.compose is not None and plan.record is not None and plan.profile is not None
     write_atomic(directory / "compose.yaml",
-                 document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release))
+                 document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release,
+                               notes=plan.inputs))
     write_atomic(directory / "release.json", _json(plan.record))
     pointers = read_pointers(plan.slot)
     pointers.next_release = step.release + 1
@@ -232,7 +235,8 @@ def _start(run: _Run, step: Start) -> None:
                               hint="free it, or publish this slot on another port with --port")
         run.reporter.step(f"starting release {step.release} ({step.project})")
         compose_file = release_dir(slot, step.release) / "compose.yaml"
-        engine.compose(step.project, compose_file, "up", "--detach", "--no-build", "--pull", "never")
+        engine.compose(step.project, compose_file, "up", "--detach", "--no-build", "--pull", "never",
+                       secret_env=_secret_env(run, step))
         journal("release.started", slot=slot, release=step.release)
         if engine.release(slot, step.release) is None:
             raise DeployError(f"release {step.release} was started but its container is not on the engine")
@@ -242,6 +246,16 @@ def _start(run: _Run, step: Start) -> None:
         raise DeployError(f"release {step.release} is no longer on the engine")
     run.reporter.step(f"starting release {step.release}")
     engine.start(release)
+
+
+def _secret_env(run: _Run, step: Start) -> dict[str, str] | None:
+    """issue 13: the secrets' values, read from the host now (planning checked they were
+    readable and kept none); they go to `docker compose up`'s environment only."""
+    if not step.secrets:
+        return None
+    if run.profile is None:
+        raise DeployError(f"cannot start release {step.release}: its secrets need the profile it was planned with")
+    return secrets.resolve_values([s for s in secrets.plan_secrets(run.profile) if s.name in step.secrets])
 
 
 def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
@@ -261,7 +275,8 @@ def _qualify(run: _Run, step: Qualify) -> None:
     run.reporter.step(f"qualifying release {step.release}")
     target = Target(url=release.url, profile=run.profile, slot=run.slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
-                    previous_results=qualify_results_path(run.slot, previous.release) if previous else None)
+                    previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
+                    api_key=_api_key(run.profile), model=plan.model)  # issue 13: the key and the weights
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
                                progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
@@ -274,6 +289,11 @@ def _qualify(run: _Run, step: Qualify) -> None:
         raise DeployError(f"release {step.release} failed qualification: {report.summary_line()}\n"
                           f"  report: {report.report_dir / 'report.md'}")
     run.reporter.step(f"qualified: {report.summary_line()}")
+
+
+def _api_key(profile: Profile) -> str | None:
+    key = profile.server.api_key
+    return key.resolve(what=f"server.api_key of profile {profile.name}") if key else None
 
 
 def _cut_over(run: _Run, step: CutOver) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import errno
 import json
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import cache
+from .. import cache, release_inputs
 from ..build import plan_build
 from ..engine import Engine, Release
 from ..errors import DeploytoolError
@@ -66,6 +66,10 @@ class Facts:
     cache: CacheFacts | None = None
     model_folder_exists: bool | None = None  # the profile's model.host_path on this host; None if unset
     memory: MemoryFacts | None = None  # the card and checkpoint shape the memory plan reads (issue 14)
+    # issue 13: the weights checked on this host and the secrets' places (values dropped: facts
+    # and plans never hold a secret; the executor's Start reads them again), or why they fail.
+    inputs: release_inputs.ReleaseInputs | None = None
+    inputs_error: DeploytoolError | None = None
 
     @property
     def serving(self) -> Release | None:
@@ -103,6 +107,10 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
         facts.model_folder_exists = Path(profile.model.host_path).is_dir()
+    try:
+        facts.inputs = replace(release_inputs.prepare(profile, bind=bind), secret_env={}, api_key=None)
+    except DeploytoolError as exc:  # a missing checkpoint, an unreadable secret: refused in planning
+        facts.inputs_error = exc
     facts.memory = memory_facts(slot, profile, facts.inventory)
     return facts
 

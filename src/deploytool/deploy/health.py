@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from .. import release_inputs
 from ..engine import Engine, Release
 from ..errors import DeployError
 from ..state import journal
@@ -26,6 +27,8 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
     RestartCount when deploytool starts a container, so a restored release is not mistaken
     for a crashing one.)"""
     started = time.monotonic()
+    # issue 13: a keyed release's health path, when it is not one SGLang serves without a key
+    headers = release_inputs.health_headers(release.slot, release.release, path)
     while True:
         elapsed = time.monotonic() - started
         release = engine.refresh(release)
@@ -33,7 +36,7 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + path):
+        if release.health == "healthy" and _answers(release.url + path, headers):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
@@ -47,9 +50,9 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
         time.sleep(0.5)
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
     try:
-        return httpx.get(url, timeout=5).status_code == 200
+        return httpx.get(url, timeout=5, headers=headers).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import models, secrets
 from ..build import plan_build, stale_reason
-from ..compose import RenderRequest, render_compose
+from ..compose import RenderRequest, render_compose, render_notes
 from ..engine import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
@@ -79,6 +80,10 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
     warnings = check_cards(facts, profile)
+    if facts.inputs_error is not None:  # issue 13: weights not there, a secret unreadable
+        raise facts.inputs_error
+    if facts.inputs is not None:
+        warnings += facts.inputs.warnings
     if facts.model_folder_exists is False:
         raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
                          "host, so the release could not load its weights",
@@ -141,8 +146,11 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     build = plan_build(profile)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
+    # issue 13: the checked weights and the secrets' places (hand-made facts: planned, unchecked)
+    model = facts.inputs.model if facts.inputs else models.plan_model(profile)
+    planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
-                            host_port=options.host_port, bind=options.bind)
+                            host_port=options.host_port, bind=options.bind, model=model, secrets=planned_secrets)
     directory = release_path(slot.name, number)
     image = facts.image
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
@@ -156,7 +164,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                           reason=f"handing over to {number}; kept for rollback"))
     steps += [
         _cache_step(facts, number, build.tag, planned=stale is None),
-        Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port),
+        Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
+              secrets=[s.name for s in planned_secrets]),
         WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
     ]
     if not options.skip_qualify:
@@ -175,11 +184,12 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 fallback=fallback.release if fallback else None, steps=steps, restore=restore,
                 url=published_url(options.bind, request.port), profile=profile.name, image=build.tag,
                 compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
-                checks=validated.checks,
+                checks=validated.checks, inputs=render_notes(request), model=model.record(),
                 memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
                         if validated.memory.summary else None),
-                record={"profile": profile.name, "image": build.tag,
-                        "health": profile.health.model_dump(mode="json")})
+                # issue 13: the weights it serves and where its secrets come from (never values)
+                record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
+                        "model": model.record(), "bind": options.bind, **secrets.record(profile)})
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:

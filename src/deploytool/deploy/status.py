@@ -37,7 +37,10 @@ def status(engine: Engine | None = None, *, events: int = 5) -> list[SlotStatus]
             health = r.health if r.running else None
             rows.append({"release": r.release, "role": role, "state": r.state, "health": health,
                          "profile": r.profile, "image": r.image, "url": r.url, "gpus": r.gpus,
-                         "simulator": r.simulator, "container": r.container_name, "created": r.created})
+                         "simulator": r.simulator, "container": r.container_name, "created": r.created,
+                         # issue 13: which weights, and whether callers need a key
+                         "model": r.model or None, "api_key": "required" if r.api_key else "none",
+                         "host_ip": r.host_ip})
         result.append(SlotStatus(slot=name, current=serving.release if serving else None,
                                  previous=pointers.previous, serving_url=serving.url if serving else None,
                                  releases=rows, last_events=read_journal(name, limit=events)))

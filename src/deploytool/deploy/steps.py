@@ -66,9 +66,15 @@ class Start:
     new: bool  # True: `docker compose up` of a new release; False: start its stopped container
     bind: str | None = None  # a new release's published address and port, checked free again
     port: int | None = None
+    # issue 13: the compose secrets (names) whose values the executor reads from the host just
+    # before `docker compose up` and hands to that one process's environment
+    secrets: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
-        return f"start release {self.release} ({self.project})" if self.new else f"start release {self.release} again"
+        if not self.new:
+            return f"start release {self.release} again"
+        with_secrets = f", secrets {', '.join(self.secrets)} read from the host" if self.secrets else ""
+        return f"start release {self.release} ({self.project}{with_secrets})"
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ class Plan:
     skip_qualify: bool = False
     checks: list[str] = field(default_factory=list)  # what the checks before stopping found (shown)
     memory: dict[str, Any] | None = None  # the memory plan's summary (journal: memory_plan), "skipped"
+    inputs: list[str] = field(default_factory=list)  # where the weights and each secret come from and go
+    model: dict[str, Any] | None = None  # the weights it serves (models.ModelPlan.record; issue 13)
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
@@ -154,6 +162,7 @@ class Plan:
                + (f", would make release {self.release}" if self.action == "up" else "")]
         out += [f"  warning: {w}" for w in self.warnings]
         out += [f"  checked: {c}" for c in self.checks]
+        out += [f"  {line}" for line in self.inputs]
         out += [f"  {i}. {s.describe()}" for i, s in enumerate(self.steps, 1)]
         if self.restore:
             out.append("  on failure or Ctrl-C after the hand-over began:")

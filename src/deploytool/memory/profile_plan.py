@@ -32,9 +32,19 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def checkpoint_folder(profile: Profile) -> Path | None:
-    """Where the profile's checkpoint can be read on this machine: model.host_path (mounted at
-    model.path in the container), else model.path itself when it exists here."""
-    for candidate in (profile.model.host_path, profile.model.path):
+    """Where the profile's checkpoint can be read on this machine: the hub snapshot of
+    model.hub in the host's hub cache (issue 13's models.ModelPlan.checkpoint_folder),
+    model.host_path (mounted at model.path in the container), else model.path itself when it
+    exists here."""
+    candidates: list[Any] = [profile.model.host_path, profile.model.path]
+    if profile.model.hub:
+        from ..models import ModelMissing, check_model, plan_model
+
+        try:
+            candidates.insert(0, check_model(plan_model(profile)).checkpoint_folder())
+        except ModelMissing:  # not in the cache: nothing to read here
+            pass
+    for candidate in candidates:
         if candidate and (Path(candidate) / "config.json").is_file():
             return Path(candidate)
     return None

@@ -134,6 +134,7 @@ class ServerInfo:
     server_info: dict[str, Any] | None = None  # /server_info or /get_server_info
     server_info_path: str | None = None
     model_info: dict[str, Any] | None = None  # /get_model_info
+    unauthorized: bool = False  # issue 13: /v1/models answered 401 (the server wants an API key)
 
     @property
     def is_simulator(self) -> bool:

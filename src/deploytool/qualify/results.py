@@ -26,6 +26,7 @@ class QualifyReport:
     release: int | None = None
     image: str | None = None
     image_labels: dict[str, str] = field(default_factory=dict)
+    model: dict[str, Any] | None = None  # issue 13: the weights the release serves (models.ModelPlan.record)
     limit: int | None = None
     suites: list[SuiteResult] = field(default_factory=list)
     server: ServerInfo | None = None
@@ -101,7 +102,7 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "limit": report.limit,
         "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
-                   "image": report.image, "image_labels": report.image_labels},
+                   "image": report.image, "image_labels": report.image_labels, "model": report.model},
         "server": to_jsonable(server) if server is not None else None,
         "suites": [suite_document(s) for s in report.suites],
     }

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..client import EndpointClient
+from ..secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
@@ -50,7 +51,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         url=target.url, report_dir=report_dir, profile=profile.name if profile else None,
         slot=getattr(release, "slot", None), release=getattr(release, "release", None),
         image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
-        limit=limit, started_at=_now(),
+        limit=limit, started_at=_now(), model=getattr(target, "model", None),
     )
     write_reports(report)
     console = Console(stderr=True)
@@ -61,9 +62,14 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
     running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
     try:
         with bars:
-            report.server = asyncio.run(probe_server(target.url, settings["preflight"], profile))
+            report.server = asyncio.run(probe_server(target.url, settings["preflight"], profile,
+                                                     api_key=getattr(target, "api_key", None)))
             if not report.server.reachable:
                 report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
+            elif report.server.unauthorized:  # issue 13
+                report.could_not_run = (f"the server at {target.url} answered 401 Unauthorized: it requires an "
+                                        "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
+                                        "reads its own from where its profile's server.api_key says)")
             elif not report.server.ready:
                 report.could_not_run = (f"the server at {target.url} never became ready: "
                                         f"{report.server.error}")
@@ -98,6 +104,8 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
         return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
         return SuiteResult.errored(name, "not run: the server never became ready")
+    if server.unauthorized:  # issue 13: every call would be refused
+        return SuiteResult.errored(name, "not run: the server requires an API key (401 Unauthorized)")
     skip = module.applies_to(target.profile, server)
     if skip:
         return SuiteResult.skipped(name, skip)
@@ -127,7 +135,8 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
 
 async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
                        limit: int | None, on_progress: Any) -> SuiteResult:
-    async with EndpointClient(target.url, timeout=settings.request_timeout_s) as client:
+    async with EndpointClient(target.url, timeout=settings.request_timeout_s,
+                              api_key=getattr(target, "api_key", None)) as client:
         ctx = SuiteContext(client=client, settings=settings, server=report.server, profile=target.profile,
                            target=target, limit=limit,
                            previous_results=getattr(target, "previous_results", None),
@@ -142,14 +151,14 @@ async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyRepo
                                                     f"(qualify.{module.name}.budget_s)")
 
 
-async def probe_server(url: str, preflight: Any, profile: Any) -> ServerInfo:
+async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None) -> ServerInfo:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
     Waits up to preflight.ready_timeout_s for a server that answers 503 (still loading)."""
     info = ServerInfo(url=url)
     health_path = profile.health.path if profile is not None else "/health"
     deadline = time.monotonic() + preflight.ready_timeout_s
     connect_deadline = time.monotonic() + min(preflight.ready_timeout_s, preflight.connect_timeout_s)
-    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=auth_headers(api_key)) as http:
         while True:
             try:
                 response = await http.get(health_path)
@@ -170,6 +179,11 @@ async def probe_server(url: str, preflight: Any, profile: Any) -> ServerInfo:
         if not info.reachable:
             return info
         info.models = await _optional_json(http, "/v1/models")
+        if info.models is None:
+            try:
+                info.unauthorized = (await http.get("/v1/models")).status_code == 401
+            except httpx.HTTPError:
+                pass
         for path in ("/server_info", "/get_server_info"):
             info.server_info = await _optional_json(http, path)
             if info.server_info is not None:
@@ -186,7 +200,8 @@ async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:
         response = await http.get(path)
         if response.status_code != 200:
             return None
-        return response.json()
+        # issue 13: SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
+        return redact(response.json())
     except (httpx.HTTPError, ValueError):
         return None
 

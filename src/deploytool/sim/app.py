@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploytool import __version__
 from deploytool.sim.answers import AnswerContext, derive_answer
+from deploytool.sim.auth import ApiKeyAuth
 from deploytool.sim.engine import Engine
 from deploytool.sim.faults import FaultState, StreamDropped, parse_faults
 from deploytool.sim.generation import Plan, Unit, build_plan
@@ -362,7 +363,9 @@ def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], No
     app = Starlette(
         routes=routes,
         lifespan=sim.lifespan,
-        middleware=[Middleware(RequestLog, enabled=settings.log_requests)],
+        # issue 13: the request log sees refused calls too (SGLang logs them as 401s).
+        middleware=[Middleware(RequestLog, enabled=settings.log_requests),
+                    Middleware(ApiKeyAuth, api_key=settings.api_key)],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     app.state.sim = sim

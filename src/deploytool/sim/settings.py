@@ -78,6 +78,11 @@ class SimSettings:
     prefix_cache_block_chars: int = _opt("Prefix cache granularity in characters of the serialized prompt.", 256)
     prefix_cache_blocks: int = _opt("Prefix cache capacity in blocks (LRU).", 16384)
     log_requests: bool = _opt("Log one line per request to stderr.", True)
+    # issue 13: access, as SGLang's --api-key (utils/auth.py) and --config (server_args_config_parser.py).
+    api_key: str | None = _opt(
+        "Require `Authorization: Bearer KEY` on every route but /health*, /ready*, /metrics* (401 "
+        '{"error": "Unauthorized"} otherwise), as SGLang\'s --api-key. Pass it in a --config file, not here.', None)
+    revision: str | None = _opt("Reported only: the hub revision the model was asked at (SGLang's --revision).", None)
     faults: tuple[str, ...] = _opt("Faults to inject (see --fault).", ())
 
     def __post_init__(self) -> None:
@@ -147,7 +152,7 @@ class SimSettings:
                     parser.error(f"{ENV_PREFIX + f.name.upper()}={raw!r}: {exc}")
         env_faults = [s.strip() for s in env.get(FAULT_ENV, "").split(",") if s.strip()]
 
-        args = parser.parse_args(list(argv or []))
+        args = parser.parse_args(merge_config_file(list(argv or []), parser))
         for name, value in vars(args).items():
             if name != "fault" and value is not None:
                 values[name] = value
@@ -157,6 +162,46 @@ class SimSettings:
         except ValueError as exc:
             parser.error(str(exc))
             raise  # unreachable: parser.error exits
+
+
+def merge_config_file(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """`--config FILE.yaml`, as SGLang 0.5.23 reads it (utils/server_args_config_parser.py):
+    each key becomes --key value (true: a bare flag), placed before the command line so that
+    the command line wins; one config file only, and it must be YAML."""
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    if argv.count("--config") > 1 or at == len(argv) - 1:
+        parser.error("--config: give exactly one YAML file")
+    path = argv[at + 1]
+    if not path.lower().endswith((".yaml", ".yml")):
+        parser.error(f"--config {path}: Config file must be YAML format")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        parser.error(f"--config {path}: {exc.strerror}")
+    try:
+        import yaml  # not in the simulator's image: deploytool writes the file as JSON, which is YAML too
+
+        data = yaml.safe_load(text) or {}
+    except ImportError:
+        import json
+
+        try:
+            data = json.loads(text or "{}")
+        except ValueError as exc:
+            parser.error(f"--config {path}: without PyYAML the simulator reads JSON-form YAML only ({exc})")
+    if not isinstance(data, dict):
+        parser.error(f"--config {path}: Config file must contain a dictionary at root level")
+    extra: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            extra.append(flag)
+        elif value is not False and value is not None:
+            extra += [flag, str(value)]
+    return extra + argv[:at] + argv[at + 2:]
 
 
 def _field_type(f: dataclasses.Field) -> str:

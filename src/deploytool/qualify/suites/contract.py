@@ -5,6 +5,10 @@ else with the profile: the served model name, the port the server listens on, th
 length; and, by sending two small chats, the thinking default (a request that does not say
 must not think, unless the profile says otherwise) and that reasoning text arrives in
 `reasoning_content`, not inline in `content` as <think>...</think>.
+
+It also records which weights the release serves (issue 13: hub repository and commit, or
+the folder's fingerprint) and says, in its figures, when they differ from the previous
+release's: new weights are a legitimate deploy, so that is a note, not a gate.
 """
 
 from __future__ import annotations
@@ -70,8 +74,10 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "context_length": ctx.server.max_model_len,
         "thinking_default": None if default.error else ("off" if reasoning_placement(default) == "none" else "on"),
         "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
+        "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
     }
     previous, why_not = load_previous(ctx.previous_results)
+    weights_changed = _weights_changed(previous, measured["model"], notes)
     if why_not:
         notes.append(why_not)
     if previous is not None:
@@ -104,7 +110,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         result.gates.append(Gate.equal("reasoning arrives in", measured["reasoning_field"], "reasoning_content",
                                        detail=_reasoning_detail(thinking_on)))
 
-    result.figures = {"measured": measured, "expected": expected, "compared_with": basis, "notes": notes}
+    result.figures = {"measured": measured, "expected": expected, "compared_with": basis,
+                      "weights_changed": weights_changed, "notes": notes}
     result.method = (
         f"Read served name and context length from /v1/models and the port from {ctx.server.server_info_path or 'server info'}; "
         f"compared with the {basis}. Sent one chat without chat_template_kwargs (thinking default) and one with "
@@ -113,6 +120,17 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     for label, payload, res in (("default", default_payload, default), ("thinking-on", on_payload, thinking_on)):
         result.transcripts.append(transcript(label, payload, res, passed=res.ok))
     return result.judge()
+
+
+def _weights_changed(previous: dict[str, Any] | None, model: str | None, notes: list[str]) -> bool | None:
+    """True/False when both releases say which weights they serve, else None (unknown)."""
+    before = (previous or {}).get("model")
+    if previous is None or before is None or model is None:
+        return None
+    if before != model:
+        notes.append(f"serves other weights than the previous release: {before} -> {model}")
+        return True
+    return False
 
 
 def _thinking_detail(res: ChatResult) -> str:

@@ -1,0 +1,101 @@
+"""What a release needs from the host besides its image: the weights (checked, identified) and
+its secrets (read). `up` calls `prepare` before anything is built or stopped, so a missing
+checkpoint or an unset token fails with nothing changed on the slot.
+
+Issue 13. Kept out of deploy.py so the deploy refactor (facts -> plan -> executor) can call it
+from wherever the plan is made.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from . import models, secrets
+from .state import release_path
+
+if TYPE_CHECKING:
+    from .profiles import Profile
+
+LOOPBACK_NAMES = {"localhost"}
+
+
+@dataclass
+class ReleaseInputs:
+    model: models.ModelPlan
+    secrets: list[secrets.ReleaseSecret]
+    # Values: for `docker compose up`'s environment and the clients' Authorization header only.
+    # Never journal, print or serialise these two fields.
+    secret_env: dict[str, str] = field(repr=False, default_factory=dict)
+    api_key: str | None = field(repr=False, default=None)
+    warnings: list[str] = field(default_factory=list)
+
+    def record(self, profile: "Profile", bind: str) -> dict[str, Any]:
+        """For release.json: what the release serves and where its secrets come from."""
+        return {"model": self.model.record(), "bind": bind, **secrets.record(profile)}
+
+
+def beyond_loopback(bind: str) -> bool:
+    if bind in LOOPBACK_NAMES:
+        return False
+    try:
+        return not ipaddress.ip_address(bind).is_loopback
+    except ValueError:
+        return True  # a host name: assume it is reachable from elsewhere
+
+
+def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None) -> ReleaseInputs:
+    """Check the weights and read the secrets; raises ModelMissing or SecretError (both usage
+    errors that name the path or variable and what to do)."""
+    model = models.check_model(models.plan_model(profile, env))
+    planned = secrets.plan_secrets(profile)
+    secret_env = secrets.resolve_values(planned, env)
+    key = profile.server.api_key.resolve(env, what="server.api_key") if profile.server.api_key else None
+    warnings = []
+    if beyond_loopback(bind) and key is None:
+        warnings.append(f"publishing on {bind} without an API key: anyone who reaches this host can call the "
+                        "server; set server.api_key: {env: NAME} or {file: PATH} in the profile")
+    for ref in {s.ref.file for s in planned if s.ref.file}:
+        mode = _mode(ref)
+        if mode is not None and mode & 0o077:
+            warnings.append(f"secret file {ref} is readable by other users (mode {mode:04o}): chmod 600 {ref}")
+    if model.kind == "hub" and model.commit is None:
+        warnings.append(f"model {model.repo} is not in the hub cache {model.host_path}: the server will download "
+                        "it at start (model.offline: false)")
+    return ReleaseInputs(model=model, secrets=planned, secret_env=secret_env, api_key=key, warnings=warnings)
+
+
+def _mode(path: str) -> int | None:
+    try:
+        return os.stat(os.path.expanduser(path)).st_mode & 0o777
+    except OSError:
+        return None
+
+
+def read_record(slot: str, number: int) -> dict[str, Any]:
+    try:
+        return json.loads((release_path(slot, number) / "release.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def release_api_key(slot: str, number: int, env: dict[str, str] | None = None) -> str | None:
+    """The API key of a release, read again from where its record says it lives (raises
+    SecretError when the record names a key that cannot be read now)."""
+    record = read_record(slot, number)
+    record.setdefault("release", number)
+    return secrets.release_api_key(record, env)
+
+
+def health_headers(slot: str, number: int, path: str) -> dict[str, str]:
+    """Headers for deploytool's own health probe of a release. SGLang serves /health without a
+    key (utils/auth.py), so the key is read only for another health path."""
+    if secrets.is_open_path(path):
+        return {}
+    try:
+        return secrets.auth_headers(release_api_key(slot, number))
+    except secrets.SecretError:
+        return {}  # the probe then fails with the server's 401, which the log tail shows

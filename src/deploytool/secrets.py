@@ -1,0 +1,276 @@
+"""Secrets of a release: the hub token and the server's API key, never written inline.
+
+A profile names where a secret lives on the host, never its value:
+
+    secrets:
+      hf_token: {env: HF_TOKEN}            # or {file: /etc/deploytool/hf-token}
+    server:
+      api_key: {file: /etc/deploytool/api-key}
+
+`plan_secrets` (pure) turns that into compose `secrets` of the release; `resolve_values`
+reads the values on the host just before `docker compose up`, which receives them in its own
+environment only (`DEPLOYTOOL_SECRET_*`). Compose copies each into the container at
+/run/secrets/<name> (the `environment:` source of compose secrets), so the value is in no
+deploytool file, no compose.yaml, no label, no `docker inspect` and no journal.
+
+How SGLang 0.5.23 takes the key (checked in its source): there is no environment variable for
+`--api-key` (sglang/srt/environ.py has none; the field is `api_key` in
+sglang/srt/arg_groups/fields/serving.py), but `--config FILE.yaml` merges a YAML file of
+options into the command line (sglang/srt/server_args.py prepare_server_args ->
+sglang/srt/utils/server_args_config_parser.py ConfigArgumentMerger). So the container gets
+`--config /run/secrets/deploytool-sglang-config.yaml` and the key is in that file, not in the
+container's command line (`docker inspect`, `ps`). Caveat, also from the source: SGLang's
+/server_info returns `resolved_dict()` (api_key included) and `launch_command` (the merged
+command line, only watermark keys redacted: sampling/watermarking/core.py), both behind the
+key itself (utils/auth.py: NORMAL auth level). deploytool redacts them (`redact`) before any
+report keeps a server's self-description.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .profiles import Profile
+
+SECRETS_DIR = "/run/secrets"
+SGLANG_CONFIG_TARGET = f"{SECRETS_DIR}/deploytool-sglang-config.yaml"  # SGLang wants a .yaml suffix
+AUTH_HEADER_TARGET = f"{SECRETS_DIR}/deploytool-auth-header"
+HF_TOKEN_TARGET = f"{SECRETS_DIR}/hf_token"
+ENV_PREFIX = "DEPLOYTOOL_SECRET_"
+# qualify/bench against --url: the key from this variable or --api-key-file, never a flag value.
+API_KEY_ENV = "DEPLOYTOOL_API_KEY"
+# Server args that would put a key on the command line.
+KEY_FLAGS = ("api-key", "admin-api-key")
+# Paths SGLang serves without a key even when one is set (utils/auth.py decide_request_auth).
+OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
+REDACTED = "<redacted>"
+
+
+class SecretError(UsageError):
+    """A secret the profile names cannot be read on this host."""
+
+
+class SecretRef(BaseModel):
+    """Where a secret lives on the host: an environment variable or a file, exactly one."""
+
+    model_config = ConfigDict(extra="forbid")
+    env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SecretRef":
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env: NAME or file: PATH")
+        return self
+
+    def describe(self) -> str:
+        return f"host env {self.env}" if self.env else f"host file {self.file}"
+
+    def reference(self) -> dict[str, str]:
+        """What a record may keep: the place, never the value."""
+        return {"env": self.env} if self.env else {"file": str(self.file)}
+
+    def resolve(self, env: dict[str, str] | None = None, *, what: str) -> str:
+        env = os.environ if env is None else env
+        if self.env:
+            value = env.get(self.env, "")
+            if not value.strip():
+                raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
+                                  hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
+                                       "instead ({file: PATH}, mode 0600)")
+            return value.strip()
+        path = Path(str(self.file)).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SecretError(f"{what} comes from file {path}, which cannot be read ({exc.strerror})",
+                              hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
+        if not value:
+            raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
+        return value
+
+
+class ProfileSecrets(BaseModel):
+    """`secrets:` of a profile."""
+
+    model_config = ConfigDict(extra="forbid")
+    hf_token: SecretRef | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseSecret:
+    """One compose secret of a release: where its value comes from and where it lands."""
+
+    name: str  # compose secret name
+    ref: SecretRef
+    target: str  # in the container
+    purpose: str
+    form: str  # "raw", "sglang-config" or "auth-header": how the value is wrapped
+
+    @property
+    def env_var(self) -> str:
+        """The variable of `docker compose up`'s own environment that carries the value."""
+        return ENV_PREFIX + self.name.upper().replace("-", "_")
+
+    def content(self, value: str) -> str:
+        if self.form == "sglang-config":
+            # JSON is YAML: SGLang's yaml.safe_load reads it, and so does the simulator, whose
+            # image has no PyYAML. Quoting is JSON's, so any character of the key survives.
+            return json.dumps({"api-key": value}) + "\n"
+        if self.form == "auth-header":
+            return f"Authorization: Bearer {value}\n"
+        return value
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.ref.describe()} -> {self.target} ({self.purpose})"
+
+
+def plan_secrets(profile: "Profile") -> list[ReleaseSecret]:
+    """The compose secrets a release of `profile` gets (pure: no value is read)."""
+    planned: list[ReleaseSecret] = []
+    token = profile.secrets.hf_token
+    if token is not None:
+        planned.append(ReleaseSecret("hf_token", token, HF_TOKEN_TARGET, "hub token, read through HF_TOKEN_PATH",
+                                     "raw"))
+    key = profile.server.api_key
+    if key is not None:
+        planned.append(ReleaseSecret("sglang_config", key, SGLANG_CONFIG_TARGET,
+                                     "the server's API key, read through --config", "sglang-config"))
+        planned.append(ReleaseSecret("auth_header", key, AUTH_HEADER_TARGET,
+                                     "Authorization header for the container's health check", "auth-header"))
+    return planned
+
+
+def container_env(planned: list[ReleaseSecret]) -> dict[str, str]:
+    """Environment entries that point at secret files (paths only, never values)."""
+    return {"HF_TOKEN_PATH": s.target for s in planned if s.name == "hf_token"}
+
+
+def launch_args(planned: list[ReleaseSecret]) -> list[str]:
+    return ["--config", SGLANG_CONFIG_TARGET] if any(s.form == "sglang-config" for s in planned) else []
+
+
+def health_header_args(planned: list[ReleaseSecret]) -> list[str]:
+    """curl reads the header from the secret file (`-H @file`), so the key is not in the test."""
+    return ["-H", f"@{AUTH_HEADER_TARGET}"] if any(s.form == "auth-header" for s in planned) else []
+
+
+def compose_secrets(planned: list[ReleaseSecret]) -> tuple[list[dict[str, str]], dict[str, dict[str, str]]]:
+    """(the service's `secrets:` list, the document's top-level `secrets:` mapping)."""
+    service = [{"source": s.name, "target": s.target} for s in planned]
+    top = {s.name: {"environment": s.env_var} for s in planned}
+    return service, top
+
+
+def resolve_values(planned: list[ReleaseSecret], env: dict[str, str] | None = None) -> dict[str, str]:
+    """{DEPLOYTOOL_SECRET_X: content} for `docker compose up`'s environment. Raises SecretError,
+    naming the variable or file, when one cannot be read: up calls this before anything is stopped."""
+    return {s.env_var: s.content(s.ref.resolve(env, what=f"secret {s.name} ({s.purpose})")) for s in planned}
+
+
+# -- API key for clients -------------------------------------------------------------------------
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def client_api_key(*, key_file: Path | None = None, given_on_command_line: str | None = None,
+                   env: dict[str, str] | None = None) -> str | None:
+    """The key for qualify/bench against an endpoint: --api-key-file, else DEPLOYTOOL_API_KEY.
+    A key typed on the command line is refused: it lands in `ps` and the shell's history."""
+    env = os.environ if env is None else env
+    if given_on_command_line is not None:
+        raise UsageError("--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
+                         hint=f"put it in a file (mode 0600) and pass --api-key-file PATH, or export {API_KEY_ENV}")
+    if key_file is not None:
+        return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file")
+    value = env.get(API_KEY_ENV, "").strip()
+    return value or None
+
+
+def release_api_key(record: dict[str, Any], env: dict[str, str] | None = None) -> str | None:
+    """The key of a release, from the reference its release record keeps (release.json `api_key`)."""
+    reference = record.get("api_key")
+    if not reference:
+        return None
+    return SecretRef.model_validate(reference).resolve(env, what=f"the API key of release {record.get('release', '?')}")
+
+
+def is_open_path(path: str) -> bool:
+    return path.startswith(OPEN_PATH_PREFIXES)
+
+
+# -- redaction -----------------------------------------------------------------------------------
+_KEY_FIELDS = {"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token"}
+# A key on a command line (SGLang's launch_command is the merged command line, --config included).
+_KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin-)?api-key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)")
+
+
+def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
+    """A copy of `obj` (JSON-like) with key fields and every occurrence of a secret value
+    replaced. SGLang's /server_info carries `api_key` and a `launch_command` that holds it."""
+    values = [v for v in values if v]
+    if isinstance(obj, dict):
+        return {k: (REDACTED if (k in _KEY_FIELDS and v not in (None, "")) else redact(v, values))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, values) for v in obj]
+    if isinstance(obj, str):
+        obj = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, obj)
+        for value in values:
+            obj = obj.replace(value, REDACTED)
+        return obj
+    return obj
+
+
+def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:
+    """Comment lines for `render`: where each secret comes from and where it goes."""
+    return [f"secret {s.describe()}; compose reads it from ${s.env_var} at `up`" for s in planned]
+
+
+def record(profile: "Profile") -> dict[str, Any]:
+    """What the release record keeps about secrets: references only."""
+    key = profile.server.api_key
+    return {"api_key": key.reference() if key else None,
+            "secrets": {s.name: s.ref.reference() for s in plan_secrets(profile)}}
+
+
+def profile_problems(profile: "Profile") -> list[tuple[tuple[str, ...], str]]:
+    """Secret mistakes as (field location, what to do), checked once at profile load."""
+    problems: list[tuple[tuple[str, ...], str]] = []
+    for flag in KEY_FLAGS:
+        if profile.server.args.get(flag) not in (None, False):
+            problems.append((("server", "args", flag),
+                             f"a key on the command line shows in `docker inspect`, `ps` and /server_info; "
+                             "remove it and set server.api_key: {env: NAME} or {file: PATH}"))
+    if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
+        problems.append((("server", "args", "config"),
+                         "deploytool passes the API key through SGLang's --config (one file only); "
+                         "move these options into server.args"))
+    if profile.server.api_key is not None:
+        # SGLang 0.5.23 refuses a key in these modes: entrypoints/http_server.py init_multi_tokenizer
+        # asserts "API key is not supported in multi-tokenizer mode"; arg_groups/serving_hook.py
+        # rejects --grpc-port with --api-key.
+        workers = profile.server.args.get("tokenizer-worker-num")
+        if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1:
+            problems.append((("server", "args", "tokenizer-worker-num"),
+                             "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
+                             "drop server.api_key or set tokenizer-worker-num: 1"))
+        if profile.server.args.get("grpc-port") not in (None, False):
+            problems.append((("server", "args", "grpc-port"),
+                             "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them"))
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if name in profile.server.env:
+            problems.append((("server", "env", name),
+                             "a token in the profile lands in compose.yaml and `docker inspect`; "
+                             "set secrets.hf_token: {env: HF_TOKEN} or {file: PATH} instead"))
+    return problems

@@ -1,9 +1,8 @@
 """What a release needs from the host besides its image: the weights (checked, identified) and
-its secrets (read). `up` calls `prepare` before anything is built or stopped, so a missing
-checkpoint or an unset token fails with nothing changed on the slot.
-
-Issue 13. Kept out of deploy.py so the deploy refactor (facts -> plan -> executor) can call it
-from wherever the plan is made.
+its secrets (read). `up` calls `prepare` while it gathers its facts (deploy/facts.py), so a
+missing checkpoint or an unset token is refused by the plan (deploy/plan.py) with nothing
+changed on the slot. The facts keep no secret value: the executor's Start step reads the values
+again just before `docker compose up`.
 """
 
 from __future__ import annotations

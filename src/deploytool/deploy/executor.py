@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from .. import secrets
+from .. import release_inputs, secrets
 from ..build import BuildResult, build
 from ..cache import CacheDecision, prepare_slot_cache
 from ..compose import document_text
@@ -262,8 +262,11 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
     release = run.engine.release(run.plan.slot, step.release)
     if release is None:
         raise DeployError(f"release {step.release} is no longer on the engine")
+    # issue 13: each release's own key (read from where its release.json says), for a health
+    # path SGLang does not serve without one; a restored release may have another key
+    headers = release_inputs.health_headers(run.plan.slot, step.release, step.path)
     run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
-                                             reporter=run.reporter)
+                                             reporter=run.reporter, headers=headers)
 
 
 def _qualify(run: _Run, step: Qualify) -> None:

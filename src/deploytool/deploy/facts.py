@@ -2,8 +2,10 @@
 
 gather_facts() reads the slot's releases (the engine's labels), the pointers, which release
 serves, whether the port is free, whether the image is on the engine (and its labels), the
-base image's id, the cache volume's fingerprint and the slot's cards. It creates no file, no
-container that outlives it, no journal line: `up --dry-run` runs it and nothing changes.
+base image's id, the cache volume's fingerprint, the slot's cards, the weights and the places
+of the secrets (release_inputs; no value kept) and what the memory plan reads (the card, the
+checkpoint's config). It creates no file, no container that outlives it, no journal line:
+`up --dry-run` runs it and nothing changes.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from .. import release_inputs
 from ..engine import Engine, Release
 from ..errors import DeployError
 from ..state import journal
@@ -22,13 +21,11 @@ class HealthFailure(DeployError):
 
 
 def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
-                       reporter: "Reporter") -> Release:
+                       reporter: "Reporter", headers: dict[str, str] | None = None) -> Release:
     """A crash or a restart loop fails at once, not at the budget. (The engine resets
     RestartCount when deploytool starts a container, so a restored release is not mistaken
     for a crashing one.)"""
     started = time.monotonic()
-    # issue 13: a keyed release's health path, when it is not one SGLang serves without a key
-    headers = release_inputs.health_headers(release.slot, release.release, path)
     while True:
         elapsed = time.monotonic() - started
         release = engine.refresh(release)

@@ -1,8 +1,9 @@
 """Deploy decisions as pure functions: (facts, profile, options) -> Plan.
 
 Every check that can refuse an `up` runs here, before any step, so nothing is stopped for
-a request that was never going to work: the profile, the cards, the port, the qualify
-suites and their settings, the limits. Nothing here touches the engine or writes a file;
+a request that was never going to work: the profile, the cards, the weights and the
+secrets (issue 13), SGLang's memory plan on the card (issue 14), the port, the qualify suites
+and their settings, the limits. Nothing here touches the engine or writes a file;
 the tests call these with hand-made facts.
 """
 

@@ -15,6 +15,7 @@ from . import deploy_cmds  # noqa: E402,F401  gpus, profiles, build, render, up,
 from . import images_cmds  # noqa: E402,F401  patches check, profiles check, doctor
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import qualify_cmds  # noqa: E402,F401  qualify
+from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from ..profiles import ProfileStore
 from ..slots import slot_from_options
 from ..state import read_journal, slot_lock
 from ..yamlio import dump_yaml
+from . import k8s_cmds
 from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, app, console, console_err,
                   print_json)
 
@@ -194,10 +195,24 @@ def render_command(
     image: Annotated[Optional[str], typer.Option("--image", help="Image reference (default: what `build` would tag, without building).")] = None,
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout (with --k8s: a folder).")] = None,
     profiles_dir: ProfilesDirOpt = None,
+    k8s: Annotated[bool, typer.Option("--k8s", help="Render Kubernetes objects instead (docs/kubernetes.md).")] = False,
+    replicas: k8s_cmds.ReplicasOpt = 1,
+    namespace: k8s_cmds.NamespaceOpt = "default",
+    node_selector: k8s_cmds.NodeSelectorOpt = None,
+    toleration: k8s_cmds.TolerationOpt = None,
+    k8s_flavor: k8s_cmds.FlavorOpt = "plain",
+    qualify_image: k8s_cmds.QualifyImageOpt = None,
 ) -> None:
-    """Render the compose file of one release (no engine needed when --image is given)."""
+    """Render the compose file of one release (no engine needed when --image is given), or with
+    --k8s its Kubernetes objects (--image by digest)."""
+    if k8s:
+        k8s_cmds.render_k8s(k8s_cmds.build_request(
+            profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
+            node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
+            retention=deploy.DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)
+        return
     slot = slot_from_options(gpu, cpu)
     resolved = ProfileStore(profiles_dir).get(profile)
     reference = image or _planned_tag(resolved)

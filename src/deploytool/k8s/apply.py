@@ -17,6 +17,7 @@ rollback: the Deployment back to the newest older ReplicaSet's pod template (wha
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -123,8 +124,10 @@ def connect(context: str | None = None) -> Cluster:
     from kubernetes import config
     from kubernetes.config.config_exception import ConfigException
 
+    # Read KUBECONFIG now, not when the client was imported (it may list several files).
+    kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     try:
-        api_client = config.new_client_from_config(context=context)
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
     except (ConfigException, FileNotFoundError, TypeError) as exc:
         if context is None:
             try:

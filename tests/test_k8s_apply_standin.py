@@ -1,0 +1,151 @@
+"""`deploytool k8s apply | status | rollback` through the official kubernetes client, against
+a stand-in API server on loopback (tests/kube_standin.py says what it imitates and what not):
+the order of the calls, dry run before any change, qualification before promotion, rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient, Configuration
+
+from deploytool.errors import DeployError
+from deploytool.k8s import K8sRequest, declared_toolchain, render_stages
+from deploytool.k8s.apply import Cluster, apply_release, release_status, rollback
+from deploytool.profiles import ProfileStore
+
+from kube_standin import StandInCluster, serve
+
+IMAGE_1 = "registry.example/deploytool/sglang@sha256:" + "1" * 64
+IMAGE_2 = "registry.example/deploytool/sglang@sha256:" + "2" * 64
+QUALIFY = "registry.example/deploytool/deploytool@sha256:" + "b" * 64
+PROFILE = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
+DEPLOYMENTS = "/apis/apps/v1/namespaces/llm/deployments"
+
+
+@pytest.fixture
+def standin():
+    state = StandInCluster()
+    server, url = serve(state)
+    config = Configuration(host=url)
+    yield state, Cluster(ApiClient(config)), url
+    server.shutdown()
+
+
+def stages(image: str = IMAGE_1, release: int = 1, replicas: int = 3, flavor: str = "plain"):
+    return render_stages(K8sRequest(profile=PROFILE, image=image, toolchain=declared_toolchain(PROFILE),
+                                    release=release, replicas=replicas, namespace="llm", qualify_image=QUALIFY,
+                                    flavor=flavor))
+
+
+def apply_calls(state: StandInCluster):
+    return [c for c in state.calls if c.method == "PATCH" and c.content_type == "application/apply-patch+yaml"]
+
+
+def test_dry_run_of_everything_comes_first_then_canary_qualify_promote(standin):
+    state, cluster, _ = standin
+    rendered = stages()
+    result = apply_release(cluster, rendered, poll_s=0.01)
+    applies = apply_calls(state)
+    count = len(rendered["canary"]) + len(rendered["release"])
+    # every object went through the server's dry run before any was persisted
+    assert [c.query.get("dryRun") for c in applies[:count]] == ["All"] * count
+    assert all("dryRun" not in c.query for c in applies[count:])
+    assert all(c.query["fieldManager"] == "deploytool" and c.query["force"] == "true" for c in applies)
+    # the real writes: canary stage, then (the Job passed) the release stage
+    real = [c.path.rsplit("/", 2)[-2:] for c in applies[count:]]
+    assert real == [["deployments", "h200-qwen3-6-35b-a3b-fp8-canary"], ["services", "h200-qwen3-6-35b-a3b-fp8-canary"],
+                    ["jobs", "h200-qwen3-6-35b-a3b-fp8-qualify-r1"], ["services", "h200-qwen3-6-35b-a3b-fp8"],
+                    ["poddisruptionbudgets", "h200-qwen3-6-35b-a3b-fp8"], ["deployments", "h200-qwen3-6-35b-a3b-fp8"]]
+    assert result.qualification == "passed" and result.promoted
+    # the canary is gone, the Job (its verdict and log) stays, the release serves
+    assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
+    assert "/apis/batch/v1/namespaces/llm/jobs/h200-qwen3-6-35b-a3b-fp8-qualify-r1" in state.objects
+    assert state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["replicas"] == 3
+
+
+def test_a_failed_qualification_leaves_the_previous_release_serving(standin):
+    state, cluster, _ = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    state.job_verdict = "failed"
+    with pytest.raises(DeployError, match="qualification failed: release 2 not promoted"):
+        apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
+    stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
+    assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_1
+    assert stable["spec"]["replicas"] == 3  # lent one copy's GPUs to the canary, got them back
+    replica_patches = [c.body["spec"]["replicas"] for c in state.calls
+                       if c.content_type == "application/merge-patch+json"]
+    assert replica_patches == [2, 3]
+    assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
+
+
+def test_a_refused_dry_run_changes_nothing(standin):
+    state, cluster, _ = standin
+    state.refuse.add("/apis/policy/v1/namespaces/llm/poddisruptionbudgets/h200-qwen3-6-35b-a3b-fp8")
+    with pytest.raises(DeployError, match="dry run refused PodDisruptionBudget"):
+        apply_release(cluster, stages(), poll_s=0.01)
+    assert all(c.query.get("dryRun") == "All" for c in state.writes())
+    assert state.objects == {}
+
+
+def test_dry_run_only_persists_nothing(standin):
+    state, cluster, _ = standin
+    result = apply_release(cluster, stages(), dry_run_only=True)
+    assert len(result.dry_run_ok) == 6 and not result.applied
+    assert state.objects == {} and all(c.query.get("dryRun") == "All" for c in state.writes())
+
+
+def test_rollback_returns_to_the_previous_pod_template_dry_run_first(standin):
+    state, cluster, _ = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
+    kind = ("apps/v1", "Deployment")
+    assert release_status(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)["release"] == "2"
+    before = len(state.calls)
+    result = rollback(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)
+    patches = [c for c in state.calls[before:] if c.method == "PATCH"]
+    assert [c.query.get("dryRun") for c in patches] == ["All", None]
+    stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
+    assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_1
+    assert "pod-template-hash" not in stable["spec"]["template"]["metadata"]["labels"]
+    assert result["rolled_back"] and "release 2 -> release 1" in result["plan"]
+    status = release_status(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)
+    assert status["release"] == "1" and status["image"] == IMAGE_1 and status["canary"] is False
+    assert status["last_qualification"] == {"job": "h200-qwen3-6-35b-a3b-fp8-qualify-r2", "verdict": "passed"}
+
+
+def test_ome_rollback_points_back_at_the_previous_runtime(standin):
+    state, cluster, _ = standin
+    apply_release(cluster, stages(IMAGE_1, 1, flavor="ome"), poll_s=0.01)
+    apply_release(cluster, stages(IMAGE_2, 2, flavor="ome"), poll_s=0.01)
+    isvc_path = "/apis/ome.io/v1beta1/namespaces/llm/inferenceservices/h200-qwen3-6-35b-a3b-fp8"
+    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r2"
+    assert "/apis/ome.io/v1beta1/clusterservingruntimes/h200-qwen3-6-35b-a3b-fp8-r1" in state.objects
+    rollback(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=("ome.io/v1beta1", "InferenceService"))
+    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r1"
+    assert state.objects[isvc_path]["metadata"]["annotations"]["deploytool.dev/image"] == IMAGE_1
+
+
+def test_cli_apply_reads_a_kubeconfig_context_and_numbers_the_release(standin, tmp_path: Path, monkeypatch):
+    state, cluster, url = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "other",
+        "clusters": [{"name": "standin", "cluster": {"server": url}},
+                     {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "test-token"}}],
+        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}},
+                     {"name": "other", "context": {"cluster": "nowhere", "user": "u"}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    from deploytool.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["k8s", "apply", "--profile", PROFILE.name, "--image", IMAGE_2, "--qualify-image", QUALIFY,
+              "--namespace", "llm", "--replicas", "3", "--context", "standin", "--dry-run", "--json"])
+    assert exit_info.value.code in (0, None)
+    dry = [c for c in apply_calls(state) if c.query.get("dryRun") == "All"][-6:]
+    assert dry[-1].body["metadata"]["annotations"]["deploytool.dev/release"] == "2"  # current 1, so 2
+    assert state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["template"]["spec"]["containers"][0][
+        "image"] == IMAGE_1  # a dry run changed nothing

@@ -19,6 +19,8 @@ from kube_standin import StandInCluster, serve
 
 IMAGE_1 = "registry.example/deploytool/sglang@sha256:" + "1" * 64
 IMAGE_2 = "registry.example/deploytool/sglang@sha256:" + "2" * 64
+IMAGE_3 = "registry.example/deploytool/sglang@sha256:" + "3" * 64
+IMAGE_4 = "registry.example/deploytool/sglang@sha256:" + "4" * 64
 QUALIFY = "registry.example/deploytool/deploytool@sha256:" + "b" * 64
 PROFILE = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
 DEPLOYMENTS = "/apis/apps/v1/namespaces/llm/deployments"
@@ -149,3 +151,28 @@ def test_cli_apply_reads_a_kubeconfig_context_and_numbers_the_release(standin, t
     assert dry[-1].body["metadata"]["annotations"]["deploytool.dev/release"] == "2"  # current 1, so 2
     assert state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["template"]["spec"]["containers"][0][
         "image"] == IMAGE_1  # a dry run changed nothing
+
+
+def test_leaderworkerset_rollback_reapplies_the_recorded_previous_release(standin):
+    """lws keeps no previous revision once a rollout is done; deploytool records each promoted
+    release's manifest (retention of them) and rolls back by applying the previous one."""
+    state, cluster, _ = standin
+    profile = ProfileStore([Path(__file__).resolve().parent / "profiles_k8s"]).get("gb300x4x2-glm5.2-nvfp4-tp8")
+
+    def lws_stages(image: str, release: int):
+        return render_stages(K8sRequest(profile=profile, image=image, toolchain=declared_toolchain(profile),
+                                        release=release, replicas=2, namespace="llm", qualify_image=QUALIFY,
+                                        retention=1))
+
+    for release, image in enumerate([IMAGE_1, IMAGE_2, IMAGE_3, IMAGE_4], 1):
+        apply_release(cluster, lws_stages(image, release), poll_s=0.01)
+    history = sorted(p.rsplit("/", 1)[-1] for p in state.objects if "/configmaps/" in p)
+    assert history == ["gb300x4x2-glm5-2-nvfp4-tp8-release-3", "gb300x4x2-glm5-2-nvfp4-tp8-release-4"]  # retention 1
+    lws_path = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/llm/leaderworkersets/gb300x4x2-glm5-2-nvfp4-tp8"
+    before = len(state.calls)
+    result = rollback(cluster, namespace="llm", app="gb300x4x2-glm5-2-nvfp4-tp8",
+                      kind=("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+    writes = [c for c in state.calls[before:] if c.method == "PATCH"]
+    assert [c.query.get("dryRun") for c in writes] == ["All", None]
+    leader = state.objects[lws_path]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    assert leader["image"] == IMAGE_3 and "release 4 -> release 3" in result["plan"]

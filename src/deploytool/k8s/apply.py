@@ -10,8 +10,9 @@ apply:    every object of both stages is sent first as a server-side apply with 
           the previous release never stopped serving.
 status:   the stable workload's release, image and readiness, the canary, the last qualify Job.
 rollback: the Deployment back to the newest older ReplicaSet's pod template (what
-          `kubectl rollout undo` does), or the InferenceService back to the previous release's
-          ClusterServingRuntime; dry run first.
+          `kubectl rollout undo` does), the InferenceService back to the previous release's
+          ClusterServingRuntime, the LeaderWorkerSet back to the previous release's manifest
+          (recorded by deploytool: lws keeps no history); dry run first.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ MERGE_PATCH = "application/merge-patch+json"
 # (apiVersion, kind) -> (plural, namespaced)
 RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Service"): ("services", True),
+    ("v1", "ConfigMap"): ("configmaps", True),
     ("apps/v1", "Deployment"): ("deployments", True),
     ("apps/v1", "ReplicaSet"): ("replicasets", True),
     ("batch/v1", "Job"): ("jobs", True),
@@ -223,6 +225,8 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
     for obj in stages["release"]:
         cluster.apply(obj, dry_run=False)
         result.applied.append(_key(obj))
+    if stable["kind"] == "LeaderWorkerSet":
+        record_release(cluster, stable)
     for obj in canary_objects:
         cluster.delete(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
     result.promoted = True
@@ -313,15 +317,64 @@ def rollback_plan(cluster: Cluster, *, namespace: str, app: str, kind: tuple[str
         patch = {"metadata": {"annotations": {k: v for k, v in target.items() if k.startswith(rel.LABEL_DOMAIN)}},
                  "spec": {"runtime": {"name": previous["metadata"]["name"]}}}
         return patch, f"InferenceService {app}: runtime {app}-r{current} -> {previous['metadata']['name']}"
-    raise DeployError(f"rollback of a {kind[1]} is not implemented: re-apply the previous release with "
-                      "`deploytool k8s apply` (its image and profile), which is qualified like any release")
+    raise DeployError(f"rollback of a {kind[1]} is not supported")
 
 
 def rollback(cluster: Cluster, *, namespace: str, app: str, kind: tuple[str, str], dry_run_only: bool = False) -> dict[str, Any]:
-    patch, what = rollback_plan(cluster, namespace=namespace, app=app, kind=kind)
-    cluster.merge_patch(*kind, namespace, app, patch, dry_run=True)
+    if kind[1] == "LeaderWorkerSet":
+        manifest, what = _lws_rollback_target(cluster, namespace=namespace, app=app)
+        cluster.apply(manifest, dry_run=True)
+        if not dry_run_only:
+            cluster.apply(manifest, dry_run=False)
+    else:
+        patch, what = rollback_plan(cluster, namespace=namespace, app=app, kind=kind)
+        cluster.merge_patch(*kind, namespace, app, patch, dry_run=True)
+        if not dry_run_only:
+            cluster.merge_patch(*kind, namespace, app, patch, dry_run=False)
     if dry_run_only:
         return {"app": app, "namespace": namespace, "rolled_back": False, "plan": what, "message": "dry run only"}
-    cluster.merge_patch(*kind, namespace, app, patch, dry_run=False)
     return {"app": app, "namespace": namespace, "rolled_back": True, "plan": what,
             "message": "the cluster rolls the pods back (maxUnavailable 1, maxSurge 0)"}
+
+
+# -- LeaderWorkerSet history ------------------------------------------------------------------
+# lws deletes every ControllerRevision but the current one once a rollout finishes
+# (pkg/utils/revision TruncateRevisions in kubernetes-sigs/lws), so the cluster keeps no
+# previous release to return to. deploytool keeps the manifests it applied, one ConfigMap per
+# release (no Secret values are in them: credentials are references), `retention` of them.
+HISTORY_LABEL = f"{rel.LABEL_DOMAIN}/history-of"
+
+
+def record_release(cluster: Cluster, manifest: dict[str, Any]) -> None:
+    meta = manifest["metadata"]
+    release = meta["annotations"][f"{rel.LABEL_DOMAIN}/release"]
+    retention = int(meta["annotations"].get(f"{rel.LABEL_DOMAIN}/retention", rel.DEFAULT_RETENTION))
+    config_map = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": f"{meta['name']}-release-{release}", "namespace": meta["namespace"],
+                     "labels": {HISTORY_LABEL: meta["name"], f"{rel.LABEL_DOMAIN}/release": release,
+                                "app.kubernetes.io/managed-by": "deploytool"}},
+        "data": {"manifest.json": json.dumps(manifest, sort_keys=True)},
+    }
+    cluster.apply(config_map, dry_run=False)
+    kept = sorted(cluster.list("v1", "ConfigMap", meta["namespace"], {HISTORY_LABEL: meta["name"]}),
+                  key=lambda c: int(c["metadata"]["labels"][f"{rel.LABEL_DOMAIN}/release"]), reverse=True)
+    for old in kept[retention + 1:]:  # the current release and `retention` before it
+        cluster.delete("v1", "ConfigMap", meta["namespace"], old["metadata"]["name"])
+
+
+def _lws_rollback_target(cluster: Cluster, *, namespace: str, app: str) -> tuple[dict[str, Any], str]:
+    obj = cluster.get("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", namespace, app)
+    if obj is None:
+        raise DeployError(f"LeaderWorkerSet {app} does not exist in namespace {namespace}: nothing to roll back")
+    current = int(obj["metadata"].get("annotations", {}).get(f"{rel.LABEL_DOMAIN}/release", "0"))
+    history = [c for c in cluster.list("v1", "ConfigMap", namespace, {HISTORY_LABEL: app})
+               if int(c["metadata"]["labels"][f"{rel.LABEL_DOMAIN}/release"]) < current]
+    if not history:
+        raise DeployError(f"LeaderWorkerSet {app}: no earlier release recorded (deploytool keeps the manifests "
+                          "of the releases it promoted, `retention` of them)")
+    previous = max(history, key=lambda c: int(c["metadata"]["labels"][f"{rel.LABEL_DOMAIN}/release"]))
+    manifest = json.loads(previous["data"]["manifest.json"])
+    release = previous["metadata"]["labels"][f"{rel.LABEL_DOMAIN}/release"]
+    return manifest, (f"LeaderWorkerSet {app}: release {current} -> release {release} "
+                      "(its recorded manifest, server-side applied)")

@@ -119,13 +119,14 @@ def test_rollback_returns_to_the_previous_pod_template_dry_run_first(standin):
 
 def test_ome_rollback_points_back_at_the_previous_runtime(standin):
     state, cluster, _ = standin
-    apply_release(cluster, stages(IMAGE_1, 1, flavor="ome"), poll_s=0.01)
-    apply_release(cluster, stages(IMAGE_2, 2, flavor="ome"), poll_s=0.01)
+    for release, image in enumerate([IMAGE_3, IMAGE_4, IMAGE_3, IMAGE_4, IMAGE_1, IMAGE_2], 1):
+        apply_release(cluster, stages(image, release, flavor="ome"), poll_s=0.01)
+    runtimes = sorted(p.rsplit("-r", 1)[-1] for p in state.objects if "/clusterservingruntimes/" in p)
+    assert runtimes == ["3", "4", "5", "6"]  # the current release and retention (3) before it
     isvc_path = "/apis/ome.io/v1beta1/namespaces/llm/inferenceservices/h200-qwen3-6-35b-a3b-fp8"
-    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r2"
-    assert "/apis/ome.io/v1beta1/clusterservingruntimes/h200-qwen3-6-35b-a3b-fp8-r1" in state.objects
+    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r6"
     rollback(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=("ome.io/v1beta1", "InferenceService"))
-    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r1"
+    assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r5"
     assert state.objects[isvc_path]["metadata"]["annotations"]["deploytool.dev/image"] == IMAGE_1
 
 

@@ -102,7 +102,7 @@ class Cluster:
                 return None
             raise
 
-    def list(self, api_version: str, kind: str, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
+    def list(self, api_version: str, kind: str, namespace: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
         query = [("labelSelector", ",".join(f"{k}={v}" for k, v in selector.items()))]
         return self._call("GET", resource_path(api_version, kind, namespace), query=query).get("items", [])
 
@@ -227,6 +227,8 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
         result.applied.append(_key(obj))
     if stable["kind"] == "LeaderWorkerSet":
         record_release(cluster, stable)
+    if stable["kind"] == "InferenceService":
+        prune_runtimes(cluster, stable)
     for obj in canary_objects:
         cluster.delete(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
     result.promoted = True
@@ -361,6 +363,23 @@ def record_release(cluster: Cluster, manifest: dict[str, Any]) -> None:
                   key=lambda c: int(c["metadata"]["labels"][f"{rel.LABEL_DOMAIN}/release"]), reverse=True)
     for old in kept[retention + 1:]:  # the current release and `retention` before it
         cluster.delete("v1", "ConfigMap", meta["namespace"], old["metadata"]["name"])
+
+
+def prune_runtimes(cluster: Cluster, isvc: dict[str, Any]) -> list[str]:
+    """OME: one ClusterServingRuntime per release is the history; keep the current one and
+    `retention` before it, remove older ones (no InferenceService of this app points at them)."""
+    annotations = isvc["metadata"]["annotations"]
+    current = int(annotations[f"{rel.LABEL_DOMAIN}/release"])
+    retention = int(annotations.get(f"{rel.LABEL_DOMAIN}/retention", rel.DEFAULT_RETENTION))
+    runtimes = cluster.list("ome.io/v1beta1", "ClusterServingRuntime", None,
+                            {"app.kubernetes.io/name": isvc["metadata"]["name"]})
+    removed = []
+    for runtime in runtimes:
+        number = int(runtime["metadata"].get("labels", {}).get(f"{rel.LABEL_DOMAIN}/release", current))
+        if number < current - retention:
+            cluster.delete("ome.io/v1beta1", "ClusterServingRuntime", None, runtime["metadata"]["name"])
+            removed.append(runtime["metadata"]["name"])
+    return removed
 
 
 def _lws_rollback_target(cluster: Cluster, *, namespace: str, app: str) -> tuple[dict[str, Any], str]:

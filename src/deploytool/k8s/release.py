@@ -26,7 +26,8 @@ FINGERPRINT_FILE = ".deploytool-fingerprint.json"  # the same stamp file as cach
 LABEL_DOMAIN = "deploytool.dev"
 DEFAULT_RETENTION = 3  # deploy.DEFAULT_RETENTION: releases kept for rollback
 # The flags a multi-node SGLang launch takes per pod; LeaderWorkerSet injects the values as
-# env vars (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX) that Kubernetes expands in argv.
+# env vars (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX: api/leaderworkerset/v1/
+# leaderworkerset_types.go in kubernetes-sigs/lws) that the kubelet expands in argv.
 MULTINODE_FLAGS = ("nnodes", "node-rank", "dist-init-addr")
 DIST_INIT_PORT = 20000
 GPU_RESOURCE = "nvidia.com/gpu"

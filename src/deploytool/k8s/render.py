@@ -22,6 +22,7 @@ from . import release as rel
 from .release import K8sRequest, Track
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+# Pod labels lws sets (api/leaderworkerset/v1/leaderworkerset_types.go in kubernetes-sigs/lws).
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 QUALIFY_REPORT_DIR = "/tmp/qualify-report"

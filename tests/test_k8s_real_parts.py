@@ -20,6 +20,8 @@ from deploytool.k8s import release as rel
 from deploytool.k8s.validate import validate_builtin
 from deploytool.profiles import ProfileStore
 
+from keyed_profile import keyed
+
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64
 QUALIFY = "registry.example/deploytool/deploytool@sha256:" + "b" * 64
@@ -162,3 +164,42 @@ def test_offline_validator_agrees_with_kubernetes_validate():
             theirs_ok = False
         assert (ours == []) == theirs_ok, (obj["kind"], ours)
     assert validate_builtin(broken[0], "1.33") and validate_builtin(broken[1], "1.33")
+
+
+def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Path):
+    profile = keyed(STORE.get("h200-qwen3.6-35b-a3b-fp8"))
+    req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
+    stages = render_stages(req)
+    pod = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    server = pod["containers"][0]
+    assert server["command"][-2:] == ["--config", rel.SGLANG_CONFIG]
+    assert "--api-key" not in server["command"]
+    assert all(e["name"] != rel.API_KEY_ENV for e in server["env"])
+    hf = next(e for e in server["env"] if e["name"] == "HF_TOKEN")["valueFrom"]["secretKeyRef"]
+    assert hf == {"name": "deploytool", "key": "hf-token"}  # declared by the profile: not optional
+    secret_volume = next(v for v in pod["volumes"] if v["name"] == "api-key")["secret"]
+    assert secret_volume["secretName"] == "deploytool" and secret_volume["items"] == [{"key": "api-key", "path": "api-key"}]
+    job = next(o for o in stages["canary"] if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
+    assert job["env"] == [{"name": "DEPLOYTOOL_API_KEY",
+                           "valueFrom": {"secretKeyRef": {"name": "deploytool", "key": "api-key"}}}]
+    assert validate_builtin(next(o for o in stages["release"] if o["kind"] == "Deployment"), "1.33") == []
+    # the init container's script, run: a key with YAML-special characters survives
+    init = next(c for c in pod["initContainers"] if c["name"] == "api-key-config")
+    key = 'sk-"quoted": #not-a-comment\\'
+    (tmp_path / "api-key").write_text(key + "\n")
+    config = tmp_path / "sglang-config.yaml"
+    subprocess.run([sys.executable, "-c", init["command"][2], str(tmp_path / "api-key"), str(config)], check=True)
+    import yaml
+
+    assert yaml.safe_load(config.read_text()) == {"api-key": key}
+    # and SGLang's own parser takes it from --config (the parser venv, when the flag tests made it)
+    from deploytool.state import cache_dir
+
+    venv = cache_dir("flagcheck", f"sglang-0.5.23-py{sys.version_info.major}.{sys.version_info.minor}")
+    if not (venv / "complete.json").exists():
+        pytest.skip("the sglang parser venv is not made yet (tests/test_flagcheck.py makes it)")
+    probe = ("import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
+             "print(repr(prepare_server_args(['--model-path', '/models/x', '--config', sys.argv[1]]).api_key))")
+    out = subprocess.run([str(venv / "venv" / "bin" / "python"), "-c", probe, str(config)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == repr(key), out.stderr[-2000:]

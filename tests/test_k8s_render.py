@@ -18,6 +18,8 @@ from deploytool.k8s.validate import K8S_VERSIONS, available_versions, crds_avail
 from deploytool.profiles import ProfileStore
 from deploytool.slots import Slot
 
+from keyed_profile import keyed
+
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64
 QUALIFY_IMAGE = "registry.example/deploytool/deploytool@sha256:" + "b" * 64
@@ -72,6 +74,20 @@ def test_every_card_profile_validates_offline(name: str, flavor: str, replicas: 
     if missing:
         pytest.skip(f"built-in kinds validated; no published CRD schema on hand for {sorted(missing)}: set "
                     "DEPLOYTOOL_K8S_CRDS (docs/kubernetes.md, 'Offline validation')")
+    assert validate_objects(custom) == []
+
+
+@pytest.mark.parametrize("flavor", ["plain", "ome"])
+@pytest.mark.parametrize("name", ["h200-qwen3.6-35b-a3b-fp8", "gb300x4x2-glm5.2-nvfp4-tp8"])
+def test_a_profile_with_an_api_key_and_a_hub_token_validates_offline(name: str, flavor: str):
+    profile = keyed(STORE.get(name))
+    objects = render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile),
+                                          qualify_image=QUALIFY_IMAGE, flavor=flavor))
+    builtin = [o for o in objects if (o["apiVersion"], o["kind"]) not in CRD_KINDS[flavor]]
+    assert validate_objects(builtin, K8S_VERSIONS) == []
+    custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS[flavor]]
+    if custom and crds_available({(o["apiVersion"], o["kind"]) for o in custom}):
+        pytest.skip("built-in kinds validated; no published CRD schema on hand (DEPLOYTOOL_K8S_CRDS)")
     assert validate_objects(custom) == []
 
 

@@ -38,12 +38,11 @@ def model_source(req: K8sRequest) -> dict[str, Any]:
     """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub, issue 13),
     else the node folder the Docker path mounts (model.host_path), else a PVC the operator made."""
     model = req.profile.model
-    storage: dict[str, Any] = {"path": model.host_path or model.path}
+    storage: dict[str, Any] = {"path": model.host_path or rel.model_mount_path(req.profile)}
     hub = getattr(model, "hub", None)
     if hub:
         storage["storageUri"] = f"hf://{hub}"
-        secret, _key = rel._secret_source(req, "hf_token", "hf-token")
-        storage["key"] = secret  # OME reads the hub token from this Secret; never the value here
+        storage["key"] = req.secret_name  # OME reads the hub token from this Secret; never the value here
         revision = getattr(model, "revision", None)
         if revision:
             storage["parameters"] = {"revision": str(revision)}

@@ -156,6 +156,15 @@ def fingerprint_key(toolchain: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def model_mount_path(profile: Profile) -> str:
+    """Where the weights appear in the container: model.path, else (issue 13 makes it optional)
+    /models/<folder name of host_path, or the served name>."""
+    if profile.model.path:
+        return profile.model.path
+    folder = Path(profile.model.host_path).name if profile.model.host_path else profile.model.served_name
+    return f"/models/{folder}"
+
+
 def model_revision(profile: Profile) -> str:
     # model.revision comes with the hub fields (issue 13); until then a local path has none.
     return str(getattr(profile.model, "revision", None) or "unpinned")
@@ -202,31 +211,70 @@ def metadata(req: K8sRequest, name: str, track: Track = "stable", *, namespaced:
 
 
 # -- secrets ----------------------------------------------------------------------------------
-def _secret_source(req: K8sRequest, key: str, default_key: str) -> tuple[str, str]:
-    """(Secret name, key) for a credential. A profile's `secrets:` section (issue 13) may name
-    one as 'secret-name/key' or {name, key}; otherwise the request's Secret and a fixed key."""
-    section = getattr(req.profile, "secrets", None)
-    value = section.get(key) if isinstance(section, dict) else getattr(section, key, None)
-    if isinstance(value, str) and "/" in value:
-        name, secret_key = value.split("/", 1)
-        return name, secret_key
-    if isinstance(value, dict) and value.get("name"):
-        return str(value["name"]), str(value.get("key") or default_key)
-    return req.secret_name, default_key
+# The Secret `req.secret_name` (k8s apply --secret) holds the values under these keys; deploytool
+# names it and never reads it. A profile says which it needs: `secrets.hf_token` and
+# `server.api_key` (issue 13: where the value lives on a Docker host; on Kubernetes, the Secret).
+HF_TOKEN_KEY = "hf-token"
+API_KEY_KEY = "api-key"
+API_KEY_ENV = "DEPLOYTOOL_API_KEY"  # what `deploytool qualify --url` reads the key from (issue 13)
+# SGLang 0.5.23 has no environment variable for --api-key; `--config FILE.yaml` merges a YAML
+# file of options into the command line (server_args.py prepare_server_args ->
+# utils/server_args_config_parser.py), so the key reaches the server in a file, not in argv.
+SECRET_MOUNT = "/run/secrets/deploytool"
+CONFIG_DIR = "/run/deploytool"
+SGLANG_CONFIG = f"{CONFIG_DIR}/sglang-config.yaml"
+
+
+def _declared(profile: Profile, section: str, name: str) -> bool:
+    holder = getattr(profile, section, None) if section else profile
+    return getattr(holder, name, None) is not None
+
+
+def needs_hf_token(profile: Profile) -> bool:
+    return _declared(profile, "secrets", "hf_token")
 
 
 def has_api_key(profile: Profile) -> bool:
-    return bool(getattr(profile.server, "api_key", None))
+    return _declared(profile, "server", "api_key")
 
 
 def secret_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """Credentials as secretKeyRef: the manifest names the Secret, never holds the value."""
-    name, key = _secret_source(req, "hf_token", "hf-token")
-    env = [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": name, "key": key, "optional": True}}}]
-    if has_api_key(req.profile):
-        name, key = _secret_source(req, "api_key", "api-key")
-        env.append({"name": "DEPLOYTOOL_API_KEY", "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
-    return env
+    """The hub token as a secretKeyRef: the manifest names the Secret, never holds the value.
+    Optional unless the profile declares it needs a token."""
+    ref = {"name": req.secret_name, "key": HF_TOKEN_KEY}
+    if not needs_hf_token(req.profile):
+        ref["optional"] = True
+    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
+
+
+def api_key_env(req: K8sRequest) -> list[dict[str, Any]]:
+    """For the qualify Job, which sends the key (issue 13's DEPLOYTOOL_API_KEY)."""
+    if not has_api_key(req.profile):
+        return []
+    return [{"name": API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": API_KEY_KEY}}}]
+
+
+def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
+    """Writes SGLang's --config file (`api-key: "<value>"`, the value JSON-quoted, which YAML
+    reads as the same string) from the Secret's file into a memory-backed volume."""
+    script = ("import json, sys\n"
+              "key = open(sys.argv[1]).read().strip()\n"
+              "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n")
+    return {
+        "name": "api-key-config",
+        "image": req.image,
+        "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
+        "volumeMounts": [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
+                         {"name": "sglang-config", "mountPath": CONFIG_DIR}],
+    }
+
+
+def api_key_volumes(req: K8sRequest) -> list[dict[str, Any]]:
+    return [
+        {"name": "api-key", "secret": {"secretName": req.secret_name, "defaultMode": 0o400,
+                                       "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}]}},
+        {"name": "sglang-config", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+    ]
 
 
 # -- the server container ---------------------------------------------------------------------
@@ -240,12 +288,16 @@ def launch_command(req: K8sRequest, role: Role = "single") -> list[str]:
     if role == "single":
         argv = profile.launch_argv()
     else:
-        args = {k: v for k, v in profile.server.args.items() if k not in MULTINODE_FLAGS}
+        # launch_args(): the flags the model source implies plus server.args, where the profile
+        # has it (issue 13); server.args alone before that.
+        launch_args = getattr(profile, "launch_args", None)
+        all_args = launch_args() if callable(launch_args) else profile.server.args
+        args = {k: v for k, v in all_args.items() if k not in MULTINODE_FLAGS}
         argv = profile.server.command + args_to_argv(args) + [
             "--nnodes", "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)",
             "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}"]
     if has_api_key(profile):
-        argv += ["--api-key", "$(DEPLOYTOOL_API_KEY)"]  # expanded by the kubelet from the Secret
+        argv += ["--config", SGLANG_CONFIG]  # the key in a file, never in argv or env
     return argv
 
 
@@ -279,9 +331,11 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "jit-cache", "mountPath": CACHE_MOUNT},
-            {"name": "model", "mountPath": profile.model.path, "readOnly": True},
+            {"name": "model", "mountPath": model_mount_path(profile), "readOnly": True},
         ],
     }
+    if has_api_key(profile):
+        container["volumeMounts"].append({"name": "sglang-config", "mountPath": CONFIG_DIR, "readOnly": True})
     gpus = gpus_per_pod(profile)
     if gpus:
         container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
@@ -352,13 +406,18 @@ def scheduling(req: K8sRequest) -> dict[str, Any]:
 
 
 def pod_spec(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
+    init = [cache_init_container(req)]
+    extra_volumes = []
+    if has_api_key(req.profile):
+        init.append(api_key_init_container(req))
+        extra_volumes = api_key_volumes(req)
     return {
         "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
         "terminationGracePeriodSeconds": 60,
         **scheduling(req),
-        "initContainers": [cache_init_container(req)],
+        "initContainers": init,
         "containers": [server_container(req, role)],
-        "volumes": volumes(req),
+        "volumes": volumes(req) + extra_volumes,
     }
 
 

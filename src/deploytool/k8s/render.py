@@ -131,7 +131,7 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "    except Exception:\n"
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
-    env = [e for e in rel.secret_env(req) if e["name"] == "DEPLOYTOOL_API_KEY"]
+    env = rel.api_key_env(req)
     container: dict[str, Any] = {
         "name": "qualify",
         "image": req.job_image,

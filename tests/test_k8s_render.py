@@ -18,7 +18,7 @@ from deploytool.k8s.validate import K8S_VERSIONS, available_versions, crds_avail
 from deploytool.profiles import ProfileStore
 from deploytool.slots import Slot
 
-from keyed_profile import keyed
+from keyed_profile import from_hub, keyed
 
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64
@@ -283,3 +283,31 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
     with pytest.raises(SystemExit) as exit_info:
         main(["render", "--k8s", "--profile", "sim", "--image", "deploytool/sim:x"])
     assert exit_info.value.code == 2  # a usage error: the message says to pin the image by digest
+
+
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_hub_model_is_served_from_the_node_hub_cache(offline: bool):
+    profile = from_hub(STORE.get("rtx5090-qwen3.6-35b-a3b-nvfp4"), revision="v1.2", offline=offline)
+    for flavor in ("plain", "ome"):
+        objects = render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile),
+                                              qualify_image=QUALIFY_IMAGE, flavor=flavor, namespace="llm"))
+        builtin = [o for o in objects if (o["apiVersion"], o["kind"]) not in CRD_KINDS[flavor]]
+        assert validate_objects(builtin, ["1.29", "1.37"]) == []
+        if flavor == "plain":
+            deployment = by_kind(objects, "Deployment")
+            pod = deployment["spec"]["template"]["spec"]
+            server = pod["containers"][0]
+            model = next(v for v in pod["volumes"] if v["name"] == "model")
+            assert model["hostPath"]["path"] == rel.HUB_CACHE_HOST
+            mount = next(m for m in server["volumeMounts"] if m["name"] == "model")
+            assert mount == {"name": "model", "mountPath": "/root/.cache/huggingface/hub", "readOnly": offline}
+            assert ({"name": "HF_HUB_OFFLINE", "value": "1"} in server["env"]) == offline
+            assert deployment["metadata"]["annotations"]["deploytool.dev/model-revision"] == "v1.2"
+        else:
+            storage = by_kind(objects, "ClusterBaseModel")["spec"]["storage"]
+            assert storage["storageUri"] == "hf://nvidia/Qwen3.6-35B-A3B-NVFP4"
+            assert storage["parameters"] == {"revision": "v1.2"} and storage["key"] == "deploytool"
+            assert storage["path"] == "/var/lib/deploytool/models/rtx5090-qwen3-6-35b-a3b-nvfp4"
+            custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS["ome"]]
+            if not crds_available({(o["apiVersion"], o["kind"]) for o in custom}):
+                assert validate_objects(custom) == []

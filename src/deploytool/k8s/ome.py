@@ -28,6 +28,7 @@ OME_API = "ome.io/v1beta1"
 # EngineServiceName) and serves it on port 80 (CommonDefaultHttpPort).
 ENGINE_SERVICE_SUFFIX = "-engine"
 ENGINE_SERVICE_PORT = 80
+MODELS_HOST_ROOT = "/var/lib/deploytool/models"
 
 
 def runtime_name(req: K8sRequest) -> str:
@@ -38,7 +39,8 @@ def model_source(req: K8sRequest) -> dict[str, Any]:
     """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub, issue 13),
     else the node folder the Docker path mounts (model.host_path), else a PVC the operator made."""
     model = req.profile.model
-    storage: dict[str, Any] = {"path": model.host_path or rel.model_mount_path(req.profile)}
+    # path: where the weights are on a node (OME's model agent downloads there, the engine mounts it)
+    storage: dict[str, Any] = {"path": model.host_path or f"{MODELS_HOST_ROOT}/{req.app}"}
     hub = getattr(model, "hub", None)
     if hub:
         storage["storageUri"] = f"hf://{hub}"

@@ -156,9 +156,32 @@ def fingerprint_key(toolchain: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
 
 
+# A hub model (issue 13's model.hub) is served from a hub cache: on Kubernetes, the node's
+# folder below, where huggingface_hub looks in the container (issue 13's CONTAINER_HUB_CACHE).
+HUB_CACHE_HOST = "/var/lib/deploytool/hf-cache/hub"
+HUB_CACHE_CONTAINER = "/root/.cache/huggingface/hub"
+
+
+def hub_repo(profile: Profile) -> str | None:
+    return getattr(profile.model, "hub", None)
+
+
+def hub_writable(profile: Profile) -> bool:
+    """Offline (the default) means the server neither downloads nor writes the cache."""
+    return bool(hub_repo(profile)) and getattr(profile.model, "offline", True) is False
+
+
+def model_env(profile: Profile) -> dict[str, str]:
+    if hub_repo(profile) and getattr(profile.model, "offline", True) is not False:
+        return {"HF_HUB_OFFLINE": "1"}
+    return {}
+
+
 def model_mount_path(profile: Profile) -> str:
-    """Where the weights appear in the container: model.path, else (issue 13 makes it optional)
-    /models/<folder name of host_path, or the served name>."""
+    """Where the weights appear in the container: the hub cache for a hub model, model.path,
+    else (issue 13 makes it optional) /models/<folder name of host_path, or the served name>."""
+    if hub_repo(profile):
+        return HUB_CACHE_CONTAINER
     if profile.model.path:
         return profile.model.path
     folder = Path(profile.model.host_path).name if profile.model.host_path else profile.model.served_name
@@ -326,12 +349,13 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
         "name": "server",
         "image": req.image,
         "command": launch_command(req, role),
-        "env": [{"name": k, "value": v} for k, v in profile.server.env.items()] + secret_env(req),
+        "env": [{"name": k, "value": v} for k, v in {**profile.server.env, **model_env(profile)}.items()]
+               + secret_env(req),
         "ports": [{"name": "http", "containerPort": profile.server.port, "protocol": "TCP"}],
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "jit-cache", "mountPath": CACHE_MOUNT},
-            {"name": "model", "mountPath": model_mount_path(profile), "readOnly": True},
+            {"name": "model", "mountPath": model_mount_path(profile), "readOnly": not hub_writable(profile)},
         ],
     }
     if has_api_key(profile):
@@ -374,7 +398,10 @@ def volumes(req: K8sRequest) -> list[dict[str, Any]]:
     toolchain fingerprint (docs/kubernetes.md says why not a PVC); the weights read-only."""
     profile = req.profile
     model: dict[str, Any]
-    if profile.model.host_path:
+    if hub_repo(profile):
+        # The node's hub cache, as the Docker path mounts the host's (issue 13's model.hub).
+        model = {"name": "model", "hostPath": {"path": HUB_CACHE_HOST, "type": "DirectoryOrCreate"}}
+    elif profile.model.host_path:
         model = {"name": "model", "hostPath": {"path": profile.model.host_path, "type": "Directory"}}
     else:
         model = {"name": "model", "persistentVolumeClaim": {"claimName": f"{req.app}-model", "readOnly": True}}

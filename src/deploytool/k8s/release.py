@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..deploy import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 from ..errors import UsageError
 from ..profiles import Profile, args_to_argv
 
@@ -24,7 +25,6 @@ CACHE_MOUNT = "/cache"  # where the image's cache env vars point (recipes/sglang
 CACHE_HOST_ROOT = "/var/lib/deploytool/jit-cache"
 FINGERPRINT_FILE = ".deploytool-fingerprint.json"  # the same stamp file as cache.py
 LABEL_DOMAIN = "deploytool.dev"
-DEFAULT_RETENTION = 3  # deploy.DEFAULT_RETENTION: releases kept for rollback
 # The flags a multi-node SGLang launch takes per pod; LeaderWorkerSet injects the values as
 # env vars (LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX: api/leaderworkerset/v1/
 # leaderworkerset_types.go in kubernetes-sigs/lws) that the kubelet expands in argv.
@@ -134,18 +134,21 @@ def shm_quantity(size: str) -> str:
 
 def declared_toolchain(profile: Profile) -> dict[str, Any]:
     """The toolchain fingerprint `build` labels the image with, computed from the profile's
-    pins without an engine (the recipe's own prepare(), into a throwaway folder)."""
+    pins without an engine: the recipe's own pure `declare()` where it has one, else its
+    `prepare()` into a throwaway folder (the sim recipe's pins read directly: its prepare
+    downloads wheels)."""
     from ..recipes import load_recipe, recipe_dir
 
-    if profile.is_simulator:
-        from ..recipes import sim
-
-        pins = dict(line.split("==", 1) for line in sim._pins(recipe_dir("sim") / "requirements.txt"))
-        return {"python": profile.image.python, "cuda": "none", **pins, "recipe": "sim"}
     recipe = load_recipe(profile.image.recipe)
     recipe.check(profile)
-    with tempfile.TemporaryDirectory(prefix="k8s-fingerprint-") as tmp:
-        inputs = recipe.prepare(profile, context_dir=Path(tmp), wheelhouse=None)
+    if hasattr(recipe, "declare"):
+        inputs = recipe.declare(profile, wheelhouse=None)
+    elif profile.is_simulator:
+        pins = dict(line.split("==", 1) for line in recipe._pins(recipe_dir("sim") / "requirements.txt"))
+        return {"python": profile.image.python, "cuda": "none", **pins, "recipe": "sim"}
+    else:
+        with tempfile.TemporaryDirectory(prefix="k8s-fingerprint-") as tmp:
+            inputs = recipe.prepare(profile, context_dir=Path(tmp), wheelhouse=None)
     return {**inputs.fingerprint, "recipe": profile.image.recipe}
 
 

@@ -37,6 +37,7 @@ class StandInCluster:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> object
     calls: list[Call] = field(default_factory=list)
     refuse: set[str] = field(default_factory=set)  # paths whose dry run answers 422
+    break_writes: set[str] = field(default_factory=set)  # paths whose real write answers 500
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- the imitated controllers ---------------------------------------------------------------
@@ -81,6 +82,8 @@ class StandInCluster:
             if method == "PATCH":
                 if dry and path in self.refuse:
                     return 422, _status(422, f"{path} is invalid: refused by the stand-in")
+                if not dry and path in self.break_writes:
+                    return 500, _status(500, f"{path}: the stand-in failed this write")
                 before = self.objects.get(path)
                 if content_type == "application/apply-patch+yaml":
                     obj = copy.deepcopy(body)

@@ -57,13 +57,15 @@ def test_dry_run_of_everything_comes_first_then_canary_qualify_promote(standin):
     assert all(c.query["fieldManager"] == "deploytool" and c.query["force"] == "true" for c in applies)
     # the real writes: canary stage, then (the Job passed) the release stage
     real = [c.path.rsplit("/", 2)[-2:] for c in applies[count:]]
+    job = rendered["canary"][2]["metadata"]["name"]
+    assert job.startswith("h200-qwen3-6-35b-a3b-fp8-qualify-r1-")
     assert real == [["deployments", "h200-qwen3-6-35b-a3b-fp8-canary"], ["services", "h200-qwen3-6-35b-a3b-fp8-canary"],
-                    ["jobs", "h200-qwen3-6-35b-a3b-fp8-qualify-r1"], ["services", "h200-qwen3-6-35b-a3b-fp8"],
+                    ["jobs", job], ["services", "h200-qwen3-6-35b-a3b-fp8"],
                     ["poddisruptionbudgets", "h200-qwen3-6-35b-a3b-fp8"], ["deployments", "h200-qwen3-6-35b-a3b-fp8"]]
     assert result.qualification == "passed" and result.promoted
     # the canary is gone, the Job (its verdict and log) stays, the release serves
     assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
-    assert "/apis/batch/v1/namespaces/llm/jobs/h200-qwen3-6-35b-a3b-fp8-qualify-r1" in state.objects
+    assert f"/apis/batch/v1/namespaces/llm/jobs/{job}" in state.objects
     assert state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["replicas"] == 3
 
 
@@ -80,6 +82,34 @@ def test_a_failed_qualification_leaves_the_previous_release_serving(standin):
                        if c.content_type == "application/merge-patch+json"]
     assert replica_patches == [2, 3]
     assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
+
+
+def test_a_retry_of_the_same_inputs_qualifies_again_other_inputs_get_their_own_job(standin):
+    state, cluster, _ = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    state.job_verdict = "failed"
+    with pytest.raises(DeployError):
+        apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
+    failed_job = stages(IMAGE_2, 2)["canary"][2]["metadata"]["name"]
+    state.job_verdict = "succeeded"
+    result = apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)  # the same inputs: the old Job makes way
+    deletes = [c.path for c in state.calls if c.method == "DELETE"]
+    assert f"/apis/batch/v1/namespaces/llm/jobs/{failed_job}" in deletes
+    assert result.promoted and state.objects[f"/apis/batch/v1/namespaces/llm/jobs/{failed_job}"]["status"] == {
+        "succeeded": 1}
+    assert stages(IMAGE_3, 2)["canary"][2]["metadata"]["name"] != failed_job
+
+
+def test_an_api_error_midway_leaves_no_canary_and_restores_capacity(standin):
+    state, cluster, _ = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    state.break_writes.add("/api/v1/namespaces/llm/services/h200-qwen3-6-35b-a3b-fp8-canary")
+    with pytest.raises(Exception, match="failed this write"):
+        apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
+    assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
+    stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
+    assert stable["spec"]["replicas"] == 3
+    assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_1
 
 
 def test_a_refused_dry_run_changes_nothing(standin):
@@ -114,7 +144,8 @@ def test_rollback_returns_to_the_previous_pod_template_dry_run_first(standin):
     assert result["rolled_back"] and "release 2 -> release 1" in result["plan"]
     status = release_status(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)
     assert status["release"] == "1" and status["image"] == IMAGE_1 and status["canary"] is False
-    assert status["last_qualification"] == {"job": "h200-qwen3-6-35b-a3b-fp8-qualify-r2", "verdict": "passed"}
+    assert status["last_qualification"]["job"].startswith("h200-qwen3-6-35b-a3b-fp8-qualify-r2-")
+    assert status["last_qualification"]["verdict"] == "passed"
 
 
 def test_ome_rollback_points_back_at_the_previous_runtime(standin):

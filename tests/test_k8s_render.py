@@ -268,15 +268,16 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
     from deploytool.cli import app
 
     result = CliRunner().invoke(app, ["render", "--k8s", "--profile", "sim", "--image", IMAGE, "--replicas", "2",
-                                      "--namespace", "demo", "--node-selector", "pool=cpu", "-o", str(tmp_path)])
+                                      "--namespace", "demo", "--node-selector", "pool=cpu", "--qualify-image",
+                                      QUALIFY_IMAGE, "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output
     canary = list(yaml.safe_load_all((tmp_path / "1-canary.yaml").read_text()))
     release = list(yaml.safe_load_all((tmp_path / "2-release.yaml").read_text()))
     assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job"]
     assert [o["kind"] for o in release] == ["Service", "PodDisruptionBudget", "Deployment"]
     assert release[-1]["spec"]["replicas"] == 2 and release[-1]["metadata"]["namespace"] == "demo"
-    # the reference runtime's image carries deploytool: it qualifies itself, needs no GPU
-    assert canary[2]["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    assert canary[2]["spec"]["template"]["spec"]["containers"][0]["image"] == QUALIFY_IMAGE
+    # the reference runtime needs no GPU
     assert "resources" not in release[-1]["spec"]["template"]["spec"]["containers"][0]
     from deploytool.cli import main
 

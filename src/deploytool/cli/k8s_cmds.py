@@ -23,7 +23,7 @@ NamespaceOpt = Annotated[str, typer.Option("--namespace", help="Kubernetes names
 NodeSelectorOpt = Annotated[Optional[list[str]], typer.Option("--node-selector", help="KEY=VALUE a node must carry (repeatable).")]
 TolerationOpt = Annotated[Optional[list[str]], typer.Option("--toleration", help="KEY[=VALUE]:EFFECT to tolerate (repeatable).")]
 FlavorOpt = Annotated[str, typer.Option("--k8s-flavor", help="plain (Deployment/LeaderWorkerSet) or ome (OME's InferenceService).")]
-QualifyImageOpt = Annotated[Optional[str], typer.Option("--qualify-image", help="Image with deploytool, by digest, for the qualify Job (default: the release image for the reference runtime).")]
+QualifyImageOpt = Annotated[Optional[str], typer.Option("--qualify-image", help="Image with deploytool installed, by digest, for the qualify Job (required).")]
 ReleaseOpt = Annotated[Optional[int], typer.Option("--release", help="Release number (k8s apply: the cluster's current one + 1).")]
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Previous releases kept for rollback (revisionHistoryLimit).")]
 SecretOpt = Annotated[str, typer.Option("--secret", help="Secret holding hf-token / api-key (referenced, never read).")]

@@ -199,41 +199,66 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
         return result
 
     kind = (stable["apiVersion"], stable["kind"])
+    job = next(o for o in stages["canary"] if o["kind"] == "Job")
+    job_name = job["metadata"]["name"]
+    canary_objects = [o for o in stages["canary"] if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime")]
+    _remove_finished_job(cluster, namespace, job_name, timeout_s=min(timeout_s, 300), poll_s=poll_s, progress=progress)
     existing = cluster.get(*kind, namespace, app)
     restore: int | None = None
-    if existing is not None and flavor == "plain":
-        replicas = int(existing.get("spec", {}).get("replicas", 1))
-        if replicas > 1:  # the canary takes one copy's GPUs: capacity minus one, as a rollout step
-            cluster.merge_patch(*kind, namespace, app, {"spec": {"replicas": replicas - 1}}, dry_run=False)
-            restore = replicas
-            progress(f"{stable['kind']} {app}: {replicas} -> {replicas - 1} copies while the canary is qualified")
-    for obj in stages["canary"]:
-        cluster.apply(obj, dry_run=False)
-        result.applied.append(_key(obj))
-    job = next(o for o in stages["canary"] if o["kind"] == "Job")
-    progress(f"waiting for Job {job['metadata']['name']} (deploytool qualify against the canary)")
-    result.qualification = _wait_for_job(cluster, namespace, job["metadata"]["name"], timeout_s, poll_s)
-    canary_objects = [o for o in stages["canary"] if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime")]
-    if result.qualification != "passed":
+    promoted = False
+    try:
+        if existing is not None and flavor == "plain":
+            replicas = int(existing.get("spec", {}).get("replicas", 1))
+            if replicas > 1:  # the canary takes one copy's GPUs: capacity minus one, as a rollout step
+                cluster.merge_patch(*kind, namespace, app, {"spec": {"replicas": replicas - 1}}, dry_run=False)
+                restore = replicas
+                progress(f"{stable['kind']} {app}: {replicas} -> {replicas - 1} copies while the canary is qualified")
+        for obj in stages["canary"]:
+            cluster.apply(obj, dry_run=False)
+            result.applied.append(_key(obj))
+        progress(f"waiting for Job {job_name} (deploytool qualify against the canary)")
+        result.qualification = _wait_for_job(cluster, namespace, job_name, timeout_s, poll_s)
+        if result.qualification != "passed":
+            result.message = (f"qualification {result.qualification}: release {result.release} not promoted; the "
+                              f"previous release keeps serving (Job {job_name} has the report in its log)")
+            raise DeployError(result.message)
+        for obj in stages["release"]:
+            cluster.apply(obj, dry_run=False)
+            result.applied.append(_key(obj))
+        promoted = True
+    finally:
+        # Whatever happened (a failed gate, an API error, Ctrl-C): no canary is left behind,
+        # and a stable workload that lent a copy gets it back unless the release replaced it.
         for obj in canary_objects:
             cluster.delete(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
-        if restore is not None:
+        if restore is not None and not promoted:
             cluster.merge_patch(*kind, namespace, app, {"spec": {"replicas": restore}}, dry_run=False)
-        result.message = (f"qualification {result.qualification}: release {result.release} not promoted; the "
-                          f"previous release keeps serving (Job {job['metadata']['name']} has the report in its log)")
-        raise DeployError(result.message)
-    for obj in stages["release"]:
-        cluster.apply(obj, dry_run=False)
-        result.applied.append(_key(obj))
     if stable["kind"] == "LeaderWorkerSet":
         record_release(cluster, stable)
     if stable["kind"] == "InferenceService":
         prune_runtimes(cluster, stable)
-    for obj in canary_objects:
-        cluster.delete(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
     result.promoted = True
     result.message = f"release {result.release} qualified and promoted; the rollout is the cluster's from here"
     return result
+
+
+def _remove_finished_job(cluster: Cluster, namespace: str, name: str, *, timeout_s: float, poll_s: float,
+                         progress: Callable[[str], None]) -> None:
+    """The same inputs qualified again: the earlier attempt's Job (finished) makes way."""
+    job = cluster.get("batch/v1", "Job", namespace, name)
+    if job is None:
+        return
+    status = job.get("status", {})
+    if not (status.get("succeeded") or status.get("failed")):
+        raise DeployError(f"Job {name} is still running: another `k8s apply` of this release is under way",
+                          hint="wait for it (`deploytool k8s status`), or delete the Job")
+    progress(f"removing the finished Job {name} of an earlier attempt")
+    cluster.delete("batch/v1", "Job", namespace, name)
+    deadline = time.monotonic() + timeout_s
+    while cluster.get("batch/v1", "Job", namespace, name) is not None:
+        if time.monotonic() >= deadline:
+            raise DeployError(f"Job {name} of an earlier attempt was not removed within {timeout_s:.0f} s")
+        time.sleep(poll_s)
 
 
 def _wait_for_job(cluster: Cluster, namespace: str, name: str, timeout_s: float, poll_s: float) -> str:

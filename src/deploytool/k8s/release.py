@@ -46,7 +46,7 @@ class K8sRequest:
     namespace: str = "default"
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
-    qualify_image: str | None = None  # an image with deploytool installed; default: the release image
+    qualify_image: str | None = None  # an image with deploytool installed, for the qualify Job
     retention: int = DEFAULT_RETENTION
     secret_name: str = "deploytool"  # the Secret holding hf-token / api-key (referenced, never read)
     flavor: Literal["plain", "ome"] = "plain"
@@ -74,10 +74,12 @@ class K8sRequest:
     def job_image(self) -> str:
         if self.qualify_image:
             return self.qualify_image
-        if self.profile.is_simulator:
-            return self.image  # the reference runtime's image has deploytool installed
+        # Neither release image can run it: the sglang image has no deploytool, the reference
+        # runtime's has only deploytool.sim's dependencies (images/sim/Dockerfile.j2).
         raise UsageError("the qualification Job needs an image with deploytool installed: pass --qualify-image "
-                         "NAME@sha256:... (the release image of a real runtime has no deploytool)")
+                         "NAME@sha256:...",
+                         hint="any Python image with `pip install deploytool` (and python3 on PATH), pushed to a "
+                              "registry the cluster pulls from")
 
 
 # -- derived from the profile -----------------------------------------------------------------
@@ -418,7 +420,7 @@ def volumes(req: K8sRequest) -> list[dict[str, Any]]:
 
 def scheduling(req: K8sRequest) -> dict[str, Any]:
     """Node selection: the profile's cards by the GPU product label, the user's selectors, and
-    the GPU operator's taint tolerated plus the user's tolerations."""
+    the taint GPU node pools commonly carry (nvidia.com/gpu) tolerated, plus the user's."""
     spec: dict[str, Any] = {}
     if req.node_selector:
         spec["nodeSelector"] = dict(req.node_selector)

@@ -15,6 +15,8 @@ Pure: (K8sRequest) -> lists of dicts; validate.py checks them against the schema
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import Any
 
 from ..yamlio import dump_yaml
@@ -109,7 +111,12 @@ def disruption_budget(req: K8sRequest) -> dict[str, Any]:
 
 
 def qualify_job_name(req: K8sRequest) -> str:
-    return f"{req.app}-qualify-r{req.release}"
+    """Per release and per what is qualified (image, qualify image, argv, toolchain): a retry
+    with other inputs gets its own Job (a Job's template cannot change), the same inputs the
+    same name (`k8s apply` removes a finished one before it qualifies them again)."""
+    inputs = json.dumps([req.image, req.qualify_image, rel.launch_command(req), req.toolchain], sort_keys=True)
+    suffix = f"-qualify-r{req.release}-{hashlib.sha256(inputs.encode()).hexdigest()[:6]}"
+    return req.app[:63 - len(suffix)].rstrip("-") + suffix
 
 
 def canary_url(req: K8sRequest, host: str | None = None, port: int | None = None) -> str:

@@ -208,3 +208,51 @@ def test_leaderworkerset_rollback_reapplies_the_recorded_previous_release(standi
     assert [c.query.get("dryRun") for c in writes] == ["All", None]
     leader = state.objects[lws_path]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
     assert leader["image"] == IMAGE_3 and "release 4 -> release 3" in result["plan"]
+
+
+def _kubeconfig(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "standin",
+        "clusters": [{"name": "standin", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "test-token"}}],
+        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}}]}))
+    return path
+
+
+def test_cli_status_and_rollback_print_json(standin, tmp_path: Path, monkeypatch, capsys):
+    import json
+
+    from deploytool.cli import main
+
+    state, cluster, url = standin
+    apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
+    apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path, url)))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["k8s", "status", "--profile", PROFILE.name, "--namespace", "llm", "--json"])
+    assert exit_info.value.code in (0, None)
+    status = json.loads(capsys.readouterr().out)
+    assert status["release"] == "2" and status["image"] == IMAGE_2 and status["kind"] == "Deployment"
+    with pytest.raises(SystemExit):
+        main(["k8s", "rollback", "--profile", PROFILE.name, "--namespace", "llm", "--dry-run", "--json"])
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["rolled_back"] is False and "release 2 -> release 1" in planned["plan"]
+    stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
+    assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_2  # a dry run changed nothing
+
+
+def test_no_cluster_is_exit_3_with_what_to_do(tmp_path: Path, monkeypatch, capsys):
+    from deploytool.cli import main
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["k8s", "status", "--profile", PROFILE.name])
+    assert exit_info.value.code == 3
+    assert "--context" in capsys.readouterr().err
+    # a cluster configured but not answering: also 3, naming the address
+    monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path, "http://127.0.0.1:9")))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["k8s", "status", "--profile", PROFILE.name])
+    assert exit_info.value.code == 3 and "127.0.0.1:9" in capsys.readouterr().err

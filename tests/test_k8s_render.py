@@ -312,3 +312,24 @@ def test_a_hub_model_is_served_from_the_node_hub_cache(offline: bool):
             custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS["ome"]]
             if not crds_available({(o["apiVersion"], o["kind"]) for o in custom}):
                 assert validate_objects(custom) == []
+
+
+def test_render_to_stdout_is_both_stages_in_apply_order(capsys):
+    from deploytool.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["render", "--k8s", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", IMAGE, "--qualify-image",
+              QUALIFY_IMAGE, "--k8s-flavor", "ome", "--release", "7"])
+    assert exit_info.value.code in (0, None)
+    documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert [d["kind"] for d in documents] == ["ClusterBaseModel", "ClusterServingRuntime", "InferenceService", "Job",
+                                              "InferenceService"]
+    assert documents[1]["metadata"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r7"
+
+
+def test_docs_state_the_validated_range():
+    text = " ".join((HERE.parent / "docs" / "kubernetes.md").read_text().split())
+    assert f"Kubernetes {K8S_VERSIONS[0]} to {K8S_VERSIONS[-1]}" in text.replace("**", "")
+    import importlib.metadata
+
+    assert f"`kubernetes-validate` {importlib.metadata.version('kubernetes-validate')}" in text

@@ -77,13 +77,15 @@ def validate_builtin(obj: dict[str, Any], version: str) -> list[Finding]:
 
 # -- custom kinds -----------------------------------------------------------------------------
 def crd_dirs() -> list[Path]:
-    from ..resources import project_root
+    """DEPLOYTOOL_K8S_CRDS (folders, os.pathsep-separated), else shared/k8s-crds in or beside the
+    project, else data/k8s-crds inside the package (where a distribution could carry them)."""
+    from ..resources import package_dir, project_root
 
     env = os.environ.get("DEPLOYTOOL_K8S_CRDS")
     if env:
         return [Path(p) for p in env.split(os.pathsep) if p]
     root = project_root()
-    return [root / "shared" / "k8s-crds", root.parent / "shared" / "k8s-crds"]
+    return [root / "shared" / "k8s-crds", root.parent / "shared" / "k8s-crds", package_dir() / "data" / "k8s-crds"]
 
 
 @dataclass

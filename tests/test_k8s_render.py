@@ -307,7 +307,8 @@ def test_a_hub_model_is_served_from_the_node_hub_cache(offline: bool):
         else:
             storage = by_kind(objects, "ClusterBaseModel")["spec"]["storage"]
             assert storage["storageUri"] == "hf://nvidia/Qwen3.6-35B-A3B-NVFP4"
-            assert storage["parameters"] == {"revision": "v1.2"} and storage["key"] == "deploytool"
+            assert storage["parameters"] == {"revision": "v1.2", "secretKey": "hf-token"}
+            assert storage["key"] == "deploytool"
             assert storage["path"] == "/var/lib/deploytool/models/rtx5090-qwen3-6-35b-a3b-nvfp4"
             custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS["ome"]]
             if not crds_available({(o["apiVersion"], o["kind"]) for o in custom}):

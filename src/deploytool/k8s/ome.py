@@ -44,10 +44,13 @@ def model_source(req: K8sRequest) -> dict[str, Any]:
     hub = getattr(model, "hub", None)
     if hub:
         storage["storageUri"] = f"hf://{hub}"
-        storage["key"] = req.secret_name  # OME reads the hub token from this Secret; never the value here
+        # OME's model agent reads the hub token from this Secret, for a ClusterBaseModel in the
+        # `ome` namespace, under parameters.secretKey (default "token"): pkg/modelagent/gopher.go.
+        storage["key"] = req.secret_name
+        storage["parameters"] = {"secretKey": rel.HF_TOKEN_KEY}
         revision = getattr(model, "revision", None)
         if revision:
-            storage["parameters"] = {"revision": str(revision)}
+            storage["parameters"]["revision"] = str(revision)
     elif model.host_path:
         storage["storageUri"] = f"local://{model.host_path}"
     else:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
+from deploytool.k8s import pod
 from deploytool.k8s import release as rel
 from deploytool.k8s.validate import validate_builtin
 from deploytool.profiles import ProfileStore
@@ -170,21 +171,21 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
     profile = keyed(STORE.get("h200-qwen3.6-35b-a3b-fp8"))
     req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
     stages = render_stages(req)
-    pod = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
-    server = pod["containers"][0]
-    assert server["command"][-2:] == ["--config", rel.SGLANG_CONFIG]
+    pod_spec = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
+    server = pod_spec["containers"][0]
+    assert server["command"][-2:] == ["--config", pod.SGLANG_CONFIG]
     assert "--api-key" not in server["command"]
-    assert all(e["name"] != rel.API_KEY_ENV for e in server["env"])
+    assert all(e["name"] != pod.API_KEY_ENV for e in server["env"])
     hf = next(e for e in server["env"] if e["name"] == "HF_TOKEN")["valueFrom"]["secretKeyRef"]
     assert hf == {"name": "deploytool", "key": "hf-token"}  # declared by the profile: not optional
-    secret_volume = next(v for v in pod["volumes"] if v["name"] == "api-key")["secret"]
+    secret_volume = next(v for v in pod_spec["volumes"] if v["name"] == "api-key")["secret"]
     assert secret_volume["secretName"] == "deploytool" and secret_volume["items"] == [{"key": "api-key", "path": "api-key"}]
     job = next(o for o in stages["canary"] if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
     assert job["env"] == [{"name": "DEPLOYTOOL_API_KEY",
                            "valueFrom": {"secretKeyRef": {"name": "deploytool", "key": "api-key"}}}]
     assert validate_builtin(next(o for o in stages["release"] if o["kind"] == "Deployment"), "1.33") == []
     # the init container's script, run: a key with YAML-special characters survives
-    init = next(c for c in pod["initContainers"] if c["name"] == "api-key-config")
+    init = next(c for c in pod_spec["initContainers"] if c["name"] == "api-key-config")
     key = 'sk-"quoted": #not-a-comment\\'
     (tmp_path / "api-key").write_text(key + "\n")
     config = tmp_path / "sglang-config.yaml"

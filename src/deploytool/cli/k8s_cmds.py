@@ -153,7 +153,7 @@ def rollback_command(
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Back to the previous release the cluster kept (server-side dry run first)."""
-    from ..k8s.apply import rollback
+    from ..k8s.history import rollback
 
     app_name, kind = _status_args(profile, flavor, profiles_dir)
     result = rollback(_connect(context), namespace=namespace, app=app_name, kind=kind, dry_run_only=dry_run)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from . import pod
 from . import release as rel
 from .release import K8sRequest, Track
 from .render import canary_url, qualify_job
@@ -47,7 +48,7 @@ def model_source(req: K8sRequest) -> dict[str, Any]:
         # OME's model agent reads the hub token from this Secret, for a ClusterBaseModel in the
         # `ome` namespace, under parameters.secretKey (default "token"): pkg/modelagent/gopher.go.
         storage["key"] = req.secret_name
-        storage["parameters"] = {"secretKey": rel.HF_TOKEN_KEY}
+        storage["parameters"] = {"secretKey": pod.HF_TOKEN_KEY}
         revision = getattr(model, "revision", None)
         if revision:
             storage["parameters"]["revision"] = str(revision)
@@ -78,10 +79,10 @@ def base_model(req: K8sRequest) -> dict[str, Any]:
     }
 
 
-def _runner(req: K8sRequest, role: rel.Role) -> dict[str, Any]:
+def _runner(req: K8sRequest, role: pod.Role) -> dict[str, Any]:
     """The server container as OME's runner: OME mounts the weights and sets MODEL_PATH, so the
     profile's --model-path points there; everything else is the profile's argv unchanged."""
-    container = rel.server_container(req, role)
+    container = pod.server_container(req, role)
     container["name"] = "ome-container"
     command = container["command"]
     if "--model-path" in command:
@@ -90,8 +91,8 @@ def _runner(req: K8sRequest, role: rel.Role) -> dict[str, Any]:
     return container
 
 
-def _pod_fields(req: K8sRequest, role: rel.Role) -> dict[str, Any]:
-    spec = rel.pod_spec(req, role)
+def _pod_fields(req: K8sRequest, role: pod.Role) -> dict[str, Any]:
+    spec = pod.pod_spec(req, role)
     return {
         **{k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
         "initContainers": spec["initContainers"],

@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from ..yamlio import dump_yaml
+from . import pod
 from . import release as rel
 from .release import K8sRequest, Track
 
@@ -52,7 +53,7 @@ def workload(req: K8sRequest, track: Track = "stable") -> dict[str, Any]:
                 "progressDeadlineSeconds": budget + 300,
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": _rollout()},
                 "selector": {"matchLabels": rel.selector(req, track)},
-                "template": {"metadata": template_meta, "spec": rel.pod_spec(req, "single")},
+                "template": {"metadata": template_meta, "spec": pod.pod_spec(req, "single")},
             },
         }
     leader_meta = copy.deepcopy(template_meta)
@@ -72,8 +73,8 @@ def workload(req: K8sRequest, track: Track = "stable") -> dict[str, Any]:
                 "size": rel.nodes(req.profile),
                 # One rank lost is the whole copy lost: recreate the group together.
                 "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": {"metadata": leader_meta, "spec": rel.pod_spec(req, "leader")},
-                "workerTemplate": {"metadata": worker_meta, "spec": rel.pod_spec(req, "worker")},
+                "leaderTemplate": {"metadata": leader_meta, "spec": pod.pod_spec(req, "leader")},
+                "workerTemplate": {"metadata": worker_meta, "spec": pod.pod_spec(req, "worker")},
             },
         },
     }
@@ -114,7 +115,7 @@ def qualify_job_name(req: K8sRequest) -> str:
     """Per release and per what is qualified (image, qualify image, argv, toolchain): a retry
     with other inputs gets its own Job (a Job's template cannot change), the same inputs the
     same name (`k8s apply` removes a finished one before it qualifies them again)."""
-    inputs = json.dumps([req.image, req.qualify_image, rel.launch_command(req), req.toolchain], sort_keys=True)
+    inputs = json.dumps([req.image, req.qualify_image, pod.launch_command(req), req.toolchain], sort_keys=True)
     suffix = f"-qualify-r{req.release}-{hashlib.sha256(inputs.encode()).hexdigest()[:6]}"
     return req.app[:63 - len(suffix)].rstrip("-") + suffix
 
@@ -138,7 +139,7 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "    except Exception:\n"
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
-    env = rel.api_key_env(req)
+    env = pod.api_key_env(req)
     container: dict[str, Any] = {
         "name": "qualify",
         "image": req.job_image,

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("pandas", "docker", "matplotlib", "deploytool.deploy", "deploytool.qualify", "deploytool.bench")
+HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "deploytool.deploy", "deploytool.qualify", "deploytool.bench")
 
 
 def loaded_after(statement: str) -> list[str]:

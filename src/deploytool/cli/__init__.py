@@ -17,6 +17,7 @@ from . import qualify_cmds  # noqa: E402,F401  qualify
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import memory_cmds  # noqa: E402,F401  plan-memory
 from . import host_cmds  # noqa: E402,F401  gpus, doctor
+from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
 
 
 def main(argv: list[str] | None = None) -> None:

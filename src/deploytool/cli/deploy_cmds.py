@@ -20,6 +20,7 @@ from ..yamlio import dump_yaml
 if TYPE_CHECKING:
     from ..deploy import Plan
 
+from . import k8s_cmds
 from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
                   console_err, print_json)
 
@@ -77,11 +78,24 @@ def render_command(
     image: Annotated[Optional[str], typer.Option("--image", help="Image reference (default: what `build` would tag, without building).")] = None,
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout (with --k8s: a folder).")] = None,
     profiles_dir: ProfilesDirOpt = None,
+    k8s: Annotated[bool, typer.Option("--k8s", help="Render Kubernetes objects instead (docs/kubernetes.md).")] = False,
+    replicas: k8s_cmds.ReplicasOpt = 1,
+    namespace: k8s_cmds.NamespaceOpt = "default",
+    node_selector: k8s_cmds.NodeSelectorOpt = None,
+    toleration: k8s_cmds.TolerationOpt = None,
+    k8s_flavor: k8s_cmds.FlavorOpt = "plain",
+    qualify_image: k8s_cmds.QualifyImageOpt = None,
 ) -> None:
-    """Render the compose file of one release. Needs no engine: the image tag derives from the
-    profile's declared inputs."""
+    """Render the compose file of one release, or with --k8s its Kubernetes objects (--image by
+    digest). Needs no engine: the image tag derives from the profile's declared inputs."""
+    if k8s:
+        k8s_cmds.render_k8s(k8s_cmds.build_request(
+            profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
+            node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
+            retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)
+        return
     slot = slot_from_options(gpu, cpu)
     resolved = ProfileStore(profiles_dir).get(profile)
     from ..build import plan_build

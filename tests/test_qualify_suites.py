@@ -93,9 +93,12 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     assert set(tools["by_category"]) == {"simple", "multiple", "parallel", "irrelevance", "round-trip"}
 
     needle = report.suite("needle").figures
-    assert 20_000 - 200 <= needle["measured_prompt_tokens"] <= 20_000
-    assert [d["found"] for d in needle["depths"]] == [True, True, True]
-    assert all(abs(d["prompt_tokens"] - needle["measured_prompt_tokens"]) <= 2 for d in needle["depths"])
+    assert [row["length"] for row in needle["lengths"]] == [8192, 20_000]
+    assert all(row["found"] and row["length"] - 200 <= row["prompt_tokens"] <= row["length"] for row in needle["lengths"])
+    assert [row["accuracy"] for row in needle["by_length"]] == [1.0, 1.0]
+    assert needle["requests"] == 2 * 3 * 5 and set(needle["by_variant"]) == {
+        "single-number", "single-uuid", "multikey", "multivalue", "multiquery"}
+    assert needle["heatmap"]["values"] == [[1.0, 1.0]] * 3
 
     # GSM8K: the figures are exactly what the answer key says for these questions.
     oracle = Gsm8kOracle.load(None, ORACLE_ACCURACY)
@@ -125,6 +128,7 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     assert {"name", "verdict", "reason", "figures", "gates", "method", "transcripts", "settings"} <= set(doc["suites"][0])
     html = (tmp_path / "report" / "report.html").read_text()
     assert "PASSED" in html and "--limit 20" in html
+    assert 'class="heatmap"' in html and "string_match_all by depth" in html
     assert "Quick run" in (tmp_path / "report" / "report.md").read_text()
 
 

@@ -41,6 +41,9 @@ _NEEDLE_RE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+# RULER's needle values: a UUID, else a number (scripts/data/synthetic/niah.py in NVIDIA/RULER)
+_VALUE_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d+(?:[.,]\d+)*", re.IGNORECASE)
+_KEY_LIST_RE = re.compile(r",\s*(?:and\s+)?|\s+and\s+")
 _MATH_RE = re.compile(
     r"\bhow\s+(?:many|much|long|far|old)\b|\bcalculate\b|\bcompute\b|\bsolve\b|\btotal\b|\bsum\b"
     r"|\bproduct\b|\bdifference\b|\d\s*[-+*/×÷x]\s*\d",
@@ -197,7 +200,7 @@ class NeedleQuestion:
 
     @property
     def is_magic(self) -> bool:
-        return "magic number" in self.thing.lower()
+        return "magic" in self.thing.lower()  # RULER's values: numbers, words or uuids
 
 
 def find_needle_question(text: str) -> NeedleQuestion | None:
@@ -215,29 +218,29 @@ def find_needle_question(text: str) -> NeedleQuestion | None:
                           start=match.start(), end=match.end())
 
 
-def find_needles(haystack: str, key: str, limit: int = 1000) -> list[str]:
+def find_needles(haystack: str, key: str, limit: int = 1000, values: re.Pattern[str] = _NUMBER_RE) -> list[str]:
     """Numbers in the sentence of each occurrence of key, first occurrence first (str.find, no token loops)."""
     hay = haystack.lower()
     needle = key.lower()
     found: list[str] = []
     pos = hay.find(needle)
     while pos >= 0 and len(found) < limit:
-        number = _number_near(haystack, pos, pos + len(needle))
+        number = _number_near(haystack, pos, pos + len(needle), values)
         if number is not None and number not in found:
             found.append(number)
         pos = hay.find(needle, pos + len(needle))
     return found
 
 
-def _number_near(text: str, start: int, end: int) -> str | None:
+def _number_near(text: str, start: int, end: int, values: re.Pattern[str] = _NUMBER_RE) -> str | None:
     after = text[end:end + NEEDLE_WINDOW]
     cut = _SENTENCE_BREAK_RE.search(after)
-    match = _NUMBER_RE.search(after[: cut.start() if cut else None])
+    match = values.search(after[: cut.start() if cut else None])
     if match:
         return match.group().rstrip(".,")
     before = text[max(0, start - NEEDLE_WINDOW):start]
     breaks = list(_SENTENCE_BREAK_RE.finditer(before))
-    numbers = _NUMBER_RE.findall(before[breaks[-1].end() if breaks else 0:])
+    numbers = values.findall(before[breaks[-1].end() if breaks else 0:])
     return numbers[-1].rstrip(".,") if numbers else None
 
 
@@ -258,7 +261,11 @@ def magic_number_answer(req: ChatRequest, last: Message) -> Answer | None:
     q = find_needle_question(last.text)
     if q is None or not q.is_magic:
         return None
-    numbers = find_needles(_needle_haystack(req, last, q), q.key)
+    haystack = _needle_haystack(req, last, q)
+    numbers = find_needles(haystack, q.key, values=_VALUE_RE)
+    if not numbers and _KEY_LIST_RE.search(q.key):  # RULER multi-query: "a, b, and c"
+        numbers = [v for key in _KEY_LIST_RE.split(q.key) if key.strip()
+                   for v in find_needles(haystack, key.strip(), values=_VALUE_RE)]
     reasoning = PREFIX + f"looking for a number in the prompt next to '{q.key}'."
     if not numbers:
         return Answer(rule="magic-number", reasoning=reasoning,

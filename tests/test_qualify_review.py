@@ -150,7 +150,7 @@ def test_an_exception_inside_one_tools_case_is_that_cases_failure(healthy, tmp_p
     report = qualify(healthy.url, tmp_path, suites=["tools"], overrides={"tools": {"thinking": [False]}})
     tools = report.suite("tools")
     assert tools.verdict is Verdict.FAILED, tools.reason  # not an error: the suite ran to its end
-    assert tools.figures["runs"] == 7 * 2
+    assert tools.figures["runs"] == 14 * 2
     assert "TypeError" in tools.reason
     failed = [r for r in tools.figures["rows"] if not r["passed"]]
     assert failed and all(r["stream"] for r in failed)  # only the streamed runs compare calls

@@ -89,8 +89,9 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
         "the reference runtime cannot read text; docs/sim.md"}
 
     tools = report.suite("tools").figures
-    assert tools["passed"] == tools["runs"] == 7 * 2 * 2  # every case, streamed and not, thinking on and off
-    assert set(tools["by_category"]) == {"simple", "multiple", "parallel", "irrelevance", "round-trip"}
+    assert tools["passed"] == tools["runs"] == 14 * 2 * 2  # every case, streamed and not, thinking on and off
+    assert set(tools["by_category"]) == {"simple", "multiple", "parallel", "irrelevance", "round-trip", "tool_choice",
+                                         "nested", "long-argument", "multi-turn"}
 
     needle = report.suite("needle").figures
     assert [row["length"] for row in needle["lengths"]] == [8192, 20_000]

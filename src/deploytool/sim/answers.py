@@ -129,12 +129,35 @@ def tool_answer(req: ChatRequest, ctx: AnswerContext) -> Answer:
     values = PromptValues.from_text(last)
     forced_name = isinstance(req.tool_choice, dict)
     subjects = [] if forced_name or not req.parallel_tool_calls else parallel_subjects(values)
+    mixed = [] if forced_name or not req.parallel_tool_calls else _calls_per_clause(req.tools, last)
+    if mixed:
+        out = [ToolCallOut(t.name, json.dumps(synthesize_arguments(t, PromptValues.from_text(c)))) for t, c in mixed]
+        reasoning = PREFIX + "each sentence asks for a different tool: " + ", ".join(t.name for t, _ in mixed) + "."
+        return _tool_calls_answer(out, reasoning, ctx)
     if subjects:
         calls = [synthesize_arguments(tool, values, subject=s, skip=tuple(subjects)) for s in subjects]
     else:
         calls = [synthesize_arguments(tool, values)]
     out = [ToolCallOut(tool.name, json.dumps(args)) for args in calls]
     reasoning = PREFIX + why + (f" One call per subject: {', '.join(subjects)}." if subjects else "")
+    return _tool_calls_answer(out, reasoning, ctx)
+
+
+_CLAUSE_RE = re.compile(r"(?<=[.?!])\s+|;\s*")
+
+
+def _calls_per_clause(tools: list[ToolSpec], message: str) -> list[tuple[ToolSpec, str]]:
+    """Parallel calls to different functions: when two or more sentences of the message each
+    match a different tool (score >= 1), one call per such sentence, in order."""
+    picks: list[tuple[ToolSpec, str]] = []
+    for clause in (c for c in _CLAUSE_RE.split(message) if c.strip()):
+        scored = best_tool(tools, clause)
+        if scored.score >= 1 and all(scored.tool.name != t.name for t, _ in picks):
+            picks.append((scored.tool, clause))
+    return picks if len(picks) >= 2 else []
+
+
+def _tool_calls_answer(out: list[ToolCallOut], reasoning: str, ctx: AnswerContext) -> Answer:
     if not ctx.tools_enabled:
         # no tool-call parser: the model's raw call markup reaches the client as text
         raw = "\n".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'

@@ -21,7 +21,7 @@ from deploytool.targets import Target
 # Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.
 FAST = {
     "needle": {"target_tokens": 20_000, "depths": [0.1, 0.5, 0.9]},
-    "stress": {"long_prompt_tokens": 20_000, "max_tokens": 200},
+    "stress": {"long_prompt_tokens": 20_000, "max_tokens": 1000},
     # The sim's answer key mixes answer formats; lm-eval's last-number filter scores some wrong by
     # design, so the gate uses deploytool's scorer here, as the sim profile does.
     "gsm8k": {"min_accuracy": 0.8, "styles": ["deploytool", "lm-eval"]},
@@ -121,7 +121,12 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     assert len(stress["requests"]) == 8 and all(r["ok"] for r in stress["requests"])
     long = next(r for r in stress["requests"] if r["request"] == "long-prompt")
     assert 18_000 <= long["prompt_tokens"] <= 20_000
-    assert all(r["completion_tokens"] == 200 for r in stress["requests"] if r["request"].startswith("sampled"))
+    assert all(r["completion_tokens"] == 1000 for r in stress["requests"] if r["request"].startswith("sampled"))
+    assert stress["probes"]["idle_accuracy"] == stress["probes"]["loaded_accuracy"] == 1.0
+    assert stress["probes"]["loaded_overlapping_the_load"] >= 1
+    assert stress["long_prompt_needles"]["string_match_all"] == 1.0 and len(stress["long_prompt_needles"]["expected"]) == 4
+    assert stress["long_prompt_cached_share"] <= 0.05
+    assert stress["itl_during_long_prefill"]["whole_run"]["gaps"] > 0
 
     doc = json.loads((tmp_path / "report" / "results.json").read_text())
     assert doc["schema"] == "deploytool.qualify/v1" and doc["verdict"] == "passed" and doc["limit"] == LIMIT

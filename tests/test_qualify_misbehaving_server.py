@@ -43,7 +43,7 @@ def test_a_server_that_answers_500_to_everything_ends_qualification_quickly(tmp_
 def test_the_breaker_stops_a_suite_after_consecutive_failures_and_says_so(tmp_path: Path) -> None:
     with sim(faults=("http_500_every=1",)) as handle:
         report = qualify(handle.url, tmp_path, suites=["gsm8k"], limit=50,
-                         overrides={"gsm8k": {"concurrency": 1, "thinking": [False]}})
+                         overrides={"gsm8k": {"concurrency": 1, "thinking": [False], "styles": ["lm-eval"]}})
     gsm8k = report.suite("gsm8k")
     assert gsm8k.verdict is Verdict.FAILED
     assert gsm8k.figures["not_sent"]["requests"] == 47  # 3 sent, 3 failed with HTTP 500, the rest held back

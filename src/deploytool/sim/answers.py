@@ -182,10 +182,17 @@ def _pick_tool(req: ChatRequest, message: str) -> tuple[ToolSpec | None, str]:
 
 # --- 3. vision ---------------------------------------------------------------------------------
 
+_REFERS_TO_IMAGE = re.compile(r"\b(?:image|picture|photo)s?\b", re.IGNORECASE)
+
+
 def vision_answer(req: ChatRequest, last: Message) -> Answer | None:
-    if not last.images:
+    images = last.images
+    if not images and _REFERS_TO_IMAGE.search(last.text):
+        # a follow-up about an image sent earlier in the conversation: the latest one is meant
+        images = next((m.images for m in reversed(req.messages) if m.images), [])
+    if not images:
         return None
-    reports = [analyse(img.image) for img in last.images]
+    reports = [analyse(img.image) for img in images]
     body = " ".join(r.sentence(i + 1) for i, r in enumerate(reports))
     question = last.text.lower()
     lead = ""

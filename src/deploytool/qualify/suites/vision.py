@@ -38,6 +38,7 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 120.0
     # Photographs and resolutions (qualify/photos.py); the image processor's figures default to
     # the Qwen3-VL family's preprocessor_config.json (patch 16, merge 2, 65,536..16,777,216 pixels).
+    photo_checks: bool = Field(default=True, description="Photographs, resolution ladder, image across turns.")
     photo_side: int = Field(default=768, ge=32, description="Longest side of the recognition photos.")
     resolutions: list[int] = Field(default=[256, 768, 1536, 3072], min_length=1,
                                    description="Ladder sides; the processor's largest size is added.")
@@ -128,7 +129,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
     ctx.advance()
 
-    photo_gates, photo_figures, photo_notes = await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit)
+    photo_gates, photo_figures, photo_notes = ((await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
+                                               if s.photo_checks else ([], {}, []))
 
     answered = len(cases) - len(gate_fail)
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)

@@ -78,14 +78,25 @@ def grid_lengths(s: Settings, context: int | None) -> tuple[list[int], int, bool
     return sorted({n for n in s.lengths if n < cap} | {cap}), cap, capped
 
 
+def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, str]]:
+    """(length, depth, variant) cells, ordered so that any prefix spreads over the grid (what
+    --limit N keeps): every length in turn, and depth and variant both rotating, so the first
+    len(depths) x len(lengths) cells already hold every depth and every variant."""
+    nd, nv = len(s.depths), len(s.variants)
+    width = max(nd, nv)
+    order = sorted(((i, j) for i in range(nd) for j in range(nv)), key=lambda p: ((p[1] - p[0]) % width, p[0]))
+    pairs = [(s.depths[i], s.variants[j]) for i, j in order]
+    return [(n, d, v) for _ in range(s.samples) for d, v in pairs for n in lengths]
+
+
 async def run(ctx: SuiteContext) -> SuiteResult:
     s: Settings = ctx.settings
-    result = SuiteResult(name=name, verdict=Verdict.ERROR)
     rng = random.SystemRandom()
     haystack = Haystack(rng.randrange(2**32))
     lengths, target, capped = grid_lengths(s, ctx.context_length)
-    cells = [(n, d, v) for n in lengths for d in s.depths for v in s.variants for _ in range(s.samples)]
+    cells, limited = ctx.apply_limit(grid_cells(s, lengths))
     ctx.set_total(len(cells) + len(lengths))
+    result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     probe_errors: list[str] = []
     log = TranscriptLog()
 
@@ -154,7 +165,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
         "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
     })
-    result.method = _method(s, lengths, target)
+    result.method = _method(s, lengths, target) + (f" --limit {ctx.limit}: {len(cells)} cells." if limited else "")
     result.transcripts = log.items
     return result.judge()
 

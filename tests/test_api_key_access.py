@@ -150,6 +150,20 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
     assert refused.exit_code == EXIT_COULD_NOT_RUN and "401 Unauthorized" in (refused.could_not_run or "")
 
 
+def test_the_health_probe_between_suites_sends_the_key(keyed_sim) -> None:
+    """Issue 9's probe before a suite that follows a failure: a keyed server refuses a chat
+    without the key, so a probe without it would call a healthy server dead."""
+    import asyncio
+
+    from deploytool.qualify.resilience import health_probe
+
+    model = httpx.get(keyed_sim.url + "/v1/models", timeout=5,
+                      headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
+    assert asyncio.run(health_probe(keyed_sim.url, model, 5, api_key=KEY)) is None
+    without = asyncio.run(health_probe(keyed_sim.url, model, 5))
+    assert without is not None and "401" in without
+
+
 def test_a_key_on_the_command_line_is_refused(keyed_sim, tmp_path: Path) -> None:
     out = run_cli("qualify", "--url", keyed_sim.url, "--api-key", KEY, "--suite", "contract", "--report",
                   str(tmp_path / "r"))

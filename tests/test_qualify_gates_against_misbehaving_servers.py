@@ -135,9 +135,9 @@ def test_needle_depth_prompts_share_no_cached_prefix_with_the_probes(tmp_path: P
     needle = report.suite("needle")
     assert needle.verdict is Verdict.PASSED, needle.reason
     opening = count_tokens("<|user|>")  # the sim's serialized role marker, shared by every prompt
-    rows = needle.figures["depths"]
-    assert [r["found"] for r in rows] == [True, True, True]
-    assert all(r["cached_tokens"] is not None and r["cached_tokens"] <= opening for r in rows), rows
+    rows = needle.figures["by_length"]
+    assert [r["accuracy"] for r in rows] == [1.0]
+    assert all(r["cached_tokens_max"] is not None and r["cached_tokens_max"] <= opening for r in rows), rows
 
 
 # --- 4. tools ---------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_an_exception_inside_one_tools_case_is_that_cases_failure(healthy, tmp_p
     report = qualify(healthy.url, tmp_path, suites=["tools"], overrides={"tools": {"thinking": [False]}})
     tools = report.suite("tools")
     assert tools.verdict is Verdict.FAILED, tools.reason  # not an error: the suite ran to its end
-    assert tools.figures["runs"] == 7 * 2
+    assert tools.figures["runs"] == 14 * 2
     assert "TypeError" in tools.reason
     failed = [r for r in tools.figures["rows"] if not r["passed"]]
     assert failed and all(r["stream"] for r in failed)  # only the streamed runs compare calls

@@ -35,7 +35,9 @@ OTHER_CASES = [c["id"] for c in CASES if c["id"] not in TEXT_CASES]
 
 def qualify(url: str, tmp_path: Path, limit: int | None = None):
     return run_qualification(Target(url=url, profile=None), suites=["vision"], limit=limit,
-                             report_dir=tmp_path / "report", overrides={"preflight": {"ready_timeout_s": 2}},
+                             report_dir=tmp_path / "report",
+                             # the photo checks have their own tests (test_qualify_vision_photos.py)
+                             overrides={"preflight": {"ready_timeout_s": 2}, "vision": {"photo_checks": False}},
                              progress=False)
 
 

@@ -160,20 +160,27 @@ class EndpointClient:
         return response.json()
 
     async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,
-                   keep_chunks: bool | None = None) -> ChatResult:
+                   keep_chunks: bool | None = None, idle_timeout: float | None = None) -> ChatResult:
         """One chat completion; streams when payload['stream'] is true. Never raises for
         server faults: they land in ChatResult.error. `keep_chunks` overrides the client's
-        setting for this call."""
+        setting for this call. `idle_timeout`: the longest wait for any byte (headers, or the
+        next piece of a stream) before the request is failed; default: the whole budget."""
         budget = timeout or self.timeout
+        http_timeout = httpx.Timeout(budget, read=min(idle_timeout, budget)) if idle_timeout else budget
         result = ChatResult(streamed=bool(payload.get("stream")), t_start=time.perf_counter())
         try:
             # wait_for bounds the whole request: httpx's timeout is per read, and a server that
             # trickles one byte a minute would otherwise never time out.
             if result.streamed:
                 keep = self.keep_chunks if keep_chunks is None else keep_chunks
-                await asyncio.wait_for(self._stream(payload, result, budget, keep), budget)
+                await asyncio.wait_for(self._stream(payload, result, http_timeout, keep), budget)
             else:
-                await asyncio.wait_for(self._complete(payload, result, budget), budget)
+                await asyncio.wait_for(self._complete(payload, result, http_timeout), budget)
+        except httpx.ReadTimeout:
+            if idle_timeout and idle_timeout < budget:
+                result.error = f"timed out: no byte for {idle_timeout:g} s (idle timeout)"
+            else:
+                result.error = f"timed out after {budget:g} s"
         except (asyncio.TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {budget:g} s"
         except httpx.RemoteProtocolError as exc:
@@ -189,7 +196,7 @@ class EndpointClient:
         result.ok = result.error is None
         return result
 
-    async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float) -> None:
+    async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout) -> None:
         response = await self._http.post("/v1/chat/completions", json=payload, timeout=budget)
         result.status = response.status_code
         if response.status_code != 200:
@@ -222,7 +229,8 @@ class EndpointClient:
         if result.content or result.reasoning_content or result.tool_calls:
             result.t_first_token = result.t_first_answer = now
 
-    async def _stream(self, payload: dict[str, Any], result: ChatResult, budget: float, keep: bool) -> None:
+    async def _stream(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout,
+                      keep: bool) -> None:
         # The hot path: one pass per network read, one json.loads per event, fragments collected
         # in lists and joined once. SSE is parsed here from the raw bytes (events end at a blank
         # line; CRLF and CR are normalised; comments and non-data fields are skipped).

@@ -51,6 +51,11 @@ class SuiteSettings(BaseModel):
 
     request_timeout_s: float = Field(default=300.0, gt=0, description="Budget of one request.")
     budget_s: float = Field(default=3600.0, gt=0, description="Budget of the whole suite.")
+    # A misbehaving server ends the run quickly (qualify/resilience.py).
+    idle_timeout_s: float = Field(default=60.0, gt=0, description="Longest wait for a byte, plus the prompt's allowance.")
+    min_prefill_tps: float = Field(default=1000.0, gt=0, description="Prompt allowance: estimated tokens / this.")
+    min_decode_tps: float = Field(default=10.0, gt=0, description="Non-streamed allowance: max_tokens / this.")
+    max_consecutive_failures: int = Field(default=3, ge=1, description="Same-kind failures in a row before the rest is not sent.")
 
 
 @dataclass

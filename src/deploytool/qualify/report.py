@@ -25,7 +25,8 @@ def write_reports(report: QualifyReport) -> None:
     write_atomic(report.report_dir / "report.md", render(
         "qualify.md.j2", overview=table_markdown(overview), server=table_markdown(server),
         sections=[{**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
-                   "tables": {k: table_markdown(v) for k, v in s["tables"].items()}} for s in sections],
+                   "tables": {k: table_markdown(v) for k, v in s["tables"].items()},
+                   "heatmaps": s["heatmaps_md"]} for s in sections],
         **common))
     write_atomic(report.report_dir / "report.html", render(
         "qualify.html.j2", overview=table_html(overview), server=table_html(server),
@@ -38,13 +39,46 @@ def _section(suite: dict[str, Any]) -> dict[str, Any]:
     gates = pd.DataFrame([{"gate": g["name"], "passed": "yes" if g["passed"] else "NO",
                            "measured": _cell(g["measured"]), "needs": f"{g['comparison']} {_cell(g['threshold'])}",
                            "detail": g["detail"]} for g in suite["gates"]])
-    scalars, tables = flatten_figures(suite["figures"])
+    heatmaps = {k: v for k, v in suite["figures"].items() if is_heatmap(v)}
+    scalars, tables = flatten_figures({k: v for k, v in suite["figures"].items() if k not in heatmaps})
     failures = [t for t in suite["transcripts"] if not t.get("passed")][:MAX_TRANSCRIPTS_SHOWN]
     return {"name": suite["name"], "verdict": suite["verdict"], "reason": suite["reason"],
             "limited": suite["limited"], "method": suite["method"], "gates_df": gates,
             "figures_df": pd.DataFrame([{"figure": k, "value": _cell(v)} for k, v in scalars.items()]),
-            "tables": tables, "failures": [json.dumps(t, indent=2, default=str, ensure_ascii=False) for t in failures],
+            "tables": tables, "heatmaps": {k: heatmap_html(v) for k, v in heatmaps.items()},
+            "heatmaps_md": {k: table_markdown(heatmap_frame(v)) for k, v in heatmaps.items()},
+            "failures": [json.dumps(t, indent=2, default=str, ensure_ascii=False) for t in failures],
             "failure_count": sum(1 for t in suite["transcripts"] if not t.get("passed"))}
+
+
+def is_heatmap(value: Any) -> bool:
+    """A figure shaped {rows, columns, values} (a matrix of scores 0..1) is drawn as a heat map."""
+    return isinstance(value, dict) and {"rows", "columns", "values"} <= set(value)
+
+
+def heatmap_frame(value: dict[str, Any]) -> pd.DataFrame:
+    return pd.DataFrame([[_cell(v) for v in row] for row in value["values"]], index=value["rows"],
+                        columns=value["columns"]).rename_axis(value.get("title", "")).reset_index()
+
+
+def heatmap_html(value: dict[str, Any]) -> str:
+    """A table whose cells are coloured from red (0) through yellow to green (1); empty cells grey."""
+    from html import escape
+
+    def colour(v: float | None) -> str:
+        if v is None:
+            return "#ddd"
+        v = max(0.0, min(1.0, float(v)))
+        red, green = (255, int(510 * v)) if v < 0.5 else (int(510 * (1 - v)), 200)
+        return f"rgb({red},{green},80)"
+
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in value["columns"])
+    body = "".join(
+        f"<tr><th>{escape(str(r))}</th>" + "".join(
+            f'<td style="background:{colour(v)};text-align:center">{"–" if v is None else f"{v:.2f}"}</td>' for v in row)
+        + "</tr>" for r, row in zip(value["rows"], value["values"]))
+    title = escape(value.get("title", ""))
+    return f'<table class="heatmap"><caption>{title}</caption><tr><th></th>{head}</tr>{body}</table>'
 
 
 def flatten_figures(figures: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:

@@ -1,7 +1,7 @@
 """Runs the selected suites against one endpoint and writes the report after each suite.
 
 Order of events: validate the profile's qualify settings (bad settings refuse to start),
-probe the endpoint (unreachable -> nothing runs, exit 2), then each suite in registry order,
+probe the endpoint (unreachable -> nothing runs: could not run, exit 6), then each suite in registry order,
 each bounded by its budget; a suite's exception becomes an `error` verdict and the next suite
 runs. The report is rewritten after every suite, so Ctrl-C or a crash leaves a partial one.
 """
@@ -21,10 +21,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..client import EndpointClient
 from ..secrets import auth_headers, redact
-from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings
+from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
 from .report import write_reports
+from .resilience import MAX_FAILED_PROBES, Breaker, GuardedClient, health_probe
 from .suites import registry
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                       report_dir: Path, overrides: dict[str, dict] | None = None,
                       progress: bool = True) -> QualifyReport:
     """Qualify the endpoint of `target`; writes results.json, report.md and report.html into
-    report_dir and returns the report (see QualifyReport.exit_code for 0/1/2).
+    report_dir and returns the report (see QualifyReport.exit_code for 0/1/6).
     Raises UsageError/ProfileError for bad suite names or settings, before anything is sent."""
     modules = registry()
     profile = target.profile
@@ -59,6 +60,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                     TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
                     console=console, disable=not progress, transient=False)
     pending = list(names)
+    breaker = Breaker()
     running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
     try:
         with bars:
@@ -75,11 +77,13 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                                         f"{report.server.error}")
             while pending:
                 name = running = pending[0]
-                result = _run_one(modules[name], settings[name], report, target, limit, bars)
+                result = _run_one(modules[name], settings[name], report, target, limit, bars, breaker,
+                                  settings["preflight"].probe_timeout_s)
                 running = None
                 report.suites.append(result)
                 pending.pop(0)
                 write_reports(report)
+            _nothing_measured(report)
     except KeyboardInterrupt:
         report.incomplete = report.interrupted = True
         for name in pending:
@@ -96,10 +100,12 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
 
 
 def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
-             limit: int | None, bars: Progress) -> SuiteResult:
+             limit: int | None, bars: Progress, breaker: Breaker | None = None,
+             probe_timeout_s: float = 10.0) -> SuiteResult:
     name = module.name
     server = report.server
     assert server is not None
+    breaker = breaker or Breaker()
     if not server.reachable:
         return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
@@ -109,6 +115,18 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
     skip = module.applies_to(target.profile, server)
     if skip:
         return SuiteResult.skipped(name, skip)
+    if name != "preflight" and breaker.suspect:
+        if breaker.failed_probes >= MAX_FAILED_PROBES:
+            return SuiteResult.errored(name, f"not run: the server failed {breaker.failed_probes} health probes in "
+                                             f"a row ({breaker.log[-1]})")
+        why = asyncio.run(health_probe(target.url, server.served_model_name, probe_timeout_s,
+                                       api_key=getattr(target, "api_key", None)))
+        if why:
+            breaker.failed_probes += 1
+            breaker.log.append(why)
+            return SuiteResult.errored(name, f"not run: {why}")
+        breaker.healthy()
+    breaker.start_suite(settings.max_consecutive_failures)
     task = bars.add_task(name, total=None, status="")
 
     def on_progress(advance: int | None, total: int | None) -> None:
@@ -119,12 +137,18 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
 
     started = time.monotonic()
     try:
-        result = asyncio.run(_run_bounded(module, settings, report, target, limit, on_progress))
+        result = asyncio.run(_run_bounded(module, settings, report, target, limit, on_progress, breaker))
     except KeyboardInterrupt:
         bars.update(task, status="interrupted")
         raise
     except Exception as exc:  # a bug or an unexpected answer: this suite errors, the rest run
         result = SuiteResult.errored(name, f"suite crashed: {type(exc).__name__}: {exc}")
+    if breaker.not_sent:
+        note = f"{breaker.not_sent} request(s) not sent: {breaker.tripped}"
+        result.figures["not_sent"] = {"requests": breaker.not_sent, "why": breaker.tripped}
+        result.reason = f"{result.reason}; {note}" if result.reason else note
+    if name == "preflight" and any(not g.passed and g.name.endswith(" status") for g in result.gates):
+        breaker.suspect = True  # /health_generate failed: the next suite probes before it sends anything
     result.name = name
     result.duration_s = round(time.monotonic() - started, 3)
     result.settings = settings.model_dump(mode="json")
@@ -134,10 +158,11 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
 
 
 async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
-                       limit: int | None, on_progress: Any) -> SuiteResult:
+                       limit: int | None, on_progress: Any, breaker: Breaker) -> SuiteResult:
     async with EndpointClient(target.url, timeout=settings.request_timeout_s,
                               api_key=getattr(target, "api_key", None)) as client:
-        ctx = SuiteContext(client=client, settings=settings, server=report.server, profile=target.profile,
+        guarded: Any = GuardedClient(client, breaker, settings)
+        ctx = SuiteContext(client=guarded, settings=settings, server=report.server, profile=target.profile,
                            target=target, limit=limit,
                            previous_results=getattr(target, "previous_results", None),
                            progress=on_progress)
@@ -149,6 +174,16 @@ async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyRepo
         except asyncio.TimeoutError:
             return SuiteResult.errored(module.name, f"suite ran past its budget of {settings.budget_s:g} s "
                                                     f"(qualify.{module.name}.budget_s)")
+
+
+def _nothing_measured(report: QualifyReport) -> None:
+    """Could not run (exit 6), not a failed gate, when the server stopped answering before any
+    suite past preflight ran."""
+    if report.could_not_run is not None:
+        return
+    others = [s for s in report.suites if s.name != "preflight" and s.verdict is not Verdict.SKIPPED]
+    if others and all(s.verdict is Verdict.ERROR and s.reason.startswith("not run") for s in others):
+        report.could_not_run = f"the server stopped answering: {others[0].reason.removeprefix('not run: ')}"
 
 
 async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None) -> ServerInfo:

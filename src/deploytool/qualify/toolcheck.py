@@ -90,8 +90,22 @@ def _value_problems(call: ToolCall, expected: ExpectedCall) -> list[str]:
     for key, want in expected.arguments.items():
         got = args.get(key)
         if not _same_value(got, want):
-            problems.append(f"call {call.name!r}: parameter {key!r} is {got!r}, expected {want!r}")
+            if isinstance(want, str) and len(want) > 200:
+                problems.append(f"call {call.name!r}: parameter {key!r} differs from the {len(want)}-character "
+                                f"text sent: {_long_difference(got, want)}")
+            else:
+                problems.append(f"call {call.name!r}: parameter {key!r} is {got!r}, expected {want!r}")
     return problems
+
+
+def _long_difference(got: Any, want: str) -> str:
+    """Where a long string argument went wrong, in a few words (not 2 KB twice)."""
+    if not isinstance(got, str):
+        return f"got {type(got).__name__}"
+    same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    if len(got) < len(want) and same == len(got):
+        return f"only the first {len(got)} characters arrived (its tail of {len(want) - len(got)} was lost)"
+    return f"{len(got)} characters, first difference at character {same}: {got[same:same + 40]!r}"
 
 
 def _same_value(got: Any, want: Any) -> bool:
@@ -103,6 +117,8 @@ def _same_value(got: Any, want: Any) -> bool:
         return float(got) == float(want)
     if isinstance(want, list) and isinstance(got, list):
         return len(got) == len(want) and all(_same_value(g, w) for g, w in zip(got, want))
+    if isinstance(want, dict) and isinstance(got, dict):
+        return set(got) == set(want) and all(_same_value(got[k], w) for k, w in want.items())
     return got == want
 
 

@@ -41,6 +41,9 @@ _NEEDLE_RE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
+# RULER's needle values: a UUID, else a number (scripts/data/synthetic/niah.py in NVIDIA/RULER)
+_VALUE_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d+(?:[.,]\d+)*", re.IGNORECASE)
+_KEY_LIST_RE = re.compile(r",\s*(?:and\s+)?|\s+and\s+")
 _MATH_RE = re.compile(
     r"\bhow\s+(?:many|much|long|far|old)\b|\bcalculate\b|\bcompute\b|\bsolve\b|\btotal\b|\bsum\b"
     r"|\bproduct\b|\bdifference\b|\d\s*[-+*/×÷x]\s*\d",
@@ -126,12 +129,35 @@ def tool_answer(req: ChatRequest, ctx: AnswerContext) -> Answer:
     values = PromptValues.from_text(last)
     forced_name = isinstance(req.tool_choice, dict)
     subjects = [] if forced_name or not req.parallel_tool_calls else parallel_subjects(values)
+    mixed = [] if forced_name or not req.parallel_tool_calls else _calls_per_clause(req.tools, last)
+    if mixed:
+        out = [ToolCallOut(t.name, json.dumps(synthesize_arguments(t, PromptValues.from_text(c)))) for t, c in mixed]
+        reasoning = PREFIX + "each sentence asks for a different tool: " + ", ".join(t.name for t, _ in mixed) + "."
+        return _tool_calls_answer(out, reasoning, ctx)
     if subjects:
         calls = [synthesize_arguments(tool, values, subject=s, skip=tuple(subjects)) for s in subjects]
     else:
         calls = [synthesize_arguments(tool, values)]
     out = [ToolCallOut(tool.name, json.dumps(args)) for args in calls]
     reasoning = PREFIX + why + (f" One call per subject: {', '.join(subjects)}." if subjects else "")
+    return _tool_calls_answer(out, reasoning, ctx)
+
+
+_CLAUSE_RE = re.compile(r"(?<=[.?!])\s+|;\s*")
+
+
+def _calls_per_clause(tools: list[ToolSpec], message: str) -> list[tuple[ToolSpec, str]]:
+    """Parallel calls to different functions: when two or more sentences of the message each
+    match a different tool (score >= 1), one call per such sentence, in order."""
+    picks: list[tuple[ToolSpec, str]] = []
+    for clause in (c for c in _CLAUSE_RE.split(message) if c.strip()):
+        scored = best_tool(tools, clause)
+        if scored.score >= 1 and all(scored.tool.name != t.name for t, _ in picks):
+            picks.append((scored.tool, clause))
+    return picks if len(picks) >= 2 else []
+
+
+def _tool_calls_answer(out: list[ToolCallOut], reasoning: str, ctx: AnswerContext) -> Answer:
     if not ctx.tools_enabled:
         # no tool-call parser: the model's raw call markup reaches the client as text
         raw = "\n".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
@@ -156,10 +182,17 @@ def _pick_tool(req: ChatRequest, message: str) -> tuple[ToolSpec | None, str]:
 
 # --- 3. vision ---------------------------------------------------------------------------------
 
+_REFERS_TO_IMAGE = re.compile(r"\b(?:image|picture|photo)s?\b", re.IGNORECASE)
+
+
 def vision_answer(req: ChatRequest, last: Message) -> Answer | None:
-    if not last.images:
+    images = last.images
+    if not images and _REFERS_TO_IMAGE.search(last.text):
+        # a follow-up about an image sent earlier in the conversation: the latest one is meant
+        images = next((m.images for m in reversed(req.messages) if m.images), [])
+    if not images:
         return None
-    reports = [analyse(img.image) for img in last.images]
+    reports = [analyse(img.image) for img in images]
     body = " ".join(r.sentence(i + 1) for i, r in enumerate(reports))
     question = last.text.lower()
     lead = ""
@@ -197,7 +230,7 @@ class NeedleQuestion:
 
     @property
     def is_magic(self) -> bool:
-        return "magic number" in self.thing.lower()
+        return "magic" in self.thing.lower()  # RULER's values: numbers, words or uuids
 
 
 def find_needle_question(text: str) -> NeedleQuestion | None:
@@ -215,29 +248,29 @@ def find_needle_question(text: str) -> NeedleQuestion | None:
                           start=match.start(), end=match.end())
 
 
-def find_needles(haystack: str, key: str, limit: int = 1000) -> list[str]:
+def find_needles(haystack: str, key: str, limit: int = 1000, values: re.Pattern[str] = _NUMBER_RE) -> list[str]:
     """Numbers in the sentence of each occurrence of key, first occurrence first (str.find, no token loops)."""
     hay = haystack.lower()
     needle = key.lower()
     found: list[str] = []
     pos = hay.find(needle)
     while pos >= 0 and len(found) < limit:
-        number = _number_near(haystack, pos, pos + len(needle))
+        number = _number_near(haystack, pos, pos + len(needle), values)
         if number is not None and number not in found:
             found.append(number)
         pos = hay.find(needle, pos + len(needle))
     return found
 
 
-def _number_near(text: str, start: int, end: int) -> str | None:
+def _number_near(text: str, start: int, end: int, values: re.Pattern[str] = _NUMBER_RE) -> str | None:
     after = text[end:end + NEEDLE_WINDOW]
     cut = _SENTENCE_BREAK_RE.search(after)
-    match = _NUMBER_RE.search(after[: cut.start() if cut else None])
+    match = values.search(after[: cut.start() if cut else None])
     if match:
         return match.group().rstrip(".,")
     before = text[max(0, start - NEEDLE_WINDOW):start]
     breaks = list(_SENTENCE_BREAK_RE.finditer(before))
-    numbers = _NUMBER_RE.findall(before[breaks[-1].end() if breaks else 0:])
+    numbers = values.findall(before[breaks[-1].end() if breaks else 0:])
     return numbers[-1].rstrip(".,") if numbers else None
 
 
@@ -258,7 +291,11 @@ def magic_number_answer(req: ChatRequest, last: Message) -> Answer | None:
     q = find_needle_question(last.text)
     if q is None or not q.is_magic:
         return None
-    numbers = find_needles(_needle_haystack(req, last, q), q.key)
+    haystack = _needle_haystack(req, last, q)
+    numbers = find_needles(haystack, q.key, values=_VALUE_RE)
+    if not numbers and _KEY_LIST_RE.search(q.key):  # RULER multi-query: "a, b, and c"
+        numbers = [v for key in _KEY_LIST_RE.split(q.key) if key.strip()
+                   for v in find_needles(haystack, key.strip(), values=_VALUE_RE)]
     reasoning = PREFIX + f"looking for a number in the prompt next to '{q.key}'."
     if not numbers:
         return Answer(rule="magic-number", reasoning=reasoning,

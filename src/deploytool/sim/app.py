@@ -27,7 +27,7 @@ from deploytool import __version__
 from deploytool.sim.answers import AnswerContext, derive_answer
 from deploytool.sim.auth import ApiKeyAuth
 from deploytool.sim.engine import Engine
-from deploytool.sim.faults import FaultState, StreamDropped, parse_faults
+from deploytool.sim.faults import FaultState, StreamDropped, adjust_answer, adjust_request, parse_faults
 from deploytool.sim.generation import Plan, Unit, build_plan
 from deploytool.sim.log import log
 from deploytool.sim.metrics import CONTENT_TYPE, render_metrics
@@ -142,6 +142,7 @@ class SimServer:
 
     async def server_info(self, request: Request) -> Response:
         s, engine = self.settings, self.engine
+        spec_off = self.faults.config.spec_off  # a release that lost its draft model
         return JSONResponse({
             "model_path": s.model_path,
             "tokenizer_path": s.model_path,
@@ -157,8 +158,8 @@ class SimServer:
             "tp_size": s.tp_size,
             "mem_fraction_static": s.mem_fraction_static,
             "dp_size": 1,
-            "speculative_algorithm": s.reported_speculative_algorithm,
-            "speculative_num_steps": s.reported_speculative_num_steps,
+            "speculative_algorithm": None if spec_off else s.reported_speculative_algorithm,
+            "speculative_num_steps": None if spec_off else s.reported_speculative_num_steps,
             # what the simulated Qwen3-style deployment is configured with
             "reasoning_parser": None if s.no_reasoning_field else "qwen3",
             "tool_call_parser": "qwen25" if s.tools else None,
@@ -166,7 +167,7 @@ class SimServer:
             "version": VERSION,
             "simulator": True,
             "internal_states": [{
-                "avg_spec_accept_length": s.spec_accept_length,
+                "avg_spec_accept_length": 0.0 if spec_off else s.spec_accept_length,
                 "last_gen_throughput": engine.stats.gen_throughput(),
                 "num_running_reqs": len(engine.running),
                 "num_queue_reqs": engine.queued,
@@ -182,6 +183,12 @@ class SimServer:
             "preferred_sampling_params": None, "weight_version": "default",
             "has_image_understanding": s.vision, "model_type": "simulator",
         })
+
+    async def health_generate(self, request: Request) -> Response:
+        # SGLang's /health_generate runs a generation, so a hung scheduler hangs it too
+        if self.faults.config.hang and self.ready():
+            return _hang_response("GET /health_generate")
+        return await self.health(request)
 
     async def metrics(self, request: Request) -> Response:
         return Response(render_metrics(self.engine), media_type=CONTENT_TYPE)
@@ -201,6 +208,8 @@ class SimServer:
         if not self.ready():
             return error_response("The server is not ready yet (simulated start-up).", 503,
                                   "ServiceUnavailableError", done)
+        if self.faults.config.hang:
+            return _hang_response("chat request")
         body = await request.body()
         try:
             # parsing a 1 MB prompt or measuring images takes a while: keep the event loop free
@@ -229,7 +238,8 @@ class SimServer:
 
     def _prepare(self, body: bytes) -> tuple[ChatRequest, Plan]:
         req = parse_chat_request(body, self.settings)
-        answer = derive_answer(req, self.answer_ctx)
+        adjust_request(self.faults.config, req)
+        answer = adjust_answer(self.faults.config, derive_answer(req, self.answer_ctx), req, len(self.engine.running))
         return req, build_plan(answer, req, self.settings, self.faults)
 
     async def _chat_done(self) -> None:
@@ -277,6 +287,17 @@ class SimServer:
                     "choices": [], "usage": gen.usage()}
             yield f"data: {json.dumps(body)}\n\n"
         yield "data: [DONE]\n\n"
+
+
+def _hang_response(what: str) -> Response:
+    """The hang fault: status and headers go out, then no byte ever (until the client gives up)."""
+    log(f"FAULT hang: {what} gets its headers and then nothing")
+
+    async def nothing() -> AsyncIterator[str]:
+        await asyncio.Event().wait()
+        yield ""  # never reached
+
+    return StreamingResponse(nothing(), media_type="text/event-stream")
 
 
 def _delta(unit: Unit) -> dict[str, Any]:
@@ -349,7 +370,7 @@ def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], No
     sim = SimServer(settings, on_crash or _exit_process)
     routes = [
         Route("/health", sim.health, methods=["GET"]),
-        Route("/health_generate", sim.health, methods=["GET"]),
+        Route("/health_generate", sim.health_generate, methods=["GET"]),
         Route("/v1/models", sim.models, methods=["GET"]),
         Route("/v1/models/{model:path}", sim.model, methods=["GET"]),
         Route("/get_server_info", sim.server_info, methods=["GET"]),

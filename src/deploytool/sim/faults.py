@@ -7,6 +7,7 @@ Each fault logs its effect to stderr when it fires.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -22,6 +23,13 @@ FAULTS: dict[str, bool] = {
     "bad_tool_json": False,
     "drop_stream": True,
     "http_500_every": True,
+    # Faults that only a check of the answers can see (qualify, issue 9):
+    "hang": False,
+    "corrupt_under_load": True,
+    "needle_lost_after": True,
+    "drop_arg_tail": True,
+    "ignore_tool_choice": False,
+    "spec_off": False,
 }
 
 FAULT_HELP = (
@@ -29,7 +37,12 @@ FAULT_HELP = (
     "crash_on_start (exit status 3 at once); never_ready (/health stays 503); "
     "crash_after=N (exit status 3 after N chat requests); bad_tool_json (tool-call arguments "
     "become invalid JSON or wrong types); drop_stream=N (streams are cut after N chunks, no [DONE]); "
-    "http_500_every=N (every Nth chat request gets HTTP 500)."
+    "http_500_every=N (every Nth chat request gets HTTP 500); hang (chat requests and /health_generate "
+    "send their headers, then nothing); corrupt_under_load=N (numbers in answers are off by one while N or "
+    "more other requests run); needle_lost_after=N (prompts over N tokens lose their needles); "
+    "drop_arg_tail=N (tool-call string arguments longer than N characters are cut to N); "
+    "ignore_tool_choice (tool_choice is treated as auto); spec_off (server info reports speculative "
+    "decoding off, as a release that lost its draft model would)."
 )
 
 CRASH_EXIT_CODE = 3
@@ -43,6 +56,12 @@ class FaultConfig:
     bad_tool_json: bool = False
     drop_stream: int | None = None
     http_500_every: int | None = None
+    hang: bool = False
+    corrupt_under_load: int | None = None
+    needle_lost_after: int | None = None
+    drop_arg_tail: int | None = None
+    ignore_tool_choice: bool = False
+    spec_off: bool = False
 
     @property
     def active(self) -> list[str]:
@@ -151,3 +170,56 @@ def _wrong_types(args: Any) -> Any:
     swap = {str: 12345, int: "not a number", float: "not a number", bool: "yes", list: "item",
             dict: "object", type(None): 0}
     return {key: swap.get(type(value), None) for key, value in args.items()}
+
+
+# --- faults on the answer (sim/app.py calls adjust_request before, adjust_answer after the rules) ---
+
+_DIGITS = re.compile(r"\d+")
+
+
+def adjust_request(config: FaultConfig, req: Any) -> None:
+    """ignore_tool_choice: the request's tool_choice is read as 'auto' (a template or parser that
+    drops it: 'required' may answer in prose, 'none' may call, a named function may be another)."""
+    if config.ignore_tool_choice and getattr(req, "tool_choice", "auto") != "auto":
+        log(f"FAULT ignore_tool_choice: tool_choice {req.tool_choice!r} treated as 'auto'")
+        req.tool_choice = "auto"
+
+
+def adjust_answer(config: FaultConfig, answer: Any, req: Any, running: int) -> Any:
+    """The answer-level faults, applied to the rule's answer before it becomes tokens."""
+    if config.needle_lost_after is not None and answer.rule in ("magic-number", "retrieval") \
+            and req.prompt_tokens > config.needle_lost_after:
+        log(f"FAULT needle_lost_after={config.needle_lost_after}: a {req.prompt_tokens}-token prompt lost its needle")
+        answer.content = "I could not find that in the provided text."
+    if config.corrupt_under_load is not None and running >= config.corrupt_under_load and answer.content \
+            and not answer.tool_calls:
+        log(f"FAULT corrupt_under_load={config.corrupt_under_load}: {running} running, numbers in the answer off by one")
+        answer.content = _DIGITS.sub(lambda m: _off_by_one(m.group()), answer.content)
+    if config.drop_arg_tail is not None:
+        for call in answer.tool_calls:
+            call.arguments = _cut_long_strings(call.arguments, config.drop_arg_tail)
+    return answer
+
+
+def _off_by_one(digits: str) -> str:
+    """The last digit changed, length kept (a 7-digit needle stays 7 digits, just wrong)."""
+    return digits[:-1] + str((int(digits[-1]) + 1) % 10)
+
+
+def _cut_long_strings(arguments: str, limit: int) -> str:
+    try:
+        args = json.loads(arguments)
+    except ValueError:
+        return arguments
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            log(f"FAULT drop_arg_tail={limit}: a {len(value)}-character argument cut to {limit}")
+            return value[:limit]
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v) for v in value]
+        return value
+
+    return json.dumps(cut(args))

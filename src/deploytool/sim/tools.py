@@ -39,7 +39,8 @@ make makes take takes thing things any anything something say says know lot one 
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-_QUOTED_RE = re.compile(r"\"([^\"\n]{1,200})\"|“([^”\n]{1,200})”|(?<!\w)'([^'\n]{1,200})'(?!\w)")
+# Quoted values up to 20,000 characters: a long string argument (qualify's >= 2 KB case) is quoted whole.
+_QUOTED_RE = re.compile(r"\"([^\"\n]{1,20000})\"|“([^”\n]{1,20000})”|(?<!\w)'([^'\n]{1,200})'(?!\w)")
 _CAPITALIZED_RE = re.compile(r"[A-Z][\w'’-]*(?:[ \t]+[A-Z][\w'’-]*)*")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
 _JOIN_RE = re.compile(r"[\s\"'“”]*(?:,\s*and|,|and|&)[\s\"'“”]*(?:(?:in|for|of|at|on|to|about|from)\s+)?[\s\"'“”]*",

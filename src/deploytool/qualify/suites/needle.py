@@ -1,39 +1,49 @@
-"""needle: a fresh random needle (RULER style: "One of the special magic numbers for {key} is:
-{value}.") hidden at several depths of a filler haystack built to a target prompt length
-(the profile's, 225K tokens by default, capped by the context length). The length is found by
-search against the server's own `usage.prompt_tokens` (qualify/haystack.py). Passes when the
-value is in the answer at every depth; reports prompt tokens, time to first token and cached
-tokens per depth. Every prompt (length probes included) opens with a fresh random line, so a
-prefix cache cannot serve one depth's prompt from an earlier one.
+"""needle: RULER's needle-in-a-haystack grid (qualify/ruler.py) on generated prose
+(qualify/prose.py): variants single (number and UUID values), multikey with distractors,
+multivalue and multiquery, at every length of a grid from 8K up to the target (225K by default,
+capped by the context length) and at least five depths, scored with RULER's string_match_all.
+
+Each length is found by search against the server's own `usage.prompt_tokens`
+(qualify/haystack.py), with the longest variant's prompt, so no variant runs over. Every prompt
+opens with a fresh random line, so a prefix cache cannot serve one prompt from another.
+Gate: per length, the mean string_match_all >= min_accuracy (or min_accuracy_by_length).
+The report holds a depth x length heat map of the scores.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import secrets
-from typing import Any
+import statistics
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
-from ..haystack import filler_sentences, first_guess, insert_at_depth, search_length
+from ..haystack import search_length
+from ..prose import sentences as prose_sentences
+from ..ruler import VARIANTS, build, string_match_all
 
 name = "needle"
-
-_ADJECTIVES = ("amber", "quiet", "northern", "hollow", "silver", "crooked", "distant", "gentle", "rapid", "frozen")
-_NOUNS = ("harbor", "lantern", "orchard", "meadow", "compass", "glacier", "violin", "canyon", "ledger", "falcon")
-
-INTRO = ("Some special magic numbers are hidden within the following text. Make sure to memorize them. "
-         "I will quiz you about the numbers afterwards.\n")
+Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
+TOKENS_PER_SENTENCE_GUESS = 16  # only the search's first guess; the server's count decides
+SEARCH_VARIANT = "multiquery"  # the longest prompt for a given haystack: every other variant fits
 
 
 class Settings(SuiteSettings):
-    target_tokens: int = Field(default=225_000, ge=256, description="Prompt length to reach (capped by context).")
+    target_tokens: int = Field(default=225_000, ge=256, description="Longest prompt (capped by context).")
+    lengths: list[int] = Field(default=[8192, 32768, 131072], description="Shorter lengths of the grid.")
     depths: list[float] = Field(default=[0.1, 0.3, 0.5, 0.7, 0.9], min_length=1)
-    max_tokens: int = Field(default=128, ge=8, description="Room for the answer.")
-    tolerance: float = Field(default=0.01, gt=0, lt=0.5, description="Accepted shortfall, fraction of target.")
-    max_probes: int = Field(default=8, ge=1, description="Length-search requests at most.")
+    variants: list[Variant] = Field(default=list(VARIANTS), min_length=1)
+    samples: int = Field(default=1, ge=1, description="Samples per variant, length and depth.")
+    min_accuracy: float = Field(default=0.9, ge=0, le=1, description="Gate per length (string_match_all).")
+    min_accuracy_by_length: dict[int, float] = Field(default_factory=dict, description="Per-length overrides.")
+    max_tokens: int = Field(default=128, ge=8, description="RULER's tokens_to_generate for niah.")
+    concurrency: int = Field(default=2, ge=1)
+    tolerance: float = Field(default=0.01, gt=0, lt=0.5, description="Accepted shortfall, fraction of a length.")
+    max_probes: int = Field(default=8, ge=1, description="Length-search requests per length at most.")
     request_timeout_s: float = 900.0
 
 
@@ -41,96 +51,160 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
     return None
 
 
-def make_needle(rng: random.Random) -> tuple[str, str]:
-    return f"{rng.choice(_ADJECTIVES)}-{rng.choice(_NOUNS)}", str(rng.randrange(1_000_000, 9_999_999))
-
-
 def fresh_opening() -> str:
     """A random first line, new for every request: a prefix (radix) cache then finds nothing to
-    reuse between the length probes and the depth prompts, whose filler is otherwise the same."""
-    return f"{secrets.token_hex(8)}\n"  # random from the first character: no shared leading token
+    reuse between prompts whose prose is otherwise the same."""
+    return f"{secrets.token_hex(8)}\n"
 
 
-def build_prompt(units: int, key: str, value: str, depth: float, opening: str = "") -> str:
-    needle = f"One of the special magic numbers for {key} is: {value}."
-    body = " ".join(insert_at_depth(filler_sentences(units), needle, depth))
-    return f"{opening}{INTRO}{body}\nWhat is the special magic number for {key} mentioned in the provided text?"
+class Haystack:
+    """Prose sentences from one seed, grown on demand (the same text for every length)."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._sentences: list[str] = []
+
+    def take(self, n: int) -> list[str]:
+        if n > len(self._sentences):
+            self._sentences = prose_sentences(max(n, 2 * len(self._sentences)), self.seed)
+        return self._sentences[:n]
+
+
+def grid_lengths(s: Settings, context: int | None) -> tuple[list[int], int, bool]:
+    cap = s.target_tokens
+    capped = context is not None and cap > context - s.max_tokens - 64
+    if capped:
+        cap = context - s.max_tokens - 64  # room for the answer and the chat template's closing tokens
+    return sorted({n for n in s.lengths if n < cap} | {cap}), cap, capped
+
+
+def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, str]]:
+    """(length, depth, variant) cells, ordered so that any prefix spreads over the grid (what
+    --limit N keeps): every length in turn, and depth and variant both rotating, so the first
+    len(depths) x len(lengths) cells already hold every depth and every variant."""
+    nd, nv = len(s.depths), len(s.variants)
+    width = max(nd, nv)
+    order = sorted(((i, j) for i in range(nd) for j in range(nv)), key=lambda p: ((p[1] - p[0]) % width, p[0]))
+    pairs = [(s.depths[i], s.variants[j]) for i, j in order]
+    return [(n, d, v) for _ in range(s.samples) for d, v in pairs for n in lengths]
 
 
 async def run(ctx: SuiteContext) -> SuiteResult:
     s: Settings = ctx.settings
-    result = SuiteResult(name=name, verdict=Verdict.ERROR)
-    key, value = make_needle(random.SystemRandom())
-    context = ctx.context_length
-    target = s.target_tokens
-    capped = context is not None and target > context - s.max_tokens - 64
-    if capped:
-        target = context - s.max_tokens - 64  # room for the answer and the chat template's closing tokens
-    tolerance = max(16, int(target * s.tolerance))
-    ctx.set_total(len(s.depths) + s.max_probes)
+    rng = random.SystemRandom()
+    haystack = Haystack(rng.randrange(2**32))
+    lengths, target, capped = grid_lengths(s, ctx.context_length)
+    cells, limited = ctx.apply_limit(grid_cells(s, lengths))
+    ctx.set_total(len(cells) + len(lengths))
+    result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     probe_errors: list[str] = []
+    log = TranscriptLog()
 
     async def measure(units: int) -> int | None:
-        payload = chat_payload(ctx, [{"role": "user", "content": build_prompt(units, key, value, 0.5, fresh_opening())}],
-                               max_tokens=1)
+        sample = build(SEARCH_VARIANT, haystack.take(units), 0.5, random.Random(units), fresh_opening())
+        payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], max_tokens=1)
         res = await ctx.client.chat(payload)
-        ctx.advance()
         if res.error or res.prompt_tokens is None:
             probe_errors.append(f"{units} sentences: {res.error or 'no usage.prompt_tokens in the response'}")
+            log.add(transcript(f"length probe {units} sentences", payload, res, passed=False,
+                               problems=[probe_errors[-1]]))
             return None
         return int(res.prompt_tokens)
 
-    search = await search_length(measure, target, guess=first_guess(target), tolerance=tolerance,
-                                 max_probes=s.max_probes)
-    result.figures = {
-        "target_tokens": target, "requested_tokens": s.target_tokens, "capped_by_context": capped,
-        "context_length": context, "haystack_sentences": search.units, "measured_prompt_tokens": search.tokens,
-        "search_probes": [{"sentences": p.units, "prompt_tokens": p.tokens} for p in search.probes],
-        "key": key, "value": value,
-    }
-    if not search.found:
-        last = f"; last error: {probe_errors[-1]}" if probe_errors else ""
-        result.gates.append(Gate(name="haystack reaches the target length", threshold=f"{target - tolerance}..{target}",
-                                 measured=search.tokens, passed=False, comparison="in",
-                                 detail=f"length search ended after {len(search.probes)} probes{last}"))
-        result.method = _method(s, target, tolerance)
-        return result.judge()
-
-    log = TranscriptLog()
-    rows = []
-    for depth in s.depths:
-        prompt = build_prompt(search.units, key, value, depth, fresh_opening())
-        payload = chat_payload(ctx, [{"role": "user", "content": prompt}],
-                               stream=True, max_tokens=s.max_tokens, thinking=False)
-        res = await ctx.client.chat(payload)
-        problems = response_problems(res)
-        found = not res.error and value in res.content
-        if not res.error and not found:
-            problems.append(f"the answer does not contain {value}: {res.content[:160]!r}")
-        rows.append({"depth": depth, "prompt_tokens": res.prompt_tokens, "ttft_s": _round(res.ttft),
-                     "cached_tokens": res.cached_tokens, "latency_s": _round(res.latency), "found": found,
-                     "error": res.error})
-        log.add(transcript(f"depth {depth:g}", payload, res, passed=found, problems=problems))
+    sizes: dict[int, dict[str, Any]] = {}
+    for length in lengths:
+        tolerance = max(16, int(length * s.tolerance))
+        search = await search_length(measure, length, guess=max(1, length // TOKENS_PER_SENTENCE_GUESS),
+                                     tolerance=tolerance, max_probes=s.max_probes)
+        sizes[length] = {"length": length, "sentences": search.units, "prompt_tokens": search.tokens,
+                         "found": search.found, "probes": len(search.probes)}
         ctx.advance()
-    result.figures["depths"] = rows
-    found_n = sum(r["found"] for r in rows)
-    missed = [f"{r['depth']:g}" + (f" ({r['error']})" if r["error"] else "") for r in rows if not r["found"]]
-    result.gates.append(Gate.all_of("needle value found at every depth", found_n, len(rows),
-                                    detail=f"missed at depth {', '.join(missed)}" if missed else ""))
-    result.method = _method(s, target, tolerance)
+    result.figures = {"target_tokens": target, "requested_tokens": s.target_tokens, "capped_by_context": capped,
+                      "context_length": ctx.context_length, "lengths": list(sizes.values())}
+    missing = [n for n in lengths if not sizes[n]["found"]]
+    for n in missing:
+        last = f"; last error: {probe_errors[-1]}" if probe_errors else ""
+        result.gates.append(Gate(name=f"haystack reaches {n} tokens", threshold=f"{n - max(16, int(n * s.tolerance))}..{n}",
+                                 measured=sizes[n]["prompt_tokens"], passed=False, comparison="in",
+                                 detail=f"length search ended after {sizes[n]['probes']} probes{last}"))
+    runnable = [c for c in cells if c[0] not in missing]
+    semaphore = asyncio.Semaphore(s.concurrency)
+
+    async def one(length: int, depth: float, variant: str) -> dict[str, Any]:
+        sample = build(variant, haystack.take(sizes[length]["sentences"]), depth, random.Random(rng.random()),
+                       fresh_opening())
+        payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], stream=True,
+                               max_tokens=s.max_tokens, thinking=False)
+        async with semaphore:
+            res = await ctx.client.chat(payload)
+        ctx.advance()
+        score = 0.0 if res.error else string_match_all(res.content, sample.answers)
+        problems = response_problems(res)
+        if not res.error and score < 1:
+            missed = [a for a in sample.answers if a.lower() not in res.content.lower()]
+            problems.append(f"the answer lacks {missed}: {res.content[:160]!r}")
+        log.add(transcript(f"{variant} length {length} depth {depth:g}", payload, res, passed=score == 1.0,
+                           problems=problems, expected=sample.answers))
+        return {"length": length, "depth": depth, "variant": variant, "score": score,
+                "prompt_tokens": res.prompt_tokens, "ttft_s": res.ttft, "cached_tokens": res.cached_tokens,
+                "error": res.error}
+
+    rows = await asyncio.gather(*(one(*c) for c in runnable))
+    by_length = _by_length(rows, lengths, missing)
+    for length in lengths:
+        if length in missing:
+            continue
+        need = s.min_accuracy_by_length.get(length, s.min_accuracy)
+        stats = by_length[length]
+        worst = ", ".join(f"{v} {a:.2f}" for v, a in stats["by_variant"].items() if a < 1)
+        result.gates.append(Gate.at_least(f"string_match_all at {length} tokens", stats["accuracy"], need,
+                                          detail=f"n={stats['samples']}" + (f"; below 1: {worst}" if worst else "")))
+    result.figures.update({
+        "by_length": [by_length[n] for n in lengths if n not in missing],
+        "by_variant": {v: _mean([r["score"] for r in rows if r["variant"] == v]) for v in s.variants},
+        "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
+        "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
+    })
+    result.method = _method(s, lengths, target) + (f" --limit {ctx.limit}: {len(cells)} cells." if limited else "")
     result.transcripts = log.items
     return result.judge()
 
 
-def _method(s: Settings, target: int, tolerance: int) -> str:
-    return (f"Haystack of filler sentences with one needle 'One of the special magic numbers for <key> is: <value>.' "
-            f"(fresh random key and 7-digit value each run), every prompt opening with a fresh random line so no "
-            f"prefix cache serves one from another; its size searched with max_tokens=1 requests until "
-            f"usage.prompt_tokens is within {tolerance} tokens below {target} (at most {s.max_probes} probes); then one "
-            f"streamed, greedy, thinking-off request per depth {s.depths} with max_tokens {s.max_tokens}; "
-            "pass when the value appears in the answer. TTFT per depth is reported with the server's "
-            "cached_tokens (usage.prompt_tokens_details), which should be near zero.")
+def _mean(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+def _by_length(rows: list[dict[str, Any]], lengths: list[int], missing: list[int]) -> dict[int, dict[str, Any]]:
+    out = {}
+    for n in lengths:
+        mine = [r for r in rows if r["length"] == n]
+        if n in missing or not mine:
+            continue
+        ttfts = [r["ttft_s"] for r in mine if r["ttft_s"] is not None]
+        cached = [r["cached_tokens"] for r in mine if r["cached_tokens"] is not None]
+        out[n] = {"length": n, "samples": len(mine), "accuracy": _mean([r["score"] for r in mine]),
+                  "by_variant": {v: _mean([r["score"] for r in mine if r["variant"] == v])
+                                 for v in dict.fromkeys(r["variant"] for r in mine)},
+                  "prompt_tokens_max": max((r["prompt_tokens"] or 0) for r in mine),
+                  "ttft_s_median": round(statistics.median(ttfts), 4) if ttfts else None,
+                  "cached_tokens_max": max(cached) if cached else None}
+    return out
+
+
+def _heatmap(rows: list[dict[str, Any]], depths: list[float], lengths: list[int]) -> dict[str, Any]:
+    """Mean string_match_all per depth (rows) and length (columns), for the report's heat map."""
+    values = [[_mean([r["score"] for r in rows if r["depth"] == d and r["length"] == n]) for n in lengths]
+              for d in depths]
+    return {"title": "string_match_all by depth (rows) and prompt tokens (columns)",
+            "rows": [f"depth {d:g}" for d in depths], "columns": [str(n) for n in lengths], "values": values}
+
+
+def _method(s: Settings, lengths: list[int], target: int) -> str:
+    return (f"RULER NIAH variants {s.variants} (NVIDIA/RULER niah templates, 7-digit numbers or UUIDs, "
+            f"adjective-noun keys) on generated prose, at lengths {lengths} (largest = {target}, the target capped "
+            f"by the context) x depths {s.depths} x {s.samples} sample(s): {len(lengths) * len(s.depths) * len(s.variants) * s.samples} "
+            f"requests, streamed, greedy, thinking off, max_tokens {s.max_tokens}, {s.concurrency} in flight. Each "
+            f"length found by search against usage.prompt_tokens with the {SEARCH_VARIANT} prompt (within "
+            f"{s.tolerance:.0%} below it, at most {s.max_probes} probes). Every prompt opens with a fresh random "
+            "line (no shared prefix). Score: RULER's string_match_all (share of expected values in the answer); "
+            f"gate per length >= {s.min_accuracy}" + (f", overrides {s.min_accuracy_by_length}" if s.min_accuracy_by_length else "") + ".")

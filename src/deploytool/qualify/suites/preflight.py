@@ -16,6 +16,8 @@ import httpx
 from pydantic import Field
 
 from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
+from ..expectations import Expectations
+from ..expectations import evaluate as evaluate_expectations
 
 name = "preflight"
 
@@ -38,6 +40,8 @@ class Settings(SuiteSettings):
     connect_timeout_s: float = Field(default=5.0, ge=0, description="How long to retry a refused connection.")
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
+    expect: Expectations = Field(default_factory=Expectations,
+                                 description="Fast paths the profile expects (qualify/expectations.py).")
 
 
 def applies_to(profile: Any, server: ServerInfo) -> str | None:
@@ -88,6 +92,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result.gates.append(Gate.at_least(
         "max running requests", running, s.min_running_requests,
         detail="" if running is not None else "server info does not report max_running_requests"))
+    expect_gates, figures["expect"] = await evaluate_expectations(ctx, s.expect)
+    result.gates += expect_gates
     result.method = (
         f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
         f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, /get_model_info "

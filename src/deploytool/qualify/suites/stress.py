@@ -3,7 +3,15 @@ the context limit (200K tokens by default, capped by the context length), all st
 Passes when every request completes without a 5xx, no stream drops (each ends with [DONE]),
 every sampled generation ran to its length (with ignore_eos: finish_reason "length" and exactly
 max_tokens), the long prompt was taken whole (prompt_tokens >= 90% of its target) and finished,
-and the server is healthy afterwards. Reports latencies, tokens and errors per request.
+and the server is healthy afterwards.
+
+Correctness under load (qualify/loadcheck.py): the long prompt is RULER-style prose with needles
+whose values must all come back, and opens with a unique line (it must be cold: its cached-token
+share is gated); short verifiable probes (GSM8K items, small needle lookups) run on the idle
+server and again while the load runs, and the loaded accuracy may not fall below the idle one by
+more than `probe_tolerance`. Reported: the long prompt's time to first token, the inter-token
+latency percentiles of the sampled generations while the long prompt was in prefill (the stall
+a user feels), per-request latencies, tokens and errors.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from pydantic import Field
 from ...client import ChatResult
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
-from ..haystack import filler_sentences
+from ..loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,
+                        run_probes)
 
 name = "stress"
 
@@ -27,7 +36,7 @@ TOPICS = ("a lighthouse keeper who finds a message in a bottle", "the history of
           "how a glacier shapes a valley", "a chess tournament decided in the last round",
           "the life cycle of a star", "a city built on canals", "an expedition to the deep sea",
           "the invention of the telegraph")
-CALIBRATION_SENTENCES = 2000
+CALIBRATION_SENTENCES = 2000  # prose sentences in the calibration request
 LONG_PROMPT_MIN_FRACTION = 0.9  # the long prompt must reach this share of its target (else it was cut)
 
 
@@ -41,21 +50,21 @@ class Settings(SuiteSettings):
     health_path: str = Field(default="/health_generate", description="Must answer 200 afterwards.")
     health_timeout_s: float = Field(default=60.0, gt=0)
     request_timeout_s: float = 1800.0
+    long_prompt_needles: int = Field(default=4, ge=1, le=4, description="Needles in the long prompt (all must come back).")
+    max_cached_share: float = Field(default=0.05, ge=0, le=1, description="The long prompt must be cold.")
+    probes: int = Field(default=8, ge=0, description="Short verifiable probes, half GSM8K, half needles.")
+    probe_tolerance: float = Field(default=0.13, ge=0, le=1, description="Loaded accuracy may trail idle by this.")
+    probe_concurrency: int = Field(default=2, ge=1)
 
 
 def applies_to(profile: Any, server: ServerInfo) -> str | None:
     return None
 
 
-def _long_prompt(sentences: int) -> str:
-    return ("Read the following text and then summarise it in one sentence.\n"
-            + " ".join(filler_sentences(sentences)))
-
-
-async def _calibrate(ctx: SuiteContext, target: int) -> tuple[int, str | None]:
-    """Sentences for a prompt of about `target` tokens, from one short request's token count."""
-    res = await ctx.client.chat(chat_payload(ctx, [{"role": "user", "content": _long_prompt(CALIBRATION_SENTENCES)}],
-                                             max_tokens=1))
+async def _calibrate(ctx: SuiteContext, target: int, needles: int) -> tuple[int, str | None]:
+    """Sentences for a long prompt of about `target` tokens, from one short request's token count."""
+    sample = long_prompt(CALIBRATION_SENTENCES, needles)
+    res = await ctx.client.chat(chat_payload(ctx, [{"role": "user", "content": sample.prompt}], max_tokens=1))
     if res.error or not res.prompt_tokens:
         return 0, f"calibration request failed: {res.error or 'no usage.prompt_tokens'}"
     per_sentence = res.prompt_tokens / CALIBRATION_SENTENCES
@@ -70,17 +79,19 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     target = s.long_prompt_tokens
     if context is not None and target > context - s.long_max_tokens - 64:
         target = context - s.long_max_tokens - 64
-    ctx.set_total(s.sampled_requests + (1 if target > 0 else 0) + 1)
+    ctx.set_total(s.sampled_requests + (1 if target > 0 else 0) + 1 + 2 * s.probes)
 
     jobs: list[tuple[str, dict[str, Any]]] = []
+    long: LongPrompt | None = None
     if target > 0:
-        sentences, why = await _calibrate(ctx, target)
+        sentences, why = await _calibrate(ctx, target, s.long_prompt_needles)
         if why:
             result.gates.append(Gate(name="long prompt built", threshold="calibrated", measured=why, passed=False,
                                      comparison="=="))
         else:
-            jobs.append(("long-prompt", chat_payload(ctx, [{"role": "user", "content": _long_prompt(sentences)}],
-                                                     stream=True, max_tokens=s.long_max_tokens)))
+            long = long_prompt(sentences, s.long_prompt_needles)
+            jobs.append(("long-prompt", chat_payload(ctx, [{"role": "user", "content": long.prompt}],
+                                                     stream=True, max_tokens=s.long_max_tokens, thinking=False)))
     for i in range(s.sampled_requests):
         topic = TOPICS[i % len(TOPICS)]
         extra = {"ignore_eos": True} if s.ignore_eos else {}
@@ -89,12 +100,17 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             max_tokens=s.max_tokens, temperature=s.temperature, seed=1000 + i, **extra)))
 
     async def one(label: str, payload: dict[str, Any]) -> ChatResult:
-        res = await ctx.client.chat(payload)
+        res = await ctx.client.chat(payload, keep_chunks=False)
         ctx.advance()
         return res
 
+    probes = make_probes(s.probes)
+    idle = await run_probes(ctx, probes, s.probe_concurrency, "idle")
     started = time.perf_counter()
-    results = await asyncio.gather(*(one(label, p) for label, p in jobs))
+    load = asyncio.gather(*(one(label, p) for label, p in jobs))
+    await asyncio.sleep(0.01)  # the load's requests go out first, so the probes meet a busy server
+    loaded = await run_probes(ctx, probes, s.probe_concurrency, "loaded")
+    results = await load
     wall = time.perf_counter() - started
     rows = []
     for (label, payload), res in zip(jobs, results):
@@ -108,6 +124,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                      "finish_reason": res.finish_reason, "error": problems[0] if problems else None})
         log.add(transcript(label, payload, res, passed=not problems, problems=problems))
 
+    for item in idle + loaded:
+        log.add(item.transcript)
     health = await _health_after(ctx, s)
     ctx.advance()
     failed = [r for r in rows if not r["ok"]]
@@ -122,6 +140,10 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     latencies = [r["latency_s"] for r in rows
                  if r["request"].startswith("sampled") and r["ok"] and r["latency_s"] is not None]
     long_row = next((r for r in rows if r["request"] == "long-prompt"), None)
+    by_label = dict(zip((label for label, _ in jobs), results))
+    long_res = by_label.get("long-prompt")
+    sampled = [res for label, res in by_label.items() if label.startswith("sampled")]
+    under_load = _under_load(result, s, long, long_res, sampled, idle, loaded)
     result.figures = {
         "requests": rows, "wall_s": _r(wall),
         "long_prompt_target_tokens": target if long_row is not None else None,
@@ -130,11 +152,18 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "long_prompt_latency_s": long_row["latency_s"] if long_row is not None else None,
         "long_prompt_ttft_s": long_row["ttft_s"] if long_row is not None else None,
         "errors": [r["error"] for r in failed], "health_after": health,
+        **under_load,
     }
-    long_text = (f" and one prompt of about {target} tokens of filler (sized from one {CALIBRATION_SENTENCES}-sentence "
+    long_text = (f" and one prompt of about {target} tokens of prose with needles (sized from one {CALIBRATION_SENTENCES}-sentence "
                  f"calibration request), max_tokens {s.long_max_tokens}, which must finish with prompt_tokens >= "
                  f"{LONG_PROMPT_MIN_FRACTION:.0%} of that" if long_row is not None else "")
     result.method = (
+        f"Probes: {len(probes)} short verifiable requests (GSM8K items scored by their answer, small needle "
+        f"lookups), first on the idle server, then again while the load runs ({s.probe_concurrency} in flight); loaded "
+        f"accuracy must be >= idle - {s.probe_tolerance}. The long prompt is prose with {s.long_prompt_needles} "
+        "RULER needles whose values must all come back, opening with a unique line; its cached-token share must be "
+        f"<= {s.max_cached_share}. ITL percentiles are over the sampled streams' token gaps while the long prompt "
+        "was in prefill (its send to its first token). "
         f"All at once, streamed: {s.sampled_requests} essays (temperature {s.temperature}, max_tokens {s.max_tokens}"
         f"{', ignore_eos: each must end with finish_reason length at exactly max_tokens' if s.ignore_eos else ''}, "
         f"fixed seeds){long_text}; then GET {s.health_path}. Each request's budget: {s.request_timeout_s:g} s. "
@@ -142,6 +171,36 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     )
     result.transcripts = log.items
     return result.judge()
+
+
+def _under_load(result: SuiteResult, s: Settings, long: LongPrompt | None, long_res: ChatResult | None,
+                sampled: list[ChatResult], idle: list[Probe], loaded: list[Probe]) -> dict[str, Any]:
+    """The correctness-under-load gates and figures."""
+    figures: dict[str, Any] = {}
+    if probes := len(idle):
+        idle_acc, loaded_acc = probe_accuracy(idle), probe_accuracy(loaded)
+        overlapping = overlap(loaded, sampled)
+        wrong = [p.label for p in loaded if not p.correct]
+        figures["probes"] = {"count": probes, "idle_accuracy": idle_acc, "loaded_accuracy": loaded_acc,
+                             "loaded_overlapping_the_load": overlapping, "wrong_under_load": wrong}
+        result.gates.append(Gate.at_least("probe accuracy under load", loaded_acc, round(idle_acc - s.probe_tolerance, 4),
+                                          detail=f"idle {idle_acc:.3f}, loaded {loaded_acc:.3f} (tolerance "
+                                                 f"{s.probe_tolerance}); wrong under load: {wrong[:4]}"))
+        result.gates.append(Gate.at_least("loaded probes overlapping the load", overlapping, 1,
+                                          detail="a probe that ran after the load ended measured an idle server"))
+    if long is not None and long_res is not None and not long_res.error:
+        from ..ruler import string_match_all
+        found = string_match_all(long_res.content, long.answers)
+        share = (long_res.cached_tokens or 0) / long_res.prompt_tokens if long_res.prompt_tokens else None
+        figures["long_prompt_needles"] = {"expected": long.answers, "string_match_all": found}
+        figures["long_prompt_cached_share"] = None if share is None else round(share, 4)
+        result.gates.append(Gate.at_least("long prompt needles returned (string_match_all)", found, 1.0,
+                                          detail=f"answer {long_res.content[:160]!r}, expected {long.answers}"))
+        result.gates.append(Gate(name="long prompt cached-token share", threshold=s.max_cached_share, measured=share,
+                                 passed=share is not None and share <= s.max_cached_share, comparison="<=",
+                                 detail=f"{long_res.cached_tokens} of {long_res.prompt_tokens} prompt tokens cached"))
+        figures["itl_during_long_prefill"] = itl_during(sampled, long_res)
+    return figures
 
 
 def _length_problems(label: str, res: ChatResult, s: Settings, target: int) -> list[str]:

@@ -1,16 +1,23 @@
-"""tools: tool calling in the spirit of BFCL's categories (simple, multiple, parallel,
-irrelevance) plus a two-turn round trip that feeds a tool result back.
+"""tools: tool calling as BFCL's categories and SGLang's own function-call tests probe it:
+simple, multiple (choose one), parallel (one function twice, and different functions),
+irrelevance (no call), tool_choice (required: a call must happen; none: none may; a named
+function: that one), nested object and array arguments, a long (>= 2 KB) string argument that
+must arrive intact and, streamed, in more than one fragment, a round trip, and a conversation
+of several turns that feeds every tool result back.
 
 Every case runs non-streamed and streamed, thinking off and on. Each call is checked against
 the schema that was offered (name, required parameters present, no unknown parameters, types
 and enum values: qualify/toolcheck.py) and against the values the prompt quoted. A streamed
 response is assembled from its deltas per `index` and must equal the non-streamed one, carry
-one id per call and end with finish_reason "tool_calls".
+one id per call and end with finish_reason "tool_calls". No parser markup (`<tool_call>`,
+`<function=`, `</parameter>`...) may leak into `content` or `reasoning_content`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 from typing import Any
 
 import yaml
@@ -20,15 +27,21 @@ from ...client import ChatResult
 from ...resources import resource
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
+from ..prose import sentences as prose_sentences
 from ..scoring import missing_keyword_groups
 from ..toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 name = "tools"
-CATEGORIES = ("simple", "multiple", "parallel", "irrelevance", "round-trip")
+CATEGORIES = ("simple", "multiple", "parallel", "irrelevance", "tool_choice", "nested", "long-argument",
+              "round-trip", "multi-turn")
+# What SGLang's tool-call parsers consume (qwen25/hermes <tool_call>, qwen3_coder <function=...>
+# <parameter=...>): none of it may reach the client as text once a parser is configured.
+MARKUP = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
+LONG_TEXT_SEED = 2024
 
 
 class Settings(SuiteSettings):
-    max_tokens: int = Field(default=1024, ge=16, description="Room for thinking before the call.")
+    max_tokens: int = Field(default=2048, ge=16, description="Room for thinking and a long argument.")
     concurrency: int = Field(default=8, ge=1)
     thinking: list[bool] = Field(default=[False, True], min_length=1, description="Thinking modes to run.")
     cases_file: str = Field(default="tools.yaml", description="Under the project's qualify/ folder.")
@@ -41,18 +54,51 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
     return None
 
 
+def long_text(chars: int) -> str:
+    """Generated prose of at least `chars` characters, without quotes (it is quoted in a prompt)."""
+    text, n = "", 8
+    while len(text) < chars:
+        n *= 2
+        text = " ".join(prose_sentences(n, LONG_TEXT_SEED))
+    return text[: text.find(".", chars) + 1] or text
+
+
+def _fill(value: Any, text: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{long_text}", text)
+    if isinstance(value, dict):
+        return {k: _fill(v, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, text) for v in value]
+    return value
+
+
 def load_cases(file: str = "tools.yaml") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     data = yaml.safe_load(resource("qualify", file).read_text())
-    cases = list(data.get("cases") or []) + list(data.get("round_trips") or [])
+    cases = (list(data.get("cases") or []) + list(data.get("round_trips") or [])
+             + list(data.get("conversations") or []))
     for case in cases:
         unknown = [t for t in case["offer"] if t not in data["tools"]]
         if unknown:
             raise ValueError(f"qualify/{file}: case {case['id']} offers unknown tool(s) {unknown}")
+        if "long_text_chars" in case:
+            case.update(_fill(copy.deepcopy({k: v for k, v in case.items() if k in ("prompt", "expect")}),
+                              long_text(int(case["long_text_chars"]))))
     return data["tools"], cases
 
 
 def _tool_list(tools: dict[str, Any], names: list[str]) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": n, **tools[n]}} for n in names]
+
+
+def markup_problems(res: ChatResult) -> list[str]:
+    problems = []
+    for field, text in (("content", res.content), ("reasoning_content", res.reasoning_content)):
+        leaked = [m for m in MARKUP if m in (text or "")]
+        if leaked:
+            problems.append(f"parser markup {leaked} leaked into {field}: is --tool-call-parser set? "
+                            f"{(text or '')[:120]!r}")
+    return problems
 
 
 def check_tool_response(res: ChatResult, expected: list[ExpectedCall], schemas: dict[str, Any]) -> list[str]:
@@ -66,16 +112,34 @@ def check_tool_response(res: ChatResult, expected: list[ExpectedCall], schemas: 
         for call in res.tool_calls:
             problems.extend(check_call(call, schemas))
         problems.extend(match_expected(res.tool_calls, expected))
-        if not res.tool_calls and "<tool_call>" in res.content:
-            problems.append("the call came back as raw <tool_call> text in content: is --tool-call-parser set?")
     else:
         if res.tool_calls:
-            problems.append(f"called {', '.join(str(c.name) for c in res.tool_calls)} although no tool applies")
+            problems.append(f"called {', '.join(str(c.name) for c in res.tool_calls)} although no call may be made")
         if not res.content.strip():
             problems.append("no tool call expected, but the answer is empty")
+    problems.extend(markup_problems(res))
     if res.streamed:
         problems.extend(stream_problems(res.tool_calls))
     return problems
+
+
+def argument_fragments(res: ChatResult) -> dict[int, int]:
+    """Streamed: how many deltas carried each call's arguments (needs the kept chunks)."""
+    counts: dict[int, int] = {}
+    for chunk in res.raw or []:
+        for choice in chunk.get("choices") or []:
+            for piece in (choice.get("delta") or {}).get("tool_calls") or []:
+                if (piece.get("function") or {}).get("arguments"):
+                    counts[piece.get("index", 0)] = counts.get(piece.get("index", 0), 0) + 1
+    return counts
+
+
+def _expected(items: list[dict[str, Any]] | None) -> list[ExpectedCall]:
+    return [ExpectedCall(e["name"], e.get("arguments") or {}) for e in items or []]
+
+
+def _mode(stream: bool, thinking: bool) -> str:
+    return f"{'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
 
 
 async def run(ctx: SuiteContext) -> SuiteResult:
@@ -87,63 +151,78 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     log = TranscriptLog()
     rows: list[dict[str, Any]] = []
 
-    async def send(payload: dict[str, Any]) -> ChatResult:
+    async def send(payload: dict[str, Any], keep: bool = False) -> ChatResult:
         async with semaphore:
-            return await ctx.client.chat(payload)
+            return await ctx.client.chat(payload, keep_chunks=keep or None)
+
+    def payload_for(case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool, stream: bool) -> dict[str, Any]:
+        return chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
+                            tools=_tool_list(tools, case["offer"]), tool_choice=case.get("tool_choice", "auto"))
+
+    async def turn(case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
+                   stream: bool, label: str, plain: ChatResult | None) -> tuple[ChatResult | None, list[str]]:
+        """One user turn: the call(s), then (with a tool_result) the answer that uses it."""
+        schemas = {n: tools[n].get("parameters") or {} for n in case["offer"]}
+        payload = payload_for(case, messages, thinking, stream)
+        long = stream and "long_text_chars" in case
+        res = await send(payload, keep=long)
+        problems = check_tool_response(res, _expected(step.get("expect")), schemas)
+        if stream and not res.error and plain is not None and not plain.error:
+            if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
+                problems.append(f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
+                                f"{_short(canonical_calls(plain.tool_calls))}")
+        if long and not res.error:
+            fragments = argument_fragments(res)
+            if any(count < 2 for count in fragments.values()) or not fragments:
+                problems.append(f"the long argument was streamed in {fragments or 'no'} fragment(s) per call; "
+                                "expected more than one")
+        log.add(transcript(label, payload, res, passed=not problems, problems=problems))
+        if problems or "tool_result" not in step:
+            return res, problems
+        calls = res.tool_calls
+        messages.append({"role": "assistant", "content": res.content or None, "tool_calls": [
+            {"id": c.id or f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(calls)]})
+        for i, c in enumerate(calls):
+            messages.append({"role": "tool", "tool_call_id": c.id or f"call_{i}", "content": step["tool_result"]})
+        payload = payload_for(case, messages, thinking, stream)
+        answer = await send(payload)
+        second = response_problems(answer)
+        if not answer.error:
+            if answer.tool_calls:
+                second.append(f"called {answer.tool_calls[0].name} again instead of answering with the result")
+            missing = missing_keyword_groups(answer.content, step.get("answer_expect") or [])
+            if missing:
+                second.append(f"the answer does not use the tool result (lacks "
+                              f"{' and '.join('one of ' + repr(g) for g in missing)}): {answer.content[:160]!r}")
+            second.extend(markup_problems(answer))
+        log.add(transcript(f"{label} answer", payload, answer, passed=not second, problems=second))
+        messages.append({"role": "assistant", "content": answer.content})
+        return res, [f"after the tool result: {p}" for p in second]
 
     async def one(case: dict[str, Any], thinking: bool) -> None:
-        schemas = {n: tools[n].get("parameters") or {} for n in case["offer"]}
-        expected = [ExpectedCall(e["name"], e.get("arguments") or {}) for e in case.get("expect") or []]
-        messages = [{"role": "user", "content": case["prompt"]}]
-        by_mode: dict[bool, ChatResult] = {}
+        steps = case.get("turns") or [case]
+        first: dict[int, ChatResult | None] = {}  # turn -> the non-streamed result, to compare with
         for stream in (False, True):
-            payload: dict[str, Any] | None = None
-            res: ChatResult | None = None
+            problems: list[str] = []
+            messages: list[dict[str, Any]] = []
             try:
-                payload = chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
-                                       tools=_tool_list(tools, case["offer"]), tool_choice="auto")
-                res = await send(payload)
-                by_mode[stream] = res
-                problems = check_tool_response(res, expected, schemas)
-                plain = by_mode.get(False)
-                if stream and not res.error and plain is not None and not plain.error:
-                    if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
-                        problems.append(f"streamed calls {canonical_calls(res.tool_calls)} differ from non-streamed "
-                                        f"{canonical_calls(plain.tool_calls)}")
-                if "tool_result" in case and not problems:
-                    problems += await _second_turn(case, res, thinking, stream, tools, log)
+                for k, step in enumerate(steps):
+                    messages.append({"role": "user", "content": step["prompt"]})
+                    label = f"{case['id']}{f' turn {k + 1}' if len(steps) > 1 else ''} {_mode(stream, thinking)}"
+                    res, found = await turn(case, step, messages, thinking, stream, label, first.get(k))
+                    if not stream:
+                        first[k] = res
+                    if found:
+                        problems += [f"turn {k + 1}: {p}" if len(steps) > 1 else p for p in found]
+                        break
             except Exception as exc:  # an unexpected answer or a bug: this run fails, the suite goes on
                 problems = [f"checking this case raised {type(exc).__name__}: {exc}"]
-            label = f"{case['id']} {'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
+                log.add(transcript(f"{case['id']} {_mode(stream, thinking)}", None, None, passed=False,
+                                   problems=problems))
             rows.append({"case": case["id"], "category": case["category"], "stream": stream, "thinking": thinking,
                          "passed": not problems, "problem": problems[0] if problems else ""})
-            log.add(transcript(label, payload, res, passed=not problems, problems=problems))
         ctx.advance()
-
-    async def _second_turn(case: dict[str, Any], first: ChatResult, thinking: bool, stream: bool,
-                           tools_: dict[str, Any], log_: TranscriptLog) -> list[str]:
-        call = first.tool_calls[0]
-        messages = [
-            {"role": "user", "content": case["prompt"]},
-            {"role": "assistant", "content": first.content or None, "tool_calls": [
-                {"id": call.id or "call_0", "type": "function",
-                 "function": {"name": call.name, "arguments": call.arguments}}]},
-            {"role": "tool", "tool_call_id": call.id or "call_0", "content": case["tool_result"]},
-        ]
-        payload = chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
-                               tools=_tool_list(tools_, case["offer"]), tool_choice="auto")
-        res = await send(payload)
-        problems = response_problems(res)
-        if not res.error:
-            if res.tool_calls:
-                problems.append(f"second turn called {res.tool_calls[0].name} again instead of answering")
-            missing = missing_keyword_groups(res.content, case.get("answer_expect") or [])
-            if missing:
-                problems.append(f"second turn answer does not use the tool result (lacks "
-                                f"{' and '.join('one of ' + repr(g) for g in missing)}): {res.content[:160]!r}")
-        label = f"{case['id']} turn 2 {'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
-        log_.add(transcript(label, payload, res, passed=not problems, problems=problems))
-        return [f"turn 2: {p}" for p in problems]
 
     await asyncio.gather(*(one(c, t) for c in cases for t in s.thinking))
 
@@ -160,8 +239,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                                         detail="; ".join(failed[:3])))
     result.figures = {
         "by_category": by_category,
-        "by_mode": {f"{'stream' if st else 'non-stream'}/thinking-{'on' if th else 'off'}":
-                    sum(r["passed"] for r in rows if r["stream"] == st and r["thinking"] == th)
+        "by_mode": {_mode(st, th): sum(r["passed"] for r in rows if r["stream"] == st and r["thinking"] == th)
                     for st in (False, True) for th in s.thinking},
         "runs": len(rows), "passed": sum(r["passed"] for r in rows), "cases": len(cases),
         "rows": sorted(rows, key=lambda r: (r["case"], r["thinking"], r["stream"])),
@@ -169,10 +247,18 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result.method = (
         f"{len(cases)} cases from qualify/{s.cases_file}, each sent non-streamed and streamed with thinking "
         f"{' and '.join('on' if t else 'off' for t in s.thinking)} (chat_template_kwargs.enable_thinking), "
-        f"tool_choice auto, greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight. Calls checked against "
-        "the offered JSON schema (name, required, unknown, types, enums via jsonschema) and the quoted values; "
-        "streamed deltas assembled per index and compared with the non-streamed calls."
+        f"tool_choice as the case says (auto unless required, none or a named function), greedy, max_tokens "
+        f"{s.max_tokens}, {s.concurrency} in flight. Calls checked against the offered JSON schema (name, required, "
+        "unknown, types, enums via jsonschema) and the quoted values (nested objects and arrays compared whole); "
+        "streamed deltas assembled per index and compared with the non-streamed calls; the long argument must "
+        "come back character for character and stream in more than one fragment; tool results are fed back as "
+        f"tool messages turn after turn; no parser markup {list(MARKUP)} may appear in content or reasoning_content."
         + (f" --limit {ctx.limit}." if limited else "")
     )
     result.transcripts = log.items
     return result.judge()
+
+
+def _short(calls: Any) -> str:
+    text = json.dumps(calls, default=str)
+    return text if len(text) <= 300 else text[:300] + "..."

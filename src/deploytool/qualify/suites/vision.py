@@ -19,6 +19,7 @@ from ...resources import resource
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..vision_pictures import data_url, draw
+from ..photos import photo_checks
 from ..scoring import missing_keyword_groups
 
 name = "vision"
@@ -35,6 +36,18 @@ class Settings(SuiteSettings):
     concurrency: int = Field(default=4, ge=1)
     cases_file: str = Field(default="vision.yaml", description="Under the project's qualify/ folder.")
     request_timeout_s: float = 120.0
+    # Photographs and resolutions (qualify/photos.py); the image processor's figures default to
+    # the Qwen3-VL family's preprocessor_config.json (patch 16, merge 2, 65,536..16,777,216 pixels).
+    photo_checks: bool = Field(default=True, description="Photographs, resolution ladder, image across turns.")
+    photo_side: int = Field(default=768, ge=32, description="Longest side of the recognition photos.")
+    resolutions: list[int] = Field(default=[256, 768, 1536, 3072], min_length=1,
+                                   description="Ladder sides; the processor's largest size is added.")
+    png_max_side: int = Field(default=1536, ge=32, description="PNG rungs up to this side (JPEG beyond).")
+    patch_size: int = Field(default=16, ge=1)
+    merge_size: int = Field(default=2, ge=1)
+    min_pixels: int = Field(default=65_536, ge=1)
+    max_pixels: int = Field(default=16_777_216, ge=1)
+    usage_tolerance: float = Field(default=0.01, ge=0, description="Relative slack on the token growth.")
 
 
 def applies_to(profile: Any, server: ServerInfo) -> str | None:
@@ -46,7 +59,7 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
 
 
 def load_cases(file: str = "vision.yaml") -> list[dict[str, Any]]:
-    cases = yaml.safe_load(resource("qualify", file).read_text())["cases"]
+    cases = load_data(file)["cases"]
     for case in cases:
         needs = case.get("needs") or []
         if not isinstance(needs, list):
@@ -55,6 +68,10 @@ def load_cases(file: str = "vision.yaml") -> list[dict[str, Any]]:
         if unknown:
             raise ValueError(f"qualify/{file}: case {case.get('id')!r} needs {unknown} (known: {sorted(NEEDS)})")
     return cases
+
+
+def load_data(file: str = "vision.yaml") -> dict[str, Any]:
+    return yaml.safe_load(resource("qualify", file).read_text())
 
 
 def skip_reason(case: dict[str, Any], server: ServerInfo) -> str | None:
@@ -112,6 +129,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
     ctx.advance()
 
+    photo_gates, photo_figures, photo_notes = ((await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
+                                               if s.photo_checks else ([], {}, []))
+
     answered = len(cases) - len(gate_fail)
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     result.figures = {"cases": len(cases), "correct": answered, "usage_ok": len(cases) - len(usage_fail),
@@ -123,15 +143,25 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         Gate.all_of("usage counts prompt and completion tokens", len(cases) - len(usage_fail), len(cases)),
         Gate(name="invalid image_url refused with 4xx", threshold="4xx", measured=bad.status or bad.error,
              passed=refused, comparison="in"),
-    ]
+    ] + photo_gates
+    result.figures.update(photo_figures)
     result.method = (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
                      f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
                      "an answer passes when every keyword group matches as a whole word; then one request whose "
                      "image_url is base64 of text that is not an image." + (f" --limit {ctx.limit}." if limited else "")
                      + (f" {len(skipped)} cases that need what this server lacks were not sent; they are "
-                        "reported as skipped (skipped_cases), not as passed." if skipped else ""))
+                        "reported as skipped (skipped_cases), not as passed." if skipped else "")
+                     + f" Photographs (qualify/photos/): each as JPEG and PNG at {s.photo_side} px in turn streamed or "
+                     "not, thinking on or off; a resolution ladder "
+                     f"{s.resolutions} + the processor's largest size (PNG up to {s.png_max_side}), whose prompt tokens "
+                     f"must grow as the image processor says (patch {s.patch_size}, merge {s.merge_size}, "
+                     f"{s.min_pixels}..{s.max_pixels} pixels, tolerance {s.usage_tolerance:.0%} or 4 tokens); an image "
+                     "asked about again in a second turn without being resent, in all four modes; "
+                     f"{s.concurrency} image requests in flight.")
     result.transcripts = log.items
     result.judge()
+    for note in photo_notes:
+        result.reason = f"{result.reason}; {note}" if result.reason else note
     if skipped:
         note = f"{len(skipped)} of {len(chosen)} cases skipped ({', '.join(r['case'] for r in skipped)}): " + \
             "; ".join(sorted({r["reason"] for r in skipped}))

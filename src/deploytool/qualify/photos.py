@@ -1,0 +1,223 @@
+"""The vision suite's photo checks: real photographs (qualify/photos/, public domain or CC0) as
+JPEG and PNG, a resolution ladder up to the largest size the model's image processor keeps,
+an image kept across turns, streamed and not, thinking on and off, several in flight at once.
+
+Expected image tokens follow the model's image processor (Qwen2-VL/Qwen3-VL's smart_resize,
+as sglang/srt/multimodal/processors/qwen_vl.py and transformers implement it): sides rounded to
+multiples of patch_size x merge_size within [min_pixels, max_pixels]; one token per merged
+block; two wrapper tokens. The settings hold the processor's figures (the Qwen3-VL family's
+preprocessor_config.json by default) so another model family sets its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from ..client import ChatResult
+from ..resources import resource
+from .base import Gate, SuiteContext, TranscriptLog, chat_payload, response_problems, transcript
+from .vision_pictures import data_url, draw
+from .scoring import missing_keyword_groups
+
+MODES = [(False, False), (True, False), (False, True), (True, True)]  # (stream, thinking)
+SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim.md"
+
+
+def mode_label(stream: bool, thinking: bool) -> str:
+    return f"{'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = math.floor(height / beta / factor) * factor
+        w_bar = math.floor(width / beta / factor) * factor
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def expected_tokens(width: int, height: int, s: Any) -> int:
+    """Image tokens the processor makes of a width x height image (without the 2 wrapper tokens,
+    which cancel in a difference)."""
+    h_bar, w_bar = smart_resize(height, width, s.patch_size * s.merge_size, s.min_pixels, s.max_pixels)
+    return (h_bar // s.patch_size) * (w_bar // s.patch_size) // (s.merge_size ** 2)
+
+
+def load_photo(file: str) -> Image.Image:
+    with Image.open(resource("qualify", "photos", file)) as image:
+        return image.convert("RGB")
+
+
+def scaled(image: Image.Image, side: int) -> Image.Image:
+    w, h = image.size
+    ratio = side / max(w, h)
+    return image.resize((max(1, round(w * ratio)), max(1, round(h * ratio))), Image.Resampling.LANCZOS)
+
+
+def largest_side(image: Image.Image, max_pixels: int) -> int:
+    """The longest side of the largest copy of `image` that max_pixels keeps unshrunk."""
+    w, h = image.size
+    return int(max(w, h) * math.sqrt(max_pixels / (w * h)))
+
+
+def encode(image: Image.Image, fmt: str) -> str:
+    buffer = io.BytesIO()
+    if fmt == "jpeg":
+        image.save(buffer, format="JPEG", quality=90)
+    else:
+        image.save(buffer, format="PNG")
+    return f"data:image/{fmt};base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+@dataclass
+class InFlight:
+    now: int = 0
+    peak: int = 0
+
+
+async def photo_checks(ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog,
+                       limit: int | None) -> tuple[list[Gate], dict[str, Any], list[str]]:
+    """(gates, figures, notes) of the photo, ladder and history checks."""
+    semaphore = asyncio.Semaphore(s.concurrency)
+    flight = InFlight()
+    recognise = not ctx.server.is_simulator
+
+    async def send(payload: dict[str, Any]) -> ChatResult:
+        async with semaphore:
+            flight.now += 1
+            flight.peak = max(flight.peak, flight.now)
+            try:
+                return await ctx.client.chat(payload)
+            finally:
+                flight.now -= 1
+
+    def image_message(url: str, text: str) -> dict[str, Any]:
+        return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]}
+
+    photos = list(data.get("photos") or [])[: limit or None]
+    photo_rows: list[dict[str, Any]] = []
+
+    async def photo(i: int, case: dict[str, Any], fmt: str) -> None:
+        stream, thinking = MODES[(2 * i + (fmt == "png")) % len(MODES)]
+        url = encode(scaled(load_photo(case["file"]), s.photo_side), fmt)
+        payload = chat_payload(ctx, [image_message(url, case["prompt"])], stream=stream, thinking=thinking,
+                               max_tokens=s.max_tokens)
+        res = await send(payload)
+        problems = response_problems(res)
+        if not res.error and not (res.prompt_tokens or 0) > 0:
+            problems.append(f"usage does not count tokens: {res.usage!r}")
+        checked = recognise and not res.error
+        if checked:
+            missing = missing_keyword_groups(res.content, case["expect"])
+            if missing:
+                problems.append(f"answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
+        photo_rows.append({"case": case["id"], "format": fmt, "mode": mode_label(stream, thinking),
+                           "answer_checked": checked, "passed": not problems, "problem": problems[0] if problems else ""})
+        log.add(transcript(f"{case['id']} {fmt} {mode_label(stream, thinking)}", payload, res, passed=not problems,
+                           problems=problems))
+
+    ladder = data.get("ladder") or {}
+    ladder_rows: list[dict[str, Any]] = []
+
+    async def rung(image: Image.Image, fmt: str) -> None:
+        payload = chat_payload(ctx, [image_message(encode(image, fmt), ladder["prompt"])], max_tokens=32, thinking=False)
+        res = await send(payload)
+        ladder_rows.append({"format": fmt, "width": image.size[0], "height": image.size[1],
+                            "expected_image_tokens": expected_tokens(*image.size, s),
+                            "prompt_tokens": None if res.error else res.prompt_tokens, "error": res.error})
+        log.add(transcript(f"ladder {fmt} {image.size[0]}x{image.size[1]}", payload, res, passed=not res.error,
+                           problems=response_problems(res)))
+
+    history = data.get("history") or {}
+    history_rows: list[dict[str, Any]] = []
+
+    async def conversation(stream: bool, thinking: bool) -> None:
+        url = data_url(draw(history["image"]))
+        messages: list[dict[str, Any]] = []
+        problems: list[str] = []
+        for k, step in enumerate(history["turns"]):
+            messages.append(image_message(url, step["prompt"]) if k == 0 else {"role": "user", "content": step["prompt"]})
+            payload = chat_payload(ctx, list(messages), stream=stream, thinking=thinking, max_tokens=s.max_tokens)
+            res = await send(payload)
+            found = response_problems(res)
+            if not res.error:
+                missing = missing_keyword_groups(res.content, step["expect"])
+                if missing:
+                    found.append(f"turn {k + 1} answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
+            log.add(transcript(f"history turn {k + 1} {mode_label(stream, thinking)}", payload, res,
+                               passed=not found, problems=found))
+            problems += found
+            if found:
+                break
+            messages.append({"role": "assistant", "content": res.content})
+        history_rows.append({"mode": mode_label(stream, thinking), "passed": not problems,
+                             "problem": problems[0] if problems else ""})
+
+    jobs = [photo(i, c, fmt) for i, c in enumerate(photos) for fmt in ("jpeg", "png")]
+    if ladder:
+        base = load_photo(ladder["file"])
+        sides = sorted({side for side in s.resolutions} | {largest_side(base, s.max_pixels)})
+        jobs += [rung(scaled(base, side), fmt) for side in sides for fmt in ("jpeg", "png")
+                 if fmt == "jpeg" or side <= s.png_max_side]
+    if history:
+        jobs += [conversation(stream, thinking) for stream, thinking in MODES]
+    await asyncio.gather(*jobs)
+
+    gates: list[Gate] = []
+    notes: list[str] = []
+    if photo_rows:
+        failed = [r for r in photo_rows if not r["passed"]]
+        gates.append(Gate.all_of("photos answered (JPEG and PNG, every mode)", len(photo_rows) - len(failed),
+                                 len(photo_rows), detail="; ".join(f"{r['case']} {r['format']} {r['mode']}: "
+                                                                   f"{r['problem']}" for r in failed[:3])))
+        if not recognise:
+            notes.append(f"{len(photo_rows)} photo answers not checked: {SIMULATOR_CANNOT}")
+    growth = ladder_problems(ladder_rows, s)
+    if ladder_rows:
+        gates.append(Gate.all_of("prompt tokens grow with resolution as the image processor says",
+                                 len(ladder_rows) - len(growth), len(ladder_rows), detail="; ".join(growth[:3])))
+    if history_rows:
+        failed = [r for r in history_rows if not r["passed"]]
+        gates.append(Gate.all_of("image kept across turns", len(history_rows) - len(failed), len(history_rows),
+                                 detail="; ".join(f"{r['mode']}: {r['problem']}" for r in failed[:2])))
+    if len(jobs) > 1 and s.concurrency > 1:
+        gates.append(Gate.at_least("image requests in flight at once", flight.peak, 2))
+    figures = {"photos": photo_rows, "ladder": sorted(ladder_rows, key=lambda r: (r["format"], r["width"])),
+               "history": history_rows, "peak_in_flight": flight.peak,
+               "image_processor": {"patch_size": s.patch_size, "merge_size": s.merge_size,
+                                   "min_pixels": s.min_pixels, "max_pixels": s.max_pixels}}
+    return gates, figures, notes
+
+
+def ladder_problems(rows: list[dict[str, Any]], s: Any) -> list[str]:
+    """Each rung's prompt tokens minus the smallest rung's (same format, same text) must equal
+    the difference of the processor's image tokens, within usage_tolerance."""
+    problems = []
+    for fmt in ("jpeg", "png"):
+        mine = sorted((r for r in rows if r["format"] == fmt), key=lambda r: r["width"])
+        if not mine:
+            continue
+        base = mine[0]
+        for row in mine:
+            if row["error"] or row["prompt_tokens"] is None or base["prompt_tokens"] is None:
+                problems.append(f"{fmt} {row['width']}x{row['height']}: {row['error'] or base['error'] or 'no usage'}")
+                continue
+            want = row["expected_image_tokens"] - base["expected_image_tokens"]
+            got = row["prompt_tokens"] - base["prompt_tokens"]
+            row["measured_growth"], row["expected_growth"] = got, want
+            if abs(got - want) > max(4, s.usage_tolerance * want):
+                problems.append(f"{fmt} {row['width']}x{row['height']}: prompt tokens grew by {got} over "
+                                f"{base['width']}x{base['height']}, the image processor says {want}")
+    return problems

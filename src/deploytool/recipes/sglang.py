@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..images import link_or_copy
+from .. import cudabase, locks
 from ..patches import series_for
 from ..profiles import Profile
 from ..resources import package_dir, resource
@@ -81,7 +82,25 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
     shutil.copy2(package_dir() / "unidiff.py", context_dir / "unidiff.py")
 
     wheel_versions: dict[str, str] = {}
-    if wheelhouse is not None:
+    # A GPU image with a venv lock (images/locks/, `deploytool build --lock`) installs exactly
+    # the locked wheels, hash-checked; `base_source: wheels` first installs the CUDA toolkit
+    # from its own lock (deploytool.cudabase). Without a lock: the older, unlocked paths below.
+    lock = locks.venv_lock(profile) if mode == "gpu" else None
+    toolkit = None
+    if img.base_source == "wheels":
+        if lock is None:
+            raise UsageError(f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
+                             f"{locks.venv_lock_path(profile)}",
+                             hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}")
+        toolkit = cudabase.prepare_toolkit(img.cuda or "", cudabase.TOOLKIT, python=img.python,
+                                           context_dir=context_dir, wheelhouse=wheelhouse)
+    if lock is not None:
+        house = cudabase.locked_wheels(lock, wheelhouse, python=img.python)
+        cudabase.stage_wheels(lock, house, context_dir / "wheels")
+        shutil.copy2(lock.path, context_dir / "requirements.lock")
+        wheel_versions = {_normal(w.name): w.version for w in lock.wheels}
+        pip_source = "--no-index --find-links /tmp/deploytool/wheels --require-hashes"
+    elif wheelhouse is not None:
         wheels = sorted(wheelhouse.glob("*.whl"))
         for wheel in wheels:
             match = _WHEEL.match(wheel.name)
@@ -117,14 +136,26 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
         "jit_packages": f"as pinned by sglang {img.runtime_version}" if mode == "gpu" else "none",
         "patches": json.dumps(patch_hashes),
         "image_kind": mode,
+        "base_source": img.base_source,
     }
+    if lock is not None:
+        fingerprint["wheel_lock"] = lock.digest
+    if toolkit is not None:
+        # the compiler is the toolkit lock's nvcc, and gcc the base's apt g++ (toolchain.json has its version)
+        fingerprint.update(toolkit.fingerprint, gcc=f"apt g++ on {img.base}")
     return RecipeInputs(
         template_vars={
             "mode": mode,
             "python": img.python,
             "sglang_version": img.runtime_version,
             "pip_source": pip_source,
-            "wheelhouse": wheelhouse is not None,
+            "wheelhouse": wheelhouse is not None or lock is not None,
+            "locked": lock is not None,
+            "toolkit_steps": toolkit.steps if toolkit else "",
+            "toolkit_env": toolkit.env if toolkit else {},
+            # a wheels-based image drops the layers that held the wheels (registry bases keep
+            # their own layers, which a flattening stage would copy)
+            "flatten": toolkit is not None,
             # the CPU image's torch index (DEPLOYTOOL_TORCH_INDEX_URL, a build arg's default)
             "torch_index_url": os.environ.get("DEPLOYTOOL_TORCH_INDEX_URL", "") if mode == "cpu" else "",
             "cache_env": CACHE_ENV,

@@ -25,6 +25,17 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("DEPLOYTOOL_INSTANCE", f"test-{secrets.token_hex(3)}")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The full GPU image downloads and installs gigabytes: opt-in only (`make gpu-image`)."""
+    if os.environ.get("DEPLOYTOOL_GPU_IMAGE") == "1":
+        return
+    skip = pytest.mark.skip(reason="builds the full GPU image (~4.6 GB of wheels, ~13 GB image): "
+                                   "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it")
+    for item in items:
+        if "gpu_image" in item.keywords:
+            item.add_marker(skip)
+
+
 def _engine_problem() -> str | None:
     try:
         import docker

@@ -35,12 +35,27 @@ SITE = "/opt/venv/lib/python3.11/site-packages"
 # the H200 (SM90), named explicitly as FlashInfer allows when no GPU can be asked.
 JIT_ARCHS = "12.0 9.0"
 JIT_SCRIPT = """
-import flashinfer, json
+import json, flashinfer, triton, triton.language as tl
 from flashinfer.jit.activation import gen_act_and_mul_module
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import get_ptxas
+
 spec = gen_act_and_mul_module("silu")
 spec.build()
+
+@triton.jit
+def add(x, y, out, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(out + i, tl.load(x + i, mask=m) + tl.load(y + i, mask=m), mask=m)
+
+ptxas = {}
+for arch in (120, 90):  # Triton compiles for a named target without asking a GPU
+    triton.compile(triton.compiler.ASTSource(fn=add, signature={"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32"},
+                                             constexprs={"BLOCK": 128}), target=GPUTarget("cuda", arch, 32))
+    ptxas[arch] = get_ptxas(arch).path
 print(json.dumps({"flashinfer": flashinfer.__version__, "library": str(spec.get_library_path()),
-                  "compiled": spec.is_compiled}))
+                  "compiled": spec.is_compiled, "ptxas": ptxas}))
 """
 
 
@@ -148,7 +163,8 @@ def test_a_kernel_compiles_for_sm120_and_sm90(gpu_image, docker_engine, tmp_path
     assert cubin_arch((tmp_path / "axpy.sm_90.cubin").read_bytes()) == 90
 
 
-def test_flashinfer_jit_writes_only_under_cache_and_the_slot_cache_keeps_then_wipes_it(gpu_image, docker_engine) -> None:
+@pytest.mark.timeout(3600)  # compiling at the lowest priority on a shared machine
+def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_keeps_then_wipes_it(gpu_image, docker_engine) -> None:
     profile, image = gpu_image
     engine, slot = docker_engine, Slot()
     other = container = None
@@ -164,12 +180,14 @@ def test_flashinfer_jit_writes_only_under_cache_and_the_slot_cache_keeps_then_wi
         report = json.loads(logs.strip().splitlines()[-1])
         assert report["compiled"] and report["library"].startswith("/cache/flashinfer/")
         assert report["flashinfer"] == profile.image.flashinfer_version
+        # Triton assembled both with the image's pinned ptxas, not the ones it bundles
+        assert set(report["ptxas"].values()) == {"/usr/local/cuda/bin/ptxas"}
         # everything the compile wrote outside the /cache volume: nothing
         assert container.diff() in (None, []), container.diff()
         state = cache.read_state(engine, image, slot)
         listing = cache._in_volume(engine, image, slot, "find /cache -type f | sort")
         assert state.files >= 3 and f"/{profile.image.flashinfer_version}/" in report["library"], listing
-        assert report["library"] in listing and ".cuda.o" in listing
+        assert report["library"] in listing and ".cuda.o" in listing and "/cache/triton/" in listing
 
         assert cache.prepare_slot_cache(engine, image, slot).action == "kept"
         assert cache.read_state(engine, image, slot).files == state.files

@@ -91,7 +91,10 @@ def toolkit_env(cuda: str) -> dict[str, str]:
         "PATH": "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
         "LD_LIBRARY_PATH": "/usr/local/nvidia/lib:/usr/local/nvidia/lib64",
+        # Triton 3.8 bundles ptxas 12.9 (used below SM100) and 13.3.33 as ptxas-blackwell
+        # (SM100 and up, the RTX 5090's SM120 too: triton/backends/nvidia/compiler.py get_ptxas)
         "TRITON_PTXAS_PATH": "/usr/local/cuda/bin/ptxas",
+        "TRITON_PTXAS_BLACKWELL_PATH": "/usr/local/cuda/bin/ptxas",
     }
 
 

@@ -43,6 +43,21 @@ CACHE_ENV: dict[str, str] = {
     "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
     "TVM_FFI_CACHE_DIR": f"{CACHE_MOUNT}/tvm-ffi",
     "TILELANG_CACHE_DIR": f"{CACHE_MOUNT}/tilelang",
+    # Found by compiling in the built image and listing what was written outside /cache
+    # (tests/test_gpu_image.py), then reading each package's default:
+    # sglang's own JIT kernels default to ~/.cache/sglang/jit, not SGLANG_CACHE_DIR
+    # (sglang/kernels/jit/utils/compile/cache.py);
+    "SGLANG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/sglang-jit",
+    # CUTLASS's Python DSL (nvidia-cutlass-dsl, imported by flashinfer) writes to
+    # $TMPDIR/<user>/cutlass_python_cache at import (cutlass/base_dsl/cache_helpers.py);
+    "CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/cute-dsl",
+    # flash-attn-4's, quack's, humming-kernels' and cuda-tile's compiled kernels (their
+    # cache_utils / cache / utils/jit / _env modules), and the driver's PTX JIT cache.
+    "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/flash-attn-cute",
+    "QUACK_CACHE_DIR": f"{CACHE_MOUNT}/quack",
+    "HUMMING_CACHE_DIR": f"{CACHE_MOUNT}/humming",
+    "CUDA_TILE_CACHE_DIR": f"{CACHE_MOUNT}/cuda-tile",
+    "CUDA_CACHE_PATH": f"{CACHE_MOUNT}/nv",
 }
 
 # name==version in a wheel file name (names normalised: '-', '_', '.' are one).

@@ -170,8 +170,12 @@ def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_kee
     other = container = None
     try:
         assert cache.prepare_slot_cache(engine, image, slot).action == "created"
+        # Triton reads a kernel's source from its file: the script goes into the volume for the
+        # run (and is removed after it), so nothing but the compile writes to the volume.
         container = engine.client.containers.create(
-            image, ["python", "-c", JIT_SCRIPT], network_mode="none", environment={"FLASHINFER_CUDA_ARCH_LIST": JIT_ARCHS},
+            image, ["sh", "-c", 'mkdir -p /cache/check && printf "%s" "$JIT_SCRIPT" > /cache/check/jit.py '
+                    '&& python /cache/check/jit.py; rc=$?; rm -rf /cache/check; exit $rc'],
+            network_mode="none", environment={"FLASHINFER_CUDA_ARCH_LIST": JIT_ARCHS, "JIT_SCRIPT": JIT_SCRIPT},
             volumes={slot.cache_volume(): {"bind": "/cache", "mode": "rw"}})
         container.start()
         status = container.wait(timeout=1800)

@@ -51,6 +51,9 @@ CACHE_ENV: dict[str, str] = {
     # CUTLASS's Python DSL (nvidia-cutlass-dsl, imported by flashinfer) writes to
     # $TMPDIR/<user>/cutlass_python_cache at import (cutlass/base_dsl/cache_helpers.py);
     "CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/cute-dsl",
+    # and its experimental DSL (@cute.experimental.jit), instantiated at import too, by its own
+    # prefix (nvidia_cutlass_dsl/.../cutlass_dsl/cutlass.py: name = "CUTE_EXPERIMENTAL_DSL");
+    "CUTE_EXPERIMENTAL_DSL_CACHE_DIR": f"{CACHE_MOUNT}/cute-experimental-dsl",
     # flash-attn-4's, quack's, humming-kernels' and cuda-tile's compiled kernels (their
     # cache_utils / cache / utils/jit / _env modules), and the driver's PTX JIT cache.
     "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/flash-attn-cute",
@@ -58,6 +61,10 @@ CACHE_ENV: dict[str, str] = {
     "HUMMING_CACHE_DIR": f"{CACHE_MOUNT}/humming",
     "CUDA_TILE_CACHE_DIR": f"{CACHE_MOUNT}/cuda-tile",
     "CUDA_CACHE_PATH": f"{CACHE_MOUNT}/nv",
+    # torch's cpp_extension builds (~/.cache/torch_extensions) and numba's compiled functions
+    # (next to their sources in site-packages, by default).
+    "TORCH_EXTENSIONS_DIR": f"{CACHE_MOUNT}/torch-extensions",
+    "NUMBA_CACHE_DIR": f"{CACHE_MOUNT}/numba",
 }
 
 # name==version in a wheel file name (names normalised: '-', '_', '.' are one).

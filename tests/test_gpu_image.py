@@ -12,7 +12,7 @@ installed; the patch series is in the installed sglang, byte for byte; `profiles
 inside the image; a kernel compiles for sm_120 and sm_90; a FlashInfer JIT module compiles
 with no GPU into /cache and writes nothing else; those real artifacts are kept by the slot
 cache while the toolchain holds and wiped when flashinfer's version changes. What needs a GPU
-(the driver's libcuda.so.1): loading the compiled module, importing sgl_kernel.
+(the driver's libcuda.so.1): importing sgl_kernel, running any kernel.
 """
 
 from __future__ import annotations
@@ -212,3 +212,13 @@ def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_kee
             engine.client.volumes.get(slot.cache_volume()).remove(force=True)
         except Exception:
             pass
+
+
+def test_what_needs_the_driver_is_named_and_the_rest_imports(gpu_image, docker_engine) -> None:
+    """Without a GPU: torch imports (no device), sgl_kernel does not, because its kernels link
+    the driver's libcuda.so.1, which only the NVIDIA container toolkit mounts."""
+    _, image = gpu_image
+    out = _run(docker_engine, image, "python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'; "
+               "python -c 'import sgl_kernel' 2>&1 | tail -n 20; echo rc=$?")
+    assert "2.14.1+cu130 False" in out
+    assert "libcuda.so.1: cannot open shared object file" in out

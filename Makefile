@@ -34,8 +34,8 @@ test: setup
 	$(BIN)/python -m pytest
 
 # The real GPU image of the RTX 5090 profile on the registry-free wheels base, built and proven
-# without a GPU (tests/test_gpu_image.py): ~4.6 GB of locked wheels, kept in deploytool's cache
-# (or DEPLOYTOOL_GPU_WHEELHOUSE=DIR), a ~13 GB image. Niced: it shares the machine.
+# without a GPU (tests/test_gpu_image.py): ~4.8 GB of locked wheels, kept in deploytool's cache
+# (or DEPLOYTOOL_GPU_WHEELHOUSE=DIR), a 12.4 GB image. Niced: it shares the machine.
 gpu-image: setup base-image
 	DEPLOYTOOL_GPU_IMAGE=1 nice -n 19 ionice -c3 $(BIN)/python -m pytest -m gpu_image tests/test_gpu_image.py -v
 

@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The full GPU image downloads and installs gigabytes: opt-in only (`make gpu-image`)."""
     if os.environ.get("DEPLOYTOOL_GPU_IMAGE") == "1":
         return
-    skip = pytest.mark.skip(reason="builds the full GPU image (~4.6 GB of wheels, ~13 GB image): "
+    skip = pytest.mark.skip(reason="builds the full GPU image (~4.8 GB of wheels, a 12.4 GB image): "
                                    "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it")
     for item in items:
         if "gpu_image" in item.keywords:

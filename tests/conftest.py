@@ -74,15 +74,31 @@ def docker_engine():
     return Engine()
 
 
-@pytest.fixture(autouse=True)
-def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test its own state directory; downloads are shared through one cache folder."""
+def make_test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh state directory whose cache is the one folder all tests share downloads through."""
     home = tmp_path_factory.mktemp("home")
     shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
     shared_cache.mkdir(parents=True, exist_ok=True)
     (home / "cache").symlink_to(shared_cache)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own state directory; downloads are shared through one cache folder."""
+    home = make_test_home(tmp_path_factory)
     monkeypatch.setenv("DEPLOYTOOL_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory):
+    """The same for a module-scoped fixture (which runs before the per-test one): an image
+    built once per module must not write to the real state directory or cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        home = make_test_home(tmp_path_factory)
+        patch.setenv("DEPLOYTOOL_HOME", str(home))
+        yield home
 
 
 def free_port() -> int:

@@ -192,7 +192,7 @@ def test_prepare_renders_the_toolkit_steps_and_records_the_base_source(tmp_path:
 
 # -- on the real engine: the compiler-only base ---------------------------------------------
 @pytest.fixture(scope="module")
-def compiler_image() -> str:
+def compiler_image(module_home) -> str:
     from conftest import engine_problem
 
     if engine_problem():

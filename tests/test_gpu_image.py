@@ -60,7 +60,7 @@ print(json.dumps({"flashinfer": flashinfer.__version__, "library": str(spec.get_
 
 
 @pytest.fixture(scope="module")
-def gpu_image():
+def gpu_image(module_home):
     from conftest import engine_problem
     from deploytool.engine import Engine
 

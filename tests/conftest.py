@@ -27,10 +27,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses the engine (directly or through another fixture) is a docker test:
-    marked from the fixture, so `-m "not docker"` never depends on someone remembering."""
+    marked from the fixture, so `-m "not docker"` never depends on someone remembering. The
+    full GPU image downloads and installs gigabytes: opt-in only (`make gpu-image`)."""
+    skip = None
+    if os.environ.get("DEPLOYTOOL_GPU_IMAGE") != "1":
+        skip = pytest.mark.skip(reason="builds the full GPU image (~4.8 GB of wheels, a 12.4 GB image): "
+                                       "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it")
     for item in items:
         if "docker_engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
+        if skip is not None and "gpu_image" in item.keywords:
+            item.add_marker(skip)
 
 
 def _engine_problem() -> str | None:
@@ -71,15 +78,31 @@ def docker_engine():
     return Engine()
 
 
-@pytest.fixture(autouse=True)
-def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Each test its own state directory; downloads are shared through one cache folder."""
+def make_test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh state directory whose cache is the one folder all tests share downloads through."""
     home = tmp_path_factory.mktemp("home")
     shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
     shared_cache.mkdir(parents=True, exist_ok=True)
     (home / "cache").symlink_to(shared_cache)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test its own state directory; downloads are shared through one cache folder."""
+    home = make_test_home(tmp_path_factory)
     monkeypatch.setenv("DEPLOYTOOL_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory):
+    """The same for a module-scoped fixture (which runs before the per-test one): an image
+    built once per module must not write to the real state directory or cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        home = make_test_home(tmp_path_factory)
+        patch.setenv("DEPLOYTOOL_HOME", str(home))
+        yield home
 
 
 def free_port() -> int:

@@ -59,3 +59,35 @@ def test_commands_that_need_the_engine_say_so_with_exit_3(command: list[str]):
     out = run_cli(*command, env=NO_ENGINE)
     assert out.returncode == 3, out.stderr
     assert "no Docker engine is reachable" in out.stderr and "Traceback" not in out.stderr
+
+
+# -- a locked profile: the locks stand for the wheels -------------------------------------------
+WHEELS = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
+
+
+def test_render_of_the_wheels_profile_needs_no_engine():
+    out = run_cli("render", "--gpu", UUID, "--profile", WHEELS, env=NO_ENGINE)
+    assert out.returncode == 0, out.stderr
+    assert f"image: {plan_build(ProfileStore().get(WHEELS)).tag}" in out.stdout
+
+
+def test_a_locked_profiles_tag_reads_no_wheel_and_follows_its_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from deploytool import cudabase, locks
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("computing the tag touched a wheelhouse")
+
+    monkeypatch.setattr(cudabase, "fill", refuse)
+    monkeypatch.setattr(cudabase, "verify", refuse)
+    profile = ProfileStore().get(WHEELS)
+    plan = plan_build(profile)
+    # a wheelhouse given to the build does not change the tag either: the locks name the wheels
+    assert plan_build(profile, wheelhouse=tmp_path).tag == plan.tag
+    assert plan.fingerprint["wheel_lock"] == locks.venv_lock(profile).digest
+    assert set(plan.inputs.fetched) == {"cuda-wheels", "wheels"}
+
+    # Another lock (here the same wheels, one more comment line) is another image.
+    changed = tmp_path / locks.venv_lock_path(profile).name
+    changed.write_text(locks.venv_lock_path(profile).read_text() + "# relocked\n")
+    monkeypatch.setattr(locks, "venv_lock_path", lambda profile, target_arch=None: changed)
+    assert plan_build(profile).tag != plan.tag

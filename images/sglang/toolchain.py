@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -43,13 +44,31 @@ def patches():
     return [{"name": n, "sha256": hashlib.sha256((folder / n).read_bytes()).hexdigest()} for n in names if n]
 
 
+def locks():
+    """sha256 of each wheel lock the image was installed from (the labels name the same)."""
+    folder = Path("/opt/deploytool/locks")
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.lock"))} if folder.is_dir() else {}
+
+
+def installed(path=None):
+    """Every distribution pip installed (the venv's, or the toolkit prefix's), name -> version."""
+    dists = md.distributions(path=path) if path else md.distributions()
+    return {d.metadata["Name"]: d.version for d in sorted(dists, key=lambda d: d.metadata["Name"].lower())}
+
+
 facts = {
     "cuda": os.environ.get("CUDA_VERSION", "none"),
+    "base_source": os.environ.get("DEPLOYTOOL_BASE_SOURCE", "registry"),
+    "cuda_home": os.environ.get("CUDA_HOME", "none"),
+    "nvcc_path": shutil.which("nvcc") or "none",
     "nvcc": tool(["nvcc", "--version"], r"release [\d.]+, V([\d.]+)"),
     "ptxas": tool(["ptxas", "--version"], r"release [\d.]+, V([\d.]+)"),
     "gcc": tool(["gcc", "-dumpfullversion"], r"([\d.]+)"),
     "python": platform.python_version(),
     **{key: version(dist) for key, dist in PACKAGES.items()},
     "patches": patches(),
+    "locks": locks(),
+    "installed": installed(),
+    "toolkit_installed": installed(["/opt/cuda-wheels"]) if os.path.isdir("/opt/cuda-wheels") else {},
 }
 print(json.dumps(facts, indent=2, sort_keys=True))

@@ -44,6 +44,9 @@ class ImageSpec(_Strict):
 
     recipe: str
     base: str
+    # registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` is a plain OS
+    # image (deploytool/base:bookworm) and the CUDA toolkit comes from NVIDIA's pinned wheels.
+    base_source: Literal["registry", "wheels"] = "registry"
     python: str = "3.11"
     cuda: str | None = None
     torch_version: str | None = None

@@ -28,6 +28,8 @@ class CudaRow:
     version: str
     major: int
     min_driver: str
+    # base_source: wheels -> component set ("compiler", "toolkit") -> pip requirements
+    wheels: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,8 @@ def _load(path: Path) -> Matrix:
     data = load_yaml(path).data or {}
     try:
         cuda = {
-            str(v): CudaRow(version=str(v), major=int(row["major"]), min_driver=str(row["min_driver"]))
+            str(v): CudaRow(version=str(v), major=int(row["major"]), min_driver=str(row["min_driver"]),
+                            wheels={str(k): [str(x) for x in reqs] for k, reqs in (row.get("wheels") or {}).items()})
             for v, row in (data.get("cuda") or {}).items()
         }
         sglang = {}
@@ -142,7 +145,9 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
         elif cuda.major not in row.cuda_major:
             bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
                 f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}")
-        if parts is None:
+        if img.base_source == "wheels":
+            _check_wheels_base(img, cuda, bad, matrix)
+        elif parts is None:
             bad("base", img.base, f"an nvidia/cuda:{img.cuda}-cudnn-devel-<os> base",
                 "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda")
         elif parts[0] != img.cuda:
@@ -160,6 +165,26 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
         raise ProfileError(f"{where}: these pinned versions do not go together:\n  " + "\n  ".join(problems),
                            hint=f"fix the profile, or add a tested row to {matrix.source}")
     return []
+
+
+# deploytool/base:<suite> (scripts/make-base-image.sh): its suite says which Python it has.
+_LOCAL_BASE = re.compile(r"^deploytool/base:(?P<suite>[a-z]+)(?:@sha256:[0-9a-f]{64})?$")
+
+
+def _check_wheels_base(img, cuda: CudaRow | None, bad, matrix: Matrix) -> None:
+    """base_source: wheels: the CUDA toolkit comes from NVIDIA's wheels onto a plain OS base,
+    so the base must not be an nvidia/cuda one, and the matrix must know the toolkit's wheels."""
+    if cuda_base_parts(img.base) is not None:
+        bad("base", img.base, "a base without CUDA, e.g. deploytool/base:bookworm",
+            "image.base_source is 'wheels': the toolkit comes from wheels, not from an nvidia/cuda base "
+            "(use base_source: registry for that)")
+    local = _LOCAL_BASE.match(img.base)
+    if local and local["suite"] in matrix.base_os_python and img.python not in matrix.base_os_python[local["suite"]]:
+        bad("python", img.python, matrix.base_os_python[local["suite"]],
+            f"the base {img.base} is Debian {local['suite']}, whose Python is another")
+    if cuda is not None and "toolkit" not in cuda.wheels:
+        bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if "toolkit" in c.wheels],
+            f"the matrix has no toolkit wheels for CUDA {img.cuda} (cuda.{img.cuda}.wheels in {matrix.source.name})")
 
 
 def min_driver_for(cuda_version: str, matrix: Matrix | None = None) -> str | None:

@@ -23,11 +23,22 @@ def build_command(
     profile: RequiredProfileOpt,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="Install from these wheels, with no index (air-gapped hosts).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse the engine's layer cache.")] = False,
+    lock: Annotated[bool, typer.Option("--lock", help="Do not build: (re)write the profile's wheel locks in images/locks/ with pip's resolver (needs an index); with --wheelhouse, also download every locked wheel there.")] = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
     resolved = ProfileStore(profiles_dir).get(profile)
+    if lock:
+        from ..locks import make_locks
+
+        made = make_locks(resolved, wheelhouse=wheelhouse)
+        if json_output:
+            print_json({"locks": [{"path": str(x.path), "wheels": len(x.wheels), "sha256": x.digest} for x in made]})
+            return
+        for x in made:
+            typer.echo(f"{x.path}: {len(x.wheels)} wheels, sha256 {x.digest[:16]}")
+        return
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
                   console=console_err, transient=True, disable=json_output) as bar:
         task = bar.add_task(f"building {resolved.name}", total=None, step="")

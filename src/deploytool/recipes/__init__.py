@@ -43,10 +43,11 @@ class RecipeInputs:
     # What the context holds besides the recipe folder: name in the context -> a file or
     # folder to copy, or a text to write. Hashed into the tag from where it lies.
     files: dict[str, Path | str] = field(default_factory=dict)
-    # Folders fetched only when the image is built (e.g. downloaded wheels): name in the
-    # context -> a function that returns the folder. Their identity must be in
-    # extra_hash_inputs (e.g. the pinned requirements), since the tag is computed without them.
-    fetched: dict[str, Callable[[], Path]] = field(default_factory=dict)
+    # Files fetched only when the image is built (e.g. downloaded wheels): name of a folder in
+    # the context -> a function that returns a folder (every file in it is put there) or a
+    # list of files. Their identity must be in the declared inputs (e.g. the pinned
+    # requirements, or a lock file of sha256s), since the tag is computed without them.
+    fetched: dict[str, Callable[[], "Path | list[Path]"]] = field(default_factory=dict)
 
 
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -64,8 +65,10 @@ def materialise(inputs: RecipeInputs, context_dir: Path) -> RecipeInputs:
         else:
             link_or_copy(source, target)
     for name, fetch in inputs.fetched.items():
-        folder = fetch()
-        for item in sorted(folder.iterdir()):
+        got = fetch()
+        items = got if isinstance(got, list) else sorted(got.iterdir())
+        (context_dir / name).mkdir(parents=True, exist_ok=True)
+        for item in items:
             if item.is_file() and not item.name.startswith("."):
                 link_or_copy(item, context_dir / name / item.name)
     return inputs

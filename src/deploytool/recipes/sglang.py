@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from ..errors import UsageError
+from .. import cudabase, locks
 from ..patches import series_for
 from ..profiles import Profile
 from ..resources import package_dir, resource
@@ -40,6 +41,28 @@ CACHE_ENV: dict[str, str] = {
     "DG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/deep_gemm",
     "TVM_FFI_CACHE_DIR": f"{CACHE_MOUNT}/tvm-ffi",
     "TILELANG_CACHE_DIR": f"{CACHE_MOUNT}/tilelang",
+    # Found by compiling in the built image and listing what was written outside /cache
+    # (tests/test_gpu_image.py), then reading each package's default:
+    # sglang's own JIT kernels default to ~/.cache/sglang/jit, not SGLANG_CACHE_DIR
+    # (sglang/kernels/jit/utils/compile/cache.py);
+    "SGLANG_JIT_CACHE_DIR": f"{CACHE_MOUNT}/sglang-jit",
+    # CUTLASS's Python DSL (nvidia-cutlass-dsl, imported by flashinfer) writes to
+    # $TMPDIR/<user>/cutlass_python_cache at import (cutlass/base_dsl/cache_helpers.py);
+    "CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/cute-dsl",
+    # and its experimental DSL (@cute.experimental.jit), instantiated at import too, by its own
+    # prefix (nvidia_cutlass_dsl/.../cutlass_dsl/cutlass.py: name = "CUTE_EXPERIMENTAL_DSL");
+    "CUTE_EXPERIMENTAL_DSL_CACHE_DIR": f"{CACHE_MOUNT}/cute-experimental-dsl",
+    # flash-attn-4's, quack's, humming-kernels' and cuda-tile's compiled kernels (their
+    # cache_utils / cache / utils/jit / _env modules), and the driver's PTX JIT cache.
+    "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": f"{CACHE_MOUNT}/flash-attn-cute",
+    "QUACK_CACHE_DIR": f"{CACHE_MOUNT}/quack",
+    "HUMMING_CACHE_DIR": f"{CACHE_MOUNT}/humming",
+    "CUDA_TILE_CACHE_DIR": f"{CACHE_MOUNT}/cuda-tile",
+    "CUDA_CACHE_PATH": f"{CACHE_MOUNT}/nv",
+    # torch's cpp_extension builds (~/.cache/torch_extensions) and numba's compiled functions
+    # (next to their sources in site-packages, by default).
+    "TORCH_EXTENSIONS_DIR": f"{CACHE_MOUNT}/torch-extensions",
+    "NUMBA_CACHE_DIR": f"{CACHE_MOUNT}/numba",
 }
 
 # name==version in a wheel file name (names normalised: '-', '_', '.' are one).
@@ -85,7 +108,31 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     }
 
     wheel_versions: dict[str, str] = {}
-    if wheelhouse is not None:
+    # A GPU image with a venv lock (images/locks/, `deploytool build --lock`) installs exactly
+    # the locked wheels, hash-checked; `base_source: wheels` first installs the CUDA toolkit
+    # from its own lock (deploytool.cudabase). Without a lock: the older, unlocked paths below.
+    # The locks stand for their wheels in the tag: each lock file is a declared input (its bytes,
+    # so its sha256, are hashed), and the wheels it names are only fetched (checked against it,
+    # from --wheelhouse or deploytool's cache) when the image is built. `render` of a locked
+    # profile therefore reads two small files and stages nothing.
+    lock = locks.venv_lock(profile) if mode == "gpu" else None
+    toolkit = None
+    fetched = {}
+    if img.base_source == "wheels":
+        if lock is None:
+            raise UsageError(f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
+                             f"{locks.venv_lock_path(profile)}",
+                             hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}")
+        toolkit = cudabase.declare_toolkit(img.cuda or "", cudabase.TOOLKIT, python=img.python)
+        files[toolkit.lock.path.name] = toolkit.lock.path
+        # the toolkit's wheels first: a changed nvcc wheel is named before gigabytes are checked
+        fetched["cuda-wheels"] = cudabase.fetch_locked(toolkit.lock, wheelhouse, python=img.python)
+    if lock is not None:
+        files["requirements.lock"] = lock.path
+        fetched["wheels"] = cudabase.fetch_locked(lock, wheelhouse, python=img.python)
+        wheel_versions = {_normal(w.name): w.version for w in lock.wheels}
+        pip_source = "--no-index --find-links /tmp/deploytool/wheels --require-hashes"
+    elif wheelhouse is not None:
         wheels = sorted(wheelhouse.glob("*.whl"))
         for wheel in wheels:
             match = _WHEEL.match(wheel.name)
@@ -120,14 +167,26 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         "jit_packages": f"as pinned by sglang {img.runtime_version}" if mode == "gpu" else "none",
         "patches": json.dumps(patch_hashes),
         "image_kind": mode,
+        "base_source": img.base_source,
     }
+    if lock is not None:
+        fingerprint["wheel_lock"] = lock.digest
+    if toolkit is not None:
+        # the compiler is the toolkit lock's nvcc, and gcc the base's apt g++ (toolchain.json has its version)
+        fingerprint.update(toolkit.fingerprint, gcc=f"apt g++ on {img.base}")
     return RecipeInputs(
         template_vars={
             "mode": mode,
             "python": img.python,
             "sglang_version": img.runtime_version,
             "pip_source": pip_source,
-            "wheelhouse": wheelhouse is not None,
+            "wheelhouse": wheelhouse is not None or lock is not None,
+            "locked": lock is not None,
+            "toolkit_steps": toolkit.steps if toolkit else "",
+            "toolkit_env": toolkit.env if toolkit else {},
+            # a wheels-based image drops the layers that held the wheels (registry bases keep
+            # their own layers, which a flattening stage would copy)
+            "flatten": toolkit is not None,
             # the CPU image's torch index (DEPLOYTOOL_TORCH_INDEX_URL, a build arg's default)
             "torch_index_url": os.environ.get("DEPLOYTOOL_TORCH_INDEX_URL", "") if mode == "cpu" else "",
             "cache_env": CACHE_ENV,
@@ -135,8 +194,10 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
             "command_json": json.dumps(profile.launch_argv()),
         },
         fingerprint=fingerprint,
-        extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names)},
-        files=files,
+        extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names),
+                           **({"wheel_lock": lock.digest} if lock else {}),
+                           **({"toolkit_lock": toolkit.lock.digest} if toolkit else {})},
+        files=files, fetched=fetched,
     )
 
 

@@ -51,6 +51,9 @@ class ModelShape:
     mamba_ssm_dtype: str | None = None  # the config's own choice, when it states one
     # next-token-prediction (MTP) layers shipped in the checkpoint: the draft of NEXTN/EAGLE
     draft_layers: int = 0
+    draft_precision: str | None = None  # bf16 when the quantization excludes the MTP layers, else as the bulk
+    num_attention_heads: int = 0
+    attn_output_gate: bool = False  # Qwen3.5/3.6: q_proj also produces the output gate
     # MoE
     num_experts: int = 0
     num_experts_per_tok: int = 0
@@ -65,6 +68,8 @@ class ModelShape:
     weight_bytes: int | None = None  # safetensors index metadata.total_size
     multimodal: bool = False
     vision_params: int = 0  # estimated from vision_config, for the roofline (not read per token)
+    vision_hidden_size: int = 0  # for SGLang's default mem-fraction-static (default_fraction.py)
+    vision_num_hidden_layers: int | None = None  # as SGLang reads it: None when the config says `depth`
 
     @property
     def is_hybrid_linear(self) -> bool:
@@ -77,6 +82,28 @@ class ModelShape:
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    def draft_layer_bytes(self) -> int:
+        """Bytes of the checkpoint's MTP (next-token) layers, estimated from the shape: per layer
+        the attention projections, the routed and shared experts with the router (or a dense
+        MLP) and the `fc` that joins embedding and hidden state, at `draft_precision`. SGLang's
+        target model skips every `mtp.*` tensor when no speculative decoding uses them
+        (models/qwen3_5.py `load_weights`: `if "mtp" in name: continue`), so these bytes are in
+        the index's total_size but not in GPU memory. The routed experts are most of it."""
+        if not self.draft_layers:
+            return 0
+        h = self.hidden_size
+        q_dim = self.num_attention_heads * self.head_dim
+        attention = q_dim * h * (2 if self.attn_output_gate else 1) + 2 * self.num_key_value_heads * self.head_dim * h \
+            + q_dim * h
+        if self.is_moe:
+            mlp = self.num_experts * 3 * h * self.moe_intermediate_size + 3 * h * self.shared_expert_intermediate_size \
+                + self.num_experts * h
+        else:
+            mlp = 3 * h * self.intermediate_size
+        fc = 2 * h * h
+        per_layer = attention + mlp + fc
+        return int(self.draft_layers * per_layer * BYTES_PER_PARAM[self.draft_precision or self.weight_precision])
 
 
 def read_checkpoint(folder: Path) -> ModelShape:
@@ -168,6 +195,9 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         shape.num_dense_layers = int(text.get("first_k_dense_replace") or 0)
     quant = config.get("quantization_config") or text.get("quantization_config")
     shape.weight_precision = _precision(quant)
+    shape.num_attention_heads = heads
+    shape.attn_output_gate = bool(text.get("attn_output_gate", False))
+    shape.draft_precision = "bf16" if _excludes_mtp(quant) else None
     if isinstance(quant, dict):
         algo = quant.get("kv_cache_quant_algo") or (quant.get("quantization") or {}).get("kv_cache_quant_algo")
         shape.kv_cache_quant_algo = str(algo).upper() if algo else None
@@ -175,6 +205,8 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
     if isinstance(vision, dict):
         shape.multimodal = True
         shape.vision_params = _vision_params(vision)
+        shape.vision_hidden_size = int(vision.get("hidden_size") or 0)
+        shape.vision_num_hidden_layers = vision.get("num_hidden_layers")
     return shape
 
 
@@ -211,6 +243,16 @@ def _precision(quant: Any) -> str:
         bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)}
         return "nvfp4" if 4 in bits else "fp8" if 8 in bits else "bf16"
     return "bf16"
+
+
+def _excludes_mtp(quant: Any) -> bool:
+    """Whether the quantization leaves the MTP layers unquantized: ModelOpt's `exclude_modules`
+    (at the top or under `quantization`) or compressed-tensors' `ignore` names them."""
+    if not isinstance(quant, dict):
+        return False
+    names = list(quant.get("exclude_modules") or []) + list(quant.get("ignore") or [])
+    names += list((quant.get("quantization") or {}).get("exclude_modules") or [])
+    return any("mtp" in str(name) for name in names)
 
 
 def _vision_params(vision: dict[str, Any]) -> int:

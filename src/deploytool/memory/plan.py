@@ -188,6 +188,14 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     assumptions.append("weights = safetensors total_size / tp_size (the MTP draft layers are in it)")
     spec_on = bool(inputs.speculative_algorithm) and inputs.speculative_algorithm.upper() != "NONE"
     eagle = spec_on and inputs.speculative_algorithm.upper() in ("EAGLE", "NEXTN", "EAGLE3", "STANDALONE")
+    if not spec_on and shape.draft_layers:
+        # models/qwen3_5.py load_weights skips every mtp.* tensor: without speculative decoding
+        # the checkpoint's MTP layers are on disk, not on the GPU.
+        unused = shape.draft_layer_bytes() / tp
+        weights -= unused
+        assumptions.append(f"- {unused / GIB:.2f} GiB: the checkpoint's {shape.draft_layers} MTP layer(s), not loaded "
+                           f"without speculative decoding (estimated from the shape in "
+                           f"{shape.draft_precision or shape.weight_precision})")
     if eagle and shape.draft_layers:
         # speculative/eagle_worker_v2.py: the draft TpModelWorker loads its own embedding and
         # head in __init__; set_embed_and_head shares the target's only in alloc_memory_pool,

@@ -70,7 +70,8 @@ class _SimProcess:
 
 
 def _settings(**kw) -> SimSettings:
-    return SimSettings(startup_seconds=0, log_requests=False, decode_tps=kw.pop("decode_tps", DECODE_TPS),
+    return SimSettings(startup_seconds=0, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True,
+                       decode_tps=kw.pop("decode_tps", DECODE_TPS),
                        prefill_tps=kw.pop("prefill_tps", PREFILL_TPS),
                        max_running_requests=kw.pop("max_running_requests", MAX_RUNNING), **kw)
 

@@ -121,17 +121,40 @@ class ChatResult:
         }
 
 
+# How long an idle connection is kept for reuse. SGLang serves through uvicorn with
+# timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE, 5 s by default (sglang/srt/environ.py,
+# entrypoints/http_server.py), and httpx's own default expiry is also 5 s: a request sent on a
+# connection the server is closing at that very moment ends "Server disconnected without sending
+# a response". Expiring well before the server does keeps the client off that edge.
+KEEPALIVE_EXPIRY_S = 2.0
+
+# Trace events (httpcore) that tell whether a request opened its own connection and whether any
+# of the response arrived.
+_NEW_CONNECTION = "connection.connect_tcp.started"
+_RESPONSE_STARTED = "http11.receive_response_headers.complete"
+
+
 class EndpointClient:
-    """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`."""
+    """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`.
+
+    A request that fails before any response byte arrived on a *reused* connection is sent once
+    more on a fresh connection: the server closed that idle connection as the request went out,
+    so it never processed it (the keep-alive race). Any other failure stays a failure.
+    """
 
     def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
-                 keep_chunks: bool = False):
+                 keep_chunks: bool = False, keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
+                 retry_stale_connections: bool = True):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         # Keep every streamed chunk dict in ChatResult.raw (costs memory and CPU per token).
         self.keep_chunks = keep_chunks
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self.retry_stale_connections = retry_stale_connections
+        self.stale_retries = 0  # requests re-sent after the keep-alive race (reported by callers)
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                              keepalive_expiry=keepalive_expiry)
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
+        self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
         return self
@@ -141,6 +164,32 @@ class EndpointClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._fresh is not None:
+            await self._fresh.aclose()
+
+    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        """Send `request`; on the keep-alive race (see the class), once more on a fresh connection."""
+        if not self.retry_stale_connections:
+            return await self._http.send(request, stream=stream)
+        seen: set[str] = set()
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            seen.add(event)
+
+        request.extensions["trace"] = trace
+        try:
+            return await self._http.send(request, stream=stream)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if _NEW_CONNECTION in seen or _RESPONSE_STARTED in seen:
+                raise  # a fresh connection, or the server had started answering: a real failure
+        finally:
+            request.extensions.pop("trace", None)
+        self.stale_retries += 1
+        if self._fresh is None:
+            self._fresh = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout,
+                                            headers=self._http.headers,
+                                            limits=httpx.Limits(max_keepalive_connections=0))
+        return await self._fresh.send(request, stream=stream)
 
     async def get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
         """GET `path`; raises httpx.TimeoutException when the whole request (not only one read)
@@ -148,7 +197,8 @@ class EndpointClient:
         budget = timeout or self.timeout
         try:
             # As in chat: httpx's timeout is per read, so a server that trickles bytes never times out.
-            return await asyncio.wait_for(self._http.get(path, timeout=budget), budget)
+            request = self._http.build_request("GET", path, timeout=budget)
+            return await asyncio.wait_for(self.send(request), budget)
         except asyncio.TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
@@ -188,7 +238,8 @@ class EndpointClient:
         return result
 
     async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float) -> None:
-        response = await self._http.post("/v1/chat/completions", json=payload, timeout=budget)
+        request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget)
+        response = await self.send(request)
         result.status = response.status_code
         if response.status_code != 200:
             result.error = f"HTTP {response.status_code}: {_error_message(response.text)}"
@@ -236,7 +287,7 @@ class EndpointClient:
         ended = False
         request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget,
                                            headers=_SSE_HEADERS)
-        response = await self._http.send(request, stream=True)
+        response = await self.send(request, stream=True)
         try:
             result.status = response.status_code
             if response.status_code != 200:

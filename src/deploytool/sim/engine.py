@@ -89,6 +89,19 @@ class Stats:
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
     _per_second: dict[int, int] = field(default_factory=dict)
+    # Counters by is_streaming ("true"/"false"), as sglang:prompt_tokens_total and friends are
+    # labelled (sglang/srt/observability/metrics_collector.py): {label: [prompt, generation, requests]}.
+    by_stream: dict[str, list[int]] = field(default_factory=lambda: {"false": [0, 0, 0], "true": [0, 0, 0]})
+    spec_verify_calls: int = 0
+
+    def count_request(self, streaming: bool, prompt: int, generated: int, accept_length: float) -> None:
+        row = self.by_stream["true" if streaming else "false"]
+        row[0] += prompt
+        row[1] += generated
+        row[2] += 1
+        if accept_length > 0 and generated:
+            # each verify step accepts accept_length tokens on average: generated / calls = accept length
+            self.spec_verify_calls += max(1, round(generated / accept_length))
 
     def add_generated(self, n: int) -> None:
         self.generation_tokens += n

@@ -43,7 +43,8 @@ class _SimProcess:
             port = probe.getsockname()[1]
         argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
                 "--startup-seconds", "0", "--no-log-requests", "--decode-tps", str(settings.decode_tps),
-                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests)]
+                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests),
+                "--enable-metrics", "--enable-cache-report", "--default-chat-template-kwargs", '{"enable_thinking": false}']
         if settings.aggregate_tps:
             argv += ["--aggregate-tps", str(settings.aggregate_tps)]
         for fault in settings.faults:

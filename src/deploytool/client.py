@@ -197,8 +197,11 @@ class EndpointClient:
         budget = timeout or self.timeout
         try:
             # As in chat: httpx's timeout is per read, so a server that trickles bytes never times out.
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # lands as the inner request finishes (seen: bench's metrics sampler never stopping).
             request = self._http.build_request("GET", path, timeout=budget)
-            return await asyncio.wait_for(self.send(request), budget)
+            async with asyncio.timeout(budget):
+                return await self.send(request)
         except asyncio.TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
@@ -215,13 +218,15 @@ class EndpointClient:
         budget = timeout or self.timeout
         result = ChatResult(streamed=bool(payload.get("stream")), t_start=time.perf_counter())
         try:
-            # wait_for bounds the whole request: httpx's timeout is per read, and a server that
-            # trickles one byte a minute would otherwise never time out.
-            if result.streamed:
-                keep = self.keep_chunks if keep_chunks is None else keep_chunks
-                await asyncio.wait_for(self._stream(payload, result, budget, keep), budget)
-            else:
-                await asyncio.wait_for(self._complete(payload, result, budget), budget)
+            # The timeout bounds the whole request: httpx's timeout is per read, and a server that
+            # trickles one byte a minute would otherwise never time out. (asyncio.timeout rather
+            # than wait_for: see get.)
+            async with asyncio.timeout(budget):
+                if result.streamed:
+                    keep = self.keep_chunks if keep_chunks is None else keep_chunks
+                    await self._stream(payload, result, budget, keep)
+                else:
+                    await self._complete(payload, result, budget)
         except (asyncio.TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {budget:g} s"
         except httpx.RemoteProtocolError as exc:

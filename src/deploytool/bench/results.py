@@ -110,6 +110,9 @@ class CacheCheck:
     message: str
     # Cached tokens always tolerated, whatever the fraction: a chat template's shared opening.
     allowed_tokens: int = 0
+    # Where the figure came from: "usage" (per-request cached_tokens, --enable-cache-report),
+    # "metrics" (counter differences over the measured phases) or "none" (not measured: fails).
+    source: str = "usage"
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import metrics_window, serverfields
 from ..client import ChatResult, EndpointClient
 from ..targets import Target
 from . import stats
@@ -61,6 +62,10 @@ class BenchRunner:
         self.model_id = "default"
         self._progress: Any = None
         self.metric_peaks: dict[str, float] = {}
+        # /metrics counters before and after each measured phase (deploytool.metrics_window)
+        self.windows: dict[str, metrics_window.Window] = {}
+        self._first_snapshot: metrics_window.CounterSnapshot | None = None
+        self._last_snapshot: metrics_window.CounterSnapshot | None = None
 
     # --- the run -------------------------------------------------------------------
     async def run(self) -> BenchRun:
@@ -115,7 +120,12 @@ class BenchRunner:
 
     async def _measure(self, client: EndpointClient, specs: list[_Spec], name: str, phase: str,
                        concurrency: int) -> GroupSummary:
+        before = await metrics_window.snapshot(client)
         records = await self._run_group(client, specs, concurrency)
+        after = await metrics_window.snapshot(client)
+        self.windows[name] = metrics_window.window(before, after)
+        self._first_snapshot = self._first_snapshot or before
+        self._last_snapshot = after
         # A request cut by the run's time bound measured nothing about the server: left out.
         measured = [r for r in records if r.start >= self.measure_from and not r.cut_by_time_bound]
         return stats.summarize(name, phase, concurrency, measured)
@@ -271,7 +281,12 @@ class BenchRunner:
         prefixes = [r.prompt_prefix for r in self.records]
         gpus = before.gpus or (self.target.profile.match.gpu_count if self.target.profile else None) or 1
         sweep = _sweep_points([g for g in groups if g.phase == "sweep"], gpus)
-        server_figures = server_side_figures(after, self.metric_peaks)
+        whole = (metrics_window.window(self._first_snapshot, self._last_snapshot)
+                 if self._first_snapshot and self._last_snapshot else None)
+        server_figures = server_side_figures(after, self.metric_peaks, whole)
+        versions = (serverfields.weight_version(before.model_info), serverfields.weight_version(after.model_info))
+        if versions[0] != versions[1]:
+            self.notes.append(f"the server's weight_version changed during the run: {versions[0]} -> {versions[1]}")
         return BenchRun(
             schema=SCHEMA, run_id=self.prompts.run_id, started_at=started_at,
             duration_s=round(time.perf_counter() - self.t0, 3), complete=self.complete,
@@ -286,11 +301,14 @@ class BenchRunner:
                 "server_info": before.server_info, "models": before.models, "model_info": before.model_info,
                 "metrics_before": before.metrics, "metrics_after": after.metrics,
                 "server_figures": server_figures, "unreadable": before.unreadable,
+                "weight_version": versions[0], "weight_version_at_end": versions[1],
+                "windows": {name: w.to_json() for name, w in self.windows.items()},
+                "window_measured": None if whole is None else whole.to_json(),
             },
             groups=groups,
             figures=_figures(groups, sweep, server_figures),
             sweep=sweep,
-            cache_check=_cache_check(measured, self.method.max_cached_fraction),
+            cache_check=_cache_check(measured, self.method.max_cached_fraction, window=whole),
             prompts_unique=len(set(prefixes)) == len(prefixes),
             errors_total=sum(1 for r in measured if not r.ok),
             requests_total=len(measured),
@@ -354,13 +372,14 @@ def _sweep_points(groups: list[GroupSummary], gpus: int) -> list[SweepPoint]:
 
 
 def _cache_check(records: list[RequestRecord], allowed: float,
-                 allowed_tokens: int = CACHED_TOKENS_ALLOWED) -> CacheCheck:
+                 allowed_tokens: int = CACHED_TOKENS_ALLOWED,
+                 window: metrics_window.Window | None = None) -> CacheCheck:
     done = [r for r in records if r.ok]
     reported = [r for r in done if r.cached_tokens is not None]
     if not reported:
-        return CacheCheck(reported=False, requests=len(done), requests_with_hits=0, max_cached_fraction=None,
-                          allowed_fraction=allowed, ok=True, allowed_tokens=allowed_tokens,
-                          message="the server reported no cached_tokens: prefix-cache use could not be checked")
+        # SGLang reports usage.prompt_tokens_details only with --enable-cache-report: the counters
+        # over the measured phases are the other witness. Neither: not measured, never a pass.
+        return _cache_check_from_counters(done, allowed, allowed_tokens, window)
     fractions = [(r.cached_tokens or 0) / max(1, r.prompt_tokens or r.prompt_tokens_estimated) for r in reported]
     # A hit: more than the fraction AND more than the fixed allowance (a chat template's opening).
     hits = sum(1 for r, f in zip(reported, fractions) if f > allowed and (r.cached_tokens or 0) > allowed_tokens)
@@ -374,6 +393,29 @@ def _cache_check(records: list[RequestRecord], allowed: float,
     return CacheCheck(reported=True, requests=len(reported), requests_with_hits=hits,
                       max_cached_fraction=round(worst, 6), allowed_fraction=allowed, ok=ok, message=message,
                       allowed_tokens=allowed_tokens)
+
+
+def _cache_check_from_counters(done: list[RequestRecord], allowed: float, allowed_tokens: int,
+                               window: metrics_window.Window | None) -> CacheCheck:
+    share = None if window is None else window.cached_share
+    if share is None:
+        why = (window.why if window is not None and window.why else "no /metrics counters over the run")
+        return CacheCheck(reported=False, requests=len(done), requests_with_hits=0, max_cached_fraction=None,
+                          allowed_fraction=allowed, ok=False, allowed_tokens=allowed_tokens, source="none",
+                          message=("cold prefix cache not measured: the server reported no cached_tokens and "
+                                   f"{why}; start it with enable-cache-report: true (per request) or "
+                                   "enable-metrics: true (counters)"))
+    cached = window.cached_tokens or 0.0  # type: ignore[union-attr]
+    # the per-request allowance (a chat template's opening), over the requests of the window
+    ok = share <= allowed or cached <= allowed_tokens * max(1, len(done))
+    message = (f"cached prompt tokens stayed near zero ({share:.1%} of {window.prompt_tokens:.0f} prompt tokens "  # type: ignore[union-attr]
+               "over the measured phases, from the /metrics counters)" if ok else
+               f"{share:.1%} of the prompt tokens of the measured phases were served from the prefix cache "
+               f"({cached:.0f} of {window.prompt_tokens:.0f}, from the /metrics counters; allowed {allowed:.0%}): "  # type: ignore[union-attr]
+               "prefill and TTFT figures are optimistic")
+    return CacheCheck(reported=True, requests=len(done), requests_with_hits=0 if ok else len(done),
+                      max_cached_fraction=round(share, 6), allowed_fraction=allowed, ok=ok, message=message,
+                      allowed_tokens=allowed_tokens, source="metrics")
 
 
 def _figures(groups: list[GroupSummary], sweep: list[SweepPoint], server: dict[str, float]) -> list[Figure]:

@@ -23,11 +23,15 @@ def bench_command(
     thinking: Annotated[str, typer.Option("--thinking", help="on: temperature 0.7 and the model's defaults; off: greedy.")] = "off",
     sweep: Annotated[bool, typer.Option("--sweep", help="Also sweep concurrency 1, 2, 4, ... up to the server's max running requests.")] = False,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
+    ready_timeout: Annotated[float, typer.Option(
+        "--ready-timeout", help="Seconds to wait for a server that is still loading (refusing connections or "
+                                "answering 503) before giving up with exit 2.")] = 1200.0,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
     from ..bench import build_method, run_bench
+    from ..client import run_sync, wait_until_ready
     from ..bench.compare import format_value
 
     if thinking not in ("on", "off"):
@@ -37,6 +41,13 @@ def bench_command(
     method = build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
                           sweep=sweep, profile_name=prof.name if prof else None)
     console_err.print(f"bench {target.describe()}: {method.preset} method {method.fingerprint()}", highlight=False)
+    ready = run_sync(wait_until_ready(target.url, health_path=prof.health.path if prof else "/health",
+                                      timeout_s=ready_timeout,
+                                      progress=lambda line: console_err.print(line, highlight=False)))
+    if not ready.ready:
+        console_err.print(f"[bold red]bench:[/] {target.url} did not become ready within {ready_timeout:g} s "
+                          f"(--ready-timeout): {ready.error}", highlight=False)
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
     code, why = bench_exit_code(run)
     if json_out:

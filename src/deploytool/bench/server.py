@@ -1,5 +1,5 @@
 """What the server says about itself: /v1/models, /server_info (or /get_server_info),
-/get_model_info and /metrics. Every endpoint is optional; a server that lacks one is benchmarked
+/model_info (or /get_model_info) and /metrics. Every endpoint is optional; a server that lacks one is benchmarked
 all the same, and the run records what it could not read."""
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ class ServerInfo:
 
     @property
     def has_vision(self) -> bool | None:
-        """SGLang's /get_model_info says `has_image_understanding` (older: is_multimodal)."""
+        """SGLang's /model_info says `has_image_understanding` (older: is_multimodal)."""
         info = self.model_info or {}
         for key in ("has_image_understanding", "is_multimodal", "is_vision"):
             if key in info:

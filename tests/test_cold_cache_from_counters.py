@@ -70,3 +70,34 @@ def test_window_figures_are_counter_differences() -> None:
     restarted = window(after, before)
     assert not restarted.measured and "restarted" in restarted.why
     assert counters_from({PROMPT: 1.0, "sglang:token_usage": 0.5}) == {PROMPT: 1.0}
+
+
+TINY_BENCH = {"warmup_requests": 1, "decode_requests": 3, "decode_output_tokens": 20, "load_concurrency": [2],
+              "load_requests_per_slot": 2, "load_output_tokens": 20, "prefill_prompt_tokens": [1000],
+              "prefill_prompts_each": 2, "prefill_output_tokens": 4}
+
+
+def _performance(tmp_path, **sim):
+    from test_qualify_suites import qualify, sim_profile
+
+    settings = SimSettings(startup_seconds=0, log_requests=False, decode_tps=4000, prefill_tps=2_000_000,
+                           default_chat_template_kwargs='{"enable_thinking": false}', **sim)
+    with serve_in_thread(settings, wait_ready=True) as handle:
+        profile = sim_profile(handle.port)
+        profile.bench = dict(TINY_BENCH)
+        profile.qualify = {"performance": {"quick": True}}
+        report = qualify(handle.url, tmp_path, profile=profile, suites=["performance"])
+    return report.suite("performance")
+
+
+def test_the_performance_suites_cold_cache_gate_follows_the_counters(tmp_path) -> None:
+    cold = _performance(tmp_path / "cold", enable_metrics=True)
+    gate = next(g for g in cold.gates if g.name == "prefix cache stayed cold")
+    assert gate.passed and cold.figures["cache_check_source"] == "metrics", cold.reason
+    assert set(cold.figures["metrics_windows"]) >= {"decode_c1", "load_c2"}
+    hit = _performance(tmp_path / "hit", enable_metrics=True, cached_prompt_fraction=0.5)
+    gate = next(g for g in hit.gates if g.name == "prefix cache stayed cold")
+    assert not gate.passed and hit.verdict.value == "failed"
+    blind = _performance(tmp_path / "blind")  # neither metrics nor cache report: not measured, fails
+    gate = next(g for g in blind.gates if g.name == "prefix cache stayed cold")
+    assert not gate.passed and "enable-metrics: true" in gate.detail

@@ -99,7 +99,10 @@ def stored_figures(bench: BenchRun) -> dict[str, Any]:
         bench_figures=[{"key": f.key, "label": f.label, "value": f.value, "unit": f.unit, "better": f.better}
                        for f in bench.figures],
         requests=bench.requests_total, failed_requests=bench.errors_total,
-        cache_check=bench.cache_check.message,
+        cache_check=bench.cache_check.message, cache_check_source=bench.cache_check.source,
+        # /metrics counter differences per measured phase (deploytool.metrics_window)
+        metrics_windows=bench.server.get("windows"),
+        weight_version=bench.server.get("weight_version"),
     )
     return out
 

@@ -43,7 +43,8 @@ def resolved_args(s: SimSettings) -> dict[str, Any]:
         "disable_prefill_cuda_graph": False,
         "speculative_algorithm": s.reported_speculative_algorithm,
         "speculative_num_steps": s.reported_speculative_num_steps,
-        "reasoning_parser": s.reasoning_parser,
+        # --no-reasoning-field stands for a server without a working reasoning parser
+        "reasoning_parser": None if s.no_reasoning_field else s.reasoning_parser,
         "tool_call_parser": s.tool_call_parser if s.tools else None,
         "enable_cache_report": s.enable_cache_report,
         "enable_metrics": s.enable_metrics,
@@ -87,7 +88,7 @@ def model_info(s: SimSettings) -> dict[str, Any]:
     return {
         "model_path": s.model_path, "served_model_name": s.served_model_name, "tokenizer_path": s.model_path,
         "is_generation": True, "preferred_sampling_params": None, "weight_version": s.weight_version,
-        "load_format": "dummy", "reasoning_parser": s.reasoning_parser,
+        "load_format": "dummy", "reasoning_parser": None if s.no_reasoning_field else s.reasoning_parser,
         "tool_call_parser": s.tool_call_parser if s.tools else None, "disaggregation_mode": "null",
         "has_image_understanding": s.vision, "has_audio_understanding": False,
         "model_type": "simulator", "architectures": ["DeploytoolSimulator"],

@@ -117,7 +117,7 @@ class Stats:
         return sum(self._per_second.get(s, 0) for s in range(now - window, now)) / window
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two requests with equal counts are still two slots
 class Slot:
     prompt_tokens: int
     generated: int = 0

@@ -149,3 +149,55 @@ def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_te
         assert (plain["reasoning_content"] or None, plain["content"]) == (reasoning or None, content)
     assert streams[0][0][0] == "reasoning_content"  # no chat_template_kwargs: the parser's default thinks
     assert all(kind == "content" for kind, _ in streams[2])
+
+
+CHAINED = r'''
+import json, sys
+from sglang.srt.entrypoints.openai.protocol import Tool
+from sglang.srt.function_call.function_call_parser import FunctionCallParser
+from sglang.srt.parser.reasoning_parser import ReasoningParser
+out = []
+for case in json.load(sys.stdin):
+    # as serving_chat.py streams: the reasoning parser first, its normal text into the tool parser
+    reasoning = ReasoningParser(case["parser"], stream_reasoning=True, force_reasoning=True)
+    tools = FunctionCallParser([Tool(**t) for t in case["tools"]], case["format"])
+    deltas = []
+    for piece in case["pieces"]:
+        thought, normal = reasoning.parse_stream_chunk(piece)
+        if thought:
+            deltas.append(["reasoning_content", thought])
+        if normal:
+            text, calls = tools.parse_stream_chunk(normal)
+            if text:
+                deltas.append(["content", text])
+            deltas += [["tool", c.tool_index, c.name, c.parameters] for c in calls]
+    out.append(deltas)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.parametrize("fmt", ["qwen25", "qwen3_coder"])
+def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str) -> None:
+    settings = SimSettings(**BASE, tool_call_parser=fmt)  # qwen3 reasoning parser: thinks by default
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": PROMPTS[1]}], "tools": TOOLS}
+    with serve_in_thread(settings, wait_ready=True) as sim:
+        choices = _stream(sim.url, body)[1:-1]
+    sim_deltas = []
+    for c in choices:
+        delta = c["delta"]
+        for key in ("reasoning_content", "content"):
+            if delta.get(key):
+                sim_deltas.append([key, delta[key]])
+        sim_deltas += [["tool", t["index"], t["function"]["name"], t["function"]["arguments"]]
+                       for t in delta.get("tool_calls") or []]
+    names = [d[2] for d in sim_deltas if d[0] == "tool" and d[2]]
+    calls = [(name, json.loads("".join(d[3] for d in sim_deltas if d[0] == "tool" and d[1] == i and not d[2])))
+             for i, name in enumerate(names)]
+    req = parse_chat_request(json.dumps(body).encode(), settings)
+    plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
+                      FaultState(parse_faults(()), lambda code: None))
+    thinking_pieces = [u.text for u in plan.units if u.kind in ("reasoning", "hidden", "content")]
+    (verdict,) = referee(CHAINED, [{"parser": "qwen3", "format": fmt, "tools": TOOLS,
+                                     "pieces": thinking_pieces + raw_pieces(fmt, calls)}])
+    assert len(names) == 2 and sim_deltas[0][0] == "reasoning_content"
+    assert sim_deltas == verdict

@@ -47,6 +47,12 @@ class SimSettings:
         "min(decode_tps, aggregate_tps / running). Unset: no cap.",
         None,
     )
+    decode_slowdown_tokens: int | None = _opt(
+        "Decode slows with context: a request's speed is divided by (1 + context / this), context being its "
+        "prompt plus the tokens generated so far (at this many tokens of context decode runs at half speed). "
+        "Unset: decode speed does not depend on context.",
+        None,
+    )
     max_running_requests: int = _opt("Requests decoded at once; later ones wait in a FIFO queue.", 8)
     max_total_tokens: int = _opt("KV pool size in tokens (max_total_num_tokens); a longer prompt is refused with 400.", 300000)
     context_length: int = _opt("Context length in tokens; a longer prompt is refused with 400.", 262144)
@@ -85,6 +91,8 @@ class SimSettings:
             problems.append("decode_tps and prefill_tps must be > 0")
         if self.aggregate_tps is not None and self.aggregate_tps <= 0:
             problems.append("aggregate_tps must be > 0 when set")
+        if self.decode_slowdown_tokens is not None and self.decode_slowdown_tokens < 1:
+            problems.append("decode_slowdown_tokens must be >= 1 when set")
         if self.max_running_requests < 1:
             problems.append("max_running_requests must be >= 1")
         if self.max_total_tokens < 1 or self.context_length < 1:

@@ -37,9 +37,9 @@ CHILD_TIMEOUT_S = 300
 
 # --- the deploytool side, run in a child process -------------------------------------------------
 def deploytool_child(url: str, requests: int, concurrency: int, tokens: int) -> None:
-    """The bench's own request path (BenchRunner._run_group -> EndpointClient.chat -> records)."""
+    """The bench's own request path (BenchRunner._pool -> send -> EndpointClient.chat -> records)."""
     from deploytool.bench import build_method
-    from deploytool.bench.runner import BenchRunner, _Spec
+    from deploytool.bench.runner import BenchRunner, Spec
     from deploytool.client import EndpointClient
     from deploytool.bench import stats
     from deploytool.targets import Target
@@ -52,11 +52,14 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int) -> 
         runner.deadline = runner.t0 + CHILD_TIMEOUT_S
         runner.model_id = "firehose"
         async with EndpointClient(url, timeout=120, max_connections=concurrency) as client:
-            await runner._run_group(client, [_Spec("warmup", "warmup", 1, 0, 64, tokens)], 1)
-            specs = [_Spec("load", "load", concurrency, i, 64, tokens) for i in range(requests)]
+            runner.client = client
+            await runner._pool([runner.job(Spec("warmup", "warmup", 1, 0, 64, tokens))], 1, "warmup")
+            runner._current = []
+            jobs = [runner.job(Spec("load", "load", concurrency, i, 64, tokens)) for i in range(requests)]
             cpu0 = time.process_time()
-            records = await runner._run_group(client, specs, concurrency)
+            await runner._pool(jobs, concurrency, "load")
             cpu = time.process_time() - cpu0
+            records = runner._current
         done = [r for r in records if r.ok]
         return {"requests": requests, "completed": len(done), "tokens": sum(r.output_tokens or 0 for r in done),
                 "throughput": stats.aggregate_output_tps(records), "cpu_load_s": cpu,

@@ -219,6 +219,9 @@ class Engine:
                 await asyncio.sleep(0)  # let other requests run when the schedule is behind
             if i == 0:
                 self.stats.ttft.observe(time.monotonic() - started)
+                # decode steps count from when the first token actually went out: a first token
+                # sent late (a busy event loop) must not make the next ones come in a burst
+                deadline = max(deadline, loop.time())
             slot.generated += unit.cost
             self.stats.add_generated(unit.cost)
             yield unit

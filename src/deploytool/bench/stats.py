@@ -179,12 +179,22 @@ def bootstrap_ratio(before: Sequence[Sequence[float]], after: Sequence[Sequence[
     rng = np.random.default_rng(seed)
 
     def draws(side: list) -> "np.ndarray":
-        out = np.empty(iterations)
-        single = len(side) == 1
-        for i in range(iterations):
-            picks = [side[0]] if single else [side[k] for k in rng.integers(0, len(side), len(side))]
-            out[i] = np.median(np.concatenate([rep[rng.integers(0, rep.size, rep.size)] for rep in picks]))
-        return out
+        # vectorised: each of the len(side) slots picks a repeat, then that repeat's size in
+        # values from it (padding with NaN to the longest repeat), and the pooled median is taken
+        sizes = np.asarray([rep.size for rep in side])
+        padded = np.full((len(side), sizes.max()), np.nan)
+        for j, rep in enumerate(side):
+            padded[j, :rep.size] = rep
+        cols = np.arange(sizes.max())
+        blocks = []
+        for _ in range(len(side)):
+            reps = np.zeros(iterations, dtype=int) if len(side) == 1 else rng.integers(0, len(side), iterations)
+            n = sizes[reps][:, None]
+            idx = np.floor(rng.random((iterations, sizes.max())) * n).astype(int)
+            values = padded[reps[:, None], idx]
+            values[cols[None, :] >= n] = np.nan
+            blocks.append(values)
+        return np.nanmedian(np.concatenate(blocks, axis=1), axis=1)
 
     da, db = draws(a), draws(b)
     ok = da != 0

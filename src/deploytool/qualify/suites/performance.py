@@ -105,14 +105,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                              detail=f"of {bench.requests_total}; medians use completed requests only"))
     result.gates.append(Gate.equal("prefix cache stayed cold", bench.cache_check.ok, True,
                                    detail=bench.cache_check.message))
-    for setting, (key, label) in FLOORS.items():
-        floor = getattr(s, setting)
-        if floor is None:
-            continue
-        value = _value(bench, key)
-        result.gates.append(Gate.at_least(label, None if value is None else round(value, 1), floor,
-                                          detail="" if value is not None else
-                                          f"{key} was not measured (check the bench method's sizes)"))
+    result.gates += floor_gates(bench, s)
     result.gates.append(Gate(name="phases measured on an idle server", threshold=0,
                              measured=len(bench.invalid_groups), passed=not bench.invalid_groups, comparison="<=",
                              detail=("invalid (leftover work on the server): " + ", ".join(bench.invalid_groups))
@@ -131,6 +124,20 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     if not bench.complete:
         notes.append("the benchmark was cut short by its time bound")
     return result.judge(notes)
+
+
+def floor_gates(bench: BenchRun, s: Settings) -> list[Gate]:
+    """One gate per floor the profile sets; a figure that was not measured fails its floor."""
+    gates = []
+    for setting, (key, label) in FLOORS.items():
+        floor = getattr(s, setting)
+        if floor is None:
+            continue
+        value = _value(bench, key)
+        gates.append(Gate.at_least(label, None if value is None else round(value, 1), floor,
+                                   detail="" if value is not None else
+                                   f"{key} was not measured (check the bench method's sizes)"))
+    return gates
 
 
 def stored_figures(bench: BenchRun) -> dict[str, Any]:

@@ -226,7 +226,7 @@ def test_compare_ratios_and_method_check(tmp_path):
     row = next(r for r in comparison.rows if r.key == "decode_c1_tps")
     assert row.ratios[1] == pytest.approx(row.values[1] / row.values[0])
     assert row.ratios[1] == pytest.approx(2.0, rel=0.12)
-    assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x)" in row.change_text(1)
+    assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x [" in row.change_text(1)
 
     # a run with another method is refused, or shown flagged when asked
     handle = _sim_in_thread()

@@ -28,6 +28,7 @@ from .assemble import assemble_run, split_reasoning
 from .method import BenchMethod
 from .prompts import PromptFactory
 from .results import BenchRun, GroupSummary, RequestRecord
+from .stream import StreamClient
 from .server import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
@@ -54,8 +55,12 @@ class BenchRunner:
     """One run. `run()` does it all; `session()` + `run_pass(r)` + `result()` let two runners be
     driven alternately (compare --interleave)."""
 
-    def __init__(self, target: Target, method: BenchMethod, *, progress: bool = True):
+    def __init__(self, target: Target, method: BenchMethod, *, progress: bool = True, http: str = "raw"):
         self.target = target
+        # "raw": bench's own streaming path (bench/stream.py) for http endpoints; "httpx": the
+        # shared EndpointClient for everything (https endpoints always use it)
+        self.http = http
+        self.stream: StreamClient | None = None
         self.method = method
         self.workload = workloads.get(method.workload)
         self.settings = self.workload.Settings.model_validate(method.workload_settings[method.workload])
@@ -103,6 +108,8 @@ class BenchRunner:
         self.deadline = self.t0 + m.run_timeout_s
         async with EndpointClient(self.target.url, timeout=m.request_timeout_s, max_connections=1024) as client:
             self.client = client
+            if self.http == "raw" and self.target.url.startswith("http://"):
+                self.stream = StreamClient(self.target.url)
             self.facts = await read_server_facts(client)
             self.model_id = self.facts.model_id or (self.target.profile.model.served_name
                                                     if self.target.profile else "default")
@@ -123,6 +130,9 @@ class BenchRunner:
                     await asyncio.gather(sampler, return_exceptions=True)
                 self.after = await read_server_facts(client)
                 self.client = None
+                if self.stream is not None:
+                    await self.stream.aclose()
+                    self.stream = None
 
     async def _warmup(self) -> None:
         m = self.method
@@ -261,7 +271,8 @@ class BenchRunner:
             from .prompts import estimate_tokens
             estimated = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
         timeout = max(1.0, min(self.method.request_timeout_s, self._remaining()))
-        result = await self.client.chat(self._payload(messages, spec.max_tokens), timeout=timeout)
+        payload = self._payload(messages, spec.max_tokens)
+        result = await (self.stream or self.client).chat(payload, timeout=timeout)
         record = self._record(spec, prefix or "", estimated, result)
         if timeout < self.method.request_timeout_s and (result.error or "").startswith("timed out"):
             # Its timeout was the run's remaining time, not request_timeout_s: the run's bound cut it.

@@ -1,0 +1,153 @@
+"""bench's own streaming path (bench/stream.py) gives what EndpointClient.chat gives: the same
+ChatResult fields for the same stream, and the same error texts for the same faults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from deploytool.bench.stream import StreamClient
+from deploytool.client import EndpointClient
+from deploytool.sim import SimSettings, serve_in_thread
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _event(delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
+    body = {"object": "chat.completion.chunk", "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else [],
+            "usage": usage}
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _chunked(*pieces: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+async def _serve(replies: list[list[bytes]], close_after: set[int] = frozenset()):
+    """A loopback server answering the i-th request with replies[i], written piece by piece (each
+    piece its own write, so events and chunks split across reads); it closes the connection
+    after the replies whose index is in close_after."""
+    count = {"n": 0}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
+                             .split(b":")[1])
+                await reader.readexactly(length)
+                i = count["n"]
+                count["n"] += 1
+                for piece in replies[i]:
+                    writer.write(piece)
+                    await writer.drain()
+                    await asyncio.sleep(0.005)
+                if i in close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", count
+
+
+def test_events_split_across_reads_crlf_and_usage():
+    body = _chunked(_event({"role": "assistant", "content": ""}), _event({"reasoning_content": "think"}),
+                    _event({"content": "Hel"}).replace(b"\n\n", b"\r\n\r\n"), _event({"content": "lo"}),
+                    _event({}, "length"), _event({}, usage={"prompt_tokens": 5, "completion_tokens": 3}),
+                    b"data: [DONE]\n\n")
+    pieces = [HEAD[:20], HEAD[20:] + body[:7]] + [body[i:i + 13] for i in range(7, len(body), 13)]
+
+    async def go():
+        server, url, _ = await _serve([pieces])
+        async with server:
+            client = StreamClient(url)
+            result = await client.chat({"stream": True}, timeout=10)
+            await client.aclose()
+        return result
+    r = asyncio.run(go())
+    assert r.ok and r.saw_done and r.status == 200
+    assert (r.content, r.reasoning_content, r.finish_reason) == ("Hello", "think", "length")
+    assert r.usage["completion_tokens"] == 3 and len(r.chunk_times) == 3
+    assert (r.reasoning_chunks, r.answer_chunks) == (1, 2) and r.t_first_token <= r.t_first_answer
+
+
+def test_http_errors_and_drops_in_endpoint_clients_words():
+    error = json.dumps({"object": "error", "message": "The input is too long", "code": 400}).encode()
+    replies = [
+        [b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(error) + error],
+        [HEAD, b"%x\r\n%s\r\n" % (len(_event({"content": "a"})), _event({"content": "a"}))],  # then close: a drop
+        [HEAD, _chunked(_event({"content": "a"}))],  # ends without [DONE]
+    ]
+
+    async def go():
+        server, url, _ = await _serve(replies, close_after={1})
+        async with server:
+            client = StreamClient(url)
+            out = [await client.chat({"stream": True}, timeout=10) for _ in range(3)]
+            await client.aclose()
+        return out
+    bad, dropped, no_done = asyncio.run(go())
+    assert bad.status == 400 and bad.error == "HTTP 400: The input is too long"
+    assert dropped.error.startswith("stream dropped after 1 chunks")
+    assert no_done.error == "stream ended without [DONE] after 1 chunks"
+
+
+def test_a_stale_kept_alive_connection_is_retried_once_on_a_fresh_one():
+    ok = [HEAD, _chunked(_event({"content": "x"}), b"data: [DONE]\n\n")]
+
+    async def go():
+        server, url, count = await _serve([ok, ok, ok], close_after={0})
+        async with server:
+            client = StreamClient(url)
+            first = await client.chat({"stream": True}, timeout=10)
+            await asyncio.sleep(0.1)  # the server has closed the kept connection by now
+            second = await client.chat({"stream": True}, timeout=10)
+            await client.aclose()
+        return first, second, count["n"]
+    first, second, served = asyncio.run(go())
+    assert first.ok and second.ok and served == 2
+
+
+def test_a_timeout_bounds_the_whole_request():
+    trickle = [HEAD] + [b"%x\r\n%s\r\n" % (len(_event({"content": "a"})), _event({"content": "a"}))] * 100
+
+    async def go():
+        server, url, _ = await _serve([trickle])
+        async with server:
+            client = StreamClient(url)
+            result = await client.chat({"stream": True}, timeout=0.2)
+            await client.aclose()
+        return result
+    r = asyncio.run(go())
+    assert r.error == "timed out after 0.2 s" and 0 < r.chunks < 100
+
+
+def test_same_result_as_endpoint_client_against_the_sim():
+    payload = {"model": "sim-model", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+               "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                   "type": "object", "properties": {"city": {"type": "string"}}}}}],
+               "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 200}
+
+    async def go(url):
+        async with EndpointClient(url) as shared:
+            a = await shared.chat(payload, timeout=20)
+        fast = StreamClient(url)
+        b = await fast.chat(payload, timeout=20)
+        await fast.aclose()
+        return a, b
+    with serve_in_thread(SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000,
+                                     log_requests=False)) as sim:
+        a, b = asyncio.run(go(sim.url))
+    assert a.ok and b.ok
+    for field in ("content", "reasoning_content", "finish_reason", "usage", "chunks", "answer_chunks", "saw_done"):
+        assert getattr(a, field) == getattr(b, field), field
+    assert a.tool_calls and [(c.name, c.arguments) for c in a.tool_calls] == [(c.name, c.arguments) for c in b.tool_calls]
+    assert len(a.chunk_times) == len(b.chunk_times)

@@ -151,3 +151,23 @@ def test_same_result_as_endpoint_client_against_the_sim():
         assert getattr(a, field) == getattr(b, field), field
     assert a.tool_calls and [(c.name, c.arguments) for c in a.tool_calls] == [(c.name, c.arguments) for c in b.tool_calls]
     assert len(a.chunk_times) == len(b.chunk_times)
+
+
+def test_the_connection_is_kept_and_reused_across_requests():
+    payload = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+               "max_tokens": 20, "ignore_eos": True}
+
+    async def go(url):
+        client = StreamClient(url)
+        seen = []
+        for _ in range(3):
+            result = await client.chat(payload, timeout=20)
+            assert result.ok
+            await asyncio.sleep(0.05)  # the chunked body's last chunk may follow [DONE]
+            seen.append(list(client._idle))
+        await client.aclose()
+        return seen
+    with serve_in_thread(SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000,
+                                     log_requests=False)) as sim:
+        seen = asyncio.run(go(sim.url))
+    assert all(len(idle) == 1 for idle in seen) and seen[0][0] is seen[1][0] is seen[2][0]

@@ -72,10 +72,21 @@ class _Response:
         self.t_token: float | None = None
         self.t_answer: float | None = None
         self.ended = False  # the HTTP body is complete
+        self.on_ended: Any = None  # called when a chunked body ends after the result was done
 
     # --- bytes in ---------------------------------------------------------------------------
     def feed(self, data: bytes | None) -> None:
         if self.done.done():
+            # [DONE] came before the chunked body's last chunk: read on to the end of the body, so
+            # the connection can be kept for the next request
+            if data is not None and self.chunked and not self.ended:
+                self.raw += data
+                try:
+                    self._dechunk(0.0)
+                except ValueError:
+                    self.keep_alive = False
+            elif data is None:
+                self.keep_alive = False
             return
         try:
             if data is None:
@@ -134,15 +145,17 @@ class _Response:
             if size == 0:
                 self.ended = True
                 del raw[:]
-                self._end()
+                if not self.done.done():
+                    self._end()
+                if self.on_ended is not None:
+                    self.on_ended()
                 return
             if len(raw) < eol + 2 + size + 2:
                 return
             payload = bytes(raw[eol + 2:eol + 2 + size])
             del raw[:eol + 2 + size + 2]
-            self._body(payload, now)
-            if self.done.done():
-                return
+            if not self.done.done():
+                self._body(payload, now)
 
     def _body(self, data: bytes, now: float) -> None:
         if self.status != 200:
@@ -316,15 +329,32 @@ class StreamClient:
         finally:
             timer.cancel()
             if conn is not None:
-                conn.sink = None
-                if response.keep_alive and response.ended and not conn.lost:
-                    self._idle.append(conn)
-                elif conn.transport is not None:
-                    conn.transport.close()
+                self._release(conn, response)
             result.t_end = _perf()
             result.ok = result.error is None
         retry = reused and response.status is None and not result.ok and not result.error.startswith("timed out")
         return result, retry
+
+    def _release(self, conn: _Conn, response: _Response) -> None:
+        """Back to the idle pool when the body ended cleanly; kept reading when only the chunked
+        body's last chunk is still to come after [DONE]; closed otherwise."""
+        if conn.lost or not response.keep_alive or conn.transport is None:
+            conn.sink = None
+            if conn.transport is not None:
+                conn.transport.close()
+        elif response.ended:
+            conn.sink = None
+            self._idle.append(conn)
+        elif response.result.saw_done and response.chunked:
+            def ended() -> None:
+                conn.sink = None
+                if response.keep_alive and not conn.lost:
+                    self._idle.append(conn)
+            response.on_ended = ended
+            conn.sink = response.feed
+        else:
+            conn.sink = None
+            conn.transport.close()
 
     async def _connection(self, result: ChatResult, budget: float) -> tuple[_Conn | None, bool]:
         while self._idle:

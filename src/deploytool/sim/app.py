@@ -60,6 +60,7 @@ class Generation:
         complete = False
         try:
             self.cached_tokens, prefill_s = engine.prefill(self.req.prompt_key, self.req.prompt_tokens)
+            prefill_s += engine.settings.schedule_latency_s
             async for unit in engine.pace(slot, self.plan.units, prefill_s, self.started):
                 yield unit
             complete = True

@@ -47,6 +47,12 @@ class SimSettings:
         "min(decode_tps, aggregate_tps / running). Unset: no cap.",
         None,
     )
+    schedule_latency_s: float = _opt(
+        "Fixed seconds between a request's admission and its prefill (a real server's tokenizing and "
+        "scheduling time): part of every time to first token. Used to give clients a TTFT that does not "
+        "depend on how each counts a prompt (benchmarks/agreement.py).",
+        0.0,
+    )
     decode_slowdown_tokens: int | None = _opt(
         "Decode slows with context: a request's speed is divided by (1 + context / this), context being its "
         "prompt plus the tokens generated so far (at this many tokens of context decode runs at half speed). "
@@ -93,6 +99,8 @@ class SimSettings:
             problems.append("aggregate_tps must be > 0 when set")
         if self.decode_slowdown_tokens is not None and self.decode_slowdown_tokens < 1:
             problems.append("decode_slowdown_tokens must be >= 1 when set")
+        if self.schedule_latency_s < 0:
+            problems.append("schedule_latency_s must be >= 0")
         if self.max_running_requests < 1:
             problems.append("max_running_requests must be >= 1")
         if self.max_total_tokens < 1 or self.context_length < 1:

@@ -81,7 +81,7 @@ def guidellm_run(url: str, a: argparse.Namespace) -> dict:
         argv = [a.guidellm, "run",
                 "--backend", f"kind=openai_http,target={url},model={MODEL},request_format=/v1/chat/completions",
                 "--profile", f"kind=concurrent,streams={a.concurrency}",
-                "--constraint", f"kind=max_requests,value={a.requests}",
+                "--constraint", f"kind=max_requests,count={a.requests}",
                 "--tokenizer", f"kind=huggingface_auto,model={sglang_tokenizer()}",
                 "--data", f"kind=synthetic_text,prompt_tokens={a.prompt_tokens},output_tokens={a.output_tokens}",
                 "--output", f"kind=json,path={out}", "--disable-console-interactive"]

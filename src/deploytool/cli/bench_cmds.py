@@ -28,7 +28,7 @@ def bench_command(
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
-    """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
+    """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method, run_bench
     from ..bench.compare import format_value
 

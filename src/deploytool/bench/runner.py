@@ -174,8 +174,11 @@ class BenchRunner:
             sent = len(records)
             server_requests = sw.counter_delta(before, after, sw.REQUESTS)
             peak = max(self._phase_peak.get(sw.RUNNING, 0.0), (after or {}).get(sw.RUNNING, 0.0)) if after else None
+            # The counter is the evidence: SGLang counts every finished request but its own health
+            # checks (log_metrics=False in http_server.py's health_generate). The running gauge is
+            # sampled, and may catch one health check beside the phase's own: two beyond it count.
             contaminated = (server_requests is not None and server_requests > sent) or (
-                schedule is None and peak is not None and peak > concurrency)
+                schedule is None and peak is not None and peak >= concurrency + 2)
             if contaminated and attempts == 1 and self.method.rerun_contaminated and self._remaining() > 0:
                 for r in records:
                     r.phase = "discarded"

@@ -228,9 +228,12 @@ def main() -> None:
             best[r["client"]] = r
     if "deploytool" in best and "sglang.bench_serving" in best:
         ours, theirs = best["deploytool"], best["sglang.bench_serving"]
+        import statistics as st
+        cpu_ours = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "deploytool")
+        cpu_theirs = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "sglang.bench_serving")
         print(f"best of {args.repeat}: throughput deploytool/sglang = {ours['throughput'] / theirs['throughput']:.3f}; "
-              f"CPU per token deploytool/sglang = "
-              f"{min(r['cpu_ms_per_1k'] for r in rows if r['client'] == 'deploytool') / min(r['cpu_ms_per_1k'] for r in rows if r['client'] == 'sglang.bench_serving'):.3f}")
+              f"median CPU per token deploytool/sglang = {cpu_ours / cpu_theirs:.3f} (single runs of the marginal "
+              "CPU vary a lot on a shared machine: compare medians)")
     import statistics
     for name in best:
         cpu = [r["cpu_ms_per_1k"] for r in rows if r["client"] == name]

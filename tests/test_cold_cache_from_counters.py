@@ -21,7 +21,7 @@ def _bench(**sim: object):
     settings = SimSettings(startup_seconds=0, log_requests=False, decode_tps=4000, prefill_tps=2_000_000,
                            default_chat_template_kwargs='{"enable_thinking": false}', **sim)
     method = build_method(quick=True).model_copy(update={
-        "warmup_requests": 1, "decode_requests": 3, "decode_output_tokens": 20, "load_concurrency": [2],
+        "repeats": 1, "warmup_requests": 1, "decode_requests": 3, "decode_output_tokens": 20, "load_concurrency": [2],
         "load_requests_per_slot": 2, "load_output_tokens": 20, "prefill_prompt_tokens": [1000],
         "prefill_prompts_each": 2, "prefill_output_tokens": 4})
     with serve_in_thread(settings, wait_ready=True) as handle:
@@ -56,6 +56,11 @@ def test_neither_cache_report_nor_metrics_is_not_measured_and_fails_with_a_hint(
     assert check.source == "none" and not check.reported and not check.ok
     assert "not measured" in check.message
     assert "enable-cache-report: true" in check.message and "enable-metrics: true" in check.message
+    # the rest of what /metrics gives is "not measured" too, and the run goes on without it
+    assert all(g.idle_wait["idle"] is None and g.server_requests is None and not g.contaminated for g in run.groups)
+    assert run.groups and all(g.completed for g in run.groups) and not run.invalid_groups
+    assert any(n.startswith("not measured: idle-server wait") and "404" in n for n in run.notes)
+    assert run.server["window_measured"]["why"] and not run.server["server_figures"].get("cache_hit_rate")
 
 
 def test_window_figures_are_counter_differences() -> None:
@@ -101,3 +106,7 @@ def test_the_performance_suites_cold_cache_gate_follows_the_counters(tmp_path) -
     blind = _performance(tmp_path / "blind")  # neither metrics nor cache report: not measured, fails
     gate = next(g for g in blind.gates if g.name == "prefix cache stayed cold")
     assert not gate.passed and "enable-metrics: true" in gate.detail
+    idle = next(g for g in blind.gates if g.name == "phases measured on an idle server")
+    assert not idle.passed and idle.measured is None and "not measured" in idle.detail
+    idle = next(g for g in cold.gates if g.name == "phases measured on an idle server")
+    assert idle.passed and idle.measured == 0

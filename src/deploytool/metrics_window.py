@@ -15,29 +15,44 @@ after a phase, subtract, and the phase alone is measured.
 
 Labelled series (is_streaming, cache_source, ranks) are summed. /metrics exists only with
 --enable-metrics; without it every figure is None and `why` says so.
+
+The same snapshots carry the load gauges, so bench can wait for an idle server before a phase
+and tell afterwards whether the server did more than the phase sent (docs/bench.md):
+
+    idle = await wait_idle(client, timeout_s=120)   # running == 0 and queued == 0, bounded
+    before = await snapshot(client)
+    ... run the phase ...
+    w = window(before, await snapshot(client))
+    extra = w.delta(REQUESTS) - sent                # > 0: leftover work ran meanwhile
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PROMPT = "sglang:prompt_tokens_total"
 GENERATED = "sglang:generation_tokens_total"
 CACHED = "sglang:cached_tokens_total"
 VERIFY = "sglang:spec_verify_calls_total"
-REQUESTS = "sglang:num_requests_total"
+REQUESTS = "sglang:num_requests_total"  # counted when a request finishes (aborted ones too)
 COUNTERS = (PROMPT, GENERATED, CACHED, VERIFY, REQUESTS)
+RUNNING = "sglang:num_running_reqs"
+QUEUED = "sglang:num_queue_reqs"
+GAUGES = (RUNNING, QUEUED)
 
 
 @dataclass
 class CounterSnapshot:
-    """The counters at one instant (time.monotonic()); `counters` is None when /metrics could not be read."""
+    """The counters (and load gauges) at one instant (time.monotonic()); `counters` is None when
+    /metrics could not be read, and `why` says why."""
 
     at: float
     counters: dict[str, float] | None
     why: str | None = None
+    gauges: dict[str, float] | None = None
 
 
 @dataclass
@@ -49,6 +64,10 @@ class Window:
     @property
     def measured(self) -> bool:
         return self.why is None
+
+    def delta(self, name: str) -> float | None:
+        """One counter's difference over the window; None when not measured (or the server has no such counter)."""
+        return self.deltas.get(name) if self.measured else None
 
     @property
     def prompt_tokens(self) -> float | None:
@@ -84,6 +103,22 @@ class Window:
                 "output_tps": self.output_tps}
 
 
+def combine(windows: list[Window]) -> Window | None:
+    """Several windows as one (their deltas and seconds added), e.g. every phase that must find a
+    cold cache; not measured when any of them was not. None for no window at all."""
+    if not windows:
+        return None
+    unmeasured = next((w for w in windows if not w.measured), None)
+    seconds = sum(w.seconds for w in windows)
+    if unmeasured is not None:
+        return Window(seconds, why=unmeasured.why)
+    deltas: dict[str, float] = {}
+    for w in windows:
+        for name, value in w.deltas.items():
+            deltas[name] = deltas.get(name, 0.0) + value
+    return Window(seconds, deltas)
+
+
 def counters_from(metrics: dict[str, float] | None) -> dict[str, float] | None:
     """The counters this module uses, from a parsed /metrics (bench.server.parse_prometheus)."""
     if metrics is None:
@@ -103,7 +138,8 @@ async def snapshot(client: Any, timeout: float = 10.0) -> CounterSnapshot:
     if response.status_code != 200:
         return CounterSnapshot(at, None, f"/metrics answered HTTP {response.status_code} "
                                          "(SGLang serves it only with --enable-metrics)")
-    return CounterSnapshot(at, counters_from(parse_prometheus(response.text)))
+    metrics = parse_prometheus(response.text)
+    return CounterSnapshot(at, counters_from(metrics), gauges={n: metrics[n] for n in GAUGES if n in metrics})
 
 
 def window(before: CounterSnapshot, after: CounterSnapshot) -> Window:
@@ -121,3 +157,34 @@ def window(before: CounterSnapshot, after: CounterSnapshot) -> Window:
                                            f"{after.counters[name]}): the server restarted during the window")
             deltas[name] = delta
     return Window(seconds, deltas)
+
+
+@dataclass
+class IdleWait:
+    idle: bool | None  # None: the server has no readable /metrics, so idleness was not measured
+    waited_s: float
+    running: float | None
+    queued: float | None
+    timeout_s: float
+    why: str | None = None  # why idleness was not measured
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+async def wait_idle(client: Any, timeout_s: float, poll_s: float = 0.1) -> IdleWait:
+    """Poll /metrics until the server reports no running and no queued request, at most timeout_s.
+    Without /metrics (SGLang serves it only with --enable-metrics) this returns at once, idle None."""
+    started = time.monotonic()
+    while True:
+        snap = await snapshot(client, timeout=5.0)
+        waited = time.monotonic() - started
+        gauges = snap.gauges or {}
+        if snap.counters is None or RUNNING not in gauges:
+            return IdleWait(None, waited, None, None, timeout_s, why=snap.why or f"/metrics has no {RUNNING}")
+        running, queued = gauges.get(RUNNING, 0.0), gauges.get(QUEUED, 0.0)
+        if running == 0 and queued == 0:
+            return IdleWait(True, waited, running, queued, timeout_s)
+        if waited >= timeout_s:
+            return IdleWait(False, waited, running, queued, timeout_s)
+        await asyncio.sleep(poll_s)

@@ -64,15 +64,22 @@ class Generation:
             self.cached_tokens, prefill_s = engine.prefill(self.req.prompt_key, self.req.prompt_tokens)
             forced = int(self.req.prompt_tokens * self.settings.cached_prompt_fraction)  # the test option
             self.cached_tokens = min(self.req.prompt_tokens - 1, max(self.cached_tokens, forced))
+            prefill_s += engine.settings.schedule_latency_s
             async for unit in engine.pace(slot, self.plan.units, prefill_s, self.started):
                 yield unit
             complete = True
+            if not self.plan.tool_calls:
+                # The conversation a multi-turn client sends next: this prompt plus this answer.
+                engine.remember_turn(f"{self.req.prompt_key}\n<|assistant|>{self.plan.text_of('content') or ''}")
         finally:
             engine.release(slot)
             stats = engine.stats
             stats.prompt_tokens += self.req.prompt_tokens
             stats.cached_tokens += self.cached_tokens
-            stats.count_request(self.req.stream, self.req.prompt_tokens, self.plan.completion_tokens,
+            # the tokens generated, not the plan's: an aborted request counts what it produced
+            # (tokenizer_manager.py passes the request's completion_tokens so far to
+            # observe_one_finished_request, aborts included)
+            stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
                                 self.settings.spec_accept_length)
             stats.requests += 1
             stats.aborted += 0 if complete else 1
@@ -194,8 +201,13 @@ class SimServer:
         if req.stream:
             return StreamingResponse(self._sse(gen), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        async for _ in gen.units():
-            pass  # same schedule as a stream: the reply is ready when the last token would be
+        # Same schedule as a stream: the reply is ready when the last token would be. A client
+        # that goes away meanwhile aborts the request, as SGLang does (tokenizer_manager.py
+        # `_wait_one_response`: "Request is disconnected from the client side ... Abort request",
+        # checked every SGLANG_REQUEST_STATE_WAIT_TIMEOUT = 4 s there; at once here).
+        if not await _unless_disconnected(_drain(gen), request):
+            log("client disconnected: request aborted")
+            return Response(status_code=499)
         # ChatMessage drops tool_calls when None; with tool calls the content is "" (the parser
         # keeps no normal text), as in sglang's non-streamed path (serving_chat.py).
         message: dict[str, Any] = {"role": "assistant",
@@ -283,6 +295,37 @@ async def _overflow_events(exc: "KVPoolOverflow") -> AsyncIterator[str]:
     body = {"error": {"object": "error", "message": exc.message, "type": "BAD_REQUEST", "param": None, "code": 400}}
     yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+async def _drain(gen: Generation) -> None:
+    async for _ in gen.units():
+        pass
+
+
+async def _unless_disconnected(work: Any, request: Request) -> bool:
+    """Run `work`; cancel it if the client disconnects first (its slot is freed and the request
+    counted as aborted). True when the work finished. Streams need no watcher: starlette stops a
+    StreamingResponse whose client went away, which closes the generator the same way."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while True:  # the body was read already, so the next message is http.disconnect
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task.cancelled():
+        return False
+    task.result()
+    return True
 
 
 def _delta(unit: Unit) -> dict[str, Any]:

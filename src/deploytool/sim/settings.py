@@ -54,6 +54,18 @@ class SimSettings:
         "min(decode_tps, aggregate_tps / running). Unset: no cap.",
         None,
     )
+    schedule_latency_s: float = _opt(
+        "Fixed seconds between a request's admission and its prefill (a real server's tokenizing and "
+        "scheduling time): part of every time to first token. Used to give clients a TTFT that does not "
+        "depend on how each counts a prompt (benchmarks/agreement.py).",
+        0.0,
+    )
+    decode_slowdown_tokens: int | None = _opt(
+        "Decode slows with context: a request's speed is divided by (1 + context / this), context being its "
+        "prompt plus the tokens generated so far (at this many tokens of context decode runs at half speed). "
+        "Unset: decode speed does not depend on context.",
+        None,
+    )
     max_running_requests: int = _opt(
         "Requests decoded at once per DP rank; later ones wait in a FIFO queue. /server_info reports the "
         "flag as null unless it was given (as SGLang does) and the limit in internal_states[]."
@@ -119,6 +131,10 @@ class SimSettings:
             problems.append("decode_tps and prefill_tps must be > 0")
         if self.aggregate_tps is not None and self.aggregate_tps <= 0:
             problems.append("aggregate_tps must be > 0 when set")
+        if self.decode_slowdown_tokens is not None and self.decode_slowdown_tokens < 1:
+            problems.append("decode_slowdown_tokens must be >= 1 when set")
+        if self.schedule_latency_s < 0:
+            problems.append("schedule_latency_s must be >= 0")
         if self.max_running_requests < 1:
             problems.append("max_running_requests must be >= 1")
         if self.max_total_tokens < 1 or self.context_length < 1:

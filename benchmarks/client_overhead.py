@@ -96,7 +96,10 @@ def start_sim(decode_tps: float, max_running: int = 8, schedule_latency_s: float
     argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
             "--startup-seconds", "0", "--decode-tps", str(decode_tps), "--prefill-tps", "1e8",
             "--max-running-requests", str(max_running), "--served-model-name", model, "--no-log-requests",
-            "--schedule-latency-s", str(schedule_latency_s)]
+            "--schedule-latency-s", str(schedule_latency_s),
+            # SGLang's clients send no chat_template_kwargs, and the sim (as SGLang with a reasoning
+            # parser) thinks by default: off here, so every client gets the same answer-only stream
+            "--default-chat-template-kwargs", '{"enable_thinking": false}']
     return _wait_up(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
 
 

@@ -36,27 +36,33 @@ CHILD_TIMEOUT_S = 300
 
 
 # --- the deploytool side, run in a child process -------------------------------------------------
-def deploytool_child(url: str, requests: int, concurrency: int, tokens: int) -> None:
-    """The bench's own request path (BenchRunner._run_group -> EndpointClient.chat -> records)."""
+def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, http: str = "raw") -> None:
+    """The bench's own request path (BenchRunner._pool -> send -> EndpointClient.chat -> records)."""
     from deploytool.bench import build_method
-    from deploytool.bench.runner import BenchRunner, _Spec
+    from deploytool.bench.runner import BenchRunner, Spec
     from deploytool.client import EndpointClient
     from deploytool.bench import stats
     from deploytool.targets import Target
 
     method = build_method(quick=True, request_timeout_s=120)
-    runner = BenchRunner(Target(url=url, profile=None), method, progress=False)
+    runner = BenchRunner(Target(url=url, profile=None), method, progress=False, http=http)
 
     async def go() -> dict:
         runner.t0 = time.perf_counter()
         runner.deadline = runner.t0 + CHILD_TIMEOUT_S
         runner.model_id = "firehose"
         async with EndpointClient(url, timeout=120, max_connections=concurrency) as client:
-            await runner._run_group(client, [_Spec("warmup", "warmup", 1, 0, 64, tokens)], 1)
-            specs = [_Spec("load", "load", concurrency, i, 64, tokens) for i in range(requests)]
+            runner.client = client
+            if http == "raw":  # bench's own streaming path (bench/stream.py), as BenchRunner.session sets it
+                from deploytool.bench.stream import StreamClient
+                runner.stream = StreamClient(url)
+            await runner._pool([runner.job(Spec("warmup", "warmup", 1, 0, 64, tokens))], 1, "warmup")
+            runner._current = []
+            jobs = [runner.job(Spec("load", "load", concurrency, i, 64, tokens)) for i in range(requests)]
             cpu0 = time.process_time()
-            records = await runner._run_group(client, specs, concurrency)
+            await runner._pool(jobs, concurrency, "load")
             cpu = time.process_time() - cpu0
+            records = runner._current
         done = [r for r in records if r.ok]
         return {"requests": requests, "completed": len(done), "tokens": sum(r.output_tokens or 0 for r in done),
                 "throughput": stats.aggregate_output_tps(records), "cpu_load_s": cpu,
@@ -76,14 +82,28 @@ def start_server(paced_tps: float | None = None) -> tuple[subprocess.Popen, str]
     """The firehose (stream_server.py), or with paced_tps the sim in its own process, each
     request paced at that many tokens/s: a server both clients keep up with, so their reported
     throughputs can be compared."""
+    if paced_tps is not None:
+        return start_sim(paced_tps)
     port = free_port()
-    if paced_tps is None:
-        argv = [sys.executable, str(HERE / "stream_server.py"), "--port", str(port)]
-    else:
-        argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                "--startup-seconds", "0", "--decode-tps", str(paced_tps), "--prefill-tps", "1e8",
-                "--max-running-requests", "8", "--served-model-name", "firehose", "--no-log-requests"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return _wait_up(subprocess.Popen([sys.executable, str(HERE / "stream_server.py"), "--port", str(port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
+
+
+def start_sim(decode_tps: float, max_running: int = 8, schedule_latency_s: float = 0.0,
+              model: str = "firehose") -> tuple[subprocess.Popen, str]:
+    """The sim in its own process: every request decodes at decode_tps, prefill near instant."""
+    port = free_port()
+    argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
+            "--startup-seconds", "0", "--decode-tps", str(decode_tps), "--prefill-tps", "1e8",
+            "--max-running-requests", str(max_running), "--served-model-name", model, "--no-log-requests",
+            "--schedule-latency-s", str(schedule_latency_s),
+            # SGLang's clients send no chat_template_kwargs, and the sim (as SGLang with a reasoning
+            # parser) thinks by default: off here, so every client gets the same answer-only stream
+            "--default-chat-template-kwargs", '{"enable_thinking": false}']
+    return _wait_up(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
+
+
+def _wait_up(proc: subprocess.Popen, port: int) -> tuple[subprocess.Popen, str]:
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -119,9 +139,9 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None) -> tuple[st
     return text, time.perf_counter() - started, usage.ru_utime + usage.ru_stime
 
 
-def deploytool_run(url: str, requests: int, concurrency: int, tokens: int) -> dict:
+def deploytool_run(url: str, requests: int, concurrency: int, tokens: int, http: str = "raw") -> dict:
     text, wall, cpu = run_measured([sys.executable, __file__, "--child", "--url", url, "--requests", str(requests),
-                                    "--concurrency", str(concurrency), "--tokens", str(tokens)])
+                                    "--concurrency", str(concurrency), "--tokens", str(tokens), "--http", http])
     data = json.loads(text.strip().splitlines()[-1])
     data.update(cpu_process_s=cpu, wall_s=wall)
     return data
@@ -161,14 +181,20 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=96)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-sglang", action="store_true", help="Only deploytool's client.")
+    parser.add_argument("--http", default="raw",
+                        help="deploytool's streaming path(s), comma-separated: raw (bench/stream.py, bench's "
+                             "default) and/or httpx (the shared EndpointClient), e.g. --http raw,httpx")
     parser.add_argument("--paced", type=float, metavar="TPS",
                         help="Against the sim paced at TPS tokens/s per request instead of the firehose "
                              "(compares reported throughput; e.g. --paced 2500 --large 48).")
     args = parser.parse_args()
     if args.child:
-        deploytool_child(args.url, args.requests, args.concurrency, args.tokens)
+        deploytool_child(args.url, args.requests, args.concurrency, args.tokens, args.http)
         return
-    clients = {"deploytool": deploytool_run}
+    clients = {}
+    for http in args.http.split(","):
+        name = "deploytool" if http == "raw" else f"deploytool ({http})"
+        clients[name] = lambda *a, _http=http: deploytool_run(*a, http=_http)
     if not args.no_sglang:
         if not SGLANG_PY.exists():
             raise SystemExit("benchmarks/.venv-sglang is missing: run benchmarks/setup_sglang_client.sh (or --no-sglang)")
@@ -203,11 +229,18 @@ def main() -> None:
         cur = best.setdefault(r["client"], r)
         if r["throughput"] > cur["throughput"]:
             best[r["client"]] = r
-    if len(best) == 2:
+    if "deploytool" in best and "sglang.bench_serving" in best:
         ours, theirs = best["deploytool"], best["sglang.bench_serving"]
+        import statistics as st
+        cpu_ours = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "deploytool")
+        cpu_theirs = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "sglang.bench_serving")
         print(f"best of {args.repeat}: throughput deploytool/sglang = {ours['throughput'] / theirs['throughput']:.3f}; "
-              f"CPU per token deploytool/sglang = "
-              f"{min(r['cpu_ms_per_1k'] for r in rows if r['client'] == 'deploytool') / min(r['cpu_ms_per_1k'] for r in rows if r['client'] != 'deploytool'):.3f}")
+              f"median CPU per token deploytool/sglang = {cpu_ours / cpu_theirs:.3f} (single runs of the marginal "
+              "CPU vary a lot on a shared machine: compare medians)")
+    import statistics
+    for name in best:
+        cpu = [r["cpu_ms_per_1k"] for r in rows if r["client"] == name]
+        print(f"{name}: CPU ms per 1k tokens, median {statistics.median(cpu):.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
 
 
 if __name__ == "__main__":

@@ -49,8 +49,12 @@ def sglang_auth():
 
 @pytest.fixture(scope="module")
 def keyed_sim():
+    # as the sim profile starts it (issue 8's sim defaults are SGLang's): thinking off by default,
+    # /metrics served, cached_tokens reported
     handle = serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
-                                         log_requests=False, api_key=KEY), wait_ready=True)
+                                         log_requests=False, api_key=KEY,
+                                         default_chat_template_kwargs='{"enable_thinking": false}',
+                                         enable_metrics=True, enable_cache_report=True), wait_ready=True)
     yield handle
     handle.stop()
 

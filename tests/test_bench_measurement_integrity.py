@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from deploytool.bench.prompts import PromptFactory
 from deploytool.bench.results import RequestRecord
-from deploytool.bench.runner import _cache_check, run_bench_sync
+from deploytool.bench.assemble import cache_check as _cache_check
+from deploytool.bench.runner import run_bench_sync
 from deploytool.bench.server import parse_prometheus
 from deploytool.cli.app import app
 from deploytool.sim import count_tokens

@@ -43,7 +43,8 @@ class _SimProcess:
             port = probe.getsockname()[1]
         argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
                 "--startup-seconds", "0", "--no-log-requests", "--decode-tps", str(settings.decode_tps),
-                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests)]
+                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests),
+                "--enable-metrics", "--enable-cache-report", "--default-chat-template-kwargs", '{"enable_thinking": false}']
         if settings.aggregate_tps:
             argv += ["--aggregate-tps", str(settings.aggregate_tps)]
         for fault in settings.faults:
@@ -70,7 +71,8 @@ class _SimProcess:
 
 
 def _settings(**kw) -> SimSettings:
-    return SimSettings(startup_seconds=0, log_requests=False, decode_tps=kw.pop("decode_tps", DECODE_TPS),
+    return SimSettings(startup_seconds=0, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True,
+                       decode_tps=kw.pop("decode_tps", DECODE_TPS),
                        prefill_tps=kw.pop("prefill_tps", PREFILL_TPS),
                        max_running_requests=kw.pop("max_running_requests", MAX_RUNNING), **kw)
 
@@ -91,7 +93,7 @@ def _tiny(**kw):
                     decode_output_tokens=60, decode_prompt_tokens=64, load_concurrency=[4],
                     load_requests_per_slot=2, load_output_tokens=60, prefill_prompt_tokens=[8000],
                     prefill_prompts_each=2, sweep_output_tokens=40, sweep_requests_per_slot=1,
-                    metrics_interval_s=0.2, request_timeout_s=20, run_timeout_s=60)
+                    metrics_interval_s=0.2, request_timeout_s=20, run_timeout_s=60, repeats=1)
     settings.update(kw)
     return build_method(**settings)
 
@@ -166,7 +168,7 @@ class _FixedPrefix(PromptFactory):
 def test_cache_check_catches_a_prefix_cache_hit():
     handle = _sim_in_thread()
     try:
-        runner = BenchRunner(Target(url=handle.url, profile=None), _tiny(prefill_prompt_tokens=[2000]), progress=False)
+        runner = BenchRunner(Target(url=handle.url, profile=None), _tiny(prefill_prompt_tokens=[2000], idle_timeout_s=3), progress=False)
         runner.prompts = _FixedPrefix(seed=1)
         import asyncio
 
@@ -226,7 +228,7 @@ def test_compare_ratios_and_method_check(tmp_path):
     row = next(r for r in comparison.rows if r.key == "decode_c1_tps")
     assert row.ratios[1] == pytest.approx(row.values[1] / row.values[0])
     assert row.ratios[1] == pytest.approx(2.0, rel=0.12)
-    assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x)" in row.change_text(1)
+    assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x [" in row.change_text(1)
 
     # a run with another method is refused, or shown flagged when asked
     handle = _sim_in_thread()

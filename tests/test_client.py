@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from deploytool.bench.runner import _split_reasoning
+from deploytool.bench.assemble import split_reasoning as _split_reasoning
 from deploytool.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False)
+FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
 WEATHER = {"type": "function", "function": {
     "name": "get_current_weather", "description": "Get the current weather in a given city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

@@ -29,7 +29,7 @@ def free_port() -> int:
 
 def sim(**overrides):
     return serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
-                                       log_requests=False, **overrides), wait_ready=True)
+                                       log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True, **overrides), wait_ready=True)
 
 
 def test_pass_is_exit_0_with_a_json_document(tmp_path: Path, capsys) -> None:

@@ -24,7 +24,7 @@ from test_qualify_suites import qualify, sim
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST_SIM = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False)
+FAST_SIM = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
 
 
 @pytest.fixture(scope="module")

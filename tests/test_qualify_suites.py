@@ -33,7 +33,10 @@ LIMIT = 20
 
 
 def sim(**overrides):
-    settings = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False)
+    # as the sim profile starts it: thinking off by default as the gateway expects, metrics and cache report on
+    settings = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False,
+                    default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True,
+                    enable_cache_report=True)
     settings.update(overrides)
     return serve_in_thread(SimSettings(**settings), wait_ready="never_ready" not in settings.get("faults", ()))
 
@@ -185,9 +188,14 @@ def test_reasoning_inline_in_content_fails_the_contract(tmp_path: Path) -> None:
 
 
 def test_thinking_on_by_default_breaks_the_contract(tmp_path: Path) -> None:
-    with sim(thinking_default=True) as handle:
+    # SGLang with --reasoning-parser qwen3 and no --default-chat-template-kwargs: the parser's
+    # 'enable_thinking' mode thinks when the request does not say
+    with sim(default_chat_template_kwargs=None) as handle:
         report = qualify(handle.url, tmp_path, suites=["contract"])
-    assert "thinking default: measured on, needs == off" in report.suite("contract").reason
+    contract = report.suite("contract")
+    assert "thinking default: measured on, needs == off" in contract.reason
+    assert "default-chat-template-kwargs" in contract.reason  # what to change, named
+    assert contract.figures["server_configuration"]["reasoning_parser"] == "qwen3"
 
 
 def test_contract_compares_with_the_previous_release(healthy, tmp_path: Path) -> None:
@@ -218,7 +226,7 @@ def test_preflight_gates_on_kv_pool_and_running_requests(tmp_path: Path) -> None
         report = qualify(handle.url, tmp_path, suites=["preflight"], overrides={"preflight": {"min_running_requests": 8}})
     reason = report.suite("preflight").reason
     assert "KV pool tokens (max_total_num_tokens) >= context length: measured 100000, needs >= 262144" in reason
-    assert "max running requests: measured 4, needs >= 8" in reason
+    assert "running-request limit: measured 4, needs >= 8" in reason
 
 
 def test_suites_that_do_not_apply_are_skipped_with_the_reason(tmp_path: Path) -> None:
@@ -284,7 +292,7 @@ def test_profile_selects_suites_and_flags_override_it(healthy, tmp_path: Path) -
     profile.qualify = {"suites": ["preflight", "contract"], "preflight": {"min_running_requests": 64}}
     report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "a", progress=False)
     assert [s.name for s in report.suites] == ["preflight", "contract"]
-    assert "max running requests: measured 16, needs >= 64" in report.suite("preflight").reason
+    assert "running-request limit: measured 16, needs >= 64" in report.suite("preflight").reason
     report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "b", progress=False,
                                overrides={"preflight": {"min_running_requests": 8}})
     assert report.passed

@@ -55,7 +55,8 @@ def test_the_yaml_has_text_cases_and_a_mixed_multi_image_one() -> None:
 # --- against the reference runtime ----------------------------------------------------------------
 
 def test_text_cases_are_skipped_with_the_reason_against_the_sim(tmp_path: Path) -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False)
+    settings = SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False,
+                           default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings, wait_ready=True) as handle:
         report = qualify(handle.url, tmp_path)
     result = report.suite("vision")

@@ -19,7 +19,7 @@ from PIL import Image, ImageDraw
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
-FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False)
+FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
 CHAT = "/v1/chat/completions"
 GSM8K = Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"  # shipped
 
@@ -79,7 +79,7 @@ def test_tool_call_picks_best_tool_and_fills_schema(client: httpx.Client) -> Non
     out = ask(client, "What will the weather be in Lisbon over the next 3 days, in fahrenheit?", tools=TOOLS)
     assert out["choices"][0]["finish_reason"] == "tool_calls"
     msg = message(out)
-    assert msg["content"] is None
+    assert msg["content"] == ""  # sglang's non-streamed tool-call answer keeps no normal text
     (call,) = msg["tool_calls"]
     assert call["type"] == "function" and call["id"].startswith("call_")
     assert call["function"]["name"] == "get_current_weather"
@@ -95,8 +95,8 @@ def test_streamed_tool_call_deltas_concatenate_to_the_call(client: httpx.Client)
     head, rest = deltas[0], deltas[1:]
     assert head["index"] == 0 and head["id"].startswith("call_") and head["type"] == "function"
     assert head["function"] == {"name": "get_stock_price", "arguments": ""}
-    assert len(rest) > 3 and all(set(d) == {"index", "function"} and set(d["function"]) == {"arguments"}
-                                 for d in rest)
+    # sglang's qwen25 parser streams a one-parameter call's arguments as one delta (sim/toolformats.py)
+    assert len(rest) == 1 and all(d["id"] is None and d["function"]["name"] is None for d in rest)
     arguments = "".join(d["function"]["arguments"] for d in rest)
     assert json.loads(arguments) == json.loads(plain["function"]["arguments"]) == {"ticker": "NVDA"}
 
@@ -110,10 +110,10 @@ def test_parallel_calls_one_per_subject(client: httpx.Client) -> None:
         assert len({c["id"] for c in calls}) == 2
     deltas, _ = stream_tool_deltas(client, {"messages": [{"role": "user", "content": "weather in Oslo and Rome"}],
                                             "tools": TOOLS})
-    heads = [d for d in deltas if "id" in d]
+    heads = [d for d in deltas if d["id"]]
     assert [h["index"] for h in heads] == [0, 1]
     for i, city in enumerate(["Oslo", "Rome"]):
-        args = "".join(d["function"]["arguments"] for d in deltas if d["index"] == i and "id" not in d)
+        args = "".join(d["function"]["arguments"] for d in deltas if d["index"] == i and not d["id"])
         assert json.loads(args)["city"] == city
     single = message(ask(client, "weather in Oslo and Rome", tools=TOOLS, parallel_tool_calls=False))
     assert len(single["tool_calls"]) == 1
@@ -123,13 +123,13 @@ def test_irrelevant_request_calls_no_tool(client: httpx.Client) -> None:
     out = ask(client, "Write a haiku about autumn leaves.", tools=TOOLS)
     assert out["choices"][0]["finish_reason"] == "stop"
     msg = message(out)
-    assert msg["tool_calls"] is None
+    assert msg.get("tool_calls") is None
     assert "None of the provided tools applies" in msg["content"]
 
 
 def test_tool_choice_none_required_and_named(client: httpx.Client) -> None:
     none = message(ask(client, "weather in Paris", tools=TOOLS, tool_choice="none"))
-    assert none["tool_calls"] is None
+    assert none.get("tool_calls") is None
     required = message(ask(client, "Write a haiku", tools=TOOLS, tool_choice="required"))
     assert required["tool_calls"][0]["function"]["name"] == "get_stock_price"  # no match: the first tool
     named = message(ask(client, "weather in Paris", tools=TOOLS,
@@ -153,7 +153,7 @@ def test_tool_result_round_trip(client: httpx.Client) -> None:
              {"role": "tool", "tool_call_id": call["id"], "content": '{"temp_c": 18, "sky": "clear"}'}]
     out = client.post(CHAT, json={"messages": convo, "tools": TOOLS}).json()
     msg = message(out)
-    assert msg["tool_calls"] is None and out["choices"][0]["finish_reason"] == "stop"
+    assert msg.get("tool_calls") is None and out["choices"][0]["finish_reason"] == "stop"
     assert msg["content"] == 'The tool returned: {"temp_c": 18, "sky": "clear"}'
 
 
@@ -162,7 +162,7 @@ def test_no_tools_setting_leaves_raw_call_text() -> None:
         out = httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "weather in Paris"}],
                                                 "tools": TOOLS}).json()
     msg = message(out)
-    assert msg["tool_calls"] is None and out["choices"][0]["finish_reason"] == "stop"
+    assert msg.get("tool_calls") is None and out["choices"][0]["finish_reason"] == "stop"
     assert msg["content"].startswith("<tool_call>") and '"name": "get_current_weather"' in msg["content"]
 
 

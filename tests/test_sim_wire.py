@@ -18,7 +18,7 @@ import pytest
 from deploytool.sim import SimSettings, count_tokens, serve_in_thread
 from deploytool.sim.tokens import fragments
 
-FAST = dict(startup_seconds=0.0, decode_tps=5000.0, prefill_tps=1e7, log_requests=False)
+FAST = dict(startup_seconds=0.0, decode_tps=5000.0, prefill_tps=1e7, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
 CHAT = "/v1/chat/completions"
 
 
@@ -72,16 +72,28 @@ def test_server_info_reports_settings(client: httpx.Client, sim: Any) -> None:
     assert info["simulator"] is True
     assert info["version"].startswith("sim-")
     assert info["served_model_name"] == "sim-model"
-    assert info["context_length"] == 262144
+    # flags that were not given are null, as SGLang's resolved ServerArgs report them
+    assert info["context_length"] is None and info["max_running_requests"] is None
     assert info["max_total_num_tokens"] == 300000
-    assert info["max_running_requests"] == 8
     assert info["chunked_prefill_size"] == 8192
     assert info["speculative_algorithm"] is None and info["speculative_num_steps"] is None
-    assert info["tp_size"] == 1 and info["port"] == sim.port
-    state = info["internal_states"][0]
-    assert state["avg_spec_accept_length"] == 0.0
+    assert info["tp_size"] == 1 and info["dp_size"] == 1 and info["port"] == sim.port
+    (state,) = info["internal_states"]
+    assert state["effective_max_running_requests_per_dp"] == 8
+    assert "avg_spec_accept_length" not in state  # only with speculative decoding
+    assert state["memory_usage"]["token_capacity"] == 300000 and "decode" in state["memory_usage"]["graph"]
     assert isinstance(state["last_gen_throughput"], float)
+    assert {"cuda_graph_max_bs_decode", "disable_decode_cuda_graph"} <= info.keys()
     assert info["sim_settings"]["decode_tps"] == 5000.0
+
+
+def test_server_info_reports_flags_that_were_given() -> None:
+    settings = SimSettings.from_env_and_args(["--max-running-requests", "8", "--context-length", "262144",
+                                              "--dp-size", "2", "--startup-seconds", "0", "--no-log-requests"], env={})
+    with serve_in_thread(settings, wait_ready=True) as handle:
+        info = httpx.get(handle.url + "/server_info").json()
+    assert info["max_running_requests"] == 8 and info["context_length"] == 262144
+    assert [s["effective_max_running_requests_per_dp"] for s in info["internal_states"]] == [8, 8]
 
 
 def test_speculative_settings_are_reported() -> None:
@@ -90,14 +102,16 @@ def test_speculative_settings_are_reported() -> None:
         metrics = httpx.get(handle.url + "/metrics").text
     assert info["speculative_algorithm"] == "EAGLE" and info["speculative_num_steps"] == 3
     assert info["internal_states"][0]["avg_spec_accept_length"] == 3.2
-    assert 'sglang:spec_accept_length{model_name="sim-model"} 3.2' in metrics
+    assert 'sglang:spec_accept_length{model_name="sim-model",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 3.2' in metrics
+    assert "sglang:spec_verify_calls_total{" in metrics
 
 
 def test_model_info(client: httpx.Client) -> None:
     info = client.get("/get_model_info").json()
-    assert info == {"model_path": "deploytool/sim-model", "tokenizer_path": "deploytool/sim-model",
-                    "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
-                    "has_image_understanding": True, "model_type": "simulator"}
+    assert client.get("/model_info").json() == info
+    assert info["weight_version"] == "default" and info["reasoning_parser"] == "qwen3"
+    assert info["tool_call_parser"] == "qwen25" and info["architectures"] == ["DeploytoolSimulator"]
+    assert info["has_image_understanding"] is True and info["model_type"] == "simulator"
 
 
 def test_metrics_prometheus_text(client: httpx.Client) -> None:
@@ -128,7 +142,8 @@ def test_unknown_route_is_404_json(client: httpx.Client) -> None:
 def test_health_is_503_until_startup_finished() -> None:
     started = time.monotonic()  # the simulated start-up cannot end before 0.6 s from here
     with serve_in_thread(SimSettings(**{**FAST, "startup_seconds": 0.6})) as handle:
-        assert httpx.get(handle.url + "/health").status_code == 503
+        starting = httpx.get(handle.url + "/health")
+        assert starting.status_code == 503 and starting.content == b""  # SGLang: an empty 503
         assert httpx.get(handle.url + "/health_generate").status_code == 503
         early = httpx.post(handle.url + CHAT, json=chat_body())
         assert early.status_code == 503 and early.json()["object"] == "error"
@@ -136,6 +151,22 @@ def test_health_is_503_until_startup_finished() -> None:
         handle.wait_ready(timeout=5)
         assert time.monotonic() - started >= 0.6
         assert httpx.get(handle.url + "/health_generate").status_code == 200
+
+
+def test_nothing_listens_while_weights_load_then_503_then_200() -> None:
+    with serve_in_thread(SimSettings(**{**FAST, "load_seconds": 0.8, "startup_seconds": 0.5})) as handle:
+        with pytest.raises(httpx.ConnectError):  # refused, as before SGLang's HTTP server starts
+            httpx.get(handle.url + "/health", timeout=2)
+        deadline = time.monotonic() + 10
+        statuses = []
+        while time.monotonic() < deadline and statuses[-1:] != [200]:
+            try:
+                statuses.append(httpx.get(handle.url + "/health", timeout=2).status_code)
+            except httpx.ConnectError:
+                statuses.append("refused")
+            time.sleep(0.05)
+    assert statuses[0] == "refused" and 503 in statuses and statuses[-1] == 200
+    assert statuses.index(503) > 0 and statuses.index(200) > statuses.index(503)
 
 
 def test_serve_in_thread_picks_free_ports_and_stops() -> None:
@@ -155,13 +186,14 @@ def test_serve_in_thread_picks_free_ports_and_stops() -> None:
 
 def test_non_streaming_shape(client: httpx.Client) -> None:
     body = client.post(CHAT, json=chat_body("Hello there, simulator.")).json()
-    assert set(body) == {"id", "object", "created", "model", "choices", "usage"}
+    assert set(body) == {"id", "object", "created", "model", "choices", "usage", "metadata"}
+    assert body["metadata"] == {"weight_version": "default"}
     assert body["object"] == "chat.completion" and body["model"] == "sim-model"
     (choice,) = body["choices"]
     assert choice["index"] == 0 and choice["finish_reason"] == "stop"
     assert choice["logprobs"] is None and choice["matched_stop"] is None
     msg = choice["message"]
-    assert msg["role"] == "assistant" and msg["reasoning_content"] is None and msg["tool_calls"] is None
+    assert msg["role"] == "assistant" and msg["reasoning_content"] is None and "tool_calls" not in msg
     assert msg["content"] == ("Simulator reply: I received 9 tokens; the last user message was: "
                               "'Hello there, simulator.'")
     usage = body["usage"]
@@ -169,7 +201,7 @@ def test_non_streaming_shape(client: httpx.Client) -> None:
     assert usage["completion_tokens"] == count_tokens(msg["content"])
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert usage["prompt_tokens_details"] == {"cached_tokens": 0}
-    assert usage["reasoning_tokens"] == 0
+    assert usage["reasoning_tokens"] == 0 and usage["completion_tokens_details"] is None
 
 
 def test_streaming_shape_matches_non_streaming(client: httpx.Client) -> None:
@@ -183,7 +215,10 @@ def test_streaming_shape_matches_non_streaming(client: httpx.Client) -> None:
     assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
     usage_chunk, final = chunks[-1], chunks[-2]
     assert usage_chunk["choices"] == [] and usage_chunk["usage"]["total_tokens"] > 0
-    assert final["choices"][0]["finish_reason"] == "stop" and final["choices"][0]["delta"] == {}
+    assert final["choices"][0]["finish_reason"] == "stop"
+    assert final["choices"][0]["delta"] == {"role": None, "content": None, "reasoning_content": None}
+    # every text delta carries reasoning_content (null when empty), as sglang's msgspec encoder writes it
+    assert all(c["choices"][0]["delta"]["reasoning_content"] is None for c in chunks[:-1])
     pieces = [c["choices"][0]["delta"]["content"] for c in chunks[1:-2]]
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-2])
     assert "".join(pieces) == plain["choices"][0]["message"]["content"]
@@ -204,21 +239,31 @@ def test_reasoning_content_only_when_thinking(client: httpx.Client) -> None:
                         stream_options={"include_usage": True})
     on = client.post(CHAT, json=on_body).json()
     msg = on["choices"][0]["message"]
-    assert msg["reasoning_content"].startswith("Simulator")
-    assert msg["content"] == off["content"]
-    assert on["usage"]["reasoning_tokens"] == count_tokens(msg["reasoning_content"])
+    assert msg["reasoning_content"].startswith("Simulator") and msg["reasoning_content"].endswith("\n")
+    # "REASONING\n</think>\n\nANSWER" through sglang's qwen3 reasoning parser
+    assert msg["content"] == "\n\n" + off["content"]
+    # the newline before </think> is reasoning, </think> itself is a token too
+    assert on["usage"]["reasoning_tokens"] == count_tokens(msg["reasoning_content"].rstrip("\n")) + 1
+    assert on["usage"]["completion_tokens_details"] == {"reasoning_tokens": on["usage"]["reasoning_tokens"]}
     events = sse_events(client, on_body)
-    kinds = [next(iter(e["choices"][0]["delta"]), None) for e in events[1:-3]]
+    kinds = ["reasoning_content" if e["choices"][0]["delta"].get("reasoning_content") else "content"
+             for e in events[1:-3]]
     first_content = kinds.index("content")
     assert set(kinds[:first_content]) == {"reasoning_content"} and set(kinds[first_content:]) == {"content"}
 
 
-def test_thinking_default_on_setting() -> None:
-    with serve_in_thread(SimSettings(**FAST, thinking_default=True)) as handle:
+def test_thinking_default_follows_the_reasoning_parser_unless_default_kwargs_say() -> None:
+    plain = {k: v for k, v in FAST.items() if k != "default_chat_template_kwargs"}
+    with serve_in_thread(SimSettings(**plain)) as handle:  # --reasoning-parser qwen3: enable_thinking mode
         msg = httpx.post(handle.url + CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
         assert msg["reasoning_content"]
         off = httpx.post(handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": False}))
         assert off.json()["choices"][0]["message"]["reasoning_content"] is None
+    with serve_in_thread(SimSettings(**FAST)) as handle:  # --default-chat-template-kwargs enable_thinking false
+        msg = httpx.post(handle.url + CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
+        assert msg["reasoning_content"] is None
+        on = httpx.post(handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": True}))
+        assert on.json()["choices"][0]["message"]["reasoning_content"]
 
 
 def test_max_tokens_cuts_with_length(client: httpx.Client) -> None:
@@ -295,8 +340,14 @@ def test_prompt_longer_than_context_or_kv_pool_is_refused_fast() -> None:
         t0 = time.monotonic()
         over_kv = c.post(CHAT, json=chat_body("word " * 1500))
         assert over_kv.status_code == 400
-        assert over_kv.json()["message"] == ("The input (1504 tokens) is longer than the KV cache pool "
-                                             "(max_total_num_tokens=1000 tokens).")
+        kv_message = ("Input length (1504 tokens) exceeds the maximum allowed length (999 tokens). "
+                      "Use a shorter input or enable --allow-auto-truncate.")
+        assert over_kv.json()["message"] == kv_message
+        # streamed, the scheduler's abort arrives after the 200: an error event, then [DONE]
+        streamed = c.post(CHAT, json=chat_body("word " * 1500, stream=True))
+        assert streamed.status_code == 200
+        assert streamed.text == ('data: {"error": {"object": "error", "message": "' + kv_message
+                                 + '", "type": "BAD_REQUEST", "param": null, "code": 400}}\n\ndata: [DONE]\n\n')
         over_ctx = c.post(CHAT, json=chat_body("word " * 2500))
         assert over_ctx.json()["message"] == ("The input (2504 tokens) is longer than the model's context "
                                               "length (2000 tokens).")
@@ -308,7 +359,7 @@ def test_prompt_longer_than_context_or_kv_pool_is_refused_fast() -> None:
 # --- timing and capacity ------------------------------------------------------------------------
 
 def test_decode_and_prefill_timing() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, prefill_tps=2000, log_requests=False)
+    settings = SimSettings(startup_seconds=0, decode_tps=100, prefill_tps=2000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings) as handle, httpx.Client(base_url=handle.url, timeout=10) as c:
         # 996 prompt words + 4 overhead = 1000 tokens -> 0.5 s prefill; 31 tokens -> 0.3 s decode
         body = chat_body("w " * 996, max_tokens=31, ignore_eos=True)
@@ -349,7 +400,7 @@ def _timed_requests(url: str, count: int, body: dict[str, Any]) -> list[float]:
 
 
 def test_requests_beyond_max_running_queue_fifo() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, max_running_requests=2, log_requests=False)
+    settings = SimSettings(startup_seconds=0, decode_tps=100, max_running_requests=2, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings) as handle:
         body = chat_body("queue", max_tokens=21, ignore_eos=True)  # 0.2 s each
         done = _timed_requests(handle.url, 4, body)
@@ -358,12 +409,13 @@ def test_requests_beyond_max_running_queue_fifo() -> None:
         assert waited >= 0.15, done  # the others waited for a slot
         assert done[1] - done[0] < waited / 2 and done[3] - done[2] < waited / 2, done  # pairs ran at once
         assert done[2] >= 0.38, done
-        metrics = httpx.get(handle.url + "/metrics").text
+        metrics = httpx.get(handle.url + "/metrics").text.replace(
+            ',engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"', "")
         assert 'sglang:num_running_reqs{model_name="sim-model"} 0.0' in metrics
 
 
 def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, max_total_tokens=1000, log_requests=False)
+    settings = SimSettings(startup_seconds=0, decode_tps=100, max_total_tokens=1000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings) as handle:
         # two 600-token prompts do not fit the 1000-token pool together: the second waits
         done = _timed_requests(handle.url, 2, chat_body("w " * 596, max_tokens=21, ignore_eos=True))
@@ -371,7 +423,7 @@ def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
 
 
 def test_aggregate_tps_shares_decode_speed() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False)
+    settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings) as handle:
         # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s; about twice one alone
         body = chat_body("share", max_tokens=20, ignore_eos=True)
@@ -434,7 +486,8 @@ def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                             "--startup-seconds", "0.1"], stderr=subprocess.PIPE, text=True, env=env)
+                             "--startup-seconds", "0.1", "--default-chat-template-kwargs",
+                             '{"enable_thinking": false}'], stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -459,3 +512,24 @@ def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
              "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))")
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_equal_looking_requests_release_their_own_slots() -> None:
+    """Seen in a full GSM8K run: two requests with the same prompt size and token count compared
+    equal, so one's release removed the other's slot and a finished slot stayed running forever
+    (5 of 8 slots lost after 2,638 requests). Slots are compared by identity."""
+    import asyncio
+
+    from deploytool.sim.engine import Engine
+
+    async def crossing() -> int:
+        engine = Engine(SimSettings(max_running_requests=2))
+        first, second = await engine.admit(100), await engine.admit(100)
+        first.generated = second.generated = 12
+        engine.release(second)  # second finishes while first has the same counts
+        first.generated = 13
+        engine.release(first)
+        await asyncio.sleep(0)
+        return len(engine.running)
+
+    assert asyncio.run(crossing()) == 0

@@ -121,19 +121,43 @@ class ChatResult:
         }
 
 
+# How long an idle connection is kept for reuse. SGLang serves through uvicorn with
+# timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE, 5 s by default (sglang/srt/environ.py,
+# entrypoints/http_server.py), and httpx's own default expiry is also 5 s: a request sent on a
+# connection the server is closing at that very moment ends "Server disconnected without sending
+# a response". Expiring well before the server does keeps the client off that edge.
+KEEPALIVE_EXPIRY_S = 2.0
+
+# Trace events (httpcore) that tell whether a request opened its own connection and whether any
+# of the response arrived.
+_NEW_CONNECTION = "connection.connect_tcp.started"
+_RESPONSE_STARTED = "http11.receive_response_headers.complete"
+
+
 class EndpointClient:
-    """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`."""
+    """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`.
+
+    A request that fails before any response byte arrived on a *reused* connection is sent once
+    more on a fresh connection: the server closed that idle connection as the request went out,
+    so it never processed it (the keep-alive race). Any other failure stays a failure.
+    """
 
     def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
-                 keep_chunks: bool = False, api_key: str | None = None):
+                 keep_chunks: bool = False, api_key: str | None = None,
+                 keepalive_expiry: float = KEEPALIVE_EXPIRY_S, retry_stale_connections: bool = True):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         # Keep every streamed chunk dict in ChatResult.raw (costs memory and CPU per token).
         self.keep_chunks = keep_chunks
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        # issue 13: a server started with an API key wants `Authorization: Bearer KEY` on every call.
+        self.retry_stale_connections = retry_stale_connections
+        self.stale_retries = 0  # requests re-sent after the keep-alive race (reported by callers)
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
+                              keepalive_expiry=keepalive_expiry)
+        # issue 13: a server started with an API key wants `Authorization: Bearer KEY` on every call
+        # (the fresh-connection client of the stale-connection retry copies these headers).
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits, headers=headers)
+        self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
         return self
@@ -143,6 +167,32 @@ class EndpointClient:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+        if self._fresh is not None:
+            await self._fresh.aclose()
+
+    async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        """Send `request`; on the keep-alive race (see the class), once more on a fresh connection."""
+        if not self.retry_stale_connections:
+            return await self._http.send(request, stream=stream)
+        seen: set[str] = set()
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            seen.add(event)
+
+        request.extensions["trace"] = trace
+        try:
+            return await self._http.send(request, stream=stream)
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+            if _NEW_CONNECTION in seen or _RESPONSE_STARTED in seen:
+                raise  # a fresh connection, or the server had started answering: a real failure
+        finally:
+            request.extensions.pop("trace", None)
+        self.stale_retries += 1
+        if self._fresh is None:
+            self._fresh = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout,
+                                            headers=self._http.headers,
+                                            limits=httpx.Limits(max_keepalive_connections=0))
+        return await self._fresh.send(request, stream=stream)
 
     async def get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
         """GET `path`; raises httpx.TimeoutException when the whole request (not only one read)
@@ -150,7 +200,11 @@ class EndpointClient:
         budget = timeout or self.timeout
         try:
             # As in chat: httpx's timeout is per read, so a server that trickles bytes never times out.
-            return await asyncio.wait_for(self._http.get(path, timeout=budget), budget)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
+            # lands as the inner request finishes (seen: bench's metrics sampler never stopping).
+            request = self._http.build_request("GET", path, timeout=budget)
+            async with asyncio.timeout(budget):
+                return await self.send(request)
         except asyncio.TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
@@ -169,13 +223,15 @@ class EndpointClient:
         http_timeout = httpx.Timeout(budget, read=min(idle_timeout, budget)) if idle_timeout else budget
         result = ChatResult(streamed=bool(payload.get("stream")), t_start=time.perf_counter())
         try:
-            # wait_for bounds the whole request: httpx's timeout is per read, and a server that
-            # trickles one byte a minute would otherwise never time out.
-            if result.streamed:
-                keep = self.keep_chunks if keep_chunks is None else keep_chunks
-                await asyncio.wait_for(self._stream(payload, result, http_timeout, keep), budget)
-            else:
-                await asyncio.wait_for(self._complete(payload, result, http_timeout), budget)
+            # The timeout bounds the whole request: httpx's timeout is per read, and a server that
+            # trickles one byte a minute would otherwise never time out. (asyncio.timeout rather
+            # than wait_for: see get.)
+            async with asyncio.timeout(budget):
+                if result.streamed:
+                    keep = self.keep_chunks if keep_chunks is None else keep_chunks
+                    await self._stream(payload, result, http_timeout, keep)
+                else:
+                    await self._complete(payload, result, http_timeout)
         except httpx.ReadTimeout:
             if idle_timeout and idle_timeout < budget:
                 result.error = f"timed out: no byte for {idle_timeout:g} s (idle timeout)"
@@ -197,7 +253,8 @@ class EndpointClient:
         return result
 
     async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout) -> None:
-        response = await self._http.post("/v1/chat/completions", json=payload, timeout=budget)
+        request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget)
+        response = await self.send(request)
         result.status = response.status_code
         if response.status_code != 200:
             result.error = f"HTTP {response.status_code}: {_error_message(response.text)}"
@@ -246,7 +303,7 @@ class EndpointClient:
         ended = False
         request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget,
                                            headers=_SSE_HEADERS)
-        response = await self._http.send(request, stream=True)
+        response = await self.send(request, stream=True)
         try:
             result.status = response.status_code
             if response.status_code != 200:
@@ -435,6 +492,59 @@ def _body_message(body: Any) -> str:
         inner = body.get("error") if isinstance(body.get("error"), dict) else body
         return str(inner.get("message") or body)[:300]
     return str(body)[:300]
+
+
+# How long qualify and bench wait for a server that is still loading (refusing connections, or
+# answering 503 while it warms up): SGLang listens only once its weights are loaded and the
+# scheduler is ready, which takes minutes for a large model (sglang/srt/entrypoints/http_server.py).
+READY_TIMEOUT_S = 1200.0
+
+
+@dataclass
+class Readiness:
+    ready: bool
+    reachable: bool  # something answered HTTP at all
+    status: int | None  # the last health status
+    error: str | None  # the last reason it was not ready
+    waited_s: float
+
+
+async def wait_until_ready(base_url: str, *, health_path: str = "/health", timeout_s: float = READY_TIMEOUT_S,
+                           poll_s: float = 0.5, probe_timeout_s: float = 10.0,
+                           progress: Any = None, progress_every_s: float = 10.0,
+                           headers: dict[str, str] | None = None) -> Readiness:
+    """Poll `health_path` until it answers 200 or `timeout_s` has passed. A refused connection
+    (nothing listens while weights load) and a 503 (warming up) both mean "wait". `progress`,
+    when given, is called with a line about every `progress_every_s` while waiting. `headers`: the
+    slot's Authorization header where it has an API key (SGLang 0.5.23 lets /health* through
+    without one, utils/auth.py, but a profile may name another health path)."""
+    url = base_url.rstrip("/")
+    started = time.monotonic()
+    next_line = started + progress_every_s
+    out = Readiness(ready=False, reachable=False, status=None, error=None, waited_s=0.0)
+    async with httpx.AsyncClient(base_url=url, timeout=probe_timeout_s, headers=headers) as http:
+        while True:
+            try:
+                response = await http.get(health_path)
+                out.reachable, out.status = True, response.status_code
+                if response.status_code == 200:
+                    out.ready, out.error = True, None
+                    break
+                out.error = f"GET {health_path} answered HTTP {response.status_code}"
+            except httpx.ConnectError as exc:
+                out.error = f"connection refused or unreachable ({type(exc).__name__}: {exc or 'no answer'})"
+            except httpx.HTTPError as exc:
+                out.error = f"{type(exc).__name__}: {exc or 'no answer'} (GET {url}{health_path})"
+            now = time.monotonic()
+            if now - started >= timeout_s:
+                break
+            if progress is not None and now >= next_line:
+                progress(f"waiting for {url} to become ready: {out.error} "
+                         f"({now - started:.0f} s of {timeout_s:g} s)")
+                next_line = now + progress_every_s
+            await asyncio.sleep(min(poll_s, max(0.0, timeout_s - (now - started))))
+    out.waited_s = round(time.monotonic() - started, 3)
+    return out
 
 
 def run_sync(coro: Any) -> Any:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from . import labels
 from .engine import Engine
 from .errors import CouldNotRun, DeploytoolError, UsageError
@@ -109,6 +111,14 @@ def parser_venv(sglang_version: str) -> Path:
     requirements = parser_requirements(row.cpu_torch[0])
     torch_index = os.environ.get(TORCH_INDEX_ENV) or None
     stamp = root / "complete.json"
+    # Two deploytools (or test sessions) making the same venv at once clear each other's files:
+    # the second waits, then finds the stamp.
+    with FileLock(str(root / "build.lock")):
+        return _make_parser_venv(sglang_version, root, bin_python, stamp, requirements, torch_index, python)
+
+
+def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: Path, requirements: list[str],
+                      torch_index: str | None, python: str) -> Path:
     if bin_python.exists() and stamp.exists():
         made = json.loads(stamp.read_text())
         if made.get("requirements") == requirements and made.get("torch_index") == torch_index:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .regression import change
 from .results import BenchRun, load_run
 
 
@@ -38,11 +39,23 @@ class ComparisonRow:
     values: list[float | None]
     ratios: list[float | None]  # value / first run's value; None for the first run or a gap
     failed: list[int]
+    # the ratio's 95% bootstrap interval per run (None: first run, or no per-request samples)
+    intervals: list[list[float] | None] = field(default_factory=list)
+    spreads: list[list[float] | None] = field(default_factory=list)  # [min, max] over each run's repeats
+
+    def no_difference(self, i: int) -> bool:
+        iv = self.intervals[i] if i < len(self.intervals) else None
+        return iv is not None and iv[0] <= 1.0 <= iv[1]
 
     def change_text(self, i: int) -> str:
-        """'267 -> 626 tok/s (2.34x)': run 0 against run i."""
+        """'267 -> 626 tok/s (2.34x [2.20-2.51])': run 0 against run i, with the ratio's interval;
+        'no difference measured' when the interval spans 1."""
         a, b, r = self.values[0], self.values[i], self.ratios[i]
-        ratio = f" ({r:.2f}x)" if r is not None else ""
+        iv = self.intervals[i] if i < len(self.intervals) else None
+        interval = f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv is not None else ""
+        ratio = f" ({r:.2f}x{interval})" if r is not None else ""
+        if self.no_difference(i):
+            ratio += ": no difference measured"
         if self.unit == "s":  # ms or s each, so each side keeps its own unit
             return f"{format_value(a, self.unit)} -> {format_value(b, self.unit)}{ratio}"
         return f"{format_value(a, '')} -> {format_value(b, self.unit)}{ratio}"
@@ -50,7 +63,7 @@ class ComparisonRow:
     def verdict(self, i: int) -> str | None:
         """'better' / 'worse' / None, from the figure's direction (a ratio within 1% is None)."""
         r = self.ratios[i]
-        if r is None or self.better == "neither" or abs(r - 1) < 0.01:
+        if r is None or self.better == "neither" or abs(r - 1) < 0.01 or self.no_difference(i):
             return None
         return "better" if (r > 1) == (self.better == "higher") else "worse"
 
@@ -62,6 +75,7 @@ class Comparison:
     same_method: bool
     method_differences: dict[str, list[Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    sweeps: list[list[Any]] = field(default_factory=list)  # each run's Pareto points, for overlaid curves
 
 
 def compare_runs(paths: list[Path], *, allow_mixed_methods: bool = False) -> Comparison:
@@ -89,10 +103,13 @@ def compare_loaded(runs: list[BenchRun], *, allow_mixed_methods: bool = False) -
                             "its medians use completed requests only")
         if not run.complete:
             warnings.append(f"{name}: incomplete (the run's time bound was reached)")
+        if run.invalid_groups:
+            warnings.append(f"{name}: phases measured while the server ran leftover work, left out: "
+                            f"{', '.join(run.invalid_groups)}")
         if not run.cache_check.ok:
             warnings.append(f"{name}: {run.cache_check.message}")
     return Comparison(runs=[_header(r) for r in runs], rows=_rows(runs), same_method=not differences,
-                      method_differences=differences, warnings=warnings)
+                      method_differences=differences, warnings=warnings, sweeps=[r.sweep for r in runs])
 
 
 def method_differences(runs: list[BenchRun]) -> dict[str, list[Any]]:
@@ -121,8 +138,13 @@ def _rows(runs: list[BenchRun]) -> list[ComparisonRow]:
         values = [f.value if f else None for f in figs]
         first = values[0]
         ratios = [None] + [(v / first) if (v is not None and first) else None for v in values[1:]]
+        intervals: list[list[float] | None] = [None]
+        for f in figs[1:]:
+            c = change(figs[0], f) if (figs[0] is not None and f is not None) else None
+            intervals.append([round(c.low, 4), round(c.high, 4)] if c is not None and c.has_interval else None)
         rows.append(ComparisonRow(key=key, label=proto.label, unit=proto.unit, better=proto.better,
-                                  values=values, ratios=ratios, failed=[f.failed if f else 0 for f in figs]))
+                                  values=values, ratios=ratios, failed=[f.failed if f else 0 for f in figs],
+                                  intervals=intervals, spreads=[f.spread if f else None for f in figs]))
     return rows
 
 

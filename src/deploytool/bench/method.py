@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import ProfileError
 
-METHOD_VERSION = 1  # bumped when a formula changes, so old and new runs are never mixed silently
+METHOD_VERSION = 2  # bumped when a formula changes, so old and new runs are never mixed silently
 
 
 class BenchMethod(BaseModel):
@@ -27,6 +27,17 @@ class BenchMethod(BaseModel):
 
     preset: Literal["default", "quick"] = "default"
     method_version: int = METHOD_VERSION
+    # Which named workload runs (bench/workloads/): "table" is the source's table (the settings
+    # below); the others take their settings from workload_settings[<name>] over their defaults.
+    workload: str = "table"
+    workload_settings: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Passes of the whole workload; every figure is the median over passes, with its spread.
+    repeats: int = Field(default=3, ge=1)
+    # Before each measured phase: wait up to this long for /metrics to show no running and no
+    # queued request; a phase during which the server finished more requests than it sent is
+    # re-run once (rerun_contaminated) and otherwise reported invalid.
+    idle_timeout_s: float = Field(default=120.0, ge=0)
+    rerun_contaminated: bool = True
     # Warm-up: requests sent first and left out of every figure (cold kernels, graph capture).
     warmup_requests: int = Field(default=2, ge=0)
     warmup_output_tokens: int = Field(default=64, ge=1)
@@ -66,6 +77,12 @@ class BenchMethod(BaseModel):
             raise ValueError("load_concurrency values must be >= 1")
         if any(n < 16 for n in self.prefill_prompt_tokens):
             raise ValueError("prefill_prompt_tokens values must be >= 16")
+        from .workloads import resolve_settings
+
+        # The chosen workload's settings, resolved (defaults, the quick sizes on quick runs, then
+        # what was given) and recorded whole, so results say exactly what ran.
+        self.workload_settings = {self.workload: resolve_settings(self.workload, self.preset,
+                                                                  self.workload_settings.get(self.workload))}
         return self
 
     @property
@@ -77,7 +94,9 @@ class BenchMethod(BaseModel):
     def comparable_dict(self) -> dict[str, Any]:
         """The settings that change a figure: all but the time bounds, the seed and sampling."""
         data = self.model_dump(mode="json")
-        for key in ("request_timeout_s", "run_timeout_s", "seed", "metrics_interval_s"):
+        # repeats and the noise handling change how sure a figure is, not what it measures
+        for key in ("request_timeout_s", "run_timeout_s", "seed", "metrics_interval_s", "idle_timeout_s",
+                    "repeats", "rerun_contaminated"):
             data.pop(key)
         data["temperature"] = self.sampling_temperature
         return data

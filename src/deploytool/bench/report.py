@@ -38,6 +38,11 @@ def groups_frame(run: BenchRun) -> pd.DataFrame:
             "prefill tok/s": _num(g.prefill_tps_median), "prompt tok": _num(g.prompt_tokens_median),
             "output tok": _num(g.output_tokens_median), "reasoning tok": _num(g.reasoning_tokens_median),
             "answer tok": _num(g.answer_tokens_median),
+            "ITL p50": format_value(g.itl_p50_s, "s"), "ITL p95": format_value(g.itl_p95_s, "s"),
+            "ITL p99": format_value(g.itl_p99_s, "s"), "ITL max": format_value(g.itl_max_s, "s"),
+            "TPOT p50": format_value(g.tpot_median_s, "s"), "pass": g.repeat + 1,
+            "server idle before": {True: "yes", False: "NO", None: "not measured"}[(g.idle_wait or {}).get("idle")],
+            "valid": "INVALID (leftover work)" if g.contaminated else "yes",
             "errors": ", ".join(f"{k} x{v}" for k, v in g.errors.items()) or "",
         })
     return pd.DataFrame(rows)
@@ -59,7 +64,11 @@ def comparison_frame(comparison: Comparison) -> pd.DataFrame:
         for i in range(1, len(names)):
             verdict = row.verdict(i)
             ratio = row.ratios[i]
-            line[f"{names[i]}/{names[0]}"] = ("–" if ratio is None else f"{ratio:.2f}x") + (f" {verdict}" if verdict else "")
+            iv = row.intervals[i] if i < len(row.intervals) else None
+            text = "–" if ratio is None else f"{ratio:.2f}x" + (f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv else "")
+            if row.no_difference(i):
+                text += " no difference measured"
+            line[f"{names[i]}/{names[0]}"] = text + (f" {verdict}" if verdict else "")
         rows.append(line)
     return pd.DataFrame(rows)
 
@@ -87,6 +96,22 @@ def latency_plots(run: BenchRun) -> list[tuple[str, str]]:
         ax.set_ylabel("prefill tokens/s (median)")
         ax.grid(alpha=0.3)
         plots.append(("Prefill speed against prompt length", _uri(fig)))
+    for phase, title in (("longctx", "Decode speed after a long prompt"),
+                         ("ablation", "Interactivity against input length (concurrency 1)")):
+        lengths = [g for g in run.groups if g.phase == phase and g.decode_tps_median is not None
+                   and not g.contaminated]
+        if lengths:
+            fig, ax = plt.subplots(figsize=(6, 3.2))
+            for r in sorted({g.repeat for g in lengths}):
+                pts = sorted((g for g in lengths if g.repeat == r), key=lambda g: g.prompt_tokens_median or 0)
+                ax.plot([g.prompt_tokens_median for g in pts], [g.decode_tps_median for g in pts], "o-",
+                        label=f"pass {r + 1}")
+            ax.set_xscale("log")
+            ax.set_xlabel("input tokens")
+            ax.set_ylabel("tok/s per user (median decode)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+            plots.append((title, _uri(fig)))
     if run.sweep:
         plots.append(("Concurrency sweep: Pareto curve", pareto_plot(run)))
     return plots
@@ -103,6 +128,28 @@ def pareto_plot(run: BenchRun) -> str:
                     xytext=(4, 4), fontsize=8)
     ax.set_xlabel("per-user tokens/s (median decode speed of one request)")
     ax.set_ylabel("per-GPU tokens/s (aggregate output / GPUs)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _uri(fig)
+
+
+def overlaid_pareto_plot(comparison: Comparison) -> str | None:
+    """One curve per run (per workload curve within it): two releases' fronts on one chart."""
+    runs = [(i, [p for p in pts if p.per_user_tps is not None and p.per_gpu_tps is not None])
+            for i, pts in enumerate(comparison.sweeps)]
+    if sum(1 for _, pts in runs if pts) < 1:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for i, pts in runs:
+        for curve in sorted({p.curve for p in pts}):
+            line = sorted((p for p in pts if p.curve == curve), key=lambda p: p.concurrency)
+            ax.plot([p.per_user_tps for p in line], [p.per_gpu_tps for p in line], "o-",
+                    label=f"{_run_name(i)}{f' ({curve})' if curve else ''}")
+            for p in line:
+                ax.annotate(f"c={p.concurrency}", (p.per_user_tps, p.per_gpu_tps), textcoords="offset points",
+                            xytext=(4, 4), fontsize=7)
+    ax.set_xlabel("tok/s per user")
+    ax.set_ylabel("tok/s per GPU")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _uri(fig)
@@ -182,7 +229,8 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
         "comparison.json": shared.write_json(directory / "comparison.json", comparison),
         "comparison.md": shared.write_atomic(directory / "comparison.md", shared.render("bench_compare.md.j2", **context)),
     }
-    context.update(table_html=shared.table_html(frame), plot=comparison_plot(comparison))
+    context.update(table_html=shared.table_html(frame), plot=comparison_plot(comparison),
+                   pareto=overlaid_pareto_plot(comparison))
     out["comparison.html"] = shared.write_atomic(directory / "comparison.html",
                                                  shared.render("bench_compare.html.j2", **context))
     return out

@@ -44,6 +44,10 @@ class RequestRecord:
     # True when the run's own deadline shortened this request's timeout and it timed out: the
     # run's time bound cut it, not a server fault (left out of errors_total and group figures).
     cut_by_time_bound: bool = False
+    repeat: int = 0  # which pass of the method (0-based; method.repeats passes)
+    conversation: int | None = None  # multi-turn workloads: the conversation and its turn (0-based)
+    turn: int | None = None
+    scheduled: float | None = None  # open-loop workloads: when the arrival process said to send it
 
 
 @dataclass
@@ -71,6 +75,21 @@ class GroupSummary:
     reasoning_tokens_median: float | None
     answer_tokens_median: float | None
     cached_tokens_max: int | None
+    repeat: int = 0
+    # inter-token latency over every gap between token chunks of the group, and time per output token
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    itl_p99_s: float | None = None
+    itl_max_s: float | None = None
+    tpot_median_s: float | None = None
+    # the server before and during the phase (docs/bench.md, "Measuring an idle server")
+    idle_wait: dict[str, Any] | None = None  # {idle, waited_s, running, queued} before the phase
+    server_requests: float | None = None  # sglang:num_requests_total delta over the phase
+    server_running_peak: float | None = None  # sglang:num_running_reqs, highest sample in the phase
+    server_cached_share: float | None = None  # cached / prompt tokens (server counters) over the phase
+    server_window: dict[str, Any] | None = None  # the phase's /metrics counter window (metrics_window.Window)
+    contaminated: bool = False  # the server did more than this phase sent: not comparable
+    attempts: int = 1  # >1 when a contaminated attempt was thrown away and the phase re-run
 
 
 @dataclass
@@ -84,6 +103,11 @@ class Figure:
     better: Literal["higher", "lower", "neither"]
     completed: int
     failed: int
+    # One list per repeat of the per-request values the figure is the median of (one value per
+    # repeat for aggregates): what compare's intervals and the regression rule resample.
+    samples: list[list[float]] = field(default_factory=list)
+    repeat_values: list[float | None] = field(default_factory=list)  # the figure in each repeat
+    spread: list[float] | None = None  # [min, max] of repeat_values
 
 
 @dataclass
@@ -95,6 +119,7 @@ class SweepPoint:
     completed: int
     failed: int
     on_front: bool = False
+    curve: str = ""  # which curve of the run it belongs to (the workload's sweep), for overlays
 
 
 @dataclass
@@ -110,6 +135,9 @@ class CacheCheck:
     message: str
     # Cached tokens always tolerated, whatever the fraction: a chat template's shared opening.
     allowed_tokens: int = 0
+    # Where the figure came from: "usage" (per-request cached_tokens, --enable-cache-report),
+    # "metrics" (counter differences over the measured phases) or "none" (not measured: fails).
+    source: str = "usage"
 
 
 @dataclass
@@ -132,6 +160,9 @@ class BenchRun:
     requests_total: int
     notes: list[str]
     requests: list[RequestRecord]
+    workload: str = "table"
+    invalid_groups: list[str] = field(default_factory=list)  # contaminated even after a re-run
+    details: dict[str, Any] = field(default_factory=dict)  # workload-specific tables (TTFT per turn, ...)
     source: str = ""  # where it was read from (compare); not written
     # decode's bandwidth-bound ceiling and the measured share (bench/roofline.py); None: see notes
     roofline: dict[str, Any] | None = None

@@ -1,8 +1,11 @@
-"""Runs the method against one endpoint: warm-up, decode at concurrency 1, decode under load,
-prefill, and the optional concurrency sweep. Every request streams through the one
-`EndpointClient`, so a server fault is a recorded error, never an exception or a hang.
+"""Runs one workload against one endpoint: warm-up, then `repeats` passes of the workload, each
+phase measured on an idle server. Every request streams through the one `EndpointClient`, so a
+server fault is a recorded error, never an exception or a hang.
 
 Phases run one after the other, never overlapping, so one phase's load cannot slow another's.
+Before each phase the runner waits for /metrics to show no running and no queued request; a
+phase during which the server finished more requests than the phase sent (work left over from
+someone else) is thrown away and re-run once, then reported invalid (docs/bench.md).
 """
 
 from __future__ import annotations
@@ -11,168 +14,290 @@ import asyncio
 import gc
 import secrets
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import metrics_window as mw
 from ..client import ChatResult, EndpointClient
 from ..targets import Target
-from . import stats
-from .environment import describe_environment
+from . import stats, workloads
+from .assemble import assemble_run, split_reasoning
 from .method import BenchMethod
-from .prompts import Prompt, PromptFactory
-from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
-from .server import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts, server_side_figures
+from .prompts import PromptFactory
+from .results import BenchRun, GroupSummary, RequestRecord
+from .stream import StreamClient
+from .server import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
 _CONTEXT_MARGIN_TOKENS = 64
-_SWEEP_CAP_WHEN_UNKNOWN = 64
-# Cached prompt tokens the cache check always tolerates besides max_cached_fraction: the chat
-# template's opening (role markers, a system preamble) is the same in every prompt, and a
-# per-token radix cache reuses it however unique the text after it is.
-CACHED_TOKENS_ALLOWED = 16
+
+Job = Callable[[], Awaitable[None]]
 
 
 @dataclass
-class _Spec:
+class Spec:
     phase: str
     group: str
     concurrency: int
     index: int
     prompt_tokens: int
     max_tokens: int
+    conversation: int | None = None
+    turn: int | None = None
+    scheduled: float | None = None
 
 
 class BenchRunner:
-    def __init__(self, target: Target, method: BenchMethod, *, progress: bool = True):
+    """One run. `run()` does it all; `session()` + `run_pass(r)` + `result()` let two runners be
+    driven alternately (compare --interleave)."""
+
+    def __init__(self, target: Target, method: BenchMethod, *, progress: bool = True, http: str = "raw"):
         self.target = target
+        # "raw": bench's own streaming path (bench/stream.py) for http endpoints; "httpx": the
+        # shared EndpointClient for everything (https endpoints always use it)
+        self.http = http
+        self.stream: StreamClient | None = None
         self.method = method
+        self.workload = workloads.get(method.workload)
+        self.settings = self.workload.Settings.model_validate(method.workload_settings[method.workload])
         self.show_progress = progress
         self.seed = method.seed if method.seed is not None else secrets.randbits(32)
         self.prompts = PromptFactory(self.seed)
         self.records: list[RequestRecord] = []
+        self.groups: list[GroupSummary] = []
+        self.pass_figures: list[list[Any]] = []
         self.notes: list[str] = []
+        self.details: dict[str, Any] = {}
+        self.invalid_groups: list[str] = []
         self.complete = True
-        self.t0 = 0.0
-        self.deadline = 0.0
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + method.run_timeout_s
+        self.measure_from = 0.0
         self.model_id = "default"
+        self.repeat = 0
+        self.client: EndpointClient | None = None
+        self.facts = ServerFacts()
+        self.after = ServerFacts()
+        self.started_at = ""
         self._progress: Any = None
         self.metric_peaks: dict[str, float] = {}
+        self._phase_peak: dict[str, float] = {}
+        self._current: list[RequestRecord] = []
+        self._pass_records: dict[str, list[RequestRecord]] = {}
+        # /metrics counter differences over each kept phase attempt, one per group in self.groups
+        # (deploytool.metrics_window); the cold-cache check and the server figures add them up
+        self.windows: list[mw.Window] = []
 
-    # --- the run -------------------------------------------------------------------
+    @property
+    def gpus(self) -> int:
+        return self.facts.gpus or (self.target.profile.match.gpu_count if self.target.profile else None) or 1
+
+    # --- the run -------------------------------------------------------------------------
     async def run(self) -> BenchRun:
+        async with self.session():
+            for r in range(self.method.repeats):
+                await self.run_pass(r)
+        return self.result()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator["BenchRunner"]:
         m = self.method
-        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + m.run_timeout_s
-        async with EndpointClient(self.target.url, timeout=m.request_timeout_s,
-                                  api_key=getattr(self.target, "api_key", None),  # issue 13
-                                  max_connections=max([1, *m.load_concurrency, m.sweep_max_concurrency])) as client:
-            before = await read_server_facts(client)
-            self.model_id = before.model_id or (self.target.profile.model.served_name if self.target.profile else "default")
-            sampler = asyncio.create_task(self._sample_metrics(client)) if before.metrics is not None else None
+        # issue 13: a slot started with an API key wants it on every request, bench's own too
+        api_key = getattr(self.target, "api_key", None)
+        async with EndpointClient(self.target.url, timeout=m.request_timeout_s, max_connections=1024,
+                                  api_key=api_key) as client:
+            self.client = client
+            if self.http == "raw" and self.target.url.startswith("http://"):
+                self.stream = StreamClient(self.target.url, api_key=api_key)
+            self.facts = await read_server_facts(client)
+            self.model_id = self.facts.model_id or (self.target.profile.model.served_name
+                                                    if self.target.profile else "default")
+            sampler = asyncio.create_task(self._sample_metrics()) if self.facts.metrics is not None else None
+            if m.preset == "quick" and m.workload != "table":
+                self.notes.append(f"quick run: the {m.workload} workload ran with reduced sizes "
+                                  f"({self.workload.QUICK}), not the source's")
             try:
                 with self._progress_bar():
-                    groups = await self._run_phases(client, before)
+                    await self._warmup()
+                    yield self
             finally:
                 if sampler is not None:
+                    # a flag as well as cancel(): Python 3.11's asyncio.wait_for (under client.get)
+                    # can swallow a cancellation that lands as its inner call completes
+                    self._sampling = False
                     sampler.cancel()
                     await asyncio.gather(sampler, return_exceptions=True)
-            after = await read_server_facts(client)
-        return self._assemble(started_at, before, after, groups)
+                self.after = await read_server_facts(client)
+                self.client = None
+                if self.stream is not None:
+                    await self.stream.aclose()
+                    self.stream = None
 
-    async def _run_phases(self, client: EndpointClient, facts: ServerFacts) -> list[GroupSummary]:
+    async def _warmup(self) -> None:
         m = self.method
-        warm = [_Spec("warmup", "warmup", 1, i, m.decode_prompt_tokens, m.warmup_output_tokens)
-                for i in range(m.warmup_requests)]
-        await self._run_group(client, warm, concurrency=1)
+        specs = [Spec("warmup", "warmup", 1, i, m.decode_prompt_tokens, m.warmup_output_tokens)
+                 for i in range(m.warmup_requests)]
+        self._current = []
+        await self._pool([self.job(s) for s in specs], 1, "warmup")
+        self.records.extend(sorted(self._current, key=lambda r: r.start))
         # Warm-up is excluded by start time: nothing that started before this instant is measured.
         self.measure_from = self._now()
-        groups: list[GroupSummary] = []
 
-        decode = [_Spec("decode", "decode_c1", 1, i, m.decode_prompt_tokens, m.decode_output_tokens)
-                  for i in range(m.decode_requests)]
-        groups.append(await self._measure(client, decode, "decode_c1", "decode", 1))
+    async def run_pass(self, repeat: int) -> None:
+        self.repeat = repeat
+        self._pass_records = {}
+        first = len(self.groups)
+        await self.workload.run(self)
+        self.pass_figures.append(self.workload.figures(self, self.groups[first:], self._pass_records))
 
-        for c in m.load_concurrency:
-            specs = [_Spec("load", f"load_c{c}", c, i, m.decode_prompt_tokens, m.load_output_tokens)
-                     for i in range(c * m.load_requests_per_slot)]
-            groups.append(await self._measure(client, specs, f"load_c{c}", "load", c))
+    def result(self) -> BenchRun:
+        return assemble_run(self)
 
-        for size in self._prefill_sizes(facts):
-            specs = [_Spec("prefill", f"prefill_{size}", 1, i, size, m.prefill_output_tokens)
-                     for i in range(m.prefill_prompts_each)]
-            groups.append(await self._measure(client, specs, f"prefill_{size}", "prefill", 1))
-
-        if m.sweep:
-            for c in self._sweep_levels(facts):
-                specs = [_Spec("sweep", f"sweep_c{c}", c, i, m.decode_prompt_tokens, m.sweep_output_tokens)
-                         for i in range(c * m.sweep_requests_per_slot)]
-                groups.append(await self._measure(client, specs, f"sweep_c{c}", "sweep", c))
-        return groups
-
-    async def _measure(self, client: EndpointClient, specs: list[_Spec], name: str, phase: str,
-                       concurrency: int) -> GroupSummary:
-        records = await self._run_group(client, specs, concurrency)
-        # A request cut by the run's time bound measured nothing about the server: left out.
+    # --- one measured phase --------------------------------------------------------------
+    async def measure(self, name: str, phase: str, concurrency: int, make_jobs: Callable[[], list[Job]], *,
+                      schedule: list[float] | None = None) -> GroupSummary:
+        """Run one phase on an idle server: `concurrency` workers over the jobs (closed loop), or
+        with `schedule`, job i started at schedule[i] seconds after the phase began (open loop)."""
+        attempts = 0
+        while True:
+            attempts += 1
+            idle = await mw.wait_idle(self.client, self.method.idle_timeout_s)
+            before = await mw.snapshot(self.client)
+            self._phase_peak = {}
+            self._current = []
+            jobs = make_jobs()
+            await (self._open_loop(jobs, schedule, name) if schedule is not None
+                   else self._pool(jobs, concurrency, name))
+            after = await mw.snapshot(self.client)
+            window = mw.window(before, after)
+            records = sorted(self._current, key=lambda r: r.start)
+            sent = len(records)
+            server_requests = window.delta(mw.REQUESTS)
+            running_after = (after.gauges or {}).get(mw.RUNNING)
+            peak = (max(self._phase_peak.get(mw.RUNNING, 0.0), running_after)
+                    if running_after is not None else None)
+            # The counter is the evidence: SGLang counts every finished request but its own health
+            # checks (log_metrics=False in http_server.py's health_generate). The running gauge is
+            # sampled, and may catch one health check beside the phase's own: two beyond it count.
+            # Without /metrics neither is measured and the phase is taken as it is (noted once).
+            contaminated = (server_requests is not None and server_requests > sent) or (
+                schedule is None and peak is not None and peak >= concurrency + 2)
+            if contaminated and attempts == 1 and self.method.rerun_contaminated and self._remaining() > 0:
+                for r in records:
+                    r.phase = "discarded"
+                self.records.extend(records)
+                self.notes.append(f"{name} (pass {self.repeat + 1}): the server finished {server_requests} requests "
+                                  f"(running peak {peak}) while the phase sent {sent}: leftover work; re-run")
+                continue
+            break
+        self.records.extend(records)
         measured = [r for r in records if r.start >= self.measure_from and not r.cut_by_time_bound]
-        return stats.summarize(name, phase, concurrency, measured)
+        self._pass_records[name] = measured
+        group = stats.summarize(name, phase, concurrency, measured)
+        group.repeat = self.repeat
+        for key, value in stats.itl_summary(measured).items():
+            setattr(group, key, value)
+        group.idle_wait = idle.to_dict()
+        group.server_requests = server_requests
+        group.server_running_peak = peak
+        group.server_cached_share = window.cached_share if window.measured else None
+        group.server_window = window.to_json()
+        group.contaminated = contaminated
+        group.attempts = attempts
+        if not window.measured:
+            self._note_once(f"not measured: idle-server wait, leftover-work check and server counter figures "
+                            f"({window.why})")
+        if idle.idle is False:
+            self.notes.append(f"{name} (pass {self.repeat + 1}): the server was still busy after "
+                              f"{idle.timeout_s:g} s (running {idle.running:g}, queued {idle.queued:g})")
+        if contaminated:
+            self.invalid_groups.append(f"{name}#{self.repeat + 1}")
+            self.notes.append(f"{name} (pass {self.repeat + 1}) is INVALID: the server finished {server_requests} "
+                              f"requests (running peak {peak}) while it sent {sent}; its figures are left out")
+        self.windows.append(window)
+        self.groups.append(group)
+        return group
 
-    async def _run_group(self, client: EndpointClient, specs: list[_Spec], concurrency: int) -> list[RequestRecord]:
-        """`concurrency` workers pull from one queue: exactly that many requests in flight."""
-        if not specs:
-            return []
-        task = self._progress.add_task(specs[0].group, total=len(specs)) if self._progress else None
-        queue: asyncio.Queue[_Spec] = asyncio.Queue()
-        for spec in specs:
-            queue.put_nowait(spec)
-        out: list[RequestRecord] = []
+    async def _pool(self, jobs: list[Job], concurrency: int, label: str) -> None:
+        """`concurrency` workers pull from one queue: exactly that many jobs in flight."""
+        if not jobs:
+            return
+        task = self._progress.add_task(label, total=len(jobs)) if self._progress else None
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for job in jobs:
+            queue.put_nowait(job)
 
         async def worker() -> None:
             while not queue.empty():
-                spec = queue.get_nowait()
-                if self._remaining() <= 0:
-                    self._time_bound_reached(spec.group)
-                    continue
-                record = await self._one(client, spec)
-                out.append(record)
+                job = queue.get_nowait()
+                await job()
                 if task is not None:
                     self._progress.advance(task)
 
-        # The cyclic GC is paused while a group runs, as timeit does: every streamed chunk is a
-        # new dict, and collections scanning thousands of live ones cost the client a third of its
-        # CPU per token (benchmarks/client_overhead.py). Refcounting still frees what is dropped;
-        # one collection runs between groups.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(specs)))))
-        finally:
-            if was_enabled:
-                gc.enable()
-                gc.collect()
+        with _gc_paused():
+            await asyncio.gather(*(worker() for _ in range(min(concurrency, len(jobs)))))
         if task is not None:
             self._progress.remove_task(task)
-        out.sort(key=lambda r: r.start)
-        self.records.extend(out)
-        return out
 
-    async def _one(self, client: EndpointClient, spec: _Spec) -> RequestRecord:
-        prompt = self.prompts.make(spec.prompt_tokens, spec.group)
-        payload = self._payload(prompt, spec.max_tokens)
+    async def _open_loop(self, jobs: list[Job], schedule: list[float], label: str) -> None:
+        """Each job starts at its scheduled offset whatever the others are doing (Poisson load)."""
+        start = time.perf_counter()
+
+        async def at(offset: float, job: Job) -> None:
+            delay = start + offset - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._remaining() <= 0:
+                self._time_bound_reached(label)
+                return
+            await job()
+
+        with _gc_paused():
+            await asyncio.gather(*(at(o, j) for o, j in zip(schedule, jobs)))
+
+    # --- one request ------------------------------------------------------------------------
+    def job(self, spec: Spec) -> Job:
+        async def run() -> None:
+            if not self.out_of_time(spec.group):
+                await self.send(spec)
+        return run
+
+    def out_of_time(self, group: str) -> bool:
+        """Past the run's time bound: later requests are not sent (the run is incomplete)."""
+        if self._remaining() > 0:
+            return False
+        self._time_bound_reached(group)
+        return True
+
+    async def send(self, spec: Spec, messages: list[dict[str, Any]] | None = None,
+                   prefix: str | None = None) -> tuple[RequestRecord, ChatResult]:
+        """One streamed request: a fresh unique prompt of spec.prompt_tokens, or `messages` (a
+        conversation, whose unique opening the caller passes as `prefix`)."""
+        if messages is None:
+            prompt = self.prompts.make(spec.prompt_tokens, spec.group)
+            messages, prefix, estimated = [{"role": "user", "content": prompt.text}], prompt.prefix, prompt.estimated_tokens
+        else:
+            from .prompts import estimate_tokens
+            estimated = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
         timeout = max(1.0, min(self.method.request_timeout_s, self._remaining()))
-        result = await client.chat(payload, timeout=timeout)
-        record = self._record(spec, prompt, result)
+        payload = self._payload(messages, spec.max_tokens)
+        result = await (self.stream or self.client).chat(payload, timeout=timeout)
+        record = self._record(spec, prefix or "", estimated, result)
         if timeout < self.method.request_timeout_s and (result.error or "").startswith("timed out"):
             # Its timeout was the run's remaining time, not request_timeout_s: the run's bound cut it.
             record.cut_by_time_bound = True
             record.error = (f"cut by the run's time bound (run_timeout_s {self.method.run_timeout_s:g} s): "
                             f"{result.error}")
             self._time_bound_reached(spec.group)
-        return record
+        self._current.append(record)
+        return record, result
 
     def _time_bound_reached(self, group: str) -> None:
         if self.complete:
@@ -181,10 +306,10 @@ class BenchRunner:
                               "a request in flight then is recorded as cut (not a server failure) and later "
                               "requests were not sent")
 
-    def _payload(self, prompt: Prompt, max_tokens: int) -> dict[str, Any]:
-        payload: dict[str, Any] = {
+    def _payload(self, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+        return {
             "model": self.model_id,
-            "messages": [{"role": "user", "content": prompt.text}],
+            "messages": messages,
             "max_tokens": max_tokens,
             # ignore_eos makes every request produce exactly max_tokens (SGLang and the sim both
             # honour it), so output lengths are the method's, not the model's whim.
@@ -194,31 +319,18 @@ class BenchRunner:
             "temperature": self.method.sampling_temperature,
             "chat_template_kwargs": {"enable_thinking": self.method.thinking},
         }
-        return payload
 
-    async def _sample_metrics(self, client: EndpointClient) -> None:
-        """Peaks of the load gauges, read every metrics_interval_s while the phases run (a gauge
-        read once after the run would only show an idle server)."""
-        scratch = ServerFacts()
-        while True:
-            await asyncio.sleep(self.method.metrics_interval_s)
-            metrics = await read_metrics(client, scratch, timeout=5.0) or {}
-            for name, key in PEAK_GAUGES.items():
-                if name in metrics:
-                    self.metric_peaks[key] = max(self.metric_peaks.get(key, 0.0), metrics[name])
-
-    # --- one result -> one record ----------------------------------------------------
-    def _record(self, spec: _Spec, prompt: Prompt, result: ChatResult) -> RequestRecord:
+    def _record(self, spec: Spec, prefix: str, estimated: int, result: ChatResult) -> RequestRecord:
         usage = result.usage or {}
         completion = usage.get("completion_tokens")
         chunks = len(result.chunk_times)
         output = completion if isinstance(completion, int) else (chunks or None)
-        reasoning, answer = _split_reasoning(result, output)
+        reasoning, answer = split_reasoning(result, output)
         rel = self._rel
         return RequestRecord(
             phase=spec.phase, group=spec.group, concurrency=spec.concurrency, index=spec.index,
             ok=result.ok, error=result.error, status=result.status,
-            prompt_prefix=prompt.prefix, prompt_tokens_estimated=prompt.estimated_tokens,
+            prompt_prefix=prefix, prompt_tokens_estimated=estimated,
             prompt_tokens=usage.get("prompt_tokens"), cached_tokens=result.cached_tokens,
             max_tokens=spec.max_tokens, output_tokens=output,
             output_tokens_source=("usage" if isinstance(completion, int) else "chunks") if output else None,
@@ -228,78 +340,54 @@ class BenchRunner:
             last_token=rel(result.chunk_times[-1]) if result.chunk_times else None,
             end=rel(result.t_end),
             chunk_offsets=[round(t - result.t_start, 6) for t in result.chunk_times],
+            repeat=self.repeat, conversation=spec.conversation, turn=spec.turn, scheduled=spec.scheduled,
         )
 
     def _rel(self, t: float | None) -> Any:
         return None if t is None else round(t - self.t0, 6)
 
-    # --- sizes and levels -------------------------------------------------------------
-    def _prefill_sizes(self, facts: ServerFacts) -> list[int]:
-        m = self.method
-        limits = [x for x in (facts.context_length, facts.max_total_tokens,
+    async def _sample_metrics(self) -> None:
+        """Peaks of the load gauges, read every metrics_interval_s while the phases run (a gauge
+        read once after the run would only show an idle server); per phase and for the run."""
+        scratch = ServerFacts()
+        self._sampling = True
+        while self._sampling:
+            await asyncio.sleep(self.method.metrics_interval_s)
+            metrics = await read_metrics(self.client, scratch, timeout=5.0) or {}
+            for name, key in PEAK_GAUGES.items():
+                if name in metrics:
+                    self.metric_peaks[key] = max(self.metric_peaks.get(key, 0.0), metrics[name])
+                    self._phase_peak[name] = max(self._phase_peak.get(name, 0.0), metrics[name])
+
+    # --- sizes --------------------------------------------------------------------------
+    def cap_sizes(self, sizes: list[int], output_tokens: int, what: str) -> list[int]:
+        """Prompt sizes capped by the server's context length and KV pool (minus a margin for the
+        chat template), each noted; duplicates after capping are dropped."""
+        limits = [x for x in (self.facts.context_length, self.facts.max_total_tokens,
                               self.target.profile.model.context_length if self.target.profile else None) if x]
         if not limits:
-            self.notes.append("the server reported no context length: prefill sizes were not capped")
-            return list(dict.fromkeys(m.prefill_prompt_tokens))
+            note = f"the server reported no context length: {what} sizes were not capped"
+            if note not in self.notes:
+                self.notes.append(note)
+            return list(dict.fromkeys(sizes))
         room = min(limits)
-        cap = int(room * (1 - _CONTEXT_MARGIN_FRACTION)) - _CONTEXT_MARGIN_TOKENS - m.prefill_output_tokens
-        sizes: list[int] = []
-        for size in m.prefill_prompt_tokens:
+        cap = int(room * (1 - _CONTEXT_MARGIN_FRACTION)) - _CONTEXT_MARGIN_TOKENS - output_tokens
+        out: list[int] = []
+        for size in sizes:
             if size > cap:
-                self.notes.append(f"prefill {size} tokens capped to {cap} by the context length ({room})")
+                note = f"{what} {size} tokens capped to {cap} by the context length ({room})"
+                if note not in self.notes:
+                    self.notes.append(note)
                 size = cap
-            if size >= 16 and size not in sizes:
-                sizes.append(size)
-        return sizes
-
-    def _sweep_levels(self, facts: ServerFacts) -> list[int]:
-        top = facts.max_running_requests
-        if top is None:
-            top = _SWEEP_CAP_WHEN_UNKNOWN
-            self.notes.append(f"the server reported no max running requests: the sweep stops at {top}")
-        top = min(top, self.method.sweep_max_concurrency)
-        levels, c = [], 1
-        while c < top:
-            levels.append(c)
-            c *= 2
-        levels.append(top)
-        return levels
-
-    # --- the result ---------------------------------------------------------------------
-    def _assemble(self, started_at: str, before: ServerFacts, after: ServerFacts,
-                  groups: list[GroupSummary]) -> BenchRun:
-        measured = [r for r in self.records if r.phase != "warmup" and not r.cut_by_time_bound]
-        prefixes = [r.prompt_prefix for r in self.records]
-        gpus = before.gpus or (self.target.profile.match.gpu_count if self.target.profile else None) or 1
-        sweep = _sweep_points([g for g in groups if g.phase == "sweep"], gpus)
-        server_figures = server_side_figures(after, self.metric_peaks)
-        return BenchRun(
-            schema=SCHEMA, run_id=self.prompts.run_id, started_at=started_at,
-            duration_s=round(time.perf_counter() - self.t0, 3), complete=self.complete,
-            method={**self.method.model_dump(mode="json"), "seed": self.seed,
-                    "temperature_used": self.method.sampling_temperature},
-            method_fingerprint=self.method.fingerprint(),
-            environment=describe_environment(self.target),
-            server={
-                "model_id": before.model_id, "context_length": before.context_length,
-                "max_total_tokens": before.max_total_tokens,
-                "max_running_requests": before.max_running_requests, "gpus": gpus,
-                "server_info": before.server_info, "models": before.models, "model_info": before.model_info,
-                "metrics_before": before.metrics, "metrics_after": after.metrics,
-                "server_figures": server_figures, "unreadable": before.unreadable,
-            },
-            groups=groups,
-            figures=_figures(groups, sweep, server_figures),
-            sweep=sweep,
-            cache_check=_cache_check(measured, self.method.max_cached_fraction),
-            prompts_unique=len(set(prefixes)) == len(prefixes),
-            errors_total=sum(1 for r in measured if not r.ok),
-            requests_total=len(measured),
-            notes=self.notes,
-            requests=self.records,
-        )
+            if size >= 16 and size not in out:
+                out.append(size)
+        return out
 
     # --- helpers ------------------------------------------------------------------------
+    def _note_once(self, note: str) -> None:
+        if note not in self.notes:
+            self.notes.append(note)
+
     def _now(self) -> float:
         return round(time.perf_counter() - self.t0, 6)
 
@@ -323,92 +411,20 @@ class BenchRunner:
                 self._progress = None
 
 
-def _split_reasoning(result: ChatResult, output: int | None) -> tuple[int | None, int | None]:
-    """Reasoning vs answer tokens: the server's completion_tokens_details when it gives them,
-    else the output split in proportion to reasoning vs answer chunks."""
-    if output is None:
-        return None, None
-    details = (result.usage or {}).get("completion_tokens_details") or {}
-    if isinstance(details.get("reasoning_tokens"), int):
-        return details["reasoning_tokens"], output - details["reasoning_tokens"]
-    if not result.reasoning_content:
-        return 0, output
-    # The client counts these while streaming (it keeps no chunk objects unless asked).
-    reasoning_chunks, answer_chunks = result.reasoning_chunks, result.answer_chunks
-    total = reasoning_chunks + answer_chunks
-    if total == 0:
-        return 0, output
-    reasoning = round(output * reasoning_chunks / total)
-    return reasoning, output - reasoning
-
-
-def _sweep_points(groups: list[GroupSummary], gpus: int) -> list[SweepPoint]:
-    points = [SweepPoint(concurrency=g.concurrency, per_user_tps=g.decode_tps_median,
-                         per_gpu_tps=None if g.aggregate_output_tps is None else g.aggregate_output_tps / gpus,
-                         ttft_median_s=g.ttft_median_s, completed=g.completed, failed=g.failed)
-              for g in groups]
-    valid = [i for i, p in enumerate(points) if p.per_user_tps is not None and p.per_gpu_tps is not None]
-    front = stats.pareto_front([(points[i].per_user_tps, points[i].per_gpu_tps) for i in valid])
-    for k in front:
-        points[valid[k]].on_front = True
-    return points
-
-
-def _cache_check(records: list[RequestRecord], allowed: float,
-                 allowed_tokens: int = CACHED_TOKENS_ALLOWED) -> CacheCheck:
-    done = [r for r in records if r.ok]
-    reported = [r for r in done if r.cached_tokens is not None]
-    if not reported:
-        return CacheCheck(reported=False, requests=len(done), requests_with_hits=0, max_cached_fraction=None,
-                          allowed_fraction=allowed, ok=True, allowed_tokens=allowed_tokens,
-                          message="the server reported no cached_tokens: prefix-cache use could not be checked")
-    fractions = [(r.cached_tokens or 0) / max(1, r.prompt_tokens or r.prompt_tokens_estimated) for r in reported]
-    # A hit: more than the fraction AND more than the fixed allowance (a chat template's opening).
-    hits = sum(1 for r, f in zip(reported, fractions) if f > allowed and (r.cached_tokens or 0) > allowed_tokens)
-    worst = max(fractions)
-    ok = hits == 0
-    message = (f"cached prompt tokens stayed near zero (at most {worst:.1%} of a prompt, over {len(reported)} requests; "
-               f"up to {allowed_tokens} tokens are always allowed)"
-               if ok else f"{hits} of {len(reported)} requests had more than {allowed:.0%} of their prompt (and more "
-               f"than {allowed_tokens} tokens) cached (up to {worst:.1%}): a prefix cache helped, so prefill and TTFT "
-               "figures are optimistic")
-    return CacheCheck(reported=True, requests=len(reported), requests_with_hits=hits,
-                      max_cached_fraction=round(worst, 6), allowed_fraction=allowed, ok=ok, message=message,
-                      allowed_tokens=allowed_tokens)
-
-
-def _figures(groups: list[GroupSummary], sweep: list[SweepPoint], server: dict[str, float]) -> list[Figure]:
-    out: list[Figure] = []
-
-    def add(key: str, label: str, value: float | None, unit: str, better: str, g: GroupSummary) -> None:
-        out.append(Figure(key=key, label=label, value=value, unit=unit, better=better,  # type: ignore[arg-type]
-                          completed=g.completed, failed=g.failed))
-
-    for g in groups:
-        if g.phase == "decode":
-            add("decode_c1_tps", "decode, 1 request", g.decode_tps_median, "tok/s", "higher", g)
-            add("ttft_c1_s", "time to first token, 1 request", g.ttft_median_s, "s", "lower", g)
-            add("ttfa_c1_s", "time to first answer token, 1 request", g.ttfa_median_s, "s", "lower", g)
-        elif g.phase == "load":
-            c = g.concurrency
-            add(f"load_c{c}_aggregate_tps", f"decode, {c} concurrent, total", g.aggregate_output_tps, "tok/s", "higher", g)
-            add(f"load_c{c}_per_request_tps", f"decode, {c} concurrent, per request", g.decode_tps_median,
-                "tok/s", "higher", g)
-            add(f"load_c{c}_ttft_s", f"time to first token, {c} concurrent", g.ttft_median_s, "s", "lower", g)
-        elif g.phase == "prefill":
-            size = g.name.split("_", 1)[1]
-            add(f"prefill_{size}_tps", f"prefill, {int(size):,} tokens", g.prefill_tps_median, "tok/s", "higher", g)
-            add(f"prefill_{size}_ttft_s", f"time to first token, {int(size):,}-token prompt", g.ttft_median_s,
-                "s", "lower", g)
-    if sweep:
-        best = max((p for p in sweep if p.per_gpu_tps is not None), key=lambda p: p.per_gpu_tps, default=None)
-        if best is not None:
-            out.append(Figure("sweep_peak_per_gpu_tps", f"sweep peak per GPU (at {best.concurrency} concurrent)",
-                              best.per_gpu_tps, "tok/s", "higher", best.completed, best.failed))
-    for key, value in server.items():
-        better = "higher" if key == "spec_accept_length" else "neither"
-        out.append(Figure(f"server_{key}", f"server: {key.replace('_', ' ')}", value, "", better, 0, 0))
-    return out
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector paused while a group runs (as timeit does): every streamed chunk is a
+    new dict, and collections scanning thousands of live ones cost the client a third of its CPU
+    per token (benchmarks/client_overhead.py). Refcounting still frees what is dropped; one
+    collection runs between groups."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+            gc.collect()
 
 
 def run_bench_sync(target: Target, method: BenchMethod, *, progress: bool = True) -> BenchRun:

@@ -1,5 +1,5 @@
 """What the server says about itself: /v1/models, /server_info (or /get_server_info),
-/get_model_info and /metrics. Every endpoint is optional; a server that lacks one is benchmarked
+/model_info (or /get_model_info) and /metrics. Every endpoint is optional; a server that lacks one is benchmarked
 all the same, and the run records what it could not read."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import serverfields
 from ..client import EndpointClient
 from ..secrets import redact
 
@@ -28,44 +29,44 @@ class ServerFacts:
 async def read_server_facts(client: EndpointClient, timeout: float = 10.0) -> ServerFacts:
     facts = ServerFacts()
     facts.models = await _json(client, "/v1/models", facts, timeout)
-    for path in ("/server_info", "/get_server_info"):  # SGLang renamed it; accept both
+    for path in serverfields.SERVER_INFO_PATHS:  # 0.5.23's name first; older servers: /get_server_info
         facts.server_info = await _json(client, path, facts, timeout)
         if facts.server_info is not None:
             facts.unreadable.pop("/server_info", None)
             break
-    facts.model_info = await _json(client, "/get_model_info", facts, timeout)
+    for path in serverfields.MODEL_INFO_PATHS:  # /get_model_info is deprecated in 0.5.23
+        facts.model_info = await _json(client, path, facts, timeout)
+        if facts.model_info is not None:
+            facts.unreadable.pop("/model_info", None)
+            break
     facts.metrics = await read_metrics(client, facts, timeout)
 
     data = (facts.models or {}).get("data") or []
     first = data[0] if data and isinstance(data[0], dict) else {}
     facts.model_id = first.get("id")
     info = facts.server_info or {}
-    states = info.get("internal_states") or [{}]
-    state = states[0] if states and isinstance(states[0], dict) else {}
-    facts.context_length = _int(info.get("context_length"), first.get("max_model_len"),
-                                (facts.model_info or {}).get("context_length"))
-    facts.max_total_tokens = _int(info.get("max_total_num_tokens"), state.get("max_total_num_tokens"))
-    facts.max_running_requests = _int(info.get("max_running_requests"), state.get("max_running_requests"))
+    facts.context_length = serverfields.context_length(facts.models, info, facts.model_info)[0]
+    facts.max_total_tokens = serverfields.kv_pool_tokens(info)
+    facts.max_running_requests = serverfields.running_limit(info)[0]
     tp, dp = _int(info.get("tp_size")), _int(info.get("dp_size"))
     if tp:
         facts.gpus = tp * (dp or 1)
     return facts
 
 
-def server_side_figures(facts_after: ServerFacts, peaks: dict[str, float] | None = None) -> dict[str, float]:
-    """The figures only the server knows: speculative accept length, cache hit rate (after the
-    run), and the peaks of KV token usage and running requests sampled during it."""
+def server_side_figures(facts_after: ServerFacts, peaks: dict[str, float] | None = None,
+                        window: Any = None) -> dict[str, float]:
+    """The figures only the server knows, over the measured phases: speculative accept length and
+    cached-token share from /metrics counter differences (`window`, a metrics_window.Window), and
+    the peaks of KV token usage and running requests sampled during the run. The gauges
+    (sglang:spec_accept_length, sglang:cache_hit_rate) cover only SGLang's last logging window
+    and avg_spec_accept_length is cumulative since start, so neither is a figure of this run."""
     out: dict[str, float] = dict(peaks or {})
-    info = facts_after.server_info or {}
-    for state in info.get("internal_states") or []:
-        # 0 means no speculative decoding (SGLang reports 0.0 then): not a figure.
-        if isinstance(state, dict) and (state.get("avg_spec_accept_length") or 0) > 0:
-            out["spec_accept_length"] = float(state["avg_spec_accept_length"])
-    metrics = facts_after.metrics or {}
-    for name, key in (("sglang:spec_accept_length", "spec_accept_length"),
-                      ("sglang:cache_hit_rate", "cache_hit_rate")):
-        if name in metrics and key not in out and not (key == "spec_accept_length" and metrics[name] <= 0):
-            out[key] = metrics[name]
+    if window is not None and window.measured:
+        if window.spec_accept_length is not None:
+            out["spec_accept_length"] = window.spec_accept_length
+        if window.cached_share is not None:
+            out["cache_hit_rate"] = window.cached_share
     return out
 
 

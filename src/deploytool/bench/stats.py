@@ -125,3 +125,87 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
         if not dominated:
             front.append(i)
     return sorted(front, key=lambda i: points[i][0])
+
+
+# --- inter-token latency -------------------------------------------------------------------
+def itls(rec: RequestRecord) -> list[float]:
+    """Gaps between successive token-bearing chunks (the first chunk's wait is TTFT, not ITL).
+    Chunks that arrived in one network read share a time, so their gap is 0."""
+    if not rec.ok or len(rec.chunk_offsets) < 2:
+        return []
+    offs = rec.chunk_offsets
+    return [offs[i] - offs[i - 1] for i in range(1, len(offs))]
+
+
+def tpot(rec: RequestRecord) -> float | None:
+    """Time per output token after the first: the inverse of decode_tps."""
+    speed = decode_tps(rec)
+    return None if not speed else 1.0 / speed
+
+
+def itl_summary(records: Sequence[RequestRecord]) -> dict[str, float | None]:
+    gaps = [g for r in records for g in itls(r)]
+    return {"itl_p50_s": percentile(gaps, 50), "itl_p95_s": percentile(gaps, 95),
+            "itl_p99_s": percentile(gaps, 99), "itl_max_s": max(gaps) if gaps else None,
+            "tpot_median_s": median(tpot(r) for r in records if r.ok)}
+
+
+# --- intervals -----------------------------------------------------------------------------
+BOOTSTRAP_ITERATIONS = 2000
+CONFIDENCE = 0.95
+
+
+def bootstrap_ratio(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]], *,
+                    iterations: int = BOOTSTRAP_ITERATIONS, confidence: float = CONFIDENCE,
+                    seed: int = 0) -> tuple[float, float, float] | None:
+    """Ratio of medians (after / before) and its percentile-bootstrap interval.
+
+    Each side is a list of repeats, each repeat a list of per-request values (a figure measured
+    once per repeat, such as an aggregate, is a one-value list per repeat). Two levels are
+    resampled: repeats with replacement, then requests within each chosen repeat, so the
+    interval widens both when requests scatter and when repeats disagree (a host that was busy
+    during one repeat). With a single repeat per side only requests are resampled."""
+    import numpy as np
+
+    a = [np.asarray([v for v in rep if v is not None], dtype=float) for rep in before]
+    b = [np.asarray([v for v in rep if v is not None], dtype=float) for rep in after]
+    a, b = [x for x in a if x.size], [x for x in b if x.size]
+    if not a or not b:
+        return None
+    point_a = float(np.median(np.concatenate(a)))
+    point_b = float(np.median(np.concatenate(b)))
+    if point_a == 0:
+        return None
+    rng = np.random.default_rng(seed)
+
+    def draws(side: list) -> "np.ndarray":
+        # vectorised: each of the len(side) slots picks a repeat, then that repeat's size in
+        # values from it (padding with NaN to the longest repeat), and the pooled median is taken
+        sizes = np.asarray([rep.size for rep in side])
+        padded = np.full((len(side), sizes.max()), np.nan)
+        for j, rep in enumerate(side):
+            padded[j, :rep.size] = rep
+        cols = np.arange(sizes.max())
+        blocks = []
+        for _ in range(len(side)):
+            reps = np.zeros(iterations, dtype=int) if len(side) == 1 else rng.integers(0, len(side), iterations)
+            n = sizes[reps][:, None]
+            idx = np.floor(rng.random((iterations, sizes.max())) * n).astype(int)
+            values = padded[reps[:, None], idx]
+            values[cols[None, :] >= n] = np.nan
+            blocks.append(values)
+        return np.nanmedian(np.concatenate(blocks, axis=1), axis=1)
+
+    da, db = draws(a), draws(b)
+    ok = da != 0
+    ratios = db[ok] / da[ok]
+    if ratios.size == 0:
+        return None
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return point_b / point_a, float(lo), float(hi)
+
+
+def spread(values: Iterable[float | None]) -> tuple[float, float] | None:
+    data = [v for v in values if v is not None]
+    return (min(data), max(data)) if data else None

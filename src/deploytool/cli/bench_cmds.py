@@ -22,14 +22,21 @@ def bench_command(
     quick: Annotated[bool, typer.Option("--quick", help="The reduced method (fewer, shorter requests) for smoke runs.")] = False,
     thinking: Annotated[str, typer.Option("--thinking", help="on: temperature 0.7 and the model's defaults; off: greedy.")] = "off",
     sweep: Annotated[bool, typer.Option("--sweep", help="Also sweep concurrency 1, 2, 4, ... up to the server's max running requests.")] = False,
+    workload: Annotated[str, typer.Option("--workload", help="Which named workload: table, long-context, agentic, open-loop, input-ablation (docs/bench.md).")] = "table",
+    repeats: Annotated[Optional[int], typer.Option("--repeats", help="Passes of the workload (default 3); figures are medians over passes.")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
+    ready_timeout: Annotated[float, typer.Option(
+        "--ready-timeout", help="Seconds to wait for a server that is still loading (refusing connections or "
+                                "answering 503) before giving up with exit 6 (could not run).")] = 1200.0,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     api_key_file: ApiKeyFileOpt = None,
     api_key: ApiKeyOpt = None,
 ) -> None:
-    """Measure decode, load, prefill and TTFT with the published method (docs/bench.md)."""
+    """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method, run_bench
+    from ..client import run_sync, wait_until_ready
+    from ..secrets import auth_headers
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines
     from ..targets import resolve_target
@@ -39,9 +46,16 @@ def bench_command(
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
                             api_key_file=api_key_file, api_key_flag=api_key)
     prof = target.profile
-    method = build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
-                          sweep=sweep, profile_name=prof.name if prof else None)
-    console_err.print(f"bench {target.describe()}: {method.preset} method {method.fingerprint()}", highlight=False)
+    method = _method(build_method, quick, prof, thinking, sweep, workload, repeats)
+    console_err.print(f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
+                      f"{method.fingerprint()}, {method.repeats} passes", highlight=False)
+    ready = run_sync(wait_until_ready(target.url, health_path=prof.health.path if prof else "/health",
+                                      timeout_s=ready_timeout, headers=auth_headers(target.api_key),
+                                      progress=lambda line: console_err.print(line, highlight=False)))
+    if not ready.ready:
+        console_err.print(f"[bold red]bench:[/] {target.url} did not become ready within {ready_timeout:g} s "
+                          f"(--ready-timeout): {ready.error}", highlight=False)
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
     code, why = bench_exit_code(run)
     if json_out:
@@ -49,11 +63,14 @@ def bench_command(
         if why:
             console_err.print(f"bench: {why}", highlight=False)
         raise typer.Exit(code)
-    table = Table(title=f"bench {run.environment['target']} ({run.method['preset']} method)")
-    for column in ("figure", "value", "completed", "failed"):
+    table = Table(title=f"bench {run.environment['target']} ({run.workload} workload, {run.method['preset']} method, "
+                        f"{run.method.get('repeats', 1)} passes)")
+    for column in ("figure", "value", "spread over passes", "completed", "failed"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for fig in run.figures:
-        table.add_row(fig.label, format_value(fig.value, fig.unit), str(fig.completed),
+        spread = (f"{format_value(fig.spread[0], fig.unit)} - {format_value(fig.spread[1], fig.unit)}"
+                  if fig.spread and len(fig.repeat_values) > 1 else "")
+        table.add_row(fig.label, format_value(fig.value, fig.unit), spread, str(fig.completed),
                       f"[red]{fig.failed}[/]" if fig.failed else "0")
     console.print(table)
     if run.sweep:
@@ -81,6 +98,18 @@ def bench_command(
     raise typer.Exit(code)
 
 
+def _method(build_method, quick, prof, thinking, sweep, workload, repeats):
+    from ..bench.workloads import REGISTRY
+
+    if workload not in REGISTRY:
+        raise UsageError(f"--workload {workload!r}: no such workload", hint=f"known: {', '.join(REGISTRY)}")
+    extra = {"repeats": repeats} if repeats is not None else {}
+    if repeats is not None and repeats < 1:
+        raise UsageError(f"--repeats {repeats}: expected at least 1")
+    return build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
+                        sweep=sweep, profile_name=prof.name if prof else None, workload=workload, **extra)
+
+
 EXIT_MEASURED, EXIT_PARTIAL, EXIT_NOTHING_MEASURED = 0, 1, EXIT_COULD_NOT_RUN
 
 
@@ -100,16 +129,35 @@ def bench_exit_code(run) -> tuple[int, str]:
 
 @app.command("compare")
 def compare_command(
-    runs: Annotated[list[Path], typer.Argument(help="Two or more results.json files or bench report folders.")],
+    runs: Annotated[list[str], typer.Argument(help="Two or more results.json files or bench report folders; with --interleave, two endpoint URLs.")],
     report: Annotated[Optional[Path], typer.Option("--report", help="Write comparison.json/.md/.html here.")] = None,
     allow_mixed: Annotated[bool, typer.Option("--allow-mixed-methods",
                                               help="Show runs measured with different methods, flagged.")] = False,
+    interleave: Annotated[bool, typer.Option("--interleave", help="Measure two endpoints now, their passes alternating (A B, B A, ...), then compare.")] = False,
+    workload: Annotated[str, typer.Option("--workload", help="With --interleave: the workload to run.")] = "table",
+    quick: Annotated[bool, typer.Option("--quick", help="With --interleave: the reduced method.")] = False,
+    repeats: Annotated[Optional[int], typer.Option("--repeats", help="With --interleave: passes per endpoint (default 3).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Put bench runs side by side: a column per run and a ratio against the first."""
-    from ..bench import compare_runs, write_comparison_report
+    """Put bench runs side by side: a column per run and a ratio (with its interval) against the first."""
+    from ..bench import build_method, compare_runs, write_comparison_report, write_run_report
 
-    comparison = compare_runs(runs, allow_mixed_methods=allow_mixed)
+    if interleave:
+        from ..bench.interleave import run_interleaved
+        from ..targets import Target
+
+        if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
+            raise UsageError("--interleave takes two endpoint URLs", hint="deploytool compare --interleave URL_A URL_B")
+        method = _method(build_method, quick, None, "off", False, workload, repeats)
+        console_err.print(f"interleaving {runs[0]} and {runs[1]}: {method.workload} workload, {method.repeats} passes "
+                          "each", highlight=False)
+        run_a, run_b, comparison = run_interleaved(Target(url=runs[0], profile=None), Target(url=runs[1], profile=None),
+                                                   method)
+        if report:
+            write_run_report(run_a, report / "A")
+            write_run_report(run_b, report / "B")
+    else:
+        comparison = compare_runs([Path(r) for r in runs], allow_mixed_methods=allow_mixed)
     if report:
         write_comparison_report(comparison, report)
     if json_out:

@@ -138,8 +138,17 @@ class ServerInfo:
     models: dict[str, Any] | None = None  # /v1/models
     server_info: dict[str, Any] | None = None  # /server_info or /get_server_info
     server_info_path: str | None = None
-    model_info: dict[str, Any] | None = None  # /get_model_info
+    model_info: dict[str, Any] | None = None  # /model_info (or /get_model_info)
+    model_info_path: str | None = None
     unauthorized: bool = False  # issue 13: /v1/models answered 401 (the server wants an API key)
+    waited_s: float = 0.0  # how long the server took to become ready
+    # /model_info weight_version before the suites and after them (recorded in results.json)
+    weight_version: str | None = None
+    weight_version_at_end: str | None = None
+
+    @property
+    def weight_version_changed(self) -> bool:
+        return self.weight_version_at_end is not None and self.weight_version_at_end != self.weight_version
 
     @property
     def is_simulator(self) -> bool:
@@ -154,15 +163,19 @@ class ServerInfo:
 
     @property
     def max_model_len(self) -> int | None:
-        data = (self.models or {}).get("data") or []
-        value = data[0].get("max_model_len") if data else None
-        if value is None:
-            value = find_key(self.server_info, "context_length")
-        return int(value) if isinstance(value, (int, float)) else None
+        """/v1/models max_model_len (SGLang's effective context length); the server info's
+        context_length only as a fallback (0.5.23 reports the flag there, null when not given)."""
+        from ..serverfields import context_length
+        return context_length(self.models, self.server_info, self.model_info)[0]
+
+    @property
+    def running_limit(self) -> int | None:
+        from ..serverfields import running_limit
+        return running_limit(self.server_info)[0]
 
     @property
     def has_vision(self) -> bool | None:
-        """SGLang's /get_model_info says `has_image_understanding` (older: is_multimodal)."""
+        """SGLang's /model_info says `has_image_understanding` (older: is_multimodal)."""
         info = self.model_info or {}
         for key in ("has_image_understanding", "is_multimodal", "is_vision"):
             if key in info:

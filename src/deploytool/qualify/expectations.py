@@ -10,8 +10,9 @@ scheduler info, `build_server_info` in srt/utils/common.py; scheduler figures su
   (srt/arg_groups/speculative_hook.py), so `NEXTN` in a profile is compared as `EAGLE`.
 * accept length: over this qualification's own window, from the Prometheus counters
   `sglang:generation_tokens_total` / `sglang:spec_verify_calls_total` (tokens per verify step,
-  srt/observability/metrics_collector.py) read before and after a few generations; without those
-  counters, the `avg_spec_accept_length` of `/server_info` read after the same window.
+  srt/observability/metrics_collector.py) read before and after a few generations through
+  deploytool.metrics_window; without those counters (no --enable-metrics, or no speculative
+  decoding), the `avg_spec_accept_length` of `/server_info` read after the same window.
 * decode CUDA graphs: off when `disable_cuda_graph` or `disable_decode_cuda_graph` is true or
   `cuda_graph_config.decode.backend` / `cuda_graph_backend_decode` is `disabled`
   (srt/arg_groups/fields/exec_.py, srt/arg_groups/cuda_graph_hook.py).
@@ -21,17 +22,16 @@ scheduler info, `build_server_info` in srt/utils/common.py; scheduler figures su
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .. import metrics_window as mw
 from .base import Gate, find_key
 
 # SGLang's resolution renames these (srt/arg_groups/speculative_hook.py).
 SPEC_ALIASES = {"NEXTN": "EAGLE"}
 WINDOW_PROMPT = "Write a short paragraph about the history of lighthouses."
-_METRIC = re.compile(r"^(sglang:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.MULTILINE)
 
 
 class Expectations(BaseModel):
@@ -107,30 +107,11 @@ def static_gates(expect: Expectations, info: dict[str, Any] | None) -> list[Gate
     return gates
 
 
-def spec_counters(metrics_text: str) -> tuple[float, float] | None:
-    """(generation tokens, speculative verify calls) summed over label sets, or None when the
-    server does not export the verify counter."""
-    tokens = calls = 0.0
-    seen = False
-    for name, value in _METRIC.findall(metrics_text or ""):
-        if name == "sglang:generation_tokens_total":
-            tokens += float(value)
-        elif name == "sglang:spec_verify_calls_total":
-            calls += float(value)
-            seen = True
-    return (tokens, calls) if seen else None
-
-
 async def accept_length_in_window(client: Any, model: str | None, expect: Expectations) -> dict[str, Any]:
-    """Send a few greedy generations and measure the accept length over them."""
-    async def metrics() -> tuple[float, float] | None:
-        try:
-            response = await client.get("/metrics", timeout=10)
-            return spec_counters(response.text) if response.status_code == 200 else None
-        except Exception:  # no /metrics: the server-info figure is used
-            return None
-
-    before = await metrics()
+    """Send a few greedy generations and measure the accept length over them: the counter
+    difference over the window (deploytool.metrics_window, the one /metrics reader), else the
+    server info's cumulative figure read after it."""
+    before = await mw.snapshot(client)
     errors = []
     for i in range(expect.window_requests):
         payload = {"model": model or "default", "temperature": 0, "max_tokens": expect.window_max_tokens,
@@ -139,16 +120,18 @@ async def accept_length_in_window(client: Any, model: str | None, expect: Expect
         result = await client.chat(payload)
         if result.error:
             errors.append(result.error)
-    after = await metrics()
-    if before is not None and after is not None and after[1] > before[1]:
-        value = (after[0] - before[0]) / (after[1] - before[1])
-        return {"accept_length": round(value, 3), "source": "metrics counters over the window", "errors": errors}
+    window = mw.window(before, await mw.snapshot(client))
+    value = window.spec_accept_length
+    if value is not None:
+        return {"accept_length": round(value, 3), "source": "metrics counters over the window",
+                "window": window.to_json(), "errors": errors}
+    why = window.why or f"/metrics has no {mw.VERIFY} increase"
     try:
         info = (await client.get("/server_info", timeout=10)).json()
     except Exception as exc:
-        return {"accept_length": None, "source": f"server info unreadable: {exc}", "errors": errors}
+        return {"accept_length": None, "source": f"{why}; server info unreadable: {exc}", "errors": errors}
     value = find_key(info, "avg_spec_accept_length")
-    return {"accept_length": value, "source": "avg_spec_accept_length in /server_info after the window",
+    return {"accept_length": value, "source": f"{why}; avg_spec_accept_length in /server_info after the window",
             "errors": errors}
 
 

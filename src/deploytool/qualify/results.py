@@ -71,6 +71,9 @@ class QualifyReport:
         head = f"qualify {self.verdict.upper()}: {parts}{why}"
         if self.server is not None and self.server.is_simulator:
             head += "; against the reference runtime (a simulator, not a model)"
+        if self.server is not None and self.server.weight_version_changed:
+            head += (f"; WEIGHTS CHANGED during the run (weight_version {self.server.weight_version} -> "
+                     f"{self.server.weight_version_at_end})")
         if self.could_not_run:
             head += f"; could not run: {self.could_not_run}"
         if self.incomplete:

@@ -19,7 +19,8 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..client import EndpointClient
+from .. import serverfields
+from ..client import EndpointClient, wait_until_ready
 from ..secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
@@ -64,8 +65,9 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
     running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
     try:
         with bars:
-            report.server = asyncio.run(probe_server(target.url, settings["preflight"], profile,
-                                                     api_key=getattr(target, "api_key", None)))
+            report.server = asyncio.run(probe_server(
+                target.url, settings["preflight"], profile, api_key=getattr(target, "api_key", None),
+                progress=(lambda line: console.print(line, highlight=False)) if progress else None))
             if not report.server.reachable:
                 report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
             elif report.server.unauthorized:  # issue 13
@@ -83,6 +85,9 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 report.suites.append(result)
                 pending.pop(0)
                 write_reports(report)
+            if report.server.reachable:
+                report.server.weight_version_at_end = asyncio.run(
+                    _weight_version(target.url, getattr(target, "api_key", None)))
             _nothing_measured(report)
     except KeyboardInterrupt:
         report.incomplete = report.interrupted = True
@@ -186,48 +191,51 @@ def _nothing_measured(report: QualifyReport) -> None:
         report.could_not_run = f"the server stopped answering: {others[0].reason.removeprefix('not run: ')}"
 
 
-async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None) -> ServerInfo:
+async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None,
+                       progress: Any = None) -> ServerInfo:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
-    Waits up to preflight.ready_timeout_s for a server that answers 503 (still loading)."""
+    Waits up to preflight.ready_timeout_s (20 min by default) for a server that is still loading:
+    SGLang refuses connections until its weights are loaded, then answers 503 while it warms up."""
     info = ServerInfo(url=url)
     health_path = profile.health.path if profile is not None else "/health"
-    deadline = time.monotonic() + preflight.ready_timeout_s
-    connect_deadline = time.monotonic() + min(preflight.ready_timeout_s, preflight.connect_timeout_s)
-    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=auth_headers(api_key)) as http:
-        while True:
-            try:
-                response = await http.get(health_path)
-                info.reachable = True
-                info.health_status = response.status_code
-                if response.status_code == 200:
-                    info.ready = True
-                    break
-                info.error = (f"GET {health_path} answered HTTP {response.status_code} for "
-                              f"{preflight.ready_timeout_s:g} s (qualify.preflight.ready_timeout_s)")
-                if time.monotonic() >= deadline:
-                    break
-            except httpx.HTTPError as exc:
-                info.error = f"{type(exc).__name__}: {exc or 'no answer'} (GET {url}{health_path})"
-                if time.monotonic() >= (deadline if info.reachable else connect_deadline):
-                    break
-            await asyncio.sleep(0.5)
-        if not info.reachable:
-            return info
+    headers = auth_headers(api_key)
+    ready = await wait_until_ready(url, health_path=health_path, timeout_s=preflight.ready_timeout_s,
+                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers)
+    info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
+    info.waited_s = ready.waited_s
+    if not ready.ready:
+        info.error = f"{ready.error} after {ready.waited_s:g} s (qualify.preflight.ready_timeout_s)"
+    if not info.reachable:
+        return info
+    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=headers) as http:
         info.models = await _optional_json(http, "/v1/models")
         if info.models is None:
             try:
                 info.unauthorized = (await http.get("/v1/models")).status_code == 401
             except httpx.HTTPError:
                 pass
-        for path in ("/server_info", "/get_server_info"):
+        for path in serverfields.SERVER_INFO_PATHS:  # 0.5.23's name first; /get_server_info for older servers
             info.server_info = await _optional_json(http, path)
             if info.server_info is not None:
                 info.server_info_path = path
                 break
-        info.model_info = await _optional_json(http, "/get_model_info")
-    if info.ready:
-        info.error = None
+        for path in serverfields.MODEL_INFO_PATHS:  # /get_model_info is deprecated in 0.5.23
+            info.model_info = await _optional_json(http, path)
+            if info.model_info is not None:
+                info.model_info_path = path
+                break
+    info.weight_version = serverfields.weight_version(info.model_info)
     return info
+
+
+async def _weight_version(url: str, api_key: str | None = None) -> str | None:
+    """The weight_version at the end of the run (a change during qualification is reported)."""
+    async with httpx.AsyncClient(base_url=url, timeout=10, headers=auth_headers(api_key)) as http:
+        for path in serverfields.MODEL_INFO_PATHS:
+            body = await _optional_json(http, path)
+            if body is not None:
+                return serverfields.weight_version(body)
+    return None
 
 
 async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:

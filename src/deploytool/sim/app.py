@@ -6,6 +6,7 @@ create_app(settings) builds the app; serve it with uvicorn (sim/server.py does).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import time
@@ -32,7 +33,8 @@ from deploytool.sim.generation import Plan, Unit, build_plan
 from deploytool.sim.log import log
 from deploytool.sim.metrics import CONTENT_TYPE, render_metrics
 from deploytool.sim.oracle import Gsm8kOracle
-from deploytool.sim.request import ChatRequest, RequestError, error_body, parse_chat_request
+from deploytool.sim import serverinfo
+from deploytool.sim.request import ChatRequest, KVPoolOverflow, RequestError, error_body, parse_chat_request
 from deploytool.sim.settings import SimSettings
 
 VERSION = f"sim-{__version__}"
@@ -54,6 +56,7 @@ class Generation:
     def __init__(self, engine: Engine, req: ChatRequest, plan: Plan, started: float) -> None:
         self.engine, self.req, self.plan, self.started = engine, req, plan, started
         self.cached_tokens = 0
+        self.settings = engine.settings
 
     async def units(self) -> AsyncIterator[Unit]:
         engine = self.engine
@@ -61,38 +64,61 @@ class Generation:
         complete = False
         try:
             self.cached_tokens, prefill_s = engine.prefill(self.req.prompt_key, self.req.prompt_tokens)
+            forced = int(self.req.prompt_tokens * self.settings.cached_prompt_fraction)  # the test option
+            self.cached_tokens = min(self.req.prompt_tokens - 1, max(self.cached_tokens, forced))
+            prefill_s += engine.settings.schedule_latency_s
             async for unit in engine.pace(slot, self.plan.units, prefill_s, self.started):
                 yield unit
             complete = True
+            if not self.plan.tool_calls:
+                # The conversation a multi-turn client sends next: this prompt plus this answer.
+                engine.remember_turn(f"{self.req.prompt_key}\n<|assistant|>{self.plan.text_of('content') or ''}")
         finally:
             engine.release(slot)
             stats = engine.stats
             stats.prompt_tokens += self.req.prompt_tokens
             stats.cached_tokens += self.cached_tokens
+            # the tokens generated, not the plan's: an aborted request counts what it produced
+            # (tokenizer_manager.py passes the request's completion_tokens so far to
+            # observe_one_finished_request, aborts included)
+            stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
+                                self.settings.spec_accept_length)
             stats.requests += 1
             stats.aborted += 0 if complete else 1
             stats.e2e.observe(time.monotonic() - self.started)
 
     def usage(self) -> dict[str, Any]:
+        """UsageProcessor.calculate_token_usage (sglang/srt/entrypoints/openai/usage_processor.py):
+        prompt_tokens_details only with --enable-cache-report; completion_tokens_details only
+        when there are reasoning tokens."""
         completion = self.plan.completion_tokens
+        reasoning = self.plan.reasoning_tokens
         return {
             "prompt_tokens": self.req.prompt_tokens,
             "total_tokens": self.req.prompt_tokens + completion,
             "completion_tokens": completion,
-            "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
-            "reasoning_tokens": self.plan.reasoning_tokens,
+            "prompt_tokens_details": ({"cached_tokens": self.cached_tokens}
+                                      if self.settings.enable_cache_report else None),
+            "reasoning_tokens": reasoning,
+            "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None,
         }
 
 
 class SimServer:
     def __init__(self, settings: SimSettings, on_crash: Callable[[int], None]) -> None:
-        self.settings = settings
         self.faults = FaultState(parse_faults(settings.faults), on_crash)
+        if self.faults.config.spec_off:
+            # a release that lost its draft model runs without speculative decoding: no
+            # speculative_algorithm or avg_spec_accept_length in /server_info, no verify counter
+            settings = dataclasses.replace(settings, spec_accept_length=0.0, speculative_algorithm=None,
+                                           speculative_num_steps=None)
+        self.settings = settings
         self.oracle = (Gsm8kOracle.load(settings.gsm8k_path, settings.gsm8k_oracle)
                        if settings.gsm8k_oracle is not None else None)
         self.answer_ctx = AnswerContext(tools_enabled=settings.tools, oracle=self.oracle)
         self.engine = Engine(settings)
         self.created = int(time.time())
+        self.startup_time = time.time()
         self.ready_at = time.monotonic() + settings.startup_seconds
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -122,9 +148,8 @@ class SimServer:
 
     # --- plain endpoints --------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        if self.ready():
-            return Response(status_code=200)
-        return Response("starting" if not self.faults.config.never_ready else "not ready", status_code=503)
+        # SGLang answers 503 with an empty body while starting (http_server.py `health_generate`)
+        return Response(status_code=200 if self.ready() else 503)
 
     def _model_card(self) -> dict[str, Any]:
         s = self.settings
@@ -141,48 +166,10 @@ class SimServer:
         return JSONResponse(self._model_card())
 
     async def server_info(self, request: Request) -> Response:
-        s, engine = self.settings, self.engine
-        spec_off = self.faults.config.spec_off  # a release that lost its draft model
-        return JSONResponse({
-            "model_path": s.model_path,
-            "tokenizer_path": s.model_path,
-            "served_model_name": s.served_model_name,
-            "host": s.host,
-            "port": s.port,
-            "context_length": s.context_length,
-            "max_total_num_tokens": s.max_total_tokens,
-            "max_running_requests": s.max_running_requests,
-            "max_req_input_len": min(s.context_length, s.max_total_tokens) - 1,
-            "chunked_prefill_size": s.chunked_prefill_size,
-            "page_size": 1,
-            "tp_size": s.tp_size,
-            "mem_fraction_static": s.mem_fraction_static,
-            "dp_size": 1,
-            "speculative_algorithm": None if spec_off else s.reported_speculative_algorithm,
-            "speculative_num_steps": None if spec_off else s.reported_speculative_num_steps,
-            # what the simulated Qwen3-style deployment is configured with
-            "reasoning_parser": None if s.no_reasoning_field else "qwen3",
-            "tool_call_parser": "qwen25" if s.tools else None,
-            "enable_cache_report": True,
-            "version": VERSION,
-            "simulator": True,
-            "internal_states": [{
-                "avg_spec_accept_length": 0.0 if spec_off else s.spec_accept_length,
-                "last_gen_throughput": engine.stats.gen_throughput(),
-                "num_running_reqs": len(engine.running),
-                "num_queue_reqs": engine.queued,
-                "token_usage": engine.token_usage(),
-            }],
-            "sim_settings": s.as_dict(),
-        })
+        return JSONResponse(serverinfo.server_info(self.settings, self.engine, VERSION, self.startup_time))
 
     async def model_info(self, request: Request) -> Response:
-        s = self.settings
-        return JSONResponse({
-            "model_path": s.model_path, "tokenizer_path": s.model_path, "is_generation": True,
-            "preferred_sampling_params": None, "weight_version": "default",
-            "has_image_understanding": s.vision, "model_type": "simulator",
-        })
+        return JSONResponse(serverinfo.model_info(self.settings))
 
     async def health_generate(self, request: Request) -> Response:
         # SGLang's /health_generate runs a generation, so a hung scheduler hangs it too
@@ -191,6 +178,8 @@ class SimServer:
         return await self.health(request)
 
     async def metrics(self, request: Request) -> Response:
+        if not self.settings.enable_metrics:  # SGLang mounts /metrics only with --enable-metrics
+            return error_response("GET /metrics: Not Found", 404, "NotFoundError")
         return Response(render_metrics(self.engine), media_type=CONTENT_TYPE)
 
     async def flush_cache(self, request: Request) -> Response:
@@ -214,6 +203,11 @@ class SimServer:
         try:
             # parsing a 1 MB prompt or measuring images takes a while: keep the event loop free
             req, plan = await asyncio.to_thread(self._prepare, body)
+        except KVPoolOverflow as exc:
+            request.state.sim_note = exc.message[:120]
+            if exc.stream:  # the scheduler aborts it after the stream began: 200, an error event, [DONE]
+                return StreamingResponse(_overflow_events(exc), media_type="text/event-stream", background=done)
+            return error_response(exc.message, exc.status, exc.err_type, done)
         except RequestError as exc:
             request.state.sim_note = exc.message[:120]
             return error_response(exc.message, exc.status, exc.err_type, done)
@@ -222,10 +216,20 @@ class SimServer:
         if req.stream:
             return StreamingResponse(self._sse(gen), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        async for _ in gen.units():
-            pass  # same schedule as a stream: the reply is ready when the last token would be
-        message = {"role": "assistant", "content": plan.text_of("content"),
-                   "reasoning_content": plan.text_of("reasoning"), "tool_calls": plan.tool_calls or None}
+        # Same schedule as a stream: the reply is ready when the last token would be. A client
+        # that goes away meanwhile aborts the request, as SGLang does (tokenizer_manager.py
+        # `_wait_one_response`: "Request is disconnected from the client side ... Abort request",
+        # checked every SGLANG_REQUEST_STATE_WAIT_TIMEOUT = 4 s there; at once here).
+        if not await _unless_disconnected(_drain(gen), request):
+            log("client disconnected: request aborted")
+            return Response(status_code=499)
+        # ChatMessage drops tool_calls when None; with tool calls the content is "" (the parser
+        # keeps no normal text), as in sglang's non-streamed path (serving_chat.py).
+        message: dict[str, Any] = {"role": "assistant",
+                                   "content": "" if plan.tool_calls else plan.text_of("content"),
+                                   "reasoning_content": plan.text_of("reasoning")}
+        if plan.tool_calls:
+            message["tool_calls"] = plan.tool_calls
         return JSONResponse({
             "id": uuid.uuid4().hex,
             "object": "chat.completion",
@@ -234,6 +238,7 @@ class SimServer:
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": plan.finish_reason, "matched_stop": None}],
             "usage": gen.usage(),
+            "metadata": {"weight_version": self.settings.weight_version},
         }, background=done)
 
     def _prepare(self, body: bytes) -> tuple[ChatRequest, Plan]:
@@ -267,10 +272,20 @@ class SimServer:
         rid, created, model = uuid.uuid4().hex, int(time.time()), self.settings.served_model_name
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                                 "matched_stop": None}],
-                    "usage": None}
+            # Text deltas go through sglang's msgspec encoder (entrypoints/openai/sse_utils.py):
+            # reasoning_content always present (null when empty), role/content only when set, no
+            # usage key. Tool-call and finish chunks are pydantic ChatCompletionStreamResponse dumps:
+            # every DeltaMessage field (tool_calls dropped when None) and "usage": null.
+            if "tool_calls" in delta or finish is not None:
+                delta = {"role": None, "content": None, "reasoning_content": None, **delta}
+                body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+                                     "matched_stop": None}], "usage": None}
+            else:
+                delta = {"reasoning_content": None, **delta}
+                body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None,
+                                     "matched_stop": None}]}
             return f"data: {json.dumps(body)}\n\n"
 
         first = True
@@ -278,7 +293,8 @@ class SimServer:
             if first:  # SGLang sends the role with the first generated token, i.e. after prefill
                 yield chunk({"role": "assistant", "content": ""})
                 first = False
-            yield chunk(_delta(unit))
+            if unit.kind != "hidden":  # a token the parser swallows (</think>) sends no delta
+                yield chunk(_delta(unit))
         if first:
             yield chunk({"role": "assistant", "content": ""})
         yield chunk({}, gen.plan.finish_reason)
@@ -300,6 +316,45 @@ def _hang_response(what: str) -> Response:
     return StreamingResponse(nothing(), media_type="text/event-stream")
 
 
+async def _overflow_events(exc: "KVPoolOverflow") -> AsyncIterator[str]:
+    """serving_chat.py: an abort with a status code becomes create_streaming_error_response
+    ({"error": ErrorResponse}, type = the HTTPStatus name), then [DONE]."""
+    body = {"error": {"object": "error", "message": exc.message, "type": "BAD_REQUEST", "param": None, "code": 400}}
+    yield f"data: {json.dumps(body)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+async def _drain(gen: Generation) -> None:
+    async for _ in gen.units():
+        pass
+
+
+async def _unless_disconnected(work: Any, request: Request) -> bool:
+    """Run `work`; cancel it if the client disconnects first (its slot is freed and the request
+    counted as aborted). True when the work finished. Streams need no watcher: starlette stops a
+    StreamingResponse whose client went away, which closes the generator the same way."""
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while True:  # the body was read already, so the next message is http.disconnect
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    watcher = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if task.cancelled():
+        return False
+    task.result()
+    return True
+
+
 def _delta(unit: Unit) -> dict[str, Any]:
     if unit.kind == "reasoning":
         return {"reasoning_content": unit.text}
@@ -308,7 +363,8 @@ def _delta(unit: Unit) -> dict[str, Any]:
     if unit.kind == "tool_start":
         return {"tool_calls": [{"index": unit.index, "id": unit.call_id, "type": "function",
                                 "function": {"name": unit.text, "arguments": ""}}]}
-    return {"tool_calls": [{"index": unit.index, "function": {"arguments": unit.text}}]}
+    return {"tool_calls": [{"id": None, "index": unit.index, "type": "function",
+                            "function": {"name": None, "arguments": unit.text}}]}
 
 
 class RequestLog:

@@ -4,8 +4,14 @@ Timing rule (docs/sim.md, "Timing"): a request waits in FIFO order for a running
 slot (--max-running-requests) and for room in the KV pool for its prompt; then
 prefill takes uncached_prompt_tokens / prefill_tps; the first output token comes
 at the end of prefill and each later one 1/speed after the previous, where
-speed = min(decode_tps, aggregate_tps / running). Deadlines are absolute, so
-sleep overshoot does not accumulate.
+speed = min(decode_tps, aggregate_tps / running) / (1 + context / decode_slowdown_tokens)
+(the last factor only with --decode-slowdown-tokens; context is the request's prompt plus
+what it generated so far). Deadlines are absolute, so sleep overshoot does not accumulate.
+
+A finished request's conversation (prompt plus the assistant turn it produced) enters the
+prefix cache, as SGLang's radix cache keeps a finished request's output tokens
+(managers/schedule_batch.py / mem_cache/radix_cache.py `cache_finished_req`), so a multi-turn
+client that resends the conversation finds the previous turn cached.
 """
 
 from __future__ import annotations
@@ -89,6 +95,19 @@ class Stats:
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
     _per_second: dict[int, int] = field(default_factory=dict)
+    # Counters by is_streaming ("true"/"false"), as sglang:prompt_tokens_total and friends are
+    # labelled (sglang/srt/observability/metrics_collector.py): {label: [prompt, generation, requests]}.
+    by_stream: dict[str, list[int]] = field(default_factory=lambda: {"false": [0, 0, 0], "true": [0, 0, 0]})
+    spec_verify_calls: int = 0
+
+    def count_request(self, streaming: bool, prompt: int, generated: int, accept_length: float) -> None:
+        row = self.by_stream["true" if streaming else "false"]
+        row[0] += prompt
+        row[1] += generated
+        row[2] += 1
+        if accept_length > 0 and generated:
+            # each verify step accepts accept_length tokens on average: generated / calls = accept length
+            self.spec_verify_calls += max(1, round(generated / accept_length))
 
     def add_generated(self, n: int) -> None:
         self.generation_tokens += n
@@ -104,7 +123,7 @@ class Stats:
         return sum(self._per_second.get(s, 0) for s in range(now - window, now)) / window
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two requests with equal counts are still two slots
 class Slot:
     prompt_tokens: int
     generated: int = 0
@@ -174,12 +193,20 @@ class Engine:
         async with cond:
             cond.notify_all()
 
-    def speed(self) -> float:
-        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests."""
+    def speed(self, slot: Slot | None = None) -> float:
+        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests, and
+        a long context slows each step (--decode-slowdown-tokens)."""
         tps = self.settings.decode_tps
         if self.settings.aggregate_tps:
             tps = min(tps, self.settings.aggregate_tps / max(1, len(self.running)))
+        halving = self.settings.decode_slowdown_tokens
+        if halving and slot is not None:
+            tps /= 1.0 + (slot.prompt_tokens + slot.generated) / halving
         return tps
+
+    def remember_turn(self, conversation_key: str) -> None:
+        """Cache a finished request's prompt plus its answer (the next turn's prefix)."""
+        self.cache.lookup_and_insert(conversation_key)
 
     def prefill(self, prompt_key: str, prompt_tokens: int) -> tuple[int, float]:
         """Cached prompt tokens (prefix cache) and the prefill seconds for the rest."""
@@ -197,7 +224,7 @@ class Engine:
             # token 0 comes with prefill; every later token is one decode step after the previous
             steps = unit.cost - 1 if i == 0 else unit.cost
             for _ in range(steps):
-                deadline += 1.0 / self.speed()
+                deadline += 1.0 / self.speed(slot)
             delay = deadline - loop.time()
             if delay > 0.0005:
                 await asyncio.sleep(delay)
@@ -205,6 +232,9 @@ class Engine:
                 await asyncio.sleep(0)  # let other requests run when the schedule is behind
             if i == 0:
                 self.stats.ttft.observe(time.monotonic() - started)
+                # decode steps count from when the first token actually went out: a first token
+                # sent late (a busy event loop) must not make the next ones come in a burst
+                deadline = max(deadline, loop.time())
             slot.generated += unit.cost
             self.stats.add_generated(unit.cost)
             yield unit

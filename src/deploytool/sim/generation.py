@@ -18,6 +18,7 @@ from deploytool.sim.faults import FaultState
 from deploytool.sim.request import ChatRequest
 from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens, fragments
+from deploytool.sim.toolformats import argument_deltas, parse_arguments, raw_text
 
 FILLER_WORDS = ("the simulator is generating filler tokens because the request asked for more output "
                 "than the answer has").split()
@@ -49,13 +50,25 @@ class Plan:
 
 
 def thinking_on(req: ChatRequest, settings: SimSettings) -> bool:
-    return settings.thinking_default if req.thinking is None else req.thinking
+    """SGLang's rule (sglang/srt/entrypoints/openai/serving_chat.py `_get_reasoning_from_request`):
+    --default-chat-template-kwargs fill what the request left unset; then the qwen3 and glm45
+    parsers' mode 'enable_thinking' thinks unless enable_thinking is false."""
+    if req.thinking is not None:
+        return req.thinking
+    defaults = settings.chat_template_defaults
+    for key in ("enable_thinking", "thinking"):
+        if defaults.get(key) is not None:
+            return bool(defaults[key])
+    if settings.thinking_default is not None:
+        return settings.thinking_default
+    return True  # reasoning_default "enable_thinking" (and a Qwen3 template without a parser thinks too)
 
 
 def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: FaultState) -> Plan:
     limit = req.max_tokens if req.max_tokens is not None else settings.context_length - req.prompt_tokens
     thinking = thinking_on(req, settings)
-    inline = thinking and (settings.no_reasoning_field or not req.separate_reasoning)
+    inline = thinking and (settings.no_reasoning_field or settings.reasoning_parser is None
+                           or not req.separate_reasoning)
 
     content = answer.content
     reasoning_units: list[Unit] = []
@@ -63,18 +76,24 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
         # a reasoning parser that is missing or off leaves the model's think block in content
         content = f"<think>\n{answer.reasoning}\n</think>\n\n" + (content or "")
     elif thinking:
+        # The model writes "REASONING\n</think>\n\nANSWER"; sglang's reasoning parser streams the
+        # newline before </think> as reasoning, swallows the tag and passes "\n\n" on as content
+        # (held by tests/test_sim_conformance_parsers.py).
         reasoning_units = [Unit("reasoning", f) for f in fragments(answer.reasoning)]
+        reasoning_units += [Unit("reasoning", "\n"), Unit("hidden", "</think>"), Unit("content", "\n\n", cost=2)]
 
     calls = [ToolCallOut(c.name, faults.corrupt_arguments(c.arguments) if faults.config.bad_tool_json
                          else c.arguments) for c in answer.tool_calls]
-    body = _tool_units(calls) if calls else [Unit("content", f) for f in fragments(content or "")]
+    fmt = settings.tool_call_parser
+    body = _tool_units(calls, fmt) if calls else [Unit("content", f) for f in fragments(content or "")]
     units = reasoning_units + body
 
     cut = sum(u.cost for u in units) > limit
     if cut and calls:
         # a call cut by max_tokens cannot be parsed: its raw markup stays in content, as in SGLang
-        raw = "\n".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
-                        for c in calls)
+        raw = "".join(raw_text(fmt, [(c.name, parse_arguments(c.arguments) or {})]) if parse_arguments(c.arguments)
+                      is not None else f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
+                      for c in calls)
         calls = []
         units = reasoning_units + [Unit("content", f) for f in fragments(raw)]
     if cut:
@@ -89,7 +108,7 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
         finish = "tool_calls"
     else:
         finish = "stop"
-    tool_calls = [{"id": u.call_id, "index": u.index, "type": "function",
+    tool_calls = [{"id": u.call_id, "index": None, "type": "function",
                    "function": {"name": u.text, "arguments": "".join(a.text for a in units
                                                                    if a.kind == "tool_args" and a.index == u.index)}}
                   for u in units if u.kind == "tool_start"]
@@ -97,12 +116,16 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
     return Plan(units=units, finish_reason=finish, reasoning_tokens=reasoning_tokens, tool_calls=tool_calls)
 
 
-def _tool_units(calls: list[ToolCallOut]) -> list[Unit]:
+def _tool_units(calls: list[ToolCallOut], fmt: str) -> list[Unit]:
+    """The name delta, then the argument deltas sglang's `fmt` parser streams (sim/toolformats.py).
+    Arguments that are not a JSON object (the bad_tool_json fault) stream as raw fragments."""
     units = []
     for i, call in enumerate(calls):
         call_id = "call_" + uuid.uuid4().hex[:24]
         units.append(Unit("tool_start", call.name, cost=max(1, count_tokens(call.name)), index=i, call_id=call_id))
-        units += [Unit("tool_args", f, index=i, call_id=call_id) for f in fragments(call.arguments)]
+        args = parse_arguments(call.arguments)
+        pieces = argument_deltas(fmt, args) if args is not None else fragments(call.arguments)
+        units += [Unit("tool_args", f, cost=max(1, count_tokens(f)), index=i, call_id=call_id) for f in pieces]
     return units
 
 

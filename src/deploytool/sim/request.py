@@ -32,6 +32,16 @@ class RequestError(Exception):
         return error_body(self.message, self.status, self.err_type)
 
 
+class KVPoolOverflow(RequestError):
+    """A prompt that fits the context but not the KV pool (max_req_input_len): the scheduler
+    aborts it (sglang/srt/managers/utils.py `validate_input_length`). Streamed, that is HTTP 200
+    and an error event; not streamed, a 400."""
+
+    def __init__(self, message: str, stream: bool) -> None:
+        super().__init__(message)
+        self.stream = stream
+
+
 def error_body(message: str, status: int, err_type: str) -> dict[str, Any]:
     return {"object": "error", "message": message, "type": err_type, "param": None, "code": status}
 
@@ -116,9 +126,10 @@ def check_fits(req: ChatRequest, settings: SimSettings) -> None:
     if n >= settings.context_length:
         raise RequestError(f"The input ({n} tokens) is longer than the model's context length "
                            f"({settings.context_length} tokens).")
-    if n >= settings.max_total_tokens:
-        raise RequestError(f"The input ({n} tokens) is longer than the KV cache pool "
-                           f"(max_total_num_tokens={settings.max_total_tokens} tokens).")
+    limit = min(settings.context_length, settings.max_total_tokens) - 1  # max_req_input_len
+    if n >= limit:
+        raise KVPoolOverflow(f"Input length ({n} tokens) exceeds the maximum allowed length ({limit} tokens). "
+                             "Use a shorter input or enable --allow-auto-truncate.", req.stream)
     if req.max_tokens is not None and n + req.max_tokens > settings.context_length:
         raise RequestError(
             f"Requested token count exceeds the model's maximum context length of "

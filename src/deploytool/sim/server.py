@@ -49,6 +49,8 @@ def _config(app: Any, settings: SimSettings) -> uvicorn.Config:
         access_log=False,  # RequestLog writes one richer line per request
         log_level="warning",
         timeout_graceful_shutdown=2,
+        # as SGLang: uvicorn's timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE (5 s by default)
+        timeout_keep_alive=settings.keep_alive_seconds,
     )
 
 
@@ -68,12 +70,18 @@ class SimHandle:
 
     def _run(self) -> None:
         try:
+            # Simulated weight loading: the port is bound (no one else takes it) but not listening,
+            # so connections are refused, as before SGLang's HTTP server starts.
+            if self.settings.load_seconds:
+                time.sleep(self.settings.load_seconds)
             self._server.run(sockets=[self._sock])
         except BaseException as exc:  # surfaced by start()
             self._error = exc
 
     def start(self, timeout: float = 15.0) -> SimHandle:
         self._thread.start()
+        if self.settings.load_seconds:
+            return self  # refusing connections while it "loads": the caller waits, as for SGLang
         deadline = time.monotonic() + timeout
         while not self._server.started:
             if self._error is not None or not self._thread.is_alive():
@@ -130,7 +138,6 @@ def _listen(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))  # port 0: the kernel picks a free port, no race with other tests
-    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 
@@ -164,5 +171,8 @@ def run(settings: SimSettings, app: Any = None) -> None:
     """Serve in the foreground until SIGINT/SIGTERM (the container's main process)."""
     app = app if app is not None else create_app(settings)
     _install_log_filter()
+    if settings.load_seconds:
+        log(f"simulated weight loading: nothing listens for {settings.load_seconds:g} s")
+        time.sleep(settings.load_seconds)
     log(f"listening on http://{settings.host}:{settings.port}")
     uvicorn.Server(_config(app, settings)).run()

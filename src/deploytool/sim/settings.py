@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +40,13 @@ class SimSettings:
     port: int = _opt("TCP port to listen on (SGLang's default is 30000).", 30000)
     served_model_name: str = _opt("Model id reported by /v1/models and in every response.", "sim-model")
     model_path: str = _opt("Value reported as model_path/tokenizer_path (nothing is loaded).", "deploytool/sim-model")
-    startup_seconds: float = _opt("Simulated load time: /health answers 503 until it has passed.", 2.0)
+    load_seconds: float = _opt(
+        "Simulated weight loading: nothing listens on the port for this long (SGLang starts its HTTP "
+        "server only once the scheduler is ready, sglang/srt/entrypoints/http_server.py).", 0.0)
+    startup_seconds: float = _opt(
+        "Simulated warm-up after loading: /health answers 503 with an empty body until it has passed.", 2.0)
+    keep_alive_seconds: float = _opt(
+        "Idle keep-alive of HTTP connections (uvicorn timeout_keep_alive; SGLang: SGLANG_TIMEOUT_KEEP_ALIVE, 5 s).", 5.0)
     decode_tps: float = _opt("Output tokens per second of one request.", 120.0)
     prefill_tps: float = _opt("Prompt tokens per second (time to first token = queue wait + uncached prompt / this).", 20000.0)
     aggregate_tps: float | None = _opt(
@@ -47,7 +54,23 @@ class SimSettings:
         "min(decode_tps, aggregate_tps / running). Unset: no cap.",
         None,
     )
-    max_running_requests: int = _opt("Requests decoded at once; later ones wait in a FIFO queue.", 8)
+    schedule_latency_s: float = _opt(
+        "Fixed seconds between a request's admission and its prefill (a real server's tokenizing and "
+        "scheduling time): part of every time to first token. Used to give clients a TTFT that does not "
+        "depend on how each counts a prompt (benchmarks/agreement.py).",
+        0.0,
+    )
+    decode_slowdown_tokens: int | None = _opt(
+        "Decode slows with context: a request's speed is divided by (1 + context / this), context being its "
+        "prompt plus the tokens generated so far (at this many tokens of context decode runs at half speed). "
+        "Unset: decode speed does not depend on context.",
+        None,
+    )
+    max_running_requests: int = _opt(
+        "Requests decoded at once per DP rank; later ones wait in a FIFO queue. /server_info reports the "
+        "flag as null unless it was given (as SGLang does) and the limit in internal_states[]."
+        "effective_max_running_requests_per_dp.", 8)
+    dp_size: int = _opt("Data-parallel ranks reported (one internal_states[] entry each); capacity is per rank.", 1)
     max_total_tokens: int = _opt("KV pool size in tokens (max_total_num_tokens); a longer prompt is refused with 400.", 300000)
     context_length: int = _opt("Context length in tokens; a longer prompt is refused with 400.", 262144)
     chunked_prefill_size: int = _opt("Reported only (server_info).", 8192)
@@ -60,7 +83,20 @@ class SimSettings:
         "as a server started without a tool-call parser would).",
         True,
     )
-    thinking_default: bool = _opt("Thinking when the request does not say (on/off).", False, choices=("on", "off"))
+    reasoning_parser: str | None = _opt(
+        "Reasoning parser the simulated server runs with (qwen3, glm45, or none). Both default to thinking "
+        "(reasoning_default 'enable_thinking', sglang/srt/parser/reasoning_parser.py).", "qwen3",
+        values=("qwen3", "glm45", "none"))
+    tool_call_parser: str = _opt(
+        "Tool-call format of the simulated model and its parser (qwen25, qwen3_coder, glm47): the streamed "
+        "argument deltas follow that parser (sglang/srt/function_call/).", "qwen25",
+        values=("qwen25", "qwen3_coder", "glm47"))
+    default_chat_template_kwargs: str | None = _opt(
+        "JSON object merged under each request's chat_template_kwargs, as SGLang's "
+        "--default-chat-template-kwargs (e.g. '{\"enable_thinking\": false}').", None)
+    thinking_default: bool | None = _opt(
+        "Override of the thinking default (on/off). Unset: the reasoning parser's mode, unless "
+        "--default-chat-template-kwargs says enable_thinking.", None, choices=("on", "off"))
     no_reasoning_field: bool = _opt(
         "Fault-like: put the reasoning inline in content as <think>...</think> instead of reasoning_content "
         "(a misconfigured reasoning parser).",
@@ -77,6 +113,13 @@ class SimSettings:
     gsm8k_path: str | None = _opt("GSM8K test.jsonl for the oracle (default: the copy shipped in deploytool/data/gsm8k/).", None)
     prefix_cache_block_chars: int = _opt("Prefix cache granularity in characters of the serialized prompt.", 256)
     prefix_cache_blocks: int = _opt("Prefix cache capacity in blocks (LRU).", 16384)
+    enable_cache_report: bool = _opt(
+        "Report usage.prompt_tokens_details.cached_tokens (SGLang's --enable-cache-report; else it is null).", False)
+    enable_metrics: bool = _opt("Serve /metrics (SGLang's --enable-metrics; else /metrics is 404).", False)
+    cached_prompt_fraction: float = _opt(
+        "Test option: count this fraction of every prompt as a prefix-cache hit (usage and /metrics "
+        "counters), so a cold-cache gate can be seen to fail.", 0.0)
+    weight_version: str = _opt("Reported weight_version (/model_info, metadata of each response).", "default")
     log_requests: bool = _opt("Log one line per request to stderr.", True)
     # issue 13: access, as SGLang's --api-key (utils/auth.py) and --config (server_args_config_parser.py).
     api_key: str | None = _opt(
@@ -84,6 +127,9 @@ class SimSettings:
         '{"error": "Unauthorized"} otherwise), as SGLang\'s --api-key. Pass it in a --config file, not here.', None)
     revision: str | None = _opt("Reported only: the hub revision the model was asked at (SGLang's --revision).", None)
     faults: tuple[str, ...] = _opt("Faults to inject (see --fault).", ())
+    # Which fields were set by a flag or the environment (filled by from_env_and_args): SGLang's
+    # /server_info reports a flag that was not given as null (its ServerArgs default).
+    given: tuple[str, ...] = field(default=(), metadata={"internal": True})
 
     def __post_init__(self) -> None:
         self.faults = tuple(self.faults)
@@ -92,6 +138,10 @@ class SimSettings:
             problems.append("decode_tps and prefill_tps must be > 0")
         if self.aggregate_tps is not None and self.aggregate_tps <= 0:
             problems.append("aggregate_tps must be > 0 when set")
+        if self.decode_slowdown_tokens is not None and self.decode_slowdown_tokens < 1:
+            problems.append("decode_slowdown_tokens must be >= 1 when set")
+        if self.schedule_latency_s < 0:
+            problems.append("schedule_latency_s must be >= 0")
         if self.max_running_requests < 1:
             problems.append("max_running_requests must be >= 1")
         if self.max_total_tokens < 1 or self.context_length < 1:
@@ -102,11 +152,42 @@ class SimSettings:
             problems.append("gsm8k_oracle must be between 0 and 1")
         if self.prefix_cache_block_chars < 1:
             problems.append("prefix_cache_block_chars must be >= 1")
+        if self.load_seconds < 0 or self.keep_alive_seconds <= 0:
+            problems.append("load_seconds must be >= 0 and keep_alive_seconds > 0")
+        if self.dp_size < 1:
+            problems.append("dp_size must be >= 1")
+        if not 0.0 <= self.cached_prompt_fraction < 1.0:
+            problems.append("cached_prompt_fraction must be in [0, 1)")
+        for name in ("reasoning_parser", "tool_call_parser"):
+            allowed = dataclasses.fields(self)[[f.name for f in dataclasses.fields(self)].index(name)].metadata["values"]
+            if getattr(self, name) is not None and getattr(self, name) not in allowed:
+                problems.append(f"{name} must be one of {', '.join(allowed)}")
+        if self.reasoning_parser == "none":
+            self.reasoning_parser = None
+        if self.default_chat_template_kwargs is not None:
+            try:
+                kwargs = json.loads(self.default_chat_template_kwargs)
+            except json.JSONDecodeError as exc:
+                kwargs = None
+                problems.append(f"default_chat_template_kwargs is not JSON: {exc}")
+            if kwargs is not None and not isinstance(kwargs, dict):
+                problems.append("default_chat_template_kwargs must be a JSON object")
         if problems:
             raise ValueError("; ".join(problems))
         parse_faults(self.faults)  # raises ValueError on an unknown fault
 
-    # --- derived values reported by /get_server_info -------------------------------
+    # --- derived values reported by /server_info ------------------------------------
+    def reported(self, name: str) -> Any:
+        """A flag as SGLang's /server_info shows it: its value when given, else null (the
+        ServerArgs default; the resolved value lives elsewhere, e.g. internal_states[])."""
+        value = getattr(self, name)
+        default = next(f.default for f in dataclasses.fields(self) if f.name == name)
+        return value if name in self.given or value != default else None
+
+    @property
+    def chat_template_defaults(self) -> dict[str, Any]:
+        return json.loads(self.default_chat_template_kwargs) if self.default_chat_template_kwargs else {}
+
     @property
     def speculative_enabled(self) -> bool:
         return self.spec_accept_length > 0
@@ -126,6 +207,7 @@ class SimSettings:
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["faults"] = list(self.faults)
+        data.pop("given", None)
         return data
 
     # --- construction from the outside world ------------------------------------------
@@ -142,7 +224,7 @@ class SimSettings:
         parser = build_parser()
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name == "faults":
+            if f.name == "faults" or f.metadata.get("internal"):
                 continue
             raw = env.get(ENV_PREFIX + f.name.upper())
             if raw is not None:
@@ -157,6 +239,7 @@ class SimSettings:
             if name != "fault" and value is not None:
                 values[name] = value
         values["faults"] = tuple(env_faults + list(args.fault or []))
+        values["given"] = tuple(sorted(k for k in values if k not in ("faults",)))
         try:
             return cls(**values)
         except ValueError as exc:
@@ -241,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     for f in dataclasses.fields(SimSettings):
-        if f.name == "faults":
+        if f.name == "faults" or f.metadata.get("internal"):
             continue
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata['help']} (default: {_show_default(f.default)})"

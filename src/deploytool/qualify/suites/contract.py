@@ -6,6 +6,12 @@ length; and, by sending two small chats, the thinking default (a request that do
 must not think, unless the profile says otherwise) and that reasoning text arrives in
 `reasoning_content`, not inline in `content` as <think>...</think>.
 
+The thinking default is measured, never inferred from flags: with --reasoning-parser qwen3 or
+glm45, SGLang 0.5.23 thinks unless the request says enable_thinking: false (the parsers' mode
+"enable_thinking", sglang/srt/entrypoints/openai/serving_chat.py `_get_reasoning_from_request`);
+--default-chat-template-kwargs '{"enable_thinking": false}' turns that default off. The server's
+reasoning parser and default kwargs are recorded beside the measurement.
+
 It also records which weights the release serves (issue 13: hub repository and commit, or
 the folder's fingerprint) and says, in its figures, when they differ from the previous
 release's: new weights are a legitimate deploy, so that is a note, not a gate.
@@ -76,6 +82,10 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
         "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
     }
+    configured = {  # what the server says it runs with: recorded to explain the measured default
+        "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser") or find_key(ctx.server.server_info, "reasoning_parser"),
+        "default_chat_template_kwargs": find_key(ctx.server.server_info, "default_chat_template_kwargs"),
+    }
     previous, why_not = load_previous(ctx.previous_results)
     weights_changed = _weights_changed(previous, measured["model"], notes)
     if why_not:
@@ -105,13 +115,13 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                                      passed=False, comparison="==", detail=res.error))
     if measured["thinking_default"] is not None:
         result.gates.append(Gate.equal("thinking default", measured["thinking_default"], s.thinking_default,
-                                       detail=_thinking_detail(default)))
+                                       detail=_thinking_detail(default, s.thinking_default, configured)))
     if s.require_reasoning_field and measured["reasoning_field"] is not None:
         result.gates.append(Gate.equal("reasoning arrives in", measured["reasoning_field"], "reasoning_content",
                                        detail=_reasoning_detail(thinking_on)))
 
     result.figures = {"measured": measured, "expected": expected, "compared_with": basis,
-                      "weights_changed": weights_changed, "notes": notes}
+                      "weights_changed": weights_changed, "notes": notes, "server_configuration": configured}
     result.method = (
         f"Read served name and context length from /v1/models and the port from {ctx.server.server_info_path or 'server info'}; "
         f"compared with the {basis}. Sent one chat without chat_template_kwargs (thinking default) and one with "
@@ -133,11 +143,19 @@ def _weights_changed(previous: dict[str, Any] | None, model: str | None, notes: 
     return False
 
 
-def _thinking_detail(res: ChatResult) -> str:
+def _thinking_detail(res: ChatResult, expected: str, configured: dict[str, Any]) -> str:
     where = reasoning_placement(res)
     if where == "none":
-        return "a request without enable_thinking produced no reasoning"
-    return f"a request without enable_thinking produced reasoning (in {where}); the gateway expects thinking off by default"
+        text = "a request without enable_thinking produced no reasoning"
+        if expected == "on":
+            text += "; is the server's reasoning parser set, and does default-chat-template-kwargs turn thinking off?"
+        return text
+    text = f"a request without enable_thinking produced reasoning (in {where})"
+    if expected == "off":
+        text += (f"; the gateway expects thinking off by default: with reasoning parser "
+                 f"{configured.get('reasoning_parser') or '(unknown)'} SGLang thinks unless told, so set the "
+                 "server arg default-chat-template-kwargs: '{\"enable_thinking\": false}'")
+    return text
 
 
 def _reasoning_detail(res: ChatResult) -> str:

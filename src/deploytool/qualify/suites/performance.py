@@ -1,13 +1,22 @@
-"""performance: `deploytool bench` as a qualification suite, when the profile asks for it.
+"""performance: `deploytool bench` (the source's table) as a qualification suite.
 
     qualify:
-      performance: {min_decode_tps_c1: 150, max_regression_pct: 5}
+      performance: {min_decode_tps_c1: 560, min_decode_tps_c8: 1760, min_prefill_tps_120k: 9900,
+                    max_regression_pct: 10}
+      # or, in writing: performance: {enabled: false, reason: "no GPU time for a benchmark here"}
 
-Runs the bench method (the profile's `bench:` section applies, as for `deploytool bench`) and
-gates on: no failed request, a cold prefix cache, decode at concurrency 1 >= min_decode_tps_c1,
-and no figure worse than max_regression_pct against the previous release's stored run. The bench
-figures and method are stored in this suite's figures, so the next release compares with them;
-a previous run measured with another method is not compared (the reason says so).
+On by default for every card profile (one whose match names a GPU) and for any profile with a
+qualify.performance section; a profile opts out only with `enabled: false` and a reason.
+
+Runs the bench method (the profile's `bench:` section applies, as for `deploytool bench`), in
+`repeats` passes (at least 3 by default: every gating figure is a median with a spread), and
+gates on: no failed request, a cold prefix cache, no phase left invalid by leftover work on the
+server, the floors (decode at concurrency 1 and 8, prefill at 120K tokens), and no regression
+against the previous release's stored run by the rule of bench/regression.py (worse than
+max_regression_pct AND beyond the measured spread of both runs). The bench figures, their
+per-request samples and the method are stored in this suite's figures, so the next release
+compares with them; a previous run measured with another method is not compared (the reason
+says so).
 """
 
 from __future__ import annotations
@@ -15,9 +24,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ...bench import BenchRun, build_method, run_bench_async
+from ...bench.regression import change
 from ...targets import Target
 from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
 
@@ -27,8 +37,21 @@ name = "performance"
 DEFAULT_REGRESSION_PREFIXES = ("decode_c1_tps", "ttft_c1_s", "load_c", "prefill_")
 
 
+# Floor settings -> the bench figure each one gates.
+FLOORS = {"min_decode_tps_c1": ("decode_c1_tps", "decode tok/s at concurrency 1"),
+          "min_decode_tps_c8": ("load_c8_aggregate_tps", "decode tok/s at concurrency 8, total"),
+          "min_prefill_tps_120k": ("prefill_120000_tps", "prefill tok/s at 120K tokens")}
+
+
 class Settings(SuiteSettings):
+    enabled: bool = Field(default=True, description="false turns the suite off; needs a reason.")
+    reason: str | None = Field(default=None, description="Why the suite is off (required with enabled: false).")
     min_decode_tps_c1: float | None = Field(default=None, gt=0, description="Gate: decode tok/s of one request.")
+    min_decode_tps_c8: float | None = Field(default=None, gt=0,
+                                            description="Gate: total decode tok/s of 8 concurrent requests.")
+    min_prefill_tps_120k: float | None = Field(default=None, gt=0,
+                                               description="Gate: prefill tok/s of a 120K-token prompt.")
+    repeats: int = Field(default=3, ge=1, description="Passes of the method; figures are medians over them.")
     max_regression_pct: float | None = Field(default=None, ge=0,
                                              description="Gate: worst allowed slowdown against the previous release.")
     regression_floor_s: float = Field(
@@ -44,12 +67,24 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 600.0
     budget_s: float = 3600.0
 
+    @model_validator(mode="after")
+    def _off_in_writing(self) -> "Settings":
+        if not self.enabled and not (self.reason or "").strip():
+            raise ValueError("enabled: false needs a reason (performance: {enabled: false, reason: ...})")
+        return self
+
 
 def applies_to(profile: Any, server: ServerInfo) -> str | None:
     section = getattr(profile, "qualify", None) or {}
-    if "performance" in section or "performance" in (section.get("suites") or []):
+    mine = section.get("performance")
+    if isinstance(mine, dict) and mine.get("enabled") is False:
+        return f"turned off by the profile: {mine.get('reason')}"
+    if mine is not None or "performance" in (section.get("suites") or []):
         return None
-    return "the profile does not ask for the benchmark (add a qualify.performance section)"
+    match = getattr(profile, "match", None)
+    if match is not None and getattr(match, "gpu_name", None):
+        return None  # a card profile: on by default
+    return "not a card profile and no qualify.performance section"
 
 
 async def run(ctx: SuiteContext) -> SuiteResult:
@@ -57,7 +92,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     profile = ctx.profile
     method = build_method(quick=s.quick, profile_bench=profile.bench if profile else None, thinking=s.thinking,
                           sweep=s.sweep, profile_name=profile.name if profile else None,
-                          request_timeout_s=s.request_timeout_s,
+                          request_timeout_s=s.request_timeout_s, repeats=s.repeats,
                           # stop before the suite's budget so the figures still come back
                           run_timeout_s=max(30.0, s.budget_s - 30.0))
     target = ctx.target or Target(url=ctx.client.base_url, profile=profile)
@@ -70,10 +105,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                              detail=f"of {bench.requests_total}; medians use completed requests only"))
     result.gates.append(Gate.equal("prefix cache stayed cold", bench.cache_check.ok, True,
                                    detail=bench.cache_check.message))
-    if s.min_decode_tps_c1 is not None:
-        value = _value(bench, "decode_c1_tps")
-        result.gates.append(Gate.at_least("decode tok/s at concurrency 1",
-                                          None if value is None else round(value, 1), s.min_decode_tps_c1))
+    result.gates += floor_gates(bench, s)
+    result.gates.append(idle_gate(bench))
     notes: list[str] = []
     if s.max_regression_pct is not None:
         previous, why = load_previous(ctx.previous_results)
@@ -90,23 +123,57 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     return result.judge(notes)
 
 
+def idle_gate(bench: BenchRun) -> Gate:
+    """No phase left invalid by leftover work. Without /metrics nothing was checked: not measured,
+    which fails (as the cold-cache gate does) rather than passing unseen."""
+    name = "phases measured on an idle server"
+    if bench.groups and all(g.server_requests is None for g in bench.groups):
+        return Gate(name=name, threshold=0, measured=None, passed=False, comparison="<=",
+                    detail="not measured: the server's /metrics was unreadable, so leftover work could not be "
+                           "detected; start it with enable-metrics: true")
+    return Gate(name=name, threshold=0, measured=len(bench.invalid_groups), passed=not bench.invalid_groups,
+                comparison="<=",
+                detail=("invalid (leftover work on the server): " + ", ".join(bench.invalid_groups))
+                if bench.invalid_groups else "every phase's server counters matched what it sent")
+
+
+def floor_gates(bench: BenchRun, s: Settings) -> list[Gate]:
+    """One gate per floor the profile sets; a figure that was not measured fails its floor."""
+    gates = []
+    for setting, (key, label) in FLOORS.items():
+        floor = getattr(s, setting)
+        if floor is None:
+            continue
+        value = _value(bench, key)
+        gates.append(Gate.at_least(label, None if value is None else round(value, 1), floor,
+                                   detail="" if value is not None else
+                                   f"{key} was not measured (check the bench method's sizes)"))
+    return gates
+
+
 def stored_figures(bench: BenchRun) -> dict[str, Any]:
     """Flat figures for the report, plus what the next release needs to compare."""
     out: dict[str, Any] = {f.key: (None if f.value is None else round(f.value, 4)) for f in bench.figures}
     out.update(
         bench_method_fingerprint=bench.method_fingerprint,
         bench_method=bench.method,
-        bench_figures=[{"key": f.key, "label": f.label, "value": f.value, "unit": f.unit, "better": f.better}
-                       for f in bench.figures],
+        bench_figures=[{"key": f.key, "label": f.label, "value": f.value, "unit": f.unit, "better": f.better,
+                        "samples": f.samples, "spread": f.spread} for f in bench.figures],
+        invalid_phases=bench.invalid_groups,
         requests=bench.requests_total, failed_requests=bench.errors_total,
-        cache_check=bench.cache_check.message,
+        cache_check=bench.cache_check.message, cache_check_source=bench.cache_check.source,
+        # /metrics counter differences per measured phase (deploytool.metrics_window)
+        metrics_windows=bench.server.get("windows"),
+        weight_version=bench.server.get("weight_version"),
     )
     return out
 
 
 def method_text(bench: BenchRun) -> str:
     m = bench.method
-    return (f"deploytool bench, {m['preset']} method (fingerprint {bench.method_fingerprint}): "
+    return (f"deploytool bench, {m['preset']} method (fingerprint {bench.method_fingerprint}), "
+            f"{m.get('repeats', 1)} passes (figures are medians over passes; regressions need to exceed the "
+            "threshold and the measured spread, docs/bench.md): "
             f"{m['warmup_requests']} warm-up requests excluded; decode at concurrency 1 over {m['decode_requests']} "
             f"requests of {m['decode_output_tokens']} output tokens; load at {m['load_concurrency']}; prefill at "
             f"{m['prefill_prompt_tokens']} prompt tokens; unique random-prefix prompts (docs/bench.md).")
@@ -119,8 +186,9 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
 
 def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
                      keys: list[str] | None, floor_s: float = 0.0) -> list[Gate]:
-    """One gate per figure both runs have: slowdown % = how much worse than before (negative:
-    better), in the figure's own direction."""
+    """One gate per figure both runs have, by the rule of bench/regression.py: measured = how
+    much worse than before in % (negative: better); a gate fails only when that exceeds max_pct
+    AND the bootstrap interval of the ratio lies beyond 1 (outside the measured spread)."""
     before = {f["key"]: f for f in previous.get("bench_figures") or []}
     gates = []
     for fig in bench.figures:
@@ -128,14 +196,13 @@ def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
         old = before.get(fig.key)
         if not wanted or fig.better == "neither" or old is None or not old.get("value") or fig.value is None:
             continue
-        change = (fig.value - old["value"]) / old["value"] * 100
-        worse_pct = -change if fig.better == "higher" else change
-        within_floor = fig.unit == "s" and abs(fig.value - old["value"]) < floor_s
-        detail = f"% worse than the previous release ({old['value']:.4g} -> {fig.value:.4g} {fig.unit})"
-        if within_floor and worse_pct > max_pct:
-            detail += f"; within the {floor_s:g} s noise floor, not a regression"
-        gates.append(Gate(name=f"regression: {fig.label}", threshold=max_pct, measured=round(worse_pct, 2),
-                          passed=worse_pct <= max_pct or within_floor, comparison="<=", detail=detail))
+        c = change(old, fig)
+        regressed, why = c.regression(max_pct, floor_s)
+        interval = f", ratio {c.ratio:.3f} {c.interval_text()}" if c.ratio is not None else ""
+        detail = (f"% worse than the previous release ({old['value']:.4g} -> {fig.value:.4g} {fig.unit}{interval}): "
+                  f"{why}")
+        gates.append(Gate(name=f"regression: {fig.label}", threshold=max_pct, measured=round(c.worse_pct or 0.0, 2),
+                          passed=not regressed, comparison="<=", detail=detail))
     return gates
 
 

@@ -1,10 +1,14 @@
 """preflight: is the server healthy, and is it configured the way the profile needs?
 
-Records what the server says about itself (/v1/models, /server_info, /get_model_info), the card
+Records what the server says about itself (/v1/models, /server_info, /model_info), the card
 from NVML for a GPU slot, and the image's labels and id, then gates on: /health_generate is
 200 (a real generation, not just a live process), the KV pool holds at least one full-context
-conversation, and max running requests is at least the profile's minimum. A silently disabled
-fast path (no CUDA graphs, no speculative decoding, a smaller KV pool) shows up here first.
+conversation, and the running-request limit is at least the profile's minimum. A silently
+disabled fast path (no CUDA graphs, no speculative decoding, a smaller KV pool) shows up here first.
+
+The running-request limit is SGLang 0.5.23's internal_states[].effective_max_running_requests_per_dp
+times the DP ranks (deploytool.serverfields): the top-level max_running_requests is the flag as
+given, null when it was not.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
+from ... import serverfields
 from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
 from ..expectations import Expectations
 from ..expectations import evaluate as evaluate_expectations
@@ -26,18 +31,22 @@ RECORDED_KEYS = (
     "version", "model_path", "served_model_name", "context_length", "max_total_num_tokens",
     "max_running_requests", "max_req_input_len", "chunked_prefill_size", "tp_size", "dp_size",
     "mem_fraction_static", "kv_cache_dtype", "quantization", "attention_backend", "sampling_backend",
+    # CUDA graphs: 0.5.23's per-phase keys; the single ones are what older servers report
+    "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
     "disable_cuda_graph", "cuda_graph_max_bs", "enable_torch_compile", "disable_radix_cache",
     "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
     "speculative_num_draft_tokens", "avg_spec_accept_length", "reasoning_parser", "tool_call_parser",
+    "enable_cache_report", "enable_metrics", "default_chat_template_kwargs",
 )
 
 
 class Settings(SuiteSettings):
-    min_running_requests: int = Field(default=1, ge=1, description="Gate: max running requests >= this.")
+    min_running_requests: int = Field(default=1, ge=1, description="Gate: the running-request limit >= this.")
     require_full_context_kv: bool = Field(default=True, description="Gate: KV pool >= one full context.")
     health_path: str = Field(default="/health_generate", description="Must answer 200.")
-    ready_timeout_s: float = Field(default=60.0, ge=0, description="How long to wait for a loading server (503).")
-    connect_timeout_s: float = Field(default=5.0, ge=0, description="How long to retry a refused connection.")
+    ready_timeout_s: float = Field(
+        default=1200.0, ge=0,
+        description="How long to wait for a loading server: refused connections (weights loading) or 503 (warm-up).")
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
     expect: Expectations = Field(default_factory=Expectations,
@@ -66,6 +75,12 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "server_info_path": server.server_info_path,
     }
     figures.update({k: find_key(info, k) for k in RECORDED_KEYS if find_key(info, k) is not None})
+    running, running_source = serverfields.running_limit(info)
+    figures["running_limit"] = running
+    figures["running_limit_source"] = running_source
+    figures["memory_usage"] = serverfields.memory_usage(info) or None
+    figures["weight_version"] = server.weight_version
+    figures["waited_for_ready_s"] = server.waited_s
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
     # issue 14: the memory plan's prediction beside what the server reports, and its error
@@ -88,16 +103,17 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             result.gates.append(Gate.at_least(
                 kv_gate, kv, context,
                 detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens"))
-    running = find_key(info, "max_running_requests")
     result.gates.append(Gate.at_least(
-        "max running requests", running, s.min_running_requests,
-        detail="" if running is not None else "server info does not report max_running_requests"))
+        "running-request limit", running, s.min_running_requests,
+        detail=(f"from {running_source}" if running is not None
+                else "server info reports neither effective_max_running_requests_per_dp nor max_running_requests")))
     expect_gates, figures["expect"] = await evaluate_expectations(ctx, s.expect)
     result.gates += expect_gates
     result.method = (
         f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
-        f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, /get_model_info "
-        "read once before the suites ran; NVML via deploytool.gpus for a GPU slot; the image's labels from the engine. "
+        f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, "
+        f"{server.model_info_path or '/model_info and /get_model_info (neither answered)'} read once before the "
+        f"suites ran (ready after {server.waited_s:g} s); running-request limit from {running_source}; NVML via deploytool.gpus for a GPU slot; the image's labels from the engine. "
         + (f"Context length compared with the KV pool: {context} tokens "
            f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
            if context is not None else "Context length: reported neither by the server nor by the profile.")

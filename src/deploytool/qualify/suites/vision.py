@@ -54,7 +54,7 @@ def applies_to(profile: Any, server: ServerInfo) -> str | None:
     if profile is not None and not profile.model.vision:
         return f"profile {profile.name!r} says the model takes no images (model.vision: false)"
     if profile is None and server.has_vision is False:
-        return "/get_model_info says the model takes no images"
+        return "/model_info says the model takes no images"
     return None
 
 

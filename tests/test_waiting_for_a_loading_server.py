@@ -1,0 +1,33 @@
+"""`bench` and `qualify` wait for a server that is still loading: SGLang refuses connections
+until its weights are loaded, then answers /health with an empty 503 until warm-up is done."""
+
+from __future__ import annotations
+
+import socket
+
+from typer.testing import CliRunner
+
+from deploytool.cli import app
+from deploytool.client import run_sync, wait_until_ready
+from deploytool.errors import EXIT_COULD_NOT_RUN
+from deploytool.sim import SimSettings, serve_in_thread
+
+
+def test_wait_until_ready_rides_out_refusals_and_503_with_progress_lines() -> None:
+    lines: list[str] = []
+    settings = SimSettings(load_seconds=1.5, startup_seconds=1.0, log_requests=False)
+    with serve_in_thread(settings) as handle:
+        ready = run_sync(wait_until_ready(handle.url, timeout_s=30, poll_s=0.1, progress=lines.append,
+                                          progress_every_s=0.5))
+    assert ready.ready and ready.status == 200 and ready.waited_s >= 2.0
+    assert any("refused" in line for line in lines) and any("HTTP 503" in line for line in lines)
+    assert all("of 30 s" in line for line in lines)
+
+
+def test_bench_gives_up_could_not_run_when_the_wait_expires() -> None:
+    with socket.socket() as bound:  # bound, never listening
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        result = CliRunner().invoke(app, ["bench", "--url", url, "--quick", "--ready-timeout", "1"])
+    assert result.exit_code == EXIT_COULD_NOT_RUN, result.output  # 6: could not run
+    assert "did not become ready within 1 s" in result.output

@@ -15,6 +15,7 @@ from . import build_cmds  # noqa: E402,F401  build, patches check
 from . import deploy_cmds  # noqa: E402,F401  render, up, status, rollback, journal, cache
 from . import qualify_cmds  # noqa: E402,F401  qualify
 from . import bench_cmds  # noqa: E402,F401  bench, compare
+from . import rollout_cmds  # noqa: E402,F401  rollout, watch
 from . import host_cmds  # noqa: E402,F401  gpus, doctor
 
 

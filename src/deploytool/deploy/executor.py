@@ -91,7 +91,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
             hooks.after_step(plan, current)
     except (Exception, KeyboardInterrupt) as exc:
         failure = as_failure(exc, current)
-        if not handed_over:
+        if not handed_over:  # nothing was stopped or started: nothing to restore
+            hooks.on_failure(plan, failure)
             if isinstance(exc, DeploytoolError):
                 raise
             raise failure from None

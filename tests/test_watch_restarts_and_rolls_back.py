@@ -96,3 +96,25 @@ def test_watch_rolls_a_crash_loop_after_cut_over_back_to_the_previous_release(fo
     assert ran.read_text().startswith("cpu-l 2 crash loop after cut-over")
     hook_runs = [e for e in events("hook") if e["hook"] == "on-failure"]
     assert len(hook_runs) == 1 and hook_runs[0]["exit_code"] == 0
+
+
+def test_the_unattended_watch_service_renders_valid_compose_and_a_systemd_unit(docker_engine, tmp_path: Path):
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    out = run_cli("watch", "--render", "compose", "--image", "deploytool/watch:local", "--hooks", str(hooks))
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "watch.yaml").write_text(out.stdout)
+    config = docker_engine.compose_config(tmp_path / "watch.yaml")  # the compose plugin's own check
+    import yaml
+
+    service = yaml.safe_load(config)["services"]["watch"]
+    assert service["restart"] == "unless-stopped" and service["network_mode"] == "host"
+    mounts = {v["target"]: v for v in service["volumes"]}
+    assert mounts["/var/run/docker.sock"].get("read_only") is not True  # watch restarts containers
+    assert mounts["/var/lib/deploytool"]["source"] == os.environ["DEPLOYTOOL_HOME"]
+    assert mounts["/etc/deploytool/hooks"]["read_only"] is True
+    assert service["command"] == ["deploytool", "watch", "--hooks", "/etc/deploytool/hooks"]
+    unit = run_cli("watch", "--render", "systemd", "--user", "deploy").stdout
+    assert "Restart=always" in unit and "User=deploy" in unit and "SupplementaryGroups=docker" in unit
+    assert f"DEPLOYTOOL_HOME={os.environ['DEPLOYTOOL_HOME']}" in unit and "watch" in unit.split("ExecStart=")[1]
+    assert run_cli("watch", "--render", "compose").returncode == 2  # the image must be named

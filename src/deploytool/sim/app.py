@@ -134,8 +134,8 @@ class SimServer:
 
     # --- plain endpoints --------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        if self.health_failing:
-            return Response("unhealthy (fault health_fail_after)", status_code=503)
+        if self.health_failing:  # SGLang's answer once its health request times out: 503, no body
+            return Response(status_code=503)  # (sglang/srt/entrypoints/http_server.py, health_generate)
         if self.ready():
             return Response(status_code=200)
         return Response("starting" if not self.faults.config.never_ready else "not ready", status_code=503)

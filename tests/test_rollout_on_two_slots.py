@@ -107,6 +107,13 @@ class Sampler:
 
 def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     folder, ports = two_slots
+    journal = Path(os.environ["DEPLOYTOOL_HOME"]) / "journal.jsonl"
+    before = (journal.read_text(), serving())
+    dry = rollout(folder, "--profile", "t-new", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)["plan"]
+    assert plan["waves"] == [["cpu-a"], ["cpu-b"]] and [p["release"] for p in plan["slots"]] == [2, 2]
+    assert (journal.read_text(), serving()) == before  # the dry run changed nothing
     with Sampler(ports) as sampler:
         out = rollout(folder, "--profile", "t-new", "--json")
     assert out.returncode == 0, out.stderr
@@ -201,3 +208,29 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     undo = run_cli("rollout", "--undo", "--json", timeout=300)
     assert undo.returncode == 0, undo.stderr
     assert served_decode_tps(ports["a"]) == 2000 and served_decode_tps(ports["b"]) == 2000
+
+
+def test_a_rollout_cut_short_by_a_crash_of_deploytool_resumes(two_slots):
+    """SIGKILL while cpu-b's new release starts: no restore ran, so cpu-b may serve a release
+    that was never cut over. --resume brings cpu-b's current release back, then upgrades it."""
+    folder, ports = two_slots
+    proc = subprocess.Popen([sys.executable, "-m", "deploytool", "rollout", "--cpu-slot", "a", "--cpu-slot", "b",
+                             "--profile", "t-new", "--profiles-dir", str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    deadline = time.monotonic() + 300
+    while not events("release.started", slot="cpu-b", release=2) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(30)
+    from deploytool.state import read_pointers
+
+    assert read_pointers("cpu-a").current == 2 and read_pointers("cpu-b").current == 1  # b never cut over
+    assert serving()["cpu-b"] == (2, "running")  # but its new release runs, unqualified
+    out = run_cli("rollout", "--resume", "--json", timeout=400)
+    assert out.returncode == 0, out.stderr
+    settle = events("rollout.settle", slot="cpu-b")
+    assert settle and settle[0]["release"] == 1 and settle[0]["stopped"] == 2
+    assert [(s["slot"], s["release"], s["state"]) for s in json.loads(out.stdout)["slots"]] == [
+        ("cpu-a", 2, "upgraded"), ("cpu-b", 3, "upgraded")]
+    assert served_decode_tps(ports["b"]) == 3000

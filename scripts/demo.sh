@@ -12,6 +12,7 @@ run deploytool profiles list
 run deploytool build --profile sim
 run deploytool build --profile sim            # same inputs: nothing to build
 run deploytool up --cpu --profile sim --port "$PORT" --limit "$LIMIT"
+run deploytool up --cpu --profile sim-v2 --port "$PORT" --limit "$LIMIT" --dry-run   # the plan, nothing changed
 run deploytool up --cpu --profile sim-v2 --port "$PORT" --limit "$LIMIT"
 run deploytool status
 run deploytool rollback --cpu

@@ -99,5 +99,9 @@ def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(slot_env
     assert served_decode_tps(slot_env.port) == 2000
     status = slot_status()
     assert status["current"] == 1
-    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json").stdout)["entries"]]
+    entries = json.loads(run_cli("journal", "--cpu", "--json", "--limit", "100").stdout)["entries"]
+    events = [e["event"] for e in entries]
     assert "up.failed" in events and events[-1] == "restored"
+    # The journal reads as the plan applied: each step as it began, the restore's marked as such.
+    steps = [(e["step"], e["restore"]) for e in entries if e["event"] == "step" and e["release"] == 2]
+    assert ("Stop", False) in steps and ("WaitHealthy", True) in steps

@@ -132,6 +132,14 @@ def test_an_unknown_gpu_is_refused_and_an_unreadable_inventory_only_warns():
     assert any("cannot check the slot's cards" in w for w in plan.warnings)
 
 
+def test_a_missing_model_folder_is_refused_before_anything_stops():
+    missing = facts(release(1, "running"), current=1)
+    missing.model_folder_exists = False
+    card_model = SIM.model_copy(update={"model": SIM.model.model_copy(update={"host_path": "/nonexistent/model"})})
+    with pytest.raises(UsageError, match="/nonexistent/model is not a folder"):
+        plan_up(missing, card_model, UpOptions(skip_qualify=True))
+
+
 def test_cache_decision_keeps_wipes_or_creates():
     fp = {"cuda": "13.0", "gpu_arch": "12.0"}
     assert decide(CacheState("v", False, None, 0, 0), fp).action == "created"

@@ -222,6 +222,9 @@ class Engine:
                                              forcerm=True, nocache=no_cache, pull=False)
         except docker.errors.APIError as exc:
             raise BuildError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from None
+        except docker.errors.DockerException as exc:  # the engine went away mid-build
+            raise EngineUnavailable(f"the Docker engine failed during the build of {tag}: {_short(exc)}",
+                                    hint=HOW_TO_GET_AN_ENGINE) from None
 
     # -- throwaway containers ----------------------------------------------------------------
     def run_throwaway(self, image: str, script: str, *, volume: str | None = None, mount: str = "/cache",

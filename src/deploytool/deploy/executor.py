@@ -85,7 +85,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
     current: Step | None = None
     try:
         for current in plan.steps:
-            hooks.before_step(plan, current)
+            hooks.before_step(plan, current)  # a refused pre-stop: the Stop never began
+            _journal_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
             hooks.after_step(plan, current)
@@ -123,6 +124,12 @@ def _journal_start(plan: Plan) -> None:
         journal("rollback.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
 
+def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
+    """Each step as it begins: the journal reads as the plan applied (a resumable record)."""
+    journal("step", slot=plan.slot, release=plan.release, action=plan.action, step=type(step).__name__,
+            describe=step.describe(), restore=restore)
+
+
 def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
     """Run the plan's restore steps; always raises, saying what serves on the slot now.
     The error keeps its kind (an interrupted up still exits 130 after the restore)."""
@@ -131,6 +138,7 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
     fallback = plan.fallback
     for step in plan.restore:
         try:
+            _journal_step(plan, step, restore=True)
             APPLY[type(step)](run, step)
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(step, Stop):  # keep going: bringing the fallback back matters more

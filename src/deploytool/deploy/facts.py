@@ -12,6 +12,7 @@ import errno
 import json
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import cache
@@ -62,6 +63,7 @@ class Facts:
     image: ImageFacts | None = None
     port: PortFacts | None = None
     cache: CacheFacts | None = None
+    model_folder_exists: bool | None = None  # the profile's model.host_path on this host; None if unset
 
     @property
     def serving(self) -> Release | None:
@@ -97,6 +99,8 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
                              base_ref=build.base_ref, base_id=base.id if base is not None else None)
     facts.port = port_facts(engine, bind, host_port or profile.server.port)
     facts.cache = _cache_facts(engine, slot, facts)
+    if profile.model.host_path:
+        facts.model_folder_exists = Path(profile.model.host_path).is_dir()
     return facts
 
 

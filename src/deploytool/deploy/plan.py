@@ -59,13 +59,17 @@ def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store
 
 def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> list[str]:
     """Every check that can refuse an up; returns warnings. Runs before any step, so a
-    refusal leaves the serving release untouched. (Checks of the model's files and of
-    secrets belong here too.)"""
+    refusal leaves the serving release untouched. Checks of the model's files and of
+    secrets belong here too: anything a started release would fail on."""
     if options.retention < 1:
         raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
     warnings = check_cards(facts, profile)
+    if facts.model_folder_exists is False:
+        raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
+                         "host, so the release could not load its weights",
+                         hint="download the model there, or point model.host_path at where it is")
     port = facts.port
     if port is not None and not port.free:
         if port.error:

@@ -4,6 +4,8 @@ restore does, and that every refusal happens in planning, before any step."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from deploytool.cache import CacheState, decide
@@ -207,7 +209,9 @@ def test_a_plan_reads_as_steps_and_serialises_as_data():
     text = "\n".join(plan.lines())
     assert "stop release 1" in text and "qualify release 2: preflight, contract" in text
     assert "on failure or Ctrl-C" in text and "start release 1 again" in text
+    plan.private["health_headers"] = {"Authorization": "Bearer s3cret"}
     data = plan.to_json()
+    assert "s3cret" not in json.dumps(data) and "s3cret" not in "\n".join(plan.lines())
     assert [s["step"] for s in data["steps"]][:3] == ["Build", "WriteRelease", "Stop"]
     qualify = next(s for s in data["steps"] if s["step"] == "Qualify")
     assert qualify["suites"] == ["preflight", "contract"] and "min_accuracy" not in qualify["settings"]["preflight"]

@@ -154,14 +154,14 @@ def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
 # -- a real build on the local base ------------------------------------------------------------
 @pytest.mark.index
 def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine) -> None:
-    from deploytool import images
+    from deploytool.build import build
 
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
     house = cache_dir("wheelhouse", f"{profile.name}-py{profile.image.python}")
     if not (house / ".complete").exists():
         recipe.fill_wheelhouse(profile, house)  # ~550 MB once per machine; torch from local disk
         (house / ".complete").write_text("ok\n")
-    result = images.build(profile, engine=docker_engine, wheelhouse=house)
+    result = build(profile, engine=docker_engine, wheelhouse=house)
     image = docker_engine.image(result.image)
     assert image is not None
     image_labels = image.labels

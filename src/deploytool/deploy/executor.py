@@ -231,7 +231,8 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
     if release is None:
         raise DeployError(f"release {step.release} is no longer on the engine")
     run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
-                                             reporter=run.reporter)
+                                             reporter=run.reporter,
+                                             headers=run.plan.private.get("health_headers"))
 
 
 def _qualify(run: _Run, step: Qualify) -> None:

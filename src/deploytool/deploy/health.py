@@ -21,7 +21,7 @@ class HealthFailure(DeployError):
 
 
 def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
-                       reporter: "Reporter") -> Release:
+                       reporter: "Reporter", headers: dict[str, str] | None = None) -> Release:
     """A crash or a restart loop fails at once, not at the budget. (The engine resets
     RestartCount when deploytool starts a container, so a restored release is not mistaken
     for a crashing one.)"""
@@ -33,7 +33,7 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + path):
+        if release.health == "healthy" and _answers(release.url + path, headers):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
@@ -47,9 +47,9 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
         time.sleep(0.5)
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
     try:
-        return httpx.get(url, timeout=5).status_code == 200
+        return httpx.get(url, timeout=5, headers=headers).status_code == 200
     except httpx.HTTPError:
         return False
 

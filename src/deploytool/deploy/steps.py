@@ -140,12 +140,15 @@ class Plan:
     record: dict[str, Any] | None = None  # release.json (up)
     warnings: list[str] = field(default_factory=list)
     skip_qualify: bool = False
+    # What the executor needs but a printed plan must never show (e.g. secret values for the
+    # container's environment, or an auth header for the health gate): left out of to_json.
+    private: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
             return {"step": type(s).__name__, "describe": s.describe(), **asdict(s)}
 
-        out = {k: v for k, v in asdict(self).items() if k not in ("steps", "restore")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("steps", "restore", "private")}
         return {**out, "steps": [step(s) for s in self.steps], "restore": [step(s) for s in self.restore]}
 
     def lines(self) -> list[str]:

@@ -74,6 +74,7 @@ def materialise(inputs: RecipeInputs, context_dir: Path) -> RecipeInputs:
 def link_or_copy(source: Path, target: Path) -> None:
     """Hard-link when possible: a wheelhouse can be hundreds of MB."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)  # materialising again into the same folder replaces the file
     try:
         os.link(source, target)
     except OSError:

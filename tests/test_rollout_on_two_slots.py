@@ -123,8 +123,9 @@ def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     assert served_decode_tps(ports["a"]) == 3000 and served_decode_tps(ports["b"]) == 3000
     down = {n: sum(1 for _, up in sampler.samples if not up[n]) for n in ports}
     neither = [t for t, up in sampler.samples if not any(up.values())]
-    print(f"\nrollout sampling: {len(sampler.samples)} samples of both ports over "
-          f"{sampler.samples[-1][0] - sampler.samples[0][0]:.1f} s; down samples: {down}; "
+    times = [t for t, _ in sampler.samples]
+    print(f"\nrollout sampling: {len(times)} samples of both ports over {times[-1] - times[0]:.1f} s "
+          f"(largest gap {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms); down samples: {down}; "
           f"samples with neither answering: {len(neither)}")
     assert not neither  # at every moment at least one slot answered
     assert down["a"] > 0 and down["b"] > 0  # each slot was out of service at some point, and the sampler saw it

@@ -127,6 +127,9 @@ class Supervisor:
                 state.capped_logged = True
                 self._record("watch.capped", slot, release.release, reason=decision.reason)
                 self.reporter.warn(f"slot {slot}: release {release.release} stays unhealthy: {decision.reason}")
+                self.hooks.event("on-failure", slot=slot, release=release.release, url=release.url,
+                                 profile=release.profile, action="watch-capped",
+                                 error=f"unhealthy and not restarted again: {decision.reason}")
             return
         if decision.action == "restart":
             self._restart(slot, release, decision, state)

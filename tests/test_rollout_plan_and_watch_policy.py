@@ -140,3 +140,19 @@ def test_watch_restarts_count_toward_the_crash_loop_and_a_new_release_starts_afr
     assert actions == ["wait", "wait", "restart"] * 2 + ["wait", "wait", "restart"]
     assert decide(state, seen(False, since=now + 10), policy, now).action == "rollback"  # 3 restarts: a loop
     assert decide(state, seen(True, release=3), POLICY, now).action == "ok" and state.restarts == []
+
+
+def test_only_a_release_an_up_cut_over_counts_as_just_cut_over():
+    import time
+
+    from deploytool.deploy.watch import since_cutover
+    from deploytool.state import journal
+
+    assert since_cutover("cpu-x", 2, time.time()) is None  # never cut over
+    journal("cutover", slot="cpu-x", release=2, previous=1)
+    assert 0 <= since_cutover("cpu-x", 2, time.time() + 30) - 30 < 5
+    journal("rollback", slot="cpu-x", release=1, stopped=2)
+    journal("cutover", slot="cpu-x", release=3, previous=1)
+    journal("rollback", slot="cpu-x", release=2, stopped=3)  # 2 came back by a rollback: never rolled back from
+    assert since_cutover("cpu-x", 2, time.time()) is None
+    assert since_cutover("cpu-x", 3, time.time()) is not None

@@ -67,9 +67,13 @@ def probe(release: Release, health: HealthSpec) -> bool:
 
 
 def since_cutover(slot: str, number: int, now_wall: float) -> float | None:
-    """Seconds since `number` took the slot: its last cutover or rollback in the journal."""
+    """Seconds since `number` was cut over by an up (the journal's `cutover`); None when it
+    came back by a rollback since: rolling back from a release that was itself the rollback
+    target would swap the two back and forth, so such a release is only ever restarted."""
     for entry in reversed(read_journal(slot)):
         if entry["event"] in ("cutover", "rollback") and entry.get("release") == number:
+            if entry["event"] == "rollback":
+                return None
             return max(0.0, now_wall - datetime.fromisoformat(entry["time"]).timestamp())
     return None
 

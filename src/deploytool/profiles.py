@@ -109,6 +109,27 @@ class HealthSpec(_Strict):
         return self.start_period + self.retries * (self.interval + self.timeout)
 
 
+class RolloutSpec(_Strict):
+    """`deploytool rollout`: the suites the slots after the canary run (they run the image the
+    canary qualified, so a shorter set checks that each card serves it)."""
+
+    qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract", "performance"])
+    quick_performance: bool = True  # performance in its quick form on the slots after the canary
+
+
+class WatchSpec(_Strict):
+    """`deploytool watch`: when to restart a release whose health probe fails, and when a
+    release that keeps failing right after its cut-over is rolled back instead."""
+
+    interval: float = Field(default=10, gt=0)  # seconds between probes of each slot
+    failures: int = Field(default=3, ge=1)  # consecutive failed probes before a restart
+    backoff: float = Field(default=30, ge=0)  # seconds after a restart before the next; doubles each time
+    backoff_max: float = Field(default=600, ge=0)
+    max_restarts_per_hour: int = Field(default=6, ge=0)
+    crash_loop_window: float = Field(default=900, ge=0)  # seconds after a cut-over; 0: never roll back
+    crash_loop_restarts: int = Field(default=3, ge=1)  # restarts within the window that make a crash loop
+
+
 class Profile(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = ""
@@ -121,6 +142,8 @@ class Profile(_Strict):
     qualify: dict[str, Any] = Field(default_factory=dict)
     bench: dict[str, Any] = Field(default_factory=dict)
     secrets: ProfileSecrets = Field(default_factory=ProfileSecrets)
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    watch: WatchSpec = Field(default_factory=WatchSpec)
     # Provenance, filled by the loader, not read from YAML.
     source: str = Field(default="", exclude=True)
     chain: list[str] = Field(default_factory=list, exclude=True)

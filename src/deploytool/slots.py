@@ -1,5 +1,7 @@
 """Deployment slots: where a release runs. `--cpu` is one slot; `--gpu UUID [--gpu UUID ...]`
-is one slot per set of cards. A slot serves from one container at a time (a card holds one
+is one slot per set of cards; `--cpu-slot NAME` is a further CPU slot of the reference
+runtime (slot `cpu-NAME`), so that tests and demos can run several slots side by side on one
+machine, each published on its own `--port`, the way two cards serve on two ports. A slot serves from one container at a time (a card holds one
 copy of the model), and its releases are numbered 1, 2, 3, ..."""
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from .labels import name_prefix
 DEFAULT_RETENTION = 3
 
 _UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]{8,}$")
+_CPU_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 
 
 @dataclass(frozen=True)
 class Slot:
-    gpus: tuple[str, ...] = field(default_factory=tuple)  # empty for the CPU slot
+    gpus: tuple[str, ...] = field(default_factory=tuple)  # empty for a CPU slot
+    cpu_name: str | None = None  # a named CPU slot (`--cpu-slot NAME`); None: the CPU slot "cpu"
 
     @property
     def is_cpu(self) -> bool:
@@ -28,7 +32,7 @@ class Slot:
     def name(self) -> str:
         """Stable, Docker-safe: 'cpu' or 'gpu-<first 8 hex of each UUID>'."""
         if self.is_cpu:
-            return "cpu"
+            return f"cpu-{self.cpu_name}" if self.cpu_name else "cpu"
         return "gpu-" + "-".join(u.split("-", 1)[1].replace("-", "")[:8].lower() for u in self.gpus)
 
     def project(self, release: int) -> str:
@@ -40,12 +44,14 @@ class Slot:
         return f"{name_prefix()}-cache-{self.name}"
 
 
-def slot_from_options(gpus: list[str] | None, cpu: bool) -> Slot:
+def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = None) -> Slot:
     gpus = list(gpus or [])
-    if cpu and gpus:
-        raise UsageError("give either --cpu or --gpu UUID, not both")
+    if sum([bool(cpu), bool(gpus), cpu_slot is not None]) > 1:
+        raise UsageError("give one slot: --cpu, --cpu-slot NAME or --gpu UUID, not both")
+    if cpu_slot is not None:
+        return cpu_slot_named(cpu_slot)
     if not cpu and not gpus:
-        raise UsageError("say which slot: --cpu, or --gpu UUID (repeat --gpu for several cards)",
+        raise UsageError("say which slot: --cpu, --cpu-slot NAME, or --gpu UUID (repeat --gpu for several cards)",
                          hint="`deploytool gpus` lists the UUIDs of this machine's cards")
     for uuid in gpus:
         if not _UUID.match(uuid):
@@ -55,3 +61,17 @@ def slot_from_options(gpus: list[str] | None, cpu: bool) -> Slot:
         raise UsageError("the same --gpu UUID is given twice")
     # Sorted: the same cards are the same slot, whatever order the flags came in.
     return Slot(gpus=tuple(sorted(gpus)))
+
+
+def cpu_slot_named(name: str) -> Slot:
+    if not _CPU_NAME.match(name):
+        raise UsageError(f"--cpu-slot {name!r}: expected a short name of lowercase letters, digits and '-' "
+                         "(up to 16), e.g. --cpu-slot a")
+    return Slot(cpu_name=name)
+
+
+def slot_named(name: str, gpus: list[str]) -> Slot:
+    """A slot again from what the engine's labels say: its name and its cards."""
+    if gpus:
+        return Slot(gpus=tuple(sorted(gpus)))
+    return Slot(cpu_name=name[4:]) if name.startswith("cpu-") else Slot()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..deploy import Plan
 
 from . import k8s_cmds
-from .app import (CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
+from .app import (CpuOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
                   console_err, print_json)
 
 cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
@@ -74,6 +74,7 @@ def render_command(
     profile: RequiredProfileOpt,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     release: Annotated[int, typer.Option("--release", help="Release number to render for.")] = 1,
     image: Annotated[Optional[str], typer.Option("--image", help="Image reference (default: what `build` would tag, without building).")] = None,
     port: PortOpt = None,
@@ -96,7 +97,7 @@ def render_command(
             node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
             retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)
         return
-    slot = slot_from_options(gpu, cpu)
+    slot = slot_from_options(gpu, cpu, cpu_slot)
     resolved = ProfileStore(profiles_dir).get(profile)
     from ..build import plan_build
 
@@ -144,6 +145,7 @@ def _up_line(result: Any) -> str:
 def up_command(
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
@@ -155,44 +157,47 @@ def up_command(
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
+    hooks_dir: HooksOpt = None,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
     from .. import deploy
     from ..engine import Engine
 
-    slot = slot_from_options(gpu, cpu)
+    slot = slot_from_options(gpu, cpu, cpu_slot)
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                                skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                                retention=retention, profiles_dirs=profiles_dir)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
-                   lambda reporter: deploy.up(slot, options, reporter=reporter), _up_line)
+                   lambda reporter: deploy.up(slot, options, reporter=reporter,
+                                              hooks=deploy.GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 
 
 @app.command("rollback")
-def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, dry_run: DryRunOpt = False,
-                     json_output: JsonOpt = False) -> None:
+def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+                     dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     from .. import deploy
     from ..engine import Engine
 
-    slot = slot_from_options(gpu, cpu)
+    slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine()),
-                   lambda reporter: deploy.rollback(slot, reporter=reporter),
+                   lambda reporter: deploy.rollback(slot, reporter=reporter,
+                                                    hooks=deploy.GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
                              f"release {r.stopped} stopped ({r.seconds} s)")
 
 
 @app.command("prune")
-def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, retention: RetentionOpt = DEFAULT_RETENTION,
+def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None, retention: RetentionOpt = DEFAULT_RETENTION,
                   dry_run: DryRunOpt = False, json_output: JsonOpt = False) -> None:
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
     from .. import deploy
     from ..engine import Engine
 
-    slot = slot_from_options(gpu, cpu)
+    slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention, engine=Engine()),
                    lambda reporter: deploy.prune(slot, retention, reporter=reporter),
                    lambda r: f"slot {r.slot}: pruned {', '.join(map(str, r.pruned)) or 'nothing'}")
@@ -237,12 +242,12 @@ def _short_model(identity: str | None) -> str:
 
 @app.command("journal")
 def journal_command(
-    gpu: GpuOpt = None, cpu: CpuOpt = False,
+    gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
     limit: Annotated[int, typer.Option("--limit", help="Last N entries.")] = 20,
     json_output: JsonOpt = False,
 ) -> None:
     """The append-only journal of every action (optionally for one slot)."""
-    slot = slot_from_options(gpu, cpu).name if (gpu or cpu) else None
+    slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot) else None
     entries = read_journal(slot, limit=limit)
     if json_output:
         print_json({"entries": entries})

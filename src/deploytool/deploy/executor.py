@@ -3,10 +3,11 @@ each, report through one Reporter, and when a step fails (or Ctrl-C) after the h
 began, run the plan's restore steps and say what serves now.
 
 The executor decides nothing a plan did not say, except what only the engine can tell when
-the step runs (is the image there now, what does the cache volume hold now). A rollout can
-drive several slots' plans through it one after another; `Hooks` are called at every step
-boundary (a `pre-stop` hook is `before_step` of a Stop; `post-cutover` is `after_step` of a
-CutOver; `on-failure` is `on_failure`).
+the step runs (is the image there now, what does the cache volume hold now). A rollout
+drives several slots' plans through it one after another; `Hooks` (hooks.py) are called at
+every step boundary: `pre-stop` is `before_step` of a Stop, `post-cutover` and
+`post-rollback` are `after_step` of a CutOver, `on-failure` is `on_failure`, and a restore
+that brought the previous release back calls `after_restore` (a `post-rollback`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..state import SlotPointers, journal, read_pointers, release_dir, write_poi
 from ..targets import Target, qualify_results_path
 from .facts import port_facts
 from .health import wait_until_healthy
+from .hooks import Hooks
 from .steps import Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy, WriteRelease
 
 
@@ -44,20 +46,6 @@ class Reporter:
         pass
 
     def warn(self, message: str) -> None:
-        pass
-
-
-class Hooks:
-    """Called at step boundaries; the default does nothing. An exception from `before_step`
-    fails that step (before it ran), so a `pre-stop` hook can abort before anything stops."""
-
-    def before_step(self, plan: Plan, step: Step) -> None:
-        pass
-
-    def after_step(self, plan: Plan, step: Step) -> None:
-        pass
-
-    def on_failure(self, plan: Plan, error: DeploytoolError) -> None:
         pass
 
 
@@ -100,21 +88,22 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
     current: Step | None = None
     try:
         for current in plan.steps:
+            hooks.before_step(plan, current)  # a refused pre-stop: the Stop never began
             _journal_step(plan, current)
-            hooks.before_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
             hooks.after_step(plan, current)
     except (Exception, KeyboardInterrupt) as exc:
         failure = as_failure(exc, current)
-        if not handed_over:
+        if not handed_over:  # nothing was stopped or started: nothing to restore
+            hooks.on_failure(plan, failure)
             if isinstance(exc, DeploytoolError):
                 raise
             raise failure from None
         journal(f"{plan.action}.failed", slot=plan.slot, release=plan.release,
                 reason=failure.message.splitlines()[0])
         hooks.on_failure(plan, failure)
-        _restore(run, failure)
+        _restore(run, failure, hooks)
     run.outcome.seconds = round(time.monotonic() - started, 1)
     return run.outcome
 
@@ -151,7 +140,7 @@ def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
             describe=step.describe(), restore=restore)
 
 
-def _restore(run: _Run, failure: DeploytoolError) -> NoReturn:
+def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
     """Run the plan's restore steps; always raises, saying what serves on the slot now.
     The error keeps its kind (an interrupted up still exits 130 after the restore)."""
     plan, kind = run.plan, (Interrupted if isinstance(failure, Interrupted) else DeployError)
@@ -177,6 +166,7 @@ def _restore(run: _Run, failure: DeploytoolError) -> NoReturn:
                    "before it, so nothing serves now", hint=failure.hint) from None
     journal("restored", slot=plan.slot, release=fallback, after_failed=plan.release)
     url = run.outcome.serving.url if run.outcome.serving else "its port"
+    hooks.after_restore(plan, fallback, run.outcome.serving.url if run.outcome.serving else None)
     raise kind(f"{headline}\n  release {plan.release} is stopped (kept for inspection); "
                f"release {fallback} was restored and is healthy at {url}", hint=failure.hint) from None
 
@@ -281,7 +271,7 @@ def _qualify(run: _Run, step: Qualify) -> None:
                     previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
                     api_key=_api_key(run.profile), model=plan.model)  # issue 13: the key and the weights
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
-                               progress=False)
+                               overrides=step.overrides, progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
     journal("qualify", slot=plan.slot, release=step.release, **summary)
     run.outcome.qualify = summary

@@ -40,6 +40,7 @@ class UpOptions:
     skip_memory_plan: bool = False
     qualify_suites: list[str] | None = None
     qualify_limit: int | None = None
+    qualify_overrides: dict[str, dict[str, Any]] | None = None  # a rollout's quick performance check
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
 
@@ -162,7 +163,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     ]
     if serving:
         steps.append(Stop(release=serving.release, container=serving.container_name,
-                          reason=f"handing over to {number}; kept for rollback"))
+                          reason=f"handing over to {number}; kept for rollback", url=serving.url))
     steps += [
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
@@ -170,9 +171,9 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
         WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
     ]
     if not options.skip_qualify:
-        names, settings = resolve_qualify(profile, options.qualify_suites)
+        names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
         steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
-                             report_dir=str(directory / "qualify")))
+                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides))
     previous = fallback.release if fallback else facts.pointers.previous
     steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
     steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
@@ -190,7 +191,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                         if validated.memory.summary else None),
                 # issue 13: the weights it serves and where its secrets come from (never values)
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
-                        "model": model.record(), "bind": options.bind, **secrets.record(profile)})
+                        "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
+                        **secrets.record(profile)})
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:
@@ -255,7 +257,8 @@ def plan_rollback(facts: Facts) -> Plan:
     stopped = current.release if current else facts.pointers.current or target.release
     steps: list[Step] = []
     if current is not None:
-        steps.append(Stop(release=current.release, container=current.container_name, reason="rolling back"))
+        steps.append(Stop(release=current.release, container=current.container_name, reason="rolling back",
+                          url=current.url))
     steps += bring_back(facts, target)
     steps.append(CutOver(release=target.release, previous=stopped, next_release=facts.pointers.next_release,
                          event="rollback"))

@@ -40,6 +40,7 @@ class Stop:
     container: str
     reason: str
     only_if_running: bool = False  # a restore stops a failed release only if it still runs
+    url: str | None = None  # where it answers now (a pre-stop hook drains this upstream)
 
     def describe(self) -> str:
         return f"stop release {self.release} ({self.reason})"
@@ -94,6 +95,7 @@ class Qualify:
     settings: dict[str, dict[str, Any]]
     limit: int | None
     report_dir: str
+    overrides: dict[str, dict[str, Any]] | None = None  # on top of the profile's (a rollout's quick check)
 
     def describe(self) -> str:
         limit = f", --limit {self.limit}" if self.limit is not None else ""

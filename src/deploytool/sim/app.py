@@ -120,6 +120,7 @@ class SimServer:
         self.created = int(time.time())
         self.startup_time = time.time()
         self.ready_at = time.monotonic() + settings.startup_seconds
+        self.health_failing = False  # the health_fail_after fault fired
 
     # --- lifecycle ------------------------------------------------------------------------------
     @asynccontextmanager
@@ -142,12 +143,26 @@ class SimServer:
             return
         await asyncio.sleep(max(0.0, self.ready_at - time.monotonic()))
         log("simulated start-up finished: /health now answers 200")
+        await self._late_faults()
+
+    async def _late_faults(self) -> None:
+        """health_fail_after and exit_after fire this long after start-up (watch's faults)."""
+        config = self.faults.config
+        if config.health_fail_after is not None:
+            await asyncio.sleep(config.health_fail_after)
+            self.health_failing = True
+            log(f"FAULT health_fail_after={config.health_fail_after}: /health now answers 503; the process runs on")
+        if config.exit_after is not None:
+            await asyncio.sleep(config.exit_after)
+            self.faults.crash(f"exit_after={config.exit_after}")
 
     def ready(self) -> bool:
         return not self.faults.config.never_ready and time.monotonic() >= self.ready_at
 
     # --- plain endpoints --------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
+        if self.health_failing:  # SGLang's answer once its health request times out: 503, no body
+            return Response(status_code=503)  # (sglang/srt/entrypoints/http_server.py, health_generate)
         # SGLang answers 503 with an empty body while starting (http_server.py `health_generate`)
         return Response(status_code=200 if self.ready() else 503)
 

@@ -17,6 +17,9 @@ from deploytool.sim.log import log
 
 # name -> True when the fault takes a positive integer "=N"
 FAULTS: dict[str, bool] = {
+    # Faults a supervisor must see (deploytool watch, issue 12): the process runs on, or dies later.
+    "health_fail_after": True,
+    "exit_after": True,
     "crash_on_start": False,
     "never_ready": False,
     "crash_after": True,
@@ -34,6 +37,8 @@ FAULTS: dict[str, bool] = {
 
 FAULT_HELP = (
     "Inject a fault (repeatable; env DEPLOYTOOL_SIM_FAULT takes a comma-separated list): "
+    "health_fail_after=N (/health answers 503 from N seconds after start-up while the process and chat "
+    "keep running: a wedged scheduler); exit_after=N (exit status 3 N seconds after start-up); "
     "crash_on_start (exit status 3 at once); never_ready (/health stays 503); "
     "crash_after=N (exit status 3 after N chat requests); bad_tool_json (tool-call arguments "
     "become invalid JSON or wrong types); drop_stream=N (streams are cut after N chunks, no [DONE]); "
@@ -50,6 +55,8 @@ CRASH_EXIT_CODE = 3
 
 @dataclass(frozen=True)
 class FaultConfig:
+    health_fail_after: int | None = None
+    exit_after: int | None = None
     crash_on_start: bool = False
     never_ready: bool = False
     crash_after: int | None = None

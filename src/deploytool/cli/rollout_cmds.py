@@ -1,0 +1,147 @@
+"""Several slots: rollout (one slot out of service at a time) and watch (the supervisor)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import UsageError
+from ..slots import Slot, cpu_slot_named, slot_from_options
+from .app import CpuOpt, HooksOpt, JsonOpt, ProfilesDirOpt, app, console_err, print_json
+from .deploy_cmds import ConsoleReporter
+
+RolloutGpuOpt = Annotated[Optional[list[str]], typer.Option(
+    "--gpu", help="A slot's GPU UUID, once per slot; a multi-card slot is its UUIDs joined by commas.")]
+RolloutCpuSlotOpt = Annotated[Optional[list[str]], typer.Option(
+    "--cpu-slot", help="A CPU slot of the reference runtime, cpu-NAME (repeatable; for tests and demos).")]
+
+
+def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: list[str] | None) -> list[Slot]:
+    """The slots in the order given (the first is the canary)."""
+    slots: list[Slot] = []
+    if cpu:
+        slots.append(Slot())
+    slots += [cpu_slot_named(name) for name in cpu_slots or []]
+    slots += [slot_from_options(value.split(","), False) for value in gpus or []]
+    if all_gpus:
+        if gpus:
+            raise UsageError("give either --all-gpus or --gpu UUID, not both")
+        from ..engine import Engine
+        from ..slots import slot_named
+
+        found = {r.slot: r.gpus for r in Engine().releases() if r.gpus}
+        if not found:
+            raise UsageError("--all-gpus: no GPU slot has a release on this engine",
+                             hint="start each card's slot once with `deploytool up --gpu UUID --port N`")
+        slots += [slot_named(name, cards) for name, cards in sorted(found.items())]
+    return slots
+
+
+@app.command("rollout")
+def rollout_command(
+    profile: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
+    gpu: RolloutGpuOpt = None,
+    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every GPU slot with a release on this engine.")] = False,
+    cpu: CpuOpt = False,
+    cpu_slot: RolloutCpuSlotOpt = None,
+    max_unavailable: Annotated[int, typer.Option("--max-unavailable", help="Slots out of service at a time.")] = 1,
+    canary_qualify: Annotated[str, typer.Option("--canary-qualify", help="full: the canary runs the profile's whole qualify set; quick: the rollout set.")] = "full",
+    undo_on_failure: Annotated[bool, typer.Option("--undo-on-failure", help="On a failure, roll back the slots this rollout already upgraded.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the last interrupted or failed rollout, from the journal.")] = False,
+    undo: Annotated[bool, typer.Option("--undo", help="Roll back the slots the last rollout upgraded, from the journal.")] = False,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print every slot's plan and change nothing.")] = False,
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+    hooks_dir: HooksOpt = None,
+) -> None:
+    """Upgrade several slots to a profile, at most --max-unavailable out of service at a time:
+    build once, then each slot's whole `up` (the first, the canary, fully qualified); a failure
+    restores that slot and stops. Resumable (--resume) and undoable (--undo) from the journal."""
+    from ..deploy import rollout as rollouts
+    from ..deploy.rollout_plan import RolloutOptions
+    from ..engine import Engine
+
+    if resume and undo:
+        raise UsageError("give --resume or --undo, not both")
+    if resume or undo:
+        if profile or gpu or all_gpus or cpu or cpu_slot:
+            raise UsageError("--resume and --undo take the profile and slots from the journal; give neither")
+        if dry_run:
+            last = rollouts.last_rollout()
+            print_json(last) if json_output else typer.echo(
+                f"rollout {last.id}: {last.options.profile_name} on "
+                f"{', '.join(s.name for s in last.options.slots)}; upgraded: {', '.join(last.done) or 'none'}; "
+                f"{last.finished or 'unfinished'}")
+            return
+        with ConsoleReporter() as reporter:
+            if undo:
+                result = rollouts.undo(reporter=reporter, hooks_dir=hooks_dir)
+                print_json(result) if json_output else typer.echo(
+                    "\n".join([f"rollout {result['id']} undone"]
+                              + [f"  slot {s.slot}: release {s.release} {s.state}" for s in result["slots"]]
+                              + [f"  {p}" for p in result["problems"]]))
+                return
+            done = rollouts.resume(reporter=reporter, hooks_dir=hooks_dir)
+        print_json(done) if json_output else typer.echo("\n".join(done.lines()))
+        return
+    if profile is None:
+        raise UsageError("say which profile to roll out: --profile NAME")
+    options = RolloutOptions(profile_name=profile, slots=rollout_slots(gpu, all_gpus, cpu, cpu_slot),
+                             max_unavailable=max_unavailable, canary_qualify=canary_qualify,  # type: ignore[arg-type]
+                             undo_on_failure=undo_on_failure, qualify_limit=limit, profiles_dirs=profiles_dir)
+    if dry_run:
+        plan, _ = rollouts.plan_for_rollout(options, engine=Engine())
+        print_json({"dry_run": True, "plan": plan.to_json()}) if json_output else typer.echo("\n".join(plan.lines()))
+        return
+    with ConsoleReporter() as reporter:
+        result = rollouts.rollout(options, reporter=reporter, hooks_dir=hooks_dir)
+    print_json(result) if json_output else typer.echo("\n".join(result.lines()))
+
+
+@app.command("watch")
+def watch_command(
+    cpu: CpuOpt = False,
+    cpu_slot: RolloutCpuSlotOpt = None,
+    gpu: RolloutGpuOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="Probe every slot once, act, and exit.")] = False,
+    max_seconds: Annotated[Optional[float], typer.Option("--max-seconds", help="Stop after this many seconds.")] = None,
+    interval: Annotated[Optional[float], typer.Option("--interval", help="Seconds between rounds (default: the profiles' watch.interval).")] = None,
+    render: Annotated[Optional[str], typer.Option("--render", help="Print what runs watch unattended, and exit: compose or systemd.")] = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="With --render compose: the image holding deploytool.")] = None,
+    user: Annotated[Optional[str], typer.Option("--user", help="With --render systemd: the user to run as (in the docker group).")] = None,
+    json_output: JsonOpt = False,
+    hooks_dir: HooksOpt = None,
+) -> None:
+    """Supervise the serving releases: restart one whose health probe keeps failing (Docker
+    restarts only what exits), with backoff and a cap per hour; roll a release that keeps
+    failing right after its cut-over back to the previous one. Foreground until Ctrl-C."""
+    if render is not None:
+        from ..deploy.watch_install import watch_compose_text, watch_systemd_unit
+
+        if render == "compose":
+            if not image:
+                raise UsageError("--render compose needs --image REF: an image with deploytool installed",
+                                 hint="docs/watch.md shows a Dockerfile for it")
+            typer.echo(watch_compose_text(image, hooks_dir=hooks_dir.resolve() if hooks_dir else None), nl=False)
+        elif render == "systemd":
+            typer.echo(watch_systemd_unit(hooks_dir=hooks_dir.resolve() if hooks_dir else None, user=user), nl=False)
+        else:
+            raise UsageError(f"--render {render!r}: expected compose or systemd")
+        return
+    from ..deploy.hooks import GatewayHooks
+    from ..deploy.watch import WatchOptions, watch
+
+    names = ([Slot().name] if cpu else []) + [cpu_slot_named(n).name for n in cpu_slot or []] \
+        + [slot_from_options(v.split(","), False).name for v in gpu or []]
+    with ConsoleReporter() as reporter:
+        result = watch(WatchOptions(slots=names or None, once=once, max_seconds=max_seconds, interval=interval),
+                       reporter=reporter, hooks=GatewayHooks(hooks_dir, reporter=reporter))
+    if json_output:
+        print_json(result)
+    else:
+        console_err.print(f"watch: {result.rounds} rounds in {result.seconds} s, {len(result.actions)} actions")
+        for action in result.actions:
+            typer.echo(f"{action['time']}  {action['event']:<20} slot {action['slot']} release {action['release']}: "
+                       f"{action.get('reason', '')}")

@@ -1,0 +1,311 @@
+"""`deploytool rollout`: upgrade several slots, never more than --max-unavailable out of service.
+
+The image is built once; then each slot, in its turn, goes through the whole `up` path under
+its own lock (facts gathered again, plan, execute with the gateway hooks: pre-stop drains it,
+post-cutover puts it back). A failure restores that slot (the executor's restore) and stops
+the rollout; with --undo-on-failure the slots it already upgraded are rolled back too, one at
+a time. Every turn is journaled with the rollout's id (rollout.start, rollout.slot.start,
+rollout.slot.done, rollout.slot.failed, rollout.done, rollout.failed, rollout.interrupted),
+so an interrupted rollout can be continued (`--resume`) or undone (`--undo`) from the journal.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..build import build
+from ..compose import document_text
+from ..engine import Engine
+from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
+from ..profiles import Profile, ProfileStore
+from ..slots import Slot, slot_named
+from ..state import journal, read_journal, read_pointers, slot_lock
+from .executor import Reporter, as_failure, execute
+from .facts import Facts, gather_facts, gather_slot
+from .hooks import GatewayHooks, Hooks
+from .plan import bring_back, choose_profile, plan_rollback
+from .rollout_plan import RolloutOptions, RolloutPlan, plan_rollout, slot_plan
+from .steps import Plan, Stop
+
+
+@dataclass
+class SlotOutcome:
+    slot: str
+    state: str  # upgraded, restored, untouched, rolled-back, failed (nothing serves)
+    release: int | None  # what serves on the slot now
+    previous: int | None  # what served before the rollout
+    url: str | None = None
+    message: str = ""
+
+
+@dataclass
+class RolloutResult:
+    id: str
+    profile: str
+    image: str
+    ok: bool
+    slots: list[SlotOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"rollout {self.id}: {self.profile} " + ("done" if self.ok else "stopped") + f" ({self.seconds} s)"]
+        for s in self.slots:
+            was = f" (was {s.previous})" if s.previous is not None and s.previous != s.release else ""
+            out.append(f"  slot {s.slot}: release {s.release or 'none'}{was} {s.state}"
+                       + (f" at {s.url}" if s.url else "") + (f": {s.message}" if s.message else ""))
+        return out
+
+
+class _SlotReporter(Reporter):
+    """The rollout's reporter, each line saying which slot it is about."""
+
+    def __init__(self, inner: Reporter, slot: str):
+        self.inner, self.slot = inner, slot
+
+    def step(self, message: str) -> None:
+        self.inner.step(f"[{self.slot}] {message}")
+
+    def waiting(self, label: str, elapsed: float, budget: float) -> None:
+        self.inner.waiting(f"[{self.slot}] {label}", elapsed, budget)
+
+    def warn(self, message: str) -> None:
+        self.inner.warn(f"[{self.slot}] {message}")
+
+
+def new_rollout_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def _slot_facts(engine: Engine, slot: Slot, store: ProfileStore, name: str) -> tuple[Facts, Profile]:
+    fallback = gather_slot(engine, slot).fallback
+    profile = choose_profile(slot, name, fallback, store)
+    facts = gather_facts(engine, slot, profile, host_port=fallback.host_port if fallback else None,
+                         bind=fallback.host_ip if fallback else "127.0.0.1")
+    return facts, profile
+
+
+def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str | None = None,
+                     done: list[str] | None = None) -> tuple[RolloutPlan, Profile]:
+    """Every slot's facts and plan, and the compose plugin's check of each rendered document:
+    all refusals happen here, before any slot is touched. `--dry-run` prints this."""
+    engine.compose_version()
+    store = ProfileStore(options.profiles_dirs)
+    gathered = [_slot_facts(engine, slot, store, options.profile_name) for slot in options.slots]
+    profile = gathered[0][1] if gathered else store.get(options.profile_name)
+    plan = plan_rollout([f for f, _ in gathered], profile, options, rollout_id=rollout_id or new_rollout_id(),
+                        done=done)
+    by_name = {s.name: s for s in options.slots}
+    for p in plan.slots:
+        assert p.compose is not None and p.release is not None and p.profile is not None
+        engine.compose_config(document_text(p.compose, profile=p.profile, slot=p.slot, release=p.release),
+                              project=by_name[p.slot].project(p.release))
+    return plan, profile
+
+
+def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine: Engine | None = None,
+            hooks_dir: Path | None = None, rollout_id: str | None = None,
+            done: list[str] | None = None) -> RolloutResult:
+    engine, reporter = engine or Engine(), reporter or Reporter()
+    started = time.monotonic()
+    plan, profile = plan_for_rollout(options, engine=engine, rollout_id=rollout_id, done=done)
+    hooks = GatewayHooks(hooks_dir, reporter=reporter, context={"DEPLOYTOOL_ROLLOUT": plan.id})
+    by_name = {s.name: s for s in options.slots}
+    result = RolloutResult(id=plan.id, profile=profile.name, image=plan.image, ok=False)
+    outcomes = {s.name: _untouched(engine, s) for s in options.slots}
+    for name in plan.done:
+        outcomes[name].state = "upgraded"
+    upgraded: list[str] = list(plan.done)
+    journal("rollout.resume" if done is not None else "rollout.start", rollout=plan.id,
+            options=options.to_json(), image=plan.image, done=plan.done)
+    for warning in plan.warnings:
+        reporter.warn(warning)
+    try:
+        reporter.step(f"building the image for {profile.name} once, for every slot")
+        reporter.step(build(profile, engine=engine).message)
+        for wave in plan.waves:
+            failures = _run_wave(wave, by_name, plan, profile, options, engine, reporter, hooks, outcomes)
+            upgraded += [n for n in wave if outcomes[n].state == "upgraded"]
+            if failures:
+                raise failures[0]
+    except (Exception, KeyboardInterrupt) as exc:
+        failure = as_failure(exc)
+        interrupted = isinstance(failure, Interrupted)
+        journal("rollout.interrupted" if interrupted else "rollout.failed", rollout=plan.id,
+                upgraded=upgraded, reason=failure.message.splitlines()[0])
+        if options.undo_on_failure and upgraded and not interrupted:
+            reporter.step(f"--undo-on-failure: rolling back {', '.join(upgraded)}")
+            _undo(plan.id, [by_name[n] for n in upgraded], engine, reporter, hooks, outcomes)
+        result.slots = [outcomes[s.name] for s in options.slots]
+        result.seconds = round(time.monotonic() - started, 1)
+        kind = Interrupted if interrupted else DeployError
+        next_step = ("continue with `deploytool rollout --resume`, or undo it with `deploytool rollout --undo`"
+                     if not options.undo_on_failure or interrupted else None)
+        raise kind("\n".join([failure.message.splitlines()[0], *result.lines()[1:]]),
+                   hint=next_step or failure.hint) from None
+    journal("rollout.done", rollout=plan.id, slots={n: outcomes[n].release for n in outcomes})
+    result.ok, result.slots = True, [outcomes[s.name] for s in options.slots]
+    result.seconds = round(time.monotonic() - started, 1)
+    return result
+
+
+def _untouched(engine: Engine, slot: Slot) -> SlotOutcome:
+    facts = gather_slot(engine, slot)
+    serving = facts.serving
+    return SlotOutcome(slot=slot.name, state="untouched", release=serving.release if serving else None,
+                       previous=serving.release if serving else None, url=serving.url if serving else None)
+
+
+def _run_wave(wave: list[str], by_name: dict[str, Slot], plan: RolloutPlan, profile: Profile,
+              options: RolloutOptions, engine: Engine, reporter: Reporter, hooks: Hooks,
+              outcomes: dict[str, SlotOutcome]) -> list[DeploytoolError]:
+    """The wave's slots together (one at a time with --max-unavailable 1); the failures."""
+    def one(name: str) -> DeploytoolError | None:
+        try:
+            _upgrade(by_name[name], name == plan.canary, plan.id, profile, options, engine,
+                     _SlotReporter(reporter, name), hooks, outcomes[name])
+        except DeploytoolError as exc:
+            return exc
+        return None
+
+    if len(wave) == 1:
+        errors = [one(wave[0])]
+    else:
+        with ThreadPoolExecutor(max_workers=len(wave)) as pool:
+            errors = list(pool.map(one, wave))
+    return [e for e in errors if e is not None]
+
+
+def _upgrade(slot: Slot, canary: bool, rollout_id: str, profile: Profile, options: RolloutOptions,
+             engine: Engine, reporter: Reporter, hooks: Hooks, outcome: SlotOutcome) -> None:
+    with slot_lock(slot.name, f"rollout {rollout_id}"):
+        facts = _settle(slot, profile, engine, reporter)
+        plan = slot_plan(facts, profile, options, canary=canary)
+        reporter.step(f"{'canary' if canary else 'slot'} {slot.name}: release {plan.serving or 'none'} -> "
+                      f"{plan.release}")
+        journal("rollout.slot.start", rollout=rollout_id, slot=slot.name, release=plan.release,
+                previous=plan.fallback, canary=canary)
+        try:
+            done = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
+        except DeploytoolError as exc:
+            after = gather_slot(engine, slot).serving
+            outcome.release, outcome.url = (after.release, after.url) if after else (None, None)
+            outcome.state = "restored" if after is not None else "failed"
+            outcome.message = exc.message.splitlines()[0]
+            journal("rollout.slot.failed", rollout=rollout_id, slot=slot.name, release=plan.release,
+                    serving=outcome.release, reason=outcome.message)
+            raise
+        assert done.serving is not None
+        outcome.state, outcome.release, outcome.url = "upgraded", plan.release, done.serving.url
+        journal("rollout.slot.done", rollout=rollout_id, slot=slot.name, release=plan.release,
+                previous=plan.fallback)
+
+
+def _settle(slot: Slot, profile: Profile, engine: Engine, reporter: Reporter) -> Facts:
+    """After a crash of deploytool mid-up, the slot may serve a release that was never cut
+    over, or nothing: bring its current release back first, so the up starts from a slot that
+    serves what its pointers say."""
+    facts = gather_slot(engine, slot)
+    current = facts.by_number(facts.pointers.current)
+    serving = facts.serving
+    if current is None or (serving is not None and serving.release == current.release):
+        anchor = serving or current
+        return gather_facts(engine, slot, profile, host_port=anchor.host_port if anchor else None,
+                            bind=anchor.host_ip if anchor else "127.0.0.1")
+    steps = ([Stop(release=serving.release, container=serving.container_name, reason="never cut over",
+                   only_if_running=True)] if serving else []) + bring_back(facts, current)
+    reporter.step(f"release {current.release} is the slot's current release but "
+                  f"{'release ' + str(serving.release) if serving else 'nothing'} serves: bringing it back")
+    journal("rollout.settle", slot=slot.name, release=current.release, stopped=serving.release if serving else None)
+    execute(Plan(action="up", slot=slot.name, release=current.release, serving=None, fallback=None,
+                 steps=steps, url=current.url, profile=current.profile), slot=slot, engine=engine, reporter=reporter)
+    return gather_facts(engine, slot, profile, host_port=current.host_port, bind=current.host_ip)
+
+
+def _undo(rollout_id: str, slots: list[Slot], engine: Engine, reporter: Reporter, hooks: Hooks,
+          outcomes: dict[str, SlotOutcome] | None = None) -> list[str]:
+    """Roll back, last first and one at a time, the slots this rollout upgraded and that
+    still serve its release; returns the problems (a slot someone else changed is left)."""
+    made = {e["slot"]: e["release"] for e in read_journal()
+            if e.get("rollout") == rollout_id and e["event"] == "rollout.slot.done"}
+    problems = []
+    for slot in reversed(slots):
+        pointers = read_pointers(slot.name)
+        if made.get(slot.name) is None or pointers.current != made[slot.name]:
+            problems.append(f"slot {slot.name}: serves release {pointers.current}, not this rollout's; left alone")
+            continue
+        try:
+            with slot_lock(slot.name, f"rollout {rollout_id} undo"):
+                plan = plan_rollback(gather_slot(engine, slot))
+                done = execute(plan, slot=slot, engine=engine, reporter=_SlotReporter(reporter, slot.name),
+                               hooks=hooks)
+        except DeploytoolError as exc:
+            problems.append(f"slot {slot.name}: {exc.message.splitlines()[0]}")
+            continue
+        journal("rollout.slot.undone", rollout=rollout_id, slot=slot.name, release=plan.release,
+                stopped=made[slot.name])
+        if outcomes is not None and done.serving is not None:
+            outcomes[slot.name].state, outcomes[slot.name].release = "rolled-back", plan.release
+            outcomes[slot.name].url = done.serving.url
+    return problems
+
+
+# -- --resume and --undo, from the journal -------------------------------------------------------
+@dataclass
+class JournaledRollout:
+    id: str
+    options: RolloutOptions
+    done: list[str]  # slots upgraded that still serve the rollout's release
+    finished: str | None  # rollout.done / rollout.undone when it ended that way
+
+
+def last_rollout() -> JournaledRollout:
+    entries = [e for e in read_journal() if e["event"].startswith("rollout.") and e.get("rollout")]
+    starts = [e for e in entries if e["event"] == "rollout.start"]
+    if not starts:
+        raise UsageError("no rollout in the journal to resume or undo")
+    rid = starts[-1]["rollout"]
+    mine = [e for e in entries if e["rollout"] == rid]
+    raw = starts[-1]["options"]
+    options = RolloutOptions(
+        profile_name=raw["profile"], slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
+        max_unavailable=raw["max_unavailable"], canary_qualify=raw["canary_qualify"],
+        undo_on_failure=raw["undo_on_failure"], qualify_limit=raw["qualify_limit"], retention=raw["retention"],
+        profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None)
+    made: dict[str, int] = {}
+    for e in mine:
+        if e["event"] == "rollout.slot.done":
+            made[e["slot"]] = e["release"]
+        elif e["event"] == "rollout.slot.undone":
+            made.pop(e["slot"], None)
+    done = [s.name for s in options.slots if s.name in made and read_pointers(s.name).current == made[s.name]]
+    ends = [e["event"] for e in mine if e["event"] in ("rollout.done", "rollout.undone")]
+    return JournaledRollout(id=rid, options=options, done=done, finished=ends[-1] if ends else None)
+
+
+def resume(*, reporter: Reporter | None = None, engine: Engine | None = None,
+           hooks_dir: Path | None = None) -> RolloutResult:
+    last = last_rollout()
+    if last.finished:
+        raise UsageError(f"the last rollout ({last.id}) has nothing to resume: {last.finished}")
+    return rollout(last.options, reporter=reporter, engine=engine, hooks_dir=hooks_dir, rollout_id=last.id,
+                   done=last.done)
+
+
+def undo(*, reporter: Reporter | None = None, engine: Engine | None = None,
+         hooks_dir: Path | None = None) -> dict[str, Any]:
+    last = last_rollout()
+    if last.finished == "rollout.undone":
+        raise UsageError(f"the last rollout ({last.id}) is already undone")
+    engine, reporter = engine or Engine(), reporter or Reporter()
+    hooks = GatewayHooks(hooks_dir, reporter=reporter, context={"DEPLOYTOOL_ROLLOUT": last.id})
+    by_name = {s.name: s for s in last.options.slots}
+    outcomes = {s.name: _untouched(engine, s) for s in last.options.slots}
+    problems = _undo(last.id, [by_name[n] for n in last.done], engine, reporter, hooks, outcomes)
+    journal("rollout.undone", rollout=last.id, problems=problems)
+    return {"id": last.id, "slots": [outcomes[s.name] for s in last.options.slots], "problems": problems}

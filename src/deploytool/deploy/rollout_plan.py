@@ -1,0 +1,155 @@
+"""A rollout as data: one `up` plan per slot, taken --max-unavailable slots at a time.
+
+Pure, like plan.py: (facts of every slot, profile, options) -> RolloutPlan. Every check that
+can refuse a rollout runs here, before any slot is touched: the slots, their ports (each slot
+keeps the port its release is published on, so the gateway's upstreams stay put), the
+qualify suites of the canary and of the others, and each slot's own up plan.
+
+The first slot is the canary: it runs the full qualification (the profile's qualify set)
+unless --canary-qualify quick. The others run the profile's `rollout.qualify` set (default:
+preflight, contract and the quick form of performance): they serve the image the canary
+qualified, so a shorter check that each card serves it is enough.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..build import plan_build
+from ..errors import UsageError
+from ..profiles import Profile
+from ..slots import DEFAULT_RETENTION, Slot
+from .facts import Facts
+from .plan import UpOptions, plan_up
+from .steps import Build, Plan
+
+
+@dataclass
+class RolloutOptions:
+    profile_name: str
+    slots: list[Slot]
+    max_unavailable: int = 1
+    canary_qualify: Literal["full", "quick"] = "full"
+    undo_on_failure: bool = False
+    qualify_limit: int | None = None
+    retention: int = DEFAULT_RETENTION
+    profiles_dirs: list[Path] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """What the journal keeps, so that --resume can run the same rollout again."""
+        return {"profile": self.profile_name, "slots": [{"name": s.name, "gpus": list(s.gpus)} for s in self.slots],
+                "max_unavailable": self.max_unavailable, "canary_qualify": self.canary_qualify,
+                "undo_on_failure": self.undo_on_failure, "qualify_limit": self.qualify_limit,
+                "retention": self.retention, "profiles_dirs": [str(p) for p in self.profiles_dirs or []]}
+
+
+@dataclass
+class RolloutPlan:
+    id: str
+    profile: str
+    image: str
+    build: Build
+    waves: list[list[str]]  # slot names, each wave taken out of service together
+    slots: list[Plan]  # one up plan per slot, in order, without its Build (built once, first)
+    canary: str
+    max_unavailable: int
+    undo_on_failure: bool
+    done: list[str] = field(default_factory=list)  # slots a resumed rollout already upgraded
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "profile": self.profile, "image": self.image, "build": self.build.describe(),
+                "waves": self.waves, "canary": self.canary, "max_unavailable": self.max_unavailable,
+                "undo_on_failure": self.undo_on_failure, "done": self.done, "warnings": self.warnings,
+                "slots": [p.to_json() for p in self.slots]}
+
+    def lines(self) -> list[str]:
+        out = [f"rollout {self.id}: {self.profile} ({self.image}) on {len(self.waves)} wave(s) of at most "
+               f"{self.max_unavailable} slot(s) out of service at a time; canary: {self.canary}",
+               f"  0. {self.build.describe()} (once, for every slot)"]
+        out += [f"  warning: {w}" for w in self.warnings]
+        if self.done:
+            out.append(f"  already upgraded by this rollout: {', '.join(self.done)}")
+        for number, wave in enumerate(self.waves, 1):
+            out.append(f"  wave {number}: {', '.join(wave)}")
+        for plan in self.slots:
+            out += ["    " + line for line in plan.lines()]
+        after = "roll back the slots this rollout upgraded" if self.undo_on_failure else \
+            "leave the upgraded slots on the new release"
+        out.append(f"  on a failure: restore the failing slot, stop, and {after}; slots not reached are untouched")
+        return out
+
+
+def waves(slots: list[str], max_unavailable: int) -> list[list[str]]:
+    """Slots in order, `max_unavailable` at a time; the canary alone in the first wave."""
+    if not slots:
+        return []
+    rest = slots[1:]
+    return [[slots[0]]] + [rest[i:i + max_unavailable] for i in range(0, len(rest), max_unavailable)]
+
+
+def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, canary: bool) -> UpOptions:
+    """A slot keeps the port and address its release is published on."""
+    fallback = facts.fallback
+    quick = not canary or options.canary_qualify == "quick"
+    suites = list(profile.rollout.qualify) if quick else None  # None: the profile's full set
+    overrides = {"performance": {"quick": True}} if quick and profile.rollout.quick_performance \
+        and "performance" in (suites or []) else None
+    return UpOptions(profile_name=profile.name, host_port=fallback.host_port if fallback else None,
+                     bind=fallback.host_ip if fallback else "127.0.0.1", qualify_suites=suites,
+                     qualify_overrides=overrides, qualify_limit=options.qualify_limit,
+                     retention=options.retention, profiles_dirs=options.profiles_dirs)
+
+
+def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, *, rollout_id: str,
+                 done: list[str] | None = None) -> RolloutPlan:
+    done = list(done or [])
+    names = [f.slot.name for f in facts]
+    if not names:
+        raise UsageError("say which slots: --gpu UUID (once per slot), --all-gpus, or --cpu-slot NAME (repeatable)")
+    if len(set(names)) != len(names):
+        raise UsageError(f"a slot is named twice: {', '.join(names)}")
+    if options.max_unavailable < 1:
+        raise UsageError(f"--max-unavailable {options.max_unavailable}: at least 1 slot is taken out at a time")
+    if options.canary_qualify not in ("full", "quick"):
+        raise UsageError(f"--canary-qualify {options.canary_qualify!r}: expected full or quick")
+    warnings: list[str] = []
+    if len(names) > 1 and options.max_unavailable >= len(names):
+        warnings.append(f"--max-unavailable {options.max_unavailable} takes every slot out of service at once")
+    ports: dict[tuple[str, int], str] = {}
+    for f in facts:
+        fallback = f.fallback
+        if fallback is None and len(facts) > 1:
+            raise UsageError(f"slot {f.slot.name} has no release yet, so no port of its own",
+                             hint="a rollout upgrades serving slots: start it first with "
+                                  "`deploytool up ... --port N` (each slot on its own port)")
+        if fallback is not None:
+            key = (fallback.host_ip, fallback.host_port)
+            if key in ports:
+                raise UsageError(f"slots {ports[key]} and {f.slot.name} publish on the same port {key[1]}")
+            ports[key] = f.slot.name
+    todo = [f for f in facts if f.slot.name not in done]
+    # The canary is the first slot; a resumed rollout whose canary already passed gives the
+    # remaining slots the shorter check.
+    canary = names[0]
+    plans = [plan_up(f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary)) for f in todo]
+    build = next((s for p in plans for s in p.steps if isinstance(s, Build)), None) or \
+        Build(profile=profile.name, image=plan_build(profile).tag, needed=False, reason="no slot left to upgrade")
+    for plan in plans:  # built once, before the first slot
+        plan.steps = [s for s in plan.steps if not isinstance(s, Build)]
+    order = [p.slot for p in plans]
+    return RolloutPlan(id=rollout_id, profile=profile.name, image=build.image, build=build,
+                       waves=waves(order, options.max_unavailable) if canary in order
+                       else [order[i:i + options.max_unavailable] for i in range(0, len(order), options.max_unavailable)],
+                       slots=plans, canary=canary, max_unavailable=options.max_unavailable,
+                       undo_on_failure=options.undo_on_failure, done=done, warnings=warnings)
+
+
+def slot_plan(facts: Facts, profile: Profile, options: RolloutOptions, *, canary: bool) -> Plan:
+    """One slot's up plan, made again from fresh facts when its turn comes (the image is
+    built by then, so the cache decision can be made from it)."""
+    plan = plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary))
+    plan.steps = [s for s in plan.steps if not isinstance(s, Build)]
+    return plan

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from deploytool import flagcheck
+from deploytool.build import plan_build
 from deploytool.cli import app
 from deploytool.errors import UsageError
 from deploytool.profiles import ProfileStore
@@ -154,10 +155,28 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     assert image is None and "0.5.22" in why and pinned in why
     result = flagcheck.check(profile)
     assert result.where.startswith("venv ") and "0.5.22" in result.where and result.ok
-    # an image of the pinned sglang is taken, even when an older-sglang one is newer
+    # an image of the pinned sglang is taken, even when an older-sglang one is newer; it is not
+    # the one the profile's inputs give, so the note says which image was used instead
     _fake_engine(monkeypatch, [_Image("deploytool/sglang:new", pinned, "2026-01-01"),
                                _Image("deploytool/sglang:old", "0.5.22", "2026-01-02")])
-    assert flagcheck.find_built_image(profile) == ("deploytool/sglang:new", None)
+    image, note = flagcheck.find_built_image(profile)
+    assert image == "deploytool/sglang:new"
+    assert "newest image labelled" in note and f"{plan_build(profile).tag}, what the profile's current inputs give" in note
+
+
+def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared engine keeps images of other checkouts and earlier runs, and a build that found
+    its tag keeps its old creation time: the exact tag wins over the newest labelled image."""
+    profile = ProfileStore().get(CARD)
+    pinned = profile.image.runtime_version
+    exact = plan_build(profile).tag
+    _fake_engine(monkeypatch, [_Image(exact, pinned, "2026-01-01"),
+                               _Image("deploytool/sglang:other-checkout", pinned, "2026-03-01")])
+    assert flagcheck.find_built_image(profile) == (exact, None)
+    # with only the other image, it is used and named with the reason
+    _fake_engine(monkeypatch, [_Image("deploytool/sglang:other-checkout", pinned, "2026-03-01")])
+    image, note = flagcheck.find_built_image(profile)
+    assert image == "deploytool/sglang:other-checkout" and "built 2026-03-01" in note and exact in note
 
 
 def test_parser_venv_takes_torch_from_the_configured_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import build, cache, cudabase, flagcheck, labels, locks, patches, unidiff, wheelhouse
+from deploytool import build, cache, cudabase, flagcheck, labels, locks, patches, wheelhouse
+from deploytool.in_image import unidiff
 from deploytool.profiles import ProfileStore
 from deploytool.slots import Slot
 from test_cuda_wheels_base import AXPY, cubin_arch

@@ -194,7 +194,9 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(doc
     assert expected["gcc"] == toolchain["gcc"] and expected["torch"] == toolchain["torch"]
     assert expected["patches"] == fingerprint["patches"] and expected["gpu_arch"] == "cpu"
 
-    # profiles check runs inside the built image, found by its label.
-    check = flagcheck.check(profile)
+    # profiles check runs inside the image this test built, found by the tag of the profile's
+    # inputs (not the newest labelled image: the shared engine keeps other checkouts' ones).
+    check = flagcheck.check(profile, wheelhouse=house)
     assert check.where == f"image {result.image}"
+    assert flagcheck.find_built_image(profile, wheelhouse=house) == (result.image, None)
     assert check.ok, [(f.flag, f.message) for f in check.failures]

@@ -141,41 +141,63 @@ def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: 
     return bin_python
 
 
-def built_image(profile: Profile) -> str | None:
-    """The newest image built for this profile with its pinned sglang, when an engine is
-    reachable and has one."""
-    return find_built_image(profile)[0]
+def built_image(profile: Profile, *, wheelhouse: Path | None = None) -> str | None:
+    """The image built for this profile with its pinned sglang (see find_built_image), when an
+    engine is reachable and has one."""
+    return find_built_image(profile, wheelhouse=wheelhouse)[0]
 
 
-def find_built_image(profile: Profile) -> tuple[str | None, str | None]:
-    """(image, None), or (None, why no built image is used: None when the engine has none).
-    An image counts only when its toolchain label's `sglang` is the profile's
-    image.runtime_version: after a bump without a rebuild it holds another sglang's parser."""
-    engine = Engine.optional()
-    if engine is None:  # no engine: fall back to the venv, say where the check ran
-        return None, None
+def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tuple[str | None, str | None]:
+    """(image, note): the image the parser runs in, or None, and a note saying why it is not the
+    exact one (or why there is none; None when the engine simply has no image for the profile).
+
+    First the image with the tag the profile's current declared inputs give
+    (build.plan_build, `wheelhouse` as it was given to `build`): exactly what `build` made
+    of this profile as it is now. A shared engine keeps images of other checkouts and earlier
+    runs, and a build that found its tag keeps the old creation time, so "the newest image
+    labelled for the profile" may be another one. Only when that tag is not on the engine is
+    the newest labelled image used, and the note names it. Either way an image counts only when
+    its toolchain label's `sglang` is the profile's image.runtime_version: after a bump without
+    a rebuild it holds another sglang's parser."""
     try:
-        found = engine.images_labelled(f"{labels.IMAGE_PROFILE}={profile.name}")
-    except DeploytoolError:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        found = client.images.list(filters={"label": f"{labels.IMAGE_PROFILE}={profile.name}"})
+    except Exception:  # no engine: fall back to the venv, say where the check ran
         return None, None
     if not found:
         return None, None
     want = profile.image.runtime_version
     fitting, other = [], set()
-    for reference, image_labels, created in found:
+    for image in found:
         try:
-            have = json.loads(image_labels.get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
+            have = json.loads((image.labels or {}).get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
         except (json.JSONDecodeError, AttributeError):
             have = None
-        (fitting.append((created, reference)) if have == want else other.add(str(have or "unknown")))
+        (fitting.append(image) if have == want else other.add(str(have or "unknown")))
     if not fitting:
         return None, (f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
                       f"the profile pins {want}: rebuild with `deploytool build --profile {profile.name}`")
-    return max(fitting)[1], None
+    from .build import plan_build
+
+    try:
+        tag = plan_build(profile, wheelhouse=wheelhouse).tag
+    except DeploytoolError as exc:
+        tag, why_not = None, f"the profile's image tag cannot be computed ({exc.message})"
+    else:
+        exact = next((image for image in fitting if tag in (image.tags or [])), None)
+        if exact is not None:
+            return tag, None
+        why_not = f"{tag}, what the profile's current inputs give, is not on this engine"
+    newest = max(fitting, key=lambda image: image.attrs.get("Created", ""))
+    name = (newest.tags or [newest.id])[0]
+    return name, (f"the newest image labelled for {profile.name}, built {newest.attrs.get('Created', '?')[:19]}: "
+                  f"{why_not}; `deploytool build --profile {profile.name}` to check in exactly that one")
 
 
 def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
-          timeout: float = 300) -> FlagCheck:
+          timeout: float = 300, wheelhouse: Path | None = None) -> FlagCheck:
     if profile.image.recipe != "sglang":
         raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: "
                          "`profiles check` validates sglang launch flags only")
@@ -185,18 +207,18 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
                "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
     probe = (package_dir() / "in_image" / "flagprobe.py").read_text()
-    not_image = None
+    note = None
     if not image and use_image:
-        image, not_image = find_built_image(profile)
+        image, note = find_built_image(profile, wheelhouse=wheelhouse)
     if image:
-        where = f"image {image}"
+        where = f"image {image}" + (f" ({note})" if note else "")
         try:
             proc = Engine().run_argv(image, "python3", ["-c", probe, json.dumps(request)], timeout=timeout)
         except DeploytoolError as exc:
             raise CouldNotRun(f"sglang's parser could not run ({where}): {exc.message}") from None
     else:
         python = parser_venv(version)
-        where = f"venv {python.parent.parent}" + (f" (no built image: {not_image})" if not_image else "")
+        where = f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else "")
         try:
             proc = subprocess.run([str(python), "-c", probe, json.dumps(request)], capture_output=True, text=True,
                                   timeout=timeout)

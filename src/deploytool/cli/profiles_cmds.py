@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -82,13 +83,14 @@ def profiles_check(
     profiles_dir: ProfilesDirOpt = None,
     no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,
     resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve derived values (needs the model's config where the parser runs).")] = False,
+    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR`: look for that image's tag.")] = None,
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides."""
     from .. import flagcheck
 
     profile = ProfileStore(profiles_dir).get(name)
-    result = flagcheck.check(profile, use_image=not no_image, resolve=resolve)
+    result = flagcheck.check(profile, use_image=not no_image, resolve=resolve, wheelhouse=wheelhouse)
     if json_output:
         print_json({**result.__dict__, "ok": result.ok})
     else:

@@ -26,6 +26,9 @@ class SimProcess:
             flag = name.replace('_', '-')
             if isinstance(value, bool):  # the sim's on/off options: --enable-metrics / --no-enable-metrics
                 argv.append(f"--{flag}" if value else f"--no-{flag}")
+            elif isinstance(value, (list, tuple)):  # a repeatable option: --fault A --fault B
+                for item in value:
+                    argv += [f"--{flag}", str(item)]
             else:
                 argv += [f"--{flag}", str(value)]
         self.url = f"http://127.0.0.1:{port}"

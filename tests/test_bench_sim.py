@@ -8,12 +8,7 @@ Tolerances are wide enough for a loaded CI machine, narrow enough that a wrong f
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -23,6 +18,7 @@ from deploytool.bench.runner import run_bench_sync
 from deploytool.errors import UsageError
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.targets import Target
+from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,42 +28,16 @@ PREFILL_TPS = 40_000.0
 MAX_RUNNING = 4
 
 
-class _SimProcess:
+def _sim_process(settings: SimSettings) -> SimProcess:
     """The sim in its own process. Timing tests need it: a sim in a thread of the test process
     shares the GIL with the bench client, and a stall on either side shows up as a burst of
     tokens (seen: a 40 ms stall after an HTTP 500 fault inflating one request's decode speed)."""
-
-    def __init__(self, settings: SimSettings):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                "--startup-seconds", "0", "--no-log-requests", "--decode-tps", str(settings.decode_tps),
-                "--prefill-tps", str(settings.prefill_tps), "--max-running-requests", str(settings.max_running_requests),
-                "--enable-metrics", "--enable-cache-report", "--default-chat-template-kwargs", '{"enable_thinking": false}']
-        if settings.aggregate_tps:
-            argv += ["--aggregate-tps", str(settings.aggregate_tps)]
-        for fault in settings.faults:
-            argv += ["--fault", fault]
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"the sim did not become ready at {self.url}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+    flags = dict(decode_tps=settings.decode_tps, prefill_tps=settings.prefill_tps,
+                 max_running_requests=settings.max_running_requests, enable_metrics=True, enable_cache_report=True,
+                 default_chat_template_kwargs='{"enable_thinking": false}', fault=list(settings.faults))
+    if settings.aggregate_tps:
+        flags["aggregate_tps"] = settings.aggregate_tps
+    return SimProcess(**flags)
 
 
 def _settings(**kw) -> SimSettings:
@@ -79,7 +49,7 @@ def _settings(**kw) -> SimSettings:
 
 def _sim(**kw):
     """A sim for figures that are timed: its own process."""
-    return _SimProcess(_settings(**kw))
+    return _sim_process(_settings(**kw))
 
 
 def _sim_in_thread(**kw):

@@ -43,7 +43,7 @@ MODEL = "agree"
 def deploytool_run(url: str, a: argparse.Namespace) -> dict:
     from deploytool.bench import build_method
     from deploytool.bench.runner import BenchRunner, Spec
-    from deploytool.targets import Target
+    from deploytool.release.targets import Target
 
     method = build_method(quick=True, repeats=1, warmup_requests=1, warmup_output_tokens=16,
                           request_timeout_s=300, run_timeout_s=1200)

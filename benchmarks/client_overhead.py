@@ -40,9 +40,9 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, htt
     """The bench's own request path (BenchRunner._pool -> send -> EndpointClient.chat -> records)."""
     from deploytool.bench import build_method
     from deploytool.bench.runner import BenchRunner, Spec
-    from deploytool.client import EndpointClient
+    from deploytool.server.client import EndpointClient
     from deploytool.bench import stats
-    from deploytool.targets import Target
+    from deploytool.release.targets import Target
 
     method = build_method(quick=True, request_timeout_s=120)
     runner = BenchRunner(Target(url=url, profile=None), method, progress=False, http=http)

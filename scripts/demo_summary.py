@@ -3,7 +3,7 @@
 import json
 import sys
 
-from deploytool.state import slot_dir
+from deploytool.release.state import slot_dir
 
 for slot in json.load(sys.stdin)["slots"]:
     print(f"slot {slot['slot']}: serving {slot['serving_url']}")

@@ -73,7 +73,7 @@ def docker_engine():
     problem = engine_problem()
     if problem:
         pytest.skip(problem)
-    from deploytool.engine import Engine
+    from deploytool.host.engine import Engine
 
     return Engine()
 

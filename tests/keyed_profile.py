@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deploytool.profiles import Profile
-from deploytool.secrets import SecretRef
+from deploytool.release.secrets import SecretRef
 
 
 def keyed(profile: Profile, *, token: bool = True) -> Profile:

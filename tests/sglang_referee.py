@@ -1,5 +1,5 @@
 """Shared by the conformance tests: sglang 0.5.23's own code, run in the referee environment
-(deploytool.referee: the parser venv plus sglang's serving packages) in a subprocess, because
+(deploytool.image.referee: the parser venv plus sglang's serving packages) in a subprocess, because
 deploytool's venv has no sglang. Tests skip, saying why, only when that environment cannot be
 built here."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from deploytool.errors import DeploytoolError
-from deploytool.referee import referee_python, run_referee
+from deploytool.image.referee import referee_python, run_referee
 
 _PROBLEM: list[str | None] = []
 

@@ -18,15 +18,16 @@ import httpx
 import pytest
 
 from conftest import run_cli
-from deploytool import doctor, patches
-from deploytool import secrets as release_secrets
+from deploytool.deploy import doctor
+from deploytool.image import patches
+from deploytool.release import secrets as release_secrets
 from deploytool.errors import EXIT_COULD_NOT_RUN, UsageError
 from deploytool.profiles import load_profile
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.auth import allowed
 from deploytool.sim.settings import build_parser
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 KEY = "k-" + stdlib_secrets.token_hex(12)
 

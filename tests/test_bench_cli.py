@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from deploytool.cli.app import app
 from deploytool.profiles import ProfileStore
 from deploytool.qualify.runner import run_qualification
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 from test_bench_sim import _sim
 

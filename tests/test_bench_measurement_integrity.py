@@ -14,10 +14,10 @@ from deploytool.bench.prompts import PromptFactory
 from deploytool.bench.results import RequestRecord
 from deploytool.bench.assemble import cache_check as _cache_check
 from deploytool.bench.runner import run_bench_sync
-from deploytool.bench.server import parse_prometheus
+from deploytool.server.facts import parse_prometheus
 from deploytool.cli.app import app
 from deploytool.sim import count_tokens
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 from test_bench_cli import PROFILE
 from test_bench_sim import _sim_in_thread, _tiny

@@ -17,7 +17,7 @@ from deploytool.bench.prompts import Prompt, PromptFactory
 from deploytool.bench.runner import run_bench_sync
 from deploytool.errors import UsageError
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(120)

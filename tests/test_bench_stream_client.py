@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deploytool.bench.stream import StreamClient
-from deploytool.client import EndpointClient
+from deploytool.server.client import EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
 pytestmark = pytest.mark.timeout(60)

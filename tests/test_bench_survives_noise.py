@@ -15,7 +15,7 @@ import pytest
 from deploytool.bench import BenchRunner, build_method, run_bench
 from deploytool.bench.runner import Spec
 from deploytool.qualify.suites.performance import regression_gates, stored_figures
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 from sim_process import SimProcess
 

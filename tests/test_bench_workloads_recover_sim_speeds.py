@@ -13,7 +13,7 @@ import pytest
 
 from deploytool.bench import build_method, run_bench
 from deploytool.bench.workloads.open_loop import meets_slos
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 from sim_process import SimProcess
 

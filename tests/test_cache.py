@@ -8,8 +8,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from deploytool.cache import FINGERPRINT_FILE, _in_volume
-from deploytool.slots import Slot
+from deploytool.release.cache import FINGERPRINT_FILE, _in_volume
+from deploytool.release.slots import Slot
 from test_lifecycle import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
@@ -60,7 +60,7 @@ def test_cache_kept_when_unchanged_and_wiped_when_stale(slot_env, docker_engine)
     shell(docker_engine, image, "echo x > /cache/leftover")
     refused = run_cli("cache", "wipe", "--cpu", "--json")
     assert refused.returncode == 1 and "is running and using the cache" in refused.stderr
-    from deploytool import labels
+    from deploytool.host import labels
 
     for c in docker_engine.client.containers.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
         c.stop(timeout=5)

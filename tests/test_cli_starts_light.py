@@ -18,7 +18,7 @@ def loaded_after(statement: str) -> list[str]:
 
 
 def test_state_helpers_do_not_load_pandas_or_the_engine():
-    assert loaded_after("import deploytool.state, deploytool.files") == []
+    assert loaded_after("import deploytool.release.state, deploytool.files") == []
 
 
 def test_the_cli_loads_its_libraries_only_when_a_command_runs():

@@ -1,4 +1,4 @@
-"""deploytool.client.EndpointClient over real HTTP on 127.0.0.1: against the sim, and against a
+"""deploytool.server.client.EndpointClient over real HTTP on 127.0.0.1: against the sim, and against a
 tiny server that writes awkward SSE (events split across writes, CRLF and CR line ends,
 keep-alive comments, `data:` without a space, multi-line data, a cut stream, error events)."""
 
@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from deploytool.bench.assemble import split_reasoning as _split_reasoning
-from deploytool.client import ChatResult, EndpointClient
+from deploytool.server.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
 FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from deploytool.client import KEEPALIVE_EXPIRY_S, EndpointClient
+from deploytool.server.client import KEEPALIVE_EXPIRY_S, EndpointClient
 
 BODY = (b'{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,'
         b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'

@@ -9,10 +9,9 @@ import asyncio
 import pytest
 
 from deploytool.bench import BenchRunner, build_method
-from deploytool.metrics_window import (CACHED, GENERATED, PROMPT, VERIFY, CounterSnapshot, counters_from,
-                                       window)
+from deploytool.server.metrics_window import CACHED, GENERATED, PROMPT, VERIFY, CounterSnapshot, counters_from, window
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import yaml
 
-from deploytool import labels
-from deploytool.compose import RenderRequest, render_compose, write_compose
+from deploytool.host import labels
+from deploytool.release.compose import RenderRequest, render_compose, write_compose
 from deploytool.profiles import ProfileStore
-from deploytool.slots import Slot
+from deploytool.release.slots import Slot
 
 GPU_A = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 GPU_B = "GPU-aaaabbbb-1111-2222-3333-444455556666"

@@ -21,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import cache, cudabase, labels, locks, wheelhouse
+from deploytool.release import cache
+from deploytool.image import cudabase, locks, wheelhouse
+from deploytool.host import labels
 from deploytool.errors import BuildError, ProfileError, UsageError
 from deploytool.profiles import Profile, ProfileStore
-from deploytool.recipes import sglang as recipe
-from deploytool.slots import Slot
-from deploytool.versions import check_profile, load_matrix
+from deploytool.image.recipes import sglang as recipe
+from deploytool.release.slots import Slot
+from deploytool.image.versions import check_profile, load_matrix
 
 WHEELS_PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
 CUDA = "13.3.1"
@@ -174,7 +176,7 @@ def test_declare_renders_the_toolkit_steps_and_records_the_base_source(tmp_path:
     assert list(inputs.fetched) == ["cuda-wheels", "wheels"]
     import jinja2
 
-    from deploytool.recipes import recipe_dir
+    from deploytool.image.recipes import recipe_dir
 
     dockerfile = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
         (recipe_dir("sglang") / "Dockerfile.j2").read_text()).render(profile=profile, base_ref="sha256:b", **inputs.template_vars)
@@ -195,7 +197,7 @@ def compiler_image(module_home) -> str:
 
     if engine_problem():
         pytest.skip(engine_problem())
-    from deploytool.engine import Engine
+    from deploytool.host.engine import Engine
 
     # the wheels (~110 MB) are kept in the shared test cache (DEPLOYTOOL_TEST_CACHE) between runs
     return cudabase.build_base(Engine(), cuda=CUDA, components=cudabase.COMPILER)

@@ -10,12 +10,12 @@ import yaml
 
 from deploytool.bench import build_method, run_bench
 from deploytool.bench.roofline import roofline_lines
-from deploytool.gpus import GpuInfo
+from deploytool.host.gpus import GpuInfo
 from deploytool.memory import card_from_gpu, card_from_table, read_checkpoint, shape_from_config
 from deploytool.memory.roofline import decode_roofline, weight_split, with_measurements
 from deploytool.profiles import ProfileStore
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 MODELS = Path(__file__).parent / "data" / "models"
 
@@ -115,7 +115,7 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
 
 
 def test_nvml_bus_width_and_memory_clock_are_read_into_the_inventory() -> None:
-    from deploytool.gpus import read_inventory
+    from deploytool.host.gpus import read_inventory
     from test_gpus import FakeNvml
 
     class WithMemoryBus(FakeNvml):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (th
 
 
 def engine_state(engine) -> list[tuple]:
-    from deploytool import labels
+    from deploytool.host import labels
 
     containers = engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
     volumes = engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})

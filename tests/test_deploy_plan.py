@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from deploytool.cache import CacheState, decide
+from deploytool.release.cache import CacheState, decide
 from deploytool.deploy import UpOptions, plan_prune, plan_rollback, plan_up
 from deploytool.deploy.facts import CacheFacts, Facts, ImageFacts, PortFacts
 from deploytool.deploy.steps import (Build, CutOver, PrepareCache, Prune, Qualify, Start, Stop, WaitHealthy,
                                      WriteRelease)
-from deploytool.engine import Release
+from deploytool.host.engine import Release
 from deploytool.errors import DeployError, ProfileError, UsageError
-from deploytool.gpus import GpuInfo, Inventory
+from deploytool.host.gpus import GpuInfo, Inventory
 from deploytool.profiles import HealthSpec, ProfileStore
-from deploytool.slots import Slot
-from deploytool.state import SlotPointers
+from deploytool.release.slots import Slot
+from deploytool.release.state import SlotPointers
 
 CPU = Slot()
 SIM = ProfileStore().get("sim")
@@ -31,7 +31,7 @@ def release(number: int, state: str = "exited", port: int = 30000, image: str = 
 def facts(*releases: Release, current: int | None = None, previous: int | None = None, next_release: int = 1,
           port: PortFacts | None = None, image_present: bool = True, cache: CacheFacts | None = None,
           slot: Slot = CPU, inventory: Inventory | None = None) -> Facts:
-    from deploytool.build import plan_build
+    from deploytool.image.build import plan_build
 
     tag = plan_build(SIM).tag
     return Facts(slot=slot, releases=list(releases),

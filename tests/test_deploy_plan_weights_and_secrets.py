@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import release_inputs
+from deploytool.release import inputs as release_inputs
 from deploytool.deploy import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.deploy.steps import Start
-from deploytool.engine import Release
-from deploytool.models import ModelMissing
+from deploytool.host.engine import Release
+from deploytool.release.weights import ModelMissing
 from deploytool.profiles import load_profile
-from deploytool.secrets import SecretError, SecretRef
-from deploytool.slots import Slot
-from deploytool.state import SlotPointers
+from deploytool.release.secrets import SecretError, SecretRef
+from deploytool.release.slots import Slot
+from deploytool.release.state import SlotPointers
 from fake_checkpoints import write_model_folder
 
 KEY = "sk-plan-test-7f3a9"
@@ -36,7 +36,7 @@ def _profile(tmp_path: Path):
 
 
 def _facts(profile, **fields) -> Facts:
-    from deploytool.build import plan_build
+    from deploytool.image.build import plan_build
 
     serving = Release(slot="cpu", release=1, profile="sim", image="deploytool/sim:old", container_id="id1",
                       container_name="deploytool-cpu-r1-server", state="running", health="healthy",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deploytool import doctor
+from deploytool.deploy import doctor
 from deploytool.cli import app
 from deploytool.profiles import ProfileStore
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deploytool import flagcheck
-from deploytool.build import plan_build
+from deploytool.image import flagcheck
+from deploytool.image.build import plan_build
 from deploytool.cli import app
 from deploytool.errors import UsageError
 from deploytool.profiles import ProfileStore

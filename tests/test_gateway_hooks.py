@@ -13,7 +13,7 @@ import pytest
 from deploytool.deploy.hooks import GatewayHooks, HookFailed
 from deploytool.deploy.steps import CutOver, Plan, Stop
 from deploytool.errors import DeployError, UsageError
-from deploytool.state import read_journal
+from deploytool.release.state import read_journal
 
 
 def hook(folder: Path, name: str, body: str) -> Path:

@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import build, cache, cudabase, flagcheck, labels, locks, patches, wheelhouse
-from deploytool.in_image import unidiff
+from deploytool.image import build, cudabase, flagcheck, locks, patches, wheelhouse
+from deploytool.release import cache
+from deploytool.host import labels
+from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore
-from deploytool.slots import Slot
+from deploytool.release.slots import Slot
 from test_cuda_wheels_base import AXPY, cubin_arch
 
 pytestmark = [pytest.mark.docker, pytest.mark.gpu_image]
@@ -63,7 +65,7 @@ print(json.dumps({"flashinfer": flashinfer.__version__, "library": str(spec.get_
 @pytest.fixture(scope="module")
 def gpu_image(module_home):
     from conftest import engine_problem
-    from deploytool.engine import Engine
+    from deploytool.host.engine import Engine
 
     if engine_problem():
         pytest.skip(engine_problem())
@@ -84,7 +86,7 @@ def _with_other_flashinfer(engine, image: str, version: str) -> str:
     import sys
     import tempfile
 
-    from deploytool.state import cache_dir
+    from deploytool.release.state import cache_dir
 
     house = cache_dir("wheelhouse", "extra")
     if not list(house.glob(f"flashinfer_python-{version}-*.whl")):

@@ -9,7 +9,7 @@ import json
 from types import SimpleNamespace
 
 from conftest import run_cli
-from deploytool.gpus import GpuInfo, annotate_matches, classify, read_inventory, Inventory
+from deploytool.host.gpus import GpuInfo, annotate_matches, classify, read_inventory, Inventory
 from deploytool.profiles import Profile, ProfileStore
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from deploytool.build import BASE_BY_TAG, plan_build, stale_reason
+from deploytool.image.build import BASE_BY_TAG, plan_build, stale_reason
 from deploytool.profiles import ProfileStore
 
 CARD = "b300x8-glm5.2-nvfp4-tp8"
@@ -72,7 +72,7 @@ def test_render_of_the_wheels_profile_needs_no_engine():
 
 
 def test_a_locked_profiles_tag_reads_no_wheel_and_follows_its_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from deploytool import cudabase, locks
+    from deploytool.image import cudabase, locks
 
     def refuse(*args, **kwargs):
         raise AssertionError("computing the tag touched a wheelhouse")

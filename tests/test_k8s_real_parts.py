@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import secrets
+from deploytool.release import secrets
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import pod
 from deploytool.k8s import release as rel
@@ -122,8 +122,8 @@ def test_qualify_job_command_is_one_deploytool_accepts():
 def test_multinode_argv_passes_sglangs_own_parser():
     """The leader's argv with LeaderWorkerSet's values filled in, through sglang 0.5.23's parser
     (deploytool's parser venv, made by the flag-check tests; not built here)."""
-    from deploytool import flagcheck
-    from deploytool.state import cache_dir
+    from deploytool.image import flagcheck
+    from deploytool.release.state import cache_dir
 
     version = "0.5.23"
     stamp = cache_dir("flagcheck", f"sglang-{version}-py{sys.version_info.major}.{sys.version_info.minor}") / "complete.json"
@@ -195,7 +195,7 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
 
     assert yaml.safe_load(config.read_text()) == {"api-key": key}
     # and SGLang's own parser takes it from --config (the parser venv, when the flag tests made it)
-    from deploytool.state import cache_dir
+    from deploytool.release.state import cache_dir
 
     venv = cache_dir("flagcheck", f"sglang-0.5.23-py{sys.version_info.major}.{sys.version_info.minor}")
     if not (venv / "complete.json").exists():

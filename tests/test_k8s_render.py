@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploytool.compose import RenderRequest, render_compose
+from deploytool.release.compose import RenderRequest, render_compose
 from deploytool.errors import UsageError
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import release as rel
 from deploytool.k8s.validate import K8S_VERSIONS, available_versions, crds_available, validate_objects
 from deploytool.profiles import ProfileStore
-from deploytool.slots import Slot
+from deploytool.release.slots import Slot
 
 from keyed_profile import from_hub, keyed
 

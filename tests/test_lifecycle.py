@@ -67,7 +67,7 @@ def slot_env(docker_engine, profiles_dir: Path):
 
 
 def remove_instance(engine) -> None:
-    from deploytool import labels
+    from deploytool.host import labels
 
     for c in engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
         c.remove(force=True)
@@ -162,7 +162,7 @@ def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
     (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 10\n")
     args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
             "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
-    from deploytool.state import slot_dir
+    from deploytool.release.state import slot_dir
 
     first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     holder = slot_dir("cpu") / "lock.holder"
@@ -233,7 +233,7 @@ def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, prof
     assert bad.returncode == 1
     assert "release 2 failed qualification" in bad.stderr and "tools" in bad.stderr
     assert "release 1 was restored and is healthy" in bad.stderr
-    from deploytool.state import release_dir
+    from deploytool.release.state import release_dir
 
     failed_report = release_dir("cpu", 2) / "qualify"
     assert str(failed_report / "report.md") in bad.stderr  # the error points at the report

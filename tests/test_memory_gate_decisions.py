@@ -12,8 +12,8 @@ from deploytool.deploy import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
 from deploytool.profiles import load_profile
-from deploytool.slots import Slot
-from deploytool.state import SlotPointers
+from deploytool.release.slots import Slot
+from deploytool.release.state import SlotPointers
 
 MODELS = Path(__file__).parent / "data" / "models"
 CPU = Slot()
@@ -28,7 +28,7 @@ def _profile(**args):
 
 
 def _facts(profile) -> Facts:
-    from deploytool.build import plan_build
+    from deploytool.image.build import plan_build
 
     return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
                  image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),

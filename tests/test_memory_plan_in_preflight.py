@@ -10,7 +10,7 @@ from deploytool.memory.accuracy import compare_with_server, reported_memory
 from deploytool.profiles import load_profile
 from deploytool.qualify import run_qualification
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 MODELS = Path(__file__).parent / "data" / "models"
 

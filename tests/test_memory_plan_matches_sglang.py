@@ -1,5 +1,5 @@
 """The planner against SGLang 0.5.23's own sizing code, run on CPU in the sglang parser venv
-(deploytool.flagcheck.parser_venv, made by `profiles check`; the test skips, saying so, where it
+(deploytool.image.flagcheck.parser_venv, made by `profiles check`; the test skips, saying so, where it
 has not been made).
 
 What imports without a GPU and is compared here: configs/mamba_utils.py (Mamba2StateShape,

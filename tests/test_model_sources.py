@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import labels, models
-from deploytool.compose import RenderRequest, render_compose, render_text, write_compose
+from deploytool.host import labels
+from deploytool.release import weights
+from deploytool.release.compose import RenderRequest, render_compose, render_text, write_compose
 from deploytool.errors import ProfileError
 from deploytool.profiles import ProfileStore
-from deploytool.release_inputs import beyond_loopback, prepare
-from deploytool.slots import Slot
+from deploytool.release.inputs import beyond_loopback, prepare
+from deploytool.release.slots import Slot
 from fake_checkpoints import write_hub_cache, write_model_folder
 
 GPU = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
@@ -76,72 +77,72 @@ def test_switching_a_card_to_a_folder_as_its_comment_says(tmp_path: Path) -> Non
 # -- the folder check and fingerprint --------------------------------------------------------------
 def test_folder_checks_name_the_path_and_what_to_do(tmp_path: Path) -> None:
     missing = tmp_path / "absent"
-    with pytest.raises(models.ModelMissing) as err:
-        models.folder_fingerprint(missing)
+    with pytest.raises(weights.ModelMissing) as err:
+        weights.folder_fingerprint(missing)
     assert str(missing) in err.value.message and "nothing was stopped" in (err.value.hint or "")
     folder = write_model_folder(tmp_path / "m")
     (folder / "config.json").unlink()
-    with pytest.raises(models.ModelMissing, match="no config.json"):
-        models.folder_fingerprint(folder)
+    with pytest.raises(weights.ModelMissing, match="no config.json"):
+        weights.folder_fingerprint(folder)
     empty = tmp_path / "e"
     empty.mkdir()
     (empty / "config.json").write_text("{}")
-    with pytest.raises(models.ModelMissing, match=r"no \*\.safetensors"):
-        models.folder_fingerprint(empty)
+    with pytest.raises(weights.ModelMissing, match=r"no \*\.safetensors"):
+        weights.folder_fingerprint(empty)
 
 
 def test_sharded_weights_need_their_index_and_every_shard(tmp_path: Path) -> None:
     folder = write_model_folder(tmp_path / "s", shards=3)
-    first = models.folder_fingerprint(folder)
+    first = weights.folder_fingerprint(folder)
     (folder / "model-00002-of-00003.safetensors").unlink()
-    with pytest.raises(models.ModelMissing, match="lacks 1 of the 3 shards.*model-00002-of-00003"):
-        models.folder_fingerprint(folder)
+    with pytest.raises(weights.ModelMissing, match="lacks 1 of the 3 shards.*model-00002-of-00003"):
+        weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)
-    (folder / models.INDEX).unlink()
-    with pytest.raises(models.ModelMissing, match="sharded weights .3 files. but no model.safetensors.index.json"):
-        models.folder_fingerprint(folder)
+    (folder / weights.INDEX).unlink()
+    with pytest.raises(weights.ModelMissing, match="sharded weights .3 files. but no model.safetensors.index.json"):
+        weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)
-    assert models.folder_fingerprint(folder) == first  # same config and index: same weights
+    assert weights.folder_fingerprint(folder) == first  # same config and index: same weights
 
 
 def test_fingerprint_follows_config_and_weight_files(tmp_path: Path) -> None:
     folder = write_model_folder(tmp_path / "m")
-    first = models.folder_fingerprint(folder)
-    assert first.startswith("sha256:") and models.folder_fingerprint(folder) == first
-    weights = folder / "model.safetensors"
-    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))
-    second = models.folder_fingerprint(folder)
+    first = weights.folder_fingerprint(folder)
+    assert first.startswith("sha256:") and weights.folder_fingerprint(folder) == first
+    weight_file = folder / "model.safetensors"
+    os.utime(weight_file, ns=(weight_file.stat().st_atime_ns, weight_file.stat().st_mtime_ns + 10**9))
+    second = weights.folder_fingerprint(folder)
     assert second != first  # re-copied weights
     write_model_folder(folder, config={"model_type": "other"})
-    assert models.folder_fingerprint(folder) not in (first, second)
+    assert weights.folder_fingerprint(folder) not in (first, second)
 
 
 # -- the hub cache ---------------------------------------------------------------------------------
 def test_hub_commit_comes_from_refs_and_needs_its_snapshot(tmp_path: Path) -> None:
     cache = tmp_path / "hub"
     commit = write_hub_cache(cache, REPO)
-    assert models.hub_commit(cache, REPO, None) == commit
-    assert models.hub_commit(cache, REPO, commit) == commit  # a commit is taken as is
-    with pytest.raises(models.ModelMissing, match=r"has no revision 'v2' in the hub cache .*refs/v2 is missing"):
-        models.hub_commit(cache, REPO, "v2")
-    with pytest.raises(models.ModelMissing, match="model nvidia/Other is not in the hub cache") as err:
-        models.hub_commit(cache, "nvidia/Other", None)
+    assert weights.hub_commit(cache, REPO, None) == commit
+    assert weights.hub_commit(cache, REPO, commit) == commit  # a commit is taken as is
+    with pytest.raises(weights.ModelMissing, match=r"has no revision 'v2' in the hub cache .*refs/v2 is missing"):
+        weights.hub_commit(cache, REPO, "v2")
+    with pytest.raises(weights.ModelMissing, match="model nvidia/Other is not in the hub cache") as err:
+        weights.hub_commit(cache, "nvidia/Other", None)
     assert "hf download nvidia/Other" in (err.value.hint or "")
-    assert models.hub_commit(cache, "nvidia/Other", None, required=False) is None
+    assert weights.hub_commit(cache, "nvidia/Other", None, required=False) is None
     snapshot = cache / "models--nvidia--Qwen3.6-35B-A3B-NVFP4" / "snapshots" / commit
     (snapshot / "model.safetensors").unlink()  # an interrupted download
-    with pytest.raises(models.ModelMissing, match=r"is incomplete in the hub cache: .* no \*\.safetensors"):
-        models.hub_commit(cache, REPO, "main")
+    with pytest.raises(weights.ModelMissing, match=r"is incomplete in the hub cache: .* no \*\.safetensors"):
+        weights.hub_commit(cache, REPO, "main")
     (snapshot / "config.json").unlink()
-    with pytest.raises(models.ModelMissing, match="no complete snapshot"):
-        models.hub_commit(cache, REPO, "main")
+    with pytest.raises(weights.ModelMissing, match="no complete snapshot"):
+        weights.hub_commit(cache, REPO, "main")
 
 
 def test_hub_cache_setting_and_huggingface_defaults() -> None:
-    assert models.host_hub_cache({"DEPLOYTOOL_HF_HOME": "/a", "HF_HOME": "/b"}) == Path("/a/hub")
-    assert models.host_hub_cache({"HF_HUB_CACHE": "/c", "HF_HOME": "/b"}) == Path("/c")
-    assert models.host_hub_cache({"HF_HOME": "/b"}) == Path("/b/hub")
-    assert models.host_hub_cache({"HOME": "/home/u"}) == Path("/home/u/.cache/huggingface/hub")
+    assert weights.host_hub_cache({"DEPLOYTOOL_HF_HOME": "/a", "HF_HOME": "/b"}) == Path("/a/hub")
+    assert weights.host_hub_cache({"HF_HUB_CACHE": "/c", "HF_HOME": "/b"}) == Path("/c")
+    assert weights.host_hub_cache({"HF_HOME": "/b"}) == Path("/b/hub")
+    assert weights.host_hub_cache({"HOME": "/home/u"}) == Path("/home/u/.cache/huggingface/hub")
 
 
 # -- what up prepares and the compose file holds ---------------------------------------------------
@@ -155,10 +156,10 @@ def test_hub_release_mounts_the_cache_offline_and_pins_the_commit(tmp_path: Path
     server = render_compose(req)["services"]["server"]
     command = server["command"]
     assert command[command.index("--model-path") + 1] == REPO and command[command.index("--revision") + 1] == commit
-    assert {"type": "bind", "source": str(tmp_path / "hf" / "hub"), "target": models.CONTAINER_HUB_CACHE,
+    assert {"type": "bind", "source": str(tmp_path / "hf" / "hub"), "target": weights.CONTAINER_HUB_CACHE,
             "read_only": True} in server["volumes"]
     assert server["environment"]["HF_HUB_OFFLINE"] == "1"
-    assert server["environment"]["HF_HUB_CACHE"] == models.CONTAINER_HUB_CACHE
+    assert server["environment"]["HF_HUB_CACHE"] == weights.CONTAINER_HUB_CACHE
     assert server["labels"][labels.MODEL] == f"hub:{REPO}@{commit}"
     assert inputs.record(profile, "127.0.0.1")["model"]["commit"] == commit
     assert (inputs.model.checkpoint_folder() / "config.json").is_file()  # the snapshot, for config readers
@@ -169,7 +170,7 @@ def test_hub_release_mounts_the_cache_offline_and_pins_the_commit(tmp_path: Path
 def test_missing_hub_snapshot_fails_prepare_unless_online(tmp_path: Path) -> None:
     env = {"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}
     profile = ProfileStore().get("rtx5090-qwen3.6-35b-a3b-nvfp4")
-    with pytest.raises(models.ModelMissing, match=f"model {REPO} is not in the hub cache"):
+    with pytest.raises(weights.ModelMissing, match=f"model {REPO} is not in the hub cache"):
         prepare(profile, bind="127.0.0.1", env=env)
     online = profile.model_copy(deep=True)
     online.model.offline = False
@@ -178,7 +179,7 @@ def test_missing_hub_snapshot_fails_prepare_unless_online(tmp_path: Path) -> Non
     server = render_compose(RenderRequest(profile=online, slot=Slot((GPU,)), release=1, image="x:y",
                                           model=inputs.model))["services"]["server"]
     assert "HF_HUB_OFFLINE" not in server["environment"]
-    assert next(v for v in server["volumes"] if v["target"] == models.CONTAINER_HUB_CACHE)["read_only"] is False
+    assert next(v for v in server["volumes"] if v["target"] == weights.CONTAINER_HUB_CACHE)["read_only"] is False
 
 
 def test_folder_release_mounts_read_only_where_the_server_looks(tmp_path: Path) -> None:
@@ -220,7 +221,7 @@ def test_bind_beyond_loopback_without_a_key_warns(tmp_path: Path) -> None:
     assert any("without an API key" in w for w in prepare(profile, bind="0.0.0.0", env={}).warnings)
     assert prepare(profile, bind="127.0.0.1", env={}).warnings == []
     keyed = profile.model_copy(deep=True)
-    from deploytool.secrets import SecretRef, SecretError
+    from deploytool.release.secrets import SecretRef, SecretError
 
     keyed.server.api_key = SecretRef(env="K")
     assert prepare(keyed, bind="0.0.0.0", env={"K": "v"}).warnings == []
@@ -233,7 +234,7 @@ def test_a_secret_file_others_can_read_warns(tmp_path: Path) -> None:
     key_file.write_text("v\n")
     key_file.chmod(0o644)
     profile = ProfileStore().get("sim").model_copy(deep=True)
-    from deploytool.secrets import SecretRef
+    from deploytool.release.secrets import SecretRef
 
     profile.server.api_key = SecretRef(file=str(key_file))
     assert any(f"chmod 600 {key_file}" in w for w in prepare(profile, bind="127.0.0.1", env={}).warnings)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import patches
-from deploytool.in_image import unidiff
+from deploytool.image import patches
+from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
@@ -188,7 +188,7 @@ def _probe(python: Path, tree: Path) -> dict:
 
 @pytest.mark.index
 def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path) -> None:
-    from deploytool.flagcheck import parser_venv
+    from deploytool.image.flagcheck import parser_venv
 
     profile = ProfileStore().get(CARD)
     python = parser_venv(SGLANG)  # sglang's light import set and a CPU torch

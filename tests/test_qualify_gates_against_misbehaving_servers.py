@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from conftest import serve_app
-from deploytool.client import EndpointClient
+from deploytool.server.client import EndpointClient
 from deploytool.qualify import Verdict
 from deploytool.qualify.base import ServerInfo, SuiteContext
 from deploytool.qualify.suites import preflight as preflight_suite

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from deploytool.qualify import Verdict
-from deploytool import metrics_window as mw
-from deploytool.bench.server import parse_prometheus
+from deploytool.server import metrics_window as mw
+from deploytool.server.facts import parse_prometheus
 from deploytool.qualify.expectations import Expectations, decode_cuda_graph_on, static_gates
 from test_qualify_suites import qualify, sim
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploytool.client import ChatResult
+from deploytool.server.client import ChatResult
 from deploytool.qualify import Verdict
 from deploytool.qualify.loadcheck import itl_during, long_prompt
 from test_qualify_suites import qualify, sim

@@ -16,7 +16,7 @@ from deploytool.qualify.suites import gsm8k as gsm8k_suite
 from deploytool.qualify.suites import registry
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 # Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.
 FAST = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from deploytool.client import ChatResult, EndpointClient, ToolCall
+from deploytool.server.client import ChatResult, EndpointClient, ToolCall
 from deploytool.qualify.suites.tools import load_cases
 from deploytool.qualify.toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 

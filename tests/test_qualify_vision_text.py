@@ -25,7 +25,7 @@ from deploytool.qualify.base import ServerInfo
 from deploytool.qualify.vision_pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
 from deploytool.qualify.suites import vision
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.targets import Target
+from deploytool.release.targets import Target
 
 SIM_REASON = "the reference runtime cannot read text; docs/sim.md"
 CASES = vision.load_cases()

@@ -11,13 +11,14 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from deploytool import flagcheck, labels, patches
+from deploytool.image import flagcheck, patches
+from deploytool.host import labels
 from deploytool.errors import ProfileError, UsageError
 from deploytool.profiles import Profile, ProfileStore
-from deploytool.recipes import recipe_dir
-from deploytool.recipes import sglang as recipe
-from deploytool.state import cache_dir
-from deploytool.versions import check_profile, cuda_of_base, load_matrix
+from deploytool.image.recipes import recipe_dir
+from deploytool.image.recipes import sglang as recipe
+from deploytool.release.state import cache_dir
+from deploytool.image.versions import check_profile, cuda_of_base, load_matrix
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
 TEST_PROFILES = Path(__file__).parent / "profiles_sglang"
@@ -154,7 +155,7 @@ def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
 # -- a real build on the local base ------------------------------------------------------------
 @pytest.mark.index
 def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine) -> None:
-    from deploytool.build import build
+    from deploytool.image.build import build
 
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
     house = cache_dir("wheelhouse", f"{profile.name}-py{profile.image.python}")
@@ -187,8 +188,8 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(doc
     assert out.strip().endswith("PATCHED")
 
     # The slot cache's fingerprint takes the installed versions over the declared ones.
-    from deploytool.cache import expected_fingerprint
-    from deploytool.slots import Slot
+    from deploytool.release.cache import expected_fingerprint
+    from deploytool.release.slots import Slot
 
     expected = expected_fingerprint(docker_engine, result.image, Slot())
     assert expected["gcc"] == toolchain["gcc"] and expected["torch"] == toolchain["torch"]

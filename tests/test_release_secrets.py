@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from conftest import free_port, run_cli
-from deploytool import labels, models
+from deploytool.host import labels
+from deploytool.release import weights
 from fake_checkpoints import write_hub_cache, write_model_folder
 from test_lifecycle import remove_instance
 
@@ -73,7 +74,7 @@ def test_model_folder_deploys_read_only_and_status_shows_its_fingerprint(env, do
     env.profile("t13-folder", f"model:\n  host_path: {folder}\n  path: null\n")  # default mount point
     one = env("up", "--cpu", "--profile", "t13-folder", "--json", *QUICK)
     assert one.returncode == 0, one.stderr
-    fingerprint = models.folder_fingerprint(folder)
+    fingerprint = weights.folder_fingerprint(folder)
     assert json.loads(one.stdout)["model"]["fingerprint"] == fingerprint
     row = status_row(env, 1)
     assert row["model"] == f"folder:{folder}#{fingerprint[7:23]}" and row["_current"] == 1
@@ -94,7 +95,7 @@ def test_model_folder_deploys_read_only_and_status_shows_its_fingerprint(env, do
     assert two.returncode == 0, two.stderr
     report = Path(json.loads(two.stdout)["qualify"]["report_dir"])
     results = json.loads((report / "results.json").read_text())
-    assert results["target"]["model"]["fingerprint"] == models.folder_fingerprint(folder) != fingerprint
+    assert results["target"]["model"]["fingerprint"] == weights.folder_fingerprint(folder) != fingerprint
     contract = next(s for s in results["suites"] if s["name"] == "contract")["figures"]
     assert contract["weights_changed"] is True
     assert any("serves other weights than the previous release" in n for n in contract["notes"])
@@ -125,17 +126,17 @@ def test_hub_model_mounts_the_cache_offline_and_records_the_commit(env, docker_e
     assert out.returncode == 0, out.stderr
     model = json.loads(out.stdout)["model"]
     assert (model["repo"], model["revision"], model["commit"]) == ("acme/tiny-model", "main", commit)
-    from deploytool.state import release_dir
+    from deploytool.release.state import release_dir
 
     record = json.loads((release_dir("cpu", 1) / "release.json").read_text())
     assert record["model"]["commit"] == commit
     box = container(docker_engine, 1)
     assert box.labels[labels.MODEL] == f"hub:acme/tiny-model@{commit}"
     env_vars = dict(e.split("=", 1) for e in box.attrs["Config"]["Env"])
-    assert env_vars["HF_HUB_OFFLINE"] == "1" and env_vars["HF_HUB_CACHE"] == models.CONTAINER_HUB_CACHE
-    mount = next(m for m in box.attrs["Mounts"] if m["Destination"] == models.CONTAINER_HUB_CACHE)
+    assert env_vars["HF_HUB_OFFLINE"] == "1" and env_vars["HF_HUB_CACHE"] == weights.CONTAINER_HUB_CACHE
+    mount = next(m for m in box.attrs["Mounts"] if m["Destination"] == weights.CONTAINER_HUB_CACHE)
     assert mount["Source"] == str(tmp_path / "hf" / "hub") and mount["RW"] is False
-    snapshot = f"{models.CONTAINER_HUB_CACHE}/models--acme--tiny-model/snapshots/{commit}/config.json"
+    snapshot = f"{weights.CONTAINER_HUB_CACHE}/models--acme--tiny-model/snapshots/{commit}/config.json"
     code, _ = box.exec_run(["test", "-r", snapshot])  # the snapshot's links resolve inside the mount
     assert code == 0
     info = httpx.get(f"http://127.0.0.1:{env.port}/server_info", timeout=5).json()

@@ -224,7 +224,7 @@ def test_a_rollout_cut_short_by_a_crash_of_deploytool_resumes(two_slots):
         time.sleep(0.05)
     proc.kill()
     proc.wait(30)
-    from deploytool.state import read_pointers
+    from deploytool.release.state import read_pointers
 
     assert read_pointers("cpu-a").current == 2 and read_pointers("cpu-b").current == 1  # b never cut over
     assert serving()["cpu-b"] == (2, "running")  # but its new release runs, unqualified

@@ -12,7 +12,7 @@ from deploytool.deploy.steps import Build, Qualify, Stop
 from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
 from deploytool.errors import UsageError
 from deploytool.profiles import WatchSpec
-from deploytool.slots import Slot, cpu_slot_named, slot_from_options
+from deploytool.release.slots import Slot, cpu_slot_named, slot_from_options
 from test_deploy_plan import SIM, facts, release
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")
@@ -146,7 +146,7 @@ def test_only_a_release_an_up_cut_over_counts_as_just_cut_over():
     import time
 
     from deploytool.deploy.watch import since_cutover
-    from deploytool.state import journal
+    from deploytool.release.state import journal
 
     assert since_cutover("cpu-x", 2, time.time()) is None  # never cut over
     journal("cutover", slot="cpu-x", release=2, previous=1)

@@ -1,9 +1,9 @@
 """Where deploytool reads each server figure: SGLang 0.5.23's place first, the older place only
-when the new one is absent (deploytool.serverfields)."""
+when the new one is absent (deploytool.server.serverfields)."""
 
 from __future__ import annotations
 
-from deploytool import serverfields
+from deploytool.server import serverfields
 
 
 def test_running_limit_is_the_effective_value_per_dp_rank_summed() -> None:

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from deploytool.bench.server import parse_prometheus
+from deploytool.server.facts import parse_prometheus
 from deploytool.sim import SimSettings, serve_in_thread
 
 pytestmark = pytest.mark.timeout(60)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import run_cli
-from deploytool.engine import Release
+from deploytool.host.engine import Release
 from deploytool.errors import UsageError
-from deploytool.slots import slot_from_options
-from deploytool.state import journal, read_journal, slot_dir
+from deploytool.release.slots import slot_from_options
+from deploytool.release.state import journal, read_journal, slot_dir
 
 A = "GPU-aaaaaaaa-1111-2222-3333-444455556666"
 B = "GPU-bbbbbbbb-1111-2222-3333-444455556666"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from deploytool.deploy.watch import probe
-from deploytool.engine import Release
+from deploytool.host.engine import Release
 from deploytool.profiles import HealthSpec
-from deploytool.secrets import auth_headers
+from deploytool.release.secrets import auth_headers
 from deploytool.sim import SimSettings, serve_in_thread
 
 KEY = "watch-test-key-0123456789"

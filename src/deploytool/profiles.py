@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import ProfileError, UsageError
 from .resources import resource
-from .secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
+from .release.secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
 from .yamlio import LocatedDocument, load_yaml
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
@@ -58,7 +58,7 @@ class ImageSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    # Where the weights come from (issue 13, deploytool.models): exactly one of `hub` (a hub
+    # Where the weights come from (issue 13, deploytool.release.weights): exactly one of `hub` (a hub
     # repository served from the host's hub cache) and `host_path` (a host folder holding
     # config.json and *.safetensors, mounted read-only at `path`). Simulator profiles may omit both.
     hub: str | None = None
@@ -84,7 +84,7 @@ class ServerSpec(_Strict):
     # A host that forbids raising a limit (some sandboxes) refuses to start the container,
     # so a profile can set `ulimits: {}`.
     ulimits: dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
-    # The server's API key: where it lives on the host, never the key (issue 13, deploytool.secrets).
+    # The server's API key: where it lives on the host, never the key (issue 13, deploytool.release.secrets).
     api_key: SecretRef | None = None
 
     @field_validator("env", mode="before")
@@ -154,7 +154,7 @@ class Profile(_Strict):
 
     def launch_args(self) -> dict[str, ArgValue]:
         """The server's flags: those the model source implies (--model-path, --revision), then server.args."""
-        from .models import plan_model  # issue 13
+        from .release.weights import plan_model  # issue 13
 
         return {**plan_model(self).launch_args(), **self.server.args}
 
@@ -308,9 +308,9 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
 
 def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
     """Rules across fields (model source, secrets), reported like schema errors: file:line."""
-    from . import models, secrets
+    from .release import secrets, weights
 
-    problems = models.profile_problems(profile) + secrets.profile_problems(profile)
+    problems = weights.profile_problems(profile) + secrets.profile_problems(profile)
     if not problems:
         return
     lines = [f"profile {chain[0].name!r} is not valid:"]

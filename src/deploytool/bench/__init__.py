@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..targets import Target
+from ..release.targets import Target
 from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
 from .method import BenchMethod, build_method
 from .report import write_comparison_report, write_run_report

@@ -6,15 +6,15 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import metrics_window as mw
-from .. import serverfields
+from ..server import metrics_window as mw
+from ..server import serverfields
 from . import stats
 from .environment import describe_environment
 from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
-from .server import server_side_figures
+from ..server.facts import server_side_figures
 
 if TYPE_CHECKING:
-    from ..client import ChatResult
+    from ..server.client import ChatResult
     from .runner import BenchRunner
 
 # Cached prompt tokens the cache check always tolerates besides max_cached_fraction: the chat

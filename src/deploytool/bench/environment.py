@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .. import __version__
-from ..targets import Target
+from ..release.targets import Target
 
 
 def describe_environment(target: Target) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def describe_environment(target: Target) -> dict[str, Any]:
         "platform": platform.platform(),
         "client_host": socket.gethostname(),
         "client_cpus": os.cpu_count(),
-        "client": "deploytool.client.EndpointClient (httpx, SSE)",
+        "client": "deploytool.server.client.EndpointClient (httpx, SSE)",
         "endpoint": target.url,
         "target": target.describe(),
         "profile": target.profile.name if target.profile else None,

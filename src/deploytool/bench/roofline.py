@@ -57,7 +57,7 @@ def _card(target: Any, profile: Any) -> Card | None:
     slot = getattr(target, "slot", None)
     uuids = list(getattr(slot, "gpus", ()) or ())
     if uuids:
-        from ..gpus import read_inventory
+        from ..host.gpus import read_inventory
 
         inventory = read_inventory()
         gpu = inventory.by_uuid(uuids[0]) if not inventory.error else None

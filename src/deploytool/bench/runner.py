@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import metrics_window as mw
-from ..client import ChatResult, EndpointClient
-from ..targets import Target
+from ..server import metrics_window as mw
+from ..server.client import ChatResult, EndpointClient
+from ..release.targets import Target
 from . import stats, workloads
 from .assemble import assemble_run, split_reasoning
 from .method import BenchMethod
 from .prompts import PromptFactory
 from .results import BenchRun, GroupSummary, RequestRecord
 from .stream import StreamClient
-from .server import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
+from ..server.facts import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
@@ -89,7 +89,7 @@ class BenchRunner:
         self._current: list[RequestRecord] = []
         self._pass_records: dict[str, list[RequestRecord]] = {}
         # /metrics counter differences over each kept phase attempt, one per group in self.groups
-        # (deploytool.metrics_window); the cold-cache check and the server figures add them up
+        # (deploytool.server.metrics_window); the cold-cache check and the server figures add them up
         self.windows: list[mw.Window] = []
 
     @property

@@ -25,8 +25,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..client import (KEEPALIVE_EXPIRY_S, ChatResult, ToolCall, _apply_tool_calls, _body_message, _error_message, _event_data, _lf,
-                      _loads, _perf, _scan, _utf8)
+from ..server.client import (KEEPALIVE_EXPIRY_S, ChatResult, ToolCall, _apply_tool_calls, _body_message,
+                             _error_message, _event_data, _lf, _loads, _perf, _scan, _utf8)
 
 
 class _Dropped(Exception):

@@ -35,11 +35,11 @@ def bench_command(
 ) -> None:
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method, run_bench
-    from ..client import run_sync, wait_until_ready
-    from ..secrets import auth_headers
+    from ..server.client import run_sync, wait_until_ready
+    from ..release.secrets import auth_headers
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines
-    from ..targets import resolve_target
+    from ..release.targets import resolve_target
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
@@ -144,7 +144,7 @@ def compare_command(
 
     if interleave:
         from ..bench.interleave import run_interleaved
-        from ..targets import Target
+        from ..release.targets import Target
 
         if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
             raise UsageError("--interleave takes two endpoint URLs", hint="deploytool compare --interleave URL_A URL_B")

@@ -30,7 +30,7 @@ def build_command(
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
     resolved = ProfileStore(profiles_dir).get(profile)
     if lock:
-        from ..locks import make_locks
+        from ..image.locks import make_locks
 
         made = make_locks(resolved, wheelhouse=wheelhouse)
         if json_output:
@@ -47,7 +47,7 @@ def build_command(
             bar.update(task, completed=step, total=steps, step=f"step {step}/{steps}",
                        description=f"building {resolved.name}: {line[:60]}")
 
-        from ..build import build
+        from ..image.build import build
 
         result = build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
     if json_output:
@@ -67,7 +67,7 @@ def patches_check(
 ) -> None:
     """Apply the profile's patch series to its pinned sglang (downloaded once, cached) in a
     temporary folder and report each patch as applied or failed with its refused hunks."""
-    from .. import patches
+    from ..image import patches
 
     prof = ProfileStore(profiles_dir).get(profile)
     console_err.print(f"checking the patch series of {prof.name} against sglang {prof.image.runtime_version} ...")
@@ -95,7 +95,7 @@ def patches_check(
 
 
 def _not_reached(report) -> list[str]:
-    from .. import patches
+    from ..image import patches
 
     series = patches.series_dir(report.sglang_version)
     done = {r.name for r in report.results}

@@ -11,11 +11,11 @@ from rich.table import Table
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..compose import RenderRequest, render_text
+from ..release.compose import RenderRequest, render_text
 from ..errors import DeploytoolError
 from ..profiles import ProfileStore
-from ..slots import DEFAULT_RETENTION, slot_from_options
-from ..state import read_journal, slot_lock
+from ..release.slots import DEFAULT_RETENTION, slot_from_options
+from ..release.state import read_journal, slot_lock
 from ..yamlio import dump_yaml
 if TYPE_CHECKING:
     from ..deploy import Plan
@@ -99,7 +99,7 @@ def render_command(
         return
     slot = slot_from_options(gpu, cpu, cpu_slot)
     resolved = ProfileStore(profiles_dir).get(profile)
-    from ..build import plan_build
+    from ..image.build import plan_build
 
     reference = image or plan_build(resolved).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
@@ -162,7 +162,7 @@ def up_command(
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
     from .. import deploy
-    from ..engine import Engine
+    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
@@ -179,7 +179,7 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotO
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     from .. import deploy
-    from ..engine import Engine
+    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine()),
@@ -195,7 +195,7 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
     from .. import deploy
-    from ..engine import Engine
+    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention, engine=Engine()),
@@ -269,8 +269,8 @@ def _slot_image(engine, slot_name: str) -> str:
 @cache_app.command("status")
 def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
-    from .. import cache as cache_mod
-    from ..engine import Engine
+    from ..release import cache as cache_mod
+    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu)
     engine = Engine()
@@ -286,8 +286,8 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 @cache_app.command("wipe")
 def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
-    from .. import cache as cache_mod
-    from ..engine import Engine
+    from ..release import cache as cache_mod
+    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu)
     engine = Engine()

@@ -6,8 +6,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .. import doctor as doctor_mod
-from .. import gpus
+from ..host import gpus
 from ..errors import EXIT_FAILED, EXIT_NO_GPU
 from ..profiles import ProfileStore
 from .app import JsonOpt, ProfilesDirOpt, app, console, console_err, print_json, styled
@@ -53,6 +52,8 @@ def _num(value: object) -> str:
 @app.command("doctor")
 def doctor_command(json_output: JsonOpt = False) -> None:
     """Is this host ready? Engine, compose, NVIDIA runtime, driver, disk, state directory."""
+    from ..deploy import doctor as doctor_mod  # the deploy package: loaded only when doctor runs
+
     report = doctor_mod.run_doctor()
     if json_output:
         print_json({"ok": report.ok, "counts": report.counts, "checks": report.checks})

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .. import gpus
+from ..host import gpus
 from ..errors import EXIT_FAILED, UsageError
 from ..profiles import ProfileStore
 from ..yamlio import dump_yaml
@@ -87,7 +87,7 @@ def profiles_check(
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides."""
-    from .. import flagcheck
+    from ..image import flagcheck
 
     profile = ProfileStore(profiles_dir).get(name)
     result = flagcheck.check(profile, use_image=not no_image, resolve=resolve, wheelhouse=wheelhouse)

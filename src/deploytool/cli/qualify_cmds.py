@@ -41,7 +41,7 @@ def qualify_command(
     from ..qualify import run_qualification
     from ..qualify.config import parse_set_option
     from ..qualify.results import results_document
-    from ..targets import resolve_target
+    from ..release.targets import resolve_target
 
     overrides = parse_set_option(set_)
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from ..slots import Slot, cpu_slot_named, slot_from_options
+from ..release.slots import Slot, cpu_slot_named, slot_from_options
 from .app import CpuOpt, HooksOpt, JsonOpt, ProfilesDirOpt, app, console_err, print_json
 from .deploy_cmds import ConsoleReporter
 
@@ -27,8 +27,8 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
     if all_gpus:
         if gpus:
             raise UsageError("give either --all-gpus or --gpu UUID, not both")
-        from ..engine import Engine
-        from ..slots import slot_named
+        from ..host.engine import Engine
+        from ..release.slots import slot_named
 
         found = {r.slot: r.gpus for r in Engine().releases() if r.gpus}
         if not found:
@@ -61,7 +61,7 @@ def rollout_command(
     restores that slot and stops. Resumable (--resume) and undoable (--undo) from the journal."""
     from ..deploy import rollout as rollouts
     from ..deploy.rollout_plan import RolloutOptions
-    from ..engine import Engine
+    from ..host.engine import Engine
 
     if resume and undo:
         raise UsageError("give --resume or --undo, not both")

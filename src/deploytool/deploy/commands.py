@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cache import CacheDecision
-from ..compose import document_text
-from ..engine import Engine
+from ..release.cache import CacheDecision
+from ..release.compose import document_text
+from ..host.engine import Engine
 from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
-from ..slots import Slot
-from ..state import journal, slot_lock
+from ..release.slots import Slot
+from ..release.state import journal, slot_lock
 from .executor import Hooks, Reporter, execute
 from .facts import gather_facts, gather_slot
 from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up

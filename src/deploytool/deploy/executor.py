@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from .. import release_inputs, secrets
-from ..build import BuildResult, build
-from ..cache import CacheDecision, prepare_slot_cache
-from ..compose import document_text
-from ..engine import Engine, Release
+from ..release import inputs as release_inputs, secrets
+from ..image.build import BuildResult, build
+from ..release.cache import CacheDecision, prepare_slot_cache
+from ..release.compose import document_text
+from ..host.engine import Engine, Release
 from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..profiles import Profile
-from ..slots import Slot
-from ..state import SlotPointers, journal, read_pointers, release_dir, write_pointers
-from ..targets import Target, qualify_results_path
+from ..release.slots import Slot
+from ..release.state import SlotPointers, journal, read_pointers, release_dir, write_pointers
+from ..release.targets import Target, qualify_results_path
 from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import cache, release_inputs
-from ..build import plan_build
-from ..engine import Engine, Release
+from ..release import cache, inputs as release_inputs
+from ..image.build import plan_build
+from ..host.engine import Engine, Release
 from ..errors import DeploytoolError
-from ..gpus import Inventory, read_inventory
+from ..host.gpus import Inventory, read_inventory
 from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
-from ..slots import Slot
-from ..state import SlotPointers, read_pointers, release_path
+from ..release.slots import Slot
+from ..release.state import SlotPointers, read_pointers, release_path
 
 
 @dataclass

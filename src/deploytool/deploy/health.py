@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from ..engine import Engine, Release
+from ..host.engine import Engine, Release
 from ..errors import DeployError
-from ..state import journal
+from ..release.state import journal
 
 if TYPE_CHECKING:
     from .executor import Reporter

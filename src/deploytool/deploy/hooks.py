@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DeployError, DeploytoolError, UsageError
-from ..state import journal
+from ..release.state import journal
 from .steps import CutOver, Plan, Step, Stop
 
 if TYPE_CHECKING:

@@ -13,17 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import models, secrets
-from ..build import plan_build, stale_reason
-from ..compose import RenderRequest, render_compose, render_notes
-from ..engine import Release, published_url
+from ..release import secrets, weights
+from ..image.build import plan_build, stale_reason
+from ..release.compose import RenderRequest, render_compose, render_notes
+from ..host.engine import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
-from ..gpus import classify
+from ..host.gpus import classify
 from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
-from ..slots import DEFAULT_RETENTION, Slot
-from ..state import release_path
+from ..release.slots import DEFAULT_RETENTION, Slot
+from ..release.state import release_path
 from .facts import Facts
 from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
                     WriteRelease)
@@ -149,7 +149,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     build = plan_build(profile)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # issue 13: the checked weights and the secrets' places (hand-made facts: planned, unchecked)
-    model = facts.inputs.model if facts.inputs else models.plan_model(profile)
+    model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
                             host_port=options.host_port, bind=options.bind, model=model, secrets=planned_secrets)
@@ -196,7 +196,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:
-    from ..cache import decide
+    from ..release.cache import decide
 
     volume = facts.slot.cache_volume()
     known = facts.cache

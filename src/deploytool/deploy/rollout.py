@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..build import build
-from ..compose import document_text
-from ..engine import Engine
+from ..image.build import build
+from ..release.compose import document_text
+from ..host.engine import Engine
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..profiles import Profile, ProfileStore
-from ..slots import Slot, slot_named
-from ..state import journal, read_journal, read_pointers, slot_lock
+from ..release.slots import Slot, slot_named
+from ..release.state import journal, read_journal, read_pointers, slot_lock
 from .executor import Reporter, as_failure, execute
 from .facts import Facts, gather_facts, gather_slot
 from .hooks import GatewayHooks, Hooks

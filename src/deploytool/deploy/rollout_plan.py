@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..build import plan_build
+from ..image.build import plan_build
 from ..errors import UsageError
 from ..profiles import Profile
-from ..slots import DEFAULT_RETENTION, Slot
+from ..release.slots import DEFAULT_RETENTION, Slot
 from .facts import Facts
 from .plan import UpOptions, plan_up
 from .steps import Build, Plan

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine import Engine, Release
-from ..state import read_journal, read_pointers
+from ..host.engine import Engine, Release
+from ..release.state import read_journal, read_pointers
 
 
 @dataclass

@@ -20,12 +20,12 @@ from typing import Callable
 
 import httpx
 
-from .. import release_inputs
-from ..engine import Engine, Release
+from ..release import inputs as release_inputs
+from ..host.engine import Engine, Release
 from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
-from ..slots import slot_named
-from ..state import journal, read_journal, read_pointers, release_path, slot_lock
+from ..release.slots import slot_named
+from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import Reporter, execute
 from .facts import gather_slot, release_health
 from .hooks import Hooks

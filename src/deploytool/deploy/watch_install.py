@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..labels import instance
-from ..state import home
+from ..host.labels import instance
+from ..release.state import home
 from ..yamlio import dump_yaml
 
 SOCKET = "/var/run/docker.sock"

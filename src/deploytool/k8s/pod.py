@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any, Literal
 
-from .. import secrets
+from ..release import secrets
 from ..profiles import Profile, args_to_argv
 from .release import (CACHE_HOST_ROOT, CACHE_MOUNT, DIST_INIT_PORT, FINGERPRINT_FILE, GPU_PRODUCT_LABEL,
                       GPU_RESOURCE, HUB_CACHE_HOST, MULTINODE_FLAGS, K8sRequest, fingerprint_key, gpu_products,

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import UsageError
-from ..models import CONTAINER_HUB_CACHE, plan_model
+from ..release.weights import CONTAINER_HUB_CACHE, plan_model
 from ..profiles import Profile
-from ..slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
+from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 CACHE_MOUNT = "/cache"  # where the image's cache env vars point (recipes/sglang.py CACHE_ENV)
@@ -136,7 +136,7 @@ def declared_toolchain(profile: Profile) -> dict[str, Any]:
     """The toolchain fingerprint `build` labels the image with, computed from the profile's
     pins without an engine or a download: the recipe's own pure `declare()` (what `build`
     and the image tag use)."""
-    from ..recipes import load_recipe
+    from ..image.recipes import load_recipe
 
     recipe = load_recipe(profile.image.recipe)
     recipe.check(profile)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..gpus import GpuInfo
+from ..host.gpus import GpuInfo
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -26,7 +26,7 @@ def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None
     """The slot's first card through NVML; on the CPU slot (the reference runtime standing in
     for a GPU server) the profile's own card from the table, when it names one."""
     if not slot.is_cpu:
-        from ..gpus import read_inventory
+        from ..host.gpus import read_inventory
 
         inventory = inventory or read_inventory()
         gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])

@@ -38,7 +38,7 @@ def checkpoint_folder(profile: Profile) -> Path | None:
     exists here."""
     candidates: list[Any] = [profile.model.host_path, profile.model.path]
     if profile.model.hub:
-        from ..models import ModelMissing, check_model, plan_model
+        from ..release.weights import ModelMissing, check_model, plan_model
 
         try:
             candidates.insert(0, check_model(plan_model(profile)).checkpoint_folder())
@@ -91,7 +91,7 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
     if gpu and card:
         raise UsageError("--gpu and --card name the card twice: give one")
     if gpu:
-        from ..gpus import require_inventory
+        from ..host.gpus import require_inventory
 
         inventory = inventory or require_inventory()
         found = inventory.by_uuid(gpu)

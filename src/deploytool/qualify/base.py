@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..client import ChatResult, EndpointClient
+from ..server.client import ChatResult, EndpointClient
 
 if TYPE_CHECKING:
     from ..profiles import Profile
-    from ..targets import Target
+    from ..release.targets import Target
 
 # A transcript string longer than this is cut in the report (a needle prompt is ~1 MB of text).
 TRANSCRIPT_TEXT_LIMIT = 2000
@@ -165,12 +165,12 @@ class ServerInfo:
     def max_model_len(self) -> int | None:
         """/v1/models max_model_len (SGLang's effective context length); the server info's
         context_length only as a fallback (0.5.23 reports the flag there, null when not given)."""
-        from ..serverfields import context_length
+        from ..server.serverfields import context_length
         return context_length(self.models, self.server_info, self.model_info)[0]
 
     @property
     def running_limit(self) -> int | None:
-        from ..serverfields import running_limit
+        from ..server.serverfields import running_limit
         return running_limit(self.server_info)[0]
 
     @property

@@ -11,7 +11,7 @@ scheduler info, `build_server_info` in srt/utils/common.py; scheduler figures su
 * accept length: over this qualification's own window, from the Prometheus counters
   `sglang:generation_tokens_total` / `sglang:spec_verify_calls_total` (tokens per verify step,
   srt/observability/metrics_collector.py) read before and after a few generations through
-  deploytool.metrics_window; without those counters (no --enable-metrics, or no speculative
+  deploytool.server.metrics_window; without those counters (no --enable-metrics, or no speculative
   decoding), the `avg_spec_accept_length` of `/server_info` read after the same window.
 * decode CUDA graphs: off when `disable_cuda_graph` or `disable_decode_cuda_graph` is true or
   `cuda_graph_config.decode.backend` / `cuda_graph_backend_decode` is `disabled`
@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import metrics_window as mw
+from ..server import metrics_window as mw
 from .base import Gate, find_key
 
 # SGLang's resolution renames these (srt/arg_groups/speculative_hook.py).
@@ -109,7 +109,7 @@ def static_gates(expect: Expectations, info: dict[str, Any] | None) -> list[Gate
 
 async def accept_length_in_window(client: Any, model: str | None, expect: Expectations) -> dict[str, Any]:
     """Send a few greedy generations and measure the accept length over them: the counter
-    difference over the window (deploytool.metrics_window, the one /metrics reader), else the
+    difference over the window (deploytool.server.metrics_window, the one /metrics reader), else the
     server info's cumulative figure read after it."""
     before = await mw.snapshot(client)
     errors = []

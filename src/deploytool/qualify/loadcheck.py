@@ -15,7 +15,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import ChatResult
+from ..server.client import ChatResult
 from .base import SuiteContext, chat_payload, transcript
 from .prose import sentences as prose_sentences
 from .ruler import build, string_match_all

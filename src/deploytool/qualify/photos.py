@@ -20,7 +20,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..client import ChatResult
+from ..server.client import ChatResult
 from ..resources import resource
 from .base import Gate, SuiteContext, TranscriptLog, chat_payload, response_problems, transcript
 from .vision_pictures import data_url, draw

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client import ChatResult, EndpointClient
+from ..server.client import ChatResult, EndpointClient
 
 MAX_FAILED_PROBES = 2  # failed health probes in a row before the remaining suites are not tried
 CHARS_PER_TOKEN = 3.0  # a generous token estimate: more tokens, longer allowance

@@ -19,9 +19,9 @@ import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .. import serverfields
-from ..client import EndpointClient, wait_until_ready
-from ..secrets import auth_headers, redact
+from ..server import serverfields
+from ..server.client import EndpointClient, wait_until_ready
+from ..release.secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
@@ -30,7 +30,7 @@ from .resilience import MAX_FAILED_PROBES, Breaker, GuardedClient, health_probe
 from .suites import registry
 
 if TYPE_CHECKING:
-    from ..targets import Target
+    from ..release.targets import Target
 
 def run_qualification(target: "Target", *, suites: list[str] | None = None, limit: int | None = None,
                       report_dir: Path, overrides: dict[str, dict] | None = None,

@@ -7,7 +7,7 @@ prompt_tokens_total, generation_tokens_total and num_requests_total, and cache_s
 cached_tokens_total (only once a cached token was counted). spec_verify_calls_total counts
 only with speculative decoding. The gauges spec_accept_length and cache_hit_rate describe the
 last logging window, so a figure over a measurement window comes from counter differences
-(deploytool.metrics_window), never from them.
+(deploytool.server.metrics_window), never from them.
 """
 
 from __future__ import annotations

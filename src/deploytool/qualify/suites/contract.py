@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ...client import ChatResult
+from ...server.client import ChatResult
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key,
                     previous_suite, transcript)
 

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from ...bench import BenchRun, build_method, run_bench_async
 from ...bench.regression import change
-from ...targets import Target
+from ...release.targets import Target
 from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
 
 name = "performance"
@@ -162,7 +162,7 @@ def stored_figures(bench: BenchRun) -> dict[str, Any]:
         invalid_phases=bench.invalid_groups,
         requests=bench.requests_total, failed_requests=bench.errors_total,
         cache_check=bench.cache_check.message, cache_check_source=bench.cache_check.source,
-        # /metrics counter differences per measured phase (deploytool.metrics_window)
+        # /metrics counter differences per measured phase (deploytool.server.metrics_window)
         metrics_windows=bench.server.get("windows"),
         weight_version=bench.server.get("weight_version"),
     )

@@ -7,7 +7,7 @@ conversation, and the running-request limit is at least the profile's minimum. A
 disabled fast path (no CUDA graphs, no speculative decoding, a smaller KV pool) shows up here first.
 
 The running-request limit is SGLang 0.5.23's internal_states[].effective_max_running_requests_per_dp
-times the DP ranks (deploytool.serverfields): the top-level max_running_requests is the flag as
+times the DP ranks (deploytool.server.serverfields): the top-level max_running_requests is the flag as
 given, null when it was not.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from ... import serverfields
+from ...server import serverfields
 from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
 from ..expectations import Expectations
 from ..expectations import evaluate as evaluate_expectations
@@ -113,7 +113,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
         f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, "
         f"{server.model_info_path or '/model_info and /get_model_info (neither answered)'} read once before the "
-        f"suites ran (ready after {server.waited_s:g} s); running-request limit from {running_source}; NVML via deploytool.gpus for a GPU slot; the image's labels from the engine. "
+        f"suites ran (ready after {server.waited_s:g} s); running-request limit from {running_source}; NVML via deploytool.host.gpus for a GPU slot; the image's labels from the engine. "
         + (f"Context length compared with the KV pool: {context} tokens "
            f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
            if context is not None else "Context length: reported neither by the server nor by the profile.")
@@ -143,7 +143,7 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
     if not uuids:
         return None
     try:
-        from ...gpus import read_inventory  # NVML; absent on machines without a driver
+        from ...host.gpus import read_inventory  # NVML; absent on machines without a driver
         inventory = read_inventory()
     except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
         return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
@@ -175,7 +175,7 @@ def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
         return None
     record: dict[str, Any] = {"reference": release.image, "labels": dict(getattr(ctx.target, "image_labels", None) or {})}
     try:
-        from ...engine import Engine
+        from ...host.engine import Engine
         image = Engine().image(release.image)
         if image is not None:
             record["id"] = image.id

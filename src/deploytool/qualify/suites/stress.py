@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from ...client import ChatResult
+from ...server.client import ChatResult
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,

@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from ...client import ChatResult
+from ...server.client import ChatResult
 from ...resources import resource
 from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from .errors import NoGpuError
-from .profiles import Profile
+from ..errors import NoGpuError
+from ..profiles import Profile
 
 try:  # nvidia-ml-py; the import itself works without a driver, nvmlInit does not
     import pynvml

@@ -12,7 +12,7 @@ Where the parser runs:
     configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
     sglang release and Python (about a minute, then ~2 s a check).
 
-deploytool.in_image.flagprobe runs there and answers per flag: ok, unknown (with close names),
+deploytool.image.in_image.flagprobe runs there and answers per flag: ok, unknown (with close names),
 invalid_choice, wrong_type, overridden (sglang stores or resolves another value) or
 redundant (sglang's default). Resolution of derived values needs the model's config where
 the parser runs; without it the report says why it was skipped.
@@ -31,13 +31,13 @@ from typing import Any
 
 from filelock import FileLock
 
-from . import labels
-from .engine import Engine
-from .errors import CouldNotRun, DeploytoolError, UsageError
+from ..host import labels
+from ..host.engine import Engine
+from ..errors import CouldNotRun, DeploytoolError, UsageError
 from .patches import sglang_wheel
-from .profiles import Profile, args_to_argv
-from .resources import package_dir, resource
-from .state import cache_dir
+from ..profiles import Profile, args_to_argv
+from ..resources import package_dir, resource
+from ..release.state import cache_dir
 from .versions import load_matrix
 
 TORCH_INDEX_ENV = "DEPLOYTOOL_TORCH_INDEX_URL"
@@ -206,7 +206,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
         raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
     request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
                "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
-    probe = (package_dir() / "in_image" / "flagprobe.py").read_text()
+    probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
     note = None
     if not image and use_image:
         image, note = find_built_image(profile, wheelhouse=wheelhouse)

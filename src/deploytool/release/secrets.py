@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .profiles import Profile
+    from ..profiles import Profile
 
 SECRETS_DIR = "/run/secrets"
 SGLANG_CONFIG_TARGET = f"{SECRETS_DIR}/deploytool-sglang-config.yaml"  # SGLang wants a .yaml suffix

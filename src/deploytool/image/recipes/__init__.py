@@ -26,8 +26,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from ..errors import UsageError
-from ..resources import resource
+from ...errors import UsageError
+from ...resources import resource
 
 
 @dataclass
@@ -98,4 +98,4 @@ def load_recipe(name: str) -> ModuleType:
     try:
         return importlib.import_module(f"{__name__}.{name}")
     except ModuleNotFoundError as exc:
-        raise UsageError(f"image recipe {name!r} has no module deploytool.recipes.{name}") from exc
+        raise UsageError(f"image recipe {name!r} has no module deploytool.image.recipes.{name}") from exc

@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
-from . import labels
-from . import models as model_sources  # issue 13: weights
+from ..host import labels
+from . import weights as model_sources  # issue 13: weights
 from . import secrets as release_secrets  # issue 13: secrets and the API key
-from .profiles import Profile, args_to_argv
-from .resources import resource
+from ..profiles import Profile, args_to_argv
+from ..resources import resource
 from .slots import Slot
-from .yamlio import dump_yaml
+from ..yamlio import dump_yaml
 
 CACHE_MOUNT = "/cache"
 
@@ -95,7 +95,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     service["volumes"] += model.volumes()
     if planned:
         # Compose copies each value from its own environment into /run/secrets/ of the
-        # container: no value in this file, in labels or in `docker inspect` (deploytool.secrets).
+        # container: no value in this file, in labels or in `docker inspect` (deploytool.release.secrets).
         service["secrets"], document["secrets"] = release_secrets.compose_secrets(planned)
     if not slot.is_cpu:
         service["deploy"] = {"resources": {"reservations": {"devices": [

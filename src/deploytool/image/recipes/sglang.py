@@ -21,11 +21,11 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import UsageError
+from ...errors import UsageError
 from .. import cudabase, locks
 from ..patches import series_for
-from ..profiles import Profile
-from ..resources import package_dir, resource
+from ...profiles import Profile
+from ...resources import package_dir, resource
 from ..versions import check_profile, load_matrix
 from . import RecipeInputs, materialise
 
@@ -104,13 +104,13 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     files: dict[str, Path | str] = {
         "requirements.txt": "\n".join(reqs) + "\n",
         "patch-series": "\n".join(series.names) + ("\n" if series.names else ""),
-        "unidiff.py": package_dir() / "in_image" / "unidiff.py",
+        "unidiff.py": package_dir() / "image" / "in_image" / "unidiff.py",
     }
 
     wheel_versions: dict[str, str] = {}
     # A GPU image with a venv lock (images/locks/, `deploytool build --lock`) installs exactly
     # the locked wheels, hash-checked; `base_source: wheels` first installs the CUDA toolkit
-    # from its own lock (deploytool.cudabase). Without a lock: the older, unlocked paths below.
+    # from its own lock (deploytool.image.cudabase). Without a lock: the older, unlocked paths below.
     # The locks stand for their wheels in the tag: each lock file is a declared input (its bytes,
     # so its sha256, are hashed), and the wheels it names are only fetched (checked against it,
     # from --wheelhouse or deploytool's cache) when the image is built. `render` of a locked

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import BuildError, UsageError
+from ..errors import BuildError, UsageError
 
 # The target platform: the images are Debian bookworm (glibc 2.36) or Ubuntu 24.04 (2.39);
 # manylinux tags up to 2_34 install on both, newest first so pip prefers them.

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .profiles import Profile, ProfileStore
-from .versions import load_matrix, version_tuple
+from ..profiles import Profile, ProfileStore
+from ..image.versions import load_matrix, version_tuple
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -88,7 +88,7 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
 def _engine_and_client(client: Any) -> tuple[Check, dict[str, Any], Any]:
     if client is None:
         try:
-            from .engine import Engine
+            from ..host.engine import Engine
 
             client = Engine().client  # the one door to Docker; unreachable raises EngineUnavailable
         except Exception:
@@ -100,8 +100,8 @@ def _engine_and_client(client: Any) -> tuple[Check, dict[str, Any], Any]:
 def check_open_releases(client: Any) -> Check:
     """Running deploytool releases (any instance) published beyond loopback without an API key:
     anyone who reaches the host can call them."""
-    from . import labels
-    from .release_inputs import beyond_loopback
+    from ..host import labels
+    from ..release.inputs import beyond_loopback
 
     try:
         containers = client.containers.list(filters={"label": f"{labels.MANAGED}=true"})
@@ -137,7 +137,7 @@ def _state_home() -> Path:
 def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
     try:
         if client is None:
-            from .engine import Engine
+            from ..host.engine import Engine
 
             client = Engine().client  # pings; unreachable raises EngineUnavailable
         client.ping()
@@ -154,7 +154,7 @@ def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
 
 
 def check_compose() -> Check:
-    from .engine import compose_plugin_version
+    from ..host.engine import compose_plugin_version
 
     if shutil.which("docker") is None:
         return Check("compose plugin", "fail", "the `docker` command is not on PATH",

@@ -22,7 +22,7 @@ import docker
 import docker.errors
 
 from . import labels
-from .errors import BuildError, DeployError, EngineUnavailable
+from ..errors import BuildError, DeployError, EngineUnavailable
 
 HOW_TO_GET_AN_ENGINE = (
     "start a Docker Engine >= 25 with the compose v2 plugin (on Debian as root: "
@@ -116,7 +116,7 @@ class Engine:
     # -- compose ---------------------------------------------------------------------------
     def compose(self, project: str, compose_file: Path, *args: str, check: bool = True,
                 timeout: float = 600, secret_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        """`secret_env`: values compose's `secrets: {environment: VAR}` read (deploytool.secrets);
+        """`secret_env`: values compose's `secrets: {environment: VAR}` read (deploytool.release.secrets);
         they live in this one subprocess's environment only."""
         cmd = [_docker_cli(), "compose", "-p", project, "-f", str(compose_file), *args]
         env = {**os.environ, **secret_env} if secret_env else None

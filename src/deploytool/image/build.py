@@ -27,12 +27,13 @@ from typing import Callable
 
 import jinja2
 
-from . import __version__, labels
-from .engine import Engine
-from .errors import BuildError, UsageError
-from .profiles import Profile
+from .. import __version__
+from ..host import labels
+from ..host.engine import Engine
+from ..errors import BuildError, UsageError
+from ..profiles import Profile
 from .recipes import RecipeInputs, load_recipe, materialise, recipe_dir
-from .state import cache_dir, journal
+from ..release.state import cache_dir, journal
 
 ProgressFn = Callable[[int, int, str], None]  # (step, steps, line)
 BASE_BY_TAG = "base-by-tag"

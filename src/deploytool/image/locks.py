@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import cudabase
-from .errors import UsageError
-from .profiles import Profile
-from .resources import resource
+from ..errors import UsageError
+from ..profiles import Profile
+from ..resources import resource
 from .wheelhouse import Lock, fill, read_lock, resolve, write_lock
 
 # Toolkit packages the venv must take at the toolkit's own versions when something asks for them.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .errors import UsageError
-from .labels import name_prefix
+from ..errors import UsageError
+from ..host.labels import name_prefix
 
 # Stopped releases a slot keeps (counting the rollback target); `up` prunes beyond it.
 DEFAULT_RETENTION = 3

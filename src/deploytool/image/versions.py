@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import ProfileError, UsageError
-from .profiles import Profile
-from .resources import resource
-from .yamlio import load_yaml
+from ..errors import ProfileError, UsageError
+from ..profiles import Profile
+from ..resources import resource
+from ..yamlio import load_yaml
 
 # nvidia/cuda:<version>-<flavour>-<os>[@sha256:...]; the version is what the matrix keys on,
 # the flavour says whether nvcc is there (devel), the OS which python3.X apt can install.

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import serverfields
-from ..client import EndpointClient
-from ..secrets import redact
+from . import serverfields
+from .client import EndpointClient
+from ..release.secrets import redact
 
 
 @dataclass

@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Callable
 
 import jinja2
 
-from . import labels
-from .errors import BuildError, UsageError
-from .resources import resource
-from .state import cache_dir
+from ..host import labels
+from ..errors import BuildError, UsageError
+from ..resources import resource
+from ..release.state import cache_dir
 from .versions import load_matrix
 from .wheelhouse import Lock, fill, read_lock, verify
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from ..host.engine import Engine
 
 TEMPLATES = ("images", "cuda-wheels")
 COMPILER, TOOLKIT = "compiler", "toolkit"

@@ -13,18 +13,18 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import models, secrets
+from . import secrets, weights
 from .state import release_path
 
 if TYPE_CHECKING:
-    from .profiles import Profile
+    from ..profiles import Profile
 
 LOOPBACK_NAMES = {"localhost"}
 
 
 @dataclass
 class ReleaseInputs:
-    model: models.ModelPlan
+    model: weights.ModelPlan
     secrets: list[secrets.ReleaseSecret]
     # Values: for `docker compose up`'s environment and the clients' Authorization header only.
     # Never journal, print or serialise these two fields.
@@ -49,7 +49,7 @@ def beyond_loopback(bind: str) -> bool:
 def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None) -> ReleaseInputs:
     """Check the weights and read the secrets; raises ModelMissing or SecretError (both usage
     errors that name the path or variable and what to do)."""
-    model = models.check_model(models.plan_model(profile, env))
+    model = weights.check_model(weights.plan_model(profile, env))
     planned = secrets.plan_secrets(profile)
     secret_env = secrets.resolve_values(planned, env)
     key = profile.server.api_key.resolve(env, what="server.api_key") if profile.server.api_key else None

@@ -2,7 +2,7 @@
 
 The pinned sglang wheel is downloaded once (`pip download --no-deps`) into deploytool's cache
 and unpacked there; each check links those sources into a temporary folder and applies the
-series with the same applier the image build uses (deploytool.in_image.unidiff), reporting each patch
+series with the same applier the image build uses (deploytool.image.in_image.unidiff), reporting each patch
 as applied or failed with the hunks it refused. Nothing is built.
 
 Patch series live in images/sglang/patches/<sglang-version>/: the patch files and a `series`
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .in_image import unidiff
-from .errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
-from .profiles import Profile
-from .resources import resource
-from .state import cache_dir
+from ..errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
+from ..profiles import Profile
+from ..resources import resource
+from ..release.state import cache_dir
 
 RECIPE = "sglang"
 

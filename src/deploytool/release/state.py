@@ -27,9 +27,9 @@ from typing import Any, Iterator
 
 from filelock import FileLock, Timeout
 
-from .errors import SlotBusy, UsageError
-from .labels import instance
-from .files import write_atomic
+from ..errors import SlotBusy, UsageError
+from ..host.labels import instance
+from ..files import write_atomic
 
 
 def home() -> Path:

@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .profiles import ModelSpec, Profile
+    from ..profiles import ModelSpec, Profile
 
 # Where the host's hub cache appears in the container (HF_HUB_CACHE points there).
 CONTAINER_HUB_CACHE = "/root/.cache/huggingface/hub"

@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import BuildError, UsageError
-from ..profiles import Profile
-from ..resources import package_dir
-from ..state import cache_dir
+from ...errors import BuildError, UsageError
+from ...profiles import Profile
+from ...resources import package_dir
+from ...release.state import cache_dir
 from . import RecipeInputs, materialise, recipe_dir
 
 

@@ -128,7 +128,7 @@ def counters_from(metrics: dict[str, float] | None) -> dict[str, float] | None:
 
 async def snapshot(client: Any, timeout: float = 10.0) -> CounterSnapshot:
     """Read /metrics once through an EndpointClient."""
-    from .bench.server import parse_prometheus
+    from .facts import parse_prometheus
 
     at = time.monotonic()
     try:

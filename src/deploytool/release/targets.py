@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .engine import Engine, Release
-from .errors import UsageError
-from .profiles import Profile, ProfileStore
+from ..host.engine import Engine, Release
+from ..errors import UsageError
+from ..profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
 from .state import read_pointers, release_path
-from . import release_inputs, secrets  # issue 13
+from . import inputs as release_inputs, secrets  # issue 13
 
 
 @dataclass

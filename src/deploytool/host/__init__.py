@@ -1,0 +1,1 @@
+"""The machine: the Docker engine, its labels, the GPUs (docs/architecture.md)."""

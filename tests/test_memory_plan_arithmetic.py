@@ -76,7 +76,10 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     assert plan.max_running_requests == 64  # min(64, tokens // 2, 385 // 5 = 77)
     assert plan.requests_at_full_context == 2_367_206 // 262_144 == 9
     assert plan.verdict == "fits" and plan.problems == []
-    assert plan.weights_gib == round(weights / 2**30, 2)
+    # memory_usage.weight is the target's: the MTP layer is the draft's, with its private vocabulary
+    mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
+    assert plan.weights_gib == round((37_450_000_000 - mtp) / 2**30, 2)
+    assert plan.draft_weights_gib == round((mtp + 248_320 * 2048 * 2 * 2) / 2**30, 2)
 
 
 def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> None:

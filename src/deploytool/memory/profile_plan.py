@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import DeploytoolError, UsageError
 from ..profiles import Profile
 from .cards import Card, card_from_gpu, card_from_table
 from .checkpoint import ModelShape, read_checkpoint
@@ -228,3 +228,37 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
         return compare_with_server(plan_for_profile(profile, card), server_info)
     except Exception as exc:  # a preflight records, it never fails on the planner
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def memory_fit(profile: Profile, *, checkpoints: Path | None = None) -> dict[str, Any]:
+    """What `profiles list` shows about a profile's memory plan on its own card (the table's
+    figures for the profile's first match.gpu_name): {"verdict": "fits" | "error" | "unknown",
+    ...}. The checkpoint config comes from `checkpoints`/<the model's folder name> when given,
+    else from where `plan-memory` reads it; "unknown" says why there is nothing to plan."""
+    if profile.is_simulator:
+        return {"verdict": "unknown", "why": "the reference runtime loads no checkpoint"}
+    if not profile.match.gpu_name:
+        return {"verdict": "unknown", "why": "the profile names no card"}
+    folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
+    if folder is None:
+        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, or the hub cache)"
+        return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
+    try:
+        card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
+    except DeploytoolError as exc:
+        return {"verdict": "unknown", "why": exc.message}
+    return {"verdict": plan.verdict, "card": plan.card, "pool_tokens": plan.pool_tokens,
+            "max_running_requests": plan.max_running_requests, "checkpoint": str(folder),
+            "patches": [p.split(":", 1)[0] for p in plan.patches], "problems": plan.problems}
+
+
+def _named_checkpoint(profile: Profile, root: Path) -> Path | None:
+    """root/<the hub repository's name or the host folder's name>, matched without case."""
+    name = (profile.model.hub or "").rsplit("/", 1)[-1] or Path(profile.model.host_path or profile.model.path or "").name
+    if not name or not root.is_dir():
+        return None
+    for child in sorted(root.iterdir()):
+        if child.name.lower() == name.lower() and (child / "config.json").is_file():
+            return child
+    return None

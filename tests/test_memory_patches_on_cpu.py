@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from deploytool import patches
+from deploytool.image import patches
 from deploytool.profiles import ProfileStore
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
@@ -27,7 +27,7 @@ PROBE = Path(__file__).parent / "patch_probe.py"
 
 @pytest.fixture(scope="module")
 def probed(module_home, tmp_path_factory) -> dict[str, dict]:
-    from deploytool.flagcheck import parser_venv
+    from deploytool.image.flagcheck import parser_venv
 
     python = parser_venv(SGLANG)
     pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],

@@ -56,7 +56,7 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
     what-if; [] for none), as its series' memory.yaml declares them."""
     if profile.image.recipe != "sglang" or not profile.image.runtime_version:
         return []
-    from ..patches import series_dir, series_for
+    from ..image.patches import series_dir, series_for
 
     if names is None:
         series = series_for(profile)
@@ -204,8 +204,8 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
         shape = read_checkpoint(checkpoint)
     names = parse_patches(patches)
     if patches is not None and names is None:  # `series`: the whole series file, whatever the profile lists
-        from ..in_image.unidiff import read_series
-        from ..patches import series_dir
+        from ..image.in_image.unidiff import read_series
+        from ..image.patches import series_dir
 
         names = read_series(series_dir(profile.image.runtime_version or "") / "series")
     return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape, patches=names)

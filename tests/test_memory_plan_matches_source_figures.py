@@ -6,8 +6,11 @@ memory") ran nvidia/Qwen3.6-35B-A3B-NVFP4 on one RTX 5090 with stock SGLang 0.5.
   - stock, no MTP: a KV pool of 345K tokens, 9 requests fit;
   - stock + MTP: 181K tokens, 1 request (the draft's private ~2 GB vocabulary copies included);
   - mem-fraction-static 0.88 (0.90 failed a stress test).
-The stock launches are rebuilt here as what-ifs of the shipped profile, as a user would type
-them (`--set`), with SGLang's own defaults for what the source did not set: the checkpoint's
+and then bought the memory back: 244K tokens and 3 requests with the draft sharing the target's
+embedding and head, 303K and 8 with the state in bf16, ReplaySSM and pinned slots, 358K and 8
+with an FP8 draft (the steps at the end of this file).
+The stock launches are rebuilt here as what-ifs of the shipped profile on stock wheels
+(`--patches none`), as a user would type them (`--set`), with SGLang's own defaults for what the source did not set: the checkpoint's
 float32 Gated-DeltaNet state (no --mamba-ssm-dtype), and with MTP the draft shape SGLang picks
 for this architecture (arg_groups/speculative_hook.py `_auto_choose_speculative_params`: 3 steps,
 top-k 1, 4 draft tokens) and the running-request cap it sets for speculative decoding

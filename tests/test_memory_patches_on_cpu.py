@@ -78,3 +78,24 @@ def test_images_are_preprocessed_on_the_cpu_behind_the_existing_flag(probed) -> 
     assert stock["image device flag=0"] == stock["image device flag=1"] == "cuda:3"  # stock ignores it here
     assert patched["image device flag=0"] == "cuda:3"
     assert patched["image device flag=1"] == "cpu"
+
+
+@pytest.mark.index
+def test_the_h200_port_of_the_draft_sharing_patch_applies_to_sglang_0_5_17(tmp_path: Path) -> None:
+    """The measurement on the lent H200 ran sglang 0.5.17 (its torch); the port is the same
+    change to 0.5.17's EagleDraftWorker."""
+    from deploytool.image.in_image import unidiff
+
+    folder = patches.series_dir("0.5.17")
+    names = unidiff.read_series(folder / "series")
+    assert names == ["0002-draft-shares-embed-and-head-before-pool.patch"]
+    tree = patches.link_tree(patches.unpacked_sources(patches.sglang_wheel("0.5.17", "3.12")), tmp_path / "site")
+    [result] = unidiff.apply_series(tree, folder, names)
+    assert result.applied and result.files == ["sglang/srt/speculative/eagle_worker_v2.py"]
+    text = (tree / result.files[0]).read_text()
+    init = text.index("class EagleDraftWorker")
+    shared, sized = text.index("self._embed_and_head_shared = True", init), text.index("def alloc_memory_pool", init)
+    assert shared < sized  # shared in __init__, before the scheduler calls alloc_memory_pool
+    from deploytool.memory.patch_effects import read_memory_effects
+
+    assert read_memory_effects(folder, names)[0].effects == ("draft_shares_target_vocab",)

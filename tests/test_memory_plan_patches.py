@@ -90,7 +90,8 @@ def _inputs(**kw) -> PlanInputs:
 
 def test_draft_sharing_gives_the_pool_the_drafts_private_vocabulary() -> None:
     """With the state slots pinned every byte the draft frees goes to the KV pool: 2 x 248,320
-    x 2048 x 2 bytes over 11,264 bytes per token (fp8, ten layers + the draft's)."""
+    x 2048 x 2 bytes over 10,240 bytes per token (fp8, ten layers: a Qwen3.6 config keeps the
+    draft's KV out of the cell)."""
     shape = read_checkpoint(MODELS / "qwen3.6-35b-a3b-nvfp4")
     card = card_from_table("rtx5090")
     stock = plan_memory(shape, card, _inputs())
@@ -98,7 +99,8 @@ def test_draft_sharing_gives_the_pool_the_drafts_private_vocabulary() -> None:
     assert stock.weights_gib == shared.weights_gib  # the target's, what memory_usage.weight reports
     assert (stock.draft_weights_gib - shared.draft_weights_gib) * 2**30 == pytest.approx(VOCAB_BYTES, abs=0.01 * 2**30)
     assert shared.draft_weights_gib == round(MTP_PARAMS * 2 / 2**30, 2)  # the bf16 MTP layer alone
-    assert abs(shared.pool_tokens - stock.pool_tokens - VOCAB_BYTES / 11_264) <= 1
+    assert shared.kv_bytes_per_token_with_draft == 10_240
+    assert abs(shared.pool_tokens - stock.pool_tokens - VOCAB_BYTES / 10_240) <= 1
     assert shared.state_slots == stock.state_slots == 40
 
 
@@ -134,8 +136,9 @@ def test_replayssm_replaces_the_per_draft_token_state_by_a_window_per_request() 
     assert replay.pool_tokens > recurrent.pool_tokens
     # auto-sized slots: the whole state budget goes to slots, less the fixed window
     auto = plan_memory(shape, card, _inputs(enable_linear_replayssm_spec=True, max_mamba_cache_size=None))
-    pre = (32_607 - 616 - 620) * MIB
-    rest = pre - (23_500_000_000 - MTP_PARAMS * 2) - (MTP_PARAMS * 2 + VOCAB_BYTES) - pre * 0.12 - 100 * MIB
+    pre = (32_607 - 616 - 748) * MIB
+    rope = 262_144 * 64 * 4  # the rotary cos/sin table, fp32
+    rest = pre - (23_500_000_000 - MTP_PARAMS * 2 + rope) - (MTP_PARAMS * 2 + VOCAB_BYTES) - pre * 0.12 - 100 * MIB
     assert auto.state_slots == int((rest * 0.9 / 1.9 - 11_857_920 * 9 - per_req) // per_req)
 
 
@@ -154,7 +157,8 @@ def test_a_config_only_folder_is_planned_from_its_shape_as_dummy_weights() -> No
     target = (10 * attention + 30 * gdn + 40 * moe) * 2 + 2 * 248_320 * h * 2
     assert shape.weight_bytes == target + MTP_PARAMS * 2
     plan = plan_memory(shape, card_from_table("h200"), _inputs(mem_fraction_static=0.55, kv_cache_dtype="bfloat16"))
-    assert plan.weights_gib == round(target / 2**30, 2)
+    # + the rotary table SGLang builds with the model: 262,144 positions x 64 x fp32
+    assert plan.weights_gib == round((target + 262_144 * 64 * 4) / 2**30, 2)
     assert any("estimated from config.json" in a for a in plan.assumptions)
 
 

@@ -74,11 +74,11 @@ def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_int
             str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
     fits = json.loads(run_cli(*base).stdout)
     assert fits["verdict"] == "fits"
-    shrunk = run_cli(*base, "--set", "mem-fraction-static=0.32")
+    shrunk = run_cli(*base, "--set", "mem-fraction-static=0.31")
     data = json.loads(shrunk.stdout)
     assert shrunk.returncode == 1 and data["verdict"] == "error"
     assert data["pool_tokens"] < 262_144
-    assert data["overrides"] == {"mem-fraction-static": 0.32}
+    assert data["overrides"] == {"mem-fraction-static": 0.31}
     assert any("smaller than one full-context conversation" in p for p in data["problems"])
 
 

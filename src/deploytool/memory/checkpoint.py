@@ -52,6 +52,9 @@ class ModelShape:
     # next-token-prediction (MTP) layers shipped in the checkpoint: the draft of NEXTN/EAGLE
     draft_layers: int = 0
     draft_precision: str | None = None  # bf16 when the quantization excludes the MTP layers, else as the bulk
+    # whether the config says num_nextn_predict_layers (DeepSeek, GLM) rather than only
+    # mtp_num_hidden_layers (Qwen3.5/3.6): SGLang puts the draft's KV into the pool's cell only then
+    nextn_layers_in_config: bool = False
     num_attention_heads: int = 0
     attn_output_gate: bool = False  # Qwen3.5/3.6: q_proj also produces the output gate
     # MoE
@@ -62,6 +65,9 @@ class ModelShape:
     num_dense_layers: int = 0  # leading layers with a dense MLP (DeepSeek's first_k_dense_replace)
     intermediate_size: int = 0
     tie_word_embeddings: bool = False
+    # the rotary cos/sin table SGLang builds at load (layers/rotary_embedding/base.py)
+    max_position_embeddings: int = 0
+    rotary_dim: int = 0
     # precision and size
     weight_precision: str = "bf16"  # of the expert / linear weights: bf16, fp8, nvfp4
     kv_cache_quant_algo: str | None = None  # "FP8": kv-cache-dtype auto means fp8 (mem_cache/kv_cache_dtype.py)
@@ -213,9 +219,14 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         intermediate_size=text.get("intermediate_size") or 0,
     )
+    rope = text.get("rope_parameters") if isinstance(text.get("rope_parameters"), dict) else {}
+    partial = text.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0
+    shape.max_position_embeddings = int(text.get("max_position_embeddings") or 0)
+    shape.rotary_dim = int(head_dim * partial)
     if text.get("kv_lora_rank"):
         shape.kv_lora_rank = text["kv_lora_rank"]
         shape.qk_rope_head_dim = _int(text, "qk_rope_head_dim", where=source)
+        shape.rotary_dim = shape.qk_rope_head_dim
         # MLA stores one latent per token, not per-head K and V (configs/model_config.py)
         shape.v_head_dim = text.get("v_head_dim") or head_dim
         shape.dsa_index_head_dim = text.get("index_head_dim") if text.get("index_topk") else None
@@ -228,6 +239,7 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         shape.linear_conv_kernel_dim = _int(text, "linear_conv_kernel_dim", where=source)
         shape.mamba_ssm_dtype = text.get("mamba_ssm_dtype")
     shape.draft_layers = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    shape.nextn_layers_in_config = text.get("num_nextn_predict_layers") is not None
     experts = text.get("num_experts") or text.get("n_routed_experts") or 0
     if experts:
         shape.num_experts = experts

@@ -38,9 +38,12 @@ __all__ = ["MemoryPlan", "PlanInputs", "kv_cell_bytes", "kv_dtype_bytes", "plan_
 SGLANG_VERSION = "0.5.23"
 # NVML's total minus free on an idle H200 (docs/measured/h200-gpus.json: 143771 - 143155 MiB).
 DRIVER_RESERVE_BYTES = 616 * MIB
-# The CUDA context torch creates before SGLang measures pre_model_load_memory: NVML's free
-# memory fell by 620 MiB on an H200 (torch 2.11, docs/measured/h200-copy-bandwidth.json).
-TORCH_CONTEXT_BYTES = 620 * MIB
+# What SGLang's scheduler process holds when it measures pre_model_load_memory: its CUDA
+# context (NVML's free memory fell by 620 MiB when torch 2.11 made one on an H200,
+# docs/measured/h200-copy-bandwidth.json) and torch.distributed's init (0.09 GB in SGLang's
+# log). A real SGLang 0.5.17 start on that H200 logged "Load weight begin. avail mem=139.07 GB"
+# with NVML showing 143,156 MiB free before it: 748 MiB (docs/measured/h200-draft-share/).
+TORCH_CONTEXT_BYTES = 748 * MIB
 VLM_CACHE_BYTES = 100 * MIB  # environ.py SGLANG_VLM_CACHE_SIZE_MB default
 KV_DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "mxfp8": 1}
 DSA_QUANT_BLOCK = 128  # mem_cache/memory_pool.py DSATokenToKVPool.quant_block_size
@@ -103,6 +106,8 @@ class MemoryPlan:
     max_running_requests: int
     requests_at_full_context: int
     verdict: str  # "fits" or "error"
+    # an MTP draft's KV pool that SGLang allocates after sizing the pool, out of the slack
+    draft_kv_outside_pool_gib: float = 0.0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -162,7 +167,8 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     # still holds the card, and a plan should not depend on what runs there now.
     pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
     assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (CUDA context, as torch's on an H200)")
+                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and distributed "
+                       "init, as measured on an H200)")
     if card.free_bytes is not None and card.free_bytes < pre:
         warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
                         "holds memory that SGLang would not get")
@@ -206,12 +212,24 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
 
     target_cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp)
     cell = target_cell
+    draft_cell = 0
     if eagle:
         layers = len(shape.full_attention_layer_ids)
         if shape.draft_layers and layers:
-            # pool_configurator.py: the draft's KV shares the target's per-layer size
-            draft_kv = int((target_cell - indexer) * shape.draft_layers / layers)
-            cell += draft_kv + (indexer // layers * shape.draft_layers if indexer else 0)
+            # the draft's KV has the target's per-layer size
+            draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) \
+                + (indexer // layers * shape.draft_layers if indexer else 0)
+            if shape.nextn_layers_in_config:
+                # pool_configurator.py scales the cell by the draft's layers only when
+                # spec_aux_hidden_state.py found num_nextn_predict_layers in the config
+                cell += draft_cell
+                draft_cell = 0
+            else:
+                # A Qwen3.5/3.6 config says mtp_num_hidden_layers: the pool is sized on the
+                # target's cell alone and the draft's pool (same tokens) comes out of the slack
+                # afterwards; measured on an H200 (docs/memory.md).
+                assumptions.append("the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
+                                   "pool is sized, out of the slack (the config has no num_nextn_predict_layers)")
         else:
             warnings.append("speculative decoding with a separate draft model: its own pool is not modelled")
     tokens = int(rest // cell) if cell else 0
@@ -219,6 +237,9 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     tokens = tokens // page * page
     if inputs.max_total_tokens is not None:
         tokens = min(tokens, inputs.max_total_tokens)
+    if draft_cell and tokens * draft_cell > slack:
+        problems.append(f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
+                        f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves")
 
     running = _max_running(tokens, inputs, slots, ratio)
     context = inputs.context_length
@@ -240,6 +261,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         slack_gib=_gib(slack),
         multimodal_reserve_gib=_gib(mm), state_gib=_gib(state), spec_state_gib=_gib(spec_state),
         kv_pool_gib=_gib(tokens * cell), kv_bytes_per_token=target_cell, kv_bytes_per_token_with_draft=cell,
+        draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
         state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
         max_running_requests=running, requests_at_full_context=at_context,
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,

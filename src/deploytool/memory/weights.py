@@ -32,6 +32,12 @@ def weights_on_gpu(shape: ModelShape, *, tp: int, spec_on: bool, eagle: bool, ef
         shape.weight_source or "index", "safetensors total_size")
     notes = [f"weights = {source} / tp_size"]
     target = shape.weight_bytes / tp
+    rope = rope_cache_bytes(shape)
+    if rope:
+        # built with the model, inside the window SGLang measures as the weights' memory
+        target += rope
+        notes.append(f"+ {rope / GIB:.2f} GiB: the rotary cos/sin table, fp32 ({shape.max_position_embeddings:,} "
+                     f"positions x {shape.rotary_dim}), built at load")
     draft = 0.0
     if shape.draft_layers:
         # models/qwen3_5.py load_weights skips every mtp.* tensor: the target never holds the
@@ -69,3 +75,9 @@ def draft_layers_fp8_bytes(shape: ModelShape) -> int:
     h = shape.hidden_size
     bf16 = 2 * h * h + (shape.num_experts * h if shape.is_moe else 0)
     return shape.draft_layers * ((shape.draft_layer_params() - bf16) * 1 + bf16 * 2)
+
+
+def rope_cache_bytes(shape: ModelShape) -> int:
+    """layers/rotary_embedding/base.py: `cos_sin_cache`, max positions x rotary dim (cos and sin
+    halves), kept in fp32 on CUDA; get_rope shares one table between the layers (and the draft)."""
+    return shape.max_position_embeddings * shape.rotary_dim * 4

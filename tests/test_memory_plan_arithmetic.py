@@ -9,13 +9,15 @@
   state = (K + 1) per_req; budget = rest x 0.9 / 1.9 (mamba_full_memory_ratio fallback 0.9).
 - same file :3062 `_calculate_mamba_ratio`: 3 + 2 tracking slots (extra_buffer, overlap on).
 - model_executor/pool_configurator.py:340 `_compute_cell_size`: kv heads x (head_dim + v_head_dim)
-  x full-attention layers x dtype bytes; :260-315 EAGLE adds int(cell x draft layers / layers).
+  x full-attention layers x dtype bytes; :260-315 EAGLE adds int(cell x draft layers / layers) when
+  model_runner_components/spec_aux_hidden_state.py:171-174 found num_nextn_predict_layers.
 - same file :637 `calculate_pool_sizes`: tokens = budget // cell.
 - configs/mamba_utils.py:116 `mamba_cache_per_req`, shapes from configs/qwen3_next.py:288.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -61,22 +63,52 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
                         speculative_algorithm="NEXTN", speculative_num_draft_tokens=4, min_running_requests=64)
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
-    pre = (143_771 - 616 - 620) * MIB  # NVML total - idle driver use - torch's CUDA context
-    weights = 37_450_000_000 + 248_320 * 2048 * 2 * 2  # + the draft's private bf16 embedding and head
+    pre = (143_771 - 616 - 748) * MIB  # NVML total - idle driver use - SGLang's CUDA context and dist init
+    rope = 262_144 * 64 * 4  # the rotary cos/sin table: positions x (256 x 0.25) x fp32
+    weights = 37_450_000_000 + rope + 248_320 * 2048 * 2 * 2  # + the draft's private bf16 embedding and head
     rest = pre - weights - pre * (1 - 0.90) - 100 * MIB
     per_req = 64_389_120
     budget = rest * 0.9 / 1.9
     slots = int((budget - per_req * (1 + 4)) // (per_req * (1 + 4 / 5)))
-    assert slots == 385 == plan.state_slots
+    assert slots == 384 == plan.state_slots
     spec_state = per_req * (min(64, slots // 5) + 1) * 4
     kv_budget = rest - spec_state - (slots + 1) * per_req
-    cell = 20_480 + 20_480 // 10  # + one draft layer's KV
+    # The config says mtp_num_hidden_layers, not num_nextn_predict_layers: SGLang sizes the pool on
+    # the target's cell and allocates the draft's one-layer pool afterwards, out of the slack
+    # (measured on an H200: docs/memory.md).
+    cell = 20_480
     assert plan.kv_bytes_per_token_with_draft == cell
-    assert plan.pool_tokens == int(kv_budget // cell) == 2_367_206
-    assert plan.max_running_requests == 64  # min(64, tokens // 2, 385 // 5 = 77)
-    assert plan.requests_at_full_context == 2_367_206 // 262_144 == 9
+    assert plan.pool_tokens == int(kv_budget // cell) == 2_597_896
+    assert plan.draft_kv_outside_pool_gib == round(2_597_896 * 2_048 / 2**30, 2)
+    assert plan.max_running_requests == 64  # min(64, tokens // 2, 384 // 5 = 76)
+    assert plan.requests_at_full_context == 2_597_896 // 262_144 == 9
     assert plan.verdict == "fits" and plan.problems == []
-    assert plan.weights_gib == round(weights / 2**30, 2)
+    # memory_usage.weight is the target's: the MTP layer is the draft's, with its private vocabulary
+    mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
+    assert plan.weights_gib == round((37_450_000_000 - mtp + rope) / 2**30, 2)
+    assert plan.draft_weights_gib == round((mtp + 248_320 * 2048 * 2 * 2) / 2**30, 2)
+
+
+def test_draft_kv_joins_the_cell_only_when_the_config_says_num_nextn_predict_layers(qwen36_fp8) -> None:
+    """pool_configurator.py scales the cell by the draft's layers only when
+    spec_aux_hidden_state.py read num_nextn_predict_layers from the config (0.5.17 and 0.5.23);
+    a Qwen3.5/3.6 config names its MTP layers mtp_num_hidden_layers, and a real 0.5.17 server
+    sized the pool on the target's 20,480 B cell and put the draft's pool in the slack."""
+    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
+                        speculative_algorithm="NEXTN", speculative_num_draft_tokens=4)
+    card = card_from_table("h200")
+    qwen = plan_memory(qwen36_fp8, card, inputs)
+    declared = dataclasses.replace(qwen36_fp8, nextn_layers_in_config=True)
+    scaled = plan_memory(declared, card, inputs)
+    assert qwen.kv_bytes_per_token_with_draft == 20_480 and scaled.kv_bytes_per_token_with_draft == 22_528
+    assert scaled.draft_kv_outside_pool_gib == 0.0 < qwen.draft_kv_outside_pool_gib
+    # the same budget: the pool differs by the cell alone
+    assert abs(qwen.pool_tokens * 20_480 - scaled.pool_tokens * 22_528) < 22_528
+    assert read_checkpoint(MODELS / "glm-5.2-nvfp4").nextn_layers_in_config
+    assert not qwen36_fp8.nextn_layers_in_config
+    # a slack too small for the draft's pool is an error
+    tight = plan_memory(qwen36_fp8, card, dataclasses.replace(inputs, mem_fraction_static=0.999))
+    assert any("draft's KV pool" in p and "does not fit" in p for p in tight.problems)
 
 
 def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> None:
@@ -85,8 +117,9 @@ def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> 
     inputs = PlanInputs(context_length=32_768, mem_fraction_static=0.85, max_running_requests=48,
                         kv_cache_dtype="fp8_e4m3")
     plan = plan_memory(shape, card_from_table("rtx-pro-6000"), inputs)
-    pre = (97_887 - 616 - 620) * MIB
-    rest = pre - 61_064_245_248 - pre * 0.15
+    pre = (97_887 - 616 - 748) * MIB
+    rope = 40_960 * 128 * 4  # the rotary cos/sin table (max positions x head_dim x fp32)
+    rest = pre - 61_064_245_248 - rope - pre * 0.15
     cell = 4 * (128 + 128) * 48 * 1  # 4 KV heads, 48 layers, fp8
     assert plan.kv_bytes_per_token == cell == 49_152
     assert plan.pool_tokens == int(rest // cell)
@@ -131,13 +164,13 @@ def test_weights_over_the_static_budget_are_an_error_with_sglangs_advice(qwen36_
 def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) -> None:
     inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64)
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
-    pre = (143_771 - 616 - 620) * MIB
+    pre = (143_771 - 616 - 748) * MIB
     # no draft: no private embedding copy, and the MTP layer stays on disk (models/qwen3_5.py
     # skips mtp.*): q with its output gate, k, v, o + 256 experts, the shared expert and the
     # router + fc, at the checkpoint's FP8 (its quantization does not exclude mtp*)
     mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
     assert qwen36_fp8.draft_layer_bytes() == mtp
-    rest = pre - (37_450_000_000 - mtp) - pre * 0.1 - 100 * MIB
+    rest = pre - (37_450_000_000 - mtp + 262_144 * 64 * 4) - pre * 0.1 - 100 * MIB  # + the rotary table
     budget = rest * 0.9 / 1.9
     assert plan.state_slots == int((budget - 64_389_120) // 64_389_120)
     assert plan.spec_state_gib == 0

@@ -14,6 +14,7 @@ MODELS = Path(__file__).parent / "data" / "models"
 # each shipped card profile and the test checkpoint of its model
 CARD_PROFILES = {
     "rtx5090-qwen3.6-35b-a3b-nvfp4": "qwen3.6-35b-a3b-nvfp4",
+    "rtx5090-qwen3.6-35b-a3b-nvfp4-stock": "qwen3.6-35b-a3b-nvfp4",
     "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4": "qwen3.6-35b-a3b-nvfp4",
     "h200-qwen3.6-35b-a3b-fp8": "qwen3.6-35b-a3b-fp8",
     "b300x8-glm5.2-nvfp4-tp8": "glm-5.2-nvfp4",
@@ -26,7 +27,7 @@ CARD_PROFILES = {
 def test_every_card_profile_prints_its_plan(profile: str) -> None:
     checkpoint = MODELS / CARD_PROFILES[profile]
     proc = run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint))
-    for row in ("weights (GiB)", "KV bytes per token", "state per running request", "KV pool (tokens)",
+    for row in ("weights: target model (GiB)", "weights: draft model", "patches assumed:", "KV bytes per token", "state per running request", "KV pool (tokens)",
                 "max running requests", "verdict"):
         assert row in proc.stdout, (row, proc.stdout, proc.stderr)
     data = json.loads(run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint), "--json").stdout)
@@ -38,14 +39,34 @@ def test_every_card_profile_prints_its_plan(profile: str) -> None:
         assert "error:" in proc.stdout
 
 
-def test_the_rtx5090_profile_does_not_fit_stock_sglang_accounting() -> None:
-    """The source's own finding: stock SGLang with MTP fits neither a full 256K conversation nor
-    eight requests on 32 GB (its fixes live in patches deploytool does not ship)."""
+def test_the_rtx5090_profile_fits_with_its_patches_and_says_which_it_assumed() -> None:
+    """The source's own finding, both ways: with stock wheels (`--patches none`) MTP fits neither
+    a full 256K conversation nor eight requests on 32 GB; with the series it fits both."""
+    base = ["plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--checkpoint",
+            str(MODELS / "qwen3.6-35b-a3b-nvfp4")]
+    patched = run_cli(*base)
+    assert patched.returncode == 0, patched.stdout
+    assert "patches assumed: 0001-nvml-device-capability.patch" in patched.stdout
+    assert "0002-draft-shares-embed-and-head-before-pool.patch: the MTP draft takes the target's" in patched.stdout
+    stock = run_cli(*base, "--patches", "none", "--json")
+    data = json.loads(stock.stdout)
+    assert stock.returncode == 1 and data["verdict"] == "error" and data["patches"] == []
+    # the pinned state slots still give 8 requests; the draft's memory takes the 256K pool
+    assert data["pool_tokens"] < 262_144 and data["max_running_requests"] == 8
+    assert any("smaller than one full-context conversation" in p for p in data["problems"])
+    one = json.loads(run_cli(*base, "--patches", "0002-draft-shares-embed-and-head-before-pool.patch", "--json").stdout)
+    assert [p.split(":")[0] for p in one["patches"]] == ["0002-draft-shares-embed-and-head-before-pool.patch"]
+    assert data["pool_tokens"] < one["pool_tokens"] < json.loads(run_cli(*base, "--json").stdout)["pool_tokens"]
+
+
+def test_an_unknown_patch_in_a_what_if_is_refused_with_the_known_ones() -> None:
     proc = run_cli("plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--checkpoint",
-                   str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--json")
-    data = json.loads(proc.stdout)
-    assert proc.returncode == 1 and data["verdict"] == "error"
-    assert data["pool_tokens"] < 262_144 and data["max_running_requests"] < 8
+                   str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--patches", "0009-nope.patch")
+    assert proc.returncode == 2
+    assert "--patches: 0009-nope.patch not in" in proc.stderr
+    assert "known: 0001-nvml-device-capability.patch, 0002-draft-shares-embed-and-head-before-pool.patch" in proc.stderr
+    mixed = run_cli("plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--patches", "none,0002-x.patch")
+    assert mixed.returncode == 2 and "expected `none`, `series` or patch file names" in mixed.stdout + mixed.stderr
 
 
 def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_into_an_error() -> None:
@@ -53,11 +74,11 @@ def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_int
             str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
     fits = json.loads(run_cli(*base).stdout)
     assert fits["verdict"] == "fits"
-    shrunk = run_cli(*base, "--set", "mem-fraction-static=0.33")
+    shrunk = run_cli(*base, "--set", "mem-fraction-static=0.31")
     data = json.loads(shrunk.stdout)
     assert shrunk.returncode == 1 and data["verdict"] == "error"
     assert data["pool_tokens"] < 262_144
-    assert data["overrides"] == {"mem-fraction-static": 0.33}
+    assert data["overrides"] == {"mem-fraction-static": 0.31}
     assert any("smaller than one full-context conversation" in p for p in data["problems"])
 
 
@@ -98,3 +119,27 @@ def test_gpu_without_a_driver_exits_4() -> None:
         assert "no such GPU" in proc.stderr
     else:
         assert proc.returncode == 4 and "NVML" in proc.stderr
+
+
+def test_profiles_list_says_whether_each_profiles_memory_plan_fits_its_card() -> None:
+    """Every shipped card profile passes its own memory plan on its own card, planned from the
+    test checkpoints (--checkpoints DIR: DIR/<the hub repository's name>)."""
+    proc = run_cli("profiles", "list", "--checkpoints", str(MODELS), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r["memory"] for r in json.loads(proc.stdout)["profiles"]}
+    for name in CARD_PROFILES:
+        assert rows[name]["verdict"] == "fits", (name, rows[name])
+        assert rows[name]["checkpoint"].endswith(CARD_PROFILES[name])
+    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4-stock"]["patches"] == []
+    assert "0002-draft-shares-embed-and-head-before-pool.patch" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["patches"]
+    assert rows["sim"] == {"verdict": "unknown", "why": "the reference runtime loads no checkpoint"}
+    table = run_cli("profiles", "list", "--checkpoints", str(MODELS)).stdout
+    assert "memory plan on its card" in table
+    line = next(x for x in table.splitlines() if "rtx5090-qwen3.6-35b-a3b-nvfp4-stock" in x)
+    assert f"fits: {rows['rtx5090-qwen3.6-35b-a3b-nvfp4-stock']['pool_tokens']:,} tokens, 8 requests" in line
+
+
+def test_profiles_list_without_a_checkpoint_config_says_so() -> None:
+    rows = {r["name"]: r["memory"] for r in json.loads(run_cli("profiles", "list", "--json").stdout)["profiles"]}
+    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "unknown"
+    assert "no checkpoint config here" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["why"]

@@ -20,13 +20,14 @@ def plan_memory_cli(
     card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.")] = None,
+    patches: Annotated[Optional[str], typer.Option("--patches", help="What-if: the image's patches to assume: `none`, `series` (all of images/sglang/patches/<version>/series) or file names separated by commas; default the profile's own.")] = None,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Predict the weights, KV bytes per token, state per request, KV pool and running requests
     SGLang will have, by its own accounting; exit 1 when the profile's demands do not fit."""
     plan = plan_memory_command(profile, gpu=gpu, card=card, sets=set_, checkpoint=checkpoint,
-                               profiles_dirs=profiles_dir)
+                               profiles_dirs=profiles_dir, patches=patches)
     if json_output:
         print_json(plan.as_dict())
     else:
@@ -42,6 +43,8 @@ def plan_memory_cli(
             console.print(f"error: {problem}", markup=False, highlight=False)
         for warning in plan.warnings:
             console.print(f"warning: {warning}", markup=False, highlight=False)
+        console.print("patches assumed: " + ("; ".join(plan.patches) if plan.patches else "none"),
+                      markup=False, highlight=False)
         for assumption in plan.assumptions:
             console.print(f"assumed: {assumption}", markup=False, highlight=False)
     if not plan.fits:
@@ -53,7 +56,8 @@ def _rows(plan) -> list[tuple[str, str]]:
              f"{plan.state_slots_per_request} per request)" if plan.state_bytes_per_request else "none")
     return [
         ("memory before loading (GiB)", f"{plan.pre_model_load_gib:.2f}"),
-        ("weights (GiB)", f"{plan.weights_gib:.2f}"),
+        ("weights: target model (GiB)", f"{plan.weights_gib:.2f}"),
+        ("weights: draft model when the pool is sized (GiB)", f"{plan.draft_weights_gib:.2f}"),
         (f"slack: x (1 - mem-fraction-static {plan.mem_fraction_static}) (GiB)", f"{plan.slack_gib:.2f}"),
         ("linear-attention state, speculative state (GiB)", f"{plan.state_gib:.2f}, {plan.spec_state_gib:.2f}"),
         (f"KV bytes per token ({plan.kv_cache_dtype}, full-attention layers)", f"{plan.kv_bytes_per_token:,}"),

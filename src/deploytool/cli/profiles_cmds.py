@@ -26,9 +26,11 @@ def profiles_list(
     profiles_dir: ProfilesDirOpt = None,
     gpu: GpuOpt = None,
     local: Annotated[bool, typer.Option("--local-gpus", help="Sort profiles against every local GPU.")] = False,
+    checkpoints: Annotated[Optional[Path], typer.Option("--checkpoints", help="Plan memory from DIR/<model folder> (config.json and the safetensors index; the folder named as the hub repository or host folder) instead of the hub cache or model.host_path.")] = None,
 ) -> None:
-    """Every deployable profile; with --gpu UUID (or --local-gpus), sorted into runnable,
-    runnable-with-less-memory and incompatible, with the reason for each."""
+    """Every deployable profile, with whether its memory plan fits its card; with --gpu UUID
+    (or --local-gpus), sorted into runnable, runnable-with-less-memory and incompatible, with
+    the reason for each."""
     store = ProfileStore(profiles_dir)
     profiles = store.all()
     if gpu or local:
@@ -51,16 +53,26 @@ def profiles_list(
             table.add_row(fit.profile, fit.verdict, "; ".join(fit.reasons))
         console.print(table)
         return
+    from ..memory.profile_plan import memory_fit
+
     rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
              "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
-             "served_name": p.model.served_name, "source": p.source} for p in profiles]
+             "served_name": p.model.served_name, "source": p.source,
+             "memory": memory_fit(p, checkpoints=checkpoints)} for p in profiles]
     if json_output:
         print_json({"profiles": rows})
         return
-    table = Table("name", "recipe", "GPUs", "cards", "description")
+    table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "description")
     for r in rows:
-        table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", r["description"])
+        table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", escape(_memory_cell(r["memory"])),
+                      r["description"])
     console.print(table)
+
+
+def _memory_cell(fit: dict) -> str:
+    if fit["verdict"] == "unknown":
+        return "- (" + fit["why"] + ")"
+    return f"{fit['verdict']}: {fit['pool_tokens']:,} tokens, {fit['max_running_requests']} requests"
 
 
 @profiles_app.command("show")

@@ -7,7 +7,7 @@ as applied or failed with the hunks it refused. Nothing is built.
 
 Patch series live in images/sglang/patches/<sglang-version>/: the patch files and a `series`
 file naming them in order. A profile applies the whole series, or the patches it lists in
-`image.patches` (in that order).
+`image.patches` (in that order), or none with `image.patches: [none]` (stock sglang).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from ..resources import resource
 from ..release.state import cache_dir
 
 RECIPE = "sglang"
+# `image.patches: [none]`: the pinned sglang as released, no patch at all. An empty list
+# cannot say it: it means the whole series.
+NO_PATCHES = "none"
 
 
 @dataclass
@@ -74,7 +77,12 @@ def series_for(profile: Profile) -> PatchSeries:
                            f"{missing_path} does not exist",
                            hint=f"add {folder}/series naming its patches in order (an empty file for none), "
                                 "or pin a release that has one")
-    if profile.image.patches:
+    if NO_PATCHES in profile.image.patches:
+        if profile.image.patches != [NO_PATCHES]:
+            raise ProfileError(f"profile {profile.name!r}: image.patches names `{NO_PATCHES}` beside patches",
+                               hint=f"`[{NO_PATCHES}]` alone for stock sglang, or the patch file names")
+        names = []
+    elif profile.image.patches:
         names = list(profile.image.patches)
     else:
         names = unidiff.read_series(folder / "series")

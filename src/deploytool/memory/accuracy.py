@@ -11,14 +11,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cards import GIB
 from .plan import MemoryPlan
 
-# (label, the plan's field, where the server reports it)
+# (label, what the plan predicts for it, where the server reports it). memory_usage.weight is
+# the target model's load (model_runner.weight_load_mem_usage), not the draft's; kvcache is the
+# target's pool only (memory_pool.py, MHATokenToKVPool / HybridLinearKVPool `mem_usage`), not
+# the draft's KV layers or the linear-attention state.
 COMPARED = (
-    ("weights_gib", "weights_gib", ("memory_usage", "weight")),
-    ("kv_pool_gib", "kv_pool_gib", ("memory_usage", "kvcache")),
-    ("pool_tokens", "pool_tokens", ("memory_usage", "token_capacity")),
-    ("max_running_requests", "max_running_requests", ("max_running_requests",)),
+    ("weights_gib", lambda plan: plan.weights_gib, ("memory_usage", "weight")),
+    ("kv_pool_gib", lambda plan: round(plan.pool_tokens * plan.kv_bytes_per_token / GIB, 2), ("memory_usage", "kvcache")),
+    ("pool_tokens", lambda plan: plan.pool_tokens, ("memory_usage", "token_capacity")),
+    ("max_running_requests", lambda plan: plan.max_running_requests, ("max_running_requests",)),
 )
 
 
@@ -45,7 +49,7 @@ def compare_with_server(plan: MemoryPlan, server_info: dict[str, Any] | None) ->
     """{predicted, reported, error_pct}: error = (predicted - reported) / reported, per figure the
     server reports."""
     reported = reported_memory(server_info)
-    predicted = {label: getattr(plan, attr) for label, attr, _ in COMPARED}
+    predicted = {label: predict(plan) for label, predict, _ in COMPARED}
     error = {}
     for label in predicted:
         measured = reported.get(label)

@@ -52,6 +52,9 @@ class ModelShape:
     # next-token-prediction (MTP) layers shipped in the checkpoint: the draft of NEXTN/EAGLE
     draft_layers: int = 0
     draft_precision: str | None = None  # bf16 when the quantization excludes the MTP layers, else as the bulk
+    # whether the config says num_nextn_predict_layers (DeepSeek, GLM) rather than only
+    # mtp_num_hidden_layers (Qwen3.5/3.6): SGLang puts the draft's KV into the pool's cell only then
+    nextn_layers_in_config: bool = False
     num_attention_heads: int = 0
     attn_output_gate: bool = False  # Qwen3.5/3.6: q_proj also produces the output gate
     # MoE
@@ -62,10 +65,16 @@ class ModelShape:
     num_dense_layers: int = 0  # leading layers with a dense MLP (DeepSeek's first_k_dense_replace)
     intermediate_size: int = 0
     tie_word_embeddings: bool = False
+    # the rotary cos/sin table SGLang builds at load (layers/rotary_embedding/base.py)
+    max_position_embeddings: int = 0
+    rotary_dim: int = 0
     # precision and size
     weight_precision: str = "bf16"  # of the expert / linear weights: bf16, fp8, nvfp4
     kv_cache_quant_algo: str | None = None  # "FP8": kv-cache-dtype auto means fp8 (mem_cache/kv_cache_dtype.py)
     weight_bytes: int | None = None  # safetensors index metadata.total_size
+    # where weight_bytes came from: "index" (total_size), "files" (the safetensors' sizes) or
+    # "config" (no weights in the folder: estimated from the shape, as `--load-format dummy` allocates)
+    weight_source: str | None = None
     multimodal: bool = False
     vision_params: int = 0  # estimated from vision_config, for the roofline (not read per token)
     vision_hidden_size: int = 0  # for SGLang's default mem-fraction-static (default_fraction.py)
@@ -83,27 +92,66 @@ class ModelShape:
     def is_moe(self) -> bool:
         return self.num_experts > 0
 
-    def draft_layer_bytes(self) -> int:
-        """Bytes of the checkpoint's MTP (next-token) layers, estimated from the shape: per layer
-        the attention projections, the routed and shared experts with the router (or a dense
-        MLP) and the `fc` that joins embedding and hidden state, at `draft_precision`. SGLang's
-        target model skips every `mtp.*` tensor when no speculative decoding uses them
-        (models/qwen3_5.py `load_weights`: `if "mtp" in name: continue`), so these bytes are in
-        the index's total_size but not in GPU memory. The routed experts are most of it."""
+    def draft_layer_params(self) -> int:
+        """Parameters of one MTP (next-token) layer: the attention projections, the routed and
+        shared experts with the router (or a dense MLP) and the `fc` that joins embedding and
+        hidden state. The routed experts are most of it."""
+        h = self.hidden_size
+        return self._attention_params() + self._mlp_params(dense=not self.is_moe) + 2 * h * h
+
+    def draft_layer_bytes(self, precision: str | None = None) -> int:
+        """Bytes of the checkpoint's MTP layers, estimated from the shape at `draft_precision`
+        (or `precision`). SGLang's target model skips every `mtp.*` tensor (models/qwen3_5.py
+        `load_weights`: `if "mtp" in name: continue`): these bytes are in the index's
+        total_size, and on the GPU only in the draft model."""
         if not self.draft_layers:
             return 0
+        chosen = precision or self.draft_precision or self.weight_precision
+        return int(self.draft_layers * self.draft_layer_params() * BYTES_PER_PARAM[chosen])
+
+    def vocab_bytes(self) -> int:
+        """The bf16 input embedding and output head (one matrix when tied)."""
+        return self.vocab_size * self.hidden_size * 2 * (1 if self.tie_word_embeddings else 2)
+
+    def _attention_params(self) -> int:
         h = self.hidden_size
         q_dim = self.num_attention_heads * self.head_dim
-        attention = q_dim * h * (2 if self.attn_output_gate else 1) + 2 * self.num_key_value_heads * self.head_dim * h \
+        return q_dim * h * (2 if self.attn_output_gate else 1) + 2 * self.num_key_value_heads * self.head_dim * h \
             + q_dim * h
-        if self.is_moe:
-            mlp = self.num_experts * 3 * h * self.moe_intermediate_size + 3 * h * self.shared_expert_intermediate_size \
-                + self.num_experts * h
-        else:
-            mlp = 3 * h * self.intermediate_size
-        fc = 2 * h * h
-        per_layer = attention + mlp + fc
-        return int(self.draft_layers * per_layer * BYTES_PER_PARAM[self.draft_precision or self.weight_precision])
+
+    def _linear_attention_params(self) -> int:
+        """One Gated-DeltaNet layer (models/qwen3_5.py `Qwen3_5GatedDeltaNet`): in_proj_qkvz,
+        in_proj_ba, the depthwise conv, out_proj (dt_bias, A_log and the norm are a few hundred)."""
+        h = self.hidden_size
+        key = self.linear_num_key_heads * self.linear_key_head_dim
+        value = self.linear_num_value_heads * self.linear_value_head_dim
+        return (2 * key + 2 * value) * h + 2 * self.linear_num_value_heads * h \
+            + (2 * key + value) * self.linear_conv_kernel_dim + value * h
+
+    def _mlp_params(self, *, dense: bool) -> int:
+        h = self.hidden_size
+        if dense:
+            return 3 * h * self.intermediate_size
+        return self.num_experts * 3 * h * self.moe_intermediate_size + 3 * h * self.shared_expert_intermediate_size \
+            + self.num_experts * h
+
+    def estimated_weight_bytes(self) -> int:
+        """What the checkpoint's weights take, from the shape alone: the target's layers (the
+        attention or linear-attention mixer and the MLP of each), the embedding and head, and
+        the MTP layers, as in an index's total_size. For a folder without weights, served with
+        `--load-format dummy`, where SGLang allocates exactly these parameters at the config's
+        dtype (norms, biases and rotary tables, well under 0.1%, are left out)."""
+        if self.is_mla:
+            raise UsageError(f"{self.source}: no safetensors index or files beside it, and the weight estimate "
+                             "from the config does not cover latent (MLA) attention",
+                             hint="put the checkpoint's model.safetensors.index.json in the folder")
+        linear_bytes = BYTES_PER_PARAM[self.weight_precision]
+        linear = set(self.linear_attention_layer_ids)
+        params = 0
+        for layer in range(self.num_hidden_layers):
+            params += self._linear_attention_params() if layer in linear else self._attention_params()
+            params += self._mlp_params(dense=not self.is_moe or layer < self.num_dense_layers)
+        return int(params * linear_bytes) + self.vocab_bytes() + self.draft_layer_bytes()
 
 
 def read_checkpoint(folder: Path) -> ModelShape:
@@ -124,13 +172,16 @@ def read_checkpoint(folder: Path) -> ModelShape:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{extra}: not readable JSON ({exc})") from None
     shape = shape_from_config(config, source=str(config_path))
-    shape.weight_bytes = read_weight_bytes(folder)
+    shape.weight_bytes, shape.weight_source = read_weight_bytes(folder)
+    if shape.weight_bytes is None:
+        shape.weight_bytes, shape.weight_source = shape.estimated_weight_bytes(), "config"
     return shape
 
 
-def read_weight_bytes(folder: Path) -> int | None:
-    """The checkpoint's weight bytes: the index's metadata.total_size (what the Hugging Face
-    writer records), else the sum of the safetensors files' sizes, else None."""
+def read_weight_bytes(folder: Path) -> tuple[int | None, str | None]:
+    """The checkpoint's weight bytes and where they came from: the index's metadata.total_size
+    (what the Hugging Face writer records), else the sum of the safetensors files' sizes, else
+    (None, None)."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -138,9 +189,9 @@ def read_weight_bytes(folder: Path) -> int | None:
         except (OSError, ValueError) as exc:
             raise UsageError(f"{index}: not readable JSON ({exc})") from None
         if isinstance(total, int) and total > 0:
-            return total
+            return total, "index"
     files = sorted(folder.glob("*.safetensors"))
-    return sum(f.stat().st_size for f in files) if files else None
+    return (sum(f.stat().st_size for f in files), "files") if files else (None, None)
 
 
 def _int(cfg: dict[str, Any], key: str, default: int | None = None, *, where: str) -> int:
@@ -168,9 +219,14 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         intermediate_size=text.get("intermediate_size") or 0,
     )
+    rope = text.get("rope_parameters") if isinstance(text.get("rope_parameters"), dict) else {}
+    partial = text.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0
+    shape.max_position_embeddings = int(text.get("max_position_embeddings") or 0)
+    shape.rotary_dim = int(head_dim * partial)
     if text.get("kv_lora_rank"):
         shape.kv_lora_rank = text["kv_lora_rank"]
         shape.qk_rope_head_dim = _int(text, "qk_rope_head_dim", where=source)
+        shape.rotary_dim = shape.qk_rope_head_dim
         # MLA stores one latent per token, not per-head K and V (configs/model_config.py)
         shape.v_head_dim = text.get("v_head_dim") or head_dim
         shape.dsa_index_head_dim = text.get("index_head_dim") if text.get("index_topk") else None
@@ -183,6 +239,7 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         shape.linear_conv_kernel_dim = _int(text, "linear_conv_kernel_dim", where=source)
         shape.mamba_ssm_dtype = text.get("mamba_ssm_dtype")
     shape.draft_layers = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    shape.nextn_layers_in_config = text.get("num_nextn_predict_layers") is not None
     experts = text.get("num_experts") or text.get("n_routed_experts") or 0
     if experts:
         shape.num_experts = experts

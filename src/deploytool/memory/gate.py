@@ -97,7 +97,8 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
         return MemoryCheck(warnings=[f"no memory plan: {exc.message}"])
     summary = {"verdict": plan.verdict, "pool_tokens": plan.pool_tokens,
                "max_running_requests": plan.max_running_requests, "weights_gib": plan.weights_gib,
-               "card": plan.card, "problems": plan.problems}
+               "card": plan.card, "problems": plan.problems,
+               "patches": [p.split(":", 1)[0] for p in plan.patches]}
     if plan.fits:
         return MemoryCheck(summary=summary)
     if skip:

@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import DeploytoolError, UsageError
 from ..profiles import Profile
 from .cards import Card, card_from_gpu, card_from_table
 from .checkpoint import ModelShape, read_checkpoint
+from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
 
 
@@ -50,8 +51,35 @@ def checkpoint_folder(profile: Profile) -> Path | None:
     return None
 
 
-def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = None) -> PlanInputs:
+def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[PatchMemory]:
+    """The memory effects of the patches the profile's image applies (`names` instead: a
+    what-if; [] for none), as its series' memory.yaml declares them."""
+    if profile.image.recipe != "sglang" or not profile.image.runtime_version:
+        return []
+    from ..image.patches import series_dir, series_for
+
+    if names is None:
+        series = series_for(profile)
+        folder, names = series.folder, series.names
+    else:
+        folder = series_dir(profile.image.runtime_version)
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
+            raise UsageError(f"--patches: {', '.join(missing)} not in {folder}",
+                             hint="known: " + (", ".join(known) or "none") + "; or `none`, or `series`")
+    return read_memory_effects(folder, list(names))
+
+
+def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = None,
+                        patches: list[PatchMemory] | None = None) -> PlanInputs:
     args = {**profile.server.args, **(overrides or {})}
+    env = dict(profile.server.env)
+    applied = assumed_patches(profile) if patches is None else patches
+    effects = frozenset(e for p in applied if p.active(args, env) for e in p.effects)
+    described = [f"{p.patch}: " + ("; ".join(EFFECTS[e] for e in p.effects) + p.condition()
+                                   + ("" if p.active(args, env) else ", not turned on by this launch")
+                                   if p.effects else "no change to the pools") for p in applied]
     preflight = profile.qualify.get("preflight") or {}
     mfs = args.get("mem-fraction-static")
     if mfs is None:
@@ -75,9 +103,13 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             disable_radix_cache=bool(args.get("disable-radix-cache")),
             disable_overlap_schedule=bool(args.get("disable-overlap-schedule")),
             mamba_radix_cache_strategy=str(args.get("mamba-radix-cache-strategy") or "auto"),
+            enable_linear_replayssm_spec=bool(args.get("enable-linear-replayssm-spec")),
+            linear_replayssm_cache_len=int(args.get("linear-replayssm-cache-len") or 16),
             vlm_cache_bytes=int(profile.server.env.get("SGLANG_VLM_CACHE_SIZE_MB", 100)) << 20,
             min_running_requests=int(preflight.get("min_running_requests", 1)),
             require_full_context_kv=bool(preflight.get("require_full_context_kv", True)),
+            patch_effects=effects,
+            patches=described,
         )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"profile {profile.name}: a launch setting the planner reads is not a number ({exc})",
@@ -108,7 +140,7 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
 
 
 def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] | None = None,
-                     shape: ModelShape | None = None) -> MemoryPlan:
+                     shape: ModelShape | None = None, patches: list[str] | None = None) -> MemoryPlan:
     if profile.is_simulator and shape is None and checkpoint_folder(profile) is None:
         raise UsageError(f"profile {profile.name} is the reference runtime: it loads no checkpoint",
                          hint="set model.host_path to a folder with a config.json to plan it anyway")
@@ -119,7 +151,7 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
                              f"({profile.model.host_path or 'not set'}) or model.path ({profile.model.path})",
                              hint="set model.host_path to the folder holding config.json and the safetensors index")
         shape = read_checkpoint(folder)
-    inputs = inputs_from_profile(profile, overrides)
+    inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
     try:
         return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:
@@ -142,11 +174,25 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def parse_patches(value: str | None) -> list[str] | None:
+    """--patches: None (the profile's own), `none`, `series` (the whole series file) or names."""
+    if value is None:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if names == ["none"]:
+        return []
+    if names == ["series"]:
+        return None
+    if not names or "none" in names or "series" in names:
+        raise UsageError(f"--patches {value!r}: expected `none`, `series` or patch file names separated by commas")
+    return names
+
+
 def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str | None = None,
                         sets: list[str] | None = None, checkpoint: Path | None = None,
-                        profiles_dirs: list[Path] | None = None) -> MemoryPlan:
+                        profiles_dirs: list[Path] | None = None, patches: str | None = None) -> MemoryPlan:
     """What `deploytool plan-memory` does: the profile, its card, its checkpoint (or the folder
-    given), the --set what-ifs, one plan."""
+    given), the --set and --patches what-ifs, one plan."""
     from ..profiles import ProfileStore
 
     profile = ProfileStore(profiles_dirs).get(profile_name)
@@ -156,7 +202,13 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
     shape = None
     if checkpoint is not None:
         shape = read_checkpoint(checkpoint)
-    return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape)
+    names = parse_patches(patches)
+    if patches is not None and names is None:  # `series`: the whole series file, whatever the profile lists
+        from ..image.in_image.unidiff import read_series
+        from ..image.patches import series_dir
+
+        names = read_series(series_dir(profile.image.runtime_version or "") / "series")
+    return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape, patches=names)
 
 
 def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -176,3 +228,37 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
         return compare_with_server(plan_for_profile(profile, card), server_info)
     except Exception as exc:  # a preflight records, it never fails on the planner
         return {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def memory_fit(profile: Profile, *, checkpoints: Path | None = None) -> dict[str, Any]:
+    """What `profiles list` shows about a profile's memory plan on its own card (the table's
+    figures for the profile's first match.gpu_name): {"verdict": "fits" | "error" | "unknown",
+    ...}. The checkpoint config comes from `checkpoints`/<the model's folder name> when given,
+    else from where `plan-memory` reads it; "unknown" says why there is nothing to plan."""
+    if profile.is_simulator:
+        return {"verdict": "unknown", "why": "the reference runtime loads no checkpoint"}
+    if not profile.match.gpu_name:
+        return {"verdict": "unknown", "why": "the profile names no card"}
+    folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
+    if folder is None:
+        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, or the hub cache)"
+        return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
+    try:
+        card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
+    except DeploytoolError as exc:
+        return {"verdict": "unknown", "why": exc.message}
+    return {"verdict": plan.verdict, "card": plan.card, "pool_tokens": plan.pool_tokens,
+            "max_running_requests": plan.max_running_requests, "checkpoint": str(folder),
+            "patches": [p.split(":", 1)[0] for p in plan.patches], "problems": plan.problems}
+
+
+def _named_checkpoint(profile: Profile, root: Path) -> Path | None:
+    """root/<the hub repository's name or the host folder's name>, matched without case."""
+    name = (profile.model.hub or "").rsplit("/", 1)[-1] or Path(profile.model.host_path or profile.model.path or "").name
+    if not name or not root.is_dir():
+        return None
+    for child in sorted(root.iterdir()):
+        if child.name.lower() == name.lower() and (child / "config.json").is_file():
+            return child
+    return None

@@ -1,0 +1,91 @@
+"""What deploytool's SGLang patches change in the memory accounting, as the series declares it.
+
+Each patch series (images/sglang/patches/<version>/) carries `memory.yaml` beside `series`: one
+entry per patch, naming the effects the planner knows (EFFECTS) and, where a patch only acts
+when a launch turns it on, the environment variable or flag that does. A patch with
+`effects: []` leaves SGLang's pools alone on purpose, and says why. The planner refuses a series
+with a patch that `memory.yaml` does not declare: a patch it knows nothing about could change
+the pools without the plan saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import ProfileError
+
+MEMORY_FILE = "memory.yaml"
+
+EFFECTS = {
+    "draft_shares_target_vocab": "the MTP draft takes the target's embedding and head before the KV pool is "
+                                 "sized: its private bf16 copies are not counted",
+    "draft_layers_fp8": "the MTP draft's bf16 layers are quantized to FP8 at load",
+}
+
+
+@dataclass(frozen=True)
+class PatchMemory:
+    """One patch's declared memory effects."""
+
+    patch: str
+    effects: tuple[str, ...]
+    why: str
+    # the launch setting that turns the effect on: {"env": NAME} or {"arg": FLAG}, with "equals"
+    when: dict[str, str] = field(default_factory=dict)
+
+    def active(self, args: dict[str, Any], env: dict[str, Any]) -> bool:
+        if not self.when:
+            return True
+        expected = str(self.when.get("equals", "1"))
+        if "env" in self.when:
+            return str(env.get(self.when["env"], "")) == expected
+        return str(args.get(self.when["arg"], "")) == expected
+
+    def condition(self) -> str:
+        if not self.when:
+            return ""
+        where = f"env {self.when['env']}" if "env" in self.when else f"--{self.when['arg']}"
+        return f" (with {where}={self.when.get('equals', '1')})"
+
+
+def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
+    """The declared effects of `names` (in series order) from `folder`/memory.yaml."""
+    path = folder / MEMORY_FILE
+    if not names:
+        return []
+    if not path.is_file():
+        raise ProfileError(f"{path}: missing; the planner needs each patch's memory effects",
+                           hint=f"add {MEMORY_FILE} beside `series` with an entry per patch "
+                                "(`effects: []` for a patch that leaves the pools alone)")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProfileError(f"{path}: not readable YAML ({exc})") from None
+    declared = data.get("patches") if isinstance(data, dict) else None
+    if not isinstance(declared, dict):
+        raise ProfileError(f"{path}: expected a mapping `patches:` of patch file name -> {{effects, why}}")
+    out = []
+    for name in names:
+        entry = declared.get(name)
+        if not isinstance(entry, dict):
+            raise ProfileError(f"{path}: patch {name} is in the series but its memory effects are not declared",
+                               hint="add an entry under `patches:` (`effects: []` and a `why` when it leaves the pools alone)")
+        effects = entry.get("effects") or []
+        unknown = [e for e in effects if e not in EFFECTS]
+        if unknown:
+            raise ProfileError(f"{path}: patch {name}: unknown effect(s) {', '.join(map(str, unknown))}",
+                               hint=f"the planner knows: {', '.join(sorted(EFFECTS))}")
+        when = entry.get("when") or {}
+        if when and not (isinstance(when, dict) and ("env" in when) != ("arg" in when)):
+            raise ProfileError(f"{path}: patch {name}: `when` names one `env` or one `arg` (and `equals`)")
+        why = str(entry.get("why") or "").strip()
+        if not why:
+            raise ProfileError(f"{path}: patch {name}: `why` is empty",
+                               hint="say what the patch changes in memory, or why it changes nothing in the pools")
+        out.append(PatchMemory(patch=name, effects=tuple(effects), why=why,
+                               when={k: str(v) for k, v in when.items()}))
+    return out

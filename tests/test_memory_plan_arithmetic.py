@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import pytest
@@ -70,13 +72,37 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     assert slots == 385 == plan.state_slots
     spec_state = per_req * (min(64, slots // 5) + 1) * 4
     kv_budget = rest - spec_state - (slots + 1) * per_req
-    cell = 20_480 + 20_480 // 10  # + one draft layer's KV
+    # The config says mtp_num_hidden_layers, not num_nextn_predict_layers: SGLang sizes the pool on
+    # the target's cell and allocates the draft's one-layer pool afterwards, out of the slack
+    # (measured on an H200: docs/measured/gpu-check-h200.md).
+    cell = 20_480
     assert plan.kv_bytes_per_token_with_draft == cell
-    assert plan.pool_tokens == int(kv_budget // cell) == 2_367_206
+    assert plan.pool_tokens == int(kv_budget // cell) == 2_603_927
+    assert plan.draft_kv_outside_pool_gib == round(2_603_927 * 2_048 / 2**30, 2)
     assert plan.max_running_requests == 64  # min(64, tokens // 2, 385 // 5 = 77)
-    assert plan.requests_at_full_context == 2_367_206 // 262_144 == 9
+    assert plan.requests_at_full_context == 2_603_927 // 262_144 == 9
     assert plan.verdict == "fits" and plan.problems == []
     assert plan.weights_gib == round(weights / 2**30, 2)
+
+
+def test_draft_kv_joins_the_cell_only_when_the_config_says_num_nextn_predict_layers(qwen36_fp8) -> None:
+    """pool_configurator.py scales the cell by the draft's layers only when
+    spec_aux_hidden_state.py read num_nextn_predict_layers from the config (both 0.5.17 and
+    0.5.23); a Qwen3.5/3.6 config names its MTP layers mtp_num_hidden_layers, and a real 0.5.17
+    server sized the pool on the target's 20,480 B cell (284,583 tokens, 5.428 GiB) and put the
+    draft's 0.54 GiB pool in the slack afterwards."""
+    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
+                        speculative_algorithm="NEXTN", speculative_num_draft_tokens=4)
+    card = card_from_table("h200")
+    qwen = plan_memory(qwen36_fp8, card, inputs)
+    declared = dataclasses.replace(qwen36_fp8, nextn_layers_in_config=True)
+    scaled = plan_memory(declared, card, inputs)
+    assert qwen.kv_bytes_per_token_with_draft == 20_480 and scaled.kv_bytes_per_token_with_draft == 22_528
+    assert scaled.draft_kv_outside_pool_gib == 0.0 < qwen.draft_kv_outside_pool_gib
+    # the same budget: the pool differs by the cell alone
+    assert abs(qwen.pool_tokens * 20_480 - scaled.pool_tokens * 22_528) < 22_528
+    assert read_checkpoint(MODELS / "glm-5.2-nvfp4").nextn_layers_in_config
+    assert not qwen36_fp8.nextn_layers_in_config
 
 
 def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> None:

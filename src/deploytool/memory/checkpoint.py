@@ -52,6 +52,9 @@ class ModelShape:
     # next-token-prediction (MTP) layers shipped in the checkpoint: the draft of NEXTN/EAGLE
     draft_layers: int = 0
     draft_precision: str | None = None  # bf16 when the quantization excludes the MTP layers, else as the bulk
+    # whether the config says num_nextn_predict_layers (DeepSeek, GLM) rather than only
+    # mtp_num_hidden_layers (Qwen3.5/3.6): SGLang puts the draft's KV into the pool's cell only then
+    nextn_layers_in_config: bool = False
     num_attention_heads: int = 0
     attn_output_gate: bool = False  # Qwen3.5/3.6: q_proj also produces the output gate
     # MoE
@@ -183,6 +186,7 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         shape.linear_conv_kernel_dim = _int(text, "linear_conv_kernel_dim", where=source)
         shape.mamba_ssm_dtype = text.get("mamba_ssm_dtype")
     shape.draft_layers = int(text.get("mtp_num_hidden_layers") or text.get("num_nextn_predict_layers") or 0)
+    shape.nextn_layers_in_config = text.get("num_nextn_predict_layers") is not None
     experts = text.get("num_experts") or text.get("n_routed_experts") or 0
     if experts:
         shape.num_experts = experts

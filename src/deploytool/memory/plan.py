@@ -104,6 +104,8 @@ class MemoryPlan:
     max_running_requests: int
     requests_at_full_context: int
     verdict: str  # "fits" or "error"
+    # an MTP draft's KV pool that SGLang allocates after sizing the pool, out of the slack
+    draft_kv_outside_pool_gib: float = 0.0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -236,12 +238,24 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
 
     target_cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp)
     cell = target_cell
+    draft_cell = 0
     if eagle:
         layers = len(shape.full_attention_layer_ids)
         if shape.draft_layers and layers:
-            # pool_configurator.py: the draft's KV shares the target's per-layer size
-            draft_kv = int((target_cell - indexer) * shape.draft_layers / layers)
-            cell += draft_kv + (indexer // layers * shape.draft_layers if indexer else 0)
+            # the draft's KV has the target's per-layer size
+            draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) \
+                + (indexer // layers * shape.draft_layers if indexer else 0)
+            if shape.nextn_layers_in_config:
+                # pool_configurator.py scales the cell by the draft's layers only when
+                # spec_aux_hidden_state.py found num_nextn_predict_layers in the config
+                cell += draft_cell
+                draft_cell = 0
+            else:
+                # A Qwen3.5/3.6 config says mtp_num_hidden_layers: the pool is sized on the
+                # target's cell alone and the draft's pool (same tokens) comes out of the slack
+                # afterwards; measured on an H200 (docs/measured/gpu-check-h200.md).
+                assumptions.append("the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
+                                   "pool is sized, out of the slack (the config has no num_nextn_predict_layers)")
         else:
             warnings.append("speculative decoding with a separate draft model: its own pool is not modelled")
     tokens = int(rest // cell) if cell else 0
@@ -249,6 +263,9 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     tokens = tokens // page * page
     if inputs.max_total_tokens is not None:
         tokens = min(tokens, inputs.max_total_tokens)
+    if draft_cell and tokens * draft_cell > slack:
+        problems.append(f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
+                        f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves")
 
     running = _max_running(tokens, inputs, slots, ratio)
     context = inputs.context_length
@@ -269,6 +286,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         pre_model_load_gib=_gib(pre), weights_gib=_gib(weights), slack_gib=_gib(slack),
         multimodal_reserve_gib=_gib(mm), state_gib=_gib(state), spec_state_gib=_gib(spec_state),
         kv_pool_gib=_gib(tokens * cell), kv_bytes_per_token=target_cell, kv_bytes_per_token_with_draft=cell,
+        draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
         state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
         max_running_requests=running, requests_at_full_context=at_context,
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,

@@ -14,9 +14,11 @@ from typing import Any
 from .plan import MemoryPlan
 
 # (label, the plan's field, where the server reports it)
+# memory_usage.weight is the target model's weight_load_mem_usage and .kvcache the target's pool
+# (scheduler.py build_memory_usage): the draft's weights and KV are compared by neither.
 COMPARED = (
-    ("weights_gib", "weights_gib", ("memory_usage", "weight")),
-    ("kv_pool_gib", "kv_pool_gib", ("memory_usage", "kvcache")),
+    ("weights_gib", "target_weights_gib", ("memory_usage", "weight")),
+    ("kv_pool_gib", "target_kv_pool_gib", ("memory_usage", "kvcache")),
     ("pool_tokens", "pool_tokens", ("memory_usage", "token_capacity")),
     ("max_running_requests", "max_running_requests", ("max_running_requests",)),
 )

@@ -106,6 +106,10 @@ class MemoryPlan:
     verdict: str  # "fits" or "error"
     # an MTP draft's KV pool that SGLang allocates after sizing the pool, out of the slack
     draft_kv_outside_pool_gib: float = 0.0
+    # what the server reports as memory_usage.weight and .kvcache: the target model's weights and
+    # the target's own pool (the draft's weights and KV are not in them)
+    target_weights_gib: float = 0.0
+    target_kv_pool_gib: float = 0.0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -198,6 +202,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         assumptions.append(f"- {unused / GIB:.2f} GiB: the checkpoint's {shape.draft_layers} MTP layer(s), not loaded "
                            f"without speculative decoding (estimated from the shape in "
                            f"{shape.draft_precision or shape.weight_precision})")
+    draft_weights = 0.0
     if eagle and shape.draft_layers:
         # speculative/eagle_worker_v2.py: the draft TpModelWorker loads its own embedding and
         # head in __init__; set_embed_and_head shares the target's only in alloc_memory_pool,
@@ -205,6 +210,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         copies = 1 if shape.tie_word_embeddings else 2
         draft_private = shape.vocab_size * shape.hidden_size * 2 * copies / tp
         weights += draft_private
+        draft_weights = draft_private + shape.draft_layer_bytes() / tp
         assumptions.append(f"+ {draft_private / GIB:.2f} GiB: the MTP draft's own bf16 embedding and head, "
                            "loaded before the pool is sized and shared with the target only after")
     slack = pre * (1 - inputs.mem_fraction_static)
@@ -287,6 +293,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         multimodal_reserve_gib=_gib(mm), state_gib=_gib(state), spec_state_gib=_gib(spec_state),
         kv_pool_gib=_gib(tokens * cell), kv_bytes_per_token=target_cell, kv_bytes_per_token_with_draft=cell,
         draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
+        target_weights_gib=_gib(weights - draft_weights), target_kv_pool_gib=_gib(tokens * target_cell),
         state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
         max_running_requests=running, requests_at_full_context=at_context,
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,

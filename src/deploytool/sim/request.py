@@ -254,7 +254,7 @@ def _parse_tools(data: dict[str, Any], req: ChatRequest) -> None:
         if not name:
             raise RequestError("tool_choice must name a function: {'type': 'function', 'function': {'name': ...}}")
         if name not in {t.name for t in req.tools}:
-            raise RequestError(f"Tool '{name}' named in tool_choice is not in tools")
+            raise RequestError(f"Tool '{name}' not found in tools list.")  # serving_chat.py's words
     else:
         raise RequestError("tool_choice must be a string or an object")
     if choice != "none" and choice != "auto" and not req.tools:

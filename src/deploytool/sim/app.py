@@ -76,16 +76,21 @@ class Generation:
         finally:
             engine.release(slot)
             stats = engine.stats
-            stats.prompt_tokens += self.req.prompt_tokens
-            stats.cached_tokens += self.cached_tokens
-            # the tokens generated, not the plan's: an aborted request counts what it produced
-            # (tokenizer_manager.py passes the request's completion_tokens so far to
-            # observe_one_finished_request, aborts included)
-            stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
-                                self.settings.spec_accept_length)
-            stats.requests += 1
-            stats.aborted += 0 if complete else 1
-            stats.e2e.observe(time.monotonic() - self.started)
+            if complete:
+                stats.prompt_tokens += self.req.prompt_tokens
+                stats.cached_tokens += self.cached_tokens
+                stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
+                                    self.settings.spec_accept_length)
+                stats.requests += 1
+                stats.e2e.observe(time.monotonic() - self.started)
+            elif not self.req.stream:
+                # A request whose client left is in no token or request counter: SGLang counts a
+                # request in observe_one_finished_request only when its finished output still
+                # has a state (tokenizer_manager.py collect_metrics), and an abort drops it. Only
+                # a non-streamed request's abort counts in num_aborted_requests_total: a stream's
+                # abort finds the state gone and returns before counting (abort_request). Seen
+                # on a real 0.5.17 server (tests/data/sglang-real/dense/abort.json).
+                stats.aborted += 1
 
     def usage(self) -> dict[str, Any]:
         """UsageProcessor.calculate_token_usage (sglang/srt/entrypoints/openai/usage_processor.py):
@@ -194,7 +199,7 @@ class SimServer:
 
     async def metrics(self, request: Request) -> Response:
         if not self.settings.enable_metrics:  # SGLang mounts /metrics only with --enable-metrics
-            return error_response("GET /metrics: Not Found", 404, "NotFoundError")
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         return Response(render_metrics(self.engine), media_type=CONTENT_TYPE)
 
     async def flush_cache(self, request: Request) -> Response:
@@ -241,7 +246,9 @@ class SimServer:
         # ChatMessage drops tool_calls when None; with tool calls the content is "" (the parser
         # keeps no normal text), as in sglang's non-streamed path (serving_chat.py).
         message: dict[str, Any] = {"role": "assistant",
-                                   "content": "" if plan.tool_calls else plan.text_of("content"),
+                                   # "" rather than null when nothing is left after the
+                                   # reasoning (or max_tokens 0), as a real server answers
+                                   "content": "" if plan.tool_calls else (plan.text_of("content") or ""),
                                    "reasoning_content": plan.text_of("reasoning")}
         if plan.tool_calls:
             message["tool_calls"] = plan.tool_calls
@@ -423,10 +430,10 @@ def _is_drop(exc: BaseException) -> bool:
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
+    """An unknown route or a wrong method: FastAPI's own body, {"detail": "Not Found"}, as a
+    real SGLang server answers (tests/data/sglang-real/dense/error_unknown_route.json)."""
     assert isinstance(exc, HTTPException)
-    kinds = {404: "NotFoundError", 405: "MethodNotAllowedError"}
-    message = f"{request.method} {request.url.path}: {exc.detail}"
-    return error_response(message, exc.status_code, kinds.get(exc.status_code, "BadRequestError"))
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -130,6 +130,11 @@ def check_fits(req: ChatRequest, settings: SimSettings) -> None:
     if n >= limit:
         raise KVPoolOverflow(f"Input length ({n} tokens) exceeds the maximum allowed length ({limit} tokens). "
                              "Use a shorter input or enable --allow-auto-truncate.", req.stream)
+    if req.max_tokens is not None and req.max_tokens > settings.context_length:
+        # serving_chat.py checks the output budget alone first, in these words (no space after
+        # the full stop, as SGLang writes it)
+        raise RequestError(f"max_completion_tokens is too large: {req.max_tokens}."
+                           f"This model supports at most {settings.context_length} completion tokens.")
     if req.max_tokens is not None and n + req.max_tokens > settings.context_length:
         raise RequestError(
             f"Requested token count exceeds the model's maximum context length of "
@@ -202,7 +207,10 @@ def _parse_sampling(data: dict[str, Any], req: ChatRequest) -> None:
         raise RequestError("The simulator supports only n=1")
     max_tokens = data.get("max_completion_tokens", data.get("max_tokens"))
     if max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        # 0 is accepted (an empty answer cut at once, finish_reason "length"), as a real server
+        # answers it: ChatCompletionRequest has no positive-max_tokens validator (only
+        # CompletionRequest does)
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise RequestError("max_tokens must be positive")
         req.max_tokens = max_tokens
     min_tokens = data.get("min_tokens", 0) or 0
@@ -246,7 +254,7 @@ def _parse_tools(data: dict[str, Any], req: ChatRequest) -> None:
         if not name:
             raise RequestError("tool_choice must name a function: {'type': 'function', 'function': {'name': ...}}")
         if name not in {t.name for t in req.tools}:
-            raise RequestError(f"Tool '{name}' named in tool_choice is not in tools")
+            raise RequestError(f"Tool '{name}' not found in tools list.")  # serving_chat.py's words
     else:
         raise RequestError("tool_choice must be a string or an object")
     if choice != "none" and choice != "auto" and not req.tools:

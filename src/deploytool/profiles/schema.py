@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ProfileError, UsageError
-from .resources import resource
-from .release.secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
-from .yamlio import LocatedDocument, load_yaml
+from ..errors import ProfileError, UsageError
+from ..resources import resource
+from ..release.secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
+from ..yamlio import LocatedDocument, load_yaml
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
 
@@ -154,7 +154,7 @@ class Profile(_Strict):
 
     def launch_args(self) -> dict[str, ArgValue]:
         """The server's flags: those the model source implies (--model-path, --revision), then server.args."""
-        from .release.weights import plan_model  # issue 13
+        from ..release.weights import plan_model  # issue 13
 
         return {**plan_model(self).launch_args(), **self.server.args}
 
@@ -308,7 +308,7 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
 
 def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
     """Rules across fields (model source, secrets), reported like schema errors: file:line."""
-    from .release import secrets, weights
+    from ..release import secrets, weights
 
     problems = weights.profile_problems(profile) + secrets.profile_problems(profile)
     if not problems:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from deploytool.profiles import Profile
-from deploytool.release.secrets import SecretRef
+from deploytool.profiles import SecretRef
 
 
 def keyed(profile: Profile, *, token: bool = True) -> Profile:

@@ -22,7 +22,7 @@ from deploytool.deploy import doctor
 from deploytool.image import patches
 from deploytool.release import secrets as release_secrets
 from deploytool.errors import EXIT_COULD_NOT_RUN, UsageError
-from deploytool.profiles import load_profile
+from deploytool.profiles import SecretRef, load_profile
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.auth import allowed
@@ -99,7 +99,7 @@ def test_sglang_reads_the_key_from_the_config_file_deploytool_writes(tmp_path: P
     merger_module = sglang_module("srt/utils/server_args_config_parser.py")
     tricky = 'k"ey: #with \' quotes\\and: colons ü'
     profile = load_profile("sim").model_copy(deep=True)
-    profile.server.api_key = release_secrets.SecretRef(env="T_KEY")
+    profile.server.api_key = SecretRef(env="T_KEY")
     planned = release_secrets.plan_secrets(profile)
     values = release_secrets.resolve_values(planned, {"T_KEY": tricky})
     config = tmp_path / "deploytool-sglang-config.yaml"

@@ -17,7 +17,7 @@ from deploytool.deploy.steps import Start
 from deploytool.host.engine import Release
 from deploytool.release.weights import ModelMissing
 from deploytool.profiles import load_profile
-from deploytool.release.secrets import SecretError, SecretRef
+from deploytool.profiles import SecretError, SecretRef
 from deploytool.release.slots import Slot
 from deploytool.release.state import SlotPointers
 from fake_checkpoints import write_model_folder

@@ -179,7 +179,7 @@ def model_env(profile: Profile) -> dict[str, str]:
 
 def model_mount_path(profile: Profile) -> str:
     """Where the weights appear in the container: the hub cache for a hub model, the folder's
-    mount point (models.folder_mount_point: model.path, else /models/<folder name>, which is
+    mount point (ModelSpec.mount_point: model.path, else /models/<folder name>, which is
     what --model-path says), else /models/<served name> for a PVC the operator provides."""
     model = _model(profile)
     if model.kind == "hub":

@@ -1,33 +1,76 @@
-"""Launch profiles: one YAML file per card-and-model, with `extends:` inheritance.
+"""The fields of a launch profile, as pydantic models, and the server command line they make.
 
-A profile is validated once, fully resolved, before anything is built or started: an unknown
-key, a wrong type, a missing field or a cycle in `extends` is refused with the file, the line,
-the field and what was expected.
-
-Merge rule for `extends`: mappings merge key by key (the child wins), everything else (lists,
-scalars) is replaced whole, and a child value of `null` deletes the parent's key, so a child
-can drop a launch flag it does not want.
+Secrets are fields too, but only as references (SecretRef: a host environment variable or
+file), never values: a profile can be shown, copied and committed.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..errors import ProfileError, UsageError
-from ..resources import resource
-from ..release.secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
-from ..yamlio import LocatedDocument, load_yaml
+from ..errors import UsageError
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SecretError(UsageError):
+    """A secret the profile names cannot be read on this host."""
+
+
+class SecretRef(BaseModel):
+    """Where a secret lives on the host: an environment variable or a file, exactly one."""
+
+    model_config = ConfigDict(extra="forbid")
+    env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "SecretRef":
+        if (self.env is None) == (self.file is None):
+            raise ValueError("give exactly one of env: NAME or file: PATH")
+        return self
+
+    def describe(self) -> str:
+        return f"host env {self.env}" if self.env else f"host file {self.file}"
+
+    def reference(self) -> dict[str, str]:
+        """What a record may keep: the place, never the value."""
+        return {"env": self.env} if self.env else {"file": str(self.file)}
+
+    def resolve(self, env: dict[str, str] | None = None, *, what: str) -> str:
+        env = os.environ if env is None else env
+        if self.env:
+            value = env.get(self.env, "")
+            if not value.strip():
+                raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
+                                  hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
+                                       "instead ({file: PATH}, mode 0600)")
+            return value.strip()
+        path = Path(str(self.file)).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise SecretError(f"{what} comes from file {path}, which cannot be read ({exc.strerror})",
+                              hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
+        if not value:
+            raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
+        return value
+
+
+class ProfileSecrets(BaseModel):
+    """`secrets:` of a profile."""
+
+    model_config = ConfigDict(extra="forbid")
+    hf_token: SecretRef | None = None
+
 
 
 class MatchSpec(_Strict):
@@ -71,6 +114,21 @@ class ModelSpec(_Strict):
     vision: bool = False
     tools: bool = False
     tokenizer: str | None = None
+
+    def mount_point(self) -> str:
+        """Where a host folder appears in the container: `path`, else /models/<folder name>."""
+        if self.path:
+            return self.path
+        return f"/models/{Path(str(self.host_path)).name or 'model'}"
+
+    def launch_args(self) -> dict[str, ArgValue]:
+        """SGLang's flags for this source, before the hub revision is resolved to a commit
+        (release/weights.py pins the commit once it has looked in the hub cache)."""
+        if self.hub:
+            return {"model-path": self.hub, **({"revision": self.revision} if self.revision else {})}
+        if self.host_path:
+            return {"model-path": self.mount_point()}
+        return {}
 
 
 class ServerSpec(_Strict):
@@ -154,9 +212,7 @@ class Profile(_Strict):
 
     def launch_args(self) -> dict[str, ArgValue]:
         """The server's flags: those the model source implies (--model-path, --revision), then server.args."""
-        from ..release.weights import plan_model  # issue 13
-
-        return {**plan_model(self).launch_args(), **self.server.args}
+        return {**self.model.launch_args(), **self.server.args}
 
     def launch_argv(self) -> list[str]:
         """The server's command line: command, then each flag of launch_args()."""
@@ -178,148 +234,3 @@ def args_to_argv(args: dict[str, ArgValue]) -> list[str]:
         else:
             argv += [flag, str(value)]
     return argv
-
-
-@dataclass
-class _RawProfile:
-    name: str
-    doc: LocatedDocument
-
-
-def search_path(extra_dirs: list[Path] | None = None) -> list[Path]:
-    """Built-in profiles first, then DEPLOYTOOL_PROFILES_PATH, then --profiles-dir: a later
-    folder's profile of the same name replaces an earlier one's."""
-    dirs = [resource("profiles")]
-    env = os.environ.get("DEPLOYTOOL_PROFILES_PATH", "")
-    dirs += [Path(p) for p in env.split(os.pathsep) if p]
-    dirs += list(extra_dirs or [])
-    for d in dirs[1:]:
-        if not d.is_dir():
-            raise UsageError(f"profiles folder {d} does not exist")
-    return dirs
-
-
-class ProfileStore:
-    """Every profile on the search path, resolved on demand."""
-
-    def __init__(self, extra_dirs: list[Path] | None = None):
-        self.dirs = search_path(extra_dirs)
-        self._raw: dict[str, _RawProfile] = {}
-        for d in self.dirs:
-            for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
-                doc = load_yaml(path)
-                if not isinstance(doc.data, dict):
-                    raise ProfileError(f"{path}:1: a profile must be a mapping of fields, got {type(doc.data).__name__}")
-                name = doc.data.get("name")
-                if not isinstance(name, str):
-                    raise ProfileError(f"{doc.where(('name',))}: field 'name' is missing or not text")
-                self._raw[name] = _RawProfile(name=name, doc=doc)
-
-    def names(self, *, include_abstract: bool = False) -> list[str]:
-        names = sorted(self._raw)
-        if include_abstract:
-            return names
-        return [n for n in names if not self._raw[n].doc.data.get("abstract", False)]
-
-    def all(self) -> list[Profile]:
-        return [self.get(n) for n in self.names()]
-
-    def get(self, name: str) -> Profile:
-        if name not in self._raw:
-            known = ", ".join(self.names()) or "none"
-            raise ProfileError(
-                f"unknown profile {name!r}",
-                hint=f"known profiles: {known} (searched {', '.join(str(d) for d in self.dirs)})",
-            )
-        chain = self._chain(name)
-        merged: dict[str, Any] = {}
-        for raw in reversed(chain):  # base first, the profile itself last
-            body = {k: v for k, v in raw.doc.data.items() if k != "extends"}
-            merged = deep_merge(merged, body)
-        merged["name"] = name
-        merged["abstract"] = chain[0].doc.data.get("abstract", False)
-        try:
-            profile = Profile.model_validate(merged)
-        except ValidationError as exc:
-            raise ProfileError(_explain(exc, chain)) from None
-        _check_semantics(profile, chain)  # issue 13: model source and secrets
-        profile.source = str(chain[0].doc.path)
-        profile.chain = [r.name for r in chain]
-        return profile
-
-    def _chain(self, name: str) -> list[_RawProfile]:
-        chain: list[_RawProfile] = []
-        seen: list[str] = []
-        current: str | None = name
-        while current is not None:
-            if current in seen:
-                cycle = " -> ".join(seen + [current])
-                raise ProfileError(f"{self._raw[seen[-1]].doc.where(('extends',))}: 'extends' makes a cycle: {cycle}")
-            if current not in self._raw:
-                child = self._raw[seen[-1]]
-                raise ProfileError(
-                    f"{child.doc.where(('extends',))}: 'extends' names unknown profile {current!r}",
-                    hint=f"known profiles: {', '.join(sorted(self._raw))}",
-                )
-            seen.append(current)
-            raw = self._raw[current]
-            chain.append(raw)
-            parent = raw.doc.data.get("extends")
-            if parent is not None and not isinstance(parent, str):
-                raise ProfileError(f"{raw.doc.where(('extends',))}: 'extends' must be one profile name")
-            current = parent
-        return chain
-
-
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in override.items():
-        if value is None:
-            out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
-    """Each pydantic error as 'file:line: field: what was expected', pointing at the file in
-    the extends chain that set the field (or the profile itself when none did)."""
-    lines = [f"profile {chain[0].name!r} is not valid:"]
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc)
-        owner = next((r for r in chain if loc in r.doc.lines), None)
-        if owner is None:
-            # A missing field: point at the closest parent mapping in the profile itself.
-            owner = next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        where = owner.doc.where(loc)
-        what = {
-            "extra_forbidden": "unknown field (check the spelling; see docs/profiles.md for the schema)",
-            "missing": "required field is missing",
-        }.get(err["type"], err["msg"])
-        got = "" if err["type"] in ("missing",) else f" (got {err.get('input')!r})"
-        if err["type"] == "extra_forbidden":
-            got = ""
-        lines.append(f"  {where}: {field}: {what}{got}")
-    return "\n".join(lines)
-
-
-def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
-    """Rules across fields (model source, secrets), reported like schema errors: file:line."""
-    from ..release import secrets, weights
-
-    problems = weights.profile_problems(profile) + secrets.profile_problems(profile)
-    if not problems:
-        return
-    lines = [f"profile {chain[0].name!r} is not valid:"]
-    for loc, what in problems:
-        owner = next((r for r in chain if loc in r.doc.lines), None) or \
-            next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(loc)}: {what}")
-    raise ProfileError("\n".join(lines))
-
-
-def load_profile(name: str, extra_dirs: list[Path] | None = None) -> Profile:
-    return ProfileStore(extra_dirs).get(name)

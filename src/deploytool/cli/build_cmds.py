@@ -30,7 +30,7 @@ def build_command(
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
     resolved = ProfileStore(profiles_dir).get(profile)
     if lock:
-        from ..image.locks import make_locks
+        from ..image.recipes.sglang import make_locks
 
         made = make_locks(resolved, wheelhouse=wheelhouse)
         if json_output:

@@ -13,7 +13,7 @@ import yaml
 
 from ..errors import UsageError
 from ..profiles import Profile
-from .cards import Card, card_from_gpu, card_from_table
+from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .plan import MemoryPlan, PlanInputs, plan_memory
 
@@ -163,7 +163,6 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
     """For preflight: the plan for the profile's card beside the server's own memory figures;
     None when there is no checkpoint to plan from; {"error": why} when planning fails."""
     from .accuracy import compare_with_server
-    from .gate import slot_card
 
     if profile is None or checkpoint_folder(profile) is None:
         return None

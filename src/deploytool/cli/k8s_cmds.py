@@ -67,7 +67,7 @@ def render_k8s(req: rel.K8sRequest, output: Path | None) -> None:
 
 
 def _connect(context: str | None):
-    from ..k8s.apply import connect
+    from ..k8s.cluster import connect
 
     return connect(context)
 

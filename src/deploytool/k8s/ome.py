@@ -22,7 +22,7 @@ from typing import Any
 from . import pod
 from . import release as rel
 from .release import K8sRequest, Track
-from .render import canary_url, qualify_job
+from .qualify_job import canary_url, qualify_job
 
 OME_API = "ome.io/v1beta1"
 # OME names an InferenceService's engine Service '<name>-engine' (pkg/constants/constants.go,

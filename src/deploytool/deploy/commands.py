@@ -21,7 +21,9 @@ from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock
-from .executor import Hooks, Reporter, execute
+from .executor import execute
+from .hooks import Hooks
+from .reporter import Reporter
 from .facts import gather_facts, gather_slot
 from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up
 from .steps import CutOver, Plan

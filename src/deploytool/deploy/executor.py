@@ -32,21 +32,8 @@ from ..release.targets import Target, qualify_results_path
 from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks
+from .reporter import Reporter
 from .steps import Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy, WriteRelease
-
-
-class Reporter:
-    """How deploy tells a person what it is doing; the CLI's version draws progress bars.
-    The default is silent, for library callers and tests."""
-
-    def step(self, message: str) -> None:  # a milestone: "stopping release 1"
-        pass
-
-    def waiting(self, label: str, elapsed: float, budget: float) -> None:  # a long wait
-        pass
-
-    def warn(self, message: str) -> None:
-        pass
 
 
 @dataclass

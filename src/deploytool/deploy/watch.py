@@ -26,7 +26,8 @@ from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
 from ..release.slots import slot_named
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
-from .executor import Reporter, execute
+from .executor import execute
+from .reporter import Reporter
 from .facts import gather_slot, release_health
 from .hooks import Hooks
 from .plan import plan_rollback

@@ -35,7 +35,8 @@ def bench_command(
 ) -> None:
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method, run_bench
-    from ..server.client import run_sync, wait_until_ready
+    from ..server.client import run_sync
+    from ..server.readiness import wait_until_ready
     from ..release.secrets import auth_headers
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines

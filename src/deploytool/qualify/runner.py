@@ -20,7 +20,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..server import serverfields
-from ..server.client import EndpointClient, wait_until_ready
+from ..server.client import EndpointClient
+from ..server.readiness import wait_until_ready
 from ..release.secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401

@@ -156,8 +156,13 @@ class _Response:
                 return
             payload = bytes(raw[eol + 2:eol + 2 + size])
             del raw[:eol + 2 + size + 2]
-            if not self.done.done():
-                self._body(payload, now)
+            if self.done.done():
+                continue
+            # _body, inlined: this is once per event against a server that writes one per token
+            if self.status != 200:
+                self.error_body += payload
+            elif self.stream.feed(payload, now):  # [DONE] or an error event: the result is complete
+                self._finish(None)
 
     def _body(self, data: bytes, now: float) -> None:
         if self.status != 200:

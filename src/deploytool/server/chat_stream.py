@@ -30,12 +30,11 @@ class ChatStream:
     """One streamed response. `feed` each read of the body, then `finish` once, however the
     stream ended; `take` applies one chunk object (for callers that hold chunks already)."""
 
-    __slots__ = ("result", "kept", "decode", "text", "calls", "arguments", "content", "reasoning", "times",
+    __slots__ = ("result", "decode", "text", "calls", "arguments", "content", "reasoning", "times",
                  "n", "n_reasoning", "n_answer", "t_token", "t_answer", "model")
 
-    def __init__(self, result: ChatResult, kept: list[Any] | None = None) -> None:
+    def __init__(self, result: ChatResult) -> None:
         self.result = result
-        self.kept = kept  # every chunk object, when the caller asked to keep them
         self.decode = _utf8("replace").decode  # a character split across two reads is joined
         self.text = ""  # the start of an event whose end has not arrived yet
         self.calls: dict[int, ToolCall] = {}
@@ -60,7 +59,6 @@ class ChatStream:
             return False
         events = text.split("\n\n")
         self.text = events.pop()
-        take = self.take
         for event in events:
             if event[:6] == "data: " and "\n" not in event:  # the usual one-line event
                 if event == "data: [DONE]":
@@ -84,15 +82,13 @@ class ChatStream:
                     self.result.saw_done = True
                     return True
                 chunk = _loads(data_text)
-            if take(chunk, now):
+            if self.take(chunk, now):
                 return True
         return False
 
     def take(self, chunk: dict[str, Any], now: float) -> bool:
         """One chunk object; True when it is an error event (the stream is over)."""
         self.n += 1
-        if self.kept is not None:
-            self.kept.append(chunk)
         result = self.result
         if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
             result.error = f"error event in stream: {body_message(chunk)}"
@@ -171,6 +167,21 @@ class ChatStream:
             r.tool_calls = [self.calls[i] for i in sorted(self.calls)]
         if body_ended and not r.saw_done and r.error is None:
             r.error = f"stream ended without [DONE] after {self.n} chunks"
+
+
+class KeptChatStream(ChatStream):
+    """The same walker, also keeping every chunk object (EndpointClient(keep_chunks=True)): a
+    subclass, so that the usual stream pays nothing for the option."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self, result: ChatResult, kept: list[Any]) -> None:
+        super().__init__(result)
+        self.kept = kept
+
+    def take(self, chunk: dict[str, Any], now: float) -> bool:
+        self.kept.append(chunk)
+        return super().take(chunk, now)
 
 
 def _lf(buf: str) -> str:

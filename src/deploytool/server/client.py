@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from .chat_result import ChatResult, ToolCall, error_message
-from .chat_stream import ChatStream
+from .chat_stream import ChatStream, KeptChatStream
 
 _perf = time.perf_counter
 _SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
@@ -197,7 +197,7 @@ class EndpointClient:
         # arrived is kept also when the request fails part-way.
         chunks: list[Any] | None = [] if keep else None
         result.raw = chunks
-        stream = ChatStream(result, chunks)
+        stream = ChatStream(result) if chunks is None else KeptChatStream(result, chunks)
         body_ended = False
         request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget,
                                            headers=_SSE_HEADERS)

@@ -14,7 +14,7 @@ from ..memory.cards import Card, card_from_gpu, card_from_table
 from ..memory.checkpoint import read_checkpoint
 from ..memory.profile_plan import checkpoint_folder
 from ..memory.roofline import decode_roofline, with_measurements
-from ..qualify.base import find_key
+from ..server.serverfields import find_key
 from .results import BenchRun
 
 

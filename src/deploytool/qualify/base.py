@@ -183,19 +183,6 @@ class ServerInfo:
         return None
 
 
-def find_key(info: Any, key: str) -> Any:
-    """A value from SGLang's server info: top level first, then each `internal_states` entry
-    (SGLang puts scheduler figures like avg_spec_accept_length there)."""
-    if not isinstance(info, dict):
-        return None
-    if info.get(key) is not None:
-        return info[key]
-    for state in info.get("internal_states") or []:
-        if isinstance(state, dict) and state.get(key) is not None:
-            return state[key]
-    return None
-
-
 @dataclass
 class SuiteContext:
     client: EndpointClient

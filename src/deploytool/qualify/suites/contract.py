@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...server.client import ChatResult
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key,
+from ...server.serverfields import find_key
+from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
                     previous_suite, transcript)
 
 name = "contract"

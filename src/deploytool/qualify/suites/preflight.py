@@ -20,7 +20,8 @@ import httpx
 from pydantic import Field
 
 from ...server import serverfields
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
+from ...server.serverfields import find_key
+from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from ..expectations import Expectations
 from ..expectations import evaluate as evaluate_expectations
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from deploytool.release import inputs as release_inputs
-from deploytool.deploy import UpOptions, plan_up
+from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.deploy.steps import Start
-from deploytool.host.engine import Release
+from deploytool.host.releases import Release
 from deploytool.release.weights import ModelMissing
 from deploytool.profiles import load_profile
 from deploytool.profiles import SecretError, SecretRef

@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from deploytool.deploy.watch import probe
-from deploytool.host.engine import Release
+from deploytool.host.releases import Release
 from deploytool.profiles import HealthSpec
 from deploytool.release.secrets import auth_headers
 from deploytool.sim import SimSettings, serve_in_thread

@@ -11,15 +11,8 @@
     watch.py     the supervisor: restart what Docker will not, roll back a crash loop
     commands.py  up, rollback, prune: the three put together, under the slot's lock
     status.py    what runs where
-"""
+    doctor.py    is this host ready to build and deploy
 
-from .commands import (PruneResult, RollbackResult, UpResult, plan_for_prune, plan_for_rollback,  # noqa: F401
-                       plan_for_up, prune, rollback, up)
-from .executor import Outcome, execute  # noqa: F401
-from .facts import Facts, gather_facts, gather_slot, release_health  # noqa: F401
-from .health import HealthFailure  # noqa: F401
-from .hooks import GatewayHooks, Hooks  # noqa: F401
-from .plan import DEFAULT_RETENTION, UpOptions, plan_prune, plan_rollback, plan_up  # noqa: F401
-from .reporter import Reporter  # noqa: F401
-from .status import SlotStatus, status  # noqa: F401
-from .steps import Plan  # noqa: F401
+Nothing is imported here: `deploytool status` loads status.py alone, not the executor and
+the suites it would bring.
+"""

@@ -22,7 +22,8 @@ from ..release import inputs as release_inputs, secrets
 from ..image.build import BuildResult, build
 from ..release.cache import CacheDecision, prepare_slot_cache
 from ..release.compose import document_text
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..profiles import Profile

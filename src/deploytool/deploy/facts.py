@@ -19,7 +19,8 @@ from typing import Any
 
 from ..release import cache, inputs as release_inputs
 from ..image.build import plan_build
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeploytoolError
 from ..host.gpus import Inventory, read_inventory
 from ..memory.gate import MemoryFacts, memory_facts

@@ -7,7 +7,8 @@ import time
 
 import httpx
 
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeployError
 from ..release.state import journal
 from .reporter import Reporter

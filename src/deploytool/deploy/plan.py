@@ -16,7 +16,7 @@ from typing import Any
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
 from ..release.compose import RenderRequest, render_compose, render_notes
-from ..host.engine import Release, published_url
+from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
 from ..host.gpus import classify

@@ -21,7 +21,8 @@ from typing import Callable
 import httpx
 
 from ..release import inputs as release_inputs
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
 from ..release.slots import slot_named

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import UsageError
 from ..profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options

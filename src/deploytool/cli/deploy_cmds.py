@@ -253,7 +253,9 @@ def journal_command(
     limit: Annotated[int, typer.Option("--limit", help="Last N entries.")] = 20,
     json_output: JsonOpt = False,
 ) -> None:
-    """The append-only journal of every action (optionally for one slot)."""
+    """The append-only journal of every action (optionally for one slot): one line per event,
+    time (UTC), action, slot, release and what happened; --json gives the entries whole."""
+    from ..release.journal_text import line
     from ..release.state import read_journal
 
     slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot) else None
@@ -261,9 +263,8 @@ def journal_command(
     if json_output:
         print_json({"entries": entries})
         return
-    for e in entries:
-        rest = {k: v for k, v in e.items() if k not in ("time", "event", "instance")}
-        typer.echo(f"{e['time']}  {e['event']:<18} {rest}")
+    for entry in entries:
+        typer.echo(line(entry))
 
 
 # -- cache -------------------------------------------------------------------------------------

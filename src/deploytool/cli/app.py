@@ -48,6 +48,16 @@ ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.")]
 
 
+# How long qualify and bench wait for a server that is still loading, one option for both (qualify
+# passes it on as its preflight suite's ready_timeout_s).
+READY_TIMEOUT_OPTION = "--ready-timeout"
+ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
+    READY_TIMEOUT_OPTION, metavar="SECONDS", min=0,
+    help="How long to wait for a server that is still loading (refusing connections, or answering 503) "
+         "before giving up as could not run (exit 6); default 1200, or the profile's "
+         "qualify.preflight.ready_timeout_s. A wrong --url fails after this long.")]
+
+
 def print_json(obj: Any) -> None:
     """JSON on stdout, nothing else, for scripts."""
     typer.echo(json.dumps(to_jsonable(obj), indent=2))

@@ -22,6 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..server import serverfields
 from ..server.client import EndpointClient
 from ..server.readiness import wait_until_ready
+
+# What sets how long qualify waits for a loading server, as the waiting line and the error name it.
+READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 from ..release.secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
@@ -195,17 +198,19 @@ def _nothing_measured(report: QualifyReport) -> None:
 async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None,
                        progress: Any = None) -> ServerInfo:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
-    Waits up to preflight.ready_timeout_s (20 min by default) for a server that is still loading:
+    Waits up to preflight.ready_timeout_s (20 min by default; `qualify --ready-timeout`) for a server
+    that is still loading:
     SGLang refuses connections until its weights are loaded, then answers 503 while it warms up."""
     info = ServerInfo(url=url)
     health_path = profile.health.path if profile is not None else "/health"
     headers = auth_headers(api_key)
     ready = await wait_until_ready(url, health_path=health_path, timeout_s=preflight.ready_timeout_s,
-                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers)
+                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers,
+                                   timeout_name=READY_TIMEOUT_NAME)
     info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
     info.waited_s = ready.waited_s
     if not ready.ready:
-        info.error = f"{ready.error} after {ready.waited_s:g} s (qualify.preflight.ready_timeout_s)"
+        info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
     if not info.reachable:
         return info
     async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=headers) as http:

@@ -1,4 +1,4 @@
-"""Card profiles with issue 13's secret and hub fields set, for the Kubernetes render tests."""
+"""Card profiles with their secret and hub fields set, for the Kubernetes render tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Who may call a server (issue 13): SGLang's API-key rule, the simulator's copy of it, how the
+"""Who may call a server: SGLang's API-key rule, the simulator's copy of it, how the
 key reaches SGLang without a command-line literal, and the clients that send it.
 
 SGLang's own code runs here where it runs on a CPU: `decide_request_auth` (utils/auth.py) and
@@ -50,7 +50,7 @@ def sglang_auth():
 
 @pytest.fixture(scope="module")
 def keyed_sim():
-    # as the sim profile starts it (issue 8's sim defaults are SGLang's): thinking off by default,
+    # as the sim profile starts it (the sim's defaults are SGLang's): thinking off by default,
     # /metrics served, cached_tokens reported
     handle = serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
                                          log_requests=False, api_key=KEY,
@@ -156,7 +156,7 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
 
 
 def test_the_health_probe_between_suites_sends_the_key(keyed_sim) -> None:
-    """Issue 9's probe before a suite that follows a failure: a keyed server refuses a chat
+    """The probe before a suite that follows a failure: a keyed server refuses a chat
     without the key, so a probe without it would call a healthy server dead."""
     import asyncio
 

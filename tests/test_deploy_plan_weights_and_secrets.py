@@ -1,4 +1,4 @@
-"""Issue 13's checks in issue 11's plan phase, without Docker: the weights checked and the
+"""The weights and secrets checks in the plan phase, without Docker: the weights checked and the
 secrets' places ride in the facts (values dropped), a missing checkpoint or an unset secret is
 refused by plan_up before any step, and the plan says where each secret goes, never a value."""
 

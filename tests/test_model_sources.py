@@ -1,4 +1,4 @@
-"""Where the weights come from (issue 13): profile rules with file:line errors, the checks `up`
+"""Where the weights come from: profile rules with file:line errors, the checks `up`
 makes before anything is stopped, the fingerprint and the hub commit, and what the compose
 file mounts. The real-engine side is in tests/test_release_secrets.py."""
 

@@ -1,4 +1,4 @@
-"""watch probes a release with its own API key (issue 13) when its health path is not one SGLang
+"""watch probes a release with its own API key when its health path is not one SGLang
 serves without a key; the keyed sim applies SGLang 0.5.23's rule (sim/auth.py)."""
 
 from __future__ import annotations

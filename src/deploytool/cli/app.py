@@ -40,7 +40,7 @@ UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatib
 # The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
 RequiredProfileOpt = Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
-# issue 13: the key for a server started with one. A slot's release reads its own; a value on the
+# The key for a server started with one. A slot's release reads its own; a value on the
 # command line is refused (it shows in `ps` and the shell's history).
 ApiKeyFileOpt = Annotated[Optional[Path], typer.Option(
     "--api-key-file", help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).")]

@@ -43,7 +43,7 @@ class UpResult:
     qualify_skipped: bool
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
-    model: dict[str, Any] | None = None  # issue 13: the weights it serves (models.ModelPlan.record)
+    model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
 
 
 @dataclass

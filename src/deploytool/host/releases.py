@@ -28,7 +28,7 @@ class Release:
     created: str
     restart_count: int = 0  # the engine's restarts under `restart: unless-stopped`
     host_ip: str = "127.0.0.1"  # the address the port is published on
-    model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before issue 13
+    model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before the label existed
     api_key: bool = False  # the server wants an API key (labels.API_KEY)
 
     @property

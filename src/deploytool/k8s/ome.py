@@ -37,7 +37,7 @@ def runtime_name(req: K8sRequest) -> str:
 
 
 def model_source(req: K8sRequest) -> dict[str, Any]:
-    """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub, issue 13),
+    """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub),
     else the node folder the Docker path mounts (model.host_path), else a PVC the operator made."""
     model = req.profile.model
     # path: where the weights are on a node (OME's model agent downloads there, the engine mounts it)

@@ -151,8 +151,8 @@ def fingerprint_key(toolchain: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
 
 
-# A hub model (issue 13's model.hub) is served from a hub cache: on Kubernetes, the node's
-# folder below, mounted where the Docker path mounts the host's (models.CONTAINER_HUB_CACHE).
+# A hub model (the profile's model.hub) is served from a hub cache: on Kubernetes, the node's
+# folder below, mounted where the Docker path mounts the host's (weights.CONTAINER_HUB_CACHE).
 HUB_CACHE_HOST = "/var/lib/deploytool/hf-cache/hub"
 HUB_CACHE_CONTAINER = CONTAINER_HUB_CACHE
 

@@ -33,7 +33,7 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
 
 def checkpoint_folder(profile: Profile) -> Path | None:
     """Where the profile's checkpoint can be read on this machine: the hub snapshot of
-    model.hub in the host's hub cache (issue 13's models.ModelPlan.checkpoint_folder),
+    model.hub in the host's hub cache (release/weights.ModelPlan.checkpoint_folder),
     model.host_path (mounted at model.path in the container), else model.path itself when it
     exists here."""
     candidates: list[Any] = [profile.model.host_path, profile.model.path]

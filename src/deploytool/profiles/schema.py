@@ -101,7 +101,7 @@ class ImageSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    # Where the weights come from (issue 13, deploytool.release.weights): exactly one of `hub` (a hub
+    # Where the weights come from (deploytool.release.weights checks them): exactly one of `hub` (a hub
     # repository served from the host's hub cache) and `host_path` (a host folder holding
     # config.json and *.safetensors, mounted read-only at `path`). Simulator profiles may omit both.
     hub: str | None = None
@@ -142,7 +142,7 @@ class ServerSpec(_Strict):
     # A host that forbids raising a limit (some sandboxes) refuses to start the container,
     # so a profile can set `ulimits: {}`.
     ulimits: dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
-    # The server's API key: where it lives on the host, never the key (issue 13, deploytool.release.secrets).
+    # The server's API key: where it lives on the host, never the key, so a profile can be shared (release/secrets.py reads it).
     api_key: SecretRef | None = None
 
     @field_validator("env", mode="before")

@@ -74,7 +74,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 progress=(lambda line: console.print(line, highlight=False)) if progress else None))
             if not report.server.reachable:
                 report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
-            elif report.server.unauthorized:  # issue 13
+            elif report.server.unauthorized:  # a keyed server refused the key (or its absence)
                 report.could_not_run = (f"the server at {target.url} answered 401 Unauthorized: it requires an "
                                         "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
                                         "reads its own from where its profile's server.api_key says)")
@@ -119,7 +119,7 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
         return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
         return SuiteResult.errored(name, "not run: the server never became ready")
-    if server.unauthorized:  # issue 13: every call would be refused
+    if server.unauthorized:  # every call would be refused
         return SuiteResult.errored(name, "not run: the server requires an API key (401 Unauthorized)")
     skip = module.applies_to(target.profile, server)
     if skip:
@@ -249,7 +249,7 @@ async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:
         response = await http.get(path)
         if response.status_code != 200:
             return None
-        # issue 13: SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
+        # SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
         return redact(response.json())
     except (httpx.HTTPError, ValueError):
         return None

@@ -86,7 +86,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     figures["waited_for_ready_s"] = server.waited_s
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
-    # issue 14: the memory plan's prediction beside what the server reports, and its error
+    # the memory plan's prediction beside what the server reports, and its error
     from ...memory.profile_plan import plan_next_to_server
     figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()

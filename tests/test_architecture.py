@@ -193,3 +193,13 @@ def test_no_module_is_much_over_400_lines() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}
     assert not long, f"split these where they have two jobs: {long}"
+
+
+def test_no_comment_or_doc_points_at_an_issue_number() -> None:
+    """A reader of the code cannot open an issue tracker: comments, docs and tests say the reason."""
+    pattern = re.compile(r"\b[Ii]ssues? ?#?\d+|\(#\d+\)")
+    places = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
+              ROOT / "README.md", *(ROOT / "scripts").iterdir(), *(ROOT / "benchmarks").glob("*.py")]
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    assert not found, "\n".join(found)

@@ -42,7 +42,8 @@ MODEL = "agree"
 
 def deploytool_run(url: str, a: argparse.Namespace) -> dict:
     from deploytool.bench import build_method
-    from deploytool.bench.runner import BenchRunner, Spec
+    from deploytool.bench.runner import BenchRunner
+    from deploytool.bench.spec import Spec
     from deploytool.release.targets import Target
 
     method = build_method(quick=True, repeats=1, warmup_requests=1, warmup_output_tokens=16,

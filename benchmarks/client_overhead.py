@@ -39,7 +39,8 @@ CHILD_TIMEOUT_S = 300
 def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, http: str = "raw") -> None:
     """The bench's own request path (BenchRunner._pool -> send -> EndpointClient.chat -> records)."""
     from deploytool.bench import build_method
-    from deploytool.bench.runner import BenchRunner, Spec
+    from deploytool.bench.runner import BenchRunner
+    from deploytool.bench.spec import Spec
     from deploytool.server.client import EndpointClient
     from deploytool.bench import stats
     from deploytool.release.targets import Target

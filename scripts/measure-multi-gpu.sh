@@ -1,11 +1,11 @@
 #!/bin/bash
-# Issue 16: deploytool's inventory, matching and per-card plans on a host with several H200s.
+# deploytool's inventory, matching and per-card plans on a host with several H200s.
 # Run from a deploytool tree on a host with several NVIDIA GPUs (the lent nvidia-h200-x2/x4/x8):
 # `OUT=folder WHEELS=folder-of-cp312-wheels bash scripts/measure-multi-gpu.sh`. WHEELS holds what the
 # host lacks (pydantic, pydantic_core, annotated-types, typing-inspection, typing_extensions, docker,
 # jsonschema, jsonschema-specifications, referencing, rpds-py, starlette, uvicorn). Every output,
 # with the command that made it on its first line, ends up in OUT/multi-gpu.tar.gz. Not yet run: no
-# several-GPU machine was lent when it was written (issue 16).
+# several-GPU machine was lent when it was written.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHEELS:-.whl}/*.whl || exit 3
 export PYTHONPATH=$PWD/src:/tmp/site

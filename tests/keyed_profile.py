@@ -1,9 +1,9 @@
-"""Card profiles with issue 13's secret and hub fields set, for the Kubernetes render tests."""
+"""Card profiles with their secret and hub fields set, for the Kubernetes render tests."""
 
 from __future__ import annotations
 
 from deploytool.profiles import Profile
-from deploytool.release.secrets import SecretRef
+from deploytool.profiles import SecretRef
 
 
 def keyed(profile: Profile, *, token: bool = True) -> Profile:

@@ -118,7 +118,7 @@ def _status(code: int, message: str) -> dict[str, Any]:
 
 
 def _is_collection(path: str) -> bool:
-    from deploytool.k8s.apply import RESOURCES
+    from deploytool.k8s.cluster import RESOURCES
 
     return path.rsplit("/", 1)[-1] in {plural for plural, _ in RESOURCES.values()}
 

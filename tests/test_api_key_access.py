@@ -1,4 +1,4 @@
-"""Who may call a server (issue 13): SGLang's API-key rule, the simulator's copy of it, how the
+"""Who may call a server: SGLang's API-key rule, the simulator's copy of it, how the
 key reaches SGLang without a command-line literal, and the clients that send it.
 
 SGLang's own code runs here where it runs on a CPU: `decide_request_auth` (utils/auth.py) and
@@ -22,7 +22,7 @@ from deploytool.deploy import doctor
 from deploytool.image import patches
 from deploytool.release import secrets as release_secrets
 from deploytool.errors import EXIT_COULD_NOT_RUN, UsageError
-from deploytool.profiles import load_profile
+from deploytool.profiles import SecretRef, load_profile
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.auth import allowed
@@ -50,7 +50,7 @@ def sglang_auth():
 
 @pytest.fixture(scope="module")
 def keyed_sim():
-    # as the sim profile starts it (issue 8's sim defaults are SGLang's): thinking off by default,
+    # as the sim profile starts it (the sim's defaults are SGLang's): thinking off by default,
     # /metrics served, cached_tokens reported
     handle = serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
                                          log_requests=False, api_key=KEY,
@@ -99,7 +99,7 @@ def test_sglang_reads_the_key_from_the_config_file_deploytool_writes(tmp_path: P
     merger_module = sglang_module("srt/utils/server_args_config_parser.py")
     tricky = 'k"ey: #with \' quotes\\and: colons ü'
     profile = load_profile("sim").model_copy(deep=True)
-    profile.server.api_key = release_secrets.SecretRef(env="T_KEY")
+    profile.server.api_key = SecretRef(env="T_KEY")
     planned = release_secrets.plan_secrets(profile)
     values = release_secrets.resolve_values(planned, {"T_KEY": tricky})
     config = tmp_path / "deploytool-sglang-config.yaml"
@@ -156,7 +156,7 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
 
 
 def test_the_health_probe_between_suites_sends_the_key(keyed_sim) -> None:
-    """Issue 9's probe before a suite that follows a failure: a keyed server refuses a chat
+    """The probe before a suite that follows a failure: a keyed server refuses a chat
     without the key, so a probe without it would call a healthy server dead."""
     import asyncio
 

@@ -17,7 +17,7 @@ def test_quick_preset_is_recorded_and_differs_from_default():
     assert quick.decode_output_tokens < default.decode_output_tokens
     assert max(quick.prefill_prompt_tokens) < max(default.prefill_prompt_tokens)
     assert default.fingerprint() != quick.fingerprint()
-    # the published defaults from the issue
+    # the source's published method (docs/bench.md, "The method")
     assert (default.decode_requests, default.decode_output_tokens) == (8, 1000)
     assert default.load_concurrency == [4, 8] and default.load_requests_per_slot == 4  # 16 and 32 requests
     assert default.prefill_prompt_tokens == [30_000, 120_000, 225_000] and default.prefill_prompts_each == 3

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from deploytool.bench import BenchRunner, build_method, run_bench
-from deploytool.bench.runner import Spec
+from deploytool.bench.spec import Spec
 from deploytool.qualify.suites.performance import regression_gates, stored_figures
 from deploytool.release.targets import Target
 

@@ -1,20 +1,36 @@
-"""`deploytool --help` and the state helpers load only what they need: no Docker SDK, no
-pandas, no suites. (How fast that makes a start is a figure for benchmarks/, not a test.)"""
+"""The light commands load only what they need: `deploytool --help` and `deploytool status`
+(with nothing running) import none of deploytool's pydantic models, no pandas, no Docker SDK
+and no suite. An import check, not a clock: how fast that makes a start is a figure for
+benchmarks/cli_start.py."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "deploytool.deploy", "deploytool.qualify", "deploytool.bench")
+# Modules whose import a light command must not pay for: the libraries, and deploytool's own
+# modules that build pydantic models at import (profiles, the bench method, the qualify suites'
+# settings) or pull the engine's SDK and the suites in.
+HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2",
+         "deploytool.profiles", "deploytool.bench", "deploytool.qualify", "deploytool.qualify.suites",
+         "deploytool.host.engine", "deploytool.deploy.executor", "deploytool.image", "deploytool.k8s.render")
 
 
-def loaded_after(statement: str) -> list[str]:
+def loaded_after(statement: str, env: dict[str, str] | None = None) -> list[str]:
     code = f"import sys\n{statement}\nimport json; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
+                         env={**os.environ, **(env or {})})
     modules = set(json.loads(out.stdout.splitlines()[-1]))
     return [m for m in HEAVY if m in modules]
+
+
+def run_command(*args: str) -> str:
+    """The CLI's own entry point in this process, then exit-proof: the statement for loaded_after."""
+    return ("from deploytool.cli import main\n"
+            f"try:\n    main({list(args)!r})\nexcept SystemExit as exc:\n"
+            "    assert exc.code in (0, None), exc.code\n")
 
 
 def test_state_helpers_do_not_load_pandas_or_the_engine():
@@ -23,6 +39,15 @@ def test_state_helpers_do_not_load_pandas_or_the_engine():
 
 def test_the_cli_loads_its_libraries_only_when_a_command_runs():
     assert loaded_after("import deploytool.cli") == []
-    help_run = loaded_after("from deploytool.cli import app\n"
-                            "try:\n    app(['--help'])\nexcept SystemExit:\n    pass")
-    assert help_run == []
+    assert loaded_after(run_command("--help")) == []
+    assert loaded_after(run_command("status", "--help")) == []
+
+
+def test_status_with_nothing_running_loads_no_model_no_sdk_no_suite(docker_engine):
+    """Against the real engine: this test session's instance has nothing running."""
+    assert loaded_after(run_command("status", "--json")) == []
+
+
+def test_the_check_sees_a_heavy_import():
+    """The check itself: a command that does load the profiles' models is caught."""
+    assert "deploytool.profiles" in loaded_after(run_command("profiles", "list", "--json"))

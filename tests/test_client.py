@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from deploytool.bench.assemble import split_reasoning as _split_reasoning
+from deploytool.bench.records import split_reasoning as _split_reasoning
 from deploytool.server.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 

@@ -1,4 +1,4 @@
-"""The keep-alive race (issue 8, finding 10): SGLang serves through uvicorn with
+"""The keep-alive race: SGLang serves through uvicorn with
 timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE (5 s, sglang/srt/environ.py), the same as
 httpx's default keepalive_expiry, so a request can go out on a connection the server is
 closing: "Server disconnected without sending a response". The client expires idle

@@ -1,6 +1,6 @@
 """The registry-free CUDA base: NVIDIA's toolkit wheels, hash-locked, on the local Debian base.
 
-Always run (the light part of issue 17): the checked-in locks agree with each other and with
+Always run (the light part of the GPU image's proof): the checked-in locks agree with each other and with
 the version matrix; a wheelhouse whose wheel changed is refused naming it (by deploytool before
 the build, and by pip's --require-hashes in it); and on the real engine, the compiler-only
 image (nvcc wheels, ~110 MB, cached between runs) reports the pinned nvcc, compiles a kernel

@@ -105,7 +105,7 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
     assert roof is not None and roof["card"] == "NVIDIA H200"
     point = roof["points"][0]
     assert point["concurrency"] == 1 and point["context_tokens"] == 64 + 20
-    # issue 10's passes: the decode figure is the median over passes (each pass has a decode_c1 group)
+    # repeated passes: the decode figure is the median over passes (each pass has a decode_c1 group)
     assert point["measured_tps_per_request"] == run.figure("decode_c1_tps").value
     assert len(run.figure("decode_c1_tps").repeat_values) == run.method["repeats"]
     assert point["share"] == pytest.approx(point["measured_tps_per_request"] / point["ceiling_tps_per_request"],

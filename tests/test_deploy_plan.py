@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from deploytool.release.cache import CacheState, decide
-from deploytool.deploy import UpOptions, plan_prune, plan_rollback, plan_up
+from deploytool.deploy.plan import UpOptions, plan_prune, plan_rollback, plan_up
 from deploytool.deploy.facts import CacheFacts, Facts, ImageFacts, PortFacts
 from deploytool.deploy.steps import (Build, CutOver, PrepareCache, Prune, Qualify, Start, Stop, WaitHealthy,
                                      WriteRelease)
-from deploytool.host.engine import Release
+from deploytool.host.releases import Release
 from deploytool.errors import DeployError, ProfileError, UsageError
 from deploytool.host.gpus import GpuInfo, Inventory
 from deploytool.profiles import HealthSpec, ProfileStore

@@ -1,4 +1,4 @@
-"""Issue 13's checks in issue 11's plan phase, without Docker: the weights checked and the
+"""The weights and secrets checks in the plan phase, without Docker: the weights checked and the
 secrets' places ride in the facts (values dropped), a missing checkpoint or an unset secret is
 refused by plan_up before any step, and the plan says where each secret goes, never a value."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from deploytool.release import inputs as release_inputs
-from deploytool.deploy import UpOptions, plan_up
+from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.deploy.steps import Start
-from deploytool.host.engine import Release
+from deploytool.host.releases import Release
 from deploytool.release.weights import ModelMissing
 from deploytool.profiles import load_profile
-from deploytool.release.secrets import SecretError, SecretRef
+from deploytool.profiles import SecretError, SecretRef
 from deploytool.release.slots import Slot
 from deploytool.release.state import SlotPointers
 from fake_checkpoints import write_model_folder

@@ -1,5 +1,5 @@
 """The real GPU image of the RTX 5090 profile, on the registry-free wheels base, proven here
-without a GPU (issue 17). Opt-in: it installs ~4.8 GB of locked wheels into a 12.4 GB image.
+without a GPU. Opt-in: it installs ~4.8 GB of locked wheels into a 12.4 GB image.
 
     make gpu-image        (DEPLOYTOOL_GPU_IMAGE=1 pytest -m gpu_image tests/test_gpu_image.py)
 

@@ -12,7 +12,8 @@ from kubernetes.client import ApiClient, Configuration
 
 from deploytool.errors import DeployError
 from deploytool.k8s import K8sRequest, declared_toolchain, render_stages
-from deploytool.k8s.apply import Cluster, apply_release, release_status
+from deploytool.k8s.apply import apply_release, release_status
+from deploytool.k8s.cluster import Cluster
 from deploytool.k8s.history import rollback
 from deploytool.profiles import ProfileStore
 

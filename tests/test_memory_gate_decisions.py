@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deploytool.deploy import UpOptions, plan_up
+from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
 from deploytool.profiles import load_profile

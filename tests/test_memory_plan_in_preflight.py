@@ -69,7 +69,7 @@ def test_preflight_records_the_plan_beside_the_servers_figures(tmp_path: Path) -
     assert record["reported"]["pool_tokens"] == 500_000
     predicted = record["predicted"]["pool_tokens"]
     assert record["error_pct"]["pool_tokens"] == round(100 * (predicted - 500_000) / 500_000, 2)
-    # the simulator holds no weights: its memory_usage (SGLang 0.5.23's shape, issue 8) says 0 GB,
+    # the simulator holds no weights: its memory_usage (SGLang 0.5.23's shape) says 0 GB,
     # and a zero is no measurement to put an error against
     assert record["reported"]["weights_gib"] == 0.0
     assert "weights_gib" not in record["error_pct"]

@@ -1,4 +1,4 @@
-"""Where the weights come from (issue 13): profile rules with file:line errors, the checks `up`
+"""Where the weights come from: profile rules with file:line errors, the checks `up`
 makes before anything is stopped, the fingerprint and the hub commit, and what the compose
 file mounts. The real-engine side is in tests/test_release_secrets.py."""
 
@@ -221,7 +221,7 @@ def test_bind_beyond_loopback_without_a_key_warns(tmp_path: Path) -> None:
     assert any("without an API key" in w for w in prepare(profile, bind="0.0.0.0", env={}).warnings)
     assert prepare(profile, bind="127.0.0.1", env={}).warnings == []
     keyed = profile.model_copy(deep=True)
-    from deploytool.release.secrets import SecretRef, SecretError
+    from deploytool.profiles import SecretError, SecretRef
 
     keyed.server.api_key = SecretRef(env="K")
     assert prepare(keyed, bind="0.0.0.0", env={"K": "v"}).warnings == []
@@ -234,7 +234,7 @@ def test_a_secret_file_others_can_read_warns(tmp_path: Path) -> None:
     key_file.write_text("v\n")
     key_file.chmod(0o644)
     profile = ProfileStore().get("sim").model_copy(deep=True)
-    from deploytool.release.secrets import SecretRef
+    from deploytool.profiles import SecretRef
 
     profile.server.api_key = SecretRef(file=str(key_file))
     assert any(f"chmod 600 {key_file}" in w for w in prepare(profile, bind="127.0.0.1", env={}).warnings)

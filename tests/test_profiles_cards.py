@@ -1,4 +1,4 @@
-"""The card profiles: what the issue asks of each, their qualify gates (validated by the
+"""The card profiles: what each must hold to launch as the source documents it, their qualify gates (validated by the
 qualify suites' own settings models), and their rendered compose files (checked by the real
 `docker compose config`)."""
 
@@ -34,7 +34,7 @@ def test_base_is_abstract_and_every_card_extends_it(store: ProfileStore) -> None
         assert profile.chain[-1] == "sglang-base", profile.chain
         assert profile.image.recipe == "sglang" and profile.server.command == ["python3", "-m", "sglang.launch_server"]
         recipe.check(profile)  # one row of the version matrix
-        # Hub ids by default: deploytool passes --model-path from model.hub (issue 13).
+        # Hub ids by default: deploytool passes --model-path from model.hub.
         hub = "nvidia/GLM-5.2-NVFP4" if name in GLM else \
             "Qwen/Qwen3.6-35B-A3B-FP8" if name.startswith("h200") else "nvidia/Qwen3.6-35B-A3B-NVFP4"
         assert profile.model.hub == hub and profile.model.host_path is None
@@ -42,7 +42,7 @@ def test_base_is_abstract_and_every_card_extends_it(store: ProfileStore) -> None
         assert profile.server.args["context-length"] == profile.model.context_length
 
 
-def test_rtx5090_profile_is_the_one_the_issue_describes(store: ProfileStore) -> None:
+def test_rtx5090_profile_is_the_one_the_source_describes(store: ProfileStore) -> None:
     p = store.get("rtx5090-qwen3.6-35b-a3b-nvfp4")
     a = p.server.args
     assert (p.match.compute_capability, p.match.gpu_count, p.match.gpu_name) == ("12.0", 1, ["NVIDIA GeForce RTX 5090"])

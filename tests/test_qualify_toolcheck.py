@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from deploytool.server.client import ChatResult, EndpointClient, ToolCall
+from deploytool.server.chat_result import ChatResult, ToolCall
+from deploytool.server.chat_stream import ChatStream
 from deploytool.qualify.suites.tools import load_cases
 from deploytool.qualify.toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
@@ -51,9 +52,9 @@ def test_expected_values_and_counts() -> None:
 
 
 def test_streamed_deltas_are_assembled_per_index() -> None:
-    """Argument fragments of two parallel calls, interleaved, arrive as one call each."""
+    """Argument fragments of two parallel calls, interleaved, arrive as one call each: fed as
+    SSE bytes, split at arbitrary points, through the walker both stream readers use."""
     result = ChatResult(streamed=True)
-    calls: dict[int, ToolCall] = {}
     deltas = [
         {"index": 0, "id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": ""}},
         {"index": 1, "id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": ""}},
@@ -62,15 +63,16 @@ def test_streamed_deltas_are_assembled_per_index() -> None:
         {"index": 0, "function": {"arguments": '"Paris"}'}},
         {"index": 1, "function": {"arguments": 'kyo"}'}},
     ]
-    for i, piece in enumerate(deltas):
-        chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]}
-        EndpointClient._apply_chunk(chunk, result, calls, float(i))
-    EndpointClient._apply_chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-                                result, calls, 9.0)
-    assembled = [calls[i] for i in sorted(calls)]
-    assert canonical_calls(assembled) == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo"})]
-    assert result.finish_reason == "tool_calls"
-    assert stream_problems(assembled) == []
+    chunks = [{"choices": [{"index": 0, "delta": {"tool_calls": [piece]}, "finish_reason": None}]} for piece in deltas]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    body = "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+    stream = ChatStream(result)
+    over = [stream.feed(body[i:i + 37], float(i)) for i in range(0, len(body), 37)]
+    stream.finish()
+    assert over[-1] is True and not any(over[:-1]) and result.saw_done and result.error is None
+    assert canonical_calls(result.tool_calls) == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo"})]
+    assert result.finish_reason == "tool_calls" and result.chunks == len(chunks) and result.answer_chunks == len(deltas)
+    assert stream_problems(result.tool_calls) == []
 
 
 def test_stream_problems_catch_repeated_or_shared_ids() -> None:

@@ -1,4 +1,4 @@
-"""Models, secrets and access on the real Docker engine with real `docker compose` (issue 13):
+"""Models, secrets and access on the real Docker engine with real `docker compose`:
 a release serves a checked model folder or hub snapshot and says which; a missing checkpoint
 fails before the serving release is stopped; a release with an API key refuses callers
 without it, qualifies with it, and no artifact of the release holds the key or the hub token."""

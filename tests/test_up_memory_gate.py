@@ -28,7 +28,7 @@ def gate_env(docker_engine, tmp_path: Path):
     checkpoint.mkdir()
     for name in ("config.json", "model.safetensors.index.json"):
         shutil.copy(MODELS / "qwen3-30b-a3b" / name, checkpoint / name)
-    # up checks the weights are all there (issue 13): a tiny real shard under the name the index
+    # up checks the weights are all there: a tiny real shard under the name the index
     # gives; the memory plan reads the sizes from the index, not from the shard
     for shard in sorted(set(json.loads((checkpoint / "model.safetensors.index.json").read_text())["weight_map"].values())):
         (checkpoint / shard).write_bytes(safetensors_bytes({"w": [0.0]}))

@@ -8,7 +8,8 @@ import socket
 from typer.testing import CliRunner
 
 from deploytool.cli import app
-from deploytool.server.client import run_sync, wait_until_ready
+from deploytool.server.client import run_sync
+from deploytool.server.readiness import wait_until_ready
 from deploytool.errors import EXIT_COULD_NOT_RUN
 from deploytool.sim import SimSettings, serve_in_thread
 
@@ -31,3 +32,40 @@ def test_bench_gives_up_could_not_run_when_the_wait_expires() -> None:
         result = CliRunner().invoke(app, ["bench", "--url", url, "--quick", "--ready-timeout", "1"])
     assert result.exit_code == EXIT_COULD_NOT_RUN, result.output  # 6: could not run
     assert "did not become ready within 1 s" in result.output
+
+
+def test_the_waiting_line_names_the_option_that_ends_the_wait() -> None:
+    """A wrong port must not cost the whole wait without an obvious way out."""
+    lines: list[str] = []
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        ready = run_sync(wait_until_ready(url, timeout_s=1.2, poll_s=0.1, progress=lines.append,
+                                          progress_every_s=0.3, timeout_name="--ready-timeout"))
+    assert not ready.ready and lines
+    assert all("refused" in line and "of 1.2 s; --ready-timeout to wait less or more" in line for line in lines)
+
+
+def test_qualify_takes_the_same_option_and_names_it_when_it_gives_up(tmp_path) -> None:
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        result = CliRunner().invoke(app, ["qualify", "--url", url, "--ready-timeout", "1", "--no-progress",
+                                          "--report", str(tmp_path / "r")])
+    assert result.exit_code == EXIT_COULD_NOT_RUN, result.output
+    assert "after 1" in result.output and "--ready-timeout" in result.output
+
+
+def test_one_option_one_name_one_meaning() -> None:
+    """qualify and bench document --ready-timeout in the same words."""
+    def help_of(command: str) -> str:
+        option = next(p for p in typer_command(command).params if p.name == "ready_timeout")
+        return f"{option.opts} {option.help}"
+
+    assert help_of("qualify") == help_of("bench") and "--ready-timeout" in help_of("qualify")
+
+
+def typer_command(name: str):
+    import typer.main
+
+    return typer.main.get_command(app).commands[name]

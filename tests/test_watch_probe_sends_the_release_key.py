@@ -1,4 +1,4 @@
-"""watch probes a release with its own API key (issue 13) when its health path is not one SGLang
+"""watch probes a release with its own API key when its health path is not one SGLang
 serves without a key; the keyed sim applies SGLang 0.5.23's rule (sim/auth.py)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from deploytool.deploy.watch import probe
-from deploytool.host.engine import Release
+from deploytool.host.releases import Release
 from deploytool.profiles import HealthSpec
 from deploytool.release.secrets import auth_headers
 from deploytool.sim import SimSettings, serve_in_thread

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..release.targets import Target
 from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
-from .method import BenchMethod, build_method
+from .method import BenchMethod
+from .presets import build_method
 from .report import write_comparison_report, write_run_report
 from .roofline import attach_roofline
 from .results import BenchRun, Figure, GroupSummary, RequestRecord, load_run, run_from_json

@@ -4,18 +4,14 @@ Pareto points, the cold-cache check and the run's counts (docs/bench.md, "The fi
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
-
 from ..server import metrics_window as mw
 from ..server import serverfields
-from . import stats
-from .environment import describe_environment
-from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
 from ..server.facts import server_side_figures
-
-if TYPE_CHECKING:
-    from ..server.client import ChatResult
-    from .runner import BenchRunner
+from . import stats
+from .context import BenchContext
+from .environment import describe_environment
+from .figures import merge_passes
+from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
 
 # Cached prompt tokens the cache check always tolerates besides max_cached_fraction: the chat
 # template's opening (role markers, a system preamble) is the same in every prompt, and a
@@ -24,42 +20,7 @@ CACHED_TOKENS_ALLOWED = 16
 SWEEP_PHASES = ("sweep", "agentic")
 
 
-def figure(key: str, label: str, unit: str, better: str, group: GroupSummary | None,
-           samples: list[float | None] | None = None, value: float | None = None) -> Figure:
-    """One pass's figure: the median of `samples` (per-request values), or `value` (an aggregate,
-    kept as a one-value sample). A contaminated group gives no value."""
-    if group is not None and group.contaminated:
-        return Figure(key, label, None, unit, better, group.completed, group.failed)  # type: ignore[arg-type]
-    data = [v for v in (samples or []) if v is not None]
-    if samples is not None:
-        value = stats.median(data)
-    elif value is not None:
-        data = [value]
-    return Figure(key=key, label=label, value=value, unit=unit, better=better,  # type: ignore[arg-type]
-                  completed=group.completed if group else 0, failed=group.failed if group else 0,
-                  samples=[data])
-
-
-def merge_passes(passes: list[list[Figure]]) -> list[Figure]:
-    """One figure per key: the median over passes of each pass's value, its spread, every pass's
-    samples (what compare and the regression rule resample)."""
-    order: list[str] = []
-    for figs in passes:
-        order += [f.key for f in figs if f.key not in order]
-    out = []
-    for key in order:
-        per_pass = [next((f for f in figs if f.key == key), None) for figs in passes]
-        proto = next(f for f in per_pass if f is not None)
-        values = [f.value if f else None for f in per_pass]
-        out.append(Figure(
-            key=key, label=proto.label, value=stats.median(values), unit=proto.unit, better=proto.better,
-            completed=sum(f.completed for f in per_pass if f), failed=sum(f.failed for f in per_pass if f),
-            samples=[(f.samples[0] if f and f.samples else []) for f in per_pass],
-            repeat_values=values, spread=list(stats.spread(values) or []) or None))
-    return out
-
-
-def assemble_run(runner: "BenchRunner") -> BenchRun:
+def assemble_run(runner: BenchContext) -> BenchRun:
     measured = [r for r in runner.records if r.phase not in ("warmup", "discarded") and not r.cut_by_time_bound]
     prefixes = [r.prompt_prefix for r in runner.records if r.turn in (None, 0)]
     gpus = runner.gpus
@@ -110,7 +71,7 @@ def assemble_run(runner: "BenchRunner") -> BenchRun:
     )
 
 
-def _windows(runner: "BenchRunner") -> tuple[list[mw.Window], list[mw.Window]]:
+def _windows(runner: BenchContext) -> tuple[list[mw.Window], list[mw.Window]]:
     """The counter windows of the valid phases: those that must find a cold cache (no conversation
     resends an earlier turn), and all of them."""
     later_turns = {(r.group, r.repeat) for r in runner.records if r.turn not in (None, 0)}
@@ -118,7 +79,7 @@ def _windows(runner: "BenchRunner") -> tuple[list[mw.Window], list[mw.Window]]:
     return [w for g, w in valid if (g.name, g.repeat) not in later_turns], [w for _, w in valid]
 
 
-def _by_name(runner: "BenchRunner") -> dict[str, mw.Window]:
+def _by_name(runner: BenchContext) -> dict[str, mw.Window]:
     names: dict[str, list[mw.Window]] = {}
     for g, w in zip(runner.groups, runner.windows):
         if not g.contaminated:
@@ -153,24 +114,6 @@ def sweep_points(groups: list[GroupSummary], records: list[RequestRecord], gpus:
         for k in stats.pareto_front([(points[i].per_user_tps, points[i].per_gpu_tps) for i in idx]):
             points[idx[k]].on_front = True
     return points
-
-
-def split_reasoning(result: "ChatResult", output: int | None) -> tuple[int | None, int | None]:
-    """Reasoning vs answer tokens: the server's completion_tokens_details when it gives them,
-    else the output split in proportion to reasoning vs answer chunks."""
-    if output is None:
-        return None, None
-    details = (result.usage or {}).get("completion_tokens_details") or {}
-    if isinstance(details.get("reasoning_tokens"), int):
-        return details["reasoning_tokens"], output - details["reasoning_tokens"]
-    if not result.reasoning_content:
-        return 0, output
-    reasoning_chunks, answer_chunks = result.reasoning_chunks, result.answer_chunks
-    total = reasoning_chunks + answer_chunks
-    if total == 0:
-        return 0, output
-    reasoning = round(output * reasoning_chunks / total)
-    return reasoning, output - reasoning
 
 
 def cache_check(records: list[RequestRecord], allowed: float,

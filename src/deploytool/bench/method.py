@@ -4,7 +4,8 @@ Two runs are comparable only when their methods agree (`BenchMethod.comparable_d
 refuses or flags runs whose methods differ rather than put unlike numbers side by side.
 
 Where the settings come from, later wins: the preset (`default` or `quick`), the profile's
-`bench:` section (its `quick:` sub-section on quick runs), then the command line's flags.
+`bench:` section (its `quick:` sub-section on quick runs), then the command line's flags
+(presets.py puts them together and resolves the workload's own settings).
 """
 
 from __future__ import annotations
@@ -13,9 +14,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from ..errors import ProfileError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 METHOD_VERSION = 2  # bumped when a formula changes, so old and new runs are never mixed silently
 
@@ -77,12 +76,6 @@ class BenchMethod(BaseModel):
             raise ValueError("load_concurrency values must be >= 1")
         if any(n < 16 for n in self.prefill_prompt_tokens):
             raise ValueError("prefill_prompt_tokens values must be >= 16")
-        from .workloads import resolve_settings
-
-        # The chosen workload's settings, resolved (defaults, the quick sizes on quick runs, then
-        # what was given) and recorded whole, so results say exactly what ran.
-        self.workload_settings = {self.workload: resolve_settings(self.workload, self.preset,
-                                                                  self.workload_settings.get(self.workload))}
         return self
 
     @property
@@ -104,61 +97,3 @@ class BenchMethod(BaseModel):
     def fingerprint(self) -> str:
         text = json.dumps(self.comparable_dict(), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-QUICK_PRESET: dict[str, Any] = {
-    "preset": "quick",
-    "warmup_requests": 1,
-    "warmup_output_tokens": 16,
-    "decode_requests": 3,
-    "decode_output_tokens": 128,
-    "load_concurrency": [4],
-    "load_requests_per_slot": 2,
-    "load_output_tokens": 128,
-    "prefill_prompt_tokens": [4000],
-    "prefill_prompts_each": 2,
-    "sweep_max_concurrency": 8,
-    "sweep_requests_per_slot": 1,
-    "sweep_output_tokens": 64,
-    "run_timeout_s": 600.0,
-}
-
-
-def build_method(*, quick: bool = False, profile_bench: dict[str, Any] | None = None,
-                 thinking: bool | None = None, sweep: bool | None = None,
-                 profile_name: str | None = None, **overrides: Any) -> BenchMethod:
-    """The method for one run: preset, then the profile's `bench:` section, then the flags.
-
-    An unknown or ill-typed key in the profile's `bench:` section is refused with its name and
-    the known keys, so a typo never silently runs the default method."""
-    settings: dict[str, Any] = dict(QUICK_PRESET) if quick else {}
-    section = dict(profile_bench or {})
-    quick_section = section.pop("quick", None) or {}
-    if not isinstance(quick_section, dict):
-        raise ProfileError(f"{_where(profile_name)}bench.quick must be a mapping of method settings")
-    for key in ("preset", "method_version"):
-        if key in section or key in quick_section:
-            raise ProfileError(f"{_where(profile_name)}bench.{key} is set by deploytool, not by a profile")
-    settings.update(section)
-    if quick:
-        settings.update(quick_section)
-    if thinking is not None:
-        settings["thinking"] = thinking
-    if sweep is not None:
-        settings["sweep"] = sweep
-    settings.update(overrides)
-    try:
-        return BenchMethod.model_validate(settings)
-    except ValidationError as exc:
-        known = ", ".join(k for k in BenchMethod.model_fields if k not in ("preset", "method_version"))
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'bench'}: "
-            + ("unknown setting" if err["type"] == "extra_forbidden" else err["msg"])
-            for err in exc.errors()
-        )
-        raise ProfileError(f"{_where(profile_name)}bench method is not valid: {problems}",
-                           hint=f"known settings: {known} (docs/bench.md)") from None
-
-
-def _where(profile_name: str | None) -> str:
-    return f"profile {profile_name!r}: " if profile_name else ""

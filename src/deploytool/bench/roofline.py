@@ -14,7 +14,7 @@ from ..memory.cards import Card, card_from_gpu, card_from_table
 from ..memory.checkpoint import read_checkpoint
 from ..memory.profile_plan import checkpoint_folder
 from ..memory.roofline import decode_roofline, with_measurements
-from ..qualify.base import find_key
+from ..server.serverfields import find_key
 from .results import BenchRun
 
 
@@ -69,7 +69,7 @@ def _card(target: Any, profile: Any) -> Card | None:
 
 
 def _median(run: BenchRun, group: str) -> float | None:
-    # issue 10's passes: the figure is the median over passes; the first pass's group otherwise
+    # repeated passes: the figure is the median over passes; the first pass's group otherwise
     # (a workload without that figure, or a run file written before passes)
     figure = run.figure(f"{group}_tps")
     if figure is not None and figure.value is not None:

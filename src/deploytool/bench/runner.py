@@ -14,42 +14,28 @@ import asyncio
 import gc
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ..server import metrics_window as mw
-from ..server.client import ChatResult, EndpointClient
 from ..release.targets import Target
-from . import stats, workloads
-from .assemble import assemble_run, split_reasoning
-from .method import BenchMethod
-from .prompts import PromptFactory
-from .results import BenchRun, GroupSummary, RequestRecord
-from .stream import StreamClient
+from ..server import metrics_window as mw
+from ..server.chat_result import ChatResult
+from ..server.client import EndpointClient
 from ..server.facts import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
+from . import stats, workloads
+from .assemble import assemble_run
+from .method import BenchMethod
+from .prompts import PromptFactory, estimate_tokens
+from .records import chat_payload, request_record
+from .results import BenchRun, GroupSummary, RequestRecord
+from .spec import Job, Spec
+from .stream import StreamClient
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
 _CONTEXT_MARGIN_TOKENS = 64
-
-Job = Callable[[], Awaitable[None]]
-
-
-@dataclass
-class Spec:
-    phase: str
-    group: str
-    concurrency: int
-    index: int
-    prompt_tokens: int
-    max_tokens: int
-    conversation: int | None = None
-    turn: int | None = None
-    scheduled: float | None = None
-
 
 class BenchRunner:
     """One run. `run()` does it all; `session()` + `run_pass(r)` + `result()` let two runners be
@@ -109,7 +95,7 @@ class BenchRunner:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + m.run_timeout_s
-        # issue 13: a slot started with an API key wants it on every request, bench's own too
+        # a slot started with an API key wants it on every request, bench's own too
         api_key = getattr(self.target, "api_key", None)
         async with EndpointClient(self.target.url, timeout=m.request_timeout_s, max_connections=1024,
                                   api_key=api_key) as client:
@@ -284,12 +270,11 @@ class BenchRunner:
             prompt = self.prompts.make(spec.prompt_tokens, spec.group)
             messages, prefix, estimated = [{"role": "user", "content": prompt.text}], prompt.prefix, prompt.estimated_tokens
         else:
-            from .prompts import estimate_tokens
             estimated = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
         timeout = max(1.0, min(self.method.request_timeout_s, self._remaining()))
-        payload = self._payload(messages, spec.max_tokens)
+        payload = chat_payload(self.method, self.model_id, messages, spec.max_tokens)
         result = await (self.stream or self.client).chat(payload, timeout=timeout)
-        record = self._record(spec, prefix or "", estimated, result)
+        record = request_record(spec, prefix or "", estimated, result, t0=self.t0, repeat=self.repeat)
         if timeout < self.method.request_timeout_s and (result.error or "").startswith("timed out"):
             # Its timeout was the run's remaining time, not request_timeout_s: the run's bound cut it.
             record.cut_by_time_bound = True
@@ -305,46 +290,6 @@ class BenchRunner:
             self.notes.append(f"the run's time bound ({self.method.run_timeout_s:g} s) was reached during {group}: "
                               "a request in flight then is recorded as cut (not a server failure) and later "
                               "requests were not sent")
-
-    def _payload(self, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
-        return {
-            "model": self.model_id,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            # ignore_eos makes every request produce exactly max_tokens (SGLang and the sim both
-            # honour it), so output lengths are the method's, not the model's whim.
-            "ignore_eos": True,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "temperature": self.method.sampling_temperature,
-            "chat_template_kwargs": {"enable_thinking": self.method.thinking},
-        }
-
-    def _record(self, spec: Spec, prefix: str, estimated: int, result: ChatResult) -> RequestRecord:
-        usage = result.usage or {}
-        completion = usage.get("completion_tokens")
-        chunks = len(result.chunk_times)
-        output = completion if isinstance(completion, int) else (chunks or None)
-        reasoning, answer = split_reasoning(result, output)
-        rel = self._rel
-        return RequestRecord(
-            phase=spec.phase, group=spec.group, concurrency=spec.concurrency, index=spec.index,
-            ok=result.ok, error=result.error, status=result.status,
-            prompt_prefix=prefix, prompt_tokens_estimated=estimated,
-            prompt_tokens=usage.get("prompt_tokens"), cached_tokens=result.cached_tokens,
-            max_tokens=spec.max_tokens, output_tokens=output,
-            output_tokens_source=("usage" if isinstance(completion, int) else "chunks") if output else None,
-            reasoning_tokens=reasoning, answer_tokens=answer, finish_reason=result.finish_reason,
-            start=rel(result.t_start), first_token=rel(result.t_first_token),
-            first_answer=rel(result.t_first_answer),
-            last_token=rel(result.chunk_times[-1]) if result.chunk_times else None,
-            end=rel(result.t_end),
-            chunk_offsets=[round(t - result.t_start, 6) for t in result.chunk_times],
-            repeat=self.repeat, conversation=spec.conversation, turn=spec.turn, scheduled=spec.scheduled,
-        )
-
-    def _rel(self, t: float | None) -> Any:
-        return None if t is None else round(t - self.t0, 6)
 
     async def _sample_metrics(self) -> None:
         """Peaks of the load gauges, read every metrics_interval_s while the phases run (a gauge

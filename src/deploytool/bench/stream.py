@@ -5,9 +5,10 @@ below SGLang's own benchmark client (benchmarks/client_overhead.py --paced).
 Why not the shared EndpointClient here: against a server that writes one event per token (SGLang
 does), the client pays its HTTP stack once per network read, and httpx over anyio costs more per
 read than SGLang's aiohttp. This path pays one `data_received` call, one chunked-encoding step
-and one JSON scan per event. It returns the same `ChatResult` and the same error texts as
-`EndpointClient.chat` (qualify and everything else keep using that client), and is used only for
-plain-http endpoints; https falls back to EndpointClient.
+and one JSON scan per event. The events go to the same walker as EndpointClient's
+(server/chat_stream.py), so it returns the same `ChatResult` and the same error texts as
+`EndpointClient.chat` (qualify and everything else keep using that client); it is used only for
+plain-http endpoints, and https falls back to EndpointClient.
 
 Connections are kept alive and reused and never shared between two requests in flight, by the
 same rules as EndpointClient (client.py): an idle connection is dropped after KEEPALIVE_EXPIRY_S
@@ -25,8 +26,11 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..server.client import (KEEPALIVE_EXPIRY_S, ChatResult, ToolCall, _apply_tool_calls, _body_message,
-                             _error_message, _event_data, _lf, _loads, _perf, _scan, _utf8)
+from ..server.chat_result import ChatResult, error_message
+from ..server.chat_stream import ChatStream
+from ..server.client import KEEPALIVE_EXPIRY_S
+
+_perf = time.perf_counter
 
 
 class _Dropped(Exception):
@@ -57,7 +61,7 @@ class _Conn(asyncio.Protocol):
 
 class _Response:
     """Parses one streamed response as its bytes arrive: status line and headers, chunked (or
-    length- or close-delimited) body, SSE events, chat chunks into a ChatResult."""
+    length- or close-delimited) body; the body's bytes go to the shared ChatStream walker."""
 
     def __init__(self, result: ChatResult, done: asyncio.Future) -> None:
         self.result, self.done = result, done
@@ -67,16 +71,8 @@ class _Response:
         self.length: int | None = None
         self.keep_alive = True
         self.raw = bytearray()  # undecoded chunked body
-        self.text = ""  # SSE text not yet split into events
         self.error_body = bytearray()
-        self.decode = _utf8("replace").decode
-        self.calls: dict[int, ToolCall] = {}
-        self.arguments: dict[int, list[str]] = {}
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.n = self.n_reasoning = self.n_answer = 0
-        self.t_token: float | None = None
-        self.t_answer: float | None = None
+        self.stream = ChatStream(result)
         self.ended = False  # the HTTP body is complete
         self.on_ended: Any = None  # called when a chunked body ends after the result was done
 
@@ -160,98 +156,28 @@ class _Response:
                 return
             payload = bytes(raw[eol + 2:eol + 2 + size])
             del raw[:eol + 2 + size + 2]
-            if not self.done.done():
-                self._body(payload, now)
+            if self.done.done():
+                continue
+            # _body, inlined: this is once per event against a server that writes one per token
+            if self.status != 200:
+                self.error_body += payload
+            elif self.stream.feed(payload, now):  # [DONE] or an error event: the result is complete
+                self._finish(None)
 
     def _body(self, data: bytes, now: float) -> None:
         if self.status != 200:
             self.error_body += data
-            return
-        text = self.text + self.decode(data) if self.text else self.decode(data)
-        if "\r" in text:
-            text = _lf(text)
-        if "\n\n" not in text:
-            self.text = text
-            return
-        events = text.split("\n\n")
-        self.text = events.pop()
-        for event in events:
-            if event[:6] == "data: " and "\n" not in event:
-                if event == "data: [DONE]":
-                    self.result.saw_done = True
-                    self._finish(None)
-                    return
-                try:
-                    chunk, end = _scan(event, 6)
-                    if end != len(event):
-                        raise StopIteration
-                except StopIteration:
-                    data_text = event[6:]
-                    if data_text.strip() == "[DONE]":
-                        self.result.saw_done = True
-                        self._finish(None)
-                        return
-                    chunk = _loads(data_text)
-            else:
-                data_text = _event_data(event)
-                if data_text is None:
-                    continue
-                if data_text.strip() == "[DONE]":
-                    self.result.saw_done = True
-                    self._finish(None)
-                    return
-                chunk = _loads(data_text)
-            self._chunk(chunk, now)
-            if self.done.done():
-                return
-
-    def _chunk(self, chunk: dict[str, Any], now: float) -> None:
-        self.n += 1
-        result = self.result
-        if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
-            self._finish(f"error event in stream: {_body_message(chunk)}")
-            return
-        if chunk.get("usage"):
-            result.usage = chunk["usage"]
-        result.model = chunk.get("model") or result.model
-        for choice in chunk.get("choices") or ():
-            delta = choice.get("delta")
-            if delta:
-                token = False
-                text = delta.get("reasoning_content")
-                if text:
-                    self.reasoning.append(text)
-                    self.n_reasoning += 1
-                    token = True
-                answer = False
-                text = delta.get("content")
-                if text:
-                    self.content.append(text)
-                    answer = True
-                pieces = delta.get("tool_calls")
-                if pieces:
-                    _apply_tool_calls(pieces, self.calls, self.arguments)
-                    answer = True
-                if answer:
-                    self.n_answer += 1
-                    token = True
-                    if self.t_answer is None:
-                        self.t_answer = now
-                if token:
-                    result.chunk_times.append(now)
-                    if self.t_token is None:
-                        self.t_token = now
-            if choice.get("finish_reason"):
-                result.finish_reason = choice["finish_reason"]
+        elif self.stream.feed(data, now):  # [DONE] or an error event: the result is complete
+            self._finish(None)
 
     # --- endings ------------------------------------------------------------------------------
     def _end(self) -> None:
-        """The HTTP body is complete."""
+        """The HTTP body is complete (the walker says when that came without [DONE])."""
         if self.status != 200:
             text = bytes(self.error_body).decode("utf-8", "replace")
-            self._finish(f"HTTP {self.status}: {_error_message(text)}")
-        elif not self.result.saw_done:
-            self._finish(f"stream ended without [DONE] after {self.n} chunks")
+            self._finish(f"HTTP {self.status}: {error_message(text)}")
+        else:
+            self._finish(None)
 
     def _eof(self) -> None:
         self.keep_alive = False
@@ -259,20 +185,11 @@ class _Response:
             self.ended = True  # a close-delimited body
             self._end()
         else:
-            got = f" after {self.n} chunks"
+            got = f" after {self.stream.n} chunks"
             self._finish(f"stream dropped{got}: the server closed the connection mid-response")
 
     def _finish(self, error: str | None) -> None:
-        r = self.result
-        r.error = error
-        r.content = "".join(self.content)
-        r.reasoning_content = "".join(self.reasoning)
-        r.t_first_token, r.t_first_answer = self.t_token, self.t_answer
-        r.chunks, r.reasoning_chunks, r.answer_chunks = self.n, self.n_reasoning, self.n_answer
-        if error is None or self.ended or r.saw_done:
-            for index, call in self.calls.items():
-                call.arguments = "".join(self.arguments[index])
-            r.tool_calls = [self.calls[i] for i in sorted(self.calls)]
+        self.stream.finish(error, body_ended=self.ended)
         if not self.done.done():
             self.done.set_result(None)
 
@@ -290,7 +207,7 @@ class StreamClient:
         self.port = parts.port or 80
         self.prefix = parts.path.rstrip("/")
         self.authority = parts.netloc
-        # issue 13: a server started with an API key wants `Authorization: Bearer KEY` on every call
+        # a server started with an API key wants `Authorization: Bearer KEY` on every call
         self._auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self._idle: list[_Conn] = []
         self.keepalive_expiry = keepalive_expiry

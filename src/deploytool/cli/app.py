@@ -40,12 +40,22 @@ UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatib
 # The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
 RequiredProfileOpt = Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
-# issue 13: the key for a server started with one. A slot's release reads its own; a value on the
+# The key for a server started with one. A slot's release reads its own; a value on the
 # command line is refused (it shows in `ps` and the shell's history).
 ApiKeyFileOpt = Annotated[Optional[Path], typer.Option(
     "--api-key-file", help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).")]
 ApiKeyOpt = Annotated[Optional[str], typer.Option(
     "--api-key", help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.")]
+
+
+# How long qualify and bench wait for a server that is still loading, one option for both (qualify
+# passes it on as its preflight suite's ready_timeout_s).
+READY_TIMEOUT_OPTION = "--ready-timeout"
+ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
+    READY_TIMEOUT_OPTION, metavar="SECONDS", min=0,
+    help="How long to wait for a server that is still loading (refusing connections, or answering 503) "
+         "before giving up as could not run (exit 6); default 1200, or the profile's "
+         "qualify.preflight.ready_timeout_s. A wrong --url fails after this long.")]
 
 
 def print_json(obj: Any) -> None:

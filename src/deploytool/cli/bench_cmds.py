@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, UsageError
-from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console,
-                  console_err, print_json)
+from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
+                  ReadyTimeoutOpt, UrlOpt, app, console, console_err, print_json)
 
 
 @app.command("bench")
@@ -25,9 +25,7 @@ def bench_command(
     workload: Annotated[str, typer.Option("--workload", help="Which named workload: table, long-context, agentic, open-loop, input-ablation (docs/bench.md).")] = "table",
     repeats: Annotated[Optional[int], typer.Option("--repeats", help="Passes of the workload (default 3); figures are medians over passes.")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
-    ready_timeout: Annotated[float, typer.Option(
-        "--ready-timeout", help="Seconds to wait for a server that is still loading (refusing connections or "
-                                "answering 503) before giving up with exit 6 (could not run).")] = 1200.0,
+    ready_timeout: ReadyTimeoutOpt = None,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     api_key_file: ApiKeyFileOpt = None,
@@ -35,7 +33,8 @@ def bench_command(
 ) -> None:
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method, run_bench
-    from ..server.client import run_sync, wait_until_ready
+    from ..server.client import run_sync
+    from ..server.readiness import ready_timeout_for, wait_until_ready
     from ..release.secrets import auth_headers
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines
@@ -49,12 +48,14 @@ def bench_command(
     method = _method(build_method, quick, prof, thinking, sweep, workload, repeats)
     console_err.print(f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
                       f"{method.fingerprint()}, {method.repeats} passes", highlight=False)
+    wait = ready_timeout if ready_timeout is not None else ready_timeout_for(prof)
     ready = run_sync(wait_until_ready(target.url, health_path=prof.health.path if prof else "/health",
-                                      timeout_s=ready_timeout, headers=auth_headers(target.api_key),
-                                      progress=lambda line: console_err.print(line, highlight=False)))
+                                      timeout_s=wait, headers=auth_headers(target.api_key),
+                                      progress=lambda line: console_err.print(line, highlight=False),
+                                      timeout_name=READY_TIMEOUT_OPTION))
     if not ready.ready:
-        console_err.print(f"[bold red]bench:[/] {target.url} did not become ready within {ready_timeout:g} s "
-                          f"(--ready-timeout): {ready.error}", highlight=False)
+        console_err.print(f"[bold red]bench:[/] {target.url} did not become ready within {wait:g} s "
+                          f"({READY_TIMEOUT_OPTION}): {ready.error}", highlight=False)
         raise typer.Exit(EXIT_NOTHING_MEASURED)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
     code, why = bench_exit_code(run)

@@ -7,11 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from ..errors import EXIT_FAILED
-from ..profiles import ProfileStore
 from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, print_json, styled
 
 patches_app = typer.Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
@@ -28,9 +26,13 @@ def build_command(
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ..profiles import ProfileStore
+
     resolved = ProfileStore(profiles_dir).get(profile)
     if lock:
-        from ..image.locks import make_locks
+        from ..image.recipes.sglang import make_locks
 
         made = make_locks(resolved, wheelhouse=wheelhouse)
         if json_output:
@@ -67,6 +69,7 @@ def patches_check(
 ) -> None:
     """Apply the profile's patch series to its pinned sglang (downloaded once, cached) in a
     temporary folder and report each patch as applied or failed with its refused hunks."""
+    from ..profiles import ProfileStore
     from ..image import patches
 
     prof = ProfileStore(profiles_dir).get(profile)

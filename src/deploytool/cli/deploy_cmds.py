@@ -6,19 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..release.compose import RenderRequest, render_text
 from ..errors import DeploytoolError
-from ..profiles import ProfileStore
 from ..release.slots import DEFAULT_RETENTION, slot_from_options
-from ..release.state import read_journal, slot_lock
-from ..yamlio import dump_yaml
 if TYPE_CHECKING:
-    from ..deploy import Plan
+    from ..deploy.steps import Plan
 
 from . import k8s_cmds
 from .app import (CpuOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
@@ -36,7 +31,7 @@ class ConsoleReporter:
     """deploy.Reporter for a terminal: milestones as lines, long waits as one progress bar, on stderr."""
 
     def __init__(self) -> None:
-        self._progress: Progress | None = None
+        self._progress: Any = None  # a rich Progress while a long wait is drawn
         self._task = None
 
     def step(self, message: str) -> None:
@@ -49,6 +44,8 @@ class ConsoleReporter:
 
     def waiting(self, label: str, elapsed: float, budget: float) -> None:
         if self._progress is None:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                                       TextColumn("budget {task.total:.0f} s"), console=console_err, transient=True)
             self._progress.start()
@@ -91,6 +88,9 @@ def render_command(
 ) -> None:
     """Render the compose file of one release, or with --k8s its Kubernetes objects (--image by
     digest). Needs no engine: the image tag derives from the profile's declared inputs."""
+    from ..profiles import ProfileStore
+    from ..release.compose import RenderRequest, render_text
+
     if k8s:
         k8s_cmds.render_k8s(k8s_cmds.build_request(
             profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
@@ -161,16 +161,18 @@ def up_command(
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
-    from .. import deploy
+    from ..deploy import commands as deploy
+    from ..deploy.hooks import GatewayHooks
+    from ..deploy.plan import UpOptions
     from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
-                               skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
-                               retention=retention, profiles_dirs=profiles_dir)
+    options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
+                        skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
+                        retention=retention, profiles_dirs=profiles_dir)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
-                                              hooks=deploy.GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
+                                              hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 
 
 @app.command("rollback")
@@ -178,13 +180,14 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotO
                      dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
-    from .. import deploy
+    from ..deploy import commands as deploy
+    from ..deploy.hooks import GatewayHooks
     from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine()),
                    lambda reporter: deploy.rollback(slot, reporter=reporter,
-                                                    hooks=deploy.GatewayHooks(hooks_dir, reporter=reporter)),
+                                                    hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
                              f"release {r.stopped} stopped ({r.seconds} s)")
 
@@ -194,7 +197,7 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
                   dry_run: DryRunOpt = False, json_output: JsonOpt = False) -> None:
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
-    from .. import deploy
+    from ..deploy import commands as deploy
     from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
@@ -205,8 +208,9 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
 
 @app.command("status")
 def status_command(json_output: JsonOpt = False) -> None:
-    """What runs where: every slot, its releases, the rollback target, the last journal entries."""
-    from ..deploy import status
+    """What runs where: every slot, its releases, the rollback target, the last journal entries;
+    the release that runs and the slot's pointer are named apart when they differ."""
+    from ..deploy.status import status
 
     slots = status()
     if json_output:
@@ -216,7 +220,8 @@ def status_command(json_output: JsonOpt = False) -> None:
         typer.echo("no releases on this engine yet (`deploytool up --cpu --profile sim` starts one)")
         return
     for s in slots:
-        table = Table(title=f"slot {s.slot}: serving {s.serving_url or 'nothing'}")
+        serving = f"release {s.serving} at {s.serving_url}" if s.serving is not None else "nothing"
+        table = Table(title=f"slot {s.slot}: serving {serving}")
         for column in ("release", "role", "state", "health", "profile", "image", "model", "api key"):
             table.add_column(column, no_wrap=column == "model")
         for r in s.releases:
@@ -224,6 +229,8 @@ def status_command(json_output: JsonOpt = False) -> None:
             table.add_row(str(r["release"]), r["role"], r["state"], r["health"] or "-", profile, r["image"],
                           _short_model(r.get("model")), r.get("api_key") or "-")
         console.print(table)
+        if s.disagreement:
+            console.print(f"[yellow]pointer and engine disagree:[/] {s.disagreement}", highlight=False)
 
 
 def _short_model(identity: str | None) -> str:
@@ -246,15 +253,18 @@ def journal_command(
     limit: Annotated[int, typer.Option("--limit", help="Last N entries.")] = 20,
     json_output: JsonOpt = False,
 ) -> None:
-    """The append-only journal of every action (optionally for one slot)."""
+    """The append-only journal of every action (optionally for one slot): one line per event,
+    time (UTC), action, slot, release and what happened; --json gives the entries whole."""
+    from ..release.journal_text import line
+    from ..release.state import read_journal
+
     slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot) else None
     entries = read_journal(slot, limit=limit)
     if json_output:
         print_json({"entries": entries})
         return
-    for e in entries:
-        rest = {k: v for k, v in e.items() if k not in ("time", "event", "instance")}
-        typer.echo(f"{e['time']}  {e['event']:<18} {rest}")
+    for entry in entries:
+        typer.echo(line(entry))
 
 
 # -- cache -------------------------------------------------------------------------------------
@@ -269,6 +279,7 @@ def _slot_image(engine, slot_name: str) -> str:
 @cache_app.command("status")
 def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
+    from ..yamlio import dump_yaml
     from ..release import cache as cache_mod
     from ..host.engine import Engine
 
@@ -286,6 +297,7 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 @cache_app.command("wipe")
 def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
+    from ..release.state import slot_lock
     from ..release import cache as cache_mod
     from ..host.engine import Engine
 

@@ -6,9 +6,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..host import gpus
 from ..errors import EXIT_FAILED, EXIT_NO_GPU
-from ..profiles import ProfileStore
 from .app import JsonOpt, ProfilesDirOpt, app, console, console_err, print_json, styled
 
 
@@ -16,6 +14,9 @@ from .app import JsonOpt, ProfilesDirOpt, app, console, console_err, print_json,
 @app.command("gpus")
 def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
     """This machine's NVIDIA GPUs (through NVML) and the profiles made for each card."""
+    from ..host import gpus
+    from ..profiles import ProfileStore
+
     inventory = gpus.read_inventory()
     if inventory.error:
         if json_output:

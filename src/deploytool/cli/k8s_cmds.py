@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from ..errors import UsageError
-from ..k8s import release as rel
-from ..k8s.render import render_stages, stages_text
-from ..profiles import ProfileStore
+from ..release.slots import DEFAULT_RETENTION
 from .app import JsonOpt, ProfilesDirOpt, app, console_err, print_json
+
+if TYPE_CHECKING:
+    from ..k8s.release import K8sRequest
 
 k8s_app = typer.Typer(help="The same release on Kubernetes: apply, status, rollback (docs/kubernetes.md).",
                       no_args_is_help=True)
@@ -34,7 +35,10 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only the cluster's s
 def build_request(*, profile: str, image: str | None, release: int | None, replicas: int, namespace: str,
                   node_selector: list[str] | None, toleration: list[str] | None, flavor: str,
                   qualify_image: str | None, retention: int, secret: str,
-                  profiles_dir: list[Path] | None) -> rel.K8sRequest:
+                  profiles_dir: list[Path] | None) -> K8sRequest:
+    from ..k8s import release as rel
+    from ..profiles import ProfileStore
+
     if flavor not in ("plain", "ome"):
         raise UsageError(f"--k8s-flavor {flavor!r}: expected plain or ome")
     if not image:
@@ -50,8 +54,11 @@ def build_request(*, profile: str, image: str | None, release: int | None, repli
                           retention=retention, secret_name=secret, flavor=flavor)  # type: ignore[arg-type]
 
 
-def render_k8s(req: rel.K8sRequest, output: Path | None) -> None:
+def render_k8s(req: K8sRequest, output: Path | None) -> None:
     """`render --k8s`: both stages to stdout, or one file per stage into the folder -o."""
+    from ..k8s import release as rel
+    from ..k8s.render import stages_text
+
     texts = stages_text(req)
     if output is None:
         typer.echo("---\n".join(texts.values()), nl=False)
@@ -67,7 +74,7 @@ def render_k8s(req: rel.K8sRequest, output: Path | None) -> None:
 
 
 def _connect(context: str | None):
-    from ..k8s.apply import connect
+    from ..k8s.cluster import connect
 
     return connect(context)
 
@@ -83,7 +90,7 @@ def apply_command(
     flavor: FlavorOpt = "plain",
     qualify_image: QualifyImageOpt = None,
     release: ReleaseOpt = None,
-    retention: RetentionOpt = rel.DEFAULT_RETENTION,
+    retention: RetentionOpt = DEFAULT_RETENTION,
     secret: SecretOpt = "deploytool",
     context: ContextOpt = None,
     dry_run: DryRunOpt = False,
@@ -91,6 +98,8 @@ def apply_command(
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Server-side dry run of every object, then canary, qualify Job, and promotion of the release."""
+    from ..k8s import release as rel
+    from ..k8s.render import render_stages
     from ..k8s.apply import apply_release, current_release, stable_kind
 
     req = build_request(profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
@@ -109,6 +118,8 @@ def apply_command(
 
 
 def _status_args(profile: str, flavor: str, profiles_dir: list[Path] | None) -> tuple[str, tuple[str, str]]:
+    from ..k8s import release as rel
+    from ..profiles import ProfileStore
     from ..k8s.apply import stable_kind
 
     resolved = ProfileStore(profiles_dir).get(profile)

@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_FAILED
-from ..memory.profile_plan import plan_memory_command
 from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
 
 
@@ -26,6 +25,8 @@ def plan_memory_cli(
 ) -> None:
     """Predict the weights, KV bytes per token, state per request, KV pool and running requests
     SGLang will have, by its own accounting; exit 1 when the profile's demands do not fit."""
+    from ..memory.profile_plan import plan_memory_command
+
     plan = plan_memory_command(profile, gpu=gpu, card=card, sets=set_, checkpoint=checkpoint,
                                profiles_dirs=profiles_dir, patches=patches)
     if json_output:

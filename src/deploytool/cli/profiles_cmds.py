@@ -9,10 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..host import gpus
 from ..errors import EXIT_FAILED, UsageError
-from ..profiles import ProfileStore
-from ..yamlio import dump_yaml
 from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, print_json, styled
 
 profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
@@ -31,6 +28,9 @@ def profiles_list(
     """Every deployable profile, with whether its memory plan fits its card; with --gpu UUID
     (or --local-gpus), sorted into runnable, runnable-with-less-memory and incompatible, with
     the reason for each."""
+    from ..host import gpus
+    from ..profiles import ProfileStore
+
     store = ProfileStore(profiles_dir)
     profiles = store.all()
     if gpu or local:
@@ -78,6 +78,9 @@ def _memory_cell(fit: dict) -> str:
 @profiles_app.command("show")
 def profiles_show(name: RequiredProfileOpt, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
     """The fully resolved profile (after `extends`), as YAML or JSON."""
+    from ..profiles import ProfileStore
+    from ..yamlio import dump_yaml
+
     profile = ProfileStore(profiles_dir).get(name)
     data = profile.model_dump(mode="json")
     if json_output:
@@ -99,6 +102,7 @@ def profiles_check(
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides."""
+    from ..profiles import ProfileStore
     from ..image import flagcheck
 
     profile = ProfileStore(profiles_dir).get(name)

@@ -10,8 +10,8 @@ import typer
 from rich.table import Table
 
 from ..errors import EXIT_INTERRUPTED
-from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, UrlOpt, app, console,
-                  console_err, print_json)
+from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
+                  app, console, console_err, print_json)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -31,6 +31,7 @@ def qualify_command(
     report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default ./reports/qualify-<UTC time>).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
+    ready_timeout: ReadyTimeoutOpt = None,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     api_key_file: ApiKeyFileOpt = None,
@@ -44,6 +45,8 @@ def qualify_command(
     from ..release.targets import resolve_target
 
     overrides = parse_set_option(set_)
+    if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
+        overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
                             api_key_file=api_key_file, api_key_flag=api_key)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),

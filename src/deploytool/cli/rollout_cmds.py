@@ -132,6 +132,7 @@ def watch_command(
         return
     from ..deploy.hooks import GatewayHooks
     from ..deploy.watch import WatchOptions, watch
+    from ..release.journal_text import line
 
     names = ([Slot().name] if cpu else []) + [cpu_slot_named(n).name for n in cpu_slot or []] \
         + [slot_from_options(v.split(","), False).name for v in gpu or []]
@@ -143,5 +144,4 @@ def watch_command(
     else:
         console_err.print(f"watch: {result.rounds} rounds in {result.seconds} s, {len(result.actions)} actions")
         for action in result.actions:
-            typer.echo(f"{action['time']}  {action['event']:<20} slot {action['slot']} release {action['release']}: "
-                       f"{action.get('reason', '')}")
+            typer.echo(line(action))

@@ -4,20 +4,15 @@
     plan.py      pure decisions: plan_up, plan_rollback, plan_prune (all validation here)
     steps.py     the typed steps and the Plan they make up (printed by --dry-run)
     executor.py  the one loop that applies a plan, journals, reports, restores on failure
+    reporter.py  how a deploy tells a person what it is doing (the CLI draws progress bars)
     health.py    the health gate
     hooks.py     gateway hooks (pre-stop, post-cutover, post-rollback, on-failure)
     rollout.py   several slots, at most --max-unavailable out of service at a time
     watch.py     the supervisor: restart what Docker will not, roll back a crash loop
     commands.py  up, rollback, prune: the three put together, under the slot's lock
     status.py    what runs where
-"""
+    doctor.py    is this host ready to build and deploy
 
-from .commands import (PruneResult, RollbackResult, UpResult, plan_for_prune, plan_for_rollback,  # noqa: F401
-                       plan_for_up, prune, rollback, up)
-from .executor import Outcome, Reporter, execute  # noqa: F401
-from .facts import Facts, gather_facts, gather_slot, release_health  # noqa: F401
-from .health import HealthFailure  # noqa: F401
-from .hooks import GatewayHooks, Hooks  # noqa: F401
-from .plan import DEFAULT_RETENTION, UpOptions, plan_prune, plan_rollback, plan_up  # noqa: F401
-from .status import SlotStatus, status  # noqa: F401
-from .steps import Plan  # noqa: F401
+Nothing is imported here: `deploytool status` loads status.py alone, not the executor and
+the suites it would bring.
+"""

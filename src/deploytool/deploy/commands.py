@@ -21,7 +21,9 @@ from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock
-from .executor import Hooks, Reporter, execute
+from .executor import execute
+from .hooks import Hooks
+from .reporter import Reporter
 from .facts import gather_facts, gather_slot
 from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up
 from .steps import CutOver, Plan
@@ -41,7 +43,7 @@ class UpResult:
     qualify_skipped: bool
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
-    model: dict[str, Any] | None = None  # issue 13: the weights it serves (models.ModelPlan.record)
+    model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
 
 
 @dataclass

@@ -5,8 +5,8 @@ Checks: the Docker engine (reachable, version), the compose plugin (>= 2.20, for
 healthcheck's start_interval), the NVIDIA container runtime or a CDI spec, NVML and the
 driver against the minimum driver of each profile's CUDA (images/versions.yaml) and the
 driver's own CUDA version against each profile's CUDA major.minor, free disk for images and
-for caches, a writable state directory, and (issue 13) deploytool releases that listen beyond
-loopback without an API key. Checks that need the engine say "unknown (engine unreachable)"
+for caches, a writable state directory, and deploytool releases that listen beyond loopback
+without an API key (anyone on the network could use them). Checks that need the engine say "unknown (engine unreachable)"
 when it does not answer.
 """
 

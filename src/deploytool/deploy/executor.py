@@ -22,7 +22,8 @@ from ..release import inputs as release_inputs, secrets
 from ..image.build import BuildResult, build
 from ..release.cache import CacheDecision, prepare_slot_cache
 from ..release.compose import document_text
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..profiles import Profile
@@ -32,21 +33,8 @@ from ..release.targets import Target, qualify_results_path
 from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks
+from .reporter import Reporter
 from .steps import Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy, WriteRelease
-
-
-class Reporter:
-    """How deploy tells a person what it is doing; the CLI's version draws progress bars.
-    The default is silent, for library callers and tests."""
-
-    def step(self, message: str) -> None:  # a milestone: "stopping release 1"
-        pass
-
-    def waiting(self, label: str, elapsed: float, budget: float) -> None:  # a long wait
-        pass
-
-    def warn(self, message: str) -> None:
-        pass
 
 
 @dataclass
@@ -118,7 +106,7 @@ def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
 
 
 def _journal_start(plan: Plan) -> None:
-    if plan.memory is not None:  # issue 14: what the memory plan said, and an override of it
+    if plan.memory is not None:  # what the memory plan said, and an override of it, for whoever reads why a start failed
         summary = {k: v for k, v in plan.memory.items() if k != "skipped"}
         journal("memory_plan", slot=plan.slot, release=plan.release, profile=plan.profile, **summary)
         if plan.memory.get("skipped"):
@@ -239,7 +227,7 @@ def _start(run: _Run, step: Start) -> None:
 
 
 def _secret_env(run: _Run, step: Start) -> dict[str, str] | None:
-    """issue 13: the secrets' values, read from the host now (planning checked they were
+    """The secrets' values, read from the host now (planning checked they were
     readable and kept none); they go to `docker compose up`'s environment only."""
     if not step.secrets:
         return None
@@ -252,7 +240,7 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
     release = run.engine.release(run.plan.slot, step.release)
     if release is None:
         raise DeployError(f"release {step.release} is no longer on the engine")
-    # issue 13: each release's own key (read from where its release.json says), for a health
+    # each release's own key (read from where its release.json says), for a health
     # path SGLang does not serve without one; a restored release may have another key
     headers = release_inputs.health_headers(run.plan.slot, step.release, step.path)
     run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
@@ -269,7 +257,7 @@ def _qualify(run: _Run, step: Qualify) -> None:
     target = Target(url=release.url, profile=run.profile, slot=run.slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
                     previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
-                    api_key=_api_key(run.profile), model=plan.model)  # issue 13: the key and the weights
+                    api_key=_api_key(run.profile), model=plan.model)  # the key callers send, and the weights it serves
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
                                overrides=step.overrides, progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..release import cache, inputs as release_inputs
 from ..image.build import plan_build
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeploytoolError
 from ..host.gpus import Inventory, read_inventory
 from ..memory.gate import MemoryFacts, memory_facts
@@ -67,8 +68,8 @@ class Facts:
     port: PortFacts | None = None
     cache: CacheFacts | None = None
     model_folder_exists: bool | None = None  # the profile's model.host_path on this host; None if unset
-    memory: MemoryFacts | None = None  # the card and checkpoint shape the memory plan reads (issue 14)
-    # issue 13: the weights checked on this host and the secrets' places (values dropped: facts
+    memory: MemoryFacts | None = None  # the card and checkpoint shape the memory plan reads
+    # the weights checked on this host and the secrets' places (values dropped: facts
     # and plans never hold a secret; the executor's Start reads them again), or why they fail.
     inputs: release_inputs.ReleaseInputs | None = None
     inputs_error: DeploytoolError | None = None

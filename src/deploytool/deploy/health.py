@@ -4,16 +4,14 @@ published port answers the health path from the host."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import httpx
 
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeployError
 from ..release.state import journal
-
-if TYPE_CHECKING:
-    from .executor import Reporter
+from .reporter import Reporter
 
 
 class HealthFailure(DeployError):
@@ -21,7 +19,7 @@ class HealthFailure(DeployError):
 
 
 def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
-                       reporter: "Reporter", headers: dict[str, str] | None = None) -> Release:
+                       reporter: Reporter, headers: dict[str, str] | None = None) -> Release:
     """A crash or a restart loop fails at once, not at the budget. (The engine resets
     RestartCount when deploytool starts a container, so a restored release is not mistaken
     for a crashing one.)"""

@@ -23,14 +23,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..release.state import journal
+from .reporter import Reporter
 from .steps import CutOver, Plan, Step, Stop
-
-if TYPE_CHECKING:
-    from .executor import Reporter
 
 HOOK_NAMES = ("pre-stop", "post-cutover", "post-rollback", "on-failure")
 DEFAULT_HOOK_TIMEOUT_S = 60.0
@@ -111,7 +108,7 @@ class GatewayHooks(Hooks):
     """The hooks of one folder. `context` adds variables to every run (a rollout's id)."""
 
     def __init__(self, directory: Path | None, *, timeout_s: float | None = None,
-                 reporter: "Reporter | None" = None, context: dict[str, str] | None = None):
+                 reporter: Reporter | None = None, context: dict[str, str] | None = None):
         self.directory = hooks_folder(directory)
         self.timeout_s = timeout_s if timeout_s is not None else hook_timeout()
         self.reporter = reporter

@@ -2,7 +2,7 @@
 
 Every check that can refuse an `up` runs here, before any step, so nothing is stopped for
 a request that was never going to work: the profile, the cards, the weights and the
-secrets (issue 13), SGLang's memory plan on the card (issue 14), the port, the qualify suites
+secrets, SGLang's memory plan on the card, the port, the qualify suites
 and their settings, the limits. Nothing here touches the engine or writes a file;
 the tests call these with hand-made facts.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
 from ..release.compose import RenderRequest, render_compose, render_notes
-from ..host.engine import Release, published_url
+from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
 from ..host.gpus import classify
@@ -76,13 +76,13 @@ class Validated:
 def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> Validated:
     """Every check that can refuse an up. Runs before any step, so a refusal leaves the
     serving release untouched: the options, the cards, the model's files, SGLang's memory
-    plan on the slot's card (issue 14), the port. Anything a started release would fail on."""
+    plan on the slot's card, the port. Anything a started release would fail on."""
     if options.retention < 1:
         raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
     warnings = check_cards(facts, profile)
-    if facts.inputs_error is not None:  # issue 13: weights not there, a secret unreadable
+    if facts.inputs_error is not None:  # weights not there, a secret unreadable
         raise facts.inputs_error
     if facts.inputs is not None:
         warnings += facts.inputs.warnings
@@ -148,7 +148,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     build = plan_build(profile)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
-    # issue 13: the checked weights and the secrets' places (hand-made facts: planned, unchecked)
+    # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
@@ -189,7 +189,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 checks=validated.checks, inputs=render_notes(request), model=model.record(),
                 memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
                         if validated.memory.summary else None),
-                # issue 13: the weights it serves and where its secrets come from (never values)
+                # the weights it serves and where its secrets come from (never values)
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
                         "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
                         **secrets.record(profile)})

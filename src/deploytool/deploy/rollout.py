@@ -25,7 +25,8 @@ from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot, slot_named
 from ..release.state import journal, read_journal, read_pointers, slot_lock
-from .executor import Reporter, as_failure, execute
+from .executor import as_failure, execute
+from .reporter import Reporter
 from .facts import Facts, gather_facts, gather_slot
 from .hooks import GatewayHooks, Hooks
 from .plan import bring_back, choose_profile, plan_rollback

@@ -67,7 +67,7 @@ class Start:
     new: bool  # True: `docker compose up` of a new release; False: start its stopped container
     bind: str | None = None  # a new release's published address and port, checked free again
     port: int | None = None
-    # issue 13: the compose secrets (names) whose values the executor reads from the host just
+    # the compose secrets (names) whose values the executor reads from the host just
     # before `docker compose up` and hands to that one process's environment
     secrets: list[str] = field(default_factory=list)
 
@@ -149,7 +149,7 @@ class Plan:
     checks: list[str] = field(default_factory=list)  # what the checks before stopping found (shown)
     memory: dict[str, Any] | None = None  # the memory plan's summary (journal: memory_plan), "skipped"
     inputs: list[str] = field(default_factory=list)  # where the weights and each secret come from and go
-    model: dict[str, Any] | None = None  # the weights it serves (models.ModelPlan.record; issue 13)
+    model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:

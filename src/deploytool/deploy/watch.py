@@ -21,12 +21,14 @@ from typing import Callable
 import httpx
 
 from ..release import inputs as release_inputs
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
 from ..release.slots import slot_named
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
-from .executor import Reporter, execute
+from .executor import execute
+from .reporter import Reporter
 from .facts import gather_slot, release_health
 from .hooks import Hooks
 from .plan import plan_rollback
@@ -59,7 +61,7 @@ def release_watch(slot: str, number: int) -> WatchSpec:
 def probe(release: Release, health: HealthSpec, headers: dict[str, str] | None = None) -> bool:
     """The compose health check's probe, from the host: GET the health path, a status below
     400 within the health timeout (what `curl -fsS` accepts). `headers`: the release's own
-    Authorization (issue 13) where its health path is not one SGLang serves without a key."""
+    Authorization where its health path is not one SGLang serves without a key."""
     if release.state != "running":
         return False
     try:
@@ -113,7 +115,7 @@ class Supervisor:
             return None
         policy, health = release_watch(slot, release.release), release_health(slot, release.release)
         previous = read_pointers(slot).previous
-        headers = release_inputs.health_headers(slot, release.release, health.path)  # issue 13: its own key
+        headers = release_inputs.health_headers(slot, release.release, health.path)  # each release its own key
         seen = Observation(release=release.release, healthy=probe(release, health, headers),
                            engine_restarts=release.restart_count,
                            since_cutover=since_cutover(slot, release.release, time.time()),

@@ -80,7 +80,7 @@ class FlagCheck:
 
 def flag_groups(profile: Profile) -> list[list[str]]:
     """server.args as [flag, value...] groups, in the order the launch command has them."""
-    # launch_args(): server.args plus the flags the model source implies (issue 13: --model-path).
+    # launch_args(): server.args plus the flags the model source implies (--model-path).
     return [args_to_argv({key: value}) for key, value in profile.launch_args().items() if args_to_argv({key: value})]
 
 

@@ -11,13 +11,11 @@ Each is sent as a server-side dry run first.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import DeployError
 from . import release as rel
-
-if TYPE_CHECKING:
-    from .apply import Cluster
+from .cluster import Cluster
 
 
 # -- rollback ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 from . import pod
 from . import release as rel
 from .release import K8sRequest, Track
-from .render import canary_url, qualify_job
+from .qualify_job import canary_url, qualify_job
 
 OME_API = "ome.io/v1beta1"
 # OME names an InferenceService's engine Service '<name>-engine' (pkg/constants/constants.go,
@@ -37,7 +37,7 @@ def runtime_name(req: K8sRequest) -> str:
 
 
 def model_source(req: K8sRequest) -> dict[str, Any]:
-    """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub, issue 13),
+    """storage of the ClusterBaseModel: the hub id when the profile has one (model.hub),
     else the node folder the Docker path mounts (model.host_path), else a PVC the operator made."""
     model = req.profile.model
     # path: where the weights are on a node (OME's model agent downloads there, the engine mounts it)

@@ -20,9 +20,9 @@ from .release import (CACHE_HOST_ROOT, CACHE_MOUNT, DIST_INIT_PORT, FINGERPRINT_
 
 # -- secrets ----------------------------------------------------------------------------------
 # The Secret `req.secret_name` (k8s apply --secret) holds the values; deploytool names it and
-# never reads it. Which a release needs is what issue 13's secrets.plan_secrets(profile) says
+# never reads it. Which a release needs is what release/secrets.plan_secrets(profile) says
 # for a Docker host (from `secrets.hf_token` and `server.api_key`), and the Secret's keys carry
-# issue 13's names: `hf_token` (the compose secret's name) and `api_key` (the profile field and
+# the Docker path's names: `hf_token` (the compose secret's name) and `api_key` (the profile field and
 # release record key; on a Docker host it becomes the sglang_config and auth_header secrets,
 # here the init container below writes the config file from it).
 HF_TOKEN_KEY = "hf_token"
@@ -183,7 +183,7 @@ def volumes(req: K8sRequest) -> list[dict[str, Any]]:
     profile = req.profile
     model: dict[str, Any]
     if hub_repo(profile):
-        # The node's hub cache, as the Docker path mounts the host's (issue 13's model.hub).
+        # The node's hub cache, as the Docker path mounts the host's (the profile's model.hub).
         model = {"name": "model", "hostPath": {"path": HUB_CACHE_HOST, "type": "DirectoryOrCreate"}}
     elif profile.model.host_path:
         model = {"name": "model", "hostPath": {"path": profile.model.host_path, "type": "Directory"}}

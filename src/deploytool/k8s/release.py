@@ -151,8 +151,8 @@ def fingerprint_key(toolchain: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:12]
 
 
-# A hub model (issue 13's model.hub) is served from a hub cache: on Kubernetes, the node's
-# folder below, mounted where the Docker path mounts the host's (models.CONTAINER_HUB_CACHE).
+# A hub model (the profile's model.hub) is served from a hub cache: on Kubernetes, the node's
+# folder below, mounted where the Docker path mounts the host's (weights.CONTAINER_HUB_CACHE).
 HUB_CACHE_HOST = "/var/lib/deploytool/hf-cache/hub"
 HUB_CACHE_CONTAINER = CONTAINER_HUB_CACHE
 
@@ -179,7 +179,7 @@ def model_env(profile: Profile) -> dict[str, str]:
 
 def model_mount_path(profile: Profile) -> str:
     """Where the weights appear in the container: the hub cache for a hub model, the folder's
-    mount point (models.folder_mount_point: model.path, else /models/<folder name>, which is
+    mount point (ModelSpec.mount_point: model.path, else /models/<folder name>, which is
     what --model-path says), else /models/<served name> for a PVC the operator provides."""
     model = _model(profile)
     if model.kind == "hub":

@@ -9,9 +9,11 @@ reading 6016 bits x 3201 MHz gives 4.81 TB/s.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 from ..host.gpus import GpuInfo
+from ..profiles import Profile
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -96,3 +98,17 @@ def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
                 free_bytes=None if gpu.memory_free_mib is None else gpu.memory_free_mib * MIB,
                 memory_bus_width_bits=gpu.memory_bus_width_bits, max_memory_clock_mhz=gpu.max_memory_clock_mhz,
                 power_limit_w=gpu.power_limit_w, count=count, source="nvml", uuid=gpu.uuid)
+
+
+def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None:
+    """The slot's first card through NVML; on the CPU slot (the reference runtime standing in
+    for a GPU server) the profile's own card from the table, when it names one."""
+    if not slot.is_cpu:
+        from ..host.gpus import read_inventory
+
+        inventory = inventory or read_inventory()
+        gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])
+        return card_from_gpu(gpu, count=len(slot.gpus)) if gpu is not None else None
+    if profile.match.gpu_name:
+        return card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+    return None

@@ -17,23 +17,9 @@ from typing import Any
 
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..profiles import Profile
-from .cards import Card, card_from_gpu, card_from_table
+from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .profile_plan import checkpoint_folder, plan_for_profile
-
-
-def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None:
-    """The slot's first card through NVML; on the CPU slot (the reference runtime standing in
-    for a GPU server) the profile's own card from the table, when it names one."""
-    if not slot.is_cpu:
-        from ..host.gpus import read_inventory
-
-        inventory = inventory or read_inventory()
-        gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])
-        return card_from_gpu(gpu, count=len(slot.gpus)) if gpu is not None else None
-    if profile.match.gpu_name:
-        return card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-    return None
 
 
 @dataclass

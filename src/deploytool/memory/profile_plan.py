@@ -13,7 +13,7 @@ import yaml
 
 from ..errors import DeploytoolError, UsageError
 from ..profiles import Profile
-from .cards import Card, card_from_gpu, card_from_table
+from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
@@ -34,7 +34,7 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
 
 def checkpoint_folder(profile: Profile) -> Path | None:
     """Where the profile's checkpoint can be read on this machine: the hub snapshot of
-    model.hub in the host's hub cache (issue 13's models.ModelPlan.checkpoint_folder),
+    model.hub in the host's hub cache (release/weights.ModelPlan.checkpoint_folder),
     model.host_path (mounted at model.path in the container), else model.path itself when it
     exists here."""
     candidates: list[Any] = [profile.model.host_path, profile.model.path]
@@ -215,7 +215,6 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
     """For preflight: the plan for the profile's card beside the server's own memory figures;
     None when there is no checkpoint to plan from; {"error": why} when planning fails."""
     from .accuracy import compare_with_server
-    from .gate import slot_card
 
     if profile is None or checkpoint_folder(profile) is None:
         return None

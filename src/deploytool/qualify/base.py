@@ -140,7 +140,7 @@ class ServerInfo:
     server_info_path: str | None = None
     model_info: dict[str, Any] | None = None  # /model_info (or /get_model_info)
     model_info_path: str | None = None
-    unauthorized: bool = False  # issue 13: /v1/models answered 401 (the server wants an API key)
+    unauthorized: bool = False  # /v1/models answered 401 (the server wants an API key)
     waited_s: float = 0.0  # how long the server took to become ready
     # /model_info weight_version before the suites and after them (recorded in results.json)
     weight_version: str | None = None
@@ -181,19 +181,6 @@ class ServerInfo:
             if key in info:
                 return bool(info[key])
         return None
-
-
-def find_key(info: Any, key: str) -> Any:
-    """A value from SGLang's server info: top level first, then each `internal_states` entry
-    (SGLang puts scheduler figures like avg_spec_accept_length there)."""
-    if not isinstance(info, dict):
-        return None
-    if info.get(key) is not None:
-        return info[key]
-    for state in info.get("internal_states") or []:
-        if isinstance(state, dict) and state.get(key) is not None:
-            return state[key]
-    return None
 
 
 @dataclass

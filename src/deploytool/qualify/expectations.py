@@ -27,7 +27,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..server import metrics_window as mw
-from .base import Gate, find_key
+from ..server.serverfields import find_key
+from .base import Gate
 
 # SGLang's resolution renames these (srt/arg_groups/speculative_hook.py).
 SPEC_ALIASES = {"NEXTN": "EAGLE"}

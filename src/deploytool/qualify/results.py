@@ -26,7 +26,7 @@ class QualifyReport:
     release: int | None = None
     image: str | None = None
     image_labels: dict[str, str] = field(default_factory=dict)
-    model: dict[str, Any] | None = None  # issue 13: the weights the release serves (models.ModelPlan.record)
+    model: dict[str, Any] | None = None  # the weights the release serves (weights.ModelPlan.record)
     limit: int | None = None
     suites: list[SuiteResult] = field(default_factory=list)
     server: ServerInfo | None = None

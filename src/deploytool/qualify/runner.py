@@ -20,7 +20,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..server import serverfields
-from ..server.client import EndpointClient, wait_until_ready
+from ..server.client import EndpointClient
+from ..server.readiness import wait_until_ready
+
+# What sets how long qualify waits for a loading server, as the waiting line and the error name it.
+READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 from ..release.secrets import auth_headers, redact
 from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
@@ -70,7 +74,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 progress=(lambda line: console.print(line, highlight=False)) if progress else None))
             if not report.server.reachable:
                 report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
-            elif report.server.unauthorized:  # issue 13
+            elif report.server.unauthorized:  # a keyed server refused the key (or its absence)
                 report.could_not_run = (f"the server at {target.url} answered 401 Unauthorized: it requires an "
                                         "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
                                         "reads its own from where its profile's server.api_key says)")
@@ -115,7 +119,7 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
         return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
         return SuiteResult.errored(name, "not run: the server never became ready")
-    if server.unauthorized:  # issue 13: every call would be refused
+    if server.unauthorized:  # every call would be refused
         return SuiteResult.errored(name, "not run: the server requires an API key (401 Unauthorized)")
     skip = module.applies_to(target.profile, server)
     if skip:
@@ -194,17 +198,19 @@ def _nothing_measured(report: QualifyReport) -> None:
 async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None,
                        progress: Any = None) -> ServerInfo:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
-    Waits up to preflight.ready_timeout_s (20 min by default) for a server that is still loading:
+    Waits up to preflight.ready_timeout_s (20 min by default; `qualify --ready-timeout`) for a server
+    that is still loading:
     SGLang refuses connections until its weights are loaded, then answers 503 while it warms up."""
     info = ServerInfo(url=url)
     health_path = profile.health.path if profile is not None else "/health"
     headers = auth_headers(api_key)
     ready = await wait_until_ready(url, health_path=health_path, timeout_s=preflight.ready_timeout_s,
-                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers)
+                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers,
+                                   timeout_name=READY_TIMEOUT_NAME)
     info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
     info.waited_s = ready.waited_s
     if not ready.ready:
-        info.error = f"{ready.error} after {ready.waited_s:g} s (qualify.preflight.ready_timeout_s)"
+        info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
     if not info.reachable:
         return info
     async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=headers) as http:
@@ -243,7 +249,7 @@ async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:
         response = await http.get(path)
         if response.status_code != 200:
             return None
-        # issue 13: SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
+        # SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
         return redact(response.json())
     except (httpx.HTTPError, ValueError):
         return None

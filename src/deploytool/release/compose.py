@@ -14,8 +14,8 @@ from typing import Any
 import yaml
 
 from ..host import labels
-from . import weights as model_sources  # issue 13: weights
-from . import secrets as release_secrets  # issue 13: secrets and the API key
+from . import weights as model_sources
+from . import secrets as release_secrets
 from ..profiles import Profile, args_to_argv
 from ..resources import resource
 from .slots import Slot
@@ -32,7 +32,7 @@ class RenderRequest:
     image: str
     host_port: int | None = None  # default: the profile's port
     bind: str = "127.0.0.1"  # host address the port is published on
-    # issue 13: the checked model source (None: planned from the profile, unchecked) and the
+    # the checked model source (None: planned from the profile, unchecked) and the
     # release's secrets (None: planned from the profile). Neither ever holds a secret value.
     model: model_sources.ModelPlan | None = None
     secrets: list[release_secrets.ReleaseSecret] | None = None
@@ -58,7 +58,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     health = profile.health
     container_port = profile.server.port
     cache_volume = slot.cache_volume()
-    model, planned = req.model_plan, req.secret_plan  # issue 13
+    model, planned = req.model_plan, req.secret_plan
     command = (profile.server.command + args_to_argv({**model.launch_args(), **profile.server.args})
                + release_secrets.launch_args(planned))
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..profiles import SecretError
 from . import secrets, weights
 from .state import release_path
 
@@ -96,5 +97,5 @@ def health_headers(slot: str, number: int, path: str) -> dict[str, str]:
         return {}
     try:
         return secrets.auth_headers(release_api_key(slot, number))
-    except secrets.SecretError:
+    except SecretError:
         return {}  # the probe then fails with the server's 401, which the log tail shows

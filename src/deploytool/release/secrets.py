@@ -35,9 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
-
 from ..errors import UsageError
+from ..profiles import SecretRef
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -49,62 +48,9 @@ HF_TOKEN_TARGET = f"{SECRETS_DIR}/hf_token"
 ENV_PREFIX = "DEPLOYTOOL_SECRET_"
 # qualify/bench against --url: the key from this variable or --api-key-file, never a flag value.
 API_KEY_ENV = "DEPLOYTOOL_API_KEY"
-# Server args that would put a key on the command line.
-KEY_FLAGS = ("api-key", "admin-api-key")
 # Paths SGLang serves without a key even when one is set (utils/auth.py decide_request_auth).
 OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
 REDACTED = "<redacted>"
-
-
-class SecretError(UsageError):
-    """A secret the profile names cannot be read on this host."""
-
-
-class SecretRef(BaseModel):
-    """Where a secret lives on the host: an environment variable or a file, exactly one."""
-
-    model_config = ConfigDict(extra="forbid")
-    env: str | None = None
-    file: str | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "SecretRef":
-        if (self.env is None) == (self.file is None):
-            raise ValueError("give exactly one of env: NAME or file: PATH")
-        return self
-
-    def describe(self) -> str:
-        return f"host env {self.env}" if self.env else f"host file {self.file}"
-
-    def reference(self) -> dict[str, str]:
-        """What a record may keep: the place, never the value."""
-        return {"env": self.env} if self.env else {"file": str(self.file)}
-
-    def resolve(self, env: dict[str, str] | None = None, *, what: str) -> str:
-        env = os.environ if env is None else env
-        if self.env:
-            value = env.get(self.env, "")
-            if not value.strip():
-                raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
-                                  hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
-                                       "instead ({file: PATH}, mode 0600)")
-            return value.strip()
-        path = Path(str(self.file)).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SecretError(f"{what} comes from file {path}, which cannot be read ({exc.strerror})",
-                              hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
-        if not value:
-            raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
-        return value
-
-
-class ProfileSecrets(BaseModel):
-    """`secrets:` of a profile."""
-
-    model_config = ConfigDict(extra="forbid")
-    hf_token: SecretRef | None = None
 
 
 @dataclass(frozen=True)
@@ -242,35 +188,3 @@ def record(profile: "Profile") -> dict[str, Any]:
     key = profile.server.api_key
     return {"api_key": key.reference() if key else None,
             "secrets": {s.name: s.ref.reference() for s in plan_secrets(profile)}}
-
-
-def profile_problems(profile: "Profile") -> list[tuple[tuple[str, ...], str]]:
-    """Secret mistakes as (field location, what to do), checked once at profile load."""
-    problems: list[tuple[tuple[str, ...], str]] = []
-    for flag in KEY_FLAGS:
-        if profile.server.args.get(flag) not in (None, False):
-            problems.append((("server", "args", flag),
-                             f"a key on the command line shows in `docker inspect`, `ps` and /server_info; "
-                             "remove it and set server.api_key: {env: NAME} or {file: PATH}"))
-    if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
-        problems.append((("server", "args", "config"),
-                         "deploytool passes the API key through SGLang's --config (one file only); "
-                         "move these options into server.args"))
-    if profile.server.api_key is not None:
-        # SGLang 0.5.23 refuses a key in these modes: entrypoints/http_server.py init_multi_tokenizer
-        # asserts "API key is not supported in multi-tokenizer mode"; arg_groups/serving_hook.py
-        # rejects --grpc-port with --api-key.
-        workers = profile.server.args.get("tokenizer-worker-num")
-        if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1:
-            problems.append((("server", "args", "tokenizer-worker-num"),
-                             "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
-                             "drop server.api_key or set tokenizer-worker-num: 1"))
-        if profile.server.args.get("grpc-port") not in (None, False):
-            problems.append((("server", "args", "grpc-port"),
-                             "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them"))
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        if name in profile.server.env:
-            problems.append((("server", "env", name),
-                             "a token in the profile lands in compose.yaml and `docker inspect`; "
-                             "set secrets.hf_token: {env: HF_TOKEN} or {file: PATH} instead"))
-    return problems

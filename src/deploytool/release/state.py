@@ -25,8 +25,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
-from filelock import FileLock, Timeout
-
 from ..errors import SlotBusy, UsageError
 from ..host.labels import instance
 from ..files import write_atomic
@@ -123,6 +121,8 @@ def write_pointers(slot: str, pointers: SlotPointers) -> None:
 @contextmanager
 def slot_lock(slot: str, action: str) -> Iterator[None]:
     """Hold the slot for one up/rollback; a second one is refused at once, naming the holder."""
+    from filelock import FileLock, Timeout  # only the commands that act lock (status and --help do not)
+
     directory = slot_dir(slot)
     holder_file = directory / "lock.holder"
     lock = FileLock(str(directory / "lock"))

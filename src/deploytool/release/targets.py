@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..host.engine import Engine, Release
+from ..host.engine import Engine
+from ..host.releases import Release
 from ..errors import UsageError
 from ..profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
 from .state import read_pointers, release_path
-from . import inputs as release_inputs, secrets  # issue 13
+from . import inputs as release_inputs, secrets
 
 
 @dataclass
@@ -27,7 +28,7 @@ class Target:
     image_labels: dict[str, str] | None = None
     previous: Release | None = None  # the slot's previous release, for comparisons
     previous_results: Path | None = None  # that release's qualify results.json, when it has one
-    # issue 13: the key clients send (never printed: repr=False) and the weights the release serves.
+    # the key clients send (never printed: repr=False) and the weights the release serves.
     api_key: str | None = field(default=None, repr=False)
     model: dict[str, Any] | None = None
 
@@ -40,7 +41,8 @@ class Target:
 def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
                    profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
                    api_key_flag: str | None = None) -> Target:
-    """`api_key_file` / `api_key_flag` (issue 13): --api-key-file, and --api-key (refused).
+    """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
+    command line shows in `ps` and the shell's history).
     Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own."""
     store = ProfileStore(profiles_dirs)
     given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)

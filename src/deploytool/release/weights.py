@@ -30,14 +30,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..profiles import ModelSpec, Profile
+    from ..profiles import Profile
 
 # Where the host's hub cache appears in the container (HF_HUB_CACHE points there).
 CONTAINER_HUB_CACHE = "/root/.cache/huggingface/hub"
 # deploytool's own setting for the host's hub cache home; else huggingface_hub's HF_HUB_CACHE,
 # HF_HOME, ~/.cache/huggingface.
 HF_HOME_SETTING = "DEPLOYTOOL_HF_HOME"
-HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 INDEX = "model.safetensors.index.json"
 SHARD = re.compile(r"-\d{5}-of-\d{5}\.safetensors$")
@@ -129,13 +128,6 @@ def host_hub_cache(env: dict[str, str] | None = None) -> Path:
     return Path(env.get("HOME", str(Path.home()))) / ".cache" / "huggingface" / "hub"
 
 
-def folder_mount_point(model: "ModelSpec") -> str:
-    """Where a host folder appears in the container: model.path, else /models/<folder name>."""
-    if model.path:
-        return model.path
-    return f"/models/{Path(str(model.host_path)).name or 'model'}"
-
-
 def plan_model(profile: "Profile", env: dict[str, str] | None = None) -> ModelPlan:
     model = profile.model
     if model.hub:
@@ -143,37 +135,8 @@ def plan_model(profile: "Profile", env: dict[str, str] | None = None) -> ModelPl
                          host_path=str(host_hub_cache(env)))
     if model.host_path:
         return ModelPlan(kind="folder", host_path=str(Path(model.host_path).expanduser()),
-                         container_path=folder_mount_point(model))
+                         container_path=model.mount_point())
     return ModelPlan(kind="none")
-
-
-def profile_problems(profile: "Profile") -> list[tuple[tuple[str, ...], str]]:
-    """Model-source mistakes as (field location, what to do), checked once at profile load."""
-    model = profile.model
-    problems: list[tuple[tuple[str, ...], str]] = []
-    if model.hub and model.host_path:
-        problems.append((("model", "host_path"), "give model.hub or model.host_path, not both "
-                                                 "(set the other to null in a child profile)"))
-    elif not model.hub and not model.host_path and not profile.is_simulator and not profile.abstract:
-        problems.append((("model",), "say where the weights are: model.hub: ORG/NAME (from the host's hub cache) "
-                                     "or model.host_path: /folder/with/config.json"))
-    if model.hub and not HUB_ID.match(model.hub):
-        problems.append((("model", "hub"), f"expected a hub repository id ORG/NAME, got {model.hub!r}"))
-    if model.revision is not None and not model.hub:
-        problems.append((("model", "revision"), "revision is for model.hub only"))
-    if model.host_path and not Path(model.host_path).expanduser().is_absolute():
-        problems.append((("model", "host_path"), f"expected an absolute host folder, got {model.host_path!r}"))
-    given = profile.server.args.get("model-path")
-    if given is not None and (model.hub or model.host_path):
-        wanted = model.hub if model.hub else folder_mount_point(model)
-        if str(given) != wanted:
-            problems.append((("server", "args", "model-path"),
-                             f"deploytool passes --model-path {wanted} from the model source; remove "
-                             f"server.args.model-path ({given!r})"))
-    if "revision" in profile.server.args and model.hub:
-        problems.append((("server", "args", "revision"), "set model.revision instead (deploytool pins the "
-                                                         "resolved commit)"))
-    return problems
 
 
 # -- check (reads the host) ----------------------------------------------------------------------

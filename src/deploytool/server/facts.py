@@ -131,7 +131,7 @@ async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: 
         if response.status_code != 200:
             facts.unreadable[path] = f"HTTP {response.status_code}"
             return None
-        body = redact(response.json())  # issue 13: SGLang's /server_info carries api_key
+        body = redact(response.json())  # SGLang's /server_info carries the api_key: a report keeps no key
         return body if isinstance(body, dict) else {"value": body}
     except Exception as exc:  # noqa: BLE001 - recorded, never fatal
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"

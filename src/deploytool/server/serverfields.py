@@ -11,6 +11,7 @@ use them, so there is one answer to "what is this server's running-request limit
   model info      /model_info; /get_model_info is its deprecated name (http_server.py).
   weight version  /model_info weight_version (and metadata.weight_version of each response).
   memory          internal_states[i].memory_usage (scheduler_components/memory_usage.py).
+  any other key   find_key: the top level first, then each internal_states entry.
 """
 
 from __future__ import annotations
@@ -89,4 +90,17 @@ def kv_pool_tokens(info: Any) -> int | None:
     for state in _states(info):
         if _int(state.get("max_total_num_tokens")) is not None:
             return _int(state["max_total_num_tokens"])
+    return None
+
+
+def find_key(info: Any, key: str) -> Any:
+    """A value from SGLang's server info: top level first, then each `internal_states` entry
+    (SGLang puts scheduler figures like avg_spec_accept_length there)."""
+    if not isinstance(info, dict):
+        return None
+    if info.get(key) is not None:
+        return info[key]
+    for state in info.get("internal_states") or []:
+        if isinstance(state, dict) and state.get(key) is not None:
+            return state[key]
     return None

@@ -22,7 +22,6 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deploytool import __version__
 from deploytool.sim.answers import AnswerContext, derive_answer
@@ -35,6 +34,8 @@ from deploytool.sim.metrics import CONTENT_TYPE, render_metrics
 from deploytool.sim.oracle import Gsm8kOracle
 from deploytool.sim import serverinfo
 from deploytool.sim.request import ChatRequest, KVPoolOverflow, RequestError, error_body, parse_chat_request
+from deploytool.sim.requestlog import RequestLog, is_drop
+from deploytool.sim.running import Generation
 from deploytool.sim.settings import SimSettings
 
 VERSION = f"sim-{__version__}"
@@ -48,65 +49,6 @@ def _exit_process(code: int) -> None:
 
 def error_response(message: str, status: int, err_type: str, background: BackgroundTask | None = None) -> JSONResponse:
     return JSONResponse(error_body(message, status, err_type), status_code=status, background=background)
-
-
-class Generation:
-    """One admitted request's run through the engine: queue, prefill, paced tokens, accounting."""
-
-    def __init__(self, engine: Engine, req: ChatRequest, plan: Plan, started: float) -> None:
-        self.engine, self.req, self.plan, self.started = engine, req, plan, started
-        self.cached_tokens = 0
-        self.settings = engine.settings
-
-    async def units(self) -> AsyncIterator[Unit]:
-        engine = self.engine
-        slot = await engine.admit(self.req.prompt_tokens)
-        complete = False
-        try:
-            self.cached_tokens, prefill_s = engine.prefill(self.req.prompt_key, self.req.prompt_tokens)
-            forced = int(self.req.prompt_tokens * self.settings.cached_prompt_fraction)  # the test option
-            self.cached_tokens = min(self.req.prompt_tokens - 1, max(self.cached_tokens, forced))
-            prefill_s += engine.settings.schedule_latency_s
-            async for unit in engine.pace(slot, self.plan.units, prefill_s, self.started):
-                yield unit
-            complete = True
-            if not self.plan.tool_calls:
-                # The conversation a multi-turn client sends next: this prompt plus this answer.
-                engine.remember_turn(f"{self.req.prompt_key}\n<|assistant|>{self.plan.text_of('content') or ''}")
-        finally:
-            engine.release(slot)
-            stats = engine.stats
-            if complete:
-                stats.prompt_tokens += self.req.prompt_tokens
-                stats.cached_tokens += self.cached_tokens
-                stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
-                                    self.settings.spec_accept_length)
-                stats.requests += 1
-                stats.e2e.observe(time.monotonic() - self.started)
-            elif not self.req.stream:
-                # A request whose client left is in no token or request counter: SGLang counts a
-                # request in observe_one_finished_request only when its finished output still
-                # has a state (tokenizer_manager.py collect_metrics), and an abort drops it. Only
-                # a non-streamed request's abort counts in num_aborted_requests_total: a stream's
-                # abort finds the state gone and returns before counting (abort_request). Seen
-                # on a real 0.5.17 server (tests/data/sglang-real/dense/abort.json).
-                stats.aborted += 1
-
-    def usage(self) -> dict[str, Any]:
-        """UsageProcessor.calculate_token_usage (sglang/srt/entrypoints/openai/usage_processor.py):
-        prompt_tokens_details only with --enable-cache-report; completion_tokens_details only
-        when there are reasoning tokens."""
-        completion = self.plan.completion_tokens
-        reasoning = self.plan.reasoning_tokens
-        return {
-            "prompt_tokens": self.req.prompt_tokens,
-            "total_tokens": self.req.prompt_tokens + completion,
-            "completion_tokens": completion,
-            "prompt_tokens_details": ({"cached_tokens": self.cached_tokens}
-                                      if self.settings.enable_cache_report else None),
-            "reasoning_tokens": reasoning,
-            "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None,
-        }
 
 
 class SimServer:
@@ -389,46 +331,6 @@ def _delta(unit: Unit) -> dict[str, Any]:
                             "function": {"name": None, "arguments": unit.text}}]}
 
 
-class RequestLog:
-    """One stderr line per request: method, path, status, tokens, seconds (after the body is sent)."""
-
-    def __init__(self, app: ASGIApp, enabled: bool = True) -> None:
-        self.app = app
-        self.enabled = enabled
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.enabled:
-            await self.app(scope, receive, send)
-            return
-        started = time.monotonic()
-        status = 0
-
-        async def record(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        outcome = ""
-        try:
-            await self.app(scope, receive, record)
-        except BaseException as exc:
-            outcome = " (stream dropped)" if _is_drop(exc) else f" ({type(exc).__name__})"
-            raise
-        finally:
-            state = scope.get("state") or {}
-            tokens = state.get("sim_tokens")
-            counts = f" prompt={tokens[0]} completion={tokens[1]}" if tokens else ""
-            note = f" {state['sim_note']!r}" if state.get("sim_note") else ""
-            log(f"{scope['method']} {scope['path']} {status}{counts} {time.monotonic() - started:.3f}s{outcome}{note}")
-
-
-def _is_drop(exc: BaseException) -> bool:
-    if isinstance(exc, StreamDropped):
-        return True
-    return any(_is_drop(e) for e in getattr(exc, "exceptions", ()))
-
-
 async def _http_error(request: Request, exc: Exception) -> Response:
     """An unknown route or a wrong method: FastAPI's own body, {"detail": "Not Found"}, as a
     real SGLang server answers (tests/data/sglang-real/dense/error_unknown_route.json)."""
@@ -437,7 +339,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:
-    if not _is_drop(exc):  # a dropped stream is the drop_stream fault, already logged
+    if not is_drop(exc):  # a dropped stream is the drop_stream fault, already logged
         log(f"internal error on {request.url.path}: {type(exc).__name__}: {exc}")
     return error_response(f"Internal error in the simulator: {type(exc).__name__}: {exc}", 500, "InternalServerError")
 
@@ -462,7 +364,7 @@ def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], No
     app = Starlette(
         routes=routes,
         lifespan=sim.lifespan,
-        # issue 13: the request log sees refused calls too (SGLang logs them as 401s).
+        # The request log sees refused calls too (SGLang logs them as 401s).
         middleware=[Middleware(RequestLog, enabled=settings.log_requests),
                     Middleware(ApiKeyAuth, api_key=settings.api_key)],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},

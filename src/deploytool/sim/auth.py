@@ -1,4 +1,5 @@
-"""SGLang's API-key check, as the reference runtime applies it (issue 13).
+"""SGLang's API-key check, as the reference runtime applies it, so callers can
+prove they send the key where SGLang wants it.
 
 Mirrors sglang 0.5.23 sglang/srt/utils/auth.py: `decide_request_auth` at the NORMAL level
 (every route the simulator has is NORMAL) and `add_api_key_middleware`'s refusal, an

@@ -17,7 +17,7 @@ from deploytool.sim.log import log
 
 # name -> True when the fault takes a positive integer "=N"
 FAULTS: dict[str, bool] = {
-    # Faults a supervisor must see (deploytool watch, issue 12): the process runs on, or dies later.
+    # Faults a supervisor must see (deploytool watch): the process runs on, or dies later.
     "health_fail_after": True,
     "exit_after": True,
     "crash_on_start": False,
@@ -26,7 +26,7 @@ FAULTS: dict[str, bool] = {
     "bad_tool_json": False,
     "drop_stream": True,
     "http_500_every": True,
-    # Faults that only a check of the answers can see (qualify, issue 9):
+    # Faults that only a check of the answers can see (qualify's verdicts):
     "hang": False,
     "corrupt_under_load": True,
     "needle_lost_after": True,

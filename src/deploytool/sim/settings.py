@@ -121,7 +121,7 @@ class SimSettings:
         "counters), so a cold-cache gate can be seen to fail.", 0.0)
     weight_version: str = _opt("Reported weight_version (/model_info, metadata of each response).", "default")
     log_requests: bool = _opt("Log one line per request to stderr.", True)
-    # issue 13: access, as SGLang's --api-key (utils/auth.py) and --config (server_args_config_parser.py).
+    # access, as SGLang's --api-key (utils/auth.py) and --config (server_args_config_parser.py).
     api_key: str | None = _opt(
         "Require `Authorization: Bearer KEY` on every route but /health*, /ready*, /metrics* (401 "
         '{"error": "Unauthorized"} otherwise), as SGLang\'s --api-key. Pass it in a --config file, not here.', None)

@@ -15,16 +15,13 @@ tok/s/user) per run, so two releases' curves overlay in `compare`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import stats
-from ..assemble import figure
+from ..context import BenchContext
+from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-
-if TYPE_CHECKING:
-    from ..runner import BenchRunner
+from ..spec import Spec
 
 name = "agentic"
 summary = "multi-turn replay (~80K first prompt, 13 turns x ~220 tokens, conversation resent), concurrency sweep"
@@ -44,7 +41,7 @@ QUICK = {"first_prompt_tokens": 2_000, "turn_user_tokens": 64, "output_tokens_pe
          "concurrency": [1, 2, 4]}
 
 
-async def run(ctx: "BenchRunner") -> None:
+async def run(ctx: BenchContext) -> None:
     s: Settings = ctx.settings
     growth = s.turns * (s.output_tokens_per_turn + s.turn_user_tokens + 16)
     first = ctx.cap_sizes([s.first_prompt_tokens], growth, "agentic first prompt")[0]
@@ -58,9 +55,7 @@ async def run(ctx: "BenchRunner") -> None:
                                                 for k in range(c * s.conversations_per_slot)])
 
 
-def _conversation(ctx: "BenchRunner", group: str, c: int, k: int, first_tokens: int):
-    from ..runner import Spec
-
+def _conversation(ctx: BenchContext, group: str, c: int, k: int, first_tokens: int):
     s: Settings = ctx.settings
 
     async def run() -> None:
@@ -80,7 +75,7 @@ def _conversation(ctx: "BenchRunner", group: str, c: int, k: int, first_tokens: 
     return run
 
 
-def figures(ctx: "BenchRunner", groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
     out: list[Figure] = []
     by_turn = ctx.details.setdefault("agentic_ttft_by_turn_s", {})
     for g in groups:

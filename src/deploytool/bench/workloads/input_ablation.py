@@ -7,15 +7,11 @@ a falling one shows what long inputs cost each user. Sizes past the context are 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..context import BenchContext
 from ..results import Figure, GroupSummary, RequestRecord
 from .long_context import length_figures, run_lengths
-
-if TYPE_CHECKING:
-    from ..runner import BenchRunner
 
 name = "input-ablation"
 summary = "tok/s per user at concurrency 1 as the input grows from 1K tokens to the context limit"
@@ -31,10 +27,10 @@ class Settings(BaseModel):
 QUICK = {"input_tokens": [500, 2_000, 8_000], "requests_each": 2, "output_tokens": 64}
 
 
-async def run(ctx: "BenchRunner") -> None:
+async def run(ctx: BenchContext) -> None:
     await run_lengths(ctx, "ablation", ctx.settings.input_tokens, ctx.settings.requests_each,
                       ctx.settings.output_tokens)
 
 
-def figures(ctx: "BenchRunner", groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
     return length_figures(groups, records, "ablation", "interactivity (tok/s per user)")

@@ -7,16 +7,13 @@ help), one request at a time; the figure is the median per-request decode speed,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import stats
-from ..assemble import figure
+from ..context import BenchContext
+from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-
-if TYPE_CHECKING:
-    from ..runner import BenchRunner
+from ..spec import Spec
 
 name = "long-context"
 summary = "decode tok/s of one request after 30K / 120K / 225K-token prompts"
@@ -32,14 +29,12 @@ class Settings(BaseModel):
 QUICK = {"context_tokens": [1_000, 8_000], "requests_each": 2, "output_tokens": 64}
 
 
-async def run(ctx: "BenchRunner") -> None:
+async def run(ctx: BenchContext) -> None:
     await run_lengths(ctx, "longctx", ctx.settings.context_tokens, ctx.settings.requests_each,
                       ctx.settings.output_tokens)
 
 
-async def run_lengths(ctx: "BenchRunner", phase: str, sizes: list[int], each: int, output: int) -> None:
-    from ..runner import Spec
-
+async def run_lengths(ctx: BenchContext, phase: str, sizes: list[int], each: int, output: int) -> None:
     for size in ctx.cap_sizes(sizes, output, phase):
         group = f"{phase}_{size}"
         await ctx.measure(group, phase, 1,
@@ -61,5 +56,5 @@ def length_figures(groups: list[GroupSummary], records: dict[str, list[RequestRe
     return out
 
 
-def figures(ctx: "BenchRunner", groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
     return length_figures(groups, records, "longctx", "decode after a long prompt")

@@ -10,16 +10,13 @@ slo_itl_p99_s), output tok/s, TTFT, ITL p99 and TPOT.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import stats
-from ..assemble import figure
+from ..context import BenchContext
+from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-
-if TYPE_CHECKING:
-    from ..runner import BenchRunner
+from ..spec import Spec
 
 name = "open-loop"
 summary = "Poisson arrivals at each request rate of a sweep; goodput under TTFT and ITL p99 SLOs"
@@ -43,9 +40,7 @@ def rate_name(rate: float) -> str:
     return f"poisson_r{rate:g}"
 
 
-async def run(ctx: "BenchRunner") -> None:
-    from ..runner import Spec
-
+async def run(ctx: BenchContext) -> None:
     s: Settings = ctx.settings
     for rate in s.rates:
         group = rate_name(rate)
@@ -68,7 +63,7 @@ def meets_slos(rec: RequestRecord, slo_ttft_s: float, slo_itl_p99_s: float) -> b
     return rec.ok and ttft is not None and ttft <= slo_ttft_s and (itl99 is None or itl99 <= slo_itl_p99_s)
 
 
-def figures(ctx: "BenchRunner", groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
     s: Settings = ctx.settings
     out: list[Figure] = []
     for g in groups:

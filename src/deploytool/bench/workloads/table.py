@@ -9,16 +9,13 @@ prefill_prompt_tokens, ...), as they were before workloads had names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict
 
 from .. import stats
-from ..assemble import figure
+from ..context import BenchContext
+from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-
-if TYPE_CHECKING:
-    from ..runner import BenchRunner
+from ..spec import Spec
 
 name = "table"
 summary = "the source's table: decode c=1, aggregates at c=4/8, prefill 30K/120K/225K (and --sweep)"
@@ -34,9 +31,7 @@ class Settings(BaseModel):
 QUICK: dict = {}
 
 
-async def run(ctx: "BenchRunner") -> None:
-    from ..runner import Spec
-
+async def run(ctx: BenchContext) -> None:
     m = ctx.method
 
     def specs_job(phase: str, group: str, c: int, n: int, prompt: int, out: int):
@@ -60,7 +55,7 @@ async def run(ctx: "BenchRunner") -> None:
                                         m.decode_prompt_tokens, m.sweep_output_tokens))
 
 
-def sweep_levels(ctx: "BenchRunner") -> list[int]:
+def sweep_levels(ctx: BenchContext) -> list[int]:
     top = ctx.facts.max_running_requests
     if top is None:
         top = _SWEEP_CAP_WHEN_UNKNOWN
@@ -76,7 +71,7 @@ def sweep_levels(ctx: "BenchRunner") -> list[int]:
     return levels
 
 
-def figures(ctx: "BenchRunner", groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
     out: list[Figure] = []
     for g in groups:
         done = [r for r in records.get(g.name, []) if r.ok]

@@ -27,6 +27,7 @@ from ..patches import series_for
 from ...profiles import Profile
 from ...resources import package_dir, resource
 from ..versions import check_profile, load_matrix
+from ..wheelhouse import Lock, fill, resolve, write_lock
 from . import RecipeInputs, materialise
 
 CACHE_MOUNT = "/cache"
@@ -199,6 +200,34 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
                            **({"toolkit_lock": toolkit.lock.digest} if toolkit else {})},
         files=files, fetched=fetched,
     )
+
+
+def make_locks(profile: Profile, *, wheelhouse: Path | None = None) -> list[Lock]:
+    """Resolve and write the profile's locks (needs a package index); with `wheelhouse`, also
+    download every locked wheel into it."""
+    check(profile)
+    img = profile.image
+    if img.cuda is None:
+        raise UsageError(f"profile {profile.name!r} is a CPU image (image.cuda: null): it has no wheel lock",
+                         hint="locks are made for GPU images")
+    made_by = f"deploytool build --lock --profile {profile.name}"
+    arch = cudabase.arch()
+    made: list[Lock] = []
+    for components in (cudabase.COMPILER, cudabase.TOOLKIT):
+        reqs = cudabase.toolkit_requirements(img.cuda, components)
+        made.append(write_lock(cudabase.toolkit_lock_path(img.cuda, components), resolve(reqs, python=img.python),
+                               title=f"CUDA {img.cuda} toolkit wheels, {components}", requirements=reqs,
+                               python=img.python, arch=arch, made_by=made_by))
+    toolkit = made[-1]
+    pins = [f"{name}=={toolkit.version_of(name)}" for name in locks.COMPILER_PACKAGES if toolkit.version_of(name)]
+    reqs = requirements(profile) + pins
+    made.append(write_lock(locks.venv_lock_path(profile), resolve(reqs, python=img.python),
+                           title=f"sglang {img.runtime_version} image venv (CUDA {img.cuda})", requirements=reqs,
+                           python=img.python, arch=arch, made_by=made_by))
+    if wheelhouse is not None:
+        for lock in made:
+            fill(lock, wheelhouse, python=img.python)
+    return made
 
 
 def fill_wheelhouse(profile: Profile, dest: Path) -> Path:

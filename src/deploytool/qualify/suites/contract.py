@@ -12,7 +12,7 @@ glm45, SGLang 0.5.23 thinks unless the request says enable_thinking: false (the 
 --default-chat-template-kwargs '{"enable_thinking": false}' turns that default off. The server's
 reasoning parser and default kwargs are recorded beside the measurement.
 
-It also records which weights the release serves (issue 13: hub repository and commit, or
+It also records which weights the release serves (hub repository and commit, or
 the folder's fingerprint) and says, in its figures, when they differ from the previous
 release's: new weights are a legitimate deploy, so that is a note, not a gate.
 """
@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...server.client import ChatResult
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload, find_key,
+from ...server.serverfields import find_key
+from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
                     previous_suite, transcript)
 
 name = "contract"

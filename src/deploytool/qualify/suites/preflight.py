@@ -20,7 +20,9 @@ import httpx
 from pydantic import Field
 
 from ...server import serverfields
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, find_key
+from ...server.readiness import READY_TIMEOUT_S
+from ...server.serverfields import find_key
+from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from ..expectations import Expectations
 from ..expectations import evaluate as evaluate_expectations
 
@@ -45,8 +47,9 @@ class Settings(SuiteSettings):
     require_full_context_kv: bool = Field(default=True, description="Gate: KV pool >= one full context.")
     health_path: str = Field(default="/health_generate", description="Must answer 200.")
     ready_timeout_s: float = Field(
-        default=1200.0, ge=0,
-        description="How long to wait for a loading server: refused connections (weights loading) or 503 (warm-up).")
+        default=READY_TIMEOUT_S, ge=0,
+        description="How long to wait for a loading server: refused connections (weights loading) or 503 "
+                    "(warm-up); `qualify --ready-timeout` and `bench --ready-timeout` set it too.")
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
     expect: Expectations = Field(default_factory=Expectations,
@@ -83,7 +86,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     figures["waited_for_ready_s"] = server.waited_s
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
-    # issue 14: the memory plan's prediction beside what the server reports, and its error
+    # the memory plan's prediction beside what the server reports, and its error
     from ...memory.profile_plan import plan_next_to_server
     figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()

@@ -1,0 +1,76 @@
+"""The qualify Job of a Kubernetes release: `deploytool qualify` against the canary, the gate
+`k8s apply` waits for before it promotes. Both flavours (plain and OME) add it to their canary
+stage."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from . import pod
+from . import release as rel
+from .release import K8sRequest
+
+QUALIFY_REPORT_DIR = "/tmp/qualify-report"
+
+
+def qualify_job_name(req: K8sRequest) -> str:
+    """Per release and per what is qualified (image, qualify image, argv, toolchain): a retry
+    with other inputs gets its own Job (a Job's template cannot change), the same inputs the
+    same name (`k8s apply` removes a finished one before it qualifies them again)."""
+    inputs = json.dumps([req.image, req.qualify_image, pod.launch_command(req), req.toolchain], sort_keys=True)
+    suffix = f"-qualify-r{req.release}-{hashlib.sha256(inputs.encode()).hexdigest()[:6]}"
+    return req.app[:63 - len(suffix)].rstrip("-") + suffix
+
+
+def canary_url(req: K8sRequest, host: str | None = None, port: int | None = None) -> str:
+    host = host or f"{req.app}-canary.{req.namespace}.svc"
+    return f"http://{host}:{port or req.profile.server.port}"
+
+
+def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
+    """`deploytool qualify` against the canary, after an init container waited for the canary
+    to answer its health path for the whole start budget. The Job's success is the gate
+    `k8s apply` waits for before it promotes; its failure leaves the stable release serving."""
+    url = url or canary_url(req)
+    budget = req.profile.health.budget_seconds()
+    wait = ("import sys,time,urllib.request\n"
+            "url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])\n"
+            "while time.monotonic() < deadline:\n"
+            "    try:\n"
+            "        urllib.request.urlopen(url, timeout=10).read(); sys.exit(0)\n"
+            "    except Exception:\n"
+            "        time.sleep(5)\n"
+            "sys.exit('canary never became healthy at ' + url)\n")
+    env = pod.api_key_env(req)
+    container: dict[str, Any] = {
+        "name": "qualify",
+        "image": req.job_image,
+        "command": ["deploytool", "qualify", "--url", url, "--profile", req.profile.name,
+                    "--no-progress", "--report", QUALIFY_REPORT_DIR],
+    }
+    if env:
+        container["env"] = env
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": rel.metadata(req, qualify_job_name(req), "canary"),
+        "spec": {
+            "backoffLimit": 0,  # a failed gate is an answer, not a flake to retry
+            "activeDeadlineSeconds": budget + 6 * 3600,  # start budget + the longest suites
+            "ttlSecondsAfterFinished": 7 * 24 * 3600,  # the verdict stays readable for a week
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": req.app, "app.kubernetes.io/component": "qualify",
+                                        f"{rel.LABEL_DOMAIN}/release": str(req.release)}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "enableServiceLinks": False,
+                    "initContainers": [{"name": "wait-for-canary", "image": req.job_image,
+                                        "command": ["python3", "-c", wait, url + req.profile.health.path,
+                                                    str(budget)]}],
+                    "containers": [container],
+                },
+            },
+        },
+    }

@@ -1,0 +1,78 @@
+"""Rules across a profile's fields, checked once when it loads: each problem is the field's
+location and what to do, so the store reports it as file:line like a schema error."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .schema import Profile
+
+Problem = tuple[tuple[str, ...], str]
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Server args that would put a key on the command line.
+KEY_FLAGS = ("api-key", "admin-api-key")
+
+
+def model_source_problems(profile: Profile) -> list[Problem]:
+    """Model-source mistakes as (field location, what to do), checked once at profile load."""
+    model = profile.model
+    problems: list[Problem] = []
+    if model.hub and model.host_path:
+        problems.append((("model", "host_path"), "give model.hub or model.host_path, not both "
+                                                 "(set the other to null in a child profile)"))
+    elif not model.hub and not model.host_path and not profile.is_simulator and not profile.abstract:
+        problems.append((("model",), "say where the weights are: model.hub: ORG/NAME (from the host's hub cache) "
+                                     "or model.host_path: /folder/with/config.json"))
+    if model.hub and not HUB_ID.match(model.hub):
+        problems.append((("model", "hub"), f"expected a hub repository id ORG/NAME, got {model.hub!r}"))
+    if model.revision is not None and not model.hub:
+        problems.append((("model", "revision"), "revision is for model.hub only"))
+    if model.host_path and not Path(model.host_path).expanduser().is_absolute():
+        problems.append((("model", "host_path"), f"expected an absolute host folder, got {model.host_path!r}"))
+    given = profile.server.args.get("model-path")
+    if given is not None and (model.hub or model.host_path):
+        wanted = model.hub if model.hub else model.mount_point()
+        if str(given) != wanted:
+            problems.append((("server", "args", "model-path"),
+                             f"deploytool passes --model-path {wanted} from the model source; remove "
+                             f"server.args.model-path ({given!r})"))
+    if "revision" in profile.server.args and model.hub:
+        problems.append((("server", "args", "revision"), "set model.revision instead (deploytool pins the "
+                                                         "resolved commit)"))
+    return problems
+
+
+
+
+def secret_problems(profile: Profile) -> list[Problem]:
+    """Secret mistakes as (field location, what to do), checked once at profile load."""
+    problems: list[Problem] = []
+    for flag in KEY_FLAGS:
+        if profile.server.args.get(flag) not in (None, False):
+            problems.append((("server", "args", flag),
+                             f"a key on the command line shows in `docker inspect`, `ps` and /server_info; "
+                             "remove it and set server.api_key: {env: NAME} or {file: PATH}"))
+    if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
+        problems.append((("server", "args", "config"),
+                         "deploytool passes the API key through SGLang's --config (one file only); "
+                         "move these options into server.args"))
+    if profile.server.api_key is not None:
+        # SGLang 0.5.23 refuses a key in these modes: entrypoints/http_server.py init_multi_tokenizer
+        # asserts "API key is not supported in multi-tokenizer mode"; arg_groups/serving_hook.py
+        # rejects --grpc-port with --api-key.
+        workers = profile.server.args.get("tokenizer-worker-num")
+        if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1:
+            problems.append((("server", "args", "tokenizer-worker-num"),
+                             "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
+                             "drop server.api_key or set tokenizer-worker-num: 1"))
+        if profile.server.args.get("grpc-port") not in (None, False):
+            problems.append((("server", "args", "grpc-port"),
+                             "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them"))
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        if name in profile.server.env:
+            problems.append((("server", "env", name),
+                             "a token in the profile lands in compose.yaml and `docker inspect`; "
+                             "set secrets.hf_token: {env: HF_TOKEN} or {file: PATH} instead"))
+    return problems

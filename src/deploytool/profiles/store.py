@@ -1,0 +1,168 @@
+"""Where profiles are found and how `extends:` resolves them.
+
+A profile is validated once, fully resolved, before anything is built or started: an unknown
+key, a wrong type, a missing field or a cycle in `extends` is refused with the file, the line,
+the field and what was expected.
+
+Merge rule for `extends`: mappings merge key by key (the child wins), everything else (lists,
+scalars) is replaced whole, and a child value of `null` deletes the parent's key, so a child
+can drop a launch flag it does not want.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ProfileError, UsageError
+from ..resources import resource
+from ..yamlio import LocatedDocument, load_yaml
+from . import rules
+from .schema import Profile
+
+
+@dataclass
+class _RawProfile:
+    name: str
+    doc: LocatedDocument
+
+
+def search_path(extra_dirs: list[Path] | None = None) -> list[Path]:
+    """Built-in profiles first, then DEPLOYTOOL_PROFILES_PATH, then --profiles-dir: a later
+    folder's profile of the same name replaces an earlier one's."""
+    dirs = [resource("profiles")]
+    env = os.environ.get("DEPLOYTOOL_PROFILES_PATH", "")
+    dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs += list(extra_dirs or [])
+    for d in dirs[1:]:
+        if not d.is_dir():
+            raise UsageError(f"profiles folder {d} does not exist")
+    return dirs
+
+
+class ProfileStore:
+    """Every profile on the search path, resolved on demand."""
+
+    def __init__(self, extra_dirs: list[Path] | None = None):
+        self.dirs = search_path(extra_dirs)
+        self._raw: dict[str, _RawProfile] = {}
+        for d in self.dirs:
+            for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
+                doc = load_yaml(path)
+                if not isinstance(doc.data, dict):
+                    raise ProfileError(f"{path}:1: a profile must be a mapping of fields, got {type(doc.data).__name__}")
+                name = doc.data.get("name")
+                if not isinstance(name, str):
+                    raise ProfileError(f"{doc.where(('name',))}: field 'name' is missing or not text")
+                self._raw[name] = _RawProfile(name=name, doc=doc)
+
+    def names(self, *, include_abstract: bool = False) -> list[str]:
+        names = sorted(self._raw)
+        if include_abstract:
+            return names
+        return [n for n in names if not self._raw[n].doc.data.get("abstract", False)]
+
+    def all(self) -> list[Profile]:
+        return [self.get(n) for n in self.names()]
+
+    def get(self, name: str) -> Profile:
+        if name not in self._raw:
+            known = ", ".join(self.names()) or "none"
+            raise ProfileError(
+                f"unknown profile {name!r}",
+                hint=f"known profiles: {known} (searched {', '.join(str(d) for d in self.dirs)})",
+            )
+        chain = self._chain(name)
+        merged: dict[str, Any] = {}
+        for raw in reversed(chain):  # base first, the profile itself last
+            body = {k: v for k, v in raw.doc.data.items() if k != "extends"}
+            merged = deep_merge(merged, body)
+        merged["name"] = name
+        merged["abstract"] = chain[0].doc.data.get("abstract", False)
+        try:
+            profile = Profile.model_validate(merged)
+        except ValidationError as exc:
+            raise ProfileError(_explain(exc, chain)) from None
+        _check_semantics(profile, chain)  # rules across fields: model source and secrets
+        profile.source = str(chain[0].doc.path)
+        profile.chain = [r.name for r in chain]
+        return profile
+
+    def _chain(self, name: str) -> list[_RawProfile]:
+        chain: list[_RawProfile] = []
+        seen: list[str] = []
+        current: str | None = name
+        while current is not None:
+            if current in seen:
+                cycle = " -> ".join(seen + [current])
+                raise ProfileError(f"{self._raw[seen[-1]].doc.where(('extends',))}: 'extends' makes a cycle: {cycle}")
+            if current not in self._raw:
+                child = self._raw[seen[-1]]
+                raise ProfileError(
+                    f"{child.doc.where(('extends',))}: 'extends' names unknown profile {current!r}",
+                    hint=f"known profiles: {', '.join(sorted(self._raw))}",
+                )
+            seen.append(current)
+            raw = self._raw[current]
+            chain.append(raw)
+            parent = raw.doc.data.get("extends")
+            if parent is not None and not isinstance(parent, str):
+                raise ProfileError(f"{raw.doc.where(('extends',))}: 'extends' must be one profile name")
+            current = parent
+        return chain
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in override.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
+    """Each pydantic error as 'file:line: field: what was expected', pointing at the file in
+    the extends chain that set the field (or the profile itself when none did)."""
+    lines = [f"profile {chain[0].name!r} is not valid:"]
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        field = ".".join(str(p) for p in loc)
+        owner = next((r for r in chain if loc in r.doc.lines), None)
+        if owner is None:
+            # A missing field: point at the closest parent mapping in the profile itself.
+            owner = next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
+        where = owner.doc.where(loc)
+        what = {
+            "extra_forbidden": "unknown field (check the spelling; see docs/profiles.md for the schema)",
+            "missing": "required field is missing",
+        }.get(err["type"], err["msg"])
+        got = "" if err["type"] in ("missing",) else f" (got {err.get('input')!r})"
+        if err["type"] == "extra_forbidden":
+            got = ""
+        lines.append(f"  {where}: {field}: {what}{got}")
+    return "\n".join(lines)
+
+
+def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
+    """Rules across fields (model source, secrets), reported like schema errors: file:line."""
+    problems = rules.model_source_problems(profile) + rules.secret_problems(profile)
+    if not problems:
+        return
+    lines = [f"profile {chain[0].name!r} is not valid:"]
+    for loc, what in problems:
+        owner = next((r for r in chain if loc in r.doc.lines), None) or \
+            next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
+        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(loc)}: {what}")
+    raise ProfileError("\n".join(lines))
+
+
+def load_profile(name: str, extra_dirs: list[Path] | None = None) -> Profile:
+    return ProfileStore(extra_dirs).get(name)

@@ -1,0 +1,205 @@
+"""The layout docs/architecture.md draws is the code's: no import circle between any two modules,
+every import between packages goes down the table, and the table lists exactly the packages and
+top-level modules in src/deploytool/. The graph is read from the modules' own import statements
+(ast), every one of them: at module level, inside functions and under `if TYPE_CHECKING:`."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "deploytool"
+DOC = ROOT / "docs" / "architecture.md"
+FOUNDATION = "foundation"
+
+
+def modules(package_dir: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
+    """Dotted name -> (file, is a package's __init__)."""
+    out = {}
+    for path in package_dir.rglob("*.py"):
+        parts = list(path.relative_to(package_dir.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_package)
+    return out
+
+
+def imports(package_dir: Path = PACKAGE) -> dict[str, dict[str, int]]:
+    """Module -> {module it imports: line of the first such import}, deploytool's own only. A name
+    imported from a package resolves to the submodule of that name when there is one."""
+    known = modules(package_dir)
+    graph: dict[str, dict[str, int]] = {name: {} for name in known}
+    for name, (path, is_package) in known.items():
+        package = name.split(".") if is_package else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+            for target in targets:
+                while target and target not in known:  # `import deploytool.x.y` names module x.y
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    graph[name].setdefault(target, node.lineno)
+    return graph
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph[child])))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.append(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(sorted(part))
+    return found
+
+
+def layout_table() -> dict[str, dict]:
+    """The table of docs/architecture.md: package (or 'foundation') -> layer, modules, may import."""
+    rows = {}
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not re.fullmatch(r"\d+|-", cells[0]):
+            continue
+        names = re.findall(r"`([^`]+)`", cells[1])
+        allowed = {x.strip() for x in cells[3].split(",") if x.strip()}
+        if all(n.endswith(".py") for n in names):
+            rows[FOUNDATION] = {"layer": int(cells[0]), "modules": set(names), "may_import": allowed}
+        else:
+            assert len(names) == 1 and names[0].endswith("/"), f"one package per row: {line}"
+            rows[names[0].rstrip("/")] = {"layer": None if cells[0] == "-" else int(cells[0]), "may_import": allowed}
+    return rows
+
+
+def package_of(module: str, foundation_modules: set[str]) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "deploytool"  # the package root: its version
+    if parts[1] == "__main__":
+        return "__main__"
+    if f"{parts[1]}.py" in foundation_modules:
+        return FOUNDATION
+    return parts[1]
+
+
+# -- the tests ------------------------------------------------------------------------------------
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    graph = imports()
+    found = circles(graph)
+    explained = []
+    for part in found:
+        members = set(part)
+        edges = [f"{a}:{line} imports {b}" for a in part for b, line in graph[a].items() if b in members]
+        explained.append(f"{len(part)} modules: " + "; ".join(edges))
+    assert not found, "import circles:\n" + "\n".join(explained)
+
+
+def test_the_circle_finder_finds_a_circle_through_functions_and_type_checking(tmp_path: Path) -> None:
+    """The finder itself: a circle made of one lazy import and one TYPE_CHECKING import is found,
+    and a chain is not."""
+    pkg = tmp_path / "deploytool"
+    (pkg / "inner").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "inner" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from .inner import b\n")
+    (pkg / "inner" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import X\n")
+    (pkg / "c.py").write_text("from deploytool import a\n")
+    (pkg / "d.py").write_text("from . import c\n")
+    graph = imports(pkg)
+    assert circles(graph) == [["deploytool.a", "deploytool.c", "deploytool.inner.b"]]
+    (pkg / "c.py").write_text("X = 1\n")
+    assert circles(imports(pkg)) == []
+
+
+def test_the_table_lists_the_packages_and_top_level_modules_in_the_tree() -> None:
+    table = layout_table()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    top_level = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert set(table) - {FOUNDATION} == packages, "docs/architecture.md's packages differ from src/deploytool/"
+    assert table[FOUNDATION]["modules"] == top_level, "docs/architecture.md's top-level modules differ"
+
+
+def test_every_import_between_packages_goes_down_the_table() -> None:
+    table = layout_table()
+    foundation = table[FOUNDATION]["modules"]
+    wrong = []
+    for module, targets in imports().items():
+        here = package_of(module, foundation)
+        for target, line in targets.items():
+            there = package_of(target, foundation)
+            if here == there or there == "deploytool":
+                continue
+            if here == "__main__" and there == "cli":
+                continue  # `python -m deploytool` is the command line
+            allowed = table["cli" if here == "__main__" else here]["may_import"] if here != "deploytool" else set()
+            if there not in allowed:
+                wrong.append(f"{module}:{line} imports {target} ({here} may import: {', '.join(sorted(allowed))})")
+    assert not wrong, "imports the table does not allow:\n" + "\n".join(wrong)
+
+
+def test_the_table_itself_only_looks_down() -> None:
+    """Each package may import only packages of a lower layer: the table has no circle either."""
+    table = layout_table()
+    for name, row in table.items():
+        if row["layer"] is None:
+            continue
+        for other in row["may_import"] - {"deploytool"}:
+            assert other in table, f"{name} may import {other!r}, which the table does not list"
+            if other != name:
+                assert table[other]["layer"] is not None and table[other]["layer"] < row["layer"], (name, other)
+
+
+def test_no_module_is_much_over_400_lines() -> None:
+    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 420}
+    assert not long, f"split these where they have two jobs: {long}"
+
+
+def test_no_comment_or_doc_points_at_an_issue_number() -> None:
+    """A reader of the code cannot open an issue tracker: comments, docs and tests say the reason."""
+    pattern = re.compile(r"\b[Ii]ssues? ?#?\d+|\(#\d+\)")
+    places = [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
+              ROOT / "README.md", *(ROOT / "scripts").iterdir(), *(ROOT / "benchmarks").glob("*.py")]
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
+             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    assert not found, "\n".join(found)

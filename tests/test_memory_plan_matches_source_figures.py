@@ -1,6 +1,6 @@
 """The planner held against figures measured on a real RTX 5090 with this very checkpoint.
 
-The source (/work/shared/sources/000_4a62d6ad8a4d5ae6.txt, "Where we started" and "Buying back
+The source (the source document, "Where we started" and "Buying back
 memory") ran nvidia/Qwen3.6-35B-A3B-NVFP4 on one RTX 5090 with stock SGLang 0.5.22 and reports:
   - the checkpoint "Loaded, it's about 21 GB";
   - stock, no MTP: a KV pool of 345K tokens, 9 requests fit;

@@ -57,7 +57,7 @@ def test_serverfields_read_the_real_server_info(plan, running, context, pool) ->
 
 
 def test_the_draft_share_patch_moved_the_pool_and_not_the_weights() -> None:
-    """Issue 23's proof on real memory: the same launch, stock and patched (scripts/gpu-check)."""
+    """The draft-sharing patch on real memory: the same launch, stock and patched (scripts/gpu-check)."""
     stock, patched = (serverfields.memory_usage(body(p, "server_info"))[0] for p in ("a3b", "a3b-patched"))
     assert stock["weight"] == patched["weight"] == 64.631
     assert serverfields.kv_pool_tokens(body("a3b-patched", "server_info")) - \

@@ -19,12 +19,8 @@ scratch beside them (paths under sglang/srt/).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from .checkpoint import ModelShape
-
-if TYPE_CHECKING:
-    from .plan import PlanInputs
+from .inputs import PlanInputs
 
 STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CONV_BYTES = 2  # SGLANG_MAMBA_CONV_DTYPE default bf16
@@ -76,7 +72,7 @@ def replayssm_window_bytes(shape: ModelShape, *, record_len: int, tp_size: int) 
     return per_layer * len(shape.linear_attention_layer_ids)
 
 
-def plan_linear_state(shape: ModelShape, inputs: "PlanInputs", *, rest: float, per_req: int, draft_tokens: int,
+def plan_linear_state(shape: ModelShape, inputs: PlanInputs, *, rest: float, per_req: int, draft_tokens: int,
                       tp: int) -> LinearState:
     """The slots and bytes `_handle_max_mamba_cache` gives a budget of `rest` bytes."""
     ratio = mamba_ratio(shape, inputs)

@@ -30,6 +30,7 @@ from typing import Any
 
 from .cards import GIB, MIB, Card
 from .checkpoint import ModelShape
+from .inputs import PlanInputs
 from .linear_state import LinearState, plan_linear_state, state_bytes_per_request
 from .weights import weights_on_gpu
 
@@ -44,40 +45,8 @@ DRIVER_RESERVE_BYTES = 616 * MIB
 # log). A real SGLang 0.5.17 start on that H200 logged "Load weight begin. avail mem=139.07 GB"
 # with NVML showing 143,156 MiB free before it: 748 MiB (docs/measured/h200-draft-share/).
 TORCH_CONTEXT_BYTES = 748 * MIB
-VLM_CACHE_BYTES = 100 * MIB  # environ.py SGLANG_VLM_CACHE_SIZE_MB default
 KV_DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "mxfp8": 1}
 DSA_QUANT_BLOCK = 128  # mem_cache/memory_pool.py DSATokenToKVPool.quant_block_size
-
-
-@dataclass
-class PlanInputs:
-    """The launch settings that size the pools (SGLang's flag names, as in server.args)."""
-
-    context_length: int
-    mem_fraction_static: float
-    kv_cache_dtype: str = "auto"
-    max_running_requests: int | None = None
-    tp_size: int = 1
-    page_size: int = 1
-    speculative_algorithm: str | None = None
-    speculative_num_draft_tokens: int | None = None
-    mamba_ssm_dtype: str | None = None
-    max_total_tokens: int | None = None
-    max_mamba_cache_size: int | None = None
-    mamba_full_memory_ratio: float | None = None
-    disable_radix_cache: bool = False
-    disable_overlap_schedule: bool = False
-    mamba_radix_cache_strategy: str = "auto"
-    enable_linear_replayssm_spec: bool = False
-    linear_replayssm_cache_len: int = 16
-    vlm_cache_bytes: int = VLM_CACHE_BYTES
-    # the profile's own demands (qualify.preflight)
-    min_running_requests: int = 1
-    require_full_context_kv: bool = True
-    # memory effects of the image's patches that this launch turns on (patch_effects.EFFECTS),
-    # and the patches the plan assumed, each as "name: what it changes"
-    patch_effects: frozenset[str] = frozenset()
-    patches: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -1,0 +1,42 @@
+"""The launch settings that size SGLang's memory pools, as the planner takes them: its own
+module so that the planner and the pieces it calls (linear_state, weights) can all read them
+without importing the planner back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cards import MIB
+
+VLM_CACHE_BYTES = 100 * MIB  # environ.py SGLANG_VLM_CACHE_SIZE_MB default
+
+
+@dataclass
+class PlanInputs:
+    """The launch settings that size the pools (SGLang's flag names, as in server.args)."""
+
+    context_length: int
+    mem_fraction_static: float
+    kv_cache_dtype: str = "auto"
+    max_running_requests: int | None = None
+    tp_size: int = 1
+    page_size: int = 1
+    speculative_algorithm: str | None = None
+    speculative_num_draft_tokens: int | None = None
+    mamba_ssm_dtype: str | None = None
+    max_total_tokens: int | None = None
+    max_mamba_cache_size: int | None = None
+    mamba_full_memory_ratio: float | None = None
+    disable_radix_cache: bool = False
+    disable_overlap_schedule: bool = False
+    mamba_radix_cache_strategy: str = "auto"
+    enable_linear_replayssm_spec: bool = False
+    linear_replayssm_cache_len: int = 16
+    vlm_cache_bytes: int = VLM_CACHE_BYTES
+    # the profile's own demands (qualify.preflight)
+    min_running_requests: int = 1
+    require_full_context_kv: bool = True
+    # memory effects of the image's patches that this launch turns on (patch_effects.EFFECTS),
+    # and the patches the plan assumed, each as "name: what it changes"
+    patch_effects: frozenset[str] = frozenset()
+    patches: list[str] = field(default_factory=list)

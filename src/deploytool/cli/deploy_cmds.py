@@ -162,13 +162,13 @@ def up_command(
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
     from .. import deploy
-    from ..host.engine import Engine
+    from ..deploy.no_engine import engine_for_dry_run
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = deploy.UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                                skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                                retention=retention, profiles_dirs=profiles_dir)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=deploy.GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 

@@ -15,6 +15,7 @@ from deploytool.host.nvml_standin import StandInNvml
 from deploytool.host.topology import matrix_lines
 
 HOSTS = Path(__file__).resolve().parent / "data" / "nvml-hosts"
+CAPTURE = Path(__file__).resolve().parents[1] / "docs" / "measured" / "h200-nvml"
 ALL_HOSTS = sorted(p.stem for p in HOSTS.glob("*.yaml"))
 
 
@@ -27,7 +28,8 @@ def labels(inv) -> dict[tuple[int, int], str]:
 
 
 def test_every_host_file_is_read_in_full():
-    assert ALL_HOSTS == ["b300x8", "gb300x4", "h200-mig", "h200x2-pcie-switch", "mixed-5090-pro6000", "rtx5090x2"]
+    assert ALL_HOSTS == ["b300x8", "gb300x4", "h200-lent", "h200-mig", "h200x2-pcie-switch", "mixed-5090-pro6000",
+                         "rtx5090x2"]
     for name in ALL_HOSTS:
         inv = inventory(name)
         n = len(inv.gpus)
@@ -116,3 +118,34 @@ def test_gpus_prints_the_matrix_and_json_carries_everything(name, cell):
     pair = body["pairs"][0]
     assert (pair["a"], pair["b"], pair["label"]) == (0, 1, cell) and set(pair["p2p"]) == {"read", "write", "nvlink", "atomics"}
     assert body["source"].startswith("stand-in NVML over")
+
+
+def test_the_lent_h200_host_is_what_nvml_and_nvidia_smi_answered_on_the_card():
+    """The described host made from the capture on the lent H200, read back through the
+    stand-in, against the raw NVML dump and nvidia-smi topo -m from that card."""
+    dump = json.loads((CAPTURE / "nvml.json").read_text())["gpus"][0]
+    card = inventory("h200-lent").gpus[0]
+
+    def nvml(call):
+        return dump[call]["value"]
+
+    assert card.uuid == nvml("nvmlDeviceGetUUID") and card.name == nvml("nvmlDeviceGetName")
+    assert card.pci_bus_id == nvml("nvmlDeviceGetPciInfo")["busId"]
+    assert (card.pcie_link_gen, card.pcie_link_gen_max, card.pcie_link_gen_gpu_max, card.pcie_link_width,
+            card.pcie_link_width_max) == tuple(nvml(c) for c in (
+                "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
+                "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
+                "nvmlDeviceGetMaxPcieLinkWidth"))
+    assert card.power_limit_w * 1000 == nvml("nvmlDeviceGetEnforcedPowerLimit")
+    memory = nvml("nvmlDeviceGetMemoryInfo")
+    assert (card.memory_total_mib, card.memory_free_mib) == (memory["total"] >> 20, memory["free"] >> 20)
+    assert card.memory_bus_width_bits == nvml("nvmlDeviceGetMemoryBusWidth")
+    assert card.max_memory_clock_mhz == dump["clock_mem"]["max"]["value"]
+    assert [card.mig_mode, card.mig_mode] == [bool(v) for v in nvml("nvmlDeviceGetMigMode")]
+    assert all("NotSupported" in link["state"]["error"] for link in dump["nvlink"]) and card.nvlinks is None
+    assert "NotSupported" in dump["nvmlDeviceGetNumaNodeId"]["error"] and card.gpu_numa_id is None
+    topo = (CAPTURE / "nvidia-smi-topo.txt").read_text().splitlines()
+    row = next(line for line in topo if line.startswith("GPU0"))
+    assert row.split() == ["GPU0", "X", card.cpu_affinity, str(card.numa_node), "N/A"]
+    mine = next(line for line in matrix_lines(inventory("h200-lent")) if line.startswith("GPU0"))
+    assert mine.split() == row.split()

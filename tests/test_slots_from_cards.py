@@ -161,3 +161,16 @@ def test_slots_command_prints_the_plan_and_says_no_with_exit_1():
     assert "--gpu GPU-b3000007-7e1a-4c2b-9d3e-000000000007" in out.stdout
     none = run_cli("slots", "--profile", H200, "--json", env=env)
     assert none.returncode == 1 and json.loads(none.stdout)["slots"] == []
+
+
+def test_a_card_left_over_is_said_so(tmp_path):
+    def three_cards(host):
+        base = host["gpus"][0]
+        host["gpus"] = [{**base, "uuid": f"GPU-d000000{i}-4b3a-4c2d-9e1f-00000000000{i}",
+                         "pci_bus_id": f"00000000:{0x3A + i:02X}:00.0"} for i in range(3)]
+
+    plan = plan_slots(tp2_store(tmp_path).get("h200-tp2"), inventory("", described(tmp_path, "h200x2-pcie-switch",
+                                                                                     three_cards)))
+    assert [s.cards for s in plan.slots] == [["GPU0", "GPU1"]] and plan.refused == []
+    assert plan.unused == [{"card": "GPU2 (NVIDIA H200 NVL)", "uuid": "GPU-d0000002-4b3a-4c2d-9e1f-000000000002",
+                            "why": "left over: 3 usable card(s) make 1 slot(s) of 2"}]

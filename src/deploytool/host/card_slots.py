@@ -111,9 +111,10 @@ def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
             break
         plan.slots.append(_offer(profile, group, inventory))
         remaining = [c for c in remaining if c not in group]
+    refused = {label for group in plan.refused for label in group.cards}
     for card in remaining:
-        plan.unused.append(_unused(card, f"{len(units)} usable card(s) make {len(plan.slots)} slot(s) of {count}"
-                                         + ("; the rest would be a refused group" if plan.refused else "")))
+        plan.unused.append(_unused(card, "in the refused group above" if card.label in refused else
+                                   f"left over: {len(units)} usable card(s) make {len(plan.slots)} slot(s) of {count}"))
     return plan
 
 

@@ -24,6 +24,8 @@ r gpus-again.json $DT gpus --json
 COLUMNS=200 r gpus.txt $DT gpus
 mapfile -t U < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
 echo "${U[@]}" > $O/uuids.txt
+r slots-h200.txt $DT slots --profile h200-qwen3.6-35b-a3b-fp8
+r slots-h200.json $DT slots --profile h200-qwen3.6-35b-a3b-fp8 --json
 r profiles-local.json $DT profiles list --local-gpus --json
 COLUMNS=200 r profiles-local.txt $DT profiles list --local-gpus
 r profiles-slot2.json $DT profiles list --gpu ${U[0]} --gpu ${U[1]} --json
@@ -31,6 +33,7 @@ r render-2gpu-h200.yaml $DT render --gpu ${U[0]} --gpu ${U[1]} --profile h200-qw
 r render-2gpu-glm-tp4.yaml $DT render --gpu ${U[0]} --gpu ${U[1]} --profile gb300x4-glm5.2-nvfp4-tp4
 r render-1gpu-h200.yaml $DT render --gpu ${U[1]} --profile h200-qwen3.6-35b-a3b-fp8
 r rollout-all-dry.txt $DT rollout --profile h200-qwen3.6-35b-a3b-fp8 --all-gpus --dry-run --json
+COLUMNS=200 r rollout-all-dry-human.txt $DT rollout --profile h200-qwen3.6-35b-a3b-fp8 --all-gpus --dry-run
 r rollout-2slots-dry.txt $DT rollout --profile h200-qwen3.6-35b-a3b-fp8 --gpu ${U[0]} --gpu ${U[1]} --dry-run --json
 for i in "${!U[@]}"; do r plan-memory-gpu$i.json $DT plan-memory --profile h200-qwen3.6-35b-a3b-fp8 --gpu ${U[$i]} --checkpoint tests/data/models/qwen3.6-35b-a3b-fp8 --json; done
 r plan-memory-card-h200.json $DT plan-memory --profile h200-qwen3.6-35b-a3b-fp8 --card h200 --checkpoint tests/data/models/qwen3.6-35b-a3b-fp8 --json

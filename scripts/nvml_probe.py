@@ -17,7 +17,7 @@ for i, h in enumerate(hs):
         if isinstance(st, str) and l > 0 and all(isinstance(x["state"], str) for x in g["links"]):
             g["links"].append({"link": l, "state": st}); break
         g["links"].append({"link": l, "state": st, "version": opt(lambda: n.nvmlDeviceGetNvLinkVersion(h, l)),
-                           "remote": opt(lambda: t(n.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, l).busId))})
+                           "remote": opt(lambda: t(n.nvmlDeviceGetNvLinkRemotePciInfo(h, l).busId))})
     out["gpus"].append(g)
 for i in range(len(hs)):
     for j in range(i + 1, len(hs)):

@@ -20,10 +20,11 @@ EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells expect
 class DeploytoolError(Exception):
     exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(self, message: str, *, hint: str | None = None, details: object = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details  # what the command got done before it failed; --json prints it as "result"
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  hint: {self.hint}"

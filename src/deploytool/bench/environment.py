@@ -40,36 +40,17 @@ def _is_local(url: str) -> bool:
 
 
 def local_gpus(target: Target) -> list[dict[str, Any]] | None:
-    """The serving GPUs from NVML (all of them for a --url target); None without a driver."""
-    try:
-        import pynvml  # nvidia-ml-py
+    """The serving GPUs from NVML (all of them for a --url target); None without a driver. With
+    each card's power limit and PCIe link, which the source puts beside its figures."""
+    from ..host.gpus import read_inventory
 
-        pynvml.nvmlInit()
-    except Exception:  # noqa: BLE001 - no driver / no library: nothing to record
+    inventory = read_inventory()
+    if inventory.error:
         return None
-    try:
-        wanted = set(target.release.gpus) if target.release and target.release.gpus else None
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        out = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-            if wanted and uuid not in wanted:
-                continue
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            out.append({
-                "index": i, "uuid": uuid, "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                "memory_gib": round(memory.total / 2**30, 1), "driver": _text(driver),
-            })
-        return out
-    except Exception:  # noqa: BLE001
-        return None
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
-            pass
+    wanted = set(target.release.gpus) if target.release and target.release.gpus else None
+    return [{"index": g.index, "uuid": g.uuid, "name": g.name,
+             "memory_gib": None if g.memory_total_mib is None else round(g.memory_total_mib / 1024, 1),
+             "driver": inventory.driver_version, "power_limit_w": g.power_limit_w, "pcie": g.pcie_text(),
+             "pci_bus_id": g.pci_bus_id, "numa_node": g.numa_node}
+            for g in inventory.gpus if not wanted or g.uuid in wanted]
 
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, DeploytoolError
-from .app import app, console_err
+from .app import app, console_err, json_error
 
 # Importing the command modules registers their commands on `app`.
 # In the order a user meets them: profiles, build, deploy, check; and the host.
@@ -17,20 +19,44 @@ from . import qualify_cmds  # noqa: E402,F401  qualify
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import memory_cmds  # noqa: E402,F401  plan-memory
 from . import rollout_cmds  # noqa: E402,F401  rollout, watch
-from . import host_cmds  # noqa: E402,F401  gpus, doctor
+from . import host_cmds  # noqa: E402,F401  gpus, slots, doctor
 from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: a DeploytoolError becomes its message and exit code, never a traceback."""
+    """Entry point: a DeploytoolError becomes its message and exit code, never a traceback. With
+    --json, every error is also one JSON object on stdout (docs/json.md), so that a script that
+    reads stdout learns why, including a bad option or a bad value that never reached a command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in args
     try:
-        app(args=argv, prog_name="deploytool")
+        if not as_json:
+            app(args=args, prog_name="deploytool")
+            return
+        code = app(args=args, prog_name="deploytool", standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.TyperException as exc:  # only without standalone mode: a bad option or value (click's)
+        code = getattr(exc, "exit_code", 2)
+        json_error(exc.format_message() if hasattr(exc, "format_message") else str(exc), None, code, "UsageError")
+        exc.show() if hasattr(exc, "show") else console_err.print(str(exc), markup=False)
+        sys.exit(code)
+    except typer.Abort:
+        if as_json:
+            json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
+        console_err.print("interrupted (Ctrl-C)", markup=False)
+        sys.exit(EXIT_INTERRUPTED)
     except DeploytoolError as exc:
+        if as_json:
+            json_error(exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None))
         _error(exc.message, exc.hint, exc.exit_code)
     except KeyboardInterrupt:
+        if as_json:
+            json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
         console_err.print("interrupted (Ctrl-C)", markup=False)
         sys.exit(EXIT_INTERRUPTED)
     except OSError as exc:
+        if as_json:
+            json_error(str(exc), None, EXIT_FAILED, "OSError")
         _error(str(exc), None, EXIT_FAILED)
 
 

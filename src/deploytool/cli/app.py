@@ -63,6 +63,15 @@ def print_json(obj: Any) -> None:
     typer.echo(json.dumps(to_jsonable(obj), indent=2))
 
 
+def json_error(message: str, hint: str | None, code: int, kind: str, result: object = None) -> None:
+    """An error as --json reports it, on stdout (docs/json.md); the caller still says it on stderr
+    for a person watching."""
+    body: dict[str, object] = {"error": {"message": message, "hint": hint, "exit_code": code, "kind": kind}}
+    if result is not None:  # what the command got done before it failed (a rollout's slots)
+        body["result"] = result
+    print_json(body)
+
+
 _STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",
           "overridden": "yellow", "fail": "red", "failed": "red"}
 

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, UsageError
 from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
-                  ReadyTimeoutOpt, UrlOpt, app, console, console_err, print_json)
+                  ReadyTimeoutOpt, UrlOpt, app, console, console_err, json_error, print_json)
 
 
 @app.command("bench")
@@ -54,8 +54,10 @@ def bench_command(
                                       progress=lambda line: console_err.print(line, highlight=False),
                                       timeout_name=READY_TIMEOUT_OPTION))
     if not ready.ready:
-        console_err.print(f"[bold red]bench:[/] {target.url} did not become ready within {wait:g} s "
-                          f"({READY_TIMEOUT_OPTION}): {ready.error}", highlight=False)
+        why = f"{target.url} did not become ready within {wait:g} s ({READY_TIMEOUT_OPTION}): {ready.error}"
+        if json_out:
+            json_error(f"bench: {why}", None, EXIT_NOTHING_MEASURED, "CouldNotRun")
+        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
         raise typer.Exit(EXIT_NOTHING_MEASURED)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
     code, why = bench_exit_code(run)
@@ -130,17 +132,34 @@ def bench_exit_code(run) -> tuple[int, str]:
 
 @app.command("compare")
 def compare_command(
-    runs: Annotated[list[str], typer.Argument(help="Two or more results.json files or bench report folders; with --interleave, two endpoint URLs.")],
+    runs: Annotated[Optional[list[str]], typer.Argument(help="Two or more results.json files or bench report folders; with --interleave, two endpoint URLs.")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Write comparison.json/.md/.html here.")] = None,
     allow_mixed: Annotated[bool, typer.Option("--allow-mixed-methods",
                                               help="Show runs measured with different methods, flagged.")] = False,
     interleave: Annotated[bool, typer.Option("--interleave", help="Measure two endpoints now, their passes alternating (A B, B A, ...), then compare.")] = False,
+    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="A slot to compare (twice: the same release on two slots); a multi-card slot is its UUIDs joined by commas.")] = None,
+    cpu: CpuOpt = False,
+    cpu_slot: Annotated[Optional[list[str]], typer.Option("--cpu-slot", help="A CPU slot of the reference runtime to compare, cpu-NAME (repeatable).")] = None,
     workload: Annotated[str, typer.Option("--workload", help="With --interleave: the workload to run.")] = "table",
-    quick: Annotated[bool, typer.Option("--quick", help="With --interleave: the reduced method.")] = False,
-    repeats: Annotated[Optional[int], typer.Option("--repeats", help="With --interleave: passes per endpoint (default 3).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="With --interleave or slots: the reduced method.")] = False,
+    repeats: Annotated[Optional[int], typer.Option("--repeats", help="With --interleave or slots: passes per endpoint (default 3).")] = None,
     json_out: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
 ) -> None:
-    """Put bench runs side by side: a column per run and a ratio (with its interval) against the first."""
+    """Put bench runs side by side: a column per run and a ratio (with its interval) against the
+    first. With two slots (--gpu A --gpu B, --cpu-slot a --cpu-slot b): the same release on both,
+    their qualification and a fresh bench (thinking off and on, passes interleaved), in the
+    source's two-card table with each slot's power limit and PCIe link, saying which
+    differences are beyond the measured spread."""
+    if gpu or cpu or cpu_slot:
+        if runs or interleave:
+            raise UsageError("compare takes runs (or --interleave URLs) or two slots, not both")
+        _compare_slots(gpu, cpu, cpu_slot, quick=quick, repeats=repeats, report=report, json_out=json_out,
+                       profiles_dir=profiles_dir)
+        return
+    if not runs:
+        raise UsageError("compare needs at least two runs, or two slots",
+                         hint="deploytool compare RUN_A RUN_B; deploytool compare --gpu UUID_A --gpu UUID_B")
     from ..bench import build_method, compare_runs, write_comparison_report, write_run_report
 
     if interleave:
@@ -189,3 +208,51 @@ def compare_command(
     console.print(table)
     if report:
         console.print(f"report: {report / 'comparison.html'}", highlight=False)
+
+
+def _compare_slots(gpu: list[str] | None, cpu: bool, cpu_slot: list[str] | None, *, quick: bool,
+                   repeats: int | None, report: Path | None, json_out: bool, profiles_dir: list[Path] | None) -> None:
+    from ..bench import write_run_report
+    from ..bench.slot_compare import compare_slots
+    from ..files import write_json
+    from ..release.slots import Slot, cpu_slot_named, slot_from_options
+    from ..release.targets import resolve_target
+
+    if repeats is not None and repeats < 1:
+        raise UsageError(f"--repeats {repeats}: expected at least 1")
+    slots = ([Slot()] if cpu else []) + [cpu_slot_named(n) for n in cpu_slot or []] + \
+        [slot_from_options(value.split(","), False) for value in gpu or []]
+    if len(slots) != 2 or slots[0].name == slots[1].name:
+        raise UsageError(f"compare takes two different slots, got {len(slots)}: {', '.join(s.name for s in slots)}",
+                         hint="deploytool compare --gpu UUID_A --gpu UUID_B (or --cpu-slot a --cpu-slot b)")
+    targets = [resolve_target(url=None, gpus=None, cpu=False, profile_name=None, profiles_dirs=profiles_dir, slot=s)
+               for s in slots]
+    console_err.print(f"comparing slots {slots[0].name} and {slots[1].name}: thinking off, then on, "
+                      f"passes interleaved", highlight=False)
+    comparison, measured = compare_slots(targets, quick=quick, repeats=repeats)
+    if report:
+        for run, where in zip(measured, ("thinking-off/A", "thinking-off/B", "thinking-on/A", "thinking-on/B")):
+            write_run_report(run, report / where)
+        write_json(report / "slots.json", comparison)
+        (report / "slots.md").write_text("\n".join(_slot_text(comparison)) + "\n")
+    if json_out:
+        print_json(comparison)
+        return
+    typer.echo("\n".join(_slot_text(comparison)))
+
+
+def _slot_text(comparison) -> list[str]:
+    a, b = comparison.sides
+    out = [f"the same release on two slots: {a.image} ({a.profile})" if comparison.same_image else
+           f"two slots, two images: {a.image} ({a.profile}) and {b.image} ({b.profile})"]
+    for name, side in (("A", a), ("B", b)):
+        cards = "; ".join(f"{c['name']} {c['uuid']}, {c['power_limit_w']} W, {c['pcie']}" for c in side.cards) or \
+            "no card (reference runtime)"
+        out.append(f"  {name}: slot {side.slot}, release {side.release} at {side.url}: {cards}")
+    out += [f"warning: {w}" for w in comparison.warnings] + [""] + comparison.table_lines()
+    out += ["* beyond the measured spread: the two slots' ranges over passes do not overlap", ""]
+    out += comparison.verdict_lines()
+    out.append(f"measured: {comparison.preset} method, {comparison.repeats} passes per slot, interleaved "
+               "(A B, B A, ...), thinking off then on; prefill measured with thinking off")
+    return out
+

@@ -164,13 +164,13 @@ def up_command(
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
     from ..deploy.plan import UpOptions
-    from ..host.engine import Engine
+    from ..deploy.no_engine import engine_for_dry_run
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=Engine())[0],
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 

@@ -22,29 +22,39 @@ def profiles_list(
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     gpu: GpuOpt = None,
-    local: Annotated[bool, typer.Option("--local-gpus", help="Sort profiles against every local GPU.")] = False,
+    local: Annotated[bool, typer.Option("--local-gpus", help="For each profile, the slots this host's cards make (`deploytool slots`).")] = False,
     checkpoints: Annotated[Optional[Path], typer.Option("--checkpoints", help="Plan memory from DIR/<model folder> (config.json and the safetensors index; the folder named as the hub repository or host folder) instead of the hub cache or model.host_path.")] = None,
 ) -> None:
-    """Every deployable profile, with whether its memory plan fits its card; with --gpu UUID
-    (or --local-gpus), sorted into runnable, runnable-with-less-memory and incompatible, with
-    the reason for each."""
+    """Every deployable profile, with whether its memory plan fits its card; with --gpu UUID (the
+    cards of one slot), sorted into runnable, runnable-with-less-memory and incompatible, with
+    every failed requirement; with --local-gpus, the slots this host's cards make for each profile
+    (one per card for a one-card profile)."""
     from ..host import gpus
+    from ..host.fit import VERDICT_ORDER
     from ..profiles import ProfileStore
+    from ..release.slots import slot_from_options
 
     store = ProfileStore(profiles_dir)
     profiles = store.all()
-    if gpu or local:
+    if gpu and local:
+        raise UsageError("give --local-gpus (the slots this host's cards make for each profile) or --gpu UUID "
+                         "(one slot of the cards you name), not both",
+                         hint="`deploytool slots --profile NAME` shows the slots of one profile")
+    if local:
+        _local_slots(profiles, json_output)
+        return
+    if gpu:
         inventory = gpus.require_inventory()
-        cards = inventory.gpus if local else []
-        for uuid in gpu or []:
+        slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice
+        cards = []
+        for uuid in slot.gpus:
             card = inventory.by_uuid(uuid)
             if card is None:
                 raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
                                  hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
             cards.append(card)
         fits = sorted((gpus.classify(p, cards) for p in profiles),
-                      key=lambda f: (["runnable", "runnable-with-less-memory", "incompatible"].index(f.verdict),
-                                     f.profile))
+                      key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile))
         if json_output:
             print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
             return
@@ -126,4 +136,37 @@ def profiles_check(
     if not result.ok:
         raise typer.Exit(EXIT_FAILED)
 
+
+def _local_slots(profiles: list, json_output: bool) -> None:
+    """Each profile with the slots this host's cards make for it: its verdict is its best slot's
+    (incompatible with every card's problem when there is none)."""
+    from ..host import gpus
+    from ..host.card_slots import plan_slots
+    from ..host.fit import VERDICT_ORDER
+
+    inventory = gpus.require_inventory()
+    rows = []
+    for profile in profiles:
+        plan = plan_slots(profile, inventory)
+        if profile.is_simulator:
+            verdict, reasons = "runnable", ["the simulator needs no GPU: it runs on CPU slots"]
+        elif plan.slots:
+            best = min(plan.slots, key=lambda s: VERDICT_ORDER.index(s.verdict))
+            verdict, reasons = best.verdict, best.reasons
+        else:
+            verdict = "incompatible"
+            reasons = [f"{c['card']}: {c['why']}" for c in plan.unused] + \
+                [f"{' + '.join(g.cards)}: {'; '.join(g.reasons)}" for g in plan.refused] or ["this host has no card"]
+        rows.append({"profile": profile.name, "verdict": verdict, "reasons": reasons, "gpu_count": plan.gpu_count,
+                     "slots": plan.slots, "refused": plan.refused, "unused": plan.unused})
+    rows.sort(key=lambda r: (VERDICT_ORDER.index(r["verdict"]), r["profile"]))
+    if json_output:
+        print_json({"gpus": [g.uuid for g in inventory.gpus], "source": inventory.source, "profiles": rows})
+        return
+    table = Table("profile", "verdict", "slots on this host", "why")
+    for r in rows:
+        slots = "\n".join(f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
+                          for s in r["slots"]) or "-"
+        table.add_row(r["profile"], r["verdict"], slots, "; ".join(r["reasons"]))
+    console.print(table)
 

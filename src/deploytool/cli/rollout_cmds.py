@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -17,32 +18,56 @@ RolloutCpuSlotOpt = Annotated[Optional[list[str]], typer.Option(
     "--cpu-slot", help="A CPU slot of the reference runtime, cpu-NAME (repeatable; for tests and demos).")]
 
 
-def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: list[str] | None) -> list[Slot]:
-    """The slots in the order given (the first is the canary)."""
+def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: list[str] | None, *,
+                  profile_name: str | None = None, profiles_dirs: list[Path] | None = None,
+                  engine: Any = None) -> tuple[list[Slot], list[str]]:
+    """The slots in the order given (the first is the canary), and notes about them. --all-gpus:
+    the slots this host's cards make for the profile (`deploytool slots`), in card order; that
+    needs NVML, not the engine."""
     slots: list[Slot] = []
     if cpu:
         slots.append(Slot())
     slots += [cpu_slot_named(name) for name in cpu_slots or []]
     slots += [slot_from_options(value.split(","), False) for value in gpus or []]
+    notes: list[str] = []
     if all_gpus:
         if gpus:
             raise UsageError("give either --all-gpus or --gpu UUID, not both")
-        from ..host.engine import Engine
-        from ..release.slots import slot_named
+        if profile_name is None:
+            raise UsageError("--all-gpus groups this host's cards into the profile's slots: say which profile with "
+                             "--profile NAME")
+        from ..host.card_slots import plan_slots
+        from ..host.gpus import require_inventory
+        from ..profiles import ProfileStore
 
-        found = {r.slot: r.gpus for r in Engine().releases() if r.gpus}
-        if not found:
-            raise UsageError("--all-gpus: no GPU slot has a release on this engine",
-                             hint="start each card's slot once with `deploytool up --gpu UUID --port N`")
-        slots += [slot_named(name, cards) for name, cards in sorted(found.items())]
-    return slots
+        plan = plan_slots(ProfileStore(profiles_dirs).get(profile_name), require_inventory())
+        if not plan.slots:
+            raise UsageError(f"--all-gpus: this host's cards make no slot for profile {profile_name}",
+                             hint="; ".join(line.strip() for line in plan.lines()[1:]) or None)
+        # The cards the profile is made for; a slot that fits only with less memory is named,
+        # not taken: give its --gpu to include it.
+        taken = [s for s in plan.slots if s.verdict == "runnable"]
+        if not taken:
+            raise UsageError(f"--all-gpus: none of this host's slots for {profile_name} is runnable as the profile "
+                             "is", hint="; ".join(f"{s.name}: {s.verdict}: {'; '.join(s.reasons)}" for s in plan.slots)
+                             + f"; give --gpu {plan.slots[0].uuids[0]} to take one anyway")
+        slots += [Slot(gpus=tuple(sorted(s.uuids))) for s in taken]
+        notes += [f"slot {s.name} ({' + '.join(s.cards)}) is {s.verdict}, not taken by --all-gpus "
+                  f"({'; '.join(s.reasons)}); give --gpu {','.join(s.uuids)} to include it"
+                  for s in plan.slots if s.verdict != "runnable"]
+        notes += [f"{c['card']} is not used: {c['why']}" for c in plan.unused]
+        planned = {s.name for s in slots}
+        serving = sorted({r.slot for r in (engine.releases() if engine is not None else []) if r.gpus} - planned)
+        notes += [f"slot {name} has a release but is not one of the slots this host's cards make for "
+                  f"{profile_name}: left alone" for name in serving]
+    return slots, notes
 
 
 @app.command("rollout")
 def rollout_command(
     profile: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
     gpu: RolloutGpuOpt = None,
-    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every GPU slot with a release on this engine.")] = False,
+    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every slot this host's cards make for the profile (`deploytool slots`), in card order.")] = False,
     cpu: CpuOpt = False,
     cpu_slot: RolloutCpuSlotOpt = None,
     max_unavailable: Annotated[int, typer.Option("--max-unavailable", help="Slots out of service at a time.")] = 1,
@@ -60,6 +85,7 @@ def rollout_command(
     build once, then each slot's whole `up` (the first, the canary, fully qualified); a failure
     restores that slot and stops. Resumable (--resume) and undoable (--undo) from the journal."""
     from ..deploy import rollout as rollouts
+    from ..deploy.no_engine import engine_for_dry_run
     from ..deploy.rollout_plan import RolloutOptions
     from ..host.engine import Engine
 
@@ -88,15 +114,20 @@ def rollout_command(
         return
     if profile is None:
         raise UsageError("say which profile to roll out: --profile NAME")
-    options = RolloutOptions(profile_name=profile, slots=rollout_slots(gpu, all_gpus, cpu, cpu_slot),
+    engine = engine_for_dry_run() if dry_run else Engine()
+    slots, notes = rollout_slots(gpu, all_gpus, cpu, cpu_slot, profile_name=profile, profiles_dirs=profiles_dir, engine=engine)
+    options = RolloutOptions(profile_name=profile, slots=slots,
                              max_unavailable=max_unavailable, canary_qualify=canary_qualify,  # type: ignore[arg-type]
                              undo_on_failure=undo_on_failure, qualify_limit=limit, profiles_dirs=profiles_dir)
     if dry_run:
-        plan, _ = rollouts.plan_for_rollout(options, engine=Engine())
+        plan, _ = rollouts.plan_for_rollout(options, engine=engine)
+        plan.warnings += notes
         print_json({"dry_run": True, "plan": plan.to_json()}) if json_output else typer.echo("\n".join(plan.lines()))
         return
+    for note in notes:
+        console_err.print(f"note: {note}", markup=False, highlight=False)
     with ConsoleReporter() as reporter:
-        result = rollouts.rollout(options, reporter=reporter, hooks_dir=hooks_dir)
+        result = rollouts.rollout(options, reporter=reporter, engine=engine, hooks_dir=hooks_dir)
     print_json(result) if json_output else typer.echo("\n".join(result.lines()))
 
 

@@ -73,6 +73,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     assert plan.compose is not None and plan.release is not None
     engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name, release=plan.release),
                           project=slot.project(plan.release))
+    plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
     return plan, profile
 
 

@@ -201,9 +201,10 @@ def _mentions_nvidia(path: Path) -> bool:
 def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
     """The driver against the minimum driver of each CUDA that a profile's image uses."""
     if nvml is None:
-        try:
-            import pynvml as nvml  # nvidia-ml-py
-        except ImportError:
+        from ..host.nvml import nvml_library  # the driver's NVML, or a described host's (DEPLOYTOOL_NVML_STANDIN)
+
+        nvml = nvml_library()
+        if nvml is None:
             return Check("nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py")
     try:
         nvml.nvmlInit()

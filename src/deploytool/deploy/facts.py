@@ -73,6 +73,7 @@ class Facts:
     # and plans never hold a secret; the executor's Start reads them again), or why they fail.
     inputs: release_inputs.ReleaseInputs | None = None
     inputs_error: DeploytoolError | None = None
+    engine_absent: str | None = None  # a dry run's reason that no engine answered (no_engine.py)
 
     @property
     def serving(self) -> Release | None:
@@ -92,7 +93,8 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
     """The slot alone: its releases, pointers and the recorded health budgets."""
     releases = engine.releases(slot.name)
     return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
-                 health={r.release: release_health(slot.name, r.release) for r in releases})
+                 health={r.release: release_health(slot.name, r.release) for r in releases},
+                 engine_absent=getattr(engine, "absent_reason", None))
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,

@@ -19,6 +19,7 @@ from ..release.compose import RenderRequest, render_compose, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
+from ..host.card_slots import group_problems
 from ..host.gpus import classify
 from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
@@ -82,6 +83,10 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
     warnings = check_cards(facts, profile)
+    if facts.engine_absent:
+        from .no_engine import engine_note
+
+        warnings.append(engine_note(facts.engine_absent))
     if facts.inputs_error is not None:  # weights not there, a secret unreadable
         raise facts.inputs_error
     if facts.inputs is not None:
@@ -114,8 +119,8 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
     warnings, cards = [], []
     for uuid in slot.gpus:
         card = inventory.by_uuid(uuid)
-        if card is None and uuid.startswith("MIG-"):
-            warnings.append(f"{uuid} is a MIG instance: its parent card is not checked against the profile")
+        if card is None and uuid.startswith("MIG-") and not any(g.mig_devices for g in inventory.gpus):
+            warnings.append(f"{uuid} is a MIG device NVML did not list here: it is not checked against the profile")
             continue
         if card is None:
             known = ", ".join(g.uuid for g in inventory.gpus) or "none"
@@ -127,6 +132,10 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
             raise UsageError(f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}")
         if fit.verdict != "runnable":
             warnings.append(f"profile {profile.name} on slot {slot.name}: {'; '.join(fit.reasons)}")
+        # Cards chosen by hand: how they are joined is said, not refused (`deploytool slots`
+        # refuses such a group when it chooses).
+        refusals, notes = group_problems(cards, inventory)
+        warnings += [f"slot {slot.name}: {text}" for text in refusals + notes]
     return warnings
 
 

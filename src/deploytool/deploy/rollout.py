@@ -98,6 +98,11 @@ def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str
     engine.compose_version()
     store = ProfileStore(options.profiles_dirs)
     gathered = [_slot_facts(engine, slot, store, options.profile_name) for slot in options.slots]
+    if getattr(engine, "absent_reason", None):
+        # A rollout publishes each slot on the port its release has; with no engine to say which,
+        # probing the profile's default port would refuse or pass for the wrong reason.
+        for facts, _ in gathered:
+            facts.port = None
     profile = gathered[0][1] if gathered else store.get(options.profile_name)
     plan = plan_rollout([f for f, _ in gathered], profile, options, rollout_id=rollout_id or new_rollout_id(),
                         done=done)
@@ -106,6 +111,7 @@ def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str
         assert p.compose is not None and p.release is not None and p.profile is not None
         engine.compose_config(document_text(p.compose, profile=p.profile, slot=p.slot, release=p.release),
                               project=by_name[p.slot].project(p.release))
+    plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
     return plan, profile
 
 
@@ -147,8 +153,9 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
         kind = Interrupted if interrupted else DeployError
         next_step = ("continue with `deploytool rollout --resume`, or undo it with `deploytool rollout --undo`"
                      if not options.undo_on_failure or interrupted else None)
+        result.error = failure.message.splitlines()[0]
         raise kind("\n".join([failure.message.splitlines()[0], *result.lines()[1:]]),
-                   hint=next_step or failure.hint) from None
+                   hint=next_step or failure.hint, details=result) from None
     journal("rollout.done", rollout=plan.id, slots={n: outcomes[n].release for n in outcomes})
     result.ok, result.slots = True, [outcomes[s.name] for s in options.slots]
     result.seconds = round(time.monotonic() - started, 1)

@@ -121,7 +121,10 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
     ports: dict[tuple[str, int], str] = {}
     for f in facts:
         fallback = f.fallback
-        if fallback is None and len(facts) > 1:
+        if fallback is None and len(facts) > 1 and f.engine_absent:
+            warnings.append(f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
+                            "a rollout upgrades serving slots, each keeping its port")
+        elif fallback is None and len(facts) > 1:
             raise UsageError(f"slot {f.slot.name} has no release yet, so no port of its own",
                              hint="a rollout upgrades serving slots: start it first with "
                                   "`deploytool up ... --port N` (each slot on its own port)")

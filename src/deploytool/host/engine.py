@@ -87,16 +87,7 @@ class Engine:
         return proc
 
     def compose_config(self, source: Path | str, *, project: str | None = None) -> str:
-        """`docker compose config`: the plugin's own validation of a rendered compose file
-        (a path), or of a rendered document given as text on stdin, before it is written."""
-        is_file = isinstance(source, Path)
-        cmd = [_docker_cli(), "compose", *(["-p", project] if project else []), "-f",
-               str(source) if is_file else "-", "config"]
-        proc = subprocess.run(cmd, input=None if is_file else source, capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
-            what = source if is_file else f"the compose file of {project or 'a release'}"
-            raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
-        return proc.stdout
+        return compose_config(source, project=project)
 
     def compose_version(self) -> str:
         version = compose_plugin_version()
@@ -206,6 +197,20 @@ class Engine:
 
     def create_volume(self, name: str, labels: dict[str, str]) -> None:
         self.client.volumes.create(name=name, labels=labels)
+
+
+def compose_config(source: Path | str, *, project: str | None = None) -> str:
+    """`docker compose config`: the plugin's own validation of a rendered compose file (a path),
+    or of a rendered document given as text on stdin, before it is written. It needs the docker
+    CLI and its compose plugin, not a running engine."""
+    is_file = isinstance(source, Path)
+    cmd = [_docker_cli(), "compose", *(["-p", project] if project else []), "-f",
+           str(source) if is_file else "-", "config"]
+    proc = subprocess.run(cmd, input=None if is_file else source, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        what = source if is_file else f"the compose file of {project or 'a release'}"
+        raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
+    return proc.stdout
 
 
 def compose_plugin_version() -> str | None:

@@ -40,10 +40,11 @@ class Target:
 
 def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
                    profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
-                   api_key_flag: str | None = None) -> Target:
+                   api_key_flag: str | None = None, slot: Slot | None = None) -> Target:
     """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
     command line shows in `ps` and the shell's history).
-    Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own."""
+    Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own.
+    `slot`: a slot already chosen (a named CPU slot, say) instead of --gpu / --cpu."""
     store = ProfileStore(profiles_dirs)
     given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)
     if url:
@@ -55,7 +56,7 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
         if given_key is None and profile is not None and profile.server.api_key is not None:
             given_key = profile.server.api_key.resolve(what=f"server.api_key of profile {profile.name}")
         return Target(url=url.rstrip("/"), profile=profile, api_key=given_key)
-    slot = slot_from_options(gpus, cpu)
+    slot = slot or slot_from_options(gpus, cpu)
     engine = Engine()
     releases = engine.releases(slot.name)
     serving = [r for r in releases if r.running]

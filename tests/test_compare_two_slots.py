@@ -1,0 +1,105 @@
+"""`deploytool compare` of two slots: the source's two-card table, on two CPU slots of the
+reference runtime on the real engine, one of them slowed; and the spread rule on its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import free_port, run_cli
+from deploytool.bench.results import Figure
+from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
+from test_lifecycle import remove_instance
+
+PROFILE = """\
+name: {name}
+extends: sim
+server:
+  args: {{startup-seconds: 0.5, decode-tps: {tps}}}
+health: {{start_period: 30, start_interval: 1, interval: 2, timeout: 2, retries: 2}}
+qualify: {{suites: [preflight, contract]}}
+"""
+
+
+def figure(key: str, label: str, passes: list[float]) -> Figure:
+    values = sorted(passes)
+    return Figure(key=key, label=label, value=values[len(values) // 2], unit="tok/s", better="higher", completed=8,
+                  failed=0, repeat_values=passes, spread=[values[0], values[-1]])
+
+
+def run(*figures: Figure) -> SimpleNamespace:
+    return SimpleNamespace(figures=list(figures), figure=lambda key: next((f for f in figures if f.key == key), None))
+
+
+def test_a_difference_is_beyond_the_spread_only_when_the_passes_do_not_overlap():
+    a = run(figure("decode_c1_tps", "decode, 1 request", [626, 630, 622]),
+            figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1343, 1300, 1360]),
+            figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1956, 1950, 1960]),
+            figure("load_c4_per_request_tps", "decode, 4 concurrent, per request", [300, 300, 300]))
+    b = run(figure("decode_c1_tps", "decode, 1 request", [600, 598, 604]),
+            figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1320, 1350, 1290]),
+            figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1955]))
+    rows = {r.key: r for r in _rows(a, b, "off")}
+    assert set(rows) == {"decode_c1_tps", "load_c4_aggregate_tps", "load_c8_aggregate_tps"}  # per-request left out
+    assert rows["decode_c1_tps"].beyond_spread is True and rows["decode_c1_tps"].difference_pct == pytest.approx(-4.15)
+    assert rows["load_c4_aggregate_tps"].beyond_spread is False  # 1290-1350 overlaps 1300-1360
+    assert rows["load_c8_aggregate_tps"].beyond_spread is None  # one pass on B: no spread to judge by
+    sides = [SlotSide("gpu-5090a001", 3, "rtx5090", "img", "http://a",
+                      cards=[{"power_limit_w": 600.0, "pcie_now": "PCIe 5.0 x16"}]),
+             SlotSide("gpu-5090b002", 3, "rtx5090", "img", "http://b",
+                      cards=[{"power_limit_w": 575.0, "pcie_now": "PCIe 4.0 x4"}])]
+    comparison = SlotComparison(sides=sides, same_image=True, rows=list(rows.values()), repeats=3, preset="default",
+                                prefill_tokens=[120_000, 225_000])
+    table = comparison.table_lines()
+    assert table[0] == ("| release 3 (rtx5090) | gpu-5090a001: 600 W, PCIe 5.0 x16 | gpu-5090b002: 575 W, PCIe 4.0 x4 "
+                        "| B against A |")
+    assert table[2] == "| 1 / 4 / 8 requests, thinking off | 626 / 1,343 / 1,956 | 600 / 1,320 / 1,955 | " \
+                       "-4.2%* / -1.7% / -0.1% |"
+    verdicts = comparison.verdict_lines()
+    assert verdicts[0].startswith("beyond the measured spread: decode, 1 request, thinking off: gpu-5090b002 -4.2%")
+    assert "within the measured spread (1 figures): decode, 4 concurrent, total (off) -1.7%" in verdicts[1]
+    assert verdicts[2].startswith("not judged (1 figures)")
+
+
+@pytest.fixture
+def two_cpu_slots(docker_engine, tmp_path: Path):
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200))
+    (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100))
+    for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow")):
+        out = run_cli("up", "--cpu-slot", slot, "--profile", name, "--port", str(free_port()),
+                      "--profiles-dir", str(folder), timeout=600)
+        assert out.returncode == 0, out.stderr
+    yield folder
+    remove_instance(docker_engine)
+
+
+@pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
+def test_compare_two_cpu_slots_one_slowed(two_cpu_slots, tmp_path: Path):
+    out = run_cli("compare", "--cpu-slot", "a", "--cpu-slot", "b", "--quick", "--repeats", "2", "--json",
+                  "--report", str(tmp_path / "report"), "--profiles-dir", str(two_cpu_slots), timeout=900)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)
+    a, b = body["sides"]
+    assert (a["slot"], b["slot"], a["release"], b["release"]) == ("cpu-a", "cpu-b", 1, 1)
+    for side in (a, b):
+        assert side["cards"] == [] and side["qualify"]["verdict"] == "passed"
+        assert [s["name"] for s in side["qualify"]["suites"]] == ["preflight", "contract"]
+    rows = {(r["key"], r["thinking"]): r for r in body["rows"]}
+    for key in ("decode_c1_tps", "load_c4_aggregate_tps", "load_c8_aggregate_tps"):
+        for thinking in ("off", "on"):
+            row = rows[(key, thinking)]
+            assert -65 < row["difference_pct"] < -30, row  # the slowed slot decodes at half the speed
+            assert row["beyond_spread"] is True and len(row["spreads"][0]) == 2
+    assert {k for k, t in rows if k.startswith("prefill")} == {"prefill_2000_tps", "prefill_8000_tps"}
+    assert body["same_image"] is False and any("decode-tps 200 vs 100" in w for w in body["warnings"])
+    text = (tmp_path / "report" / "slots.md").read_text()
+    assert "| 1 / 4 / 8 requests, thinking off |" in text and "| 1 / 4 / 8 requests, thinking on |" in text
+    assert "| prefill at 2K / 8K |" in text and "| qualify | passed (preflight passed, contract passed) |" in text
+    assert "cpu-a: no card (reference runtime)" in text and "beyond the measured spread: decode, 1 request" in text
+    for where in ("thinking-off/A", "thinking-off/B", "thinking-on/A", "thinking-on/B"):
+        assert (tmp_path / "report" / where / "results.json").exists()

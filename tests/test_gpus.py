@@ -9,7 +9,8 @@ import json
 from types import SimpleNamespace
 
 from conftest import run_cli
-from deploytool.host.gpus import GpuInfo, annotate_matches, classify, read_inventory, Inventory
+from deploytool.host.fit import annotate_matches, classify
+from deploytool.host.gpus import GpuInfo, Inventory, read_inventory
 from deploytool.profiles import Profile, ProfileStore
 
 

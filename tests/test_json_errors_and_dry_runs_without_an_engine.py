@@ -18,14 +18,20 @@ HOSTS = ROOT / "tests" / "data" / "nvml-hosts"
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}
 H200, TP8, TP4 = "h200-qwen3.6-35b-a3b-fp8", "b300x8-glm5.2-nvfp4-tp8", "gb300x4-glm5.2-nvfp4-tp4"
 PRO = "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4"
-# The RTX 5090 profile does not fit stock SGLang's memory accounting (its own comment says so);
-# this one serves without MTP and with an FP8 KV cache, which fits (docs/memory.md).
+# A one-card RTX 5090 profile that fits its card without any patch: no MTP, an FP8 KV cache
+# (docs/memory.md).
 T5090 = """name: t-5090
 extends: rtx5090-qwen3.6-35b-a3b-nvfp4
 server:
   args: {speculative-algorithm: null, speculative-num-steps: null, speculative-eagle-topk: null,
          speculative-num-draft-tokens: null, kv-cache-dtype: fp8_e4m3}
 qualify: {preflight: {expect: null}}
+"""
+# The shipped RTX 5090 profile on stock wheels: its plan needs the image's memory patches, and
+# without them the pool is short of one 256K conversation (docs/memory.md).
+T5090_STOCK_WHEELS = """name: t-5090-unpatched
+extends: rtx5090-qwen3.6-35b-a3b-nvfp4
+image: {patches: [none]}
 """
 
 
@@ -49,6 +55,7 @@ def hub(tmp_path: Path) -> dict[str, str]:
         (root / "refs" / "main").write_text(commit)
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "t-5090.yaml").write_text(T5090)
+    (tmp_path / "profiles" / "t-5090-unpatched.yaml").write_text(T5090_STOCK_WHEELS)
     return {**NO_ENGINE, "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf"), "DEPLOYTOOL_PROFILES_PATH": str(tmp_path / "profiles")}
 
 
@@ -80,8 +87,8 @@ def test_rollout_all_gpus_dry_run_on_every_host_needs_no_engine(hub, host, profi
 
 
 def test_a_refused_dry_run_without_an_engine_is_a_json_error(hub):
-    # the RTX 5090 profile as shipped: the memory plan refuses it on the card, engine or not
-    out = run_cli("rollout", "--all-gpus", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--dry-run", "--json",
+    # the memory plan refuses it on the card, engine or not
+    out = run_cli("rollout", "--all-gpus", "--profile", "t-5090-unpatched", "--dry-run", "--json",
                   env=on("rtx5090x2", hub))
     assert out.returncode == 1
     error = json.loads(out.stdout)["error"]

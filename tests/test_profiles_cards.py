@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from deploytool.host import gpus
+from deploytool.host.fit import classify
 from deploytool.release.compose import RenderRequest, render_compose, write_compose
 from deploytool.profiles import ProfileStore
 from deploytool.qualify.config import suite_settings
@@ -88,8 +89,8 @@ def test_gpu_count_is_a_hard_limit_for_the_8_gpu_profile(store: ProfileStore) ->
                         memory_total_mib=275_000, memory_free_mib=275_000, power_limit_w=None, pcie_link_gen=None,
                         pcie_link_gen_max=None, pcie_link_width=None, pcie_link_width_max=None)
     profile = store.get("b300x8-glm5.2-nvfp4-tp8")
-    assert gpus.classify(profile, [card] * 4).verdict == "incompatible"
-    assert gpus.classify(profile, [card] * 8).verdict == "runnable"
+    assert classify(profile, [card] * 4).verdict == "incompatible"
+    assert classify(profile, [card] * 8).verdict == "runnable"
 
 
 def _render(store: ProfileStore, name: str, gpu_ids: list[str]) -> dict:

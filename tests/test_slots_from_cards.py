@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from deploytool.host.card_slots import plan_slots
+from deploytool.release.card_slots import plan_slots
 from deploytool.host.fit import classify
 from deploytool.host.gpus import read_inventory
 from deploytool.host.nvml_standin import StandInNvml

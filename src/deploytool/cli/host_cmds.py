@@ -22,6 +22,7 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
     MIG devices, the topology between every two cards (as `nvidia-smi topo -m`), and the
     profiles made for each card."""
     from ..host import gpus
+    from ..host.fit import annotate_matches
     from ..host.topology import matrix_lines, p2p_lines
     from ..profiles import ProfileStore
 
@@ -32,7 +33,7 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
         else:
             console_err.print(f"no GPUs: {inventory.error}", highlight=False)
         raise typer.Exit(EXIT_NO_GPU)
-    gpus.annotate_matches(inventory, ProfileStore(profiles_dir).all())
+    annotate_matches(inventory, ProfileStore(profiles_dir).all())
     if json_output:
         print_json(inventory)
         return
@@ -94,7 +95,7 @@ def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
     with the `--gpu` flags that deploy each slot. Exit 1 when the host has no slot for it."""
     from ..files import to_jsonable
     from ..host import gpus
-    from ..host.card_slots import plan_slots
+    from ..release.card_slots import plan_slots
     from ..profiles import ProfileStore
 
     chosen = ProfileStore(profiles_dir).get(profile)

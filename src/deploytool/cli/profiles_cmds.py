@@ -30,7 +30,7 @@ def profiles_list(
     every failed requirement; with --local-gpus, the slots this host's cards make for each profile
     (one per card for a one-card profile)."""
     from ..host import gpus
-    from ..host.fit import VERDICT_ORDER
+    from ..host.fit import VERDICT_ORDER, classify
     from ..profiles import ProfileStore
     from ..release.slots import slot_from_options
 
@@ -53,7 +53,7 @@ def profiles_list(
                 raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
                                  hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
             cards.append(card)
-        fits = sorted((gpus.classify(p, cards) for p in profiles),
+        fits = sorted((classify(p, cards) for p in profiles),
                       key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile))
         if json_output:
             print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
@@ -141,7 +141,7 @@ def _local_slots(profiles: list, json_output: bool) -> None:
     """Each profile with the slots this host's cards make for it: its verdict is its best slot's
     (incompatible with every card's problem when there is none)."""
     from ..host import gpus
-    from ..host.card_slots import plan_slots
+    from ..release.card_slots import plan_slots
     from ..host.fit import VERDICT_ORDER
 
     inventory = gpus.require_inventory()

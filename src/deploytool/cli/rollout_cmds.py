@@ -36,7 +36,7 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
         if profile_name is None:
             raise UsageError("--all-gpus groups this host's cards into the profile's slots: say which profile with "
                              "--profile NAME")
-        from ..host.card_slots import plan_slots
+        from ..release.card_slots import plan_slots
         from ..host.gpus import require_inventory
         from ..profiles import ProfileStore
 

@@ -19,8 +19,8 @@ from ..release.compose import RenderRequest, render_compose, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
-from ..host.card_slots import group_problems
-from ..host.gpus import classify
+from ..release.card_slots import group_problems
+from ..host.fit import classify
 from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
 from ..release.slots import DEFAULT_RETENTION, Slot

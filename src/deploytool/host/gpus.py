@@ -271,6 +271,3 @@ def _gen(gen: int | None) -> str:
 def _num(value: Any) -> str:
     return "?" if value is None else str(value)
 
-
-# Which profiles fit which cards lives in fit.py; its names are here too, where callers found them.
-from .fit import Fit, Verdict, annotate_matches, classify  # noqa: E402,F401

@@ -16,12 +16,12 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..release.slots import Slot
-from .fit import Fit, card_problems, classify
+from ..host.fit import Fit, card_problems, classify
+from .slots import Slot
 
 if TYPE_CHECKING:
     from ..profiles import Profile
-    from .gpus import GpuInfo, Inventory
+    from ..host.gpus import GpuInfo, Inventory
 
 _MAX_COMBINATIONS = 200_000  # beyond this many candidate groups, cards are taken in index order
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ProfileError, UsageError
+from .image.source_spec import LocalWheel, RuntimeSource
 from .resources import resource
 from .release.secrets import ProfileSecrets, SecretRef  # issue 13: secrets are named, never inline
 from .yamlio import LocatedDocument, load_yaml
@@ -55,6 +56,10 @@ class ImageSpec(_Strict):
     flashinfer_version: str | None = None
     patches: list[str] = Field(default_factory=list)
     build_args: dict[str, str] = Field(default_factory=dict)
+    # Where sglang comes from (the pinned wheel, a fork at a commit, a local tree) and wheel
+    # files that replace the index's package of the same name: deploytool.image.source_spec.
+    source: RuntimeSource = Field(default_factory=RuntimeSource)
+    wheels: list[LocalWheel] = Field(default_factory=list)
 
 
 class ModelSpec(_Strict):

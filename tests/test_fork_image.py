@@ -111,6 +111,13 @@ def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(f
     assert made["left_out"] == ["changes outside python/sglang/ (not in site-packages): pyproject.toml"]
     assert f"+++ b/{COMMON}" in (series / made["names"][1]).read_text()
 
+    # the memory planner reads the series' memory.yaml: one entry per patch, no effect declared
+    from deploytool.memory.patch_effects import read_memory_effects
+
+    declared = read_memory_effects(series, made["names"])
+    assert [(p.patch, p.effects) for p in declared] == [(name, ()) for name in made["names"]]
+    assert fork.head[:12] in declared[1].why
+
     _profile(fork, "release-series", {"kind": "wheel", "series": str(series)})
     out = run_cli("patches", "check", "--profile", "release-series", "--json",
                   "--profiles-dir", str(TEST_PROFILES), "--profiles-dir", str(fork.profiles))

@@ -89,4 +89,25 @@ def import_series(repo: str, base: str, head: str, out: Path, *, subdir: str | N
               f"#   paths relative to {folder or 'the top'}/ (sglang {version}'s site-packages layout).",
               "# Applied in this order; use with image.source: {kind: wheel, series: THIS FOLDER}."]
     (out / "series").write_text("\n".join(header + result.names) + "\n")
+    _write_memory_effects(out, repo, result.names)
     return result
+
+
+def _write_memory_effects(out: Path, repo: str, names: list[str]) -> None:
+    """memory.yaml beside `series` (the memory planner wants an entry per patch): no effect
+    declared, so the planner treats these commits as it treats the fork itself, as stock
+    sglang, until someone names what a patch changes in the pools."""
+    import yaml
+
+    entries = {}
+    for name in names:
+        text = (out / name).read_text()
+        commit = text.split(" ", 2)[1] if text.startswith("From ") else "?"
+        subject = next((line.split("]", 1)[-1].strip() for line in text.splitlines() if line.startswith("Subject:")), name)
+        entries[name] = {"effects": [], "why": f"imported from {repo} commit {commit[:12]} ({subject}); "
+                                               "not reviewed for memory effects: name them here if it changes the pools"}
+    header = ("# What each patch of `series` changes in SGLang's memory accounting, for `deploytool plan-memory`\n"
+              "# (docs/memory.md). Written by `deploytool patches import` with no effect declared: the planner\n"
+              "# plans these commits as stock sglang, as it plans a fork. Declare a patch's effects when it\n"
+              "# changes what the KV pool gets.\n")
+    (out / "memory.yaml").write_text(header + yaml.safe_dump({"patches": entries}, sort_keys=False, width=100))

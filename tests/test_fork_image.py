@@ -80,7 +80,7 @@ def test_profiles_check_runs_the_forks_parser_keyed_by_its_commit(fork: SimpleNa
     check = flagcheck.check(profile, use_image=False)
     assert check.ok, [(f.flag, f.message) for f in check.failures]
     assert [f.status for f in check.findings if f.flag == f"--{FLAG}"] == ["ok"]
-    assert f"git-{fork.head}-python" in check.where  # the fork's sources, unpacked per commit
+    assert f"runtime-src/git-{fork.head}/tree/python" in check.where  # the fork's sources, unpacked per commit
 
     _profile(fork, "fork-typo", _git_source(fork), args={FLAG[:-1]: True})
     out = run_cli("profiles", "check", "--profile", "fork-typo", "--no-image", "--json",

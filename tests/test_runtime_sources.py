@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_cli
 from fork_repo import commit_all, git, profile_yaml, sha256, tiny_repo
-from deploytool.errors import ProfileError
+from deploytool.errors import BuildError, ProfileError
 from deploytool.host import labels
 from deploytool.image import runtime_source
 from deploytool.image.build import plan_build
@@ -232,3 +232,20 @@ def test_a_forks_tree_is_staged_from_git_archive(tmp_path: Path):
     assert not any(n.startswith("README") for n in names)  # only the package folder
     unpacked = runtime_source.unpacked(source)
     assert (unpacked / "sglang" / "version.py").read_text() == '__version__ = "0.5.23"\n'
+
+
+def test_a_local_trees_exports_replace_each_other_in_the_cache(tmp_path: Path):
+    repo, _ = tiny_repo(tmp_path)
+    profile = _profile(tmp_path, {"kind": "path", "path": str(repo)})
+    first = runtime_source.resolve(profile)
+    tree = runtime_source.unpacked(first)
+    assert not (tree / "sglang" / "fork.py").exists()
+    (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = True\n")
+    second = runtime_source.resolve(profile)
+    assert second.key != first.key and runtime_source.unpacked(second) == tree
+    assert (tree / "sglang" / "fork.py").read_text() == "SMALL_BATCH = True\n"
+    assert [p.name for p in runtime_source.export_tar(second).parent.glob("*.tar")] == [f"{second.key}.tar"]
+    # a tree that changes after its tag was computed is not staged under that tag
+    (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = False\n")
+    with pytest.raises(BuildError, match="changed while the image was being planned"):
+        runtime_source.export_tar(second)

@@ -264,13 +264,23 @@ def tree_digest(root: Path, files: list[str]) -> str:
 
 
 # -- the tree as a tar file (the build context) and unpacked (the parser, patches check) --------
-def export_tar(source: ResolvedSource) -> Path:
-    """The source's tree under its subdir as a tar file in the cache (paths start with the
-    subdir). A git commit is exported once; a local tree is written again and must still have
-    the digest the image tag was computed from."""
+def _cache_slot(source: ResolvedSource) -> Path:
+    """Where a source's exports live in the cache: a folder per commit (what it holds never
+    changes), or per local tree, where the latest content replaces the one before, so that
+    editing a tree and checking it again and again does not fill the disk."""
     from ..release.state import cache_dir
 
-    dest = cache_dir("runtime-src") / f"{source.key}.tar"
+    if source.kind == "git":
+        return cache_dir("runtime-src", f"git-{source.commit}")
+    where = hashlib.sha256(f"{source.tree}\0{source.subdir}".encode()).hexdigest()[:16]
+    return cache_dir("runtime-src", f"path-{where}")
+
+
+def export_tar(source: ResolvedSource) -> Path:
+    """The source's tree under its subdir as a tar file in the cache (paths start with the
+    subdir), named by the source's key. A git commit is exported once; a local tree is written
+    again, and must still have the digest the image tag was computed from."""
+    dest = _cache_slot(source) / f"{source.key}.tar"
     if source.kind == "git":
         return dest if dest.is_file() else gitrepo.archive(source.tree or Path(), source.commit or "", source.subdir, dest)
     assert source.tree is not None
@@ -283,17 +293,19 @@ def export_tar(source: ResolvedSource) -> Path:
         for rel in files:
             archive.add(source.tree / rel, arcname=rel, recursive=False)
     partial.replace(dest)
+    for older in dest.parent.glob("*.tar"):
+        if older != dest:
+            older.unlink(missing_ok=True)
     return dest
 
 
 def unpacked(source: ResolvedSource) -> Path:
-    """The source's package folder unpacked once into the cache, keyed by commit or content
-    (read-only by convention): what `profiles check` puts first on the parser's path and
-    what `patches check` applies a series to."""
-    from ..release.state import cache_dir
-
-    root = cache_dir("runtime-src", "trees") / source.key
-    if not (root / ".complete").exists():
+    """The source's package folder unpacked into the cache (read-only by convention), once per
+    commit or tree content: what `profiles check` puts first on the parser's path and what
+    `patches check` applies a series to."""
+    root = _cache_slot(source) / "tree"
+    marker = root / ".complete"
+    if not marker.exists() or marker.read_text().strip() != source.identity:
         partial = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root.parent))
         with tarfile.open(export_tar(source)) as archive:
             archive.extractall(partial, filter="data")

@@ -73,7 +73,8 @@ def patches_check(
     from ..image import patches
 
     prof = ProfileStore(profiles_dir).get(profile)
-    console_err.print(f"checking the patch series of {prof.name} against sglang {prof.image.runtime_version} ...")
+    source = "" if prof.image.source.kind == "wheel" else f" (a {prof.image.source.kind} source: the fork's tree)"
+    console_err.print(f"checking the patch series of {prof.name} against sglang {prof.image.runtime_version}{source} ...")
     report = patches.check(prof)
     if json_output:
         print_json({**report.__dict__, "ok": report.ok})
@@ -100,9 +101,35 @@ def patches_check(
 def _not_reached(report) -> list[str]:
     from ..image import patches
 
-    series = patches.series_dir(report.sglang_version)
+    series = Path(report.series)
     done = {r.name for r in report.results}
     names = patches.unidiff.read_series(series / "series") if (series / "series").is_file() else []
     return [n for n in names if n not in done][: max(0, report.expected - len(report.results))]
 
 
+@patches_app.command("import")
+def patches_import(
+    repo: Annotated[str, typer.Option("--from", help="The fork: a local repository or its URL.")],
+    base: Annotated[str, typer.Option("--base", help="The upstream release the fork branched from (a tag, e.g. v0.5.23, or a commit).")],
+    head: Annotated[str, typer.Option("--head", help="The fork's commit (or a ref) the series goes up to.")],
+    out: Annotated[Path, typer.Option("--out", help="A new folder for the patches and their `series` file.")],
+    subdir: Annotated[Optional[str], typer.Option("--subdir", help="The folder of sglang's pyproject.toml in the repository (default: python/, else the top).")] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Write the series a fork's commits make over an upstream release: one patch per commit
+    of BASE..HEAD, paths as in site-packages, and a `series` file. Use it with
+    `image.source: {kind: wheel, series: OUT}`; `patches check` applies it."""
+    from ..image.series_import import import_series
+
+    result = import_series(repo, base, head, out, subdir=subdir)
+    if json_output:
+        print_json(result)
+        return
+    console.print(escape(f"{len(result.names)} patch(es) over sglang {result.sglang_version} "
+                         f"({base} = {result.base_commit[:12]} .. {result.head_commit[:12]}) in {out}:"))
+    for name in result.names:
+        console.print(escape(f"  {name}"))
+    for why in result.left_out:
+        console.print(escape(f"  left out: {why}"), style="yellow")
+    console.print(escape(f"use it: image: {{source: {{kind: wheel, series: {out.resolve()}}}}}; "
+                         "then `deploytool patches check --profile NAME` applies it"))

@@ -94,7 +94,9 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
 
     digest = hashlib.sha256()
     for part in (
-        json.dumps(profile.image.model_dump(mode="json"), sort_keys=True),
+        # source and wheels name places on this host: the recipe declares what they hold
+        # (a commit, a tree's digest, sha256s) in its inputs, so moving a checkout rebuilds nothing.
+        json.dumps(profile.image.model_dump(mode="json", exclude={"source", "wheels"}), sort_keys=True),
         base_ref,
         json.dumps(inputs.extra_hash_inputs, sort_keys=True),
         json.dumps(fingerprint, sort_keys=True),
@@ -119,6 +121,7 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
         labels.IMAGE_PROFILE: profile.name,
         labels.IMAGE_INPUTS_HASH: inputs_hash,
         labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
+        **inputs.labels,
     }
     # The classic builder runs one LABEL step per label after the Dockerfile's own steps.
     steps = sum(1 for line in dockerfile.splitlines() if re.match(r"^\s*[A-Z]+\s", line)) + len(image_labels) + 1

@@ -34,6 +34,7 @@ from filelock import FileLock
 from ..host import labels
 from ..host.engine import Engine
 from ..errors import CouldNotRun, DeploytoolError, UsageError
+from . import runtime_source
 from .patches import sglang_wheel
 from ..profiles import Profile, args_to_argv
 from ..resources import package_dir, resource
@@ -169,16 +170,22 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
     if not found:
         return None, None
     want = profile.image.runtime_version
+    want_source = _source_identity(profile)
     fitting, other = [], set()
     for image in found:
         try:
-            have = json.loads((image.labels or {}).get(labels.IMAGE_FINGERPRINT) or "{}").get("sglang")
+            toolchain = json.loads((image.labels or {}).get(labels.IMAGE_FINGERPRINT) or "{}")
+            have, have_source = toolchain.get("sglang"), toolchain.get("sglang_source", "wheel")
         except (json.JSONDecodeError, AttributeError):
-            have = None
-        (fitting.append(image) if have == want else other.add(str(have or "unknown")))
+            have, have_source = None, None
+        if have == want and have_source == want_source:
+            fitting.append(image)
+        else:
+            other.add(str(have or "unknown") + ("" if have_source in ("wheel", None) else f" ({have_source})"))
     if not fitting:
+        wanted = want + ("" if want_source == "wheel" else f" ({want_source})")
         return None, (f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
-                      f"the profile pins {want}: rebuild with `deploytool build --profile {profile.name}`")
+                      f"the profile pins {wanted}: rebuild with `deploytool build --profile {profile.name}`")
     from .build import plan_build
 
     try:
@@ -219,9 +226,17 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     else:
         python = parser_venv(version)
         where = f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else "")
+        env = None
+        source = runtime_source.resolve(profile)
+        if source.is_fork:
+            # The release's venv holds what the parser imports; the fork's own package, unpacked
+            # once per commit (or tree digest), comes first on the path: its flags are the ones read.
+            tree = runtime_source.unpacked(source)
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            where += f" with the fork's sources {tree} ({source.describe()})"
         try:
             proc = subprocess.run([str(python), "-c", probe, json.dumps(request)], capture_output=True, text=True,
-                                  timeout=timeout)
+                                  timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({where})") from None
     answer = _answer(proc.stdout)
@@ -250,3 +265,13 @@ def _answer(stdout: str) -> dict[str, Any] | None:
     except (IndexError, json.JSONDecodeError):
         return None
 
+
+
+def _source_identity(profile: Profile) -> str:
+    """What an image's toolchain label must say of its sglang's source to be the profile's."""
+    if profile.image.source.kind == "wheel":
+        return "wheel"
+    try:
+        return runtime_source.resolve(profile).identity
+    except DeploytoolError:
+        return "unresolvable"

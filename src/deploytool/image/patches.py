@@ -27,6 +27,7 @@ from ..errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
 from ..profiles import Profile
 from ..resources import resource
 from ..release.state import cache_dir
+from ..profiles.image_source import local_path
 
 RECIPE = "sglang"
 # `image.patches: [none]`: the pinned sglang as released, no patch at all. An empty list
@@ -48,7 +49,7 @@ class PatchSeries:
 class PatchCheck:
     profile: str
     sglang_version: str
-    wheel: str
+    wheel: str  # what the series was applied to: the wheel's file, or a fork's tree
     series: str
     expected: int = 0  # patches in the series
     results: list[unidiff.PatchResult] = field(default_factory=list)
@@ -64,11 +65,16 @@ def series_dir(sglang_version: str) -> Path:
 
 
 def series_for(profile: Profile) -> PatchSeries:
-    """The ordered patches a profile's image gets."""
+    """The ordered patches a profile's image gets: the release's series (or the folder
+    image.source.series names) on the wheel; on a fork's tree, only those image.patches names
+    from the release's folder (a fork carries its changes as commits)."""
     version = profile.image.runtime_version
     if not version:
         raise ProfileError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
-    folder = series_dir(version)
+    source = profile.image.source
+    if source.kind != "wheel" and not profile.image.patches:
+        return PatchSeries(sglang_version=version, folder=series_dir(version), names=[])
+    folder = local_path(profile.source, source.series) if source.series else series_dir(version)
     if not folder.is_dir() or not (profile.image.patches or (folder / "series").is_file()):
         # A release without its patch folder or `series` file is not a release without patches:
         # an empty `series` file says that on purpose.
@@ -145,9 +151,8 @@ def check(profile: Profile, *, series: PatchSeries | None = None) -> PatchCheck:
     if profile.image.recipe != RECIPE:
         raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: only `sglang` images carry patches")
     series = series or series_for(profile)
-    wheel = sglang_wheel(series.sglang_version, profile.image.python)
-    sources = unpacked_sources(wheel)
-    report = PatchCheck(profile=profile.name, sglang_version=series.sglang_version, wheel=wheel.name,
+    sources, origin = _pristine(profile, series)
+    report = PatchCheck(profile=profile.name, sglang_version=series.sglang_version, wheel=origin,
                         series=str(series.folder), expected=len(series.names))
     if not series.names:
         return report
@@ -161,10 +166,22 @@ def patched_tree(profile: Profile, dest: Path) -> Path:
     """A full copy of the pinned sglang with the series applied (what the image gets), e.g. to
     import a patched module on a CPU. Raises when a patch does not apply."""
     series = series_for(profile)
-    sources = unpacked_sources(sglang_wheel(series.sglang_version, profile.image.python))
+    sources, _ = _pristine(profile, series)
     tree = link_tree(sources, dest)
     for result in unidiff.apply_series(tree, series.folder, series.names):
         if not result.applied:
             raise DeploytoolError(f"patch {result.name} does not apply to sglang {series.sglang_version}",
                                   hint="run `deploytool patches check --profile " + profile.name + "` for the refused hunks")
     return tree
+
+
+def _pristine(profile: Profile, series: PatchSeries) -> tuple[Path, str]:
+    """(the unpatched sources the image starts from, what they are): the pinned wheel
+    unpacked, or a fork's tree at its commit (or a local tree as hashed)."""
+    from . import runtime_source
+
+    source = runtime_source.resolve(profile)
+    if source.is_fork:
+        return runtime_source.unpacked(source), source.describe()
+    wheel = sglang_wheel(series.sglang_version, profile.image.python)
+    return unpacked_sources(wheel), wheel.name

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import UsageError
+from .image_source import LocalWheel, RuntimeSource
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
 
@@ -98,6 +99,10 @@ class ImageSpec(_Strict):
     flashinfer_version: str | None = None
     patches: list[str] = Field(default_factory=list)
     build_args: dict[str, str] = Field(default_factory=dict)
+    # Where sglang comes from (the pinned wheel, a fork at a commit, a local tree) and wheel
+    # files that replace the index's package of the same name (image_source.py).
+    source: RuntimeSource = Field(default_factory=RuntimeSource)
+    wheels: list[LocalWheel] = Field(default_factory=list)
 
 
 class ModelSpec(_Strict):

@@ -113,8 +113,11 @@ def render_text(req: RenderRequest) -> str:
 
 
 def render_notes(req: RenderRequest) -> list[str]:
-    """Where the weights come from and where each secret goes (references, never values)."""
-    return model_sources.describe_for_render(req.model_plan) + release_secrets.describe_for_render(req.secret_plan)
+    """Where the runtime and the weights come from and where each secret goes (references, never values)."""
+    from ..image.runtime_source import render_notes as runtime_notes
+
+    return (runtime_notes(req.profile) + model_sources.describe_for_render(req.model_plan)
+            + release_secrets.describe_for_render(req.secret_plan))
 
 
 def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,

@@ -22,8 +22,10 @@ import re
 from pathlib import Path
 
 from ...errors import UsageError
-from .. import cudabase, locks
+from .. import cudabase, local_wheels, locks, runtime_source
 from ..patches import series_for
+from ..wheelhouse import Lock
+from ...host import labels
 from ...profiles import Profile
 from ...resources import package_dir, resource
 from ..versions import check_profile, load_matrix
@@ -71,8 +73,11 @@ _WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)-")
 
 
 def check(profile: Profile) -> None:
-    """The version-matrix check: an impossible combination never reaches a build."""
+    """The version-matrix check: an impossible combination never reaches a build. So are a
+    fork's missing commit, dirty checkout or other release, and a local wheel that changed."""
     check_profile(profile)
+    runtime_source.resolve(profile)
+    local_wheels.resolve(profile)
     series_for(profile)  # a named patch that does not exist is refused here too
 
 
@@ -100,13 +105,24 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
 def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     img = profile.image
     series = series_for(profile)
+    source = runtime_source.resolve(profile)
+    own = local_wheels.resolve(profile)
     mode = "cpu" if img.cuda is None else "gpu"
     reqs = requirements(profile)
+    if source.is_fork:
+        # sglang comes from the tree, built without build isolation (no index needed for the
+        # build backend): the venv gets setuptools first.
+        reqs = [r for r in reqs if local_wheels.requirement_name(r) != "sglang"]
+        reqs += [] if any(local_wheels.requirement_name(r) == "setuptools" for r in reqs) else ["setuptools"]
+    reqs = local_wheels.replace_requirements(reqs, own)
     files: dict[str, Path | str] = {
         "requirements.txt": "\n".join(reqs) + "\n",
         "patch-series": "\n".join(series.names) + ("\n" if series.names else ""),
         "unidiff.py": package_dir() / "image" / "in_image" / "unidiff.py",
     }
+    if source.series is not None:
+        files["series"] = source.series
+    own_names = {w.name for w in own}
 
     wheel_versions: dict[str, str] = {}
     # A GPU image with a venv lock (images/locks/, `deploytool build --lock`) installs exactly
@@ -128,18 +144,28 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         files[toolkit.lock.path.name] = toolkit.lock.path
         # the toolkit's wheels first: a changed nvcc wheel is named before gigabytes are checked
         fetched["cuda-wheels"] = cudabase.fetch_locked(toolkit.lock, wheelhouse, python=img.python)
-    if lock is not None:
+    lock_digest = lock.digest if lock is not None else None
+    if lock is not None and (own or source.is_fork):
+        # The image installs the lock with the local wheels in place of their twins (and a
+        # fork's sglang left out); only the index's wheels left are fetched.
+        text, index_lock = local_wheels.replace_in_lock(lock, own, drop=("sglang",) if source.is_fork else ())
+        files["requirements.lock"], lock_digest = text, local_wheels.text_digest(text)
+        fetched["wheels"] = cudabase.fetch_locked(index_lock, wheelhouse, python=img.python)
+        wheel_versions = {_normal(w.name): w.version for w in index_lock.wheels}
+        pip_source = ("--no-index --find-links /tmp/deploytool/wheels"
+                      + (" --find-links /tmp/deploytool/local-wheels" if own else "") + " --require-hashes")
+    elif lock is not None:
         files["requirements.lock"] = lock.path
         fetched["wheels"] = cudabase.fetch_locked(lock, wheelhouse, python=img.python)
         wheel_versions = {_normal(w.name): w.version for w in lock.wheels}
         pip_source = "--no-index --find-links /tmp/deploytool/wheels --require-hashes"
     elif wheelhouse is not None:
-        wheels = sorted(wheelhouse.glob("*.whl"))
+        wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
         for wheel in wheels:
             match = _WHEEL.match(wheel.name)
             if match:
                 wheel_versions[_normal(match.group("name"))] = match.group("version")
-        if wheel_versions.get("sglang") != img.runtime_version:
+        if not source.is_fork and wheel_versions.get("sglang") != img.runtime_version:
             raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
                              f"(found {wheel_versions.get('sglang') or 'none'})",
                              hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
@@ -147,6 +173,11 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         pip_source = "--no-index --find-links /tmp/deploytool/wheels"
     else:
         pip_source = ""
+    wheel_versions.update({w.name: w.version for w in own})
+    if own:
+        # Not hashed from where they lie (their pinned sha256s are in the fingerprint) and
+        # checked again when staged: a file that changed after `check` is still refused.
+        fetched["local-wheels"] = lambda: [w.path for w in local_wheels.resolve(profile)]
 
     def version_of(dist: str, pinned: str | None, fallback: str) -> str:
         return wheel_versions.get(_normal(dist)) or pinned or fallback
@@ -170,8 +201,14 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         "image_kind": mode,
         "base_source": img.base_source,
     }
-    if lock is not None:
-        fingerprint["wheel_lock"] = lock.digest
+    # Keys only where they say something: the fingerprint of a release image stays as it was.
+    if source.is_fork:
+        fingerprint["sglang_source"] = source.identity
+        fetched["runtime-src"] = lambda: [runtime_source.export_tar(source)]
+    if own:
+        fingerprint["local_wheels"] = json.dumps({w.name: w.sha256 for w in own}, sort_keys=True)
+    if lock_digest is not None:
+        fingerprint["wheel_lock"] = lock_digest
     if toolkit is not None:
         # the compiler is the toolkit lock's nvcc, and gcc the base's apt g++ (toolchain.json has its version)
         fingerprint.update(toolkit.fingerprint, gcc=f"apt g++ on {img.base}")
@@ -193,12 +230,22 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
             "cache_env": CACHE_ENV,
             "build_args": dict(img.build_args),
             "command_json": json.dumps(profile.launch_argv()),
+            "patch_dir": "series" if source.series is not None else (
+                f"patches/{img.runtime_version}" if series.names or not source.is_fork else None),
+            "local_wheels": bool(own),
+            "local_torch": "torch" in own_names,
+            "fork": _fork_vars(source, mode=mode, locked=lock is not None, wheelhouse=wheelhouse is not None),
         },
         fingerprint=fingerprint,
         extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names),
-                           **({"wheel_lock": lock.digest} if lock else {}),
-                           **({"toolkit_lock": toolkit.lock.digest} if toolkit else {})},
+                           **({"wheel_lock": lock_digest} if lock else {}),
+                           **({"toolkit_lock": toolkit.lock.digest} if toolkit else {}),
+                           **({"sglang_source": source.identity} if source.is_fork else {}),
+                           **({"local_wheels": local_wheels.label(own)} if own else {})},
         files=files, fetched=fetched,
+        labels={**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
+                   if source.is_fork or source.series else {}),
+                **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})},
     )
 
 
@@ -228,6 +275,24 @@ def make_locks(profile: Profile, *, wheelhouse: Path | None = None) -> list[Lock
         for lock in made:
             fill(lock, wheelhouse, python=img.python)
     return made
+
+
+def _fork_vars(source: runtime_source.ResolvedSource, *, mode: str, locked: bool, wheelhouse: bool) -> dict | None:
+    """How the Dockerfile installs a fork's tree: after the other packages, without build
+    isolation; without its dependencies where they are already fixed (a CPU image takes none,
+    a locked image has the release's), else resolving them like the release's wheel would."""
+    if not source.is_fork:
+        return None
+    args = ["--no-deps"] if mode == "cpu" or locked else []
+    if locked or wheelhouse:
+        args += ["--no-index", "--find-links", "/tmp/deploytool/wheels"]
+    return {"tar": f"{source.key}.tar", "subdir": source.subdir, "version": source.version,
+            "identity": source.identity, "pip_args": " ".join(args)}
+
+
+def _is_one_of(filename: str, names: set[str]) -> bool:
+    match = _WHEEL.match(filename)
+    return bool(match) and _normal(match.group("name")) in names
 
 
 def fill_wheelhouse(profile: Profile, dest: Path) -> Path:

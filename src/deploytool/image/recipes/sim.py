@@ -26,6 +26,10 @@ def check(profile: Profile) -> None:
     if profile.image.cuda or profile.image.runtime_version:
         raise UsageError(f"profile {profile.name}: the sim recipe takes no image.cuda or image.runtime_version "
                          "(it runs on a CPU); use recipe `sglang` for a real runtime")
+    source = profile.image.source
+    if source.kind != "wheel" or source.series or profile.image.wheels:
+        raise UsageError(f"profile {profile.name}: the sim recipe takes no image.source or image.wheels "
+                         "(it is deploytool's own reference runtime); use recipe `sglang` for a fork or your own wheels")
 
 
 def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
+from ..image.runtime_source import render_notes as runtime_notes
 from ..release.compose import RenderRequest, render_compose, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
@@ -161,7 +162,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
-                            host_port=options.host_port, bind=options.bind, model=model, secrets=planned_secrets)
+                            host_port=options.host_port, bind=options.bind, model=model, secrets=planned_secrets,
+                            runtime_notes=tuple(runtime_notes(profile)))
     directory = release_path(slot.name, number)
     image = facts.image
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)

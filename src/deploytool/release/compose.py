@@ -36,6 +36,9 @@ class RenderRequest:
     # release's secrets (None: planned from the profile). Neither ever holds a secret value.
     model: model_sources.ModelPlan | None = None
     secrets: list[release_secrets.ReleaseSecret] | None = None
+    # what the image's runtime is when it is not the pinned wheel (a fork, a tree, local
+    # wheels), said by whoever planned the image (image.runtime_source.render_notes)
+    runtime_notes: tuple[str, ...] = ()
 
     @property
     def port(self) -> int:
@@ -114,9 +117,7 @@ def render_text(req: RenderRequest) -> str:
 
 def render_notes(req: RenderRequest) -> list[str]:
     """Where the runtime and the weights come from and where each secret goes (references, never values)."""
-    from ..image.runtime_source import render_notes as runtime_notes
-
-    return (runtime_notes(req.profile) + model_sources.describe_for_render(req.model_plan)
+    return (list(req.runtime_notes) + model_sources.describe_for_render(req.model_plan)
             + release_secrets.describe_for_render(req.secret_plan))
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from ...errors import UsageError
 from .. import cudabase, local_wheels, locks, runtime_source
 from ..patches import series_for
-from ..wheelhouse import Lock
 from ...host import labels
 from ...profiles import Profile
 from ...resources import package_dir, resource

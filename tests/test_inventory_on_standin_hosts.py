@@ -29,8 +29,8 @@ def labels(inv) -> dict[tuple[int, int], str]:
 
 def test_every_host_file_is_read_in_full():
     assert ALL_HOSTS == ["b300x8", "gb300x4", "h200-lent", "h200-mig", "h200x2-pcie-switch", "mixed-5090-pro6000",
-                         "rtx5090x2"]
-    for name in ALL_HOSTS:
+                         "no-driver", "rtx5090x2"]
+    for name in (h for h in ALL_HOSTS if h != "no-driver"):  # nvmlInit fails there (test_nvml_standin.py)
         inv = inventory(name)
         n = len(inv.gpus)
         assert inv.error is None and len(inv.pairs) == n * (n - 1) // 2

@@ -1,7 +1,7 @@
 """The planner against two real SGLang starts on an H200 (docs/measured/h200-draft-share/):
 SGLang 0.5.17, the Qwen3.6-35B-A3B-shaped folder with dummy bf16 weights, MTP, stock and with
 the draft-sharing patch. The server's own /server_info is replayed through preflight's
-comparison (memory/accuracy.py); the goal the issue set is 3% on every figure."""
+comparison (memory/accuracy.py): every figure within 3%."""
 
 from __future__ import annotations
 

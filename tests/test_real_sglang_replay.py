@@ -9,7 +9,9 @@ the server's own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,10 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import serve_app
 from deploytool.bench.stream import StreamClient
 from deploytool.server import metrics_window, serverfields
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import parse_prometheus
+from deploytool.server.readiness import wait_until_ready
 from deploytool.sim import SimSettings, serve_in_thread
 
 REAL = Path(__file__).parent / "data" / "sglang-real"
@@ -99,25 +103,55 @@ def test_metrics_counters_deploytool_reads_exist_and_move() -> None:
     assert window.cached_share == 0.0
 
 
-def test_an_abandoned_request_is_in_no_counter_but_the_non_streamed_abort() -> None:
-    abort = json.loads((REAL / "dense" / "run.json").read_text())["abort"]
-    assert abort["stream"]["idle_after_s"] < 5 and abort["plain"]["idle_after_s"] < 10
-    assert abort["stream"]["deltas"]["sglang:num_aborted_requests_total"] == 0
-    assert abort["plain"]["deltas"]["sglang:num_aborted_requests_total"] == 1
-    for kind in ("stream", "plain"):
-        assert abort[kind]["deltas"]["sglang:num_requests_total"] == 0
-        assert abort[kind]["deltas"]["sglang:generation_tokens_total"] == 0
+# --- the wait for a loading server, on the real start's timeline ----------------------------
+
+class _LoadingReplay:
+    """An ASGI app answering each path with what the real server answered it while loading, in
+    the recorded order: the timeline notes each change of answer, so the n-th request to a path
+    gets its n-th recorded answer, and the last one from then on. The refused connections before
+    the server listened are not the app's: the test's socket refuses them until it starts."""
+
+    def __init__(self, timeline: list[dict]):
+        self.answers: dict[str, list[dict]] = {}
+        for event in timeline:
+            if event["status"] is not None:  # a refused connection or a probe's own timeout
+                self.answers.setdefault(event["path"], []).append(event)
+        self.asked: list[str] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope["path"]
+        self.asked.append(path)
+        queue = self.answers.get(path) or [{"status": 404, "content_type": None, "body": ""}]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        await send({"type": "http.response.start", "status": answer["status"],
+                    "headers": [(b"content-type", (answer["content_type"] or "text/plain").encode())]})
+        await send({"type": "http.response.body", "body": answer["body"].encode()})
 
 
-def test_loading_refuses_connections_then_503_then_200() -> None:
-    timeline = json.loads((REAL / "dense" / "loading.json").read_text())["events"]
-    health = [e for e in timeline if e["path"] == "/health"]
-    assert health[0]["status"] is None and "Connection refused" in health[0]["error"]
-    assert [e["status"] for e in health[1:]] == [503, 200]
-    assert all(e["body"] == "" for e in health[1:])
-    # the info routes answer while /health is still 503 (deploytool waits on /health, not on them)
-    models = [e for e in timeline if e["path"] == "/v1/models" and e["status"] == 200][0]
-    assert models["t_s"] < health[-1]["t_s"]
+@pytest.mark.parametrize("plan", ["dense", "hybrid-mtp", "a3b", "a3b-patched"])
+def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
+    """Connections refused while the weights load, /health 503 while the info routes already
+    answer 200, then /health 200: deploytool's wait says which of them it is waiting through,
+    asks /health only, and is ready at its 200."""
+    app = _LoadingReplay(json.loads((REAL / plan / "loading.json").read_text())["events"])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused until the server starts
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    lines: list[str] = []
+    with contextlib.ExitStack() as server:
+        def progress(line: str) -> None:
+            lines.append(line)
+            if len(lines) == 1:  # the server starts listening once the wait has met a refused connection
+                server.enter_context(serve_app(app, "the loading replay", sock=sock))
+
+        ready = asyncio.run(wait_until_ready(url, timeout_s=60, poll_s=0.01, progress=progress,
+                                             progress_every_s=0, timeout_name="--ready-timeout"))
+    assert (ready.ready, ready.reachable, ready.status, ready.error) == (True, True, 200, None)
+    refused, warming = lines
+    assert refused.startswith(f"waiting for {url} to become ready: connection refused")
+    assert warming.startswith(f"waiting for {url} to become ready: GET /health answered HTTP 503")
+    assert all("--ready-timeout to wait less or more" in line for line in lines)
+    assert app.asked == ["/health", "/health"]
 
 
 # --- the clients, on the real bytes ----------------------------------------------------------

@@ -211,3 +211,15 @@ def test_no_comment_or_doc_points_at_an_issue_number() -> None:
     found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
              for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_no_test_file_imports_another() -> None:
+    """What several test files share lives in a helper module (tests/*_helpers.py, conftest.py):
+    importing a test file runs its module-level setup and collects its fixtures twice."""
+    found = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0].startswith("test_")]
+    assert not found, "\n".join(found)

@@ -15,7 +15,7 @@ from deploytool.host.nvml_standin import StandInNvml
 from deploytool.host.topology import matrix_lines
 
 HOSTS = Path(__file__).resolve().parent / "data" / "nvml-hosts"
-CAPTURE = Path(__file__).resolve().parents[1] / "docs" / "measured" / "h200-nvml"
+CAPTURE = HOSTS / "h200-lent-capture"  # nvml.json and nvidia-smi topo -m as captured on the card
 ALL_HOSTS = sorted(p.stem for p in HOSTS.glob("*.yaml"))
 
 

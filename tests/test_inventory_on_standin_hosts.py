@@ -44,6 +44,7 @@ def test_the_source_s_two_5090s():
     assert (a.power_limit_w, a.pcie_link_gen, a.pcie_link_width) == (600, 5, 16)
     assert (b.power_limit_w, b.pcie_link_gen, b.pcie_link_width, b.pcie_link_width_max) == (575, 4, 4, 4)
     assert b.pcie_link_gen_gpu_max == 5 and b.pcie_text() == "PCIe 4.0 x4 (max 4.0 x4; the card 5.0)"
+    assert (a.pcie_now(), b.pcie_now()) == ("PCIe 5.0 x16", "PCIe 4.0 x4")  # what a two-slot compare shows
     assert a.nvlinks is None and a.mig_mode is None  # NVML: not supported on a GeForce card
     pair = inv.pair(0, 1)
     assert (pair.level, pair.label, pair.nvlinks) == ("hostbridge", "PHB", 0)

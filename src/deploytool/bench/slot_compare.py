@@ -118,7 +118,7 @@ def compare_slots(targets: list[Target], *, quick: bool = False, repeats: int | 
     """Measure both slots (thinking off, then on, each interleaved) and put them side by side
     with their qualification. Returns the comparison and the four bench runs (A/B off, A/B on)."""
     from .interleave import run_interleaved
-    from .method import build_method
+    from .presets import build_method
 
     if len(targets) != 2:
         raise UsageError("compare takes two slots: the same release on two slots, side by side",

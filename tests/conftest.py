@@ -118,15 +118,18 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
 
 
 @contextlib.contextmanager
-def serve_app(app, what: str = "the test server"):
-    """Serve an ASGI app with uvicorn on a free loopback port in a thread; yields its URL."""
+def serve_app(app, what: str = "the test server", sock: socket.socket | None = None):
+    """Serve an ASGI app with uvicorn on a free loopback port in a thread; yields its URL.
+    `sock`: a socket already bound and not yet listening (a client meets a refused connection
+    there until the server starts, as while a real server loads its weights)."""
     import threading
     import time
 
     import uvicorn
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    if sock is None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                            timeout_graceful_shutdown=1))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

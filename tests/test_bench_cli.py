@@ -13,36 +13,15 @@ from deploytool.profiles import ProfileStore
 from deploytool.qualify.runner import run_qualification
 from deploytool.release.targets import Target
 
-from test_bench_sim import _sim
+from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 
 pytestmark = pytest.mark.timeout(180)
-
-# A profile whose quick method is tiny, so the CLI and the suite run in a second or two.
-PROFILE = """\
-name: bench-tiny
-extends: sim
-qualify:
-  suites: [performance]
-  performance: {min_decode_tps_c1: 150, max_regression_pct: 10, quick: true}
-bench:
-  quick:
-    warmup_output_tokens: 8
-    decode_requests: 2
-    decode_output_tokens: 40
-    load_concurrency: [2]
-    load_requests_per_slot: 1
-    load_output_tokens: 40
-    prefill_prompt_tokens: [2000]
-    prefill_prompts_each: 1
-    metrics_interval_s: 0.2
-"""
-
 
 @pytest.fixture()
 def profiles(tmp_path: Path) -> Path:
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "bench-tiny.yaml").write_text(PROFILE)
+    (folder / "bench-tiny.yaml").write_text(BENCH_TINY_PROFILE)
     return folder
 
 
@@ -51,7 +30,7 @@ def _invoke(*args: str):
 
 
 def test_bench_and_compare_commands(tmp_path, profiles):
-    handle = _sim()
+    handle = sim_in_process()
     try:
         for name in ("a", "b"):
             result = _invoke("bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
@@ -73,7 +52,7 @@ def test_bench_and_compare_commands(tmp_path, profiles):
 
 
 def test_unknown_bench_setting_in_profile_is_a_clear_error(tmp_path, profiles):
-    (profiles / "bench-tiny.yaml").write_text(PROFILE.replace("decode_requests: 2", "decode_reqs: 2"))
+    (profiles / "bench-tiny.yaml").write_text(BENCH_TINY_PROFILE.replace("decode_requests: 2", "decode_reqs: 2"))
     result = CliRunner().invoke(app, ["bench", "--url", "http://127.0.0.1:9", "--profile", "bench-tiny",
                                       "--profiles-dir", str(profiles), "--quick"])
     assert result.exit_code != 0
@@ -82,7 +61,7 @@ def test_unknown_bench_setting_in_profile_is_a_clear_error(tmp_path, profiles):
 
 def test_performance_suite_gates_and_regression(tmp_path, profiles):
     profile = ProfileStore([profiles]).get("bench-tiny")
-    handle = _sim(decode_tps=400)
+    handle = sim_in_process(decode_tps=400)
     try:
         first = run_qualification(Target(url=handle.url, profile=profile), report_dir=tmp_path / "q1", progress=False)
     finally:
@@ -94,7 +73,7 @@ def test_performance_suite_gates_and_regression(tmp_path, profiles):
 
     # the next release decodes at half the speed: the regression gate against the stored run fails
     slower = Target(url="", profile=profile)
-    handle = _sim(decode_tps=200)
+    handle = sim_in_process(decode_tps=200)
     try:
         slower.url = handle.url
         slower.previous_results = tmp_path / "q1" / "results.json"  # what the lead's Target will carry

@@ -19,8 +19,7 @@ from deploytool.cli.app import app
 from deploytool.sim import count_tokens
 from deploytool.release.targets import Target
 
-from test_bench_cli import PROFILE
-from test_bench_sim import _sim_in_thread, _tiny
+from bench_helpers import BENCH_TINY_PROFILE, sim_in_thread, tiny_method
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,9 +37,9 @@ def test_prompt_opens_with_its_random_nonce():
 def test_bench_prompts_stay_cold_on_a_per_token_prefix_cache():
     """The sim with 8-character cache blocks behaves like SGLang's per-token radix cache: only
     the serialized role marker may be shared, never bench's own prefix."""
-    handle = _sim_in_thread(prefix_cache_block_chars=8)
+    handle = sim_in_thread(prefix_cache_block_chars=8)
     try:
-        run = run_bench_sync(Target(url=handle.url, profile=None), _tiny(prefill_prompt_tokens=[2000]),
+        run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(prefill_prompt_tokens=[2000]),
                              progress=False)
     finally:
         handle.stop()
@@ -71,10 +70,10 @@ def test_cache_check_tolerates_a_chat_templates_shared_opening():
 # --- 6. the run's deadline ----------------------------------------------------------------------------
 
 def test_a_request_cut_by_the_runs_deadline_is_not_a_server_failure():
-    handle = _sim_in_thread(decode_tps=20)
+    handle = sim_in_thread(decode_tps=20)
     try:
         run = run_bench_sync(Target(url=handle.url, profile=None),
-                             _tiny(warmup_requests=0, decode_output_tokens=200, run_timeout_s=1.5,
+                             tiny_method(warmup_requests=0, decode_output_tokens=200, run_timeout_s=1.5,
                                    request_timeout_s=20), progress=False)
     finally:
         handle.stop()
@@ -119,8 +118,8 @@ sglang:e2e_request_latency_seconds_count{dp_rank="1"} 6
 def test_bench_exit_code_says_whether_anything_was_measured(tmp_path: Path, fault: str, code: int):
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "bench-tiny.yaml").write_text(PROFILE)
-    handle = _sim_in_thread(faults=(fault,))
+    (folder / "bench-tiny.yaml").write_text(BENCH_TINY_PROFILE)
+    handle = sim_in_thread(faults=(fault,))
     try:
         result = CliRunner().invoke(app, ["bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir",
                                           str(folder), "--quick"], catch_exceptions=False)

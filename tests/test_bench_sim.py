@@ -12,68 +12,21 @@ import time
 
 import pytest
 
-from deploytool.bench import BenchRunner, build_method, compare_runs, run_bench
+from deploytool.bench import BenchRunner, compare_runs, run_bench
 from deploytool.bench.prompts import Prompt, PromptFactory
 from deploytool.bench.runner import run_bench_sync
 from deploytool.errors import UsageError
-from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target
-from sim_process import SimProcess
+from bench_helpers import AGGREGATE_TPS, DECODE_TPS, MAX_RUNNING, PREFILL_TPS, sim_in_process, sim_in_thread, tiny_method
 
 pytestmark = pytest.mark.timeout(120)
 
-DECODE_TPS = 400.0
-AGGREGATE_TPS = 800.0
-PREFILL_TPS = 40_000.0
-MAX_RUNNING = 4
-
-
-def _sim_process(settings: SimSettings) -> SimProcess:
-    """The sim in its own process. Timing tests need it: a sim in a thread of the test process
-    shares the GIL with the bench client, and a stall on either side shows up as a burst of
-    tokens (seen: a 40 ms stall after an HTTP 500 fault inflating one request's decode speed)."""
-    flags = dict(decode_tps=settings.decode_tps, prefill_tps=settings.prefill_tps,
-                 max_running_requests=settings.max_running_requests, enable_metrics=True, enable_cache_report=True,
-                 default_chat_template_kwargs='{"enable_thinking": false}', fault=list(settings.faults))
-    if settings.aggregate_tps:
-        flags["aggregate_tps"] = settings.aggregate_tps
-    return SimProcess(**flags)
-
-
-def _settings(**kw) -> SimSettings:
-    return SimSettings(startup_seconds=0, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True,
-                       decode_tps=kw.pop("decode_tps", DECODE_TPS),
-                       prefill_tps=kw.pop("prefill_tps", PREFILL_TPS),
-                       max_running_requests=kw.pop("max_running_requests", MAX_RUNNING), **kw)
-
-
-def _sim(**kw):
-    """A sim for figures that are timed: its own process."""
-    return _sim_process(_settings(**kw))
-
-
-def _sim_in_thread(**kw):
-    """A sim for checks that time nothing (cheaper to start)."""
-    return serve_in_thread(_settings(**kw), port=0, wait_ready=True)
-
-
-def _tiny(**kw):
-    """A small method: a few short requests per phase, one prefill size long enough to time."""
-    settings = dict(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=3,
-                    decode_output_tokens=60, decode_prompt_tokens=64, load_concurrency=[4],
-                    load_requests_per_slot=2, load_output_tokens=60, prefill_prompt_tokens=[8000],
-                    prefill_prompts_each=2, sweep_output_tokens=40, sweep_requests_per_slot=1,
-                    metrics_interval_s=0.2, request_timeout_s=20, run_timeout_s=60, repeats=1)
-    settings.update(kw)
-    return build_method(**settings)
-
-
 @pytest.fixture(scope="module")
 def sim_run(tmp_path_factory):
-    handle = _sim(aggregate_tps=AGGREGATE_TPS)
+    handle = sim_in_process(aggregate_tps=AGGREGATE_TPS)
     try:
         report = tmp_path_factory.mktemp("bench") / "run"
-        run = run_bench(Target(url=handle.url, profile=None), method=_tiny(sweep=True), report_dir=report,
+        run = run_bench(Target(url=handle.url, profile=None), method=tiny_method(sweep=True), report_dir=report,
                         progress=False)
     finally:
         handle.stop()
@@ -136,9 +89,9 @@ class _FixedPrefix(PromptFactory):
 
 
 def test_cache_check_catches_a_prefix_cache_hit():
-    handle = _sim_in_thread()
+    handle = sim_in_thread()
     try:
-        runner = BenchRunner(Target(url=handle.url, profile=None), _tiny(prefill_prompt_tokens=[2000], idle_timeout_s=3), progress=False)
+        runner = BenchRunner(Target(url=handle.url, profile=None), tiny_method(prefill_prompt_tokens=[2000], idle_timeout_s=3), progress=False)
         runner.prompts = _FixedPrefix(seed=1)
         import asyncio
 
@@ -150,9 +103,9 @@ def test_cache_check_catches_a_prefix_cache_hit():
 
 
 def test_http_500_counted_medians_over_completed():
-    handle = _sim(faults=("http_500_every=3",))
+    handle = sim_in_process(faults=("http_500_every=3",))
     try:
-        run = run_bench_sync(Target(url=handle.url, profile=None), _tiny(), progress=False)
+        run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(), progress=False)
     finally:
         handle.stop()
     measured = [r for r in run.requests if r.phase != "warmup"]
@@ -168,10 +121,10 @@ def test_http_500_counted_medians_over_completed():
 
 
 def test_dropped_streams_are_errors_and_nothing_hangs():
-    handle = _sim_in_thread(faults=("drop_stream=10",))
+    handle = sim_in_thread(faults=("drop_stream=10",))
     started = time.monotonic()
     try:
-        run = run_bench_sync(Target(url=handle.url, profile=None), _tiny(), progress=False)
+        run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(), progress=False)
     finally:
         handle.stop()
     assert time.monotonic() - started < 30
@@ -187,9 +140,9 @@ def test_dropped_streams_are_errors_and_nothing_hangs():
 def test_compare_ratios_and_method_check(tmp_path):
     runs = []
     for name, speed in (("a", 200.0), ("b", 400.0)):
-        handle = _sim(decode_tps=speed)
+        handle = sim_in_process(decode_tps=speed)
         try:
-            run_bench(Target(url=handle.url, profile=None), method=_tiny(), report_dir=tmp_path / name, progress=False)
+            run_bench(Target(url=handle.url, profile=None), method=tiny_method(), report_dir=tmp_path / name, progress=False)
         finally:
             handle.stop()
         runs.append(tmp_path / name)
@@ -201,9 +154,9 @@ def test_compare_ratios_and_method_check(tmp_path):
     assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x [" in row.change_text(1)
 
     # a run with another method is refused, or shown flagged when asked
-    handle = _sim_in_thread()
+    handle = sim_in_thread()
     try:
-        run_bench(Target(url=handle.url, profile=None), method=_tiny(thinking=True), report_dir=tmp_path / "c",
+        run_bench(Target(url=handle.url, profile=None), method=tiny_method(thinking=True), report_dir=tmp_path / "c",
                   progress=False)
     finally:
         handle.stop()

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from deploytool.release.cache import FINGERPRINT_FILE, _in_volume
 from deploytool.release.slots import Slot
-from test_lifecycle import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 SLOT = Slot()

@@ -82,7 +82,7 @@ TINY_BENCH = {"warmup_requests": 1, "decode_requests": 3, "decode_output_tokens"
 
 
 def _performance(tmp_path, **sim):
-    from test_qualify_suites import qualify, sim_profile
+    from qualify_helpers import qualify, sim_profile
 
     settings = SimSettings(startup_seconds=0, log_requests=False, decode_tps=4000, prefill_tps=2_000_000,
                            default_chat_template_kwargs='{"enable_thinking": false}', **sim)

@@ -12,7 +12,7 @@ import pytest
 from conftest import free_port, run_cli
 from deploytool.bench.results import Figure
 from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
-from test_lifecycle import remove_instance
+from lifecycle_helpers import remove_instance
 
 PROFILE = """\
 name: {name}

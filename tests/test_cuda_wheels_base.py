@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import subprocess
 import sys
 import zipfile
@@ -29,29 +28,13 @@ from deploytool.profiles import Profile, ProfileStore
 from deploytool.image.recipes import sglang as recipe
 from deploytool.release.slots import Slot
 from deploytool.image.versions import check_profile, load_matrix
+from cuda_kernels import AXPY, cubin_arch
 
 WHEELS_PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
 CUDA = "13.3.1"
 
-AXPY = r"""
-__global__ void axpy(float a, const float *x, float *y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-"""
-
-
 def _with_image(profile: Profile, **changes: object) -> Profile:
     return profile.model_copy(update={"image": profile.image.model_copy(update=changes)})
-
-
-def cubin_arch(data: bytes) -> int:
-    """The SM a cubin was compiled for: an ELF of machine EM_CUDA (190), whose e_flags carry
-    the architecture in bits 8-15 (0x78 = sm_120, 0x5a = sm_90)."""
-    assert data[:4] == b"\x7fELF", "not an ELF file"
-    machine = struct.unpack_from("<H", data, 18)[0]
-    assert machine == 190, f"ELF machine {machine}, not EM_CUDA"
-    return (struct.unpack_from("<I", data, 48)[0] >> 8) & 0xFF
 
 
 # -- locks: data that agrees with itself -----------------------------------------------------

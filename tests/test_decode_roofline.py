@@ -116,7 +116,7 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
 
 def test_nvml_bus_width_and_memory_clock_are_read_into_the_inventory() -> None:
     from deploytool.host.gpus import read_inventory
-    from test_gpus import FakeNvml
+    from fake_nvml import FakeNvml
 
     class WithMemoryBus(FakeNvml):
         NVML_CLOCK_MEM = 2

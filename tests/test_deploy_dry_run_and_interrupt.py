@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import ROOT, run_cli
-from test_lifecycle import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 

@@ -122,7 +122,7 @@ def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(f
     out = run_cli("patches", "check", "--profile", "release-series", "--json",
                   "--profiles-dir", str(TEST_PROFILES), "--profiles-dir", str(fork.profiles))
     assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout[out.stdout.index("{"):])
+    report = json.loads(out.stdout)
     assert report["ok"] and [r["name"] for r in report["results"]] == made["names"]
     assert report["wheel"].startswith(f"sglang-{SGLANG}-")
     tree = patches.patched_tree(ProfileStore([TEST_PROFILES, fork.profiles]).get("release-series"),

@@ -29,7 +29,7 @@ from deploytool.host import labels
 from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore
 from deploytool.release.slots import Slot
-from test_cuda_wheels_base import AXPY, cubin_arch
+from cuda_kernels import AXPY, cubin_arch
 
 pytestmark = [pytest.mark.docker, pytest.mark.gpu_image]
 PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"

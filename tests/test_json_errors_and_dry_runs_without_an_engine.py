@@ -92,7 +92,7 @@ def test_a_refused_dry_run_without_an_engine_is_a_json_error(hub):
                   env=on("rtx5090x2", hub))
     assert out.returncode == 1
     error = json.loads(out.stdout)["error"]
-    assert error["kind"] == "MemoryRefused" or "memory" in error["message"]
+    assert error["kind"] == "MemoryRefused"
     assert error["exit_code"] == 1 and error["hint"]
 
 
@@ -121,8 +121,7 @@ def test_up_and_rollout_dry_runs_with_explicit_gpus_need_no_engine(hub):
     (["compare", "--json", "--cpu-slot", "a"], 2, "UsageError"),
 ])
 def test_every_json_command_reports_its_error_as_json_on_stdout(args, code, kind):
-    env = {**NO_ENGINE, "DEPLOYTOOL_NVML_STANDIN": ""}  # the real NVML: no driver on this machine
-    out = run_cli(*args, env=env)
+    out = run_cli(*args, env=on("no-driver", NO_ENGINE))  # nvmlInit fails: no card to slot
     assert out.returncode == code, out.stdout + out.stderr
     body = json.loads(out.stdout)
     assert body["error"]["kind"] == kind and body["error"]["exit_code"] == code and body["error"]["message"]

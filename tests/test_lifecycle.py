@@ -11,92 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from conftest import ROOT, free_port, run_cli
+from lifecycle_helpers import profiles_dir, release_row, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
-
-PROFILES = {
-    "t-good": """\
-name: t-good
-extends: sim
-description: fast-starting reference runtime for tests
-server:
-  args:
-    startup-seconds: 0.5
-    decode-tps: 2000
-health: {start_period: 30, start_interval: 1, interval: 2, timeout: 2, retries: 2}
-""",
-    "t-good2": "name: t-good2\nextends: t-good\nserver:\n  args:\n    decode-tps: 3000\n",
-    "t-never": """\
-name: t-never
-extends: t-good
-server:
-  env: {DEPLOYTOOL_SIM_FAULT: never_ready}
-health: {start_period: 4, start_interval: 1, interval: 1, timeout: 1, retries: 1}
-""",
-    "t-crash": "name: t-crash\nextends: t-good\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: crash_on_start}\n",
-}
-
-
-@pytest.fixture
-def profiles_dir(tmp_path: Path) -> Path:
-    folder = tmp_path / "profiles"
-    folder.mkdir()
-    for name, text in PROFILES.items():
-        (folder / f"{name}.yaml").write_text(text)
-    return folder
-
-
-@pytest.fixture
-def slot_env(docker_engine, profiles_dir: Path):
-    """Run commands against this test's profiles and a free port; remove what they started."""
-    port = free_port()
-
-    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render") else []
-        if args[0] == "up" and "--port" not in args:
-            extra += ["--port", str(port)]
-        return run_cli(*args, *extra, timeout=timeout)
-
-    cli.port = port  # type: ignore[attr-defined]
-    yield cli
-    remove_instance(docker_engine)
-
-
-def remove_instance(engine) -> None:
-    from deploytool.host import labels
-
-    for c in engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
-        c.remove(force=True)
-    for v in engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
-        v.remove(force=True)
-    for n in engine.client.networks.list(filters={"name": labels.name_prefix()}):
-        if not n.containers:
-            n.remove()
-
-
-def up(cli, profile: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return cli("up", "--cpu", "--profile", profile, "--skip-qualify", "--json", *extra)
-
-
-def slot_status() -> dict:
-    out = run_cli("status", "--json")
-    assert out.returncode == 0, out.stderr
-    slots = json.loads(out.stdout)["slots"]
-    return {s["slot"]: s for s in slots}["cpu"]
-
-
-def release_row(status: dict, number: int) -> dict:
-    return next(r for r in status["releases"] if r["release"] == number)
-
-
-def served_decode_tps(port: int) -> float:
-    info = httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=5).json()
-    return float(info["sim_settings"]["decode_tps"])
-
 
 def test_build_twice_second_is_a_noop(slot_env):
     first = slot_env("build", "--profile", "t-good", "--json")

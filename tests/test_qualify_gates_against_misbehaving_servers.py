@@ -20,7 +20,7 @@ from deploytool.qualify.suites import preflight as preflight_suite
 from deploytool.qualify.suites import tools as tools_suite
 from deploytool.sim import SimSettings, count_tokens, create_app
 
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from deploytool.qualify import Verdict, lmeval
 from deploytool.qualify.paired import compare, mcnemar_exact_p
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 
 def test_filters_and_normalisation_are_lm_evals() -> None:

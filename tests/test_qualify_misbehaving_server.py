@@ -8,7 +8,7 @@ from pathlib import Path
 
 from deploytool.errors import EXIT_COULD_NOT_RUN
 from deploytool.qualify import Verdict
-from test_qualify_suites import OURS, qualify, sim
+from qualify_helpers import OURS, qualify, sim
 
 
 def test_a_server_that_sends_headers_and_then_nothing_ends_qualification_quickly(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from deploytool.qualify import Verdict
 from deploytool.qualify.prose import sentences
 from deploytool.qualify.ruler import VARIANTS, build, string_match_all
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 
 def test_samples_follow_rulers_templates() -> None:

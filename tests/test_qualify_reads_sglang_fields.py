@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 from deploytool.qualify import Verdict
 from deploytool.qualify.base import ServerInfo

@@ -8,7 +8,7 @@ from pathlib import Path
 from deploytool.server.client import ChatResult
 from deploytool.qualify import Verdict
 from deploytool.qualify.loadcheck import itl_during, long_prompt
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 
 def test_answers_corrupted_only_under_load_fail_stress(tmp_path: Path) -> None:

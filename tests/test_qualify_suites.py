@@ -10,54 +10,14 @@ from pathlib import Path
 import pytest
 
 from deploytool.errors import ProfileError, UsageError
-from deploytool.profiles import Profile, load_profile
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import gsm8k as gsm8k_suite
 from deploytool.qualify.suites import registry
-from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 from deploytool.release.targets import Target
+from qualify_helpers import LIMIT, OURS, qualify, sim, sim_profile
 
-# Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.
-FAST = {
-    "needle": {"target_tokens": 20_000, "depths": [0.1, 0.5, 0.9]},
-    "stress": {"long_prompt_tokens": 20_000, "max_tokens": 1000},
-    # The sim's answer key mixes answer formats; lm-eval's last-number filter scores some wrong by
-    # design, so the gate uses deploytool's scorer here, as the sim profile does.
-    "gsm8k": {"min_accuracy": 0.8, "styles": ["deploytool", "lm-eval"]},
-    "preflight": {"ready_timeout_s": 2},
-}
-OURS = ["preflight", "contract", "vision", "tools", "needle", "gsm8k", "stress"]
 ORACLE_ACCURACY = 0.9
-LIMIT = 20
-
-
-def sim(**overrides):
-    # as the sim profile starts it: thinking off by default as the gateway expects, metrics and cache report on
-    settings = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False,
-                    default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True,
-                    enable_cache_report=True)
-    settings.update(overrides)
-    return serve_in_thread(SimSettings(**settings), wait_ready="never_ready" not in settings.get("faults", ()))
-
-
-def sim_profile(port: int, **model: object) -> Profile:
-    """The built-in sim profile, served on a test port (the contract compares the port)."""
-    profile = load_profile("sim").model_copy(deep=True)
-    profile.server.port = port
-    for key, value in model.items():
-        setattr(profile.model, key, value)
-    return profile
-
-
-def qualify(url: str, tmp_path: Path, *, profile: Profile | None = None, suites: list[str] | None = None,
-            overrides: dict | None = None, limit: int | None = LIMIT, **target_fields):
-    merged = {k: dict(v) for k, v in FAST.items()}
-    for key, value in (overrides or {}).items():
-        merged.setdefault(key, {}).update(value)
-    target = Target(url=url, profile=profile, **target_fields)
-    return run_qualification(target, suites=suites or OURS, limit=limit, report_dir=tmp_path / "report",
-                             overrides=merged, progress=False)
 
 
 @pytest.fixture(scope="module")

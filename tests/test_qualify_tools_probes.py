@@ -7,7 +7,7 @@ from pathlib import Path
 
 from deploytool.qualify import Verdict
 from deploytool.qualify.suites.tools import CATEGORIES, load_cases
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 CASES = 14
 

@@ -10,7 +10,7 @@ from deploytool.qualify import Verdict
 from deploytool.qualify.photos import expected_tokens, largest_side, load_photo
 from deploytool.qualify.suites.vision import Settings
 from deploytool.sim.image_tokens import image_tokens
-from test_qualify_suites import qualify, sim
+from qualify_helpers import qualify, sim
 
 
 def test_photos_ladder_history_and_concurrency_against_the_sim(tmp_path: Path) -> None:

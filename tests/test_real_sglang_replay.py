@@ -1,7 +1,8 @@
 """What a real SGLang server answered, replayed: the responses of SGLang 0.5.17 on an H200
 (scripts/gpu-check, tests/data/sglang-real/README.md) through deploytool's own readers
-(serverfields, metrics_window, the endpoint and bench clients) and beside the reference
-runtime's shapes, so CI holds the real server's wire with no GPU.
+(serverfields, metrics_window, the readiness wait, the endpoint and bench clients) and beside the
+reference runtime's shapes, so CI holds the real server's wire with no GPU. The memory planner
+against the same starts: tests/test_memory_plan_matches_real_h200.py.
 
 The models had random weights: the text is noise, but every shape, field, counter and status is
 the server's own."""
@@ -9,7 +10,9 @@ the server's own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -17,10 +20,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import serve_app
 from deploytool.bench.stream import StreamClient
 from deploytool.server import metrics_window, serverfields
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import parse_prometheus
+from deploytool.server.readiness import wait_until_ready
 from deploytool.sim import SimSettings, serve_in_thread
 
 REAL = Path(__file__).parent / "data" / "sglang-real"
@@ -54,14 +59,6 @@ def test_serverfields_read_the_real_server_info(plan, running, context, pool) ->
     (usage,) = serverfields.memory_usage(info)
     assert usage["token_capacity"] == pool and usage["weight"] > 0 and usage["kvcache"] > 0
     assert serverfields.weight_version(body(plan, "model_info")) == "default"
-
-
-def test_the_draft_share_patch_moved_the_pool_and_not_the_weights() -> None:
-    """The draft-sharing patch on real memory: the same launch, stock and patched (scripts/gpu-check)."""
-    stock, patched = (serverfields.memory_usage(body(p, "server_info"))[0] for p in ("a3b", "a3b-patched"))
-    assert stock["weight"] == patched["weight"] == 64.631
-    assert serverfields.kv_pool_tokens(body("a3b-patched", "server_info")) - \
-        serverfields.kv_pool_tokens(body("a3b", "server_info")) == 83_248
 
 
 def test_speculative_fields_and_the_accept_length_window() -> None:
@@ -99,25 +96,55 @@ def test_metrics_counters_deploytool_reads_exist_and_move() -> None:
     assert window.cached_share == 0.0
 
 
-def test_an_abandoned_request_is_in_no_counter_but_the_non_streamed_abort() -> None:
-    abort = json.loads((REAL / "dense" / "run.json").read_text())["abort"]
-    assert abort["stream"]["idle_after_s"] < 5 and abort["plain"]["idle_after_s"] < 10
-    assert abort["stream"]["deltas"]["sglang:num_aborted_requests_total"] == 0
-    assert abort["plain"]["deltas"]["sglang:num_aborted_requests_total"] == 1
-    for kind in ("stream", "plain"):
-        assert abort[kind]["deltas"]["sglang:num_requests_total"] == 0
-        assert abort[kind]["deltas"]["sglang:generation_tokens_total"] == 0
+# --- the wait for a loading server, on the real start's timeline ----------------------------
+
+class _LoadingReplay:
+    """An ASGI app answering each path with what the real server answered it while loading, in
+    the recorded order: the timeline notes each change of answer, so the n-th request to a path
+    gets its n-th recorded answer, and the last one from then on. The refused connections before
+    the server listened are not the app's: the test's socket refuses them until it starts."""
+
+    def __init__(self, timeline: list[dict]):
+        self.answers: dict[str, list[dict]] = {}
+        for event in timeline:
+            if event["status"] is not None:  # a refused connection or a probe's own timeout
+                self.answers.setdefault(event["path"], []).append(event)
+        self.asked: list[str] = []
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope["path"]
+        self.asked.append(path)
+        queue = self.answers.get(path) or [{"status": 404, "content_type": None, "body": ""}]
+        answer = queue.pop(0) if len(queue) > 1 else queue[0]
+        await send({"type": "http.response.start", "status": answer["status"],
+                    "headers": [(b"content-type", (answer["content_type"] or "text/plain").encode())]})
+        await send({"type": "http.response.body", "body": answer["body"].encode()})
 
 
-def test_loading_refuses_connections_then_503_then_200() -> None:
-    timeline = json.loads((REAL / "dense" / "loading.json").read_text())["events"]
-    health = [e for e in timeline if e["path"] == "/health"]
-    assert health[0]["status"] is None and "Connection refused" in health[0]["error"]
-    assert [e["status"] for e in health[1:]] == [503, 200]
-    assert all(e["body"] == "" for e in health[1:])
-    # the info routes answer while /health is still 503 (deploytool waits on /health, not on them)
-    models = [e for e in timeline if e["path"] == "/v1/models" and e["status"] == 200][0]
-    assert models["t_s"] < health[-1]["t_s"]
+@pytest.mark.parametrize("plan", ["dense", "hybrid-mtp", "a3b", "a3b-patched"])
+def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
+    """Connections refused while the weights load, /health 503 while the info routes already
+    answer 200, then /health 200: deploytool's wait says which of them it is waiting through,
+    asks /health only, and is ready at its 200."""
+    app = _LoadingReplay(json.loads((REAL / plan / "loading.json").read_text())["events"])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused until the server starts
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    lines: list[str] = []
+    with contextlib.ExitStack() as server:
+        def progress(line: str) -> None:
+            lines.append(line)
+            if len(lines) == 1:  # the server starts listening once the wait has met a refused connection
+                server.enter_context(serve_app(app, "the loading replay", sock=sock))
+
+        ready = asyncio.run(wait_until_ready(url, timeout_s=60, poll_s=0.01, progress=progress,
+                                             progress_every_s=0, timeout_name="--ready-timeout"))
+    assert (ready.ready, ready.reachable, ready.status, ready.error) == (True, True, 200, None)
+    refused, warming = lines
+    assert refused.startswith(f"waiting for {url} to become ready: connection refused")
+    assert warming.startswith(f"waiting for {url} to become ready: GET /health answered HTTP 503")
+    assert all("--ready-timeout to wait less or more" in line for line in lines)
+    assert app.asked == ["/health", "/health"]
 
 
 # --- the clients, on the real bytes ----------------------------------------------------------
@@ -312,29 +339,3 @@ def test_the_pinned_sglang_models_accept_every_recorded_body() -> None:
     assert len(cases) > 300
     problems = [r for r in referee(VALIDATE_REAL, cases) if r["problem"]]
     assert problems == []
-
-
-# --- the memory planner against the real pools --------------------------------------------------
-
-PROFILES = Path(__file__).parents[1] / "scripts" / "gpu-check" / "profiles"
-
-
-@pytest.mark.parametrize("plan, profile, model, sets, tolerance", [
-    ("dense", "gpu-check-qwen3-tiny", "qwen3-tiny", [], 0.01),
-    # 0.5.17's `auto` state strategy is no_buffer for this architecture (0.5.23 keeps extra
-    # buffers for it, which the planner models): the what-if says what the server ran
-    ("hybrid-mtp", "gpu-check-qwen36-tiny-mtp", "qwen36-tiny", ["mamba-radix-cache-strategy=no_buffer"], 0.01),
-    ("a3b", "gpu-check-qwen36-35b-a3b-mtp", "qwen36-35b-a3b-shape", [], 0.03),
-])
-def test_plan_memory_predicts_the_real_pools(plan, profile, model, sets, tolerance) -> None:
-    from deploytool.memory.accuracy import compare_with_server
-    from deploytool.memory.profile_plan import plan_memory_command
-
-    predicted = plan_memory_command(profile, card="h200", sets=sets, checkpoint=REAL / "models" / model,
-                                    profiles_dirs=[PROFILES])
-    result = compare_with_server(predicted, body(plan, "server_info"))
-    assert result["reported"]["pool_tokens"] == serverfields.kv_pool_tokens(body(plan, "server_info"))
-    assert abs(result["error_pct"]["pool_tokens"]) <= 100 * tolerance, result["error_pct"]
-    assert result["error_pct"]["max_running_requests"] == 0
-    if plan == "a3b":  # 66 GiB of weights: the tiny models' weights are allocator noise
-        assert abs(result["error_pct"]["weights_gib"]) <= 100 * tolerance

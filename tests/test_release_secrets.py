@@ -17,7 +17,7 @@ from conftest import free_port, run_cli
 from deploytool.host import labels
 from deploytool.release import weights
 from fake_checkpoints import write_hub_cache, write_model_folder
-from test_lifecycle import remove_instance
+from lifecycle_helpers import remove_instance
 
 pytestmark = pytest.mark.docker
 

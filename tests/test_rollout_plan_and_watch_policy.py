@@ -13,7 +13,7 @@ from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
 from deploytool.errors import UsageError
 from deploytool.profiles import WatchSpec
 from deploytool.release.slots import Slot, cpu_slot_named, slot_from_options
-from test_deploy_plan import SIM, facts, release
+from deploy_facts import SIM, facts, release
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")
 

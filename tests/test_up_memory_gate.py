@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port, run_cli
 from fake_checkpoints import safetensors_bytes
-from test_lifecycle import remove_instance
+from lifecycle_helpers import remove_instance
 
 pytestmark = pytest.mark.docker
 

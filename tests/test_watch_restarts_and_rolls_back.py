@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from conftest import free_port, run_cli
-from test_lifecycle import remove_instance, served_decode_tps
+from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 

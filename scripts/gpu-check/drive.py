@@ -41,7 +41,7 @@ PLANS = {
                    "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
     "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
             "steps": ["record_info", "bench"], "fallback_args": None},
-    # issue 23's proof: the same launch with the draft-sharing patch applied to the overlay
+    # the draft-sharing patch on real memory: the same launch with the patch applied to the overlay
     "a3b-patched": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
                     "patch": True, "no_qualify": True, "steps": ["record_info"], "fallback_args": None},
 }

@@ -118,7 +118,7 @@ def compare_slots(targets: list[Target], *, quick: bool = False, repeats: int | 
     """Measure both slots (thinking off, then on, each interleaved) and put them side by side
     with their qualification. Returns the comparison and the four bench runs (A/B off, A/B on)."""
     from .interleave import run_interleaved
-    from .method import build_method
+    from .presets import build_method
 
     if len(targets) != 2:
         raise UsageError("compare takes two slots: the same release on two slots, side by side",
@@ -164,7 +164,7 @@ def describe_side(target: Target, inventory: Any = None) -> SlotSide:
             card = inventory.by_uuid(uuid) if not inventory.error else None
             side.cards.append({"uuid": uuid, "name": card.name if card else None,
                                "power_limit_w": card.power_limit_w if card else None,
-                               "pcie_now": _pcie_now(card) if card else None,
+                               "pcie_now": card.pcie_now() if card else None,
                                "pcie": card.pcie_text() if card else None})
     path = qualify_results_path(target.slot, release.release) if target.slot and release else None
     if path is not None:
@@ -213,12 +213,6 @@ def _rows(run_a: Any, run_b: Any, thinking: str) -> list[SlotRow]:
                             spreads=spreads, difference_pct=None if diff is None else round(diff, 2),
                             beyond_spread=beyond))
     return rows
-
-
-def _pcie_now(card: Any) -> str | None:
-    if card.pcie_link_gen is None or card.pcie_link_width is None:
-        return None
-    return f"PCIe {card.pcie_link_gen}.0 x{card.pcie_link_width}"
 
 
 def _watts(value: Any) -> str:

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         json_error(exc.format_message() if hasattr(exc, "format_message") else str(exc), None, code, "UsageError")
         exc.show() if hasattr(exc, "show") else console_err.print(str(exc), markup=False)
         sys.exit(code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):  # click's Ctrl-C inside a prompt, or anywhere else
         if as_json:
             json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
         console_err.print("interrupted (Ctrl-C)", markup=False)
@@ -49,11 +49,6 @@ def main(argv: list[str] | None = None) -> None:
         if as_json:
             json_error(exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None))
         _error(exc.message, exc.hint, exc.exit_code)
-    except KeyboardInterrupt:
-        if as_json:
-            json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
-        console_err.print("interrupted (Ctrl-C)", markup=False)
-        sys.exit(EXIT_INTERRUPTED)
     except OSError as exc:
         if as_json:
             json_error(str(exc), None, EXIT_FAILED, "OSError")

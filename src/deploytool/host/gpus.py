@@ -81,11 +81,17 @@ class GpuInfo:
     def active_nvlinks(self) -> int:
         return sum(1 for link in self.nvlinks or [] if link.active)
 
+    def pcie_now(self) -> str | None:
+        """'PCIe 4.0 x4': the link as it runs now; None where NVML does not say both."""
+        if self.pcie_link_gen is None or self.pcie_link_width is None:
+            return None
+        return f"PCIe {_gen(self.pcie_link_gen)} x{self.pcie_link_width}"
+
     def pcie_text(self) -> str:
         """'PCIe 4.0 x4 (max 4.0 x4; the card 5.0)' as the cards' tables show it."""
         if self.pcie_link_gen is None and self.pcie_link_width is None:
             return "PCIe ?"
-        now = f"PCIe {_gen(self.pcie_link_gen)} x{_num(self.pcie_link_width)}"
+        now = self.pcie_now() or f"PCIe {_gen(self.pcie_link_gen)} x{_num(self.pcie_link_width)}"
         most = f"max {_gen(self.pcie_link_gen_max)} x{_num(self.pcie_link_width_max)}"
         card = self.pcie_link_gen_gpu_max
         if card is not None and self.pcie_link_gen_max is not None and card > self.pcie_link_gen_max:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pynvml
 
+from .links import nvlinks_between, p2p_index
 from .standin_host import GpuSpec, HostSpec, MigDeviceSpec, cpu_list, load_host
 
 # The constants callers read from the NVML object (read_inventory asks nvml.NVML_CLOCK_MEM, ...).
@@ -38,11 +39,6 @@ _P2P_STATUS = {"ok": pynvml.NVML_P2P_STATUS_OK, "chipset_not_supported": pynvml.
                "ioh_topology_not_supported": pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED,
                "disabled_by_regkey": pynvml.NVML_P2P_STATUS_DISABLED_BY_REGKEY,
                "not_supported": pynvml.NVML_P2P_STATUS_NOT_SUPPORTED, "unknown": pynvml.NVML_P2P_STATUS_UNKNOWN}
-
-
-def p2p_index(value: Any) -> int:
-    """pynvml spells NVML_P2P_CAPS_INDEX_READ `= 0,` (a one-element tuple); the index is 0."""
-    return int(value[0]) if isinstance(value, tuple) else int(value)
 
 
 _P2P_INDEX = {p2p_index(pynvml.NVML_P2P_CAPS_INDEX_READ): "read", pynvml.NVML_P2P_CAPS_INDEX_WRITE: "write",
@@ -310,23 +306,18 @@ class StandInNvml:
         return pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, self.host.gpus[spec.remote[link]].pci_bus_id
 
     def _nvlinks_between(self, first: int, second: int) -> int:
-        def far_ends(index: int) -> list[tuple[int, str]]:
+        kinds = {pynvml.NVML_NVLINK_DEVICE_TYPE_GPU: "gpu", pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH: "switch"}
+
+        def far_ends(index: int) -> list[tuple[str | None, str]]:
             handle = _Handle(index)
             spec = self.host.gpus[index].nvlink
             if spec is None:
                 return []
             active = spec.links if spec.active is None else spec.active
-            return [self._remote(handle, link) for link in range(min(active, spec.links))]
+            return [(kinds.get(kind), bus) for kind, bus in
+                    (self._remote(handle, link) for link in range(min(active, spec.links)))]
 
-        a, b = far_ends(first), far_ends(second)
-        direct = sum(1 for kind, bus in a if kind == pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
-                     and bus == self.host.gpus[second].pci_bus_id)
-        switched_a = {bus for kind, bus in a if kind == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}
-        switched_b = {bus for kind, bus in b if kind == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH}
-        if switched_a & switched_b:
-            return direct + min(sum(1 for k, _ in a if k == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH),
-                                sum(1 for k, _ in b if k == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH))
-        return direct
+        return nvlinks_between(far_ends(first), far_ends(second), self.host.gpus[second].pci_bus_id)
 
 
 for _name in dir(pynvml):

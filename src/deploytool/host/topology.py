@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .links import nvlinks_between as _count_nvlinks, p2p_index
 from .nvml import optional as _optional
 
 # NVML_TOPOLOGY_* -> (name in JSON, nvidia-smi's abbreviation, what it means). A pair on one
@@ -67,9 +68,7 @@ def read_pairs(nvml: Any, handles: list[Any], cards: list[Any]) -> list[GpuPair]
             for kind, index in indexes.items():
                 if index is None:
                     continue
-                # pynvml spells NVML_P2P_CAPS_INDEX_READ `= 0,`, a one-element tuple: pass its value
-                value = int(index[0]) if isinstance(index, tuple) else index
-                status = _optional(lambda: nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], value))
+                status = _optional(lambda: nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], p2p_index(index)))
                 p2p[kind] = P2P_STATUS.get(status, ("unknown", "U"))[0] if status is not None else None
             pairs.append(GpuPair(a=i, b=j, level=LEVELS[level][0] if level in LEVELS else None,
                                  nvlinks=nvlinks_between(cards[i], cards[j]), p2p=p2p))
@@ -77,17 +76,11 @@ def read_pairs(nvml: Any, handles: list[Any], cards: list[Any]) -> list[GpuPair]
 
 
 def nvlinks_between(a: Any, b: Any) -> int:
-    """Links from a straight to b, plus, when both reach the same NVSwitches, the fewer of their
-    switch links (every switch port reaches every card): what nvidia-smi counts as NV#."""
-    links_a = [link for link in a.nvlinks or [] if link.active]
-    links_b = [link for link in b.nvlinks or [] if link.active]
-    direct = sum(1 for link in links_a if link.remote == "gpu" and link.remote_bus_id == b.pci_bus_id
-                 and b.pci_bus_id is not None)
-    switch_a = [link.remote_bus_id for link in links_a if link.remote == "switch"]
-    switch_b = [link.remote_bus_id for link in links_b if link.remote == "switch"]
-    if set(switch_a) & set(switch_b):
-        direct += min(len(switch_a), len(switch_b))
-    return direct
+    """NV# between two inventory cards (links.nvlinks_between over their active links)."""
+    def far_ends(card: Any) -> list[tuple[str | None, str | None]]:
+        return [(link.remote, link.remote_bus_id) for link in card.nvlinks or [] if link.active]
+
+    return _count_nvlinks(far_ends(a), far_ends(b), b.pci_bus_id)
 
 
 def matrix_lines(inventory: Any) -> list[str]:

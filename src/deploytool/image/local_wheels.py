@@ -22,11 +22,9 @@ from pathlib import Path
 from ..errors import ProfileError
 from ..profiles import Profile
 from ..profiles.image_source import local_path
-from .wheelhouse import Lock, LockedWheel, file_sha256, normal_name as normal
+from .wheelhouse import WHEEL_FILE, Lock, LockedWheel, file_sha256, normal_name as normal
 
 IN_IMAGE = "/tmp/deploytool/local-wheels"  # where the build context's local-wheels/ is copied
-_FILE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)"
-                   r"-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
 _HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, for one process
 
 
@@ -57,7 +55,7 @@ def resolve(profile: Profile) -> list[LocalWheel]:
     for index, spec in enumerate(profile.image.wheels):
         where = f"profile {profile.name!r} ({profile.source or 'no file'}): image.wheels[{index}]"
         path = local_path(profile.source, spec.file)
-        match = _FILE.match(path.name)
+        match = WHEEL_FILE.match(path.name)
         if not match:
             raise ProfileError(f"{where}: {path.name} is not a wheel file name",
                                hint="NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, as pip wheel writes it")

@@ -63,7 +63,19 @@ class Lock:
 
 
 def normal_name(name: str) -> str:
+    """A distribution's name as pip compares it: lower case, '-' for every run of '-', '_', '.'."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# A wheel's file name: NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl (the wheel spec's fields).
+WHEEL_FILE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)"
+                        r"-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+
+
+def wheel_name_version(filename: str) -> tuple[str, str] | None:
+    """(normalised name, version) of a wheel file name, or None for what is not one."""
+    match = WHEEL_FILE.match(filename)
+    return (normal_name(match["name"]), match["version"]) if match else None
 
 
 def platform_args(python: str, arch: str = "x86_64") -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 
 from ...errors import UsageError
@@ -28,7 +27,7 @@ from ...host import labels
 from ...profiles import Profile
 from ...resources import package_dir, resource
 from ..versions import check_profile, load_matrix
-from ..wheelhouse import Lock, fill, resolve, write_lock
+from ..wheelhouse import Lock, fill, normal_name, resolve, wheel_name_version, write_lock
 from . import RecipeInputs, materialise
 
 CACHE_MOUNT = "/cache"
@@ -66,10 +65,6 @@ CACHE_ENV: dict[str, str] = {
     "TORCH_EXTENSIONS_DIR": f"{CACHE_MOUNT}/torch-extensions",
     "NUMBA_CACHE_DIR": f"{CACHE_MOUNT}/numba",
 }
-
-# name==version in a wheel file name (names normalised: '-', '_', '.' are one).
-_WHEEL = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)-")
-
 
 def check(profile: Profile) -> None:
     """The version-matrix check: an impossible combination never reaches a build. So are a
@@ -150,20 +145,20 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         text, index_lock = local_wheels.replace_in_lock(lock, own, drop=("sglang",) if source.is_fork else ())
         files["requirements.lock"], lock_digest = text, local_wheels.text_digest(text)
         fetched["wheels"] = cudabase.fetch_locked(index_lock, wheelhouse, python=img.python)
-        wheel_versions = {_normal(w.name): w.version for w in index_lock.wheels}
+        wheel_versions = {normal_name(w.name): w.version for w in index_lock.wheels}
         pip_source = ("--no-index --find-links /tmp/deploytool/wheels"
                       + (" --find-links /tmp/deploytool/local-wheels" if own else "") + " --require-hashes")
     elif lock is not None:
         files["requirements.lock"] = lock.path
         fetched["wheels"] = cudabase.fetch_locked(lock, wheelhouse, python=img.python)
-        wheel_versions = {_normal(w.name): w.version for w in lock.wheels}
+        wheel_versions = {normal_name(w.name): w.version for w in lock.wheels}
         pip_source = "--no-index --find-links /tmp/deploytool/wheels --require-hashes"
     elif wheelhouse is not None:
         wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
         for wheel in wheels:
-            match = _WHEEL.match(wheel.name)
-            if match:
-                wheel_versions[_normal(match.group("name"))] = match.group("version")
+            named = wheel_name_version(wheel.name)
+            if named:
+                wheel_versions[named[0]] = named[1]
         if not source.is_fork and wheel_versions.get("sglang") != img.runtime_version:
             raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
                              f"(found {wheel_versions.get('sglang') or 'none'})",
@@ -179,7 +174,7 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         fetched["local-wheels"] = lambda: [w.path for w in local_wheels.resolve(profile)]
 
     def version_of(dist: str, pinned: str | None, fallback: str) -> str:
-        return wheel_versions.get(_normal(dist)) or pinned or fallback
+        return wheel_versions.get(normal_name(dist)) or pinned or fallback
 
     patch_hashes = [hashlib.sha256(p.read_bytes()).hexdigest() for p in series.paths()]
     fingerprint = {
@@ -290,8 +285,8 @@ def _fork_vars(source: runtime_source.ResolvedSource, *, mode: str, locked: bool
 
 
 def _is_one_of(filename: str, names: set[str]) -> bool:
-    match = _WHEEL.match(filename)
-    return bool(match) and _normal(match.group("name")) in names
+    named = wheel_name_version(filename)
+    return named is not None and named[0] in names
 
 
 def fill_wheelhouse(profile: Profile, dest: Path) -> Path:
@@ -320,6 +315,3 @@ def fill_wheelhouse(profile: Profile, dest: Path) -> Path:
                              + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]))
     return dest
 
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()

@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata['help']} (default: {_show_default(f.default)})"
         kind = _field_type(f)
-        if "choices" in f.metadata:  # on/off switches spelled as in the brief: --thinking-default on
+        if "choices" in f.metadata:  # on/off switches read as a person says them: --thinking-default on
             parser.add_argument(flag, dest=f.name, type=_on_off, metavar="{on,off}", default=None,
                                 help=help_text)
         elif f.name == "no_reasoning_field":

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_plan import (order_and_report, pytest_configure_node, pytest_runtest_logreport,  # noqa: F401 (hooks)
+                      pytest_terminal_summary, pytest_xdist_make_scheduler)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
@@ -42,6 +44,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.index)
         if skip is not None and "gpu_image" in item.keywords:
             item.add_marker(skip)
+    order_and_report(config, items)  # run_plan.py: the docker tests as one unit under xdist
 
 
 def _engine_problem() -> str | None:

@@ -26,12 +26,17 @@ demo: setup base-image
 	@PATH="$(CURDIR)/$(BIN):$$PATH" scripts/demo.sh
 
 # The test suite. Integration tests use a real Docker engine when one can be had here (and
-# skip, saying why, when not); everything else runs anywhere.
+# skip, saying why, when not); everything else runs anywhere. TEST_WORKERS processes (pytest-xdist):
+# the docker tests one after another on one of them, the rest spread over all (tests/run_plan.py);
+# TEST_WORKERS=0 runs everything in this process. PYTEST_ARGS goes to pytest as it is
+# (e.g. `--randomly-seed=N` to repeat an order, `-k NAME`, `--durations=10`).
+TEST_WORKERS ?= 2
+PYTEST_ARGS ?=
 test: setup
 	@scripts/ensure-engine.sh --optional
 	@if docker info >/dev/null 2>&1; then scripts/make-base-image.sh $(BASE_IMAGE) \
 	  || echo "no base image: the integration tests will skip, saying why"; fi
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The real GPU image of the RTX 5090 profile on the registry-free wheels base, built and proven
 # without a GPU (tests/test_gpu_image.py): ~4.8 GB of locked wheels, kept in deploytool's cache

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_plan import (order_and_report, pytest_configure_node, pytest_runtest_logreport,  # noqa: F401 (hooks)
+                      pytest_terminal_summary, pytest_xdist_make_scheduler)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
@@ -26,18 +28,23 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test that uses the engine (directly or through another fixture) is a docker test:
-    marked from the fixture, so `-m "not docker"` never depends on someone remembering. The
+    """A test that uses the engine (directly or through another fixture) is a docker test, and
+    one that uses the sglang environments needs a package index once: marked from the fixtures,
+    so `-m "not docker"` never depends on someone remembering. The
     full GPU image downloads and installs gigabytes: opt-in only (`make gpu-image`)."""
     skip = None
     if os.environ.get("DEPLOYTOOL_GPU_IMAGE") != "1":
         skip = pytest.mark.skip(reason="builds the full GPU image (~4.8 GB of wheels, a 12.4 GB image): "
                                        "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it")
     for item in items:
-        if "docker_engine" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "docker_engine" in fixtures:
             item.add_marker(pytest.mark.docker)
+        if "sglang_parser_python" in fixtures:  # directly or through sglang_referee_python
+            item.add_marker(pytest.mark.index)
         if skip is not None and "gpu_image" in item.keywords:
             item.add_marker(skip)
+    order_and_report(config, items)  # run_plan.py: the docker tests as one unit under xdist
 
 
 def _engine_problem() -> str | None:
@@ -87,6 +94,22 @@ def make_test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
+@contextlib.contextmanager
+def _home_for(tmp_path_factory: pytest.TempPathFactory):
+    with pytest.MonkeyPatch.context() as patch:
+        home = make_test_home(tmp_path_factory)
+        patch.setenv("DEPLOYTOOL_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_home(tmp_path_factory: pytest.TempPathFactory):
+    """A state directory for the whole run, under every narrower one: a module- or session-scoped
+    fixture (set up before the per-test home) never writes to the real state directory or cache."""
+    with _home_for(tmp_path_factory) as home:
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test its own state directory; downloads are shared through one cache folder."""
@@ -98,11 +121,37 @@ def deploytool_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 @pytest.fixture(scope="module")
 def module_home(tmp_path_factory: pytest.TempPathFactory):
     """The same for a module-scoped fixture (which runs before the per-test one): an image
-    built once per module must not write to the real state directory or cache."""
-    with pytest.MonkeyPatch.context() as patch:
-        home = make_test_home(tmp_path_factory)
-        patch.setenv("DEPLOYTOOL_HOME", str(home))
+    built once per module gets a state directory of its own."""
+    with _home_for(tmp_path_factory) as home:
         yield home
+
+
+# -- prepared environments: each made by the fixture that hands it out, never by an earlier test --
+SGLANG = "0.5.23"  # the sglang whose own code the tests run on a CPU
+
+
+@pytest.fixture(scope="session")
+def sglang_parser_python(session_home: Path) -> Path:
+    """The python of deploytool's parser venv for SGLANG (flagcheck.parser_venv: sglang without
+    its dependencies, the parser's light imports, a CPU torch), made on first use in the shared
+    test cache (about a minute; a package index once), reused by later runs."""
+    from deploytool.image.flagcheck import parser_venv
+
+    return parser_venv(SGLANG)
+
+
+@pytest.fixture(scope="session")
+def sglang_referee_python(sglang_parser_python: Path) -> Path:
+    """The parser venv extended with sglang's serving packages (deploytool.image.referee: its protocol
+    models, parsers, config classes and transformers). Tests that need it skip, saying why, only
+    where it cannot be built (no package index and nothing cached)."""
+    from deploytool.errors import DeploytoolError
+    from deploytool.image.referee import referee_python
+
+    try:
+        return referee_python(SGLANG)
+    except DeploytoolError as exc:
+        pytest.skip(f"sglang's referee environment cannot be built here: {exc.message.splitlines()[0]}")
 
 
 def free_port() -> int:

@@ -31,7 +31,7 @@ def test_flag_groups_follow_the_launch_command() -> None:
     assert ["--moe-runner-backend", "cutlass"] in groups and ["--enable-multimodal"] in groups
 
 
-@pytest.mark.index
+@pytest.mark.usefixtures("sglang_parser_python")
 @pytest.mark.parametrize("name", _sglang_profiles())
 def test_every_shipped_profile_passes_the_real_parser(name: str) -> None:
     profile = ProfileStore().get(name)
@@ -58,7 +58,7 @@ def _bad_profiles(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.index
+@pytest.mark.usefixtures("sglang_parser_python")
 def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path) -> None:
     profile = ProfileStore([_bad_profiles(tmp_path)]).get("bad-flags")
     result = flagcheck.check(profile, use_image=False)
@@ -75,7 +75,7 @@ def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path) 
     assert {f.flag: f.status for f in result.findings}["--reasoning-parser"] == "ok"
 
 
-@pytest.mark.index
+@pytest.mark.usefixtures("sglang_parser_python")
 def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     folder = _bad_profiles(tmp_path)
     result = CliRunner().invoke(app, ["profiles", "check", "--profile", "bad-flags", "--no-image", "--json",
@@ -98,7 +98,7 @@ def test_the_sim_profile_is_not_an_sglang_profile() -> None:
 
 
 # -- regressions -------------------------------------------------------------------------------
-@pytest.mark.index
+@pytest.mark.usefixtures("sglang_parser_python")
 def test_a_misspelt_flag_set_to_false_or_null_is_still_named(tmp_path: Path) -> None:
     folder = tmp_path / "profiles"
     folder.mkdir()

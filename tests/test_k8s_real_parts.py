@@ -13,8 +13,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 from deploytool.release import secrets
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import pod
@@ -119,16 +117,11 @@ def test_qualify_job_command_is_one_deploytool_accepts():
     assert ctx.params["no_progress"] is True
 
 
-def test_multinode_argv_passes_sglangs_own_parser():
+def test_multinode_argv_passes_sglangs_own_parser(sglang_parser_python: Path):
     """The leader's argv with LeaderWorkerSet's values filled in, through sglang 0.5.23's parser
-    (deploytool's parser venv, made by the flag-check tests; not built here)."""
+    (deploytool's parser venv, which `check` finds made by the fixture)."""
     from deploytool.image import flagcheck
-    from deploytool.release.state import cache_dir
 
-    version = "0.5.23"
-    stamp = cache_dir("flagcheck", f"sglang-{version}-py{sys.version_info.major}.{sys.version_info.minor}") / "complete.json"
-    if not stamp.exists():
-        pytest.skip("the sglang parser venv is not made yet (tests/test_flagcheck.py makes it)")
     req = request("gb300x4x2-glm5.2-nvfp4-tp8")
     lws = next(o for o in render_manifests(req) if o["kind"] == "LeaderWorkerSet"
                and not o["metadata"]["name"].endswith("-canary"))
@@ -168,7 +161,7 @@ def test_offline_validator_agrees_with_kubernetes_validate():
     assert validate_builtin(broken[0], "1.33") and validate_builtin(broken[1], "1.33")
 
 
-def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Path):
+def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Path, sglang_referee_python: Path):
     profile = keyed(STORE.get("h200-qwen3.6-35b-a3b-fp8"))
     req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
     stages = render_stages(req)
@@ -194,14 +187,11 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
     import yaml
 
     assert yaml.safe_load(config.read_text()) == {"api-key": key}
-    # and SGLang's own parser takes it from --config (the parser venv, when the flag tests made it)
-    from deploytool.release.state import cache_dir
-
-    venv = cache_dir("flagcheck", f"sglang-0.5.23-py{sys.version_info.major}.{sys.version_info.minor}")
-    if not (venv / "complete.json").exists():
-        pytest.skip("the sglang parser venv is not made yet (tests/test_flagcheck.py makes it)")
+    # and SGLang's own parser takes it from --config: its config reader needs PyYAML, which the
+    # bare parser venv lacks and the referee environment (a superset) has, as the image does
     probe = ("import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
              "print(repr(prepare_server_args(['--model-path', '/models/x', '--config', sys.argv[1]]).api_key))")
-    out = subprocess.run([str(venv / "venv" / "bin" / "python"), "-c", probe, str(config)], capture_output=True,
+    out = subprocess.run([str(sglang_referee_python), "-c", probe, str(config)], capture_output=True,
                          text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip(), out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == repr(key), out.stderr[-2000:]

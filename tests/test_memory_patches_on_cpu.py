@@ -26,10 +26,8 @@ PROBE = Path(__file__).parent / "patch_probe.py"
 
 
 @pytest.fixture(scope="module")
-def probed(module_home, tmp_path_factory) -> dict[str, dict]:
-    from deploytool.image.flagcheck import parser_venv
-
-    python = parser_venv(SGLANG)
+def probed(module_home, tmp_path_factory, sglang_parser_python: Path) -> dict[str, dict]:
+    python = sglang_parser_python
     pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
                            capture_output=True, text=True).stdout.strip()
     profile = ProfileStore().get(CARD)

@@ -1,6 +1,6 @@
-"""The planner against SGLang 0.5.23's own sizing code, run on CPU in the sglang parser venv
-(deploytool.image.flagcheck.parser_venv, made by `profiles check`; the test skips, saying so, where it
-has not been made).
+"""The planner against SGLang 0.5.23's own sizing code, run on CPU in the referee environment
+(conftest's `sglang_referee_python`: the sglang parser venv plus sglang's serving packages, of
+which the config classes need transformers), made by the fixture where it is not there yet.
 
 What imports without a GPU and is compared here: configs/mamba_utils.py (Mamba2StateShape,
 `mamba_cache_per_req`), configs/qwen3_next.py and configs/qwen3_5.py (`mamba2_cache_params`,
@@ -15,7 +15,6 @@ examples in test_memory_plan_arithmetic.py.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -50,18 +49,7 @@ print(json.dumps(out))
 """
 
 
-def _parser_python() -> Path:
-    root = Path(os.environ["DEPLOYTOOL_HOME"]) / "cache" / "flagcheck"
-    for stamp in sorted(root.glob("sglang-0.5.23-py*/complete.json")):
-        python = stamp.parent / "venv" / "bin" / "python"
-        if python.exists():
-            return python
-    pytest.skip("the sglang 0.5.23 parser venv is not made here (`deploytool profiles check` makes it); "
-                "the planner stays pinned to the hand-worked examples")
-
-
-def test_linear_attention_state_and_layer_split_match_sglangs_own_code() -> None:
-    python = _parser_python()
+def test_linear_attention_state_and_layer_split_match_sglangs_own_code(sglang_referee_python: Path) -> None:
     shape = read_checkpoint(MODELS / "qwen3.6-35b-a3b-fp8")
     text = json.loads((MODELS / "qwen3.6-35b-a3b-fp8" / "config.json").read_text())["text_config"]
     # a second, differently shaped hybrid: wider linear attention, another layer pattern
@@ -69,7 +57,7 @@ def test_linear_attention_state_and_layer_split_match_sglangs_own_code() -> None
                  layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"])
     cases = [(text, "float32", 1), (text, "bfloat16", 1), (text, "float32", 2), (other, "bfloat16", 4)]
     request = [{"text_config": t, "dtype": d, "tp": tp} for t, d, tp in cases]
-    proc = subprocess.run([str(python), "-c", PROBE], input=json.dumps(request), capture_output=True, text=True,
+    proc = subprocess.run([str(sglang_referee_python), "-c", PROBE], input=json.dumps(request), capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -186,12 +186,9 @@ def _probe(python: Path, tree: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.index
-def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path) -> None:
-    from deploytool.image.flagcheck import parser_venv
-
+def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path, sglang_parser_python: Path) -> None:
     profile = ProfileStore().get(CARD)
-    python = parser_venv(SGLANG)  # sglang's light import set and a CPU torch
+    python = sglang_parser_python  # sglang's light import set and a CPU torch
     pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
                            capture_output=True, text=True).stdout.strip()
     profile = profile.model_copy(update={"image": profile.image.model_copy(update={"python": pyver})})

@@ -10,9 +10,14 @@ from deploytool.qualify import Verdict
 from deploytool.qualify.loadcheck import itl_during, long_prompt
 from qualify_helpers import qualify, sim
 
+# Each sampled generation (1000 tokens) streams for about a second, so the load is still in
+# flight when the probes go out even on a busy machine (at the suites' default 5000 tokens/s it
+# lasted 0.2 s, and a stall of the test process could let it finish before the probes were sent).
+LOADED_SIM = dict(gsm8k_oracle=1.0, decode_tps=1000)
+
 
 def test_answers_corrupted_only_under_load_fail_stress(tmp_path: Path) -> None:
-    with sim(faults=("corrupt_under_load=4",), gsm8k_oracle=1.0) as handle:
+    with sim(faults=("corrupt_under_load=4",), **LOADED_SIM) as handle:
         report = qualify(handle.url, tmp_path, suites=["stress"])
     stress = report.suite("stress")
     assert stress.verdict is Verdict.FAILED and report.exit_code == 1
@@ -23,7 +28,7 @@ def test_answers_corrupted_only_under_load_fail_stress(tmp_path: Path) -> None:
 
 
 def test_the_clean_sim_answers_as_well_under_load_as_idle(tmp_path: Path) -> None:
-    with sim(gsm8k_oracle=1.0) as handle:
+    with sim(**LOADED_SIM) as handle:
         report = qualify(handle.url, tmp_path, suites=["stress"])
     stress = report.suite("stress")
     assert stress.verdict is Verdict.PASSED, stress.reason

@@ -311,7 +311,7 @@ print(json.dumps(out))
 '''
 
 
-def test_the_pinned_sglang_models_accept_every_recorded_body() -> None:
+def test_the_pinned_sglang_models_accept_every_recorded_body(sglang_referee_python: Path) -> None:
     """What deploytool's wire assumptions were checked against (0.5.23's protocol models, in the
     referee environment) accepts every body the real 0.5.17 server sent: plain answers, every
     stream chunk, the error bodies and the model list."""
@@ -337,5 +337,5 @@ def test_the_pinned_sglang_models_accept_every_recorded_body() -> None:
             elif f.stem == "v1_models":
                 cases.append({"name": name, "model": "ModelList", "body": json.loads(record["body"])})
     assert len(cases) > 300
-    problems = [r for r in referee(VALIDATE_REAL, cases) if r["problem"]]
+    problems = [r for r in referee(sglang_referee_python, VALIDATE_REAL, cases) if r["problem"]]
     assert problems == []

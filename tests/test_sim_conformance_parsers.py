@@ -6,6 +6,7 @@ must give exactly the deltas the sim streams over HTTP."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -89,7 +90,7 @@ def _stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("fmt", ["qwen25", "qwen3_coder", "glm47"])
-def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: str) -> None:
+def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: str, sglang_referee_python: Path) -> None:
     settings = SimSettings(**BASE, tool_call_parser=fmt, default_chat_template_kwargs='{"enable_thinking": false}')
     cases, streams, plains = [], [], []
     with serve_in_thread(settings, wait_ready=True) as sim:
@@ -106,7 +107,7 @@ def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: 
             cases.append({"format": fmt, "tools": TOOLS, "pieces": raw_pieces(fmt, calls)})
             streams.append(deltas)
             plains.append(httpx.post(sim.url + CHAT, json=body, timeout=30).json()["choices"][0]["message"])
-    verdicts = referee(TOOL_PARSER, cases)
+    verdicts = referee(sglang_referee_python, TOOL_PARSER, cases)
     assert len(verdicts) == len(PROMPTS)
     for prompt, sim_deltas, plain, verdict in zip(PROMPTS, streams, plains, verdicts):
         assert sim_deltas == verdict["deltas"], prompt
@@ -120,7 +121,7 @@ def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: 
 
 
 @pytest.mark.parametrize("parser", ["qwen3", "glm45"])
-def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(parser: str) -> None:
+def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(parser: str, sglang_referee_python: Path) -> None:
     settings = SimSettings(**BASE, reasoning_parser=parser)
     bodies = [
         {"model": "sim-model", "messages": [{"role": "user", "content": "Which ocean lies between Europe and America?"}]},
@@ -142,7 +143,7 @@ def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_te
                               FaultState(parse_faults(()), lambda code: None))
             thinking = body.get("chat_template_kwargs", {}).get("enable_thinking", True)
             cases.append({"parser": parser, "thinking": thinking, "pieces": [u.text for u in plan.units]})
-    verdicts = referee(REASONING_PARSER, cases)
+    verdicts = referee(sglang_referee_python, REASONING_PARSER, cases)
     for body, sim_deltas, plain, verdict in zip(bodies, streams, plains, verdicts):
         assert sim_deltas == verdict["deltas"], body
         reasoning, content = verdict["non_stream"]
@@ -177,7 +178,7 @@ print(json.dumps(out))
 
 
 @pytest.mark.parametrize("fmt", ["qwen25", "qwen3_coder"])
-def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str) -> None:
+def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str, sglang_referee_python: Path) -> None:
     settings = SimSettings(**BASE, tool_call_parser=fmt)  # qwen3 reasoning parser: thinks by default
     body = {"model": "sim-model", "messages": [{"role": "user", "content": PROMPTS[1]}], "tools": TOOLS}
     with serve_in_thread(settings, wait_ready=True) as sim:
@@ -197,7 +198,7 @@ def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(f
     plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
                       FaultState(parse_faults(()), lambda code: None))
     thinking_pieces = [u.text for u in plan.units if u.kind in ("reasoning", "hidden", "content")]
-    (verdict,) = referee(CHAINED, [{"parser": "qwen3", "format": fmt, "tools": TOOLS,
+    (verdict,) = referee(sglang_referee_python, CHAINED, [{"parser": "qwen3", "format": fmt, "tools": TOOLS,
                                      "pieces": thinking_pieces + raw_pieces(fmt, calls)}])
     assert len(names) == 2 and sim_deltas[0][0] == "reasoning_content"
     assert sim_deltas == verdict

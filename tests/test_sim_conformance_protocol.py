@@ -6,6 +6,7 @@ model would serialize (so no invented field, no coerced type, nothing the model 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -124,14 +125,14 @@ def _collect() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def verdicts() -> dict[str, list[str]]:
+def verdicts(sglang_referee_python: Path) -> dict[str, list[str]]:
     cases = _collect()
     # A negative control: the referee must refuse a shape sglang does not serve.
     broken = json.loads(json.dumps(next(c for c in cases if c["model"] == "ChatCompletionResponse")))
     broken["name"] = "control: finish_reason 'done', invented field"
     broken["body"]["choices"][0]["finish_reason"] = "done"
     broken["body"]["sim_only"] = 1
-    results = referee(VALIDATE, cases + [broken])
+    results = referee(sglang_referee_python, VALIDATE, cases + [broken])
     return {r["name"]: r["problems"] for r in results}
 
 

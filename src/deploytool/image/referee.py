@@ -65,10 +65,12 @@ def referee_python(sglang_version: str = "0.5.23") -> Path:
     return python
 
 
-def run_referee(script: str, payload: object, *, sglang_version: str = "0.5.23", timeout: float = 300) -> object:
+def run_referee(script: str, payload: object, *, sglang_version: str = "0.5.23", timeout: float = 300,
+                python: Path | None = None) -> object:
     """Run `script` (python source reading one JSON document on stdin and printing one on the
-    last line of stdout) with the referee environment's python."""
-    python = referee_python(sglang_version)
+    last line of stdout) with the referee environment's python (`python`, when the caller has
+    already made it)."""
+    python = python or referee_python(sglang_version)
     proc = subprocess.run([str(python), "-c", script], input=json.dumps(payload), capture_output=True,
                           text=True, timeout=timeout)
     lines = proc.stdout.strip().splitlines()

@@ -6,8 +6,10 @@ variant: an unknown field is an error, as it is for `kubectl apply` with server-
 validation. Custom kinds (LeaderWorkerSet, OME's resources) against the openAPIV3Schema of the
 published CRD, made strict the same way (an API server would prune unknown fields silently).
 
-CRD files are read from a folder (DEPLOYTOOL_K8S_CRDS, else shared/k8s-crds beside the project):
-deploytool does not carry copies of other projects' files in its tree (docs/kubernetes.md).
+The CRD files ship with deploytool (data/k8s-crds: the published OME and LeaderWorkerSet CRDs,
+with their licences and upstream commits in SOURCES.md), so validation needs no network and no
+checkout of those projects; DEPLOYTOOL_K8S_CRDS names other folders instead (another release of
+either project).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ K8S_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
 BUILTIN_GROUPS = {"v1", "apps/v1", "batch/v1", "policy/v1"}
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -77,15 +80,13 @@ def validate_builtin(obj: dict[str, Any], version: str) -> list[Finding]:
 
 # -- custom kinds -----------------------------------------------------------------------------
 def crd_dirs() -> list[Path]:
-    """DEPLOYTOOL_K8S_CRDS (folders, os.pathsep-separated), else shared/k8s-crds in or beside the
-    project, else data/k8s-crds inside the package (where a distribution could carry them)."""
-    from ..resources import package_dir, project_root
+    """DEPLOYTOOL_K8S_CRDS (folders, os.pathsep-separated), else the copies shipped in the package."""
+    from ..resources import package_dir
 
     env = os.environ.get("DEPLOYTOOL_K8S_CRDS")
     if env:
         return [Path(p) for p in env.split(os.pathsep) if p]
-    root = project_root()
-    return [root / "shared" / "k8s-crds", root.parent / "shared" / "k8s-crds", package_dir() / "data" / "k8s-crds"]
+    return [package_dir() / "data" / "k8s-crds"]
 
 
 @dataclass
@@ -103,7 +104,8 @@ def load_crds(dirs: tuple[Path, ...]) -> dict[tuple[str, str], CrdSchema]:
         if not folder.is_dir():
             continue
         for path in sorted(folder.rglob("*.yaml")):
-            for doc in yaml.safe_load_all(path.read_text()):
+            # 4.7 MB of YAML: libyaml reads it in about a second, the pure-Python loader in about eight
+            for doc in yaml.load_all(path.read_text(), Loader=_YAML_LOADER):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 spec = doc["spec"]

@@ -64,6 +64,13 @@ def series_dir(sglang_version: str) -> Path:
     return resource("images", RECIPE, "patches", sglang_version)
 
 
+def series_folder(profile: Profile) -> Path:
+    """The folder the profile's patches come from: image.source.series when it names one (a
+    series `patches import` wrote), else the release's shipped folder."""
+    series = profile.image.source.series
+    return local_path(profile.source, series) if series else series_dir(profile.image.runtime_version or "")
+
+
 def series_for(profile: Profile) -> PatchSeries:
     """The ordered patches a profile's image gets: the release's series (or the folder
     image.source.series names) on the wheel; on a fork's tree, only those image.patches names
@@ -74,7 +81,7 @@ def series_for(profile: Profile) -> PatchSeries:
     source = profile.image.source
     if source.kind != "wheel" and not profile.image.patches:
         return PatchSeries(sglang_version=version, folder=series_dir(version), names=[])
-    folder = local_path(profile.source, source.series) if source.series else series_dir(version)
+    folder = series_folder(profile)
     if not folder.is_dir() or not (profile.image.patches or (folder / "series").is_file()):
         # A release without its patch folder or `series` file is not a release without patches:
         # an empty `series` file says that on purpose.

@@ -56,13 +56,13 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
     what-if; [] for none), as its series' memory.yaml declares them."""
     if profile.image.recipe != "sglang" or not profile.image.runtime_version:
         return []
-    from ..image.patches import series_dir, series_for
+    from ..image.patches import series_folder, series_for
 
     if names is None:
         series = series_for(profile)
         folder, names = series.folder, series.names
     else:
-        folder = series_dir(profile.image.runtime_version)
+        folder = series_folder(profile)
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
@@ -205,9 +205,9 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
     names = parse_patches(patches)
     if patches is not None and names is None:  # `series`: the whole series file, whatever the profile lists
         from ..image.in_image.unidiff import read_series
-        from ..image.patches import series_dir
+        from ..image.patches import series_folder
 
-        names = read_series(series_dir(profile.image.runtime_version or "") / "series")
+        names = read_series(series_folder(profile) / "series")
     return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape, patches=names)
 
 

@@ -132,3 +132,16 @@ def test_every_json_command_reports_its_error_as_json_on_stdout(args, code, kind
 def test_without_json_an_error_is_text_on_stderr_only():
     out = run_cli("profiles", "show", "--profile", "no-such-profile", env=dict(os.environ))
     assert out.returncode == 2 and out.stdout == "" and "no-such-profile" in out.stderr
+
+
+def test_a_slot_with_more_cards_than_the_profile_uses_is_refused(hub):
+    """Every card of a slot is reserved for its server: a one-card profile on two would hold
+    one idle."""
+    env = on("h200x2-pcie-switch", hub)
+    a, b = (g["uuid"] for g in json.loads(run_cli("gpus", "--json", env=env).stdout)["gpus"])
+    for args in (["up", "--gpu", a, "--gpu", b, "--port", "39217"], ["rollout", "--gpu", f"{a},{b}"]):
+        out = run_cli(*args, "--profile", H200, "--dry-run", "--json", env=env)
+        assert out.returncode == 2, out.stdout + out.stderr
+        error = json.loads(out.stdout)["error"]
+        assert error["kind"] == "UsageError" and f"profile {H200} uses 1 GPU, slot gpu-" in error["message"]
+        assert f"deploytool slots --profile {H200}" in error["hint"]

@@ -113,6 +113,14 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:
     slot, inventory = facts.slot, facts.inventory
+    wanted = profile.match.gpu_count
+    if not slot.is_cpu and not profile.is_simulator and len(slot.gpus) > wanted:
+        # The slot reserves every card it names: a server that uses fewer would hold the
+        # others idle, out of every other slot's reach.
+        raise UsageError(f"profile {profile.name} uses {wanted} GPU{'s' if wanted != 1 else ''}, slot {slot.name} "
+                         f"names {len(slot.gpus)}: the others would be reserved and left idle",
+                         hint=f"give {wanted} --gpu per slot; `deploytool slots --profile {profile.name}` groups this "
+                              "host's cards into the profile's slots")
     if slot.is_cpu or inventory is None:
         return []
     if inventory.error:

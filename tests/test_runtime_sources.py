@@ -249,3 +249,32 @@ def test_a_local_trees_exports_replace_each_other_in_the_cache(tmp_path: Path):
     (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = False\n")
     with pytest.raises(BuildError, match="changed while the image was being planned"):
         runtime_source.export_tar(second)
+
+
+def test_patches_import_refuses_a_url_with_credentials_before_fetching(tmp_path: Path):
+    """The URL would land in the mirror's git config, the series header and memory.yaml."""
+    import hashlib
+    import secrets
+
+    from deploytool.release.state import cache_dir
+
+    token = secrets.token_hex(8)
+    url = f"https://fork:{token}@127.0.0.1:9/sglang.git"
+    out = run_cli("patches", "import", "--from", url, "--base", "v0.5.23", "--head", "main",
+                  "--out", str(tmp_path / "series"), "--json")
+    assert out.returncode == 2, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "UsageError" and "carries credentials" in error["message"]
+    assert token not in out.stdout + out.stderr
+    assert not (cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]).exists()
+    assert not (tmp_path / "series").exists()
+
+
+def test_patches_import_from_an_unreachable_url_says_what_to_check(tmp_path: Path):
+    # one fixed URL: its (empty) mirror in the shared cache is the same in every run
+    out = run_cli("patches", "import", "--from", "file:///nonexistent/deploytool-test/no-such-repo.git", "--base", "v0.5.23",
+                  "--head", "main", "--out", str(tmp_path / "series"), "--json")
+    assert out.returncode != 0, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "CouldNotRun" and error["message"].startswith("could not fetch file://")
+    assert "check the URL" in error["hint"]

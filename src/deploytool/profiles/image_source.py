@@ -59,11 +59,9 @@ class RuntimeSource(_Strict):
     @field_validator("repo")
     @classmethod
     def _no_credentials(cls, value: str | None) -> str | None:
-        if value and "://" in value:
-            parts = urlsplit(value)
-            if parts.scheme in ("http", "https") and "@" in parts.netloc:
-                raise ValueError("the repository URL carries credentials (user or token before '@'): a profile, a "
-                                 "label and a log would keep them; use git's credential helper or an SSH URL")
+        problem = credentials_in_url(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("subdir")
@@ -107,6 +105,18 @@ class LocalWheel(_Strict):
         if not value.endswith(".whl"):
             raise ValueError(f"{value!r} is not a wheel file (NAME-VERSION-...-PLATFORM.whl)")
         return value
+
+
+def credentials_in_url(repo: str | None) -> str | None:
+    """Why an http(s) repository URL must not be used as given (it carries a user or token),
+    or None. Wherever the URL goes (a profile, a label, a mirror's git config, a series header,
+    a log) the credentials would go too."""
+    if repo and "://" in repo:
+        parts = urlsplit(repo)
+        if parts.scheme in ("http", "https") and "@" in parts.netloc:
+            return ("the repository URL carries credentials (user or token before '@'): a profile, a label, a "
+                    "file and a log would keep them; use git's credential helper or an SSH URL")
+    return None
 
 
 def local_path(profile_file: str, raw: str) -> Path:

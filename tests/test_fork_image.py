@@ -129,6 +129,12 @@ def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(f
                                 fork.root / "patched")
     assert FIELD in (tree / DEVICE).read_text() and MARKER in (tree / COMMON).read_text()
 
+    # profiles check reads the release with this series applied: the fork's flag is known there
+    flagged = _profile(fork, "release-series-flag", {"kind": "wheel", "series": str(series)}, args={FLAG: True})
+    check = flagcheck.check(flagged, use_image=False)
+    assert [f.status for f in check.findings if f.flag == f"--{FLAG}"] == ["ok"], check.where
+    assert "with the patched sources" in check.where
+
     again = run_cli("patches", "import", "--from", str(fork.repo), "--base", f"v{SGLANG}", "--head", fork.head,
                     "--out", str(series))
     assert again.returncode == 2 and "is not empty" in again.stderr

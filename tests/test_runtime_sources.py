@@ -278,3 +278,27 @@ def test_patches_import_from_an_unreachable_url_says_what_to_check(tmp_path: Pat
     error = json.loads(out.stdout)["error"]
     assert error["kind"] == "CouldNotRun" and error["message"].startswith("could not fetch file://")
     assert "check the URL" in error["hint"]
+
+
+def test_a_series_of_its_own_is_part_of_the_wheel_sources_identity(tmp_path: Path):
+    """`profiles check` matches a built image by its toolchain label's sglang_source: a wheel
+    profile's own series (its content, not its folder) must be in it, or an image built with
+    another series would pass for the profile's."""
+    from deploytool.image import flagcheck
+
+    series = tmp_path / "my-series"
+    series.mkdir()
+    (series / "0001-a.patch").write_text("--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    (series / "series").write_text("0001-a.patch\n")
+    profile = _profile(tmp_path, {"kind": "wheel", "series": str(series)})
+    first = runtime_source.resolve(profile).identity
+    assert first.startswith("wheel series sha256:") and str(series) not in first
+    assert json.loads(plan_build(profile).labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == first
+    assert flagcheck._source_identity(profile) == first
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(series, moved)
+    assert runtime_source.resolve(_profile(tmp_path, {"kind": "wheel", "series": str(moved)})).identity == first
+    (series / "0001-a.patch").write_text("--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1 +1 @@\n-a\n+c\n")
+    assert flagcheck._source_identity(profile) != first
+    # the release with its shipped series is plain "wheel", as its images have always said
+    assert flagcheck._source_identity(_profile(tmp_path, {"kind": "wheel"})) == "wheel"

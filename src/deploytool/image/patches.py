@@ -182,6 +182,25 @@ def patched_tree(profile: Profile, dest: Path) -> Path:
     return tree
 
 
+def patched_release(profile: Profile, source) -> Path:
+    """The pinned release with the profile's series applied, once per wheel and series content
+    in the cache (read-only by convention): what `profiles check` reads a wheel profile's flags
+    from when its series is its own (`source`: runtime_source.resolve(profile))."""
+    wheel = sglang_wheel(series_for(profile).sglang_version, profile.image.python)
+    root = cache_dir("sglang", "patched", f"{wheel.stem}-{source.digest}")
+    if (root / ".complete").exists():
+        return root
+    partial = Path(tempfile.mkdtemp(prefix=".patch-", dir=root.parent))
+    try:
+        patched_tree(profile, partial / "tree")
+        (partial / "tree" / ".complete").write_text(source.identity + "\n")
+        shutil.rmtree(root, ignore_errors=True)
+        (partial / "tree").rename(root)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return root
+
+
 def _pristine(profile: Profile, series: PatchSeries) -> tuple[Path, str]:
     """(the unpatched sources the image starts from, what they are): the pinned wheel
     unpacked, or a fork's tree at its commit (or a local tree as hashed)."""

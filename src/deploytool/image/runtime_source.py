@@ -44,7 +44,7 @@ class ResolvedSource:
     repo: str | None = None  # git: as the profile names it (a URL, or the local repository's path)
     commit: str | None = None
     tree: Path | None = None  # git: the repository read (local, or the cache's mirror); path: the tree
-    digest: str | None = None  # path: sha256 over the files under subdir
+    digest: str | None = None  # path: sha256 over the files under subdir; wheel: over the series folder's
     files: tuple[str, ...] = field(default=(), repr=False)  # path: those files, relative to tree
     series: Path | None = None  # wheel: a series folder other than the shipped one
 
@@ -66,7 +66,9 @@ class ResolvedSource:
             return f"git {self.commit} {where} (sglang {self.version})"
         if self.kind == "path":
             return f"path sha256:{self.digest} {where} (sglang {self.version})"
-        return "wheel"
+        # a series of one's own changes the sources (a patch may add a flag): its content is
+        # part of what the image holds, its folder is not
+        return f"wheel series sha256:{self.digest}" if self.series else "wheel"
 
     def record(self) -> dict[str, str]:
         """The image label: identity plus where it was read (a location, so not hashed)."""
@@ -101,13 +103,25 @@ def resolve(profile: Profile) -> ResolvedSource:
                 raise ProfileError(f"{where}.series: {series} has no `series` file",
                                    hint="a series folder holds the patches and a `series` file naming them in order "
                                         "(`deploytool patches import` writes one)")
-        return ResolvedSource("wheel", version=profile.image.runtime_version or "", series=series)
+        return ResolvedSource("wheel", version=profile.image.runtime_version or "", series=series,
+                              digest=series_digest(series) if series else None)
     if spec.kind == "git":
         source = _resolve_git(profile, where)
     else:
         source = _resolve_path(profile, where)
     check_version(profile, source.version, where)
     return source
+
+
+def series_digest(folder: Path) -> str:
+    """sha256 over a series folder's `series` file and each patch it names (in its order)."""
+    from .in_image.unidiff import read_series
+
+    h = hashlib.sha256((folder / "series").read_bytes())
+    for name in read_series(folder / "series"):
+        path = folder / name
+        h.update(b"\0" + name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(missing)"))
+    return h.hexdigest()
 
 
 def _resolve_git(profile: Profile, where: str) -> ResolvedSource:

@@ -106,8 +106,11 @@ def test_up_and_rollout_dry_runs_with_explicit_gpus_need_no_engine(hub):
     rollout = run_cli("rollout", "--gpu", a, "--gpu", b, "--profile", H200, "--dry-run", "--json", env=env)
     assert rollout.returncode == 0, rollout.stdout + rollout.stderr
     assert json.loads(rollout.stdout)["plan"]["waves"] == [[f"gpu-{a[4:12]}"], [f"gpu-{b[4:12]}"]]
-    # a real run still needs the engine, and says so as JSON
+    # a real run on the described host's cards is refused before the engine is asked, as JSON
     real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env=env)
+    assert real.returncode == 2 and "the host is described by" in json.loads(real.stdout)["error"]["message"]
+    # and on this host's own NVML it needs the engine, and says so as JSON
+    real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env={**env, "DEPLOYTOOL_NVML_STANDIN": ""})
     assert real.returncode == 3 and json.loads(real.stdout)["error"]["kind"] == "EngineUnavailable"
 
 

@@ -88,6 +88,7 @@ def rollout_command(
     from ..deploy.no_engine import engine_for_dry_run
     from ..deploy.rollout_plan import RolloutOptions
     from ..host.engine import Engine
+    from ..host.nvml import refuse_on_described_host
 
     if resume and undo:
         raise UsageError("give --resume or --undo, not both")
@@ -114,6 +115,8 @@ def rollout_command(
         return
     if profile is None:
         raise UsageError("say which profile to roll out: --profile NAME")
+    if not dry_run:  # before the engine is asked anything: no card of a described host is here
+        refuse_on_described_host([f"--gpu {g}" for g in gpu or []] + (["--all-gpus"] if all_gpus else []), "rollout")
     engine = engine_for_dry_run() if dry_run else Engine()
     slots, notes = rollout_slots(gpu, all_gpus, cpu, cpu_slot, profile_name=profile, profiles_dirs=profiles_dir, engine=engine)
     options = RolloutOptions(profile_name=profile, slots=slots,

@@ -55,8 +55,10 @@ def test_a_commit_is_the_identity_so_a_new_commit_is_a_new_tag(tmp_path: Path):
     one = _profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": first})
     plan = plan_build(one)
     assert json.loads(plan.labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == f"git {first} python/ (sglang 0.5.23)"
+    # the label says what the image holds; the checkout's path is this host's (the journal has it)
     assert json.loads(plan.labels[labels.IMAGE_RUNTIME_SOURCE]) == {
-        "kind": "git", "repo": str(repo), "commit": first, "subdir": "python", "version": "0.5.23"}
+        "kind": "git", "commit": first, "subdir": "python", "version": "0.5.23"}
+    assert plan.inputs.journal == {"runtime_repo": str(repo)}
     assert plan_build(one).tag == plan.tag  # the same commit, the same tag
 
     (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = True\n")
@@ -134,7 +136,12 @@ def test_a_local_tree_is_identified_by_its_content(tmp_path: Path):
     copy = tmp_path / "copy"
     shutil.copytree(repo / "python", copy / "python", ignore=shutil.ignore_patterns("*.log"))
     assert (copy / "python" / "sglang" / "__pycache__").is_dir()
-    assert plan_build(_profile(tmp_path, {"kind": "path", "path": str(copy)})).tag == edited.tag
+    moved = plan_build(_profile(tmp_path, {"kind": "path", "path": str(copy)}))
+    assert moved.tag == edited.tag
+    # and the same label: the tree's content, never its place on this host
+    assert json.loads(moved.labels[labels.IMAGE_RUNTIME_SOURCE]) == json.loads(edited.labels[labels.IMAGE_RUNTIME_SOURCE])
+    assert str(tmp_path) not in moved.labels[labels.IMAGE_RUNTIME_SOURCE]
+    assert moved.inputs.journal == {"runtime_path": str(copy)}
 
 
 def test_render_names_the_fork_and_its_commit(tmp_path: Path):
@@ -295,6 +302,8 @@ def test_a_series_of_its_own_is_part_of_the_wheel_sources_identity(tmp_path: Pat
     assert first.startswith("wheel series sha256:") and str(series) not in first
     assert json.loads(plan_build(profile).labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == first
     assert flagcheck._source_identity(profile) == first
+    label = json.loads(plan_build(profile).labels[labels.IMAGE_RUNTIME_SOURCE])
+    assert label == {"kind": "wheel", "version": "0.5.23", "series_sha256": first.rsplit(":", 1)[1]}
     moved = tmp_path / "elsewhere"
     shutil.copytree(series, moved)
     assert runtime_source.resolve(_profile(tmp_path, {"kind": "wheel", "series": str(moved)})).identity == first

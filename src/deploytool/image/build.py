@@ -189,7 +189,7 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
     finally:
         shutil.rmtree(context, ignore_errors=True)
     journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
-            base=plan.base_ref, base_digest=base_id)
+            base=plan.base_ref, base_digest=base_id, **plan.inputs.journal)
     return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
                        labels=image_labels, log_tail=tail, why=why)
 

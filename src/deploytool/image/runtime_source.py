@@ -71,15 +71,28 @@ class ResolvedSource:
         return f"wheel series sha256:{self.digest}" if self.series else "wheel"
 
     def record(self) -> dict[str, str]:
-        """The image label: identity plus where it was read (a location, so not hashed)."""
+        """The image label: what the image holds, never where on this host it was read (the
+        tag leaves the location out, so the label must too: the same image found from another
+        checkout would carry the first one's path). A repository URL is a name, not a place on
+        the host, and has no credentials (the profile refuses them): it is kept."""
         out = {"kind": self.kind, "version": self.version}
         if self.kind == "git":
-            out.update(repo=self.repo or "", commit=self.commit or "", subdir=self.subdir)
+            out.update(commit=self.commit or "", subdir=self.subdir)
+            if self.repo and gitrepo.is_url(self.repo):
+                out["repo"] = self.repo
         elif self.kind == "path":
-            out.update(path=str(self.tree), sha256=self.digest or "", subdir=self.subdir, files=str(len(self.files)))
+            out.update(sha256=self.digest or "", subdir=self.subdir, files=str(len(self.files)))
         elif self.series:
-            out["series"] = str(self.series)
+            out["series_sha256"] = self.digest or ""
         return out
+
+    def location(self) -> dict[str, str]:
+        """Where this host read it (a checkout, a tree, a series folder): for the journal."""
+        if self.kind == "git":
+            return {"repo": self.repo or ""}
+        if self.kind == "path":
+            return {"path": str(self.tree)}
+        return {"series": str(self.series)} if self.series else {}
 
     def describe(self) -> str:
         where = f" ({self.subdir}/)" if self.subdir else ""

@@ -242,6 +242,7 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         labels={**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
                    if source.is_fork or source.series else {}),
                 **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})},
+        journal={f"runtime_{key}": value for key, value in source.location().items()},
     )
 
 

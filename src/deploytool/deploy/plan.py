@@ -15,7 +15,7 @@ from typing import Any
 
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
-from ..image.runtime_source import render_notes as runtime_notes
+from ..image.runtime_source import runtime_notes
 from ..release.compose import RenderRequest, render_compose, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError

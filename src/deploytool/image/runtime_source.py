@@ -342,7 +342,7 @@ def unpacked(source: ResolvedSource) -> Path:
     return root / source.subdir if source.subdir else root
 
 
-def render_notes(profile: Profile) -> list[str]:
+def runtime_notes(profile: Profile) -> list[str]:
     """What `render` and `up --dry-run` say of the runtime when it is not the pinned wheel
     with its shipped series (nothing otherwise: a release profile's files are unchanged)."""
     from . import local_wheels

@@ -1,9 +1,12 @@
-"""The GPU harness's patched plan (scripts/gpu-check/), on a small overlay here: its patches go to
-a fresh copy of the overlay, never the overlay the other plans and the next call run on, and its
-recorded plan names the same patches."""
+"""The GPU harness (scripts/gpu-check/) where it runs without a GPU: the patched plan, on a small
+overlay here (its patches go to a fresh copy of the overlay, never the overlay the other plans and
+the next call run on, and its recorded plan names the same patches), and the raw NVML dump's
+answers as JSON data."""
 
 from __future__ import annotations
 
+import ctypes
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,7 @@ HARNESS = Path(__file__).resolve().parents[1] / "scripts" / "gpu-check"
 sys.path.insert(0, str(HARNESS))
 
 import drive  # noqa: E402
+import nvml_dump  # noqa: E402
 from overlay_patches import apply_to_copy, patch_names  # noqa: E402
 
 STOCK = "def pool():\n    return 1\n"
@@ -54,3 +58,18 @@ def test_the_patched_plans_memory_plan_names_its_patches(tmp_path: Path) -> None
     args = drive.plan_memory_args(spec, tmp_path, "GPU-1", ["0002-a.patch", "0003-b.patch"], [])
     assert args[args.index("--patches") + 1] == "0002-a.patch,0003-b.patch"
     assert "--patches" not in drive.plan_memory_args(drive.PLANS["a3b"], tmp_path, None, None, [])
+
+
+def test_the_nvml_dump_writes_ctypes_arrays_and_structs_as_data(monkeypatch) -> None:
+    """nvmlDeviceGetCpuAffinity answers a c_ulong array; structs hold char and number arrays."""
+    class Fabric(ctypes.Structure):
+        _fields_ = [("clusterUuid", ctypes.c_char * 8), ("partitionId", ctypes.c_uint),
+                    ("ids", ctypes.c_uint * 2)]
+
+    mask = (ctypes.c_ulong * 4)(0xFFFF, 0, 0, 0)
+    fabric = Fabric(b"cluster", 3, (ctypes.c_uint * 2)(7, 8))
+    monkeypatch.setattr(nvml_dump.n, "nvmlDeviceGetCpuAffinity", lambda handle, size: mask, raising=False)
+    monkeypatch.setattr(nvml_dump.n, "nvmlDeviceGetGpuFabricInfo", lambda handle: fabric, raising=False)
+    answers = [nvml_dump.call("nvmlDeviceGetCpuAffinity", None, 4), nvml_dump.call("nvmlDeviceGetGpuFabricInfo", None)]
+    assert json.loads(json.dumps(answers, default=str)) == [
+        {"value": [0xFFFF, 0, 0, 0]}, {"value": {"clusterUuid": "cluster", "partitionId": 3, "ids": [7, 8]}}]

@@ -22,8 +22,9 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
                   profile_name: str | None = None, profiles_dirs: list[Path] | None = None,
                   engine: Any = None) -> tuple[list[Slot], list[str]]:
     """The slots in the order given (the first is the canary), and notes about them. --all-gpus:
-    the slots this host's cards make for the profile (`deploytool slots`), in card order; that
-    needs NVML, not the engine."""
+    the slots this host's cards make for the profile, in the order `deploytool slots` lists them
+    (one-card slots in card order, tensor-parallel groups closest-connected first); that needs
+    NVML, not the engine."""
     slots: list[Slot] = []
     if cpu:
         slots.append(Slot())
@@ -67,7 +68,7 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
 def rollout_command(
     profile: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
     gpu: RolloutGpuOpt = None,
-    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every slot this host's cards make for the profile (`deploytool slots`), in card order.")] = False,
+    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every slot this host's cards make for the profile, in the order `deploytool slots` lists them (one-card slots in card order, tensor-parallel groups closest-connected first); the first is the canary.")] = False,
     cpu: CpuOpt = False,
     cpu_slot: RolloutCpuSlotOpt = None,
     max_unavailable: Annotated[int, typer.Option("--max-unavailable", help="Slots out of service at a time.")] = 1,

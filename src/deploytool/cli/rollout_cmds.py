@@ -41,7 +41,9 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
         from ..host.gpus import require_inventory
         from ..profiles import ProfileStore
 
-        plan = plan_slots(ProfileStore(profiles_dirs).get(profile_name), require_inventory())
+        plan = plan_slots(ProfileStore(profiles_dirs).get(profile_name), require_inventory(
+            hint="--all-gpus reads this host's cards: give the slots with --gpu UUID, or roll out CPU slots "
+                 "with --cpu / --cpu-slot NAME"))
         if not plan.slots:
             raise UsageError(f"--all-gpus: this host's cards make no slot for profile {profile_name}",
                              hint="; ".join(line.strip() for line in plan.lines()[1:]) or None)

@@ -161,10 +161,12 @@ def read_inventory(nvml: Any = None) -> Inventory:
     return inventory
 
 
-def require_inventory() -> Inventory:
+def require_inventory(*, hint: str) -> Inventory:
+    """This host's cards, or NoGpuError with the caller's hint: what the command can do without
+    them is the command's to say."""
     inventory = read_inventory()
     if inventory.error:
-        raise NoGpuError(inventory.error, hint="on a machine without a GPU, deploy the embedded default with --cpu")
+        raise NoGpuError(inventory.error, hint=hint)
     return inventory
 
 

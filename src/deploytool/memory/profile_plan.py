@@ -125,7 +125,8 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
     if gpu:
         from ..host.gpus import require_inventory
 
-        inventory = inventory or require_inventory()
+        inventory = inventory or require_inventory(hint="--gpu reads the card through NVML: plan for a card of the "
+                                                         "table with --card NAME instead")
         found = inventory.by_uuid(gpu)
         if found is None:
             known = ", ".join(g.uuid for g in inventory.gpus) or "none"

@@ -178,3 +178,20 @@ def test_a_described_host_is_named_in_errors_and_doctor_and_never_deployed_to(tm
         error = json.loads(out.stdout)["error"]
         assert out.returncode == 2 and error["kind"] == "UsageError", out.stdout + out.stderr
         assert "the host is described by DEPLOYTOOL_NVML_STANDIN" in error["message"] and "--dry-run" in error["hint"]
+
+
+def test_a_card_nvml_cannot_read_is_an_inventory_error_not_a_traceback():
+    """nvmlDeviceGetUUID and GetName have no fallback: a lost card (NVML_ERROR_GPU_IS_LOST) is
+    said as the inventory's error, naming the card."""
+    nvml = StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")
+    read_uuid = nvml.nvmlDeviceGetUUID
+
+    def lost_second(handle):
+        if read_uuid(handle) == read_inventory(StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")).gpus[1].uuid:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return read_uuid(handle)
+
+    nvml.nvmlDeviceGetUUID = lost_second
+    inventory = read_inventory(nvml)
+    assert inventory.gpus == [] and inventory.error.startswith("NVML could not read GPU 1 (")
+    assert "GPU is lost" in inventory.error and inventory.source.startswith("stand-in NVML over")

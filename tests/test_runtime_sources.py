@@ -86,6 +86,18 @@ def test_a_dirty_checkout_and_a_missing_commit_are_refused_before_anything_is_bu
     (repo / "notes.txt").write_text("outside the package folder: not in the image\n")
     plan_build(profile)  # only what the image takes must be clean
 
+    # the checkout moved on to another commit with changes of its own: they are against that
+    # commit, not the named one, which git archive exports as committed
+    (repo / "python" / "sglang" / "later.py").write_text("LATER = 1\n")
+    later = commit_all(repo, "later work")
+    (repo / "python" / "sglang" / "later.py").write_text("LATER = 2\n")
+    plan_build(profile)  # not refused
+    note = runtime_source.resolve(profile).note
+    assert note.startswith(f"the checkout {repo} is at {later[:12]}, not {commit[:12]}: that does not matter")
+    with pytest.raises(ProfileError, match="uncommitted changes"):  # at the named commit they count
+        plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": later}))
+    git(repo, "checkout", "--", ".")
+
     with pytest.raises(ProfileError, match=f"has no commit {'b' * 40}"):
         plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": "b" * 40}))
     with pytest.raises(ProfileError, match="is not a git repository"):

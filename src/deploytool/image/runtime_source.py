@@ -9,7 +9,8 @@
 For git and path the package's version is read from the tree's own metadata (pyproject.toml,
 or the module its `version` attribute names) and must be a release of the version matrix,
 the one `image.runtime_version` pins: torch, sglang-kernel and flashinfer follow that row.
-A local checkout with uncommitted changes is refused: its commit would be built without them.
+A local checkout at the named commit with uncommitted changes is refused: the commit would be
+built without them. A checkout elsewhere is fine: the commit is exported as committed.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ResolvedSource:
     digest: str | None = None  # path: sha256 over the files under subdir; wheel: over the series folder's
     files: tuple[str, ...] = field(default=(), repr=False)  # path: those files, relative to tree
     series: Path | None = None  # wheel: a series folder other than the shipped one
+    note: str | None = field(default=None, compare=False)  # something said about where it was read, not identity
 
     @property
     def is_fork(self) -> bool:
@@ -153,8 +155,16 @@ def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
                                hint="fetch it into that repository, or check the hash (`git log`)")
     subdir, version = package_at(lambda rel: gitrepo.show(repo, commit, rel), spec.subdir,
                                f"{where} ({recorded} at {commit[:12]})")
+    note = None
     if not url and not gitrepo.is_bare(repo):
-        changes = gitrepo.uncommitted(repo, subdir)
+        head = gitrepo.git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).stdout.strip()
+        # The worktree's changes are against HEAD: they say something of the named commit only
+        # when HEAD is that commit. Checked out elsewhere, the commit is exported as committed
+        # (git archive) and the worktree plays no part.
+        changes = gitrepo.uncommitted(repo, subdir) if head == commit else []
+        if head != commit:
+            note = (f"the checkout {repo} is at {head[:12] or 'no commit'}, not {commit[:12]}: that does not matter, "
+                    "the named commit is exported as committed (git archive)")
         if changes:
             shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
             raise ProfileError(
@@ -162,7 +172,7 @@ def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
                 f"deploytool builds commit {commit[:12]} as committed, so they would silently be left out",
                 hint="commit them and name the new commit (`git rev-parse HEAD`), or stash them; to build the "
                      "tree as it is on disk, use `source: {kind: path, path: ...}`")
-    return ResolvedSource("git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo)
+    return ResolvedSource("git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo, note=note)
 
 
 def _resolve_path(profile: Profile, where: str) -> ResolvedSource:
@@ -356,6 +366,8 @@ def runtime_notes(profile: Profile) -> list[str]:
         notes.append(f"runtime: {source.describe()}")
         if source.is_fork:
             notes.append(f"runtime identity (in the image tag and the toolchain label): {source.identity}")
+        if source.note:
+            notes.append(f"runtime: {source.note}")
     for wheel in local_wheels.resolve(profile):
         notes.append(f"local wheel: {wheel.name} {wheel.version} ({wheel.path}, sha256 {wheel.sha256}) "
                      "in place of the index's")

@@ -3,7 +3,7 @@
     image:
       source: {kind: wheel}                            the pinned release + its patch series (default)
       source: {kind: wheel, series: my-series/}        the pinned release + another series folder
-      source: {kind: git, repo: URL-or-PATH, commit: 40-HEX}   a fork, exported at that commit
+      source: {kind: git, repo: URL-or-PATH, commit: HEX}      a fork, exported at that commit (40 hex, 64 for SHA-256)
       source: {kind: path, path: PATH}                 a local source tree, as it is on disk
       wheels:                                          wheel files that replace the index's package
         - {file: PATH.whl, sha256: 64-HEX}             of the same name
@@ -53,7 +53,7 @@ class RuntimeSource(_Strict):
     def _full_commit(cls, value: str | None) -> str | None:
         if value is not None and not _COMMIT.fullmatch(value):
             raise ValueError(f"{value!r} is not a full commit hash: a branch, a tag or a short hash can move, so "
-                             "the image would not say what it holds; give all 40 hex digits (`git rev-parse REF`)")
+                             "the image would not say what it holds; give all 40 hex digits (64 in a SHA-256 repository; `git rev-parse REF`)")
         return value
 
     @field_validator("repo")

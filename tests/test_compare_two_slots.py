@@ -79,6 +79,16 @@ def two_cpu_slots(docker_engine, tmp_path: Path):
 
 
 @pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
+@pytest.mark.parametrize("flag", [["--workload", "agentic"], ["--allow-mixed-methods"]])
+def test_flags_two_slots_would_ignore_are_refused(flag):
+    """Two slots run the two-card table with one method on both: a workload or mixed methods
+    asked for would be silently not what ran."""
+    out = run_cli("compare", "--cpu-slot", "a", "--cpu-slot", "b", *flag, "--json")
+    error = json.loads(out.stdout)["error"]
+    assert out.returncode == 2 and error["kind"] == "UsageError"
+    assert error["message"].startswith(f"{flag[0]}: not for two slots")
+
+
 def test_compare_two_cpu_slots_one_slowed(two_cpu_slots, tmp_path: Path):
     out = run_cli("compare", "--cpu-slot", "a", "--cpu-slot", "b", "--quick", "--repeats", "2", "--json",
                   "--report", str(tmp_path / "report"), "--profiles-dir", str(two_cpu_slots), timeout=900)

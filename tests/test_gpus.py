@@ -70,4 +70,15 @@ def test_gpus_command_without_a_driver():
     machine = run_cli("gpus", "--json")
     assert machine.returncode == 4
     body = json.loads(machine.stdout)
-    assert body["gpus"] == [] and "NVML" in body["error"]
+    # the empty list scripts read, and the error object every --json command prints
+    assert body["gpus"] == [] and "NVML" in body["error"]["message"]
+    assert (body["error"]["kind"], body["error"]["exit_code"]) == ("NoGpuError", 4) and body["error"]["hint"]
+    # each command's hint says what that command can do without cards
+    hints = {" ".join(args): json.loads(run_cli(*args, "--json").stdout)["error"]["hint"] for args in (
+        ("slots", "--profile", "h200-qwen3.6-35b-a3b-fp8"), ("rollout", "--all-gpus", "--profile", "sim", "--dry-run"),
+        ("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", "GPU-1234567890"),
+        ("profiles", "list", "--local-gpus"))}
+    assert "DEPLOYTOOL_NVML_STANDIN" in hints["slots --profile h200-qwen3.6-35b-a3b-fp8"]
+    assert "--cpu-slot" in hints["rollout --all-gpus --profile sim --dry-run"]
+    assert "--card NAME" in hints["plan-memory --profile h200-qwen3.6-35b-a3b-fp8 --gpu GPU-1234567890"]
+    assert "without --gpu or --local-gpus" in hints["profiles list --local-gpus"]

@@ -52,6 +52,11 @@ def test_a_base_tag_that_moved_makes_the_same_tag_stale():
     recorded = {"org.opencontainers.image.base.digest": "sha256:a"}
     assert stale_reason(plan, recorded, "sha256:a") is None
     assert "has moved" in (stale_reason(plan, recorded, "sha256:b") or "")
+    # a label written otherwise by an earlier deploytool (e.g. a host path it no longer records)
+    old = {**recorded, **plan.labels, "org.opencontainers.image.title": "an older title"}
+    assert stale_reason(plan, old, "sha256:a") == ("its label(s) org.opencontainers.image.title are not what this "
+                                                   "deploytool writes for these inputs")
+    assert stale_reason(plan, {**recorded, **plan.labels}, "sha256:a") is None
 
 
 @pytest.mark.parametrize("command", [["up", "--cpu", "--profile", "sim"], ["status"], ["rollback", "--cpu"]])

@@ -80,7 +80,8 @@ def test_rollout_all_gpus_dry_run_on_every_host_needs_no_engine(hub, host, profi
     assert planned == slots
     assert plan["canary"] == plan["waves"][0][0] and [w for wave in plan["waves"] for w in wave] == \
         [p["slot"] for p in plan["slots"]]
-    assert all(any(w.startswith("no Docker engine answers") for w in p["warnings"]) for p in plan["slots"])
+    assert all(any(w.startswith("no Docker engine answers (") for w in p["warnings"]) for p in plan["slots"])
+    assert not any("is reachable" in w for p in plan["slots"] for w in p["warnings"])  # the reason, said once
     assert all(p["serving"] is None and p["release"] == 1 for p in plan["slots"])
     if host in ("h200-mig", "mixed-5090-pro6000"):  # slots that fit only with less memory: named, not taken
         assert any("not taken by --all-gpus" in w for w in plan["warnings"])
@@ -106,8 +107,11 @@ def test_up_and_rollout_dry_runs_with_explicit_gpus_need_no_engine(hub):
     rollout = run_cli("rollout", "--gpu", a, "--gpu", b, "--profile", H200, "--dry-run", "--json", env=env)
     assert rollout.returncode == 0, rollout.stdout + rollout.stderr
     assert json.loads(rollout.stdout)["plan"]["waves"] == [[f"gpu-{a[4:12]}"], [f"gpu-{b[4:12]}"]]
-    # a real run still needs the engine, and says so as JSON
+    # a real run on the described host's cards is refused before the engine is asked, as JSON
     real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env=env)
+    assert real.returncode == 2 and "the host is described by" in json.loads(real.stdout)["error"]["message"]
+    # and on this host's own NVML it needs the engine, and says so as JSON
+    real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env={**env, "DEPLOYTOOL_NVML_STANDIN": ""})
     assert real.returncode == 3 and json.loads(real.stdout)["error"]["kind"] == "EngineUnavailable"
 
 
@@ -132,3 +136,16 @@ def test_every_json_command_reports_its_error_as_json_on_stdout(args, code, kind
 def test_without_json_an_error_is_text_on_stderr_only():
     out = run_cli("profiles", "show", "--profile", "no-such-profile", env=dict(os.environ))
     assert out.returncode == 2 and out.stdout == "" and "no-such-profile" in out.stderr
+
+
+def test_a_slot_with_more_cards_than_the_profile_uses_is_refused(hub):
+    """Every card of a slot is reserved for its server: a one-card profile on two would hold
+    one idle."""
+    env = on("h200x2-pcie-switch", hub)
+    a, b = (g["uuid"] for g in json.loads(run_cli("gpus", "--json", env=env).stdout)["gpus"])
+    for args in (["up", "--gpu", a, "--gpu", b, "--port", "39217"], ["rollout", "--gpu", f"{a},{b}"]):
+        out = run_cli(*args, "--profile", H200, "--dry-run", "--json", env=env)
+        assert out.returncode == 2, out.stdout + out.stderr
+        error = json.loads(out.stdout)["error"]
+        assert error["kind"] == "UsageError" and f"profile {H200} uses 1 GPU, slot gpu-" in error["message"]
+        assert f"deploytool slots --profile {H200}" in error["hint"]

@@ -66,6 +66,16 @@ def test_a_series_whose_memory_effects_are_not_declared_properly_is_refused(tmp_
         read_memory_effects(tmp_path, ["0001-a.patch"])
 
 
+def test_an_error_in_memory_yaml_names_the_file_and_the_line(tmp_path: Path) -> None:
+    (tmp_path / "memory.yaml").write_text("patches:\n  0001-a.patch:\n    why: x\n    effects: [frees_everything]\n")
+    with pytest.raises(ProfileError) as bad:
+        read_memory_effects(tmp_path, ["0001-a.patch"])
+    assert bad.value.message.startswith(f"{tmp_path / 'memory.yaml'}:4: patch 0001-a.patch: unknown effect")
+    (tmp_path / "memory.yaml").write_text("patches:\n  0001-a.patch: {effects: [}\n")
+    with pytest.raises(ProfileError, match=r"memory.yaml:2:\d+: malformed YAML"):
+        read_memory_effects(tmp_path, ["0001-a.patch"])
+
+
 def test_a_series_without_memory_yaml_is_refused_and_an_empty_one_needs_none(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="memory.yaml: missing"):
         read_memory_effects(tmp_path, ["0001-a.patch"])

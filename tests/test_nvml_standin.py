@@ -152,3 +152,46 @@ def test_a_bad_host_file_names_the_file_the_line_and_the_field(tmp_path):
         "    p2p_over_pcie: false\n", "    p2p_over_pcie: false\n    nvlink: {links: 2, remote: [1, 5]}\n", 1))
     with pytest.raises(UsageError, match="no GPU 5 on this host"):
         load_host(tmp_path / "peer.yaml")
+
+
+def test_a_described_host_is_named_in_errors_and_doctor_and_never_deployed_to(tmp_path):
+    """The variable, not a command-line file, chose the host: its errors name it; doctor says
+    the figures are the file's; a real up or rollout on its fake UUIDs is refused (plans are fine)."""
+    import json
+
+    from conftest import run_cli
+
+    missing = run_cli("gpus", "--json", env={"DEPLOYTOOL_NVML_STANDIN": str(tmp_path / "gone.yaml")})
+    error = json.loads(missing.stdout)["error"]
+    assert missing.returncode == 2 and error["message"].startswith("DEPLOYTOOL_NVML_STANDIN names a host file")
+    assert "unset DEPLOYTOOL_NVML_STANDIN" in error["hint"]
+
+    host = str(HOSTS / "h200x2-pcie-switch.yaml")
+    env = {"DEPLOYTOOL_NVML_STANDIN": host, "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    checks = {c["name"]: c for c in json.loads(run_cli("doctor", "--json", env=env).stdout)["checks"]}
+    driver = checks["nvidia driver"]
+    assert driver["status"] != "pass" and driver["data"]["described_host"] == host
+    assert driver["detail"].startswith(f"the host is described by DEPLOYTOOL_NVML_STANDIN={host}, not read")
+    for args in (["up", "--gpu", "GPU-a2000001-4b3a-4c2d-9e1f-000000000001", "--port", "39218"],
+                 ["rollout", "--all-gpus"]):
+        out = run_cli(*args, "--profile", "h200-qwen3.6-35b-a3b-fp8", "--json", env=env)
+        error = json.loads(out.stdout)["error"]
+        assert out.returncode == 2 and error["kind"] == "UsageError", out.stdout + out.stderr
+        assert "the host is described by DEPLOYTOOL_NVML_STANDIN" in error["message"] and "--dry-run" in error["hint"]
+
+
+def test_a_card_nvml_cannot_read_is_an_inventory_error_not_a_traceback():
+    """nvmlDeviceGetUUID and GetName have no fallback: a lost card (NVML_ERROR_GPU_IS_LOST) is
+    said as the inventory's error, naming the card."""
+    nvml = StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")
+    read_uuid = nvml.nvmlDeviceGetUUID
+
+    def lost_second(handle):
+        if read_uuid(handle) == read_inventory(StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")).gpus[1].uuid:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return read_uuid(handle)
+
+    nvml.nvmlDeviceGetUUID = lost_second
+    inventory = read_inventory(nvml)
+    assert inventory.gpus == [] and inventory.error.startswith("NVML could not read GPU 1 (")
+    assert "GPU is lost" in inventory.error and inventory.source.startswith("stand-in NVML over")

@@ -143,3 +143,32 @@ def test_profiles_list_without_a_checkpoint_config_says_so() -> None:
     rows = {r["name"]: r["memory"] for r in json.loads(run_cli("profiles", "list", "--json").stdout)["profiles"]}
     assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "unknown"
     assert "no checkpoint config here" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["why"]
+
+
+def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> None:
+    """A profile whose image takes another series (image.source.series, e.g. one `patches
+    import` wrote): `--patches series` and `--patches NAME` plan that folder's patches, not the
+    release's shipped ones."""
+    series = tmp_path / "my-series"
+    series.mkdir()
+    (series / "0001-share-vocab.patch").write_text("")
+    (series / "0002-nothing.patch").write_text("")
+    (series / "series").write_text("0001-share-vocab.patch\n0002-nothing.patch\n")
+    (series / "memory.yaml").write_text(
+        "patches:\n"
+        "  0001-share-vocab.patch: {effects: [draft_shares_target_vocab], why: the draft shares the vocabulary}\n"
+        "  0002-nothing.patch: {effects: [], why: no change to the pools}\n")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "own-series.yaml").write_text(
+        "name: own-series\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\n"
+        f"image: {{source: {{kind: wheel, series: {series}}}}}\n")
+    base = ["plan-memory", "--profile", "own-series", "--profiles-dir", str(profiles),
+            "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--json"]
+    whole = run_cli(*base, "--patches", "series")
+    assert [p.split(":")[0] for p in json.loads(whole.stdout)["patches"]] == ["0001-share-vocab.patch",
+                                                                             "0002-nothing.patch"], whole.stderr
+    one = run_cli(*base, "--patches", "0002-nothing.patch")
+    assert [p.split(":")[0] for p in json.loads(one.stdout)["patches"]] == ["0002-nothing.patch"], one.stderr
+    shipped = run_cli(*base, "--patches", "0003-mtp-draft-fp8-at-load.patch")
+    assert shipped.returncode == 2 and f"not in {series}" in shipped.stderr

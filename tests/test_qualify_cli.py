@@ -57,6 +57,13 @@ def test_unreachable_endpoint_could_not_run_exit_6_with_a_clear_message(tmp_path
     assert code == 6  # could not run: not 2, which is a usage error
     assert "unreachable" in err and url in err
     assert json.loads((tmp_path / "results.json").read_text())["could_not_run"].startswith(f"endpoint {url}")
+    # --json: the error object every command prints, with the results document as its result
+    code, out, err = run_cli(["--url", url, "--suite", "preflight", "--report", str(tmp_path / "j"), "--json"], capsys)
+    body = json.loads(out)
+    assert code == 6 and body["error"]["kind"] == "CouldNotRun" and body["error"]["exit_code"] == 6
+    assert body["error"]["message"].startswith(f"could not run: endpoint {url}") and str(tmp_path / "j") in body["error"]["hint"]
+    assert body["result"]["could_not_run"].startswith(f"endpoint {url}") and body["result"]["exit_code"] == 6
+    assert "could not run" in err
 
 
 def test_bad_arguments_are_exit_2(tmp_path: Path, capsys) -> None:

@@ -16,6 +16,8 @@ from deploytool.release.slots import Slot, cpu_slot_named, slot_from_options
 from deploy_facts import SIM, facts, release
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")
+G1 = Slot(gpus=("GPU-11111111-0000",))
+G12 = Slot(gpus=("GPU-11111111-0000", "GPU-22222222-0000"))
 
 
 def slot_facts(slot: Slot, port: int, serving: int = 1):
@@ -76,6 +78,8 @@ def test_waves_take_the_canary_alone_then_max_unavailable_at_a_time():
     (lambda: ([slot_facts(A, 1), slot_facts(B, 2)], options(A, B, max_unavailable=0)), "--max-unavailable 0"),
     (lambda: ([], options()), "say which slots"),
     (lambda: ([slot_facts(A, 1), slot_facts(A, 2)], options(A, A)), "named twice"),
+    (lambda: ([slot_facts(G1, 1), slot_facts(G12, 2)], options(G1, G12)),
+     "slots gpu-11111111 and gpu-11111111-22222222 share the card GPU-11111111-0000"),
 ])
 def test_bad_rollouts_are_refused_in_planning(make, message):
     gathered, opts = make()

@@ -55,8 +55,10 @@ def test_a_commit_is_the_identity_so_a_new_commit_is_a_new_tag(tmp_path: Path):
     one = _profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": first})
     plan = plan_build(one)
     assert json.loads(plan.labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == f"git {first} python/ (sglang 0.5.23)"
+    # the label says what the image holds; the checkout's path is this host's (the journal has it)
     assert json.loads(plan.labels[labels.IMAGE_RUNTIME_SOURCE]) == {
-        "kind": "git", "repo": str(repo), "commit": first, "subdir": "python", "version": "0.5.23"}
+        "kind": "git", "commit": first, "subdir": "python", "version": "0.5.23"}
+    assert plan.inputs.journal == {"runtime_repo": str(repo)}
     assert plan_build(one).tag == plan.tag  # the same commit, the same tag
 
     (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = True\n")
@@ -83,6 +85,18 @@ def test_a_dirty_checkout_and_a_missing_commit_are_refused_before_anything_is_bu
     git(repo, "checkout", "--", ".")
     (repo / "notes.txt").write_text("outside the package folder: not in the image\n")
     plan_build(profile)  # only what the image takes must be clean
+
+    # the checkout moved on to another commit with changes of its own: they are against that
+    # commit, not the named one, which git archive exports as committed
+    (repo / "python" / "sglang" / "later.py").write_text("LATER = 1\n")
+    later = commit_all(repo, "later work")
+    (repo / "python" / "sglang" / "later.py").write_text("LATER = 2\n")
+    plan_build(profile)  # not refused
+    note = runtime_source.resolve(profile).note
+    assert note.startswith(f"the checkout {repo} is at {later[:12]}, not {commit[:12]}: that does not matter")
+    with pytest.raises(ProfileError, match="uncommitted changes"):  # at the named commit they count
+        plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": later}))
+    git(repo, "checkout", "--", ".")
 
     with pytest.raises(ProfileError, match=f"has no commit {'b' * 40}"):
         plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": "b" * 40}))
@@ -134,7 +148,12 @@ def test_a_local_tree_is_identified_by_its_content(tmp_path: Path):
     copy = tmp_path / "copy"
     shutil.copytree(repo / "python", copy / "python", ignore=shutil.ignore_patterns("*.log"))
     assert (copy / "python" / "sglang" / "__pycache__").is_dir()
-    assert plan_build(_profile(tmp_path, {"kind": "path", "path": str(copy)})).tag == edited.tag
+    moved = plan_build(_profile(tmp_path, {"kind": "path", "path": str(copy)}))
+    assert moved.tag == edited.tag
+    # and the same label: the tree's content, never its place on this host
+    assert json.loads(moved.labels[labels.IMAGE_RUNTIME_SOURCE]) == json.loads(edited.labels[labels.IMAGE_RUNTIME_SOURCE])
+    assert str(tmp_path) not in moved.labels[labels.IMAGE_RUNTIME_SOURCE]
+    assert moved.inputs.journal == {"runtime_path": str(copy)}
 
 
 def test_render_names_the_fork_and_its_commit(tmp_path: Path):
@@ -249,3 +268,58 @@ def test_a_local_trees_exports_replace_each_other_in_the_cache(tmp_path: Path):
     (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = False\n")
     with pytest.raises(BuildError, match="changed while the image was being planned"):
         runtime_source.export_tar(second)
+
+
+def test_patches_import_refuses_a_url_with_credentials_before_fetching(tmp_path: Path):
+    """The URL would land in the mirror's git config, the series header and memory.yaml."""
+    import hashlib
+    import secrets
+
+    from deploytool.release.state import cache_dir
+
+    token = secrets.token_hex(8)
+    url = f"https://fork:{token}@127.0.0.1:9/sglang.git"
+    out = run_cli("patches", "import", "--from", url, "--base", "v0.5.23", "--head", "main",
+                  "--out", str(tmp_path / "series"), "--json")
+    assert out.returncode == 2, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "UsageError" and "carries credentials" in error["message"]
+    assert token not in out.stdout + out.stderr
+    assert not (cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]).exists()
+    assert not (tmp_path / "series").exists()
+
+
+def test_patches_import_from_an_unreachable_url_says_what_to_check(tmp_path: Path):
+    # one fixed URL: its (empty) mirror in the shared cache is the same in every run
+    out = run_cli("patches", "import", "--from", "file:///nonexistent/deploytool-test/no-such-repo.git", "--base", "v0.5.23",
+                  "--head", "main", "--out", str(tmp_path / "series"), "--json")
+    assert out.returncode != 0, out.stdout + out.stderr
+    error = json.loads(out.stdout)["error"]
+    assert error["kind"] == "CouldNotRun" and error["message"].startswith("could not fetch file://")
+    assert "check the URL" in error["hint"]
+
+
+def test_a_series_of_its_own_is_part_of_the_wheel_sources_identity(tmp_path: Path):
+    """`profiles check` matches a built image by its toolchain label's sglang_source: a wheel
+    profile's own series (its content, not its folder) must be in it, or an image built with
+    another series would pass for the profile's."""
+    from deploytool.image import flagcheck
+
+    series = tmp_path / "my-series"
+    series.mkdir()
+    (series / "0001-a.patch").write_text("--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    (series / "series").write_text("0001-a.patch\n")
+    profile = _profile(tmp_path, {"kind": "wheel", "series": str(series)})
+    first = runtime_source.resolve(profile).identity
+    assert first.startswith("wheel series sha256:") and str(series) not in first
+    assert json.loads(plan_build(profile).labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == first
+    assert flagcheck._source_identity(profile) == first
+    label = json.loads(plan_build(profile).labels[labels.IMAGE_RUNTIME_SOURCE])
+    assert label == {"kind": "wheel", "version": "0.5.23", "series_sha256": first.rsplit(":", 1)[1]}
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(series, moved)
+    assert runtime_source.resolve(_profile(tmp_path, {"kind": "wheel", "series": str(moved)})).identity == first
+    (series / "0001-a.patch").write_text("--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1 +1 @@\n-a\n+c\n")
+    assert flagcheck._source_identity(profile) != first
+    # the release with its shipped series is plain "wheel", as its images have always said
+    assert flagcheck._source_identity(_profile(tmp_path, {"kind": "wheel"})) == "wheel"

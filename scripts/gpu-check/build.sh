@@ -9,6 +9,8 @@
 #   DIR/models.tar.xz    the model folders (config + real Qwen3.5/3.6 tokenizer + index), no weights
 #   DIR/deploytool.tar.xz  deploytool's source, profiles, qualify data, this harness, docker wheel
 #   DIR/run.sh           the GPU side's one command (scripts/gpu-check/device.sh)
+#   DIR/patches/         the release's patch series (images/sglang/patches/RELEASE/), which the
+#                        a3b-patched plan applies (device.sh's PATCH_DIR default)
 #   DIR/MANIFEST.json    versions and the sha256 of each piece
 #
 # Wheels are downloaded once into the cache (DEPLOYTOOL_GPU_CHECK_CACHE, default
@@ -20,7 +22,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --release) RELEASE=$2; shift 2;;
     --out) OUT=$2; shift 2;;
-    -h|--help) sed -n 2,17p "$0"; exit 0;;
+    -h|--help) sed -n 2,19p "$0"; exit 0;;
     *) echo "build.sh: unknown argument $1 (expected --release VERSION, --out DIR)" >&2; exit 2;;
   esac
 done
@@ -71,14 +73,24 @@ find "$WORK/dt" -name __pycache__ -prune -exec rm -rf {} +
 tar -C "$WORK" --sort=name --mtime=@0 -cf - dt | xz -9 -T0 > "$OUT/deploytool.tar.xz"
 cp "$HERE/device.sh" "$OUT/run.sh"
 
+step "the release's patch series"
+rm -rf "$OUT/patches"
+if [ -d "$ROOT/images/sglang/patches/$RELEASE" ]; then
+  cp -r "$ROOT/images/sglang/patches/$RELEASE" "$OUT/patches"
+else
+  echo "build.sh: no images/sglang/patches/$RELEASE: the a3b-patched plan will have nothing to apply" >&2
+fi
+
 $PY - "$OUT" "$RELEASE" <<'EOF'
 import hashlib, json, os, sys
 out, release = sys.argv[1], sys.argv[2]
-files = {f: hashlib.sha256(open(os.path.join(out, f), "rb").read()).hexdigest()
-         for f in sorted(os.listdir(out)) if f.endswith((".xz", ".sh"))}
+names = [f for f in sorted(os.listdir(out)) if f.endswith((".xz", ".sh"))]
+if os.path.isdir(os.path.join(out, "patches")):
+    names += [f"patches/{f}" for f in sorted(os.listdir(os.path.join(out, "patches")))]
+files = {f: hashlib.sha256(open(os.path.join(out, f), "rb").read()).hexdigest() for f in names}
 json.dump({"sglang": release, "files": files}, open(os.path.join(out, "MANIFEST.json"), "w"), indent=1)
 EOF
-TOTAL=$(du -cb "$OUT"/*.xz "$OUT"/*.sh "$OUT"/MANIFEST.json | tail -1 | cut -f1)
+TOTAL=$(du -cb "$OUT"/*.xz "$OUT"/*.sh "$OUT"/MANIFEST.json $( [ -d "$OUT/patches" ] && echo "$OUT/patches") | tail -1 | cut -f1)
 du -b "$OUT"/* | sort -n >&2
 echo "built $OUT: $((TOTAL / 1048576)) MiB (the GPU host takes at most 64 MiB in all, caches included)" >&2
 [ "$TOTAL" -lt $((60 * 1048576)) ] || { echo "build.sh: $OUT is over 60 MiB" >&2; exit 1; }

@@ -10,7 +10,9 @@
 # report, fixture and log) and kernel-cache.tar.xz (the compiled Triton and tvm-ffi kernels: put
 # it beside run.sh as kernel-cache.tar.xz and the next start skips those compiles).
 # Knobs: BUDGET_S (seconds for everything, default 540), HOST_FACTS=1 (nvidia-smi, topology,
-# the raw NVML dump, deploytool gpus), PATCH_DIR (patches for the a3b-patched plan).
+# the raw NVML dump, deploytool gpus), PATCH_DIR (the series the a3b-patched plan applies to a
+# copy of the overlay, default the release's series build.sh put beside this script; the
+# overlay itself stays stock between calls).
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 W=/tmp/gpu-check

@@ -23,6 +23,7 @@ import time
 import traceback
 from pathlib import Path
 
+from overlay_patches import apply_to_copy, patch_names
 from record import Recorder, abort_checks, record_all
 from server import LoadWatch, Server, request, stop_all
 
@@ -41,7 +42,8 @@ PLANS = {
                    "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
     "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
             "steps": ["record_info", "bench"], "fallback_args": None},
-    # the draft-sharing patch on real memory: the same launch with the patch applied to the overlay
+    # the draft-sharing patch's proof: the same launch with PATCH_DIR's patches applied to a
+    # copy of the overlay, planned with those patches
     "a3b-patched": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
                     "patch": True, "no_qualify": True, "steps": ["record_info"], "fallback_args": None},
 }
@@ -133,26 +135,26 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
     res: dict = {"profile": spec["profile"], "steps": {}}
     run.summary["plans"][name] = res
     key = secrets.token_urlsafe(24) if spec.get("api_key") else None
-    env = env_for(site, dt, key)
     model_dir = W / "models" / spec["model"]
     pd = ["--profiles-dir", str(PROFILES)]
+    names = patch_names(patch_dir()) if spec.get("patch") else None
 
     # the card as the server will find it
     smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.total,memory.used,memory.free", "--format=csv"],
                          capture_output=True, text=True)
     (plan_out / "nvidia-smi-before.csv").write_text(smi.stdout + smi.stderr)
     # 1. the plan, before anything starts
-    plan_args = ["plan-memory", "--profile", spec["profile"], "--checkpoint", str(model_dir), "--json", *pd]
-    if gpu_uuid:
-        plan_args += ["--gpu", gpu_uuid]
-    res["steps"]["plan_memory"] = cli(run, "plan-memory", plan_args, env, 60, plan_out)
+    res["steps"]["plan_memory"] = cli(run, "plan-memory", plan_memory_args(spec, model_dir, gpu_uuid, names, pd),
+                                      env_for(site, dt, key), 60, plan_out)
 
     if spec.get("patch"):
-        res["patch"] = apply_patches(run, site, plan_out)
+        res["patch"] = apply_patches(run, site, names or [], plan_out)
         if not res["patch"].get("applied"):
             res["error"] = "the patch did not apply: not started"
             run.save()
             return
+        site = Path(res["patch"]["site"])  # this plan's own copy: the overlay stays stock
+    env = env_for(site, dt, key)
     attempts = [{}, spec.get("fallback_args") or None]
     server = None
     for extra in [a for a in attempts if a is not None]:
@@ -241,28 +243,32 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
         run.save()
 
 
-def apply_patches(run: Run, site: Path, plan_out: Path) -> dict:
-    """Apply every *.patch of PATCH_DIR to the overlay's site-packages (tried at -p0..-p3, so a
-    patch written against a source tree's python/sglang/... or against sglang/... both apply)."""
-    folder = Path(os.environ.get("PATCH_DIR", W / "patches"))
-    patches = sorted(folder.glob("*.patch")) if folder.is_dir() else []
-    if not patches:
-        return {"applied": False, "why": f"no *.patch in {folder}"}
-    done = []
-    for patch in patches:
-        for strip in range(4):
-            dry = subprocess.run(["patch", f"-p{strip}", "--dry-run", "-d", str(site), "-i", str(patch)],
-                                 capture_output=True, text=True)
-            if dry.returncode == 0:
-                real = subprocess.run(["patch", f"-p{strip}", "-d", str(site), "-i", str(patch)], capture_output=True, text=True)
-                done.append({"patch": patch.name, "strip": strip, "rc": real.returncode, "out": real.stdout[-2000:]})
-                break
-        else:
-            done.append({"patch": patch.name, "rc": "does not apply", "out": dry.stdout[-2000:] + dry.stderr[-500:]})
-    (plan_out / "patches.json").write_text(json.dumps(done, indent=1))
-    for d in done:
+def patch_dir() -> Path:
+    return Path(os.environ.get("PATCH_DIR", W / "patches"))
+
+
+def plan_memory_args(spec: dict, model_dir: Path, gpu_uuid: str | None, names: list[str] | None,
+                     pd: list[str]) -> list[str]:
+    """plan-memory for the plan's launch; a patched plan names its patches (`--patches`), so the
+    recorded plan is the patched one, not the profile's stock one."""
+    args = ["plan-memory", "--profile", spec["profile"], "--checkpoint", str(model_dir), "--json", *pd]
+    if gpu_uuid:
+        args += ["--gpu", gpu_uuid]
+    if names is not None:
+        args += ["--patches", ",".join(names) or "none"]
+    return args
+
+
+def apply_patches(run: Run, site: Path, names: list[str], plan_out: Path) -> dict:
+    """PATCH_DIR's patches (in its `series` order) applied to a fresh copy of the overlay
+    (overlay_patches.py): the overlay itself stays stock for every other plan and call."""
+    result = apply_to_copy(site, patch_dir(), names, W / "site-patched")
+    (plan_out / "patches.json").write_text(json.dumps(result, indent=1))
+    for d in result.get("patches", []):
         run.say(f"patch {d['patch']}: {d['rc']}")
-    return {"applied": all(d["rc"] == 0 for d in done), "patches": done}
+    if "why" in result:
+        run.say(f"patches: {result['why']}")
+    return result
 
 
 def served_name(profile_name: str, dt: Path) -> str:

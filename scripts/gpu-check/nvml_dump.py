@@ -7,13 +7,25 @@ topology reader can expect from a real card. JSON on stdout.
 
 from __future__ import annotations
 
+import ctypes
 import json
 
 import pynvml as n
 
 
-def text(value):
-    return value.decode() if isinstance(value, bytes) else value
+def plain(value):
+    """An NVML answer as JSON data: bytes as text, ctypes arrays (an affinity bitmask, a UUID
+    field) as lists, structs as objects of their fields, all the way down; json's default=str
+    would print an array as "<c_ulong_Array_4 object at ...>"."""
+    if isinstance(value, bytes):
+        return value.decode(errors="backslashreplace")
+    if isinstance(value, ctypes.Array):
+        return [plain(v) for v in value]
+    if hasattr(value, "_fields_"):
+        return {f[0]: plain(getattr(value, f[0])) for f in value._fields_}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
 
 
 def call(name: str, *args):
@@ -25,11 +37,7 @@ def call(name: str, *args):
         value = fn(*args)
     except Exception as exc:  # noqa: BLE001 - the error is the reading
         return {"error": f"{type(exc).__name__}: {exc}"}
-    if hasattr(value, "_fields_"):
-        value = {f[0]: text(getattr(value, f[0])) for f in value._fields_}
-    elif isinstance(value, (list, tuple)):
-        value = [text(v) for v in value]
-    return {"value": text(value)}
+    return {"value": plain(value)}
 
 
 def gpu(handle, index: int) -> dict:

@@ -41,6 +41,10 @@ class ProfileError(UsageError):
 class EngineUnavailable(DeploytoolError):
     exit_code = EXIT_ENGINE
 
+    def __init__(self, message: str, *, hint: str | None = None, reason: str | None = None):
+        super().__init__(message, hint=hint)
+        self.reason = reason or message  # why, without the sentence around it (for a note that says its own)
+
 
 class NoGpuError(DeploytoolError):
     exit_code = EXIT_NO_GPU

@@ -63,10 +63,11 @@ def print_json(obj: Any) -> None:
     typer.echo(json.dumps(to_jsonable(obj), indent=2))
 
 
-def json_error(message: str, hint: str | None, code: int, kind: str, result: object = None) -> None:
+def json_error(message: str, hint: str | None, code: int, kind: str, result: object = None,
+               **fields: object) -> None:
     """An error as --json reports it, on stdout (docs/json.md); the caller still says it on stderr
-    for a person watching."""
-    body: dict[str, object] = {"error": {"message": message, "hint": hint, "exit_code": code, "kind": kind}}
+    for a person watching. `fields`: keys a command keeps beside the error (`gpus`: its empty list)."""
+    body: dict[str, object] = {**fields, "error": {"message": message, "hint": hint, "exit_code": code, "kind": kind}}
     if result is not None:  # what the command got done before it failed (a rollout's slots)
         body["result"] = result
     print_json(body)

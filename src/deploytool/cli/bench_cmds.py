@@ -140,7 +140,7 @@ def compare_command(
     gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="A slot to compare (twice: the same release on two slots); a multi-card slot is its UUIDs joined by commas.")] = None,
     cpu: CpuOpt = False,
     cpu_slot: Annotated[Optional[list[str]], typer.Option("--cpu-slot", help="A CPU slot of the reference runtime to compare, cpu-NAME (repeatable).")] = None,
-    workload: Annotated[str, typer.Option("--workload", help="With --interleave: the workload to run.")] = "table",
+    workload: Annotated[Optional[str], typer.Option("--workload", help="With --interleave: the workload to run (default table).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="With --interleave or slots: the reduced method.")] = False,
     repeats: Annotated[Optional[int], typer.Option("--repeats", help="With --interleave or slots: passes per endpoint (default 3).")] = None,
     json_out: JsonOpt = False,
@@ -154,6 +154,13 @@ def compare_command(
     if gpu or cpu or cpu_slot:
         if runs or interleave:
             raise UsageError("compare takes runs (or --interleave URLs) or two slots, not both")
+        # Two slots run the source's two-card table (thinking off and on) with one method on
+        # both: there is no workload to choose and no mixed methods to allow.
+        ignored = [flag for flag, given in (("--workload", workload is not None),
+                                            ("--allow-mixed-methods", allow_mixed)) if given]
+        if ignored:
+            raise UsageError(f"{' and '.join(ignored)}: not for two slots, which run the two-card table with one "
+                             "method on both", hint="compare bench runs (or --interleave URLs) to use them")
         _compare_slots(gpu, cpu, cpu_slot, quick=quick, repeats=repeats, report=report, json_out=json_out,
                        profiles_dir=profiles_dir)
         return
@@ -168,7 +175,7 @@ def compare_command(
 
         if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
             raise UsageError("--interleave takes two endpoint URLs", hint="deploytool compare --interleave URL_A URL_B")
-        method = _method(build_method, quick, None, "off", False, workload, repeats)
+        method = _method(build_method, quick, None, "off", False, workload or "table", repeats)
         console_err.print(f"interleaving {runs[0]} and {runs[1]}: {method.workload} workload, {method.repeats} passes "
                           "each", highlight=False)
         run_a, run_b, comparison = run_interleaved(Target(url=runs[0], profile=None), Target(url=runs[1], profile=None),

@@ -100,7 +100,7 @@ def render_command(
     slot = slot_from_options(gpu, cpu, cpu_slot)
     resolved = ProfileStore(profiles_dir).get(profile)
     from ..image.build import plan_build
-    from ..image.runtime_source import render_notes as runtime_notes
+    from ..image.runtime_source import runtime_notes
 
     reference = image or plan_build(resolved).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,

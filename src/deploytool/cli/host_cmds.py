@@ -12,7 +12,8 @@ if TYPE_CHECKING:
     from ..host import gpus
 
 from ..errors import EXIT_FAILED, EXIT_NO_GPU
-from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, print_json, styled
+from ..host.nvml import STANDIN_ENV
+from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, json_error, print_json, styled
 
 
 # -- gpus ---------------------------------------------------------------------------------------
@@ -28,10 +29,10 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
 
     inventory = gpus.read_inventory()
     if inventory.error:
-        if json_output:
-            print_json({"gpus": [], "error": inventory.error})
-        else:
-            console_err.print(f"no GPUs: {inventory.error}", highlight=False)
+        hint = f"on a machine without a GPU: a CPU slot (`up --cpu`), or a described host ({STANDIN_ENV}=FILE, docs/gpus.md)"
+        if json_output:  # the error object every command prints, and the empty list scripts read
+            json_error(f"no GPUs: {inventory.error}", hint, EXIT_NO_GPU, "NoGpuError", gpus=[])
+        console_err.print(f"no GPUs: {inventory.error}\n  hint: {hint}", highlight=False)
         raise typer.Exit(EXIT_NO_GPU)
     annotate_matches(inventory, ProfileStore(profiles_dir).all())
     if json_output:
@@ -99,7 +100,9 @@ def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
     from ..profiles import ProfileStore
 
     chosen = ProfileStore(profiles_dir).get(profile)
-    inventory = gpus.require_inventory()
+    inventory = gpus.require_inventory(
+        hint=f"slots groups the cards NVML sees: run it on the GPU host, or on a described host ({STANDIN_ENV}=FILE, "
+             "docs/gpus.md)")
     plan = plan_slots(chosen, inventory)
     if json_output:
         print_json({"source": inventory.source, **to_jsonable(plan)})

@@ -19,7 +19,7 @@ def plan_memory_cli(
     card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.")] = None,
-    patches: Annotated[Optional[str], typer.Option("--patches", help="What-if: the image's patches to assume: `none`, `series` (all of images/sglang/patches/<version>/series) or file names separated by commas; default the profile's own.")] = None,
+    patches: Annotated[Optional[str], typer.Option("--patches", help="What-if: the image's patches to assume: `none`, `series` (every patch in the `series` file of the profile's series folder: image.source.series, else images/sglang/patches/<version>/) or file names separated by commas; default the profile's own.")] = None,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:

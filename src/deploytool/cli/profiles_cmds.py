@@ -44,7 +44,7 @@ def profiles_list(
         _local_slots(profiles, json_output)
         return
     if gpu:
-        inventory = gpus.require_inventory()
+        inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
         slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice
         cards = []
         for uuid in slot.gpus:
@@ -137,6 +137,10 @@ def profiles_check(
         raise typer.Exit(EXIT_FAILED)
 
 
+_NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every profile and its memory plan on its "
+                  "own card, without reading this host's cards")
+
+
 def _local_slots(profiles: list, json_output: bool) -> None:
     """Each profile with the slots this host's cards make for it: its verdict is its best slot's
     (incompatible with every card's problem when there is none)."""
@@ -144,7 +148,7 @@ def _local_slots(profiles: list, json_output: bool) -> None:
     from ..release.card_slots import plan_slots
     from ..host.fit import VERDICT_ORDER
 
-    inventory = gpus.require_inventory()
+    inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
     rows = []
     for profile in profiles:
         plan = plan_slots(profile, inventory)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..errors import EXIT_INTERRUPTED
 from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
-                  app, console, console_err, print_json)
+                  app, console, console_err, json_error, print_json)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -51,7 +51,14 @@ def qualify_command(
                             api_key_file=api_key_file, api_key_flag=api_key)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
                                overrides=overrides, progress=not (no_progress or json_out))
-    if json_out:
+    if json_out and (result.could_not_run or result.interrupted):
+        # an error object, as every --json command reports one (docs/json.md), with the
+        # results document of what did run as its result
+        json_error(f"could not run: {result.could_not_run}" if result.could_not_run else "interrupted (Ctrl-C)",
+                   f"report: {result.report_dir}",
+                   EXIT_INTERRUPTED if result.interrupted else result.exit_code,
+                   "Interrupted" if result.interrupted else "CouldNotRun", results_document(result))
+    elif json_out:
         print_json(results_document(result))
     else:
         _print_summary(result)

@@ -22,8 +22,9 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
                   profile_name: str | None = None, profiles_dirs: list[Path] | None = None,
                   engine: Any = None) -> tuple[list[Slot], list[str]]:
     """The slots in the order given (the first is the canary), and notes about them. --all-gpus:
-    the slots this host's cards make for the profile (`deploytool slots`), in card order; that
-    needs NVML, not the engine."""
+    the slots this host's cards make for the profile, in the order `deploytool slots` lists them
+    (one-card slots in card order, tensor-parallel groups closest-connected first); that needs
+    NVML, not the engine."""
     slots: list[Slot] = []
     if cpu:
         slots.append(Slot())
@@ -40,7 +41,9 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
         from ..host.gpus import require_inventory
         from ..profiles import ProfileStore
 
-        plan = plan_slots(ProfileStore(profiles_dirs).get(profile_name), require_inventory())
+        plan = plan_slots(ProfileStore(profiles_dirs).get(profile_name), require_inventory(
+            hint="--all-gpus reads this host's cards: give the slots with --gpu UUID, or roll out CPU slots "
+                 "with --cpu / --cpu-slot NAME"))
         if not plan.slots:
             raise UsageError(f"--all-gpus: this host's cards make no slot for profile {profile_name}",
                              hint="; ".join(line.strip() for line in plan.lines()[1:]) or None)
@@ -67,7 +70,7 @@ def rollout_slots(gpus: list[str] | None, all_gpus: bool, cpu: bool, cpu_slots: 
 def rollout_command(
     profile: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
     gpu: RolloutGpuOpt = None,
-    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every slot this host's cards make for the profile (`deploytool slots`), in card order.")] = False,
+    all_gpus: Annotated[bool, typer.Option("--all-gpus", help="Every slot this host's cards make for the profile, in the order `deploytool slots` lists them (one-card slots in card order, tensor-parallel groups closest-connected first); the first is the canary.")] = False,
     cpu: CpuOpt = False,
     cpu_slot: RolloutCpuSlotOpt = None,
     max_unavailable: Annotated[int, typer.Option("--max-unavailable", help="Slots out of service at a time.")] = 1,
@@ -88,6 +91,7 @@ def rollout_command(
     from ..deploy.no_engine import engine_for_dry_run
     from ..deploy.rollout_plan import RolloutOptions
     from ..host.engine import Engine
+    from ..host.nvml import refuse_on_described_host
 
     if resume and undo:
         raise UsageError("give --resume or --undo, not both")
@@ -114,6 +118,8 @@ def rollout_command(
         return
     if profile is None:
         raise UsageError("say which profile to roll out: --profile NAME")
+    if not dry_run:  # before the engine is asked anything: no card of a described host is here
+        refuse_on_described_host([f"--gpu {g}" for g in gpu or []] + (["--all-gpus"] if all_gpus else []), "rollout")
     engine = engine_for_dry_run() if dry_run else Engine()
     slots, notes = rollout_slots(gpu, all_gpus, cpu, cpu_slot, profile_name=profile, profiles_dirs=profiles_dir, engine=engine)
     options = RolloutOptions(profile_name=profile, slots=slots,

@@ -17,6 +17,7 @@ from typing import Any
 from ..release.cache import CacheDecision
 from ..release.compose import document_text
 from ..host.engine import Engine
+from ..host.nvml import refuse_on_described_host
 from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot
@@ -80,6 +81,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
 def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | None = None,
        engine: Engine | None = None, hooks: Hooks | None = None, **kwargs: Any) -> UpResult:
     options = options or UpOptions(**kwargs)
+    refuse_on_described_host([] if slot.is_cpu else [slot.name], "up")
     engine = engine or Engine()
     with slot_lock(slot.name, "up"):
         try:

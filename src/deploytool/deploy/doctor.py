@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..host.nvml import STANDIN_ENV
 from ..profiles import Profile, ProfileStore
 from ..image.versions import load_matrix, version_tuple
 
@@ -201,9 +202,13 @@ def _mentions_nvidia(path: Path) -> bool:
 def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
     """The driver against the minimum driver of each CUDA that a profile's image uses."""
     if nvml is None:
+        from ..errors import DeploytoolError
         from ..host.nvml import nvml_library  # the driver's NVML, or a described host's (DEPLOYTOOL_NVML_STANDIN)
 
-        nvml = nvml_library()
+        try:
+            nvml = nvml_library()
+        except DeploytoolError as exc:  # a described host whose file cannot be read: a finding, not a crash
+            return Check("nvidia driver", "fail", exc.message, hint=exc.hint)
         if nvml is None:
             return Check("nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py")
     try:
@@ -247,8 +252,17 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
                          f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})")
     data = {"driver": driver, "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
             "gpus": count, "table": table}
+    described = getattr(nvml, "described_host", None)  # the stand-in NVML over a host file
+    if described:
+        data["described_host"] = described
     if driver_cuda is None and needs:
         notes.append("the CUDA version of the driver is unknown (NVML did not say)")
+    if described:
+        # every figure is the host file's, not this machine's: said first, and never a pass
+        return Check("nvidia driver", "fail" if too_old and len(too_old) == len(table) else "warn",
+                     f"the host is described by {STANDIN_ENV}={described}, not read from this machine's driver: "
+                     f"driver {driver}, {count} GPU(s)" + "".join(f"; {n}" for n in too_old + notes),
+                     hint=f"unset {STANDIN_ENV} to check this machine's driver", data=data)
     if too_old:
         status: Status = "fail" if len(too_old) == len(table) else "warn"
         return Check("nvidia driver", status, f"driver {driver}, {count} GPU(s); " + "; ".join(too_old + notes),

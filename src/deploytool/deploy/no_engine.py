@@ -64,7 +64,7 @@ def engine_for_dry_run() -> Any:
     try:
         return Engine()
     except EngineUnavailable as exc:
-        return NoEngine(exc.message)
+        return NoEngine(exc.reason)
 
 
 def engine_note(reason: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
-from ..image.runtime_source import render_notes as runtime_notes
+from ..image.runtime_source import runtime_notes
 from ..release.compose import RenderRequest, render_compose, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
@@ -113,6 +113,14 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:
     slot, inventory = facts.slot, facts.inventory
+    wanted = profile.match.gpu_count
+    if not slot.is_cpu and not profile.is_simulator and len(slot.gpus) > wanted:
+        # The slot reserves every card it names: a server that uses fewer would hold the
+        # others idle, out of every other slot's reach.
+        raise UsageError(f"profile {profile.name} uses {wanted} GPU{'s' if wanted != 1 else ''}, slot {slot.name} "
+                         f"names {len(slot.gpus)}: the others would be reserved and left idle",
+                         hint=f"give {wanted} --gpu per slot; `deploytool slots --profile {profile.name}` groups this "
+                              "host's cards into the profile's slots")
     if slot.is_cpu or inventory is None:
         return []
     if inventory.error:

@@ -21,6 +21,7 @@ from typing import Any
 from ..image.build import build
 from ..release.compose import document_text
 from ..host.engine import Engine
+from ..host.nvml import refuse_on_described_host
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot, slot_named
@@ -118,6 +119,7 @@ def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str
 def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine: Engine | None = None,
             hooks_dir: Path | None = None, rollout_id: str | None = None,
             done: list[str] | None = None) -> RolloutResult:
+    refuse_on_described_host([s.name for s in options.slots if not s.is_cpu], "rollout")
     engine, reporter = engine or Engine(), reporter or Reporter()
     started = time.monotonic()
     plan, profile = plan_for_rollout(options, engine=engine, rollout_id=rollout_id, done=done)

@@ -111,6 +111,14 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
         raise UsageError("say which slots: --gpu UUID (once per slot), --all-gpus, or --cpu-slot NAME (repeatable)")
     if len(set(names)) != len(names):
         raise UsageError(f"a slot is named twice: {', '.join(names)}")
+    holder: dict[str, str] = {}
+    for f in facts:  # a card serves one copy of the model: two slots on it would fight over its memory
+        for uuid in f.slot.gpus:
+            if uuid in holder:
+                raise UsageError(f"slots {holder[uuid]} and {f.slot.name} share the card {uuid}",
+                                 hint="give each card to one slot (`deploytool slots --profile NAME` groups this "
+                                      "host's cards)")
+            holder[uuid] = f.slot.name
     if options.max_unavailable < 1:
         raise UsageError(f"--max-unavailable {options.max_unavailable}: at least 1 slot is taken out at a time")
     if options.canary_qualify not in ("full", "quick"):

@@ -55,7 +55,7 @@ class Engine:
                 client.ping()
             except docker.errors.DockerException as exc:
                 raise EngineUnavailable(f"no Docker engine is reachable ({_short(exc)})",
-                                        hint=HOW_TO_GET_AN_ENGINE) from None
+                                        hint=HOW_TO_GET_AN_ENGINE, reason=_short(exc)) from None
         self.client = client
 
     @classmethod

@@ -71,7 +71,7 @@ def get_json(conn: http.client.HTTPConnection, path: str) -> Any:
         body = response.read()
     except OSError as exc:
         raise EngineUnavailable(f"no Docker engine is reachable ({type(exc).__name__}: {exc})",
-                                hint=HOW_TO_GET_AN_ENGINE) from None
+                                hint=HOW_TO_GET_AN_ENGINE, reason=f"{type(exc).__name__}: {exc}") from None
     except http.client.HTTPException as exc:
         raise EngineUnavailable(f"the Docker engine answered something that is not HTTP ({exc!r})",
                                 hint=HOW_TO_GET_AN_ENGINE) from None

@@ -146,9 +146,17 @@ def read_inventory(nvml: Any = None) -> Inventory:
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
         return Inventory(gpus=[], error=f"NVML is not available on this machine ({_nvml_text(exc)}): "
                                         "no NVIDIA driver, or not an NVIDIA GPU host", source=source)
+    from pynvml import NVMLError  # the stand-in raises pynvml's errors too
+
+    index = None
     try:
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        cards = [_read_gpu(nvml, i, h) for i, h in enumerate(handles)]
+        handles = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handles.append(nvml.nvmlDeviceGetHandleByIndex(index))
+        cards = []
+        for index, handle in enumerate(handles):
+            cards.append(_read_gpu(nvml, index, handle))
+        index = None
         inventory = Inventory(
             gpus=cards,
             driver_version=_optional(lambda: _text(nvml.nvmlSystemGetDriverVersion())),
@@ -156,15 +164,20 @@ def read_inventory(nvml: Any = None) -> Inventory:
             pairs=read_pairs(nvml, handles, cards),
             source=source,
         )
+    except NVMLError as exc:  # a card that cannot be read (lost, or the driver gone): said, not a traceback
+        where = "the cards" if index is None else f"GPU {index}"
+        return Inventory(gpus=[], error=f"NVML could not read {where} ({_nvml_text(exc)})", source=source)
     finally:
         _optional(nvml.nvmlShutdown)
     return inventory
 
 
-def require_inventory() -> Inventory:
+def require_inventory(*, hint: str) -> Inventory:
+    """This host's cards, or NoGpuError with the caller's hint: what the command can do without
+    them is the command's to say."""
     inventory = read_inventory()
     if inventory.error:
-        raise NoGpuError(inventory.error, hint="on a machine without a GPU, deploy the embedded default with --cpu")
+        raise NoGpuError(inventory.error, hint=hint)
     return inventory
 
 

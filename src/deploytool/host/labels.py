@@ -28,7 +28,7 @@ IMAGE_INPUTS_HASH = f"{PREFIX}.inputs-hash"
 IMAGE_RECIPE = f"{PREFIX}.recipe"
 IMAGE_PROFILE = f"{PREFIX}.build-profile"
 IMAGE_FINGERPRINT = f"{PREFIX}.toolchain"  # JSON object: cuda, compiler, runtime, kernels, patches, ...
-IMAGE_RUNTIME_SOURCE = f"{PREFIX}.runtime-source"  # JSON: a fork's repo and commit, a tree's path and sha256
+IMAGE_RUNTIME_SOURCE = f"{PREFIX}.runtime-source"  # JSON: a fork's commit, a tree's sha256, a series' sha256 (no host path)
 IMAGE_LOCAL_WHEELS = f"{PREFIX}.local-wheels"  # JSON list: each of image.wheels' name, version, file, sha256
 VOLUME_CACHE = f"{PREFIX}.cache"
 

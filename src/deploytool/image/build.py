@@ -147,11 +147,16 @@ def _contents(name: str, item: Path | str) -> list[tuple[str, bytes]]:
 
 def stale_reason(plan: BuildPlan, existing_labels: dict[str, str] | None, base_id: str | None) -> str | None:
     """Why the image must be built: None when the engine's image with this tag is current.
-    A base pinned by tag that now resolves elsewhere makes the same tag stale."""
+    A base pinned by tag that now resolves elsewhere makes the same tag stale; so does a label
+    that says otherwise than this deploytool writes for the same inputs (labels are not hashed:
+    an image built before kept, say, a host path a label no longer holds)."""
     if existing_labels is None:
         return "no image with these inputs yet"
     if not plan.base_pinned and base_id and existing_labels.get(BASE_DIGEST_LABEL) not in (None, base_id):
         return f"base {plan.base_ref} has moved since the last build (now {base_id[:19]})"
+    differ = sorted(k for k, v in plan.labels.items() if k in existing_labels and existing_labels[k] != v)
+    if differ:
+        return f"its label(s) {', '.join(differ)} are not what this deploytool writes for these inputs"
     return None
 
 
@@ -189,7 +194,7 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
     finally:
         shutil.rmtree(context, ignore_errors=True)
     journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
-            base=plan.base_ref, base_digest=base_id)
+            base=plan.base_ref, base_digest=base_id, **plan.inputs.journal)
     return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
                        labels=image_labels, log_tail=tail, why=why)
 

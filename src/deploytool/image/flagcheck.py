@@ -4,13 +4,17 @@ its pinned sglang before a five-minute start-up finds the typo.
 Where the parser runs:
   * inside the profile's built image when the engine has one (label
     dev.deploytool.build-profile=NAME) whose toolchain label names the profile's sglang
-    (image.runtime_version): the exact sglang that will serve, patches included;
+    (image.runtime_version) and its source (a fork's commit, a tree's digest, a series of the
+    profile's own): the exact sglang that will serve, patches included;
   * else in a deploytool-managed virtual environment under the cache folder, where the pinned
     sglang wheel is installed without its dependencies, next to the few light packages its
     parser imports (images/sglang/parser-requirements.txt) and torch, from the index that
     DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
     configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
-    sglang release and Python (about a minute, then ~2 s a check).
+    sglang release and Python (about a minute, then ~2 s a check). A fork's package (git or
+    path source, unpacked once per commit or tree digest) or the release with the profile's
+    own series applied (image.source.series) comes first on the path, so their flags are the
+    ones read.
 
 deploytool.image.in_image.flagprobe runs there and answers per flag: ok, unknown (with close names),
 invalid_choice, wrong_type, overridden (sglang stores or resolves another value) or
@@ -234,6 +238,14 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
             tree = runtime_source.unpacked(source)
             env = {**os.environ, "PYTHONPATH": str(tree)}
             where += f" with the fork's sources {tree} ({source.describe()})"
+        elif source.series:
+            # A series of the profile's own may add or change flags: the release with that
+            # series applied comes first on the path, as in the image.
+            from .patches import patched_release
+
+            tree = patched_release(profile, source)
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            where += f" with the patched sources {tree} ({source.describe()})"
         try:
             proc = subprocess.run([str(python), "-c", probe, json.dumps(request)], capture_output=True, text=True,
                                   timeout=timeout, env=env)
@@ -268,8 +280,11 @@ def _answer(stdout: str) -> dict[str, Any] | None:
 
 
 def _source_identity(profile: Profile) -> str:
-    """What an image's toolchain label must say of its sglang's source to be the profile's."""
-    if profile.image.source.kind == "wheel":
+    """What an image's toolchain label must say of its sglang's source to be the profile's:
+    "wheel" for the release with its shipped series, else the identity of the fork, the tree or
+    the series of the profile's own (image.source.series)."""
+    spec = profile.image.source
+    if spec.kind == "wheel" and not spec.series:
         return "wheel"
     try:
         return runtime_source.resolve(profile).identity

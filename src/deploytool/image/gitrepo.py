@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..errors import CouldNotRun, UsageError
 
+FETCH_HINT = ("check the URL and that this host can reach it (git's credential helper or an SSH key for a "
+              "private repository)")
 # scp-like SSH addresses (git@host:org/repo.git) are URLs too.
 _SCP = re.compile(r"^[\w.-]+@[\w.-]+:")
 
@@ -85,8 +87,7 @@ def fetch_commit(url: str, commit: str) -> Path:
         if everything.returncode != 0:
             raise CouldNotRun(f"could not fetch {url}:\n"
                               + "\n".join("    " + x for x in everything.stderr.strip().splitlines()[-6:]),
-                              hint="check the URL and that this host can reach it (git's credential helper or an "
-                                   "SSH key for a private repository)")
+                              hint=FETCH_HINT)
     if not has_commit(repo, commit):
         raise UsageError(f"{url} has no commit {commit}",
                          hint="push the commit, or check the hash (`git rev-parse HEAD` in the fork)")
@@ -96,7 +97,12 @@ def fetch_commit(url: str, commit: str) -> Path:
 def fetch_refs(url: str) -> Path:
     """A mirror of `url` with its branches and tags (for `patches import`, which names refs)."""
     repo = mirror(url)
-    git(repo, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+    fetched = git(repo, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+                  check=False)
+    if fetched.returncode != 0:
+        raise CouldNotRun(f"could not fetch {url}:\n"
+                          + "\n".join("    " + x for x in fetched.stderr.strip().splitlines()[-6:]),
+                          hint=FETCH_HINT)
     return repo
 
 

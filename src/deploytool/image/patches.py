@@ -64,6 +64,13 @@ def series_dir(sglang_version: str) -> Path:
     return resource("images", RECIPE, "patches", sglang_version)
 
 
+def series_folder(profile: Profile) -> Path:
+    """The folder the profile's patches come from: image.source.series when it names one (a
+    series `patches import` wrote), else the release's shipped folder."""
+    series = profile.image.source.series
+    return local_path(profile.source, series) if series else series_dir(profile.image.runtime_version or "")
+
+
 def series_for(profile: Profile) -> PatchSeries:
     """The ordered patches a profile's image gets: the release's series (or the folder
     image.source.series names) on the wheel; on a fork's tree, only those image.patches names
@@ -74,7 +81,7 @@ def series_for(profile: Profile) -> PatchSeries:
     source = profile.image.source
     if source.kind != "wheel" and not profile.image.patches:
         return PatchSeries(sglang_version=version, folder=series_dir(version), names=[])
-    folder = local_path(profile.source, source.series) if source.series else series_dir(version)
+    folder = series_folder(profile)
     if not folder.is_dir() or not (profile.image.patches or (folder / "series").is_file()):
         # A release without its patch folder or `series` file is not a release without patches:
         # an empty `series` file says that on purpose.
@@ -173,6 +180,25 @@ def patched_tree(profile: Profile, dest: Path) -> Path:
             raise DeploytoolError(f"patch {result.name} does not apply to sglang {series.sglang_version}",
                                   hint="run `deploytool patches check --profile " + profile.name + "` for the refused hunks")
     return tree
+
+
+def patched_release(profile: Profile, source) -> Path:
+    """The pinned release with the profile's series applied, once per wheel and series content
+    in the cache (read-only by convention): what `profiles check` reads a wheel profile's flags
+    from when its series is its own (`source`: runtime_source.resolve(profile))."""
+    wheel = sglang_wheel(series_for(profile).sglang_version, profile.image.python)
+    root = cache_dir("sglang", "patched", f"{wheel.stem}-{source.digest}")
+    if (root / ".complete").exists():
+        return root
+    partial = Path(tempfile.mkdtemp(prefix=".patch-", dir=root.parent))
+    try:
+        patched_tree(profile, partial / "tree")
+        (partial / "tree" / ".complete").write_text(source.identity + "\n")
+        shutil.rmtree(root, ignore_errors=True)
+        (partial / "tree").rename(root)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return root
 
 
 def _pristine(profile: Profile, series: PatchSeries) -> tuple[Path, str]:

@@ -9,7 +9,8 @@
 For git and path the package's version is read from the tree's own metadata (pyproject.toml,
 or the module its `version` attribute names) and must be a release of the version matrix,
 the one `image.runtime_version` pins: torch, sglang-kernel and flashinfer follow that row.
-A local checkout with uncommitted changes is refused: its commit would be built without them.
+A local checkout at the named commit with uncommitted changes is refused: the commit would be
+built without them. A checkout elsewhere is fine: the commit is exported as committed.
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ class ResolvedSource:
     repo: str | None = None  # git: as the profile names it (a URL, or the local repository's path)
     commit: str | None = None
     tree: Path | None = None  # git: the repository read (local, or the cache's mirror); path: the tree
-    digest: str | None = None  # path: sha256 over the files under subdir
+    digest: str | None = None  # path: sha256 over the files under subdir; wheel: over the series folder's
     files: tuple[str, ...] = field(default=(), repr=False)  # path: those files, relative to tree
     series: Path | None = None  # wheel: a series folder other than the shipped one
+    note: str | None = field(default=None, compare=False)  # something said about where it was read, not identity
 
     @property
     def is_fork(self) -> bool:
@@ -66,18 +68,33 @@ class ResolvedSource:
             return f"git {self.commit} {where} (sglang {self.version})"
         if self.kind == "path":
             return f"path sha256:{self.digest} {where} (sglang {self.version})"
-        return "wheel"
+        # a series of one's own changes the sources (a patch may add a flag): its content is
+        # part of what the image holds, its folder is not
+        return f"wheel series sha256:{self.digest}" if self.series else "wheel"
 
     def record(self) -> dict[str, str]:
-        """The image label: identity plus where it was read (a location, so not hashed)."""
+        """The image label: what the image holds, never where on this host it was read (the
+        tag leaves the location out, so the label must too: the same image found from another
+        checkout would carry the first one's path). A repository URL is a name, not a place on
+        the host, and has no credentials (the profile refuses them): it is kept."""
         out = {"kind": self.kind, "version": self.version}
         if self.kind == "git":
-            out.update(repo=self.repo or "", commit=self.commit or "", subdir=self.subdir)
+            out.update(commit=self.commit or "", subdir=self.subdir)
+            if self.repo and gitrepo.is_url(self.repo):
+                out["repo"] = self.repo
         elif self.kind == "path":
-            out.update(path=str(self.tree), sha256=self.digest or "", subdir=self.subdir, files=str(len(self.files)))
+            out.update(sha256=self.digest or "", subdir=self.subdir, files=str(len(self.files)))
         elif self.series:
-            out["series"] = str(self.series)
+            out["series_sha256"] = self.digest or ""
         return out
+
+    def location(self) -> dict[str, str]:
+        """Where this host read it (a checkout, a tree, a series folder): for the journal."""
+        if self.kind == "git":
+            return {"repo": self.repo or ""}
+        if self.kind == "path":
+            return {"path": str(self.tree)}
+        return {"series": str(self.series)} if self.series else {}
 
     def describe(self) -> str:
         where = f" ({self.subdir}/)" if self.subdir else ""
@@ -101,13 +118,25 @@ def resolve(profile: Profile) -> ResolvedSource:
                 raise ProfileError(f"{where}.series: {series} has no `series` file",
                                    hint="a series folder holds the patches and a `series` file naming them in order "
                                         "(`deploytool patches import` writes one)")
-        return ResolvedSource("wheel", version=profile.image.runtime_version or "", series=series)
+        return ResolvedSource("wheel", version=profile.image.runtime_version or "", series=series,
+                              digest=series_digest(series) if series else None)
     if spec.kind == "git":
         source = _resolve_git(profile, where)
     else:
         source = _resolve_path(profile, where)
     check_version(profile, source.version, where)
     return source
+
+
+def series_digest(folder: Path) -> str:
+    """sha256 over a series folder's `series` file and each patch it names (in its order)."""
+    from .in_image.unidiff import read_series
+
+    h = hashlib.sha256((folder / "series").read_bytes())
+    for name in read_series(folder / "series"):
+        path = folder / name
+        h.update(b"\0" + name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(missing)"))
+    return h.hexdigest()
 
 
 def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
@@ -126,8 +155,16 @@ def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
                                hint="fetch it into that repository, or check the hash (`git log`)")
     subdir, version = package_at(lambda rel: gitrepo.show(repo, commit, rel), spec.subdir,
                                f"{where} ({recorded} at {commit[:12]})")
+    note = None
     if not url and not gitrepo.is_bare(repo):
-        changes = gitrepo.uncommitted(repo, subdir)
+        head = gitrepo.git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).stdout.strip()
+        # The worktree's changes are against HEAD: they say something of the named commit only
+        # when HEAD is that commit. Checked out elsewhere, the commit is exported as committed
+        # (git archive) and the worktree plays no part.
+        changes = gitrepo.uncommitted(repo, subdir) if head == commit else []
+        if head != commit:
+            note = (f"the checkout {repo} is at {head[:12] or 'no commit'}, not {commit[:12]}: that does not matter, "
+                    "the named commit is exported as committed (git archive)")
         if changes:
             shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
             raise ProfileError(
@@ -135,7 +172,7 @@ def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
                 f"deploytool builds commit {commit[:12]} as committed, so they would silently be left out",
                 hint="commit them and name the new commit (`git rev-parse HEAD`), or stash them; to build the "
                      "tree as it is on disk, use `source: {kind: path, path: ...}`")
-    return ResolvedSource("git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo)
+    return ResolvedSource("git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo, note=note)
 
 
 def _resolve_path(profile: Profile, where: str) -> ResolvedSource:
@@ -315,7 +352,7 @@ def unpacked(source: ResolvedSource) -> Path:
     return root / source.subdir if source.subdir else root
 
 
-def render_notes(profile: Profile) -> list[str]:
+def runtime_notes(profile: Profile) -> list[str]:
     """What `render` and `up --dry-run` say of the runtime when it is not the pinned wheel
     with its shipped series (nothing otherwise: a release profile's files are unchanged)."""
     from . import local_wheels
@@ -329,6 +366,8 @@ def render_notes(profile: Profile) -> list[str]:
         notes.append(f"runtime: {source.describe()}")
         if source.is_fork:
             notes.append(f"runtime identity (in the image tag and the toolchain label): {source.identity}")
+        if source.note:
+            notes.append(f"runtime: {source.note}")
     for wheel in local_wheels.resolve(profile):
         notes.append(f"local wheel: {wheel.name} {wheel.version} ({wheel.path}, sha256 {wheel.sha256}) "
                      "in place of the index's")

@@ -37,8 +37,12 @@ class ImportedSeries:
 
 
 def import_series(repo: str, base: str, head: str, out: Path, *, subdir: str | None = None) -> ImportedSeries:
+    from ..profiles.image_source import credentials_in_url
     from .runtime_source import package_at
 
+    problem = credentials_in_url(repo)
+    if problem:  # before the fetch: the mirror's config, the series header and memory.yaml name the URL
+        raise UsageError(f"--from: {problem}")
     if gitrepo.is_url(repo):
         git_dir = gitrepo.fetch_refs(repo)
     else:

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..errors import ProfileError
+from ..errors import DeploytoolError, ProfileError
+from ..yamlio import load_yaml
 
 MEMORY_FILE = "memory.yaml"
 
@@ -53,7 +52,8 @@ class PatchMemory:
 
 
 def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
-    """The declared effects of `names` (in series order) from `folder`/memory.yaml."""
+    """The declared effects of `names` (in series order) from `folder`/memory.yaml; an error
+    names the file and the line of the entry that is wrong."""
     path = folder / MEMORY_FILE
     if not names:
         return []
@@ -62,29 +62,33 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
                            hint=f"add {MEMORY_FILE} beside `series` with an entry per patch "
                                 "(`effects: []` for a patch that leaves the pools alone)")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ProfileError(f"{path}: not readable YAML ({exc})") from None
+        doc = load_yaml(path)
+    except DeploytoolError as exc:  # malformed YAML, with its line
+        raise ProfileError(exc.message) from None
+    data = doc.data or {}
     declared = data.get("patches") if isinstance(data, dict) else None
     if not isinstance(declared, dict):
-        raise ProfileError(f"{path}: expected a mapping `patches:` of patch file name -> {{effects, why}}")
+        raise ProfileError(f"{doc.where(('patches',))}: expected a mapping `patches:` of patch file name -> "
+                           "{effects, why}")
     out = []
     for name in names:
         entry = declared.get(name)
+        at = ("patches", name)
         if not isinstance(entry, dict):
-            raise ProfileError(f"{path}: patch {name} is in the series but its memory effects are not declared",
+            raise ProfileError(f"{doc.where(at)}: patch {name} is in the series but its memory effects are not declared",
                                hint="add an entry under `patches:` (`effects: []` and a `why` when it leaves the pools alone)")
         effects = entry.get("effects") or []
         unknown = [e for e in effects if e not in EFFECTS]
         if unknown:
-            raise ProfileError(f"{path}: patch {name}: unknown effect(s) {', '.join(map(str, unknown))}",
-                               hint=f"the planner knows: {', '.join(sorted(EFFECTS))}")
+            raise ProfileError(f"{doc.where(at + ('effects',))}: patch {name}: unknown effect(s) "
+                               f"{', '.join(map(str, unknown))}", hint=f"the planner knows: {', '.join(sorted(EFFECTS))}")
         when = entry.get("when") or {}
         if when and not (isinstance(when, dict) and ("env" in when) != ("arg" in when)):
-            raise ProfileError(f"{path}: patch {name}: `when` names one `env` or one `arg` (and `equals`)")
+            raise ProfileError(f"{doc.where(at + ('when',))}: patch {name}: `when` names one `env` or one `arg` "
+                               "(and `equals`)")
         why = str(entry.get("why") or "").strip()
         if not why:
-            raise ProfileError(f"{path}: patch {name}: `why` is empty",
+            raise ProfileError(f"{doc.where(at + ('why',))}: patch {name}: `why` is empty",
                                hint="say what the patch changes in memory, or why it changes nothing in the pools")
         out.append(PatchMemory(patch=name, effects=tuple(effects), why=why,
                                when={k: str(v) for k, v in when.items()}))

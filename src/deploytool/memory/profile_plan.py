@@ -56,13 +56,13 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
     what-if; [] for none), as its series' memory.yaml declares them."""
     if profile.image.recipe != "sglang" or not profile.image.runtime_version:
         return []
-    from ..image.patches import series_dir, series_for
+    from ..image.patches import series_folder, series_for
 
     if names is None:
         series = series_for(profile)
         folder, names = series.folder, series.names
     else:
-        folder = series_dir(profile.image.runtime_version)
+        folder = series_folder(profile)
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
@@ -125,7 +125,8 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
     if gpu:
         from ..host.gpus import require_inventory
 
-        inventory = inventory or require_inventory()
+        inventory = inventory or require_inventory(hint="--gpu reads the card through NVML: plan for a card of the "
+                                                         "table with --card NAME instead")
         found = inventory.by_uuid(gpu)
         if found is None:
             known = ", ".join(g.uuid for g in inventory.gpus) or "none"
@@ -205,9 +206,9 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
     names = parse_patches(patches)
     if patches is not None and names is None:  # `series`: the whole series file, whatever the profile lists
         from ..image.in_image.unidiff import read_series
-        from ..image.patches import series_dir
+        from ..image.patches import series_folder
 
-        names = read_series(series_dir(profile.image.runtime_version or "") / "series")
+        names = read_series(series_folder(profile) / "series")
     return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape, patches=names)
 
 

@@ -3,7 +3,7 @@
     image:
       source: {kind: wheel}                            the pinned release + its patch series (default)
       source: {kind: wheel, series: my-series/}        the pinned release + another series folder
-      source: {kind: git, repo: URL-or-PATH, commit: 40-HEX}   a fork, exported at that commit
+      source: {kind: git, repo: URL-or-PATH, commit: HEX}      a fork, exported at that commit (40 hex, 64 for SHA-256)
       source: {kind: path, path: PATH}                 a local source tree, as it is on disk
       wheels:                                          wheel files that replace the index's package
         - {file: PATH.whl, sha256: 64-HEX}             of the same name
@@ -53,17 +53,15 @@ class RuntimeSource(_Strict):
     def _full_commit(cls, value: str | None) -> str | None:
         if value is not None and not _COMMIT.fullmatch(value):
             raise ValueError(f"{value!r} is not a full commit hash: a branch, a tag or a short hash can move, so "
-                             "the image would not say what it holds; give all 40 hex digits (`git rev-parse REF`)")
+                             "the image would not say what it holds; give all 40 hex digits (64 in a SHA-256 repository; `git rev-parse REF`)")
         return value
 
     @field_validator("repo")
     @classmethod
     def _no_credentials(cls, value: str | None) -> str | None:
-        if value and "://" in value:
-            parts = urlsplit(value)
-            if parts.scheme in ("http", "https") and "@" in parts.netloc:
-                raise ValueError("the repository URL carries credentials (user or token before '@'): a profile, a "
-                                 "label and a log would keep them; use git's credential helper or an SSH URL")
+        problem = credentials_in_url(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("subdir")
@@ -107,6 +105,18 @@ class LocalWheel(_Strict):
         if not value.endswith(".whl"):
             raise ValueError(f"{value!r} is not a wheel file (NAME-VERSION-...-PLATFORM.whl)")
         return value
+
+
+def credentials_in_url(repo: str | None) -> str | None:
+    """Why an http(s) repository URL must not be used as given (it carries a user or token),
+    or None. Wherever the URL goes (a profile, a label, a mirror's git config, a series header,
+    a log) the credentials would go too."""
+    if repo and "://" in repo:
+        parts = urlsplit(repo)
+        if parts.scheme in ("http", "https") and "@" in parts.netloc:
+            return ("the repository URL carries credentials (user or token before '@'): a profile, a label, a "
+                    "file and a log would keep them; use git's credential helper or an SSH URL")
+    return None
 
 
 def local_path(profile_file: str, raw: str) -> Path:

@@ -37,7 +37,7 @@ class RenderRequest:
     model: model_sources.ModelPlan | None = None
     secrets: list[release_secrets.ReleaseSecret] | None = None
     # what the image's runtime is when it is not the pinned wheel (a fork, a tree, local
-    # wheels), said by whoever planned the image (image.runtime_source.render_notes)
+    # wheels), said by whoever planned the image (image.runtime_source.runtime_notes)
     runtime_notes: tuple[str, ...] = ()
 
     @property

@@ -48,8 +48,11 @@ class RecipeInputs:
     # list of files. Their identity must be in the declared inputs (e.g. the pinned
     # requirements, or a lock file of sha256s), since the tag is computed without them.
     fetched: dict[str, Callable[[], "Path | list[Path]"]] = field(default_factory=dict)
-    # Image labels of the recipe's own (e.g. where a fork was read), beside build.py's.
+    # Image labels of the recipe's own (e.g. a fork's commit), beside build.py's.
     labels: dict[str, str] = field(default_factory=dict)
+    # What a build journals beside the image and no label holds: where on this host an input
+    # was read (a fork's checkout, a tree, a series folder), which is not part of its identity.
+    journal: dict[str, str] = field(default_factory=dict)
 
 
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")

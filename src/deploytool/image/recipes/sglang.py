@@ -196,8 +196,10 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         "base_source": img.base_source,
     }
     # Keys only where they say something: the fingerprint of a release image stays as it was.
-    if source.is_fork:
+    if source.is_fork or source.series:
+        # `profiles check` matches a built image to the profile by it
         fingerprint["sglang_source"] = source.identity
+    if source.is_fork:
         fetched["runtime-src"] = lambda: [runtime_source.export_tar(source)]
     if own:
         fingerprint["local_wheels"] = json.dumps({w.name: w.sha256 for w in own}, sort_keys=True)
@@ -240,6 +242,7 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         labels={**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
                    if source.is_fork or source.series else {}),
                 **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})},
+        journal={f"runtime_{key}": value for key, value in source.location().items()},
     )
 
 

@@ -180,6 +180,39 @@ def up_command(
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 
 
+@app.command("cpu-twin")
+def cpu_twin_command(
+    gpu: Annotated[list[str], typer.Option("--gpu", help="GPU UUID of the slot whose release is twinned (repeat for several cards).")],
+    profile: ProfileOpt = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (checked free, as `up` does; the twin publishes none).")] = None,
+    bind: BindOpt = "127.0.0.1",
+    skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
+    wheelhouse: WheelhouseOpt = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="Run the twin with this image instead of the release's.")] = None,
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+) -> None:
+    """Start the CPU twin of the release `up --gpu` would make: its compose document without the
+    GPU reservation, port and cache volume, whose entrypoint has sglang's own parser in the
+    release's image parse the release's command; reports what it stored, whether the weights'
+    config is where the runtime looks, and where sglang's start stops without a card. Removed
+    afterwards; changes nothing of the slot (docs/deploy.md)."""
+    from ..deploy.cpu_twin import run_cpu_twin
+    from ..deploy.plan import UpOptions
+    from ..errors import EXIT_FAILED
+
+    slot = slot_from_options(gpu, False)
+    options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_memory_plan=skip_memory_plan,
+                        profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
+    result = run_cpu_twin(slot, options, image=image)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        typer.echo("\n".join(result.lines()))
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
 @app.command("rollback")
 def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
                      dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:

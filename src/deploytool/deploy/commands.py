@@ -97,7 +97,8 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
         if cpu_image_on_cards(slot, profile):  # planned (a dry run shows it), never started on a card
             raise UsageError(f"profile {profile.name} builds a CPU image (image.cuda: null): it cannot serve on "
                              f"slot {slot.name}'s card; nothing was stopped",
-                             hint="set image.cuda (a GPU image) to deploy it on cards")
+                             hint="set image.cuda (a GPU image) to deploy it on cards; `deploytool cpu-twin` starts "
+                                  "this release's CPU twin")
         outcome = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and outcome.serving is not None

@@ -118,11 +118,12 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
 def cpu_image_on_cards(slot: Slot, profile: Profile) -> str | None:
     """Why a GPU slot's release could not serve from the profile's image, when it is an sglang
     CPU image (image.cuda: null: no CUDA torch, no kernels). A dry run plans it (its compose
-    document is checked); a real `up` refuses it."""
+    document is checked, and `deploytool cpu-twin` starts its twin); a real `up` refuses it."""
     if slot.is_cpu or profile.image.recipe != "sglang" or profile.image.cuda is not None:
         return None
     return (f"profile {profile.name} builds a CPU image (image.cuda: null): its SGLang has no CUDA torch or kernels "
-            f"and cannot serve on slot {slot.name}'s card, so a real `up` refuses it")
+            f"and cannot serve on slot {slot.name}'s card, so a real `up` refuses it; "
+            f"`deploytool cpu-twin` starts this release's CPU twin")
 
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:

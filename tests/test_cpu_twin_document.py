@@ -4,6 +4,7 @@ on the engine is tested with a fork's image in test_fork_image.py."""
 
 from __future__ import annotations
 
+import copy
 import shutil
 
 import pytest
@@ -41,6 +42,12 @@ def test_the_twin_takes_out_what_needs_a_card_and_keeps_the_rest():
         assert server[key] == was[key], key
     assert server["entrypoint"][:2] == [was["command"][0], "-c"]
     assert "deploy" in release["services"]["server"] and "ports" in was  # the release's document is untouched
+
+    # only the card goes: a limit beside the reservation stays as the release has it
+    limited = copy.deepcopy(release)
+    limited["services"]["server"]["deploy"]["resources"]["limits"] = {"memory": "64g"}
+    kept, _ = twin_document(limited, project="p")
+    assert kept["services"]["server"]["deploy"] == {"resources": {"limits": {"memory": "64g"}}}
 
     other, changes = twin_document(release, project="p", image="deploytool/sglang:other")
     assert other["services"]["server"]["image"] == "deploytool/sglang:other"

@@ -101,11 +101,17 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
     server = twin["services"]["server"]
     command = server["command"]
     changes = []
-    devices = server.get("deploy", {}).get("resources", {}).get("reservations", {}).pop("devices", [])
+    deploy = server.get("deploy", {})
+    devices = deploy.get("resources", {}).get("reservations", {}).pop("devices", [])
     if devices:
         cards = ", ".join(i for d in devices for i in d.get("device_ids", []))
         changes.append(f"no GPU reservation (the release reserves {cards})")
-    if not server.get("deploy", {}).get("resources", {}).get("reservations"):
+    # only the card goes: anything else under deploy (a memory limit) stays as the release has it
+    if not deploy.get("resources", {}).get("reservations"):
+        deploy.get("resources", {}).pop("reservations", None)
+    if not deploy.get("resources"):
+        deploy.pop("resources", None)
+    if not deploy:
         server.pop("deploy", None)
     probe = (package_dir() / "image" / "in_image" / "twin_probe.py").read_text()
     # compose reads `$` in values as interpolation: `$$` is a literal one
@@ -149,9 +155,12 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
     assert plan.compose is not None and plan.release is not None and plan.image is not None
     reference = image or plan.image
     if engine.image(reference) is None:
+        if image:  # not the profile's: deploytool cannot say how it was made
+            raise UsageError(f"image {image} (--image) is not on this engine", hint="pull or build it first")
         wheelhouse = f" --wheelhouse {options.wheelhouse}" if options.wheelhouse else ""
         raise UsageError(f"image {reference} is not on this engine: the twin runs the release's image",
-                         hint=f"build it first: deploytool build --profile {profile.name}{wheelhouse}")
+                         hint=f"build it first: deploytool build --profile {profile.name}{wheelhouse} (an image "
+                              "built with --wheelhouse DIR is named with the same --wheelhouse DIR here)")
     release_project = slot.project(plan.release)
     project = f"{release_project}-cpu-twin"
     document, changes = twin_document(plan.compose, project=project, image=image)

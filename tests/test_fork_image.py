@@ -319,6 +319,15 @@ def test_up_dry_run_plans_the_forks_release_on_a_described_card(fork: SimpleName
     assert f"  1. use {fork_image.result.image} (an image with the same inputs is on the engine)" in text_out.stdout
     assert f"at commit {fork.head}" in text_out.stdout
 
+    # `render --wheelhouse` writes the same release's document with no engine asked: the same
+    # image, the fork's flag, and the commit in the notes above it
+    rendered = run_cli("render", "--gpu", CARD, "--profile", "fork-cpu-test", "--port", port, "--wheelhouse",
+                       str(fork_image.house), env=on_the_card.env)
+    assert rendered.returncode == 0, rendered.stderr
+    assert f"at commit {fork.head}" in rendered.stdout.split("services:")[0]
+    document = yaml.safe_load(rendered.stdout)["services"]["server"]
+    assert document["image"] == fork_image.result.image and f"--{FLAG}" in document["command"]
+
     # A real `up` on this host's own NVML (none: no card to check) refuses the CPU image before
     # anything changes; on the described host it is refused sooner, as every real up there.
     real = run_cli("up", "--gpu", CARD, "--profile", "fork-cpu-test", "--port", port, "--wheelhouse",
@@ -357,6 +366,15 @@ def test_the_cpu_twin_runs_the_release_command_through_the_forks_parser(fork: Si
     # a CPU image carries sglang's parser only: its own start stops at the first serving package
     assert report["resolution"]["ok"] is False
     assert report["resolution"]["stopped_at"].startswith("ModuleNotFoundError: No module named")
+    _nothing_of_the_slot(docker_engine, deploytool_home)
+
+    # without --wheelhouse the release names the index-built image, which is not here: refused
+    # before anything starts, with the build that makes it
+    bare = run_cli(*twin[:-2], "--json", env=on_the_card.env)
+    assert bare.returncode == 2, bare.stdout + bare.stderr
+    error = json.loads(bare.stdout)["error"]
+    assert "is not on this engine" in error["message"] and fork_image.result.image not in error["message"]
+    assert "deploytool build --profile fork-cpu-test" in error["hint"]
     _nothing_of_the_slot(docker_engine, deploytool_home)
 
     # the parse is real: a misspelt flag in the release's command stops the twin as it would stop

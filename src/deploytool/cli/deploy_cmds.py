@@ -187,7 +187,7 @@ def cpu_twin_command(
     port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (checked free, as `up` does; the twin publishes none).")] = None,
     bind: BindOpt = "127.0.0.1",
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
-    wheelhouse: WheelhouseOpt = None,
+    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).")] = None,
     image: Annotated[Optional[str], typer.Option("--image", help="Run the twin with this image instead of the release's.")] = None,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,

@@ -25,6 +25,8 @@ app.add_typer(cache_app, name="cache")
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
 BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on.")]
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
+# The wheels of `build --wheelhouse DIR` are inputs of the image's tag: the same folder names the same image.
+WheelhouseOpt = Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image is built with `build --wheelhouse DIR` (its wheels are inputs of the tag): name that image; `up` builds it from DIR.")]
 
 
 class ConsoleReporter:
@@ -78,6 +80,7 @@ def render_command(
     bind: BindOpt = "127.0.0.1",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout (with --k8s: a folder).")] = None,
     profiles_dir: ProfilesDirOpt = None,
+    wheelhouse: WheelhouseOpt = None,
     k8s: Annotated[bool, typer.Option("--k8s", help="Render Kubernetes objects instead (docs/kubernetes.md).")] = False,
     replicas: k8s_cmds.ReplicasOpt = 1,
     namespace: k8s_cmds.NamespaceOpt = "default",
@@ -102,7 +105,7 @@ def render_command(
     from ..image.build import plan_build
     from ..image.runtime_source import runtime_notes
 
-    reference = image or plan_build(resolved).tag  # pure: no engine, no download
+    reference = image or plan_build(resolved, wheelhouse=wheelhouse).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
                                      host_port=port, bind=bind, runtime_notes=tuple(runtime_notes(resolved))))
     if output:
@@ -159,6 +162,7 @@ def up_command(
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     hooks_dir: HooksOpt = None,
+    wheelhouse: WheelhouseOpt = None,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
@@ -170,10 +174,43 @@ def up_command(
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
-                        retention=retention, profiles_dirs=profiles_dir)
+                        retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
     _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
+
+
+@app.command("cpu-twin")
+def cpu_twin_command(
+    gpu: Annotated[list[str], typer.Option("--gpu", help="GPU UUID of the slot whose release is twinned (repeat for several cards).")],
+    profile: ProfileOpt = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (checked free, as `up` does; the twin publishes none).")] = None,
+    bind: BindOpt = "127.0.0.1",
+    skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
+    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).")] = None,
+    image: Annotated[Optional[str], typer.Option("--image", help="Run the twin with this image instead of the release's.")] = None,
+    json_output: JsonOpt = False,
+    profiles_dir: ProfilesDirOpt = None,
+) -> None:
+    """Start the CPU twin of the release `up --gpu` would make: its compose document without the
+    GPU reservation, port and cache volume, whose entrypoint has sglang's own parser in the
+    release's image parse the release's command; reports what it stored, whether the weights'
+    config is where the runtime looks, and where sglang's start stops without a card. Removed
+    afterwards; changes nothing of the slot (docs/deploy.md)."""
+    from ..deploy.cpu_twin import run_cpu_twin
+    from ..deploy.plan import UpOptions
+    from ..errors import EXIT_FAILED
+
+    slot = slot_from_options(gpu, False)
+    options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_memory_plan=skip_memory_plan,
+                        profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
+    result = run_cpu_twin(slot, options, image=image)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        typer.echo("\n".join(result.lines()))
+    if not result.ok:
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("rollback")

@@ -18,6 +18,7 @@ from ..release.cache import CacheDecision
 from ..release.compose import document_text
 from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
+from ..errors import UsageError
 from ..memory.gate import MemoryRefused
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot
@@ -26,7 +27,7 @@ from .executor import execute
 from .hooks import Hooks
 from .reporter import Reporter
 from .facts import gather_facts, gather_slot
-from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up
+from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, cpu_image_on_cards, plan_prune, plan_rollback, plan_up
 from .steps import CutOver, Plan
 
 
@@ -69,11 +70,15 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     engine.compose_version()  # fail early, before building, when the plugin is missing
     store = ProfileStore(options.profiles_dirs)
     profile = choose_profile(slot, options.profile_name, gather_slot(engine, slot).fallback, store)
-    facts = gather_facts(engine, slot, profile, host_port=options.host_port, bind=options.bind)
+    facts = gather_facts(engine, slot, profile, host_port=options.host_port, bind=options.bind,
+                         wheelhouse=options.wheelhouse)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
-    engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name, release=plan.release),
-                          project=slot.project(plan.release))
+    checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,
+                                                  release=plan.release), project=slot.project(plan.release))
+    if checked:  # empty: a dry run without the docker CLI, said by a warning instead
+        plan.checks.append("compose document: `docker compose config` accepts it"
+                           + ("" if slot.is_cpu else f" (with its reservation of {', '.join(slot.gpus)})"))
     plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
     return plan, profile
 
@@ -89,6 +94,11 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
         except MemoryRefused as refused:  # the refused plan is journaled (a --dry-run journals nothing)
             journal("memory_plan", slot=slot.name, release=None, profile=refused.profile, **refused.summary)
             raise
+        if cpu_image_on_cards(slot, profile):  # planned (a dry run shows it), never started on a card
+            raise UsageError(f"profile {profile.name} builds a CPU image (image.cuda: null): it cannot serve on "
+                             f"slot {slot.name}'s card; nothing was stopped",
+                             hint="set image.cuda (a GPU image) to deploy it on cards; `deploytool cpu-twin` starts "
+                                  "this release's CPU twin")
         outcome = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and outcome.serving is not None

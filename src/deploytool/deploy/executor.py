@@ -164,7 +164,7 @@ def _build(run: _Run, step: Build) -> None:
     if run.profile is None:
         raise DeployError(f"cannot build {step.image}: the plan was made without its profile")
     run.reporter.step(f"building the image for {step.profile} (a no-op when its inputs are unchanged)")
-    result = build(run.profile, engine=run.engine)
+    result = build(run.profile, engine=run.engine, wheelhouse=Path(step.wheelhouse) if step.wheelhouse else None)
     if result.image != step.image:  # the inputs changed between planning and now
         raise DeployError(f"the image built ({result.image}) is not the one planned ({step.image})",
                           hint="a profile or recipe file changed during the up; run it again")

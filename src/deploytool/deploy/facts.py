@@ -98,11 +98,12 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
-                 bind: str) -> Facts:
-    """Everything plan_up needs for `profile` on `slot`."""
+                 bind: str, wheelhouse: Path | None = None) -> Facts:
+    """Everything plan_up needs for `profile` on `slot` (`wheelhouse`: the image's tag is the
+    one `build --wheelhouse` makes)."""
     facts = gather_slot(engine, slot)
     facts.inventory = None if slot.is_cpu else read_inventory()
-    build = plan_build(profile)
+    build = plan_build(profile, wheelhouse=wheelhouse)
     present = engine.image(build.tag)
     base = engine.image(build.base_ref)
     facts.image = ImageFacts(reference=build.tag, present=present is not None,

@@ -45,6 +45,7 @@ class UpOptions:
     qualify_overrides: dict[str, dict[str, Any]] | None = None  # a rollout's quick performance check
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
+    wheelhouse: Path | None = None  # as given to `build --wheelhouse`: part of the image's tag
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -84,6 +85,9 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
     warnings = check_cards(facts, profile)
+    cpu_image = cpu_image_on_cards(facts.slot, profile)
+    if cpu_image:
+        warnings.append(cpu_image)
     if facts.engine_absent:
         from .no_engine import engine_note
 
@@ -109,6 +113,17 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
     if options.skip_qualify:
         warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
     return Validated(warnings=warnings, memory=memory)
+
+
+def cpu_image_on_cards(slot: Slot, profile: Profile) -> str | None:
+    """Why a GPU slot's release could not serve from the profile's image, when it is an sglang
+    CPU image (image.cuda: null: no CUDA torch, no kernels). A dry run plans it (its compose
+    document is checked, and `deploytool cpu-twin` starts its twin); a real `up` refuses it."""
+    if slot.is_cpu or profile.image.recipe != "sglang" or profile.image.cuda is not None:
+        return None
+    return (f"profile {profile.name} builds a CPU image (image.cuda: null): its SGLang has no CUDA torch or kernels "
+            f"and cannot serve on slot {slot.name}'s card, so a real `up` refuses it; "
+            f"`deploytool cpu-twin` starts this release's CPU twin")
 
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:
@@ -164,7 +179,7 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
 def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
-    build = plan_build(profile)
+    build = plan_build(profile, wheelhouse=options.wheelhouse)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
@@ -177,7 +192,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
     steps: list[Step] = [
         Build(profile=profile.name, image=build.tag, needed=stale is not None,
-              reason=stale or "an image with the same inputs is on the engine"),
+              reason=stale or "an image with the same inputs is on the engine",
+              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None),
         WriteRelease(release=number, directory=str(directory)),
     ]
     if serving:

@@ -18,9 +18,14 @@ class Build:
     image: str
     needed: bool  # False: an image with the same inputs is on the engine
     reason: str
+    # `build --wheelhouse DIR`'s folder: its wheels are inputs of the tag, so the image a build
+    # made from it is found (and built again) only with the same folder
+    wheelhouse: str | None = None
 
     def describe(self) -> str:
-        return f"build {self.image}" if self.needed else f"use {self.image} ({self.reason})"
+        if not self.needed:
+            return f"use {self.image} ({self.reason})"
+        return f"build {self.image} ({self.reason}" + (f"; wheels from {self.wheelhouse})" if self.wheelhouse else ")")
 
 
 @dataclass(frozen=True)

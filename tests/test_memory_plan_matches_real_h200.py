@@ -9,6 +9,7 @@ applied to the overlay by hand: the patched start is planned with --patches nami
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,19 +19,19 @@ from deploytool.memory.profile_plan import plan_memory_command
 from deploytool.profiles import ProfileStore
 from deploytool.server import serverfields
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "gpu-check"))
+import drive  # noqa: E402
+
 REAL = Path(__file__).parent / "data" / "sglang-real"
 PROFILES = Path(__file__).parents[1] / "scripts" / "gpu-check" / "profiles"
 DRAFT_SHARE = "0002-draft-shares-embed-and-head-before-pool.patch"  # images/sglang/patches/0.5.17/
 
-# recorded start -> (harness profile, model folder, --set what-ifs, --patches)
-STARTS = {
-    "dense": ("gpu-check-qwen3-tiny", "qwen3-tiny", [], None),
-    # 0.5.17's `auto` state strategy is no_buffer for this architecture (0.5.23 keeps extra
-    # buffers for it, which the planner models): the what-if says what the server ran
-    "hybrid-mtp": ("gpu-check-qwen36-tiny-mtp", "qwen36-tiny", ["mamba-radix-cache-strategy=no_buffer"], None),
-    "a3b": ("gpu-check-qwen36-35b-a3b-mtp", "qwen36-35b-a3b-shape", [], None),
-    "a3b-patched": ("gpu-check-qwen36-35b-a3b-mtp", "qwen36-35b-a3b-shape", [], DRAFT_SHARE),
-}
+# recorded start -> (harness profile, model folder, --set what-ifs, --patches). The what-ifs are
+# the harness's own (drive.py's `plan_sets`, e.g. the hybrid's state strategy as 0.5.17 resolves
+# it), so the plan the harness records on the card is the plan checked here.
+STARTS = {name: (drive.PLANS[name]["profile"], drive.PLANS[name]["model"], drive.PLANS[name].get("plan_sets", []),
+                 DRAFT_SHARE if drive.PLANS[name].get("patch") else None)
+          for name in ("dense", "hybrid-mtp", "a3b", "a3b-patched")}
 # Flags 0.5.17 reports in another spelling than the one it was given: NEXTN runs as EAGLE and
 # qwen25 is its tool parser's other name for qwen.
 REPORTED_AS = {"speculative-algorithm": {"NEXTN": "EAGLE"}, "tool-call-parser": {"qwen25": "qwen"}}

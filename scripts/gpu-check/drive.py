@@ -35,9 +35,12 @@ URL = "http://127.0.0.1:30000"
 # What each plan starts and runs. `steps` run in this order after the server is ready.
 PLANS = {
     "dense": {"profile": "gpu-check-qwen3-tiny", "model": "qwen3-tiny", "api_key": True,
-              "steps": ["record", "abort", "agree", "bench", "bench_long", "bench_agentic", "gsm8k"],
+              "steps": ["record", "abort", "agree_c1", "agree", "bench", "bench_long", "bench_agentic", "gsm8k"],
               "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
+    # 0.5.17 resolves the `auto` state strategy to no_buffer for this architecture, while the
+    # planner models 0.5.23's extra buffers: the what-if plans what this server runs
     "hybrid-mtp": {"profile": "gpu-check-qwen36-tiny-mtp", "model": "qwen36-tiny", "api_key": False,
+                   "plan_sets": ["mamba-radix-cache-strategy=no_buffer"],
                    "steps": ["record", "bench"],
                    "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
     "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
@@ -256,6 +259,8 @@ def plan_memory_args(spec: dict, model_dir: Path, gpu_uuid: str | None, names: l
         args += ["--gpu", gpu_uuid]
     if names is not None:
         args += ["--patches", ",".join(names) or "none"]
+    for what_if in spec.get("plan_sets", []):
+        args += ["--set", what_if]
     return args
 
 
@@ -307,14 +312,17 @@ def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out
                                           "gsm8k.lmeval_max_tokens=32", "--set", "gsm8k.concurrency=16",
                                           "--report", str(plan_out / "qualify-gsm8k"), "--json", "--no-progress"],
                    env, 90, plan_out)
-    if step == "agree":
-        out = plan_out / "agreement.json"
+    if step in ("agree", "agree_c1"):
+        # at 8 in flight a tiny model streams faster than bench_serving's one Python process can
+        # read (it saturates a core); one in flight is where the server, not a client, sets the pace
+        out = plan_out / ("agreement.json" if step == "agree" else "agreement-c1.json")
+        workload = [] if step == "agree" else ["--concurrency", "1", "--requests", "16", "--small", "4"]
         argv = [sys.executable, str(HARNESS / "agree.py"), "--url", URL, "--model", rec.model, "--tokenizer",
-                str(model_dir), "--out", str(out)]
+                str(model_dir), "--out", str(out), *workload]
         t = time.monotonic()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=max(30, min(200, run.left() - 40)))
-        (plan_out / "agree.stdout").write_text(proc.stdout)
-        (plan_out / "agree.stderr").write_text(proc.stderr[-100000:])
+        (plan_out / f"{step}.stdout").write_text(proc.stdout)
+        (plan_out / f"{step}.stderr").write_text(proc.stderr[-100000:])
         result = {"rc": proc.returncode, "seconds": round(time.monotonic() - t, 1)}
         if out.exists():
             data = json.loads(out.read_text())

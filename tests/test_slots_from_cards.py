@@ -136,6 +136,21 @@ def test_every_failed_requirement_is_listed(store):
     assert whole.verdict == "incompatible" and "in MIG mode" in whole.reasons[0]
 
 
+def test_a_host_that_makes_no_slot_says_everything_it_lacks(store):
+    """Two cards of another architecture for a four-card profile: the count, and for each card its
+    compute capability and its memory, in the slot plan and in profiles list."""
+    plan = plan_slots(store.get(TP4), inventory("mixed-5090-pro6000"))
+    assert plan.slots == [] and plan.note == "a slot needs 4 GPUs; this host has 2"
+    assert len(plan.unused) == 2
+    for card in plan.unused:
+        assert "compute capability 12.0, the profile's kernels need 10.3" in card["why"]
+        assert "the profile wants 260 GiB" in card["why"]
+    env = {"DEPLOYTOOL_NVML_STANDIN": str(HOSTS / "mixed-5090-pro6000.yaml")}
+    local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", env=env).stdout)
+    gb300 = next(p for p in local["profiles"] if p["profile"] == TP4)
+    assert gb300["verdict"] == "incompatible" and gb300["reasons"][0] == "a slot needs 4 GPUs; this host has 2"
+
+
 def test_profiles_list_local_gpus_offers_the_slots_and_counts_no_card_twice():
     env = {"DEPLOYTOOL_NVML_STANDIN": str(HOSTS / "h200x2-pcie-switch.yaml")}
     local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", env=env).stdout)

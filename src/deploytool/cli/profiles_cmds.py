@@ -159,7 +159,7 @@ def _local_slots(profiles: list, json_output: bool) -> None:
             verdict, reasons = best.verdict, best.reasons
         else:
             verdict = "incompatible"
-            reasons = [f"{c['card']}: {c['why']}" for c in plan.unused] + \
+            reasons = ([plan.note] if plan.note else []) + [f"{c['card']}: {c['why']}" for c in plan.unused] + \
                 [f"{' + '.join(g.cards)}: {'; '.join(g.reasons)}" for g in plan.refused] or ["this host has no card"]
         rows.append({"profile": profile.name, "verdict": verdict, "reasons": reasons, "gpu_count": plan.gpu_count,
                      "slots": plan.slots, "refused": plan.refused, "unused": plan.unused})

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..host.fit import Fit, card_problems, classify
+from ..host.fit import Fit, card_problems, card_shortfalls, classify
 from .slots import Slot
 
 if TYPE_CHECKING:
@@ -97,9 +97,12 @@ def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
         for unit in card.mig_views() if card.mig_mode else [card]:
             problems = card_problems(profile, unit)
             if problems:
-                plan.unused.append(_unused(unit, "; ".join(problems)))
+                # what else this card lacks too, so a user fixing the first reason is not met by the next
+                plan.unused.append(_unused(unit, "; ".join(problems + card_shortfalls(profile, unit))))
             else:
                 units.append(unit)
+    if count > 1 and len(inventory.gpus) < count:
+        plan.note = f"a slot needs {count} GPUs; this host has {len(inventory.gpus)}"
     if count == 1:
         plan.slots = [_offer(profile, [unit], inventory) for unit in units]
         return plan

@@ -92,6 +92,7 @@ def test_profiles_check_runs_the_forks_parser_keyed_by_its_commit(fork: SimpleNa
     assert check.ok, [(f.flag, f.message) for f in check.failures]
     assert [f.status for f in check.findings if f.flag == f"--{FLAG}"] == ["ok"]
     assert f"runtime-src/git-{fork.head}/tree/python" in check.where  # the fork's sources, unpacked per commit
+    assert check.sglang_version == FORK_VERSION  # the parser that ran is the fork's, and says so
 
     _profile(fork, "fork-typo", _git_source(fork), args={FLAG[:-1]: True})
     out = run_cli("profiles", "check", "--profile", "fork-typo", "--no-image", "--json",
@@ -206,7 +207,7 @@ def test_a_fork_by_commit_builds_on_the_cpu_path_with_a_local_wheel(fork: Simple
                     "--profiles-dir", str(TEST_PROFILES), "--profiles-dir", str(fork.profiles))
     assert check.returncode == 0, check.stdout + check.stderr
     report = json.loads(check.stdout)
-    assert report["where"] == f"image {result.image}"
+    assert report["where"] == f"image {result.image}" and report["sglang_version"] == FORK_VERSION
     assert [f["status"] for f in report["findings"] if f["flag"] == f"--{FLAG}"] == ["ok"]
     typo = _profile(fork, "fork-typo", _git_source(fork), args={FLAG[:-1]: True})
     assert not flagcheck.check(typo, image=result.image).ok

@@ -221,6 +221,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     note = None
     if not image and use_image:
         image, note = find_built_image(profile, wheelhouse=wheelhouse)
+    shown = None  # the parser's own version where it is not the release's (a fork's)
     if image:
         where = f"image {image}" + (f" ({note})" if note else "")
         try:
@@ -238,6 +239,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
             tree = runtime_source.unpacked(source)
             env = {**os.environ, "PYTHONPATH": str(tree)}
             where += f" with the fork's sources {tree} ({source.describe()})"
+            shown = source.version
         elif source.series:
             # A series of the profile's own may add or change flags: the release with that
             # series applied comes first on the path, as in the image.
@@ -255,7 +257,8 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     if answer is None:
         raise CouldNotRun(f"sglang {version}'s parser could not run ({where}, exit {proc.returncode}):\n"
                               + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
-    result = FlagCheck(profile=profile.name, sglang_version=version, where=where,
+    installed = answer.get("sglang_version") if image else None
+    result = FlagCheck(profile=profile.name, sglang_version=shown or installed or version, where=where,
                        parser_error=answer.get("parser_error"), derived=answer.get("derived") or {})
     for raw in answer["findings"]:
         result.findings.append(FlagFinding(flag=raw["flag"], given=raw.get("given"), status=raw["status"],

@@ -69,6 +69,17 @@ def _plain(value):
     return repr(value)
 
 
+def _installed_version() -> str | None:
+    """The version of the sglang installed where the parser runs: in an image built from a fork,
+    the fork's own (its metadata), not the release the profile names."""
+    try:
+        from importlib.metadata import version
+
+        return version("sglang")
+    except Exception:  # noqa: BLE001 - no distribution metadata: the caller keeps the profile's
+        return None
+
+
 def _unknown(flag, given, actions):
     close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
     return {"flag": flag, "given": given, "status": "unknown",
@@ -108,7 +119,8 @@ def main(request):
             finding["message"] += f" (given {json.dumps(given)}, so left off the command line)"
             findings.append(finding)
 
-    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {}}
+    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
+           "sglang_version": _installed_version()}
     argv = [token for group in groups for token in group]
     if any(f["status"] != "ok" for f in findings):
         print(MARKER)

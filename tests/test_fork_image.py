@@ -142,14 +142,9 @@ def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(f
 
 @pytest.mark.timeout(1800)
 def test_a_fork_by_commit_builds_on_the_cpu_path_with_a_local_wheel(fork: SimpleNamespace, docker_engine,
+                                                                     sglang_cpu_wheelhouse: Path,
                                                                      tmp_path: Path) -> None:
-    from deploytool.image.recipes import sglang as recipe
-    from deploytool.release.state import cache_dir
-
-    house = cache_dir("wheelhouse", "sglang-cpu-test-py3.11")  # the CPU image's wheels (test_recipe_sglang)
-    if not (house / ".complete").exists():
-        recipe.fill_wheelhouse(ProfileStore([TEST_PROFILES]).get("sglang-cpu-test"), house)
-        (house / ".complete").write_text("ok\n")
+    house = sglang_cpu_wheelhouse  # the CPU test image's wheels
     [twin] = house.glob("nvidia_ml_py-*.whl")
     local_version = twin.name.split("-")[1] + "+deploytool.test"
     wheel = rebuild_wheel(twin, tmp_path, local_version)

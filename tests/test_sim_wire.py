@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import free_port
 from deploytool.sim import SimSettings, count_tokens, serve_in_thread
 from deploytool.sim.tokens import fragments
 
@@ -478,14 +478,8 @@ def test_token_rule() -> None:
     assert len(fragments(text)) == count_tokens(text)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
                              "--startup-seconds", "0.1", "--default-chat-template-kwargs",

@@ -77,7 +77,8 @@ def up(folder: Path, slot: str, profile: str, port: int) -> None:
 
 def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap(folder: Path, docker_engine,
                                                                                   tmp_path: Path):
-    write(folder, "t-wedge", 2000, "{DEPLOYTOOL_SIM_FAULT: health_fail_after=3}",
+    # healthy for 8 s after it is ready: long enough for `up` to see it healthy on a loaded machine
+    write(folder, "t-wedge", 2000, "{DEPLOYTOOL_SIM_FAULT: health_fail_after=8}",
           "{interval: 0.5, failures: 2, backoff: 0, max_restarts_per_hour: 1, crash_loop_window: 0}")
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()

@@ -17,14 +17,19 @@ from pathlib import Path
 
 import pytest
 from run_plan import (order_and_report, pytest_configure_node, pytest_runtest_logreport,  # noqa: F401 (hooks)
-                      pytest_terminal_summary, pytest_xdist_make_scheduler)
+                      pytest_sessionfinish, pytest_terminal_summary, pytest_xdist_make_scheduler)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The controller picks the run's name and its xdist workers inherit it; each worker runs docker
+    # tests beside the others, so each gets its own name (containers, volumes, networks, slots).
     os.environ.setdefault("DEPLOYTOOL_INSTANCE", f"test-{secrets.token_hex(3)}")
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker:
+        os.environ["DEPLOYTOOL_INSTANCE"] += f"-{worker}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -44,7 +49,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.index)
         if skip is not None and "gpu_image" in item.keywords:
             item.add_marker(skip)
-    order_and_report(config, items)  # run_plan.py: the docker tests as one unit under xdist
+    order_and_report(config, items)  # run_plan.py: under xdist, the files longest first
 
 
 def _engine_problem() -> str | None:
@@ -154,10 +159,50 @@ def sglang_referee_python(sglang_parser_python: Path) -> Path:
         pytest.skip(f"sglang's referee environment cannot be built here: {exc.message.splitlines()[0]}")
 
 
+@pytest.fixture(scope="session")
+def sglang_cpu_wheelhouse(session_home: Path) -> Path:
+    """Every wheel of the sglang CPU test profile (tests/profiles_sglang), ~550 MB with torch
+    from local disk, downloaded once into the shared test cache: a worker that needs it while
+    another fills it waits for that one."""
+    from filelock import FileLock
+
+    from deploytool.image.recipes import sglang as recipe
+    from deploytool.profiles import ProfileStore
+    from deploytool.release.state import cache_dir
+
+    profile = ProfileStore([ROOT / "tests" / "profiles_sglang"]).get("sglang-cpu-test")
+    house = cache_dir("wheelhouse", f"{profile.name}-py{profile.image.python}")
+    with FileLock(f"{house}.lock"):
+        if not (house / ".complete").exists():
+            recipe.fill_wheelhouse(profile, house)
+            (house / ".complete").write_text("ok\n")
+    return house
+
+
+# Ports for servers the tests start, below the kernel's ephemeral range (32768 and up) and
+# SGLang's default 30000, so a client's outgoing connection never takes one between the test
+# choosing it and a container publishing it; xdist worker k of n takes only ports = k (mod n),
+# so two workers never pick the same one.
+_PORTS = range(20000, 30000)
+_port_draws = secrets.randbelow(len(_PORTS))
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now, of this worker's share."""
+    global _port_draws
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+    share = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    slots = len(_PORTS) // share
+    for _ in range(slots):
+        _port_draws += 1
+        port = _PORTS.start + (_port_draws % slots) * share + worker
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # someone's, or a closed one still in TIME_WAIT
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -1,16 +1,26 @@
 """How the suite is spread over workers and what it says at its end (hooks, imported by conftest).
 
-Under pytest-xdist (`make test` runs `-n 2`), the docker tests form one unit of work, run one
-after another on one worker: they share one engine, one instance name (so one set of slot,
-container and volume names), the images they build, and the machine's two cores with the
-containers they start. Every other test goes with the rest of its file, so a module-scoped
-fixture (a sim server, a built image) is made once, on the worker that runs that file. The
-docker unit is queued first, being the longest; the other worker drains the files meanwhile.
+Under pytest-xdist (`make test` runs `-n 4`) the collection is cut into units of work, each
+run whole on one worker:
+- a docker test is a unit of its own, unless its file has a module-scoped fixture (a built
+  image), which keeps the file together so the fixture is made once;
+- every other file is one unit, for the same reason.
+Docker tests run on every worker at once: each worker has its own DEPLOYTOOL_INSTANCE
+(conftest), so its containers, volumes, networks and slots are its own, and its own share of
+ports (conftest.free_port); an image two workers need is built by one while the other waits
+(deploytool's build lock). Most of a docker test's time is waiting on a health check or a
+container start, which is why four workers share two cores well.
 
-The workers collect, the controller schedules from test ids alone: each worker writes the ids
-of its docker tests to a folder the controller names (xdist's workerinput), and the scheduler
-reads them when it splits the collection into units. Without xdist none of this runs and the
-order is pytest-randomly's.
+The longest units go first (longest-processing-time first), each to whichever worker is idle:
+the seconds each unit took in the last run are kept in pytest's cache (.pytest_cache); a run
+without them (a fresh clone) starts the docker tests first, the ones that wait most. A worker
+is given its next unit only when it has nothing left to run (xdist's own default queues one
+ahead, which leaves a long unit waiting behind another at the end).
+
+The workers collect, the controller schedules from test ids alone: each worker writes every
+test's id and unit to a folder the controller names (xdist's workerinput), and the scheduler
+reads them. Without xdist none of this runs and the order is pytest-randomly's (docker tests
+first).
 
 At the end, after the skips and their reasons (-ra), the three files that took longest.
 """
@@ -20,38 +30,64 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections import defaultdict
-from functools import cached_property
 from pathlib import Path
 
 import pytest
 
-DOCKER_UNIT = "docker tests"
-_PLAN_KEY = "deploytool_docker_test_ids"
-_FILE_SECONDS: dict[str, float] = defaultdict(float)
+_PLAN_KEY = "deploytool_test_units"
+_CACHE_KEY = "deploytool/unit-seconds"
+_TEST_SECONDS: dict[str, float] = defaultdict(float)
+_DOCKER = "docker:"  # the unit of a docker test that runs alone: this prefix and its id
 
 
 def is_docker(item: pytest.Item) -> bool:
     return item.get_closest_marker("docker") is not None
 
 
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("class", "module", "package") for chain in defs for d in chain)
+
+
+def unit_of(item: pytest.Item) -> str:
+    if is_docker(item) and not _shares_a_module_fixture(item):
+        return _DOCKER + item.nodeid
+    return _file(item.nodeid)
+
+
 def order_and_report(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Called after the docker marks are set: docker tests first (a stable sort, so within each
-    part the order stays pytest-randomly's); on an xdist worker, their ids go to the controller."""
+    part the order stays pytest-randomly's); on an xdist worker, every test's unit goes to the
+    controller."""
     items.sort(key=lambda item: not is_docker(item))
     folder = getattr(config, "workerinput", {}).get(_PLAN_KEY)
     if folder:
-        ids = "\n".join(item.nodeid for item in items if is_docker(item))
-        Path(folder, config.workerinput["workerid"]).write_text(ids)
+        lines = "\n".join(f"{unit_of(item)}\t{item.nodeid}" for item in items)
+        Path(folder, config.workerinput["workerid"]).write_text(lines)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """Controller side: where this worker writes its docker test ids."""
+    """Controller side: where this worker writes its tests' units."""
     config = node.config
     if not hasattr(config, "_deploytool_plan_dir"):
         config._deploytool_plan_dir = tempfile.mkdtemp(prefix="deploytool-test-plan-")
         config.add_cleanup(lambda: shutil.rmtree(config._deploytool_plan_dir, ignore_errors=True))
     node.workerinput[_PLAN_KEY] = config._deploytool_plan_dir
+
+
+def _read_units(config: pytest.Config) -> dict[str, str]:
+    """test id -> unit, as the first worker to write them saw (all collect the same tests)."""
+    if not hasattr(config, "_deploytool_units"):
+        paths = sorted(Path(config._deploytool_plan_dir).iterdir())
+        pairs = (line.split("\t", 1) for line in paths[0].read_text().splitlines() if line) if paths else ()
+        config._deploytool_units = {nodeid: unit for unit, nodeid in pairs}
+    return config._deploytool_units
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -60,36 +96,75 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class DockerTestsApart(LoadScopeScheduling):
-        """xdist's per-scope scheduling, with all docker tests as one scope and the files' own
-        order kept (docker first) instead of the largest scope first."""
-
-        def __init__(self, config: pytest.Config, log=None) -> None:
-            super().__init__(config, log)
-            config.option.loadscopereorder = False
-
-        @cached_property
-        def docker_ids(self) -> set[str]:
-            folder = Path(config._deploytool_plan_dir)
-            return {line for path in folder.iterdir() for line in path.read_text().splitlines()}
+    class LongestUnitsFirst(LoadScopeScheduling):
+        """xdist's per-scope scheduling with the units above as scopes, the longest first, and
+        no unit queued behind a running one."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return DOCKER_UNIT if nodeid in self.docker_ids else nodeid.split("::", 1)[0]
+            return _read_units(config).get(nodeid) or _file(nodeid)
 
-    return DockerTestsApart(config, log)
+        def schedule(self) -> None:
+            """xdist's, with the units in the order below instead of the collection's."""
+            if self.collection is not None or not self._check_nodes_have_same_collection():
+                return super().schedule()
+            self.collection = list(next(iter(self.registered_collections.values())))
+            units: dict[str, dict[str, bool]] = defaultdict(dict)
+            for nodeid in self.collection:  # within a unit, pytest-randomly's order
+                units[self._split_scope(nodeid)][nodeid] = False
+            last = config.cache.get(_CACHE_KEY, {}) if config.cache is not None else {}
+
+            def weight(unit: str) -> tuple[float, bool, int]:
+                # the seconds it took last time when known; else docker tests first, then the larger
+                return (-last.get(unit, 0.0), not unit.startswith(_DOCKER), -len(units[unit]))
+
+            for unit in sorted(units, key=weight):
+                self.workqueue[unit] = units[unit]
+            for node in self.nodes[len(self.workqueue):]:  # more workers than units
+                self.assigned_work.pop(node)
+                node.shutdown()
+            for node in self.nodes:
+                self._reschedule(node)
+
+        def _reschedule(self, node) -> None:
+            # A worker holds its last test until it is sent the next (it needs `nextitem`), so
+            # one pending test means it is idle: only then give it the next unit.
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            while self.workqueue and self._pending_of(self.assigned_work[node]) <= 1:
+                self._assign_work_unit(node)  # a unit of one test leaves it idle still: one more
+
+    return LongestUnitsFirst(config, log)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # setup (where a fixture makes its environment), call and teardown, on whichever worker ran it
-    _FILE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+    _TEST_SECONDS[report.nodeid] += report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of an xdist run keeps what each unit took, for the next run's order."""
+    config = session.config
+    if not _TEST_SECONDS or config.cache is None or not hasattr(config, "_deploytool_plan_dir"):
+        return
+    units = _read_units(config)
+    seconds: dict[str, float] = defaultdict(float)
+    for nodeid, spent in _TEST_SECONDS.items():
+        seconds[units.get(nodeid) or _file(nodeid)] += spent
+    config.cache.set(_CACHE_KEY, {**config.cache.get(_CACHE_KEY, {}), **seconds})
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter):
     # around the terminal reporter's own summary, so this comes after its list of skips
     result = yield
-    if _FILE_SECONDS and getattr(terminalreporter.config, "workerinput", None) is None:
+    if _TEST_SECONDS and getattr(terminalreporter.config, "workerinput", None) is None:
+        per_file: dict[str, float] = defaultdict(float)
+        for nodeid, spent in _TEST_SECONDS.items():
+            per_file[_file(nodeid)] += spent
         terminalreporter.write_sep("=", "slowest files (setup + call + teardown, summed over their tests)")
-        for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:3]:
+        for path, seconds in sorted(per_file.items(), key=lambda kv: -kv[1])[:3]:
             terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     return result

@@ -8,18 +8,17 @@ usage, thinking on. A test that needs the counters or the cache report asks for 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from conftest import free_port
+
 
 class SimProcess:
     def __init__(self, **flags):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = free_port()
         argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
                 "--startup-seconds", "0", "--no-log-requests"]
         for name, value in flags.items():

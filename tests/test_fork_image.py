@@ -153,20 +153,15 @@ def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(f
 
 
 @pytest.fixture(scope="module")
-def fork_image(fork: SimpleNamespace) -> SimpleNamespace:
+def fork_image(fork: SimpleNamespace, sglang_cpu_wheelhouse: Path) -> SimpleNamespace:
     """The fork at its head commit built into a CPU image with a local wheel, once per module
     (and found, not built again, by later runs: the commits and the wheel are the same bytes)."""
     from conftest import engine_problem
     from deploytool.host.engine import Engine
-    from deploytool.image.recipes import sglang as recipe
-    from deploytool.release.state import cache_dir
 
     if engine_problem():
         pytest.skip(engine_problem())
-    house = cache_dir("wheelhouse", "sglang-cpu-test-py3.11")  # the CPU image's wheels (test_recipe_sglang)
-    if not (house / ".complete").exists():
-        recipe.fill_wheelhouse(ProfileStore([TEST_PROFILES]).get("sglang-cpu-test"), house)
-        (house / ".complete").write_text("ok\n")
+    house = sglang_cpu_wheelhouse  # the CPU test image's wheels (test_recipe_sglang)
     [twin] = house.glob("nvidia_ml_py-*.whl")
     local_version = twin.name.split("-")[1] + "+deploytool.test"
     wheel = rebuild_wheel(twin, fork.root, local_version)

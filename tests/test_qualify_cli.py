@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
 
+from conftest import free_port
 from deploytool.cli import main
 from deploytool.sim import SimSettings, serve_in_thread
 
@@ -19,12 +19,6 @@ def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
         main(["qualify", *args, *FAST_FLAGS])
     out = capsys.readouterr()
     return exit_info.value.code, out.out, out.err
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sim(**overrides):

@@ -17,7 +17,6 @@ from deploytool.errors import ProfileError, UsageError
 from deploytool.profiles import Profile, ProfileStore
 from deploytool.image.recipes import recipe_dir
 from deploytool.image.recipes import sglang as recipe
-from deploytool.release.state import cache_dir
 from deploytool.image.versions import check_profile, cuda_of_base, load_matrix
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
@@ -154,14 +153,12 @@ def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
 
 # -- a real build on the local base ------------------------------------------------------------
 @pytest.mark.index
-def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine) -> None:
+def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine,
+                                                                            sglang_cpu_wheelhouse: Path) -> None:
     from deploytool.image.build import build
 
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
-    house = cache_dir("wheelhouse", f"{profile.name}-py{profile.image.python}")
-    if not (house / ".complete").exists():
-        recipe.fill_wheelhouse(profile, house)  # ~550 MB once per machine; torch from local disk
-        (house / ".complete").write_text("ok\n")
+    house = sglang_cpu_wheelhouse
     result = build(profile, engine=docker_engine, wheelhouse=house)
     image = docker_engine.image(result.image)
     assert image is not None

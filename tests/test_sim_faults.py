@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import free_port
 from deploytool.sim import SimSettings, serve_in_thread
 
 FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
@@ -28,14 +28,8 @@ def sim_with(*faults: str, **settings: Any) -> Any:
     return serve_in_thread(SimSettings(**{**FAST, **settings}, faults=faults))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spawn(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
                              "--startup-seconds", "0", "--decode-tps", "20000", *args],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,

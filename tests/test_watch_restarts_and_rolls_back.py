@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import free_port, run_cli
+from conftest import ROOT, free_port, run_cli
 from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -46,6 +50,25 @@ def folder(docker_engine, tmp_path: Path):
     remove_instance(docker_engine)
 
 
+def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> dict:
+    """`deploytool watch` in the foreground until it has journaled `event`, then a few more
+    rounds (what it does after that, nothing, is part of what is tested), then Ctrl-C, as a
+    person ends it; its --json result. max_seconds bounds it where the event never comes."""
+    proc = subprocess.Popen([sys.executable, "-m", "deploytool", "watch", "--cpu-slot", slot, "--max-seconds",
+                             str(max_seconds), "--hooks", str(hooks), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    deadline = time.monotonic() + max_seconds + 60
+    while proc.poll() is None and not events(event):
+        assert time.monotonic() < deadline, "watch neither acted nor stopped"
+        time.sleep(0.1)
+    if proc.poll() is None:
+        time.sleep(3)  # six more rounds at its 0.5 s interval
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return json.loads(out)
+
+
 def up(folder: Path, slot: str, profile: str, port: int) -> None:
     out = run_cli("up", "--cpu-slot", slot, "--profile", profile, "--port", str(port), "--skip-qualify",
                   "--profiles-dir", str(folder))
@@ -54,7 +77,8 @@ def up(folder: Path, slot: str, profile: str, port: int) -> None:
 
 def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap(folder: Path, docker_engine,
                                                                                   tmp_path: Path):
-    write(folder, "t-wedge", 2000, "{DEPLOYTOOL_SIM_FAULT: health_fail_after=3}",
+    # healthy for 8 s after it is ready: long enough for `up` to see it healthy on a loaded machine
+    write(folder, "t-wedge", 2000, "{DEPLOYTOOL_SIM_FAULT: health_fail_after=8}",
           "{interval: 0.5, failures: 2, backoff: 0, max_restarts_per_hour: 1, crash_loop_window: 0}")
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()
@@ -64,9 +88,7 @@ def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap
     up(folder, "w", "t-wedge", port)
     release = docker_engine.release("cpu-w", 1)
     started_before = docker_engine.client.containers.get(release.container_id).attrs["State"]["StartedAt"]
-    out = run_cli("watch", "--cpu-slot", "w", "--max-seconds", "25", "--hooks", str(hooks), "--json", timeout=120)
-    assert out.returncode == 0, out.stderr
-    actions = json.loads(out.stdout)["actions"]
+    actions = watch_until("watch.capped", "w", hooks, max_seconds=60)["actions"]
     # restarted once (its /health failed while the process ran on), failed again: the cap of 1 an hour
     assert [(a["event"], a["slot"], a["release"]) for a in actions] == [
         ("watch.restart", "cpu-w", 1), ("watch.capped", "cpu-w", 1)]
@@ -90,9 +112,7 @@ def test_watch_rolls_a_crash_loop_after_cut_over_back_to_the_previous_release(fo
     port = free_port()
     up(folder, "l", "t-steady", port)
     up(folder, "l", "t-loop", port)  # healthy at its cut-over; exits 4 s later, again and again
-    out = run_cli("watch", "--cpu-slot", "l", "--max-seconds", "40", "--hooks", str(hooks), "--json", timeout=180)
-    assert out.returncode == 0, out.stderr
-    kinds = [a["event"] for a in json.loads(out.stdout)["actions"]]
+    kinds = [a["event"] for a in watch_until("watch.rolled_back", "l", hooks, max_seconds=90)["actions"]]
     assert "watch.crash_loop" in kinds and kinds[-1] == "watch.rolled_back", kinds
     rolled = events("watch.rolled_back")[-1]
     assert (rolled["release"], rolled["stopped"]) == (1, 2)

@@ -33,7 +33,7 @@ from ..host.engine import Engine
 from ..errors import BuildError, UsageError
 from ..profiles import Profile
 from .recipes import RecipeInputs, load_recipe, materialise, recipe_dir
-from ..release.state import cache_dir, journal
+from ..release.state import build_lock, cache_dir, journal
 
 ProgressFn = Callable[[int, int, str], None]  # (step, steps, line)
 BASE_BY_TAG = "base-by-tag"
@@ -176,27 +176,28 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
     engine = engine or Engine()
     plan = plan_build(profile, wheelhouse=wheelhouse)
     base_id = resolve_base(engine, plan.base_ref)
-    existing = engine.image(plan.tag)
-    why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
-    if why is None:
-        return BuildResult(image=plan.tag, image_id=existing.id, built=False,
-                           inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
-    image_labels = {**plan.labels, BASE_DIGEST_LABEL: base_id}
-    context = Path(tempfile.mkdtemp(prefix=f"build-{profile.name}-", dir=cache_dir("build")))
-    try:
-        source = recipe_dir(profile.image.recipe)
-        for item in source.iterdir():
-            if item.name != "Dockerfile.j2" and not item.name.startswith("."):
-                (shutil.copytree if item.is_dir() else shutil.copy2)(item, context / item.name)
-        materialise(plan.inputs, context)
-        (context / "Dockerfile").write_text(plan.dockerfile)
-        image_id, tail = _run_build(engine, plan, context, image_labels, progress, no_cache)
-    finally:
-        shutil.rmtree(context, ignore_errors=True)
-    journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
-            base=plan.base_ref, base_digest=base_id, **plan.inputs.journal)
-    return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
-                       labels=image_labels, log_tail=tail, why=why)
+    with build_lock(plan.tag):
+        existing = engine.image(plan.tag)
+        why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
+        if why is None:
+            return BuildResult(image=plan.tag, image_id=existing.id, built=False,
+                               inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
+        image_labels = {**plan.labels, BASE_DIGEST_LABEL: base_id}
+        context = Path(tempfile.mkdtemp(prefix=f"build-{profile.name}-", dir=cache_dir("build")))
+        try:
+            source = recipe_dir(profile.image.recipe)
+            for item in source.iterdir():
+                if item.name != "Dockerfile.j2" and not item.name.startswith("."):
+                    (shutil.copytree if item.is_dir() else shutil.copy2)(item, context / item.name)
+            materialise(plan.inputs, context)
+            (context / "Dockerfile").write_text(plan.dockerfile)
+            image_id, tail = _run_build(engine, plan, context, image_labels, progress, no_cache)
+        finally:
+            shutil.rmtree(context, ignore_errors=True)
+        journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
+                base=plan.base_ref, base_digest=base_id, **plan.inputs.journal)
+        return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
+                           labels=image_labels, log_tail=tail, why=why)
 
 
 def _run_build(engine: Engine, plan: BuildPlan, context: Path, image_labels: dict[str, str],

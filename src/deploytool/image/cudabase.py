@@ -28,7 +28,7 @@ import jinja2
 from ..host import labels
 from ..errors import BuildError, UsageError
 from ..resources import resource
-from ..release.state import cache_dir
+from ..release.state import build_lock, cache_dir
 from .versions import load_matrix
 from .wheelhouse import Lock, fill, read_lock, verify
 
@@ -146,27 +146,28 @@ def build_base(engine: "Engine", *, cuda: str, components: str = COMPILER, pytho
         cuda=cuda, components=components, base=base, base_ref=base_image.id, toolkit_steps=stage.steps)
     digest = hashlib.sha256("\0".join([dockerfile, stage.lock.digest, base_image.id]).encode()).hexdigest()
     tag = base_tag(cuda, components, digest)
-    if engine.image(tag) is not None:
-        return tag
-    fingerprint = {**stage.fingerprint, "python": python, "image_kind": f"cuda-{components}"}
-    image_labels = {labels.IMAGE_RECIPE: "cuda-wheels", labels.IMAGE_INPUTS_HASH: digest,
-                    labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
-                    "org.opencontainers.image.base.name": base}
-    context = Path(tempfile.mkdtemp(prefix="cuda-wheels-", dir=cache_dir("build")))
-    try:
-        from .recipes import link_or_copy
+    with build_lock(tag):  # another deploytool building it: wait, then find it
+        if engine.image(tag) is not None:
+            return tag
+        fingerprint = {**stage.fingerprint, "python": python, "image_kind": f"cuda-{components}"}
+        image_labels = {labels.IMAGE_RECIPE: "cuda-wheels", labels.IMAGE_INPUTS_HASH: digest,
+                        labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
+                        "org.opencontainers.image.base.name": base}
+        context = Path(tempfile.mkdtemp(prefix="cuda-wheels-", dir=cache_dir("build")))
+        try:
+            from .recipes import link_or_copy
 
-        for wheel in fetch_locked(stage.lock, wheelhouse, python=python)():
-            link_or_copy(wheel, context / "cuda-wheels" / wheel.name)
-        shutil.copy2(stage.lock.path, context / stage.lock.path.name)
-        (context / "Dockerfile").write_text(dockerfile)
-        log: list[str] = []
-        for event in engine.build_events(context, tag=tag, labels=image_labels, no_cache=False):
-            if "error" in event:
-                detail = (event.get("errorDetail") or {}).get("message") or event["error"]
-                raise BuildError(f"build of {tag} failed: {detail.strip()}\n"
-                                 + "\n".join("    " + x for x in log[-15:]))
-            log.extend(x for x in event.get("stream", "").splitlines() if x.strip())
-        return tag
-    finally:
-        shutil.rmtree(context, ignore_errors=True)
+            for wheel in fetch_locked(stage.lock, wheelhouse, python=python)():
+                link_or_copy(wheel, context / "cuda-wheels" / wheel.name)
+            shutil.copy2(stage.lock.path, context / stage.lock.path.name)
+            (context / "Dockerfile").write_text(dockerfile)
+            log: list[str] = []
+            for event in engine.build_events(context, tag=tag, labels=image_labels, no_cache=False):
+                if "error" in event:
+                    detail = (event.get("errorDetail") or {}).get("message") or event["error"]
+                    raise BuildError(f"build of {tag} failed: {detail.strip()}\n"
+                                     + "\n".join("    " + x for x in log[-15:]))
+                log.extend(x for x in event.get("stream", "").splitlines() if x.strip())
+            return tag
+        finally:
+            shutil.rmtree(context, ignore_errors=True)

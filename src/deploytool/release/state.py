@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from contextlib import contextmanager
@@ -45,6 +46,19 @@ def cache_dir(*parts: str) -> Path:
     path = home().joinpath("cache", *parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+@contextmanager
+def build_lock(tag: str) -> Iterator[None]:
+    """Held while an image is checked and built: a second deploytool building the same tag
+    (a user's two terminals, a test suite's workers) waits, then finds the image there,
+    instead of building it again beside the first. Kept in the cache, which the deploytools
+    that share downloads share."""
+    from filelock import FileLock
+
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", tag)
+    with FileLock(str(cache_dir("build-locks") / f"{name}.lock")):
+        yield
 
 
 def now_iso() -> str:

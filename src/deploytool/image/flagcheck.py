@@ -167,10 +167,12 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
     try:
         import docker
 
-        client = docker.from_env(timeout=10)
+        # No engine refuses at once; a busy one (builds beside it) can take many seconds to
+        # list its images, and a short timeout would silently check another parser than the image's.
+        client = docker.from_env(timeout=60)
         found = client.images.list(filters={"label": f"{labels.IMAGE_PROFILE}={profile.name}"})
-    except Exception:  # no engine: fall back to the venv, say where the check ran
-        return None, None
+    except Exception as exc:  # noqa: BLE001 - no engine: fall back to the venv, say where the check ran and why
+        return None, f"no Docker engine answered ({type(exc).__name__}: {str(exc)[:160]})"
     if not found:
         return None, None
     want = profile.image.runtime_version

@@ -111,7 +111,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             units: dict[str, dict[str, bool]] = defaultdict(dict)
             for nodeid in self.collection:  # within a unit, pytest-randomly's order
                 units[self._split_scope(nodeid)][nodeid] = False
-            last = config.cache.get(_CACHE_KEY, {}) if config.cache is not None else {}
+            last = config.cache.get(_CACHE_KEY, {}) if getattr(config, "cache", None) is not None else {}
 
             def weight(unit: str) -> tuple[float, bool, int]:
                 # the seconds it took last time when known; else docker tests first, then the larger
@@ -147,7 +147,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The controller of an xdist run keeps what each unit took, for the next run's order."""
     config = session.config
-    if not _TEST_SECONDS or config.cache is None or not hasattr(config, "_deploytool_plan_dir"):
+    if not _TEST_SECONDS or getattr(config, "cache", None) is None or not hasattr(config, "_deploytool_plan_dir"):
         return
     units = _read_units(config)
     seconds: dict[str, float] = defaultdict(float)

@@ -84,8 +84,12 @@ def _health(port: int) -> int | None:
 
 def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(slot_env, profiles_dir: Path):
     assert up(slot_env, "t-good").returncode == 0
+    # answers 503 for 60 s, and up waits for it far longer than that: the Ctrl-C below lands
+    # while up waits, however slowly a loaded machine starts the container
     (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n"
-                                              "    startup-seconds: 60\n")
+                                              "    startup-seconds: 60\n"
+                                              "health: {start_period: 600, start_interval: 1, interval: 2, "
+                                              "timeout: 2, retries: 2}\n")
     args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
             "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

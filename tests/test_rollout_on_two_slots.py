@@ -191,11 +191,16 @@ def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_r
 
 def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     folder, ports = two_slots
+    # t-new answering 503 for its first 15 s: the Ctrl-C below lands while the rollout waits for
+    # cpu-b's new release, not after a loaded machine let it finish qualifying
+    (folder / "t-new-slow.yaml").write_text("name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
+                                            "    startup-seconds: 15\nhealth: {start_period: 600, start_interval: 1, "
+                                            "interval: 2, timeout: 2, retries: 2}\n")
     proc = subprocess.Popen([sys.executable, "-m", "deploytool", "rollout", "--cpu-slot", "a", "--cpu-slot", "b",
-                             "--profile", "t-new", "--profiles-dir", str(folder)],
+                             "--profile", "t-new-slow", "--profiles-dir", str(folder)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     deadline = time.monotonic() + 300
-    # cpu-b's hand-over began: its release 1 stopped, its release 2 answers (not yet qualified)
+    # cpu-b's hand-over began: its release 1 stopped, its release 2 answers (not yet healthy)
     while not (events("release.stopped", slot="cpu-b") and answers(ports["b"])) and proc.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.1)

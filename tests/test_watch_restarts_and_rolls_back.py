@@ -64,7 +64,7 @@ def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> di
     if proc.poll() is None:
         time.sleep(3)  # six more rounds at its 0.5 s interval
         proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
     return json.loads(out)
 

@@ -22,7 +22,6 @@ Loading the weights, the kernels, /health and qualification need the card.
 from __future__ import annotations
 
 import copy
-import json
 import re
 import tempfile
 import time
@@ -33,6 +32,7 @@ from typing import Any
 from ..errors import DeployError, UsageError
 from ..host import labels
 from ..host.engine import Engine
+from ..image.flagcheck import marked_answer
 from ..release import secrets
 from ..release.slots import Slot
 from ..resources import package_dir
@@ -185,7 +185,7 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
             exit_code, stdout, stderr = _wait(engine, f"{project}-server", timeout)
         finally:
             engine.compose(project, path, "down", "--timeout", "5", check=False, secret_env=secret_env)
-    report = _answer(stdout)
+    report = marked_answer(stdout, _MARKER)
     return TwinResult(slot=slot.name, release=plan.release, release_project=release_project, project=project,
                       image=reference, command=list(plan.compose["services"]["server"]["command"]), changes=changes,
                       exit_code=exit_code, report=report, stderr_tail=stderr.strip().splitlines()[-12:],
@@ -224,12 +224,3 @@ def _wait(engine: Engine, container_name: str, timeout: float) -> tuple[int, str
     return (code, container.logs(stdout=True, stderr=False).decode(errors="replace"),
             container.logs(stdout=False, stderr=True).decode(errors="replace"))
 
-
-def _answer(stdout: str) -> dict[str, Any] | None:
-    lines = stdout.splitlines()
-    if _MARKER not in lines:
-        return None
-    try:
-        return json.loads(lines[lines.index(_MARKER) + 1])
-    except (IndexError, json.JSONDecodeError):
-        return None

@@ -255,7 +255,7 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
                                   timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({where})") from None
-    answer = _answer(proc.stdout)
+    answer = marked_answer(proc.stdout, _MARKER)
     if answer is None:
         raise CouldNotRun(f"sglang {version}'s parser could not run ({where}, exit {proc.returncode}):\n"
                               + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
@@ -273,12 +273,14 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
     return result
 
 
-def _answer(stdout: str) -> dict[str, Any] | None:
+def marked_answer(stdout: str, marker: str) -> dict[str, Any] | None:
+    """The JSON line after `marker` in what a probe printed inside an image or venv (anything
+    sglang itself printed before it is skipped); None when the probe never got that far."""
     lines = stdout.splitlines()
-    if _MARKER not in lines:
+    if marker not in lines:
         return None
     try:
-        return json.loads(lines[lines.index(_MARKER) + 1])
+        return json.loads(lines[lines.index(marker) + 1])
     except (IndexError, json.JSONDecodeError):
         return None
 

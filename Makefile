@@ -27,12 +27,10 @@ demo: setup base-image
 
 # The test suite. Integration tests use a real Docker engine when one can be had here (and
 # skip, saying why, when not); everything else runs anywhere. TEST_WORKERS processes (pytest-xdist):
-# spread over workers, since most of a docker test is waiting on a container or a health check;
+# four, on two cores, since most of a docker test is waiting on a container or a health check;
 # the longest units first (tests/run_plan.py); TEST_WORKERS=0 runs everything in this process.
 # PYTEST_ARGS goes to pytest as it is (e.g. `--randomly-seed=N` to repeat an order, `-k NAME`).
-# Two by default: on four, the docker tests that interrupt a hand-over (Ctrl-C windows) were
-# starved of CPU on this two-core machine in some orders; `TEST_WORKERS=4` is faster when it holds.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 test: setup
 	@scripts/ensure-engine.sh --optional

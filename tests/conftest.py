@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -209,6 +210,17 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     """The real console script in a subprocess: exit codes, stdout and stderr as a user sees them."""
     return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+def start_cli(*args: str) -> subprocess.Popen[str]:
+    """The console script started as from a terminal, for tests that press Ctrl-C on it.
+
+    A suite started in the background by a script (`nohup make test &`) inherits SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored: the CLI would never see the Ctrl-C
+    these tests send. The child gets SIGINT's default back, as a terminal's foreground job has."""
+    return subprocess.Popen([sys.executable, "-m", "deploytool", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 @contextlib.contextmanager

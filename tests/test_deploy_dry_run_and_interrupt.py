@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import run_cli, start_cli
 from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
@@ -82,10 +79,8 @@ def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(slot_env
                                               "    startup-seconds: 60\n"
                                               "health: {start_period: 600, start_interval: 1, interval: 2, "
                                               "timeout: 2, retries: 2}\n")
-    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
-            "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=os.environ.copy())
+    proc = start_cli("up", "--cpu", "--profile", "t-slow", "--skip-qualify", "--port", str(slot_env.port),
+                     "--profiles-dir", str(profiles_dir))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         status = slot_status()

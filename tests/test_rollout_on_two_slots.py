@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import ROOT, free_port, run_cli
+from conftest import ROOT, free_port, run_cli, start_cli
 from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -187,9 +187,8 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     (folder / "t-new-slow.yaml").write_text("name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
                                             "    startup-seconds: 15\nhealth: {start_period: 600, start_interval: 1, "
                                             "interval: 2, timeout: 2, retries: 2}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "deploytool", "rollout", "--cpu-slot", "a", "--cpu-slot", "b",
-                             "--profile", "t-new-slow", "--profiles-dir", str(folder)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = start_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profile", "t-new-slow",
+                     "--profiles-dir", str(folder))
     deadline = time.monotonic() + 300
     # cpu-b's hand-over began: its release 1 stopped, its release 2 starting (15 s before it is ready)
     while not events("release.stopped", slot="cpu-b") and proc.poll() is None:

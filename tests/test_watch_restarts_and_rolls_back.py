@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import ROOT, free_port, run_cli
+from conftest import free_port, run_cli, start_cli
 from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -54,9 +52,7 @@ def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> di
     """`deploytool watch` in the foreground until it has journaled `event`, then a few more
     rounds (what it does after that, nothing, is part of what is tested), then Ctrl-C, as a
     person ends it; its --json result. max_seconds bounds it where the event never comes."""
-    proc = subprocess.Popen([sys.executable, "-m", "deploytool", "watch", "--cpu-slot", slot, "--max-seconds",
-                             str(max_seconds), "--hooks", str(hooks), "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = start_cli("watch", "--cpu-slot", slot, "--max-seconds", str(max_seconds), "--hooks", str(hooks), "--json")
     deadline = time.monotonic() + max_seconds + 60
     while proc.poll() is None and not events(event):
         assert time.monotonic() < deadline, "watch neither acted nor stopped"

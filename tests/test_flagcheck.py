@@ -16,6 +16,8 @@ from deploytool.cli import app
 from deploytool.errors import UsageError
 from deploytool.profiles import ProfileStore
 
+from conftest import run_cli
+
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
 
 
@@ -31,11 +33,34 @@ def test_flag_groups_follow_the_launch_command() -> None:
     assert ["--moe-runner-backend", "cutlass"] in groups and ["--enable-multimodal"] in groups
 
 
-@pytest.mark.usefixtures("sglang_parser_python")
+def _off_flags_profile(folder: Path):
+    """Misspelt flags whose value keeps them off the command line (false, null): only their names
+    reach the parser, and they must still be named."""
+    (folder / "off.yaml").write_text(
+        f"name: off-flags\nextends: {CARD}\nserver:\n  args:\n"
+        "    enable-metrics: false\n"      # a real flag, left off: fine
+        "    enable-metrix: false\n"       # misspelt, left off: never reached the parser before
+    )
+    profile = ProfileStore([folder]).get("off-flags")
+    # null (a profile's own null deletes an inherited key, so set here): left off as well
+    args = {**profile.server.args, "disable-radix-cach": None}
+    return profile.model_copy(update={"server": profile.server.model_copy(update={"args": args})})
+
+
+@pytest.fixture(scope="module")
+def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, flagcheck.FlagCheck]:
+    """Every shipped sglang profile checked in one parser process, as `profiles check --all` does,
+    after a failing one (off-flags, also here): a failure leaves the answers after it as they were."""
+    store = ProfileStore()
+    off = _off_flags_profile(tmp_path_factory.mktemp("off-flags"))
+    checks = flagcheck.check_many([off, *(store.get(n) for n in _sglang_profiles())], use_image=False)
+    return {r.profile: r for r in checks}
+
+
 @pytest.mark.parametrize("name", _sglang_profiles())
-def test_every_shipped_profile_passes_the_real_parser(name: str) -> None:
+def test_every_shipped_profile_passes_the_real_parser(name: str, shipped_checks: dict) -> None:
     profile = ProfileStore().get(name)
-    result = flagcheck.check(profile, use_image=False)
+    result = shipped_checks[name]
     assert result.where.startswith("venv ")
     assert result.sglang_version == profile.image.runtime_version
     assert result.ok, [(f.flag, f.status, f.message) for f in result.failures] or result.parser_error
@@ -58,10 +83,10 @@ def _bad_profiles(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.usefixtures("sglang_parser_python")
-def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path) -> None:
+def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path, shipped_checks: dict) -> None:
     profile = ProfileStore([_bad_profiles(tmp_path)]).get("bad-flags")
-    result = flagcheck.check(profile, use_image=False)
+    # checked in one process with a good profile after it: the failure leaves the next answer as it was
+    result, after = flagcheck.check_many([profile, ProfileStore().get(CARD)], use_image=False)
     assert not result.ok
     by_flag = {f.flag: f for f in result.failures}
     assert set(by_flag) == {"--mem-fraction-statc", "--moe-runner-backend", "--tp-size"}
@@ -73,6 +98,7 @@ def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path) 
     assert "invalid int value: 'eight'" in by_flag["--tp-size"].message
     # the good flags of the same profile are still reported as accepted
     assert {f.flag: f.status for f in result.findings}["--reasoning-parser"] == "ok"
+    assert after.ok and after.findings == shipped_checks[CARD].findings
 
 
 @pytest.mark.usefixtures("sglang_parser_python")
@@ -87,9 +113,33 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     assert failed == {"--mem-fraction-statc": "unknown", "--moe-runner-backend": "invalid_choice",
                       "--tp-size": "wrong_type"}
 
-    result = CliRunner().invoke(app, ["profiles", "check", "--profile", CARD, "--no-image"])
-    assert result.exit_code == 0, result.output
-    assert "all flags accepted" in result.stdout
+    # --all: every sglang profile, the folder's with the shipped ones; the failing one's flags
+    # shown, a line for each that passed, the sim profiles skipped with why
+    result = CliRunner().invoke(app, ["profiles", "check", "--all", "--no-image", "--profiles-dir", str(folder)],
+                                terminal_width=400)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert any(line.startswith(f"{CARD}: sglang ") and line.endswith("all flags accepted") for line in lines)
+    assert any(line.startswith("bad-flags: sglang ") and line.endswith("3 problem(s)") for line in lines)
+    assert "--mem-fraction-statc" in result.stdout and "sim: skipped (recipe 'sim'" in result.stdout
+    assert sum(line.endswith("all flags accepted") for line in lines) == len(_sglang_profiles())
+
+    both = run_cli("profiles", "check", "--all", "--profile", CARD, "--json")
+    assert both.returncode == 2 and "one of the two" in json.loads(both.stdout)["error"]["message"]
+
+
+def test_a_probe_that_breaks_on_one_request_still_answers_the_others(sglang_parser_python: Path) -> None:
+    import subprocess
+
+    from deploytool.resources import package_dir
+
+    good = {"groups": flagcheck.flag_groups(ProfileStore().get(CARD)), "names_only": [], "resolve": False}
+    probe = package_dir() / "image" / "in_image" / "flagprobe.py"
+    proc = subprocess.run([str(sglang_parser_python), str(probe), json.dumps([{"names_only": []}, good])],
+                          capture_output=True, text=True, timeout=300)
+    broken, answered = flagcheck.marked_answers(proc.stdout, "---deploytool-flagprobe---")
+    assert broken["parser_error"] == "the probe failed: KeyError: 'groups'" and broken["findings"] == []
+    assert answered["parser_error"] is None and all(f["status"] in ("ok", "redundant") for f in answered["findings"])
 
 
 def test_the_sim_profile_is_not_an_sglang_profile() -> None:
@@ -98,21 +148,9 @@ def test_the_sim_profile_is_not_an_sglang_profile() -> None:
 
 
 # -- regressions -------------------------------------------------------------------------------
-@pytest.mark.usefixtures("sglang_parser_python")
-def test_a_misspelt_flag_set_to_false_or_null_is_still_named(tmp_path: Path) -> None:
-    folder = tmp_path / "profiles"
-    folder.mkdir()
-    (folder / "off.yaml").write_text(
-        f"name: off-flags\nextends: {CARD}\nserver:\n  args:\n"
-        "    enable-metrics: false\n"      # a real flag, left off: fine
-        "    enable-metrix: false\n"       # misspelt, left off: never reached the parser before
-    )
-    profile = ProfileStore([folder]).get("off-flags")
-    # null (a profile's own null deletes an inherited key, so set here): left off as well
-    args = {**profile.server.args, "disable-radix-cach": None}
-    profile = profile.model_copy(update={"server": profile.server.model_copy(update={"args": args})})
-    assert "--enable-metrix" not in [g[0] for g in flagcheck.flag_groups(profile)]
-    result = flagcheck.check(profile, use_image=False)
+def test_a_misspelt_flag_set_to_false_or_null_is_still_named(tmp_path: Path, shipped_checks: dict) -> None:
+    assert "--enable-metrix" not in [g[0] for g in flagcheck.flag_groups(_off_flags_profile(tmp_path))]
+    result = shipped_checks["off-flags"]
     assert not result.ok
     by_flag = {f.flag: f for f in result.failures}
     assert set(by_flag) == {"--enable-metrix", "--disable-radix-cach"}

@@ -48,12 +48,16 @@ PROMPTS = (
     "List the alarms that are set",
 )
 
-TOOL_PARSER = r'''
+# sglang's code, run once for every case of this file (one start-up of sglang in the referee
+# environment): a case's "kind" says which of sglang's parsers it goes through.
+REFEREE = r'''
 import json, sys
 from sglang.srt.entrypoints.openai.protocol import Tool
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
-out = []
-for case in json.load(sys.stdin):
+from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+
+def tools(case):
     parser = FunctionCallParser([Tool(**t) for t in case["tools"]], case["format"])
     deltas, normal = [], ""
     for piece in case["pieces"]:
@@ -61,26 +65,44 @@ for case in json.load(sys.stdin):
         normal += text
         deltas += [[c.tool_index, c.name, c.parameters] for c in calls]
     whole = FunctionCallParser([Tool(**t) for t in case["tools"]], case["format"]).parse_non_stream("".join(case["pieces"]))
-    out.append({"deltas": deltas, "normal": normal,
-                "non_stream": [[c.name, json.loads(c.parameters)] for c in whole[1]], "non_stream_normal": whole[0]})
-print(json.dumps(out))
-'''
+    return {"deltas": deltas, "normal": normal,
+            "non_stream": [[c.name, json.loads(c.parameters)] for c in whole[1]], "non_stream_normal": whole[0]}
 
-REASONING_PARSER = r'''
-import json, sys
-from sglang.srt.parser.reasoning_parser import ReasoningParser
-out = []
-for case in json.load(sys.stdin):
+
+def reasoning(case):
     parser = ReasoningParser(case["parser"], stream_reasoning=True, force_reasoning=case["thinking"])
     deltas = []
     for piece in case["pieces"]:
-        reasoning, normal = parser.parse_stream_chunk(piece)
-        deltas += [["reasoning_content", reasoning]] if reasoning else []
+        thought, normal = parser.parse_stream_chunk(piece)
+        deltas += [["reasoning_content", thought]] if thought else []
         deltas += [["content", normal]] if normal else []
     whole = ReasoningParser(case["parser"], stream_reasoning=False, force_reasoning=case["thinking"])
-    out.append({"deltas": deltas, "non_stream": list(whole.parse_non_stream("".join(case["pieces"])))})
-print(json.dumps(out))
+    return {"deltas": deltas, "non_stream": list(whole.parse_non_stream("".join(case["pieces"])))}
+
+
+def chained(case):
+    # as serving_chat.py streams: the reasoning parser first, its normal text into the tool parser
+    thinking = ReasoningParser(case["parser"], stream_reasoning=True, force_reasoning=True)
+    calls_parser = FunctionCallParser([Tool(**t) for t in case["tools"]], case["format"])
+    deltas = []
+    for piece in case["pieces"]:
+        thought, normal = thinking.parse_stream_chunk(piece)
+        if thought:
+            deltas.append(["reasoning_content", thought])
+        if normal:
+            text, calls = calls_parser.parse_stream_chunk(normal)
+            if text:
+                deltas.append(["content", text])
+            deltas += [["tool", c.tool_index, c.name, c.parameters] for c in calls]
+    return deltas
+
+
+KINDS = {"tools": tools, "reasoning": reasoning, "chained": chained}
+print(json.dumps([KINDS[case["kind"]](case) for case in json.load(sys.stdin)]))
 '''
+TOOL_FORMATS = ["qwen25", "qwen3_coder", "glm47"]
+REASONING_PARSERS = ["qwen3", "glm45"]
+CHAINED_FORMATS = ["qwen25", "qwen3_coder"]
 
 
 def _stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,8 +111,9 @@ def _stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
                 if line.startswith("data: {")]
 
 
-@pytest.mark.parametrize("fmt", ["qwen25", "qwen3_coder", "glm47"])
-def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: str, sglang_referee_python: Path) -> None:
+def _tool_calls_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
+    """Each prompt's raw model-format text (the referee's case), the deltas the sim streamed for
+    it and its non-streamed message."""
     settings = SimSettings(**BASE, tool_call_parser=fmt, default_chat_template_kwargs='{"enable_thinking": false}')
     cases, streams, plains = [], [], []
     with serve_in_thread(settings, wait_ready=True) as sim:
@@ -104,10 +127,15 @@ def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: 
             names = [d[1] for d in deltas if d[1]]
             arguments = ["".join(d[2] for d in deltas if d[0] == i and not d[1]) for i in range(len(names))]
             calls = [(name, json.loads(args)) for name, args in zip(names, arguments)]
-            cases.append({"format": fmt, "tools": TOOLS, "pieces": raw_pieces(fmt, calls)})
+            cases.append({"kind": "tools", "format": fmt, "tools": TOOLS, "pieces": raw_pieces(fmt, calls)})
             streams.append(deltas)
             plains.append(httpx.post(sim.url + CHAT, json=body, timeout=30).json()["choices"][0]["message"])
-    verdicts = referee(sglang_referee_python, TOOL_PARSER, cases)
+    return cases, streams, plains
+
+
+@pytest.mark.parametrize("fmt", TOOL_FORMATS)
+def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: str, refereed: dict) -> None:
+    streams, plains, verdicts = refereed["tools", fmt]
     assert len(verdicts) == len(PROMPTS)
     for prompt, sim_deltas, plain, verdict in zip(PROMPTS, streams, plains, verdicts):
         assert sim_deltas == verdict["deltas"], prompt
@@ -120,19 +148,20 @@ def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: 
     assert {"get_current_weather", "book_flight", "list_alarms"} <= called  # nested, typed and empty arguments
 
 
-@pytest.mark.parametrize("parser", ["qwen3", "glm45"])
-def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(parser: str, sglang_referee_python: Path) -> None:
+REASONING_BODIES = [
+    {"model": "sim-model", "messages": [{"role": "user", "content": "Which ocean lies between Europe and America?"}]},
+    {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
+     "chat_template_kwargs": {"enable_thinking": True}},
+    {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
+     "chat_template_kwargs": {"enable_thinking": False}},
+]
+
+
+def _reasoning_streamed(parser: str) -> tuple[list[dict], list[list], list[dict]]:
     settings = SimSettings(**BASE, reasoning_parser=parser)
-    bodies = [
-        {"model": "sim-model", "messages": [{"role": "user", "content": "Which ocean lies between Europe and America?"}]},
-        {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
-         "chat_template_kwargs": {"enable_thinking": True}},
-        {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
-         "chat_template_kwargs": {"enable_thinking": False}},
-    ]
     cases, streams, plains = [], [], []
     with serve_in_thread(settings, wait_ready=True) as sim:
-        for body in bodies:
+        for body in REASONING_BODIES:
             choices = _stream(sim.url, body)[1:-1]  # without the role chunk and the finish chunk
             streams.append([[key, c["delta"][key]] for c in choices for key in ("reasoning_content", "content")
                             if c["delta"].get(key)])
@@ -142,9 +171,16 @@ def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_te
             plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
                               FaultState(parse_faults(()), lambda code: None))
             thinking = body.get("chat_template_kwargs", {}).get("enable_thinking", True)
-            cases.append({"parser": parser, "thinking": thinking, "pieces": [u.text for u in plan.units]})
-    verdicts = referee(sglang_referee_python, REASONING_PARSER, cases)
-    for body, sim_deltas, plain, verdict in zip(bodies, streams, plains, verdicts):
+            cases.append({"kind": "reasoning", "parser": parser, "thinking": thinking,
+                          "pieces": [u.text for u in plan.units]})
+    return cases, streams, plains
+
+
+@pytest.mark.parametrize("parser", REASONING_PARSERS)
+def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(parser: str, refereed: dict) -> None:
+    streams, plains, verdicts = refereed["reasoning", parser]
+    assert len(verdicts) == len(REASONING_BODIES)
+    for body, sim_deltas, plain, verdict in zip(REASONING_BODIES, streams, plains, verdicts):
         assert sim_deltas == verdict["deltas"], body
         reasoning, content = verdict["non_stream"]
         assert (plain["reasoning_content"] or None, plain["content"]) == (reasoning or None, content)
@@ -152,33 +188,7 @@ def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_te
     assert all(kind == "content" for kind, _ in streams[2])
 
 
-CHAINED = r'''
-import json, sys
-from sglang.srt.entrypoints.openai.protocol import Tool
-from sglang.srt.function_call.function_call_parser import FunctionCallParser
-from sglang.srt.parser.reasoning_parser import ReasoningParser
-out = []
-for case in json.load(sys.stdin):
-    # as serving_chat.py streams: the reasoning parser first, its normal text into the tool parser
-    reasoning = ReasoningParser(case["parser"], stream_reasoning=True, force_reasoning=True)
-    tools = FunctionCallParser([Tool(**t) for t in case["tools"]], case["format"])
-    deltas = []
-    for piece in case["pieces"]:
-        thought, normal = reasoning.parse_stream_chunk(piece)
-        if thought:
-            deltas.append(["reasoning_content", thought])
-        if normal:
-            text, calls = tools.parse_stream_chunk(normal)
-            if text:
-                deltas.append(["content", text])
-            deltas += [["tool", c.tool_index, c.name, c.parameters] for c in calls]
-    out.append(deltas)
-print(json.dumps(out))
-'''
-
-
-@pytest.mark.parametrize("fmt", ["qwen25", "qwen3_coder"])
-def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str, sglang_referee_python: Path) -> None:
+def _chained_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
     settings = SimSettings(**BASE, tool_call_parser=fmt)  # qwen3 reasoning parser: thinks by default
     body = {"model": "sim-model", "messages": [{"role": "user", "content": PROMPTS[1]}], "tools": TOOLS}
     with serve_in_thread(settings, wait_ready=True) as sim:
@@ -198,7 +208,28 @@ def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(f
     plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
                       FaultState(parse_faults(()), lambda code: None))
     thinking_pieces = [u.text for u in plan.units if u.kind in ("reasoning", "hidden", "content")]
-    (verdict,) = referee(sglang_referee_python, CHAINED, [{"parser": "qwen3", "format": fmt, "tools": TOOLS,
-                                     "pieces": thinking_pieces + raw_pieces(fmt, calls)}])
+    case = {"kind": "chained", "parser": "qwen3", "format": fmt, "tools": TOOLS,
+            "pieces": thinking_pieces + raw_pieces(fmt, calls)}
+    return [case], [sim_deltas], []
+
+
+@pytest.mark.parametrize("fmt", CHAINED_FORMATS)
+def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str, refereed: dict) -> None:
+    (sim_deltas,), _, (verdict,) = refereed["chained", fmt]
+    names = [d[2] for d in sim_deltas if d[0] == "tool" and d[2]]
     assert len(names) == 2 and sim_deltas[0][0] == "reasoning_content"
     assert sim_deltas == verdict
+
+
+@pytest.fixture(scope="module")
+def refereed(sglang_referee_python: Path) -> dict[tuple[str, str], tuple[list, list, list]]:
+    """What the sim streamed for every case of this file, and what sglang's own parsers make of
+    the same raw text, all of it through one referee process: {(kind, parser or format):
+    (the sim's deltas, its non-streamed messages, sglang's verdicts)}."""
+    runs = {("tools", f): _tool_calls_streamed(f) for f in TOOL_FORMATS}
+    runs |= {("reasoning", p): _reasoning_streamed(p) for p in REASONING_PARSERS}
+    runs |= {("chained", f): _chained_streamed(f) for f in CHAINED_FORMATS}
+    cases = [case for run_cases, _, _ in runs.values() for case in run_cases]
+    verdicts = iter(referee(sglang_referee_python, REFEREE, cases))
+    return {key: (streams, plains, [next(verdicts) for _ in run_cases])
+            for key, (run_cases, streams, plains) in runs.items()}

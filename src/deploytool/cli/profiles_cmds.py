@@ -103,7 +103,8 @@ def profiles_show(name: RequiredProfileOpt, json_output: JsonOpt = False, profil
 
 @profiles_app.command("check")
 def profiles_check(
-    name: RequiredProfileOpt,
+    name: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every sglang profile found (shipped and --profiles-dir), one parser start-up per place it runs.")] = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,
@@ -111,30 +112,56 @@ def profiles_check(
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR`: look for that image's tag.")] = None,
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
-    unknown flags, invalid choices, wrong types, values sglang overrides."""
+    unknown flags, invalid choices, wrong types, values sglang overrides. With --all, every
+    sglang profile's (the others are listed as skipped, with why)."""
     from ..profiles import ProfileStore
     from ..image import flagcheck
 
-    profile = ProfileStore(profiles_dir).get(name)
-    result = flagcheck.check(profile, use_image=not no_image, resolve=resolve, wheelhouse=wheelhouse)
-    if json_output:
-        print_json({**result.__dict__, "ok": result.ok})
+    if bool(name) == every:
+        raise UsageError("give --profile NAME (one profile) or --all (every sglang profile), one of the two")
+    store = ProfileStore(profiles_dir)
+    skipped: list[dict[str, str]] = []
+    if every:
+        profiles = []
+        for profile in store.all():
+            if profile.image.recipe != "sglang":
+                skipped.append({"profile": profile.name, "why": f"recipe {profile.image.recipe!r}: no sglang parser"})
+            elif not profile.image.runtime_version:
+                skipped.append({"profile": profile.name, "why": "image.runtime_version (the sglang release) is not set"})
+            else:
+                profiles.append(profile)
     else:
-        table = Table("flag", "given", "status", "detail")
+        profiles = [store.get(name)]
+    results = flagcheck.check_many(profiles, use_image=not no_image, resolve=resolve, wheelhouse=wheelhouse)
+    ok = all(r.ok for r in results)
+    if json_output:
+        one = [{**r.__dict__, "ok": r.ok} for r in results]
+        print_json({"ok": ok, "profiles": one, "skipped": skipped} if every else one[0])
+    else:
+        for result in results:
+            # one profile: every flag; all of them: a line each, the flags of the failing ones
+            _print_check(result, table=not every or not result.ok, label=f"{result.profile}: " if every else "")
+        for skip in skipped:
+            console.print(f"[dim]{escape(skip['profile'])}: skipped ({escape(skip['why'])})[/]")
+    if not ok:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _print_check(result, *, table: bool, label: str) -> None:
+    if table:
+        rows = Table("flag", "given", "status", "detail")
         for f in result.findings:
             given = " ".join(map(str, f.given)) if isinstance(f.given, list) else str(f.given)
-            table.add_row(f.flag, escape(given), styled(f.status), escape(f.message))
-        console.print(table)
-        if result.parser_error:
-            console.print(f"[red]sglang refuses the command line:[/] {escape(result.parser_error)}")
-        for key, change in result.derived.items():
-            console.print(escape(f"  derived: {key}: {change.get('before')!r} -> {change.get('after')!r}"))
-        if result.resolve_note:
-            console.print(f"[dim]{escape(result.resolve_note)}[/]")
-        console.print(f"sglang {result.sglang_version} parser ({result.where}): "
-                      + ("[green]all flags accepted[/]" if result.ok else f"[red]{len(result.failures) or 1} problem(s)[/]"))
-    if not result.ok:
-        raise typer.Exit(EXIT_FAILED)
+            rows.add_row(f.flag, escape(given), styled(f.status), escape(f.message))
+        console.print(rows)
+    if result.parser_error:
+        console.print(f"[red]sglang refuses the command line:[/] {escape(result.parser_error)}")
+    for key, change in result.derived.items():
+        console.print(escape(f"  derived: {key}: {change.get('before')!r} -> {change.get('after')!r}"))
+    if result.resolve_note and table:
+        console.print(f"[dim]{escape(result.resolve_note)}[/]")
+    console.print(escape(label) + f"sglang {result.sglang_version} parser ({escape(result.where)}): "
+                  + ("[green]all flags accepted[/]" if result.ok else f"[red]{len(result.failures) or 1} problem(s)[/]"))
 
 
 _NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every profile and its memory plan on its "

@@ -211,57 +211,116 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
 
 def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
           timeout: float = 300, wheelhouse: Path | None = None) -> FlagCheck:
+    return check_many([profile], image=image, use_image=use_image, resolve=resolve, timeout=timeout,
+                      wheelhouse=wheelhouse)[0]
+
+
+def check_many(profiles: list[Profile], *, image: str | None = None, use_image: bool = True,
+               resolve: bool = False, timeout: float = 300, wheelhouse: Path | None = None) -> list[FlagCheck]:
+    """Each profile's check, in order. Profiles whose parser runs in the same place (one image, or
+    the parser venv with the same sources first on the path) share one probe process: starting
+    it (importing torch and sglang) costs seconds, each profile after the first a fraction of one."""
+    for profile in profiles:
+        _checkable(profile)
+    places = [_place(p, image=image, use_image=use_image, wheelhouse=wheelhouse) for p in profiles]
+    results: list[FlagCheck | None] = [None] * len(profiles)
+    groups: dict[tuple, list[int]] = {}
+    for i, place in enumerate(places):
+        groups.setdefault(place.key, []).append(i)
+    for members in groups.values():
+        place = places[members[0]]
+        requests = [_request(profiles[i], resolve) for i in members]
+        answers = _probe(place, requests, timeout=timeout)  # start-up dominates: one bound for the process
+        for i, answer in zip(members, answers):
+            results[i] = _result(profiles[i], places[i], answer, resolve=resolve)
+    return [r for r in results if r is not None]
+
+
+def _checkable(profile: Profile) -> None:
     if profile.image.recipe != "sglang":
         raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: "
                          "`profiles check` validates sglang launch flags only")
-    version = profile.image.runtime_version
-    if not version:
+    if not profile.image.runtime_version:
         raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
-    request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
-               "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
-    probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
+
+
+@dataclass
+class _Place:
+    """Where one profile's parser runs: a built image, or the parser venv's Python with the
+    sources that come first on its path."""
+    version: str
+    where: str
+    image: str | None = None
+    python: Path | None = None
+    pythonpath: str | None = None
+    shown: str | None = None  # the parser's own version where it is not the release's (a fork's)
+
+    @property
+    def key(self) -> tuple:
+        return (self.image, str(self.python), self.pythonpath)
+
+
+def _place(profile: Profile, *, image: str | None, use_image: bool, wheelhouse: Path | None) -> _Place:
+    version = profile.image.runtime_version
     note = None
     if not image and use_image:
         image, note = find_built_image(profile, wheelhouse=wheelhouse)
-    shown = None  # the parser's own version where it is not the release's (a fork's)
     if image:
-        where = f"image {image}" + (f" ({note})" if note else "")
-        try:
-            proc = Engine().run_argv(image, "python3", ["-c", probe, json.dumps(request)], timeout=timeout)
-        except DeploytoolError as exc:
-            raise CouldNotRun(f"sglang's parser could not run ({where}): {exc.message}") from None
-    else:
-        python = parser_venv(version)
-        where = f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else "")
-        env = None
-        source = runtime_source.resolve(profile)
-        if source.is_fork:
-            # The release's venv holds what the parser imports; the fork's own package, unpacked
-            # once per commit (or tree digest), comes first on the path: its flags are the ones read.
-            tree = runtime_source.unpacked(source)
-            env = {**os.environ, "PYTHONPATH": str(tree)}
-            where += f" with the fork's sources {tree} ({source.describe()})"
-            shown = source.version
-        elif source.series:
-            # A series of the profile's own may add or change flags: the release with that
-            # series applied comes first on the path, as in the image.
-            from .patches import patched_release
+        return _Place(version, f"image {image}" + (f" ({note})" if note else ""), image=image)
+    python = parser_venv(version)
+    place = _Place(version, f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else ""),
+                   python=python)
+    source = runtime_source.resolve(profile)
+    if source.is_fork:
+        # The release's venv holds what the parser imports; the fork's own package, unpacked
+        # once per commit (or tree digest), comes first on the path: its flags are the ones read.
+        tree = runtime_source.unpacked(source)
+        place.pythonpath = str(tree)
+        place.where += f" with the fork's sources {tree} ({source.describe()})"
+        place.shown = source.version
+    elif source.series:
+        # A series of the profile's own may add or change flags: the release with that
+        # series applied comes first on the path, as in the image.
+        from .patches import patched_release
 
-            tree = patched_release(profile, source)
-            env = {**os.environ, "PYTHONPATH": str(tree)}
-            where += f" with the patched sources {tree} ({source.describe()})"
+        tree = patched_release(profile, source)
+        place.pythonpath = str(tree)
+        place.where += f" with the patched sources {tree} ({source.describe()})"
+    return place
+
+
+def _request(profile: Profile, resolve: bool) -> dict[str, Any]:
+    return {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
+            "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
+
+
+def _probe(place: _Place, requests: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
+    """One probe process for all the requests: an answer each, in order."""
+    probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
+    payload = json.dumps(requests)
+    if place.image:
         try:
-            proc = subprocess.run([str(python), "-c", probe, json.dumps(request)], capture_output=True, text=True,
+            proc = Engine().run_argv(place.image, "python3", ["-c", probe, payload], timeout=timeout)
+        except DeploytoolError as exc:
+            raise CouldNotRun(f"sglang's parser could not run ({place.where}): {exc.message}") from None
+    else:
+        env = {**os.environ, "PYTHONPATH": place.pythonpath} if place.pythonpath else None
+        try:
+            proc = subprocess.run([str(place.python), "-c", probe, payload], capture_output=True, text=True,
                                   timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({where})") from None
-    answer = marked_answer(proc.stdout, _MARKER)
-    if answer is None:
-        raise CouldNotRun(f"sglang {version}'s parser could not run ({where}, exit {proc.returncode}):\n"
-                              + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
-    installed = answer.get("sglang_version") if image else None
-    result = FlagCheck(profile=profile.name, sglang_version=shown or installed or version, where=where,
-                       parser_error=answer.get("parser_error"), derived=answer.get("derived") or {})
+            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({place.where})") from None
+    answers = marked_answers(proc.stdout, _MARKER)
+    if len(answers) < len(requests):
+        raise CouldNotRun(f"sglang {place.version}'s parser could not run ({place.where}, exit {proc.returncode}):\n"
+                          + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
+    return answers
+
+
+def _result(profile: Profile, place: _Place, answer: dict[str, Any], *, resolve: bool) -> FlagCheck:
+    installed = answer.get("sglang_version") if place.image else None
+    result = FlagCheck(profile=profile.name, sglang_version=place.shown or installed or place.version,
+                       where=place.where, parser_error=answer.get("parser_error"), derived=answer.get("derived") or {})
     for raw in answer["findings"]:
         result.findings.append(FlagFinding(flag=raw["flag"], given=raw.get("given"), status=raw["status"],
                                            message=raw.get("message", ""), stored=raw.get("stored"),
@@ -276,14 +335,23 @@ def check(profile: Profile, *, image: str | None = None, use_image: bool = True,
 def marked_answer(stdout: str, marker: str) -> dict[str, Any] | None:
     """The JSON line after `marker` in what a probe printed inside an image or venv (anything
     sglang itself printed before it is skipped); None when the probe never got that far."""
-    lines = stdout.splitlines()
-    if marker not in lines:
-        return None
-    try:
-        return json.loads(lines[lines.index(marker) + 1])
-    except (IndexError, json.JSONDecodeError):
-        return None
+    answers = marked_answers(stdout, marker)
+    return answers[0] if answers else None
 
+
+def marked_answers(stdout: str, marker: str) -> list[dict[str, Any]]:
+    """Every answer a probe printed, each the JSON line after a `marker` line, in order; a
+    marker whose line is not JSON ends the list (the probe died while answering)."""
+    lines = stdout.splitlines()
+    answers = []
+    for i, line in enumerate(lines):
+        if line != marker:
+            continue
+        try:
+            answers.append(json.loads(lines[i + 1]))
+        except (IndexError, json.JSONDecodeError):
+            break
+    return answers
 
 
 def _source_identity(profile: Profile) -> str:

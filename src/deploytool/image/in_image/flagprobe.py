@@ -9,11 +9,12 @@ was given; and, when asked and possible, resolves the arguments (the model's con
 readable there) and reports the values sglang derives.
 
     python flagprobe.py '{"groups": [["--tp-size", "8"], ...], "names_only": [["--enable-x", false]], "resolve": false}'
+    python flagprobe.py '[{...}, {...}]'    (several profiles: an answer each, in order)
 
 `names_only` are the flags whose value (false or null) keeps them off the command line: only
 their names are checked, so a misspelt one is still reported as unknown.
 
-The answer is one JSON line after the marker line on stdout; sglang's logging goes to stderr.
+Each answer is one JSON line after a marker line on stdout; sglang's logging goes to stderr.
 """
 
 import argparse
@@ -174,5 +175,20 @@ def main(request):
     print(json.dumps(out))
 
 
+def answer_each(requests):
+    """A list of requests (several profiles, one start-up of sglang): an answer each, in order.
+    One that breaks the probe itself is answered with the error, and the rest still are."""
+    for request in requests:
+        try:
+            main(request)
+        except Exception as exc:  # noqa: BLE001 - one profile's failure must not hide the others'
+            print(MARKER)
+            print(json.dumps({"findings": [], "parser_error": f"the probe failed: {type(exc).__name__}: {exc}",
+                              "resolved": None, "resolve_error": None, "derived": {},
+                              "sglang_version": _installed_version()}))
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    main(json.loads(sys.argv[1]))
+    request = json.loads(sys.argv[1])
+    answer_each(request if isinstance(request, list) else [request])

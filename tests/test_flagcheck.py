@@ -50,7 +50,7 @@ def _off_flags_profile(folder: Path):
 @pytest.fixture(scope="module")
 def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, flagcheck.FlagCheck]:
     """Every shipped sglang profile checked in one parser process, as `profiles check --all` does,
-    after a failing one (off-flags, also here): a failure leaves the answers after it as they were."""
+    after a failing one (off-flags, also here), each after the ones before it."""
     store = ProfileStore()
     off = _off_flags_profile(tmp_path_factory.mktemp("off-flags"))
     checks = flagcheck.check_many([off, *(store.get(n) for n in _sglang_profiles())], use_image=False)
@@ -85,7 +85,8 @@ def _bad_profiles(tmp_path: Path) -> Path:
 
 def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path, shipped_checks: dict) -> None:
     profile = ProfileStore([_bad_profiles(tmp_path)]).get("bad-flags")
-    # checked in one process with a good profile after it: the failure leaves the next answer as it was
+    # with CARD after it in one process: CARD's answer is the one it gets after five passing
+    # profiles (the shipped batch): what went before leaves an answer as it was
     result, after = flagcheck.check_many([profile, ProfileStore().get(CARD)], use_image=False)
     assert not result.ok
     by_flag = {f.flag: f for f in result.failures}
@@ -127,19 +128,30 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     both = run_cli("profiles", "check", "--all", "--profile", CARD, "--json")
     assert both.returncode == 2 and "one of the two" in json.loads(both.stdout)["error"]["message"]
 
+    # one profile: its every flag in the table, then the summary
+    result = CliRunner().invoke(app, ["profiles", "check", "--profile", CARD, "--no-image"], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith("all flags accepted")
+    assert all(group[0] in result.stdout for group in flagcheck.flag_groups(ProfileStore().get(CARD)))
 
-def test_a_probe_that_breaks_on_one_request_still_answers_the_others(sglang_parser_python: Path) -> None:
-    import subprocess
 
-    from deploytool.resources import package_dir
-
-    good = {"groups": flagcheck.flag_groups(ProfileStore().get(CARD)), "names_only": [], "resolve": False}
-    probe = package_dir() / "image" / "in_image" / "flagprobe.py"
-    proc = subprocess.run([str(sglang_parser_python), str(probe), json.dumps([{"names_only": []}, good])],
-                          capture_output=True, text=True, timeout=300)
-    broken, answered = flagcheck.marked_answers(proc.stdout, "---deploytool-flagprobe---")
-    assert broken["parser_error"] == "the probe failed: KeyError: 'groups'" and broken["findings"] == []
-    assert answered["parser_error"] is None and all(f["status"] in ("ok", "redundant") for f in answered["findings"])
+@pytest.mark.usefixtures("sglang_parser_python")
+def test_a_probe_that_breaks_on_one_profile_still_answers_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a request the probe cannot read (no "groups") stands in for a profile that breaks the probe
+    request = flagcheck._request
+    monkeypatch.setattr(flagcheck, "_request",
+                        lambda profile, resolve: {"names_only": []} if profile.name == CARD else request(profile, resolve))
+    result = CliRunner().invoke(app, ["profiles", "check", "--all", "--no-image", "--json"])
+    assert result.exit_code == 6, result.output  # could not run: nothing is known of CARD's flags
+    data = json.loads(result.stdout)
+    by_name = {p["profile"]: p for p in data["profiles"]}
+    assert list(by_name) == _sglang_profiles() and data["ok"] is False
+    assert by_name[CARD]["probe_error"] == "KeyError: 'groups'" and by_name[CARD]["findings"] == []
+    assert by_name[CARD]["parser_error"] is None and by_name[CARD]["ok"] is False
+    for name, report in by_name.items():
+        if name != CARD:  # answered in the same process, before and after it, in full
+            assert report["ok"] and report["probe_error"] is None
+            assert len(report["findings"]) == len(flagcheck.flag_groups(ProfileStore().get(name)))
 
 
 def test_the_sim_profile_is_not_an_sglang_profile() -> None:

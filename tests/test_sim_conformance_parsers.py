@@ -230,6 +230,8 @@ def refereed(sglang_referee_python: Path) -> dict[tuple[str, str], tuple[list, l
     runs |= {("reasoning", p): _reasoning_streamed(p) for p in REASONING_PARSERS}
     runs |= {("chained", f): _chained_streamed(f) for f in CHAINED_FORMATS}
     cases = [case for run_cases, _, _ in runs.values() for case in run_cases]
-    verdicts = iter(referee(sglang_referee_python, REFEREE, cases))
+    answered = referee(sglang_referee_python, REFEREE, cases)
+    assert len(answered) == len(cases)  # a verdict for each case, or the pairing below would shift
+    verdicts = iter(answered)
     return {key: (streams, plains, [next(verdicts) for _ in run_cases])
             for key, (run_cases, streams, plains) in runs.items()}

@@ -57,12 +57,16 @@ def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> di
     while proc.poll() is None and not events(event):
         assert time.monotonic() < deadline, "watch neither acted nor stopped"
         time.sleep(0.1)
-    if proc.poll() is None:
+    interrupted = proc.poll() is None
+    if interrupted:
         time.sleep(3)  # six more rounds at its 0.5 s interval
         proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=180)
     assert proc.returncode == 0, err
-    return json.loads(out)
+    result = json.loads(out)
+    if interrupted:  # the Ctrl-C ended it, not the clock (a watch that ignored it still exits 0)
+        assert result["seconds"] < max_seconds, result
+    return result
 
 
 def up(folder: Path, slot: str, profile: str, port: int) -> None:

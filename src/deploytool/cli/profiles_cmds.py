@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import EXIT_FAILED, UsageError
+from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, UsageError
 from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, print_json, styled
 
 profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
@@ -143,25 +143,38 @@ def profiles_check(
             _print_check(result, table=not every or not result.ok, label=f"{result.profile}: " if every else "")
         for skip in skipped:
             console.print(f"[dim]{escape(skip['profile'])}: skipped ({escape(skip['why'])})[/]")
+    if any(r.probe_error for r in results):
+        raise typer.Exit(EXIT_COULD_NOT_RUN)  # nothing is known of those flags: not a "no"
     if not ok:
         raise typer.Exit(EXIT_FAILED)
 
 
 def _print_check(result, *, table: bool, label: str) -> None:
-    if table:
+    """One profile's report: the flag table (when asked), what sglang refused or derived, and a
+    summary line; with a label (several profiles), the summary first, so the details below it
+    read as that profile's."""
+    summary = escape(label) + f"sglang {result.sglang_version} parser ({escape(result.where)}): " + (
+        "[green]all flags accepted[/]" if result.ok
+        else "[red]the check itself failed[/]" if result.probe_error
+        else f"[red]{len(result.failures) or 1} problem(s)[/]")
+    if label:
+        console.print(summary)
+    if table and result.findings:
         rows = Table("flag", "given", "status", "detail")
         for f in result.findings:
             given = " ".join(map(str, f.given)) if isinstance(f.given, list) else str(f.given)
             rows.add_row(f.flag, escape(given), styled(f.status), escape(f.message))
         console.print(rows)
+    if result.probe_error:
+        console.print(f"[red]the probe failed on this profile:[/] {escape(result.probe_error)}")
     if result.parser_error:
         console.print(f"[red]sglang refuses the command line:[/] {escape(result.parser_error)}")
     for key, change in result.derived.items():
         console.print(escape(f"  derived: {key}: {change.get('before')!r} -> {change.get('after')!r}"))
     if result.resolve_note and table:
         console.print(f"[dim]{escape(result.resolve_note)}[/]")
-    console.print(escape(label) + f"sglang {result.sglang_version} parser ({escape(result.where)}): "
-                  + ("[green]all flags accepted[/]" if result.ok else f"[red]{len(result.failures) or 1} problem(s)[/]"))
+    if not label:
+        console.print(summary)
 
 
 _NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every profile and its memory plan on its "

@@ -73,10 +73,11 @@ class FlagCheck:
     parser_error: str | None = None  # the whole command line refused by prepare_server_args
     derived: dict[str, Any] = field(default_factory=dict)
     resolve_note: str | None = None
+    probe_error: str | None = None  # the check itself failed on this profile: nothing is known of its flags
 
     @property
     def ok(self) -> bool:
-        return self.parser_error is None and not any(f.failed for f in self.findings)
+        return self.parser_error is None and self.probe_error is None and not any(f.failed for f in self.findings)
 
     @property
     def failures(self) -> list[FlagFinding]:
@@ -219,21 +220,21 @@ def check_many(profiles: list[Profile], *, image: str | None = None, use_image: 
                resolve: bool = False, timeout: float = 300, wheelhouse: Path | None = None) -> list[FlagCheck]:
     """Each profile's check, in order. Profiles whose parser runs in the same place (one image, or
     the parser venv with the same sources first on the path) share one probe process: starting
-    it (importing torch and sglang) costs seconds, each profile after the first a fraction of one."""
+    it (importing torch and sglang) is most of a check's cost. Not with `resolve`: sglang's
+    resolution writes the process's environment, which the next profile would then read."""
     for profile in profiles:
         _checkable(profile)
     places = [_place(p, image=image, use_image=use_image, wheelhouse=wheelhouse) for p in profiles]
-    results: list[FlagCheck | None] = [None] * len(profiles)
     groups: dict[tuple, list[int]] = {}
     for i, place in enumerate(places):
-        groups.setdefault(place.key, []).append(i)
+        groups.setdefault(place.key + ((i,) if resolve else ()), []).append(i)
+    results: dict[int, FlagCheck] = {}
     for members in groups.values():
-        place = places[members[0]]
-        requests = [_request(profiles[i], resolve) for i in members]
-        answers = _probe(place, requests, timeout=timeout)  # start-up dominates: one bound for the process
-        for i, answer in zip(members, answers):
+        answers = _probe(places[members[0]], [_request(profiles[i], resolve) for i in members],
+                         names=[profiles[i].name for i in members], timeout=timeout)
+        for i, answer in zip(members, answers, strict=True):
             results[i] = _result(profiles[i], places[i], answer, resolve=resolve)
-    return [r for r in results if r is not None]
+    return [results[i] for i in range(len(profiles))]
 
 
 def _checkable(profile: Profile) -> None:
@@ -294,10 +295,12 @@ def _request(profile: Profile, resolve: bool) -> dict[str, Any]:
             "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
 
 
-def _probe(place: _Place, requests: list[dict[str, Any]], *, timeout: float) -> list[dict[str, Any]]:
-    """One probe process for all the requests: an answer each, in order."""
+def _probe(place: _Place, requests: list[dict[str, Any]], *, names: list[str], timeout: float) -> list[dict[str, Any]]:
+    """One probe process for all the requests: an answer each, in order. `timeout` bounds the
+    start-up and the first answer; each further profile adds a few seconds."""
     probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
     payload = json.dumps(requests)
+    timeout += 10 * (len(requests) - 1)
     if place.image:
         try:
             proc = Engine().run_argv(place.image, "python3", ["-c", probe, payload], timeout=timeout)
@@ -309,10 +312,13 @@ def _probe(place: _Place, requests: list[dict[str, Any]], *, timeout: float) -> 
             proc = subprocess.run([str(place.python), "-c", probe, payload], capture_output=True, text=True,
                                   timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
-            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({place.where})") from None
+            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({place.where}; "
+                              f"checking {', '.join(names)})") from None
     answers = marked_answers(proc.stdout, _MARKER)
-    if len(answers) < len(requests):
-        raise CouldNotRun(f"sglang {place.version}'s parser could not run ({place.where}, exit {proc.returncode}):\n"
+    if len(answers) != len(requests):
+        stuck = f"; it stopped at {names[len(answers)]}" if len(answers) < len(names) else ""
+        raise CouldNotRun(f"sglang {place.version}'s parser could not run ({place.where}, exit {proc.returncode}; "
+                          f"{len(answers)} of {len(requests)} profiles answered{stuck}):\n"
                           + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
     return answers
 
@@ -320,7 +326,8 @@ def _probe(place: _Place, requests: list[dict[str, Any]], *, timeout: float) -> 
 def _result(profile: Profile, place: _Place, answer: dict[str, Any], *, resolve: bool) -> FlagCheck:
     installed = answer.get("sglang_version") if place.image else None
     result = FlagCheck(profile=profile.name, sglang_version=place.shown or installed or place.version,
-                       where=place.where, parser_error=answer.get("parser_error"), derived=answer.get("derived") or {})
+                       where=place.where, parser_error=answer.get("parser_error"), derived=answer.get("derived") or {},
+                       probe_error=answer.get("probe_error"))
     for raw in answer["findings"]:
         result.findings.append(FlagFinding(flag=raw["flag"], given=raw.get("given"), status=raw["status"],
                                            message=raw.get("message", ""), stored=raw.get("stored"),

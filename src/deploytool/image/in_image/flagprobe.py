@@ -88,7 +88,8 @@ def _unknown(flag, given, actions):
             "suggestions": close}
 
 
-def main(request):
+def answer(request):
+    """One profile's answer (a JSON-able dict)."""
     groups = request["groups"]
     parser = _parser()
     actions = {}
@@ -124,9 +125,7 @@ def main(request):
            "sglang_version": _installed_version()}
     argv = [token for group in groups for token in group]
     if any(f["status"] != "ok" for f in findings):
-        print(MARKER)
-        print(json.dumps(out))
-        return
+        return out
     from sglang.srt.server_args import prepare_server_args
 
     err = io.StringIO()
@@ -135,14 +134,10 @@ def main(request):
             server_args = prepare_server_args(argv)
     except SystemExit:
         out["parser_error"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1]
-        print(MARKER)
-        print(json.dumps(out))
-        return
+        return out
     except Exception as exc:  # a validator in ServerArgs itself
         out["parser_error"] = f"{type(exc).__name__}: {exc}"
-        print(MARKER)
-        print(json.dumps(out))
-        return
+        return out
     for finding in findings:
         stored = _plain(getattr(server_args, finding["dest"], None))
         finding["stored"] = stored
@@ -171,22 +166,24 @@ def main(request):
             out["resolved"] = True
         except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
             out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    print(MARKER)
-    print(json.dumps(out))
+    return out
 
 
 def answer_each(requests):
-    """A list of requests (several profiles, one start-up of sglang): an answer each, in order.
-    One that breaks the probe itself is answered with the error, and the rest still are."""
+    """An answer each, in order, from one start-up of sglang (the import is most of the cost).
+    A request that breaks the probe itself gets a probe_error, and the rest are still answered;
+    sglang that does not import fails the whole run, with no answer: the environment is broken,
+    not any profile's flags."""
+    _parser()
     for request in requests:
         try:
-            main(request)
+            out = answer(request)
         except Exception as exc:  # noqa: BLE001 - one profile's failure must not hide the others'
-            print(MARKER)
-            print(json.dumps({"findings": [], "parser_error": f"the probe failed: {type(exc).__name__}: {exc}",
-                              "resolved": None, "resolve_error": None, "derived": {},
-                              "sglang_version": _installed_version()}))
-        sys.stdout.flush()
+            out = {"findings": [], "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
+                   "sglang_version": _installed_version(), "probe_error": f"{type(exc).__name__}: {exc}"}
+        line = json.dumps(out)  # before the marker: a marker is always followed by its answer
+        print(MARKER)
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

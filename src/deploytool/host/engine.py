@@ -166,16 +166,27 @@ class Engine:
     def run_throwaway(self, image: str, script: str, *, volume: str | None = None, mount: str = "/cache",
                       root: bool = False) -> str:
         """Run a shell script in a throwaway container of `image` (no network; `volume` at
-        `mount` when given) and return its output. A script that fails raises DeployError."""
+        `mount` when given) and return its output. A script that fails raises DeployError.
+
+        The output is read once the container has exited, not followed while it runs (as the
+        SDK's containers.run does): on a loaded engine that stream came back empty now and then
+        for a script that had printed its answer."""
         volumes = {volume: {"bind": mount, "mode": "rw"}} if volume else None
         try:
-            out = self.client.containers.run(image, entrypoint=["/bin/sh", "-c"], command=[script], remove=True,
-                                             network_mode="none", volumes=volumes, user="0" if root else None)
-        except docker.errors.ContainerError as exc:
-            raise DeployError(f"a throwaway container of {image} failed: {exc}") from None
+            container = self.client.containers.create(image, entrypoint=["/bin/sh", "-c"], command=[script],
+                                                      network_mode="none", volumes=volumes,
+                                                      user="0" if root else None)
         except docker.errors.ImageNotFound:
             raise DeployError(f"image {image} is not on this engine") from None
-        return out.decode("utf-8", "replace")
+        try:
+            container.start()
+            status = container.wait()["StatusCode"]
+            if status != 0:
+                tail = container.logs(stdout=True, stderr=True).decode("utf-8", "replace").strip()[-2000:]
+                raise DeployError(f"a throwaway container of {image} failed (exit {status}): {tail}")
+            return container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        finally:
+            container.remove(force=True)
 
     def run_argv(self, image: str, entrypoint: str, args: list[str], *,
                  timeout: float) -> subprocess.CompletedProcess[str]:

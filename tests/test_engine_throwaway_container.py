@@ -1,0 +1,36 @@
+"""Engine.run_throwaway, which reads and wipes the JIT cache volume: the script's whole output
+once the container has exited, its failure with exit code and stderr, and nothing left behind."""
+
+from __future__ import annotations
+
+import secrets
+
+import pytest
+
+from conftest import BASE_IMAGE
+from deploytool.errors import DeployError
+
+
+def _left_behind(engine, mark: str) -> list[str]:
+    """Containers, running or not, whose script carries `mark` (other tests' come and go meanwhile)."""
+    # sparse: the list's own fields, no inspect of each (one removed meanwhile would fail it)
+    return [c.id for c in engine.client.containers.list(all=True, sparse=True) if mark in c.attrs.get("Command", "")]
+
+
+def test_a_script_that_prints_and_exits_at_once_returns_all_it_printed(docker_engine) -> None:
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    # A container that exits as soon as it has printed is where a followed log stream can miss
+    # the output; twenty in a row, each answer must be whole.
+    for n in range(20):
+        out = docker_engine.run_throwaway(BASE_IMAGE, f"seq 1 {n + 1}; echo to-stderr >&2 {mark}")
+        assert out.split() == [str(i) for i in range(1, n + 2)]  # stdout only
+    assert _left_behind(docker_engine, mark) == []
+
+
+def test_a_failing_script_raises_with_its_exit_code_and_output(docker_engine) -> None:
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    with pytest.raises(DeployError, match=r"failed \(exit 3\): .*no such thing"):
+        docker_engine.run_throwaway(BASE_IMAGE, f"echo no such thing >&2; exit 3 {mark}")
+    assert _left_behind(docker_engine, mark) == []
+    with pytest.raises(DeployError, match="is not on this engine"):
+        docker_engine.run_throwaway("deploytool/not-an-image:nowhere", "true")

@@ -32,10 +32,13 @@ demo: setup base-image
 # PYTEST_ARGS goes to pytest as it is (e.g. `--randomly-seed=N` to repeat an order, `-k NAME`).
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
-test: setup
-	@scripts/ensure-engine.sh --optional
-	@if docker info >/dev/null 2>&1; then scripts/make-base-image.sh $(BASE_IMAGE) \
-	  || echo "no base image: the integration tests will skip, saying why"; fi
+# On a new machine the engine and base image (debootstrap) and the virtual environment (pip)
+# are each about a minute, and need nothing of each other: they are made side by side.
+test:
+	@{ scripts/ensure-engine.sh --optional; \
+	  if docker info >/dev/null 2>&1; then scripts/make-base-image.sh $(BASE_IMAGE) \
+	  || echo "no base image: the integration tests will skip, saying why"; fi; } & images=$$!; \
+	$(MAKE) --no-print-directory setup; venv=$$?; wait $$images; [ $$venv = 0 ]
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The real GPU image of the RTX 5090 profile on the registry-free wheels base, built and proven

@@ -157,6 +157,13 @@ REASONING_BODIES = [
 ]
 
 
+def _written(body: dict[str, Any], settings: SimSettings) -> list:
+    """The raw text the simulated model wrote for this request, unit by unit (before any parser)."""
+    req = parse_chat_request(json.dumps(body).encode(), settings)
+    return build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
+                      FaultState(parse_faults(()), lambda code: None)).units
+
+
 def _reasoning_streamed(parser: str) -> tuple[list[dict], list[list], list[dict]]:
     settings = SimSettings(**BASE, reasoning_parser=parser)
     cases, streams, plains = [], [], []
@@ -166,13 +173,9 @@ def _reasoning_streamed(parser: str) -> tuple[list[dict], list[list], list[dict]
             streams.append([[key, c["delta"][key]] for c in choices for key in ("reasoning_content", "content")
                             if c["delta"].get(key)])
             plains.append(httpx.post(sim.url + CHAT, json=body, timeout=30).json()["choices"][0]["message"])
-            # the raw text the simulated model wrote for this request, token by token
-            req = parse_chat_request(json.dumps(body).encode(), settings)
-            plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
-                              FaultState(parse_faults(()), lambda code: None))
             thinking = body.get("chat_template_kwargs", {}).get("enable_thinking", True)
             cases.append({"kind": "reasoning", "parser": parser, "thinking": thinking,
-                          "pieces": [u.text for u in plan.units]})
+                          "pieces": [u.text for u in _written(body, settings)]})
     return cases, streams, plains
 
 
@@ -204,10 +207,7 @@ def _chained_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
     names = [d[2] for d in sim_deltas if d[0] == "tool" and d[2]]
     calls = [(name, json.loads("".join(d[3] for d in sim_deltas if d[0] == "tool" and d[1] == i and not d[2])))
              for i, name in enumerate(names)]
-    req = parse_chat_request(json.dumps(body).encode(), settings)
-    plan = build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
-                      FaultState(parse_faults(()), lambda code: None))
-    thinking_pieces = [u.text for u in plan.units if u.kind in ("reasoning", "hidden", "content")]
+    thinking_pieces = [u.text for u in _written(body, settings) if u.kind in ("reasoning", "hidden", "content")]
     case = {"kind": "chained", "parser": "qwen3", "format": fmt, "tools": TOOLS,
             "pieces": thinking_pieces + raw_pieces(fmt, calls)}
     return [case], [sim_deltas], []

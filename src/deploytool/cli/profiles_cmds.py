@@ -124,10 +124,8 @@ def profiles_check(
     if every:
         profiles = []
         for profile in store.all():
-            if profile.image.recipe != "sglang":
-                skipped.append({"profile": profile.name, "why": f"recipe {profile.image.recipe!r}: no sglang parser"})
-            elif not profile.image.runtime_version:
-                skipped.append({"profile": profile.name, "why": "image.runtime_version (the sglang release) is not set"})
+            if why := flagcheck.why_not_checkable(profile):
+                skipped.append({"profile": profile.name, "why": why})
             else:
                 profiles.append(profile)
     else:

@@ -237,12 +237,18 @@ def check_many(profiles: list[Profile], *, image: str | None = None, use_image: 
     return [results[i] for i in range(len(profiles))]
 
 
-def _checkable(profile: Profile) -> None:
+def why_not_checkable(profile: Profile) -> str | None:
+    """Why sglang's parser cannot check this profile (`--all` skips it, saying this); None when it can."""
     if profile.image.recipe != "sglang":
-        raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: "
-                         "`profiles check` validates sglang launch flags only")
+        return f"recipe {profile.image.recipe!r}: `profiles check` validates sglang launch flags only"
     if not profile.image.runtime_version:
-        raise UsageError(f"profile {profile.name!r}: image.runtime_version (the sglang release) is not set")
+        return "image.runtime_version (the sglang release) is not set"
+    return None
+
+
+def _checkable(profile: Profile) -> None:
+    if why := why_not_checkable(profile):
+        raise UsageError(f"profile {profile.name!r}: {why}")
 
 
 @dataclass

@@ -34,3 +34,26 @@ def test_a_failing_script_raises_with_its_exit_code_and_output(docker_engine) ->
     assert _left_behind(docker_engine, mark) == []
     with pytest.raises(DeployError, match="is not on this engine"):
         docker_engine.run_throwaway("deploytool/not-an-image:nowhere", "true")
+
+
+def test_a_running_throwaway_container_is_labelled_with_its_instance(docker_engine) -> None:
+    # The label is how a clean-up (.ci/run's) finds one that a killed process left behind.
+    import threading
+    import time
+
+    from deploytool.host import labels
+
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    worker = threading.Thread(target=docker_engine.run_throwaway, args=(BASE_IMAGE, f"sleep 4 {mark}"))
+    worker.start()
+    try:
+        deadline, seen = time.monotonic() + 30, []
+        while not seen and time.monotonic() < deadline and worker.is_alive():
+            seen = [c for c in docker_engine.client.containers.list(
+                        all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"})
+                    if mark in c.attrs.get("Command", "")]
+            time.sleep(0.2)
+        assert len(seen) == 1
+    finally:
+        worker.join(timeout=60)
+    assert _left_behind(docker_engine, mark) == []

@@ -23,6 +23,7 @@ SIMULATOR = f"{PREFIX}.simulator"
 MODEL = f"{PREFIX}.model"  # which weights: hub:ORG/NAME@commit or folder:PATH#fingerprint
 API_KEY = f"{PREFIX}.api-key"  # "required" or "none": whether the server wants a key (never the key)
 CPU_TWIN = f"{PREFIX}.cpu-twin"  # a GPU release's CPU twin (deploy/cpu_twin.py): the release's project; not a release
+THROWAWAY = f"{PREFIX}.throwaway"  # a script's container (Engine.run_throwaway): the instance; not a release
 
 # Image labels (beside the OCI ones): the toolchain fingerprint and the build inputs.
 IMAGE_INPUTS_HASH = f"{PREFIX}.inputs-hash"

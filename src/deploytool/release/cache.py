@@ -105,7 +105,11 @@ def read_state(engine: Engine, image: str, slot: Slot) -> CacheState:
                      f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
                      f"find /cache -mindepth 1 -type f ! -name {FINGERPRINT_FILE} | wc -l; "
                      "du -sb /cache | cut -f1")
-    fingerprint_text, files, size = out.strip().rsplit("\n", 2)
+    parts = out.strip().rsplit("\n", 2)
+    if len(parts) != 3 or not (parts[1].strip().isdigit() and parts[2].strip().isdigit()):
+        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: expected its fingerprint, "
+                          f"file count and size, got {out[-300:]!r}")
+    fingerprint_text, files, size = parts
     try:
         fingerprint = json.loads(fingerprint_text)
     except json.JSONDecodeError:
@@ -121,7 +125,11 @@ def _wipe(engine: Engine, image: str, slot: Slot, new_fingerprint: dict[str, Any
     out = _in_volume(engine, image, slot,
                      "n=$(find /cache -mindepth 1 -type f | wc -l); find /cache -mindepth 1 -delete"
                      f"{write} && echo $n")
-    return int(out.strip().splitlines()[-1])
+    last = out.strip().splitlines()[-1:] or [""]
+    if not last[0].isdigit():
+        raise DeployError(f"could not wipe the JIT cache volume {slot.cache_volume()}: expected the number of "
+                          f"files removed, got {out[-300:]!r}")
+    return int(last[0])
 
 
 def decide(state: CacheState, expected: dict[str, Any]) -> CacheDecision:

@@ -1,0 +1,42 @@
+"""What the JIT cache volume's reader makes of the script's answer: the fingerprint, file count
+and size when they are there, and a message naming the volume (not a traceback) when the answer
+is empty or cut short, as a container's output can be on a loaded engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from deploytool.errors import DeployError
+from deploytool.release.cache import _wipe, read_state
+from deploytool.release.slots import Slot
+
+
+class AnsweringEngine:
+    """An engine whose cache volume exists and whose throwaway containers print `answer`."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    def volume_exists(self, name: str) -> bool:
+        return True
+
+    def run_throwaway(self, image: str, script: str, **_: object) -> str:
+        return self.answer
+
+
+def test_a_whole_answer_gives_the_fingerprint_the_file_count_and_the_size() -> None:
+    state = read_state(AnsweringEngine('{"torch": "2.11.0"}\n\n12\n4096\n'), "img", Slot())
+    assert (state.fingerprint, state.files, state.bytes) == ({"torch": "2.11.0"}, 12, 4096)
+    assert _wipe(AnsweringEngine("12\n"), "img", Slot(), None) == 12
+
+
+@pytest.mark.parametrize("answer", ["", "\n", "null\n", "null\n\n7\n"])
+def test_an_empty_or_cut_answer_is_an_error_naming_the_volume(answer: str) -> None:
+    with pytest.raises(DeployError, match=f"could not read the JIT cache volume {Slot().cache_volume()}"):
+        read_state(AnsweringEngine(answer), "img", Slot())
+
+
+@pytest.mark.parametrize("answer", ["", "\n", "find: /cache: busy\n"])
+def test_a_wipe_without_its_count_is_an_error_naming_the_volume(answer: str) -> None:
+    with pytest.raises(DeployError, match=f"could not wipe the JIT cache volume {Slot().cache_volume()}"):
+        _wipe(AnsweringEngine(answer), "img", Slot(), None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from deploytool.errors import DeployError
-from deploytool.release.cache import _wipe, read_state
+from deploytool.release.cache import _wipe, decide, read_state
 from deploytool.release.slots import Slot
 
 
@@ -28,6 +28,13 @@ def test_a_whole_answer_gives_the_fingerprint_the_file_count_and_the_size() -> N
     state = read_state(AnsweringEngine('{"torch": "2.11.0"}\n\n12\n4096\n'), "img", Slot())
     assert (state.fingerprint, state.files, state.bytes) == ({"torch": "2.11.0"}, 12, 4096)
     assert _wipe(AnsweringEngine("12\n"), "img", Slot(), None) == 12
+
+
+def test_an_empty_fingerprint_file_reads_as_unreadable_so_the_cache_is_wiped() -> None:
+    # What a fingerprint write that failed half way (a full disk) leaves: `cat` prints nothing.
+    state = read_state(AnsweringEngine("\n3\n100\n"), "img", Slot())
+    assert (state.fingerprint, state.files, state.bytes) == ({"unreadable": ""}, 3, 100)
+    assert decide(state, {"torch": "2.11.0"}).action == "wiped"
 
 
 @pytest.mark.parametrize("answer", ["", "\n", "null\n", "null\n\n7\n"])

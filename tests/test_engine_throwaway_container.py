@@ -19,8 +19,8 @@ def _left_behind(engine, mark: str) -> list[str]:
 
 def test_a_script_that_prints_and_exits_at_once_returns_all_it_printed(docker_engine) -> None:
     mark = f"# throwaway-{secrets.token_hex(4)}"
-    # A container that exits as soon as it has printed is where a followed log stream can miss
-    # the output; twenty in a row, each answer must be whole.
+    # A container that exits as soon as it has printed is the one whose log can come back empty
+    # on a loaded engine; twenty in a row, each answer must be whole.
     for n in range(20):
         out = docker_engine.run_throwaway(BASE_IMAGE, f"seq 1 {n + 1}; echo to-stderr >&2 {mark}")
         assert out.split() == [str(i) for i in range(1, n + 2)]  # stdout only
@@ -34,6 +34,26 @@ def test_a_failing_script_raises_with_its_exit_code_and_output(docker_engine) ->
     assert _left_behind(docker_engine, mark) == []
     with pytest.raises(DeployError, match="is not on this engine"):
         docker_engine.run_throwaway("deploytool/not-an-image:nowhere", "true")
+    # A script that reports its trouble on stdout only is heard too.
+    with pytest.raises(DeployError, match=r"failed \(exit 4\): .*said on stdout"):
+        docker_engine.run_throwaway(BASE_IMAGE, f"echo said on stdout; exit 4 {mark}")
+
+
+def test_a_script_whose_output_file_cannot_be_written_fails_with_what_the_shell_said(docker_engine) -> None:
+    # The shell opens the output file before the script runs; a /tmp it cannot write (an image
+    # run as a user without the right) leaves no file, and the shell's own complaint is in the log.
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    volume = f"deploytool-test-throwaway-{secrets.token_hex(4)}"
+    docker_engine.client.volumes.create(volume)
+    try:
+        # /tmp replaced by a volume holding a directory where the output file would be
+        docker_engine.client.containers.run(BASE_IMAGE, ["mkdir", "/tmp/.deploytool-throwaway.out"], remove=True,
+                                            network_mode="none", volumes={volume: {"bind": "/tmp", "mode": "rw"}})
+        with pytest.raises(DeployError, match=r"could not write /tmp/\.deploytool-throwaway\.out.*Is a directory"):
+            docker_engine.run_throwaway(BASE_IMAGE, f"echo never read {mark}", volume=volume, mount="/tmp")
+    finally:
+        docker_engine.client.volumes.get(volume).remove(force=True)
+    assert _left_behind(docker_engine, mark) == []
 
 
 def test_a_running_throwaway_container_is_labelled_with_its_instance(docker_engine) -> None:

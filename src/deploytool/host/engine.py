@@ -36,12 +36,12 @@ def _file_in(container: Any, path: str) -> str | None:
     """A text file from a container's filesystem (running or exited); None when it is not there."""
     try:
         stream, _ = container.get_archive(path)
-    except docker.errors.NotFound:
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            handle = tar.extractfile(member) if member is not None else None
+            return handle.read().decode("utf-8", "replace") if handle is not None else None
+    except (docker.errors.NotFound, tarfile.TarError):  # not written, or not a file: the log has why
         return None
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
-        member = tar.next()
-        handle = tar.extractfile(member) if member is not None else None
-        return handle.read().decode("utf-8", "replace") if handle is not None else None
 
 
 def _engine_errors_as_messages(cls: type) -> type:
@@ -186,7 +186,9 @@ class Engine:
                       root: bool = False) -> str:
         """Run a shell script in a throwaway container of `image` (no network; `volume` at
         `mount` when given) and return its standard output. A script that fails raises
-        DeployError with its exit code and the tail of its standard error.
+        DeployError with its exit code and the tail of its standard error (of its standard
+        output when it wrote nothing to standard error). The image's /tmp must be writable by
+        the user the script runs as (`root=True` runs it as root).
 
         The script writes its two streams to files in the container, read back once it has
         exited. Its log is no record of them: on a loaded engine a container that exits as soon
@@ -208,13 +210,18 @@ class Engine:
             status = container.wait()["StatusCode"]
             out, err = (_file_in(container, path) for path in (_THROWAWAY_OUT, _THROWAWAY_ERR))
             if out is None:  # the shell could not write its file: what it said is in its log
-                err = container.logs(stdout=True, stderr=True).decode("utf-8", "replace")
-            if status != 0 or out is None:
-                tail = (err or "").strip()[-2000:]
-                raise DeployError(f"a throwaway container of {image} failed (exit {status}): {tail}")
+                raise DeployError(f"a throwaway container of {image} could not write {_THROWAWAY_OUT} "
+                                  f"(exit {status}): "
+                                  + container.logs(stdout=True, stderr=True).decode("utf-8", "replace")[-2000:])
+            if status != 0:
+                said = (err or "").strip() or out.strip()  # a script may report its trouble on stdout
+                raise DeployError(f"a throwaway container of {image} failed (exit {status}): {said[-2000:]}")
             return out
         finally:
-            container.remove(force=True)
+            try:
+                container.remove(force=True, v=True)  # v: an image's declared VOLUMEs go with it
+            except docker.errors.NotFound:
+                pass  # already gone: the error that brought us here is the one to report
 
     def run_argv(self, image: str, entrypoint: str, args: list[str], *,
                  timeout: float) -> subprocess.CompletedProcess[str]:

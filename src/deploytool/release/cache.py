@@ -72,11 +72,18 @@ def expected_fingerprint(engine: Engine, image: str, slot: Slot) -> dict[str, An
 
 
 def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
-    """The image's record of its installed toolchain; {} for an image without one (sim)."""
+    """The image's record of its installed toolchain; {} for an image without one (sim).
+
+    A container that could not read it is an error, not {}: the declared toolchain in its
+    place would keep or wipe the cache on a fingerprint the image does not have."""
     try:
-        data = json.loads(engine.run_throwaway(image, f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'"))
-    except (DeployError, ValueError):
-        return {}
+        out = engine.run_throwaway(image, f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'", root=True)
+    except DeployError as exc:
+        raise DeployError(f"could not read the toolchain record {TOOLCHAIN_FILE} of {image}: {exc.message}") from None
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return {}  # not a record deploytool wrote
     return data if isinstance(data, dict) else {}
 
 
@@ -105,7 +112,8 @@ def read_state(engine: Engine, image: str, slot: Slot) -> CacheState:
                      f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
                      f"find /cache -mindepth 1 -type f ! -name {FINGERPRINT_FILE} | wc -l; "
                      "du -sb /cache | cut -f1")
-    parts = out.strip().rsplit("\n", 2)
+    # rstrip only: an empty fingerprint file leaves a first line that is empty, and is wiped as unreadable
+    parts = out.rstrip().rsplit("\n", 2)
     if len(parts) != 3 or not (parts[1].strip().isdigit() and parts[2].strip().isdigit()):
         raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: expected its fingerprint, "
                           f"file count and size, got {out[-300:]!r}")

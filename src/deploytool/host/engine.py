@@ -208,13 +208,15 @@ class Engine:
         try:
             container.start()
             status = container.wait()["StatusCode"]
-            out, err = (_file_in(container, path) for path in (_THROWAWAY_OUT, _THROWAWAY_ERR))
+            out = _file_in(container, _THROWAWAY_OUT)
             if out is None:  # the shell could not write its file: what it said is in its log
                 raise DeployError(f"a throwaway container of {image} could not write {_THROWAWAY_OUT} "
                                   f"(exit {status}): "
                                   + container.logs(stdout=True, stderr=True).decode("utf-8", "replace")[-2000:])
             if status != 0:
-                said = (err or "").strip() or out.strip()  # a script may report its trouble on stdout
+                # stderr is copied out only for a failure (a success needs one archive read, not two);
+                # a script that reports its trouble on stdout only is heard too
+                said = (_file_in(container, _THROWAWAY_ERR) or "").strip() or out.strip()
                 raise DeployError(f"a throwaway container of {image} failed (exit {status}): {said[-2000:]}")
             return out
         finally:

@@ -54,8 +54,8 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, htt
         runner.model_id = "firehose"
         async with EndpointClient(url, timeout=120, max_connections=concurrency) as client:
             runner.client = client
-            if http == "raw":  # bench's own streaming path (bench/stream.py), as BenchRunner.session sets it
-                from deploytool.bench.stream import StreamClient
+            if http == "raw":  # bench's own streaming path (server/fast_stream.py), as BenchRunner.session sets it
+                from deploytool.server.fast_stream import StreamClient
                 runner.stream = StreamClient(url)
             await runner._pool([runner.job(Spec("warmup", "warmup", 1, 0, 64, tokens))], 1, "warmup")
             runner._current = []
@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-sglang", action="store_true", help="Only deploytool's client.")
     parser.add_argument("--http", default="raw",
-                        help="deploytool's streaming path(s), comma-separated: raw (bench/stream.py, bench's "
+                        help="deploytool's streaming path(s), comma-separated: raw (server/fast_stream.py, bench's "
                              "default) and/or httpx (the shared EndpointClient), e.g. --http raw,httpx")
     parser.add_argument("--paced", type=float, metavar="TPS",
                         help="Against the sim paced at TPS tokens/s per request instead of the firehose "

@@ -189,6 +189,57 @@ def test_the_table_itself_only_looks_down() -> None:
                 assert table[other]["layer"] is not None and table[other]["layer"] < row["layer"], (name, other)
 
 
+# The libraries that speak HTTP. Only server/ speaks it to a serving runtime (one set of rules:
+# total deadlines, size caps, the keep-alive race); the reference runtime is a server of its own;
+# two clients speak it to other programs: the Kubernetes API client and the Docker engine's
+# read-only socket client that `status` uses without the SDK.
+HTTP_CLIENTS = ("httpx", "requests", "urllib.request", "urllib3", "http.client", "aiohttp", "kubernetes")
+MAY_SPEAK_HTTP = {"deploytool.server": HTTP_CLIENTS, "deploytool.sim": HTTP_CLIENTS,
+                  "deploytool.k8s.cluster": ("kubernetes",), "deploytool.host.engine_api": ("http.client",)}
+
+
+def http_client_imports(package_dir: Path = PACKAGE) -> list[str]:
+    """Every import of an HTTP client library by a module not allowed it, as `module:line name`."""
+    found = []
+    for name, (path, _) in modules(package_dir).items():
+        allowed = next((libs for prefix, libs in MAY_SPEAK_HTTP.items()
+                        if name == prefix or name.startswith(prefix + ".")), ())
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for imported in names:
+                lib = next((c for c in HTTP_CLIENTS if imported == c or imported.startswith(c + ".")), None)
+                if lib is not None and lib not in allowed:
+                    found.append(f"{name}:{node.lineno} {imported}")
+                    break
+    return found
+
+
+def test_only_server_speaks_http_to_a_serving_runtime() -> None:
+    found = http_client_imports()
+    assert not found, ("modules outside server/ that import an HTTP client (go through "
+                       "deploytool.server's EndpointClient instead):\n" + "\n".join(found))
+
+
+def test_the_http_rule_finds_every_spelling(tmp_path: Path) -> None:
+    pkg = tmp_path / "deploytool"
+    for sub in ("deploy", "server"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "deploy" / "a.py").write_text("def f():\n    import httpx\n")
+    (pkg / "deploy" / "b.py").write_text("from urllib import request\n")
+    (pkg / "deploy" / "c.py").write_text("import http.client as h\n")
+    (pkg / "deploy" / "d.py").write_text("from aiohttp import ClientSession\nimport json, urllib.parse\n")
+    (pkg / "server" / "e.py").write_text("import httpx\n")
+    assert sorted(http_client_imports(pkg)) == ["deploytool.deploy.a:2 httpx", "deploytool.deploy.b:1 urllib.request",
+                                        "deploytool.deploy.c:1 http.client", "deploytool.deploy.d:1 aiohttp"]
+
+
 def test_no_module_is_much_over_400_lines() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}

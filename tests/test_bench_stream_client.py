@@ -1,4 +1,4 @@
-"""bench's own streaming path (bench/stream.py) gives what EndpointClient.chat gives: the same
+"""bench's own streaming path (server/fast_stream.py) gives what EndpointClient.chat gives: the same
 ChatResult fields for the same stream, and the same error texts for the same faults."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from deploytool.bench.stream import StreamClient
+from deploytool.server.fast_stream import StreamClient
 from deploytool.server.client import EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 

@@ -15,7 +15,8 @@ import pytest
 from conftest import serve_app
 from deploytool.server.client import EndpointClient
 from deploytool.qualify import Verdict
-from deploytool.qualify.base import ServerInfo, SuiteContext
+from deploytool.qualify.base import SuiteContext
+from deploytool.server.facts import ServerFacts
 from deploytool.qualify.suites import preflight as preflight_suite
 from deploytool.qualify.suites import tools as tools_suite
 from deploytool.sim import SimSettings, count_tokens, create_app
@@ -159,7 +160,7 @@ def test_an_exception_inside_one_tools_case_is_that_cases_failure(healthy, tmp_p
 # --- 5. preflight -----------------------------------------------------------------------------------
 
 def test_preflight_fails_when_the_context_length_is_not_reported(healthy) -> None:
-    server = ServerInfo(url=healthy.url, reachable=True, ready=True, health_status=200, models=None,
+    server = ServerFacts(url=healthy.url, reachable=True, ready=True, health_status=200, models=None,
                         server_info={"max_total_num_tokens": 300_000, "max_running_requests": 16},
                         server_info_path="/server_info")
 

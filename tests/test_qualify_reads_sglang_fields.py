@@ -13,7 +13,7 @@ import httpx
 from qualify_helpers import qualify, sim
 
 from deploytool.qualify import Verdict
-from deploytool.qualify.base import ServerInfo
+from deploytool.server.facts import ServerFacts
 from deploytool.qualify.runner import EXIT_COULD_NOT_RUN, QualifyReport
 from deploytool.sim import SimSettings, serve_in_thread
 
@@ -71,7 +71,7 @@ def test_qualify_could_not_run_only_when_the_wait_expires(tmp_path: Path) -> Non
 
 
 def test_a_weight_version_change_during_the_run_is_reported(tmp_path: Path) -> None:
-    server = ServerInfo(url="http://x", reachable=True, ready=True, weight_version="v1", weight_version_at_end="v2")
+    server = ServerFacts(url="http://x", reachable=True, ready=True, weight_version="v1", weight_version_at_end="v2")
     report = QualifyReport(url="http://x", report_dir=tmp_path, profile=None, server=server)
     assert "WEIGHTS CHANGED during the run (weight_version v1 -> v2)" in report.summary_line()
     from deploytool.qualify.report import results_document

@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from deploytool.qualify import Verdict, run_qualification
-from deploytool.qualify.base import ServerInfo
+from deploytool.server.facts import ServerFacts
 from deploytool.qualify.vision_pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
 from deploytool.qualify.suites import vision
 from deploytool.sim import SimSettings, serve_in_thread
@@ -74,10 +74,10 @@ def test_text_cases_are_skipped_with_the_reason_against_the_sim(tmp_path: Path) 
 
 def test_skip_reason_is_the_simulators_only() -> None:
     case = {"id": "x", "needs": ["text_reading"]}
-    assert vision.skip_reason(case, ServerInfo(url="u", server_info={"simulator": True})) == SIM_REASON
-    assert vision.skip_reason(case, ServerInfo(url="u", model_info={"model_type": "simulator"})) == SIM_REASON
-    assert vision.skip_reason(case, ServerInfo(url="u", server_info={"version": "0.5"})) is None
-    assert vision.skip_reason({"id": "y"}, ServerInfo(url="u", server_info={"simulator": True})) is None
+    assert vision.skip_reason(case, ServerFacts(url="u", server_info={"simulator": True})) == SIM_REASON
+    assert vision.skip_reason(case, ServerFacts(url="u", model_info={"model_type": "simulator"})) == SIM_REASON
+    assert vision.skip_reason(case, ServerFacts(url="u", server_info={"version": "0.5"})) is None
+    assert vision.skip_reason({"id": "y"}, ServerFacts(url="u", server_info={"simulator": True})) is None
 
 
 def test_an_unknown_need_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

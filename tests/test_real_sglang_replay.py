@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from conftest import serve_app
-from deploytool.bench.stream import StreamClient
+from deploytool.server.fast_stream import StreamClient
 from deploytool.server import metrics_window, serverfields
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import parse_prometheus

@@ -31,7 +31,7 @@ from .prompts import PromptFactory, estimate_tokens
 from .records import chat_payload, request_record
 from .results import BenchRun, GroupSummary, RequestRecord
 from .spec import Job, Spec
-from .stream import StreamClient
+from ..server.fast_stream import StreamClient
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
@@ -43,7 +43,7 @@ class BenchRunner:
 
     def __init__(self, target: Target, method: BenchMethod, *, progress: bool = True, http: str = "raw"):
         self.target = target
-        # "raw": bench's own streaming path (bench/stream.py) for http endpoints; "httpx": the
+        # "raw": bench's own streaming path (server/fast_stream.py) for http endpoints; "httpx": the
         # shared EndpointClient for everything (https endpoints always use it)
         self.http = http
         self.stream: StreamClient | None = None
@@ -101,7 +101,7 @@ class BenchRunner:
                                   api_key=api_key) as client:
             self.client = client
             if self.http == "raw" and self.target.url.startswith("http://"):
-                self.stream = StreamClient(self.target.url, api_key=api_key)
+                self.stream = client.fast_stream()
             self.facts = await read_server_facts(client)
             self.model_id = self.facts.model_id or (self.target.profile.model.served_name
                                                     if self.target.profile else "default")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import time
 
-import httpx
-
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..errors import DeployError
 from ..release.state import journal
+from ..server.readiness import health_check
 from .reporter import Reporter
 
 
@@ -31,7 +30,7 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url + path, headers):
+        if release.health == "healthy" and _answers(release.url, path, headers):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
@@ -45,11 +44,13 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
         time.sleep(0.5)
 
 
-def _answers(url: str, headers: dict[str, str] | None = None) -> bool:
-    try:
-        return httpx.get(url, timeout=5, headers=headers).status_code == 200
-    except httpx.HTTPError:
-        return False
+# One health GET from the host, connect to last byte: a server that trickles its answer fails
+# this probe at the deadline, and the wait at its budget.
+PROBE_TIMEOUT_S = 5.0
+
+
+def _answers(url: str, path: str, headers: dict[str, str] | None = None) -> bool:
+    return health_check(url, path, timeout=PROBE_TIMEOUT_S, headers=headers).ok
 
 
 def _indent(text: str) -> str:

@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable
 
-import httpx
-
 from ..release import inputs as release_inputs
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
 from ..release.slots import slot_named
+from ..server.readiness import health_check
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import execute
 from .reporter import Reporter
@@ -61,13 +60,12 @@ def release_watch(slot: str, number: int) -> WatchSpec:
 def probe(release: Release, health: HealthSpec, headers: dict[str, str] | None = None) -> bool:
     """The compose health check's probe, from the host: GET the health path, a status below
     400 within the health timeout (what `curl -fsS` accepts). `headers`: the release's own
-    Authorization where its health path is not one SGLang serves without a key."""
+    Authorization where its health path is not one SGLang serves without a key. The timeout is
+    the whole probe's, connect to last byte: a server that trickles its answer is unhealthy."""
     if release.state != "running":
         return False
-    try:
-        return httpx.get(release.url + health.path, timeout=health.timeout, headers=headers).status_code < 400
-    except httpx.HTTPError:
-        return False
+    status = health_check(release.url, health.path, timeout=health.timeout, headers=headers).status
+    return status is not None and status < 400
 
 
 def since_cutover(slot: str, number: int, now_wall: float) -> float | None:

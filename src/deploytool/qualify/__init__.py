@@ -10,13 +10,12 @@ interface and result objects are in `base.py`; docs/qualify.md describes each su
 
 from __future__ import annotations
 
-from .base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .runner import QualifyReport, run_qualification
 
 __all__ = [
     "Gate",
     "QualifyReport",
-    "ServerInfo",
     "SuiteContext",
     "SuiteResult",
     "SuiteSettings",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..server.client import ChatResult, EndpointClient
+from ..server.facts import ServerFacts
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -127,67 +128,10 @@ class SuiteResult:
 
 
 @dataclass
-class ServerInfo:
-    """What the runner read from the endpoint before the suites ran (each None when absent)."""
-
-    url: str
-    reachable: bool = False
-    ready: bool = False
-    health_status: int | None = None
-    error: str | None = None
-    models: dict[str, Any] | None = None  # /v1/models
-    server_info: dict[str, Any] | None = None  # /server_info or /get_server_info
-    server_info_path: str | None = None
-    model_info: dict[str, Any] | None = None  # /model_info (or /get_model_info)
-    model_info_path: str | None = None
-    unauthorized: bool = False  # /v1/models answered 401 (the server wants an API key)
-    waited_s: float = 0.0  # how long the server took to become ready
-    # /model_info weight_version before the suites and after them (recorded in results.json)
-    weight_version: str | None = None
-    weight_version_at_end: str | None = None
-
-    @property
-    def weight_version_changed(self) -> bool:
-        return self.weight_version_at_end is not None and self.weight_version_at_end != self.weight_version
-
-    @property
-    def is_simulator(self) -> bool:
-        """deploytool's reference runtime says so in its server info and model info."""
-        return bool((self.server_info or {}).get("simulator")) or \
-            (self.model_info or {}).get("model_type") == "simulator"
-
-    @property
-    def served_model_name(self) -> str | None:
-        data = (self.models or {}).get("data") or []
-        return data[0].get("id") if data else None
-
-    @property
-    def max_model_len(self) -> int | None:
-        """/v1/models max_model_len (SGLang's effective context length); the server info's
-        context_length only as a fallback (0.5.23 reports the flag there, null when not given)."""
-        from ..server.serverfields import context_length
-        return context_length(self.models, self.server_info, self.model_info)[0]
-
-    @property
-    def running_limit(self) -> int | None:
-        from ..server.serverfields import running_limit
-        return running_limit(self.server_info)[0]
-
-    @property
-    def has_vision(self) -> bool | None:
-        """SGLang's /model_info says `has_image_understanding` (older: is_multimodal)."""
-        info = self.model_info or {}
-        for key in ("has_image_understanding", "is_multimodal", "is_vision"):
-            if key in info:
-                return bool(info[key])
-        return None
-
-
-@dataclass
 class SuiteContext:
     client: EndpointClient
     settings: Any  # the suite's Settings instance
-    server: ServerInfo
+    server: ServerFacts
     profile: "Profile | None"
     target: "Target | None"
     limit: int | None = None
@@ -219,7 +163,7 @@ class Suite(Protocol):
     name: str
     Settings: type[SuiteSettings]
 
-    def applies_to(self, profile: "Profile | None", server: ServerInfo) -> str | None: ...
+    def applies_to(self, profile: "Profile | None", server: ServerFacts) -> str | None: ...
 
     def run(self, ctx: SuiteContext) -> Any: ...  # SuiteResult, or an awaitable of one
 

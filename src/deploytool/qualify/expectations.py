@@ -128,7 +128,7 @@ async def accept_length_in_window(client: Any, model: str | None, expect: Expect
                 "window": window.to_json(), "errors": errors}
     why = window.why or f"/metrics has no {mw.VERIFY} increase"
     try:
-        info = (await client.get("/server_info", timeout=10)).json()
+        info = await client.get_json("/server_info", timeout=10)
     except Exception as exc:
         return {"accept_length": None, "source": f"{why}; server info unreadable: {exc}", "errors": errors}
     value = find_key(info, "avg_spec_accept_length")

@@ -11,7 +11,8 @@ from typing import Any
 
 from .. import errors
 from ..files import to_jsonable
-from .base import ServerInfo, SuiteResult, Verdict
+from ..server.facts import ServerFacts
+from .base import SuiteResult, Verdict
 
 EXIT_PASSED, EXIT_GATE_FAILED = 0, 1
 EXIT_COULD_NOT_RUN = errors.EXIT_COULD_NOT_RUN  # not 2: that is a usage error, everywhere
@@ -29,7 +30,7 @@ class QualifyReport:
     model: dict[str, Any] | None = None  # the weights the release serves (weights.ModelPlan.record)
     limit: int | None = None
     suites: list[SuiteResult] = field(default_factory=list)
-    server: ServerInfo | None = None
+    server: ServerFacts | None = None
     started_at: str = ""
     finished_at: str | None = None
     incomplete: bool = False  # interrupted, or suites left unrun
@@ -88,6 +89,15 @@ class QualifyReport:
 
 SCHEMA = "deploytool.qualify/v1"
 
+# What results.json records of the server's facts (bench records its own set).
+SERVER_FIELDS = ("url", "reachable", "ready", "health_status", "error", "models", "server_info", "server_info_path",
+                 "model_info", "model_info_path", "unauthorized", "waited_s", "weight_version",
+                 "weight_version_at_end")
+
+
+def server_document(server: ServerFacts) -> dict[str, Any]:
+    return {name: to_jsonable(getattr(server, name)) for name in SERVER_FIELDS}
+
 
 def results_document(report: QualifyReport) -> dict[str, Any]:
     server = report.server
@@ -106,7 +116,7 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
                    "image": report.image, "image_labels": report.image_labels, "model": report.model},
-        "server": to_jsonable(server) if server is not None else None,
+        "server": server_document(server) if server is not None else None,
         "suites": [suite_document(s) for s in report.suites],
     }
 

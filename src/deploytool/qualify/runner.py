@@ -15,18 +15,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..server import serverfields
 from ..server.client import EndpointClient
+from ..server.facts import ServerFacts, read_server_facts, read_weight_version
 from ..server.readiness import wait_until_ready
 
 # What sets how long qualify waits for a loading server, as the waiting line and the error name it.
 READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
-from ..release.secrets import auth_headers, redact
-from .base import ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .base import SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
 from .report import write_reports
@@ -196,63 +194,34 @@ def _nothing_measured(report: QualifyReport) -> None:
 
 
 async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None,
-                       progress: Any = None) -> ServerInfo:
+                       progress: Any = None) -> ServerFacts:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
     Waits up to preflight.ready_timeout_s (20 min by default; `qualify --ready-timeout`) for a server
     that is still loading:
-    SGLang refuses connections until its weights are loaded, then answers 503 while it warms up."""
-    info = ServerInfo(url=url)
+    SGLang refuses connections until its weights are loaded, then answers 503 while it warms up.
+    Every call is bounded connect to last byte (the ready-wait by ready_timeout_s, each read by
+    probe_timeout_s), so a server that trickles its answers ends the probe, never holds it."""
+    info = ServerFacts(url=url)
     health_path = profile.health.path if profile is not None else "/health"
-    headers = auth_headers(api_key)
-    ready = await wait_until_ready(url, health_path=health_path, timeout_s=preflight.ready_timeout_s,
-                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress, headers=headers,
-                                   timeout_name=READY_TIMEOUT_NAME)
-    info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
-    info.waited_s = ready.waited_s
-    if not ready.ready:
-        info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
-    if not info.reachable:
-        return info
-    async with httpx.AsyncClient(base_url=url, timeout=preflight.probe_timeout_s, headers=headers) as http:
-        info.models = await _optional_json(http, "/v1/models")
-        if info.models is None:
-            try:
-                info.unauthorized = (await http.get("/v1/models")).status_code == 401
-            except httpx.HTTPError:
-                pass
-        for path in serverfields.SERVER_INFO_PATHS:  # 0.5.23's name first; /get_server_info for older servers
-            info.server_info = await _optional_json(http, path)
-            if info.server_info is not None:
-                info.server_info_path = path
-                break
-        for path in serverfields.MODEL_INFO_PATHS:  # /get_model_info is deprecated in 0.5.23
-            info.model_info = await _optional_json(http, path)
-            if info.model_info is not None:
-                info.model_info_path = path
-                break
-    info.weight_version = serverfields.weight_version(info.model_info)
-    return info
+    async with EndpointClient(url, timeout=preflight.probe_timeout_s, api_key=api_key) as client:
+        ready = await wait_until_ready(client, health_path=health_path, timeout_s=preflight.ready_timeout_s,
+                                       probe_timeout_s=preflight.probe_timeout_s, progress=progress,
+                                       timeout_name=READY_TIMEOUT_NAME)
+        info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
+        info.waited_s = ready.waited_s
+        if not ready.ready:
+            info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
+        if not info.reachable:
+            return info
+        # SGLang's /server_info carries api_key and a launch_command holding it: read_server_facts
+        # redacts them, so reports keep neither
+        return await read_server_facts(client, preflight.probe_timeout_s, metrics=False, facts=info)
 
 
 async def _weight_version(url: str, api_key: str | None = None) -> str | None:
     """The weight_version at the end of the run (a change during qualification is reported)."""
-    async with httpx.AsyncClient(base_url=url, timeout=10, headers=auth_headers(api_key)) as http:
-        for path in serverfields.MODEL_INFO_PATHS:
-            body = await _optional_json(http, path)
-            if body is not None:
-                return serverfields.weight_version(body)
-    return None
-
-
-async def _optional_json(http: httpx.AsyncClient, path: str) -> Any:
-    try:
-        response = await http.get(path)
-        if response.status_code != 200:
-            return None
-        # SGLang's /server_info carries api_key and a launch_command holding it; reports keep neither.
-        return redact(response.json())
-    except (httpx.HTTPError, ValueError):
-        return None
+    async with EndpointClient(url, timeout=10, api_key=api_key) as client:
+        return await read_weight_version(client, timeout=10)
 
 
 def _now() -> str:

@@ -103,7 +103,7 @@ def error_message(text: str) -> str:
     """The server's own error message from an OpenAI/SGLang error body, else the text."""
     try:
         body = json.loads(text)
-    except (json.JSONDecodeError, TypeError):
+    except (json.JSONDecodeError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
         return text.strip()[:300]
     return body_message(body)
 

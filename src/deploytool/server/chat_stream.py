@@ -1,14 +1,16 @@
 """The one walker of a streamed chat completion: response body bytes in, a ChatResult out.
 
 Both ways deploytool reads a stream feed it: EndpointClient (httpx, for qualify and every
-https endpoint) and bench's own HTTP/1.1 path (bench/stream.py, for bench's CPU per token).
+https endpoint) and bench's own HTTP/1.1 path (server/fast_stream.py, for bench's CPU per token).
 So the SSE rules, the [DONE] and error events, the delta bookkeeping (answer, reasoning,
 tool-call fragments per index) and the timestamps are written once.
 
 It is the hot path of a benchmark: one `feed` per network read, one JSON scan and one `take`
 per event, text fragments collected in lists and joined once in `finish`. SSE is parsed from
 the bytes (events end at a blank line; CRLF and CR are normalised; comments and fields other
-than data are skipped).
+than data are skipped). The parse is linear: an event that arrives over many reads is kept as
+its pieces, and each read is searched for the blank line on its own (and at the seam), so a
+long event costs its length once, not once per read; it may grow to wire.MAX_EVENT_BYTES.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 from typing import Any
 
 from .chat_result import ChatResult, ToolCall, body_message
+from .wire import MAX_EVENT_BYTES, WireError, over_cap
 
 _loads = json.loads
 # The C scanner under json.loads: one call per event instead of loads -> decode -> raw_decode
@@ -30,13 +33,15 @@ class ChatStream:
     """One streamed response. `feed` each read of the body, then `finish` once, however the
     stream ended; `take` applies one chunk object (for callers that hold chunks already)."""
 
-    __slots__ = ("result", "decode", "text", "calls", "arguments", "content", "reasoning", "times",
+    __slots__ = ("result", "decode", "pending", "pending_size", "max_event", "calls", "arguments", "content", "reasoning", "times",
                  "n", "n_reasoning", "n_answer", "t_token", "t_answer", "model")
 
     def __init__(self, result: ChatResult) -> None:
         self.result = result
         self.decode = _utf8("replace").decode  # a character split across two reads is joined
-        self.text = ""  # the start of an event whose end has not arrived yet
+        self.pending: list[str] = []  # the pieces of an event whose end has not arrived yet
+        self.pending_size = 0
+        self.max_event = MAX_EVENT_BYTES
         self.calls: dict[int, ToolCall] = {}
         self.arguments: dict[int, list[str]] = {}
         self.content: list[str] = []
@@ -50,15 +55,50 @@ class ChatStream:
     def feed(self, data: bytes, now: float) -> bool:
         """One read of the body; its events all arrived at `now` (so client parsing time never
         counts as server time). True when the stream is over: [DONE], or an error event (the
-        result's error says which). Raises ValueError on an event that is not JSON."""
-        text = self.text + self.decode(data) if self.text else self.decode(data)
+        result's error says which). Raises ValueError on an event that is not JSON (WireError
+        for one over the event cap or nested too deep)."""
+        text = self.decode(data)
+        pending = self.pending
+        if pending:
+            if pending[-1][-1] == "\r":  # a CR kept back: its LF may open this read
+                pending[-1] = pending[-1][:-1]
+                text = "\r" + text
+                if not pending[-1]:
+                    pending.pop()
+        if pending:
+            if "\r" in text:
+                text = _lf(text)
+            # the blank line that ends the event: in this read, or across the seam
+            if "\n\n" not in text and not (text[:1] == "\n" and pending[-1][-1] == "\n"):
+                self._keep(text)
+                return False
+            text = "".join(pending) + text
+            pending.clear()
+            self.pending_size = 0
+        return self._split(text, now)
+
+    def _split(self, text: str, now: float) -> bool:
         if "\r" in text:
             text = _lf(text)
         if "\n\n" not in text:
-            self.text = text
+            self._keep(text)
             return False
         events = text.split("\n\n")
-        self.text = events.pop()
+        self._keep(events.pop())
+        try:
+            return self._events(events, now)
+        except RecursionError:
+            raise WireError("an SSE event's JSON is nested too deep") from None
+
+    def _keep(self, text: str) -> None:
+        if not text:
+            return  # pending holds no empty piece
+        self.pending.append(text)
+        self.pending_size += len(text)
+        if self.pending_size > self.max_event:
+            raise over_cap("an SSE event", self.max_event)
+
+    def _events(self, events: list[str], now: float) -> bool:
         for event in events:
             if event[:6] == "data: " and "\n" not in event:  # the usual one-line event
                 if event == "data: [DONE]":

@@ -1,22 +1,29 @@
-"""The one HTTP client deploytool uses to talk to an OpenAI-compatible (SGLang) endpoint.
+"""The one client deploytool uses to talk to an OpenAI-compatible (SGLang) endpoint: the only code
+besides bench's fast streaming path (fast_stream.py, made by `EndpointClient.fast_stream`) that
+speaks HTTP to a serving runtime (docs/architecture.md).
 
-qualify and bench both go through `EndpointClient` (bench streams through its own transport,
-bench/stream.py, with the same walker, chat_stream.py), so timing, SSE parsing, tool-call delta
-assembly and error capture are written once. A request never raises for a server fault: it
-returns a `ChatResult` whose `error` says what went wrong (timeout, HTTP status, dropped
-stream, malformed SSE), so a suite can record the failure and go on with the next case.
+One endpoint object: its base URL, API key, timeouts and the rules of wire.py (a total deadline on
+every call, size caps, JSON depth, the keep-alive race) hold for every call through it: health,
+the ready-wait (readiness.py), facts (facts.py), chat streamed or not. A request never raises for
+a server fault: `chat` returns a `ChatResult` whose `error` says what went wrong (timeout, HTTP
+status, dropped stream, malformed SSE, a response over a cap), and `health` a `HealthAnswer`, so
+a caller records the failure and goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from . import wire
 from .chat_result import ChatResult, ToolCall, error_message
 from .chat_stream import ChatStream, KeptChatStream
+from .fast_stream import StreamClient
+from .wire import KEEPALIVE_EXPIRY_S, WireError
 
 _perf = time.perf_counter
 _SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
@@ -26,32 +33,43 @@ class SSEError(httpx.TransportError):
     """The response is not an event stream (wrong Content-Type)."""
 
 
-# How long an idle connection is kept for reuse. SGLang serves through uvicorn with
-# timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE, 5 s by default (sglang/srt/environ.py,
-# entrypoints/http_server.py), and httpx's own default expiry is also 5 s: a request sent on a
-# connection the server is closing at that very moment ends "Server disconnected without sending
-# a response". Expiring well before the server does keeps the client off that edge.
-KEEPALIVE_EXPIRY_S = 2.0
-
 # Trace events (httpcore) that tell whether a request opened its own connection and whether any
 # of the response arrived.
 _NEW_CONNECTION = "connection.connect_tcp.started"
 _RESPONSE_STARTED = "http11.receive_response_headers.complete"
 
 
+@dataclass
+class HealthAnswer:
+    """One GET of a health path: its status and the start of its body, or why there was none."""
+
+    status: int | None = None
+    body: str = ""  # the first 300 characters
+    error: str | None = None  # no status: why (refused, timed out, dropped, over a cap)
+    refused: bool = False  # nothing answered at the address (ConnectError)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+
 class EndpointClient:
     """Async client for one endpoint. Use as `async with EndpointClient(url) as c:`.
 
     A request that fails before any response byte arrived on a *reused* connection is sent once
-    more on a fresh connection: the server closed that idle connection as the request went out,
-    so it never processed it (the keep-alive race). Any other failure stays a failure.
+    more on a fresh connection (wire.resend_after_race: the keep-alive race). Any other failure
+    stays a failure.
     """
 
     def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
-                 keep_chunks: bool = False, api_key: str | None = None,
-                 keepalive_expiry: float = KEEPALIVE_EXPIRY_S, retry_stale_connections: bool = True):
+                 keep_chunks: bool = False, api_key: str | None = None, headers: dict[str, str] | None = None,
+                 keepalive_expiry: float = KEEPALIVE_EXPIRY_S, retry_stale_connections: bool = True,
+                 max_body_bytes: int = wire.MAX_BODY_BYTES, max_stream_bytes: int = wire.MAX_STREAM_BYTES):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.api_key = api_key
+        self.keepalive_expiry = keepalive_expiry
+        self.max_body_bytes, self.max_stream_bytes = max_body_bytes, max_stream_bytes
         # Keep every streamed chunk dict in ChatResult.raw (costs memory and CPU per token).
         self.keep_chunks = keep_chunks
         self.retry_stale_connections = retry_stale_connections
@@ -60,8 +78,11 @@ class EndpointClient:
                               keepalive_expiry=keepalive_expiry)
         # A server started with an API key wants `Authorization: Bearer KEY` on every call (the
         # fresh-connection client of the stale-connection retry copies these headers).
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits, headers=headers)
+        headers = dict(headers or {})
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits,
+                                       headers=headers or None)
         self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
@@ -74,6 +95,12 @@ class EndpointClient:
         await self._http.aclose()
         if self._fresh is not None:
             await self._fresh.aclose()
+
+    def fast_stream(self) -> StreamClient:
+        """bench's streaming path to the same endpoint (same key, same keep-alive expiry and caps);
+        plain http only (ValueError otherwise)."""
+        return StreamClient(self.base_url, api_key=self.api_key, keepalive_expiry=self.keepalive_expiry,
+                            max_stream_bytes=self.max_stream_bytes)
 
     async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
         """Send `request`; on the keep-alive race (see the class), once more on a fresh connection."""
@@ -88,8 +115,8 @@ class EndpointClient:
         try:
             return await self._http.send(request, stream=stream)
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            if _NEW_CONNECTION in seen or _RESPONSE_STARTED in seen:
-                raise  # a fresh connection, or the server had started answering: a real failure
+            if not wire.resend_after_race(reused=_NEW_CONNECTION not in seen, answered=_RESPONSE_STARTED in seen):
+                raise
         finally:
             request.extensions.pop("trace", None)
         self.stale_retries += 1
@@ -99,24 +126,54 @@ class EndpointClient:
                                             limits=httpx.Limits(max_keepalive_connections=0))
         return await self._fresh.send(request, stream=stream)
 
+    async def _read(self, request: httpx.Request) -> httpx.Response:
+        """Send and read the whole body, at most max_body_bytes of it (WireError past that)."""
+        response = await self.send(request, stream=True)
+        try:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.max_body_bytes:
+                raise wire.over_cap("the response body", self.max_body_bytes)
+            parts, size = [], 0
+            async for part in response.aiter_bytes():
+                size += len(part)
+                if size > self.max_body_bytes:
+                    raise wire.over_cap("the response body", self.max_body_bytes)
+                parts.append(part)
+            # what Response.aread does, with the cap: .content, .text and .json() read this
+            response._content = b"".join(parts)
+        finally:
+            await response.aclose()
+        return response
+
     async def get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
-        """GET `path`; raises httpx.TimeoutException when the whole request (not only one read)
-        takes longer than the budget, so callers that catch httpx.HTTPError handle it."""
+        """GET `path`, its body read whole (up to the body cap). Raises httpx.TimeoutException
+        when the whole request, connect to last byte, takes longer than the budget (so callers
+        that catch httpx.HTTPError handle it), WireError when the body is over the cap."""
         budget = timeout or self.timeout
         try:
-            # As in chat: httpx's timeout is per read, so a server that trickles bytes never times out.
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancellation that
             # lands as the inner request finishes (seen: bench's metrics sampler never stopping).
             request = self._http.build_request("GET", path, timeout=budget)
             async with asyncio.timeout(budget):
-                return await self.send(request)
+                return await self._read(request)
         except asyncio.TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
     async def get_json(self, path: str, *, timeout: float | None = None) -> Any:
+        """GET `path` as JSON (wire.loads: ValueError for a body that is not a sane document)."""
         response = await self.get(path, timeout=timeout)
         response.raise_for_status()
-        return response.json()
+        return wire.loads(response.content)
+
+    async def health(self, path: str = "/health", *, timeout: float | None = None) -> HealthAnswer:
+        """One GET of a health path within `timeout` (connect to last byte); never raises."""
+        try:
+            response = await self.get(path, timeout=timeout)
+        except httpx.ConnectError as exc:
+            return HealthAnswer(error=f"{type(exc).__name__}: {exc or 'no answer'}", refused=True)
+        except (httpx.HTTPError, WireError) as exc:
+            return HealthAnswer(error=f"{type(exc).__name__}: {exc or 'no answer'}")
+        return HealthAnswer(status=response.status_code, body=response.content[:300].decode("utf-8", "replace"))
 
     async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,
                    keep_chunks: bool | None = None, idle_timeout: float | None = None) -> ChatResult:
@@ -150,6 +207,8 @@ class EndpointClient:
             result.error = f"{'stream' if result.streamed else 'response'} dropped{got}: {exc}"
         except httpx.HTTPError as exc:
             result.error = f"{type(exc).__name__}: {exc or 'connection failed'}"
+        except WireError as exc:
+            result.error = f"response refused: {exc}"
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             # ValueError: bad JSON (JSONDecodeError) or bad UTF-8 (UnicodeDecodeError).
             result.error = f"malformed response: {type(exc).__name__}: {exc}"
@@ -159,12 +218,12 @@ class EndpointClient:
 
     async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout) -> None:
         request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget)
-        response = await self.send(request)
+        response = await self._read(request)
         result.status = response.status_code
         if response.status_code != 200:
             result.error = f"HTTP {response.status_code}: {error_message(response.text)}"
             return
-        body = response.json()
+        body = wire.loads(response.content)
         result.raw = body
         result.model = body.get("model")
         result.usage = body.get("usage")
@@ -205,14 +264,23 @@ class EndpointClient:
         try:
             result.status = response.status_code
             if response.status_code != 200:
-                text = (await response.aread()).decode("utf-8", "replace")
+                parts, size = [], 0
+                async for part in response.aiter_bytes():  # an error body, capped like any body
+                    parts.append(part)
+                    size += len(part)
+                    if size > self.max_body_bytes:
+                        break
+                text = b"".join(parts)[:self.max_body_bytes].decode("utf-8", "replace")
                 result.error = f"HTTP {response.status_code}: {error_message(text)}"
                 return
             ctype = response.headers.get("content-type", "").partition(";")[0]
             if "text/event-stream" not in ctype:
                 raise SSEError(f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}")
-            feed = stream.feed
+            feed, left = stream.feed, self.max_stream_bytes
             async for data in response.aiter_bytes():
+                left -= len(data)
+                if left < 0:
+                    raise wire.over_cap("the stream", self.max_stream_bytes)
                 if feed(data, _perf()):  # one reading per network read: its events all arrived now
                     break
             else:

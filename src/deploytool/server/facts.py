@@ -7,51 +7,119 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import serverfields
+from . import serverfields, wire
 from .client import EndpointClient
 from ..release.secrets import redact
 
 
 @dataclass
 class ServerFacts:
+    """What a server says about itself, read once through the endpoint: qualify's probe (with the
+    ready-wait's outcome: reachable, ready, waited_s) and bench's facts before and after a run.
+    Each field None when the server did not say; `unreadable` says why, per endpoint."""
+
+    url: str | None = None
+    reachable: bool = False
+    ready: bool = False
+    health_status: int | None = None
+    error: str | None = None
+    models: dict[str, Any] | None = None  # /v1/models
+    server_info: dict[str, Any] | None = None  # /server_info or /get_server_info
+    server_info_path: str | None = None
+    model_info: dict[str, Any] | None = None  # /model_info (or /get_model_info)
+    model_info_path: str | None = None
+    unauthorized: bool = False  # /v1/models answered 401 (the server wants an API key)
+    waited_s: float = 0.0  # how long the server took to become ready
+    # /model_info weight_version when read, and at the end of a run (a change is reported)
+    weight_version: str | None = None
+    weight_version_at_end: str | None = None
     model_id: str | None = None
     context_length: int | None = None
     max_total_tokens: int | None = None
     max_running_requests: int | None = None
     gpus: int | None = None  # tp_size x dp_size, when the server says
-    server_info: dict[str, Any] | None = None
-    models: dict[str, Any] | None = None
-    model_info: dict[str, Any] | None = None
     metrics: dict[str, float] | None = None
     unreadable: dict[str, str] = field(default_factory=dict)  # endpoint -> why
 
+    @property
+    def weight_version_changed(self) -> bool:
+        return self.weight_version_at_end is not None and self.weight_version_at_end != self.weight_version
 
-async def read_server_facts(client: EndpointClient, timeout: float = 10.0) -> ServerFacts:
-    facts = ServerFacts()
+    @property
+    def is_simulator(self) -> bool:
+        """deploytool's reference runtime says so in its server info and model info."""
+        return bool((self.server_info or {}).get("simulator")) or \
+            (self.model_info or {}).get("model_type") == "simulator"
+
+    @property
+    def served_model_name(self) -> str | None:
+        data = (self.models or {}).get("data")
+        first = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+        return first["id"] if isinstance(first.get("id"), str) else None
+
+    @property
+    def max_model_len(self) -> int | None:
+        """/v1/models max_model_len (SGLang's effective context length); the server info's
+        context_length only as a fallback (0.5.23 reports the flag there, null when not given)."""
+        return serverfields.context_length(self.models, self.server_info, self.model_info)[0]
+
+    @property
+    def running_limit(self) -> int | None:
+        return serverfields.running_limit(self.server_info)[0]
+
+    @property
+    def has_vision(self) -> bool | None:
+        """SGLang's /model_info says `has_image_understanding` (older: is_multimodal)."""
+        info = self.model_info or {}
+        for key in ("has_image_understanding", "is_multimodal", "is_vision"):
+            if key in info:
+                return bool(info[key])
+        return None
+
+
+async def read_server_facts(client: EndpointClient, timeout: float = 10.0, *, metrics: bool = True,
+                            facts: ServerFacts | None = None) -> ServerFacts:
+    """/v1/models, server info, model info (and /metrics unless `metrics` is false), each within
+    `timeout`, into `facts` (a new one by default). Never raises: an endpoint that fails is recorded
+    in `unreadable`."""
+    facts = facts or ServerFacts(url=client.base_url)
     facts.models = await _json(client, "/v1/models", facts, timeout)
+    facts.unauthorized = facts.unreadable.get("/v1/models") == "HTTP 401"
     for path in serverfields.SERVER_INFO_PATHS:  # 0.5.23's name first; older servers: /get_server_info
         facts.server_info = await _json(client, path, facts, timeout)
         if facts.server_info is not None:
+            facts.server_info_path = path
             facts.unreadable.pop("/server_info", None)
             break
     for path in serverfields.MODEL_INFO_PATHS:  # /get_model_info is deprecated in 0.5.23
         facts.model_info = await _json(client, path, facts, timeout)
         if facts.model_info is not None:
+            facts.model_info_path = path
             facts.unreadable.pop("/model_info", None)
             break
-    facts.metrics = await read_metrics(client, facts, timeout)
+    if metrics:
+        facts.metrics = await read_metrics(client, facts, timeout)
 
-    data = (facts.models or {}).get("data") or []
-    first = data[0] if data and isinstance(data[0], dict) else {}
-    facts.model_id = first.get("id")
+    facts.model_id = facts.served_model_name
     info = facts.server_info or {}
-    facts.context_length = serverfields.context_length(facts.models, info, facts.model_info)[0]
+    facts.context_length = facts.max_model_len
     facts.max_total_tokens = serverfields.kv_pool_tokens(info)
-    facts.max_running_requests = serverfields.running_limit(info)[0]
+    facts.max_running_requests = facts.running_limit
+    facts.weight_version = serverfields.weight_version(facts.model_info)
     tp, dp = _int(info.get("tp_size")), _int(info.get("dp_size"))
     if tp:
         facts.gpus = tp * (dp or 1)
     return facts
+
+
+async def read_weight_version(client: EndpointClient, timeout: float = 10.0) -> str | None:
+    """The model's weight_version now (qualify reads it again at the end of a run)."""
+    scratch = ServerFacts()
+    for path in serverfields.MODEL_INFO_PATHS:
+        body = await _json(client, path, scratch, timeout)
+        if body is not None:
+            return serverfields.weight_version(body)
+    return None
 
 
 def server_side_figures(facts_after: ServerFacts, peaks: dict[str, float] | None = None,
@@ -79,7 +147,7 @@ async def read_metrics(client: EndpointClient, facts: ServerFacts, timeout: floa
     if response.status_code != 200:
         facts.unreadable["/metrics"] = f"HTTP {response.status_code}"
         return None
-    return parse_prometheus(response.text)
+    return parse_prometheus(response.text)  # read within the body cap (EndpointClient.get)
 
 
 # Gauges worth their peak during a run: /metrics name -> figure key.
@@ -131,7 +199,7 @@ async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: 
         if response.status_code != 200:
             facts.unreadable[path] = f"HTTP {response.status_code}"
             return None
-        body = redact(response.json())  # SGLang's /server_info carries the api_key: a report keeps no key
+        body = redact(wire.loads(response.content))  # SGLang's /server_info carries the api_key: a report keeps no key
         return body if isinstance(body, dict) else {"value": body}
     except Exception as exc:  # noqa: BLE001 - recorded, never fatal
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"

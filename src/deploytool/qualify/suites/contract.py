@@ -26,7 +26,8 @@ from pydantic import Field
 
 from ...server.client import ChatResult
 from ...server.serverfields import find_key
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
                     previous_suite, transcript)
 
 name = "contract"
@@ -41,7 +42,7 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 120.0
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 

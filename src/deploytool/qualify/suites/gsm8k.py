@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import lmeval
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, previous_suite, transcript)
 from ..paired import compare
 from ..scoring import extract_flexible, extract_strict, gold_answer, normal_interval, wilson_interval
@@ -65,7 +66,7 @@ class Settings(SuiteSettings):
     budget_s: float = 4 * 3600.0
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 

@@ -20,7 +20,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..haystack import search_length
 from ..prose import sentences as prose_sentences
@@ -47,7 +48,7 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 900.0
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 

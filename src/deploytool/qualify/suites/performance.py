@@ -29,7 +29,8 @@ from pydantic import Field, model_validator
 from ...bench import BenchRun, build_method, run_bench_async
 from ...bench.regression import change
 from ...release.targets import Target
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ...server.facts import ServerFacts
+from ..base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
 
 name = "performance"
 
@@ -74,7 +75,7 @@ class Settings(SuiteSettings):
         return self
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     section = getattr(profile, "qualify", None) or {}
     mine = section.get("performance")
     if isinstance(mine, dict) and mine.get("enabled") is False:

@@ -16,13 +16,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import httpx
 from pydantic import Field
 
 from ...server import serverfields
 from ...server.readiness import READY_TIMEOUT_S
 from ...server.serverfields import find_key
-from ..base import Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from ...server.facts import ServerFacts
+from ..base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict
 from ..expectations import Expectations
 from ..expectations import evaluate as evaluate_expectations
 
@@ -56,7 +56,7 @@ class Settings(SuiteSettings):
                                  description="Fast paths the profile expects (qualify/expectations.py).")
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None  # always: every endpoint has a health and a config to record
 
 
@@ -128,13 +128,13 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 async def _health_generate(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
     started = time.perf_counter()
-    try:
-        response = await ctx.client.get(s.health_path, timeout=s.probe_timeout_s)
-        out = {"status": response.status_code, "body": response.text[:300]}
-        if response.status_code != 200:
-            out["error"] = f"GET {s.health_path} answered HTTP {response.status_code}: {response.text[:120].strip()}"
-    except httpx.HTTPError as exc:
-        out = {"status": None, "error": f"GET {s.health_path} failed: {type(exc).__name__}: {exc or 'no answer'}"}
+    answer = await ctx.client.health(s.health_path, timeout=s.probe_timeout_s)
+    if answer.status is None:
+        out: dict[str, Any] = {"status": None, "error": f"GET {s.health_path} failed: {answer.error}"}
+    else:
+        out = {"status": answer.status, "body": answer.body}
+        if answer.status != 200:
+            out["error"] = f"GET {s.health_path} answered HTTP {answer.status}: {answer.body[:120].strip()}"
     out["latency_s"] = round(time.perf_counter() - started, 4)
     return out
 

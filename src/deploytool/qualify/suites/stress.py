@@ -21,11 +21,11 @@ import statistics
 import time
 from typing import Any
 
-import httpx
 from pydantic import Field
 
 from ...server.client import ChatResult
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,
                         run_probes)
@@ -57,7 +57,7 @@ class Settings(SuiteSettings):
     probe_concurrency: int = Field(default=2, ge=1)
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 
@@ -240,14 +240,14 @@ async def _health_after(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
     deadline = time.monotonic() + s.health_timeout_s
     last: dict[str, Any] = {"status": None}
     while True:
-        try:
-            response = await ctx.client.get(s.health_path, timeout=min(10.0, s.health_timeout_s))
-            last = {"status": response.status_code}
-            if response.status_code == 200:
+        answer = await ctx.client.health(s.health_path, timeout=min(10.0, s.health_timeout_s))
+        if answer.status is None:
+            last = {"status": None, "error": f"GET {s.health_path} failed: {answer.error}"}
+        else:
+            last = {"status": answer.status}
+            if answer.status == 200:
                 return last
-            last["error"] = f"GET {s.health_path} answered HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            last = {"status": None, "error": f"GET {s.health_path} failed: {type(exc).__name__}: {exc or 'no answer'}"}
+            last["error"] = f"GET {s.health_path} answered HTTP {answer.status}"
         if time.monotonic() >= deadline:
             return last
         await asyncio.sleep(1.0)

@@ -25,7 +25,8 @@ from pydantic import Field
 
 from ...server.client import ChatResult
 from ...resources import resource
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..prose import sentences as prose_sentences
 from ..scoring import missing_keyword_groups
@@ -48,7 +49,7 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 180.0
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     if profile is not None and not profile.model.tools:
         return f"profile {profile.name!r} says the model does not call tools (model.tools: false)"
     return None

@@ -16,7 +16,8 @@ import yaml
 from pydantic import Field
 
 from ...resources import resource
-from ..base import (Gate, ServerInfo, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
+from ...server.facts import ServerFacts
+from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
 from ..vision_pictures import data_url, draw
 from ..photos import photo_checks
@@ -50,7 +51,7 @@ class Settings(SuiteSettings):
     usage_tolerance: float = Field(default=0.01, ge=0, description="Relative slack on the token growth.")
 
 
-def applies_to(profile: Any, server: ServerInfo) -> str | None:
+def applies_to(profile: Any, server: ServerFacts) -> str | None:
     if profile is not None and not profile.model.vision:
         return f"profile {profile.name!r} says the model takes no images (model.vision: false)"
     if profile is None and server.has_vision is False:
@@ -74,7 +75,7 @@ def load_data(file: str = "vision.yaml") -> dict[str, Any]:
     return yaml.safe_load(resource("qualify", file).read_text())
 
 
-def skip_reason(case: dict[str, Any], server: ServerInfo) -> str | None:
+def skip_reason(case: dict[str, Any], server: ServerFacts) -> str | None:
     """Why this case cannot be asked of this server (it needs what the server lacks), or None."""
     lacks = SIMULATOR_LACKS if server.is_simulator else {}
     reasons = [lacks[n] for n in case.get("needs") or [] if n in lacks]

@@ -2,7 +2,7 @@
 bench sends (POST /v1/chat/completions, stream: true), so the client's CPU per token stays at or
 below SGLang's own benchmark client (benchmarks/client_overhead.py --paced).
 
-Why not the shared EndpointClient here: against a server that writes one event per token (SGLang
+`EndpointClient.fast_stream()` makes one for the same endpoint. Why not the shared EndpointClient here: against a server that writes one event per token (SGLang
 does), the client pays its HTTP stack once per network read, and httpx over anyio costs more per
 read than SGLang's aiohttp. This path pays one `data_received` call, one chunked-encoding step
 and one JSON scan per event. The events go to the same walker as EndpointClient's
@@ -11,11 +11,10 @@ and one JSON scan per event. The events go to the same walker as EndpointClient'
 plain-http endpoints, and https falls back to EndpointClient.
 
 Connections are kept alive and reused and never shared between two requests in flight, by the
-same rules as EndpointClient (client.py): an idle connection is dropped after KEEPALIVE_EXPIRY_S
-(2 s, well under SGLang's 5 s uvicorn keep-alive, so the client is not writing into a connection
-the server is closing), and a request that failed on a *reused* connection before any response
-byte arrived is sent once more, on a fresh connection (the server never saw it). Any other
-failure stays a failure.
+same rules as EndpointClient (wire.py): an idle connection is dropped after KEEPALIVE_EXPIRY_S,
+a request that failed on a reused connection before any byte of the answer is sent once more
+(wire.resend_after_race), each request has one deadline from connect to its last byte, and the
+head, an event and the whole stream are read only up to their caps.
 """
 
 from __future__ import annotations
@@ -26,9 +25,10 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..server.chat_result import ChatResult, error_message
-from ..server.chat_stream import ChatStream
-from ..server.client import KEEPALIVE_EXPIRY_S
+from . import wire
+from .chat_result import ChatResult, error_message
+from .chat_stream import ChatStream
+from .wire import KEEPALIVE_EXPIRY_S, WireError
 
 _perf = time.perf_counter
 
@@ -63,8 +63,9 @@ class _Response:
     """Parses one streamed response as its bytes arrive: status line and headers, chunked (or
     length- or close-delimited) body; the body's bytes go to the shared ChatStream walker."""
 
-    def __init__(self, result: ChatResult, done: asyncio.Future) -> None:
+    def __init__(self, result: ChatResult, done: asyncio.Future, max_bytes: int = wire.MAX_STREAM_BYTES) -> None:
         self.result, self.done = result, done
+        self.max_bytes = self.left = max_bytes  # the response's bytes allowed, and still allowed (head and body)
         self.head = b""
         self.status: int | None = None
         self.chunked = False
@@ -81,7 +82,12 @@ class _Response:
         if self.done.done():
             # [DONE] came before the chunked body's last chunk: read on to the end of the body, so
             # the connection can be kept for the next request
-            if data is not None and self.chunked and not self.ended:
+            if data is not None and self.chunked and not self.ended and self.keep_alive:
+                self.left -= len(data)
+                if self.left < 0:  # never the body's end: the connection is not kept, the bytes not held
+                    self.keep_alive = False
+                    del self.raw[:]
+                    return
                 self.raw += data
                 try:
                     self._dechunk(0.0)
@@ -94,7 +100,13 @@ class _Response:
             if data is None:
                 self._eof()
             else:
+                self.left -= len(data)
+                if self.left < 0:
+                    raise wire.over_cap("the stream", self.max_bytes)
                 self._feed(data, _perf())
+        except WireError as exc:  # in EndpointClient.chat's words
+            self.keep_alive = False
+            self._finish(f"response refused: {exc}")
         except Exception as exc:  # noqa: BLE001 - malformed response: the request's error, never raised
             self._finish(f"malformed response: {type(exc).__name__}: {exc}")
 
@@ -103,6 +115,8 @@ class _Response:
             self.head += data
             end = self.head.find(b"\r\n\r\n")
             if end < 0:
+                if len(self.head) > wire.MAX_HEAD_BYTES:
+                    raise wire.over_cap("the response head", wire.MAX_HEAD_BYTES)
                 return
             data = self.head[end + 4:]
             self._headers(self.head[:end].decode("latin-1"))
@@ -199,7 +213,7 @@ class StreamClient:
     fault: the ChatResult's error says what happened, in EndpointClient's words."""
 
     def __init__(self, base_url: str, *, keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, max_stream_bytes: int = wire.MAX_STREAM_BYTES) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http":
             raise ValueError("StreamClient speaks plain http only")
@@ -211,6 +225,7 @@ class StreamClient:
         self._auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         self._idle: list[_Conn] = []
         self.keepalive_expiry = keepalive_expiry
+        self.max_stream_bytes = max_stream_bytes
         self.stale_retries = 0  # requests re-sent after the keep-alive race
 
     async def aclose(self) -> None:
@@ -239,7 +254,7 @@ class StreamClient:
         loop = asyncio.get_running_loop()
         result = ChatResult(streamed=True, t_start=t_start)
         done: asyncio.Future = loop.create_future()
-        response = _Response(result, done)
+        response = _Response(result, done, self.max_stream_bytes)
         # The bound is for the whole request (a server trickling bytes must still time out); a
         # timer rather than asyncio.wait_for, whose 3.11 form can swallow a cancellation.
         timer = loop.call_later(max(0.0, deadline - _perf()),
@@ -261,9 +276,10 @@ class StreamClient:
                 self._release(conn, response)
             result.t_end = _perf()
             result.ok = result.error is None
-        # no byte of the response arrived (not even a partial status line) and it was not our timeout
-        retry = (reused and response.status is None and not response.head and not result.ok
-                 and not (result.error or "").startswith("timed out"))
+        # a connection failure (not our deadline, not a refused response) with no byte of the answer
+        failed = not result.ok and not (result.error or "").startswith(("timed out", "response refused"))
+        retry = failed and wire.resend_after_race(reused=reused,
+                                                  answered=response.status is not None or bool(response.head))
         return result, retry
 
     def _release(self, conn: _Conn, response: _Response) -> None:

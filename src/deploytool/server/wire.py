@@ -1,0 +1,86 @@
+"""The rules every call to a serving runtime keeps, written once: the server deploytool talks to
+is the one it is about to judge, so whatever it sends is hostile until read within bounds.
+
+- **A total deadline.** Each call has one budget from connect to its last byte (the callers wrap
+  the whole call in `asyncio.timeout`): httpx's timeouts are per read, so a server that sends a
+  byte a second would otherwise never time out.
+- **Size caps.** A whole body (`MAX_BODY_BYTES`), one SSE event (`MAX_EVENT_BYTES`) and a whole
+  stream (`MAX_STREAM_BYTES`) are read only up to their cap: past it the call fails with
+  `WireError`, and nothing larger is ever held in memory.
+- **JSON a report can hold.** `loads` refuses a document nested deeper than `MAX_JSON_DEPTH`
+  (Python's own parser raises RecursionError at about 1,000 levels; every later step that walks
+  the value, redaction and reports, would too).
+- **The keep-alive race** (`resend_after_race`), for both transports (client.py, fast_stream.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# How long an idle connection is kept for reuse. SGLang serves through uvicorn with
+# timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE, 5 s by default (sglang/srt/environ.py,
+# entrypoints/http_server.py), and httpx's own default expiry is also 5 s: a request sent on a
+# connection the server is closing at that very moment ends "Server disconnected without sending
+# a response". Expiring well before the server does keeps the client off that edge.
+KEEPALIVE_EXPIRY_S = 2.0
+
+# A non-streamed body: SGLang's largest (a /metrics with every histogram, a long non-streamed
+# answer) is a few MiB at most.
+MAX_BODY_BYTES = 32 * 2**20
+# One SSE event: SGLang writes one per token (about 250 bytes); a tool call's arguments or a
+# final usage block stay far below this.
+MAX_EVENT_BYTES = 4 * 2**20
+# A whole stream: a 128k-token answer at SGLang's ~250 bytes a chunk is about 32 MiB.
+MAX_STREAM_BYTES = 128 * 2**20
+# Nesting of a JSON document from a server: OpenAI's and SGLang's bodies go 5 or 6 levels deep.
+MAX_JSON_DEPTH = 64
+# The status line and headers of a response (bench's own HTTP/1.1 path parses them itself).
+MAX_HEAD_BYTES = 64 * 1024
+
+
+class WireError(ValueError):
+    """A response deploytool refuses to read: over a size cap, or JSON nested too deep."""
+
+
+def loads(data: bytes | str) -> Any:
+    """json.loads for what a server sent: ValueError (JSONDecodeError, or WireError) for anything
+    that is not a JSON document of at most MAX_JSON_DEPTH levels; never RecursionError."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if too_deep(value):
+        raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
+def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a parsed JSON value nests deeper than `limit` (walked with a stack, not recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def over_cap(what: str, cap: int) -> WireError:
+    return WireError(f"{what} larger than {cap // 2**20 if cap >= 2**20 else cap} "
+                     f"{'MiB' if cap >= 2**20 else 'bytes'}: not read further")
+
+
+def resend_after_race(*, reused: bool, answered: bool) -> bool:
+    """Whether a request that failed with a connection error is sent once more, on a fresh
+    connection: only when it went out on a kept-alive connection (`reused`) and no byte of the
+    answer came back (`answered` false). The server closed that idle connection as the request
+    went out (its keep-alive timeout), so it never processed the request. A failure on a fresh
+    connection, after the server started answering, or by our own deadline stays a failure."""
+    return reused and not answered

@@ -102,7 +102,8 @@ class BenchRunner:
             self.client = client
             if self.http == "raw" and self.target.url.startswith("http://"):
                 self.stream = client.fast_stream()
-            self.facts = await read_server_facts(client)
+            # what the server says about itself, each read within a request's budget (10 s at most)
+            self.facts = await read_server_facts(client, timeout=min(10.0, m.request_timeout_s))
             self.model_id = self.facts.model_id or (self.target.profile.model.served_name
                                                     if self.target.profile else "default")
             sampler = asyncio.create_task(self._sample_metrics()) if self.facts.metrics is not None else None
@@ -120,7 +121,7 @@ class BenchRunner:
                     self._sampling = False
                     sampler.cancel()
                     await asyncio.gather(sampler, return_exceptions=True)
-                self.after = await read_server_facts(client)
+                self.after = await read_server_facts(client, timeout=min(10.0, m.request_timeout_s))
                 self.client = None
                 if self.stream is not None:
                     await self.stream.aclose()
@@ -147,6 +148,20 @@ class BenchRunner:
         return assemble_run(self)
 
     # --- one measured phase --------------------------------------------------------------
+    def _metrics_gone(self) -> str | None:
+        """Why /metrics could not be read at all before the run (a time-out, a refused answer),
+        as opposed to a server without metrics (an HTTP status): then no phase waits on it again."""
+        why = self.facts.unreadable.get("/metrics")
+        return None if why is None or why.startswith("HTTP ") else why
+
+    async def _idle_and_snapshot(self) -> tuple[mw.IdleWait, mw.CounterSnapshot]:
+        gone = self._metrics_gone()
+        if gone:
+            why = f"/metrics unreadable: {gone}"
+            return (mw.IdleWait(None, 0.0, None, None, self.method.idle_timeout_s, why=why),
+                    mw.CounterSnapshot(time.monotonic(), None, why))
+        return await mw.wait_idle(self.client, self.method.idle_timeout_s), await mw.snapshot(self.client)
+
     async def measure(self, name: str, phase: str, concurrency: int, make_jobs: Callable[[], list[Job]], *,
                       schedule: list[float] | None = None) -> GroupSummary:
         """Run one phase on an idle server: `concurrency` workers over the jobs (closed loop), or
@@ -154,14 +169,13 @@ class BenchRunner:
         attempts = 0
         while True:
             attempts += 1
-            idle = await mw.wait_idle(self.client, self.method.idle_timeout_s)
-            before = await mw.snapshot(self.client)
+            idle, before = await self._idle_and_snapshot()
             self._phase_peak = {}
             self._current = []
             jobs = make_jobs()
             await (self._open_loop(jobs, schedule, name) if schedule is not None
                    else self._pool(jobs, concurrency, name))
-            after = await mw.snapshot(self.client)
+            after = before if self._metrics_gone() else await mw.snapshot(self.client)
             window = mw.window(before, after)
             records = sorted(self._current, key=lambda r: r.start)
             sent = len(records)

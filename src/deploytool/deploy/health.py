@@ -30,12 +30,13 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
             code = engine.exit_code(release)
             raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
                                 f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}")
-        if release.health == "healthy" and _answers(release.url, path, headers):
+        if release.health == "healthy" and _answers(release.url, path, headers, budget - elapsed):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
             raise HealthFailure(f"release {release.release} failed its health check; last lines of its log:\n"
                                 f"{_indent(engine.logs_tail(release))}")
+        elapsed = time.monotonic() - started  # a probe may have taken its time
         if elapsed > budget:
             raise HealthFailure(f"release {release.release} did not become healthy within its health budget "
                                 f"of {budget:g} s (profile health: start_period + retries x (interval + timeout)); "
@@ -44,13 +45,14 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
         time.sleep(0.5)
 
 
-# One health GET from the host, connect to last byte: a server that trickles its answer fails
-# this probe at the deadline, and the wait at its budget.
+# One health GET from the host, connect to last byte, and never past the wait's budget: a server
+# that trickles its answer fails the probe at its deadline, and the wait at its budget.
 PROBE_TIMEOUT_S = 5.0
 
 
-def _answers(url: str, path: str, headers: dict[str, str] | None = None) -> bool:
-    return health_check(url, path, timeout=PROBE_TIMEOUT_S, headers=headers).ok
+def _answers(url: str, path: str, headers: dict[str, str] | None, left_s: float) -> bool:
+    timeout = max(0.5, min(PROBE_TIMEOUT_S, left_s))
+    return health_check(url, path, timeout=timeout, headers=headers).ok
 
 
 def _indent(text: str) -> str:

@@ -88,8 +88,8 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 pending.pop(0)
                 write_reports(report)
             if report.server.reachable:
-                report.server.weight_version_at_end = asyncio.run(
-                    _weight_version(target.url, getattr(target, "api_key", None)))
+                report.server.weight_version_at_end = asyncio.run(_weight_version(
+                    target.url, getattr(target, "api_key", None), settings["preflight"].probe_timeout_s))
             _nothing_measured(report)
     except KeyboardInterrupt:
         report.incomplete = report.interrupted = True
@@ -218,10 +218,10 @@ async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | No
         return await read_server_facts(client, preflight.probe_timeout_s, metrics=False, facts=info)
 
 
-async def _weight_version(url: str, api_key: str | None = None) -> str | None:
+async def _weight_version(url: str, api_key: str | None = None, timeout: float = 10.0) -> str | None:
     """The weight_version at the end of the run (a change during qualification is reported)."""
-    async with EndpointClient(url, timeout=10, api_key=api_key) as client:
-        return await read_weight_version(client, timeout=10)
+    async with EndpointClient(url, timeout=timeout, api_key=api_key) as client:
+        return await read_weight_version(client, timeout=timeout)
 
 
 def _now() -> str:

@@ -27,6 +27,9 @@ _loads = json.loads
 # (that wrapper costs as much as the parsing for a small chunk). Failures fall back to loads.
 _scan = json.JSONDecoder().scan_once
 _utf8 = codecs.getincrementaldecoder("utf-8")
+# The chunk objects KeptChatStream holds at most (each a few hundred bytes as a dict): far more
+# than a tool-calling answer's, far less than a server streaming without end could send.
+MAX_KEPT_CHUNKS = 20_000
 
 
 class ChatStream:
@@ -220,7 +223,8 @@ class KeptChatStream(ChatStream):
         self.kept = kept
 
     def take(self, chunk: dict[str, Any], now: float) -> bool:
-        self.kept.append(chunk)
+        if len(self.kept) < MAX_KEPT_CHUNKS:  # a stream without end keeps no more than this
+            self.kept.append(chunk)
         return super().take(chunk, now)
 
 

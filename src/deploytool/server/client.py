@@ -47,6 +47,12 @@ class HealthAnswer:
     body: str = ""  # the first 300 characters
     error: str | None = None  # no status: why (refused, timed out, dropped, over a cap)
     refused: bool = False  # nothing answered at the address (ConnectError)
+    headers_status: int | None = None  # the status line arrived, the rest of the answer did not
+
+    @property
+    def reachable(self) -> bool:
+        """Something answered HTTP at all."""
+        return self.status is not None or self.headers_status is not None
 
     @property
     def ok(self) -> bool:
@@ -126,9 +132,12 @@ class EndpointClient:
                                             limits=httpx.Limits(max_keepalive_connections=0))
         return await self._fresh.send(request, stream=stream)
 
-    async def _read(self, request: httpx.Request) -> httpx.Response:
-        """Send and read the whole body, at most max_body_bytes of it (WireError past that)."""
+    async def _read(self, request: httpx.Request, seen: dict[str, int] | None = None) -> httpx.Response:
+        """Send and read the whole body, at most max_body_bytes of it (WireError past that).
+        `seen` gets the status as soon as the headers are in."""
         response = await self.send(request, stream=True)
+        if seen is not None:
+            seen["status"] = response.status_code
         try:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -145,7 +154,8 @@ class EndpointClient:
             await response.aclose()
         return response
 
-    async def get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
+    async def get(self, path: str, *, timeout: float | None = None,
+                  seen: dict[str, int] | None = None) -> httpx.Response:
         """GET `path`, its body read whole (up to the body cap). Raises httpx.TimeoutException
         when the whole request, connect to last byte, takes longer than the budget (so callers
         that catch httpx.HTTPError handle it), WireError when the body is over the cap."""
@@ -155,7 +165,7 @@ class EndpointClient:
             # lands as the inner request finishes (seen: bench's metrics sampler never stopping).
             request = self._http.build_request("GET", path, timeout=budget)
             async with asyncio.timeout(budget):
-                return await self._read(request)
+                return await self._read(request, seen)
         except asyncio.TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
@@ -166,13 +176,18 @@ class EndpointClient:
         return wire.loads(response.content)
 
     async def health(self, path: str = "/health", *, timeout: float | None = None) -> HealthAnswer:
-        """One GET of a health path within `timeout` (connect to last byte); never raises."""
+        """One GET of a health path within `timeout` (connect to last byte); never raises. An
+        answer whose body does not arrive whole in time (or is over the cap) has no status."""
+        seen: dict[str, int] = {}
         try:
-            response = await self.get(path, timeout=timeout)
+            response = await self.get(path, timeout=timeout, seen=seen)
         except httpx.ConnectError as exc:
             return HealthAnswer(error=f"{type(exc).__name__}: {exc or 'no answer'}", refused=True)
         except (httpx.HTTPError, WireError) as exc:
-            return HealthAnswer(error=f"{type(exc).__name__}: {exc or 'no answer'}")
+            why = f"{type(exc).__name__}: {exc or 'no answer'}"
+            if "status" in seen:
+                why = f"answered HTTP {seen['status']}, then its body did not arrive whole: {why}"
+            return HealthAnswer(error=why, headers_status=seen.get("status"))
         return HealthAnswer(status=response.status_code, body=response.content[:300].decode("utf-8", "replace"))
 
     async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,

@@ -83,22 +83,23 @@ async def read_server_facts(client: EndpointClient, timeout: float = 10.0, *, me
     `timeout`, into `facts` (a new one by default). Never raises: an endpoint that fails is recorded
     in `unreadable`."""
     facts = facts or ServerFacts(url=client.base_url)
-    facts.models = await _json(client, "/v1/models", facts, timeout)
+    read = _Reader(client, facts, timeout)
+    facts.models = await read.json("/v1/models")
     facts.unauthorized = facts.unreadable.get("/v1/models") == "HTTP 401"
     for path in serverfields.SERVER_INFO_PATHS:  # 0.5.23's name first; older servers: /get_server_info
-        facts.server_info = await _json(client, path, facts, timeout)
+        facts.server_info = await read.json(path)
         if facts.server_info is not None:
             facts.server_info_path = path
             facts.unreadable.pop("/server_info", None)
             break
     for path in serverfields.MODEL_INFO_PATHS:  # /get_model_info is deprecated in 0.5.23
-        facts.model_info = await _json(client, path, facts, timeout)
+        facts.model_info = await read.json(path)
         if facts.model_info is not None:
             facts.model_info_path = path
             facts.unreadable.pop("/model_info", None)
             break
     if metrics:
-        facts.metrics = await read_metrics(client, facts, timeout)
+        facts.metrics = await read.metrics()
 
     facts.model_id = facts.served_model_name
     info = facts.server_info or {}
@@ -114,9 +115,9 @@ async def read_server_facts(client: EndpointClient, timeout: float = 10.0, *, me
 
 async def read_weight_version(client: EndpointClient, timeout: float = 10.0) -> str | None:
     """The model's weight_version now (qualify reads it again at the end of a run)."""
-    scratch = ServerFacts()
+    read = _Reader(client, ServerFacts(), timeout)
     for path in serverfields.MODEL_INFO_PATHS:
-        body = await _json(client, path, scratch, timeout)
+        body = await read.json(path)
         if body is not None:
             return serverfields.weight_version(body)
     return None
@@ -204,6 +205,37 @@ async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: 
     except Exception as exc:  # noqa: BLE001 - recorded, never fatal
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"
         return None
+
+
+class _Reader:
+    """The facts' reads, one after another: once one has run out of time, the server is not
+    waited on again for the rest (each recorded as not read), so a server that trickles its
+    answers costs the facts one timeout, not one per endpoint."""
+
+    def __init__(self, client: EndpointClient, facts: ServerFacts, timeout: float) -> None:
+        self.client, self.facts, self.timeout = client, facts, timeout
+        self.timed_out: str | None = None  # the first endpoint that ran out of time
+
+    def _skip(self, path: str) -> bool:
+        if self.timed_out is not None:
+            self.facts.unreadable[path] = f"not read: {self.timed_out} timed out before it"
+        return self.timed_out is not None
+
+    def _note(self, path: str) -> None:
+        if self.timed_out is None and self.facts.unreadable.get(path, "").startswith("TimeoutException"):
+            self.timed_out = path
+
+    async def json(self, path: str) -> dict[str, Any] | None:
+        if self._skip(path):
+            return None
+        body = await _json(self.client, path, self.facts, self.timeout)
+        self._note(path)
+        return body
+
+    async def metrics(self) -> dict[str, float] | None:
+        if self._skip("/metrics"):
+            return None
+        return await read_metrics(self.client, self.facts, self.timeout)
 
 
 def _int(*candidates: Any) -> int | None:

@@ -87,6 +87,8 @@ class _Response:
                 if self.left < 0:  # never the body's end: the connection is not kept, the bytes not held
                     self.keep_alive = False
                     del self.raw[:]
+                    if self.on_ended is not None:
+                        self.on_ended()  # closes it
                     return
                 self.raw += data
                 try:
@@ -297,6 +299,8 @@ class StreamClient:
                     self._to_idle(conn)
                 else:
                     conn.sink = None
+                    if conn.transport is not None:
+                        conn.transport.close()
             response.on_ended = ended
             conn.sink = response.feed
         else:

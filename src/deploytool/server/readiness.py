@@ -67,6 +67,7 @@ async def _wait(client: EndpointClient, health_path: str, timeout_s: float, poll
         elif answer.refused:
             out.error = f"connection refused or unreachable ({answer.error})"
         else:
+            out.reachable = out.reachable or answer.reachable
             out.error = f"{answer.error} (GET {url}{health_path})"
         now = time.monotonic()
         if now - started >= timeout_s:

@@ -29,6 +29,7 @@ from deploytool.sim.auth import ApiKeyAuth
 from deploytool.sim.engine import Engine
 from deploytool.sim.faults import FaultState, StreamDropped, adjust_answer, adjust_request, parse_faults
 from deploytool.sim.generation import Plan, Unit, build_plan
+from deploytool.sim.hostile import Hostile
 from deploytool.sim.log import log
 from deploytool.sim.metrics import CONTENT_TYPE, render_metrics
 from deploytool.sim.oracle import Gsm8kOracle
@@ -366,7 +367,8 @@ def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], No
         lifespan=sim.lifespan,
         # The request log sees refused calls too (SGLang logs them as 401s).
         middleware=[Middleware(RequestLog, enabled=settings.log_requests),
-                    Middleware(ApiKeyAuth, api_key=settings.api_key)],
+                    Middleware(ApiKeyAuth, api_key=settings.api_key),
+                    Middleware(Hostile, config=sim.faults.config)],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     app.state.sim = sim

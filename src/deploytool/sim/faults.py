@@ -33,6 +33,13 @@ FAULTS: dict[str, bool] = {
     "drop_arg_tail": True,
     "ignore_tool_choice": False,
     "spec_off": False,
+    # Hostile modes (sim/hostile.py): a server that attacks the client judging it.
+    "script_text": False,
+    "huge_body": False,
+    "trickle": False,
+    "deep_json": False,
+    "endless_sse": False,
+    "hostile_health": False,
 }
 
 FAULT_HELP = (
@@ -47,7 +54,10 @@ FAULT_HELP = (
     "more other requests run); needle_lost_after=N (prompts over N tokens lose their needles); "
     "drop_arg_tail=N (tool-call string arguments longer than N characters are cut to N); "
     "ignore_tool_choice (tool_choice is treated as auto); spec_off (server info reports speculative "
-    "decoding off, as a release that lost its draft model would)."
+    "decoding off, as a release that lost its draft model would). Hostile modes (every route but the health "
+    "ones, which hostile_health adds): script_text (a script in every JSON text value), huge_body (a 1 GiB "
+    "body, streamed), trickle (the body one byte a second), deep_json (JSON nested 100,000 deep), "
+    "endless_sse (a streamed chat that never ends)."
 )
 
 CRASH_EXIT_CODE = 3
@@ -69,6 +79,12 @@ class FaultConfig:
     drop_arg_tail: int | None = None
     ignore_tool_choice: bool = False
     spec_off: bool = False
+    script_text: bool = False
+    huge_body: bool = False
+    trickle: bool = False
+    deep_json: bool = False
+    endless_sse: bool = False
+    hostile_health: bool = False
 
     @property
     def active(self) -> list[str]:

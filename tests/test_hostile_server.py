@@ -1,0 +1,191 @@
+"""The reference runtime turned hostile (sim/hostile.py: script in every text field, a 1 GiB body,
+a byte a second, JSON nested 100,000 deep, a stream without end): the wire, qualify, bench, up's
+health wait and watch's probe each end within their deadline with a verdict that says why, and
+hold bounded memory (the sim runs in its own process, so tracemalloc counts the client only)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import tracemalloc
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from deploytool.bench.runner import run_bench_sync
+from deploytool.deploy.health import PROBE_TIMEOUT_S, HealthFailure, wait_until_healthy
+from deploytool.deploy.reporter import Reporter
+from deploytool.deploy.watch import probe
+from deploytool.files import to_jsonable
+from deploytool.host.releases import Release
+from deploytool.profiles import HealthSpec
+from deploytool.qualify import Verdict
+from deploytool.release.targets import Target
+from deploytool.server.client import EndpointClient
+from deploytool.server.facts import read_server_facts
+from deploytool.sim.hostile import SCRIPT
+from bench_helpers import tiny_method
+from qualify_helpers import qualify
+from sim_process import SimProcess
+
+pytestmark = pytest.mark.timeout(300)
+
+# A client that held a 1 GiB body, or every event of an endless stream, would go far past this;
+# the wire's caps (a 32 MiB body, a 4 MiB event) keep it well under.
+MEMORY_BOUND = 200 * 2**20
+DEADLINE_S = 3.0
+PAYLOAD = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}
+
+
+@contextmanager
+def measured():
+    """Seconds and the peak of memory the test process allocated meanwhile."""
+    out: dict[str, float] = {}
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        yield out
+    finally:
+        out["seconds"] = time.monotonic() - started
+        out["peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print(f"\nCOST {out['seconds']:.1f} s, peak {out['peak'] / 2**20:.1f} MiB")
+
+
+def hostile(*modes: str) -> SimProcess:
+    return SimProcess(fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}')
+
+
+async def _every_call(url: str) -> dict:
+    async with EndpointClient(url, timeout=DEADLINE_S) as client:
+        facts = await read_server_facts(client, timeout=DEADLINE_S)
+        payload = {**PAYLOAD, "model": facts.model_id or "default"}
+        plain = await client.chat(payload)
+        streamed = await client.chat({**payload, "stream": True})
+        fast = client.fast_stream()
+        try:
+            bench_path = await fast.chat({**payload, "stream": True}, timeout=DEADLINE_S)
+        finally:
+            await fast.aclose()
+    return {"facts": facts, "plain": plain, "streamed": streamed, "fast": bench_path}
+
+
+# mode -> what /v1/models, a plain chat and a streamed chat (both transports) must say
+EXPECTED = {
+    "huge_body": ("larger than 32 MiB", "response refused: the response body larger than 32 MiB: not read further",
+                  "response refused: an SSE event larger than 4 MiB: not read further"),
+    "trickle": ("timed out after 3 s", "timed out after 3 s", "timed out after 3 s"),
+    "deep_json": ("JSON nested deeper than 64 levels", "response refused: JSON nested deeper than 64 levels",
+                  "response refused: an SSE event's JSON is nested too deep"),
+}
+
+
+@pytest.mark.parametrize("mode", ["script_text", "huge_body", "trickle", "deep_json", "endless_sse"])
+def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) -> None:
+    with hostile(mode) as server, measured() as cost:
+        got = asyncio.run(_every_call(server.url))
+    facts, results = got["facts"], (got["plain"], got["streamed"], got["fast"])
+    # facts: one timeout at most (a server that trickles is not waited on again), then four chats
+    assert cost["seconds"] < 4 * DEADLINE_S + 10, cost
+    assert cost["peak"] < MEMORY_BOUND, cost
+    if mode in EXPECTED:
+        models, plain, stream = EXPECTED[mode]
+        assert models in facts.unreadable["/v1/models"], facts.unreadable
+        assert facts.models is None and facts.model_id is None
+        assert got["plain"].error == plain
+        assert got["streamed"].error == got["fast"].error == stream, (got["streamed"].error, got["fast"].error)
+        assert not any(r.ok for r in results)
+    elif mode == "script_text":  # read as text, kept as text: the reports' business to escape it
+        assert facts.model_id.endswith(SCRIPT)
+        assert all(r.ok and r.content.endswith(SCRIPT) for r in results), [r.error for r in results]
+    else:  # endless_sse: the plain chat is served; a stream ends at its deadline or the stream cap
+        assert got["plain"].ok
+        for r in results[1:]:
+            assert not r.ok and r.chunks > 0
+            assert r.error == "timed out after 3 s" or "the stream larger than" in r.error, r.error
+
+
+@pytest.mark.parametrize("mode", ["script_text", "huge_body", "trickle", "deep_json", "endless_sse"])
+def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path) -> None:
+    with hostile(mode) as server, measured() as cost:
+        report = qualify(server.url, tmp_path, suites=["preflight", "contract"], limit=2,
+                         overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 5},
+                                    "contract": {"request_timeout_s": DEADLINE_S, "idle_timeout_s": 2,
+                                                 "max_tokens": 16}})
+    assert cost["seconds"] < 120, cost
+    assert cost["peak"] < MEMORY_BOUND, cost
+    assert report.verdict in ("passed", "failed", "could not run"), report.summary_line()
+    results = (tmp_path / "report" / "results.json").read_text()
+    assert report.summary_line() in results or report.verdict in results
+    for name in ("preflight", "contract"):
+        suite = report.suite(name)
+        assert suite is not None and suite.verdict in tuple(Verdict), name
+        if mode not in ("script_text", "endless_sse"):  # (a stream that never ends is cut at its deadline)
+            assert suite.verdict is not Verdict.PASSED and suite.reason, (name, suite.reason)
+    if mode == "trickle":
+        assert "timed out" in str(to_jsonable(report.server.unreadable)) or "timed out" in report.suite("contract").reason
+
+
+def test_qualify_waits_no_longer_than_its_ready_timeout_for_a_health_path_that_trickles(tmp_path: Path) -> None:
+    with hostile("trickle", "hostile_health") as server, measured() as cost:
+        report = qualify(server.url, tmp_path, suites=["preflight"],
+                         overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 4}})
+    assert report.server.waited_s < 4 + 1, report.server.waited_s  # no probe runs past the wait
+    # then the facts (one probe timeout: the rest are not waited for) and preflight's own probes
+    assert cost["seconds"] < 4 + 4 * 2 + 6, cost
+    assert report.could_not_run and "never became ready" in report.could_not_run, report.could_not_run
+    assert "answered HTTP 200, then its body did not arrive whole" in report.could_not_run
+    assert "timed out" in report.could_not_run
+
+
+@pytest.mark.parametrize("mode", ["huge_body", "trickle", "deep_json", "endless_sse"])
+def test_bench_ends_with_every_failure_named(mode: str) -> None:
+    method = tiny_method(request_timeout_s=2, run_timeout_s=6, warmup_requests=1, decode_requests=1,
+                         load_concurrency=[2], load_requests_per_slot=1, prefill_prompts_each=1)
+    with hostile(mode) as server, measured() as cost:
+        run = run_bench_sync(Target(url=server.url, profile=None), method, progress=False)
+    # the facts before and after (one request's budget each: a trickling server is not waited on
+    # twice), the run's time bound (from the start, facts included), a request cut by it
+    assert cost["seconds"] < 2 + 6 + 2 + 2 + 15, cost
+    assert cost["peak"] < MEMORY_BOUND, cost
+    failed = [r for r in run.requests if not r.ok]
+    assert failed and (run.errors_total > 0 or not run.complete), run.notes
+    words = {"huge_body": "larger than", "trickle": "timed out", "deep_json": "nested too deep",
+             "endless_sse": ""}[mode]
+    assert all(words in (r.error or "") for r in failed), {r.error for r in failed}
+    if mode == "endless_sse":
+        assert all("timed out" in r.error or "stream larger than" in r.error or "time bound" in r.error
+                   for r in failed), {r.error for r in failed}
+
+
+class _Engine:
+    """The engine as up's health wait sees it: a container that runs and says it is healthy."""
+
+    def refresh(self, release: Release) -> Release:
+        return release
+
+    def exit_code(self, release: Release) -> int:
+        return 0
+
+    def logs_tail(self, release: Release) -> str:
+        return "(log)"
+
+
+@pytest.mark.parametrize("mode", ["huge_body", "trickle"])
+def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str) -> None:
+    with hostile(mode, "hostile_health") as server:
+        release = Release(slot="cpu", release=1, profile="sim", image="x", container_id="c", container_name="n",
+                          state="running", health="healthy", host_port=urlsplit(server.url).port, gpus=[],
+                          simulator=True, created="")
+        with measured() as cost:
+            with pytest.raises(HealthFailure, match="did not become healthy within its health budget of 2 s"):
+                wait_until_healthy(_Engine(), release, budget=2, path="/health", reporter=Reporter())
+        # the budget (a probe never runs past it, PROBE_TIMEOUT_S is longer) and a pause of 0.5 s
+        assert cost["seconds"] < min(2 + PROBE_TIMEOUT_S, 2 + 3), cost
+        assert cost["peak"] < MEMORY_BOUND, cost
+        with measured() as cost:
+            assert probe(release, HealthSpec(path="/health", timeout=2)) is False
+        assert cost["seconds"] < 2 + 3, cost
+        assert cost["peak"] < MEMORY_BOUND, cost

@@ -61,37 +61,70 @@ class ChatStream:
         result's error says which). Raises ValueError on an event that is not JSON (WireError
         for one over the event cap or nested too deep)."""
         text = self.decode(data)
-        pending = self.pending
-        if pending:
-            if pending[-1][-1] == "\r":  # a CR kept back: its LF may open this read
-                pending[-1] = pending[-1][:-1]
-                text = "\r" + text
-                if not pending[-1]:
-                    pending.pop()
-        if pending:
-            if "\r" in text:
-                text = _lf(text)
-            # the blank line that ends the event: in this read, or across the seam
-            if "\n\n" not in text and not (text[:1] == "\n" and pending[-1][-1] == "\n"):
-                self._keep(text)
+        if self.pending:
+            text = self._joined(text)
+            if text is None:
                 return False
-            text = "".join(pending) + text
-            pending.clear()
-            self.pending_size = 0
-        return self._split(text, now)
-
-    def _split(self, text: str, now: float) -> bool:
         if "\r" in text:
             text = _lf(text)
         if "\n\n" not in text:
             self._keep(text)
             return False
         events = text.split("\n\n")
-        self._keep(events.pop())
+        rest = events.pop()
+        if rest:
+            self._keep(rest)
         try:
-            return self._events(events, now)
+            for event in events:
+                if event[:6] == "data: " and "\n" not in event:  # the usual one-line event
+                    if event == "data: [DONE]":
+                        self.result.saw_done = True
+                        return True
+                    try:
+                        chunk, end = _scan(event, 6)
+                        if end != len(event):
+                            raise StopIteration
+                    except StopIteration:  # not one JSON value: [DONE] with blanks, or loads says why
+                        data_text = event[6:]
+                        if data_text.strip() == "[DONE]":
+                            self.result.saw_done = True
+                            return True
+                        chunk = _loads(data_text)
+                else:
+                    data_text = _event_data(event)
+                    if data_text is None:
+                        continue
+                    if data_text.strip() == "[DONE]":
+                        self.result.saw_done = True
+                        return True
+                    chunk = _loads(data_text)
+                if self.take(chunk, now):
+                    return True
+            return False
         except RecursionError:
             raise WireError("an SSE event's JSON is nested too deep") from None
+
+    def _joined(self, text: str) -> str | None:
+        """This read after the pieces of an unfinished event: the whole text once the event ended
+        (in this read, or at the seam), else None (the read is kept as one more piece)."""
+        pending = self.pending
+        if pending[-1][-1] == "\r":  # a CR kept back: its LF may open this read
+            pending[-1] = pending[-1][:-1]
+            text = "\r" + text
+            if not pending[-1]:
+                pending.pop()
+                if not pending:
+                    self.pending_size = 0
+                    return text
+        if "\r" in text:
+            text = _lf(text)
+        if "\n\n" not in text and not (text[:1] == "\n" and pending[-1][-1] == "\n"):
+            self._keep(text)
+            return None
+        text = "".join(pending) + text
+        pending.clear()
+        self.pending_size = 0
+        return text
 
     def _keep(self, text: str) -> None:
         if not text:
@@ -100,34 +133,6 @@ class ChatStream:
         self.pending_size += len(text)
         if self.pending_size > self.max_event:
             raise over_cap("an SSE event", self.max_event)
-
-    def _events(self, events: list[str], now: float) -> bool:
-        for event in events:
-            if event[:6] == "data: " and "\n" not in event:  # the usual one-line event
-                if event == "data: [DONE]":
-                    self.result.saw_done = True
-                    return True
-                try:
-                    chunk, end = _scan(event, 6)
-                    if end != len(event):
-                        raise StopIteration
-                except StopIteration:  # not one JSON value: [DONE] with blanks, or loads says why
-                    data_text = event[6:]
-                    if data_text.strip() == "[DONE]":
-                        self.result.saw_done = True
-                        return True
-                    chunk = _loads(data_text)
-            else:
-                data_text = _event_data(event)
-                if data_text is None:
-                    continue
-                if data_text.strip() == "[DONE]":
-                    self.result.saw_done = True
-                    return True
-                chunk = _loads(data_text)
-            if self.take(chunk, now):
-                return True
-        return False
 
     def take(self, chunk: dict[str, Any], now: float) -> bool:
         """One chunk object; True when it is an error event (the stream is over)."""

@@ -54,6 +54,14 @@ def measured():
         print(f"\nCOST {out['seconds']:.1f} s, peak {out['peak'] / 2**20:.1f} MiB")
 
 
+def _peak_rss(pid: int) -> int:
+    """A process's peak resident memory (Linux's VmHWM), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
 def hostile(*modes: str) -> SimProcess:
     return SimProcess(fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}')
 
@@ -86,6 +94,9 @@ EXPECTED = {
 def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) -> None:
     with hostile(mode) as server, measured() as cost:
         got = asyncio.run(_every_call(server.url))
+        server_peak = _peak_rss(server.proc.pid)
+    # the sim makes its 1 GiB as it sends it: its own peak stays far below
+    assert server_peak < 512 * 2**20, server_peak
     facts, results = got["facts"], (got["plain"], got["streamed"], got["fast"])
     # facts: one timeout at most (a server that trickles is not waited on again), then four chats
     assert cost["seconds"] < 4 * DEADLINE_S + 10, cost

@@ -51,7 +51,6 @@ def measured():
         out["seconds"] = time.monotonic() - started
         out["peak"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        print(f"\nCOST {out['seconds']:.1f} s, peak {out['peak'] / 2**20:.1f} MiB")
 
 
 def _peak_rss(pid: int) -> int:

@@ -84,6 +84,10 @@ class MemoryPlan:
     overrides: dict[str, Any] = field(default_factory=dict)
     patches: list[str] = field(default_factory=list)  # the image's patches the plan assumed
     sglang_version: str = SGLANG_VERSION
+    # what SGLang refuses or changes at start-up with this launch (startup.StartupNote.as_dict)
+    startup: list[dict[str, Any]] = field(default_factory=list)
+    # patch effects not yet calibrated on a real card: {patch, effect, note}
+    uncalibrated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -240,8 +244,11 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
 
 def _max_running(tokens: int, inputs: PlanInputs, slots: int | None, ratio: int | None) -> int:
     """kv_cache_configurator.py `resolve_max_num_reqs`."""
-    if inputs.max_running_requests is not None:
-        running = min(max(1, inputs.max_running_requests), tokens // 2)
+    asked = inputs.max_running_requests
+    if asked is None and inputs.speculative_algorithm and inputs.speculative_algorithm.upper() != "NONE":
+        asked = 48  # arg_groups/speculative_hook.py: SGLang's running limit for speculative decoding
+    if asked is not None:
+        running = min(max(1, asked), tokens // 2)
     else:
         estimated = max(min(int(tokens / inputs.context_length * 512), 4096), 2048)
         running = min(estimated, tokens // 2)

@@ -17,6 +17,7 @@ from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
+from .startup import StartupNote, refusals, startup_notes
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
@@ -153,10 +154,41 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
                              hint="set model.host_path to the folder holding config.json and the safetensors index")
         shape = read_checkpoint(folder)
     inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
+    args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)
     try:
-        return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
+        plan = plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:
+        # a launch SGLang refuses before it sizes anything (an FP4 KV cache on a Hopper card) is
+        # that refusal, not a planner's gap
+        refused = refusals(startup_notes(args, env, shape, compute_capability=card.compute_capability))
+        if refused:
+            raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
+    return with_startup(plan, args, env, shape, card)
+
+
+class StartupRefused(UsageError):
+    """SGLang would refuse this launch at start-up (its own message in each note)."""
+
+    def __init__(self, profile: str, notes: list[StartupNote]) -> None:
+        super().__init__(f"profile {profile}: SGLang would refuse this launch at start-up:\n  "
+                         + "\n  ".join(f"{n.line()}\n    SGLang: {n.sglang_says}" for n in notes),
+                         hint="change what each line says; nothing was started or stopped")
+        self.notes = notes
+
+
+def with_startup(plan: MemoryPlan, args: dict[str, Any], env: dict[str, Any], shape: ModelShape, card: Card) -> MemoryPlan:
+    """The plan with what SGLang refuses or changes at start-up: each note in `startup`, a
+    refusal also among the problems (so `up` refuses before it stops anything)."""
+    notes = startup_notes(args, env, shape, compute_capability=card.compute_capability, plan=plan)
+    plan.startup = [n.as_dict() for n in notes]
+    for note in refusals(notes):
+        line = f"{note.line()} (SGLang: {note.sglang_says})"
+        if not any(p.startswith("the weights") and "leave no memory" in p for p in plan.problems) \
+                or note.flag != "--mem-fraction-static":
+            plan.problems.append(line)
+    plan.verdict = "error" if plan.problems else plan.verdict
+    return plan
 
 
 def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:

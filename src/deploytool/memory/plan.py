@@ -244,11 +244,8 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
 
 def _max_running(tokens: int, inputs: PlanInputs, slots: int | None, ratio: int | None) -> int:
     """kv_cache_configurator.py `resolve_max_num_reqs`."""
-    asked = inputs.max_running_requests
-    if asked is None and inputs.speculative_algorithm and inputs.speculative_algorithm.upper() != "NONE":
-        asked = 48  # arg_groups/speculative_hook.py: SGLang's running limit for speculative decoding
-    if asked is not None:
-        running = min(max(1, asked), tokens // 2)
+    if inputs.max_running_requests is not None:
+        running = min(max(1, inputs.max_running_requests), tokens // 2)
     else:
         estimated = max(min(int(tokens / inputs.context_length * 512), 4096), 2048)
         running = min(estimated, tokens // 2)

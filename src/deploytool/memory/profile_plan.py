@@ -17,7 +17,7 @@ from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
-from .startup import StartupNote, refusals, startup_notes
+from .startup import SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
@@ -92,7 +92,7 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             context_length=int(args.get("context-length") or profile.model.context_length),
             mem_fraction_static=float(mfs),
             kv_cache_dtype=str(args.get("kv-cache-dtype") or "auto"),
-            max_running_requests=_opt_int(args.get("max-running-requests")),
+            max_running_requests=_opt_int(args.get("max-running-requests")) or _spec_running(args),
             tp_size=int(args.get("tp-size") or args.get("tensor-parallel-size") or 1),
             page_size=int(args.get("page-size") or 1),
             speculative_algorithm=args.get("speculative-algorithm") or None,
@@ -164,7 +164,7 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         if refused:
             raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
-    return with_startup(plan, args, env, shape, card)
+    return with_startup(plan, args, env, shape, card, profile.model.context_length)
 
 
 class StartupRefused(UsageError):
@@ -177,10 +177,12 @@ class StartupRefused(UsageError):
         self.notes = notes
 
 
-def with_startup(plan: MemoryPlan, args: dict[str, Any], env: dict[str, Any], shape: ModelShape, card: Card) -> MemoryPlan:
+def with_startup(plan: MemoryPlan, args: dict[str, Any], env: dict[str, Any], shape: ModelShape, card: Card,
+                 profile_context: int | None = None) -> MemoryPlan:
     """The plan with what SGLang refuses or changes at start-up: each note in `startup`, a
     refusal also among the problems (so `up` refuses before it stops anything)."""
-    notes = startup_notes(args, env, shape, compute_capability=card.compute_capability, plan=plan)
+    notes = startup_notes(args, env, shape, compute_capability=card.compute_capability, plan=plan,
+                          profile_context=profile_context)
     plan.startup = [n.as_dict() for n in notes]
     for note in refusals(notes):
         line = f"{note.line()} (SGLang: {note.sglang_says})"
@@ -197,6 +199,13 @@ def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:
     if card is None or checkpoint_folder(profile) is None:
         return None
     return plan_for_profile(profile, card)
+
+
+def _spec_running(args: dict[str, Any]) -> int | None:
+    """SGLang's speculative hook sets 48 running requests when the launch gives none, before
+    anything is sized (arg_groups/speculative_hook.py)."""
+    algo = args.get("speculative-algorithm")
+    return SPEC_DEFAULT_RUNNING if algo and str(algo).upper() != "NONE" else None
 
 
 def _opt_int(value: Any) -> int | None:

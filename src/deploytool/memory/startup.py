@@ -68,11 +68,17 @@ def _spec(args: dict[str, Any]) -> str | None:
     return str(algo).upper() if algo and str(algo).upper() != "NONE" else None
 
 
-def context_notes(args: dict[str, Any], env: dict[str, Any], shape: ModelShape) -> list[StartupNote]:
+def context_notes(args: dict[str, Any], env: dict[str, Any], shape: ModelShape,
+                  profile_context: int | None = None) -> list[StartupNote]:
     """configs/model_config.py `_derive_context_length`, run while SGLang builds its model config."""
     asked = _int(_flag(args, "context-length"))
     derived, key = shape.derived_context_length, shape.derived_context_key or "none of the context keys (2048)"
     where = "configs/model_config.py ModelConfig._derive_context_length"
+    if asked is None and profile_context and profile_context != derived:
+        return [StartupNote("change", "--context-length", None, derived,
+                            f"derived from config.json ({key}); the profile's model.context_length says "
+                            f"{profile_context:,}", f"set --context-length {profile_context} to serve that",
+                            "", where)]
     if asked is None or asked <= derived:
         return []
     warning = (f"Warning: User-specified context_length ({asked}) is greater than the derived context_length "
@@ -211,10 +217,11 @@ def running_notes(args: dict[str, Any], plan: Any) -> list[StartupNote]:
 
 
 def startup_notes(args: dict[str, Any], env: dict[str, Any], shape: ModelShape | None, *,
-                  compute_capability: str | None = None, plan: Any = None) -> list[StartupNote]:
+                  compute_capability: str | None = None, plan: Any = None,
+                  profile_context: int | None = None) -> list[StartupNote]:
     """Every rule above for one launch (`args`: server.args with --set applied, SGLang's names)."""
     args = {str(k).lstrip("-"): v for k, v in args.items()}
-    notes = context_notes(args, env, shape) if shape is not None else []
+    notes = context_notes(args, env, shape, profile_context) if shape is not None else []
     notes += kv_dtype_notes(args, compute_capability)
     notes += speculative_notes(args)
     notes += running_notes(args, plan)

@@ -137,3 +137,38 @@ def test_the_derived_context_is_sglangs_own_functions_answer(sglang_referee_pyth
 
 def _text(config: dict) -> dict:
     return config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+
+
+@pytest.mark.usefixtures("sglang_parser_python")
+def test_profiles_check_with_a_checkpoint_runs_sglangs_start_up_checks(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    real = Path(__file__).parent / "data" / "sglang-real" / "models" / "qwen3-tiny"
+    (tmp_path / "t-ctx.yaml").write_text(f"""\
+name: t-ctx
+extends: sglang-base
+image: {{runtime_version: "0.5.23"}}
+match: {{gpu_name: [NVIDIA H200]}}
+model: {{host_path: {real}, served_name: tiny, context_length: 65536}}
+server:
+  args: {{context-length: 65536, mem-fraction-static: 0.5, speculative-algorithm: EAGLE, speculative-num-steps: 3,
+          speculative-eagle-topk: 1, speculative-num-draft-tokens: 6}}
+""")
+    proc = run_cli("profiles", "check", "--profile", "t-ctx", "--profiles-dir", str(tmp_path), "--no-image",
+                   "--checkpoint", str(real), "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    answer = json.loads(proc.stdout)
+    own = answer["startup"]
+    # SGLang's own model configuration where it imports (an image), else said why not (a CPU venv
+    # without torchvision); the planner's rules either way
+    assert ("greater than the derived context_length (32768)" in (own["refused"] or "")
+            or "does not import here" in (own["note"] or "")), own
+    rules = {(n["kind"], n["flag"]): n for n in answer["startup_rules"]}
+    assert "User-specified context_length (65536)" in rules[("refuse", "--context-length")]["sglang_says"]
+    assert rules[("change", "--speculative-num-draft-tokens")]["uses"] == 4
+    # within the limit, the same launch passes
+    fixed = (tmp_path / "t-ctx.yaml").read_text().replace("65536", "32768")
+    (tmp_path / "t-ctx.yaml").write_text(fixed)
+    proc = run_cli("profiles", "check", "--profile", "t-ctx", "--profiles-dir", str(tmp_path), "--no-image",
+                   "--checkpoint", str(real), "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -235,7 +235,7 @@ def check_many(profiles: list[Profile], *, image: str | None = None, use_image: 
         groups.setdefault(place.key + ((i,) if resolve else ()), []).append(i)
     results: dict[int, FlagCheck] = {}
     for members in groups.values():
-        answers = _probe(places[members[0]], [_request(profiles[i], resolve, checkpoint) for i in members],
+        answers = _probe(places[members[0]], [_request(profiles[i], resolve, *([checkpoint] if checkpoint else [])) for i in members],
                          names=[profiles[i].name for i in members], timeout=timeout)
         for i, answer in zip(members, answers, strict=True):
             results[i] = _result(profiles[i], places[i], answer, resolve=resolve)

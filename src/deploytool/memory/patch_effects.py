@@ -38,6 +38,21 @@ class PatchMemory:
     when: dict[str, str] = field(default_factory=dict)
     # launches the patched code never runs for (another draft worker), each like `when`
     not_with: tuple[dict[str, str], ...] = ()
+    # where the effect was held to a real server (`real_card`, empty: nowhere yet) and the
+    # figure the source measured with it (`source`: card, tokens, requests, launch)
+    calibration: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def uncalibrated(self, card: str, pool_tokens: int, running: int) -> str | None:
+        """The plan's line for an effect no real card has held, with the source's figure beside
+        this plan's when the plan is for the source's card; None once calibrated."""
+        if not self.effects or self.calibration.get("real_card"):
+            return None
+        line = f"{self.patch}: its effect ({', '.join(self.effects)}) has not been measured on a real card"
+        source = self.calibration.get("source") or {}
+        if source.get("card") == card:
+            line += (f"; the source measured {int(source['tokens']):,} tokens and {source['requests']} running requests "
+                     f"on {card} for {source.get('launch', 'its launch')}, this plan says {pool_tokens:,} and {running}")
+        return line
 
     def active(self, args: dict[str, Any], env: dict[str, Any]) -> bool:
         if any(_holds(c, args, env) for c in self.not_with):
@@ -118,5 +133,6 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
                                hint="say what the patch changes in memory, or why it changes nothing in the pools")
         out.append(PatchMemory(patch=name, effects=tuple(effects), why=why,
                                when={k: str(v) for k, v in when.items()},
-                               not_with=tuple({k: str(v) for k, v in c.items()} for c in not_with)))
+                               not_with=tuple({k: str(v) for k, v in c.items()} for c in not_with),
+                               calibration=dict(entry.get("calibration") or {})))
     return out

@@ -164,6 +164,9 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         if refused:
             raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
+    applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
+    plan.uncalibrated = [{"patch": p.patch, "note": note} for p in applied if p.active(args, env)
+                         if (note := p.uncalibrated(plan.card, plan.pool_tokens, plan.max_running_requests))]
     return with_startup(plan, args, env, shape, card, profile.model.context_length)
 
 

@@ -37,7 +37,7 @@ ROWS = {row["id"]: row for row in DATA["launches"]}
 def launch_args(argv: list[str]) -> dict[str, Any]:
     """The row's command line as server.args (a later flag replaces an earlier one, as in argparse)."""
     args: dict[str, Any] = {}
-    i = 0
+    i = next(n for n, token in enumerate(argv) if token.startswith("--"))  # after `sglang.launch_server`
     while i < len(argv):
         flag = argv[i]
         if i + 1 < len(argv) and not argv[i + 1].startswith("--"):

@@ -172,3 +172,22 @@ server:
     proc = run_cli("profiles", "check", "--profile", "t-ctx", "--profiles-dir", str(tmp_path), "--no-image",
                    "--checkpoint", str(real), "--json")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_plan_memory_prints_the_refusal_and_the_changes() -> None:
+    from conftest import run_cli
+
+    harness = Path(__file__).resolve().parents[1] / "scripts" / "gpu-check" / "profiles"
+    hybrid = Path(__file__).parent / "data" / "sglang-real" / "models" / "qwen36-tiny"
+    base = ["plan-memory", "--profile", "gpu-check-qwen36-tiny-mtp", "--profiles-dir", str(harness), "--card", "h200",
+            "--checkpoint", str(hybrid), "--set", "mamba-radix-cache-strategy=no_buffer"]
+    changed = run_cli(*base, "--set", "max-running-requests=24", "--set", "max-mamba-cache-size=30",
+                      "--set", "speculative-num-draft-tokens=6")
+    said = changed.stdout.replace("\n", " ")
+    assert "SGLang will change: --max-running-requests: asked 24, will use 10" in " ".join(said.split())
+    assert "--speculative-num-draft-tokens: asked 6, will use 4" in said
+    refused = run_cli(*base, "--set", "context-length=524288", "--json")
+    assert refused.returncode == 1
+    plan = json.loads(refused.stdout)
+    assert plan["verdict"] == "error" and plan["startup"][0]["kind"] == "refuse"
+    assert any("derived context_length (262144)" in p for p in plan["problems"])

@@ -155,6 +155,9 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         shape = read_checkpoint(folder)
     inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
     args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)
+    if not args.get("context-length"):
+        # without the flag SGLang serves the context config.json derives: the gates read that
+        inputs.context_length = shape.derived_context_length
     try:
         plan = plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:

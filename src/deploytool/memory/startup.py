@@ -206,10 +206,12 @@ def running_notes(args: dict[str, Any], plan: Any) -> list[StartupNote]:
                 f"the KV pool holds {plan.pool_tokens:,} tokens and SGLang allows at most half as many requests",
                 "a larger pool (mem-fraction-static, max-total-tokens, kv-cache-dtype) raises it",
                 f"max_running_requests={running}", where))
-    graphs = _int(_flag(args, "cuda-graph-max-bs"))
+    # 0.5.17's flag; 0.5.23 names the decode graphs' own
+    graphs = _int(_flag(args, "cuda-graph-max-bs") or _flag(args, "cuda-graph-max-bs-decode"))
     if graphs is not None and graphs > running > 0 and not _flag(args, "disable-cuda-graph"):
         notes.append(StartupNote(
-            "change", "--cuda-graph-max-bs", graphs, running,
+            "change", "--cuda-graph-max-bs" if _flag(args, "cuda-graph-max-bs") else "--cuda-graph-max-bs-decode",
+            graphs, running,
             f"decode CUDA graphs are captured only up to the running limit ({running})",
             "raise the running limit to capture larger batches", f"bs=[... {running}]",
             "model_executor/runner/base_cuda_graph_runner.py get_batch_sizes_to_capture"))

@@ -151,10 +151,18 @@ STEPS = {
                                         "max-mamba-cache-size=40", "max-running-requests=8"],
                   "0002-draft-shares-embed-and-head-before-pool.patch,0003-mtp-draft-fp8-at-load.patch", (358_000, 8)),
 }
-# The planner is above the source after each patch, increasingly (measured: +16.2%, +19.3%,
-# +23.7%) while it is within 3-6% of the stock launches: each patch bought the source less than
-# SGLang's arithmetic gives it (docs/memory.md). The requests are exact.
-STEP_TOLERANCE = 0.25
+# The planner is above the source after each patch, increasingly (+16.2%, +19.3%, +23.7%) while
+# it is within 3-6% of the stock launches: each step bought the source less than SGLang's
+# arithmetic gives it (docs/memory.md). Each step has its own window, argued from what holds it:
+#   share      0002's arithmetic is held by a real server (the lent H200, 0.5.17's port: +83,248
+#              tokens measured and planned); what is left is the source's own 0.5.22 patch freeing
+#              less: at most 20% above the source, and never below it
+#   state      flags 0.5.23 has, arithmetic held on the H200 for the slots (40 -> 50 with the
+#              patch) but not for ReplaySSM's window: 2 points more than `share` at most, +22%
+#   fp8 draft  0003 has not run on a real card (the plan says so, with this figure beside it):
+#              its step is the least held, +26% at most; a planner change that moves any step
+#              out of its window has to argue the new one here
+STEP_WINDOWS = {"share": (0.10, 0.20), "state": (0.13, 0.22), "fp8 draft": (0.17, 0.26)}
 
 
 @pytest.mark.parametrize("step", list(STEPS))
@@ -162,8 +170,15 @@ def test_each_memory_patch_moves_the_pool_and_requests_as_the_source_measured(st
     sets, names, (tokens, requests) = STEPS[step]
     plan = _plan(sets, patches=names)
     assert [p.split(":")[0] for p in plan.patches] == names.split(",")
-    assert 0 <= _error(plan.pool_tokens, tokens) <= STEP_TOLERANCE, (step, plan.pool_tokens, tokens)
+    low, high = STEP_WINDOWS[step]
+    assert low <= _error(plan.pool_tokens, tokens) <= high, (step, plan.pool_tokens, tokens)
     assert plan.max_running_requests == requests, (step, plan.max_running_requests)
+    # an effect no real card has held is printed as such, with the source's figure beside the plan's
+    uncalibrated = [u["patch"] for u in plan.uncalibrated]
+    assert uncalibrated == (["0003-mtp-draft-fp8-at-load.patch"] if "0003" in names else [])
+    if uncalibrated:
+        assert f"358,000 tokens and 8 running requests" in plan.uncalibrated[0]["note"]
+        assert f"this plan says {plan.pool_tokens:,} and 8" in plan.uncalibrated[0]["note"]
 
 
 def test_the_steps_only_ever_add_memory_to_the_pool() -> None:

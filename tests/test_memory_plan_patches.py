@@ -91,6 +91,36 @@ def test_an_arg_condition_follows_the_launch_flag() -> None:
     assert set(EFFECTS) == {"draft_shares_target_vocab", "draft_layers_fp8"}
 
 
+def test_the_draft_sharing_patch_reaches_only_the_draft_worker_it_changes() -> None:
+    """0002 changes EagleDraftWorker.__init__: a multi-layer EAGLE launch has another draft worker
+    (MultiLayerEagleDraftWorker) and a STANDALONE draft is a separate model that never shares."""
+    share = {d.patch: d for d in read_memory_effects(SERIES, read_series(SERIES / "series"))}[
+        "0002-draft-shares-embed-and-head-before-pool.patch"]
+    assert share.active({"speculative-algorithm": "NEXTN"}, {})
+    assert share.active({"speculative-algorithm": "EAGLE", "enable-multi-layer-eagle": False}, {})
+    assert not share.active({"speculative-algorithm": "EAGLE", "enable-multi-layer-eagle": True}, {})
+    assert not share.active({"speculative-algorithm": "standalone"}, {})
+    assert "not with --enable-multi-layer-eagle or --speculative-algorithm=STANDALONE" in share.condition()
+    profile = ProfileStore().get("rtx5090-qwen3.6-35b-a3b-nvfp4")
+    from deploytool.memory.profile_plan import plan_for_profile
+
+    shape, card = read_checkpoint(MODELS / "qwen3.6-35b-a3b-nvfp4"), card_from_table("rtx5090")
+    patched = plan_for_profile(profile, card, shape=shape)
+    multi = plan_for_profile(profile, card, shape=shape, overrides={"enable-multi-layer-eagle": True})
+    assert multi.draft_weights_gib - patched.draft_weights_gib == pytest.approx(VOCAB_BYTES / 2**30, abs=0.01)
+    assert any("0002" in p and "not turned on by this launch" in p for p in multi.patches)
+
+
+def test_environment_switches_are_read_as_sglang_reads_them() -> None:
+    """0003 reads SGLANG_MTP_FP8_AT_LOAD through SGLang's EnvBool: true, 1, yes, y in any case."""
+    fp8 = {d.patch: d for d in read_memory_effects(SERIES, read_series(SERIES / "series"))}[
+        "0003-mtp-draft-fp8-at-load.patch"]
+    for on in ("1", "true", "True", "yes", "Y"):
+        assert fp8.active({}, {"SGLANG_MTP_FP8_AT_LOAD": on}), on
+    for off in ("0", "false", "no", "", "2"):
+        assert not fp8.active({}, {"SGLANG_MTP_FP8_AT_LOAD": off}), off
+
+
 def _inputs(**kw) -> PlanInputs:
     base = dict(context_length=262_144, mem_fraction_static=0.88, kv_cache_dtype="fp8_e4m3", max_running_requests=8,
                 speculative_algorithm="NEXTN", speculative_num_draft_tokens=4, mamba_ssm_dtype="bfloat16",

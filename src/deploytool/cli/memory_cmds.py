@@ -44,6 +44,12 @@ def plan_memory_cli(
             console.print(f"error: {problem}", markup=False, highlight=False)
         for warning in plan.warnings:
             console.print(f"warning: {warning}", markup=False, highlight=False)
+        for note in plan.startup:
+            if note["kind"] == "change":
+                console.print(f"SGLang will change: {note['flag']}: asked {note['asked']}, will use {note['uses']} "
+                              f"({note['why']}); {note['fix']}", markup=False, highlight=False)
+        for item in plan.uncalibrated:
+            console.print(f"not calibrated on a real card: {item['note']}", markup=False, highlight=False)
         console.print("patches assumed: " + ("; ".join(plan.patches) if plan.patches else "none"),
                       markup=False, highlight=False)
         for assumption in plan.assumptions:

@@ -110,6 +110,7 @@ def profiles_check(
     no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,
     resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve derived values (needs the model's config where the parser runs).")] = False,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR`: look for that image's tag.")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Also run SGLang's own start-up checks with this folder's config.json (the model configuration it builds, the server-argument checks that need no card) and the start-up rules the planner says (one profile).")] = None,
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides. With --all, every
@@ -130,6 +131,22 @@ def profiles_check(
                 profiles.append(profile)
     else:
         profiles = [store.get(name)]
+    if checkpoint is not None:
+        if every:
+            raise UsageError("--checkpoint names one model's folder: give it with --profile NAME, not --all")
+        from ..memory.startup_check import check_with_checkpoint
+
+        checked = check_with_checkpoint(profiles[0], checkpoint, use_image=not no_image, wheelhouse=wheelhouse)
+        if json_output:
+            print_json(checked.as_dict())
+        else:
+            _print_check(checked.flags, table=True, label="")
+            _print_startup(checked)
+        if checked.flags.probe_error:
+            raise typer.Exit(EXIT_COULD_NOT_RUN)
+        if not checked.ok:
+            raise typer.Exit(EXIT_FAILED)
+        return
     results = flagcheck.check_many(profiles, use_image=not no_image, resolve=resolve, wheelhouse=wheelhouse)
     ok = all(r.ok for r in results)
     if json_output:
@@ -145,6 +162,28 @@ def profiles_check(
         raise typer.Exit(EXIT_COULD_NOT_RUN)  # nothing is known of those flags: not a "no"
     if not ok:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _print_startup(checked) -> None:
+    """SGLang's own start-up checks (run where its parser runs) and the rules the planner says."""
+    own = checked.flags.startup or {}
+    if own.get("refused"):
+        console.print(f"[red]SGLang refuses at start-up ({escape(str(own.get('where')))}):[/] {escape(own['refused'])}")
+    elif own.get("note"):
+        console.print(f"[dim]{escape(own['note'])}[/]")
+    elif own:
+        console.print(f"SGLang's own start-up checks passed (context length {own.get('context_len')})")
+    for line in own.get("said") or []:
+        console.print(escape(f"  SGLang says: {line}"))
+    for note in checked.notes:
+        if note["kind"] == "refuse":
+            console.print(f"[red]SGLang would refuse {escape(note['flag'])} {escape(str(note['asked']))}:[/] "
+                          f"{escape(note['why'])}; {escape(note['fix'])}\n  SGLang: {escape(note['sglang_says'])}")
+        else:
+            console.print(escape(f"SGLang will change {note['flag']}: asked {note['asked']}, will use {note['uses']} "
+                                 f"({note['why']}); {note['fix']}"))
+    if checked.plan_note:
+        console.print(f"[dim]{escape(checked.plan_note)}[/]")
 
 
 def _print_check(result, *, table: bool, label: str) -> None:

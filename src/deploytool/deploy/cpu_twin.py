@@ -60,7 +60,8 @@ class TwinResult:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and self.report is not None and "error" not in self.report
+        return (self.exit_code == 0 and self.report is not None and "error" not in self.report
+                and not (self.report.get("model_config") or {}).get("refused"))
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -71,7 +72,7 @@ class TwinResult:
         out += ["  changed from the release's compose document:"] + [f"    - {c}" for c in self.changes]
         out.append(f"  ran the release's command ({len(self.command)} arguments): {' '.join(self.command[:3])} ...")
         report = self.report or {}
-        if not self.ok:
+        if self.exit_code != 0 or self.report is None or "error" in report:
             # argparse's usage runs to a hundred lines; its verdict is the line that says error
             said = [x for x in self.stderr_tail if "error" in x.lower()] or self.stderr_tail[-3:]
             out.append(f"  refused by the image's sglang: exit {self.exit_code}")
@@ -85,6 +86,13 @@ class TwinResult:
                        f"({model.get('model_type')}, {', '.join(model.get('architectures') or [])})")
         else:
             out.append(f"  weights: {model['config']} is NOT there: the release would not find its model")
+        config = report.get("model_config") or {}
+        if config.get("refused"):
+            out.append(f"  SGLang's model configuration REFUSES the launch: {config['refused']}")
+        elif config.get("ok"):
+            out.append(f"  SGLang's model configuration: built (context length {config.get('context_len')})")
+        elif config.get("note"):
+            out.append(f"  SGLang's model configuration: not built ({config['note']})")
         resolution = report["resolution"]
         out.append("  sglang's argument resolution: " + ("completed" if resolution["ok"] else
                                                           f"stopped at {resolution['stopped_at']}"))

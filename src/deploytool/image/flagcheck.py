@@ -74,10 +74,14 @@ class FlagCheck:
     derived: dict[str, Any] = field(default_factory=dict)
     resolve_note: str | None = None
     probe_error: str | None = None  # the check itself failed on this profile: nothing is known of its flags
+    # SGLang's own start-up checks with the checkpoint's config (flagprobe.startup): refused/where,
+    # what it logged, or a note saying why they could not run there; None when no checkpoint was given
+    startup: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
-        return self.parser_error is None and self.probe_error is None and not any(f.failed for f in self.findings)
+        return (self.parser_error is None and self.probe_error is None and not any(f.failed for f in self.findings)
+                and not (self.startup or {}).get("refused"))
 
     @property
     def failures(self) -> list[FlagFinding]:
@@ -211,13 +215,14 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
 
 
 def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
-          timeout: float = 300, wheelhouse: Path | None = None) -> FlagCheck:
+          timeout: float = 300, wheelhouse: Path | None = None, checkpoint: Path | None = None) -> FlagCheck:
     return check_many([profile], image=image, use_image=use_image, resolve=resolve, timeout=timeout,
-                      wheelhouse=wheelhouse)[0]
+                      wheelhouse=wheelhouse, checkpoint=checkpoint)[0]
 
 
 def check_many(profiles: list[Profile], *, image: str | None = None, use_image: bool = True,
-               resolve: bool = False, timeout: float = 300, wheelhouse: Path | None = None) -> list[FlagCheck]:
+               resolve: bool = False, timeout: float = 300, wheelhouse: Path | None = None,
+               checkpoint: Path | None = None) -> list[FlagCheck]:
     """Each profile's check, in order. Profiles whose parser runs in the same place (one image, or
     the parser venv with the same sources first on the path) share one probe process: starting
     it (importing torch and sglang) is most of a check's cost. Not with `resolve`: sglang's
@@ -230,7 +235,7 @@ def check_many(profiles: list[Profile], *, image: str | None = None, use_image: 
         groups.setdefault(place.key + ((i,) if resolve else ()), []).append(i)
     results: dict[int, FlagCheck] = {}
     for members in groups.values():
-        answers = _probe(places[members[0]], [_request(profiles[i], resolve) for i in members],
+        answers = _probe(places[members[0]], [_request(profiles[i], resolve, *([checkpoint] if checkpoint else [])) for i in members],
                          names=[profiles[i].name for i in members], timeout=timeout)
         for i, answer in zip(members, answers, strict=True):
             results[i] = _result(profiles[i], places[i], answer, resolve=resolve)
@@ -296,9 +301,20 @@ def _place(profile: Profile, *, image: str | None, use_image: bool, wheelhouse: 
     return place
 
 
-def _request(profile: Profile, resolve: bool) -> dict[str, Any]:
-    return {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
-            "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
+# what SGLang's model configuration reads from a checkpoint folder (never a weight)
+CONFIG_FILES = ("config.json", "hf_quant_config.json", "generation_config.json")
+
+
+def _request(profile: Profile, resolve: bool, checkpoint: Path | None = None) -> dict[str, Any]:
+    request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
+               "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
+    if checkpoint is not None:
+        # the files travel in the request (the image has no mount of this folder); only SGLang's
+        # own switches of the profile's environment, never the rest of it (it may hold secrets)
+        request["checkpoint_files"] = {name: (checkpoint / name).read_text() for name in CONFIG_FILES
+                                       if (checkpoint / name).is_file()}
+        request["env"] = {k: str(v) for k, v in profile.server.env.items() if k.startswith("SGLANG_")}
+    return request
 
 
 def _probe(place: _Place, requests: list[dict[str, Any]], *, names: list[str], timeout: float) -> list[dict[str, Any]]:
@@ -333,7 +349,7 @@ def _result(profile: Profile, place: _Place, answer: dict[str, Any], *, resolve:
     installed = answer.get("sglang_version") if place.image else None
     result = FlagCheck(profile=profile.name, sglang_version=place.shown or installed or place.version,
                        where=place.where, parser_error=answer.get("parser_error"), derived=answer.get("derived") or {},
-                       probe_error=answer.get("probe_error"))
+                       probe_error=answer.get("probe_error"), startup=answer.get("startup"))
     for raw in answer["findings"]:
         result.findings.append(FlagFinding(flag=raw["flag"], given=raw.get("given"), status=raw["status"],
                                            message=raw.get("message", ""), stored=raw.get("stored"),

@@ -30,6 +30,7 @@ class Card:
     count: int = 1  # cards the profile spans (tensor parallel), each like this one
     source: str = "table"  # "nvml" or "table"
     uuid: str | None = None
+    compute_capability: str | None = None  # "9.0": SGLang refuses some KV dtypes below Blackwell
 
     @property
     def memory_gib(self) -> float:
@@ -65,6 +66,11 @@ CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
     "NVIDIA B300 SXM6 AC": (274658, 8192, 3906, 1100.0),
     "NVIDIA GB300": (274658, 8192, 3906, 1400.0),
 }
+# the architecture of each card in the table (what NVML's nvmlDeviceGetCudaComputeCapability says)
+COMPUTE_CAPABILITY = {
+    "NVIDIA GeForce RTX 5090": "12.0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "12.0",
+    "NVIDIA H200": "9.0", "NVIDIA B300 SXM6 AC": "10.3", "NVIDIA GB300": "10.3",
+}
 ALIASES = {
     "rtx5090": "NVIDIA GeForce RTX 5090", "5090": "NVIDIA GeForce RTX 5090",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
@@ -87,7 +93,7 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
                          hint=f"known cards: {', '.join(card_names())}; or use --gpu UUID on the machine")
     mib, bus, clock, power = CARD_TABLE[full]
     return Card(name=full, memory_bytes=mib * MIB, memory_bus_width_bits=bus, max_memory_clock_mhz=clock,
-                power_limit_w=power, count=count, source="table")
+                power_limit_w=power, count=count, source="table", compute_capability=COMPUTE_CAPABILITY.get(full))
 
 
 def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
@@ -97,7 +103,8 @@ def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
     return Card(name=gpu.name, memory_bytes=gpu.memory_total_mib * MIB,
                 free_bytes=None if gpu.memory_free_mib is None else gpu.memory_free_mib * MIB,
                 memory_bus_width_bits=gpu.memory_bus_width_bits, max_memory_clock_mhz=gpu.max_memory_clock_mhz,
-                power_limit_w=gpu.power_limit_w, count=count, source="nvml", uuid=gpu.uuid)
+                power_limit_w=gpu.power_limit_w, count=count, source="nvml", uuid=gpu.uuid,
+                compute_capability=gpu.compute_capability)
 
 
 def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None:

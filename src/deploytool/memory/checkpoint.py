@@ -79,6 +79,10 @@ class ModelShape:
     vision_params: int = 0  # estimated from vision_config, for the roofline (not read per token)
     vision_hidden_size: int = 0  # for SGLang's default mem-fraction-static (default_fraction.py)
     vision_num_hidden_layers: int | None = None  # as SGLang reads it: None when the config says `depth`
+    # the longest context SGLang derives from the config (utils/hf_transformers/common.py
+    # `get_context_length`) and the key it came from; a longer --context-length is refused
+    derived_context_length: int = 2048
+    derived_context_key: str | None = None
 
     @property
     def is_hybrid_linear(self) -> bool:
@@ -202,6 +206,29 @@ def _int(cfg: dict[str, Any], key: str, default: int | None = None, *, where: st
     return value
 
 
+# utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS (0.5.17 and 0.5.23 alike): the first
+# present wins, so a config with two of them is read by the earlier one
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+
+
+def derived_context_length(text: dict[str, Any]) -> tuple[int, str | None]:
+    """SGLang's `get_context_length` on the text config: the first of CONTEXT_LENGTH_KEYS, times
+    the rope scaling factor unless the scaling names original_max_position_embeddings or is
+    llama3's; 2048 when the config has none of the keys."""
+    # transformers 5 answers `rope_scaling` with the config's rope_parameters (SGLang reads the
+    # attribute, configs/model_config.py says so)
+    rope = text.get("rope_scaling") or text.get("rope_parameters")
+    factor = 1.0
+    if isinstance(rope, dict) and rope:
+        factor = rope.get("factor", 1) or 1
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        if text.get(key) is not None:
+            return int(factor * text[key]), key
+    return 2048, None
+
+
 def shape_from_config(config: dict[str, Any], *, source: str = "config.json") -> ModelShape:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     archs = config.get("architectures") or text.get("architectures") or ["unknown"]
@@ -222,6 +249,7 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
     rope = text.get("rope_parameters") if isinstance(text.get("rope_parameters"), dict) else {}
     partial = text.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0
     shape.max_position_embeddings = int(text.get("max_position_embeddings") or 0)
+    shape.derived_context_length, shape.derived_context_key = derived_context_length(text)
     shape.rotary_dim = int(head_dim * partial)
     if text.get("kv_lora_rank"):
         shape.kv_lora_rank = text["kv_lora_rank"]

@@ -19,7 +19,7 @@ from ..errors import DeployError, DeploytoolError, UsageError
 from ..profiles import Profile
 from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
-from .profile_plan import checkpoint_folder, plan_for_profile
+from .profile_plan import StartupRefused, checkpoint_folder, plan_for_profile
 
 
 @dataclass
@@ -79,14 +79,29 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
         return MemoryCheck(warnings=[memory.note] if memory and memory.note else [])
     try:
         plan = plan_for_profile(profile, memory.card, shape=memory.shape)
+    except StartupRefused as exc:
+        # SGLang would refuse the launch before sizing anything: refused like a plan that does not fit
+        problems = [f"{n.line()} (SGLang: {n.sglang_says})" for n in exc.notes]
+        summary = {"verdict": "error", "pool_tokens": 0, "max_running_requests": 0, "weights_gib": None,
+                   "card": memory.card.name, "problems": problems, "patches": [],
+                   "startup": [n.as_dict() for n in exc.notes]}
+        if skip:
+            return MemoryCheck(summary=summary, skipped=True,
+                               warnings=["--skip-memory-plan: starting although SGLang would refuse: " + "; ".join(problems)])
+        raise MemoryRefused(f"profile {profile.name}: SGLang would refuse this launch at start-up on slot {slot} "
+                            f"({memory.card.name}); nothing was stopped:\n  " + "\n  ".join(problems),
+                            summary=summary, profile=profile.name, hint=exc.hint) from None
     except UsageError as exc:
         return MemoryCheck(warnings=[f"no memory plan: {exc.message}"])
     summary = {"verdict": plan.verdict, "pool_tokens": plan.pool_tokens,
                "max_running_requests": plan.max_running_requests, "weights_gib": plan.weights_gib,
                "card": plan.card, "problems": plan.problems,
-               "patches": [p.split(":", 1)[0] for p in plan.patches]}
+               "patches": [p.split(":", 1)[0] for p in plan.patches],
+               "startup": plan.startup}
+    changes = [f"SGLang will change {n['flag']}: asked {n['asked']}, will use {n['uses']} ({n['why']}); {n['fix']}"
+               for n in plan.startup if n["kind"] == "change"]
     if plan.fits:
-        return MemoryCheck(summary=summary)
+        return MemoryCheck(summary=summary, warnings=changes)
     if skip:
         return MemoryCheck(summary=summary, skipped=True,
                            warnings=["--skip-memory-plan: starting although the memory plan says: "

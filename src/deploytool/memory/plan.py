@@ -84,6 +84,10 @@ class MemoryPlan:
     overrides: dict[str, Any] = field(default_factory=dict)
     patches: list[str] = field(default_factory=list)  # the image's patches the plan assumed
     sglang_version: str = SGLANG_VERSION
+    # what SGLang refuses or changes at start-up with this launch (startup.StartupNote.as_dict)
+    startup: list[dict[str, Any]] = field(default_factory=list)
+    # patch effects not yet calibrated on a real card: {patch, effect, note}
+    uncalibrated: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:

@@ -17,6 +17,7 @@ from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
+from .startup import SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
@@ -91,7 +92,7 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             context_length=int(args.get("context-length") or profile.model.context_length),
             mem_fraction_static=float(mfs),
             kv_cache_dtype=str(args.get("kv-cache-dtype") or "auto"),
-            max_running_requests=_opt_int(args.get("max-running-requests")),
+            max_running_requests=_opt_int(args.get("max-running-requests")) or _spec_running(args),
             tp_size=int(args.get("tp-size") or args.get("tensor-parallel-size") or 1),
             page_size=int(args.get("page-size") or 1),
             speculative_algorithm=args.get("speculative-algorithm") or None,
@@ -153,10 +154,49 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
                              hint="set model.host_path to the folder holding config.json and the safetensors index")
         shape = read_checkpoint(folder)
     inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
+    args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)
+    if not args.get("context-length"):
+        # without the flag SGLang serves the context config.json derives: the gates read that
+        inputs.context_length = shape.derived_context_length
     try:
-        return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
+        plan = plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:
+        # a launch SGLang refuses before it sizes anything (an FP4 KV cache on a Hopper card) is
+        # that refusal, not a planner's gap
+        refused = refusals(startup_notes(args, env, shape, compute_capability=card.compute_capability))
+        if refused:
+            raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
+    applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
+    plan.uncalibrated = [{"patch": p.patch, "note": note} for p in applied if p.active(args, env)
+                         if (note := p.uncalibrated(plan.card, plan.pool_tokens, plan.max_running_requests))]
+    return with_startup(plan, args, env, shape, card, profile.model.context_length)
+
+
+class StartupRefused(UsageError):
+    """SGLang would refuse this launch at start-up (its own message in each note)."""
+
+    def __init__(self, profile: str, notes: list[StartupNote]) -> None:
+        super().__init__(f"profile {profile}: SGLang would refuse this launch at start-up:\n  "
+                         + "\n  ".join(f"{n.line()}\n    SGLang: {n.sglang_says}" for n in notes),
+                         hint="change what each line says; nothing was started or stopped")
+        self.notes = notes
+
+
+def with_startup(plan: MemoryPlan, args: dict[str, Any], env: dict[str, Any], shape: ModelShape, card: Card,
+                 profile_context: int | None = None) -> MemoryPlan:
+    """The plan with what SGLang refuses or changes at start-up: each note in `startup`, a
+    refusal also among the problems (so `up` refuses before it stops anything)."""
+    notes = startup_notes(args, env, shape, compute_capability=card.compute_capability, plan=plan,
+                          profile_context=profile_context)
+    plan.startup = [n.as_dict() for n in notes]
+    for note in refusals(notes):
+        line = f"{note.line()} (SGLang: {note.sglang_says})"
+        if not any(p.startswith("the weights") and "leave no memory" in p for p in plan.problems) \
+                or note.flag != "--mem-fraction-static":
+            plan.problems.append(line)
+    plan.verdict = "error" if plan.problems else plan.verdict
+    return plan
 
 
 def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:
@@ -165,6 +205,13 @@ def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:
     if card is None or checkpoint_folder(profile) is None:
         return None
     return plan_for_profile(profile, card)
+
+
+def _spec_running(args: dict[str, Any]) -> int | None:
+    """SGLang's speculative hook sets 48 running requests when the launch gives none, before
+    anything is sized (arg_groups/speculative_hook.py)."""
+    algo = args.get("speculative-algorithm")
+    return SPEC_DEFAULT_RUNNING if algo and str(algo).upper() != "NONE" else None
 
 
 def _opt_int(value: Any) -> int | None:

@@ -148,6 +148,8 @@ def answer(request):
             finding["status"] = "redundant"
             finding["message"] = "the value is sglang's default"
 
+    if request.get("checkpoint_files"):
+        out["startup"] = startup(request, argv)
     if request.get("resolve"):
         try:
             before = {}
@@ -167,6 +169,73 @@ def answer(request):
         except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
             out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
     return out
+
+
+def startup(request, argv):
+    """SGLang's own start-up checks that need no card: the server arguments built with the
+    checkpoint's config.json in place of the model (as `sglang serve` builds them), then its model
+    configuration (ModelConfig.from_server_args: the derived context length, the architecture,
+    the quantization). What SGLang raises is its refusal; what it logs at WARNING while doing so,
+    what it changes. The profile's SGLANG_* environment is set for the checks, then restored."""
+    import logging
+    import os
+    import shutil
+    import tempfile
+
+    out = {"refused": None, "where": None, "said": [], "context_len": None, "note": None}
+    folder = tempfile.mkdtemp(prefix="deploytool-checkpoint-")
+    for name, text in request["checkpoint_files"].items():
+        with open(os.path.join(folder, os.path.basename(name)), "w") as f:
+            f.write(text)
+    args = list(argv)
+    if "--model-path" in args:
+        args[args.index("--model-path") + 1] = folder
+    else:
+        args = ["--model-path", folder, *args]
+    saved = {k: os.environ.get(k) for k in request.get("env") or {}}
+    os.environ.update({k: str(v) for k, v in (request.get("env") or {}).items()})
+    said = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(record.getMessage()[:600])
+
+    keep = Keep(level=logging.WARNING)
+    logging.getLogger().addHandler(keep)
+    try:
+        try:
+            from sglang.srt.configs.model_config import ModelConfig
+        except Exception as exc:  # noqa: BLE001 - a CPU environment may lack what the config classes import
+            out["note"] = (f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
+                           "the image's own SGLang runs it")
+            return out
+        from sglang.srt.server_args import prepare_server_args
+
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                server_args = prepare_server_args(args)
+        except SystemExit:
+            out["refused"], out["where"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1], "ServerArgs"
+            return out
+        except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
+            out["refused"], out["where"] = f"{type(exc).__name__}: {exc}", "ServerArgs"
+            return out
+        try:
+            config = ModelConfig.from_server_args(server_args)
+            out["context_len"] = getattr(config, "context_len", None)
+        except Exception as exc:  # noqa: BLE001
+            out["refused"], out["where"] = f"{type(exc).__name__}: {exc}", "ModelConfig.from_server_args"
+        return out
+    finally:
+        logging.getLogger().removeHandler(keep)
+        out["said"] = said
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def answer_each(requests):

@@ -6,8 +6,8 @@ It does what `python -m sglang.launch_server` does first, with the same argument
 environment and the same mounts as the release: sglang's own prepare_server_args() parses the
 command line (an unknown flag exits 2 with argparse's message, as the release would). Then it
 reports what that sglang stored for each flag given, where the weights' config.json is found
-through the release's mounts (the hub cache at the pinned revision, or the model folder), and
-how far sglang's own argument resolution (ServerArgs.resolve_once: the model's config, the
+through the release's mounts (the hub cache at the pinned revision, or the model folder), what
+SGLang's own model configuration (ModelConfig.from_server_args) refuses with it, and how far sglang's own argument resolution (ServerArgs.resolve_once: the model's config, the
 device) gets on this CPU: a CPU image carries sglang's parser only, so it stops at the first
 serving package it lacks; a GPU image stops at the device.
 
@@ -60,6 +60,24 @@ def _model(server_args):
     return found
 
 
+def _model_config(server_args, model):
+    """SGLang's own model configuration from the release's arguments and config.json, as its start
+    builds it (ModelConfig.from_server_args: the derived context length and what it refuses),
+    where the config is found and SGLang's config classes import."""
+    if not model.get("found"):
+        return {"ok": None, "refused": None, "note": "no config.json where the release would read it"}
+    try:
+        from sglang.srt.configs.model_config import ModelConfig
+    except Exception as exc:  # noqa: BLE001 - a CPU image may lack what the config classes import
+        return {"ok": None, "refused": None, "note": f"SGLang's model configuration does not import here "
+                                                      f"({type(exc).__name__}: {str(exc)[:200]})"}
+    try:
+        config = ModelConfig.from_server_args(server_args)
+    except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, as it says it
+        return {"ok": False, "refused": f"{type(exc).__name__}: {exc}", "note": None}
+    return {"ok": True, "refused": None, "note": None, "context_len": getattr(config, "context_len", None)}
+
+
 def _resolution(server_args):
     resolve = getattr(server_args, "resolve_once", None)
     if resolve is None:
@@ -91,8 +109,9 @@ def main(command):
         "sglang_module": os.path.dirname(sglang.__file__),
         "server_args": stored,
         "model": _model(server_args),
-        "resolution": _resolution(server_args),
     }
+    report["model_config"] = _model_config(server_args, report["model"])
+    report["resolution"] = _resolution(server_args)
     print(MARKER)
     print(json.dumps(report))
     return 0

@@ -23,6 +23,7 @@ cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_hel
 app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
+UpPortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the port the slot's release publishes on now, else the profile's).")]
 BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on.")]
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
 # The wheels of `build --wheelhouse DIR` are inputs of the image's tag: the same folder names the same image.
@@ -151,7 +152,7 @@ def up_command(
     cpu: CpuOpt = False,
     cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
-    port: PortOpt = None,
+    port: UpPortOpt = None,
     bind: BindOpt = "127.0.0.1",
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Start even when the memory plan says the profile does not fit (recorded in the journal).")] = False,

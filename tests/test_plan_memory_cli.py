@@ -172,3 +172,33 @@ def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> N
     assert [p.split(":")[0] for p in json.loads(one.stdout)["patches"]] == ["0002-nothing.patch"], one.stderr
     shipped = run_cli(*base, "--patches", "0003-mtp-draft-fp8-at-load.patch")
     assert shipped.returncode == 2 and f"not in {series}" in shipped.stderr
+
+
+def test_a_what_if_on_a_flag_the_plan_does_not_read_is_refused_with_the_fix() -> None:
+    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8")]
+    typo = run_cli(*base, "--set", "no-such-flag=1")
+    assert typo.returncode == 2 and "--set no-such-flag" in typo.stderr and "change nothing" in typo.stderr
+    close = run_cli(*base, "--set", "mem-fraction-statc=0.8", "--json")
+    assert close.returncode == 2
+    error = json.loads(close.stdout)["error"]
+    assert "--set mem-fraction-static=" in json.dumps(error)
+    assert run_cli(*base, "--set", "mem_fraction_static=0.8").returncode in (0, 1)  # a flag it reads, either spelling
+
+
+def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
+    """The refusal's known set is the launch flags inputs_from_profile reads, no more, no less."""
+    import inspect
+    import re
+
+    from deploytool.memory import profile_plan
+
+    read = set(re.findall(r'args\.get\("([a-z-]+)"', inspect.getsource(profile_plan.inputs_from_profile)))
+    assert read == set(profile_plan.PLANNER_FLAGS)
+
+
+def test_a_card_too_small_for_the_weights_says_so_in_words() -> None:
+    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "rtx5090",
+                   "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    assert proc.returncode == 1
+    assert "None" not in proc.stdout
+    assert "no slots: the weights leave no memory" in proc.stdout

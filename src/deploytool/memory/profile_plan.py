@@ -19,6 +19,35 @@ from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
 
 
+# The launch flags the planner reads (inputs_from_profile): a what-if on any other flag could
+# not change the plan, so it is refused rather than echoed over an unchanged plan.
+PLANNER_FLAGS = frozenset({
+    "context-length", "mem-fraction-static", "kv-cache-dtype", "max-running-requests", "tp-size",
+    "tensor-parallel-size", "page-size", "speculative-algorithm", "speculative-num-draft-tokens",
+    "mamba-ssm-dtype", "max-total-tokens", "max-mamba-cache-size", "mamba-full-memory-ratio",
+    "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy",
+    "enable-linear-replayssm-spec", "linear-replayssm-cache-len",
+})
+
+
+def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = ()) -> None:
+    """Refuse a what-if on a flag the plan does not read (a typo most often), with the close
+    names; a flag a patch's effect is conditioned on counts as read."""
+    import difflib
+
+    known = PLANNER_FLAGS | {p.when["arg"] for p in patches if "arg" in p.when}
+    unknown = [key for key in overrides if key not in known]
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
+    fix = (f"did you mean {' or '.join('--set ' + c + '=' for c in close)}?" if close
+           else "the flags it reads: " + ", ".join(sorted(known)))
+    raise UsageError(f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
+                     + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
+                     hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser")
+
+
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
     """--set KEY=VALUE (SGLang's flag names, with or without the leading --): values are read
     as YAML scalars, so 0.90 is a number, true a flag and fp8_e4m3 text."""
@@ -152,7 +181,9 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
                              f"({profile.model.host_path or 'not set'}) or model.path ({profile.model.path})",
                              hint="set model.host_path to the folder holding config.json and the safetensors index")
         shape = read_checkpoint(folder)
-    inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
+    applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
+    check_sets(overrides or {}, applied)
+    inputs = inputs_from_profile(profile, overrides, applied)
     try:
         return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:

@@ -29,6 +29,7 @@ def qualify_command(
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so).")] = None,
     report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default ./reports/qualify-<UTC time>).")] = None,
+    against: Annotated[Optional[int], typer.Option("--against", help="Compare with this release of the slot (its stored results) instead of the one that served before the qualified release was cut over.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
     ready_timeout: ReadyTimeoutOpt = None,
@@ -48,7 +49,7 @@ def qualify_command(
     if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
         overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key)
+                            api_key_file=api_key_file, api_key_flag=api_key, against=against)
     result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
                                overrides=overrides, progress=not (no_progress or json_out))
     if json_out and (result.could_not_run or result.interrupted):
@@ -72,11 +73,12 @@ def qualify_command(
 
 def _print_summary(result) -> None:
     table = Table(title=f"qualify {result.url}", show_lines=False)
-    for column in ("suite", "verdict", "seconds", "reason"):
+    for column in ("suite", "verdict", "seconds"):
         table.add_column(column)
+    table.add_column("reason", overflow="fold")  # never cut: the reason is the verdict's evidence
     for s in result.suites:
         verdict = s.verdict.value + (" (limited)" if s.limited else "")
         table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
-                      s.reason[:200])
+                      s.reason)
     console.print(table)
     console.print(result.summary_line(), highlight=False)

@@ -100,8 +100,11 @@ def test_fewer_running_requests_than_preflight_asks_is_an_error() -> None:
 
 
 def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
-    no_checkpoint = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8")
+    (tmp_path / "bare.yaml").write_text("name: bare\nextends: h200-qwen3.6-35b-a3b-fp8\nmodel: {config: null}\n")
+    no_checkpoint = run_cli("plan-memory", "--profile", "bare", "--profiles-dir", str(tmp_path),
+                            env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")})
     assert no_checkpoint.returncode == 2 and "model.host_path" in no_checkpoint.stderr
+    assert "--checkpoint DIR" in no_checkpoint.stderr
     bad_set = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--set", "nonsense")
     assert bad_set.returncode == 2 and "KEY=VALUE" in bad_set.stderr
     bad_card = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "a100",
@@ -139,10 +142,15 @@ def test_profiles_list_says_whether_each_profiles_memory_plan_fits_its_card() ->
     assert f"fits: {rows['rtx5090-qwen3.6-35b-a3b-nvfp4-stock']['pool_tokens']:,} tokens, 8 requests" in line
 
 
-def test_profiles_list_without_a_checkpoint_config_says_so() -> None:
-    rows = {r["name"]: r["memory"] for r in json.loads(run_cli("profiles", "list", "--json").stdout)["profiles"]}
-    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "unknown"
-    assert "no checkpoint config here" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["why"]
+def test_profiles_list_without_a_checkpoint_config_says_so(tmp_path: Path) -> None:
+    (tmp_path / "bare.yaml").write_text("name: bare\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\nmodel: {config: null}\n")
+    rows = {r["name"]: r["memory"] for r in json.loads(run_cli(
+        "profiles", "list", "--json", "--profiles-dir", str(tmp_path),
+        env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}).stdout)["profiles"]}
+    assert rows["bare"]["verdict"] == "unknown"
+    assert "no checkpoint config here" in rows["bare"]["why"]
+    # the shipped profile carries its config: planned with no weights here
+    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "fits"
 
 
 def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
@@ -176,7 +177,8 @@ def up_command(
     options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=engine_for_dry_run())[0],
+    _plan_or_apply(dry_run, json_output,
+                   lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 

@@ -46,6 +46,9 @@ class UpOptions:
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
     wheelhouse: Path | None = None  # as given to `build --wheelhouse`: part of the image's tag
+    # `up --dry-run`: weights that are not here yet are a warning, not a refusal (a plan is
+    # wanted before a download of tens of GB; the real `up` still refuses without them)
+    dry_run: bool = False
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -104,11 +107,18 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
         from .no_engine import engine_note
 
         warnings.append(engine_note(facts.engine_absent))
-    if facts.inputs_error is not None:  # weights not there, a secret unreadable
+    if isinstance(facts.inputs_error, weights.ModelMissing) and options.dry_run:
+        error = facts.inputs_error
+        warnings.append(f"the weights are not here, so a real `up` refuses this plan: {error.message}"
+                        + (f" ({error.hint})" if error.hint else ""))
+    elif facts.inputs_error is not None:  # weights not there, a secret unreadable
         raise facts.inputs_error
     if facts.inputs is not None:
         warnings += facts.inputs.warnings
-    if facts.model_folder_exists is False:
+    if facts.model_folder_exists is False and options.dry_run:
+        warnings.append(f"model.host_path {profile.model.host_path} is not a folder on this host: a real `up` "
+                        "refuses until the weights are there")
+    elif facts.model_folder_exists is False:
         raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
                          "host, so the release could not load its weights",
                          hint="download the model there, or point model.host_path at where it is")

@@ -74,10 +74,28 @@ def checkpoint_folder(profile: Profile) -> Path | None:
             candidates.insert(0, check_model(plan_model(profile)).checkpoint_folder())
         except ModelMissing:  # not in the cache: nothing to read here
             pass
+    candidates.append(profile.model.config)  # last: the real checkpoint, once here, is what is read
     for candidate in candidates:
         if candidate and (Path(candidate) / "config.json").is_file():
             return Path(candidate)
     return None
+
+
+def is_carried_config(profile: Profile, folder: Path | None) -> bool:
+    """Whether `folder` is the configuration the profile carries rather than a checkpoint here."""
+    return bool(folder and profile.model.config and Path(profile.model.config) == folder)
+
+
+def no_checkpoint_hint(profile: Profile) -> str:
+    """How to give the planner a config: what a person without the weights can do."""
+    files = "config.json model.safetensors.index.json"
+    if profile.model.hub:
+        get = (f"`hf download {profile.model.hub} {files} --local-dir DIR` fetches the two files (kilobytes), "
+               "then --checkpoint DIR")
+    else:
+        get = "copy the checkpoint's config.json and model.safetensors.index.json into a folder, then --checkpoint DIR"
+    return (f"{get}; or set model.config in the profile to such a folder (the shipped card profiles carry one, "
+            "profiles/models/)")
 
 
 def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[PatchMemory]:
@@ -177,17 +195,26 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
     if shape is None:
         folder = checkpoint_folder(profile)
         if folder is None:
-            raise UsageError(f"profile {profile.name}: no checkpoint readable at model.host_path "
-                             f"({profile.model.host_path or 'not set'}) or model.path ({profile.model.path})",
-                             hint="set model.host_path to the folder holding config.json and the safetensors index")
+            where = f"the hub cache ({profile.model.hub}), " if profile.model.hub else ""
+            raise UsageError(f"profile {profile.name}: no model config to plan from: none in {where}model.host_path "
+                             f"({profile.model.host_path or 'not set'}), model.path ({profile.model.path}) or "
+                             f"model.config ({profile.model.config or 'not set'})", hint=no_checkpoint_hint(profile))
         shape = read_checkpoint(folder)
+        carried = is_carried_config(profile, folder)
+    else:
+        carried = False
     applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
     check_sets(overrides or {}, applied)
     inputs = inputs_from_profile(profile, overrides, applied)
     try:
-        return plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
+        plan = plan_memory(shape, card, inputs, profile=profile.name, overrides=overrides)
     except ValueError as exc:
         raise UsageError(f"profile {profile.name}: {exc}") from None
+    if carried:
+        plan.assumptions.insert(0, f"planned from the config the profile carries ({profile.model.config}): the "
+                                   "weights are not here and are needed only to start; their size is the index's "
+                                   "total_size (profiles/models/README.md)")
+    return plan
 
 
 def check_memory_fit(profile: Profile, card: Card | None) -> MemoryPlan | None:
@@ -272,7 +299,7 @@ def memory_fit(profile: Profile, *, checkpoints: Path | None = None) -> dict[str
         return {"verdict": "unknown", "why": "the profile names no card"}
     folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
     if folder is None:
-        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, or the hub cache)"
+        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, the hub cache, or model.config)"
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
         card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)

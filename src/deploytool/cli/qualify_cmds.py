@@ -81,7 +81,6 @@ def _print_summary(result) -> None:
                       s.reason)
     console.print(table)
     console.print(result.summary_line(), highlight=False)
-    console.print(f"report: {result.report_dir}", highlight=False)
 
 
 @app.command("reports")

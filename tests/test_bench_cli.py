@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ def test_bench_and_compare_commands(tmp_path, profiles):
     compared = _invoke("compare", str(tmp_path / "a"), str(tmp_path / "b" / "results.json"), "--report",
                        str(tmp_path / "cmp"))
     assert compared.exit_code == 0, compared.output
-    assert "->" in compared.output and "x)" in compared.output
+    assert "->" in compared.output and re.search(r"\(\d+\.\d\dx[ )]", compared.output)  # a ratio, with its interval
+    assert "(sampled, not compared)" in compared.output  # the server's gauges: never a ratio
     assert (tmp_path / "cmp" / "comparison.html").read_text().count("data:image/png;base64,") == 1
 
 

@@ -73,8 +73,8 @@ def _entry(path: Path, root: Path) -> ReportEntry:
         return ReportEntry("?", slot, release, "", "unreadable (not an object)", str(path.parent))
     schema = str(data.get("schema", ""))
     if schema.startswith("deploytool.qualify"):
-        return ReportEntry("qualify", slot, release, str(data.get("started_at", "")),
-                           str(data.get("summary") or data.get("verdict") or ""), str(path.parent))
+        summary = str(data.get("summary") or data.get("verdict") or "").split("; report: ", 1)[0]  # the path is listed
+        return ReportEntry("qualify", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
     if schema.startswith("deploytool.bench"):
         method = data.get("method") if isinstance(data.get("method"), dict) else {}
         summary = (f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "

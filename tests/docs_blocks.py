@@ -17,8 +17,8 @@ A marker in an HTML comment on the line before the block says how to treat it:
 In the expected output a line `...` stands for any lines, and `...` inside a line for any text.
 
 The commands of one block share a state folder of their own (a later one sees what an earlier
-one kept), with no Docker engine (DOCKER_HOST points nowhere), an
-empty hub cache and 120 columns, so a page shows what a new machine prints. Before comparing,
+one kept), with no Docker engine (DOCKER_HOST points nowhere) and an empty hub cache, so a page
+shows what a new machine prints; a `--port N` the page names is replaced by a free port. Before comparing,
 both sides lose what differs between runs: ports, long hex ids, times and durations, the state
 folder's path, runs of spaces and of table rules.
 """

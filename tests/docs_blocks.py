@@ -160,14 +160,14 @@ class Runner:
         if block.kind == "listing":
             return check_listing(block)
         problems = []
-        home = tempfile.mkdtemp(prefix="docs-test-")  # one state folder per block: its commands follow on
-        for command, expected in block.commands:
-            actual = run(command, home)
-            got = [normalise(x, home) for x in actual]
-            want = [normalise(x) for x in expected]
-            problem = matches(want, got, excerpt=block.marker == "excerpt")
-            if problem:
-                problems.append(f"$ {command}\n  {problem}\n  printed:\n" + "\n".join("    " + x for x in actual[:60]))
+        with tempfile.TemporaryDirectory(prefix="docs-test-") as home:  # one per block: its commands follow on
+            for command, expected in block.commands:
+                actual = run(command, home)
+                got = [normalise(x, home) for x in actual]
+                want = [normalise(x) for x in expected]
+                problem = matches(want, got, excerpt=block.marker == "excerpt")
+                if problem:
+                    problems.append(f"$ {command}\n  {problem}\n  printed:\n" + "\n".join("    " + x for x in actual[:60]))
         return "\n".join(problems) or None
 
 

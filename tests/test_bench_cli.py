@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ def test_bench_and_compare_commands(tmp_path, profiles):
     compared = _invoke("compare", str(tmp_path / "a"), str(tmp_path / "b" / "results.json"), "--report",
                        str(tmp_path / "cmp"))
     assert compared.exit_code == 0, compared.output
-    assert "->" in compared.output and "x)" in compared.output
+    assert "->" in compared.output and re.search(r"\(\d+\.\d\dx[ )]", compared.output)  # a ratio, with its interval
+    assert "(sampled, not compared)" in compared.output  # the server's gauges: never a ratio
     assert (tmp_path / "cmp" / "comparison.html").read_text().count("data:image/png;base64,") == 1
 
 
@@ -95,3 +97,25 @@ def test_performance_suite_skipped_unless_the_profile_asks(profiles):
     assert performance.applies_to(store.get("no-perf"), None) is not None
     assert performance.applies_to(store.get("bench-tiny"), None) is None
     assert performance.applies_to(None, None) is not None
+
+
+def test_bench_and_qualify_keep_a_report_under_the_state_folder_and_reports_lists_them(profiles, deploytool_home,
+                                                                                      tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may land in the folder a run is started from
+    handle = sim_in_process()
+    try:
+        bench = _invoke("bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
+                        "--quick", "--repeats", "1")
+        assert bench.exit_code == 0, bench.output
+        qualify = _invoke("qualify", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
+                          "--suite", "preflight", "--no-progress")
+    finally:
+        handle.stop()
+    assert "report:" in bench.output and "report:" in qualify.output
+    assert list(tmp_path.iterdir()) == [tmp_path / "profiles"]
+    listed = json.loads(_invoke("reports", "--json").stdout)["reports"]
+    assert sorted(r["kind"] for r in listed) == ["bench", "qualify"]
+    for entry in listed:
+        assert Path(entry["path"]).is_relative_to(deploytool_home) and (Path(entry["path"]) / "results.json").is_file()
+    text = _invoke("reports").output
+    assert "bench" in text and "qualify" in text

@@ -92,3 +92,16 @@ def test_compare_prints_ratio_intervals_and_no_difference():
     assert f"({decode.ratios[1]:.2f}x [{low:.2f}-{high:.2f}])" in decode.change_text(1)
     assert decode.verdict(1) == "worse" and "no difference" not in decode.change_text(1)
     assert ttft.no_difference(1) and ttft.change_text(1).endswith("no difference measured") and ttft.verdict(1) is None
+
+
+def test_sampled_gauges_are_shown_side_by_side_with_what_sampling_can_tell_never_as_a_ratio():
+    def gauge(value: float) -> Figure:
+        return Figure("server_running_requests_peak", "server: running requests, highest sample", value, "",
+                      "neither", 0, 0)
+
+    comparison = compare_loaded([_run([gauge(4.0)]), _run([gauge(1.0)])])
+    row = comparison.rows[0]
+    assert row.sampled and row.ratios == [None, None]
+    assert "x" not in row.change_text(1) and "sampled, not compared" in row.change_text(1)
+    note = next(w for w in comparison.warnings if "highest of /metrics reads" in w)
+    assert "at least" in note and "missed" in note

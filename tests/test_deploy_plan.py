@@ -189,3 +189,28 @@ def test_a_plan_reads_as_steps_and_serialises_as_data():
     assert isinstance(next(s for s in plan.steps if isinstance(s, Qualify)).settings["contract"], dict)
     assert [type(s) for s in plan.steps][:2] == [Build, WriteRelease]
     assert any(isinstance(s, (Start, WaitHealthy)) for s in plan.steps)
+
+
+def test_an_up_without_port_keeps_the_port_the_slot_serves_on_and_says_so():
+    serving = release(1, "running", port=30871)
+    plan = plan_up(facts(serving, current=1, next_release=2, port=PortFacts("127.0.0.1", 30871)), SIM,
+                   UpOptions(skip_qualify=True))
+    assert plan.url == "http://127.0.0.1:30871"
+    assert plan.compose["services"]["server"]["ports"][0]["published"] in (30871, "30871")
+    text = "\n".join(plan.lines())
+    assert "url: http://127.0.0.1:30871" in text and "kept from release 1" in text
+
+
+def test_port_says_otherwise_and_a_first_up_takes_the_profiles_port():
+    moved = plan_up(facts(release(1, "running", port=30871), current=1, next_release=2,
+                          port=PortFacts("127.0.0.1", 30123)), SIM, UpOptions(skip_qualify=True, host_port=30123))
+    assert moved.url == "http://127.0.0.1:30123" and "(port: --port)" in "\n".join(moved.lines())
+    first = plan_up(facts(), SIM, UpOptions(skip_qualify=True))
+    assert first.url == f"http://127.0.0.1:{SIM.server.port}"
+    assert "the profile's default" in "\n".join(first.lines())
+
+
+def test_a_stopped_slot_keeps_the_port_of_its_last_cut_over_release():
+    plan = plan_up(facts(release(1, port=30001), release(2, port=30002), current=2, previous=1, next_release=3),
+                   SIM, UpOptions(skip_qualify=True))
+    assert plan.url == "http://127.0.0.1:30002"

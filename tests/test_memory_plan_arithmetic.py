@@ -155,10 +155,18 @@ def test_kv_dtype_auto_follows_the_checkpoint_kv_quantization() -> None:
 
 
 def test_weights_over_the_static_budget_are_an_error_with_sglangs_advice(qwen36_fp8) -> None:
-    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.5)
-    plan = plan_memory(qwen36_fp8, card_from_table("rtx5090"), inputs)
+    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.2)
+    plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
     assert plan.verdict == "error" and plan.pool_tokens == 0
-    assert "raise it above" in plan.problems[0]
+    above = float(plan.problems[0].split("raise it above ")[1].split(" ")[0])
+    assert 0.2 < above < 1
+
+
+def test_weights_larger_than_the_card_are_not_advised_an_impossible_fraction(qwen36_fp8) -> None:
+    plan = plan_memory(qwen36_fp8, card_from_table("rtx5090"), PlanInputs(context_length=262_144,
+                                                                           mem_fraction_static=0.5))
+    assert plan.verdict == "error" and plan.pool_tokens == 0
+    assert "raise it above" not in plan.problems[0] and "no mem-fraction-static makes them fit" in plan.problems[0]
 
 
 def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) -> None:

@@ -100,8 +100,11 @@ def test_fewer_running_requests_than_preflight_asks_is_an_error() -> None:
 
 
 def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
-    no_checkpoint = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8")
+    (tmp_path / "bare.yaml").write_text("name: bare\nextends: h200-qwen3.6-35b-a3b-fp8\nmodel: {config: null}\n")
+    no_checkpoint = run_cli("plan-memory", "--profile", "bare", "--profiles-dir", str(tmp_path),
+                            env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")})
     assert no_checkpoint.returncode == 2 and "model.host_path" in no_checkpoint.stderr
+    assert "--checkpoint DIR" in no_checkpoint.stderr
     bad_set = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--set", "nonsense")
     assert bad_set.returncode == 2 and "KEY=VALUE" in bad_set.stderr
     bad_card = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "a100",
@@ -139,10 +142,15 @@ def test_profiles_list_says_whether_each_profiles_memory_plan_fits_its_card() ->
     assert f"fits: {rows['rtx5090-qwen3.6-35b-a3b-nvfp4-stock']['pool_tokens']:,} tokens, 8 requests" in line
 
 
-def test_profiles_list_without_a_checkpoint_config_says_so() -> None:
-    rows = {r["name"]: r["memory"] for r in json.loads(run_cli("profiles", "list", "--json").stdout)["profiles"]}
-    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "unknown"
-    assert "no checkpoint config here" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["why"]
+def test_profiles_list_without_a_checkpoint_config_says_so(tmp_path: Path) -> None:
+    (tmp_path / "bare.yaml").write_text("name: bare\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\nmodel: {config: null}\n")
+    rows = {r["name"]: r["memory"] for r in json.loads(run_cli(
+        "profiles", "list", "--json", "--profiles-dir", str(tmp_path),
+        env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}).stdout)["profiles"]}
+    assert rows["bare"]["verdict"] == "unknown"
+    assert "no checkpoint config here" in rows["bare"]["why"]
+    # the shipped profile carries its config: planned with no weights here
+    assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["verdict"] == "fits"
 
 
 def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> None:
@@ -172,3 +180,37 @@ def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> N
     assert [p.split(":")[0] for p in json.loads(one.stdout)["patches"]] == ["0002-nothing.patch"], one.stderr
     shipped = run_cli(*base, "--patches", "0003-mtp-draft-fp8-at-load.patch")
     assert shipped.returncode == 2 and f"not in {series}" in shipped.stderr
+
+
+def test_a_what_if_on_a_flag_the_plan_does_not_read_is_refused_with_the_fix() -> None:
+    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8")]
+    typo = run_cli(*base, "--set", "no-such-flag=1")
+    assert typo.returncode == 2 and "--set no-such-flag" in typo.stderr and "change nothing" in typo.stderr
+    close = run_cli(*base, "--set", "mem-fraction-statc=0.8", "--json")
+    assert close.returncode == 2
+    error = json.loads(close.stdout)["error"]
+    assert "--set mem-fraction-static=" in json.dumps(error)
+    assert run_cli(*base, "--set", "mem_fraction_static=0.8").returncode in (0, 1)  # a flag it reads, either spelling
+
+
+def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
+    """The refusal's known set is the launch flags inputs_from_profile and the start-up rules read, no more, no less."""
+    import inspect
+    import re
+
+    from deploytool.memory import profile_plan
+
+    from deploytool.memory import startup
+
+    read = set(re.findall(r'args\.get\("([a-z-]+)"', inspect.getsource(profile_plan.inputs_from_profile)))
+    assert read == set(profile_plan.PLANNER_FLAGS)
+    rules = set(re.findall(r'_flag\(args, "([a-z-]+)"\)', inspect.getsource(startup)))
+    assert rules == set(startup.FLAGS_READ)
+
+
+def test_a_card_too_small_for_the_weights_says_so_in_words() -> None:
+    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "rtx5090",
+                   "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    assert proc.returncode == 1
+    assert "None" not in proc.stdout
+    assert "no slots: the weights leave no memory" in proc.stdout

@@ -35,7 +35,8 @@ def assemble_run(runner: BenchContext) -> BenchRun:
                                   best.per_gpu_tps, "tok/s", "higher", best.completed, best.failed))
     for key, value in server_figures.items():
         better = "higher" if key == "spec_accept_length" else "neither"
-        figures.append(Figure(f"server_{key}", f"server: {key.replace('_', ' ')}", value, "", better, 0, 0))
+        label = key.removesuffix("_peak").replace("_", " ") + (", highest sample" if key.endswith("_peak") else "")
+        figures.append(Figure(f"server_{key}", f"server: {label}", value, "", better, 0, 0))
     before, after, m = runner.facts, runner.after, runner.method
     versions = (serverfields.weight_version(before.model_info), serverfields.weight_version(after.model_info))
     if versions[0] != versions[1]:

@@ -42,6 +42,7 @@ class ComparisonRow:
     # the ratio's 95% bootstrap interval per run (None: first run, or no per-request samples)
     intervals: list[list[float] | None] = field(default_factory=list)
     spreads: list[list[float] | None] = field(default_factory=list)  # [min, max] over each run's repeats
+    sampled: bool = False  # a gauge's highest /metrics sample: no ratio (see SAMPLED_NOTE)
 
     def no_difference(self, i: int) -> bool:
         iv = self.intervals[i] if i < len(self.intervals) else None
@@ -51,6 +52,8 @@ class ComparisonRow:
         """'267 -> 626 tok/s (2.34x [2.20-2.51])': run 0 against run i, with the ratio's interval;
         'no difference measured' when the interval spans 1."""
         a, b, r = self.values[0], self.values[i], self.ratios[i]
+        if self.sampled:
+            return f"{format_value(a, self.unit)} / {format_value(b, self.unit)} (sampled, not compared)"
         iv = self.intervals[i] if i < len(self.intervals) else None
         interval = f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv is not None else ""
         ratio = f" ({r:.2f}x{interval})" if r is not None else ""
@@ -108,8 +111,21 @@ def compare_loaded(runs: list[BenchRun], *, allow_mixed_methods: bool = False) -
                             f"{', '.join(run.invalid_groups)}")
         if not run.cache_check.ok:
             warnings.append(f"{name}: {run.cache_check.message}")
-    return Comparison(runs=[_header(r) for r in runs], rows=_rows(runs), same_method=not differences,
+    rows = _rows(runs)
+    if any(r.sampled for r in rows):
+        interval = runs[0].method.get("metrics_interval_s", 1.0)
+        warnings.append(SAMPLED_NOTE.format(interval=interval))
+    return Comparison(runs=[_header(r) for r in runs], rows=rows, same_method=not differences,
                       method_differences=differences, warnings=warnings, sweeps=[r.sweep for r in runs])
+
+
+# The server's load gauges (running and queued requests, KV token usage) are read from /metrics
+# every metrics_interval_s: the highest read is a lower bound of the real peak, and two runs'
+# lower bounds have no ratio that means anything.
+SAMPLED_KEYS = frozenset({"server_token_usage_peak", "server_running_requests_peak", "server_queued_requests_peak"})
+SAMPLED_NOTE = ("the server's gauges (running and queued requests, KV token usage) are the highest of /metrics "
+                "reads every {interval:g} s: each says the load reached at least that value; a peak between two reads "
+                "is missed, so they are shown side by side, not compared as a ratio")
 
 
 def method_differences(runs: list[BenchRun]) -> dict[str, list[Any]]:
@@ -137,14 +153,16 @@ def _rows(runs: list[BenchRun]) -> list[ComparisonRow]:
         proto = next(f for f in figs if f is not None)
         values = [f.value if f else None for f in figs]
         first = values[0]
-        ratios = [None] + [(v / first) if (v is not None and first) else None for v in values[1:]]
+        sampled = key in SAMPLED_KEYS
+        ratios = [None] + [(v / first) if (v is not None and first and not sampled) else None for v in values[1:]]
         intervals: list[list[float] | None] = [None]
         for f in figs[1:]:
-            c = change(figs[0], f) if (figs[0] is not None and f is not None) else None
+            c = change(figs[0], f) if (figs[0] is not None and f is not None and not sampled) else None
             intervals.append([round(c.low, 4), round(c.high, 4)] if c is not None and c.has_interval else None)
         rows.append(ComparisonRow(key=key, label=proto.label, unit=proto.unit, better=proto.better,
                                   values=values, ratios=ratios, failed=[f.failed if f else 0 for f in figs],
-                                  intervals=intervals, spreads=[f.spread if f else None for f in figs]))
+                                  intervals=intervals, spreads=[f.spread if f else None for f in figs],
+                                  sampled=sampled))
     return rows
 
 

@@ -65,7 +65,8 @@ def comparison_frame(comparison: Comparison) -> pd.DataFrame:
             verdict = row.verdict(i)
             ratio = row.ratios[i]
             iv = row.intervals[i] if i < len(row.intervals) else None
-            text = "–" if ratio is None else f"{ratio:.2f}x" + (f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv else "")
+            text = "sampled, not compared" if row.sampled else "–" if ratio is None else \
+                f"{ratio:.2f}x" + (f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv else "")
             if row.no_difference(i):
                 text += " no difference measured"
             line[f"{names[i]}/{names[0]}"] = text + (f" {verdict}" if verdict else "")

@@ -24,7 +24,7 @@ def bench_command(
     sweep: Annotated[bool, typer.Option("--sweep", help="Also sweep concurrency 1, 2, 4, ... up to the server's max running requests.")] = False,
     workload: Annotated[str, typer.Option("--workload", help="Which named workload: table, long-context, agentic, open-loop, input-ablation (docs/bench.md).")] = "table",
     repeats: Annotated[Optional[int], typer.Option("--repeats", help="Passes of the workload (default 3); figures are medians over passes.")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here.")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Write results.json, report.md and report.html here (default: under the state folder, with the slot's release; `deploytool reports` lists them).")] = None,
     ready_timeout: ReadyTimeoutOpt = None,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
@@ -59,6 +59,10 @@ def bench_command(
             json_error(f"bench: {why}", None, EXIT_NOTHING_MEASURED, "CouldNotRun")
         console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
         raise typer.Exit(EXIT_NOTHING_MEASURED)
+    from ..release.reports import default_report_dir
+
+    report = report or default_report_dir("bench", slot=target.release.slot if target.release else None,
+                                          release=target.release.release if target.release else None)
     run = run_bench(target, method=method, report_dir=report, progress=not json_out)
     code, why = bench_exit_code(run)
     if json_out:

@@ -21,6 +21,7 @@ def build_command(
     profile: RequiredProfileOpt,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="Install from these wheels, with no index (air-gapped hosts).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not reuse the engine's layer cache.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the image's tag, its inputs and its expected size and download; build nothing (no engine needed).")] = False,
     lock: Annotated[bool, typer.Option("--lock", help="Do not build: (re)write the profile's wheel locks in images/locks/ with pip's resolver (needs an index); with --wheelhouse, also download every locked wheel there.")] = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
@@ -41,6 +42,27 @@ def build_command(
         for x in made:
             typer.echo(f"{x.path}: {len(x.wheels)} wheels, sha256 {x.digest[:16]}")
         return
+    from ..image.build import expected_size, plan_build
+
+    if dry_run:
+        planned = plan_build(resolved, wheelhouse=wheelhouse)
+        size = expected_size(resolved)
+        if json_output:
+            print_json({"dry_run": True, "image": planned.tag, "recipe": planned.recipe, "base": planned.base_ref,
+                        "base_pinned": planned.base_pinned, "inputs_hash": planned.inputs_hash,
+                        "inputs": planned.fingerprint, "steps": planned.steps, "expected_size": size})
+            return
+        typer.echo(f"build {resolved.name} ({planned.recipe} recipe) would make {planned.tag}")
+        typer.echo(f"  base: {planned.base_ref} ("
+                   + ("pinned by digest" if planned.base_pinned else "by tag: resolved when the image is built") + ")")
+        typer.echo("  inputs (the tag is a hash of these):")
+        for key, value in sorted(planned.fingerprint.items()):
+            typer.echo(f"    {key}: {value}")
+        typer.echo(f"  Dockerfile steps: {planned.steps}")
+        typer.echo(f"  expected: {size}")
+        return
+    if not json_output:
+        console_err.print(f"building {resolved.name}: expected {expected_size(resolved)}", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
                   console=console_err, transient=True, disable=json_output) as bar:
         task = bar.add_task(f"building {resolved.name}", total=None, step="")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
@@ -23,6 +24,7 @@ cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_hel
 app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
+UpPortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the port the slot's release publishes on now, else the profile's).")]
 BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on.")]
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
 # The wheels of `build --wheelhouse DIR` are inputs of the image's tag: the same folder names the same image.
@@ -151,7 +153,7 @@ def up_command(
     cpu: CpuOpt = False,
     cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
-    port: PortOpt = None,
+    port: UpPortOpt = None,
     bind: BindOpt = "127.0.0.1",
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Start even when the memory plan says the profile does not fit (recorded in the journal).")] = False,
@@ -175,7 +177,8 @@ def up_command(
     options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_up(slot, options, engine=engine_for_dry_run())[0],
+    _plan_or_apply(dry_run, json_output,
+                   lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 

@@ -59,8 +59,11 @@ def plan_memory_cli(
 
 
 def _rows(plan) -> list[tuple[str, str]]:
-    state = (f"{plan.state_bytes_per_request / 2**20:.1f} MiB ({plan.state_slots} slots, "
-             f"{plan.state_slots_per_request} per request)" if plan.state_bytes_per_request else "none")
+    state = "none"
+    if plan.state_bytes_per_request:
+        state = f"{plan.state_bytes_per_request / 2**20:.1f} MiB " + (
+            f"({plan.state_slots} slots, {plan.state_slots_per_request} per request)" if plan.state_slots is not None
+            else "(no slots: the weights leave no memory for the state on this card)")
     return [
         ("memory before loading (GiB)", f"{plan.pre_model_load_gib:.2f}"),
         ("weights: target model (GiB)", f"{plan.weights_gib:.2f}"),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,10 +15,6 @@ from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt,
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
 
-def default_report_dir() -> Path:
-    return Path("reports") / f"qualify-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-
-
 @app.command("qualify")
 def qualify_command(
     url: UrlOpt = None,
@@ -28,7 +23,8 @@ def qualify_command(
     profile: ProfileOpt = None,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so).")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default ./reports/qualify-<UTC time>).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default: under the state folder, with the slot's release: slots/<slot>/releases/<N>/reports/qualify-<UTC time>; `deploytool reports` lists them).")] = None,
+    against: Annotated[Optional[int], typer.Option("--against", help="Compare with this release of the slot (its stored results) instead of the one that served before the qualified release was cut over.")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable).")] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
     ready_timeout: ReadyTimeoutOpt = None,
@@ -48,8 +44,12 @@ def qualify_command(
     if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
         overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key)
-    result = run_qualification(target, suites=suite, limit=limit, report_dir=report or default_report_dir(),
+                            api_key_file=api_key_file, api_key_flag=api_key, against=against)
+    from ..release.reports import default_report_dir
+
+    report = report or default_report_dir("qualify", slot=target.release.slot if target.release else None,
+                                          release=target.release.release if target.release else None)
+    result = run_qualification(target, suites=suite, limit=limit, report_dir=report,
                                overrides=overrides, progress=not (no_progress or json_out))
     if json_out and (result.could_not_run or result.interrupted):
         # an error object, as every --json command reports one (docs/json.md), with the
@@ -72,11 +72,36 @@ def qualify_command(
 
 def _print_summary(result) -> None:
     table = Table(title=f"qualify {result.url}", show_lines=False)
-    for column in ("suite", "verdict", "seconds", "reason"):
+    for column in ("suite", "verdict", "seconds"):
         table.add_column(column)
+    table.add_column("reason", overflow="fold")  # never cut: the reason is the verdict's evidence
     for s in result.suites:
         verdict = s.verdict.value + (" (limited)" if s.limited else "")
         table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
-                      s.reason[:200])
+                      s.reason)
     console.print(table)
     console.print(result.summary_line(), highlight=False)
+
+
+@app.command("reports")
+def reports_command(
+    gpu: GpuOpt = None,
+    cpu: CpuOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the qualify and bench reports kept under the state folder (every slot, or one),
+    oldest first: when, which slot and release, the verdict or the run, and the folder."""
+    from ..release.reports import list_reports
+    from ..release.slots import slot_from_options
+
+    slot = slot_from_options(gpu, cpu).name if (gpu or cpu) else None
+    entries = list_reports(slot)
+    if json_out:
+        print_json({"reports": entries})
+        return
+    if not entries:
+        console.print("no reports kept yet" + (f" for slot {slot}" if slot else "")
+                      + " (qualify and bench keep one under the state folder unless --report says elsewhere)",
+                      highlight=False)
+    for entry in entries:
+        console.print(entry.line(), markup=False, highlight=False)

@@ -124,7 +124,8 @@ def rollout_command(
     slots, notes = rollout_slots(gpu, all_gpus, cpu, cpu_slot, profile_name=profile, profiles_dirs=profiles_dir, engine=engine)
     options = RolloutOptions(profile_name=profile, slots=slots,
                              max_unavailable=max_unavailable, canary_qualify=canary_qualify,  # type: ignore[arg-type]
-                             undo_on_failure=undo_on_failure, qualify_limit=limit, profiles_dirs=profiles_dir)
+                             undo_on_failure=undo_on_failure, qualify_limit=limit, profiles_dirs=profiles_dir,
+                             dry_run=dry_run)
     if dry_run:
         plan, _ = rollouts.plan_for_rollout(options, engine=engine)
         plan.warnings += notes

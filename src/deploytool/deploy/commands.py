@@ -27,7 +27,8 @@ from .executor import execute
 from .hooks import Hooks
 from .reporter import Reporter
 from .facts import gather_facts, gather_slot
-from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, cpu_image_on_cards, plan_prune, plan_rollback, plan_up
+from .plan import (DEFAULT_RETENTION, UpOptions, choose_profile, cpu_image_on_cards, plan_prune, plan_rollback, plan_up,
+                   publish_port)
 from .steps import CutOver, Plan
 
 
@@ -69,8 +70,9 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     every refusal happens here, before anything is stopped or written."""
     engine.compose_version()  # fail early, before building, when the plugin is missing
     store = ProfileStore(options.profiles_dirs)
-    profile = choose_profile(slot, options.profile_name, gather_slot(engine, slot).fallback, store)
-    facts = gather_facts(engine, slot, profile, host_port=options.host_port, bind=options.bind,
+    fallback = gather_slot(engine, slot).fallback
+    profile = choose_profile(slot, options.profile_name, fallback, store)
+    facts = gather_facts(engine, slot, profile, host_port=publish_port(options, fallback, profile)[0], bind=options.bind,
                          wheelhouse=options.wheelhouse)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None

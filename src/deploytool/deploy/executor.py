@@ -257,6 +257,8 @@ def _qualify(run: _Run, step: Qualify) -> None:
     target = Target(url=release.url, profile=run.profile, slot=run.slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
                     previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
+                    baseline=(f"release {previous.release} (it served before release {step.release} is cut over)"
+                              if previous else f"none (release {step.release} is the slot's first)"),
                     api_key=_api_key(run.profile), model=plan.model)  # the key callers send, and the weights it serves
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
                                overrides=step.overrides, progress=False)

@@ -46,6 +46,9 @@ class UpOptions:
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
     wheelhouse: Path | None = None  # as given to `build --wheelhouse`: part of the image's tag
+    # `up --dry-run`: weights that are not here yet are a warning, not a refusal (a plan is
+    # wanted before a download of tens of GB; the real `up` still refuses without them)
+    dry_run: bool = False
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -76,6 +79,18 @@ class Validated:
         return [line for line in (self.memory.describe(),) if line]
 
 
+def publish_port(options: UpOptions, fallback: Release | None, profile: Profile) -> tuple[int, str]:
+    """The host port a new release publishes on, and why: --port when given, else the port the
+    slot's release publishes on now (a gateway pointed at the slot keeps finding it after the
+    cut-over), else the profile's."""
+    if options.host_port is not None:
+        return options.host_port, "--port"
+    if fallback is not None and fallback.host_port:
+        what = "serving" if fallback.running else "last cut over"
+        return fallback.host_port, f"kept from release {fallback.release}, the slot's {what} release (--port to move it)"
+    return profile.server.port, f"the profile's default (no release on slot {{slot}} yet)"
+
+
 def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> Validated:
     """Every check that can refuse an up. Runs before any step, so a refusal leaves the
     serving release untouched: the options, the cards, the model's files, SGLang's memory
@@ -92,11 +107,18 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
         from .no_engine import engine_note
 
         warnings.append(engine_note(facts.engine_absent))
-    if facts.inputs_error is not None:  # weights not there, a secret unreadable
+    if isinstance(facts.inputs_error, weights.ModelMissing) and options.dry_run:
+        error = facts.inputs_error
+        warnings.append(f"the weights are not here, so a real `up` refuses this plan: {error.message}"
+                        + (f" ({error.hint})" if error.hint else ""))
+    elif facts.inputs_error is not None:  # weights not there, a secret unreadable
         raise facts.inputs_error
     if facts.inputs is not None:
         warnings += facts.inputs.warnings
-    if facts.model_folder_exists is False:
+    if facts.model_folder_exists is False and options.dry_run:
+        warnings.append(f"model.host_path {profile.model.host_path} is not a folder on this host: a real `up` "
+                        "refuses until the weights are there")
+    elif facts.model_folder_exists is False:
         raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
                          "host, so the release could not load its weights",
                          hint="download the model there, or point model.host_path at where it is")
@@ -179,13 +201,14 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
 def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
+    port, port_source = publish_port(options, fallback, profile)
     build = plan_build(profile, wheelhouse=options.wheelhouse)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
-                            host_port=options.host_port, bind=options.bind, model=model, secrets=planned_secrets,
+                            host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
                             runtime_notes=tuple(runtime_notes(profile)))
     directory = release_path(slot.name, number)
     image = facts.image
@@ -220,6 +243,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     return Plan(action="up", slot=slot.name, release=number, serving=serving.release if serving else None,
                 fallback=fallback.release if fallback else None, steps=steps, restore=restore,
                 url=published_url(options.bind, request.port), profile=profile.name, image=build.tag,
+                port_source=port_source.format(slot=slot.name),
                 compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
                 checks=validated.checks, inputs=render_notes(request), model=model.record(),
                 memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
@@ -303,5 +327,6 @@ def plan_rollback(facts: Facts) -> Plan:
         restore += bring_back(facts, current)
     return Plan(action="rollback", slot=slot.name, release=target.release,
                 serving=current.release if current else None, fallback=current.release if current else None,
-                steps=steps, restore=restore, url=target.url, profile=target.profile, image=target.image)
+                steps=steps, restore=restore, url=target.url, profile=target.profile, image=target.image,
+                port_source=f"release {target.release}'s own")
 

@@ -36,6 +36,7 @@ class RolloutOptions:
     qualify_limit: int | None = None
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
+    dry_run: bool = False  # each slot's plan as `up --dry-run` makes it (weights not yet here: warned)
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps, so that --resume can run the same rollout again."""
@@ -100,7 +101,7 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
     return UpOptions(profile_name=profile.name, host_port=fallback.host_port if fallback else None,
                      bind=fallback.host_ip if fallback else "127.0.0.1", qualify_suites=suites,
                      qualify_overrides=overrides, qualify_limit=options.qualify_limit,
-                     retention=options.retention, profiles_dirs=options.profiles_dirs)
+                     retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run)
 
 
 def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, *, rollout_id: str,

@@ -145,6 +145,7 @@ class Plan:
     steps: list[Step]
     restore: list[Step] = field(default_factory=list)
     url: str | None = None  # where the release will answer
+    port_source: str | None = None  # why that port: --port, kept from the slot's release, the profile's
     profile: str | None = None
     image: str | None = None
     compose: dict[str, Any] | None = None  # the rendered compose document (up)
@@ -167,6 +168,8 @@ class Plan:
         """The plan as a person reads it."""
         out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
                + (f", would make release {self.release}" if self.action == "up" else "")]
+        if self.url:
+            out.append(f"  url: {self.url}" + (f" (port: {self.port_source})" if self.port_source else ""))
         out += [f"  warning: {w}" for w in self.warnings]
         out += [f"  checked: {c}" for c in self.checks]
         out += [f"  {line}" for line in self.inputs]

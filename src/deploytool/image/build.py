@@ -237,3 +237,24 @@ def _file_digest(path: Path) -> bytes:
         for block in iter(lambda: handle.read(1 << 20), b""):
             h.update(block)
     return h.digest()
+
+
+def expected_size(profile: Profile) -> str:
+    """What a build of this profile's image costs, as measured on this project's machines, said
+    before it starts: the image's size, what is downloaded, how long, the disk it needs."""
+    image = profile.image
+    if image.recipe == "sim":
+        return ("about 260 MB (the deploytool/sim images on this project's engine: 259 MB, `docker image ls`), on "
+                f"{image.base} (195 MB); its few Python wheels come from the package index; about a minute")
+    if image.cuda is None:
+        return ("a CPU image of the pinned SGLang: about 560 MB of wheels (torch CPU and triton most of it), "
+                "an image near 1.5 GB; the CPU build of torch must come from the index DEPLOYTOOL_TORCH_INDEX_URL "
+                "names, or pip may fetch the several-GB CUDA build")
+    measured = ("measured for rtx5090-qwen3.6-35b-a3b-nvfp4-wheels: a 12.4 GB image, 4.8 GB of wheels (211 files; "
+                "1.75 GB of them from the index when the wheelhouse already has torch and the nvidia wheels), "
+                "13.5 min the first time on 2 busy cores, about 35 GB of free disk during the build "
+                "(docs/measured/gpu-image-wheels.md)")
+    if image.base_source == "wheels":
+        return measured
+    return (f"the same 4.3 GB of SGLang wheels on the {image.base} base image (pulled from its registry, several GB; "
+            f"not measured here, where no image registry is reachable); for comparison, {measured}")

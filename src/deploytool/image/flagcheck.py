@@ -107,6 +107,26 @@ def parser_requirements(torch_version: str) -> list[str]:
     return [f"torch=={torch_version}", *pins]
 
 
+def _say(line: str) -> None:
+    # stderr, flushed at once: said before the cost is paid, whatever stdout is piped into
+    print(line, file=sys.stderr, flush=True)
+
+
+def first_run_notice(sglang_version: str, root: Path, requirements: list[str], torch_index: str | None) -> list[str]:
+    """What making the parser environment costs, said before it starts (measured on this
+    project's 2-core machine: 67 s and about 2.3 GB, torch's CPU build and triton most of it)."""
+    lines = [f"deploytool: making the sglang {sglang_version} parser environment once, in {root}: the sglang wheel "
+             f"(about 40 MB) without its dependencies, {requirements[0]} and {len(requirements) - 1} light packages; "
+             "about 2.3 GB on disk and about a minute (67 s measured on 2 cores) with a CPU torch; later checks "
+             "reuse it and take a few seconds"]
+    if torch_index is None:
+        lines.append(f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} comes from pip's configured "
+                     "index, which on x86_64 may give the CUDA build (several GB of nvidia wheels, many minutes); "
+                     f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build, or build the profile's "
+                     "image first (`profiles check` then runs in it)")
+    return lines
+
+
 def parser_venv(sglang_version: str) -> Path:
     """deploytool's own environment with sglang's parser: made once, reused."""
     matrix = load_matrix()
@@ -133,14 +153,16 @@ def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: 
         made = json.loads(stamp.read_text())
         if made.get("requirements") == requirements and made.get("torch_index") == torch_index:
             return bin_python
+    for line in first_run_notice(sglang_version, root, requirements, torch_index):
+        _say(line)
     wheel = sglang_wheel(sglang_version, python)
     venv.EnvBuilder(with_pip=True, clear=True).create(root / "venv")
-    if torch_index is None:
-        print(f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} for the sglang parser venv comes from "
-              "pip's configured index, which on x86_64 may give the CUDA build (several GB of nvidia wheels); "
-              f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build", file=sys.stderr)
     torch_step = [*(["--index-url", torch_index] if torch_index else []), requirements[0]]
-    for step in (["--no-deps", str(wheel)], torch_step, requirements[1:]):
+    steps = ((f"the sglang {sglang_version} wheel, without its dependencies", ["--no-deps", str(wheel)]),
+             (f"{requirements[0]} (the largest part)", torch_step),
+             (f"the parser's {len(requirements) - 1} light packages", requirements[1:]))
+    for number, (what, step) in enumerate(steps, 1):
+        _say(f"deploytool: [{number}/{len(steps)}] installing {what}")
         proc = subprocess.run([str(bin_python), "-m", "pip", "install", "--quiet", *step],
                               capture_output=True, text=True)
         if proc.returncode != 0:

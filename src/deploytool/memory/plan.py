@@ -164,9 +164,14 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     linear = LinearState(per_request=per_req)
     if rest <= 0:
         minimum = 1 - (pre - weights) / pre
-        problems.append(f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache under "
-                        f"mem-fraction-static {inputs.mem_fraction_static}: raise it above {minimum:.3f} "
-                        "(SGLang refuses the start with the same advice)")
+        if weights >= pre:  # no fraction helps: the card is too small for the weights
+            problems.append(f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
+                            f"{pre / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
+                            "fit; a card with more memory, or more cards (tp-size), is needed")
+        else:
+            problems.append(f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
+                            f"under mem-fraction-static {inputs.mem_fraction_static}: raise it above {minimum:.3f} "
+                            "(SGLang refuses the start with the same advice)")
         rest = 0.0
     elif per_req:
         linear = plan_linear_state(shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp)

@@ -17,7 +17,38 @@ from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
-from .startup import SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
+from .startup import FLAGS_READ, SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
+
+
+# The launch flags the planner reads (inputs_from_profile): a what-if on any other flag could
+# not change the plan, so it is refused rather than echoed over an unchanged plan.
+PLANNER_FLAGS = frozenset({
+    "context-length", "mem-fraction-static", "kv-cache-dtype", "max-running-requests", "tp-size",
+    "tensor-parallel-size", "page-size", "speculative-algorithm", "speculative-num-draft-tokens",
+    "mamba-ssm-dtype", "max-total-tokens", "max-mamba-cache-size", "mamba-full-memory-ratio",
+    "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy",
+    "enable-linear-replayssm-spec", "linear-replayssm-cache-len",
+})
+
+
+def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = (), launch: Any = ()) -> None:
+    """Refuse a what-if on a flag the plan does not read (a typo most often), with the close
+    names; a flag a patch's effect is conditioned on counts as read, and so does one the
+    profile's own launch sets (undoing or changing it is the launch the person asks about)."""
+    import difflib
+
+    known = (PLANNER_FLAGS | FLAGS_READ | {p.when["arg"] for p in patches if "arg" in p.when}
+             | {str(k).lstrip("-") for k in launch})
+    unknown = [key for key in overrides if key not in known]
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
+    fix = (f"did you mean {' or '.join('--set ' + c + '=' for c in close)}?" if close
+           else "the flags it reads: " + ", ".join(sorted(known)))
+    raise UsageError(f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
+                     + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
+                     hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser")
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
@@ -46,10 +77,28 @@ def checkpoint_folder(profile: Profile) -> Path | None:
             candidates.insert(0, check_model(plan_model(profile)).checkpoint_folder())
         except ModelMissing:  # not in the cache: nothing to read here
             pass
+    candidates.append(profile.model.config)  # last: the real checkpoint, once here, is what is read
     for candidate in candidates:
         if candidate and (Path(candidate) / "config.json").is_file():
             return Path(candidate)
     return None
+
+
+def is_carried_config(profile: Profile, folder: Path | None) -> bool:
+    """Whether `folder` is the configuration the profile carries rather than a checkpoint here."""
+    return bool(folder and profile.model.config and Path(profile.model.config) == folder)
+
+
+def no_checkpoint_hint(profile: Profile) -> str:
+    """How to give the planner a config: what a person without the weights can do."""
+    files = "config.json model.safetensors.index.json"
+    if profile.model.hub:
+        get = (f"`hf download {profile.model.hub} {files} --local-dir DIR` fetches the two files (kilobytes), "
+               "then --checkpoint DIR")
+    else:
+        get = "copy the checkpoint's config.json and model.safetensors.index.json into a folder, then --checkpoint DIR"
+    return (f"{get}; or set model.config in the profile to such a folder (the shipped card profiles carry one, "
+            "profiles/models/)")
 
 
 def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[PatchMemory]:
@@ -149,11 +198,16 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
     if shape is None:
         folder = checkpoint_folder(profile)
         if folder is None:
-            raise UsageError(f"profile {profile.name}: no checkpoint readable at model.host_path "
-                             f"({profile.model.host_path or 'not set'}) or model.path ({profile.model.path})",
-                             hint="set model.host_path to the folder holding config.json and the safetensors index")
+            where = f"the hub cache ({profile.model.hub}), " if profile.model.hub else ""
+            raise UsageError(f"profile {profile.name}: no model config to plan from: none in {where}model.host_path "
+                             f"({profile.model.host_path or 'not set'}), model.path ({profile.model.path}) or "
+                             f"model.config ({profile.model.config or 'not set'})", hint=no_checkpoint_hint(profile))
         shape = read_checkpoint(folder)
-    inputs = inputs_from_profile(profile, overrides, None if patches is None else assumed_patches(profile, patches))
+        carried = is_carried_config(profile, folder)
+    else:
+        carried = False
+    applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
+    inputs = inputs_from_profile(profile, overrides, applied)
     args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)
     if not args.get("context-length"):
         # without the flag SGLang serves the context config.json derives: the gates read that
@@ -167,9 +221,12 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         if refused:
             raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
-    applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
     plan.uncalibrated = [{"patch": p.patch, "note": note} for p in applied if p.active(args, env)
                          if (note := p.uncalibrated(plan.card, plan.pool_tokens, plan.max_running_requests))]
+    if carried:
+        plan.assumptions.insert(0, f"planned from the config the profile carries ({profile.model.config}): the "
+                                   "weights are not here and are needed only to start; their size is the index's "
+                                   "total_size (profiles/models/README.md)")
     return with_startup(plan, args, env, shape, card, profile.model.context_length)
 
 
@@ -256,7 +313,12 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
         from ..image.patches import series_folder
 
         names = read_series(series_folder(profile) / "series")
-    return plan_for_profile(profile, chosen, overrides=parse_sets(sets), shape=shape, patches=names)
+    overrides = parse_sets(sets)
+    # only the person's what-ifs are checked: tune and the tests plan whole launches, whose flags
+    # the planner may rightly ignore
+    check_sets(overrides, assumed_patches(profile) if names is None else assumed_patches(profile, names),
+               profile.server.args)
+    return plan_for_profile(profile, chosen, overrides=overrides, shape=shape, patches=names)
 
 
 def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -288,7 +350,7 @@ def memory_fit(profile: Profile, *, checkpoints: Path | None = None) -> dict[str
         return {"verdict": "unknown", "why": "the profile names no card"}
     folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
     if folder is None:
-        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, or the hub cache)"
+        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, the hub cache, or model.config)"
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
         card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)

@@ -54,6 +54,16 @@ def env_true(env: dict[str, Any], name: str) -> bool:
     return str(env.get(name, "")).strip().lower() in ENV_TRUE
 
 
+# The launch flags these rules read (each `_flag(args, NAME)` below; a test keeps the two equal):
+# a what-if on one of them can change what the plan says even where the pools stay the same.
+FLAGS_READ = frozenset({
+    "attention-backend", "context-length", "cuda-graph-max-bs", "cuda-graph-max-bs-decode",
+    "decode-attention-backend", "disable-cuda-graph", "enable-mixed-chunk", "kv-cache-dtype",
+    "max-running-requests", "prefill-attention-backend", "speculative-algorithm",
+    "speculative-eagle-topk", "speculative-num-draft-tokens", "speculative-num-steps",
+})
+
+
 def _flag(args: dict[str, Any], name: str) -> Any:
     value = args.get(name)
     return None if value is False else value

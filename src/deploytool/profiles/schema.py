@@ -119,6 +119,9 @@ class ModelSpec(_Strict):
     vision: bool = False
     tools: bool = False
     tokenizer: str | None = None
+    # A folder with the model's config.json and safetensors index alone (no weights), relative to
+    # the profile file that sets it: what the memory plan reads until the checkpoint is here.
+    config: str | None = None
 
     def mount_point(self) -> str:
         """Where a host folder appears in the container: `path`, else /models/<folder name>."""

@@ -89,6 +89,11 @@ class ProfileStore:
             raise ProfileError(_explain(exc, chain)) from None
         _check_semantics(profile, chain)  # rules across fields: model source and secrets
         profile.source = str(chain[0].doc.path)
+        if profile.model.config and not Path(profile.model.config).is_absolute():
+            # relative to the file that says it, wherever a profile extending it lives
+            owner = next((r for r in chain if isinstance(r.doc.data.get("model"), dict)
+                          and r.doc.data["model"].get("config") == profile.model.config), chain[0])
+            profile.model.config = str(Path(owner.doc.path).parent / profile.model.config)
         profile.chain = [r.name for r in chain]
         return profile
 

@@ -1,7 +1,7 @@
 """`deploytool qualify`: acceptance suites that gate every cutover.
 
     from deploytool.qualify import run_qualification
-    report = run_qualification(target, report_dir=Path("reports/qualify-..."))
+    report = run_qualification(target, report_dir=Path("my-reports/qualify"))
     report.passed, report.exit_code, report.summary_line()
 
 The suites live one per module in `qualify/suites/` (registry in `suites/__init__.py`); their

@@ -69,6 +69,7 @@ class Gate:
     passed: bool
     comparison: str = ">="  # ">=", "<=", "==", "all" (every item passed), "in"
     detail: str = ""
+    unit: str = ""  # of measured and threshold, said with both ("%" for a regression)
 
     @classmethod
     def at_least(cls, name: str, measured: float | int | None, threshold: float | int, detail: str = "") -> "Gate":
@@ -118,7 +119,7 @@ class SuiteResult:
         failed = [g for g in self.gates if not g.passed]
         notes = list(failures or [])
         for gate in failed:
-            text = f"{gate.name}: measured {gate.measured}, needs {gate.comparison} {gate.threshold}"
+            text = f"{gate.name}: measured {gate.measured}{gate.unit}, needs {gate.comparison} {gate.threshold}{gate.unit}"
             notes.append(f"{text} ({gate.detail})" if gate.detail else text)
         if not self.gates:
             notes.append("no gate was evaluated")

@@ -37,7 +37,8 @@ def write_reports(report: QualifyReport) -> None:
 
 def _section(suite: dict[str, Any]) -> dict[str, Any]:
     gates = pd.DataFrame([{"gate": g["name"], "passed": "yes" if g["passed"] else "NO",
-                           "measured": _cell(g["measured"]), "needs": f"{g['comparison']} {_cell(g['threshold'])}",
+                           "measured": f"{_cell(g['measured'])}{g.get('unit', '')}",
+                           "needs": f"{g['comparison']} {_cell(g['threshold'])}{g.get('unit', '')}",
                            "detail": g["detail"]} for g in suite["gates"]])
     heatmaps = {k: v for k, v in suite["figures"].items() if is_heatmap(v)}
     scalars, tables = flatten_figures({k: v for k, v in suite["figures"].items() if k not in heatmaps})

@@ -15,7 +15,7 @@ from ..host.releases import Release
 from ..errors import UsageError
 from ..profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
-from .state import read_pointers, release_path
+from .state import release_path
 from . import inputs as release_inputs, secrets
 
 
@@ -27,7 +27,8 @@ class Target:
     release: Release | None = None
     image_labels: dict[str, str] | None = None
     previous: Release | None = None  # the slot's previous release, for comparisons
-    previous_results: Path | None = None  # that release's qualify results.json, when it has one
+    previous_results: Path | None = None  # the baseline release's qualify results.json, when it has one
+    baseline: str | None = None  # which release the comparisons are against, and the rule that chose it
     # the key clients send (never printed: repr=False) and the weights the release serves.
     api_key: str | None = field(default=None, repr=False)
     model: dict[str, Any] | None = None
@@ -40,7 +41,7 @@ class Target:
 
 def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
                    profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
-                   api_key_flag: str | None = None, slot: Slot | None = None) -> Target:
+                   api_key_flag: str | None = None, slot: Slot | None = None, against: int | None = None) -> Target:
     """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
     command line shows in `ps` and the shell's history).
     Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own.
@@ -50,6 +51,8 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
     if url:
         if gpus or cpu:
             raise UsageError("give --url, or a slot (--cpu / --gpu UUID), not both")
+        if against is not None:
+            raise UsageError("--against names a release of a slot: give --cpu or --gpu UUID instead of --url")
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"--url {url!r} is not an http(s) URL")
         profile = store.get(profile_name) if profile_name else None
@@ -65,24 +68,59 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
                          hint="`deploytool status` shows the slots; `deploytool up` starts a release")
     current = max(serving, key=lambda r: r.release)
     profile = store.get(profile_name or current.profile)
-    previous = previous_release(slot, releases, current.release)
+    chosen = baseline_release(slot, releases, current.release, against=against)
+    previous = next((r for r in releases if r.release == chosen.release), None)
     record = release_inputs.read_record(slot.name, current.release)
     key = given_key if given_key is not None else release_inputs.release_api_key(slot.name, current.release)
     return Target(url=current.url, profile=profile, slot=slot, release=current,
                   image_labels=engine.image_labels(current.image), previous=previous,
-                  previous_results=qualify_results_path(slot, previous.release) if previous else None,
+                  previous_results=chosen.results, baseline=chosen.describe(),
                   api_key=key, model=record.get("model"))
 
 
-def previous_release(slot: Slot, releases: list[Release], current: int) -> Release | None:
-    """The slot's known-good rollback target from the state pointers, else the newest older
-    release the engine still has."""
-    pointers = read_pointers(slot.name)
-    by_number = {r.release: r for r in releases}
-    if pointers.current == current and pointers.previous in by_number:
-        return by_number[pointers.previous]
-    older = [r for r in releases if r.release < current]
-    return max(older, key=lambda r: r.release) if older else None
+@dataclass(frozen=True)
+class Baseline:
+    """The release a qualification compares with (its stored results), and why that one."""
+
+    release: int | None
+    results: Path | None
+    rule: str
+
+    def describe(self) -> str:
+        if self.release is None:
+            return f"none ({self.rule})"
+        kept = "" if self.results else "; it has no stored qualify results"
+        return f"release {self.release} ({self.rule}{kept})"
+
+
+def baseline_release(slot: Slot, releases: list[Release], current: int, *, against: int | None = None) -> Baseline:
+    """The rule: `against` when given; else the release that served the slot before `current`
+    was cut over (the journal's cut-over line); else, with no such line, the newest older
+    release the engine still has. Never a newer release: after a rollback to N, N is compared
+    with what served before N, not with the release just rolled back from."""
+    if against is not None:
+        if against == current:
+            raise UsageError(f"--against {against}: that is the release being qualified")
+        results = qualify_results_path(slot, against)
+        if results is None:
+            raise UsageError(f"--against {against}: slot {slot.name} has no stored qualify results for release "
+                             f"{against}", hint="`deploytool reports` lists the reports kept per slot and release")
+        return Baseline(against, results, "--against")
+    from .state import read_journal
+
+    cut = [e for e in read_journal(slot.name) if e.get("event") == "cutover" and e.get("release") == current]
+    if cut:
+        before = cut[0].get("previous")
+        if before is None:
+            return Baseline(None, None, f"release {current} was the slot's first cut over")
+        return Baseline(before, qualify_results_path(slot, before),
+                        f"it served before release {current} was cut over")
+    older = [r.release for r in releases if r.release < current]
+    if not older:
+        return Baseline(None, None, f"no release of slot {slot.name} older than {current}")
+    newest = max(older)
+    return Baseline(newest, qualify_results_path(slot, newest),
+                    f"the newest older release; the journal has no cut-over line for release {current}")
 
 
 def qualify_results_path(slot: Slot, release: int) -> Path | None:

@@ -111,14 +111,18 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     notes: list[str] = []
     if s.max_regression_pct is not None:
         previous, why = load_previous(ctx.previous_results)
+        baseline = getattr(ctx.target, "baseline", None)
+        if baseline:
+            result.method += f" Baseline: {baseline}."
         if previous is None:
             result.method += f" No regression check: {why or 'no previous release results'}."
         elif previous.get("bench_method_fingerprint") != bench.method_fingerprint:
             result.method += (" No regression check: the previous release was measured with another method "
                               f"({previous.get('bench_method_fingerprint')} vs {bench.method_fingerprint}).")
         else:
+            against = baseline.split(" (", 1)[0] if baseline else "the previous release"
             result.gates += regression_gates(bench, previous, s.max_regression_pct, s.regression_figures,
-                                             floor_s=s.regression_floor_s)
+                                             floor_s=s.regression_floor_s, against=against)
     if not bench.complete:
         notes.append("the benchmark was cut short by its time bound")
     return result.judge(notes)
@@ -186,7 +190,7 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
 
 
 def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
-                     keys: list[str] | None, floor_s: float = 0.0) -> list[Gate]:
+                     keys: list[str] | None, floor_s: float = 0.0, against: str = "the previous release") -> list[Gate]:
     """One gate per figure both runs have, by the rule of bench/regression.py: measured = how
     much worse than before in % (negative: better); a gate fails only when that exceeds max_pct
     AND the bootstrap interval of the ratio lies beyond 1 (outside the measured spread)."""
@@ -200,10 +204,9 @@ def regression_gates(bench: BenchRun, previous: dict[str, Any], max_pct: float,
         c = change(old, fig)
         regressed, why = c.regression(max_pct, floor_s)
         interval = f", ratio {c.ratio:.3f} {c.interval_text()}" if c.ratio is not None else ""
-        detail = (f"% worse than the previous release ({old['value']:.4g} -> {fig.value:.4g} {fig.unit}{interval}): "
-                  f"{why}")
+        detail = f"worse than {against} ({old['value']:.4g} -> {fig.value:.4g} {fig.unit}{interval}): {why}"
         gates.append(Gate(name=f"regression: {fig.label}", threshold=max_pct, measured=round(c.worse_pct or 0.0, 2),
-                          passed=not regressed, comparison="<=", detail=detail))
+                          passed=not regressed, comparison="<=", detail=detail, unit="%"))
     return gates
 
 

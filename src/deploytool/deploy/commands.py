@@ -71,7 +71,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     store = ProfileStore(options.profiles_dirs)
     profile = choose_profile(slot, options.profile_name, gather_slot(engine, slot).fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=options.host_port, bind=options.bind,
-                         wheelhouse=options.wheelhouse)
+                         wheelhouse=options.wheelhouse, publishes=options.publishes)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
     checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,

@@ -46,6 +46,9 @@ class UpOptions:
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
     wheelhouse: Path | None = None  # as given to `build --wheelhouse`: part of the image's tag
+    # False for what publishes no port (the CPU twin): the port is neither probed nor checked,
+    # since whoever listens there takes nothing from it
+    publishes: bool = True
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -102,7 +105,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
                          hint="download the model there, or point model.host_path at where it is")
     memory = memory_check(facts.memory, profile, skip=options.skip_memory_plan, slot=facts.slot.name)
     warnings += memory.warnings
-    port = facts.port
+    port = facts.port if options.publishes else None
     if port is not None and not port.free:
         if port.error:
             raise DeployError(f"cannot publish on {port.bind}:{port.port}: {port.error}")

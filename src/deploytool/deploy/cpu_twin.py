@@ -136,6 +136,8 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
     changes.append("restart: no; health check off")
     server["container_name"] = f"{project}-server"
     server["labels"] = {labels.INSTANCE: labels.instance(), labels.CPU_TWIN: release_project}
+    if "networks" in twin:  # its network is the twin's too, never a release's
+        twin["networks"] = {"default": {"labels": dict(server["labels"])}}
     changes.append(f"labels: {labels.CPU_TWIN}={release_project} instead of a release's ({labels.MANAGED} and the "
                    "rest): `status`, `rollback` and `prune` never see it")
     return twin, changes

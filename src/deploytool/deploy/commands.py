@@ -109,16 +109,16 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     seconds=outcome.seconds, model=plan.model)
 
 
-def plan_for_rollback(slot: Slot, *, engine: Engine) -> Plan:
-    return plan_rollback(gather_slot(engine, slot))
+def plan_for_rollback(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
+    return plan_rollback(gather_slot(engine, slot), drain_timeout)
 
 
 def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-             hooks: Hooks | None = None) -> RollbackResult:
+             hooks: Hooks | None = None, drain_timeout: float | None = None) -> RollbackResult:
     engine = engine or Engine()
     started = time.monotonic()
     with slot_lock(slot.name, "rollback"):
-        plan = plan_for_rollback(slot, engine=engine)
+        plan = plan_for_rollback(slot, engine=engine, drain_timeout=drain_timeout)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and cutover.previous is not None and outcome.serving is not None

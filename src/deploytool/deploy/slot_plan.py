@@ -43,10 +43,10 @@ def plan_start(facts: Facts) -> Plan:
             raise DeployError(f"slot {slot.name} has no release to start",
                               hint=f"`deploytool up {slot.option} --profile NAME` makes its first release")
         target = max(facts.releases, key=lambda r: r.release)  # no pointer (a crash mid-up): the newest
-    steps = bring_back(facts, target)
-    if facts.pointers.current != target.release:
-        steps.append(CutOver(release=target.release, previous=facts.pointers.previous,
-                             next_release=max(facts.pointers.next_release, target.release + 1)))
+    # the cut-over records it as current (a crash mid-up may have left no pointer) and runs the
+    # post-cutover hook, which puts the slot back into the gateway that `stop`'s pre-stop took it out of
+    steps = bring_back(facts, target) + [CutOver(release=target.release, previous=facts.pointers.previous,
+                                                 next_release=max(facts.pointers.next_release, target.release + 1))]
     return Plan(action="start", slot=slot.name, release=target.release, serving=None, fallback=None, steps=steps,
                 restore=[Stop(release=target.release, container=target.container_name,
                               reason="failed to start, kept for inspection", only_if_running=True)],

@@ -126,3 +126,26 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert not docker_engine.volume_exists(Slot().cache_volume()) and not slot_path("cpu").exists()
     nothing = slot_env("down", "--cpu", "--json")
     assert nothing.returncode == 1 and "has nothing to remove" in _json(nothing)["error"]["message"]
+
+
+def test_a_test_instance_never_touches_another_instances_release(slot_env, profiles_dir, tmp_path, docker_engine):
+    """A person's release left serving (the demo's: another instance, another state directory)
+    and this test's slot of the same name: stop and down of the test's touch only the test's."""
+    from conftest import free_port, run_cli
+    from deploytool.host import labels
+
+    theirs = {"DEPLOYTOOL_INSTANCE": f"{labels.instance()}-person", "DEPLOYTOOL_HOME": str(tmp_path / "person")}
+    port = free_port()
+    try:
+        made = run_cli("up", "--cpu", "--profile", "t-good", "--port", str(port), "--skip-qualify",
+                       "--profiles-dir", str(profiles_dir), env=theirs)
+        assert made.returncode == 0, made.stderr
+        assert up(slot_env, "t-good2").returncode == 0
+        assert slot_env("stop", "--cpu").returncode == 0
+        assert slot_env("down", "--cpu", "--volumes").returncode == 0
+        # theirs serves on, untouched: its container, its network, its cache volume
+        assert served_decode_tps(port) == 2000
+        status = json.loads(run_cli("status", "--json", env=theirs).stdout)["slots"]
+        assert [(s["slot"], s["serving"]) for s in status] == [("cpu", 1)]
+    finally:
+        assert run_cli("down", "--cpu", "--volumes", env=theirs).returncode == 0

@@ -186,7 +186,7 @@ def up_command(
 def cpu_twin_command(
     gpu: Annotated[list[str], typer.Option("--gpu", help="GPU UUID of the slot whose release is twinned (repeat for several cards).")],
     profile: ProfileOpt = None,
-    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (checked free, as `up` does; the twin publishes none).")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (in its document; not checked: the twin publishes none, so a server there does not stop it).")] = None,
     bind: BindOpt = "127.0.0.1",
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).")] = None,

@@ -93,6 +93,28 @@ def engine_problem() -> str | None:
     return _ENGINE_PROBLEM  # type: ignore[return-value]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_of_this_run_left_on_the_engine():
+    """After the session: whatever of this run's instance a test left on the engine (a test that
+    failed before its own clean-up) goes, so the engine holds nothing of the run afterwards;
+    only when a docker test ran here. Another instance's (a person's, another run's) is never
+    touched: everything is found by this run's instance label."""
+    yield
+    if _ENGINE_PROBLEM is not None:  # no docker test ran in this process, or no engine
+        return
+    import docker
+
+    from deploytool.host import labels
+
+    client = docker.from_env(timeout=60)
+    mine = {"label": f"{labels.INSTANCE}={labels.instance()}"}
+    for kind in ("containers", "volumes", "networks"):
+        listing = getattr(client, kind)
+        for item in listing.list(all=True, filters=mine) if kind == "containers" else listing.list(filters=mine):
+            with contextlib.suppress(docker.errors.APIError):
+                item.remove(force=True) if kind != "networks" else item.remove()
+
+
 @pytest.fixture
 def docker_engine():
     problem = engine_problem()

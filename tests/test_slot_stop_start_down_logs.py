@@ -46,6 +46,7 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert up(slot_env, "t-good").returncode == 0
     two = up(slot_env, "t-good2")
     assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
+    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
 
     # stop: drained by the server's count (nothing in flight: 0 waited for), stopped, both kept
     plan = _json(slot_env("stop", "--cpu", "--dry-run", "--json"))["plan"]

@@ -46,6 +46,7 @@ class UpResult:
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
     model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
+    drains: list[dict[str, Any]] = field(default_factory=list)  # the hand-over's drain (drain.Drain)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class RollbackResult:
     stopped: int  # the release rolled back from
     url: str
     seconds: float
+    drains: list[dict[str, Any]] = field(default_factory=list)  # the stop's drain (drain.Drain)
 
 
 @dataclass
@@ -106,7 +108,7 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     url=outcome.serving.url, previous=cutover.previous,
                     built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
                     qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,
-                    seconds=outcome.seconds, model=plan.model)
+                    seconds=outcome.seconds, model=plan.model, drains=outcome.drains)
 
 
 def plan_for_rollback(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
@@ -123,7 +125,7 @@ def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | N
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and cutover.previous is not None and outcome.serving is not None
     return RollbackResult(slot=slot.name, release=plan.release, stopped=cutover.previous, url=outcome.serving.url,
-                          seconds=round(time.monotonic() - started, 2))
+                          seconds=round(time.monotonic() - started, 2), drains=outcome.drains)
 
 
 def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine) -> Plan:

@@ -29,6 +29,8 @@ demo: setup base-image
 # skip, saying why, when not); everything else runs anywhere. TEST_WORKERS processes (pytest-xdist):
 # four, on two cores, since most of a docker test is waiting on a container or a health check;
 # the longest units first (tests/run_plan.py); TEST_WORKERS=0 runs everything in this process.
+# Before it starts, scripts/test-notice.sh says what on this host could interfere (a release of
+# deploytool already serving, a busy default port) and how the suite avoids it; it goes on.
 # PYTEST_ARGS goes to pytest as it is (e.g. `--randomly-seed=N` to repeat an order, `-k NAME`).
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
@@ -39,6 +41,7 @@ test:
 	  if docker info >/dev/null 2>&1; then scripts/make-base-image.sh $(BASE_IMAGE) \
 	  || echo "no base image: the integration tests will skip, saying why"; fi; } & images=$$!; \
 	$(MAKE) --no-print-directory setup; venv=$$?; wait $$images; [ $$venv = 0 ]
+	@scripts/test-notice.sh $(BIN)/python
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The real GPU image of the RTX 5090 profile on the registry-free wheels base, built and proven

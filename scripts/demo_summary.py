@@ -12,4 +12,6 @@ for slot in json.load(sys.stdin)["slots"]:
         print(f"  release {r['release']}{role}: {r['profile']} [{r['state']}, {r['health'] or 'stopped'}] {r['image']}")
 print("The reference runtime is a simulator, not a model: docs/sim.md lists the rules it answers by.")
 print(f"Qualification reports: {slot_dir('cpu')}/releases/<N>/qualify/report.html")
-print("Stop it with: docker stop $(docker ps -q --filter label=dev.deploytool.slot=cpu)")
+print("Its server log: deploytool logs --cpu (--follow to keep reading)")
+print("Take it out of service: deploytool stop --cpu (deploytool start --cpu puts it back; "
+      "deploytool down --cpu removes the slot)")

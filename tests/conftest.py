@@ -24,10 +24,22 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
 
 
+# What a person's shell may set for their own deploytool that the suite reads for itself (the
+# shared download cache, opt-in image tests, the wheel index for those): everything else of
+# DEPLOYTOOL_* is theirs (an instance, a state directory, profiles, hooks, a stand-in NVML host)
+# and would steer the tests onto their releases or off the host the tests describe.
+_SUITE_VARIABLES = {"DEPLOYTOOL_TEST_CACHE", "DEPLOYTOOL_GPU_IMAGE", "DEPLOYTOOL_GPU_WHEELHOUSE",
+                    "DEPLOYTOOL_TORCH_INDEX_URL", "DEPLOYTOOL_GPU_CHECK_CACHE"}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # The controller picks the run's name and its xdist workers inherit it; each worker runs docker
     # tests beside the others, so each gets its own name (containers, volumes, networks, slots).
-    os.environ.setdefault("DEPLOYTOOL_INSTANCE", f"test-{secrets.token_hex(3)}")
+    # The controller always picks a new one: a person's DEPLOYTOOL_INSTANCE names their releases.
+    if not hasattr(config, "workerinput"):
+        for name in [n for n in os.environ if n.startswith("DEPLOYTOOL_") and n not in _SUITE_VARIABLES]:
+            del os.environ[name]
+        os.environ["DEPLOYTOOL_INSTANCE"] = f"test-{secrets.token_hex(3)}"
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker:
         os.environ["DEPLOYTOOL_INSTANCE"] += f"-{worker}"
@@ -79,6 +91,28 @@ def engine_problem() -> str | None:
     if _ENGINE_PROBLEM is False:
         _ENGINE_PROBLEM = _engine_problem()
     return _ENGINE_PROBLEM  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _nothing_of_this_run_left_on_the_engine():
+    """After the session: whatever of this run's instance a test left on the engine (a test that
+    failed before its own clean-up) goes, so the engine holds nothing of the run afterwards;
+    only when a docker test ran here. Another instance's (a person's, another run's) is never
+    touched: everything is found by this run's instance label."""
+    yield
+    if _ENGINE_PROBLEM is not None:  # no docker test ran in this process, or no engine
+        return
+    import docker
+
+    from deploytool.host import labels
+
+    client = docker.from_env(timeout=60)
+    mine = {"label": f"{labels.INSTANCE}={labels.instance()}"}
+    for kind in ("containers", "volumes", "networks"):
+        listing = getattr(client, kind)
+        for item in listing.list(all=True, filters=mine) if kind == "containers" else listing.list(filters=mine):
+            with contextlib.suppress(docker.errors.APIError):
+                item.remove(force=True) if kind != "networks" else item.remove()
 
 
 @pytest.fixture
@@ -204,6 +238,20 @@ def free_port() -> int:
                 continue
             return port
     raise RuntimeError(f"no free loopback port in {_PORTS.start}-{_PORTS.stop - 1}")
+
+
+@contextlib.contextmanager
+def hold_port(port: int, bind: str = "127.0.0.1"):
+    """The port busy for the block, whoever holds it: a socket of the test's own listens there,
+    unless something of the host's already does (then it is busy all the same). A test of what
+    deploytool says about a taken default port owns that state instead of hoping for a free one."""
+    with socket.socket() as sock:
+        try:
+            sock.bind((bind, port))
+            sock.listen()
+        except OSError:
+            pass  # already held by another listener: the port is just as busy
+        yield port
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -68,9 +68,8 @@ def remove_instance(engine) -> None:
         c.remove(force=True)
     for v in engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
         v.remove(force=True)
-    for n in engine.client.networks.list(filters={"name": labels.name_prefix()}):
-        if not n.containers:
-            n.remove()
+    for n in engine.client.networks.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+        n.remove()
 
 
 def up(cli, profile: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -36,6 +36,9 @@ def test_cpu_render_carries_profile_health_labels_and_no_devices():
     assert server["ipc"] == "host" and "deploy" not in server
     assert server["volumes"][0]["target"] == "/cache"
     assert doc["volumes"]["jit-cache"]["external"] is True
+    # its network carries the instance and the slot, as its container does (clean-up by label)
+    assert doc["networks"]["default"]["labels"] == {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
+                                                    labels.SLOT: "cpu"}
 
 
 def test_gpu_render_pins_every_uuid():

@@ -65,3 +65,41 @@ def test_compose_reads_the_twin_with_the_probe_and_the_command_unchanged():
     assert server["entrypoint"] == [release["services"]["server"]["command"][0], "-c", probe]
     assert server["command"] == release["services"]["server"]["command"]
     assert "deploy" not in server and "ports" not in server
+
+
+def test_a_busy_port_refuses_up_but_not_the_twin_which_publishes_none(tmp_path, docker_engine) -> None:
+    """The twin plans the release with every check of `up` but the port's: a server of the host's
+    own on the release's port (the demo's release, a person's SGLang) takes nothing from it. The
+    test holds the profile's default port itself, so the answer does not depend on the host."""
+    import hashlib
+    import json
+
+    from conftest import hold_port, run_cli
+
+    name, hub = "h200-qwen3.6-35b-a3b-fp8", "Qwen/Qwen3.6-35B-A3B-FP8"
+    files = package_dir().parents[1] / "tests" / "data" / "models" / "qwen3.6-35b-a3b-fp8"
+    commit = hashlib.sha1(hub.encode()).hexdigest()
+    root = tmp_path / "hf" / "hub" / ("models--" + hub.replace("/", "--"))
+    snapshot = root / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for source in files.iterdir():
+        (snapshot / source.name).write_bytes(source.read_bytes())
+    for shard in set(json.loads((snapshot / "model.safetensors.index.json").read_text())["weight_map"].values()):
+        (snapshot / shard).write_bytes(b"")
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(commit)
+    hosts = package_dir().parents[1] / "tests" / "data" / "nvml-hosts"
+    card = "GPU-902fbb9d-b99b-972e-6fe3-7af41ed2314c"  # the lent H200 of h200-lent.yaml
+    env = {"DEPLOYTOOL_NVML_STANDIN": str(hosts / "h200-lent.yaml"), "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}
+    port = ProfileStore().get(name).server.port
+    with hold_port(port):
+        up = run_cli("up", "--gpu", card, "--profile", name, "--dry-run", "--json", env=env)
+        assert up.returncode == 1, up.stdout + up.stderr
+        assert f"port {port} on 127.0.0.1 is already in use" in json.loads(up.stdout)["error"]["message"]
+        twin = run_cli("cpu-twin", "--gpu", card, "--profile", name, "--json", env=env)
+    # past every check of the plan, the port's too: what stops it is the image it would run,
+    # which this engine has not built (the twin runs the release's own image)
+    error = json.loads(twin.stdout)["error"]
+    assert "already in use" not in error["message"], error
+    assert "is not on this engine: the twin runs the release's image" in error["message"]
+    assert f"deploytool build --profile {name}" in error["hint"]

@@ -93,6 +93,10 @@ def test_a_port_held_by_another_process_is_refused_but_the_serving_release_may_h
     other_slot = PortFacts("127.0.0.1", 30000, holder="release 4 of slot gpu-x", holder_release=("gpu-x", 4))
     with pytest.raises(DeployError, match="release 4 of slot gpu-x"):
         plan_up(facts(release(1, "running"), current=1, port=other_slot), SIM, UpOptions(skip_qualify=True))
+    # what publishes no port (the CPU twin) is planned with every other check, the port's left out
+    plan = plan_up(facts(release(1, "running"), current=1, port=taken), SIM,
+                   UpOptions(skip_qualify=True, publishes=False))
+    assert plan.serving == 1
 
 
 def test_an_unknown_gpu_is_refused_and_an_unreadable_inventory_only_warns():

@@ -338,8 +338,12 @@ def test_the_cpu_twin_runs_the_release_command_through_the_forks_parser(fork: Si
                                                                          fork_image: SimpleNamespace, docker_engine,
                                                                          on_the_card: SimpleNamespace,
                                                                          deploytool_home: Path) -> None:
+    from conftest import hold_port
+
     twin = ["cpu-twin", "--gpu", CARD, "--profile", "fork-cpu-test", "--wheelhouse", str(fork_image.house)]
-    out = run_cli(*twin, "--json", env=on_the_card.env)
+    # the twin publishes no port: the profile's own held by another process does not stop it
+    with hold_port(ProfileStore([TEST_PROFILES, fork.profiles]).get("fork-cpu-test").server.port):
+        out = run_cli(*twin, "--json", env=on_the_card.env)
     assert out.returncode == 0, out.stdout + out.stderr
     result = json.loads(out.stdout)
     assert result["ok"] and result["exit_code"] == 0

@@ -97,10 +97,9 @@ def test_qualify_job_waits_for_the_canary_health_then_gives_up():
         assert ok.returncode == 0
     finally:
         server.shutdown()
-    started = time.monotonic()
+    # its own verdict on its 1 s budget (a script that waited on regardless hits run's timeout)
     gone = subprocess.run([sys.executable, "-c", wait[2], url, "1"], capture_output=True, text=True, timeout=60)
     assert gone.returncode == 1 and "never became healthy" in gone.stderr
-    assert time.monotonic() - started < 30
 
 
 def test_qualify_job_command_is_one_deploytool_accepts():

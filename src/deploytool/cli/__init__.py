@@ -19,6 +19,7 @@ from . import qualify_cmds  # noqa: E402,F401  qualify
 from . import bench_cmds  # noqa: E402,F401  bench, compare
 from . import memory_cmds  # noqa: E402,F401  plan-memory
 from . import rollout_cmds  # noqa: E402,F401  rollout, watch
+from . import slot_cmds  # noqa: E402,F401  stop, start, down, logs
 from . import host_cmds  # noqa: E402,F401  gpus, slots, doctor
 from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
 

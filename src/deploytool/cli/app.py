@@ -35,6 +35,7 @@ ProfilesDirOpt = Annotated[
 GpuOpt = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
 CpuSlotOpt = Annotated[Optional[str], typer.Option("--cpu-slot", help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).")]
+DrainOpt = Annotated[Optional[float], typer.Option("--drain-timeout", help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).")]
 HooksOpt = Annotated[Optional[Path], typer.Option("--hooks", help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
 # The profile is named the same way in every command: --profile NAME.

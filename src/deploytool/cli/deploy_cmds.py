@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..deploy.steps import Plan
 
 from . import k8s_cmds
-from .app import (CpuOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
+from .app import (CpuOpt, DrainOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
                   console_err, print_json)
 
 cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
@@ -165,6 +165,7 @@ def up_command(
     profiles_dir: ProfilesDirOpt = None,
     hooks_dir: HooksOpt = None,
     wheelhouse: WheelhouseOpt = None,
+    drain_timeout: DrainOpt = None,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
@@ -176,7 +177,8 @@ def up_command(
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
-                        retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
+                        retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse,
+                        drain_timeout=drain_timeout)
     _plan_or_apply(dry_run, json_output,
                    lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run())[0],
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
@@ -187,7 +189,7 @@ def up_command(
 def cpu_twin_command(
     gpu: Annotated[list[str], typer.Option("--gpu", help="GPU UUID of the slot whose release is twinned (repeat for several cards).")],
     profile: ProfileOpt = None,
-    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (checked free, as `up` does; the twin publishes none).")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (in its document; not checked: the twin publishes none, so a server there does not stop it).")] = None,
     bind: BindOpt = "127.0.0.1",
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).")] = None,
@@ -218,7 +220,8 @@ def cpu_twin_command(
 
 @app.command("rollback")
 def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
-                     dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:
+                     dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None,
+                     drain_timeout: DrainOpt = None) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     from ..deploy import commands as deploy
@@ -226,8 +229,9 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotO
     from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine()),
-                   lambda reporter: deploy.rollback(slot, reporter=reporter,
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine(),
+                                                                          drain_timeout=drain_timeout),
+                   lambda reporter: deploy.rollback(slot, reporter=reporter, drain_timeout=drain_timeout,
                                                     hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
                              f"release {r.stopped} stopped ({r.seconds} s)")

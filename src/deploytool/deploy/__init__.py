@@ -10,6 +10,9 @@
     rollout.py   several slots, at most --max-unavailable out of service at a time
     watch.py     the supervisor: restart what Docker will not, roll back a crash loop
     commands.py  up, rollback, prune: the three put together, under the slot's lock
+    slot_plan.py pure decisions: plan_stop, plan_start, plan_down
+    slot_commands.py  stop, start, down (under the slot's lock) and logs
+    drain.py     before a serving release stops: wait for the server's own count to reach zero
     status.py    what runs where
     doctor.py    is this host ready to build and deploy
 

@@ -47,6 +47,7 @@ class UpResult:
     pruned: list[int] = field(default_factory=list)
     seconds: float = 0.0
     model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
+    drains: list[dict[str, Any]] = field(default_factory=list)  # the hand-over's drain (drain.Drain)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class RollbackResult:
     stopped: int  # the release rolled back from
     url: str
     seconds: float
+    drains: list[dict[str, Any]] = field(default_factory=list)  # the stop's drain (drain.Drain)
 
 
 @dataclass
@@ -73,7 +75,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
     fallback = gather_slot(engine, slot).fallback
     profile = choose_profile(slot, options.profile_name, fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=publish_port(options, fallback, profile)[0], bind=options.bind,
-                         wheelhouse=options.wheelhouse)
+                         wheelhouse=options.wheelhouse, publishes=options.publishes)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
     checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,
@@ -108,24 +110,24 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     url=outcome.serving.url, previous=cutover.previous,
                     built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
                     qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,
-                    seconds=outcome.seconds, model=plan.model)
+                    seconds=outcome.seconds, model=plan.model, drains=outcome.drains)
 
 
-def plan_for_rollback(slot: Slot, *, engine: Engine) -> Plan:
-    return plan_rollback(gather_slot(engine, slot))
+def plan_for_rollback(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
+    return plan_rollback(gather_slot(engine, slot), drain_timeout)
 
 
 def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-             hooks: Hooks | None = None) -> RollbackResult:
+             hooks: Hooks | None = None, drain_timeout: float | None = None) -> RollbackResult:
     engine = engine or Engine()
     started = time.monotonic()
     with slot_lock(slot.name, "rollback"):
-        plan = plan_for_rollback(slot, engine=engine)
+        plan = plan_for_rollback(slot, engine=engine, drain_timeout=drain_timeout)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and cutover.previous is not None and outcome.serving is not None
     return RollbackResult(slot=slot.name, release=plan.release, stopped=cutover.previous, url=outcome.serving.url,
-                          seconds=round(time.monotonic() - started, 2))
+                          seconds=round(time.monotonic() - started, 2), drains=outcome.drains)
 
 
 def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine) -> Plan:

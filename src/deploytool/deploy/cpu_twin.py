@@ -25,7 +25,7 @@ import copy
 import re
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,8 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
     changes.append("restart: no; health check off")
     server["container_name"] = f"{project}-server"
     server["labels"] = {labels.INSTANCE: labels.instance(), labels.CPU_TWIN: release_project}
+    if "networks" in twin:  # its network is the twin's too, never a release's
+        twin["networks"] = {"default": {"labels": dict(server["labels"])}}
     changes.append(f"labels: {labels.CPU_TWIN}={release_project} instead of a release's ({labels.MANAGED} and the "
                    "rest): `status`, `rollback` and `prune` never see it")
     return twin, changes
@@ -159,7 +161,9 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
                          hint="cpu-twin takes a GPU slot (--gpu UUID) and starts what of its release runs without a card")
     engine = engine or Engine()
     started = time.monotonic()
-    plan, profile = plan_for_up(slot, options, engine=engine)
+    # every check `up` makes but the port's: the twin publishes none, so a server on the
+    # release's port (the demo's, a person's own) takes nothing from it
+    plan, profile = plan_for_up(slot, replace(options, publishes=False), engine=engine)
     assert plan.compose is not None and plan.release is not None and plan.image is not None
     reference = image or plan.image
     if engine.image(reference) is None:

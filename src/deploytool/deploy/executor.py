@@ -13,6 +13,7 @@ that brought the previous release back calls `after_restore` (a `post-rollback`)
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +29,14 @@ from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..profiles import Profile
 from ..release.slots import Slot
-from ..release.state import SlotPointers, journal, read_pointers, release_dir, write_pointers
+from ..release.state import SlotPointers, journal, read_pointers, release_dir, release_path, write_pointers
 from ..release.targets import Target, qualify_results_path
 from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks
 from .reporter import Reporter
-from .steps import Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy, WriteRelease
+from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Remove, RemoveSlot, Start, Step, Stop,
+                    WaitHealthy, WriteRelease)
 
 
 @dataclass
@@ -48,6 +50,8 @@ class Outcome:
     pruned: list[int] = field(default_factory=list)
     serving: Release | None = None  # the release that serves at the end
     seconds: float = 0.0
+    drains: list[dict[str, Any]] = field(default_factory=list)  # each serving release's drain before its stop
+    removed: list[str] = field(default_factory=list)  # what a `down` removed
 
 
 @dataclass
@@ -118,8 +122,8 @@ def _journal_start(plan: Plan) -> None:
                 model=(plan.model or {}).get("identity"))
         if plan.skip_qualify:
             journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
-    elif plan.action == "rollback":
-        journal("rollback.start", slot=plan.slot, release=plan.release, current=plan.serving)
+    elif plan.action in ("rollback", "stop", "start", "down"):
+        journal(f"{plan.action}.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
 
 def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
@@ -132,7 +136,9 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
     """Run the plan's restore steps; always raises, saying what serves on the slot now.
     The error keeps its kind (an interrupted up still exits 130 after the restore)."""
     plan, kind = run.plan, (Interrupted if isinstance(failure, Interrupted) else DeployError)
-    headline = failure.message if plan.action == "up" else f"rollback to release {plan.release} failed: {failure.message}"
+    headline = (failure.message if plan.action == "up" else
+                f"rollback to release {plan.release} failed: {failure.message}" if plan.action == "rollback" else
+                f"{plan.action} of slot {plan.slot} failed: {failure.message}")
     fallback = plan.fallback
     for step in plan.restore:
         try:
@@ -190,9 +196,28 @@ def _stop(run: _Run, step: Stop) -> None:
     release = run.engine.release(run.plan.slot, step.release)
     if release is None or (step.only_if_running and release.state not in ("running", "restarting")):
         return
+    if step.drain_s is not None and step.url and release.running:
+        _drain(run, step)
     run.reporter.step(f"stopping release {step.release} ({step.reason})")
     run.engine.stop(release)
     journal("release.stopped", slot=run.plan.slot, release=step.release, reason=step.reason)
+
+
+def _drain(run: _Run, step: Stop) -> None:
+    """After the pre-stop hook took the release out of the gateway: wait for what it still runs,
+    by the server's own count, at most the drain timeout; what is left is said, then cut."""
+    from .drain import drain
+
+    assert step.url is not None and step.drain_s is not None
+    try:
+        key = release_inputs.release_api_key(run.plan.slot, step.release)
+    except DeploytoolError:
+        key = None  # /metrics then answers 401, and the drain says it could not count
+    run.reporter.step(f"draining release {step.release} (at most {step.drain_s:g} s)")
+    result = drain(step.url, step.release, step.drain_s, api_key=key)
+    journal("release.drained", slot=run.plan.slot, **result.to_json())
+    run.outcome.drains.append(result.to_json())
+    (run.reporter.step if result.drained else run.reporter.warn)(result.describe())
 
 
 def _prepare_cache(run: _Run, step: PrepareCache) -> None:
@@ -312,11 +337,44 @@ def _prune(run: _Run, step: Prune) -> None:
         run.reporter.warn(f"pruning old releases failed: {exc}")
 
 
+def _remove(run: _Run, step: Remove) -> None:
+    """A release of a slot taken down: its compose project (container and network) and, should
+    compose not know it any more, its container by label."""
+    engine, slot = run.engine, run.plan.slot
+    compose_file = release_path(slot, step.release) / "compose.yaml"
+    if compose_file.exists():
+        engine.compose(step.project, compose_file, "down", "--remove-orphans", check=False)
+    release = engine.release(slot, step.release)
+    if release is not None:
+        engine.remove(release)
+    journal("release.removed", slot=slot, release=step.release)
+    run.outcome.removed.append(f"release {step.release} ({step.container})")
+    run.reporter.step(f"removed release {step.release}")
+
+
+def _remove_slot(run: _Run, step: RemoveSlot) -> None:
+    engine, slot = run.engine, run.plan.slot
+    for name in engine.remove_networks(slot):
+        run.outcome.removed.append(f"network {name}")
+    if step.volume and engine.volume_exists(step.volume):
+        engine.remove_volume(step.volume)
+        run.outcome.removed.append(f"volume {step.volume}")
+    if step.state:
+        journal("slot.removed", slot=slot, state=step.state, volume=step.volume)
+        shutil.rmtree(step.state, ignore_errors=True)
+        run.outcome.removed.append(f"state {step.state}")
+    else:
+        write_pointers(slot, SlotPointers(current=None, previous=None,
+                                          next_release=read_pointers(slot).next_release))
+        journal("slot.removed", slot=slot, state=None, volume=step.volume)
+
+
 def _json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
 APPLY: dict[type, Callable[[_Run, Any], None]] = {
     Build: _build, WriteRelease: _write_release, Stop: _stop, PrepareCache: _prepare_cache, Start: _start,
-    WaitHealthy: _wait_healthy, Qualify: _qualify, CutOver: _cut_over, Prune: _prune,
+    WaitHealthy: _wait_healthy, Qualify: _qualify, CutOver: _cut_over, Prune: _prune, Remove: _remove,
+    RemoveSlot: _remove_slot,
 }

@@ -98,9 +98,10 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
-                 bind: str, wheelhouse: Path | None = None) -> Facts:
+                 bind: str, wheelhouse: Path | None = None, publishes: bool = True) -> Facts:
     """Everything plan_up needs for `profile` on `slot` (`wheelhouse`: the image's tag is the
-    one `build --wheelhouse` makes)."""
+    one `build --wheelhouse` makes; `publishes`: False when nothing will listen on the port, which
+    is then not probed)."""
     facts = gather_slot(engine, slot)
     facts.inventory = None if slot.is_cpu else read_inventory()
     build = plan_build(profile, wheelhouse=wheelhouse)
@@ -109,7 +110,7 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     facts.image = ImageFacts(reference=build.tag, present=present is not None,
                              labels=dict(present.labels or {}) if present is not None else None,
                              base_ref=build.base_ref, base_id=base.id if base is not None else None)
-    facts.port = port_facts(engine, bind, host_port or profile.server.port)
+    facts.port = port_facts(engine, bind, host_port or profile.server.port) if publishes else None
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
         facts.model_folder_exists = Path(profile.model.host_path).is_dir()

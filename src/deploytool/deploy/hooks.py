@@ -116,7 +116,7 @@ class GatewayHooks(Hooks):
         self.runs: list[HookRun] = []
 
     def before_step(self, plan: Plan, step: Step) -> None:
-        if not isinstance(step, Stop) or plan.action not in ("up", "rollback"):
+        if not isinstance(step, Stop) or plan.action not in ("up", "rollback", "stop", "down"):
             return
         run = self.event("pre-stop", slot=plan.slot, release=step.release, url=step.url or plan.url,
                          profile=plan.profile, action=plan.action, next_release=plan.release)

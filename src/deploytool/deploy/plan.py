@@ -49,6 +49,10 @@ class UpOptions:
     # `up --dry-run`: weights that are not here yet are a warning, not a refusal (a plan is
     # wanted before a download of tens of GB; the real `up` still refuses without them)
     dry_run: bool = False
+    # False for what publishes no port (the CPU twin): the port is neither probed nor checked,
+    # since whoever listens there takes nothing from it
+    publishes: bool = True
+    drain_timeout: float | None = None  # the serving release's drain (None: its recorded health.drain_timeout)
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -124,7 +128,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
                          hint="download the model there, or point model.host_path at where it is")
     memory = memory_check(facts.memory, profile, skip=options.skip_memory_plan, slot=facts.slot.name)
     warnings += memory.warnings
-    port = facts.port
+    port = facts.port if options.publishes else None
     if port is not None and not port.free:
         if port.error:
             raise DeployError(f"cannot publish on {port.bind}:{port.port}: {port.error}")
@@ -221,7 +225,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     ]
     if serving:
         steps.append(Stop(release=serving.release, container=serving.container_name,
-                          reason=f"handing over to {number}; kept for rollback", url=serving.url))
+                          reason=f"handing over to {number}; kept for rollback", url=serving.url,
+                          drain_s=drain_for(facts, serving.release, options.drain_timeout)))
     steps += [
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
@@ -301,7 +306,17 @@ def plan_prune(facts: Facts, retention: int = DEFAULT_RETENTION) -> Plan:
                 steps=[Prune(releases=doomed, retention=retention)])
 
 
-def plan_rollback(facts: Facts) -> Plan:
+def drain_for(facts: Facts, release: int, override: float | None) -> float:
+    """How long a stop of `release` waits for its requests: --drain-timeout, else its record's."""
+    if override is not None:
+        if override < 0:
+            raise UsageError(f"--drain-timeout {override:g}: expected 0 seconds or more")
+        return override
+    health = facts.health.get(release)
+    return float(health.drain_timeout if health else 30)
+
+
+def plan_rollback(facts: Facts, drain_timeout: float | None = None) -> Plan:
     """Stop the current release, start the rollback target and verify it; if the target
     fails, the current release is brought back (a card holds one copy of the model)."""
     slot, current = facts.slot, facts.serving
@@ -317,7 +332,7 @@ def plan_rollback(facts: Facts) -> Plan:
     steps: list[Step] = []
     if current is not None:
         steps.append(Stop(release=current.release, container=current.container_name, reason="rolling back",
-                          url=current.url))
+                          url=current.url, drain_s=drain_for(facts, current.release, drain_timeout)))
     steps += bring_back(facts, target)
     steps.append(CutOver(release=target.release, previous=stopped, next_release=facts.pointers.next_release,
                          event="rollback"))

@@ -37,13 +37,15 @@ class RolloutOptions:
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
     dry_run: bool = False  # each slot's plan as `up --dry-run` makes it (weights not yet here: warned)
+    drain_timeout: float | None = None  # each slot's stop waits this long for its requests (None: its record's)
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps, so that --resume can run the same rollout again."""
         return {"profile": self.profile_name, "slots": [{"name": s.name, "gpus": list(s.gpus)} for s in self.slots],
                 "max_unavailable": self.max_unavailable, "canary_qualify": self.canary_qualify,
                 "undo_on_failure": self.undo_on_failure, "qualify_limit": self.qualify_limit,
-                "retention": self.retention, "profiles_dirs": [str(p) for p in self.profiles_dirs or []]}
+                "retention": self.retention, "profiles_dirs": [str(p) for p in self.profiles_dirs or []],
+                "drain_timeout": self.drain_timeout}
 
 
 @dataclass
@@ -101,7 +103,8 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
     return UpOptions(profile_name=profile.name, host_port=fallback.host_port if fallback else None,
                      bind=fallback.host_ip if fallback else "127.0.0.1", qualify_suites=suites,
                      qualify_overrides=overrides, qualify_limit=options.qualify_limit,
-                     retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run)
+                     retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run,
+                     drain_timeout=options.drain_timeout)
 
 
 def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, *, rollout_id: str,

@@ -46,9 +46,13 @@ class Stop:
     reason: str
     only_if_running: bool = False  # a restore stops a failed release only if it still runs
     url: str | None = None  # where it answers now (a pre-stop hook drains this upstream)
+    # a serving release: after the pre-stop hook, wait at most this long until the server reports
+    # no running and no queued request (deploy/drain.py); None: stopped at once (a failed release)
+    drain_s: float | None = None
 
     def describe(self) -> str:
-        return f"stop release {self.release} ({self.reason})"
+        drain = f"; drained first, at most {self.drain_s:g} s" if self.drain_s is not None and self.url else ""
+        return f"stop release {self.release} ({self.reason}{drain})"
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,35 @@ class Prune:
         return f"prune stopped releases beyond {self.retention}: {which}"
 
 
-Step = Build | WriteRelease | Stop | PrepareCache | Start | WaitHealthy | Qualify | CutOver | Prune
+@dataclass(frozen=True)
+class Remove:
+    """Remove a release: its container and its compose project (with the project's network)."""
+
+    release: int
+    project: str
+    container: str
+
+    def describe(self) -> str:
+        return f"remove release {self.release} ({self.container}, compose project {self.project} and its network)"
+
+
+@dataclass(frozen=True)
+class RemoveSlot:
+    """What a slot keeps beyond its releases: networks left by label, and with --volumes its JIT
+    cache volume and its state folder (pointers, rendered files, reports)."""
+
+    networks: list[str]
+    volume: str | None = None
+    state: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"remove networks left of the slot: {', '.join(self.networks) or 'none'}"]
+        parts.append(f"remove JIT cache volume {self.volume}" if self.volume else "keep the JIT cache volume")
+        parts.append(f"remove state {self.state}" if self.state else "keep the slot's state (journal, pointers, files)")
+        return "; ".join(parts)
+
+
+Step = Build | WriteRelease | Stop | PrepareCache | Start | WaitHealthy | Qualify | CutOver | Prune | Remove | RemoveSlot
 
 
 @dataclass
@@ -137,7 +169,7 @@ class Plan:
     after the hand-over began (a Stop or a Start ran), `restore` runs, then the error is
     raised. A rollout drives several slots' plans; hooks run at step boundaries."""
 
-    action: Literal["up", "rollback", "prune"]
+    action: Literal["up", "rollback", "prune", "stop", "start", "down"]
     slot: str
     release: int | None  # the release this plan makes or brings back
     serving: int | None  # what serves on the slot now

@@ -142,6 +142,33 @@ class Engine:
     def remove(self, release: Release) -> None:
         self.client.containers.get(release.container_id).remove(force=True)
 
+    def slot_networks(self, slot: str) -> list[str]:
+        """The slot's networks of this instance, found by label."""
+        filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
+        return sorted(n.name for n in self.client.networks.list(filters=filters))
+
+    def remove_networks(self, slot: str) -> list[str]:
+        """Remove the slot's networks of this instance (by label) that no container uses; their names."""
+        filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
+        removed = []
+        for network in self.client.networks.list(filters=filters):
+            network.reload()
+            if not network.attrs.get("Containers"):
+                network.remove()
+                removed.append(network.name)
+        return removed
+
+    def remove_volume(self, name: str) -> None:
+        self.client.volumes.get(name).remove()
+
+    def logs(self, release: Release, *, tail: int | None = None, since: float | None = None,
+             follow: bool = False) -> Any:
+        """A release's log (stdout and stderr as the container wrote them), as bytes; with
+        follow, an iterator of chunks that ends when the container stops."""
+        container = self.client.containers.get(release.container_id)
+        return container.logs(stream=follow, follow=follow, tail="all" if tail is None else tail,
+                              since=since, timestamps=False)
+
     def exit_code(self, release: Release) -> int | None:
         state = self.client.containers.get(release.container_id).attrs.get("State", {})
         return state.get("ExitCode")

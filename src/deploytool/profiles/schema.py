@@ -169,6 +169,9 @@ class HealthSpec(_Strict):
     interval: int = Field(default=10, ge=1)
     timeout: int = Field(default=25, ge=1)
     retries: int = Field(default=3, ge=1)
+    # how long a stop of the serving release waits, after the pre-stop hook, for the requests
+    # the server still runs or queues (its own /metrics count); `--drain-timeout` overrides it
+    drain_timeout: int = Field(default=30, ge=0)
 
     def budget_seconds(self) -> int:
         """How long a start may take before it counts as failed."""

@@ -107,6 +107,10 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     # The slot's kernel cache outlives releases: deploytool creates and wipes it (cache.py),
     # compose only mounts it, so `docker compose down` of an old release can never remove it.
     document["volumes"] = {"jit-cache": {"external": True, "name": cache_volume}}
+    # The release's own network (compose makes one per project) carries the instance and the
+    # slot, as its container does: `down` and a clean-up find it by label, not by name.
+    document["networks"] = {"default": {"labels": {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
+                                                   labels.SLOT: slot.name}}}
     return document
 
 

@@ -111,6 +111,15 @@ def _watch(f: dict[str, Any]) -> str:
     return str(f.get("reason") or "") + _but(f, "reason")
 
 
+def _drained(f: dict[str, Any]) -> str:
+    if f.get("at_start") is None:
+        return f"not drained by count: {f['why']}"
+    if f["drained"]:
+        return f"drained: waited for {f['at_start']} request(s) for {f['waited_s']} s"
+    return (f"{f['left']} request(s) still running or queued at the drain timeout of {f['timeout_s']:g} s "
+            f"(of {f['at_start']}): cut by the stop")
+
+
 _SAY: dict[str, Callable[[dict[str, Any]], str]] = {
     "up.start": _up_start,
     "rollback.start": lambda f: f"rollback from release {f['current']}",
@@ -119,6 +128,18 @@ _SAY: dict[str, Callable[[dict[str, Any]], str]] = {
     "release.started": lambda f: "started",
     "release.healthy": lambda f: f"healthy after {f['seconds']} s",
     "release.pruned": lambda f: "removed from the engine (beyond --retention)",
+    "release.drained": _drained,
+    "release.removed": lambda f: "removed from the engine (its compose project and network with it)",
+    "stop.start": lambda f: "stop: taking the slot out of service",
+    "start.start": lambda f: "start: bringing the slot's release back",
+    "down.start": lambda f: "down: removing the slot's releases",
+    "slot.stopped": lambda f: "out of service; every release kept",
+    "slot.started": lambda f: "serves again",
+    "slot.removed": lambda f: ("releases removed" + (f"; volume {f['volume']} and state {f['state']} too"
+                                                     if f.get("state") else "; cache volume and state kept")),
+    "stop.failed": lambda f: f"stop failed: {f['reason']}",
+    "start.failed": lambda f: f"start failed: {f['reason']}",
+    "down.failed": lambda f: f"down failed: {f['reason']}",
     "qualify": _qualify,
     "qualify.skipped": lambda f: f"qualification skipped ({f['reason']})",
     "cutover": _cutover,

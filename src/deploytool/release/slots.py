@@ -35,6 +35,13 @@ class Slot:
             return f"cpu-{self.cpu_name}" if self.cpu_name else "cpu"
         return "gpu-" + "-".join(u.split("-", 1)[1].replace("-", "")[:8].lower() for u in self.gpus)
 
+    @property
+    def option(self) -> str:
+        """The flags that name this slot on the command line (for the commands an answer suggests)."""
+        if self.is_cpu:
+            return f"--cpu-slot {self.cpu_name}" if self.cpu_name else "--cpu"
+        return " ".join(f"--gpu {u}" for u in self.gpus)
+
     def project(self, release: int) -> str:
         """The compose project of one release: each release is its own project, so bringing
         up a new one never recreates or removes the previous one."""

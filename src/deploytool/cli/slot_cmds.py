@@ -1,0 +1,90 @@
+"""A slot out of service and back: stop, start, down, logs."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from ..release.slots import slot_from_options
+from .app import CpuOpt, CpuSlotOpt, DrainOpt, GpuOpt, HooksOpt, JsonOpt, app, print_json
+from .deploy_cmds import DryRunOpt, _plan_or_apply
+
+
+@app.command("stop")
+def stop_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None, drain_timeout: DrainOpt = None,
+                 dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:
+    """Take a slot out of service: the pre-stop hook, then wait until the server reports no running and
+    no queued request (at most --drain-timeout), then stop the serving release. Every release is
+    kept: `deploytool start` puts it back, `rollback` still has its target."""
+    from ..deploy import slot_commands as slots
+    from ..deploy.hooks import GatewayHooks
+    from ..host.engine import Engine
+
+    slot = slot_from_options(gpu, cpu, cpu_slot)
+    _plan_or_apply(dry_run, json_output,
+                   lambda: slots.plan_for_stop(slot, engine=Engine(), drain_timeout=drain_timeout),
+                   lambda reporter: slots.stop(slot, reporter=reporter, drain_timeout=drain_timeout,
+                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)),
+                   lambda r: r.line())
+
+
+@app.command("start")
+def start_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None, dry_run: DryRunOpt = False,
+                  json_output: JsonOpt = False, hooks_dir: HooksOpt = None) -> None:
+    """Start the slot's current (stopped) release again and verify it healthy."""
+    from ..deploy import slot_commands as slots
+    from ..deploy.hooks import GatewayHooks
+    from ..host.engine import Engine
+
+    slot = slot_from_options(gpu, cpu, cpu_slot)
+    _plan_or_apply(dry_run, json_output, lambda: slots.plan_for_start(slot, engine=Engine()),
+                   lambda reporter: slots.start(slot, reporter=reporter,
+                                                hooks=GatewayHooks(hooks_dir, reporter=reporter)),
+                   lambda r: r.line())
+
+
+@app.command("down")
+def down_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+                 volumes: Annotated[bool, typer.Option("--volumes", help="Also remove the slot's JIT cache volume and its state folder (pointers, rendered files, reports).")] = False,
+                 drain_timeout: DrainOpt = None, dry_run: DryRunOpt = False, json_output: JsonOpt = False,
+                 hooks_dir: HooksOpt = None) -> None:
+    """Remove a slot: say what goes, drain and stop what serves, remove every release (container,
+    compose project, network); the JIT cache volume and the slot's state only with --volumes."""
+    from ..deploy import slot_commands as slots
+    from ..deploy.hooks import GatewayHooks
+    from ..host.engine import Engine
+
+    slot = slot_from_options(gpu, cpu, cpu_slot)
+    _plan_or_apply(dry_run, json_output,
+                   lambda: slots.plan_for_down(slot, engine=Engine(), volumes=volumes, drain_timeout=drain_timeout),
+                   lambda reporter: slots.down(slot, reporter=reporter, volumes=volumes, drain_timeout=drain_timeout,
+                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)),
+                   lambda r: r.line())
+
+
+@app.command("logs")
+def logs_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+                 release: Annotated[Optional[int], typer.Option("--release", help="A kept release's log (default: the serving release's, else the slot's current one).")] = None,
+                 follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing, across a restart of the release, until Ctrl-C.")] = False,
+                 tail: Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines.")] = None,
+                 since: Annotated[Optional[str], typer.Option("--since", help="Only lines since a duration ago (30s, 10m, 2h) or an ISO 8601 time.")] = None,
+                 json_output: JsonOpt = False) -> None:
+    """A release's server log (what the server wrote to stdout and stderr)."""
+    from ..deploy import slot_commands as slots
+
+    slot = slot_from_options(gpu, cpu, cpu_slot)
+    lines = slots.logs(slot, release=release, tail=tail, since=since, follow=follow)
+    try:
+        if json_output:  # the lines as one object; with --follow, one object per line
+            if follow:
+                for line in lines:  # JSON Lines: one object per line as it comes
+                    typer.echo(json.dumps({"line": line}))
+            else:
+                print_json({"slot": slot.name, "lines": list(lines)})
+            return
+        for line in lines:
+            typer.echo(line)
+    except KeyboardInterrupt:  # the way a --follow ends
+        return

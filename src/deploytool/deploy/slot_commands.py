@@ -1,0 +1,175 @@
+"""`stop`, `start`, `down` and `logs`: a slot taken out of service, put back, removed, read.
+
+Each gathers the slot's facts, plans (slot_plan.py: refusals before any step) and executes
+the plan under the slot's lock, as `up` and `rollback` do: a slot that `watch` or a rollout
+holds is refused at once, naming the holder, and nothing changes. `logs` only reads.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Iterator
+
+from ..errors import DeployError, UsageError
+from ..host.engine import Engine
+from ..host.releases import Release
+from ..release.slots import Slot
+from ..release.state import journal, slot_lock, slot_path
+from .executor import execute
+from .facts import gather_slot
+from .hooks import Hooks
+from .reporter import Reporter
+from .slot_plan import plan_down, plan_start, plan_stop
+from .steps import Plan
+
+
+@dataclass
+class SlotResult:
+    slot: str
+    action: str
+    release: int | None  # the release stopped or started
+    url: str | None = None
+    drains: list[dict[str, Any]] = field(default_factory=list)  # what each stop waited for
+    removed: list[str] = field(default_factory=list)  # what `down` removed
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        drained = "".join(f"; drain: {_drain_text(d)}" for d in self.drains)
+        if self.action == "stop":
+            return (f"slot {self.slot}: release {self.release} stopped (kept for `deploytool start` and rollback)"
+                    f"{drained} ({self.seconds} s)")
+        if self.action == "start":
+            return f"slot {self.slot}: release {self.release} serves again at {self.url} ({self.seconds} s)"
+        return f"slot {self.slot} removed: {', '.join(self.removed) or 'nothing'}{drained} ({self.seconds} s)"
+
+
+def _drain_text(d: dict[str, Any]) -> str:
+    if d.get("at_start") is None:
+        return f"not counted ({d.get('why')})"
+    if d.get("drained"):
+        return f"waited for {d['at_start']} request(s), {d['waited_s']} s"
+    return f"{d['left']} request(s) cut at the {d['timeout_s']:g} s timeout"
+
+
+def plan_for_stop(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
+    return plan_stop(gather_slot(engine, slot), drain_timeout)
+
+
+def plan_for_start(slot: Slot, *, engine: Engine) -> Plan:
+    return plan_start(gather_slot(engine, slot))
+
+
+def plan_for_down(slot: Slot, *, engine: Engine, volumes: bool = False, drain_timeout: float | None = None) -> Plan:
+    facts = gather_slot(engine, slot)
+    volume = slot.cache_volume() if volumes and engine.volume_exists(slot.cache_volume()) else None
+    state = str(slot_path(slot.name)) if volumes and slot_path(slot.name).exists() else None
+    return plan_down(facts, networks=engine.slot_networks(slot.name), volume=volume, state=state,
+                     drain_timeout=drain_timeout)
+
+
+def stop(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
+         hooks: Hooks | None = None, drain_timeout: float | None = None) -> SlotResult:
+    """Drain (the pre-stop hook, then the server's own count) and stop the serving release."""
+    engine = engine or Engine()
+    with slot_lock(slot.name, "stop"):
+        plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout)
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
+        journal("slot.stopped", slot=slot.name, release=plan.release)
+    return SlotResult(slot.name, "stop", plan.release, plan.url, drains=outcome.drains, seconds=outcome.seconds)
+
+
+def start(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
+          hooks: Hooks | None = None) -> SlotResult:
+    """Start the slot's current release again and verify it healthy."""
+    engine = engine or Engine()
+    with slot_lock(slot.name, "start"):
+        plan = plan_for_start(slot, engine=engine)
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
+        journal("slot.started", slot=slot.name, release=plan.release)
+    assert outcome.serving is not None
+    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds)
+
+
+def down(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None, hooks: Hooks | None = None,
+         volumes: bool = False, drain_timeout: float | None = None) -> SlotResult:
+    """Say what goes, then stop what serves and remove every release of the slot, its compose
+    projects and networks; with `volumes`, its JIT cache volume and its state folder."""
+    engine, reporter = engine or Engine(), reporter or Reporter()
+    with slot_lock(slot.name, "down"):
+        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout)
+        for line in plan.lines()[1:]:
+            reporter.step(f"goes: {line.strip()}")
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
+    return SlotResult(slot.name, "down", plan.release, drains=outcome.drains, removed=outcome.removed,
+                      seconds=outcome.seconds)
+
+
+# -- logs --------------------------------------------------------------------------------------
+_SINCE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str | None, now: float | None = None) -> float | None:
+    """`--since`: a duration back from now (30s, 10m, 2h, 1d) or an ISO 8601 time; epoch seconds."""
+    if text is None:
+        return None
+    now = time.time() if now is None else now
+    found = _SINCE.match(text.strip())
+    if found:
+        return now - float(found.group(1)) * _UNIT[found.group(2)]
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise UsageError(f"--since {text!r}: expected a duration (30s, 10m, 2h, 1d) or an ISO 8601 time") from None
+
+
+def log_release(slot: Slot, number: int | None, *, engine: Engine) -> Release:
+    """--release N, else the serving release, else the slot's current one, else its newest."""
+    releases = engine.releases(slot.name)
+    if not releases:
+        raise DeployError(f"slot {slot.name} has no release on this engine, so no log",
+                          hint="`deploytool status` lists the slots and their releases")
+    if number is not None:
+        found = next((r for r in releases if r.release == number), None)
+        if found is None:
+            raise DeployError(f"release {number} of slot {slot.name} is not on this engine "
+                              f"(kept: {', '.join(str(r.release) for r in releases)})")
+        return found
+    facts = gather_slot(engine, slot)
+    return facts.serving or facts.by_number(facts.pointers.current) or releases[-1]
+
+
+def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, since: str | None = None,
+         follow: bool = False, engine: Engine | None = None, poll_s: float = 0.5) -> Iterator[str]:
+    """The release's server log, line by line. With `follow`, it goes on across a restart of the
+    release (a crash that Docker or `watch` restarts, a `stop` then `start`): when the stream
+    ends, it waits for the release to run again and goes on from where it ended, until Ctrl-C."""
+    engine = engine or Engine()
+    if tail is not None and tail < 0:
+        raise UsageError(f"--tail {tail}: expected 0 lines or more")
+    chosen = log_release(slot, release, engine=engine)
+    start_at = parse_since(since)
+    if not follow:
+        yield from engine.logs(chosen, tail=tail, since=start_at).decode("utf-8", "replace").splitlines()
+        return
+    while True:
+        pending = b""
+        for chunk in engine.logs(chosen, tail=tail, since=start_at, follow=True):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                yield raw.decode("utf-8", "replace")
+        if pending:
+            yield pending.decode("utf-8", "replace")
+        start_at, tail = time.time(), None  # after a restart: what it writes from now on
+        while True:  # the stream ended: the container stopped; wait until it runs again
+            time.sleep(poll_s)
+            again = engine.release(slot.name, chosen.release)
+            if again is None:
+                return  # removed (`down`, prune): nothing more will be written
+            if again.running or again.state == "restarting":
+                chosen = again
+                break

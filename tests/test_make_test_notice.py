@@ -1,0 +1,22 @@
+"""`make test` says first what on this host could interfere (scripts/test-notice.sh) and goes on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT, hold_port
+
+
+def test_a_busy_default_port_is_said_and_the_run_goes_on():
+    with hold_port(30000):
+        out = subprocess.run(["bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable], capture_output=True,
+                             text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "before the tests, on this host (the suite goes on; nothing here is touched):" in out.stdout
+    assert "port 30000 on 127.0.0.1 is in use: the tests avoid it" in out.stdout
+
+
+def test_the_makefile_says_it_before_pytest_starts():
+    recipe = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert recipe.index("scripts/test-notice.sh") < recipe.index("-m pytest")

@@ -180,7 +180,9 @@ def _write_release(run: _Run, step: WriteRelease) -> None:
     write_atomic(directory / "compose.yaml",
                  document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release,
                                notes=plan.inputs))
-    write_atomic(directory / "release.json", _json(plan.record))
+    # release.json says where the release's secrets live: its owner's alone, like the secrets
+    write_atomic(directory / "release.json", _json(plan.record),
+                 private=bool(plan.record.get("api_key") or plan.record.get("secrets")))
     pointers = read_pointers(plan.slot)
     pointers.next_release = step.release + 1
     write_pointers(plan.slot, pointers)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import UsageError
+from ..redaction import hold
 from .image_source import LocalWheel, RuntimeSource
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
@@ -54,6 +55,7 @@ class SecretRef(BaseModel):
                 raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
                                   hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
                                        "instead ({file: PATH}, mode 0600)")
+            hold(value)  # from now on, every output of this process scrubs it
             return value.strip()
         path = Path(str(self.file)).expanduser()
         try:
@@ -63,6 +65,7 @@ class SecretRef(BaseModel):
                               hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
         if not value:
             raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
+        hold(value)
         return value
 
 

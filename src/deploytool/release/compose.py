@@ -16,10 +16,13 @@ import yaml
 from ..host import labels
 from . import weights as model_sources
 from . import secrets as release_secrets
+from ..errors import UsageError
 from ..profiles import Profile, args_to_argv
+from ..profiles.rules import launch_argv_problems
 from ..resources import resource
 from .slots import Slot
 from ..yamlio import dump_yaml
+from ..files import write_atomic
 
 CACHE_MOUNT = "/cache"
 
@@ -62,8 +65,13 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     container_port = profile.server.port
     cache_volume = slot.cache_volume()
     model, planned = req.model_plan, req.secret_plan
-    command = (profile.server.command + args_to_argv({**model.launch_args(), **profile.server.args})
-               + release_secrets.launch_args(planned))
+    flags = {**model.launch_args(), **profile.server.args}
+    # the profile's loader refuses a key flag too; a profile built in code meets the rule here
+    problems = launch_argv_problems(profile.server.command, flags)
+    if problems:
+        where, what = problems[0]
+        raise UsageError(f"profile {profile.name}: {'.'.join(where)}: {what}")
+    command = profile.server.command + args_to_argv(flags) + release_secrets.launch_args(planned)
 
     service.update(
         {
@@ -107,7 +115,20 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     # The slot's kernel cache outlives releases: deploytool creates and wipes it (cache.py),
     # compose only mounts it, so `docker compose down` of an old release can never remove it.
     document["volumes"] = {"jit-cache": {"external": True, "name": cache_volume}}
-    return document
+    return escape_interpolation(document)
+
+
+def escape_interpolation(value: Any) -> Any:
+    """Every string of the document with `$` doubled: compose reads `$` as interpolation from its
+    own environment, which holds the secret values at `up` (DEPLOYTOOL_SECRET_*), so a profile's
+    `${DEPLOYTOOL_SECRET_HF_TOKEN}` would otherwise become the token in clear; `$$` is a literal `$`."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {k: escape_interpolation(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_interpolation(v) for v in value]
+    return value
 
 
 def render_text(req: RenderRequest) -> str:
@@ -131,6 +152,4 @@ def document_text(document: dict[str, Any], *, profile: str, slot: str, release:
 
 
 def write_compose(req: RenderRequest, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_text(req))
-    return path
+    return write_atomic(path, render_text(req))

@@ -7,6 +7,7 @@ file), never values: a profile can be shown, copied and committed.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -106,6 +107,18 @@ class ImageSpec(_Strict):
     # files that replace the index's package of the same name (image_source.py).
     source: RuntimeSource = Field(default_factory=RuntimeSource)
     wheels: list[LocalWheel] = Field(default_factory=list)
+
+    @field_validator("build_args")
+    @classmethod
+    def _build_args_stay_on_their_line(cls, value: dict[str, str]) -> dict[str, str]:
+        # each becomes `ARG NAME="VALUE"` in the Dockerfile: a name that is not an identifier,
+        # or a line break in a value, would write Dockerfile lines of the profile's choosing
+        for name, text in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"build arg name {name!r} is not an identifier (letters, digits, _)")
+            if any(c in text for c in "\n\r\0"):
+                raise ValueError(f"build arg {name}: the value must be one line (no line break or NUL)")
+        return value
 
 
 class ModelSpec(_Strict):

@@ -118,6 +118,9 @@ def _journal_start(plan: Plan) -> None:
                 model=(plan.model or {}).get("identity"))
         if plan.skip_qualify:
             journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
+        if (plan.record or {}).get("exposed_without_key"):
+            journal("exposed_without_key", slot=plan.slot, release=plan.release, bind=(plan.record or {}).get("bind"),
+                    reason="--expose-without-key: published beyond loopback without an API key")
     elif plan.action == "rollback":
         journal("rollback.start", slot=plan.slot, release=plan.release, current=plan.serving)
 

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..profiles import Profile, args_to_argv
 from ..profiles.rules import launch_argv_problems
 from ..resources import resource
+from .inputs import beyond_loopback
 from .slots import Slot
 from ..yamlio import dump_yaml
 from ..files import write_atomic
@@ -35,6 +36,7 @@ class RenderRequest:
     image: str
     host_port: int | None = None  # default: the profile's port
     bind: str = "127.0.0.1"  # host address the port is published on
+    expose_without_key: bool = False  # beyond loopback without a key: the person's decision, labelled
     # the checked model source (None: planned from the profile, unchecked) and the
     # release's secrets (None: planned from the profile). Neither ever holds a secret value.
     model: model_sources.ModelPlan | None = None
@@ -46,6 +48,11 @@ class RenderRequest:
     @property
     def port(self) -> int:
         return self.host_port or self.profile.server.port
+
+    @property
+    def exposed_without_key(self) -> bool:
+        """Published beyond loopback without a key, because the person said so."""
+        return self.expose_without_key and beyond_loopback(self.bind) and self.profile.server.api_key is None
 
     @property
     def model_plan(self) -> model_sources.ModelPlan:
@@ -67,6 +74,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     model, planned = req.model_plan, req.secret_plan
     flags = {**model.launch_args(), **profile.server.args}
     # the profile's loader refuses a key flag too; a profile built in code meets the rule here
+    refuse_exposure(profile, req.bind, allowed=req.expose_without_key)
     problems = launch_argv_problems(profile.server.command, flags)
     if problems:
         where, what = problems[0]
@@ -98,6 +106,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
                 slot=slot.name, release=req.release, profile=profile.name, image=req.image,
                 gpus=list(slot.gpus), host_port=req.port, host_ip=req.bind, simulator=profile.is_simulator,
                 model=model.identity(), api_key=bool(profile.server.api_key),
+                exposed_without_key=req.exposed_without_key,
             ),
         }
     )
@@ -116,6 +125,17 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     # compose only mounts it, so `docker compose down` of an old release can never remove it.
     document["volumes"] = {"jit-cache": {"external": True, "name": cache_volume}}
     return escape_interpolation(document)
+
+
+def refuse_exposure(profile: Profile, bind: str, *, allowed: bool) -> None:
+    """Publishing beyond loopback without an API key puts the server (SGLang's admin endpoints
+    among its routes) in reach of anyone who reaches the host: refused unless the person says so."""
+    if beyond_loopback(bind) and profile.server.api_key is None and not allowed:
+        raise UsageError(f"--bind {bind} publishes profile {profile.name}'s server beyond loopback without an API key: "
+                         "anyone who reaches this host could call it, its admin endpoints included",
+                         hint="set server.api_key: {env: NAME} or {file: PATH} in the profile, publish on 127.0.0.1 "
+                              "behind a gateway, or say so with --expose-without-key (recorded in the release's "
+                              "labels and the journal)")
 
 
 def escape_interpolation(value: Any) -> Any:

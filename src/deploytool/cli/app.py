@@ -75,7 +75,7 @@ def json_error(message: str, hint: str | None, code: int, kind: str, result: obj
     print_json(body)
 
 
-_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",
+_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",  # nosec B105: colour names of verdict words, no password
           "overridden": "yellow", "fail": "red", "failed": "red"}
 
 

@@ -100,7 +100,7 @@ def render_command(
         k8s_cmds.render_k8s(k8s_cmds.build_request(
             profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
             node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
-            retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)
+            retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)  # nosec B106: the Secret's name, never its value
         return
     slot = slot_from_options(gpu, cpu, cpu_slot)
     resolved = ProfileStore(profiles_dir).get(profile)

@@ -45,7 +45,7 @@ class Release:
 
 def published_url(host_ip: str, port: int) -> str:
     """Where this host reaches a port published on `host_ip` (loopback for a wildcard)."""
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_ip, host_ip)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_ip, host_ip)  # nosec B104: maps a wildcard publish to loopback for a client; binds nothing
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 

@@ -25,12 +25,12 @@ from .release import (CACHE_HOST_ROOT, CACHE_MOUNT, DIST_INIT_PORT, FINGERPRINT_
 # the Docker path's names: `hf_token` (the compose secret's name) and `api_key` (the profile field and
 # release record key; on a Docker host it becomes the sglang_config and auth_header secrets,
 # here the init container below writes the config file from it).
-HF_TOKEN_KEY = "hf_token"
+HF_TOKEN_KEY = "hf_token"  # nosec B105: the Secret's key name, never its value
 API_KEY_KEY = "api_key"
 # SGLang 0.5.23 has no environment variable for --api-key; `--config FILE.yaml` merges a YAML
 # file of options into the command line (server_args.py prepare_server_args ->
 # utils/server_args_config_parser.py), so the key reaches the server in a file, not in argv.
-SECRET_MOUNT = "/run/secrets/deploytool"
+SECRET_MOUNT = "/run/secrets/deploytool"  # nosec B105: where the Secret is mounted, never its value
 CONFIG_DIR = "/run/deploytool"
 SGLANG_CONFIG = f"{CONFIG_DIR}/sglang-config.yaml"
 
@@ -165,7 +165,7 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
                + secret_env(req),
         "ports": [{"name": "http", "containerPort": profile.server.port, "protocol": "TCP"}],
         "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "dshm", "mountPath": "/dev/shm"},  # nosec B108: the pod's /dev/shm mount point
             {"name": "jit-cache", "mountPath": CACHE_MOUNT},
             {"name": "model", "mountPath": model_mount_path(profile), "readOnly": not hub_writable(profile)},
         ],

@@ -12,7 +12,7 @@ from . import pod
 from . import release as rel
 from .release import K8sRequest
 
-QUALIFY_REPORT_DIR = "/tmp/qualify-report"
+QUALIFY_REPORT_DIR = "/tmp/qualify-report"  # nosec B108: a folder inside the Job's own container
 JOB_USER = 65534  # nobody
 
 
@@ -45,7 +45,7 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
     # deploytool needs no root: it runs as nobody, its state and home in /tmp
-    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"},
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"},  # nosec B108: the Job's container's own /tmp
            *pod.api_key_env(req)]
     container: dict[str, Any] = pod.secured({
         "name": "qualify",

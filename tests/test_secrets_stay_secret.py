@@ -73,6 +73,14 @@ def test_every_value_in_the_compose_document_is_dollar_escaped():
     assert "$$DEPLOYTOOL_SECRET_AUTH_HEADER" in server["command"]
 
 
+def test_the_watch_service_compose_file_is_escaped_too(tmp_path):
+    from deploytool.deploy.watch_install import watch_compose
+
+    doc = watch_compose("deploytool:x", hooks_dir=tmp_path / "$HOME-hooks", state_dir=tmp_path)
+    volumes = doc["services"]["watch"]["volumes"]
+    assert any(v["source"] == str(tmp_path / "$$HOME-hooks") for v in volumes)
+
+
 def test_compose_cannot_fill_a_value_from_its_secret_environment(tmp_path, docker_engine, monkeypatch):
     """`docker compose up` runs with DEPLOYTOOL_SECRET_* in its environment: the plugin's own
     reading of the file keeps a profile's `${...}` literal."""

@@ -114,6 +114,18 @@ def test_a_held_value_is_scrubbed_from_files_json_and_the_journal(tmp_path, monk
     assert record["api_key"] == {"env": "T_KEY"}  # a reference is kept: it is where, not what
 
 
+def test_a_held_value_is_scrubbed_in_its_html_and_json_spellings(tmp_path):
+    odd = 'k<&>"\\ey-123456'
+    redaction.hold(odd)
+    import html
+
+    write_atomic(tmp_path / "r.html", f"<p>{html.escape(odd)}</p>")
+    write_atomic(tmp_path / "r.json", json.dumps({"said": odd}))
+    for path in (tmp_path / "r.html", tmp_path / "r.json"):
+        text = path.read_text()
+        assert html.escape(odd) not in text and json.dumps(odd)[1:-1] not in text and redaction.REDACTED in text
+
+
 def test_redact_takes_a_key_from_an_argv_list_and_a_url():
     redacted = redaction.redact({"launch": ["sglang", "--api-key", "sk-abcdefgh", "--port", "1"],
                                  "url": "http://user:sk-abcdefgh@host:1/v1"})

@@ -14,6 +14,8 @@ Standard library only: the CLI's start-up and the state directory use it.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import threading
 from typing import Any
@@ -64,8 +66,10 @@ def scrub(text: str, values: list[str] | tuple[str, ...] = ()) -> str:
     if not text:
         return text
     for value in (*[v for v in values if v], *held()):
-        if value in text:
-            text = text.replace(value, REDACTED)
+        # as written, and as an HTML page or a JSON string would spell it
+        for form in {value, html.escape(value), json.dumps(value)[1:-1]}:
+            if form in text:
+                text = text.replace(form, REDACTED)
     text = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)

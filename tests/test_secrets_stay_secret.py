@@ -56,6 +56,11 @@ def test_a_key_anywhere_in_the_launch_argv_is_refused_with_the_fix(tmp_path, bod
     assert CANARY not in caught.value.message
 
 
+def test_a_value_that_only_reads_like_a_flag_name_is_not_refused(tmp_path):
+    store = _child(tmp_path, "server:\n  args: {served-model-name: api-key}\n")
+    assert store.get("child").server.args["served-model-name"] == "api-key"
+
+
 def test_the_render_refuses_a_key_flag_in_a_profile_built_in_code():
     profile = ProfileStore().get("sim").model_copy(deep=True)
     profile.server.command = [*profile.server.command, "--api-key", CANARY]

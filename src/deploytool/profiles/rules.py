@@ -63,13 +63,16 @@ def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Pr
     """One rule over a release's final launch argv: its command, then its flags (server.args and
     those the model source adds). A key flag anywhere in it is refused, whatever its spelling."""
     problems: list[Problem] = []
+    def is_key_flag(token: object) -> bool:  # an argv item: a flag only when it starts with a dash
+        return isinstance(token, str) and token.startswith("-") and key_flag(token) is not None
+
     for i, token in enumerate(command):
-        if key_flag(token):
+        if is_key_flag(token):
             problems.append((("server", "command", str(i)), KEY_ON_COMMAND_LINE))
     for key, value in args.items():
         if key_flag(key) and value not in (None, False):
             problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
-        elif any(key_flag(v) for v in (value if isinstance(value, list) else [value])):
+        elif any(is_key_flag(v) for v in (value if isinstance(value, list) else [value])):
             problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
     return problems
 

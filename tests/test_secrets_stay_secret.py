@@ -181,3 +181,17 @@ def test_files_follow_the_umask_and_a_file_naming_a_secret_is_private(tmp_path):
     assert stat.S_IMODE(plain.stat().st_mode) == 0o640
     assert stat.S_IMODE(compose.stat().st_mode) == 0o640
     assert stat.S_IMODE(private.stat().st_mode) == 0o600
+
+
+def test_what_the_cli_prints_is_scrubbed(capsys):
+    import io
+
+    from deploytool.cli.app import ScrubbedStream, json_error
+
+    redaction.hold(CANARY)
+    raw = io.StringIO()
+    ScrubbedStream(raw).write(f"container log: started with key {CANARY}\n")
+    assert CANARY not in raw.getvalue() and redaction.REDACTED in raw.getvalue()
+    json_error(f"the server said {CANARY}", f"hint {CANARY}", 1, "DeployError")
+    printed = capsys.readouterr().out
+    assert CANARY not in printed and json.loads(printed)["error"]["message"].endswith(redaction.REDACTED)

@@ -155,13 +155,12 @@ def test_each_required_field_is_present(name: str):
     assert json.loads(meta["annotations"]["deploytool.dev/toolchain"]) == req.toolchain
     assert meta["labels"]["deploytool.dev/toolchain"] == rel.fingerprint_key(req.toolchain)
     assert meta["annotations"]["deploytool.dev/model-revision"] == "unpinned"
-    # the JIT cache: a node folder named by the fingerprint, checked by the wipe rule first
+    # the JIT cache: the release's own node folder named by the fingerprint, checked by the wipe rule first
     cache = next(v for v in pod["volumes"] if v["name"] == "jit-cache")
-    assert cache["hostPath"]["path"].endswith("/" + rel.fingerprint_key(req.toolchain))
+    assert cache["hostPath"]["path"].endswith(f"/{req.namespace}/{req.app}/" + rel.fingerprint_key(req.toolchain))
     assert pod["initContainers"][0]["name"] == "jit-cache-check"
-    # secrets by reference only
-    hf = next(e for e in server["env"] if e["name"] == "HF_TOKEN")
-    assert hf["valueFrom"]["secretKeyRef"] == {"name": "deploytool", "key": "hf_token", "optional": True}
+    # no hub token for weights that need none (the profile declares no secrets.hf_token)
+    assert all(e["name"] != "HF_TOKEN" for e in server["env"])
 
 
 def test_qualification_comes_before_traffic():
@@ -253,9 +252,11 @@ def test_ome_flavour_carries_flags_gpus_probes_and_model_source():
 
 def test_secrets_are_references_and_never_values(monkeypatch):
     req = request("rtx5090-qwen3.6-35b-a3b-nvfp4")
+    req.profile = keyed(req.profile)
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value_that_must_not_leak")
-    text = json.dumps(render_manifests(req)) + json.dumps(render_manifests(request("rtx5090-qwen3.6-35b-a3b-nvfp4",
-                                                                                   flavor="ome")))
+    ome = request("rtx5090-qwen3.6-35b-a3b-nvfp4", flavor="ome")
+    ome.profile = keyed(ome.profile)
+    text = json.dumps(render_manifests(req)) + json.dumps(render_manifests(ome))
     assert "hf_secret_value_that_must_not_leak" not in text
     assert '"secretKeyRef"' in text
 
@@ -285,7 +286,7 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
     assert result.exit_code == 0, result.output
     canary = list(yaml.safe_load_all((tmp_path / "1-canary.yaml").read_text()))
     release = list(yaml.safe_load_all((tmp_path / "2-release.yaml").read_text()))
-    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job"]
+    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job", "NetworkPolicy"]
     assert [o["kind"] for o in release] == ["Service", "PodDisruptionBudget", "Deployment"]
     assert release[-1]["spec"]["replicas"] == 2 and release[-1]["metadata"]["namespace"] == "demo"
     assert canary[2]["spec"]["template"]["spec"]["containers"][0]["image"] == QUALIFY_IMAGE

@@ -13,6 +13,8 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from .redaction import scrub, scrub_all
+
 
 def to_jsonable(obj: Any) -> Any:
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -30,17 +32,35 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_atomic(path: Path, text: str | bytes) -> Path:
-    """Write via a temporary file and rename, so a reader never sees half a report."""
+def umask() -> int:
+    """The process's umask (read from /proc where it can be, without changing it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    current = os.umask(0o022)  # set and put back at once: the only portable way to read it
+    os.umask(current)
+    return current
+
+
+def write_atomic(path: Path, text: str | bytes, *, private: bool = False) -> Path:
+    """Write via a temporary file and rename, so a reader never sees half a report. Text passes
+    through the secret scrubber (deploytool.redaction): no value this process holds is written.
+    The file follows the umask, like any file a program creates; `private`: 0600 whatever the
+    umask (a file that names where a secret lives)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(text, bytes) else "w"
+    if isinstance(text, str):
+        text = scrub(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     with os.fdopen(fd, mode) as handle:
         handle.write(text)
-    os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports and state are meant to be read
+    os.chmod(tmp, 0o600 if private else 0o666 & ~umask())  # mkstemp makes 0600 whatever the umask
     os.replace(tmp, path)
     return path
 
 
-def write_json(path: Path, obj: Any) -> Path:
-    return write_atomic(path, json.dumps(to_jsonable(obj), indent=2) + "\n")
+def write_json(path: Path, obj: Any, *, private: bool = False) -> Path:
+    return write_atomic(path, json.dumps(scrub_all(to_jsonable(obj)), indent=2) + "\n", private=private)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from typing import Any
 
 import jinja2
@@ -16,13 +17,49 @@ import pandas as pd
 # Report writers write their files through these (atomic; JSON from typed objects).
 from .files import to_jsonable, write_atomic, write_json  # noqa: F401  (re-exported)
 
+# Every HTML template is escaped: the names end in `.html.j2`, which select_autoescape's plain
+# "html" does not match. A report shows what a server said, and the server may be hostile.
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("deploytool", "templates"),
-    autoescape=jinja2.select_autoescape(["html"]),
+    autoescape=jinja2.select_autoescape(["html", "html.j2"], disabled_extensions=["md", "md.j2"],
+                                       default_for_string=True, default=True),
     trim_blocks=True,
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,
 )
+
+
+def md_code(value: Any) -> str:
+    """Text as one Markdown code span, so no markup in it renders: delimited by a run of
+    backticks longer than any inside, on one line (a newline would end a list item or table row)."""
+    text = " ".join(str(value).replace("\0", "").splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_fence(value: Any, info: str = "") -> str:
+    """Text as a fenced Markdown code block whose fence is longer than any backtick run inside,
+    so the text cannot close it and go on as markup."""
+    text = str(value).replace("\0", "")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _md_cell(value: Any) -> Any:
+    """A table cell's text that renders as itself: HTML characters as entities, the characters
+    that end a cell or start a link escaped, one line."""
+    if not isinstance(value, str):
+        return value
+    text = " ".join(value.replace("\0", "").splitlines())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return re.sub(r"([|\[\]`\\])", r"\\\1", text)
+
+
+_TEMPLATES.filters["md_code"] = md_code
+_TEMPLATES.filters["md_fence"] = md_fence
 
 
 def render(template: str, **context: Any) -> str:
@@ -33,7 +70,8 @@ def render(template: str, **context: Any) -> str:
 def table_markdown(frame: pd.DataFrame) -> str:
     if frame.empty:
         return "_(no rows)_"
-    return frame.to_markdown(index=False)
+    frame = frame.rename(columns=lambda c: _md_cell(str(c)))
+    return frame.map(_md_cell).to_markdown(index=False)
 
 
 def table_html(frame: pd.DataFrame) -> str:

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, DeploytoolError
-from .app import app, console_err, json_error
+from .app import ScrubbedStream, app, console_err, json_error
 
 # Importing the command modules registers their commands on `app`.
 # In the order a user meets them: profiles, build, deploy, check; and the host.
@@ -30,6 +30,16 @@ def main(argv: list[str] | None = None) -> None:
     reads stdout learns why, including a bad option or a bad value that never reached a command."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
+    streams = sys.stdout, sys.stderr
+    if not isinstance(sys.stdout, ScrubbedStream):
+        sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
+    try:
+        _main(args, as_json)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _main(args: list[str], as_json: bool) -> None:
     try:
         if not as_json:
             app(args=args, prog_name="deploytool")

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from ..files import to_jsonable
+from ..redaction import scrub, scrub_all
 
 app = typer.Typer(
     name="deploytool",
@@ -61,23 +62,40 @@ ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
 
 def print_json(obj: Any) -> None:
     """JSON on stdout, nothing else, for scripts."""
-    typer.echo(json.dumps(to_jsonable(obj), indent=2))
+    typer.echo(json.dumps(scrub_all(to_jsonable(obj)), indent=2))
 
 
 def json_error(message: str, hint: str | None, code: int, kind: str, result: object = None,
                **fields: object) -> None:
     """An error as --json reports it, on stdout (docs/json.md); the caller still says it on stderr
     for a person watching. `fields`: keys a command keeps beside the error (`gpus`: its empty list)."""
-    body: dict[str, object] = {**fields, "error": {"message": message, "hint": hint, "exit_code": code, "kind": kind}}
+    body: dict[str, object] = {**fields, "error": {"message": scrub(message), "hint": scrub(hint or "") or hint,
+                                                   "exit_code": code, "kind": kind}}
     if result is not None:  # what the command got done before it failed (a rollout's slots)
         body["result"] = result
     print_json(body)
 
 
-_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",
+_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",  # nosec B105: colour names of verdict words, no password
           "overridden": "yellow", "fail": "red", "failed": "red"}
 
 
 def styled(word: str) -> str:
     """A verdict word in its colour (rich markup), the same in every table."""
     return f"[{_STYLE.get(word, 'red')}]{word}[/]"
+
+
+class ScrubbedStream:
+    """stdout or stderr, with every secret value this process holds (and a key on a command
+    line, a bearer token, a URL's credentials) replaced before it is written: container logs,
+    server answers and errors pass through the commands' output (deploytool.redaction)."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def write(self, text: str) -> int:
+        self._raw.write(scrub(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)

@@ -25,7 +25,8 @@ app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]
 UpPortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the port the slot's release publishes on now, else the profile's).")]
-BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on.")]
+BindOpt = Annotated[str, typer.Option("--bind", help="Host address to publish the port on (beyond loopback: the profile needs server.api_key, or --expose-without-key).")]
+ExposeOpt = Annotated[bool, typer.Option("--expose-without-key", help="Publish beyond loopback (--bind) although the profile has no API key: recorded in the release's labels and the journal.")]
 RetentionOpt = Annotated[int, typer.Option("--retention", help="Stopped releases to keep per slot (counting the rollback target).")]
 # The wheels of `build --wheelhouse DIR` are inputs of the image's tag: the same folder names the same image.
 WheelhouseOpt = Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image is built with `build --wheelhouse DIR` (its wheels are inputs of the tag): name that image; `up` builds it from DIR.")]
@@ -80,6 +81,7 @@ def render_command(
     image: Annotated[Optional[str], typer.Option("--image", help="Image reference (default: what `build` would tag, without building).")] = None,
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
+    expose_without_key: ExposeOpt = False,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout (with --k8s: a folder).")] = None,
     profiles_dir: ProfilesDirOpt = None,
     wheelhouse: WheelhouseOpt = None,
@@ -100,7 +102,7 @@ def render_command(
         k8s_cmds.render_k8s(k8s_cmds.build_request(
             profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
             node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
-            retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)
+            retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)  # nosec B106: the Secret's name, never its value
         return
     slot = slot_from_options(gpu, cpu, cpu_slot)
     resolved = ProfileStore(profiles_dir).get(profile)
@@ -109,7 +111,8 @@ def render_command(
 
     reference = image or plan_build(resolved, wheelhouse=wheelhouse).tag  # pure: no engine, no download
     text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
-                                     host_port=port, bind=bind, runtime_notes=tuple(runtime_notes(resolved))))
+                                     host_port=port, bind=bind, runtime_notes=tuple(runtime_notes(resolved)),
+                                     expose_without_key=expose_without_key))
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
@@ -155,6 +158,7 @@ def up_command(
     profile: ProfileOpt = None,
     port: UpPortOpt = None,
     bind: BindOpt = "127.0.0.1",
+    expose_without_key: ExposeOpt = False,
     skip_qualify: Annotated[bool, typer.Option("--skip-qualify", help="Cut over without acceptance suites (recorded in the journal).")] = False,
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Start even when the memory plan says the profile does not fit (recorded in the journal).")] = False,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Qualify with only these suites (repeatable).")] = None,
@@ -175,7 +179,8 @@ def up_command(
     from ..deploy.no_engine import engine_for_dry_run
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_qualify=skip_qualify,
+    options = UpOptions(profile_name=profile, host_port=port, bind=bind, expose_without_key=expose_without_key,
+                        skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse,
                         drain_timeout=drain_timeout)
@@ -191,6 +196,7 @@ def cpu_twin_command(
     profile: ProfileOpt = None,
     port: Annotated[Optional[int], typer.Option("--port", help="The port the release would publish on (in its document; not checked: the twin publishes none, so a server there does not stop it).")] = None,
     bind: BindOpt = "127.0.0.1",
+    expose_without_key: ExposeOpt = False,
     skip_memory_plan: Annotated[bool, typer.Option("--skip-memory-plan", help="Plan the release even when the memory plan says it does not fit (as `up` would).")] = False,
     wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).")] = None,
     image: Annotated[Optional[str], typer.Option("--image", help="Run the twin with this image instead of the release's.")] = None,
@@ -207,7 +213,8 @@ def cpu_twin_command(
     from ..errors import EXIT_FAILED
 
     slot = slot_from_options(gpu, False)
-    options = UpOptions(profile_name=profile, host_port=port, bind=bind, skip_memory_plan=skip_memory_plan,
+    options = UpOptions(profile_name=profile, host_port=port, bind=bind, expose_without_key=expose_without_key,
+                        skip_memory_plan=skip_memory_plan,
                         profiles_dirs=profiles_dir, wheelhouse=wheelhouse)
     result = run_cpu_twin(slot, options, image=image)
     if json_output:

@@ -80,7 +80,7 @@ def _connect(context: str | None):
 
 
 @k8s_app.command("apply")
-def apply_command(
+def apply_command(  # nosec B107: --secret's default is the Secret's name, never its value
     profile: Annotated[str, typer.Option("--profile", help="Profile to deploy.")],
     image: ImageOpt = None,
     replicas: ReplicasOpt = 1,

@@ -122,6 +122,9 @@ def _journal_start(plan: Plan) -> None:
                 model=(plan.model or {}).get("identity"))
         if plan.skip_qualify:
             journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
+        if (plan.record or {}).get("exposed_without_key"):
+            journal("exposed_without_key", slot=plan.slot, release=plan.release, bind=(plan.record or {}).get("bind"),
+                    reason="--expose-without-key: published beyond loopback without an API key")
     elif plan.action in ("rollback", "stop", "start", "down"):
         journal(f"{plan.action}.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
@@ -186,7 +189,9 @@ def _write_release(run: _Run, step: WriteRelease) -> None:
     write_atomic(directory / "compose.yaml",
                  document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release,
                                notes=plan.inputs))
-    write_atomic(directory / "release.json", _json(plan.record))
+    # release.json says where the release's secrets live: its owner's alone, like the secrets
+    write_atomic(directory / "release.json", _json(plan.record),
+                 private=bool(plan.record.get("api_key") or plan.record.get("secrets")))
     pointers = read_pointers(plan.slot)
     pointers.next_release = step.release + 1
     write_pointers(plan.slot, pointers)

@@ -6,8 +6,11 @@
     post-rollback  after a rollback, or a restore after a failure, brought a release back
     on-failure     when an up, a rollback or a rollout step failed, or `watch` rolled back
 
-The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS; with neither, no hook runs. A hook gets
-the slot, release, URL and profile in environment variables (docs/hooks.md lists them) and
+The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS; with neither, no hook runs. A folder or a
+hook that others than its owner may write is refused (whoever can write it could run code as
+the deploying user). A hook gets the slot, release, URL and profile in environment variables
+(docs/hooks.md lists them) and the host's basics (PATH, HOME, locale: HOST_ENV), nothing else
+of deploytool's environment: no hub token, no API key, no DEPLOYTOOL_SECRET_*. It
 its stdout and stderr go to deploytool's stderr. Each run is journaled (event `hook`) with
 its exit code and duration; its output is not journaled (it may hold secrets). Each run has
 a time limit ($DEPLOYTOOL_HOOK_TIMEOUT seconds, default 60): past it, the hook and what it
@@ -33,6 +36,10 @@ HOOK_NAMES = ("pre-stop", "post-cutover", "post-rollback", "on-failure")
 DEFAULT_HOOK_TIMEOUT_S = 60.0
 HOOKS_ENV = "DEPLOYTOOL_HOOKS"
 TIMEOUT_ENV = "DEPLOYTOOL_HOOK_TIMEOUT"
+# What a hook gets of deploytool's own environment: what a script needs to find its programs,
+# its home and its locale. Everything else (HF_TOKEN, DEPLOYTOOL_API_KEY, a gateway's variables)
+# stays with deploytool; a hook that needs a credential reads its own file.
+HOST_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
 
 class HookFailed(DeployError):
@@ -97,11 +104,29 @@ def hooks_folder(directory: Path | None) -> Path | None:
     if not directory.is_dir():
         raise UsageError(f"hooks folder {directory} does not exist",
                          hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")
+    _refuse_shared_write(directory, "hooks folder")
     for name in HOOK_NAMES:
         path = directory / name
         if path.exists() and not os.access(path, os.X_OK):
             raise UsageError(f"hook {path} is not executable", hint=f"chmod +x {path}")
+        if path.exists():
+            _refuse_shared_write(path, "hook")
     return directory
+
+
+def _refuse_shared_write(path: Path, what: str) -> None:
+    """A hook runs as the deploying user: a file or folder that others may write is theirs to run."""
+    mode = path.stat().st_mode  # a link is judged by what it points at, which is what runs
+    if mode & 0o022:
+        raise UsageError(f"{what} {path} is writable by {'group and others' if mode & 0o022 == 0o022 else 'group' if mode & 0o020 else 'others'} "
+                         f"(mode {mode & 0o7777:04o}): anyone who can write it could run code as you",
+                         hint=f"chmod go-w {path}")
+
+
+def hook_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The host's basics of `base` (default: this process's environment), nothing else."""
+    base = os.environ if base is None else base
+    return {k: base[k] for k in HOST_ENV if k in base}
 
 
 class GatewayHooks(Hooks):
@@ -145,7 +170,7 @@ class GatewayHooks(Hooks):
               **extra: object) -> HookRun | None:
         if self.directory is None or not (self.directory / name).exists():
             return None
-        env = {**os.environ, **self.context, "DEPLOYTOOL_HOOK": name, "DEPLOYTOOL_SLOT": slot,
+        env = {**hook_env(), **self.context, "DEPLOYTOOL_HOOK": name, "DEPLOYTOOL_SLOT": slot,
                "DEPLOYTOOL_RELEASE": "" if release is None else str(release), "DEPLOYTOOL_URL": url or "",
                "DEPLOYTOOL_PROFILE": profile or ""}
         env.update({f"DEPLOYTOOL_{k.upper()}": "" if v is None else str(v) for k, v in extra.items()})

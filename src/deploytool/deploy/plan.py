@@ -16,7 +16,7 @@ from typing import Any
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
 from ..image.runtime_source import runtime_notes
-from ..release.compose import RenderRequest, render_compose, render_notes
+from ..release.compose import RenderRequest, render_compose, refuse_exposure, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
@@ -38,6 +38,7 @@ class UpOptions:
     profile_name: str | None = None
     host_port: int | None = None
     bind: str = "127.0.0.1"
+    expose_without_key: bool = False  # publish beyond loopback without an API key: the person said so
     skip_qualify: bool = False
     skip_memory_plan: bool = False
     qualify_suites: list[str] | None = None
@@ -103,6 +104,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
         raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
     if options.qualify_limit is not None and options.qualify_limit < 1:
         raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
+    refuse_exposure(profile, options.bind, allowed=options.expose_without_key)
     warnings = check_cards(facts, profile)
     cpu_image = cpu_image_on_cards(facts.slot, profile)
     if cpu_image:
@@ -213,7 +215,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
                             host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
-                            runtime_notes=tuple(runtime_notes(profile)))
+                            runtime_notes=tuple(runtime_notes(profile)), expose_without_key=options.expose_without_key)
     directory = release_path(slot.name, number)
     image = facts.image
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
@@ -256,6 +258,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 # the weights it serves and where its secrets come from (never values)
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
                         "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
+                        **({"exposed_without_key": True} if request.exposed_without_key else {}),
                         **secrets.record(profile)})
 
 

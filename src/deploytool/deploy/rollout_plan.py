@@ -102,6 +102,8 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
         and "performance" in (suites or []) else None
     return UpOptions(profile_name=profile.name, host_port=fallback.host_port if fallback else None,
                      bind=fallback.host_ip if fallback else "127.0.0.1", qualify_suites=suites,
+                     # the slot's release was exposed on purpose: the rollout keeps that decision
+                     expose_without_key=bool(fallback and fallback.exposed_without_key),
                      qualify_overrides=overrides, qualify_limit=options.qualify_limit,
                      retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run,
                      drain_timeout=options.drain_timeout)

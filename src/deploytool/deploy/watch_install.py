@@ -17,6 +17,7 @@ from typing import Any
 
 from ..host.labels import instance
 from ..release.state import home
+from ..release.compose import escape_interpolation
 from ..yamlio import dump_yaml
 
 SOCKET = "/var/run/docker.sock"
@@ -39,7 +40,8 @@ def watch_compose(image: str, *, state_dir: Path | None = None, hooks_dir: Path 
     if hooks_dir is not None:
         volumes.append({"type": "bind", "source": str(hooks_dir), "target": HOOKS_IN_CONTAINER, "read_only": True})
         command += ["--hooks", HOOKS_IN_CONTAINER]
-    return {"name": "deploytool-watch", "services": {"watch": {
+    # compose would fill a `$` in a path from its environment: every value literal (`$$`)
+    return escape_interpolation({"name": "deploytool-watch", "services": {"watch": {
         "image": image,
         "command": command,
         "restart": "unless-stopped",
@@ -48,7 +50,7 @@ def watch_compose(image: str, *, state_dir: Path | None = None, hooks_dir: Path 
         "environment": environment,
         "volumes": volumes,
         "labels": {"io.deploytool.role": "watch"},
-    }}}
+    }}})
 
 
 def watch_compose_text(image: str, **kwargs: Any) -> str:

@@ -28,8 +28,8 @@ from .engine_api import HOW_TO_GET_AN_ENGINE
 from .releases import Release, release_from_inspect
 
 # Where a throwaway container's script leaves its two streams (see Engine.run_throwaway).
-_THROWAWAY_OUT = "/tmp/.deploytool-throwaway.out"
-_THROWAWAY_ERR = "/tmp/.deploytool-throwaway.err"
+_THROWAWAY_OUT = "/tmp/.deploytool-throwaway.out"  # nosec B108: a path inside a throwaway container, not the host's /tmp
+_THROWAWAY_ERR = "/tmp/.deploytool-throwaway.err"  # nosec B108: a path inside a throwaway container, not the host's /tmp
 
 
 def _file_in(container: Any, path: str) -> str | None:

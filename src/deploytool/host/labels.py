@@ -22,6 +22,9 @@ HOST_IP = f"{PREFIX}.host-ip"
 SIMULATOR = f"{PREFIX}.simulator"
 MODEL = f"{PREFIX}.model"  # which weights: hub:ORG/NAME@commit or folder:PATH#fingerprint
 API_KEY = f"{PREFIX}.api-key"  # "required" or "none": whether the server wants a key (never the key)
+# "true" on a release published beyond loopback without a key because its person said so
+# (`up --expose-without-key`); absent otherwise
+EXPOSED_WITHOUT_KEY = f"{PREFIX}.exposed-without-key"
 CPU_TWIN = f"{PREFIX}.cpu-twin"  # a GPU release's CPU twin (deploy/cpu_twin.py): the release's project; not a release
 THROWAWAY = f"{PREFIX}.throwaway"  # a script's container (Engine.run_throwaway): the instance; not a release
 
@@ -51,7 +54,8 @@ def name_prefix() -> str:
 
 def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
                      host_port: int, host_ip: str, simulator: bool, model: str = "none",
-                     api_key: bool = False) -> dict[str, str]:
+                     api_key: bool = False, exposed_without_key: bool = False) -> dict[str, str]:
+    exposure = {EXPOSED_WITHOUT_KEY: "true"} if exposed_without_key else {}
     return {
         MANAGED: "true",
         INSTANCE: instance(),
@@ -65,4 +69,5 @@ def container_labels(*, slot: str, release: int, profile: str, image: str, gpus:
         SIMULATOR: "true" if simulator else "false",
         MODEL: model,
         API_KEY: "required" if api_key else "none",
+        **exposure,
     }

@@ -30,6 +30,7 @@ class Release:
     host_ip: str = "127.0.0.1"  # the address the port is published on
     model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before the label existed
     api_key: bool = False  # the server wants an API key (labels.API_KEY)
+    exposed_without_key: bool = False  # published beyond loopback without a key, on purpose (labels.EXPOSED_WITHOUT_KEY)
 
     @property
     def running(self) -> bool:
@@ -44,7 +45,7 @@ class Release:
 
 def published_url(host_ip: str, port: int) -> str:
     """Where this host reaches a port published on `host_ip` (loopback for a wildcard)."""
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_ip, host_ip)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host_ip, host_ip)  # nosec B104: maps a wildcard publish to loopback for a client; binds nothing
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
@@ -69,4 +70,5 @@ def release_from_inspect(attrs: dict[str, Any]) -> Release:
         host_ip=lab.get(labels.HOST_IP, "127.0.0.1"),
         model=lab.get(labels.MODEL, ""),
         api_key=lab.get(labels.API_KEY) == "required",
+        exposed_without_key=lab.get(labels.EXPOSED_WITHOUT_KEY) == "true",
     )

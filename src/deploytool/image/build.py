@@ -77,6 +77,15 @@ def image_tag(profile: Profile, inputs_hash: str) -> str:
     return f"deploytool/{profile.image.recipe}:{profile.name}-{inputs_hash[:12]}" + ("" if pinned else f"-{BASE_BY_TAG}")
 
 
+def dockerfile_quote(value: object) -> str:
+    """A value as one double-quoted Dockerfile word: `\\`, `"` and `$` (which Docker would
+    substitute) escaped. The profile's rules keep newlines out, so it stays on its line."""
+    text = str(value)
+    if any(c in text for c in "\n\r\0"):
+        raise UsageError(f"a Dockerfile value holds a line break or NUL: {text[:40]!r}")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
 def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan:
     """The image a build would make, from declared inputs only (no engine, no writes)."""
     recipe = load_recipe(profile.image.recipe)
@@ -87,9 +96,9 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
     source = recipe_dir(profile.image.recipe)
     base_ref = profile.image.base
     fingerprint = {**inputs.fingerprint, "deploytool": __version__, "recipe": profile.image.recipe}
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-        (source / "Dockerfile.j2").read_text()
-    )
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # nosec B701: a Dockerfile, not HTML
+    env.filters["dockerfile_quote"] = dockerfile_quote
+    template = env.from_string((source / "Dockerfile.j2").read_text())
     dockerfile = template.render(profile=profile, base_ref=base_ref, **inputs.template_vars)
 
     digest = hashlib.sha256()

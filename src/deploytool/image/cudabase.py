@@ -112,7 +112,7 @@ def declare_toolkit(cuda: str, components: str, *, python: str) -> ToolkitStage:
     read): the build context gets the lock file and, in `cuda-wheels/`, the wheels it names."""
     lock = read_lock(toolkit_lock_path(cuda, components))
     major, minor = cuda.split(".")[:2]
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     variables = toolkit_env(cuda)
     steps = env.get_template("toolkit.Dockerfile.j2").render(
@@ -140,7 +140,7 @@ def build_base(engine: "Engine", *, cuda: str, components: str = COMPILER, pytho
     if base_image is None:
         raise BuildError(f"base image {base!r} is not on this engine", hint="make base-image")
     stage = declare_toolkit(cuda, components, python=python)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     dockerfile = env.get_template("Dockerfile.base.j2").render(
         cuda=cuda, components=components, base=base, base_ref=base_image.id, toolkit_steps=stage.steps)

@@ -99,6 +99,11 @@ def series_for(profile: Profile) -> PatchSeries:
         names = list(profile.image.patches)
     else:
         names = unidiff.read_series(folder / "series")
+    # a name is a file of the folder: never a path that climbs out of it or starts elsewhere
+    strays = [f"{n!r} ({why})" for n in names if (why := unidiff.unsafe_path(n))]
+    if strays:
+        raise ProfileError(f"profile {profile.name!r}: patch name(s) {', '.join(strays)} are not files of {folder}",
+                           hint="name patch files of the series folder, without a folder part that leaves it")
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
         raise ProfileError(f"profile {profile.name!r}: patch(es) {', '.join(missing)} not found in {folder}",

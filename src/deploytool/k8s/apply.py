@@ -80,7 +80,9 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
     kind = (stable["apiVersion"], stable["kind"])
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
     job_name = job["metadata"]["name"]
-    canary_objects = [o for o in stages["canary"] if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime")]
+    # the NetworkPolicy fences the stable pods too: it stays after the canary goes
+    canary_objects = [o for o in stages["canary"]
+                      if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime", "NetworkPolicy")]
     _remove_finished_job(cluster, namespace, job_name, timeout_s=min(timeout_s, 300), poll_s=poll_s, progress=progress)
     existing = cluster.get(*kind, namespace, app)
     restore: int | None = None

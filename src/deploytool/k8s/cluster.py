@@ -22,6 +22,7 @@ RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("apps/v1", "ReplicaSet"): ("replicasets", True),
     ("batch/v1", "Job"): ("jobs", True),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
+    ("networking.k8s.io/v1", "NetworkPolicy"): ("networkpolicies", True),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkersets", True),
     ("ome.io/v1beta1", "InferenceService"): ("inferenceservices", True),
     ("ome.io/v1beta1", "ClusterServingRuntime"): ("clusterservingruntimes", False),

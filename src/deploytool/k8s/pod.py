@@ -25,12 +25,12 @@ from .release import (CACHE_HOST_ROOT, CACHE_MOUNT, DIST_INIT_PORT, FINGERPRINT_
 # the Docker path's names: `hf_token` (the compose secret's name) and `api_key` (the profile field and
 # release record key; on a Docker host it becomes the sglang_config and auth_header secrets,
 # here the init container below writes the config file from it).
-HF_TOKEN_KEY = "hf_token"
+HF_TOKEN_KEY = "hf_token"  # nosec B105: the Secret's key name, never its value
 API_KEY_KEY = "api_key"
 # SGLang 0.5.23 has no environment variable for --api-key; `--config FILE.yaml` merges a YAML
 # file of options into the command line (server_args.py prepare_server_args ->
 # utils/server_args_config_parser.py), so the key reaches the server in a file, not in argv.
-SECRET_MOUNT = "/run/secrets/deploytool"
+SECRET_MOUNT = "/run/secrets/deploytool"  # nosec B105: where the Secret is mounted, never its value
 CONFIG_DIR = "/run/deploytool"
 SGLANG_CONFIG = f"{CONFIG_DIR}/sglang-config.yaml"
 
@@ -49,12 +49,40 @@ def has_api_key(profile: Profile) -> bool:
 
 
 def secret_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """The hub token as a secretKeyRef: the manifest names the Secret, never holds the value.
-    Optional unless the profile declares it needs a token."""
-    ref = {"name": req.secret_name, "key": HF_TOKEN_KEY}
+    """The hub token as a secretKeyRef, for a profile that says its weights need one
+    (`secrets.hf_token`: gated weights) and for no other: a token in every pod's environment
+    would be read by every process of every release. The manifest names the Secret, never
+    holds the value."""
     if not needs_hf_token(req.profile):
-        ref["optional"] = True
-    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}}]
+        return []
+    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": HF_TOKEN_KEY}}}]
+
+
+# -- Pod Security Standards ------------------------------------------------------------------
+# Every container meets the `restricted` profile's container rules: no privilege escalation,
+# every capability dropped, the runtime's default seccomp filter. SGLang needs none of them:
+# the GPUs come from the device plugin (device nodes, not capabilities), NCCL's shared memory is
+# the /dev/shm emptyDir, and nothing in the server calls setuid or loads a kernel module.
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+# The pod-level rules. The exceptions, argued here and in docs/kubernetes.md ("Pod security"):
+# - runAsNonRoot is not set on the server's pods: the images (the CUDA bases and deploytool's
+#   sim base) have no user but root, and the JIT cache and the hub cache are node folders the
+#   kubelet creates root-owned; an image with its own USER and caches that user owns can run
+#   non-root, which is the image's decision, not deploytool's.
+# - hostPath volumes: the weights (read-only unless a hub model downloads) and the JIT cache,
+#   which survives pod restarts only on the node (an emptyDir recompiles every kernel at each
+#   start). The cache folder is the release's own (namespace, app, toolchain), so no other
+#   release's pods mount it.
+POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def secured(container: dict[str, Any]) -> dict[str, Any]:
+    container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
+    return container
 
 
 def api_key_env(req: K8sRequest) -> list[dict[str, Any]]:
@@ -70,13 +98,13 @@ def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
     script = ("import json, sys\n"
               "key = open(sys.argv[1]).read().strip()\n"
               "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n")
-    return {
+    return secured({
         "name": "api-key-config",
         "image": req.image,
         "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
         "volumeMounts": [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
                          {"name": "sglang-config", "mountPath": CONFIG_DIR}],
-    }
+    })
 
 
 def api_key_volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -137,13 +165,14 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
                + secret_env(req),
         "ports": [{"name": "http", "containerPort": profile.server.port, "protocol": "TCP"}],
         "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "dshm", "mountPath": "/dev/shm"},  # nosec B108: the pod's /dev/shm mount point
             {"name": "jit-cache", "mountPath": CACHE_MOUNT},
             {"name": "model", "mountPath": model_mount_path(profile), "readOnly": not hub_writable(profile)},
         ],
     }
     if has_api_key(profile):
         container["volumeMounts"].append({"name": "sglang-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    secured(container)
     gpus = gpus_per_pod(profile)
     if gpus:
         container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
@@ -168,13 +197,13 @@ def cache_init_container(req: K8sRequest) -> dict[str, Any]:
         f'printf "%s" "$want" > {CACHE_MOUNT}/{FINGERPRINT_FILE}; '
         'else echo "JIT cache: fingerprint unchanged, kept"; fi'
     )
-    return {
+    return secured({
         "name": "jit-cache-check",
         "image": req.image,
         "command": ["/bin/sh", "-c", script],
         "env": [{"name": "DEPLOYTOOL_FINGERPRINT", "value": expected}],
         "volumeMounts": [{"name": "jit-cache", "mountPath": CACHE_MOUNT}],
-    }
+    })
 
 
 def volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -191,10 +220,16 @@ def volumes(req: K8sRequest) -> list[dict[str, Any]]:
         model = {"name": "model", "persistentVolumeClaim": {"claimName": f"{req.app}-model", "readOnly": True}}
     return [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_quantity(profile.server.shm_size)}},
-        {"name": "jit-cache", "hostPath": {"path": f"{CACHE_HOST_ROOT}/{fingerprint_key(req.toolchain)}",
-                                           "type": "DirectoryOrCreate"}},
+        {"name": "jit-cache", "hostPath": {"path": jit_cache_folder(req), "type": "DirectoryOrCreate"}},
         model,
     ]
+
+
+def jit_cache_folder(req: K8sRequest) -> str:
+    """The node folder of this release's kernel cache: its namespace and app (no other release's
+    pods mount it, so none can plant a kernel this one loads), then the toolchain (a new one
+    never reuses the old kernels)."""
+    return f"{CACHE_HOST_ROOT}/{req.namespace}/{req.app}/{fingerprint_key(req.toolchain)}"
 
 
 def scheduling(req: K8sRequest) -> dict[str, Any]:
@@ -224,6 +259,9 @@ def pod_spec(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
         extra_volumes = api_key_volumes(req)
     return {
         "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
+        # the server never calls the Kubernetes API: no token in its file system to steal
+        "automountServiceAccountToken": False,
+        "securityContext": json.loads(json.dumps(POD_SECURITY)),
         "terminationGracePeriodSeconds": 60,
         **scheduling(req),
         "initContainers": init,

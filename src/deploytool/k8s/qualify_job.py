@@ -12,7 +12,8 @@ from . import pod
 from . import release as rel
 from .release import K8sRequest
 
-QUALIFY_REPORT_DIR = "/tmp/qualify-report"
+QUALIFY_REPORT_DIR = "/tmp/qualify-report"  # nosec B108: a folder inside the Job's own container
+JOB_USER = 65534  # nobody
 
 
 def qualify_job_name(req: K8sRequest) -> str:
@@ -43,15 +44,16 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "    except Exception:\n"
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
-    env = pod.api_key_env(req)
-    container: dict[str, Any] = {
+    # deploytool needs no root: it runs as nobody, its state and home in /tmp
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"},  # nosec B108: the Job's container's own /tmp
+           *pod.api_key_env(req)]
+    container: dict[str, Any] = pod.secured({
         "name": "qualify",
         "image": req.job_image,
         "command": ["deploytool", "qualify", "--url", url, "--profile", req.profile.name,
                     "--no-progress", "--report", QUALIFY_REPORT_DIR],
-    }
-    if env:
-        container["env"] = env
+        "env": env,
+    })
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -66,9 +68,13 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
                 "spec": {
                     "restartPolicy": "Never",
                     "enableServiceLinks": False,
-                    "initContainers": [{"name": "wait-for-canary", "image": req.job_image,
-                                        "command": ["python3", "-c", wait, url + req.profile.health.path,
-                                                    str(budget)]}],
+                    "automountServiceAccountToken": False,
+                    # the whole restricted profile: the Job's image needs no root
+                    "securityContext": {**pod.POD_SECURITY, "runAsNonRoot": True, "runAsUser": JOB_USER,
+                                        "runAsGroup": JOB_USER},
+                    "initContainers": [pod.secured({"name": "wait-for-canary", "image": req.job_image,
+                                                    "command": ["python3", "-c", wait, url + req.profile.health.path,
+                                                                str(budget)]})],
                     "containers": [container],
                 },
             },

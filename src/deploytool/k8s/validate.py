@@ -1,6 +1,6 @@
 """Offline validation of rendered objects, with no cluster.
 
-Built-in kinds (Deployment, Service, Job, PodDisruptionBudget) against the Kubernetes OpenAPI
+Built-in kinds (Deployment, Service, Job, PodDisruptionBudget, NetworkPolicy) against the Kubernetes OpenAPI
 schemas the `kubernetes-validate` package ships (one folder per minor version), in its strict
 variant: an unknown field is an error, as it is for `kubectl apply` with server-side field
 validation. Custom kinds (LeaderWorkerSet, OME's resources) against the openAPIV3Schema of the
@@ -29,7 +29,7 @@ from ..errors import UsageError
 
 # The range the tests validate every profile against: every minor kubernetes-validate 1.37 ships.
 K8S_VERSIONS = tuple(f"1.{minor}" for minor in range(25, 38))
-BUILTIN_GROUPS = {"v1", "apps/v1", "batch/v1", "policy/v1"}
+BUILTIN_GROUPS = {"v1", "apps/v1", "batch/v1", "policy/v1", "networking.k8s.io/v1"}
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

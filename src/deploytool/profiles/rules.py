@@ -46,14 +46,40 @@ def model_source_problems(profile: Profile) -> list[Problem]:
 
 
 
+KEY_ON_COMMAND_LINE = ("a key on the command line shows in `docker inspect`, `ps`, compose.yaml and /server_info; "
+                       "remove it and set server.api_key: {env: NAME} or {file: PATH} (the secret reference)")
+
+
+def key_flag(token: object) -> str | None:
+    """The key flag a launch argv item is, in any spelling SGLang's parser takes (`--api-key`,
+    `--api_key`, `--api-key=VALUE`, `--admin-api-key`, an args key without its dashes), or None."""
+    if not isinstance(token, str):
+        return None
+    name = token.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
+    return name if name in KEY_FLAGS else None
+
+
+def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Problem]:
+    """One rule over a release's final launch argv: its command, then its flags (server.args and
+    those the model source adds). A key flag anywhere in it is refused, whatever its spelling."""
+    problems: list[Problem] = []
+    def is_key_flag(token: object) -> bool:  # an argv item: a flag only when it starts with a dash
+        return isinstance(token, str) and token.startswith("-") and key_flag(token) is not None
+
+    for i, token in enumerate(command):
+        if is_key_flag(token):
+            problems.append((("server", "command", str(i)), KEY_ON_COMMAND_LINE))
+    for key, value in args.items():
+        if key_flag(key) and value not in (None, False):
+            problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
+        elif any(is_key_flag(v) for v in (value if isinstance(value, list) else [value])):
+            problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
+    return problems
+
+
 def secret_problems(profile: Profile) -> list[Problem]:
     """Secret mistakes as (field location, what to do), checked once at profile load."""
-    problems: list[Problem] = []
-    for flag in KEY_FLAGS:
-        if profile.server.args.get(flag) not in (None, False):
-            problems.append((("server", "args", flag),
-                             f"a key on the command line shows in `docker inspect`, `ps` and /server_info; "
-                             "remove it and set server.api_key: {env: NAME} or {file: PATH}"))
+    problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args())
     if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
         problems.append((("server", "args", "config"),
                          "deploytool passes the API key through SGLang's --config (one file only); "

@@ -7,12 +7,14 @@ file), never values: a profile can be shown, copied and committed.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import UsageError
+from ..redaction import hold
 from .image_source import LocalWheel, RuntimeSource
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
@@ -54,6 +56,7 @@ class SecretRef(BaseModel):
                 raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
                                   hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
                                        "instead ({file: PATH}, mode 0600)")
+            hold(value)  # from now on, every output of this process scrubs it
             return value.strip()
         path = Path(str(self.file)).expanduser()
         try:
@@ -63,6 +66,7 @@ class SecretRef(BaseModel):
                               hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
         if not value:
             raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
+        hold(value)
         return value
 
 
@@ -103,6 +107,18 @@ class ImageSpec(_Strict):
     # files that replace the index's package of the same name (image_source.py).
     source: RuntimeSource = Field(default_factory=RuntimeSource)
     wheels: list[LocalWheel] = Field(default_factory=list)
+
+    @field_validator("build_args")
+    @classmethod
+    def _build_args_stay_on_their_line(cls, value: dict[str, str]) -> dict[str, str]:
+        # each becomes `ARG NAME="VALUE"` in the Dockerfile: a name that is not an identifier,
+        # or a line break in a value, would write Dockerfile lines of the profile's choosing
+        for name, text in value.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"build arg name {name!r} is not an identifier (letters, digits, _)")
+            if any(c in text for c in "\n\r\0"):
+                raise ValueError(f"build arg {name}: the value must be one line (no line break or NUL)")
+        return value
 
 
 class ModelSpec(_Strict):

@@ -11,6 +11,8 @@ can drop a launch flag it does not want.
 
 from __future__ import annotations
 
+import re
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +135,14 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+_SECRET_NAME = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+
+
+def names_a_secret(loc: tuple[object, ...]) -> bool:
+    """A field whose value may be a secret: under `secrets:`, or named like one (api_key, HF_TOKEN)."""
+    return bool(loc) and (loc[0] == "secrets" or any(_SECRET_NAME.search(str(part)) for part in loc))
+
+
 def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
     """Each pydantic error as 'file:line: field: what was expected', pointing at the file in
     the extends chain that set the field (or the profile itself when none did)."""
@@ -152,6 +162,9 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
         got = "" if err["type"] in ("missing",) else f" (got {err.get('input')!r})"
         if err["type"] == "extra_forbidden":
             got = ""
+        elif got and names_a_secret(loc):
+            # a key pasted where its reference belongs: the error must not print it back
+            got = " (the value is not shown: this field holds a secret's reference, never the secret)"
         lines.append(f"  {where}: {field}: {what}{got}")
     return "\n".join(lines)
 

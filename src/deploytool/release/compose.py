@@ -16,10 +16,14 @@ import yaml
 from ..host import labels
 from . import weights as model_sources
 from . import secrets as release_secrets
+from ..errors import UsageError
 from ..profiles import Profile, args_to_argv
+from ..profiles.rules import launch_argv_problems
 from ..resources import resource
+from .inputs import beyond_loopback
 from .slots import Slot
 from ..yamlio import dump_yaml
+from ..files import write_atomic
 
 CACHE_MOUNT = "/cache"
 
@@ -32,6 +36,7 @@ class RenderRequest:
     image: str
     host_port: int | None = None  # default: the profile's port
     bind: str = "127.0.0.1"  # host address the port is published on
+    expose_without_key: bool = False  # beyond loopback without a key: the person's decision, labelled
     # the checked model source (None: planned from the profile, unchecked) and the
     # release's secrets (None: planned from the profile). Neither ever holds a secret value.
     model: model_sources.ModelPlan | None = None
@@ -43,6 +48,11 @@ class RenderRequest:
     @property
     def port(self) -> int:
         return self.host_port or self.profile.server.port
+
+    @property
+    def exposed_without_key(self) -> bool:
+        """Published beyond loopback without a key, because the person said so."""
+        return self.expose_without_key and beyond_loopback(self.bind) and self.profile.server.api_key is None
 
     @property
     def model_plan(self) -> model_sources.ModelPlan:
@@ -62,8 +72,14 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     container_port = profile.server.port
     cache_volume = slot.cache_volume()
     model, planned = req.model_plan, req.secret_plan
-    command = (profile.server.command + args_to_argv({**model.launch_args(), **profile.server.args})
-               + release_secrets.launch_args(planned))
+    flags = {**model.launch_args(), **profile.server.args}
+    # the profile's loader refuses a key flag too; a profile built in code meets the rule here
+    refuse_exposure(profile, req.bind, allowed=req.expose_without_key)
+    problems = launch_argv_problems(profile.server.command, flags)
+    if problems:
+        where, what = problems[0]
+        raise UsageError(f"profile {profile.name}: {'.'.join(where)}: {what}")
+    command = profile.server.command + args_to_argv(flags) + release_secrets.launch_args(planned)
 
     service.update(
         {
@@ -90,6 +106,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
                 slot=slot.name, release=req.release, profile=profile.name, image=req.image,
                 gpus=list(slot.gpus), host_port=req.port, host_ip=req.bind, simulator=profile.is_simulator,
                 model=model.identity(), api_key=bool(profile.server.api_key),
+                exposed_without_key=req.exposed_without_key,
             ),
         }
     )
@@ -111,7 +128,31 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     # slot, as its container does: `down` and a clean-up find it by label, not by name.
     document["networks"] = {"default": {"labels": {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
                                                    labels.SLOT: slot.name}}}
-    return document
+    return escape_interpolation(document)
+
+
+def refuse_exposure(profile: Profile, bind: str, *, allowed: bool) -> None:
+    """Publishing beyond loopback without an API key puts the server (SGLang's admin endpoints
+    among its routes) in reach of anyone who reaches the host: refused unless the person says so."""
+    if beyond_loopback(bind) and profile.server.api_key is None and not allowed:
+        raise UsageError(f"--bind {bind} publishes profile {profile.name}'s server beyond loopback without an API key: "
+                         "anyone who reaches this host could call it, its admin endpoints included",
+                         hint="set server.api_key: {env: NAME} or {file: PATH} in the profile, publish on 127.0.0.1 "
+                              "behind a gateway, or say so with --expose-without-key (recorded in the release's "
+                              "labels and the journal)")
+
+
+def escape_interpolation(value: Any) -> Any:
+    """Every string of the document with `$` doubled: compose reads `$` as interpolation from its
+    own environment, which holds the secret values at `up` (DEPLOYTOOL_SECRET_*), so a profile's
+    `${DEPLOYTOOL_SECRET_HF_TOKEN}` would otherwise become the token in clear; `$$` is a literal `$`."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, dict):
+        return {k: escape_interpolation(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_interpolation(v) for v in value]
+    return value
 
 
 def render_text(req: RenderRequest) -> str:
@@ -135,6 +176,4 @@ def document_text(document: dict[str, Any], *, profile: str, slot: str, release:
 
 
 def write_compose(req: RenderRequest, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_text(req))
-    return path
+    return write_atomic(path, render_text(req))

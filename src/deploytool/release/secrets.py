@@ -22,7 +22,7 @@ sglang/srt/utils/server_args_config_parser.py ConfigArgumentMerger). So the cont
 container's command line (`docker inspect`, `ps`). Caveat, also from the source: SGLang's
 /server_info returns `resolved_dict()` (api_key included) and `launch_command` (the merged
 command line, only watermark keys redacted: sampling/watermarking/core.py), both behind the
-key itself (utils/auth.py: NORMAL auth level). deploytool redacts them (`redact`) before any
+key itself (utils/auth.py: NORMAL auth level). deploytool redacts them (`deploytool.redaction.redact`) before any
 report keeps a server's self-description.
 """
 
@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..redaction import REDACTED, hold, redact  # noqa: F401  (re-exported)
 from ..profiles import SecretRef
 
 if TYPE_CHECKING:
@@ -50,7 +50,6 @@ ENV_PREFIX = "DEPLOYTOOL_SECRET_"
 API_KEY_ENV = "DEPLOYTOOL_API_KEY"
 # Paths SGLang serves without a key even when one is set (utils/auth.py decide_request_auth).
 OPEN_PATH_PREFIXES = ("/health", "/ready", "/metrics")
-REDACTED = "<redacted>"
 
 
 @dataclass(frozen=True)
@@ -140,6 +139,7 @@ def client_api_key(*, key_file: Path | None = None, given_on_command_line: str |
     if key_file is not None:
         return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file")
     value = env.get(API_KEY_ENV, "").strip()
+    hold(value)
     return value or None
 
 
@@ -155,27 +155,8 @@ def is_open_path(path: str) -> bool:
     return path.startswith(OPEN_PATH_PREFIXES)
 
 
-# -- redaction -----------------------------------------------------------------------------------
-_KEY_FIELDS = {"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token"}
-# A key on a command line (SGLang's launch_command is the merged command line, --config included).
-_KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin-)?api-key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)")
-
-
-def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
-    """A copy of `obj` (JSON-like) with key fields and every occurrence of a secret value
-    replaced. SGLang's /server_info carries `api_key` and a `launch_command` that holds it."""
-    values = [v for v in values if v]
-    if isinstance(obj, dict):
-        return {k: (REDACTED if (k in _KEY_FIELDS and v not in (None, "")) else redact(v, values))
-                for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [redact(v, values) for v in obj]
-    if isinstance(obj, str):
-        obj = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, obj)
-        for value in values:
-            obj = obj.replace(value, REDACTED)
-        return obj
-    return obj
+# redact and REDACTED live in the foundation (deploytool.redaction), so that every layer's
+# output scrubs what it holds; they are imported above for the code that finds them here.
 
 
 def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any, Iterator
 from ..errors import SlotBusy, UsageError
 from ..host.labels import instance
 from ..files import write_atomic
+from ..redaction import scrub_all
 
 
 def home() -> Path:
@@ -70,8 +71,8 @@ def journal(event: str, **fields: Any) -> dict[str, Any]:
     """Append one action to the journal. O_APPEND writes of one line are atomic on Linux, so
     concurrent deploytools on different slots never interleave within a line."""
     entry = {"time": now_iso(), "event": event, "instance": instance(), **fields}
-    line = json.dumps(entry, default=str) + "\n"
-    fd = os.open(home() / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    line = json.dumps(scrub_all(entry), default=str) + "\n"  # no secret value this process holds
+    fd = os.open(home() / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)  # the umask decides
     try:
         os.write(fd, line.encode())
     finally:

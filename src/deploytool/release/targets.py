@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..errors import UsageError
+from ..redaction import scrub
 from ..profiles import Profile, ProfileStore
 from .slots import Slot, slot_from_options
 from .state import release_path
@@ -54,7 +56,8 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
         if against is not None:
             raise UsageError("--against names a release of a slot: give --cpu or --gpu UUID instead of --url")
         if not url.startswith(("http://", "https://")):
-            raise UsageError(f"--url {url!r} is not an http(s) URL")
+            raise UsageError(f"--url {scrub(url)!r} is not an http(s) URL")
+        refuse_url_credentials(url)
         profile = store.get(profile_name) if profile_name else None
         if given_key is None and profile is not None and profile.server.api_key is not None:
             given_key = profile.server.api_key.resolve(what=f"server.api_key of profile {profile.name}")
@@ -76,6 +79,21 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
                   image_labels=engine.image_labels(current.image), previous=previous,
                   previous_results=chosen.results, baseline=chosen.describe(),
                   api_key=key, model=record.get("model"))
+
+
+def refuse_url_credentials(url: str) -> None:
+    """A URL with user:password@ would put the key in results.json, the reports and `ps`."""
+    try:
+        parts = urlsplit(url)
+        has_credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        has_credentials = "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
+    if has_credentials:
+        raise UsageError(f"--url {scrub(url)!r} carries credentials (user:password@): they would be written into "
+                         "the reports and show in `ps`",
+                         hint=f"give the URL without them and the key in a file (--api-key-file PATH, mode 0600) "
+                              f"or in {secrets.API_KEY_ENV}")
+
 
 
 @dataclass(frozen=True)

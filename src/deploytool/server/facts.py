@@ -9,7 +9,7 @@ from typing import Any
 
 from . import serverfields, wire
 from .client import EndpointClient
-from ..release.secrets import redact
+from ..redaction import redact
 
 
 @dataclass

@@ -36,7 +36,9 @@ def _opt(help_text: str, default: Any, **extra: Any) -> Any:
 class SimSettings:
     """All knobs of the simulated SGLang server. Defaults match a small Qwen3-style deployment."""
 
-    host: str = _opt("Address to bind (the image needs 0.0.0.0; tests use 127.0.0.1).", "0.0.0.0")
+    # Loopback unless told: run on its own, the simulator answers no one else (the sim profile
+    # and the image pass --host 0.0.0.0, the container's port being published by compose).
+    host: str = _opt("Address to bind (default loopback; the container needs 0.0.0.0, which the profile passes).", "127.0.0.1")
     port: int = _opt("TCP port to listen on (SGLang's default is 30000).", 30000)
     served_model_name: str = _opt("Model id reported by /v1/models and in every response.", "sim-model")
     model_path: str = _opt("Value reported as model_path/tokenizer_path (nothing is loaded).", "deploytool/sim-model")

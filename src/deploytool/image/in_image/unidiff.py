@@ -11,7 +11,12 @@ grown above it), and the nearest match wins, but never above the end of the prev
 of the same file. A hunk's body must have exactly the line counts its `@@` header says.
 Lines are split on "\n" only, so every other byte (\r, form feeds, ...) is kept as it is.
 A file is created from /dev/null and deleted to /dev/null. Nothing is written unless every
-hunk of every file of a patch applies.
+hunk of every file of a patch applies, and a write that fails half-way puts back what the
+patch had written: a patch applies whole or not at all.
+
+Paths stay in the tree: a patch is someone else's file, so a path that is absolute, climbs
+with `..`, holds a NUL or a control character, or resolves (through a link in the tree) outside
+the root is refused before anything is read or written; so is a patch name in a series.
 
     python unidiff.py apply --root SITE_PACKAGES --series DIR/series     (exit 1 on a refusal)
 """
@@ -166,6 +171,31 @@ def _find(content: list[str], old: list[str], expected: int, floor: int = 0) -> 
     return None
 
 
+def unsafe_path(path: str) -> str | None:
+    """Why `path` (relative to a tree) cannot be one of its files, or None."""
+    if not path or path in (".", "./"):
+        return "an empty path"
+    if any(ord(c) < 32 or c == "\x7f" for c in path):
+        return "a control character (NUL, newline, ...) in the path"
+    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return "an absolute path"
+    if ".." in re.split(r"[/\\]", path):
+        return "a `..` that climbs out of the tree"
+    return None
+
+
+def inside(root: Path, path: str) -> Path:
+    """root/path, refused (ValueError) when it is not a file of the tree, links followed."""
+    why = unsafe_path(path)
+    if why:
+        raise ValueError(f"{path!r}: {why}")
+    base = root.resolve()
+    target = (root / path).resolve()
+    if target != base and base not in target.parents:
+        raise ValueError(f"{path!r} resolves outside the tree ({target})")
+    return root / path
+
+
 def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, strip: int = 1) -> PatchResult:
     result = PatchResult(name=name, sha256=hashlib.sha256(text.encode()).hexdigest(), applied=False)
     try:
@@ -173,22 +203,34 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
     except PatchFormatError as exc:
         result.error = f"not a unified diff: {exc}"
         return result
+    try:  # every path first: nothing is read or written before all of them are the tree's
+        for fp in file_patches:
+            for path in (fp.old_path, fp.new_path):
+                if path is not None:
+                    inside(root, path)
+    except ValueError as exc:
+        result.files = [fp.path for fp in file_patches]
+        result.error = f"a path leaves the tree: {exc}"
+        return result
     staged: dict[Path, str | None] = {}
     for fp in file_patches:
         result.files.append(fp.path)
         target = root / fp.path
         if fp.old_path is None:
-            if target.exists():
+            if target.exists() or target in staged:
                 result.rejections.append(Rejection(name, fp.path, 1, "file to create already exists", fp.hunks[0].text() if fp.hunks else ""))
                 continue
             content: list[str] = []
             ends_nl = True
         else:
             source = root / fp.old_path
-            if not source.is_file():
+            if source in staged and staged[source] is not None:  # the same file twice in one patch
+                raw = staged[source] or ""
+            elif not source.is_file() or source in staged:
                 result.rejections.append(Rejection(name, fp.path, 1, f"file {fp.old_path} does not exist", fp.hunks[0].text() if fp.hunks else ""))
                 continue
-            raw = _read(source)
+            else:
+                raw = _read(source)
             ends_nl = raw.endswith("\n")
             content = _lines(raw)
         offset = 0
@@ -205,21 +247,61 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
         staged[target] = None if fp.new_path is None else "\n".join(content) + ("\n" if ends_nl and content else "")
     if result.rejections:
         return result
-    result.applied = True
     if not dry_run:
+        try:
+            _write(staged)
+        except OSError as exc:
+            result.error = f"could not write the patched files ({exc}); the tree is as it was"
+            return result
+    result.applied = True
+    return result
+
+
+def _write(staged: dict[Path, str | None]) -> None:
+    """Write every staged file, or on a failure put back each one already written (its bytes
+    and mode) and remove the files and folders it created, then raise."""
+    undo: list[tuple[Path, bytes | None, int | None]] = []  # (path, old bytes or None: new file, old mode)
+    made: list[Path] = []
+    try:
         for target, new_text in staged.items():
+            old = target.read_bytes() if target.is_file() else None
+            mode = target.stat().st_mode & 0o7777 if old is not None else None
+            missing = [p for p in [target.parent, *target.parent.parents] if not p.exists()]
             if new_text is None:
                 target.unlink()
+                undo.append((target, old, mode))
+                continue
+            # A new file renamed over the old one: never writes through a hard link into
+            # the tree it was copied from (patches check links the cached sources).
+            target.parent.mkdir(parents=True, exist_ok=True)
+            made += reversed(missing)
+            tmp = target.with_name(f".{target.name}.unidiff-tmp")
+            tmp.write_bytes(new_text.encode("utf-8"))
+            if mode is not None:
+                tmp.chmod(mode)
+            undo.append((target, old, mode))
+            tmp.replace(target)
+    except OSError:
+        for target in staged:
+            try:
+                target.with_name(f".{target.name}.unidiff-tmp").unlink(missing_ok=True)
+            except OSError:
+                pass
+        for target, old, mode in reversed(undo):
+            if old is None:
+                target.unlink(missing_ok=True)
             else:
-                # A new file renamed over the old one: never writes through a hard link into
-                # the tree it was copied from (patches check links the cached sources).
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".{target.name}.unidiff-tmp")
-                tmp.write_bytes(new_text.encode("utf-8"))
-                if target.exists():
-                    tmp.chmod(target.stat().st_mode & 0o7777)
+                tmp = target.with_name(f".{target.name}.unidiff-undo")
+                tmp.write_bytes(old)
+                if mode is not None:
+                    tmp.chmod(mode)
                 tmp.replace(target)
-    return result
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
 
 
 def read_series(series: Path) -> list[str]:
@@ -236,7 +318,11 @@ def apply_series(root: Path, patch_dir: Path, names: list[str], *, dry_run: bool
     """Each patch in order; a refused patch stops the series (later ones would build on it)."""
     results = []
     for name in names:
-        path = patch_dir / name
+        try:
+            path = inside(patch_dir, name)
+        except ValueError as exc:
+            results.append(PatchResult(name=name, sha256="", applied=False, error=f"not a patch of {patch_dir}: {exc}"))
+            break
         if not path.is_file():
             results.append(PatchResult(name=name, sha256="", applied=False, error=f"{path} does not exist"))
             break

@@ -1,0 +1,104 @@
+"""Secrets out of everything deploytool says: by key name, by a key on a command line, and by
+value.
+
+Every secret value this process reads (an API key, a hub token: `profiles.SecretRef.resolve`
+and the client's key) is *held* here, and every way out of the process passes through `scrub`
+or `redact`: error messages and --json (cli), files written through `files.write_atomic`
+(reports, results.json, release records), the journal, and what a server says about itself
+(SGLang's /server_info carries `api_key` and a `launch_command` that holds it). A value
+shorter than MIN_HELD characters is not held: scrubbing it would mangle ordinary text, and no
+real key is that short.
+
+Standard library only: the CLI's start-up and the state directory use it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import threading
+from typing import Any
+
+REDACTED = "<redacted>"
+MIN_HELD = 6
+
+_held: set[str] = set()
+_lock = threading.Lock()
+
+# Field names whose value is a secret, wherever they appear in a JSON-like value.
+KEY_FIELDS = frozenset({"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token", "password",
+                        "authorization"})
+# A key on a command line (SGLang's launch_command is the merged command line, --config included).
+_KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)")
+_BEARER = re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{6,}")
+# user:password@ in a URL
+_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
+# A key given as the next item of an argv list: ['--api-key', 'sk-...']
+_KEY_FLAG = re.compile(r"^--(?:admin[-_])?api[-_]key$")
+
+
+def hold(value: str | None) -> None:
+    """Remember a secret value this process holds, so that every later output scrubs it."""
+    if value is None:
+        return
+    value = value.strip()
+    if len(value) >= MIN_HELD:
+        with _lock:
+            _held.add(value)
+
+
+def held() -> tuple[str, ...]:
+    with _lock:
+        # longest first, so a value that contains another is replaced whole
+        return tuple(sorted(_held, key=len, reverse=True))
+
+
+def forget_all() -> None:
+    """For tests: a fresh process holds nothing."""
+    with _lock:
+        _held.clear()
+
+
+def scrub(text: str, values: list[str] | tuple[str, ...] = ()) -> str:
+    """`text` with every held (and given) secret value, a key on a command line, a bearer token
+    and a URL's credentials replaced by REDACTED."""
+    if not text:
+        return text
+    for value in (*[v for v in values if v], *held()):
+        # as written, and as an HTML page or a JSON string would spell it
+        for form in {value, html.escape(value), json.dumps(value)[1:-1]}:
+            if form in text:
+                text = text.replace(form, REDACTED)
+    text = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, text)
+    text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
+
+
+def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
+    """A copy of `obj` (JSON-like) with key fields, the value after a key flag in a list, and
+    every occurrence of a secret value (held or given) replaced."""
+    values = tuple(v for v in values if v)
+    if isinstance(obj, dict):
+        return {k: (REDACTED if (str(k).lower() in KEY_FIELDS and v not in (None, "")) else redact(v, values))
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        out = []
+        after_flag = False
+        for item in obj:
+            out.append(REDACTED if after_flag and isinstance(item, str) else redact(item, values))
+            after_flag = isinstance(item, str) and bool(_KEY_FLAG.match(item))
+        return out
+    if isinstance(obj, str):
+        return scrub(obj, values)
+    return obj
+
+
+def scrub_all(obj: Any) -> Any:
+    """A copy of `obj` (JSON-like) with `scrub` applied to every string, keys left as they are:
+    for records that keep a secret's *reference* under a key field (release.json's `api_key`)."""
+    if isinstance(obj, dict):
+        return {k: scrub_all(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_all(v) for v in obj]
+    return scrub(obj) if isinstance(obj, str) else obj

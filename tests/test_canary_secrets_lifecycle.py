@@ -1,0 +1,122 @@
+"""Canary secrets through the lifecycle, on the real engine with real `docker compose`: an API
+key and a hub token with values found nowhere else go through render, up (CPU slot, reference
+runtime), qualify (of the slot, and of its URL with the key in DEPLOYTOOL_API_KEY), a failing
+up, refused profiles (a key in the launch command, a key pasted where its reference belongs, a
+URL with credentials) and `render --k8s`. Then every file under the state and report folders,
+the Kubernetes files, every container's `docker inspect` (labels, env, command) and logs, and
+all stdout, stderr and --json output are searched: no canary anywhere. The one place a value
+is, by design, is the container's /run/secrets (compose's copy, not a host file)."""
+
+from __future__ import annotations
+
+import json
+import secrets as stdlib_secrets
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import free_port, run_cli
+from lifecycle_helpers import remove_instance
+
+pytestmark = pytest.mark.docker
+
+KEY = "CANARYKEY" + stdlib_secrets.token_hex(10)
+TOKEN = "hf_CANARYTOKEN" + stdlib_secrets.token_hex(10)
+BASE = """\
+name: t36-base
+extends: sim
+server:
+  args:
+    startup-seconds: 0.5
+    decode-tps: 2000
+health: {start_period: 20, start_interval: 1, interval: 2, timeout: 2, retries: 2}
+"""
+QUICK = ("--suite", "preflight", "--suite", "contract")
+IMAGE = "registry.example/deploytool/sim@sha256:" + "c" * 64
+
+
+@pytest.fixture
+def world(docker_engine, tmp_path: Path):
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    token_file = tmp_path / "hf-token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    keyed = f"server:\n  api_key: {{env: T36_API_KEY}}\nsecrets:\n  hf_token: {{file: {token_file}}}\n"
+    texts = {
+        "t36-base": BASE,
+        "t36-keyed": f"name: t36-keyed\nextends: t36-base\n{keyed}",
+        "t36-crash": f"name: t36-crash\nextends: t36-keyed\nserver:\n  env: {{DEPLOYTOOL_SIM_FAULT: crash_on_start}}\n",
+        "t36-key-in-command": ("name: t36-key-in-command\nextends: t36-base\nserver:\n  command: "
+                               f"[/opt/venv/bin/python, -m, deploytool.sim, --api-key={KEY}]\n"),
+        "t36-key-pasted": f"name: t36-key-pasted\nextends: t36-base\nserver:\n  api_key: {KEY}\n",
+    }
+    for name, text in texts.items():
+        (folder / f"{name}.yaml").write_text(text)
+    yield folder
+    remove_instance(docker_engine)
+
+
+def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, tmp_path, deploytool_home):
+    port = free_port()
+    outputs: list[str] = []
+    env = {"T36_API_KEY": KEY, "DEPLOYTOOL_PROFILES_PATH": str(world)}
+
+    def run(*args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        done = run_cli(*args, env={**env, **(extra_env or {})}, timeout=300)
+        # what the command printed (its arguments hold a canary on purpose in one case)
+        outputs.append(f"deploytool {args[0]} #{len(outputs)}\n{done.stdout}\n{done.stderr}")
+        return done
+
+    assert run("render", "--cpu", "--profile", "t36-keyed", "--image", "x:y").returncode == 0
+    up = run("up", "--cpu", "--profile", "t36-keyed", "--port", str(port), "--json", *QUICK)
+    assert up.returncode == 0, up.stderr
+    url = f"http://127.0.0.1:{port}"
+    slot_qualify = run("qualify", "--cpu", "--suite", "contract", "--json", "--report", str(tmp_path / "q1"))
+    assert slot_qualify.returncode == 0, slot_qualify.stderr
+    url_qualify = run("qualify", "--url", url, "--suite", "contract", "--json", "--report", str(tmp_path / "q2"),
+                      extra_env={"DEPLOYTOOL_API_KEY": KEY})
+    assert url_qualify.returncode == 0, url_qualify.stderr
+
+    failing = run("up", "--cpu", "--profile", "t36-crash", "--port", str(port), "--json", "--skip-qualify")
+    assert failing.returncode != 0 and "error" in json.loads(failing.stdout)
+    for name in ("t36-key-in-command", "t36-key-pasted"):
+        refused = run("up", "--cpu", "--profile", name, "--port", str(port), "--json")
+        assert refused.returncode == 2 and "not valid" in json.loads(refused.stdout)["error"]["message"]
+        assert run("profiles", "show", name).returncode == 2
+    credentials = run("qualify", "--url", f"http://user:{KEY}@127.0.0.1:{port}", "--json")
+    assert credentials.returncode == 2 and "credentials" in credentials.stdout
+    k8s = run("render", "--k8s", "--profile", "t36-keyed", "--image", IMAGE, "--qualify-image", IMAGE,
+              "-o", str(tmp_path / "k8s"))
+    assert k8s.returncode == 0, k8s.stderr
+    run("status", "--json")
+    run("journal", "--cpu", "--json")
+
+    # the release's record names its secrets (0600); compose.yaml follows the umask (0644 here)
+    from deploytool.release.state import release_path
+
+    release = release_path("cpu", 1)
+    assert stat.S_IMODE((release / "release.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE((release / "compose.yaml").stat().st_mode) & 0o077 != 0o077
+    box = docker_engine.client.containers.get(docker_engine.release("cpu", 1).container_id)
+    assert box.exec_run(["cat", "/run/secrets/hf_token"])[1].decode() == TOKEN  # handed over, by design
+
+    artifacts: dict[str, str] = {}
+    for root in (deploytool_home, tmp_path / "q1", tmp_path / "q2", tmp_path / "k8s"):
+        for path in root.rglob("*"):
+            if path.is_file() and "cache" not in path.relative_to(root).parts[:1]:
+                artifacts[str(path)] = path.read_text(errors="replace")
+    for i, text in enumerate(outputs):
+        artifacts[f"output {i}: {text.splitlines()[0]}"] = text
+    from deploytool.host import labels
+
+    for c in docker_engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+        artifacts[f"docker inspect {c.name}"] = json.dumps(c.attrs)
+        artifacts[f"docker logs {c.name}"] = c.logs().decode(errors="replace")
+    for kind in ("compose.yaml", "journal.jsonl", "results.json", "report.html", "report.md", "1-canary.yaml"):
+        assert any(p.endswith(kind) for p in artifacts), kind
+    assert any(p.startswith("docker inspect") for p in artifacts)
+    leaks = [where for where, text in artifacts.items() if KEY in text or TOKEN in text]
+    assert leaks == []

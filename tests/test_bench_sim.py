@@ -175,7 +175,8 @@ def test_compare_ratios_and_method_check(tmp_path):
             handle.stop()
         runs.append(tmp_path / name)
     comparison = compare_runs(runs)
-    assert comparison.same_method and not comparison.warnings
+    # the one note a same-method comparison carries: the sampled gauges are shown, not compared
+    assert comparison.same_method and [w for w in comparison.warnings if "gauges" not in w] == []
     row = next(r for r in comparison.rows if r.key == "decode_c1_tps")
     assert row.ratios[1] == pytest.approx(row.values[1] / row.values[0])
     # two runs one after the other on one machine: the load may change between them, hence a

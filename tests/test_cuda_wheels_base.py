@@ -157,11 +157,10 @@ def test_declare_renders_the_toolkit_steps_and_records_the_base_source(tmp_path:
     assert inputs.files["requirements.lock"] == locks.venv_lock_path(profile)
     assert inputs.files[toolkit.path.name] == toolkit.path
     assert list(inputs.fetched) == ["cuda-wheels", "wheels"]
-    import jinja2
-
+    from deploytool.image.build import dockerfile_environment
     from deploytool.image.recipes import recipe_dir
 
-    dockerfile = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(
+    dockerfile = dockerfile_environment().from_string(
         (recipe_dir("sglang") / "Dockerfile.j2").read_text()).render(profile=profile, base_ref="sha256:b", **inputs.template_vars)
     assert "--require-hashes --no-deps --target /opt/cuda-wheels" in dockerfile
     assert "--no-index --find-links /tmp/deploytool/wheels --require-hashes -r /opt/deploytool/locks/requirements.lock" in dockerfile

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from deploytool.errors import UsageError
 from deploytool.release import inputs as release_inputs
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
@@ -75,9 +76,12 @@ def test_missing_weights_or_an_unreadable_secret_is_refused_before_any_step(tmp_
         release_inputs.prepare(profile, bind="127.0.0.1", env={})
 
 
-def test_publishing_beyond_loopback_without_a_key_warns_in_the_plan(tmp_path: Path) -> None:
+def test_publishing_beyond_loopback_without_a_key_is_refused_unless_said_and_then_warned(tmp_path: Path) -> None:
     profile = load_profile("sim").model_copy(deep=True)
     inputs = release_inputs.prepare(profile, bind="0.0.0.0", env={})
-    plan = plan_up(_facts(profile, inputs=inputs), profile, UpOptions(skip_qualify=True, bind="0.0.0.0"))
+    with pytest.raises(UsageError, match="--expose-without-key"):
+        plan_up(_facts(profile, inputs=inputs), profile, UpOptions(skip_qualify=True, bind="0.0.0.0"))
+    plan = plan_up(_facts(profile, inputs=inputs), profile,
+                   UpOptions(skip_qualify=True, bind="0.0.0.0", expose_without_key=True))
     assert any("without an API key" in w for w in plan.warnings)
     assert next(s for s in plan.steps if isinstance(s, Start) and s.new).secrets == []

@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import jinja2
 import pytest
 
 from deploytool.image import flagcheck, patches
+from deploytool.image.build import dockerfile_environment
 from deploytool.host import labels
 from deploytool.errors import ProfileError, UsageError
 from deploytool.profiles import Profile, ProfileStore
@@ -83,8 +83,7 @@ def test_cpu_image_takes_a_cpu_torch_and_no_kernels() -> None:
 
 # -- prepare + template ------------------------------------------------------------------------
 def _render(profile: Profile, inputs: recipe.RecipeInputs) -> str:
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-        (recipe_dir("sglang") / "Dockerfile.j2").read_text())
+    template = dockerfile_environment().from_string((recipe_dir("sglang") / "Dockerfile.j2").read_text())
     return template.render(profile=profile, base_ref="sha256:base", **inputs.template_vars)
 
 

@@ -202,8 +202,10 @@ def test_a_request_still_running_at_the_drain_timeout_is_reported(gateway):
     print(f"\nstop with --drain-timeout 1 under load: {drain}; {len(load.cut)} cut, {load.done} completed")
     assert drain["at_start"] >= 1 and drain["left"] >= 1 and not drain["drained"]
     assert "still running or queued at the drain timeout of 1 s" in out.stderr
-    # what the stop cut is what it reported left (the other slot's answers all completed)
-    assert 1 <= len(load.cut) <= drain["left"], load.cut
+    # the stop never cuts more than it reported left (the other slot's answers all completed);
+    # whether those it reported are cut depends on whether they end within the container's stop
+    # grace, which the server's SIGTERM handling and the machine's load decide
+    assert len(load.cut) <= drain["left"], load.cut
 
 
 def _running(port: int) -> float:

@@ -86,6 +86,14 @@ def dockerfile_quote(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+def dockerfile_environment() -> jinja2.Environment:
+    """The one Jinja environment Dockerfile templates render in (its quoting filter included),
+    so every renderer of a recipe's template reads it the same way."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # nosec B701: a Dockerfile, not HTML
+    env.filters["dockerfile_quote"] = dockerfile_quote
+    return env
+
+
 def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan:
     """The image a build would make, from declared inputs only (no engine, no writes)."""
     recipe = load_recipe(profile.image.recipe)
@@ -96,9 +104,7 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
     source = recipe_dir(profile.image.recipe)
     base_ref = profile.image.base
     fingerprint = {**inputs.fingerprint, "deploytool": __version__, "recipe": profile.image.recipe}
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)  # nosec B701: a Dockerfile, not HTML
-    env.filters["dockerfile_quote"] = dockerfile_quote
-    template = env.from_string((source / "Dockerfile.j2").read_text())
+    template = dockerfile_environment().from_string((source / "Dockerfile.j2").read_text())
     dockerfile = template.render(profile=profile, base_ref=base_ref, **inputs.template_vars)
 
     digest = hashlib.sha256()

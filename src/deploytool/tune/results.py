@@ -18,6 +18,7 @@ class Start:
     startup_s: float
     error: str | None = None  # why the start failed
     log: str = ""
+    url: str = ""  # where it served (its port is free again once the visit is over)
 
 
 @dataclass
@@ -81,22 +82,26 @@ class CandidateResult:
                 "reported": self.reported(), "verdict": self.verdict}
 
 
-def overlaps(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
-    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+def overlaps(a: tuple[float, float] | None, b: tuple[float, float] | None, margin: float = 0.0) -> bool:
+    """Do two ranges meet, each widened by `margin` of itself (the measurement's resolution:
+    two passes that agree to the last digit still do not make a 1% difference real)?"""
+    if a is None or b is None:
+        return False
+    return a[0] * (1 - margin) <= b[1] * (1 + margin) and b[0] * (1 - margin) <= a[1] * (1 + margin)
 
 
-def contenders_after(results: list[CandidateResult], members: list[str]) -> list[str]:
-    """Successive halving: of a round's members, those whose best pass could still beat the
-    leader's worst (the leader: the highest median); a failed start is out."""
+def contenders_after(results: list[CandidateResult], members: list[str], margin: float = 0.0) -> list[str]:
+    """Successive halving: of a round's members, those whose range still meets the leader's
+    (the leader: the highest median), so more passes could still turn the order; a failed
+    start is out."""
     measured = [r for r in results if r.id in members and r.passes and not r.failed_start]
     if not measured:
         return []
     leader = max(measured, key=lambda r: r.median or 0.0)
-    low = leader.spread[0] if leader.spread else 0.0
-    return [r.id for r in measured if r is leader or (r.spread and r.spread[1] >= low)]
+    return [r.id for r in measured if r is leader or overlaps(r.spread, leader.spread, margin)]
 
 
-def decide(results: list[CandidateResult]) -> tuple[CandidateResult | None, list[CandidateResult]]:
+def decide(results: list[CandidateResult], margin: float = 0.0) -> tuple[CandidateResult | None, list[CandidateResult]]:
     """The winner (highest median score among those with a point inside the SLO) and the
     candidates tied with it; every verdict filled in."""
     for r in results:
@@ -114,7 +119,7 @@ def decide(results: list[CandidateResult]) -> tuple[CandidateResult | None, list
     if not qualified:
         return None, []
     winner = max(qualified, key=lambda r: (r.median or 0.0, r.id == "base"))
-    ties = [r for r in qualified if r is not winner and overlaps(r.spread, winner.spread)]
+    ties = [r for r in qualified if r is not winner and overlaps(r.spread, winner.spread, margin)]
     for r in qualified:
         r.verdict = "winner" if r is winner else ("tie" if r in ties else "slower")
     return winner, ties

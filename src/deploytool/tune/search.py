@@ -70,10 +70,12 @@ def prepare(profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, c
     search = Search(profile, space, slo, report_dir, flags=flags, plan_note=note)
     for p in planned:
         search.results.append(CandidateResult(planned=p, refused=flags.refused.get(p.candidate.id, [])))
-    if flags.refused and len(flags.refused) == len(cands):
-        first = next(iter(flags.refused.values()))
-        raise UsageError(f"every candidate's flags were refused by {flags.where}: {first[0]}",
-                         hint="check the names and values under tune.flags (SGLang's flag names)")
+    if flags.refused:
+        # a value of the space the runtime refuses is a mistake in the space, not a slow launch
+        problems = sorted({p for found in flags.refused.values() for p in found})
+        raise UsageError(f"{flags.where} refused {len(flags.refused)} of {len(cands)} candidates: "
+                         + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
+                         hint="fix the names and values under tune.flags (the runtime's own flag names); nothing was started")
     return search
 
 
@@ -90,7 +92,7 @@ def next_visit(search: Search) -> str | None:
                 continue
             if len(r.starts) < round_no + 1:
                 return cid
-        members = contenders_after(search.results, members)
+        members = contenders_after(search.results, members, search.space.tie_margin)
     return None
 
 
@@ -114,6 +116,10 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
     """Visit candidates until the schedule is done, the budget would be passed, or Ctrl-C.
     Every server is stopped before this returns or raises."""
     started = time.monotonic()
+    if not search.journal.is_file():
+        search.report_dir.mkdir(parents=True, exist_ok=True)
+        search.journal.write_text(json.dumps({"kind": "search", "profile": search.profile.name,
+                                              "candidates": [r.id for r in search.results]}) + "\n")
     while (cid := next_visit(search)) is not None:
         if budget_s is not None:
             left = budget_s - (time.monotonic() - started)
@@ -132,8 +138,10 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
         t0 = time.monotonic()
         try:
             server.start()
+            progress(f"{cid}: starting on {server.url} (log {log})")
             why = server.wait_ready(health_s)
-            start = Start(visit=visit, startup_s=round(time.monotonic() - t0, 3), error=why, log=str(log))
+            start = Start(visit=visit, startup_s=round(time.monotonic() - t0, 3), error=why, log=str(log),
+                          url=server.url)
             passes: list[Pass] = []
             if why is None:
                 passes, _ = measure(server.url, result.planned.candidate.profile, search.space, search.slo,
@@ -155,7 +163,7 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
 
 
 def finish(search: Search) -> tuple[CandidateResult | None, list[CandidateResult]]:
-    return decide(search.results)
+    return decide(search.results, search.space.tie_margin)
 
 
 def _record(search: Search, result: CandidateResult, start: Start, passes: list[Pass]) -> None:
@@ -179,9 +187,13 @@ def replay_journal(search: Search) -> int:
             continue
         try:
             entry = json.loads(line)
+            if entry.get("kind") == "search":
+                if entry["candidates"] != [r.id for r in search.results] or entry["profile"] != search.profile.name:
+                    raise KeyError("another space")
+                continue
             cid = entry["candidate"]
             result = search.by_id(cid)
-        except (json.JSONDecodeError, KeyError, StopIteration):
+        except (json.JSONDecodeError, KeyError, StopIteration, AttributeError):
             raise UsageError(f"--resume: {search.journal}:{n} is not a journal line of this space",
                              hint="resume with the same profile and space, or start afresh in a new --report DIR") from None
         if entry.pop("kind") == "start":

@@ -50,6 +50,7 @@ class TuneSpace(BaseModel):
     repeats: int = Field(default=2, ge=1)  # measured passes per server start
     rounds: int = Field(default=3, ge=1)  # successive-halving rounds at most
     max_candidates: int = Field(default=64, ge=1)
+    tie_margin: float = Field(default=0.02, ge=0, lt=1)  # ranges closer than this share are a tie
     slo: Slo = Field(default_factory=Slo)
     qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract"])  # suites run on the winner
 

@@ -94,7 +94,8 @@ def contenders_after(results: list[CandidateResult], members: list[str], margin:
     """Successive halving: of a round's members, those whose range still meets the leader's
     (the leader: the highest median), so more passes could still turn the order; a failed
     start is out."""
-    measured = [r for r in results if r.id in members and r.passes and not r.failed_start]
+    # a candidate with no load level inside the SLO has nothing to win: no more passes for it
+    measured = [r for r in results if r.id in members and r.passes and not r.failed_start and r.meets_slo]
     if not measured:
         return []
     leader = max(measured, key=lambda r: r.median or 0.0)

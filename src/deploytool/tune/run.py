@@ -7,8 +7,9 @@ winner as a profile that extends the original -> qualify on it before it is reco
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +61,19 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     if dry_run:
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
-    try:
-        run_search(search, lambda p, log: LocalServer(p, log), budget_s=budget_s, progress=progress, health_s=health_s)
-    except KeyboardInterrupt:
-        _write(search, header, None, [], None, {})
-        raise
-    winner, ties = finish(search)
-    verdict: dict[str, Any] = {}
-    written = None
-    base = next((r for r in search.results if r.id == "base"), None)
-    if winner is not None and winner.id != "base" and not (base is not None and base in ties):
-        written, verdict = _winner_profile(store, profile, search, winner, name, chosen, qualify_winner,
-                                           profiles_dirs, health_s, progress)
+    with _servers(cpu_slot, profiles_dirs) as make_server:
+        try:
+            run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
+        except KeyboardInterrupt:
+            _write(search, header, None, [], None, {})
+            raise
+        winner, ties = finish(search)
+        verdict: dict[str, Any] = {}
+        written = None
+        base = next((r for r in search.results if r.id == "base"), None)
+        if winner is not None and winner.id != "base" and not (base is not None and base in ties):
+            written, verdict = _winner_profile(store, profile, search, winner, name, chosen, qualify_winner,
+                                               profiles_dirs, health_s, progress, make_server)
     data = _write(search, header, winner, ties, written, verdict)
     return TuneOutcome(data=data, exit_code=_exit_code(data), summary=_summary(data))
 
@@ -82,10 +84,26 @@ def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: b
         raise UsageError(f"{' and '.join(chosen)}: say where candidates run once")
     if not chosen and not dry_run:
         raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")
-    if cpu_slot or gpus:
-        raise UsageError(f"{chosen[0]}: candidates on a Docker slot are not implemented yet",
-                         hint="run them as local processes with --local (docs/tune.md)")
+    if gpus:
+        raise UsageError("--gpu: candidates on a card's Docker slot are not implemented yet",
+                         hint="run them as local processes with --local, or on a CPU slot of the reference "
+                              "runtime with --cpu-slot NAME (docs/tune.md)")
+    if cpu_slot:
+        return f"--cpu-slot {cpu_slot}"
     return chosen[0] if chosen else "nowhere (--dry-run)"
+
+
+@contextlib.contextmanager
+def _servers(cpu_slot: str | None, profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
+    """What starts a candidate: a local process, or a release of the CPU slot (whose serving
+    release is brought back when the search ends, however it ends)."""
+    if not cpu_slot:
+        yield lambda p, log: LocalServer(p, log)
+        return
+    from .slot import SlotServer, slot_session
+
+    with slot_session(cpu_slot, profiles_dirs) as session:
+        yield lambda p, log: SlotServer(session, p, log)
 
 
 def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
@@ -119,7 +137,7 @@ def _counts(search: Search) -> dict[str, Any]:
 
 def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winner: Any, name: str | None,
                     card: Any, qualify_winner: bool, profiles_dirs: list[Path] | None, health_s: float,
-                    progress: Callable[[str], None]) -> tuple[Path, dict[str, Any]]:
+                    progress: Callable[[str], None], make_server: Callable[[Profile, Path], Any]) -> tuple[Path, dict[str, Any]]:
     name = name or f"{profile.name}-tuned"
     base = next((r for r in search.results if r.id == "base"), None)
     evidence = {"evidence": str(search.report_dir / "results.json"),
@@ -132,22 +150,27 @@ def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winne
     ProfileStore([search.report_dir, *(profiles_dirs or [])]).get(name)
     if not qualify_winner:
         return path, {"ran": False, "why": "--no-qualify"}
-    return path, _qualify(winner.planned.candidate.profile, search, health_s, progress)
+    return path, _qualify(winner.planned.candidate.profile, search, health_s, progress, make_server)
 
 
-def _qualify(profile: Profile, search: Search, health_s: float, progress: Callable[[str], None]) -> dict[str, Any]:
+def _qualify(profile: Profile, search: Search, health_s: float, progress: Callable[[str], None],
+             make_server: Callable[[Profile, Path], Any]) -> dict[str, Any]:
     """qualify on the winner's launch: a faster launch that answers wrong is not recommended."""
     from ..qualify.runner import run_qualification
     from ..release.targets import Target
 
     suites = list(search.space.qualify)
     progress(f"qualify on the winner ({', '.join(suites)})")
-    with LocalServer(profile, search.report_dir / "logs" / "winner-qualify.log") as server:
+    server = make_server(profile, search.report_dir / "logs" / "winner-qualify.log")
+    try:
+        server.start()
         why = server.wait_ready(health_s)
         if why:
             return {"ran": True, "passed": False, "why": f"the winner did not start again: {why}"}
         result = run_qualification(Target(url=server.url, profile=server.served_profile()), suites=suites,
                                    report_dir=search.report_dir / "qualify-winner", progress=False)
+    finally:
+        server.stop()
     return {"ran": True, "passed": result.passed, "suites": suites,
             "report": str(search.report_dir / "qualify-winner" / "results.json")}
 

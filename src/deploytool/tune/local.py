@@ -38,11 +38,14 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 def local_argv(profile: Profile, port: int, host: str = "127.0.0.1") -> list[str]:
     """The launch command for this environment: `python ...` becomes this interpreter (the
-    image's /opt/venv/bin/python is not here), host and port are loopback and the free port."""
+    image's /opt/venv/bin/python is not here), host and port are loopback and the free port,
+    the model path the host folder."""
     command = list(profile.server.command)
     if command and Path(command[0]).name.startswith("python"):
         command[0] = sys.executable
     args = {**profile.launch_args(), "host": host, "port": port}
+    if profile.model.host_path and "model-path" in args:
+        args["model-path"] = profile.model.host_path  # a local process reads the folder itself, unmounted
     return command + args_to_argv(args)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port, run_cli, start_cli
 from lifecycle_helpers import remove_instance
-from test_tune import write_profile
+from tune_helpers import write_profile
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 

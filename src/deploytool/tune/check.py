@@ -91,8 +91,10 @@ def _check_sglang_here(cands: list[Candidate], timeout: float) -> FlagReport:
     from ..image.in_image.flagprobe import MARKER
 
     probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
-    requests = [{"groups": flag_groups(c.profile), "names_only": unset_flags(c.profile), "resolve": False,
-                 "model_path": str(c.profile.launch_args().get("model-path") or c.profile.model.path)} for c in cands]
+    # the server will read the host folder itself (tune/local.py), and so does the parser here
+    profiles = [_host_model(c.profile) for c in cands]
+    requests = [{"groups": flag_groups(p), "names_only": unset_flags(p), "resolve": False,
+                 "model_path": str(p.launch_args().get("model-path") or p.model.path)} for p in profiles]
     answers = _run([sys.executable, "-c", probe, json.dumps(requests)], MARKER, timeout, many=True)
     report = FlagReport(where=f"sglang's parser in this Python environment ({sys.executable})", checked=True)
     for cand, answer in zip(cands, answers, strict=True):
@@ -102,6 +104,12 @@ def _check_sglang_here(cands: list[Candidate], timeout: float) -> FlagReport:
         if problems:
             report.refused[cand.id] = problems
     return report
+
+
+def _host_model(profile: Profile) -> Profile:
+    if not profile.model.host_path:
+        return profile
+    return profile.model_copy(update={"model": profile.model.model_copy(update={"path": profile.model.host_path})})
 
 
 def _run(argv: list[str], marker: str, timeout: float, many: bool = False) -> list[Any]:

@@ -91,6 +91,23 @@ def test_candidates_that_do_not_differ_are_a_tie_and_nothing_is_recommended(tmp_
     assert all(len(c["starts"]) == 2 for c in data["candidates"])
 
 
+def test_a_candidate_that_cannot_start_is_found_at_once_and_the_search_goes_on(tmp_path: Path) -> None:
+    # the planner does not model the activations' slack; the reference runtime's memory rule
+    # fails a start whose slack (141 GiB x 0.03) is under --activation-gib 6, as SGLang's OOM does
+    profiles = write_profile(tmp_path / "profiles", args={"activation-gib": 6},
+                             tune={"flags": {"mem-fraction-static": [0.85, 0.97]}, "rounds": 1, "repeats": 1})
+    done = tune_cli(profiles, tmp_path / "report", "--local", "--no-qualify")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    failed = {c["id"]: c for c in data["candidates"]}["c01"]
+    assert failed["verdict"] == "failed to start"
+    assert "CUDA out of memory" in failed["starts"][0]["error"]
+    assert "CUDA out of memory" in Path(failed["starts"][0]["log"]).read_text()
+    # the exit is seen as it happens, not the health budget waited out
+    assert failed["starts"][0]["error"].startswith("the server exited with status 1 before it was ready")
+    assert data["winner"] == "base" and data["counts"]["failed_starts"] == 1
+
+
 def test_an_slo_no_candidate_meets_names_the_closest(tmp_path: Path) -> None:
     profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "rounds": 1,
                                                           "repeats": 1})

@@ -12,7 +12,8 @@ MODEL = ROOT / "tests" / "data" / "models" / "qwen3-30b-a3b"
 SPEED = {"max-running-requests": 2, "decode-tps": 50, "eager-decode-factor": 0.5}
 
 
-def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: float = 0.2) -> Path:
+def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: float = 0.2,
+                  args: dict | None = None) -> Path:
     """A reference-runtime profile with a checkpoint the planner reads (config, index and an
     empty shard: `up` checks that the index's shards are there)."""
     ckpt = folder / "ckpt"
@@ -30,7 +31,8 @@ def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: 
                             "context-length": 32768, "startup-seconds": startup, "prefill-tps": 200000,
                             **SPEED, "mem-fraction-static": 0.85, "cuda-graph-max-bs": 2, "enable-metrics": True,
                             "default-chat-template-kwargs": '{"enable_thinking": false}',
-                            "gpu-memory-gib": 141, "weights-gib": 57, "kv-bytes-per-token": 98304}},
+                            "gpu-memory-gib": 141, "weights-gib": 57, "kv-bytes-per-token": 98304,
+                            **(args or {})}},
         "health": {"path": "/health", "start_period": 30, "start_interval": 1, "interval": 5, "timeout": 5,
                    "retries": 1},
         "qualify": {"preflight": {"min_running_requests": 1}},

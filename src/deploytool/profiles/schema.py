@@ -226,6 +226,8 @@ class Profile(_Strict):
     health: HealthSpec = Field(default_factory=HealthSpec)
     qualify: dict[str, Any] = Field(default_factory=dict)
     bench: dict[str, Any] = Field(default_factory=dict)
+    # `deploytool tune`'s search space and load (tune/space.py checks it; docs/tune.md)
+    tune: dict[str, Any] = Field(default_factory=dict)
     secrets: ProfileSecrets = Field(default_factory=ProfileSecrets)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     watch: WatchSpec = Field(default_factory=WatchSpec)

@@ -4,8 +4,8 @@ Timing rule (docs/sim.md, "Timing"): a request waits in FIFO order for a running
 slot (--max-running-requests) and for room in the KV pool for its prompt; then
 prefill takes uncached_prompt_tokens / prefill_tps; the first output token comes
 at the end of prefill and each later one 1/speed after the previous, where
-speed = min(decode_tps, aggregate_tps / running) / (1 + context / decode_slowdown_tokens)
-(the last factor only with --decode-slowdown-tokens; context is the request's prompt plus
+speed = min(decode_tps, aggregate_tps / running) x step_factor(running) / (1 + context / decode_slowdown_tokens)
+(step_factor: the launch flags' rules, launch_rules.py; the last factor only with --decode-slowdown-tokens; context is the request's prompt plus
 what it generated so far). Deadlines are absolute, so sleep overshoot does not accumulate.
 
 A finished request's conversation (prompt plus the assistant turn it produced) enters the
@@ -23,6 +23,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
+from deploytool.sim import launch_rules
 from deploytool.sim.generation import Unit
 from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens
@@ -194,11 +195,14 @@ class Engine:
             cond.notify_all()
 
     def speed(self, slot: Slot | None = None) -> float:
-        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests, and
-        a long context slows each step (--decode-slowdown-tokens)."""
+        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests, the
+        launch flags' rules scale it (graphs, speculative decoding), and a long context slows
+        each step (--decode-slowdown-tokens)."""
         tps = self.settings.decode_tps
         if self.settings.aggregate_tps:
             tps = min(tps, self.settings.aggregate_tps / max(1, len(self.running)))
+        # graphs and speculative decoding answer to the batch size (launch_rules.py)
+        tps *= launch_rules.step_factor(self.settings, max(1, len(self.running)))
         halving = self.settings.decode_slowdown_tokens
         if halving and slot is not None:
             tps /= 1.0 + (slot.prompt_tokens + slot.generated) / halving

@@ -21,6 +21,7 @@ from . import memory_cmds  # noqa: E402,F401  plan-memory
 from . import rollout_cmds  # noqa: E402,F401  rollout, watch
 from . import host_cmds  # noqa: E402,F401  gpus, slots, doctor
 from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
+from . import monitor_cmds  # noqa: E402,F401  top, monitor
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,145 @@
+"""`deploytool top`: the reference runtime under load on loopback, read by the real command
+(`--once --json`), its cards from a described host; and its view refreshing in a real terminal."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import run_cli
+from deploytool.host.gpu_live import read_cards
+from deploytool.host.nvml_standin import StandInNvml
+from sim_process import SimProcess
+
+HOSTS = Path(__file__).parent / "data" / "nvml-hosts"
+PROFILE = """\
+name: top-sim
+extends: sim
+qualify:
+  preflight:
+    min_running_requests: 2
+    expect: {min_accept_length: 3.0}
+"""
+
+
+class Load:
+    """Clients that keep the server busy until stopped: streamed chats, a few at once."""
+
+    def __init__(self, url: str, clients: int = 4):
+        self.url, self.stop, self.done = url, threading.Event(), 0
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
+
+    def _run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            while not self.stop.is_set():
+                body = {"model": "sim-model", "max_tokens": 40, "stream": True,
+                        "messages": [{"role": "user", "content": f"count to ten {time.monotonic()}"}]}
+                with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                    for _ in response.iter_lines():
+                        pass
+                self.done += 1
+
+    def __enter__(self) -> "Load":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+
+@pytest.fixture
+def profiles(tmp_path: Path) -> Path:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "top-sim.yaml").write_text(PROFILE)
+    return folder
+
+
+def test_top_once_json_under_load(profiles: Path) -> None:
+    with SimProcess(decode_tps=200, prefill_tps=20000, max_running_requests=2, enable_metrics=True,
+                    spec_accept_length=2.0, default_chat_template_kwargs='{"enable_thinking": false}') as sim, \
+            Load(sim.url, clients=4) as load:
+        time.sleep(1.0)  # the clients have started and the queue has formed
+        result = run_cli("top", "--url", sim.url, "--profile", "top-sim", "--profiles-dir", str(profiles),
+                         "--once", "--interval", "2", "--json",
+                         env={"DEPLOYTOOL_NVML_STANDIN": str(Path(__file__).parent / "data" / "top" / "h200-live-throttled.yaml")}, timeout=120)
+        assert load.done > 0
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    (server,) = report["servers"]
+    f = server["figures"]
+    assert f["why"] is None and server["name"] == sim.url
+    assert f["requests_per_s"] > 0 and f["output_tps"] > 0 and f["input_tps"] > 0
+    # 4 clients on a 2-request server: 2 run, the rest wait
+    assert f["running"] == 2 and f["queued"] >= 1
+    # 40 tokens at 200 tok/s per request (the speed is the sim's flag): TPOT near 5 ms
+    assert 0.002 <= f["tpot_p50_s"] <= f["tpot_p99_s"] <= 0.02
+    assert 0 < f["ttft_p50_s"] <= f["ttft_p99_s"]
+    assert f["spec_accept_length"] == pytest.approx(2.0, rel=0.05)
+    # the profile expects 3.0 tokens per verify step: outside, and said so
+    assert server["gates"]["spec_accept_length"] == {"bound": 3.0, "kind": "min",
+                                                     "source": "qualify.preflight.expect.min_accept_length"}
+    assert "spec_accept_length" in server["outside"] and "kv_use" not in server["outside"]
+    cards = report["cards"]["cards"]
+    assert [c["throttle"] for c in cards] == [[], ["sw_thermal_slowdown", "hw_thermal_slowdown"]]
+    assert cards[0]["power_w"] == 612.5 and cards[1]["temperature_c"] == 89 and cards[0]["utilization_pct"] == 97
+
+
+def test_top_says_a_server_that_is_gone_and_recovers() -> None:
+    """A server that stops between rounds shows why; started again, the next round has figures."""
+    from deploytool.monitor.top import make_top, run_once
+
+    with SimProcess(enable_metrics=True) as sim:
+        url = sim.url
+        top = make_top([url])
+        first = run_once(top, 0.3)
+        assert first.rows[0].figures.why is None
+    gone = run_once(top, 0.3)
+    assert "unreadable" in gone.rows[0].figures.why and gone.rows[0].figures.get("running") is None
+
+
+def test_cards_without_live_readings_are_none_not_errors() -> None:
+    """The lent H200's captured host has no live readings: each is None, memory still read."""
+    now = read_cards(StandInNvml.from_file(HOSTS / "h200-lent.yaml"))
+    (card,) = now.cards
+    assert card.utilization_pct is None and card.power_w is None and card.temperature_c is None
+    assert card.memory_total_mib == 143771 and card.throttle == []
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
+def test_top_refreshes_in_a_real_terminal(tmp_path: Path) -> None:
+    """The live view in tmux: after a few rounds the pane shows the figures and the sparkline
+    has grown, drawn in place (one header, not one per round)."""
+    import sys
+
+    with SimProcess(decode_tps=200, max_running_requests=2, enable_metrics=True,
+                    default_chat_template_kwargs='{"enable_thinking": false}') as sim, Load(sim.url, clients=3):
+        session = f"top-{tmp_path.name}"[:40]
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "50",
+                        f"{sys.executable} -m deploytool top --url {sim.url} --interval 0.5 --rounds 8; sleep 30"],
+                       check=True)
+        try:
+            deadline = time.monotonic() + 60
+            pane = ""
+            while time.monotonic() < deadline:
+                time.sleep(1)
+                pane = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
+                                      text=True).stdout
+                if "requests/s" in pane and sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12:
+                    break
+            (tmp_path / "pane.txt").write_text(pane)
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert "TTFT p99" in pane and "output tok/s" in pane
+    assert pane.count("output tok/s") == 1  # refreshed in place
+    assert sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12

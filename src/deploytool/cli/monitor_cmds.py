@@ -42,3 +42,61 @@ def top_command(
     from ..monitor.top_view import live
 
     live(top, console, interval, rounds)
+
+
+monitor_app = typer.Typer(help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",
+                          no_args_is_help=True)
+app.add_typer(monitor_app, name="monitor")
+
+
+def _print_status(result, json_output: bool) -> None:
+    if json_output:
+        print_json(result)
+        return
+    if not result.running:
+        typer.echo(f"monitor: not running ({result.why}); data volume {result.volume}")
+        return
+    settings = result.settings or {}
+    typer.echo(f"monitor: {result.url}  retention {settings.get('retention')}  scrape every "
+               f"{settings.get('scrape_interval_s')} s  data volume {result.volume}")
+    for t in result.targets:
+        labels = t["labels"]
+        typer.echo(f"  {t['health']:<8} {labels.get('job')} slot {labels.get('slot', '-')} release "
+                   f"{labels.get('release', '-')} {t['url']}" + (f"  ({t['error']})" if t["error"] else ""))
+    for a in result.alerts:
+        typer.echo(f"  alert {a['name']} {a['state']} slot {a.get('slot') or '-'}")
+
+
+@monitor_app.command("up")
+def monitor_up(
+    port: Annotated[int, typer.Option("--port", help="Prometheus's port on 127.0.0.1.")] = 9090,
+    retention: Annotated[str, typer.Option("--retention", help="How long Prometheus keeps data (a Prometheus duration).")] = "15d",
+    scrape_interval: Annotated[int, typer.Option("--scrape-interval", min=1, help="Seconds between scrapes.")] = 5,
+    cards_exporter: Annotated[Optional[str], typer.Option("--cards-exporter", help="HOST:PORT of NVIDIA's dcgm-exporter, for the throttling alert.")] = None,
+    profiles_dir: ProfilesDirOpt = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """Build the monitor's image (Debian's prometheus on the local base image), write its
+    configuration, targets and rules, and start it as its own compose project."""
+    from ..monitor import stack
+    from ..profiles import ProfileStore
+
+    settings = stack.MonitorSettings(port=port, retention=retention, scrape_interval_s=scrape_interval,
+                                     cards_exporter=cards_exporter)
+    _print_status(stack.up(settings, ProfileStore(profiles_dir).all()), json_output)
+
+
+@monitor_app.command("down")
+def monitor_down(json_output: JsonOpt = False) -> None:
+    """Stop the monitor; its data volume stays for the next `monitor up`."""
+    from ..monitor import stack
+
+    _print_status(stack.down(), json_output)
+
+
+@monitor_app.command("status")
+def monitor_status(json_output: JsonOpt = False) -> None:
+    """Whether the monitor runs, what it scrapes (each target's health) and the alerts firing."""
+    from ..monitor import stack
+
+    _print_status(stack.status(), json_output)

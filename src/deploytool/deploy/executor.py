@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from ..release import inputs as release_inputs, secrets
+from ..release import inputs as release_inputs, scrape_targets, secrets
 from ..image.build import BuildResult, build
 from ..release.cache import CacheDecision, prepare_slot_cache
 from ..release.compose import document_text
@@ -286,6 +286,16 @@ def _cut_over(run: _Run, step: CutOver) -> None:
     else:
         url = run.outcome.serving.url if run.outcome.serving else plan.url
         journal("cutover", slot=plan.slot, release=step.release, previous=step.previous, url=url)
+    _follow_monitor(run)
+
+
+def _follow_monitor(run: _Run) -> None:
+    """The monitor's scrape targets follow every cut-over and rollback (release/scrape_targets.py);
+    a monitor that cannot be told is a warning, never a failed deploy."""
+    try:
+        scrape_targets.write_if_monitored(run.engine.releases())
+    except Exception as exc:  # noqa: BLE001 - the release serves either way
+        run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 
 
 def _prune(run: _Run, step: Prune) -> None:

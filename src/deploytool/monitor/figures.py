@@ -36,6 +36,7 @@ TTFT = "sglang:time_to_first_token_seconds"
 TPOT = "sglang:request_time_per_output_token_seconds"
 ITL = "sglang:inter_token_latency_seconds"
 KV_USE = "sglang:token_usage"
+BY = "slot, release, profile, card"  # the labels the monitor puts on every scraped series
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,11 @@ class Figure:
 
 
 def _rate(name: str) -> str:
-    return f"sum by (slot, release, profile) (rate({name}[$w]))"
+    return f"sum by ({BY}) (rate({name}[$w]))"
 
 
 def _quantile(q: float, name: str) -> str:
-    return f"histogram_quantile({q}, sum by (slot, release, profile, le) (rate({name}_bucket[$w])))"
+    return f"histogram_quantile({q}, sum by ({BY}, le) (rate({name}_bucket[$w])))"
 
 
 FIGURES: tuple[Figure, ...] = (
@@ -64,9 +65,9 @@ FIGURES: tuple[Figure, ...] = (
     # 0.5.23's per-request TPOT where the server has it, else 0.5.17's per-token latency.
     Figure("tpot_p50_s", "TPOT p50", "s", f"({_quantile(0.5, TPOT)}) or ({_quantile(0.5, ITL)})", "higher"),
     Figure("tpot_p99_s", "TPOT p99", "s", f"({_quantile(0.99, TPOT)}) or ({_quantile(0.99, ITL)})", "higher"),
-    Figure("running", "running", "", f"sum by (slot, release, profile) ({mw.RUNNING})", "higher"),
-    Figure("queued", "queued", "", f"sum by (slot, release, profile) ({mw.QUEUED})", "higher"),
-    Figure("kv_use", "KV pool use", "ratio", f"max by (slot, release, profile) ({KV_USE})", "higher"),
+    Figure("running", "running", "", f"sum by ({BY}) ({mw.RUNNING})", "higher"),
+    Figure("queued", "queued", "", f"sum by ({BY}) ({mw.QUEUED})", "higher"),
+    Figure("kv_use", "KV pool use", "ratio", f"max by ({BY}) ({KV_USE})", "higher"),
     Figure("prefix_hit_rate", "prefix hit rate", "ratio",
            f"({_rate(mw.CACHED)} or {_rate(mw.PROMPT)} * 0) / {_rate(mw.PROMPT)}", "lower"),
     Figure("spec_accept_length", "accept length", "",

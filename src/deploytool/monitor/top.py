@@ -56,7 +56,8 @@ class Target:
 
 def gates_of(profile: Any) -> list[Gate]:
     """The profile's own promises that `top` can hold a live figure to: the accept length its
-    preflight expects; and the KV pool's near-full line, which is deploytool's."""
+    preflight expects, its monitor: latency targets; and the KV pool's near-full line, which is
+    deploytool's."""
     out = [Gate("kv_use", KV_NEAR_FULL, "max", "deploytool: KV pool near full")]
     if profile is None:
         return out
@@ -64,6 +65,10 @@ def gates_of(profile: Any) -> list[Gate]:
     accept = expect.get("min_accept_length")
     if isinstance(accept, (int, float)) and not isinstance(accept, bool):
         out.append(Gate("spec_accept_length", float(accept), "min", "qualify.preflight.expect.min_accept_length"))
+    for key in ("ttft_p99_s", "tpot_p99_s"):
+        bound = getattr(profile.monitor, key, None)
+        if bound is not None:
+            out.append(Gate(key, float(bound), "max", f"monitor.{key}"))
     return out
 
 

@@ -18,8 +18,8 @@ from deploytool.monitor import stack
 from deploytool.profiles import ProfileStore
 from deploytool.release import scrape_targets
 from deploytool.release.state import SlotPointers, write_pointers
+from monitor_helpers import Load
 from sim_process import SimProcess
-from test_monitor_top import Load
 
 
 def _release(number: int, url: str) -> Release:

@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from conftest import run_cli
 from deploytool.host.gpu_live import read_cards
 from deploytool.host.nvml_standin import StandInNvml
+from monitor_helpers import Load
 from sim_process import SimProcess
 
 HOSTS = Path(__file__).parent / "data" / "nvml-hosts"
@@ -27,34 +26,6 @@ qualify:
     min_running_requests: 2
     expect: {min_accept_length: 3.0}
 """
-
-
-class Load:
-    """Clients that keep the server busy until stopped: streamed chats, a few at once."""
-
-    def __init__(self, url: str, clients: int = 4):
-        self.url, self.stop, self.done = url, threading.Event(), 0
-        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(clients)]
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=30) as client:
-            while not self.stop.is_set():
-                body = {"model": "sim-model", "max_tokens": 40, "stream": True,
-                        "messages": [{"role": "user", "content": f"count to ten {time.monotonic()}"}]}
-                with client.stream("POST", "/v1/chat/completions", json=body) as response:
-                    for _ in response.iter_lines():
-                        pass
-                self.done += 1
-
-    def __enter__(self) -> "Load":
-        for t in self.threads:
-            t.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout=30)
 
 
 @pytest.fixture

@@ -80,6 +80,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
             _journal_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
+            if isinstance(current, (Stop, Start, CutOver)):
+                _follow_monitor(run)
             hooks.after_step(plan, current)
     except (Exception, KeyboardInterrupt) as exc:
         failure = as_failure(exc, current)
@@ -94,6 +96,16 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
         _restore(run, failure, hooks)
     run.outcome.seconds = round(time.monotonic() - started, 1)
     return run.outcome
+
+
+def _follow_monitor(run: _Run) -> None:
+    """The monitor's scrape targets follow every stop, start and cut-over (release/scrape_targets.py):
+    a release stopped for an upgrade leaves the targets before its scrape fails, the new one
+    joins when it starts. A monitor that cannot be told is a warning, never a failed deploy."""
+    try:
+        scrape_targets.write_if_monitored(run.engine.releases())
+    except Exception as exc:  # noqa: BLE001 - the release serves either way
+        run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 
 
 def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
@@ -138,6 +150,8 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
         try:
             _journal_step(plan, step, restore=True)
             APPLY[type(step)](run, step)
+            if isinstance(step, (Stop, Start, CutOver)):
+                _follow_monitor(run)
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(step, Stop):  # keep going: bringing the fallback back matters more
                 run.reporter.warn(f"could not stop release {step.release}: {exc}")
@@ -286,16 +300,6 @@ def _cut_over(run: _Run, step: CutOver) -> None:
     else:
         url = run.outcome.serving.url if run.outcome.serving else plan.url
         journal("cutover", slot=plan.slot, release=step.release, previous=step.previous, url=url)
-    _follow_monitor(run)
-
-
-def _follow_monitor(run: _Run) -> None:
-    """The monitor's scrape targets follow every cut-over and rollback (release/scrape_targets.py);
-    a monitor that cannot be told is a warning, never a failed deploy."""
-    try:
-        scrape_targets.write_if_monitored(run.engine.releases())
-    except Exception as exc:  # noqa: BLE001 - the release serves either way
-        run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 
 
 def _prune(run: _Run, step: Prune) -> None:

@@ -23,7 +23,7 @@ import yaml
 
 from ..errors import DeployError, UsageError
 from ..files import write_atomic
-from ..host.labels import INSTANCE, MANAGED, PREFIX, instance, name_prefix
+from ..host.labels import INSTANCE, PREFIX, instance, name_prefix
 from ..release import scrape_targets
 from ..release.state import cache_dir
 from . import prometheus
@@ -108,7 +108,8 @@ def write_files(settings: MonitorSettings, profiles: list[Any]) -> Path:
 
 
 def compose_document(settings: MonitorSettings, image: str, folder: Path) -> dict[str, Any]:
-    labels = {MANAGED: "true", INSTANCE: instance(), MONITOR_LABEL: "prometheus"}
+    # Not `managed`: that label makes a container a release to status, top and the targets.
+    labels = {INSTANCE: instance(), MONITOR_LABEL: "prometheus"}
     return {
         "name": project(),
         "services": {"prometheus": {

@@ -145,3 +145,60 @@ def test_scrape_targets_follow_the_pointer(tmp_path: Path, monkeypatch: pytest.M
     write_pointers("cpu", SlotPointers(current=2, previous=1))  # the cut-over
     scrape_targets.write_if_monitored(releases)
     assert json.loads(path.read_text())[0]["targets"] == ["127.0.0.1:30002"]
+
+
+@needs_promtool
+def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> None:
+    """promtool's alert unit tests over the generated rules: a KV pool full for minutes, the
+    watched profile's draft accepting fewer tokens than it expects, its TTFT p99 above target,
+    a release that stops answering, a card held down for heat; and none while all is well."""
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(prometheus.rules_document(profiles), sort_keys=False, width=1000))
+    lab = 'slot="gpu-a",release="3",profile="watched",card="GPU-1"'
+    ok = 'slot="cpu",release="1",profile="sim",card="cpu"'
+    tests = {"rule_files": [str(rules)], "evaluation_interval": "30s", "tests": [{
+        "interval": "30s",
+        "input_series": [
+            {"series": f'sglang:token_usage{{{lab},tp_rank="0"}}', "values": "0.97x30"},
+            {"series": f'sglang:token_usage{{{ok},tp_rank="0"}}', "values": "0.5x30"},
+            # 1.2 tokens per verify step against the 1.7 the profile expects
+            {"series": f'sglang:generation_tokens_total{{{lab}}}', "values": "0+120x30"},
+            {"series": f'sglang:spec_verify_calls_total{{{lab}}}', "values": "0+100x30"},
+            # every first token in the 2-4 s bucket: p99 near 4 s against the 1.5 s target
+            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="2"}}', "values": "0x30"},
+            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="4"}}', "values": "0+10x30"},
+            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="+Inf"}}', "values": "0+10x30"},
+            {"series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30001",{ok}}}', "values": "1x4 0x26"},
+            {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="0",UUID="GPU-1"}}', "values": "64x30"},  # HW thermal
+            {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="1",UUID="GPU-2"}}', "values": "1x30"},  # idle only
+        ],
+        "alert_rule_test": [
+            {"eval_time": "10m", "alertname": "DeploytoolKvPoolNearFull", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
+                "exp_annotations": {"summary": "slot gpu-a: KV pool 97% full for 5 minutes",
+                                    "description": "New requests wait or retract; more cards, a shorter context or a smaller running limit."}}]},
+            {"eval_time": "14m", "alertname": "DeploytoolAcceptLengthLow", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
+                "exp_annotations": {"summary": "slot gpu-a: accept length 1.2 below watched's 1.7",
+                                    "description": "qualify.preflight.expect.min_accept_length: the draft model no longer pays off."}}]},
+            {"eval_time": "10m", "alertname": "DeploytoolReleaseDown", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "job": prometheus.RELEASES_JOB, "instance": "127.0.0.1:30001",
+                               "slot": "cpu", "release": "1", "profile": "sim", "card": "cpu"},
+                "exp_annotations": {"summary": "slot cpu: release 1 does not answer /metrics",
+                                    "description": "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy."}}]},
+            {"eval_time": "10m", "alertname": "DeploytoolTTFTp99AboveTarget", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
+                "exp_annotations": {"summary": "slot gpu-a: TTFT p99 3.98s above watched's 1.5 s",
+                                    "description": "monitor.ttft_p99_s of profile watched."}}]},
+            {"eval_time": "10m", "alertname": "DeploytoolCardThrottling", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "gpu": "0", "UUID": "GPU-1"},
+                "exp_annotations": {"summary": "card 0 (GPU-1) held down for heat or power",
+                                    "description": "NVML clock event reasons: HW slowdown, SW/HW thermal slowdown or power brake."}}]},
+            {"eval_time": "10m", "alertname": "DeploytoolQueueGrowing", "exp_alerts": []},
+            {"eval_time": "1m", "alertname": "DeploytoolKvPoolNearFull", "exp_alerts": []},  # not yet 5 minutes
+        ],
+    }]}
+    path = tmp_path / "tests.yml"
+    path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
+    checked = _promtool("test", "rules", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -66,17 +66,45 @@ def test_top_once_json_under_load(profiles: Path) -> None:
     assert cards[0]["power_w"] == 612.5 and cards[1]["temperature_c"] == 89 and cards[0]["utilization_pct"] == 97
 
 
-def test_top_says_a_server_that_is_gone_and_recovers() -> None:
-    """A server that stops between rounds shows why; started again, the next round has figures."""
-    from deploytool.monitor.top import make_top, run_once
+def test_top_survives_a_restart_and_a_cut_over() -> None:
+    """The slot's release stops (the round says why, no figure from a dead server), then release 2
+    serves on another port: the next rounds read it, its rates from its own counters only."""
+    import asyncio
 
-    with SimProcess(enable_metrics=True) as sim:
-        url = sim.url
-        top = make_top([url])
-        first = run_once(top, 0.3)
-        assert first.rows[0].figures.why is None
-    gone = run_once(top, 0.3)
-    assert "unreadable" in gone.rows[0].figures.why and gone.rows[0].figures.get("running") is None
+    from deploytool.monitor.top import Target, Top
+
+    serving: list[Target] = []
+    top = Top(lambda: list(serving), read_gpus=lambda: read_cards(StandInNvml.from_file(HOSTS / "h200-lent.yaml")))
+
+    async def rounds(n: int, pause: float = 0.5):
+        out = []
+        for _ in range(n):
+            out.append((await top.round()).rows[0])
+            await asyncio.sleep(pause)
+        return out
+
+    async def scenario():
+        try:
+            with SimProcess(enable_metrics=True, decode_tps=300,
+                            default_chat_template_kwargs='{"enable_thinking": false}') as first, Load(first.url, 2):
+                serving[:] = [Target("cpu", first.url, release=1, profile="sim")]
+                before = await rounds(2)
+            gone = await rounds(1)
+            with SimProcess(enable_metrics=True, decode_tps=300,
+                            default_chat_template_kwargs='{"enable_thinking": false}') as second, Load(second.url, 2):
+                serving[:] = [Target("cpu", second.url, release=2, profile="sim")]
+                after = await rounds(3)
+            return before, gone, after
+        finally:
+            await top.aclose()
+
+    before, gone, after = asyncio.run(scenario())
+    assert before[1].figures.why is None and before[1].figures.get("requests_per_s") > 0
+    assert "unreadable" in gone[0].figures.why and gone[0].figures.get("running") is None
+    assert after[0].target.release == 2 and after[0].figures.get("running") is not None  # gauges at once
+    assert after[0].figures.get("requests_per_s") is None  # no window across two servers
+    assert after[-1].figures.why is None and after[-1].figures.get("output_tps") > 0
+    assert len(after[-1].history["output_tps"]) == 3  # release 2's own history
 
 
 def test_cards_without_live_readings_are_none_not_errors() -> None:
@@ -114,3 +142,15 @@ def test_top_refreshes_in_a_real_terminal(tmp_path: Path) -> None:
     assert "TTFT p99" in pane and "output tok/s" in pane
     assert pane.count("output tok/s") == 1  # refreshed in place
     assert sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12
+
+
+def test_gates_come_from_the_profile(tmp_path: Path) -> None:
+    from deploytool.monitor.top import gates_of
+    from deploytool.profiles import ProfileStore
+
+    (tmp_path / "watched.yaml").write_text(PROFILE + "monitor: {ttft_p99_s: 1.5}\n")
+    gates = {g.key: (g.kind, g.bound, g.source) for g in gates_of(ProfileStore([tmp_path]).get("top-sim"))}
+    assert gates == {"kv_use": ("max", 0.95, "deploytool: KV pool near full"),
+                     "spec_accept_length": ("min", 3.0, "qualify.preflight.expect.min_accept_length"),
+                     "ttft_p99_s": ("max", 1.5, "monitor.ttft_p99_s")}
+    assert [g.key for g in gates_of(ProfileStore().get("sim"))] == ["kv_use"]

@@ -104,15 +104,22 @@ def url_target(url: str, profile: Any = None, api_key: str | None = None) -> Tar
                   gates=gates_of(profile), api_key=api_key)
 
 
-async def scrape(target: Target, timeout: float = 5.0) -> Scrape:
+async def scrape(target: Target, client: Any = None, timeout: float = 5.0) -> Scrape:
+    """One read of the target's /metrics, through `client` (an EndpointClient kept between
+    rounds: a new client per round costs more CPU than the scrape itself), else a fresh one."""
     from ..server.client import EndpointClient
 
     at = time.monotonic()
+    own = client is None
+    if own:
+        client = EndpointClient(target.url, timeout=timeout, max_connections=2, api_key=target.api_key)
     try:
-        async with EndpointClient(target.url, timeout=timeout, max_connections=2, api_key=target.api_key) as client:
-            response = await client.get("/metrics", timeout=timeout)
+        response = await client.get("/metrics", timeout=timeout)
     except Exception as exc:  # noqa: BLE001 - a release restarting or gone: this round says why
         return Scrape(at, None, f"/metrics unreadable: {type(exc).__name__}")
+    finally:
+        if own:
+            await client.aclose()
     if response.status_code != 200:
         return Scrape(at, None, f"/metrics answered HTTP {response.status_code}"
                                 + (" (SGLang serves it only with --enable-metrics)" if response.status_code == 404 else ""))
@@ -154,13 +161,29 @@ class Top:
         self.read_gpus = read_gpus
         self.last: dict[tuple[str, int | None], Scrape] = {}
         self.history: dict[tuple[str, int | None], dict[str, deque]] = {}
+        self.clients: dict[tuple[str, str | None], Any] = {}  # one per server, kept between rounds
+
+    def _client(self, target: Target) -> Any:
+        from ..server.client import EndpointClient
+
+        key = (target.url, target.api_key)
+        if key not in self.clients:
+            self.clients[key] = EndpointClient(target.url, timeout=5.0, max_connections=2, api_key=target.api_key)
+        return self.clients[key]
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+        self.clients.clear()
 
     async def round(self) -> Round:
         try:
             targets = self.find_targets()
         except Exception as exc:  # noqa: BLE001 - the engine busy or gone for a moment: an empty round says so
             targets = [Target("(engine)", "", why=f"cannot list the releases: {type(exc).__name__}: {exc}")]
-        scrapes = await asyncio.gather(*(scrape(t) if t.url else _no_scrape(t) for t in targets))
+        scrapes = await asyncio.gather(*(scrape(t, self._client(t)) if t.url else _no_scrape(t) for t in targets))
+        for gone in set(self.clients) - {(t.url, t.api_key) for t in targets}:  # a server cut over from
+            await self.clients.pop(gone).aclose()
         rows = []
         seen = set()
         for target, now in zip(targets, scrapes):
@@ -189,9 +212,12 @@ async def _no_scrape(target: Target) -> Scrape:
 
 async def once(top: Top, interval: float) -> Round:
     """Two rounds `interval` seconds apart: the second has rates over that window."""
-    await top.round()
-    await asyncio.sleep(interval)
-    return await top.round()
+    try:
+        await top.round()
+        await asyncio.sleep(interval)
+        return await top.round()
+    finally:
+        await top.aclose()
 
 
 def make_top(urls: list[str] | None, profile_name: str | None = None, profiles_dirs: list | None = None,

@@ -93,12 +93,15 @@ def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> 
     from rich.live import Live
 
     async def loop() -> None:
-        first = await top.round()
-        with Live(render(first), console=console, auto_refresh=False, screen=False) as view:
-            done = 1
-            while rounds is None or done < rounds:
-                await asyncio.sleep(interval)
-                view.update(render(await top.round()), refresh=True)
-                done += 1
+        try:
+            first = await top.round()
+            with Live(render(first), console=console, auto_refresh=False, screen=False) as view:
+                done = 1
+                while rounds is None or done < rounds:
+                    await asyncio.sleep(interval)
+                    view.update(render(await top.round()), refresh=True)
+                    done += 1
+        finally:
+            await top.aclose()
 
     asyncio.run(loop())

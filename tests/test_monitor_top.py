@@ -49,7 +49,7 @@ def test_top_once_json_under_load(profiles: Path) -> None:
     report = json.loads(result.stdout)
     (server,) = report["servers"]
     f = server["figures"]
-    assert f["why"] is None and server["name"] == sim.url
+    assert f["why"] is None and server["name"] == sim.url and server["health"] == "healthy"
     assert f["requests_per_s"] > 0 and f["output_tps"] > 0 and f["input_tps"] > 0
     # 4 clients on a 2-request server: 2 run, the rest wait
     assert f["running"] == 2 and f["queued"] >= 1

@@ -182,6 +182,8 @@ class Top:
         except Exception as exc:  # noqa: BLE001 - the engine busy or gone for a moment: an empty round says so
             targets = [Target("(engine)", "", why=f"cannot list the releases: {type(exc).__name__}: {exc}")]
         scrapes = await asyncio.gather(*(scrape(t, self._client(t)) if t.url else _no_scrape(t) for t in targets))
+        # A server given by URL has no engine health check to read: its own /health answers.
+        await asyncio.gather(*(_probe_health(t, self._client(t)) for t in targets if t.url and t.release is None))
         for gone in set(self.clients) - {(t.url, t.api_key) for t in targets}:  # a server cut over from
             await self.clients.pop(gone).aclose()
         rows = []
@@ -204,6 +206,15 @@ class Top:
             self.last.pop(gone, None)
             self.history.pop(gone, None)
         return Round(rows, self.read_gpus(), time.time())
+
+
+async def _probe_health(target: Target, client: Any) -> None:
+    try:
+        response = await client.get("/health", timeout=5.0)
+    except Exception as exc:  # noqa: BLE001 - unreachable is the answer
+        target.health = f"unreachable ({type(exc).__name__})"
+        return
+    target.health = "healthy" if response.status_code == 200 else f"unhealthy (HTTP {response.status_code})"
 
 
 async def _no_scrape(target: Target) -> Scrape:

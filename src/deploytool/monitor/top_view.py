@@ -51,7 +51,8 @@ def render(snapshot: Round) -> Group:
         health = t.health or "-"
         head = Text(f"{title}  profile {t.profile or '-'}  health ")
         head.append(health, style="green" if health == "healthy" else ("yellow" if health == "-" else "red"))
-        head.append(f"  {t.url}")
+        if t.release is not None:  # a --url server's name is its URL already
+            head.append(f"  {t.url}")
         if row.figures.why:
             head.append(f"  {row.figures.why}", style="yellow")
         if t.why:

@@ -103,7 +103,8 @@ def _follow_monitor(run: _Run) -> None:
     a release stopped for an upgrade leaves the targets before its scrape fails, the new one
     joins when it starts. A monitor that cannot be told is a warning, never a failed deploy."""
     try:
-        scrape_targets.write_if_monitored(run.engine.releases())
+        if scrape_targets.monitored():  # no engine call on a host without a monitor
+            scrape_targets.write_targets(run.engine.releases())
     except Exception as exc:  # noqa: BLE001 - the release serves either way
         run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 

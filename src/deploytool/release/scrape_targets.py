@@ -72,8 +72,13 @@ def write_targets(releases: list[Release] | None = None) -> Path:
     return path
 
 
+def monitored() -> bool:
+    """Whether `monitor up` has set this instance's monitor up (its targets folder exists)."""
+    return targets_file().parent.is_dir()
+
+
 def write_if_monitored(releases: list[Release] | None = None) -> Path | None:
-    """write_targets when `monitor up` has set this instance's monitor up, else nothing."""
-    if not targets_file().parent.is_dir():
+    """write_targets when the monitor is set up, else nothing."""
+    if not monitored():
         return None
     return write_targets(releases)

@@ -118,14 +118,14 @@ def test_cards_without_live_readings_are_none_not_errors() -> None:
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 def test_top_refreshes_in_a_real_terminal(tmp_path: Path) -> None:
     """The live view in tmux: after a few rounds the pane shows the figures and the sparkline
-    has grown, drawn in place (one header, not one per round)."""
+    has grown, drawn in place (one header, not one per round); Ctrl-C leaves it, exit 0."""
     import sys
 
     with SimProcess(decode_tps=200, max_running_requests=2, enable_metrics=True,
                     default_chat_template_kwargs='{"enable_thinking": false}') as sim, Load(sim.url, clients=3):
         session = f"top-{tmp_path.name}"[:40]
         subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "50",
-                        f"{sys.executable} -m deploytool top --url {sim.url} --interval 0.5 --rounds 8; sleep 30"],
+                        f"{sys.executable} -m deploytool top --url {sim.url} --interval 0.5; echo EXIT=$?; sleep 30"],
                        check=True)
         try:
             deadline = time.monotonic() + 60
@@ -136,12 +136,20 @@ def test_top_refreshes_in_a_real_terminal(tmp_path: Path) -> None:
                                       text=True).stdout
                 if "requests/s" in pane and sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12:
                     break
-            (tmp_path / "pane.txt").write_text(pane)
+            subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)  # how one leaves it
+            for _ in range(20):
+                time.sleep(0.5)
+                after = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
+                                       text=True).stdout
+                if "EXIT=" in after:
+                    break
+            (tmp_path / "pane.txt").write_text(pane + "\n----\n" + after)
         finally:
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     assert "TTFT p99" in pane and "output tok/s" in pane
     assert pane.count("output tok/s") == 1  # refreshed in place
     assert sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12
+    assert "EXIT=0" in after  # Ctrl-C leaves the live view without an error
 
 
 def test_gates_come_from_the_profile(tmp_path: Path) -> None:

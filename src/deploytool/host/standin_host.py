@@ -65,7 +65,11 @@ class LiveSpec(_Strict):
     utilization_pct: int = Field(default=0, ge=0, le=100)
     power_w: float = Field(default=0, ge=0)
     temperature_c: int = Field(default=30, ge=0)
-    throttle: list[str] = Field(default_factory=list)  # "hw_thermal_slowdown", "sw_power_cap", ...
+    # NVML's clock event reasons by name: gpu_idle, applications_clocks_setting, sw_power_cap,
+    # hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
+    throttle: list[Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+                           "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]] = \
+        Field(default_factory=list)
 
 
 class GpuSpec(_Strict):

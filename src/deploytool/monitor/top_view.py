@@ -105,4 +105,7 @@ def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> 
         finally:
             await top.aclose()
 
-    asyncio.run(loop())
+    try:
+        asyncio.run(loop())
+    except KeyboardInterrupt:  # how one leaves a live view: not an error
+        pass

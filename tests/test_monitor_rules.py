@@ -202,3 +202,25 @@ def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> 
     path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     checked = _promtool("test", "rules", str(path))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_monitor_up_refuses_bad_settings_before_touching_the_engine() -> None:
+    from conftest import run_cli
+
+    for args, words in ((["--retention", "two weeks"], "not a Prometheus duration"),
+                        (["--cards-exporter", "http://x:9400/metrics"], "not HOST:PORT"),
+                        (["--port", "70000"], "not a TCP port")):
+        result = run_cli("monitor", "up", *args, "--json")
+        error = json.loads(result.stdout)["error"]
+        assert result.returncode == 2 and error["kind"] == "UsageError" and words in error["message"], result.stdout
+
+
+def test_without_apt_the_debs_are_asked_for_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from deploytool.errors import DeployError
+    from deploytool.monitor import stack
+
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    with pytest.raises(DeployError) as caught:
+        stack.fetch_debs(tmp_path / "context")
+    assert "apt-get is not on this host" in caught.value.message
+    assert "prometheus" in caught.value.hint and str(tmp_path / "context" / "debs") in caught.value.hint

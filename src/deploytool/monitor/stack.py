@@ -189,21 +189,30 @@ def down(engine: Any = None) -> MonitorStatus:
 
 
 def status(timeout: float = 3.0) -> MonitorStatus:
-    import httpx
+    import asyncio
 
     folder = scrape_targets.monitor_dir()
     try:
         settings = json.loads((folder / "settings.json").read_text())
     except (OSError, ValueError):
         return MonitorStatus(False, None, None, volume_name(), why="never set up (`deploytool monitor up`)")
+    return asyncio.run(_ask(settings, timeout))
+
+
+async def _ask(settings: dict[str, Any], timeout: float) -> MonitorStatus:
+    """Prometheus's own API, through the one HTTP client (server/)."""
+    from ..server.client import EndpointClient
+
     url = f"http://127.0.0.1:{settings['port']}"
     try:
-        with httpx.Client(base_url=url, timeout=timeout) as client:
-            if client.get("/-/ready").status_code != 200:
+        async with EndpointClient(url, timeout=timeout, max_connections=2) as client:
+            if (await client.get("/-/ready", timeout=timeout)).status_code != 200:
                 return MonitorStatus(False, url, settings, volume_name(), why="not ready")
-            targets = client.get("/api/v1/targets").json()["data"]["activeTargets"]
-            alerts = client.get("/api/v1/alerts").json()["data"]["alerts"]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            targets = (await client.get("/api/v1/targets", timeout=timeout)).json()["data"]["activeTargets"]
+            alerts = (await client.get("/api/v1/alerts", timeout=timeout)).json()["data"]["alerts"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return MonitorStatus(False, url, settings, volume_name(), why=f"not Prometheus's answer: {type(exc).__name__}")
+    except Exception as exc:  # noqa: BLE001 - not running, refused, timed out: the status says so
         return MonitorStatus(False, url, settings, volume_name(), why=f"not answering: {type(exc).__name__}")
     return MonitorStatus(True, url, settings, volume_name(),
                          targets=[{"url": t.get("scrapeUrl"), "health": t.get("health"), "error": t.get("lastError") or None,

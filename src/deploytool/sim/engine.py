@@ -30,6 +30,9 @@ from deploytool.sim.tokens import count_tokens
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# SGLang 0.5.23's default buckets of the per-request TPOT histogram (bucket_inter_token_latency).
+TPOT_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
 
 
 class PrefixCache:
@@ -95,6 +98,7 @@ class Stats:
     aborted: int = 0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    tpot: Histogram = field(default_factory=lambda: Histogram(TPOT_BUCKETS))
     _per_second: dict[int, int] = field(default_factory=dict)
     # Counters by is_streaming ("true"/"false"), as sglang:prompt_tokens_total and friends are
     # labelled (sglang/srt/observability/metrics_collector.py): {label: [prompt, generation, requests]}.
@@ -128,6 +132,7 @@ class Stats:
 class Slot:
     prompt_tokens: int
     generated: int = 0
+    first_token_at: float | None = None  # time.monotonic() of the first token, for the request's TPOT
 
 
 class Engine:
@@ -235,7 +240,8 @@ class Engine:
             elif i % 64 == 63:
                 await asyncio.sleep(0)  # let other requests run when the schedule is behind
             if i == 0:
-                self.stats.ttft.observe(time.monotonic() - started)
+                slot.first_token_at = time.monotonic()
+                self.stats.ttft.observe(slot.first_token_at - started)
                 # decode steps count from when the first token actually went out: a first token
                 # sent late (a busy event loop) must not make the next ones come in a burst
                 deadline = max(deadline, loop.time())

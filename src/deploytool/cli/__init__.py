@@ -22,6 +22,8 @@ from . import rollout_cmds  # noqa: E402,F401  rollout, watch
 from . import slot_cmds  # noqa: E402,F401  stop, start, down, logs
 from . import host_cmds  # noqa: E402,F401  gpus, slots, doctor
 from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
+from . import tune_cmds  # noqa: E402,F401  tune
+from . import monitor_cmds  # noqa: E402,F401  top, monitor
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from ..release import inputs as release_inputs, secrets
+from ..release import inputs as release_inputs, scrape_targets, secrets
 from ..image.build import BuildResult, build
 from ..release.cache import CacheDecision, prepare_slot_cache
 from ..release.compose import document_text
@@ -84,6 +84,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
             _journal_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
+            if isinstance(current, (Stop, Start, CutOver)):
+                _follow_monitor(run)
             hooks.after_step(plan, current)
     except (Exception, KeyboardInterrupt) as exc:
         failure = as_failure(exc, current)
@@ -98,6 +100,17 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None =
         _restore(run, failure, hooks)
     run.outcome.seconds = round(time.monotonic() - started, 1)
     return run.outcome
+
+
+def _follow_monitor(run: _Run) -> None:
+    """The monitor's scrape targets follow every stop, start and cut-over (release/scrape_targets.py):
+    a release stopped for an upgrade leaves the targets before its scrape fails, the new one
+    joins when it starts. A monitor that cannot be told is a warning, never a failed deploy."""
+    try:
+        if scrape_targets.monitored():  # no engine call on a host without a monitor
+            scrape_targets.write_targets(run.engine.releases())
+    except Exception as exc:  # noqa: BLE001 - the release serves either way
+        run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 
 
 def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
@@ -147,6 +160,8 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
         try:
             _journal_step(plan, step, restore=True)
             APPLY[type(step)](run, step)
+            if isinstance(step, (Stop, Start, CutOver)):
+                _follow_monitor(run)
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(step, Stop):  # keep going: bringing the fallback back matters more
                 run.reporter.warn(f"could not stop release {step.release}: {exc}")

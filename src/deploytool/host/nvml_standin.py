@@ -29,7 +29,7 @@ from .standin_host import GpuSpec, HostSpec, MigDeviceSpec, cpu_list, load_host
 
 # The constants callers read from the NVML object (read_inventory asks nvml.NVML_CLOCK_MEM, ...).
 _CONSTANT_PREFIXES = ("NVML_CLOCK_", "NVML_TOPOLOGY_", "NVML_P2P_", "NVML_NVLINK_", "NVML_AFFINITY_SCOPE_",
-                      "NVML_FEATURE_", "NVML_DEVICE_MIG_", "NVML_ERROR_", "NVML_SUCCESS")
+                      "NVML_FEATURE_", "NVML_DEVICE_MIG_", "NVML_ERROR_", "NVML_SUCCESS", "NVML_TEMPERATURE_")
 _NVLINK_VERSION = {"1.0": pynvml.NVML_NVLINK_VERSION_1_0, "2.0": pynvml.NVML_NVLINK_VERSION_2_0,
                    "2.2": pynvml.NVML_NVLINK_VERSION_2_2, "3.0": pynvml.NVML_NVLINK_VERSION_3_0,
                    "3.1": pynvml.NVML_NVLINK_VERSION_3_1, "4.0": pynvml.NVML_NVLINK_VERSION_4_0,
@@ -128,6 +128,35 @@ class StandInNvml:
         if card.power_limit_w is None:
             raise _fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return int(round(card.power_limit_w * 1000))  # milliwatts, as NVML
+
+    # -- what the card reads now (top) -------------------------------------------------------
+    def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:
+        live = self._live(handle)
+        rates = pynvml.c_nvmlUtilization_t()
+        rates.gpu, rates.memory = live.utilization_pct, 0
+        return rates
+
+    def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
+        return int(round(self._live(handle).power_w * 1000))  # milliwatts, as NVML
+
+    def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            raise _fail(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return self._live(handle).temperature_c
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: _Handle) -> int:
+        mask = 0
+        for reason in self._live(handle).throttle:
+            words = "".join(w.capitalize() for w in reason.split("_"))
+            mask |= getattr(pynvml, f"nvmlClocksEventReason{words}", 0) or \
+                getattr(pynvml, f"nvmlClocksThrottleReason{words}", 0)
+        return mask
+
+    def _live(self, handle: _Handle) -> Any:
+        live = self._whole_card(handle).live
+        if live is None:
+            raise _fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return live
 
     def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: _Handle) -> int:
         return self._pcie(handle).gen

@@ -58,6 +58,20 @@ class MigSpec(_Strict):
     devices: list[MigDeviceSpec] = Field(default_factory=list)
 
 
+class LiveSpec(_Strict):
+    """A card's readings of the moment, as `top` reads them: utilisation, power, temperature and
+    the clock event reasons a throttled card reports (NVML's names, without their prefix)."""
+
+    utilization_pct: int = Field(default=0, ge=0, le=100)
+    power_w: float = Field(default=0, ge=0)
+    temperature_c: int = Field(default=30, ge=0)
+    # NVML's clock event reasons by name: gpu_idle, applications_clocks_setting, sw_power_cap,
+    # hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
+    throttle: list[Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
+                           "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]] = \
+        Field(default_factory=list)
+
+
 class GpuSpec(_Strict):
     uuid: str = Field(pattern=r"^GPU-[0-9a-fA-F-]{8,}$")
     name: str
@@ -78,6 +92,7 @@ class GpuSpec(_Strict):
     p2p_over_pcie: bool = True  # GeForce cards: the driver offers no PCIe peer-to-peer
     nvlink: NvLinkSpec | None = None  # None: the card has no NVLink (NVML: not supported)
     mig: MigSpec | None = None  # None: the card cannot do MIG (NVML: not supported)
+    live: LiveSpec | None = None  # what the card reads now (top); None: NVML says not supported
 
 
 class P2POverride(_Strict):

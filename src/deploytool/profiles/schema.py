@@ -215,6 +215,15 @@ class WatchSpec(_Strict):
     crash_loop_restarts: int = Field(default=3, ge=1)  # restarts within the window that make a crash loop
 
 
+class MonitorSpec(_Strict):
+    """What `top` and `monitor` hold the live release to, beyond what qualify already gates
+    (the accept length comes from qualify.preflight.expect.min_accept_length): latency targets
+    under real traffic, marked in `top` and alerted on by the monitor."""
+
+    ttft_p99_s: float | None = Field(default=None, gt=0)  # time to first token, p99 over a minute
+    tpot_p99_s: float | None = Field(default=None, gt=0)  # time per output token, p99 over a minute
+
+
 class Profile(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
     description: str = ""
@@ -226,9 +235,12 @@ class Profile(_Strict):
     health: HealthSpec = Field(default_factory=HealthSpec)
     qualify: dict[str, Any] = Field(default_factory=dict)
     bench: dict[str, Any] = Field(default_factory=dict)
+    # `deploytool tune`'s search space and load (tune/space.py checks it; docs/tune.md)
+    tune: dict[str, Any] = Field(default_factory=dict)
     secrets: ProfileSecrets = Field(default_factory=ProfileSecrets)
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     watch: WatchSpec = Field(default_factory=WatchSpec)
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec)
     # Provenance, filled by the loader, not read from YAML.
     source: str = Field(default="", exclude=True)
     chain: list[str] = Field(default_factory=list, exclude=True)

@@ -4,6 +4,7 @@ all the same, and the run records what it could not read."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,22 +163,61 @@ def parse_prometheus(text: str) -> dict[str, float]:
     gauges and ratios (token_usage, cache_hit_rate, spec_accept_length, ...) take the max, since a
     sum of fractions or averages means nothing."""
     out: dict[str, float] = {}
+    for name, _labels, value in parse_series(text):
+        if name not in out:
+            out[name] = value
+        elif _is_summed(name):
+            out[name] += value
+        else:
+            out[name] = max(out[name], value)
+    return out
+
+
+def parse_series(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Prometheus text format -> every sample as (name, labels, value), the labels kept: what a
+    histogram's quantile needs (its `le` buckets), which parse_prometheus's one value per name
+    cannot give. A line that does not parse is skipped, as Prometheus's own reader would refuse
+    only that sample's target; a value that is not a number is skipped too."""
+    out: list[tuple[str, dict[str, str], float]] = []
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        name_part, _, rest = line.partition(" ") if "{" not in line.split(" ")[0] else _split_labels(line)
+        head = line.split(" ")[0]
+        if "{" in head:
+            name, _, tail = line.partition("{")
+            labels, rest = _read_labels(tail)
+            if labels is None:
+                continue
+        else:
+            name, _, rest = line.partition(" ")
+            labels = {}
         try:
             value = float(rest.split()[0])
         except (ValueError, IndexError):
             continue
-        if name_part not in out:
-            out[name_part] = value
-        elif _is_summed(name_part):
-            out[name_part] += value
-        else:
-            out[name_part] = max(out[name_part], value)
+        out.append((name.strip(), labels, value))
     return out
+
+
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+
+
+def _read_labels(tail: str) -> tuple[dict[str, str] | None, str]:
+    """`a="x",le="0.1"} 3` -> ({a: x, le: 0.1}, "3"); (None, "") when the braces do not close.
+    Label values may hold escaped quotes, commas, braces and spaces."""
+    labels: dict[str, str] = {}
+    position = 0
+    while True:
+        rest = tail[position:].lstrip()
+        if rest.startswith("}"):
+            return labels, rest[1:].strip()
+        match = _LABEL.match(tail, position)
+        if match is None:
+            return None, ""
+        labels[match.group(1)] = re.sub(r'\\[\\"n]', lambda m: _UNESCAPE[m.group(0)], match.group(2))
+        position = match.end()
 
 
 _SUMMED_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
@@ -186,12 +226,6 @@ _SUMMED_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
 def _is_summed(name: str) -> bool:
     """Counters and counts add up across label sets; everything else is a gauge or a ratio."""
     return name.endswith(_SUMMED_SUFFIXES) or name.rpartition(":")[2].startswith("num_")
-
-
-def _split_labels(line: str) -> tuple[str, str, str]:
-    name, _, tail = line.partition("{")
-    _, _, rest = tail.partition("}")
-    return name, "", rest.strip()
 
 
 async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: float) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from deploytool.sim import launch_rules
 from deploytool.sim.app import create_app
 from deploytool.sim.faults import CRASH_EXIT_CODE, parse_faults
 from deploytool.sim.log import log
@@ -18,6 +19,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"FAULT crash_on_start: deploytool.sim (a simulator, not a model) exits with status "
             f"{CRASH_EXIT_CODE} before serving anything")
         return CRASH_EXIT_CODE
+    failure = launch_rules.start_failure(settings)
+    if failure:  # the memory rule: a launch SGLang could not start fails here, before listening
+        log(f"cannot start: {failure}")
+        return 1
     try:
         app = create_app(settings)
     except ValueError as exc:  # e.g. --gsm8k-oracle without a readable GSM8K file

@@ -4,8 +4,8 @@ Timing rule (docs/sim.md, "Timing"): a request waits in FIFO order for a running
 slot (--max-running-requests) and for room in the KV pool for its prompt; then
 prefill takes uncached_prompt_tokens / prefill_tps; the first output token comes
 at the end of prefill and each later one 1/speed after the previous, where
-speed = min(decode_tps, aggregate_tps / running) / (1 + context / decode_slowdown_tokens)
-(the last factor only with --decode-slowdown-tokens; context is the request's prompt plus
+speed = min(decode_tps, aggregate_tps / running) x step_factor(running) / (1 + context / decode_slowdown_tokens)
+(step_factor: the launch flags' rules, launch_rules.py; the last factor only with --decode-slowdown-tokens; context is the request's prompt plus
 what it generated so far). Deadlines are absolute, so sleep overshoot does not accumulate.
 
 A finished request's conversation (prompt plus the assistant turn it produced) enters the
@@ -23,12 +23,16 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 
+from deploytool.sim import launch_rules
 from deploytool.sim.generation import Unit
 from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens
 
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+# SGLang 0.5.23's default buckets of the per-request TPOT histogram (bucket_inter_token_latency).
+TPOT_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
 
 
 class PrefixCache:
@@ -94,6 +98,7 @@ class Stats:
     aborted: int = 0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    tpot: Histogram = field(default_factory=lambda: Histogram(TPOT_BUCKETS))
     _per_second: dict[int, int] = field(default_factory=dict)
     # Counters by is_streaming ("true"/"false"), as sglang:prompt_tokens_total and friends are
     # labelled (sglang/srt/observability/metrics_collector.py): {label: [prompt, generation, requests]}.
@@ -127,6 +132,7 @@ class Stats:
 class Slot:
     prompt_tokens: int
     generated: int = 0
+    first_token_at: float | None = None  # time.monotonic() of the first token, for the request's TPOT
 
 
 class Engine:
@@ -194,11 +200,14 @@ class Engine:
             cond.notify_all()
 
     def speed(self, slot: Slot | None = None) -> float:
-        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests, and
-        a long context slows each step (--decode-slowdown-tokens)."""
+        """Per-request decode tokens/s now: aggregate_tps is shared by the running requests, the
+        launch flags' rules scale it (graphs, speculative decoding), and a long context slows
+        each step (--decode-slowdown-tokens)."""
         tps = self.settings.decode_tps
         if self.settings.aggregate_tps:
             tps = min(tps, self.settings.aggregate_tps / max(1, len(self.running)))
+        # graphs and speculative decoding answer to the batch size (launch_rules.py)
+        tps *= launch_rules.step_factor(self.settings, max(1, len(self.running)))
         halving = self.settings.decode_slowdown_tokens
         if halving and slot is not None:
             tps /= 1.0 + (slot.prompt_tokens + slot.generated) / halving
@@ -231,7 +240,8 @@ class Engine:
             elif i % 64 == 63:
                 await asyncio.sleep(0)  # let other requests run when the schedule is behind
             if i == 0:
-                self.stats.ttft.observe(time.monotonic() - started)
+                slot.first_token_at = time.monotonic()
+                self.stats.ttft.observe(slot.first_token_at - started)
                 # decode steps count from when the first token actually went out: a first token
                 # sent late (a busy event loop) must not make the next ones come in a burst
                 deadline = max(deadline, loop.time())

@@ -70,6 +70,9 @@ def render_metrics(engine: Engine) -> str:
                stats.ttft, base)
     _histogram(lines, "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
                stats.e2e, base)
+    _histogram(lines, "sglang:request_time_per_output_token_seconds",
+               "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
+               stats.tpot, base)
     return "\n".join(lines) + "\n"
 
 

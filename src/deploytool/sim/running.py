@@ -45,6 +45,9 @@ class Generation:
                                     self.settings.spec_accept_length)
                 stats.requests += 1
                 stats.e2e.observe(time.monotonic() - self.started)
+                if slot.first_token_at is not None and slot.generated > 1:
+                    # SGLang's per-request TPOT: (finished - first token) / (completion tokens - 1)
+                    stats.tpot.observe((time.monotonic() - slot.first_token_at) / (slot.generated - 1))
             elif not self.req.stream:
                 # A request whose client left is in no token or request counter: SGLang counts a
                 # request in observe_one_finished_request only when its finished output still

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from deploytool.sim import launch_rules
 from deploytool.sim.app import create_app
 from deploytool.sim.faults import StreamDropped, parse_faults
 from deploytool.sim.log import log
@@ -153,6 +154,8 @@ def serve_in_thread(settings: SimSettings | None = None, port: int = 0, host: st
     settings = dataclasses.replace(settings or SimSettings(), host=host)
     if parse_faults(settings.faults).crash_on_start:
         raise RuntimeError("deploytool.sim: fault crash_on_start: the server exits with status 3 at start")
+    if failure := launch_rules.start_failure(settings):
+        raise RuntimeError(f"deploytool.sim cannot start: {failure}")
     _install_log_filter()
     sock = _listen(host, port)
     settings = dataclasses.replace(settings, port=sock.getsockname()[1])

@@ -38,12 +38,13 @@ def resolved_args(s: SimSettings) -> dict[str, Any]:
         "tp_size": s.tp_size,
         "dp_size": s.dp_size,
         "mem_fraction_static": s.mem_fraction_static,  # a profile's memory plan is compared with it
-        "cuda_graph_max_bs_decode": None,
+        "cuda_graph_max_bs_decode": s.cuda_graph_max_bs,
         "cuda_graph_max_bs_prefill": None,
-        "disable_decode_cuda_graph": False,
-        "disable_prefill_cuda_graph": False,
+        "disable_decode_cuda_graph": s.disable_cuda_graph,
+        "disable_prefill_cuda_graph": s.disable_cuda_graph,
         "speculative_algorithm": s.reported_speculative_algorithm,
         "speculative_num_steps": s.reported_speculative_num_steps,
+        "speculative_num_draft_tokens": s.speculative_num_draft_tokens,
         # --no-reasoning-field stands for a server without a working reasoning parser
         "reasoning_parser": None if s.no_reasoning_field else s.reasoning_parser,
         "tool_call_parser": s.tool_call_parser if s.tools else None,

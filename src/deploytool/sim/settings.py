@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deploytool.sim import launch_rules
 from deploytool.sim.faults import FAULT_HELP, parse_faults
 
 ENV_PREFIX = "DEPLOYTOOL_SIM_"
@@ -78,7 +79,7 @@ class SimSettings:
     chunked_prefill_size: int = _opt("Reported only (server_info).", 8192)
     tp_size: int = _opt("Reported only (server_info).", 1)
     # SGLang's server_info reports it; a profile's memory plan reads it from server.args.
-    mem_fraction_static: float | None = _opt("Reported only (server_info), as SGLang's.", None)
+    mem_fraction_static: float | None = _opt("Reported (server_info), as SGLang's; with --gpu-memory-gib it sizes the KV pool.", None)
     vision: bool = _opt("Accept image_url content parts (--no-vision: refuse them with 400).", True)
     tools: bool = _opt(
         "Parse tool calls into tool_calls (--no-tools: the call is left as raw <tool_call> text in content, "
@@ -107,6 +108,18 @@ class SimSettings:
     spec_accept_length: float = _opt("Average speculative accept length to report; 0 means no speculative decoding.", 0.0)
     speculative_algorithm: str | None = _opt("Reported speculative algorithm; defaults to EAGLE when --spec-accept-length > 0.", None)
     speculative_num_steps: int | None = _opt("Reported speculative steps; defaults to 3 when speculative decoding is on.", None)
+    # Launch flags the speed and the pool answer to (sim/launch_rules.py, docs/sim.md "Launch flags and speed").
+    speculative_num_draft_tokens: int | None = _opt("Draft tokens per verify (SGLang's flag): caps the draft steps at this - 1.", None)
+    spec_accept_rate: float = _opt("Chance each draft token is accepted; > 0 turns the speculative speed rule on.", 0.0)
+    spec_draft_cost: float = _opt("Cost of one draft step, in target decode steps (speculative rule).", 0.1)
+    spec_verify_cost: float = _opt("Extra step cost per draft token per running request (speculative rule).", 0.02)
+    cuda_graph_max_bs: int | None = _opt("Largest decode batch replayed as a CUDA graph; larger ones run eager. Unset: all.", None)
+    disable_cuda_graph: bool = _opt("Run every decode batch eager (SGLang's --disable-cuda-graph).", False)
+    eager_decode_factor: float = _opt("Decode speed of an eager (not graphed) batch, as a fraction of a graphed one.", 1.0)
+    gpu_memory_gib: float | None = _opt("Memory rule: the card's GiB; with --mem-fraction-static it sizes the KV pool. Unset: off.", None)
+    weights_gib: float = _opt("Memory rule: GiB of weights inside the static fraction.", 0.0)
+    kv_bytes_per_token: int = _opt("Memory rule: KV bytes per token.", 65536)
+    activation_gib: float | None = _opt("Memory rule: GiB the slack (1 - fraction) must hold, else the start fails.", None)
     gsm8k_oracle: float | None = _opt(
         "Answer GSM8K test questions from the answer key, right for this fraction (0..1) of questions. "
         "An answer key to test scoring pipelines, never a model. Unset: off.",
@@ -174,8 +187,10 @@ class SimSettings:
                 problems.append(f"default_chat_template_kwargs is not JSON: {exc}")
             if kwargs is not None and not isinstance(kwargs, dict):
                 problems.append("default_chat_template_kwargs must be a JSON object")
+        problems += launch_rules.problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+        launch_rules.resolve(self)
         parse_faults(self.faults)  # raises ValueError on an unknown fault
 
     # --- derived values reported by /server_info ------------------------------------
@@ -192,7 +207,7 @@ class SimSettings:
 
     @property
     def speculative_enabled(self) -> bool:
-        return self.spec_accept_length > 0
+        return self.spec_accept_length > 0 or launch_rules.speculative_on(self)
 
     @property
     def reported_speculative_algorithm(self) -> str | None:

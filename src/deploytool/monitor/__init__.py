@@ -1,0 +1,1 @@
+"""Watching what serves: `deploytool top` and `deploytool monitor` (docs/monitor.md)."""

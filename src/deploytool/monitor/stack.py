@@ -1,0 +1,223 @@
+"""`deploytool monitor up|down|status`: a Prometheus of its own compose project, built from
+Debian's `prometheus` package on the local base image, scraping what serves on this host.
+
+The image needs no registry: the .deb files are fetched on the host (`apt-get download`, the
+host's own package index) into the build context, and apt inside the build installs them from
+the files alone, since a build step cannot reach a package index. Prometheus runs on the host's
+network (the releases publish on loopback) and listens on 127.0.0.1 only. Its data lives in a
+named volume that `monitor down` keeps; retention is set in the configuration (--retention).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import DeployError, UsageError
+from ..files import write_atomic
+from ..host.labels import INSTANCE, PREFIX, instance, name_prefix
+from ..release import scrape_targets
+from ..release.state import cache_dir
+from . import prometheus
+
+BASE_IMAGE = "deploytool/base:bookworm"
+MONITOR_LABEL = f"{PREFIX}.monitor"  # on the monitor's container and volume: not a release
+# Debian bookworm's prometheus and what it needs beyond the base image (its web UI's scripts).
+DEBS = ("prometheus", "fonts-glyphicons-halflings", "javascript-common", "libjs-bootstrap", "libjs-bootstrap4",
+        "libjs-d3", "libjs-eonasdan-bootstrap-datetimepicker", "libjs-jquery", "libjs-jquery-hotkeys",
+        "libjs-moment", "libjs-moment-timezone", "libjs-mustache", "libjs-popper.js", "libjs-rickshaw")
+DOCKERFILE = f"""\
+FROM {BASE_IMAGE}
+COPY debs/ /opt/debs/
+# The files alone: a build step reaches no package index.
+RUN apt-get install -y --no-install-recommends /opt/debs/*.deb \\
+ && rm -rf /opt/debs \\
+ && mkdir -p /prometheus && chown prometheus:prometheus /prometheus \\
+ && prometheus --version && promtool --version
+USER prometheus
+WORKDIR /prometheus
+ENTRYPOINT ["/usr/bin/prometheus"]
+"""
+IN_CONTAINER = "/etc/deploytool-monitor"
+
+
+@dataclass
+class MonitorSettings:
+    port: int = 9090
+    retention: str = "15d"  # Prometheus's own default, written down so it is a choice
+    scrape_interval_s: int = 5
+    cards_exporter: str | None = None  # HOST:PORT of NVIDIA's dcgm-exporter, when one runs
+
+    def check(self) -> None:
+        import re
+
+        if not 1 <= self.port <= 65535:
+            raise UsageError(f"--port {self.port} is not a TCP port")
+        if not re.fullmatch(r"(\d+(y|w|d|h|m|s|ms))+", self.retention):
+            raise UsageError(f"--retention {self.retention!r} is not a Prometheus duration", hint="e.g. 15d, 12h, 1y")
+        if self.cards_exporter and not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", self.cards_exporter):
+            raise UsageError(f"--cards-exporter {self.cards_exporter!r} is not HOST:PORT")
+
+
+@dataclass
+class MonitorStatus:
+    running: bool
+    url: str | None
+    settings: dict[str, Any] | None
+    volume: str
+    targets: list[dict[str, Any]] = field(default_factory=list)
+    alerts: list[dict[str, Any]] = field(default_factory=list)
+    why: str | None = None
+
+
+def project() -> str:
+    return f"{name_prefix()}-monitor"
+
+
+def volume_name() -> str:
+    return f"{name_prefix()}-monitor-data"
+
+
+def write_files(settings: MonitorSettings, profiles: list[Any]) -> Path:
+    """Everything Prometheus reads, in the monitor's folder (mounted read-only in its container)."""
+    folder = scrape_targets.monitor_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    scrape_targets.write_targets()
+    files = {
+        "prometheus.yml": yaml.safe_dump(prometheus.config(
+            scrape_interval_s=settings.scrape_interval_s, targets_path=f"{IN_CONTAINER}/targets/releases.json",
+            rules_path=f"{IN_CONTAINER}/rules.yml", cards_exporter=settings.cards_exporter), sort_keys=False),
+        "rules.yml": yaml.safe_dump(prometheus.rules_document(profiles), sort_keys=False, width=1000),
+        "grafana-dashboard.json": json.dumps(prometheus.dashboard(), indent=2) + "\n",
+        "settings.json": json.dumps(asdict(settings), indent=2) + "\n",
+    }
+    for name, text in files.items():
+        write_atomic(folder / name, text)
+    # Prometheus runs as its own user in the container: the files hold no secret, it must read them.
+    for path in [folder, folder / "targets", *folder.iterdir(), *(folder / "targets").iterdir()]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    return folder
+
+
+def compose_document(settings: MonitorSettings, image: str, folder: Path) -> dict[str, Any]:
+    # Not `managed`: that label makes a container a release to status, top and the targets.
+    labels = {INSTANCE: instance(), MONITOR_LABEL: "prometheus"}
+    return {
+        "name": project(),
+        "services": {"prometheus": {
+            "image": image,
+            "network_mode": "host",  # the releases publish on the host's loopback
+            "command": [f"--config.file={IN_CONTAINER}/prometheus.yml", "--storage.tsdb.path=/prometheus",
+                        f"--storage.tsdb.retention.time={settings.retention}",
+                        f"--web.listen-address=127.0.0.1:{settings.port}", "--web.enable-lifecycle"],
+            "volumes": [f"{folder}:{IN_CONTAINER}:ro", "data:/prometheus"],
+            "labels": labels,
+            "restart": "unless-stopped",
+        }},
+        # a named volume: `compose down` (never with -v here) and upgrades keep it
+        "volumes": {"data": {"name": volume_name(), "labels": labels}},
+    }
+
+
+def fetch_debs(context: Path) -> None:
+    """Debian's packages into the build context, from the host's package index."""
+    debs = context / "debs"
+    if debs.is_dir() and any(debs.glob("prometheus_*.deb")):
+        return
+    debs.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(["apt-get", "download", *DEBS], cwd=debs, capture_output=True, text=True, timeout=600)
+    except FileNotFoundError:
+        raise DeployError("apt-get is not on this host: the monitor's image is built from Debian's packages",
+                          hint=f"put the .deb files of {' '.join(DEBS)} in {debs}") from None
+    if proc.returncode != 0:
+        raise DeployError(f"apt-get download failed:\n{proc.stderr[-2000:]}",
+                          hint=f"run `apt-get update`, or put the .deb files in {debs}")
+
+
+def build_image(engine: Any) -> str:
+    context = cache_dir("monitor-image")
+    fetch_debs(context)
+    write_atomic(context / "Dockerfile", DOCKERFILE)
+    digest = hashlib.sha256(DOCKERFILE.encode())
+    for deb in sorted((context / "debs").glob("*.deb")):
+        digest.update(deb.name.encode())
+    tag = f"deploytool/monitor:prometheus-{digest.hexdigest()[:12]}"
+    if engine.image(tag) is not None:
+        return tag
+    for event in engine.build_events(context, tag=tag, labels={MONITOR_LABEL: "prometheus"}, no_cache=False):
+        if "error" in event:
+            raise DeployError(f"the monitor's image did not build: {event['error']}")
+    return tag
+
+
+def up(settings: MonitorSettings, profiles: list[Any], engine: Any = None, ready_timeout_s: float = 120) -> MonitorStatus:
+    from ..host.engine import Engine
+
+    settings.check()
+    engine = engine or Engine()
+    image = build_image(engine)
+    folder = write_files(settings, profiles)
+    compose_file = folder / "compose.yaml"
+    write_atomic(compose_file, yaml.safe_dump(compose_document(settings, image, folder), sort_keys=False))
+    engine.compose(project(), compose_file, "up", "-d", "--remove-orphans")
+    deadline = time.monotonic() + ready_timeout_s
+    while time.monotonic() < deadline:
+        current = status()
+        if current.running:
+            return current
+        time.sleep(1)
+    raise DeployError(f"Prometheus did not become ready on 127.0.0.1:{settings.port} within {ready_timeout_s:g} s",
+                      hint=f"`docker compose -p {project()} logs` shows why")
+
+
+def down(engine: Any = None) -> MonitorStatus:
+    from ..host.engine import Engine
+
+    compose_file = scrape_targets.monitor_dir() / "compose.yaml"
+    if compose_file.exists():
+        (engine or Engine()).compose(project(), compose_file, "down")  # never -v: the data stays
+    return status()
+
+
+def status(timeout: float = 3.0) -> MonitorStatus:
+    import asyncio
+
+    folder = scrape_targets.monitor_dir()
+    try:
+        settings = json.loads((folder / "settings.json").read_text())
+    except (OSError, ValueError):
+        return MonitorStatus(False, None, None, volume_name(), why="never set up (`deploytool monitor up`)")
+    return asyncio.run(_ask(settings, timeout))
+
+
+async def _ask(settings: dict[str, Any], timeout: float) -> MonitorStatus:
+    """Prometheus's own API, through the one HTTP client (server/)."""
+    from ..server.client import EndpointClient
+
+    url = f"http://127.0.0.1:{settings['port']}"
+    try:
+        async with EndpointClient(url, timeout=timeout, max_connections=2) as client:
+            if (await client.get("/-/ready", timeout=timeout)).status_code != 200:
+                return MonitorStatus(False, url, settings, volume_name(), why="not ready")
+            targets = (await client.get("/api/v1/targets", timeout=timeout)).json()["data"]["activeTargets"]
+            alerts = (await client.get("/api/v1/alerts", timeout=timeout)).json()["data"]["alerts"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return MonitorStatus(False, url, settings, volume_name(), why=f"not Prometheus's answer: {type(exc).__name__}")
+    except Exception as exc:  # noqa: BLE001 - not running, refused, timed out: the status says so
+        return MonitorStatus(False, url, settings, volume_name(), why=f"not answering: {type(exc).__name__}")
+    return MonitorStatus(True, url, settings, volume_name(),
+                         targets=[{"url": t.get("scrapeUrl"), "health": t.get("health"), "error": t.get("lastError") or None,
+                                   "labels": {k: v for k, v in (t.get("labels") or {}).items()
+                                              if k in ("slot", "release", "profile", "card", "job")}}
+                                  for t in targets],
+                         alerts=[{"name": a.get("labels", {}).get("alertname"), "state": a.get("state"),
+                                  "slot": a.get("labels", {}).get("slot")} for a in alerts])

@@ -1,0 +1,84 @@
+"""The monitor's scrape targets (Prometheus file_sd): the release each slot serves, from the
+engine's labels and the slot's pointer, labelled with slot, release, profile and card.
+
+Written by `monitor up`, and again after every cut-over and rollback (deploy's executor calls
+write_if_monitored), so Prometheus, which re-reads the file when it changes, always scrapes what
+serves: the pointer's release when it runs, else the slot's newest running one. A release that
+was cut over from is not listed, so its stop is no "release down" alert.
+
+Nothing is written until `monitor up` made the folder: deploys on a host without a monitor
+pay one stat() for this.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..files import write_atomic
+from ..host import engine_api
+from ..host.labels import instance
+from ..host.releases import Release
+from .state import home, read_pointers
+
+
+def monitor_dir() -> Path:
+    """The monitor's folder in the state directory, one per deploytool instance."""
+    return home() / "monitor" / instance()
+
+
+def targets_file() -> Path:
+    return monitor_dir() / "targets" / "releases.json"
+
+
+def serving(releases: list[Release]) -> dict[str, Release]:
+    """Each slot's release to scrape: the pointer's current when it runs, else the newest running."""
+    by_slot: dict[str, list[Release]] = {}
+    for release in releases:
+        if release.running or release.state == "restarting":
+            by_slot.setdefault(release.slot, []).append(release)
+    out = {}
+    for slot, running in by_slot.items():
+        current = read_pointers(slot).current
+        chosen = next((r for r in running if r.release == current), None)
+        out[slot] = chosen or max(running, key=lambda r: r.release)
+    return out
+
+
+def target_groups(releases: list[Release]) -> list[dict[str, Any]]:
+    groups = []
+    for slot, release in sorted(serving(releases).items()):
+        address = release.url.removeprefix("http://").removeprefix("https://")
+        groups.append({"targets": [address], "labels": {
+            "slot": slot, "release": str(release.release), "profile": release.profile,
+            "card": ",".join(release.gpus) or "cpu", "simulator": "true" if release.simulator else "false",
+            # a release that wants a key answers /metrics 401 to a scrape without it: said on the target
+            "api_key": "required" if release.api_key else "none"}})
+    return groups
+
+
+def write_targets(releases: list[Release] | None = None) -> Path:
+    """Write the file from the engine's releases (read now when not given)."""
+    if releases is None:
+        releases = engine_api.read_releases()
+        if releases is None:  # an engine only the SDK reaches
+            from ..host.engine import Engine
+
+            releases = Engine().releases()
+    path = targets_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(target_groups(releases), indent=2) + "\n")
+    return path
+
+
+def monitored() -> bool:
+    """Whether `monitor up` has set this instance's monitor up (its targets folder exists)."""
+    return targets_file().parent.is_dir()
+
+
+def write_if_monitored(releases: list[Release] | None = None) -> Path | None:
+    """write_targets when the monitor is set up, else nothing."""
+    if not monitored():
+        return None
+    return write_targets(releases)

@@ -1,0 +1,125 @@
+"""A search's report: the table (candidate, flags that differ, the plan's KV tokens and running
+limit beside what the server reported, throughput, TTFT and TPOT p50/p99, goodput under the
+SLO, spread, verdict), the Pareto picture (per-GPU output tok/s against per-user tok/s, every
+point labelled with its candidate), and the winner as a profile that `extends:` the original
+with only the changed flags."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from ..bench import stats
+from ..files import write_atomic
+from ..profiles import Profile
+from ..yamlio import dump_yaml
+from .results import CandidateResult
+
+COLUMNS = ("candidate", "flags that differ", "KV tokens plan / server", "running limit plan / server",
+           "tok/s/GPU (median)", "spread", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "goodput", "verdict")
+
+
+def table_rows(results: list[CandidateResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        plan, reported = r.planned, r.reported()
+        point = r.best_point()
+        spread = r.spread
+        why = r.planned.pruned or ("; ".join(r.refused) if r.refused else None) or r.failed_start
+        rows.append([
+            r.id, r.planned.candidate.label(),
+            f"{_n(plan.pool_tokens)} / {_n(reported.get('kv_tokens'))}",
+            f"{_n(plan.running_limit)} / {_n(reported.get('running_limit'))}",
+            _f(r.median), f"[{_f(spread[0])}, {_f(spread[1])}]" if spread else "-",
+            f"{_f(point.ttft_p50_ms)} / {_f(point.ttft_p99_ms)}" if point else "-",
+            f"{_f(point.tpot_p50_ms)} / {_f(point.tpot_p99_ms)}" if point else "-",
+            f"{point.goodput:.0%} at c={point.concurrency}" if point else "-",
+            r.verdict + (f": {why}" if why else ""),
+        ])
+    return rows
+
+
+def markdown(results: list[CandidateResult], header: str) -> str:
+    lines = [header, "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in table_rows(results):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|").replace("\n", " ") for cell in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def frontier_points(results: list[CandidateResult]) -> list[tuple[str, int, float, float]]:
+    """(candidate, concurrency, per-user tok/s, per-GPU tok/s): each level's median over passes."""
+    out = []
+    for r in results:
+        levels = sorted({pt.concurrency for p in r.passes for pt in p.points})
+        for c in levels:
+            pts = [pt for p in r.passes for pt in p.points if pt.concurrency == c]
+            user = stats.median(pt.per_user_tps for pt in pts)
+            gpu = stats.median(pt.per_gpu_tps for pt in pts)
+            if user is not None and gpu is not None:
+                out.append((r.id, c, float(user), float(gpu)))
+    return out
+
+
+def write_frontier_png(results: list[CandidateResult], path: Path, title: str) -> Path | None:
+    points = frontier_points(results)
+    if not points:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: rendered to PNG only
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for cid in dict.fromkeys(p[0] for p in points):
+        mine = [p for p in points if p[0] == cid]
+        ax.plot([p[2] for p in mine], [p[3] for p in mine], marker="o", linewidth=1, alpha=0.7, label=cid)
+        for _, c, x, y in mine:
+            ax.annotate(f"{cid} c{c}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    front = stats.pareto_front([(p[2], p[3]) for p in points])
+    ax.plot([points[i][2] for i in front], [points[i][3] for i in front], color="black", linestyle="--",
+            linewidth=1.5, label="frontier")
+    ax.set_xlabel("per-user output tok/s")
+    ax.set_ylabel("per-GPU output tok/s")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateResult | None, *,
+                   name: str, evidence: dict[str, Any]) -> str:
+    """The winner as YAML: `extends:` the original, only the changed flags, a comment naming
+    the evidence."""
+    changed = {**winner.planned.candidate.changes, **winner.planned.candidate.derived}
+    spread = winner.spread or (0.0, 0.0)
+    against = ""
+    if base is not None and base.median:
+        against = (f"; the profile's own launch {base.median:.1f} tok/s/GPU "
+                   f"(x{(winner.median or 0) / base.median:.2f})")
+    comment = [
+        f"Written by `deploytool tune` on {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}:",
+        f"candidate {winner.id} measured {winner.median:.1f} tok/s/GPU [{spread[0]:.1f}, {spread[1]:.1f}] "
+        f"over {len(winner.passes)} passes{against}.",
+        *(f"{k}: {v}" for k, v in evidence.items() if v),
+    ]
+    body = {"name": name, "extends": profile.name,
+            "description": f"{profile.name} with the launch flags `deploytool tune` found",
+            "server": {"args": changed}}
+    return "".join(f"# {line}\n" for line in comment) + dump_yaml(body)
+
+
+def write_winner(text: str, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, text)
+
+
+def _n(value: Any) -> str:
+    return "-" if value is None else f"{int(value):,}"
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

@@ -1,0 +1,241 @@
+"""`deploytool tune`: what the command does, start to end (the CLI parses and prints).
+
+prepare (space, flag check, plans) -> --dry-run stops here with the estimate -> measure the
+survivors where they run -> decide -> report (table, frontier picture, results.json) -> the
+winner as a profile that extends the original -> qualify on it before it is recommended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from ..files import write_atomic, write_json
+from ..memory.profile_plan import resolve_card
+from ..profiles import Profile, ProfileStore
+from . import report
+from .local import LocalServer
+from .search import Search, describe, estimate_s, finish, prepare, replay_journal, run_search
+from .space import parse_budget, parse_slo, read_space
+
+WORKLOADS = ("table",)  # the load sweep on one live server; the others are not searched yet
+EXIT_OK, EXIT_NONE_QUALIFIES = 0, 1
+
+
+@dataclasses.dataclass
+class TuneOutcome:
+    data: dict[str, Any]
+    exit_code: int
+    summary: list[str]
+
+
+def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None, gpus: list[str] | None = None,
+         card: str | None = None, workload: str = "table", slo: str | None = None, space_file: Path | None = None,
+         budget: str | None = None, dry_run: bool = False, resume: bool = False, report_dir: Path | None = None,
+         profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
+         progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
+    where = _where(local, cpu_slot, gpus, dry_run)
+    if workload not in WORKLOADS:
+        raise UsageError(f"--workload {workload}: tune searches with the load sweep (`table`) only for now",
+                         hint="agentic, long-context and open-loop are bench workloads; measure a tuned profile with them")
+    store = ProfileStore(profiles_dirs)
+    profile = store.get(profile_name)
+    if profile.abstract:
+        raise UsageError(f"profile {profile_name!r} is abstract: tune one that extends it")
+    space = read_space(profile, space_file)
+    slo_targets = parse_slo(slo, space)
+    budget_s = parse_budget(budget)
+    report_dir = Path(report_dir or Path("reports") / "tune" / profile.name)
+    if (report_dir / "journal.jsonl").is_file() and not resume and not dry_run:
+        raise UsageError(f"{report_dir} holds a previous search's journal",
+                         hint="--resume to go on with it, or --report DIR for a new search")
+    chosen = _card(profile, card, gpus)
+    search = prepare(profile, space, slo_targets, report_dir, card=chosen, local=local)
+    if resume:
+        search.notes.append(f"resumed: {replay_journal(search)} starts read back from the journal")
+    header = _header(profile, search, where, chosen)
+    if dry_run:
+        return _dry_run(search, header)
+    health_s = float(profile.health.budget_seconds())
+    with _servers(cpu_slot, profiles_dirs) as make_server:
+        try:
+            run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
+        except KeyboardInterrupt:
+            _write(search, header, None, [], None, {})
+            raise
+        winner, ties = finish(search)
+        verdict: dict[str, Any] = {}
+        written = None
+        base = next((r for r in search.results if r.id == "base"), None)
+        if winner is not None and winner.id != "base" and not (base is not None and base in ties):
+            written, verdict = _winner_profile(store, profile, search, winner, name, chosen, qualify_winner,
+                                               profiles_dirs, health_s, progress, make_server)
+    data = _write(search, header, winner, ties, written, verdict)
+    return TuneOutcome(data=data, exit_code=_exit_code(data), summary=_summary(data))
+
+
+def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: bool) -> str:
+    chosen = [w for w, on in (("--local", local), ("--cpu-slot", cpu_slot), ("--gpu", gpus)) if on]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)}: say where candidates run once")
+    if not chosen and not dry_run:
+        raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")
+    if gpus:
+        raise UsageError("--gpu: candidates on a card's Docker slot are not implemented yet",
+                         hint="run them as local processes with --local, or on a CPU slot of the reference "
+                              "runtime with --cpu-slot NAME (docs/tune.md)")
+    if cpu_slot:
+        return f"--cpu-slot {cpu_slot}"
+    return chosen[0] if chosen else "nowhere (--dry-run)"
+
+
+@contextlib.contextmanager
+def _servers(cpu_slot: str | None, profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
+    """What starts a candidate: a local process, or a release of the CPU slot (whose serving
+    release is brought back when the search ends, however it ends)."""
+    if not cpu_slot:
+        yield lambda p, log: LocalServer(p, log)
+        return
+    from .slot import SlotServer, slot_session
+
+    with slot_session(cpu_slot, profiles_dirs) as session:
+        yield lambda p, log: SlotServer(session, p, log)
+
+
+def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
+    if not card and not gpus and not profile.match.gpu_name:
+        return None
+    return resolve_card(profile, gpu=(gpus or [None])[0], card=card)
+
+
+def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str, Any]:
+    return {"profile": profile.name, "recipe": profile.image.recipe, "runtime_version": profile.image.runtime_version,
+            "where": where, "card": getattr(card, "name", None), "slo": search.slo.model_dump(),
+            "space": search.space.model_dump(mode="json"), "report_dir": str(search.report_dir)}
+
+
+def _dry_run(search: Search, header: dict[str, Any]) -> TuneOutcome:
+    data = {**header, "dry_run": True, **describe(search), "estimate_s": round(estimate_s(search), 1),
+            "counts": _counts(search)}
+    return TuneOutcome(data=data, exit_code=EXIT_OK, summary=_summary(data))
+
+
+def _counts(search: Search) -> dict[str, Any]:
+    starts = [s for r in search.results for s in r.starts]
+    return {"planned": len(search.results), "refused": sum(1 for r in search.results if r.refused),
+            "pruned": sum(1 for r in search.results if r.planned.pruned),
+            "runnable": len(search.runnable()), "started": len(starts),
+            "failed_starts": sum(1 for s in starts if s.error),
+            "measured": sum(1 for r in search.results if r.passes),
+            "start_s": round(sum(s.startup_s for s in starts), 1),
+            "measure_s": round(sum(p.measure_s for r in search.results for p in r.passes), 1)}
+
+
+def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winner: Any, name: str | None,
+                    card: Any, qualify_winner: bool, profiles_dirs: list[Path] | None, health_s: float,
+                    progress: Callable[[str], None], make_server: Callable[[Profile, Path], Any]) -> tuple[Path, dict[str, Any]]:
+    name = name or f"{profile.name}-tuned"
+    base = next((r for r in search.results if r.id == "base"), None)
+    evidence = {"evidence": str(search.report_dir / "results.json"),
+                "image": f"recipe {profile.image.recipe}" + (f", runtime {profile.image.runtime_version}"
+                                                              if profile.image.runtime_version else ""),
+                "card": getattr(card, "name", None) or ("CPU (reference runtime)" if profile.is_simulator else None)}
+    path = report.write_winner(report.winner_profile(profile, winner, base, name=name, evidence=evidence),
+                               search.report_dir / f"{name}.yaml")
+    # the file must load as a profile next to the original (extends resolves through the store)
+    ProfileStore([search.report_dir, *(profiles_dirs or [])]).get(name)
+    if not qualify_winner:
+        return path, {"ran": False, "why": "--no-qualify"}
+    return path, _qualify(winner.planned.candidate.profile, search, health_s, progress, make_server)
+
+
+def _qualify(profile: Profile, search: Search, health_s: float, progress: Callable[[str], None],
+             make_server: Callable[[Profile, Path], Any]) -> dict[str, Any]:
+    """qualify on the winner's launch: a faster launch that answers wrong is not recommended."""
+    from ..qualify.runner import run_qualification
+    from ..release.targets import Target
+
+    suites = list(search.space.qualify)
+    progress(f"qualify on the winner ({', '.join(suites)})")
+    server = make_server(profile, search.report_dir / "logs" / "winner-qualify.log")
+    try:
+        server.start()
+        why = server.wait_ready(health_s)
+        if why:
+            return {"ran": True, "passed": False, "why": f"the winner did not start again: {why}"}
+        result = run_qualification(Target(url=server.url, profile=server.served_profile()), suites=suites,
+                                   report_dir=search.report_dir / "qualify-winner", progress=False)
+    finally:
+        server.stop()
+    return {"ran": True, "passed": result.passed, "suites": suites,
+            "report": str(search.report_dir / "qualify-winner" / "results.json")}
+
+
+def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any], written: Path | None,
+           verdict: dict[str, Any]) -> dict[str, Any]:
+    search.report_dir.mkdir(parents=True, exist_ok=True)
+    picture = report.write_frontier_png(search.results, search.report_dir / "frontier.png",
+                                        f"{header['profile']}: per-GPU against per-user output tok/s")
+    closest = []
+    if winner is None:
+        tried = [r for r in search.results if r.passes]
+        closest = [r.id for r in sorted(tried, key=lambda r: r.closest_excess() or float("inf"))[:3]]
+    recommended = written is not None and verdict.get("passed", not verdict.get("ran", False))
+    data = {**header, "dry_run": False, **describe(search), "counts": _counts(search),
+            "winner": winner.id if winner else None, "ties": [t.id for t in ties],
+            "closest": closest, "winner_profile": str(written) if written else None,
+            "qualify": verdict, "recommended": recommended,
+            "frontier_png": str(picture) if picture else None}
+    md = report.markdown(search.results, f"# tune: {header['profile']} ({header['where']}), SLO "
+                                         f"{search.slo.describe()}")
+    write_atomic(search.report_dir / "report.md", md)
+    write_json(search.report_dir / "results.json", data)
+    return data
+
+
+def _exit_code(data: dict[str, Any]) -> int:
+    if data["winner"] is None:
+        return EXIT_NONE_QUALIFIES
+    if data["winner_profile"] and not data["recommended"]:
+        return EXIT_NONE_QUALIFIES
+    return EXIT_OK
+
+
+def _summary(data: dict[str, Any]) -> list[str]:
+    c = data["counts"]
+    space = data["space"]
+    lines = ["space: " + "; ".join(f"{k} {v}" for k, v in space["flags"].items())
+             + (f"; derived from the plan: {', '.join(space['derived'])}" if space["derived"] else "")
+             + f"; load (concurrency) {space['load']}, {space['repeats']} passes per start, SLO "
+             + (", ".join(f"{k}={v:g}" for k, v in data["slo"].items() if v is not None) or "none"),
+             f"flags checked by {data['flags_check']['where']}" if data.get("flags_check") else "flags not checked",
+             f"planning: {data['plan_note']}" if data.get("plan_note") else f"planned for {data.get('card')}",
+             f"candidates: {c['planned']} planned, {c['refused']} refused by the parser, {c['pruned']} pruned "
+             f"by the plan, {c['runnable']} to measure"]
+    for cand in data["candidates"]:
+        if cand["pruned"] or cand["refused"]:
+            lines.append(f"  {cand['id']} ({cand['label']}): " + (cand["pruned"] or "; ".join(cand["refused"])))
+    if data.get("dry_run"):
+        lines += [f"  {cand['id']} ({cand['label']}): to measure" for cand in data["candidates"]
+                  if not cand["pruned"] and not cand["refused"]]
+        lines.append(f"estimate: about {data['estimate_s'] / 60:.1f} min (nothing started)")
+        return lines
+    lines.append(f"started {c['started']} ({c['failed_starts']} failed), {c['start_s']:.0f} s starting, "
+                 f"{c['measure_s']:.0f} s measuring")
+    if data["winner"] is None:
+        lines.append("none qualifies under the SLO; closest: " + (", ".join(data["closest"]) or "none measured"))
+    else:
+        lines.append(f"winner: {data['winner']}" + (f" (ties: {', '.join(data['ties'])})" if data["ties"] else ""))
+        if data["winner"] == "base" or "base" in data["ties"]:
+            lines.append("the profile's own launch is not beaten: no change recommended")
+        elif data["winner_profile"]:
+            lines.append(f"profile: {data['winner_profile']} "
+                         + ("(qualified)" if data["recommended"] else f"(NOT recommended: qualify {data['qualify']})"))
+    if data.get("stopped_by_budget"):
+        lines.append("stopped by --budget: what was learnt so far is above")
+    lines.append(f"report: {data['report_dir']}/report.md")
+    return lines

@@ -1,0 +1,229 @@
+"""The search: space -> one batch flag check -> plans (pruned without a start) -> the survivors
+measured, one server start per visit with the load sweep on the live server, a quick round
+for all then successive halving with the visit order reversed each round (A B, B A) so drift
+hits both alike -> the winner, its ties, the closest when none meets the SLO.
+
+The schedule is a pure function of what was measured (`next_visit`), so the journal — one JSON
+line per start and per pass, written as they happen — is all `--resume` needs to go on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import UsageError
+from ..memory.cards import Card
+from ..profiles import Profile
+from .check import FlagReport, check_candidates
+from .measure import Pass, measure
+from .prune import plan_candidates
+from .results import CandidateResult, Start, contenders_after, decide
+from .space import Slo, TuneSpace, candidates
+
+Progress = Callable[[str], None]
+
+
+class Server(Protocol):
+    url: str
+
+    def start(self) -> None: ...
+    def wait_ready(self, timeout_s: float) -> str | None: ...
+    def stop(self) -> None: ...
+    def log_tail(self, lines: int = 3) -> str: ...
+    def served_profile(self) -> Profile: ...
+
+
+@dataclass
+class Search:
+    profile: Profile
+    space: TuneSpace
+    slo: Slo
+    report_dir: Path
+    results: list[CandidateResult] = field(default_factory=list)
+    flags: FlagReport | None = None
+    plan_note: str | None = None
+    stopped_by_budget: bool = False
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def journal(self) -> Path:
+        return self.report_dir / "journal.jsonl"
+
+    def by_id(self, cid: str) -> CandidateResult:
+        return next(r for r in self.results if r.id == cid)
+
+    def runnable(self) -> list[str]:
+        return [r.id for r in self.results if r.runnable]
+
+
+def prepare(profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, card: Card | None,
+            local: bool) -> Search:
+    """Space, flag check, plans: everything before the first start (and all of --dry-run)."""
+    cands = candidates(profile, space)
+    flags = check_candidates(profile, cands, local=local)
+    planned, note = plan_candidates(profile, cands, space, card)
+    search = Search(profile, space, slo, report_dir, flags=flags, plan_note=note)
+    for p in planned:
+        search.results.append(CandidateResult(planned=p, refused=flags.refused.get(p.candidate.id, [])))
+    if flags.refused:
+        # a value of the space the runtime refuses is a mistake in the space, not a slow launch
+        problems = sorted({p for found in flags.refused.values() for p in found})
+        raise UsageError(f"{flags.where} refused {len(flags.refused)} of {len(cands)} candidates: "
+                         + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
+                         hint="fix the names and values under tune.flags (the runtime's own flag names); nothing was started")
+    return search
+
+
+def next_visit(search: Search) -> str | None:
+    """The next candidate to start, or None when the search is done."""
+    members = search.runnable()
+    for round_no in range(search.space.rounds):
+        if len(members) <= 1 and round_no > 0:
+            return None
+        order = members if round_no % 2 == 0 else list(reversed(members))
+        for cid in order:
+            r = search.by_id(cid)
+            if r.failed_start:
+                continue
+            if len(r.starts) < round_no + 1:
+                return cid
+        members = contenders_after(search.results, members, search.space.tie_margin)
+    return None
+
+
+def estimate_s(search: Search) -> float:
+    """Rough: a visit per runnable candidate in the first round, half of them again in each
+    later one; a visit's time from those measured, else from the profile and the space."""
+    visits = [s for r in search.results for s in r.starts if not s.error]
+    passes = [p for r in search.results for p in r.passes]
+    if visits and passes:
+        per_visit = sum(s.startup_s for s in visits) / len(visits) + sum(p.measure_s for p in passes) / len(visits)
+    else:
+        per_visit = _guess_start_s(search.profile) + _guess_measure_s(search.space)
+    n = len(search.runnable())
+    total_visits = n + sum(max(1, n // (2 ** k)) for k in range(1, search.space.rounds)) if n > 1 else n
+    done = len(visits)
+    return max(0.0, (total_visits - done) * per_visit)
+
+
+def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *, budget_s: float | None,
+               progress: Progress, health_s: float) -> None:
+    """Visit candidates until the schedule is done, the budget would be passed, or Ctrl-C.
+    Every server is stopped before this returns or raises."""
+    started = time.monotonic()
+    if not search.journal.is_file():
+        search.report_dir.mkdir(parents=True, exist_ok=True)
+        search.journal.write_text(json.dumps({"kind": "search", "profile": search.profile.name,
+                                              "candidates": [r.id for r in search.results]}) + "\n")
+    while (cid := next_visit(search)) is not None:
+        if budget_s is not None:
+            left = budget_s - (time.monotonic() - started)
+            per_visit = estimate_s(search) / max(1, _visits_left(search))
+            if left < per_visit:
+                search.stopped_by_budget = True
+                progress(f"budget: {left:.0f} s left, a visit takes about {per_visit:.0f} s: stopping with what was learnt")
+                return
+        result = search.by_id(cid)
+        visit = len(result.starts)
+        done = sum(len(r.starts) for r in search.results)
+        progress(f"[{done} started, ~{_visits_left(search)} left, ~{estimate_s(search) / 60:.1f} min] "
+                 f"{cid} ({result.planned.candidate.label()}): start {visit + 1}")
+        log = search.report_dir / "logs" / f"{cid}-start{visit + 1}.log"
+        server = make_server(result.planned.candidate.profile, log)
+        t0 = time.monotonic()
+        try:
+            server.start()
+            progress(f"{cid}: starting on {server.url} (log {log})")
+            why = server.wait_ready(health_s)
+            start = Start(visit=visit, startup_s=round(time.monotonic() - t0, 3), error=why, log=str(log),
+                          url=server.url)
+            passes: list[Pass] = []
+            if why is None:
+                passes, _ = measure(server.url, result.planned.candidate.profile, search.space, search.slo,
+                                    candidate=cid, visit=visit)
+                for p in passes:
+                    p.startup_s = start.startup_s
+        except KeyboardInterrupt:
+            search.interrupted = True
+            raise
+        finally:
+            server.stop()
+        _record(search, result, start, passes)
+        if start.error:
+            progress(f"{cid}: failed to start ({start.error}); the search goes on")
+        else:
+            spread = result.spread
+            progress(f"{cid}: score {result.median:.1f} tok/s/GPU, spread [{spread[0]:.1f}, {spread[1]:.1f}] "
+                     f"over {len(result.passes)} passes" if spread else f"{cid}: nothing measured")
+
+
+def finish(search: Search) -> tuple[CandidateResult | None, list[CandidateResult]]:
+    return decide(search.results, search.space.tie_margin)
+
+
+def _record(search: Search, result: CandidateResult, start: Start, passes: list[Pass]) -> None:
+    result.starts.append(start)
+    result.passes.extend(passes)
+    search.report_dir.mkdir(parents=True, exist_ok=True)
+    with search.journal.open("a") as out:
+        out.write(json.dumps({"kind": "start", "candidate": result.id, **vars(start)}) + "\n")
+        for p in passes:
+            out.write(json.dumps({"kind": "pass", **p.as_dict()}) + "\n")
+
+
+def replay_journal(search: Search) -> int:
+    """--resume: the starts and passes a previous run journalled, put back; returns how many
+    starts. A journal line for a candidate this space does not make is refused."""
+    if not search.journal.is_file():
+        raise UsageError(f"--resume: no journal at {search.journal}", hint="give the --report DIR of the run to resume")
+    count = 0
+    for n, line in enumerate(search.journal.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if entry.get("kind") == "search":
+                if entry["candidates"] != [r.id for r in search.results] or entry["profile"] != search.profile.name:
+                    raise KeyError("another space")
+                continue
+            cid = entry["candidate"]
+            result = search.by_id(cid)
+        except (json.JSONDecodeError, KeyError, StopIteration, AttributeError):
+            raise UsageError(f"--resume: {search.journal}:{n} is not a journal line of this space",
+                             hint="resume with the same profile and space, or start afresh in a new --report DIR") from None
+        if entry.pop("kind") == "start":
+            entry.pop("candidate")
+            result.starts.append(Start(**entry))
+            count += 1
+        else:
+            result.passes.append(Pass.from_dict(entry))
+    return count
+
+
+def _visits_left(search: Search) -> int:
+    n = len(search.runnable())
+    done = sum(len(r.starts) for r in search.results)
+    return max(0, n + sum(max(1, n // (2 ** k)) for k in range(1, search.space.rounds)) - done) if n > 1 else max(0, n - done)
+
+
+def _guess_start_s(profile: Profile) -> float:
+    if profile.is_simulator:
+        return float(profile.server.args.get("startup-seconds", 2.0) or 0) + float(profile.server.args.get("load-seconds", 0) or 0) + 1.0
+    return 300.0  # a real server's start is minutes: weights, graphs; measured starts replace this
+
+
+def _guess_measure_s(space: TuneSpace, user_tps: float = 50.0) -> float:
+    per_pass = sum(space.requests_per_level * space.output_tokens / user_tps for _ in space.load) + 5.0
+    return per_pass * space.repeats
+
+
+def describe(search: Search) -> dict[str, Any]:
+    return {"flags_check": search.flags.as_dict() if search.flags else None, "plan_note": search.plan_note,
+            "candidates": [r.as_dict() for r in search.results], "notes": search.notes,
+            "stopped_by_budget": search.stopped_by_budget, "interrupted": search.interrupted}

@@ -1,0 +1,143 @@
+"""Candidates as releases of a Docker slot (`tune --cpu-slot NAME`), through the same plan and
+executor as `up`: each candidate's launch is planned by `plan_up` (facts, the memory gate, the
+compose document `docker compose config` accepts) and run by `execute`, without the cut-over, the
+pruning or qualify: a candidate never becomes the slot's current release.
+
+The slot's lock is held for the whole search. A release that served on the slot when the search
+began is stopped once, before the first candidate starts (a slot serves one container), and is
+brought back (started again and verified healthy, as a rollback does) when the search ends: at
+the end, on a failure, and on Ctrl-C. The candidates' containers are removed then; their logs
+are kept in the report folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..deploy.executor import execute
+from ..deploy.facts import gather_facts, gather_slot
+from ..deploy.plan import UpOptions, bring_back, plan_up
+from ..deploy.steps import Build, Plan, PrepareCache, Prune, Start, Stop, WaitHealthy, WriteRelease
+from ..errors import DeploytoolError, Interrupted
+from ..host.engine import Engine
+from ..profiles import Profile
+from ..release.slots import Slot, cpu_slot_named
+from ..release.state import slot_lock
+from .local import free_port
+
+_CANDIDATE_STEPS = (Build, WriteRelease, PrepareCache, Start, WaitHealthy)
+
+
+@dataclass
+class SlotSession:
+    slot: Slot
+    engine: Engine
+    profiles_dirs: list[Path] | None = None
+    serving: object | None = None  # the release that served when the search began (a host.releases.Release)
+    made: list[int] = field(default_factory=list)  # the candidates' release numbers
+    restored: str | None = None  # what the end of the search did about the serving release
+
+    def stop_serving_once(self) -> None:
+        facts = gather_slot(self.engine, self.slot)
+        release = facts.serving
+        if release is None or self.serving is not None:
+            return
+        self.serving = release
+        plan = Plan(action="tune", slot=self.slot.name, release=None, serving=release.release,  # type: ignore[arg-type]
+                    fallback=release.release, steps=[Stop(release=release.release, container=release.container_name,
+                                                          reason="tune measures candidates on this slot; "
+                                                                 "brought back when it ends", url=release.url)],
+                    restore=bring_back(facts, release))
+        execute(plan, slot=self.slot, engine=self.engine)
+
+    def finish(self) -> None:
+        """Remove the candidates' containers; bring the serving release back."""
+        facts = gather_slot(self.engine, self.slot)
+        steps: list = [Stop(release=n, container=f"{self.slot.project(n)}-server", reason="tune candidate done",
+                            only_if_running=True) for n in self.made]
+        steps.append(Prune(releases=list(self.made), retention=0))
+        if self.serving is not None:
+            steps += bring_back(facts, self.serving)  # type: ignore[arg-type]
+        plan = Plan(action="tune", slot=self.slot.name, release=None, serving=None,  # type: ignore[arg-type]
+                    fallback=None, steps=steps)
+        execute(plan, slot=self.slot, engine=self.engine)
+        if self.serving is not None:
+            self.restored = f"release {self.serving.release} serves again"  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def slot_session(name: str, profiles_dirs: list[Path] | None = None) -> Iterator[SlotSession]:
+    slot = cpu_slot_named(name)
+    engine = Engine()
+    with slot_lock(slot.name, "tune"):
+        session = SlotSession(slot, engine, profiles_dirs)
+        try:
+            yield session
+        finally:
+            session.finish()
+
+
+class SlotServer:
+    """One candidate as a release of the slot (the tune.search.Server protocol)."""
+
+    def __init__(self, session: SlotSession, profile: Profile, log_path: Path) -> None:
+        self.session, self.profile, self.log_path = session, profile, log_path
+        self.url = ""
+        self.release: int | None = None
+        self.error: str | None = None
+
+    def start(self) -> None:
+        s = self.session
+        s.stop_serving_once()
+        options = UpOptions(profile_name=self.profile.name, host_port=free_port(), skip_qualify=True,
+                            profiles_dirs=s.profiles_dirs)
+        facts = gather_facts(s.engine, s.slot, self.profile, host_port=options.host_port, bind=options.bind,
+                             wheelhouse=None)
+        plan = plan_up(facts, self.profile, options)
+        plan.action = "tune"  # type: ignore[assignment]
+        plan.steps = [step for step in plan.steps if isinstance(step, _CANDIDATE_STEPS)]
+        plan.restore = [Stop(release=plan.release or 0, container=f"{s.slot.project(plan.release or 0)}-server",
+                             reason="candidate failed to start", only_if_running=True)]
+        self.release, self.url = plan.release, plan.url or ""
+        if plan.release is not None:
+            s.made.append(plan.release)
+        try:
+            execute(plan, slot=s.slot, engine=s.engine, profile=self.profile)
+        except Interrupted:
+            raise KeyboardInterrupt from None
+        except DeploytoolError as exc:
+            self.error = exc.message.splitlines()[0]
+
+    def served_profile(self) -> Profile:
+        return self.profile  # in its container it listens on the profile's own port
+
+    def wait_ready(self, timeout_s: float) -> str | None:
+        return self.error  # the plan's WaitHealthy waited within the profile's health budget
+
+    def log_tail(self, lines: int = 3) -> str:
+        text = self._logs().strip().splitlines()
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def stop(self) -> None:
+        if self.release is None:
+            return
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text(self._logs())
+        plan = Plan(action="tune", slot=self.session.slot.name, release=None, serving=None,  # type: ignore[arg-type]
+                    fallback=None, steps=[Stop(release=self.release, container=f"{self.session.slot.project(self.release)}-server",
+                                               reason="candidate measured", only_if_running=True)])
+        execute(plan, slot=self.session.slot, engine=self.session.engine)
+
+    def _logs(self) -> str:
+        if self.release is None:
+            return ""
+        release = self.session.engine.release(self.session.slot.name, self.release)
+        if release is None:
+            return ""
+        try:
+            return self.session.engine.logs_tail(release, lines=5000)
+        except Exception as exc:  # a log is evidence, never a reason to fail the search
+            return f"(logs unreadable: {type(exc).__name__})"

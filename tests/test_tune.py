@@ -1,0 +1,191 @@
+"""`deploytool tune` on the reference runtime, whose speeds answer the launch flags by the rules
+of docs/sim.md ("Launch flags and speed"), so the true optimum is known: at 8 concurrent users
+and 50 tok/s per request, a running limit of 2 serves 100 tok/s, one of 8 with its CUDA graphs
+following the plan's running limit 400 tok/s, and a memory fraction of 0.4 leaves the 57 GiB of
+weights no KV pool on an H200 (the planner says so; the candidate is never started)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli, start_cli
+from deploytool.tune.local import port_is_free
+from tune_helpers import write_profile
+
+def tune_cli(profiles: Path, report: Path, *extra: str, timeout: float = 300):
+    return run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--report", str(report),
+                   "--json", *extra, timeout=timeout)
+
+
+def test_tune_finds_the_known_optimum_and_prunes_what_the_plan_forbids(tmp_path: Path, docker_engine) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={
+        "flags": {"max-running-requests": [2, 8], "mem-fraction-static": [0.4, 0.85]},
+        "derived": ["cuda-graph-max-bs"]})
+    report = tmp_path / "report"
+    done = tune_cli(profiles, report, "--local")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    by_id = {c["id"]: c for c in data["candidates"]}
+    # the optimum: running limit 8, graphs up to the plan's running limit (8), the memory fraction kept
+    assert data["winner"] == "c03"
+    assert by_id["c03"]["changes"] == {"max-running-requests": 8}
+    assert by_id["c03"]["derived"] == {"cuda-graph-max-bs": 8}
+    assert data["ties"] == [] and by_id["base"]["verdict"] == "slower"
+    ratio = by_id["c03"]["score_median"] / by_id["base"]["score_median"]
+    assert 2.5 < ratio < 5.0  # the rules say 4: 8 x 50 against 2 x 50 tok/s
+    # pruned by the plan with its reason, never started, no log
+    for cid in ("c01", "c02"):
+        assert by_id[cid]["verdict"] == "pruned by the plan"
+        assert "no memory for the KV cache" in by_id[cid]["pruned"]
+        assert by_id[cid]["starts"] == []
+    assert sorted(p.name for p in (report / "logs").iterdir()) == ["base-start1.log", "c03-start1.log",
+                                                                    "winner-qualify.log"]
+    assert data["counts"] == {**data["counts"], "planned": 4, "pruned": 2, "started": 2, "failed_starts": 0}
+    # the server's own pool, by the memory rule, beside the plan's
+    kv = math.floor((141 * 0.85 - 57) * (1 << 30) / 98304)
+    assert by_id["c03"]["reported"] == {"kv_tokens": kv, "running_limit": 8}
+    assert by_id["c03"]["plan"]["running_limit"] == 8
+    # nothing left listening
+    for cand in data["candidates"]:
+        for start in cand["starts"]:
+            assert port_is_free(int(start["url"].rsplit(":", 1)[1]))
+    # the report, the picture, and the winner as a profile that extends the original
+    assert data["recommended"] and data["qualify"]["passed"]
+    assert (report / "frontier.png").stat().st_size > 1000
+    assert "| c03 | max-running-requests=8, cuda-graph-max-bs=8 |" in (report / "report.md").read_text()
+    written = Path(data["winner_profile"])
+    text = written.read_text()
+    assert "# evidence: " + str(report / "results.json") in text
+    body = yaml.safe_load(text)
+    assert body["extends"] == "tune-sim"
+    assert body["server"] == {"args": {"max-running-requests": 8, "cuda-graph-max-bs": 8}}
+    # `up --dry-run` accepts the written profile
+    from conftest import free_port
+
+    up = run_cli("up", "--cpu", "--profile", body["name"], "--profiles-dir", str(profiles), "--profiles-dir",
+                 str(written.parent), "--port", str(free_port()), "--dry-run", "--json", "--suite", "preflight")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "memory plan" in up.stdout
+
+
+def test_candidates_that_do_not_differ_are_a_tie_and_nothing_is_recommended(tmp_path: Path) -> None:
+    # chunked-prefill-size is reported only by the reference runtime: the same speed, a tie
+    profiles = write_profile(tmp_path / "profiles", tune={
+        "flags": {"chunked-prefill-size": [4096, 8192, 16384]}, "load": [4], "tie_margin": 0.05})
+    done = tune_cli(profiles, tmp_path / "report", "--local")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    verdicts = {c["id"]: c["verdict"] for c in data["candidates"]}
+    # the profile sets no chunked-prefill-size: all three values differ from its own launch
+    assert sorted(verdicts.values()) == ["tie", "tie", "tie", "winner"]
+    assert data["winner_profile"] is None and not data["recommended"]
+    # every candidate got the second, interleaved round: none could be told apart after the first
+    assert all(len(c["starts"]) == 2 for c in data["candidates"])
+
+
+def test_a_candidate_that_cannot_start_is_found_at_once_and_the_search_goes_on(tmp_path: Path) -> None:
+    # the planner does not model the activations' slack; the reference runtime's memory rule
+    # fails a start whose slack (141 GiB x 0.03) is under --activation-gib 6, as SGLang's OOM does
+    profiles = write_profile(tmp_path / "profiles", args={"activation-gib": 6},
+                             tune={"flags": {"mem-fraction-static": [0.85, 0.97]}, "rounds": 1, "repeats": 1})
+    done = tune_cli(profiles, tmp_path / "report", "--local", "--no-qualify")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    failed = {c["id"]: c for c in data["candidates"]}["c01"]
+    assert failed["verdict"] == "failed to start"
+    assert "CUDA out of memory" in failed["starts"][0]["error"]
+    assert "CUDA out of memory" in Path(failed["starts"][0]["log"]).read_text()
+    # the exit is seen as it happens, not the health budget waited out
+    assert failed["starts"][0]["error"].startswith("the server exited with status 1 before it was ready")
+    assert data["winner"] == "base" and data["counts"]["failed_starts"] == 1
+
+
+def test_an_slo_no_candidate_meets_names_the_closest(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "rounds": 1,
+                                                          "repeats": 1})
+    done = tune_cli(profiles, tmp_path / "report", "--local", "--slo", "min_user_tps=500")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert data["winner"] is None and len(data["closest"]) == 2
+    assert {c["verdict"] for c in data["candidates"]} == {"no point inside the SLO"}
+
+
+def test_budget_stops_cleanly_and_resume_goes_on_from_the_journal(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1,
+                                                          "repeats": 1})
+    report = tmp_path / "report"
+    first = tune_cli(profiles, report, "--local", "--budget", "1s", "--no-qualify")
+    assert first.returncode == 1, first.stderr  # nothing measured: none qualifies yet
+    assert json.loads(first.stdout)["stopped_by_budget"]
+    again = tune_cli(profiles, report, "--local", "--no-qualify")
+    assert again.returncode == 2 and "--resume" in json.loads(again.stdout)["error"]["hint"]
+    resumed = tune_cli(profiles, report, "--local", "--resume", "--no-qualify")
+    data = json.loads(resumed.stdout)
+    assert data["winner"] == "c01" and not data["stopped_by_budget"]
+    lines = [json.loads(x) for x in (report / "journal.jsonl").read_text().splitlines()]
+    assert [x["candidate"] for x in lines if x["kind"] == "start"] == ["base", "c01"]
+
+
+def test_dry_run_shows_space_pruned_and_estimate_and_starts_nothing(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={
+        "flags": {"max-running-requests": [2, 8], "mem-fraction-static": [0.4, 0.85]}})
+    done = run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--report",
+                   str(tmp_path / "r"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "space: max-running-requests [2, 8]; mem-fraction-static [0.4, 0.85]" in done.stdout
+    assert "c01 (mem-fraction-static=0.4): the weights" in done.stdout
+    assert "estimate: about" in done.stdout
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("tune", "words"), [
+    ({"flags": {"max-runing-requests": [2, 8]}}, "max-runing-requests"),
+    ({"flags": {"max-running-requests": []}}, "non-empty list"),
+    ({"flags": {}}, "the space is empty"),
+    ({"flags": {"decode-tps": [50]}, "speed": 1}, "unknown key"),
+])
+def test_bad_spaces_are_refused_before_anything_starts(tmp_path: Path, tune: dict, words: str) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune=tune)
+    done = run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--local", "--json",
+                   "--report", str(tmp_path / "r"))
+    assert done.returncode == 2, done.stdout
+    assert words in json.dumps(json.loads(done.stdout)["error"])
+    assert not (tmp_path / "r" / "logs").exists()
+
+
+def test_ctrl_c_stops_the_candidate_and_frees_its_port(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]},
+                                                          "output_tokens": 400}, startup=0.2)
+    proc = start_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--local",
+                     "--report", str(tmp_path / "r"))
+    url = None
+    deadline = time.monotonic() + 120
+    assert proc.stderr is not None
+    while url is None and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if "starting on http://" in line:
+            url = line.split("starting on ", 1)[1].split()[0]
+    assert url, "tune never started a candidate"
+    port = int(url.rsplit(":", 1)[1])
+    time.sleep(2.0)  # inside the measurement
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert port_is_free(port)
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _serves(p, port)]
+
+
+def _serves(proc_dir: Path, port: int) -> bool:
+    try:
+        argv = (proc_dir / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"deploytool.sim" in argv and str(port).encode() in argv

@@ -1,0 +1,376 @@
+"""The top of the cutover report: should this release serve? Pure functions from two
+qualifications' results.json (this release and the baseline, the release it would replace) and
+their release records (release.json); nothing here draws a page, and only read_results reads a file.
+
+Each figure that matters for the decision is set beside the baseline's, with its delta and
+whether that delta is beyond the spread the runs recorded:
+
+- bench figures (decode tok/s, TTFT, TPOT p50): the performance suite stores every pass's
+  per-request samples, so the ratio's 95% bootstrap interval is bench/regression.py's, the same
+  rule the performance gate applies; "beyond" means the whole interval lies on one side of 1;
+- GSM8K: McNemar's exact test on the same questions (both runs store each question's outcome);
+  "beyond" means p < 0.05;
+- everything else (p99 tails, needle, tool calls, vision, stress): no spread is recorded, and
+  the row says so rather than guessing one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..bench import stats
+from ..bench.regression import change
+from .paired import compare as paired_compare
+
+ALPHA = 0.05  # McNemar's level for "beyond the spread" on GSM8K
+NO_SPREAD = "no spread recorded"
+
+
+@dataclass
+class Row:
+    """One figure of the decision, this release beside the baseline."""
+
+    figure: str
+    unit: str
+    better: str  # higher | lower
+    before: float | None
+    after: float | None
+    spread: str = NO_SPREAD  # what the verdict on the delta rests on, in words
+    beyond: bool | None = None  # the delta is beyond the recorded spread; None: no spread recorded
+    group: str = ""  # performance | quality
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.before is None or self.after is None else self.after - self.before
+
+    @property
+    def delta_pct(self) -> float | None:
+        return None if self.delta is None or not self.before else 100.0 * self.delta / abs(self.before)
+
+    @property
+    def worse(self) -> bool | None:
+        if self.delta is None or self.delta == 0:
+            return None if self.delta is None else False
+        return self.delta < 0 if self.better == "higher" else self.delta > 0
+
+    @property
+    def status(self) -> str:
+        """WORSE, beyond the spread | better, beyond the spread | within the spread | unchanged (no spread
+        recorded, none needed) | no spread recorded | only in one release"""
+        if self.before is None or self.after is None:
+            return "only in " + ("this release" if self.before is None else "the baseline")
+        if self.beyond is None:
+            return "unchanged" if self.delta == 0 else NO_SPREAD
+        if not self.beyond:
+            return "within the spread"
+        return "WORSE, beyond the spread" if self.worse else "better, beyond the spread"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta": self.delta, "delta_pct": self.delta_pct, "worse": self.worse,
+                "status": self.status}
+
+
+@dataclass
+class Cutover:
+    verdict: str  # this release's qualify verdict
+    why: list[str]  # the failed gates, or that every gate passed
+    baseline: str | None  # which release it is compared with ("release 1 (rule)"), None: nothing to compare
+    rows: list[Row] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)  # what differs between the two releases
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.beyond and r.worse]
+
+    def headline(self) -> str:
+        """One line: the verdict, and what the comparison adds to it."""
+        head = f"qualify {self.verdict.upper()}"
+        if self.baseline is None:
+            return f"{head}; no baseline release to compare with"
+        worse = self.regressions
+        if worse:
+            names = ", ".join(r.figure for r in worse)
+            return f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread ({names})"
+        return f"{head}; against {self.baseline}: no figure worse beyond the measured spread"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "why": self.why, "baseline": self.baseline, "headline": self.headline(),
+                "rows": [r.as_dict() for r in self.rows], "changes": self.changes}
+
+
+def cutover(current: dict[str, Any], baseline: dict[str, Any] | None, *, baseline_name: str | None = None,
+            current_record: dict[str, Any] | None = None,
+            baseline_record: dict[str, Any] | None = None) -> Cutover:
+    """The comparison of two results.json documents (the baseline may be None: then only the
+    verdict and this release's own figures)."""
+    rows = decision_rows(current, baseline or {"suites": []})
+    if baseline is None:
+        for row in rows:
+            row.before, row.spread, row.beyond = None, "no baseline", None
+    name = None if baseline is None else (baseline_name or "the baseline release")
+    changes = release_changes(baseline, current, baseline_record or {}, current_record or {}) if baseline else []
+    return Cutover(verdict=str(current.get("verdict", "?")), why=verdict_reasons(current), baseline=name,
+                   rows=rows, changes=changes)
+
+
+def verdict_reasons(doc: dict[str, Any]) -> list[str]:
+    """Why the verdict is what it is: each failed gate and errored suite, else what passed."""
+    out: list[str] = []
+    if doc.get("could_not_run"):
+        out.append(f"could not run: {doc['could_not_run']}")
+    suites = doc.get("suites") or []
+    for s in suites:
+        if s.get("verdict") == "failed":
+            failed = [g for g in s.get("gates") or [] if not g.get("passed")]
+            for g in failed:
+                unit = g.get("unit") or ""
+                out.append(f"{s['name']}: {g['name']}: measured {_num(g.get('measured'))}{unit}, needs "
+                           f"{g.get('comparison', '')} {_num(g.get('threshold'))}{unit}")
+            if not failed:
+                out.append(f"{s['name']} failed: {s.get('reason', '')}")
+        elif s.get("verdict") == "error":
+            out.append(f"{s['name']} could not finish: {s.get('reason', '')}")
+    if doc.get("incomplete"):
+        out.append("incomplete: qualification was stopped before every suite ran")
+    if not out:
+        gates = sum(len(s.get("gates") or []) for s in suites)
+        ran = [s["name"] for s in suites if s.get("verdict") == "passed"]
+        out.append(f"every gate passed: {gates} gates in {len(ran)} suites ({', '.join(ran)})")
+    return out
+
+
+def decision_rows(current: dict[str, Any], baseline: dict[str, Any]) -> list[Row]:
+    """The figures that matter, in a fixed order; a figure neither release has is left out."""
+    rows = performance_rows(suite_figures(current, "performance"), suite_figures(baseline, "performance"))
+    rows += gsm8k_rows(suite_figures(current, "gsm8k"), suite_figures(baseline, "gsm8k"))
+    rows += needle_rows(suite_figures(current, "needle"), suite_figures(baseline, "needle"))
+    rows += [r for r in (_rate_row("tool calls passed", _tools(current), _tools(baseline)),
+                         _rate_row("vision cases correct", _vision(current), _vision(baseline)),
+                         _count_row("stress: failed requests", _stress_errors(current), _stress_errors(baseline)))
+             if r is not None]
+    return rows
+
+
+def performance_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
+    figs_now = {f["key"]: f for f in now.get("bench_figures") or []}
+    figs_before = {f["key"]: f for f in before.get("bench_figures") or []}
+    keys = [k for k in ("decode_c1_tps",) if k in figs_now or k in figs_before]
+    loads = sorted({k for k in [*figs_now, *figs_before] if k.startswith("load_c") and k.endswith("_tps")},
+                   key=lambda k: (int(k.split("_")[1][1:]), k))
+    keys += loads
+    rows = [_bench_row(figs_now.get(k), figs_before.get(k)) for k in keys]
+    for key in ("ttft_c1_s", *[k for k in sorted({*figs_now, *figs_before}) if k.startswith("load_c") and
+                              k.endswith("_ttft_s")]):
+        if key in figs_now or key in figs_before:
+            rows += _latency_rows(figs_now.get(key), figs_before.get(key), "TTFT", 1000.0)
+    if "decode_c1_tps" in figs_now or "decode_c1_tps" in figs_before:
+        rows += _latency_rows(tpot_samples(figs_now.get("decode_c1_tps")), tpot_samples(figs_before.get("decode_c1_tps")),
+                              "TPOT", 1.0)
+    for row in rows:
+        row.group = "performance"
+    return rows
+
+
+def _bench_row(now: dict[str, Any] | None, before: dict[str, Any] | None) -> Row:
+    proto = now or before or {}
+    row = Row(figure=str(proto.get("label", proto.get("key"))), unit=str(proto.get("unit", "")),
+              better=str(proto.get("better", "higher")), before=_value(before), after=_value(now))
+    _bench_spread(row, before, now)
+    return row
+
+
+def _bench_spread(row: Row, before: dict[str, Any] | None, now: dict[str, Any] | None) -> None:
+    if before is None or now is None:
+        return
+    c = change(before, now)
+    if c.has_interval:
+        row.beyond = not c.no_difference
+        row.spread = f"ratio {c.ratio:.3f}, 95% interval {c.interval_text()} (bootstrap over passes and requests)"
+    elif c.ratio is not None:
+        row.spread = f"{NO_SPREAD} (no per-request samples stored)"
+
+
+def _latency_rows(now: dict[str, Any] | None, before: dict[str, Any] | None, what: str, scale: float) -> list[Row]:
+    """p50 (the median, with the bootstrap's interval) and p99 (pooled samples; no spread) in ms."""
+    proto = now or before or {}
+    where = str(proto.get("label", "")).split(", ", 1)[-1] if what == "TTFT" else "1 request"
+    p50 = Row(figure=f"{what} p50, {where}", unit="ms", better="lower",
+              before=_scaled(_value(before), scale), after=_scaled(_value(now), scale))
+    _bench_spread(p50, before, now)
+    p99 = Row(figure=f"{what} p99, {where}", unit="ms", better="lower",
+              before=_scaled(_pooled_p99(before), scale), after=_scaled(_pooled_p99(now), scale))
+    if p99.before is not None and p99.after is not None:
+        p99.spread = f"{NO_SPREAD} (a tail of {_count(before)} and {_count(now)} requests)"
+    return [p50, p99]
+
+
+def tpot_samples(decode: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Time per output token (ms) of each request, from its decode tok/s: the same samples, inverted."""
+    if decode is None:
+        return None
+    passes = [[1000.0 / v for v in p if v] for p in decode.get("samples") or []]
+    pooled = [v for p in passes for v in p]
+    value = stats.median([stats.median(p) for p in passes if p]) if passes else (
+        1000.0 / decode["value"] if decode.get("value") else None)
+    return {"key": "tpot_c1_ms", "label": "TPOT, 1 request", "unit": "ms", "better": "lower",
+            "value": value if pooled or value is not None else None, "samples": passes}
+
+
+def gsm8k_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
+    rows = []
+    modes_now, modes_before = now.get("modes") or {}, before.get("modes") or {}
+    for mode in [*modes_now, *[m for m in modes_before if m not in modes_now]]:
+        a, b = modes_now.get(mode), modes_before.get(mode)
+        metric = (a or b or {}).get("gate_metric", "")
+        row = Row(figure=f"GSM8K {mode} {metric} accuracy", unit="", better="higher",
+                  before=(b or {}).get(f"{metric}_accuracy"), after=(a or {}).get(f"{metric}_accuracy"),
+                  group="quality")
+        if a and b and a.get("per_question") and b.get("per_question") and a.get("gate_metric") == b.get("gate_metric"):
+            paired = paired_compare(b["per_question"], a["per_question"])
+            row.beyond = paired.p_value < ALPHA and bool(paired.got_worse or paired.got_better)
+            row.spread = (f"McNemar on {paired.questions} questions: {len(paired.got_worse)} right->wrong, "
+                          f"{len(paired.got_better)} wrong->right, p={paired.p_value:.3g}")
+        rows.append(row)
+    return rows
+
+
+def needle_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
+    by_now = {r["length"]: r for r in now.get("by_length") or [] if isinstance(r, dict) and "length" in r}
+    by_before = {r["length"]: r for r in before.get("by_length") or [] if isinstance(r, dict) and "length" in r}
+    return [Row(figure=f"needle pass rate at {length:,} tokens", unit="", better="higher", group="quality",
+                before=(by_before.get(length) or {}).get("accuracy"), after=(by_now.get(length) or {}).get("accuracy"))
+            for length in sorted({*by_now, *by_before})]
+
+
+def _rate_row(name: str, now: tuple[int, int] | None, before: tuple[int, int] | None) -> Row | None:
+    if now is None and before is None:
+        return None
+    rate = lambda t: None if t is None or not t[1] else t[0] / t[1]  # noqa: E731
+    return Row(figure=name, unit="", better="higher", before=rate(before), after=rate(now), group="quality")
+
+
+def _count_row(name: str, now: int | None, before: int | None) -> Row | None:
+    if now is None and before is None:
+        return None
+    return Row(figure=name, unit="", better="lower", before=before, after=now, group="quality")
+
+
+def _tools(doc: dict[str, Any]) -> tuple[int, int] | None:
+    f = suite_figures(doc, "tools")
+    return (int(f["passed"]), int(f["runs"])) if isinstance(f.get("runs"), int) and f.get("runs") else None
+
+
+def _vision(doc: dict[str, Any]) -> tuple[int, int] | None:
+    f = suite_figures(doc, "vision")
+    return (int(f["correct"]), int(f["cases"])) if isinstance(f.get("cases"), int) and f.get("cases") else None
+
+
+def _stress_errors(doc: dict[str, Any]) -> int | None:
+    f = suite_figures(doc, "stress")
+    return len(f["errors"]) if isinstance(f.get("errors"), list) else None
+
+
+def suite_figures(doc: dict[str, Any], suite: str) -> dict[str, Any]:
+    found = next((s for s in doc.get("suites") or [] if s.get("name") == suite), None)
+    figures = (found or {}).get("figures")
+    return figures if isinstance(figures, dict) else {}
+
+
+def _value(fig: dict[str, Any] | None) -> float | None:
+    value = (fig or {}).get("value")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _pooled_p99(fig: dict[str, Any] | None) -> float | None:
+    pooled = [v for p in (fig or {}).get("samples") or [] for v in p if v is not None]
+    return stats.percentile(pooled, 99) if pooled else None
+
+
+def _count(fig: dict[str, Any] | None) -> int:
+    return sum(len(p) for p in (fig or {}).get("samples") or [])
+
+
+def _num(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def read_results(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A qualify results.json as a document, or why not (the one file read here: the caller's
+    choice of baseline; a report must still be written when it is unreadable)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        return None, type(exc).__name__
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("deploytool.qualify"):
+        return None, "not a qualify results.json"
+    return doc, None
+
+
+# What changed between two releases: from results.json's target and server facts, and release.json.
+# Server-info fields that differ run to run without anyone changing anything.
+_VOLATILE = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "weight_version",
+             "max_total_num_tokens", "max_req_input_len"}
+
+
+def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: dict[str, Any],
+                    now_record: dict[str, Any]) -> list[str]:
+    """A short list, one line per thing that differs: image, runtime version or commit, patches,
+    launch flags, weights, card, profile. Empty when nothing recorded differs."""
+    out: list[str] = []
+    t_before, t_now = before.get("target") or {}, now.get("target") or {}
+
+    def differ(what: str, a: Any, b: Any) -> None:
+        if a != b and (a is not None or b is not None):
+            out.append(f"{what}: {_short(a)} -> {_short(b)}")
+
+    differ("profile", before_record.get("profile") or t_before.get("profile"), now_record.get("profile") or t_now.get("profile"))
+    differ("image", before_record.get("image") or t_before.get("image"), now_record.get("image") or t_now.get("image"))
+    info_before = (before.get("server") or {}).get("server_info") or {}
+    info_now = (now.get("server") or {}).get("server_info") or {}
+    differ("runtime version", info_before.get("version"), info_now.get("version"))
+    tool_before, tool_now = _toolchain(t_before), _toolchain(t_now)
+    for key in sorted({*tool_before, *tool_now}):
+        differ(f"image {key}", tool_before.get(key), tool_now.get(key))
+    labels_before, labels_now = t_before.get("image_labels") or {}, t_now.get("image_labels") or {}
+    source = "dev.deploytool.runtime-source"
+    differ("runtime source (commit)", labels_before.get(source), labels_now.get(source))
+    model = lambda t, r: ((r.get("model") or t.get("model") or {}).get("identity"))  # noqa: E731
+    differ("weights", model(t_before, before_record), model(t_now, now_record))
+    differ("card", _card(before), _card(now))
+    flags = [k for k in sorted({*info_before, *info_now}) if k not in _VOLATILE]
+    for key in flags:
+        a, b = info_before.get(key), info_now.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            for inner in sorted({*a, *b}):
+                differ(f"launch {key}.{inner}", a.get(inner), b.get(inner))
+        else:
+            differ(f"launch {key}", a, b)
+    return out
+
+
+def _toolchain(target: dict[str, Any]) -> dict[str, Any]:
+    raw = (target.get("image_labels") or {}).get("dev.deploytool.toolchain")
+    try:
+        data = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return {"toolchain": raw}
+    return data if isinstance(data, dict) else {}
+
+
+def _card(doc: dict[str, Any]) -> str | None:
+    gpu = suite_figures(doc, "preflight").get("gpu")
+    if isinstance(gpu, dict):
+        return str(gpu.get("name") or gpu.get("card") or json.dumps(gpu, sort_keys=True))
+    return None if gpu is None else str(gpu)
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else str(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,130 @@
+"""The cutover comparison from two results.json documents and two release records: the figures
+that matter with their deltas, whether each delta is beyond the spread the runs recorded, the
+verdict's reasons, and what changed between the releases. Pure functions, built documents."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from deploytool.qualify.cutover import NO_SPREAD, cutover, decision_rows, release_changes, verdict_reasons
+
+
+def bench_figure(key, label, unit, better, centre, n=8, passes=3, jitter=0.03, seed=0):
+    rng = random.Random(seed)
+    samples = [[centre * (1 + rng.uniform(-jitter, jitter)) for _ in range(n)] for _ in range(passes)]
+    return {"key": key, "label": label, "unit": unit, "better": better, "value": centre, "samples": samples,
+            "spread": [centre * (1 - jitter), centre * (1 + jitter)]}
+
+
+def results(decode=400.0, *, seed=0, gsm8k="1111111111", needle=(1.0, 1.0), tools=(56, 56), vision=(6, 6),
+            stress_errors=(), verdict="passed", version="0.5.17", decode_tps_flag=None, gates_failed=()):
+    perf = {"bench_figures": [
+        bench_figure("decode_c1_tps", "decode, 1 request", "tok/s", "higher", decode, seed=seed),
+        bench_figure("load_c4_per_request_tps", "decode, 4 concurrent, per request", "tok/s", "higher",
+                     decode * 0.97, seed=seed + 1),
+        bench_figure("ttft_c1_s", "time to first token, 1 request", "s", "lower", 0.02, seed=seed + 2),
+    ]}
+    info = {"version": version, "port": 1234 + seed, "startup_time": seed, "chunked_prefill_size": 8192}
+    if decode_tps_flag is not None:
+        info["sim_settings"] = {"decode_tps": decode_tps_flag}
+    gates = [{"name": name, "passed": False, "measured": 0.5, "threshold": 0.9, "comparison": ">=", "unit": ""}
+             for name in gates_failed]
+    return {
+        "schema": "deploytool.qualify/v1", "verdict": verdict, "incomplete": False, "could_not_run": None,
+        "target": {"image": "deploytool/sim:1", "image_labels": {}, "model": {"identity": "hub:org/m@abc"}},
+        "server": {"server_info": info},
+        "suites": [
+            {"name": "performance", "verdict": "failed" if gates else "passed", "gates": gates, "figures": perf},
+            {"name": "gsm8k", "verdict": "passed", "gates": [{"name": "acc", "passed": True}], "figures": {"modes": {
+                "deploytool thinking-off": {"gate_metric": "flexible", "flexible_accuracy": gsm8k.count("1") / len(gsm8k),
+                                            "per_question": gsm8k}}}},
+            {"name": "needle", "verdict": "passed", "gates": [], "figures": {"by_length": [
+                {"length": 8192, "accuracy": needle[0]}, {"length": 20000, "accuracy": needle[1]}]}},
+            {"name": "tools", "verdict": "passed", "gates": [], "figures": {"passed": tools[0], "runs": tools[1]}},
+            {"name": "vision", "verdict": "passed", "gates": [], "figures": {"correct": vision[0], "cases": vision[1]}},
+            {"name": "stress", "verdict": "passed", "gates": [], "figures": {"errors": list(stress_errors)}},
+        ],
+    }
+
+
+def by_figure(rows):
+    return {r.figure: r for r in rows}
+
+
+def test_a_slower_release_is_worse_beyond_the_spread_on_decode_and_tpot():
+    top = cutover(results(decode=200.0, seed=5), results(decode=400.0), baseline_name="release 1")
+    rows = by_figure(top.rows)
+    decode = rows["decode, 1 request"]
+    assert decode.before == 400.0 and decode.after == 200.0
+    assert decode.delta == -200.0 and round(decode.delta_pct, 1) == -50.0
+    assert decode.worse and decode.beyond and decode.status == "WORSE, beyond the spread"
+    assert "interval" in decode.spread
+    tpot = rows["TPOT p50, 1 request"]
+    assert tpot.after > tpot.before and tpot.worse and tpot.beyond  # slower decode: longer per token
+    assert rows["TPOT p99, 1 request"].spread.startswith(NO_SPREAD)
+    assert "decode, 1 request" in [r.figure for r in top.regressions]
+    assert "worse beyond the measured spread" in top.headline() and "release 1" in top.headline()
+
+
+def test_the_same_speed_measured_again_is_within_the_spread():
+    top = cutover(results(seed=7), results(seed=0), baseline_name="release 1")
+    spread_rows = [r for r in top.rows if r.beyond is not None]
+    assert len(spread_rows) >= 4
+    assert all(r.status == "within the spread" for r in spread_rows), [(r.figure, r.spread) for r in spread_rows]
+    assert not top.regressions and "no figure worse" in top.headline()
+    # figures without a recorded spread say so (or that nothing changed), never "within"
+    for r in top.rows:
+        if r.beyond is None:
+            assert r.status in ("unchanged", NO_SPREAD), r.status
+
+
+def test_quality_figures_compare_with_mcnemar_or_say_no_spread():
+    before = results(gsm8k="1" * 30)
+    now = results(gsm8k="0" * 12 + "1" * 18, needle=(1.0, 0.6), tools=(50, 56), stress_errors=["timeout"])
+    rows = by_figure(decision_rows(now, before))
+    gsm = rows["GSM8K deploytool thinking-off flexible accuracy"]
+    assert gsm.worse and gsm.beyond and "12 right->wrong" in gsm.spread
+    needle = rows["needle pass rate at 20,000 tokens"]
+    assert needle.delta == -0.4 * 1 or round(needle.delta, 6) == -0.4
+    assert needle.beyond is None and needle.status == NO_SPREAD
+    assert rows["tool calls passed"].after == 50 / 56 and rows["tool calls passed"].worse
+    stress = rows["stress: failed requests"]
+    assert (stress.before, stress.after, stress.worse) == (0, 1, True)
+    # one flip in thirty is not beyond the spread
+    small = by_figure(decision_rows(results(gsm8k="0" + "1" * 29), before))
+    assert small["GSM8K deploytool thinking-off flexible accuracy"].status == "within the spread"
+
+
+def test_the_verdict_says_why_from_the_failed_gates():
+    doc = results(verdict="failed", gates_failed=["regression: decode, 1 request"])
+    why = verdict_reasons(doc)
+    assert why == ["performance: regression: decode, 1 request: measured 0.5, needs >= 0.9"]
+    assert verdict_reasons(results())[0].startswith("every gate passed: 1 gates in 6 suites")
+
+
+def test_what_changed_lists_image_runtime_flags_weights_and_profile():
+    before, now = results(decode_tps_flag=400), results(version="0.5.18", decode_tps_flag=200, seed=3)
+    now["target"]["image"] = "deploytool/sim:2"
+    now["target"]["model"] = {"identity": "hub:org/m@def"}
+    now["server"]["server_info"]["chunked_prefill_size"] = 4096
+    now["target"]["image_labels"] = {"dev.deploytool.toolchain": json.dumps({"patches": "sha256:1"})}
+    changes = release_changes(before, now, {"profile": "sim"}, {"profile": "sim-v2"})
+    assert "profile: sim -> sim-v2" in changes
+    assert "runtime version: 0.5.17 -> 0.5.18" in changes
+    assert "image patches: None -> sha256:1" in changes
+    assert "weights: hub:org/m@abc -> hub:org/m@def" in changes
+    assert "launch chunked_prefill_size: 8192 -> 4096" in changes
+    assert "launch sim_settings.decode_tps: 400 -> 200" in changes
+    # the record's image wins over the results' (the record is what `up` started)
+    assert any(line.startswith("image: ") for line in changes)
+    # what differs every run (port, start time) is no change
+    assert not any("port" in line or "startup_time" in line for line in changes)
+    assert release_changes(before, results(decode_tps_flag=400, seed=9), {}, {}) == []
+
+
+def test_without_a_baseline_the_top_has_this_releases_figures_only():
+    top = cutover(results(), None)
+    assert top.baseline is None and top.changes == [] and "no baseline" in top.headline()
+    assert all(r.before is None and r.after is not None for r in top.rows if r.figure != "stress: failed requests")
+    assert json.loads(json.dumps(top.as_dict()))["rows"][0]["status"] == "only in this release"

@@ -83,7 +83,7 @@ def test_quality_figures_compare_with_mcnemar_or_say_no_spread():
     before = results(gsm8k="1" * 30)
     now = results(gsm8k="0" * 12 + "1" * 18, needle=(1.0, 0.6), tools=(50, 56), stress_errors=["timeout"])
     rows = by_figure(decision_rows(now, before))
-    gsm = rows["GSM8K deploytool thinking-off flexible accuracy"]
+    gsm = rows["GSM8K accuracy, deploytool thinking-off (flexible)"]
     assert gsm.worse and gsm.beyond and "12 right->wrong" in gsm.spread
     needle = rows["needle pass rate at 20,000 tokens"]
     assert needle.delta == -0.4 * 1 or round(needle.delta, 6) == -0.4
@@ -93,7 +93,7 @@ def test_quality_figures_compare_with_mcnemar_or_say_no_spread():
     assert (stress.before, stress.after, stress.worse) == (0, 1, True)
     # one flip in thirty is not beyond the spread
     small = by_figure(decision_rows(results(gsm8k="0" + "1" * 29), before))
-    assert small["GSM8K deploytool thinking-off flexible accuracy"].status == "within the spread"
+    assert small["GSM8K accuracy, deploytool thinking-off (flexible)"].status == "within the spread"
 
 
 def test_the_verdict_says_why_from_the_failed_gates():

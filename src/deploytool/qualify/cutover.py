@@ -225,7 +225,7 @@ def gsm8k_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
     for mode in [*modes_now, *[m for m in modes_before if m not in modes_now]]:
         a, b = modes_now.get(mode), modes_before.get(mode)
         metric = (a or b or {}).get("gate_metric", "")
-        row = Row(figure=f"GSM8K {mode} {metric} accuracy", unit="", better="higher",
+        row = Row(figure=f"GSM8K accuracy, {mode} ({metric})", unit="", better="higher",
                   before=(b or {}).get(f"{metric}_accuracy"), after=(a or {}).get(f"{metric}_accuracy"),
                   group="quality")
         if a and b and a.get("per_question") and b.get("per_question") and a.get("gate_metric") == b.get("gate_metric"):
@@ -348,7 +348,7 @@ def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: 
     for key in flags:
         a, b = info_before.get(key), info_now.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            for inner in sorted({*a, *b}):
+            for inner in sorted({*a, *b} - _VOLATILE):
                 differ(f"launch {key}.{inner}", a.get(inner), b.get(inner))
         else:
             differ(f"launch {key}", a, b)

@@ -98,7 +98,10 @@ def _rows_html(top: Any) -> str:
 def _fig(value: float | None, unit: str) -> str:
     if value is None:
         return "–"
-    text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if not unit:  # a share (0..1) or a count
+        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
+    else:
+        text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return f"{text} {unit}".strip()
 
 

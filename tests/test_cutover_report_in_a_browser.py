@@ -30,22 +30,25 @@ SCREEN = 1000  # CSS px: the first screen
 PERFORMANCE = {"performance": {"quick": True, "repeats": 3, "max_regression_pct": 25}}
 
 
-def run_release(folder: Path, decode_tps: int, baseline: Path | None = None, name: str | None = None) -> Path:
-    with sim(decode_tps=decode_tps, gsm8k_oracle=0.96) as server:
+def run_release(folder: Path, decode_tps: int, baseline: Path | None = None, name: str | None = None,
+                port: int = 0) -> int:
+    """Qualify one release; returns its port (a later release of the slot keeps it, as `up` does,
+    so the contract suite's comparison with the baseline holds)."""
+    with sim(port=port, decode_tps=decode_tps, gsm8k_oracle=0.96) as server:
         extra = {"previous_results": baseline / "report" / "results.json", "baseline": name} if baseline else {}
         qualify(server.url, folder, profile=sim_profile(server.port), suites=OURS + ["performance"],
                 overrides=PERFORMANCE, limit=10, **extra)
-    return folder / "report"
+    return server.port
 
 
 @pytest.fixture(scope="module")
 def releases(tmp_path_factory):
     root = tmp_path_factory.mktemp("cutover")
     first = root / "r1"
-    run_release(first, 400)
-    slower = run_release(root / "r2", 200, first, "release 1 (it served before release 2 was cut over)")
-    same = run_release(root / "r3", 400, first, "release 1 (it served before release 3 was cut over)")
-    return {"slower": slower, "same": same}
+    port = run_release(first, 400)
+    run_release(root / "r2", 200, first, "release 1 (it served before release 2 was cut over)", port)
+    run_release(root / "r3", 400, first, "release 1 (it served before release 3 was cut over)", port)
+    return {"slower": root / "r2" / "report", "same": root / "r3" / "report"}
 
 
 def layout(report: Path, shot: Path) -> dict:
@@ -89,6 +92,8 @@ def test_a_slower_release_shows_its_regression_at_the_top_beyond_the_spread(rele
     found = layout(report, tmp_path / "cutover-slower.png")
     check_first_screen(found)
     assert "FAILED" in found["h1_text"]  # the performance gate's regression rule fails it too
+    why = json.loads((report / "comparison.json").read_text())["why"]
+    assert why and all(line.startswith("performance: regression: ") for line in why), why
     assert "worse beyond the measured spread" in found["headline"] and "decode, 1 request" in found["headline"]
     decode = next(r for r in found["rows"] if r["cells"][0] == "decode, 1 request")
     assert decode["cls"] == "worse" and decode["cells"][4] == "WORSE, beyond the spread"
@@ -104,6 +109,7 @@ def test_an_unchanged_release_shows_every_delta_within_the_spread(releases, tmp_
     found = layout(report, tmp_path / "cutover-unchanged.png")
     check_first_screen(found)
     comparison = json.loads((report / "comparison.json").read_text())
+    assert "PASSED" in found["h1_text"], comparison["why"]
     statuses = {r["cells"][0]: r["cells"][4] for r in found["rows"]}
     with_spread = {k: s for k, s in statuses.items() if "spread" in s and s != "no spread recorded"}
     assert len(with_spread) >= 5

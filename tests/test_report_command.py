@@ -72,3 +72,18 @@ def test_two_report_folders_and_the_refusals(tmp_path):
     (tmp_path / "junk" / "results.json").write_text("[1, 2]")
     junk = deploytool("report", str(tmp_path / "junk"), "--against", str(a))
     assert junk.returncode == 2 and "not a qualify results.json" in junk.stderr
+
+
+def test_up_and_rollout_end_with_the_cutover_report():
+    from types import SimpleNamespace
+
+    from deploytool.cli.deploy_cmds import _up_line
+    from deploytool.deploy.rollout import RolloutResult, SlotOutcome
+
+    up = SimpleNamespace(release=2, slot="cpu", profile="sim", url="http://127.0.0.1:1", previous=1, seconds=3.0,
+                         qualify={"report_dir": "/state/slots/cpu/releases/2/qualify"})
+    assert _up_line(up).endswith("; cutover report: /state/slots/cpu/releases/2/qualify/report.html")
+    assert "cutover report" not in _up_line(SimpleNamespace(**{**vars(up), "qualify": None}))  # --skip-qualify
+    done = RolloutResult(id="r1", profile="sim", image="i", ok=True, slots=[
+        SlotOutcome("a", "upgraded", 2, 1, report="/s/a/report.html"), SlotOutcome("b", "untouched", 1, 1)])
+    assert done.lines()[-1] == "cutover report: slot a: /s/a/report.html"

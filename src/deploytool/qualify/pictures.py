@@ -64,7 +64,7 @@ def latency_picture(current: dict[str, Any], baseline: dict[str, Any]) -> Pictur
     words = []
     for ax, panel in zip(axes, panels):
         runs = [(run, vals) for p, run, vals in series if p == panel and vals]
-        ax.boxplot([vals for _, vals in runs], vert=False, widths=0.6, patch_artist=True,
+        ax.boxplot([vals for _, vals in runs], orientation="horizontal", widths=0.6, patch_artist=True,
                    boxprops={"facecolor": "#dde8f3"}, medianprops={"color": "#a4161a"})
         ax.set_yticks(range(1, len(runs) + 1), [run for run, _ in runs], fontsize=8)
         ax.set_title(panel, fontsize=9)

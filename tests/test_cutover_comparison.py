@@ -90,3 +90,19 @@ def test_without_a_baseline_the_top_has_this_releases_figures_only():
     assert top.baseline is None and top.changes == [] and "no baseline" in top.headline()
     assert all(r.before is None and r.after is not None for r in top.rows if r.figure != "stress: failed requests")
     assert json.loads(json.dumps(top.as_dict()))["rows"][0]["status"] == "only in this release"
+
+
+def test_compares_headline_names_the_figures_worse_beyond_the_spread():
+    from deploytool.bench.compare import Comparison, ComparisonRow, headlines
+
+    def row(label, better, interval):
+        return ComparisonRow(key=label, label=label, unit="tok/s", better=better, values=[1.0, 1.0], ratios=[None, 1.0],
+                             failed=[0, 0], intervals=[None, interval])
+
+    rows = [row("decode", "higher", [0.45, 0.55]), row("ttft", "lower", [0.9, 1.2]), row("prefill", "higher", [1.1, 1.3]),
+            row("no samples", "higher", None)]
+    comparison = Comparison(runs=[None, None], rows=rows, same_method=True)  # type: ignore[list-item]
+    assert headlines(comparison) == ["run B against run A: 1 figure(s) worse beyond the measured spread (decode); "
+                                     "1 better beyond it (3 figures with an interval)"]
+    comparison.rows = rows[1:]
+    assert headlines(comparison)[0].startswith("run B against run A: no figure worse beyond the measured spread")

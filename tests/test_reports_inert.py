@@ -84,7 +84,7 @@ def test_html_templates_are_found():
 @pytest.mark.parametrize("template", _html_templates())
 def test_every_html_template_escapes_every_string_field(template):
     context = {name: Hostile(name) for name in ("doc", "run", "comparison", "names", "sections", "plots",
-                                                 "method_items", "plot", "pareto", "top", "pictures")}
+                                                 "method_items", "plot", "pareto", "top", "pictures", "headlines")}
     context.update({name: "<p>built</p>" for name in BUILT_HTML})
     context["title"] = Hostile("title")
     html = report.render(template, **context)

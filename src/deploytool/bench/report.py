@@ -14,7 +14,7 @@ import pandas as pd  # noqa: E402
 
 from .. import report as shared  # noqa: E402
 from . import stats  # noqa: E402
-from .compare import Comparison, format_value  # noqa: E402
+from .compare import Comparison, format_value, headlines  # noqa: E402
 from .results import BenchRun  # noqa: E402
 
 _PLOT_PHASES = ("decode", "load", "sweep")
@@ -225,7 +225,7 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
     directory.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(comparison)
     context = {"title": "deploytool compare", "comparison": comparison, "names": _names(comparison),
-               "table_md": shared.table_markdown(frame)}
+               "table_md": shared.table_markdown(frame), "headlines": headlines(comparison)}
     out = {
         "comparison.json": shared.write_json(directory / "comparison.json", comparison),
         "comparison.md": shared.write_atomic(directory / "comparison.md", shared.render("bench_compare.md.j2", **context)),

@@ -106,3 +106,31 @@ def test_compares_headline_names_the_figures_worse_beyond_the_spread():
                                      "1 better beyond it (3 figures with an interval)"]
     comparison.rows = rows[1:]
     assert headlines(comparison)[0].startswith("run B against run A: no figure worse beyond the measured spread")
+
+
+def test_pictures_are_inline_pngs_whose_alt_text_states_the_figure():
+    import base64
+
+    from deploytool.qualify.pictures import pictures
+
+    now, before = results(decode=200.0, seed=2, tools=(40, 56)), results()
+    perf = now["suites"][0]["figures"]
+    perf["roofline"] = {"card": "NVIDIA H200", "points": [
+        {"concurrency": 1, "ceiling_tps_per_request": 900.0, "measured_tps_per_request": 200.0, "share": 0.222}]}
+    now["suites"][2]["figures"]["heatmap"] = {"rows": ["depth 0.1", "depth 0.9"], "columns": ["8192", "20000"],
+                                              "values": [[1.0, 0.5], [1.0, None]]}
+    now["suites"][3]["figures"]["by_category"] = {"simple": {"passed": 8, "total": 8}, "parallel": {"passed": 2, "total": 8}}
+    before["suites"][3]["figures"]["by_category"] = {"simple": {"passed": 8, "total": 8}, "parallel": {"passed": 8, "total": 8}}
+    drawn = {p.title.split(":")[0].split(" per ")[0]: p for p in pictures(now, before)}
+    assert set(drawn) == {"Latency distributions", "Needle in a haystack", "Decode against the roofline of NVIDIA H200",
+                          "GSM8K accuracy", "Tool calls"}
+    for p in drawn.values():
+        head, data = p.uri.split(",", 1)
+        assert head == "data:image/png;base64" and base64.b64decode(data).startswith(b"\x89PNG")
+    assert "lowest 0.50 at depth 0.1, 20000 tokens; 2 of 3 cells at 1.00" in drawn["Needle in a haystack"].alt
+    assert "c=1: measured 200 of a 900 tok/s ceiling (22%)" in drawn["Decode against the roofline of NVIDIA H200"].alt
+    assert "parallel: baseline 1, this release 0.25" in drawn["Tool calls"].alt
+    assert "TPOT (ms), 1 request: baseline median" in drawn["Latency distributions"].alt
+    # without a card's roofline, no roofline picture (the sim has none)
+    del perf["roofline"]
+    assert not any("roofline" in p.title for p in pictures(now, None))

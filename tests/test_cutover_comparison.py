@@ -134,3 +134,25 @@ def test_pictures_are_inline_pngs_whose_alt_text_states_the_figure():
     # without a card's roofline, no roofline picture (the sim has none)
     del perf["roofline"]
     assert not any("roofline" in p.title for p in pictures(now, None))
+
+
+def test_a_kept_bench_run_stands_in_when_qualify_ran_no_performance_suite():
+    def without_performance(doc):
+        doc["suites"] = [s for s in doc["suites"] if s["name"] != "performance"]
+        return doc
+
+    def bench(doc, fingerprint):
+        return {"schema": "deploytool.bench/v1", "method_fingerprint": fingerprint,
+                "figures": doc["suites"][0]["figures"]["bench_figures"]}
+
+    slow, fast = results(decode=200.0, seed=3), results(decode=400.0)
+    top = cutover(without_performance(results(decode=200.0, seed=3)), without_performance(results()),
+                  current_bench=bench(slow, "m1"), baseline_bench=bench(fast, "m1"))
+    decode = by_figure(top.rows)["decode, 1 request"]
+    assert (decode.before, decode.after, decode.status) == (400.0, 200.0, "WORSE, beyond the spread")
+    # measured with another method: shown, never judged against the spread
+    other = cutover(without_performance(results(decode=200.0, seed=3)), without_performance(results()),
+                    current_bench=bench(slow, "m2"), baseline_bench=bench(fast, "m1"))
+    decode = by_figure(other.rows)["decode, 1 request"]
+    assert decode.beyond is None and "another bench method (m1 vs m2)" in decode.spread
+    assert not other.regressions

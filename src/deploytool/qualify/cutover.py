@@ -23,6 +23,7 @@ from typing import Any
 
 from ..bench import stats
 from ..bench.regression import change
+from .changes import release_changes, suite_figures
 from .paired import compare as paired_compare
 
 ALPHA = 0.05  # McNemar's level for "beyond the spread" on GSM8K
@@ -102,11 +103,12 @@ class Cutover:
 
 
 def cutover(current: dict[str, Any], baseline: dict[str, Any] | None, *, baseline_name: str | None = None,
-            current_record: dict[str, Any] | None = None,
-            baseline_record: dict[str, Any] | None = None) -> Cutover:
+            current_record: dict[str, Any] | None = None, baseline_record: dict[str, Any] | None = None,
+            current_bench: dict[str, Any] | None = None, baseline_bench: dict[str, Any] | None = None) -> Cutover:
     """The comparison of two results.json documents (the baseline may be None: then only the
-    verdict and this release's own figures)."""
-    rows = decision_rows(current, baseline or {"suites": []})
+    verdict and this release's own figures). `*_bench`: a release's kept bench results.json,
+    whose figures stand in when its qualification ran no performance suite."""
+    rows = decision_rows(current, baseline or {"suites": []}, current_bench, baseline_bench)
     if baseline is None:
         for row in rows:
             row.before, row.spread, row.beyond = None, "no baseline", None
@@ -142,9 +144,15 @@ def verdict_reasons(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def decision_rows(current: dict[str, Any], baseline: dict[str, Any]) -> list[Row]:
+def decision_rows(current: dict[str, Any], baseline: dict[str, Any], current_bench: dict[str, Any] | None = None,
+                  baseline_bench: dict[str, Any] | None = None) -> list[Row]:
     """The figures that matter, in a fixed order; a figure neither release has is left out."""
-    rows = performance_rows(suite_figures(current, "performance"), suite_figures(baseline, "performance"))
+    now, before = speed_figures(current, current_bench), speed_figures(baseline, baseline_bench)
+    rows = performance_rows(now, before)
+    fp_now, fp_before = now.get("bench_method_fingerprint"), before.get("bench_method_fingerprint")
+    if fp_now and fp_before and fp_now != fp_before:  # as the performance gate: another method is not compared
+        for row in rows:
+            row.beyond, row.spread = None, f"measured with another bench method ({fp_before} vs {fp_now}): not compared"
     rows += gsm8k_rows(suite_figures(current, "gsm8k"), suite_figures(baseline, "gsm8k"))
     rows += needle_rows(suite_figures(current, "needle"), suite_figures(baseline, "needle"))
     rows += [r for r in (_rate_row("tool calls passed", _tools(current), _tools(baseline)),
@@ -152,6 +160,18 @@ def decision_rows(current: dict[str, Any], baseline: dict[str, Any]) -> list[Row
                          _count_row("stress: failed requests", _stress_errors(current), _stress_errors(baseline)))
              if r is not None]
     return rows
+
+
+def speed_figures(doc: dict[str, Any], bench: dict[str, Any] | None) -> dict[str, Any]:
+    """The performance suite's bench figures, else a kept bench run's (same fields, same method
+    fingerprint), labelled with where they came from."""
+    perf = suite_figures(doc, "performance")
+    if perf.get("bench_figures"):
+        return perf
+    if isinstance(bench, dict) and isinstance(bench.get("figures"), list):
+        return {"bench_figures": [f for f in bench["figures"] if isinstance(f, dict) and "key" in f],
+                "bench_method_fingerprint": bench.get("method_fingerprint"), "from_bench": True}
+    return {}
 
 
 def performance_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
@@ -273,12 +293,6 @@ def _stress_errors(doc: dict[str, Any]) -> int | None:
     return len(f["errors"]) if isinstance(f.get("errors"), list) else None
 
 
-def suite_figures(doc: dict[str, Any], suite: str) -> dict[str, Any]:
-    found = next((s for s in doc.get("suites") or [] if s.get("name") == suite), None)
-    figures = (found or {}).get("figures")
-    return figures if isinstance(figures, dict) else {}
-
-
 def _value(fig: dict[str, Any] | None) -> float | None:
     value = (fig or {}).get("value")
     return float(value) if isinstance(value, (int, float)) else None
@@ -301,76 +315,13 @@ def _num(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def read_results(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A qualify results.json as a document, or why not (the one file read here: the caller's
-    choice of baseline; a report must still be written when it is unreadable)."""
+def read_results(path: Path, kind: str = "qualify") -> tuple[dict[str, Any] | None, str | None]:
+    """A qualify (or bench) results.json as a document, or why not (the one file read here: the
+    caller's choice of baseline; a report must still be written when it is unreadable)."""
     try:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         return None, type(exc).__name__
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("deploytool.qualify"):
-        return None, "not a qualify results.json"
+    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith(f"deploytool.{kind}"):
+        return None, f"not a {kind} results.json"
     return doc, None
-
-
-# What changed between two releases: from results.json's target and server facts, and release.json.
-# Server-info fields that differ run to run without anyone changing anything.
-_VOLATILE = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "weight_version",
-             "max_total_num_tokens", "max_req_input_len"}
-
-
-def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: dict[str, Any],
-                    now_record: dict[str, Any]) -> list[str]:
-    """A short list, one line per thing that differs: image, runtime version or commit, patches,
-    launch flags, weights, card, profile. Empty when nothing recorded differs."""
-    out: list[str] = []
-    t_before, t_now = before.get("target") or {}, now.get("target") or {}
-
-    def differ(what: str, a: Any, b: Any) -> None:
-        if a != b and (a is not None or b is not None):
-            out.append(f"{what}: {_short(a)} -> {_short(b)}")
-
-    differ("profile", before_record.get("profile") or t_before.get("profile"), now_record.get("profile") or t_now.get("profile"))
-    differ("image", before_record.get("image") or t_before.get("image"), now_record.get("image") or t_now.get("image"))
-    info_before = (before.get("server") or {}).get("server_info") or {}
-    info_now = (now.get("server") or {}).get("server_info") or {}
-    differ("runtime version", info_before.get("version"), info_now.get("version"))
-    tool_before, tool_now = _toolchain(t_before), _toolchain(t_now)
-    for key in sorted({*tool_before, *tool_now}):
-        differ(f"image {key}", tool_before.get(key), tool_now.get(key))
-    labels_before, labels_now = t_before.get("image_labels") or {}, t_now.get("image_labels") or {}
-    source = "dev.deploytool.runtime-source"
-    differ("runtime source (commit)", labels_before.get(source), labels_now.get(source))
-    model = lambda t, r: ((r.get("model") or t.get("model") or {}).get("identity"))  # noqa: E731
-    differ("weights", model(t_before, before_record), model(t_now, now_record))
-    differ("card", _card(before), _card(now))
-    flags = [k for k in sorted({*info_before, *info_now}) if k not in _VOLATILE]
-    for key in flags:
-        a, b = info_before.get(key), info_now.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            for inner in sorted({*a, *b} - _VOLATILE):
-                differ(f"launch {key}.{inner}", a.get(inner), b.get(inner))
-        else:
-            differ(f"launch {key}", a, b)
-    return out
-
-
-def _toolchain(target: dict[str, Any]) -> dict[str, Any]:
-    raw = (target.get("image_labels") or {}).get("dev.deploytool.toolchain")
-    try:
-        data = json.loads(raw) if isinstance(raw, str) else {}
-    except ValueError:
-        return {"toolchain": raw}
-    return data if isinstance(data, dict) else {}
-
-
-def _card(doc: dict[str, Any]) -> str | None:
-    gpu = suite_figures(doc, "preflight").get("gpu")
-    if isinstance(gpu, dict):
-        return str(gpu.get("name") or gpu.get("card") or json.dumps(gpu, sort_keys=True))
-    return None if gpu is None else str(gpu)
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else str(value)
-    return text if len(text) <= 80 else text[:77] + "..."

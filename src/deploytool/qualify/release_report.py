@@ -17,12 +17,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import UsageError
-from ..release.reports import default_report_dir
+from ..release.reports import default_report_dir, newest_kept
 from ..release.slots import Slot
 from ..release.state import release_path
 from ..release.targets import baseline_release, qualify_results_path
 from .cutover import read_results
 from .report import Against, write_report_files
+from .runner import kept_bench
 
 
 @dataclass
@@ -68,7 +69,10 @@ def write_release_report(release: str, against: str | None, slot: Slot | None,
         shutil.copyfile(current.results, folder / "results.json")  # the report's figures, beside it
     write_report_files(current.doc, folder, Against(doc=base.doc if base else None, name=base_name if base else None,
                                                     record=current.record,
-                                                    baseline_record=base.record if base else {}))
+                                                    baseline_record=base.record if base else {},
+                                                    bench=kept_bench(slot.name if slot else None, current.release),
+                                                    baseline_bench=kept_bench(slot.name if slot else None,
+                                                                              base.release if base else None)))
     headline = json.loads((folder / "comparison.json").read_text())["headline"]
     return ReleaseReport(folder=folder, headline=headline, release=current.name,
                          against=base_name if base else None)
@@ -117,8 +121,7 @@ def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str]:
 
 
 def _newest_kept(slot: Slot, number: int) -> Path | None:
-    kept = sorted((release_path(slot.name, number) / "reports").glob("qualify-*/results.json"))
-    return kept[-1] if kept else None
+    return newest_kept(slot.name, number, "qualify")
 
 
 def _record(folder: Path) -> dict[str, Any]:

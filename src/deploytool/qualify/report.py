@@ -32,6 +32,8 @@ class Against:
     name: str | None = None
     record: dict[str, Any] = field(default_factory=dict)
     baseline_record: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, Any] | None = None  # each release's newest kept bench results.json, if any
+    baseline_bench: dict[str, Any] | None = None
 
 
 def write_reports(report: QualifyReport, against: Against | None = None) -> None:
@@ -49,7 +51,8 @@ def write_report_files(doc: dict[str, Any], folder: Path, against: Against | Non
 
     against = against or Against()
     top = cutover(doc, against.doc, baseline_name=against.name, current_record=against.record,
-                  baseline_record=against.baseline_record)
+                  baseline_record=against.baseline_record, current_bench=against.bench,
+                  baseline_bench=against.baseline_bench)
     write_json(Path(folder) / "comparison.json", top.as_dict())
     drawn = pictures(doc, against.doc) if draw else []
     rows = _rows_frame(top)

@@ -122,7 +122,18 @@ def baseline_of(target: "Target") -> Against:
     slot = getattr(release, "slot", None)
     return Against(doc=doc, name=name if doc is not None else None,
                    record=read_record(slot, release.release) if slot and release else {},
-                   baseline_record=read_record(slot, previous.release) if slot and previous else {})
+                   baseline_record=read_record(slot, previous.release) if slot and previous else {},
+                   bench=kept_bench(slot, getattr(release, "release", None)),
+                   baseline_bench=kept_bench(slot, getattr(previous, "release", None)))
+
+
+def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
+    """A release's newest kept bench run (the top's speeds when a qualification ran no performance suite)."""
+    from ..release.reports import newest_kept
+    from .cutover import read_results
+
+    path = newest_kept(slot, release, "bench") if slot and release is not None else None
+    return read_results(path, "bench")[0] if path is not None else None
 
 
 def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",

@@ -99,7 +99,7 @@ def headlines(comparison: Comparison) -> list[str]:
             elif low_side or high_side:
                 better.append(row.label)
         name, first = f"run {chr(65 + i)}", "run A"
-        line = (f"{name} against {first}: {len(worse)} figure(s) worse beyond the measured spread ({', '.join(worse)})"
+        line = (f"{name} against {first}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
                 if worse else f"{name} against {first}: no figure worse beyond the measured spread")
         line += f"; {len(better)} better beyond it" if better else ""
         out.append(f"{line} ({tested} figures with an interval)")

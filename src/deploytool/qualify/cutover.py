@@ -93,7 +93,7 @@ class Cutover:
             return f"{head}; no baseline release to compare with"
         worse = self.regressions
         if worse:
-            names = ", ".join(r.figure for r in worse)
+            names = "; ".join(r.figure for r in worse)  # labels hold commas themselves
             return f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread ({names})"
         return f"{head}; against {self.baseline}: no figure worse beyond the measured spread"
 

@@ -95,8 +95,9 @@ def needle_picture(current: dict[str, Any]) -> Picture | None:
     worst = min(flat, default=None)
     alt = (f"Heat map of needle-in-a-haystack scores (0 red to 1 green), {len(heat['rows'])} depths by "
            f"{len(heat['columns'])} prompt lengths ({', '.join(map(str, heat['columns']))} tokens); "
-           + (f"lowest {worst[0]:.2f} at {worst[1]}, {worst[2]} tokens; "
-              f"{sum(1 for v, _, _ in flat if v >= 1.0)} of {len(flat)} cells at 1.00" if worst else "no scores"))
+           + ("no scores" if worst is None else f"every cell at {worst[0]:.2f}" if worst[0] >= 1.0 else
+              f"lowest {worst[0]:.2f} at {worst[1]}, {worst[2]} tokens; "
+              f"{sum(1 for v, _, _ in flat if v >= 1.0)} of {len(flat)} cells at 1.00"))
     return Picture("Needle in a haystack: score by depth and length", alt + ".", _uri(fig))
 
 

@@ -17,61 +17,15 @@ whether that delta is beyond the spread the runs recorded:
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bench import stats
-from ..bench.regression import change
+from ..bench.headline import NO_SPREAD, Row, performance_rows, tpot_samples  # noqa: F401  (the report's rows)
 from .changes import release_changes, suite_figures
 from .paired import compare as paired_compare
 
 ALPHA = 0.05  # McNemar's level for "beyond the spread" on GSM8K
-NO_SPREAD = "no spread recorded"
-
-
-@dataclass
-class Row:
-    """One figure of the decision, this release beside the baseline."""
-
-    figure: str
-    unit: str
-    better: str  # higher | lower
-    before: float | None
-    after: float | None
-    spread: str = NO_SPREAD  # what the verdict on the delta rests on, in words
-    beyond: bool | None = None  # the delta is beyond the recorded spread; None: no spread recorded
-    group: str = ""  # performance | quality
-
-    @property
-    def delta(self) -> float | None:
-        return None if self.before is None or self.after is None else self.after - self.before
-
-    @property
-    def delta_pct(self) -> float | None:
-        return None if self.delta is None or not self.before else 100.0 * self.delta / abs(self.before)
-
-    @property
-    def worse(self) -> bool | None:
-        if self.delta is None or self.delta == 0:
-            return None if self.delta is None else False
-        return self.delta < 0 if self.better == "higher" else self.delta > 0
-
-    @property
-    def status(self) -> str:
-        """WORSE, beyond the spread | better, beyond the spread | within the spread | unchanged (no spread
-        recorded, none needed) | no spread recorded | only in one release"""
-        if self.before is None or self.after is None:
-            return "only in " + ("this release" if self.before is None else "the baseline")
-        if self.beyond is None:
-            return "unchanged" if self.delta == 0 else NO_SPREAD
-        if not self.beyond:
-            return "within the spread"
-        return "WORSE, beyond the spread" if self.worse else "better, beyond the spread"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta, "delta_pct": self.delta_pct, "worse": self.worse,
-                "status": self.status}
 
 
 @dataclass
@@ -174,71 +128,6 @@ def speed_figures(doc: dict[str, Any], bench: dict[str, Any] | None) -> dict[str
     return {}
 
 
-def performance_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
-    figs_now = {f["key"]: f for f in now.get("bench_figures") or []}
-    figs_before = {f["key"]: f for f in before.get("bench_figures") or []}
-    keys = [k for k in ("decode_c1_tps",) if k in figs_now or k in figs_before]
-    loads = sorted({k for k in [*figs_now, *figs_before] if k.startswith("load_c") and k.endswith("_tps")},
-                   key=lambda k: (int(k.split("_")[1][1:]), k))
-    keys += loads
-    rows = [_bench_row(figs_now.get(k), figs_before.get(k)) for k in keys]
-    for key in ("ttft_c1_s", *[k for k in sorted({*figs_now, *figs_before}) if k.startswith("load_c") and
-                              k.endswith("_ttft_s")]):
-        if key in figs_now or key in figs_before:
-            rows += _latency_rows(figs_now.get(key), figs_before.get(key), "TTFT", 1000.0)
-    if "decode_c1_tps" in figs_now or "decode_c1_tps" in figs_before:
-        rows += _latency_rows(tpot_samples(figs_now.get("decode_c1_tps")), tpot_samples(figs_before.get("decode_c1_tps")),
-                              "TPOT", 1.0)
-    for row in rows:
-        row.group = "performance"
-    return rows
-
-
-def _bench_row(now: dict[str, Any] | None, before: dict[str, Any] | None) -> Row:
-    proto = now or before or {}
-    row = Row(figure=str(proto.get("label", proto.get("key"))), unit=str(proto.get("unit", "")),
-              better=str(proto.get("better", "higher")), before=_value(before), after=_value(now))
-    _bench_spread(row, before, now)
-    return row
-
-
-def _bench_spread(row: Row, before: dict[str, Any] | None, now: dict[str, Any] | None) -> None:
-    if before is None or now is None:
-        return
-    c = change(before, now)
-    if c.has_interval:
-        row.beyond = not c.no_difference
-        row.spread = f"ratio {c.ratio:.3f}, 95% interval {c.interval_text()} (bootstrap over passes and requests)"
-    elif c.ratio is not None:
-        row.spread = f"{NO_SPREAD} (no per-request samples stored)"
-
-
-def _latency_rows(now: dict[str, Any] | None, before: dict[str, Any] | None, what: str, scale: float) -> list[Row]:
-    """p50 (the median, with the bootstrap's interval) and p99 (pooled samples; no spread) in ms."""
-    proto = now or before or {}
-    where = str(proto.get("label", "")).split(", ", 1)[-1] if what == "TTFT" else "1 request"
-    p50 = Row(figure=f"{what} p50, {where}", unit="ms", better="lower",
-              before=_scaled(_value(before), scale), after=_scaled(_value(now), scale))
-    _bench_spread(p50, before, now)
-    p99 = Row(figure=f"{what} p99, {where}", unit="ms", better="lower",
-              before=_scaled(_pooled_p99(before), scale), after=_scaled(_pooled_p99(now), scale))
-    if p99.before is not None and p99.after is not None:
-        p99.spread = f"{NO_SPREAD} (a tail of {_count(before)} and {_count(now)} requests)"
-    return [p50, p99]
-
-
-def tpot_samples(decode: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Time per output token (ms) of each request, from its decode tok/s: the same samples, inverted."""
-    if decode is None:
-        return None
-    passes = [[1000.0 / v for v in p if v] for p in decode.get("samples") or []]
-    pooled = [v for p in passes for v in p]
-    value = stats.median([stats.median(p) for p in passes if p]) if passes else (
-        1000.0 / decode["value"] if decode.get("value") else None)
-    return {"key": "tpot_c1_ms", "label": "TPOT, 1 request", "unit": "ms", "better": "lower",
-            "value": value if pooled or value is not None else None, "samples": passes}
-
-
 def gsm8k_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
     rows = []
     modes_now, modes_before = now.get("modes") or {}, before.get("modes") or {}
@@ -291,24 +180,6 @@ def _vision(doc: dict[str, Any]) -> tuple[int, int] | None:
 def _stress_errors(doc: dict[str, Any]) -> int | None:
     f = suite_figures(doc, "stress")
     return len(f["errors"]) if isinstance(f.get("errors"), list) else None
-
-
-def _value(fig: dict[str, Any] | None) -> float | None:
-    value = (fig or {}).get("value")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _scaled(value: float | None, scale: float) -> float | None:
-    return None if value is None else value * scale
-
-
-def _pooled_p99(fig: dict[str, Any] | None) -> float | None:
-    pooled = [v for p in (fig or {}).get("samples") or [] for v in p if v is not None]
-    return stats.percentile(pooled, 99) if pooled else None
-
-
-def _count(fig: dict[str, Any] | None) -> int:
-    return sum(len(p) for p in (fig or {}).get("samples") or [])
 
 
 def _num(value: Any) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..report import render, table_html, table_markdown, write_atomic, write_json
+from ..bench.headline import rows_html, rows_records
 from .cutover import cutover
 from .results import QualifyReport, results_document
 
@@ -71,49 +72,14 @@ def write_report_files(doc: dict[str, Any], folder: Path, against: Against | Non
         **common))
     write_atomic(Path(folder) / "report.html", render(
         "qualify.html.j2", overview=table_html(overview), server=table_html(server),
-        comparison_html=_rows_html(top),
+        comparison_html=rows_html(top.rows),
         sections=[{**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
                    "tables": {k: table_html(v) for k, v in s["tables"].items()}} for s in sections],
         **common))
 
 
 def _rows_frame(top: Any) -> pd.DataFrame:
-    return pd.DataFrame([{"figure": r.figure, "baseline": _fig(r.before, r.unit), "this release": _fig(r.after, r.unit),
-                          "delta": _delta(r), "against the spread": r.status, "spread": r.spread} for r in top.rows])
-
-
-def _rows_html(top: Any) -> str:
-    """The comparison table, its rows coloured by status (a class per row; escaped cells)."""
-    from html import escape
-
-    head = "".join(f"<th>{h}</th>" for h in ("figure", "baseline", "this release", "delta", "against the spread"))
-    body = []
-    for r in top.rows:
-        cls = "worse" if r.beyond and r.worse else ("better" if r.beyond else "")
-        cells = (r.figure, _fig(r.before, r.unit), _fig(r.after, r.unit), _delta(r), r.status)
-        body.append(f'<tr class="{cls}" title="{escape(r.spread)}">'
-                    + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
-    if not body:
-        return "<p><em>(no figures to compare)</em></p>"
-    return f'<table class="table compare"><tr>{head}</tr>{"".join(body)}</table>'
-
-
-def _fig(value: float | None, unit: str) -> str:
-    if value is None:
-        return "–"
-    if not unit:  # a share (0..1) or a count
-        text = f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"
-    else:
-        text = f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return f"{text} {unit}".strip()
-
-
-def _delta(row: Any) -> str:
-    if row.delta is None:
-        return "–"
-    sign = "+" if row.delta > 0 else ""
-    pct = f" ({sign}{row.delta_pct:.1f}%)" if row.delta_pct is not None else ""
-    return f"{sign}{_fig(row.delta, row.unit)}{pct}"
+    return pd.DataFrame(rows_records(top.rows))
 
 
 def _section(suite: dict[str, Any]) -> dict[str, Any]:

@@ -186,3 +186,39 @@ def regressions_headline(rows: list[Row], against: str) -> str:
     if worse:
         return f"against {against}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
     return f"against {against}: no figure worse beyond the measured spread"
+
+
+def kept_baseline(target: Any) -> tuple[str, dict[str, Any]] | None:
+    """The baseline release's newest kept bench run, for a run against a slot's release: the
+    release the target's baseline rule chose (release/targets.py), or None (a URL, no baseline,
+    or a baseline never benched)."""
+    import json
+
+    from ..release.reports import newest_kept
+
+    release, previous = getattr(target, "release", None), getattr(target, "previous", None)
+    if release is None or previous is None:
+        return None
+    path = newest_kept(release.slot, previous.release, "bench")
+    try:
+        doc = json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("figures"), list):
+        return None
+    return f"release {previous.release}'s bench of {doc.get('started_at', '?')}", doc
+
+
+def bench_top(run: Any, baseline: tuple[str, dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The head of a bench report: this run's figures beside the baseline release's kept run."""
+    if baseline is None:
+        return None
+    name, doc = baseline
+    figures = [asdict(f) for f in run.figures]
+    rows = performance_rows({"bench_figures": figures},
+                            {"bench_figures": [f for f in doc["figures"] if isinstance(f, dict) and "key" in f]})
+    if doc.get("method_fingerprint") != run.method_fingerprint:  # as the performance gate: not compared
+        for row in rows:
+            row.beyond = None
+            row.spread = f"measured with another bench method ({doc.get('method_fingerprint')}): not compared"
+    return {"headline": regressions_headline(rows, name), "rows": rows}

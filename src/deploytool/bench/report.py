@@ -15,6 +15,7 @@ import pandas as pd  # noqa: E402
 from .. import report as shared  # noqa: E402
 from . import stats  # noqa: E402
 from .compare import Comparison, format_value, headlines  # noqa: E402
+from .headline import bench_top, rows_html, rows_records  # noqa: E402
 from .results import BenchRun  # noqa: E402
 
 _PLOT_PHASES = ("decode", "load", "sweep")
@@ -194,9 +195,14 @@ def _uri(fig: Any) -> str:
 
 
 # --- writers ----------------------------------------------------------------------------------
-def write_run_report(run: BenchRun, directory: Path) -> dict[str, Path]:
+def write_run_report(run: BenchRun, directory: Path, baseline: tuple[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+    """`baseline`: (name, results.json) of the baseline release's kept bench run; the report then
+    opens with this run's figures beside it, deltas and spread (bench/headline.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     context = _run_context(run)
+    top = bench_top(run, baseline)
+    context.update(top=top, comparison_md=shared.table_markdown(pd.DataFrame(rows_records(top["rows"]))) if top else "",
+                   comparison_html=rows_html(top["rows"]) if top else "")
     out = {
         "results.json": shared.write_json(directory / "results.json", run.to_json()),
         "report.md": shared.write_atomic(directory / "report.md", shared.render("bench.md.j2", **context)),

@@ -45,7 +45,12 @@ def test_a_release_is_compared_with_the_one_that_served_before_it_by_default():
     assert "image: deploytool/sim:one -> deploytool/sim:two" in comparison["changes"]
     html = (folder / "report.html").read_text()
     assert "WORSE, beyond the spread" in html and 'img src="data:image/png;base64,' in html
-    assert json.loads((folder / "results.json").read_text())["suites"]  # the figures travel with the report
+    sources = json.loads((folder / "sources.json").read_text())
+    assert sources["release"].endswith("releases/2/qualify/results.json")
+    assert sources["against"].endswith("releases/1/qualify/results.json")
+    # the listing shows each qualification once, the report folder not as another one
+    listed = json.loads(deploytool("reports", "--cpu", "--json").stdout)["reports"]
+    assert sorted(e["release"] for e in listed) == [1, 2, 3]
 
     # any two: release 3 against release 2 (faster: better beyond the spread, nothing worse)
     done = deploytool("report", "3", "--against", "2", "--cpu")

@@ -10,13 +10,13 @@ report folder needs --against.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ..errors import UsageError
+from ..files import write_json
 from ..release.reports import default_report_dir, newest_kept
 from ..release.slots import Slot
 from ..release.state import release_path
@@ -50,7 +50,7 @@ class ReleaseReport:
 
 def write_release_report(release: str, against: str | None, slot: Slot | None,
                          out: Path | None = None) -> ReleaseReport:
-    """Write report.md, report.html, comparison.json (and a copy of results.json) into `out`
+    """Write report.md, report.html, comparison.json and sources.json (the two results.json) into `out`
     (default: beside the release's other reports, or under the state folder's reports/)."""
     current = resolve_side(release, slot)
     if against is not None:
@@ -65,8 +65,8 @@ def write_release_report(release: str, against: str | None, slot: Slot | None,
     folder = out or default_report_dir("report", slot=slot.name if slot and current.release is not None else None,
                                        release=current.release)
     folder.mkdir(parents=True, exist_ok=True)
-    if current.results is not None and current.results.resolve() != (folder / "results.json").resolve():
-        shutil.copyfile(current.results, folder / "results.json")  # the report's figures, beside it
+    # where the figures are (not a copy: `deploytool reports` lists each qualification once)
+    write_json(folder / "sources.json", {"release": str(current.results), "against": str(base.results) if base else None})
     write_report_files(current.doc, folder, Against(doc=base.doc if base else None, name=base_name if base else None,
                                                     record=current.record,
                                                     baseline_record=base.record if base else {},

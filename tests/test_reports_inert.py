@@ -24,7 +24,7 @@ TEMPLATES = Path(report.__file__).parent / "templates"
 # The context keys the templates print with `|safe`: each is HTML the writers build with escaping
 # of their own (report.table_html, qualify.report.heatmap_html, inline PNG data URIs).
 BUILT_HTML = {"overview", "server", "gates_table", "figures_table", "figures_html", "groups_html",
-              "sweep_html", "table_html", "heatmap", "table"}
+              "sweep_html", "table_html", "heatmap", "table", "comparison_html"}
 
 
 class Hostile:
@@ -84,7 +84,7 @@ def test_html_templates_are_found():
 @pytest.mark.parametrize("template", _html_templates())
 def test_every_html_template_escapes_every_string_field(template):
     context = {name: Hostile(name) for name in ("doc", "run", "comparison", "names", "sections", "plots",
-                                                 "method_items", "plot", "pareto")}
+                                                 "method_items", "plot", "pareto", "top", "pictures", "headlines")}
     context.update({name: "<p>built</p>" for name in BUILT_HTML})
     context["title"] = Hostile("title")
     html = report.render(template, **context)
@@ -122,7 +122,14 @@ def _hostile_qualify(tmp_path: Path) -> QualifyReport:
 
 
 def test_a_hostile_servers_qualify_report_is_inert(tmp_path):
-    write_reports(_hostile_qualify(tmp_path))
+    from deploytool.qualify.report import Against
+    from deploytool.qualify.results import results_document
+
+    hostile = _hostile_qualify(tmp_path)
+    # the baseline is as hostile: its figures, labels and records reach the top section's table
+    baseline = results_document(hostile)
+    baseline["target"]["image"] = PAYLOAD
+    write_reports(hostile, Against(doc=baseline, name=PAYLOAD, record={"image": PAYLOAD}))
     html = (tmp_path / "report.html").read_text()
     assert "<script" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;") >= 10

@@ -13,6 +13,7 @@ from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
 from .method import BenchMethod
 from .presets import build_method
 from .report import write_comparison_report, write_run_report
+from .headline import kept_baseline
 from .roofline import attach_roofline
 from .results import BenchRun, Figure, GroupSummary, RequestRecord, load_run, run_from_json
 from .runner import BenchRunner, run_bench_sync
@@ -30,7 +31,7 @@ def run_bench(target: Target, *, method: BenchMethod, report_dir: Path | None, p
     run = run_bench_sync(target, method, progress=progress)
     attach_roofline(run, target)
     if report_dir is not None:
-        write_run_report(run, Path(report_dir))
+        write_run_report(run, Path(report_dir), kept_baseline(target))
     return run
 
 
@@ -40,5 +41,5 @@ async def run_bench_async(target: Target, *, method: BenchMethod, report_dir: Pa
     run = await BenchRunner(target, method, progress=progress).run()
     attach_roofline(run, target)
     if report_dir is not None:
-        write_run_report(run, Path(report_dir))
+        write_run_report(run, Path(report_dir), kept_baseline(target))
     return run

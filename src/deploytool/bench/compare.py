@@ -81,6 +81,31 @@ class Comparison:
     sweeps: list[list[Any]] = field(default_factory=list)  # each run's Pareto points, for overlaid curves
 
 
+def headlines(comparison: Comparison) -> list[str]:
+    """The top of a comparison, one line per later run: which figures are worse (and better)
+    beyond the measured spread, i.e. the ratio's whole 95% interval on that side of 1."""
+    out = []
+    for i in range(1, len(comparison.runs)):
+        worse, better, tested = [], [], 0
+        for row in comparison.rows:
+            iv = row.intervals[i] if i < len(row.intervals) else None
+            if iv is None or row.sampled or row.better not in ("higher", "lower"):
+                continue
+            tested += 1
+            low_side = iv[1] < 1.0
+            high_side = iv[0] > 1.0
+            if (low_side and row.better == "higher") or (high_side and row.better == "lower"):
+                worse.append(row.label)
+            elif low_side or high_side:
+                better.append(row.label)
+        name, first = f"run {chr(65 + i)}", "run A"
+        line = (f"{name} against {first}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
+                if worse else f"{name} against {first}: no figure worse beyond the measured spread")
+        line += f"; {len(better)} better beyond it" if better else ""
+        out.append(f"{line} ({tested} figures with an interval)")
+    return out
+
+
 def compare_runs(paths: list[Path], *, allow_mixed_methods: bool = False) -> Comparison:
     """Each path a results.json or a report folder. Refuses fewer than two runs, and runs whose
     methods differ unless allow_mixed_methods (then `same_method` is False and warnings say why)."""

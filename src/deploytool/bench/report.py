@@ -14,7 +14,8 @@ import pandas as pd  # noqa: E402
 
 from .. import report as shared  # noqa: E402
 from . import stats  # noqa: E402
-from .compare import Comparison, format_value  # noqa: E402
+from .compare import Comparison, format_value, headlines  # noqa: E402
+from .headline import bench_top, rows_html, rows_records  # noqa: E402
 from .results import BenchRun  # noqa: E402
 
 _PLOT_PHASES = ("decode", "load", "sweep")
@@ -194,9 +195,14 @@ def _uri(fig: Any) -> str:
 
 
 # --- writers ----------------------------------------------------------------------------------
-def write_run_report(run: BenchRun, directory: Path) -> dict[str, Path]:
+def write_run_report(run: BenchRun, directory: Path, baseline: tuple[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+    """`baseline`: (name, results.json) of the baseline release's kept bench run; the report then
+    opens with this run's figures beside it, deltas and spread (bench/headline.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     context = _run_context(run)
+    top = bench_top(run, baseline)
+    context.update(top=top, comparison_md=shared.table_markdown(pd.DataFrame(rows_records(top["rows"]))) if top else "",
+                   comparison_html=rows_html(top["rows"]) if top else "")
     out = {
         "results.json": shared.write_json(directory / "results.json", run.to_json()),
         "report.md": shared.write_atomic(directory / "report.md", shared.render("bench.md.j2", **context)),
@@ -225,7 +231,7 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
     directory.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(comparison)
     context = {"title": "deploytool compare", "comparison": comparison, "names": _names(comparison),
-               "table_md": shared.table_markdown(frame)}
+               "table_md": shared.table_markdown(frame), "headlines": headlines(comparison)}
     out = {
         "comparison.json": shared.write_json(directory / "comparison.json", comparison),
         "comparison.md": shared.write_atomic(directory / "comparison.md", shared.render("bench_compare.md.j2", **context)),

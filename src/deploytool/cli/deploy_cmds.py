@@ -146,8 +146,11 @@ def _plan_or_apply(dry_run: bool, json_output: bool, plan: Callable[[], "Plan"],
 
 def _up_line(result: Any) -> str:
     note = " (simulator, not a model)" if result.profile.startswith("sim") else ""
-    return (f"release {result.release} of slot {result.slot} serves {result.profile}{note} at {result.url} "
+    line = (f"release {result.release} of slot {result.slot} serves {result.profile}{note} at {result.url} "
             f"(previous: {result.previous or 'none'}; {result.seconds} s)")
+    folder = (result.qualify or {}).get("report_dir")
+    # the cutover report (this release beside the one it replaced) is what a person opens next
+    return f"{line}; cutover report: {folder}/report.html" if folder else line
 
 
 @app.command("up")

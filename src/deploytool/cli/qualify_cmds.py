@@ -105,3 +105,27 @@ def reports_command(
                       highlight=False)
     for entry in entries:
         console.print(entry.line(), markup=False, highlight=False)
+
+
+@app.command("report")
+def report_command(
+    release: Annotated[str, typer.Argument(help="A release number of the slot, or a report folder (holding a qualify results.json).")],
+    against: Annotated[Optional[str], typer.Option("--against", help="The release (number or report folder) to compare with; default: the baseline the performance gate would choose (what served before RELEASE was cut over).")] = None,
+    gpu: GpuOpt = None,
+    cpu: CpuOpt = False,
+    cpu_slot: Annotated[Optional[str], typer.Option("--cpu-slot", help="A named CPU slot.")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default: slots/<slot>/releases/<N>/reports/report-<UTC time>, or reports/report-<UTC time> for two folders).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Write the cutover report (verdict, the figures that matter beside the other release's with
+    deltas and spread, what changed, pictures; every gate folded below) for any two releases."""
+    from ..qualify.release_report import write_release_report
+    from ..release.slots import slot_from_options
+
+    slot = slot_from_options(gpu, cpu, cpu_slot) if (gpu or cpu or cpu_slot) else None
+    written = write_release_report(release, against, slot, report)
+    if json_out:
+        print_json({"report": str(written.folder), "html": str(written.folder / "report.html"),
+                    "headline": written.headline, "release": written.release, "against": written.against})
+        return
+    console.print(written.last_line(), markup=False, highlight=False)

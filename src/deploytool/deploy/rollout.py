@@ -25,7 +25,7 @@ from ..host.nvml import refuse_on_described_host
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..profiles import Profile, ProfileStore
 from ..release.slots import Slot, slot_named
-from ..release.state import journal, read_journal, read_pointers, slot_lock
+from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import as_failure, execute
 from .reporter import Reporter
 from .facts import Facts, gather_facts, gather_slot
@@ -43,6 +43,7 @@ class SlotOutcome:
     previous: int | None  # what served before the rollout
     url: str | None = None
     message: str = ""
+    report: str | None = None  # the new release's cutover report (its qualification's report.html)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class RolloutResult:
             was = f" (was {s.previous})" if s.previous is not None and s.previous != s.release else ""
             out.append(f"  slot {s.slot}: release {s.release or 'none'}{was} {s.state}"
                        + (f" at {s.url}" if s.url else "") + (f": {s.message}" if s.message else ""))
+        reports = [f"slot {s.slot}: {s.report}" for s in self.slots if s.report]
+        if reports:  # last: what a person opens next
+            out.append("cutover report" + ("s" if len(reports) > 1 else "") + ": " + "; ".join(reports))
         return out
 
 
@@ -200,9 +204,11 @@ def _upgrade(slot: Slot, canary: bool, rollout_id: str, profile: Profile, option
                       f"{plan.release}")
         journal("rollout.slot.start", rollout=rollout_id, slot=slot.name, release=plan.release,
                 previous=plan.fallback, canary=canary)
+        html = release_path(slot.name, plan.release) / "qualify" / "report.html"
         try:
             done = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
         except DeploytoolError as exc:
+            outcome.report = str(html) if html.exists() else None
             after = gather_slot(engine, slot).serving
             outcome.release, outcome.url = (after.release, after.url) if after else (None, None)
             outcome.state = "restored" if after is not None else "failed"
@@ -212,6 +218,7 @@ def _upgrade(slot: Slot, canary: bool, rollout_id: str, profile: Profile, option
             raise
         assert done.serving is not None
         outcome.state, outcome.release, outcome.url = "upgraded", plan.release, done.serving.url
+        outcome.report = str(html) if html.exists() else None
         journal("rollout.slot.done", rollout=rollout_id, slot=slot.name, release=plan.release,
                 previous=plan.fallback)
 

@@ -1,38 +1,85 @@
 """The qualification report: results.json (the stable schema, docs/qualify.md), report.md and a
-self-contained report.html, all from the same QualifyReport. Verdicts first, then each suite's
-gates, figures, method, and the transcripts of its failures; then the server config captured."""
+self-contained report.html, all from the same QualifyReport.
+
+The top answers "should this release serve?": the verdict and why, the figures that matter
+beside the baseline release's with their deltas and spread (cutover.py), what changed between
+the two releases, and pictures (pictures.py). Then, folded (collapsed in HTML, the same order in
+Markdown), every suite's gates, figures, method and failure transcripts, and the server config
+captured. `write_report_files` draws the same report from any two results.json documents."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from ..report import render, table_html, table_markdown, write_atomic, write_json
+from ..bench.headline import rows_html, rows_records
+from .cutover import cutover
 from .results import QualifyReport, results_document
 
 MAX_TRANSCRIPTS_SHOWN = 10  # per suite in md/html; results.json keeps them all
 
-def write_reports(report: QualifyReport) -> None:
+
+@dataclass
+class Against:
+    """What the report compares with: the baseline's results.json (None: no baseline), which
+    release that is and why, and both releases' records (release.json; empty for a bare URL)."""
+
+    doc: dict[str, Any] | None = None
+    name: str | None = None
+    record: dict[str, Any] = field(default_factory=dict)
+    baseline_record: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, Any] | None = None  # each release's newest kept bench results.json, if any
+    baseline_bench: dict[str, Any] | None = None
+
+
+def write_reports(report: QualifyReport, against: Against | None = None) -> None:
     doc = results_document(report)
     write_json(report.report_dir / "results.json", doc)
+    # pictures cost a second or two: drawn once the run is over, not in each suite's interim report
+    write_report_files(doc, report.report_dir, against, draw=report.finished_at is not None)
+
+
+def write_report_files(doc: dict[str, Any], folder: Path, against: Against | None = None, *,
+                       draw: bool = True) -> None:
+    """report.md, report.html and comparison.json (the top section's figures) from a results.json
+    document; results.json itself is the caller's."""
+    from .pictures import pictures
+
+    against = against or Against()
+    top = cutover(doc, against.doc, baseline_name=against.name, current_record=against.record,
+                  baseline_record=against.baseline_record, current_bench=against.bench,
+                  baseline_bench=against.baseline_bench)
+    write_json(Path(folder) / "comparison.json", top.as_dict())
+    drawn = pictures(doc, against.doc) if draw else []
+    rows = _rows_frame(top)
     sections = [_section(s) for s in doc["suites"]]
     overview = pd.DataFrame([{"suite": s["name"], "verdict": s["verdict"] + (" (limited)" if s["limited"] else ""),
                               "duration_s": s["duration_s"], "reason": s["reason"]} for s in doc["suites"]])
     server = _server_table(doc["server"])
-    common = {"doc": doc, "title": f"deploytool qualify: {doc['verdict']}"}
-    write_atomic(report.report_dir / "report.md", render(
+    common = {"doc": doc, "title": f"deploytool qualify: {doc['verdict']}", "top": top.as_dict(),
+              "pictures": drawn}
+    write_atomic(Path(folder) / "report.md", render(
         "qualify.md.j2", overview=table_markdown(overview), server=table_markdown(server),
+        comparison=table_markdown(rows),
         sections=[{**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
                    "tables": {k: table_markdown(v) for k, v in s["tables"].items()},
                    "heatmaps": s["heatmaps_md"]} for s in sections],
         **common))
-    write_atomic(report.report_dir / "report.html", render(
+    write_atomic(Path(folder) / "report.html", render(
         "qualify.html.j2", overview=table_html(overview), server=table_html(server),
+        comparison_html=rows_html(top.rows),
         sections=[{**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
                    "tables": {k: table_html(v) for k, v in s["tables"].items()}} for s in sections],
         **common))
+
+
+def _rows_frame(top: Any) -> pd.DataFrame:
+    return pd.DataFrame(rows_records(top.rows))
 
 
 def _section(suite: dict[str, Any]) -> dict[str, Any]:

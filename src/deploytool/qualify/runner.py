@@ -27,7 +27,7 @@ READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 from .base import SuiteContext, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
-from .report import write_reports
+from .report import Against, write_reports
 from .resilience import MAX_FAILED_PROBES, Breaker, GuardedClient, health_probe
 from .suites import registry
 
@@ -57,7 +57,8 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
         limit=limit, started_at=_now(), model=getattr(target, "model", None),
     )
-    write_reports(report)
+    against = baseline_of(target)
+    write_reports(report, against)
     console = Console(stderr=True)
     bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
@@ -86,7 +87,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                 running = None
                 report.suites.append(result)
                 pending.pop(0)
-                write_reports(report)
+                write_reports(report, against)
             if report.server.reachable:
                 report.server.weight_version_at_end = asyncio.run(_weight_version(
                     target.url, getattr(target, "api_key", None), settings["preflight"].probe_timeout_s))
@@ -102,8 +103,37 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         report.finished_at = _now()
         if pending and not report.incomplete:  # an unexpected exception: still leave a report
             report.incomplete = True
-        write_reports(report)
+        write_reports(report, against)
     return report
+
+
+def baseline_of(target: "Target") -> Against:
+    """What the report's top compares with: the baseline release's stored results (the rule of
+    release/targets.py) and both releases' records. An unreadable baseline is said, not fatal."""
+    from ..release.inputs import read_record
+    from .cutover import read_results
+
+    release, previous = getattr(target, "release", None), getattr(target, "previous", None)
+    path = getattr(target, "previous_results", None)
+    doc, why = read_results(path) if path is not None else (None, None)
+    name = getattr(target, "baseline", None)
+    if why:
+        name = f"{name or path}: unreadable ({why})"
+    slot = getattr(release, "slot", None)
+    return Against(doc=doc, name=name if doc is not None else None,
+                   record=read_record(slot, release.release) if slot and release else {},
+                   baseline_record=read_record(slot, previous.release) if slot and previous else {},
+                   bench=kept_bench(slot, getattr(release, "release", None)),
+                   baseline_bench=kept_bench(slot, getattr(previous, "release", None)))
+
+
+def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
+    """A release's newest kept bench run (the top's speeds when a qualification ran no performance suite)."""
+    from ..release.reports import newest_kept
+    from .cutover import read_results
+
+    path = newest_kept(slot, release, "bench") if slot and release is not None else None
+    return read_results(path, "bench")[0] if path is not None else None
 
 
 def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",

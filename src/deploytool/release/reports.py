@@ -81,3 +81,10 @@ def _entry(path: Path, root: Path) -> ReportEntry:
                    f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed")
         return ReportEntry("bench", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
     return ReportEntry("?", slot, release, "", f"unknown schema {schema!r}", str(path.parent))
+
+
+def newest_kept(slot: str, release: int, kind: str) -> Path | None:
+    """The newest kept `kind` report's results.json of a slot's release (the folder names sort by
+    their UTC time), or None."""
+    kept = sorted((release_path(slot, release) / "reports").glob(f"{kind}-*/results.json"))
+    return kept[-1] if kept else None

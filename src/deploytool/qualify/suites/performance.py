@@ -170,6 +170,8 @@ def stored_figures(bench: BenchRun) -> dict[str, Any]:
         # /metrics counter differences per measured phase (deploytool.server.metrics_window)
         metrics_windows=bench.server.get("windows"),
         weight_version=bench.server.get("weight_version"),
+        # decode's bandwidth ceiling on the card (None without a card or checkpoint config): the report draws it
+        roofline=bench.roofline,
     )
     return out
 

@@ -83,8 +83,11 @@ def test_cpu_image_takes_a_cpu_torch_and_no_kernels() -> None:
 
 # -- prepare + template ------------------------------------------------------------------------
 def _render(profile: Profile, inputs: recipe.RecipeInputs) -> str:
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-        (recipe_dir("sglang") / "Dockerfile.j2").read_text())
+    from deploytool.image.build import dockerfile_quote
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["dockerfile_quote"] = dockerfile_quote  # as build.plan_build renders it
+    template = env.from_string((recipe_dir("sglang") / "Dockerfile.j2").read_text())
     return template.render(profile=profile, base_ref="sha256:base", **inputs.template_vars)
 
 

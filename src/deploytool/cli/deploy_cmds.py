@@ -11,7 +11,6 @@ from rich.table import Table
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..errors import DeploytoolError
 from ..release.slots import DEFAULT_RETENTION, slot_from_options
 if TYPE_CHECKING:
     from ..deploy.steps import Plan
@@ -320,24 +319,13 @@ def journal_command(
 
 
 # -- cache -------------------------------------------------------------------------------------
-def _slot_image(engine, slot_name: str) -> str:
-    releases = engine.releases(slot_name)
-    if not releases:
-        raise DeploytoolError(f"slot {slot_name} has no release, so no image to inspect its cache with",
-                              hint="`deploytool up` creates the slot")
-    return max(releases, key=lambda r: r.release).image
-
-
 @cache_app.command("status")
 def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
     from ..yamlio import dump_yaml
-    from ..release import cache as cache_mod
-    from ..host.engine import Engine
+    from ..deploy.cache_commands import cache_status as read_cache
 
-    slot = slot_from_options(gpu, cpu)
-    engine = Engine()
-    state = cache_mod.read_state(engine, _slot_image(engine, slot.name), slot)
+    state = read_cache(slot_from_options(gpu, cpu))
     if json_output:
         print_json(state)
         return
@@ -349,18 +337,9 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 @cache_app.command("wipe")
 def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
-    from ..release.state import slot_lock
-    from ..release import cache as cache_mod
-    from ..host.engine import Engine
+    from ..deploy.cache_commands import wipe_cache
 
-    slot = slot_from_options(gpu, cpu)
-    engine = Engine()
-    with slot_lock(slot.name, "cache wipe"):
-        running = [r for r in engine.releases(slot.name) if r.running]
-        if running:
-            raise DeploytoolError(f"release {running[0].release} of slot {slot.name} is running and using the cache",
-                                  hint="wipe while the slot is stopped; `deploytool up` wipes a stale cache itself")
-        decision = cache_mod.wipe_slot_cache(engine, _slot_image(engine, slot.name), slot)
+    decision = wipe_cache(slot_from_options(gpu, cpu))
     if json_output:
         print_json(decision)
         return

@@ -35,6 +35,10 @@ def mode_label(stream: bool, thinking: bool) -> str:
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """The checker's own copy of the processor's rule. The reference runtime (deploytool.sim)
+    keeps another on purpose: the vision suite checks the sim's token counts against this one,
+    and one shared function would make a mistake in it agree with itself. Both follow sglang's
+    qwen_vl.py; tests/test_qualify_vision_photos.py holds the two to each other."""
     h_bar = max(factor, round(height / factor) * factor)
     w_bar = max(factor, round(width / factor) * factor)
     if h_bar * w_bar > max_pixels:

@@ -96,31 +96,7 @@ def answer(request):
     for action in parser._actions:
         for option in action.option_strings:
             actions[option] = action
-    base = ["--model-path", request.get("model_path") or "dummy"]
-    findings = []
-    for group in groups:
-        flag, values = group[0], group[1:]
-        finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
-        action = actions.get(flag)
-        if action is None:
-            findings.append(_unknown(flag, finding["given"], actions))
-            continue
-        finding["dest"] = action.dest
-        namespace, error = _parse(parser, (base if flag != "--model-path" else []) + [flag, *values])
-        if namespace is None:
-            finding["status"], finding["message"] = _classify(error)
-            if action.choices and finding["status"] == "invalid_choice":
-                finding["choices"] = [str(c) for c in action.choices]
-        else:
-            finding["parsed"] = _plain(getattr(namespace, action.dest, None))
-            finding["default"] = _plain(action.default)
-        findings.append(finding)
-    for flag, given in request.get("names_only") or []:  # left off the command line: the name only
-        if flag not in actions:
-            finding = _unknown(flag, given, actions)
-            finding["message"] += f" (given {json.dumps(given)}, so left off the command line)"
-            findings.append(finding)
-
+    findings = _findings(parser, actions, request)
     out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
            "sglang_version": _installed_version()}
     argv = [token for group in groups for token in group]
@@ -151,24 +127,60 @@ def answer(request):
     if request.get("checkpoint_files"):
         out["startup"] = startup(request, argv)
     if request.get("resolve"):
-        try:
-            before = {}
-            for action in parser._actions:
-                if action.dest and action.dest != "help":
-                    before[action.dest] = _plain(getattr(server_args, action.dest, None))
-            server_args.resolve_once()
-            resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
-            out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
-                              if k in before and before.get(k) != v}
-            for finding in findings:
-                after = resolved.get(finding.get("dest"))
-                if finding.get("dest") in out["derived"]:
-                    finding["status"] = "overridden"
-                    finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
-            out["resolved"] = True
-        except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
-            out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        _resolve(parser, server_args, findings, out)
     return out
+
+
+def _findings(parser, actions, request):
+    """Each flag group of the command line parsed alone (unknown, refused, or its parsed value
+    beside the default), then the names left off the command line that sglang does not know."""
+    base = ["--model-path", request.get("model_path") or "dummy"]
+    findings = []
+    for group in request["groups"]:
+        flag, values = group[0], group[1:]
+        finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
+        action = actions.get(flag)
+        if action is None:
+            findings.append(_unknown(flag, finding["given"], actions))
+            continue
+        finding["dest"] = action.dest
+        namespace, error = _parse(parser, (base if flag != "--model-path" else []) + [flag, *values])
+        if namespace is None:
+            finding["status"], finding["message"] = _classify(error)
+            if action.choices and finding["status"] == "invalid_choice":
+                finding["choices"] = [str(c) for c in action.choices]
+        else:
+            finding["parsed"] = _plain(getattr(namespace, action.dest, None))
+            finding["default"] = _plain(action.default)
+        findings.append(finding)
+    for flag, given in request.get("names_only") or []:  # left off the command line: the name only
+        if flag not in actions:
+            finding = _unknown(flag, given, actions)
+            finding["message"] += f" (given {json.dumps(given)}, so left off the command line)"
+            findings.append(finding)
+    return findings
+
+
+def _resolve(parser, server_args, findings, out):
+    """sglang's own resolution of the arguments (best effort): what it derives, and each flag it
+    resolves to something other than what was given."""
+    try:
+        before = {}
+        for action in parser._actions:
+            if action.dest and action.dest != "help":
+                before[action.dest] = _plain(getattr(server_args, action.dest, None))
+        server_args.resolve_once()
+        resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
+        out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
+                          if k in before and before.get(k) != v}
+        for finding in findings:
+            after = resolved.get(finding.get("dest"))
+            if finding.get("dest") in out["derived"]:
+                finding["status"] = "overridden"
+                finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
+        out["resolved"] = True
+    except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
+        out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
 def startup(request, argv):

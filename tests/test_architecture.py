@@ -250,7 +250,6 @@ CLI_DIRECT_REACH = {
     "deploytool.host.nvml": {"host_cmds", "rollout_cmds"},
     "deploytool.host.topology": {"host_cmds"},
     "deploytool.release.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
-    "deploytool.release.compose": {"deploy_cmds"},
     "deploytool.release.journal_text": {"deploy_cmds", "rollout_cmds"},
     "deploytool.release.reports": {"qualify_cmds"},
     "deploytool.release.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "profiles_cmds", "qualify_cmds",

@@ -94,8 +94,7 @@ def render_command(
 ) -> None:
     """Render the compose file of one release, or with --k8s its Kubernetes objects (--image by
     digest). Needs no engine: the image tag derives from the profile's declared inputs."""
-    from ..profiles import ProfileStore
-    from ..release.compose import RenderRequest, render_text
+    from ..deploy.render import render_compose
 
     if k8s:
         k8s_cmds.render_k8s(k8s_cmds.build_request(
@@ -103,15 +102,9 @@ def render_command(
             node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
             retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)  # nosec B106: the Secret's name, never its value
         return
-    slot = slot_from_options(gpu, cpu, cpu_slot)
-    resolved = ProfileStore(profiles_dir).get(profile)
-    from ..image.build import plan_build
-    from ..image.runtime_source import runtime_notes
-
-    reference = image or plan_build(resolved, wheelhouse=wheelhouse).tag  # pure: no engine, no download
-    text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
-                                     host_port=port, bind=bind, runtime_notes=tuple(runtime_notes(resolved)),
-                                     expose_without_key=expose_without_key))
+    text = render_compose(profile, slot_from_options(gpu, cpu, cpu_slot), release=release, image=image, host_port=port,
+                          bind=bind, expose_without_key=expose_without_key, profiles_dirs=profiles_dir,
+                          wheelhouse=wheelhouse)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)

@@ -102,17 +102,9 @@ def answer(request):
     argv = [token for group in groups for token in group]
     if any(f["status"] != "ok" for f in findings):
         return out
-    from sglang.srt.server_args import prepare_server_args
-
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            server_args = prepare_server_args(argv)
-    except SystemExit:
-        out["parser_error"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1]
-        return out
-    except Exception as exc:  # a validator in ServerArgs itself
-        out["parser_error"] = f"{type(exc).__name__}: {exc}"
+    server_args, refusal = _server_args(argv)
+    if refusal is not None:
+        out["parser_error"] = refusal
         return out
     for finding in findings:
         stored = _plain(getattr(server_args, finding["dest"], None))
@@ -129,6 +121,21 @@ def answer(request):
     if request.get("resolve"):
         _resolve(parser, server_args, findings, out)
     return out
+
+
+def _server_args(argv):
+    """(SGLang's ServerArgs for argv, None), or (None, its refusal): the parser's last line on
+    stderr when it exits, or what a validator in ServerArgs raised, as SGLang says it."""
+    from sglang.srt.server_args import prepare_server_args
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return prepare_server_args(argv), None
+    except SystemExit:
+        return None, (err.getvalue().strip().splitlines() or ["rejected"])[-1]
+    except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def _findings(parser, actions, request):
@@ -221,17 +228,9 @@ def startup(request, argv):
             out["note"] = (f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
                            "the image's own SGLang runs it")
             return out
-        from sglang.srt.server_args import prepare_server_args
-
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                server_args = prepare_server_args(args)
-        except SystemExit:
-            out["refused"], out["where"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1], "ServerArgs"
-            return out
-        except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
-            out["refused"], out["where"] = f"{type(exc).__name__}: {exc}", "ServerArgs"
+        server_args, refusal = _server_args(args)
+        if refusal is not None:
+            out["refused"], out["where"] = refusal, "ServerArgs"
             return out
         try:
             config = ModelConfig.from_server_args(server_args)

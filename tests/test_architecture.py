@@ -252,6 +252,7 @@ CLI_DIRECT_REACH = {
     "deploytool.release.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
     "deploytool.release.journal_text": {"deploy_cmds", "rollout_cmds"},
     "deploytool.release.reports": {"qualify_cmds"},
+    "deploytool.release.secrets": {"monitor_cmds"},  # the monitor's key file
     "deploytool.release.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "profiles_cmds", "qualify_cmds",
                                  "rollout_cmds", "slot_cmds"},  # parsing --gpu/--cpu into a slot
     "deploytool.release.state": {"deploy_cmds"},

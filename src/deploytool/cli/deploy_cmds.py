@@ -225,11 +225,9 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotO
     if it does not come up, the current release is started again."""
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine(),
-                                                                          drain_timeout=drain_timeout),
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout),
                    lambda reporter: deploy.rollback(slot, reporter=reporter, drain_timeout=drain_timeout,
                                                     hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
@@ -242,10 +240,9 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
     from ..deploy import commands as deploy
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention, engine=Engine()),
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention),
                    lambda reporter: deploy.prune(slot, retention, reporter=reporter),
                    lambda r: f"slot {r.slot}: pruned {', '.join(map(str, r.pruned)) or 'nothing'}")
 

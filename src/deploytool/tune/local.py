@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import IO
 
-import httpx
-
 from ..profiles import Profile, args_to_argv
+from ..server.readiness import health_check
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -85,19 +84,15 @@ class LocalServer:
         deadline = time.monotonic() + timeout_s
         path = self.profile.health.path
         last = "nothing answered"
-        with httpx.Client(timeout=5.0) as http:
-            while time.monotonic() < deadline:
-                code = self.proc.poll()
-                if code is not None:
-                    return f"the server exited with status {code} before it was ready: {self.log_tail()}"
-                try:
-                    response = http.get(self.url + path)
-                    if response.status_code == 200:
-                        return None
-                    last = f"GET {path} answered {response.status_code}"
-                except httpx.HTTPError as exc:
-                    last = f"{type(exc).__name__}"
-                time.sleep(0.25)
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                return f"the server exited with status {code} before it was ready: {self.log_tail()}"
+            answer = health_check(self.url, path, timeout=5.0)
+            if answer.status == 200:
+                return None
+            last = f"GET {path} answered {answer.status}" if answer.status is not None else str(answer.error)
+            time.sleep(0.25)
         return f"not ready within its health budget ({timeout_s:g} s): {last}"
 
     def log_tail(self, lines: int = 3) -> str:

@@ -284,6 +284,16 @@ WRITTEN = (".py", ".md", ".yaml", ".yml", ".txt", ".sh", ".j2", ".patch", ".toml
 WRITTEN_IN = ("src", "scripts", "images", "tests", "profiles", "docs", "benchmarks", "qualify", "compose")
 
 
+def test_no_function_is_over_80_lines() -> None:
+    """A function a person can read at once: over 80 lines, it wants its steps named."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not found, "functions over 80 lines (scripts/long_functions.py src 80 lists them):\n" + "\n".join(found)
+
+
 def test_no_comment_or_doc_points_at_an_issue_number() -> None:
     """A reader of the code cannot open an issue tracker: comments, docs and tests say the reason."""
     pattern = re.compile(r"\b[Ii]ssues? ?#?\d+|\(#\d+\)")

@@ -52,6 +52,7 @@ gpu-image: setup base-image
 
 docs: setup
 	$(BIN)/python scripts/gen_cli_docs.py > docs/cli.md
+	$(BIN)/python scripts/gen_profile_docs.py > docs/profile-fields.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache reports

@@ -240,6 +240,38 @@ def test_the_http_rule_finds_every_spelling(tmp_path: Path) -> None:
                                         "deploytool.deploy.c:1 http.client", "deploytool.deploy.d:1 aiohttp"]
 
 
+# The CLI parses, calls one library function and prints: it reaches release/ and host/ through
+# the packages that own the task. What it still reaches directly is listed here, module by module,
+# so that the list can only shrink: a new direct reach fails until the task moves where it belongs.
+CLI_DIRECT_REACH = {
+    "deploytool.host.engine": {"rollout_cmds"},  # an Engine() handed to deploy/
+    "deploytool.host.fit": {"host_cmds", "profiles_cmds"},
+    "deploytool.host.gpus": {"host_cmds", "profiles_cmds", "rollout_cmds"},
+    "deploytool.host.nvml": {"host_cmds", "rollout_cmds"},
+    "deploytool.host.topology": {"host_cmds"},
+    "deploytool.release.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
+    "deploytool.release.journal_text": {"deploy_cmds", "rollout_cmds"},
+    "deploytool.release.reports": {"qualify_cmds"},
+    "deploytool.release.secrets": {"monitor_cmds"},  # the monitor's key file
+    "deploytool.release.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "profiles_cmds", "qualify_cmds",
+                                 "rollout_cmds", "slot_cmds"},  # parsing --gpu/--cpu into a slot
+    "deploytool.release.state": {"deploy_cmds"},
+    "deploytool.release.targets": {"bench_cmds", "qualify_cmds"},
+}
+
+
+def test_the_cli_reaches_release_and_host_only_where_listed() -> None:
+    reach: dict[str, set[str]] = {}
+    for module, targets in imports().items():
+        if module.startswith("deploytool.cli."):
+            for target in targets:
+                if target.split(".")[1] in ("release", "host"):
+                    reach.setdefault(target, set()).add(module.rsplit(".", 1)[1])
+    grown = {t: sorted(m - CLI_DIRECT_REACH.get(t, set())) for t, m in reach.items() if m - CLI_DIRECT_REACH.get(t, set())}
+    assert not grown, f"cli/ reaches release/ or host/ directly in new places (go through deploy/, bench/, ...): {grown}"
+    assert "server" not in layout_table()["cli"]["may_import"], "the CLI reaches the wire through bench/ and qualify/"
+
+
 def test_no_module_is_much_over_400_lines() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 420}
@@ -250,6 +282,16 @@ def test_no_module_is_much_over_400_lines() -> None:
 # data's notes. Recorded data (JSON, locks, captured logs) is what a machine said, not prose.
 WRITTEN = (".py", ".md", ".yaml", ".yml", ".txt", ".sh", ".j2", ".patch", ".toml")
 WRITTEN_IN = ("src", "scripts", "images", "tests", "profiles", "docs", "benchmarks", "qualify", "compose")
+
+
+def test_no_function_is_over_80_lines() -> None:
+    """A function a person can read at once: over 80 lines, it wants its steps named."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not found, "functions over 80 lines (scripts/long_functions.py src 80 lists them):\n" + "\n".join(found)
 
 
 def test_no_comment_or_doc_points_at_an_issue_number() -> None:

@@ -197,3 +197,13 @@ def test_compare_ratios_and_method_check(tmp_path):
     mixed = compare_runs([runs[0], tmp_path / "c"], allow_mixed_methods=True)
     assert not mixed.same_method and "thinking" in mixed.method_differences
     assert any("DIFFERENT METHODS" in w for w in mixed.warnings)
+
+
+def test_the_overlaid_pareto_picture_draws_each_runs_sweep(sim_run):
+    from deploytool.bench.report import overlaid_pareto_plot, pareto_plot
+
+    run, report = sim_run
+    comparison = compare_runs([report, report])
+    assert [len(s) for s in comparison.sweeps] == [len(run.sweep)] * 2
+    for picture in (pareto_plot(run), overlaid_pareto_plot(comparison)):
+        assert picture.startswith("data:image/png;base64,") and len(picture) > 1000

@@ -19,6 +19,37 @@ def test_cli_reference_is_current():
     assert generated == committed, "docs/cli.md is stale: run `make docs`"
 
 
+def test_profile_field_reference_is_current():
+    generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_profile_docs.py")], capture_output=True,
+                               text=True, check=True).stdout
+    committed = (ROOT / "docs" / "profile-fields.md").read_text()
+    assert generated == committed, "docs/profile-fields.md is stale: run `make docs`"
+    assert "](profile-fields.md)" in (ROOT / "docs" / "profiles.md").read_text()
+
+
+def test_every_profile_field_has_a_description():
+    from pydantic import BaseModel
+
+    from deploytool.profiles import Profile
+
+    seen: set[type] = set()
+    missing: list[str] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            if not (field.description or "").strip():
+                missing.append(f"{prefix}{name}")
+            for arg in (field.annotation, *getattr(field.annotation, "__args__", ())):
+                for inner in (arg, *getattr(arg, "__args__", ())):
+                    if isinstance(inner, type) and issubclass(inner, BaseModel) and inner not in seen:
+                        walk(inner, f"{prefix}{name}.")
+
+    walk(Profile, "")
+    assert len(seen) >= 10, seen  # the walk reached the nested sections, not just the top
+    assert not missing, f"profile fields without a description in the schema: {missing}"
+
+
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     readme = (ROOT / "README.md").read_text()
     commands = re.findall(r"^(make \w+)", readme.split("```", 2)[1], re.M)

@@ -50,6 +50,12 @@ def test_expected_tokens_follow_qwens_smart_resize() -> None:
     assert expected_tokens(100, 100, s) == 64  # below min_pixels: scaled up to 256x256
     assert expected_tokens(8000, 8000, s) == 16_384  # above max_pixels: scaled down to 4096x4096
     assert expected_tokens(600, 400, s) + 2 == image_tokens(600, 400)  # the sim counts the same, + 2 wrappers
+    # the checker and the runtime keep their own copies of the rule (one shared copy would agree
+    # with its own mistakes): they must count alike over small, large, wide and tall images
+    for width in (1, 28, 100, 333, 1024, 4000, 9000):
+        for height in (2, 31, 640, 2048, 8191):
+            if max(width, height) / min(width, height) <= 200:
+                assert expected_tokens(width, height, s) + 2 == image_tokens(width, height), (width, height)
     coffee = load_photo("coffee.jpg")
     side = largest_side(coffee, s.max_pixels)
     assert coffee.size == (600, 400) and side * side * 2 / 3 <= s.max_pixels

@@ -69,3 +69,21 @@ def typer_command(name: str):
     import typer.main
 
     return typer.main.get_command(app).commands[name]
+
+
+def test_bench_when_ready_sends_nothing_and_writes_no_report_when_the_wait_expires(tmp_path) -> None:
+    """The library, without the CLI: the wait, its verdict and its exit code live in bench/."""
+    from deploytool.bench import build_method
+    from deploytool.bench.outcome import bench_when_ready
+    from deploytool.release.targets import Target
+
+    lines: list[str] = []
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        outcome = bench_when_ready(Target(url=url, profile=None), method=build_method(quick=True),
+                                   report_dir=tmp_path / "r", ready_timeout_s=0.6, timeout_name="--ready-timeout",
+                                   on_wait=lines.append, progress=False)
+    assert outcome.run is None and outcome.exit_code == EXIT_COULD_NOT_RUN
+    assert "did not become ready within 0.6 s (--ready-timeout)" in outcome.why
+    assert not (tmp_path / "r").exists()

@@ -125,14 +125,20 @@ def pareto_plot(run: BenchRun) -> str:
     ax.plot([p.per_user_tps for p in points], [p.per_gpu_tps for p in points], "o", color="#999", label="sweep point")
     front = sorted((p for p in points if p.on_front), key=lambda p: p.per_user_tps)
     ax.plot([p.per_user_tps for p in front], [p.per_gpu_tps for p in front], "o-", color="#c0392b", label="Pareto front")
+    _pareto_axes(ax, points, fontsize=8, xlabel="per-user tokens/s (median decode speed of one request)",
+                 ylabel="per-GPU tokens/s (aggregate output / GPUs)")
+    return _uri(fig)
+
+
+def _pareto_axes(ax: Any, points: list[Any], *, fontsize: int, xlabel: str, ylabel: str) -> None:
+    """What every Pareto picture has: each point named by its concurrency, the axes, the grid."""
     for p in points:
         ax.annotate(f"c={p.concurrency}", (p.per_user_tps, p.per_gpu_tps), textcoords="offset points",
-                    xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("per-user tokens/s (median decode speed of one request)")
-    ax.set_ylabel("per-GPU tokens/s (aggregate output / GPUs)")
+                    xytext=(4, 4), fontsize=fontsize)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _uri(fig)
 
 
 def overlaid_pareto_plot(comparison: Comparison) -> str | None:
@@ -147,13 +153,8 @@ def overlaid_pareto_plot(comparison: Comparison) -> str | None:
             line = sorted((p for p in pts if p.curve == curve), key=lambda p: p.concurrency)
             ax.plot([p.per_user_tps for p in line], [p.per_gpu_tps for p in line], "o-",
                     label=f"{_run_name(i)}{f' ({curve})' if curve else ''}")
-            for p in line:
-                ax.annotate(f"c={p.concurrency}", (p.per_user_tps, p.per_gpu_tps), textcoords="offset points",
-                            xytext=(4, 4), fontsize=7)
-    ax.set_xlabel("tok/s per user")
-    ax.set_ylabel("tok/s per GPU")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    _pareto_axes(ax, [p for _, pts in runs for p in pts], fontsize=7, xlabel="tok/s per user",
+                 ylabel="tok/s per GPU")
     return _uri(fig)
 
 

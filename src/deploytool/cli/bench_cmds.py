@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from ..errors import EXIT_COULD_NOT_RUN, UsageError
+from ..errors import UsageError
 from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
                   ReadyTimeoutOpt, UrlOpt, app, console, console_err, json_error, print_json)
 
@@ -32,44 +32,41 @@ def bench_command(
     api_key: ApiKeyOpt = None,
 ) -> None:
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
-    from ..bench import build_method, run_bench
-    from ..server.client import run_sync
-    from ..server.readiness import ready_timeout_for, wait_until_ready
-    from ..release.secrets import auth_headers
-    from ..bench.compare import format_value
-    from ..bench.roofline import roofline_lines
+    from ..bench import build_method
+    from ..bench.outcome import bench_when_ready
     from ..release.targets import resolve_target
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
                             api_key_file=api_key_file, api_key_flag=api_key)
-    prof = target.profile
-    method = _method(build_method, quick, prof, thinking, sweep, workload, repeats)
+    method = _method(build_method, quick, target.profile, thinking, sweep, workload, repeats)
     console_err.print(f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
                       f"{method.fingerprint()}, {method.repeats} passes", highlight=False)
-    wait = ready_timeout if ready_timeout is not None else ready_timeout_for(prof)
-    ready = run_sync(wait_until_ready(target.url, health_path=prof.health.path if prof else "/health",
-                                      timeout_s=wait, headers=auth_headers(target.api_key),
-                                      progress=lambda line: console_err.print(line, highlight=False),
-                                      timeout_name=READY_TIMEOUT_OPTION))
-    if not ready.ready:
-        why = f"{target.url} did not become ready within {wait:g} s ({READY_TIMEOUT_OPTION}): {ready.error}"
+    outcome = bench_when_ready(target, method=method, report_dir=report, ready_timeout_s=ready_timeout,
+                               timeout_name=READY_TIMEOUT_OPTION, progress=not json_out,
+                               on_wait=lambda line: console_err.print(line, highlight=False))
+    run, code, why = outcome.run, outcome.exit_code, outcome.why
+    if run is None:
         if json_out:
-            json_error(f"bench: {why}", None, EXIT_NOTHING_MEASURED, "CouldNotRun")
+            json_error(f"bench: {why}", None, code, "CouldNotRun")
         console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
-        raise typer.Exit(EXIT_NOTHING_MEASURED)
-    from ..release.reports import default_report_dir
-
-    report = report or default_report_dir("bench", slot=target.release.slot if target.release else None,
-                                          release=target.release.release if target.release else None)
-    run = run_bench(target, method=method, report_dir=report, progress=not json_out)
-    code, why = bench_exit_code(run)
+        raise typer.Exit(code)
     if json_out:
         print_json(run.to_json())
         if why:
             console_err.print(f"bench: {why}", highlight=False)
         raise typer.Exit(code)
+    _print_run(run, outcome.report_dir)
+    if why:
+        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _print_run(run, report: Path | None) -> None:
+    from ..bench.compare import format_value
+    from ..bench.roofline import roofline_lines
+
     table = Table(title=f"bench {run.environment['target']} ({run.workload} workload, {run.method['preset']} method, "
                         f"{run.method.get('repeats', 1)} passes)")
     for column in ("figure", "value", "spread over passes", "completed", "failed"):
@@ -100,9 +97,6 @@ def bench_command(
         console.print(f"note: {note}", highlight=False)
     if report:
         console.print(f"report: {report / 'report.html'}", highlight=False)
-    if why:
-        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
-    raise typer.Exit(code)
 
 
 def _method(build_method, quick, prof, thinking, sweep, workload, repeats):
@@ -115,23 +109,6 @@ def _method(build_method, quick, prof, thinking, sweep, workload, repeats):
         raise UsageError(f"--repeats {repeats}: expected at least 1")
     return build_method(quick=quick, profile_bench=prof.bench if prof else None, thinking=thinking == "on",
                         sweep=sweep, profile_name=prof.name if prof else None, workload=workload, **extra)
-
-
-EXIT_MEASURED, EXIT_PARTIAL, EXIT_NOTHING_MEASURED = 0, 1, EXIT_COULD_NOT_RUN
-
-
-def bench_exit_code(run) -> tuple[int, str]:
-    """0: every request completed and the run is complete; 1: the run is incomplete (its time
-    bound cut it) or some request failed; 6: no measured request completed (endpoint unusable)."""
-    completed = sum(1 for r in run.requests if r.phase != "warmup" and r.ok)
-    if completed == 0:
-        return EXIT_NOTHING_MEASURED, "no request completed: nothing was measured (endpoint unusable)"
-    problems = []
-    if run.errors_total:
-        problems.append(f"{run.errors_total} of {run.requests_total} requests failed")
-    if not run.complete:
-        problems.append("the run is incomplete (its time bound cut it)")
-    return (EXIT_PARTIAL, "; ".join(problems)) if problems else (EXIT_MEASURED, "")
 
 
 @app.command("compare")
@@ -194,6 +171,10 @@ def compare_command(
     if json_out:
         print_json(comparison)
         return
+    _print_comparison(comparison, report)
+
+
+def _print_comparison(comparison, report: Path | None) -> None:
     names = [f"run {chr(65 + i)}" for i in range(len(comparison.runs))]
     for name, header in zip(names, comparison.runs):
         console.print(f"{name}: {header.source} ({header.endpoint}, {header.started_at}, "

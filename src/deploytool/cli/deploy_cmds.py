@@ -11,7 +11,6 @@ from rich.table import Table
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..errors import DeploytoolError
 from ..release.slots import DEFAULT_RETENTION, slot_from_options
 if TYPE_CHECKING:
     from ..deploy.steps import Plan
@@ -95,8 +94,7 @@ def render_command(
 ) -> None:
     """Render the compose file of one release, or with --k8s its Kubernetes objects (--image by
     digest). Needs no engine: the image tag derives from the profile's declared inputs."""
-    from ..profiles import ProfileStore
-    from ..release.compose import RenderRequest, render_text
+    from ..deploy.render import render_compose
 
     if k8s:
         k8s_cmds.render_k8s(k8s_cmds.build_request(
@@ -104,15 +102,9 @@ def render_command(
             node_selector=node_selector, toleration=toleration, flavor=k8s_flavor, qualify_image=qualify_image,
             retention=DEFAULT_RETENTION, secret="deploytool", profiles_dir=profiles_dir), output)  # nosec B106: the Secret's name, never its value
         return
-    slot = slot_from_options(gpu, cpu, cpu_slot)
-    resolved = ProfileStore(profiles_dir).get(profile)
-    from ..image.build import plan_build
-    from ..image.runtime_source import runtime_notes
-
-    reference = image or plan_build(resolved, wheelhouse=wheelhouse).tag  # pure: no engine, no download
-    text = render_text(RenderRequest(profile=resolved, slot=slot, release=release, image=reference,
-                                     host_port=port, bind=bind, runtime_notes=tuple(runtime_notes(resolved)),
-                                     expose_without_key=expose_without_key))
+    text = render_compose(profile, slot_from_options(gpu, cpu, cpu_slot), release=release, image=image, host_port=port,
+                          bind=bind, expose_without_key=expose_without_key, profiles_dirs=profiles_dir,
+                          wheelhouse=wheelhouse)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text)
@@ -236,11 +228,9 @@ def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotO
     if it does not come up, the current release is started again."""
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, engine=Engine(),
-                                                                          drain_timeout=drain_timeout),
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout),
                    lambda reporter: deploy.rollback(slot, reporter=reporter, drain_timeout=drain_timeout,
                                                     hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
@@ -253,10 +243,9 @@ def prune_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
     """Remove a slot's stopped releases beyond --retention, oldest first (`up` does this after
     each cut-over); never the current release or the rollback target."""
     from ..deploy import commands as deploy
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention, engine=Engine()),
+    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_prune(slot, retention),
                    lambda reporter: deploy.prune(slot, retention, reporter=reporter),
                    lambda r: f"slot {r.slot}: pruned {', '.join(map(str, r.pruned)) or 'nothing'}")
 
@@ -323,24 +312,13 @@ def journal_command(
 
 
 # -- cache -------------------------------------------------------------------------------------
-def _slot_image(engine, slot_name: str) -> str:
-    releases = engine.releases(slot_name)
-    if not releases:
-        raise DeploytoolError(f"slot {slot_name} has no release, so no image to inspect its cache with",
-                              hint="`deploytool up` creates the slot")
-    return max(releases, key=lambda r: r.release).image
-
-
 @cache_app.command("status")
 def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
     from ..yamlio import dump_yaml
-    from ..release import cache as cache_mod
-    from ..host.engine import Engine
+    from ..deploy.cache_commands import cache_status as read_cache
 
-    slot = slot_from_options(gpu, cpu)
-    engine = Engine()
-    state = cache_mod.read_state(engine, _slot_image(engine, slot.name), slot)
+    state = read_cache(slot_from_options(gpu, cpu))
     if json_output:
         print_json(state)
         return
@@ -352,18 +330,9 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 @cache_app.command("wipe")
 def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
-    from ..release.state import slot_lock
-    from ..release import cache as cache_mod
-    from ..host.engine import Engine
+    from ..deploy.cache_commands import wipe_cache
 
-    slot = slot_from_options(gpu, cpu)
-    engine = Engine()
-    with slot_lock(slot.name, "cache wipe"):
-        running = [r for r in engine.releases(slot.name) if r.running]
-        if running:
-            raise DeploytoolError(f"release {running[0].release} of slot {slot.name} is running and using the cache",
-                                  hint="wipe while the slot is stopped; `deploytool up` wipes a stale cache itself")
-        decision = cache_mod.wipe_slot_cache(engine, _slot_image(engine, slot.name), slot)
+    decision = wipe_cache(slot_from_options(gpu, cpu))
     if json_output:
         print_json(decision)
         return

@@ -20,11 +20,10 @@ def stop_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
     kept: `deploytool start` puts it back, `rollback` still has its target."""
     from ..deploy import slot_commands as slots
     from ..deploy.hooks import GatewayHooks
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output,
-                   lambda: slots.plan_for_stop(slot, engine=Engine(), drain_timeout=drain_timeout),
+                   lambda: slots.plan_for_stop(slot, drain_timeout=drain_timeout),
                    lambda reporter: slots.stop(slot, reporter=reporter, drain_timeout=drain_timeout,
                                                hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: r.line())
@@ -36,10 +35,9 @@ def start_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt 
     """Start the slot's current (stopped) release again and verify it healthy."""
     from ..deploy import slot_commands as slots
     from ..deploy.hooks import GatewayHooks
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: slots.plan_for_start(slot, engine=Engine()),
+    _plan_or_apply(dry_run, json_output, lambda: slots.plan_for_start(slot),
                    lambda reporter: slots.start(slot, reporter=reporter,
                                                 hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: r.line())
@@ -54,11 +52,10 @@ def down_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
     compose project, network); the JIT cache volume and the slot's state only with --volumes."""
     from ..deploy import slot_commands as slots
     from ..deploy.hooks import GatewayHooks
-    from ..host.engine import Engine
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     _plan_or_apply(dry_run, json_output,
-                   lambda: slots.plan_for_down(slot, engine=Engine(), volumes=volumes, drain_timeout=drain_timeout),
+                   lambda: slots.plan_for_down(slot, volumes=volumes, drain_timeout=drain_timeout),
                    lambda reporter: slots.down(slot, reporter=reporter, volumes=volumes, drain_timeout=drain_timeout,
                                                hooks=GatewayHooks(hooks_dir, reporter=reporter)),
                    lambda r: r.line())

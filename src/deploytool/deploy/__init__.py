@@ -13,6 +13,8 @@
     slot_plan.py pure decisions: plan_stop, plan_start, plan_down
     slot_commands.py  stop, start, down (under the slot's lock) and logs
     drain.py     before a serving release stops: wait for the server's own count to reach zero
+    cache_commands.py  cache status and wipe (under the slot's lock, refused while a release runs)
+    render.py    a release's compose file without an engine (`deploytool render`)
     status.py    what runs where
     doctor.py    is this host ready to build and deploy
 

@@ -113,8 +113,8 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     seconds=outcome.seconds, model=plan.model, drains=outcome.drains)
 
 
-def plan_for_rollback(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
-    return plan_rollback(gather_slot(engine, slot), drain_timeout)
+def plan_for_rollback(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None) -> Plan:
+    return plan_rollback(gather_slot(engine or Engine(), slot), drain_timeout)
 
 
 def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
@@ -130,8 +130,8 @@ def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | N
                           seconds=round(time.monotonic() - started, 2), drains=outcome.drains)
 
 
-def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine) -> Plan:
-    return plan_prune(gather_slot(engine, slot), retention)
+def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine | None = None) -> Plan:
+    return plan_prune(gather_slot(engine or Engine(), slot), retention)
 
 
 def prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, reporter: Reporter | None = None,

@@ -54,15 +54,17 @@ def _drain_text(d: dict[str, Any]) -> str:
     return f"{d['left']} request(s) cut at the {d['timeout_s']:g} s timeout"
 
 
-def plan_for_stop(slot: Slot, *, engine: Engine, drain_timeout: float | None = None) -> Plan:
-    return plan_stop(gather_slot(engine, slot), drain_timeout)
+def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None) -> Plan:
+    return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout)
 
 
-def plan_for_start(slot: Slot, *, engine: Engine) -> Plan:
-    return plan_start(gather_slot(engine, slot))
+def plan_for_start(slot: Slot, *, engine: Engine | None = None) -> Plan:
+    return plan_start(gather_slot(engine or Engine(), slot))
 
 
-def plan_for_down(slot: Slot, *, engine: Engine, volumes: bool = False, drain_timeout: float | None = None) -> Plan:
+def plan_for_down(slot: Slot, *, engine: Engine | None = None, volumes: bool = False,
+                  drain_timeout: float | None = None) -> Plan:
+    engine = engine or Engine()
     facts = gather_slot(engine, slot)
     volume = slot.cache_volume() if volumes and engine.volume_exists(slot.cache_volume()) else None
     state = str(slot_path(slot.name)) if volumes and slot_path(slot.name).exists() else None

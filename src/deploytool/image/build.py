@@ -33,6 +33,7 @@ from ..host.engine import Engine
 from ..errors import BuildError, UsageError
 from ..profiles import Profile
 from .recipes import RecipeInputs, load_recipe, materialise, recipe_dir
+from .wheelhouse import file_sha256
 from ..release.state import build_lock, cache_dir, journal
 
 ProgressFn = Callable[[int, int, str], None]  # (step, steps, line)
@@ -247,11 +248,7 @@ def _run_build(engine: Engine, plan: BuildPlan, context: Path, image_labels: dic
 
 
 def _file_digest(path: Path) -> bytes:
-    h = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.digest()
+    return bytes.fromhex(file_sha256(path))
 
 
 def expected_size(profile: Profile) -> str:

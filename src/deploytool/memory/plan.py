@@ -136,15 +136,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     assumptions: list[str] = []
     problems: list[str] = []
     warnings: list[str] = []
-    # From the card's total, not NVML's free memory: `up` plans while the serving release
-    # still holds the card, and a plan should not depend on what runs there now.
-    pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
-    assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and distributed "
-                       "init, as measured on an H200)")
-    if card.free_bytes is not None and card.free_bytes < pre:
-        warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
-                        "holds memory that SGLang would not get")
+    pre = _pre_model_load(card, assumptions, warnings)
     if shape.weight_bytes is None:
         raise ValueError(f"{shape.source}: the checkpoint folder has no safetensors index and no "
                          "*.safetensors files, so its weight size is unknown")
@@ -163,15 +155,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     per_req = state_bytes_per_request(shape, ssm_dtype=ssm_dtype, tp_size=tp)
     linear = LinearState(per_request=per_req)
     if rest <= 0:
-        minimum = 1 - (pre - weights) / pre
-        if weights >= pre:  # no fraction helps: the card is too small for the weights
-            problems.append(f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
-                            f"{pre / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
-                            "fit; a card with more memory, or more cards (tp-size), is needed")
-        else:
-            problems.append(f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
-                            f"under mem-fraction-static {inputs.mem_fraction_static}: raise it above {minimum:.3f} "
-                            "(SGLang refuses the start with the same advice)")
+        problems.append(_no_room_for_kv(pre, weights, inputs.mem_fraction_static))
         rest = 0.0
     elif per_req:
         linear = plan_linear_state(shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp)
@@ -189,32 +173,9 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     slots, ratio = linear.slots, linear.ratio
 
     target_cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp)
-    cell = target_cell
-    draft_cell = 0
-    if eagle:
-        layers = len(shape.full_attention_layer_ids)
-        if shape.draft_layers and layers:
-            # the draft's KV has the target's per-layer size
-            draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) \
-                + (indexer // layers * shape.draft_layers if indexer else 0)
-            if shape.nextn_layers_in_config:
-                # pool_configurator.py scales the cell by the draft's layers only when
-                # spec_aux_hidden_state.py found num_nextn_predict_layers in the config
-                cell += draft_cell
-                draft_cell = 0
-            else:
-                # A Qwen3.5/3.6 config says mtp_num_hidden_layers: the pool is sized on the
-                # target's cell alone and the draft's pool (same tokens) comes out of the slack
-                # afterwards; measured on an H200 (docs/memory.md).
-                assumptions.append("the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
-                                   "pool is sized, out of the slack (the config has no num_nextn_predict_layers)")
-        else:
-            warnings.append("speculative decoding with a separate draft model: its own pool is not modelled")
-    tokens = int(rest // cell) if cell else 0
-    page = max(1, inputs.page_size)
-    tokens = tokens // page * page
-    if inputs.max_total_tokens is not None:
-        tokens = min(tokens, inputs.max_total_tokens)
+    cell, draft_cell = (_with_draft_cell(shape, target_cell, indexer, assumptions, warnings) if eagle
+                        else (target_cell, 0))
+    tokens = _pool_tokens(rest, cell, inputs)
     if draft_cell and tokens * draft_cell > slack:
         problems.append(f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
                         f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves")
@@ -222,16 +183,8 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     running = _max_running(tokens, inputs, slots, ratio)
     context = inputs.context_length
     at_context = min(running, tokens // context) if context else running
-
-    if inputs.require_full_context_kv and tokens < context:
-        problems.append(f"the KV pool ({tokens:,} tokens) is smaller than one full-context conversation "
-                        f"({context:,} tokens)")
-    if running < inputs.min_running_requests:
-        problems.append(f"SGLang would allow {running} running requests, fewer than qualify.preflight's "
-                        f"min_running_requests {inputs.min_running_requests}")
-    elif at_context < inputs.min_running_requests and not problems:
-        warnings.append(f"only {at_context} of the {running} running requests fit at the full context length "
-                        f"at once ({tokens:,} tokens in the pool)")
+    _check_capacity(inputs, tokens=tokens, running=running, at_context=at_context, problems=problems,
+                    warnings=warnings)
     return MemoryPlan(
         card=card.name, card_source=card.source, model=shape.architecture, gpus=tp, kv_cache_dtype=kv_name,
         mem_fraction_static=inputs.mem_fraction_static, context_length=context,
@@ -245,6 +198,80 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,
         profile=profile, overrides=dict(overrides or {}), patches=list(inputs.patches),
     )
+
+
+def _pre_model_load(card: Card, assumptions: list[str], warnings: list[str]) -> float:
+    """The memory SGLang finds before it loads the model. From the card's total, not NVML's free
+    memory: `up` plans while the serving release still holds the card, and a plan should not
+    depend on what runs there now."""
+    pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
+    assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
+                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and distributed "
+                       "init, as measured on an H200)")
+    if card.free_bytes is not None and card.free_bytes < pre:
+        warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
+                        "holds memory that SGLang would not get")
+    return pre
+
+
+def _no_room_for_kv(pre: float, weights: float, mem_fraction_static: float) -> str:
+    """Why nothing is left for the KV cache, and what would help."""
+    if weights >= pre:  # no fraction helps: the card is too small for the weights
+        return (f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
+                f"{pre / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
+                "fit; a card with more memory, or more cards (tp-size), is needed")
+    minimum = 1 - (pre - weights) / pre
+    return (f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
+            f"under mem-fraction-static {mem_fraction_static}: raise it above {minimum:.3f} "
+            "(SGLang refuses the start with the same advice)")
+
+
+def _with_draft_cell(shape: ModelShape, target_cell: int, indexer: int, assumptions: list[str],
+                     warnings: list[str]) -> tuple[int, int]:
+    """(the pool's bytes per token, the draft's bytes per token kept outside the pool) with an
+    EAGLE/MTP draft."""
+    layers = len(shape.full_attention_layer_ids)
+    if not (shape.draft_layers and layers):
+        warnings.append("speculative decoding with a separate draft model: its own pool is not modelled")
+        return target_cell, 0
+    # the draft's KV has the target's per-layer size
+    draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) \
+        + (indexer // layers * shape.draft_layers if indexer else 0)
+    if shape.nextn_layers_in_config:
+        # pool_configurator.py scales the cell by the draft's layers only when
+        # spec_aux_hidden_state.py found num_nextn_predict_layers in the config
+        return target_cell + draft_cell, 0
+    # A Qwen3.5/3.6 config says mtp_num_hidden_layers: the pool is sized on the target's cell
+    # alone and the draft's pool (same tokens) comes out of the slack afterwards; measured on
+    # an H200 (docs/memory.md).
+    assumptions.append("the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
+                       "pool is sized, out of the slack (the config has no num_nextn_predict_layers)")
+    return target_cell, draft_cell
+
+
+def _pool_tokens(rest: float, cell: int, inputs: PlanInputs) -> int:
+    """The KV pool's tokens: what is left over a token's bytes, in whole pages, capped by --max-total-tokens."""
+    tokens = int(rest // cell) if cell else 0
+    page = max(1, inputs.page_size)
+    tokens = tokens // page * page
+    if inputs.max_total_tokens is not None:
+        tokens = min(tokens, inputs.max_total_tokens)
+    return tokens
+
+
+def _check_capacity(inputs: PlanInputs, *, tokens: int, running: int, at_context: int, problems: list[str],
+                    warnings: list[str]) -> None:
+    """The profile's own demands on the pool: a full-context conversation, qualify's minimum of running requests."""
+    context = inputs.context_length
+    if inputs.require_full_context_kv and tokens < context:
+        problems.append(f"the KV pool ({tokens:,} tokens) is smaller than one full-context conversation "
+                        f"({context:,} tokens)")
+    if running < inputs.min_running_requests:
+        problems.append(f"SGLang would allow {running} running requests, fewer than qualify.preflight's "
+                        f"min_running_requests {inputs.min_running_requests}")
+    elif at_context < inputs.min_running_requests and not problems:
+        warnings.append(f"only {at_context} of the {running} running requests fit at the full context length "
+                        f"at once ({tokens:,} tokens in the pool)")
 
 
 def _max_running(tokens: int, inputs: PlanInputs, slots: int | None, ratio: int | None) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # SHA-1 or SHA-256 object names
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -35,18 +35,20 @@ class RuntimeSource(_Strict):
     """Where the image's sglang comes from. One model with a `kind` (not a union of three) so
     that a field of another kind is refused with a sentence, not a union's error list."""
 
-    kind: Literal["wheel", "git", "path"] = "wheel"
-    # wheel: a patch series folder (a `series` file and its patches) instead of the shipped
-    # images/sglang/patches/<runtime_version>/, e.g. one `deploytool patches import` wrote.
-    series: str | None = None
-    # git: a repository URL or a local repository (a checkout or a bare one) and a full commit.
-    repo: str | None = None
-    commit: str | None = None
-    # path: a local source tree, hashed by content.
-    path: str | None = None
-    # git and path: the folder of the tree that holds sglang's pyproject.toml (upstream keeps
-    # it in `python/`); found by itself when not given.
-    subdir: str | None = None
+    kind: Literal["wheel", "git", "path"] = Field(
+        default="wheel", description="wheel: the pinned release and its patch series; git: a fork at a commit; "
+                                     "path: a local source tree")
+    series: str | None = Field(
+        default=None, description="wheel: a patch series folder (a `series` file and its patches) instead of the "
+                                  "shipped images/sglang/patches/<runtime_version>/, e.g. one `deploytool patches "
+                                  "import` wrote")
+    repo: str | None = Field(default=None, description="git: a repository URL or a local repository (a checkout "
+                                                       "or a bare one); no credentials in it")
+    commit: str | None = Field(default=None, description="git: the full commit (40 hex digits, 64 for SHA-256)")
+    path: str | None = Field(default=None, description="path: a local source tree, hashed by content")
+    subdir: str | None = Field(
+        default=None, description="git and path: the folder of the tree that holds sglang's pyproject.toml "
+                                  "(upstream keeps it in python/); found by itself when not given")
 
     @field_validator("commit")
     @classmethod
@@ -89,8 +91,8 @@ class RuntimeSource(_Strict):
 class LocalWheel(_Strict):
     """A wheel file the image installs instead of the index's package of the same name."""
 
-    file: str
-    sha256: str
+    file: str = Field(description="the wheel file (NAME-VERSION-...-PLATFORM.whl)")
+    sha256: str = Field(description="its SHA-256, 64 lower-case hex digits (`sha256sum FILE`)")
 
     @field_validator("sha256")
     @classmethod

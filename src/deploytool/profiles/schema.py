@@ -32,8 +32,8 @@ class SecretRef(BaseModel):
     """Where a secret lives on the host: an environment variable or a file, exactly one."""
 
     model_config = ConfigDict(extra="forbid")
-    env: str | None = None
-    file: str | None = None
+    env: str | None = Field(default=None, description="a variable of the shell that runs deploytool")
+    file: str | None = Field(default=None, description="a file holding the value on one line (keep it mode 0600)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SecretRef":
@@ -74,39 +74,49 @@ class ProfileSecrets(BaseModel):
     """`secrets:` of a profile."""
 
     model_config = ConfigDict(extra="forbid")
-    hf_token: SecretRef | None = None
+    hf_token: SecretRef | None = Field(
+        default=None, description="the hub token, for gated or private repositories: reaches the container as "
+                                  "/run/secrets/hf_token with HF_TOKEN_PATH pointing at it")
 
 
 
 class MatchSpec(_Strict):
     """Which cards a profile is made for."""
 
-    gpu_name: list[str] = Field(default_factory=list)
-    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$")
-    min_memory_gib: float | None = Field(default=None, gt=0)
-    gpu_count: int = Field(default=1, ge=1)
+    gpu_name: list[str] = Field(default_factory=list, description="the card names it is made for, as the driver "
+                                                                   "spells them (`deploytool gpus`)")
+    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$",
+                                           description="MAJOR.MINOR; a hard limit: kernels are built per architecture")
+    min_memory_gib: float | None = Field(default=None, gt=0,
+                                         description="a card with less memory is runnable-with-less-memory")
+    gpu_count: int = Field(default=1, ge=1, description="cards per release; a hard limit")
 
 
 class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
-    recipe: str
-    base: str
-    # registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` is a plain OS
-    # image (deploytool/base:bookworm) and the CUDA toolkit comes from NVIDIA's pinned wheels.
-    base_source: Literal["registry", "wheels"] = "registry"
-    python: str = "3.11"
-    cuda: str | None = None
-    torch_version: str | None = None
-    runtime_version: str | None = None  # sglang
-    kernel_version: str | None = None  # sglang-kernel
-    flashinfer_version: str | None = None
-    patches: list[str] = Field(default_factory=list)
-    build_args: dict[str, str] = Field(default_factory=dict)
-    # Where sglang comes from (the pinned wheel, a fork at a commit, a local tree) and wheel
-    # files that replace the index's package of the same name (image_source.py).
-    source: RuntimeSource = Field(default_factory=RuntimeSource)
-    wheels: list[LocalWheel] = Field(default_factory=list)
+    recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
+    base: str = Field(description="the base image, pinned by digest")
+    base_source: Literal["registry", "wheels"] = Field(
+        default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
+                                        "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
+                                        "from NVIDIA's pinned wheels")
+    python: str = Field(default="3.11", description="the image's Python version")
+    cuda: str | None = Field(default=None, description="the CUDA toolkit version")
+    torch_version: str | None = Field(default=None, description="torch, pinned")
+    runtime_version: str | None = Field(default=None, description="sglang, pinned")
+    kernel_version: str | None = Field(default=None, description="sglang-kernel, pinned")
+    flashinfer_version: str | None = Field(default=None, description="flashinfer, pinned")
+    patches: list[str] = Field(default_factory=list,
+                               description="from images/sglang/patches/<version>/series: [] all, [none] none")
+    build_args: dict[str, str] = Field(
+        default_factory=dict, description="NAME: value, each an `ARG NAME=\"value\"` line: names are identifiers, "
+                                          "values one line")
+    source: RuntimeSource = Field(default_factory=RuntimeSource,
+                                  description="where sglang comes from: the pinned wheel, a fork at a commit, a "
+                                              "local tree (docs/recipes.md)")
+    wheels: list[LocalWheel] = Field(default_factory=list,
+                                     description="wheel files that replace the index's package of the same name")
 
     @field_validator("build_args")
     @classmethod
@@ -122,22 +132,25 @@ class ImageSpec(_Strict):
 
 
 class ModelSpec(_Strict):
-    # Where the weights come from (deploytool.release.weights checks them): exactly one of `hub` (a hub
-    # repository served from the host's hub cache) and `host_path` (a host folder holding
-    # config.json and *.safetensors, mounted read-only at `path`). Simulator profiles may omit both.
-    hub: str | None = None
-    revision: str | None = None  # hub only: branch, tag or commit (default main)
-    offline: bool = True  # hub only: HF_HUB_OFFLINE=1 and a read-only cache; false lets the server download
-    host_path: str | None = None  # the checkpoint's host folder
-    path: str | None = None  # where host_path appears in the container (default /models/<folder name>)
-    served_name: str
-    context_length: int = Field(gt=0)
-    vision: bool = False
-    tools: bool = False
-    tokenizer: str | None = None
-    # A folder with the model's config.json and safetensors index alone (no weights), relative to
-    # the profile file that sets it: what the memory plan reads until the checkpoint is here.
-    config: str | None = None
+    """The model and where its weights come from (deploytool.release.weights checks them):
+    exactly one of `hub` and `host_path`; simulator profiles may omit both."""
+
+    hub: str | None = Field(default=None, description="a hub repository ORG/NAME, served from the host's hub cache")
+    revision: str | None = Field(default=None, description="hub only: branch, tag or commit (default main)")
+    offline: bool = Field(default=True, description="hub only: HF_HUB_OFFLINE=1 and a read-only cache; false lets "
+                                                    "the server download")
+    host_path: str | None = Field(default=None, description="a host folder holding config.json and *.safetensors, "
+                                                            "mounted read-only")
+    path: str | None = Field(default=None, description="where host_path appears in the container "
+                                                       "(default /models/<folder name>)")
+    served_name: str = Field(description="the model name the server answers to")
+    context_length: int = Field(gt=0, description="tokens of prompt and answer together")
+    vision: bool = Field(default=False, description="the model takes images")
+    tools: bool = Field(default=False, description="the model calls tools")
+    tokenizer: str | None = Field(default=None, description="a tokenizer other than the model's own")
+    config: str | None = Field(default=None, description="a folder with the model's config.json and safetensors "
+                                                         "index alone, relative to the profile file: what the memory "
+                                                         "plan reads until the checkpoint is here")
 
     def mount_point(self) -> str:
         """Where a host folder appears in the container: `path`, else /models/<folder name>."""
@@ -156,18 +169,25 @@ class ModelSpec(_Strict):
 
 
 class ServerSpec(_Strict):
-    port: int = Field(ge=1, le=65535)
-    command: list[str]
-    args: dict[str, ArgValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    shm_size: str = "32g"
-    ipc: Literal["host", "private", "shareable"] = "host"
+    """How the server is started in its container."""
+
+    port: int = Field(ge=1, le=65535, description="the port the server listens on in the container")
+    command: list[str] = Field(description="the server's command, before its flags")
+    args: dict[str, ArgValue] = Field(
+        default_factory=dict, description="SGLang's flag names without the leading --: true is a bare flag, false "
+                                          "and null leave it out, a list repeats its values; --model-path (and "
+                                          "--revision) come from model:")
+    env: dict[str, str] = Field(default_factory=dict, description="the container's environment; numbers and "
+                                                                  "booleans become text")
+    shm_size: str = Field(default="32g", description="the container's shared memory")
+    ipc: Literal["host", "private", "shareable"] = Field(default="host", description="the container's IPC namespace")
     # SGLang's own compose file: unlimited locked memory for pinned buffers, a large stack.
-    # A host that forbids raising a limit (some sandboxes) refuses to start the container,
-    # so a profile can set `ulimits: {}`.
-    ulimits: dict[str, int] = Field(default_factory=lambda: {"memlock": -1, "stack": 67108864})
-    # The server's API key: where it lives on the host, never the key, so a profile can be shared (release/secrets.py reads it).
-    api_key: SecretRef | None = None
+    ulimits: dict[str, int] = Field(
+        default_factory=lambda: {"memlock": -1, "stack": 67108864},
+        description="the container's limits; a host that forbids raising one refuses to start it: set {} there")
+    api_key: SecretRef | None = Field(
+        default=None, description="where the server's API key lives on the host, never the key: callers must "
+                                  "send it (docs/profiles.md \"Access\")")
 
     @field_validator("env", mode="before")
     @classmethod
@@ -179,15 +199,17 @@ class ServerSpec(_Strict):
 
 
 class HealthSpec(_Strict):
-    path: str = "/health"
-    start_period: int = Field(default=900, ge=0)
-    start_interval: int = Field(default=2, ge=1)
-    interval: int = Field(default=10, ge=1)
-    timeout: int = Field(default=25, ge=1)
-    retries: int = Field(default=3, ge=1)
-    # how long a stop of the serving release waits, after the pre-stop hook, for the requests
-    # the server still runs or queues (its own /metrics count); `--drain-timeout` overrides it
-    drain_timeout: int = Field(default=30, ge=0)
+    """The container's health check, and how long a stop waits for requests in flight."""
+
+    path: str = Field(default="/health", description="the path the health check calls")
+    start_period: int = Field(default=900, ge=0, description="seconds a start may take before failed checks count")
+    start_interval: int = Field(default=2, ge=1, description="seconds between checks during the start period")
+    interval: int = Field(default=10, ge=1, description="seconds between checks after it")
+    timeout: int = Field(default=25, ge=1, description="seconds one check may take")
+    retries: int = Field(default=3, ge=1, description="consecutive failed checks that make the container unhealthy")
+    drain_timeout: int = Field(
+        default=30, ge=0, description="seconds a stop of the serving release waits, after the pre-stop hook, for "
+                                      "the requests the server still runs or queues; --drain-timeout overrides it")
 
     def budget_seconds(self) -> int:
         """How long a start may take before it counts as failed."""
@@ -198,21 +220,25 @@ class RolloutSpec(_Strict):
     """`deploytool rollout`: the suites the slots after the canary run (they run the image the
     canary qualified, so a shorter set checks that each card serves it)."""
 
-    qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract", "performance"])
-    quick_performance: bool = True  # performance in its quick form on the slots after the canary
+    qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract", "performance"],
+                               description="the suites each slot after the canary runs")
+    quick_performance: bool = Field(default=True,
+                                    description="performance in its quick form on the slots after the canary")
 
 
 class WatchSpec(_Strict):
     """`deploytool watch`: when to restart a release whose health probe fails, and when a
     release that keeps failing right after its cut-over is rolled back instead."""
 
-    interval: float = Field(default=10, gt=0)  # seconds between probes of each slot
-    failures: int = Field(default=3, ge=1)  # consecutive failed probes before a restart
-    backoff: float = Field(default=30, ge=0)  # seconds after a restart before the next; doubles each time
-    backoff_max: float = Field(default=600, ge=0)
-    max_restarts_per_hour: int = Field(default=6, ge=0)
-    crash_loop_window: float = Field(default=900, ge=0)  # seconds after a cut-over; 0: never roll back
-    crash_loop_restarts: int = Field(default=3, ge=1)  # restarts within the window that make a crash loop
+    interval: float = Field(default=10, gt=0, description="seconds between probes of each slot")
+    failures: int = Field(default=3, ge=1, description="consecutive failed probes before a restart")
+    backoff: float = Field(default=30, ge=0, description="seconds after a restart before the next; doubles each time")
+    backoff_max: float = Field(default=600, ge=0, description="the most the backoff grows to, seconds")
+    max_restarts_per_hour: int = Field(default=6, ge=0, description="restarts of one slot in an hour before watch "
+                                                                    "stops restarting it")
+    crash_loop_window: float = Field(default=900, ge=0, description="seconds after a cut-over in which a crash "
+                                                                    "loop rolls back; 0: never roll back")
+    crash_loop_restarts: int = Field(default=3, ge=1, description="restarts within the window that make a crash loop")
 
 
 class MonitorSpec(_Strict):
@@ -220,30 +246,36 @@ class MonitorSpec(_Strict):
     (the accept length comes from qualify.preflight.expect.min_accept_length): latency targets
     under real traffic, marked in `top` and alerted on by the monitor."""
 
-    ttft_p99_s: float | None = Field(default=None, gt=0)  # time to first token, p99 over a minute
-    tpot_p99_s: float | None = Field(default=None, gt=0)  # time per output token, p99 over a minute
+    ttft_p99_s: float | None = Field(default=None, gt=0, description="time to first token, p99 over a minute, "
+                                                                      "seconds")
+    tpot_p99_s: float | None = Field(default=None, gt=0, description="time per output token, p99 over a minute, "
+                                                                      "seconds")
 
 
 class Profile(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")
-    description: str = ""
-    abstract: bool = False
-    match: MatchSpec = Field(default_factory=MatchSpec)
-    image: ImageSpec
-    model: ModelSpec
-    server: ServerSpec
-    health: HealthSpec = Field(default_factory=HealthSpec)
-    qualify: dict[str, Any] = Field(default_factory=dict)
-    bench: dict[str, Any] = Field(default_factory=dict)
-    # `deploytool tune`'s search space and load (tune/space.py checks it; docs/tune.md)
-    tune: dict[str, Any] = Field(default_factory=dict)
-    secrets: ProfileSecrets = Field(default_factory=ProfileSecrets)
-    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
-    watch: WatchSpec = Field(default_factory=WatchSpec)
-    monitor: MonitorSpec = Field(default_factory=MonitorSpec)
+    """One card-and-model launch."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9._-]*$", description="lowercase letters, digits, . _ -")
+    description: str = Field(default="", description="one line for `profiles list`")
+    abstract: bool = Field(default=False, description="a base for others, never deployed; not inherited")
+    match: MatchSpec = Field(default_factory=MatchSpec, description="which cards it is made for")
+    image: ImageSpec = Field(description="the pinned inputs of the image")
+    model: ModelSpec = Field(description="the model and where its weights come from")
+    server: ServerSpec = Field(description="how the server starts")
+    health: HealthSpec = Field(default_factory=HealthSpec, description="the health check and the drain")
+    qualify: dict[str, Any] = Field(default_factory=dict, description="the suites and their gates (docs/qualify.md)")
+    bench: dict[str, Any] = Field(default_factory=dict, description="the benchmark's load and gates (docs/bench.md)")
+    tune: dict[str, Any] = Field(default_factory=dict, description="`deploytool tune`'s search space and load "
+                                                                   "(docs/tune.md)")
+    secrets: ProfileSecrets = Field(default_factory=ProfileSecrets, description="references to secrets on the host")
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="`deploytool rollout` (docs/rollout.md)")
+    watch: WatchSpec = Field(default_factory=WatchSpec, description="`deploytool watch` (docs/watch.md)")
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec, description="what `top` and `monitor` hold the live "
+                                                                          "release to (docs/monitor.md)")
     # Provenance, filled by the loader, not read from YAML.
-    source: str = Field(default="", exclude=True)
-    chain: list[str] = Field(default_factory=list, exclude=True)
+    source: str = Field(default="", exclude=True, description="the file it was read from (filled by the loader)")
+    chain: list[str] = Field(default_factory=list, exclude=True,
+                             description="its `extends` chain (filled by the loader)")
 
     @property
     def is_simulator(self) -> bool:

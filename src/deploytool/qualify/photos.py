@@ -35,6 +35,10 @@ def mode_label(stream: bool, thinking: bool) -> str:
 
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """The checker's own copy of the processor's rule. The reference runtime (deploytool.sim)
+    keeps another on purpose: the vision suite checks the sim's token counts against this one,
+    and one shared function would make a mistake in it agree with itself. Both follow sglang's
+    qwen_vl.py; tests/test_qualify_vision_photos.py holds the two to each other."""
     h_bar = max(factor, round(height / factor) * factor)
     w_bar = max(factor, round(width / factor) * factor)
     if h_bar * w_bar > max_pixels:
@@ -87,118 +91,137 @@ class InFlight:
     peak: int = 0
 
 
-async def photo_checks(ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog,
-                       limit: int | None) -> tuple[list[Gate], dict[str, Any], list[str]]:
-    """(gates, figures, notes) of the photo, ladder and history checks."""
-    semaphore = asyncio.Semaphore(s.concurrency)
-    flight = InFlight()
-    recognise = not ctx.server.is_simulator
+def image_message(url: str, text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]}
 
-    async def send(payload: dict[str, Any]) -> ChatResult:
-        async with semaphore:
-            flight.now += 1
-            flight.peak = max(flight.peak, flight.now)
+
+class _PhotoRun:
+    """One run of the photo, ladder and history checks: their requests share one bound on the
+    requests in flight (whose peak is a gate) and one transcript log; each check adds its rows."""
+
+    def __init__(self, ctx: SuiteContext, s: Any, log: TranscriptLog) -> None:
+        self.ctx, self.s, self.log = ctx, s, log
+        self.semaphore = asyncio.Semaphore(s.concurrency)
+        self.flight = InFlight()
+        self.recognise = not ctx.server.is_simulator
+        self.photo_rows: list[dict[str, Any]] = []
+        self.ladder_rows: list[dict[str, Any]] = []
+        self.history_rows: list[dict[str, Any]] = []
+
+    async def send(self, payload: dict[str, Any]) -> ChatResult:
+        async with self.semaphore:
+            self.flight.now += 1
+            self.flight.peak = max(self.flight.peak, self.flight.now)
             try:
-                return await ctx.client.chat(payload)
+                return await self.ctx.client.chat(payload)
             finally:
-                flight.now -= 1
+                self.flight.now -= 1
 
-    def image_message(url: str, text: str) -> dict[str, Any]:
-        return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]}
-
-    photos = list(data.get("photos") or [])[: limit or None]
-    photo_rows: list[dict[str, Any]] = []
-
-    async def photo(i: int, case: dict[str, Any], fmt: str) -> None:
+    async def photo(self, i: int, case: dict[str, Any], fmt: str) -> None:
         stream, thinking = MODES[(2 * i + (fmt == "png")) % len(MODES)]
-        url = encode(scaled(load_photo(case["file"]), s.photo_side), fmt)
-        payload = chat_payload(ctx, [image_message(url, case["prompt"])], stream=stream, thinking=thinking,
-                               max_tokens=s.max_tokens)
-        res = await send(payload)
+        url = encode(scaled(load_photo(case["file"]), self.s.photo_side), fmt)
+        payload = chat_payload(self.ctx, [image_message(url, case["prompt"])], stream=stream, thinking=thinking,
+                               max_tokens=self.s.max_tokens)
+        res = await self.send(payload)
         problems = response_problems(res)
         if not res.error and not (res.prompt_tokens or 0) > 0:
             problems.append(f"usage does not count tokens: {res.usage!r}")
-        checked = recognise and not res.error
+        checked = self.recognise and not res.error
         if checked:
             missing = missing_keyword_groups(res.content, case["expect"])
             if missing:
                 problems.append(f"answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
-        photo_rows.append({"case": case["id"], "format": fmt, "mode": mode_label(stream, thinking),
-                           "answer_checked": checked, "passed": not problems, "problem": problems[0] if problems else ""})
-        log.add(transcript(f"{case['id']} {fmt} {mode_label(stream, thinking)}", payload, res, passed=not problems,
-                           problems=problems))
+        self.photo_rows.append({"case": case["id"], "format": fmt, "mode": mode_label(stream, thinking),
+                                "answer_checked": checked, "passed": not problems,
+                                "problem": problems[0] if problems else ""})
+        self.log.add(transcript(f"{case['id']} {fmt} {mode_label(stream, thinking)}", payload, res,
+                                passed=not problems, problems=problems))
 
-    ladder = data.get("ladder") or {}
-    ladder_rows: list[dict[str, Any]] = []
+    async def rung(self, ladder: dict[str, Any], image: Image.Image, fmt: str) -> None:
+        payload = chat_payload(self.ctx, [image_message(encode(image, fmt), ladder["prompt"])], max_tokens=32,
+                               thinking=False)
+        res = await self.send(payload)
+        self.ladder_rows.append({"format": fmt, "width": image.size[0], "height": image.size[1],
+                                 "expected_image_tokens": expected_tokens(*image.size, self.s),
+                                 "prompt_tokens": None if res.error else res.prompt_tokens, "error": res.error})
+        self.log.add(transcript(f"ladder {fmt} {image.size[0]}x{image.size[1]}", payload, res, passed=not res.error,
+                                problems=response_problems(res)))
 
-    async def rung(image: Image.Image, fmt: str) -> None:
-        payload = chat_payload(ctx, [image_message(encode(image, fmt), ladder["prompt"])], max_tokens=32, thinking=False)
-        res = await send(payload)
-        ladder_rows.append({"format": fmt, "width": image.size[0], "height": image.size[1],
-                            "expected_image_tokens": expected_tokens(*image.size, s),
-                            "prompt_tokens": None if res.error else res.prompt_tokens, "error": res.error})
-        log.add(transcript(f"ladder {fmt} {image.size[0]}x{image.size[1]}", payload, res, passed=not res.error,
-                           problems=response_problems(res)))
-
-    history = data.get("history") or {}
-    history_rows: list[dict[str, Any]] = []
-
-    async def conversation(stream: bool, thinking: bool) -> None:
+    async def conversation(self, history: dict[str, Any], stream: bool, thinking: bool) -> None:
         url = data_url(draw(history["image"]))
         messages: list[dict[str, Any]] = []
         problems: list[str] = []
         for k, step in enumerate(history["turns"]):
             messages.append(image_message(url, step["prompt"]) if k == 0 else {"role": "user", "content": step["prompt"]})
-            payload = chat_payload(ctx, list(messages), stream=stream, thinking=thinking, max_tokens=s.max_tokens)
-            res = await send(payload)
+            payload = chat_payload(self.ctx, list(messages), stream=stream, thinking=thinking,
+                                   max_tokens=self.s.max_tokens)
+            res = await self.send(payload)
             found = response_problems(res)
             if not res.error:
                 missing = missing_keyword_groups(res.content, step["expect"])
                 if missing:
                     found.append(f"turn {k + 1} answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
-            log.add(transcript(f"history turn {k + 1} {mode_label(stream, thinking)}", payload, res,
-                               passed=not found, problems=found))
+            self.log.add(transcript(f"history turn {k + 1} {mode_label(stream, thinking)}", payload, res,
+                                    passed=not found, problems=found))
             problems += found
             if found:
                 break
             messages.append({"role": "assistant", "content": res.content})
-        history_rows.append({"mode": mode_label(stream, thinking), "passed": not problems,
-                             "problem": problems[0] if problems else ""})
+        self.history_rows.append({"mode": mode_label(stream, thinking), "passed": not problems,
+                                  "problem": problems[0] if problems else ""})
 
-    jobs = [photo(i, c, fmt) for i, c in enumerate(photos) for fmt in ("jpeg", "png")]
+    def gates(self, jobs: int) -> tuple[list[Gate], list[str]]:
+        s = self.s
+        gates: list[Gate] = []
+        notes: list[str] = []
+        if self.photo_rows:
+            failed = [r for r in self.photo_rows if not r["passed"]]
+            gates.append(Gate.all_of("photos answered (JPEG and PNG, every mode)", len(self.photo_rows) - len(failed),
+                                     len(self.photo_rows), detail="; ".join(f"{r['case']} {r['format']} {r['mode']}: "
+                                                                            f"{r['problem']}" for r in failed[:3])))
+            if not self.recognise:
+                notes.append(f"{len(self.photo_rows)} photo answers not checked: {SIMULATOR_CANNOT}")
+        growth = ladder_problems(self.ladder_rows, s)
+        if self.ladder_rows:
+            gates.append(Gate.all_of("prompt tokens grow with resolution as the image processor says",
+                                     len(self.ladder_rows) - len(growth), len(self.ladder_rows),
+                                     detail="; ".join(growth[:3])))
+        if self.history_rows:
+            failed = [r for r in self.history_rows if not r["passed"]]
+            gates.append(Gate.all_of("image kept across turns", len(self.history_rows) - len(failed),
+                                     len(self.history_rows),
+                                     detail="; ".join(f"{r['mode']}: {r['problem']}" for r in failed[:2])))
+        if jobs > 1 and s.concurrency > 1:
+            gates.append(Gate.at_least("image requests in flight at once", self.flight.peak, 2))
+        return gates, notes
+
+    def figures(self) -> dict[str, Any]:
+        s = self.s
+        return {"photos": self.photo_rows,
+                "ladder": sorted(self.ladder_rows, key=lambda r: (r["format"], r["width"])),
+                "history": self.history_rows, "peak_in_flight": self.flight.peak,
+                "image_processor": {"patch_size": s.patch_size, "merge_size": s.merge_size,
+                                    "min_pixels": s.min_pixels, "max_pixels": s.max_pixels}}
+
+
+async def photo_checks(ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog,
+                       limit: int | None) -> tuple[list[Gate], dict[str, Any], list[str]]:
+    """(gates, figures, notes) of the photo, ladder and history checks."""
+    run = _PhotoRun(ctx, s, log)
+    photos = list(data.get("photos") or [])[: limit or None]
+    jobs = [run.photo(i, c, fmt) for i, c in enumerate(photos) for fmt in ("jpeg", "png")]
+    ladder = data.get("ladder") or {}
     if ladder:
         base = load_photo(ladder["file"])
         sides = sorted({side for side in s.resolutions} | {largest_side(base, s.max_pixels)})
-        jobs += [rung(scaled(base, side), fmt) for side in sides for fmt in ("jpeg", "png")
+        jobs += [run.rung(ladder, scaled(base, side), fmt) for side in sides for fmt in ("jpeg", "png")
                  if fmt == "jpeg" or side <= s.png_max_side]
+    history = data.get("history") or {}
     if history:
-        jobs += [conversation(stream, thinking) for stream, thinking in MODES]
+        jobs += [run.conversation(history, stream, thinking) for stream, thinking in MODES]
     await asyncio.gather(*jobs)
-
-    gates: list[Gate] = []
-    notes: list[str] = []
-    if photo_rows:
-        failed = [r for r in photo_rows if not r["passed"]]
-        gates.append(Gate.all_of("photos answered (JPEG and PNG, every mode)", len(photo_rows) - len(failed),
-                                 len(photo_rows), detail="; ".join(f"{r['case']} {r['format']} {r['mode']}: "
-                                                                   f"{r['problem']}" for r in failed[:3])))
-        if not recognise:
-            notes.append(f"{len(photo_rows)} photo answers not checked: {SIMULATOR_CANNOT}")
-    growth = ladder_problems(ladder_rows, s)
-    if ladder_rows:
-        gates.append(Gate.all_of("prompt tokens grow with resolution as the image processor says",
-                                 len(ladder_rows) - len(growth), len(ladder_rows), detail="; ".join(growth[:3])))
-    if history_rows:
-        failed = [r for r in history_rows if not r["passed"]]
-        gates.append(Gate.all_of("image kept across turns", len(history_rows) - len(failed), len(history_rows),
-                                 detail="; ".join(f"{r['mode']}: {r['problem']}" for r in failed[:2])))
-    if len(jobs) > 1 and s.concurrency > 1:
-        gates.append(Gate.at_least("image requests in flight at once", flight.peak, 2))
-    figures = {"photos": photo_rows, "ladder": sorted(ladder_rows, key=lambda r: (r["format"], r["width"])),
-               "history": history_rows, "peak_in_flight": flight.peak,
-               "image_processor": {"patch_size": s.patch_size, "merge_size": s.merge_size,
-                                   "min_pixels": s.min_pixels, "max_pixels": s.max_pixels}}
-    return gates, figures, notes
+    gates, notes = run.gates(len(jobs))
+    return gates, run.figures(), notes
 
 
 def ladder_problems(rows: list[dict[str, Any]], s: Any) -> list[str]:

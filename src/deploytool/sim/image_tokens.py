@@ -24,6 +24,8 @@ WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|>
 
 def smart_resize(height: int, width: int, factor: int = PATCH_SIZE * MERGE_SIZE,
                  min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
+    """The runtime's own copy of the rule, not qualify's: the reference runtime stands alone (it
+    imports only the package root) and is what the vision suite's copy is checked against."""
     if max(height, width) / min(height, width) > MAX_RATIO:
         raise ValueError(f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}")
     h_bar = max(factor, round(height / factor) * factor)

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import IO
 
-
 from ..profiles import Profile, args_to_argv
 from ..server.readiness import health_check
 

@@ -96,9 +96,54 @@ def answer(request):
     for action in parser._actions:
         for option in action.option_strings:
             actions[option] = action
+    findings = _findings(parser, actions, request)
+    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
+           "sglang_version": _installed_version()}
+    argv = [token for group in groups for token in group]
+    if any(f["status"] != "ok" for f in findings):
+        return out
+    server_args, refusal = _server_args(argv)
+    if refusal is not None:
+        out["parser_error"] = refusal
+        return out
+    for finding in findings:
+        stored = _plain(getattr(server_args, finding["dest"], None))
+        finding["stored"] = stored
+        if stored != finding.get("parsed"):
+            finding["status"] = "overridden"
+            finding["message"] = f"sglang stores {stored!r} for {finding['flag']} (given {finding['given']!r})"
+        elif stored == finding.get("default") and finding["flag"] != "--model-path":
+            finding["status"] = "redundant"
+            finding["message"] = "the value is sglang's default"
+
+    if request.get("checkpoint_files"):
+        out["startup"] = startup(request, argv)
+    if request.get("resolve"):
+        _resolve(parser, server_args, findings, out)
+    return out
+
+
+def _server_args(argv):
+    """(SGLang's ServerArgs for argv, None), or (None, its refusal): the parser's last line on
+    stderr when it exits, or what a validator in ServerArgs raised, as SGLang says it."""
+    from sglang.srt.server_args import prepare_server_args
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return prepare_server_args(argv), None
+    except SystemExit:
+        return None, (err.getvalue().strip().splitlines() or ["rejected"])[-1]
+    except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _findings(parser, actions, request):
+    """Each flag group of the command line parsed alone (unknown, refused, or its parsed value
+    beside the default), then the names left off the command line that sglang does not know."""
     base = ["--model-path", request.get("model_path") or "dummy"]
     findings = []
-    for group in groups:
+    for group in request["groups"]:
         flag, values = group[0], group[1:]
         finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
         action = actions.get(flag)
@@ -120,55 +165,29 @@ def answer(request):
             finding = _unknown(flag, given, actions)
             finding["message"] += f" (given {json.dumps(given)}, so left off the command line)"
             findings.append(finding)
+    return findings
 
-    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
-           "sglang_version": _installed_version()}
-    argv = [token for group in groups for token in group]
-    if any(f["status"] != "ok" for f in findings):
-        return out
-    from sglang.srt.server_args import prepare_server_args
 
-    err = io.StringIO()
+def _resolve(parser, server_args, findings, out):
+    """sglang's own resolution of the arguments (best effort): what it derives, and each flag it
+    resolves to something other than what was given."""
     try:
-        with contextlib.redirect_stderr(err):
-            server_args = prepare_server_args(argv)
-    except SystemExit:
-        out["parser_error"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1]
-        return out
-    except Exception as exc:  # a validator in ServerArgs itself
-        out["parser_error"] = f"{type(exc).__name__}: {exc}"
-        return out
-    for finding in findings:
-        stored = _plain(getattr(server_args, finding["dest"], None))
-        finding["stored"] = stored
-        if stored != finding.get("parsed"):
-            finding["status"] = "overridden"
-            finding["message"] = f"sglang stores {stored!r} for {finding['flag']} (given {finding['given']!r})"
-        elif stored == finding.get("default") and finding["flag"] != "--model-path":
-            finding["status"] = "redundant"
-            finding["message"] = "the value is sglang's default"
-
-    if request.get("checkpoint_files"):
-        out["startup"] = startup(request, argv)
-    if request.get("resolve"):
-        try:
-            before = {}
-            for action in parser._actions:
-                if action.dest and action.dest != "help":
-                    before[action.dest] = _plain(getattr(server_args, action.dest, None))
-            server_args.resolve_once()
-            resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
-            out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
-                              if k in before and before.get(k) != v}
-            for finding in findings:
-                after = resolved.get(finding.get("dest"))
-                if finding.get("dest") in out["derived"]:
-                    finding["status"] = "overridden"
-                    finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
-            out["resolved"] = True
-        except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
-            out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    return out
+        before = {}
+        for action in parser._actions:
+            if action.dest and action.dest != "help":
+                before[action.dest] = _plain(getattr(server_args, action.dest, None))
+        server_args.resolve_once()
+        resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
+        out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
+                          if k in before and before.get(k) != v}
+        for finding in findings:
+            after = resolved.get(finding.get("dest"))
+            if finding.get("dest") in out["derived"]:
+                finding["status"] = "overridden"
+                finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
+        out["resolved"] = True
+    except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
+        out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
 def startup(request, argv):
@@ -209,17 +228,9 @@ def startup(request, argv):
             out["note"] = (f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
                            "the image's own SGLang runs it")
             return out
-        from sglang.srt.server_args import prepare_server_args
-
-        err = io.StringIO()
-        try:
-            with contextlib.redirect_stderr(err):
-                server_args = prepare_server_args(args)
-        except SystemExit:
-            out["refused"], out["where"] = (err.getvalue().strip().splitlines() or ["rejected"])[-1], "ServerArgs"
-            return out
-        except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
-            out["refused"], out["where"] = f"{type(exc).__name__}: {exc}", "ServerArgs"
+        server_args, refusal = _server_args(args)
+        if refusal is not None:
+            out["refused"], out["where"] = refusal, "ServerArgs"
             return out
         try:
             config = ModelConfig.from_server_args(server_args)

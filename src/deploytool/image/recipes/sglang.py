@@ -18,13 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from ...errors import UsageError
 from .. import cudabase, local_wheels, locks, runtime_source
-from ..patches import series_for
+from ..patches import PatchSeries, series_for
 from ...host import labels
-from ...profiles import Profile
+from ...profiles import ImageSpec, Profile
 from ...resources import package_dir, resource
 from ..versions import check_profile, load_matrix
 from ..wheelhouse import Lock, fill, normal_name, resolve, wheel_name_version, write_lock
@@ -102,13 +104,7 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     source = runtime_source.resolve(profile)
     own = local_wheels.resolve(profile)
     mode = "cpu" if img.cuda is None else "gpu"
-    reqs = requirements(profile)
-    if source.is_fork:
-        # sglang comes from the tree, built without build isolation (no index needed for the
-        # build backend): the venv gets setuptools first.
-        reqs = [r for r in reqs if local_wheels.requirement_name(r) != "sglang"]
-        reqs += [] if any(local_wheels.requirement_name(r) == "setuptools" for r in reqs) else ["setuptools"]
-    reqs = local_wheels.replace_requirements(reqs, own)
+    reqs = image_requirements(profile, source, own)
     files: dict[str, Path | str] = {
         "requirements.txt": "\n".join(reqs) + "\n",
         "patch-series": "\n".join(series.names) + ("\n" if series.names else ""),
@@ -116,68 +112,130 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     }
     if source.series is not None:
         files["series"] = source.series
-    own_names = {w.name for w in own}
-
-    wheel_versions: dict[str, str] = {}
     # A GPU image with a venv lock (images/locks/, `deploytool build --lock`) installs exactly
     # the locked wheels, hash-checked; `base_source: wheels` first installs the CUDA toolkit
-    # from its own lock (deploytool.image.cudabase). Without a lock: the older, unlocked paths below.
-    # The locks stand for their wheels in the tag: each lock file is a declared input (its bytes,
-    # so its sha256, are hashed), and the wheels it names are only fetched (checked against it,
-    # from --wheelhouse or deploytool's cache) when the image is built. `render` of a locked
-    # profile therefore reads two small files and stages nothing.
+    # from its own lock (deploytool.image.cudabase). Without a lock: the older, unlocked paths.
     lock = locks.venv_lock(profile) if mode == "gpu" else None
-    toolkit = None
-    fetched = {}
-    if img.base_source == "wheels":
-        if lock is None:
-            raise UsageError(f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
-                             f"{locks.venv_lock_path(profile)}",
-                             hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}")
-        toolkit = cudabase.declare_toolkit(img.cuda or "", cudabase.TOOLKIT, python=img.python)
-        files[toolkit.lock.path.name] = toolkit.lock.path
-        # the toolkit's wheels first: a changed nvcc wheel is named before gigabytes are checked
-        fetched["cuda-wheels"] = cudabase.fetch_locked(toolkit.lock, wheelhouse, python=img.python)
-    lock_digest = lock.digest if lock is not None else None
-    if lock is not None and (own or source.is_fork):
-        # The image installs the lock with the local wheels in place of their twins (and a
-        # fork's sglang left out); only the index's wheels left are fetched.
-        text, index_lock = local_wheels.replace_in_lock(lock, own, drop=("sglang",) if source.is_fork else ())
-        files["requirements.lock"], lock_digest = text, local_wheels.text_digest(text)
-        fetched["wheels"] = cudabase.fetch_locked(index_lock, wheelhouse, python=img.python)
-        wheel_versions = {normal_name(w.name): w.version for w in index_lock.wheels}
-        pip_source = ("--no-index --find-links /tmp/deploytool/wheels"
-                      + (" --find-links /tmp/deploytool/local-wheels" if own else "") + " --require-hashes")
-    elif lock is not None:
-        files["requirements.lock"] = lock.path
-        fetched["wheels"] = cudabase.fetch_locked(lock, wheelhouse, python=img.python)
-        wheel_versions = {normal_name(w.name): w.version for w in lock.wheels}
-        pip_source = "--no-index --find-links /tmp/deploytool/wheels --require-hashes"
-    elif wheelhouse is not None:
-        wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
-        for wheel in wheels:
-            named = wheel_name_version(wheel.name)
-            if named:
-                wheel_versions[named[0]] = named[1]
-        if not source.is_fork and wheel_versions.get("sglang") != img.runtime_version:
-            raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
-                             f"(found {wheel_versions.get('sglang') or 'none'})",
-                             hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
-        files.update({f"wheels/{wheel.name}": wheel for wheel in wheels})
-        pip_source = "--no-index --find-links /tmp/deploytool/wheels"
-    else:
-        pip_source = ""
-    wheel_versions.update({w.name: w.version for w in own})
+    toolkit, fetched = toolkit_stage(profile, lock, wheelhouse, files)
+    install = install_source(profile, lock=lock, own=own, source=source, wheelhouse=wheelhouse)
+    files.update(install.files)
+    fetched.update(install.fetched)
     if own:
         # Not hashed from where they lie (their pinned sha256s are in the fingerprint) and
         # checked again when staged: a file that changed after `check` is still refused.
         fetched["local-wheels"] = lambda: [w.path for w in local_wheels.resolve(profile)]
+    if source.is_fork:
+        fetched["runtime-src"] = lambda: [runtime_source.export_tar(source)]
+    return RecipeInputs(
+        template_vars=template_vars(profile, mode=mode, install=install, toolkit=toolkit, source=source,
+                                    series=series, own=own, wheelhouse=wheelhouse),
+        fingerprint=fingerprint(img, mode=mode, series=series, source=source, own=own, install=install,
+                                toolkit=toolkit),
+        extra_hash_inputs=hash_inputs(reqs, series=series, install=install, toolkit=toolkit, source=source, own=own),
+        files=files, fetched=fetched,
+        labels=image_labels(source, own),
+        journal={f"runtime_{key}": value for key, value in source.location().items()},
+    )
 
+
+def image_requirements(profile: Profile, source: runtime_source.ResolvedSource,
+                       own: list[local_wheels.LocalWheel]) -> list[str]:
+    """The pinned requirements, with a fork's sglang left out (its tree is installed instead,
+    without build isolation, so setuptools comes first) and local wheels in place of their twins."""
+    reqs = requirements(profile)
+    if source.is_fork:
+        reqs = [r for r in reqs if local_wheels.requirement_name(r) != "sglang"]
+        reqs += [] if any(local_wheels.requirement_name(r) == "setuptools" for r in reqs) else ["setuptools"]
+    return local_wheels.replace_requirements(reqs, own)
+
+
+def toolkit_stage(profile: Profile, lock: Lock | None, wheelhouse: Path | None,
+                  files: dict[str, Path | str]) -> tuple[cudabase.ToolkitStage | None, dict[str, Callable]]:
+    """`base_source: wheels`: the CUDA toolkit's stage, its lock file put into `files`, and its
+    wheels to fetch at build time. The base's own toolkit (registry) needs none."""
+    img = profile.image
+    if img.base_source != "wheels":
+        return None, {}
+    if lock is None:
+        raise UsageError(f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
+                         f"{locks.venv_lock_path(profile)}",
+                         hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}")
+    toolkit = cudabase.declare_toolkit(img.cuda or "", cudabase.TOOLKIT, python=img.python)
+    files[toolkit.lock.path.name] = toolkit.lock.path
+    # the toolkit's wheels first: a changed nvcc wheel is named before gigabytes are checked
+    return toolkit, {"cuda-wheels": cudabase.fetch_locked(toolkit.lock, wheelhouse, python=img.python)}
+
+
+@dataclass
+class InstallSource:
+    """Where pip takes the image's packages from, and what that adds to the context."""
+
+    pip_source: str = ""  # pip's arguments; empty: the index
+    wheel_versions: dict[str, str] = field(default_factory=dict)  # normalised name -> version installed
+    lock_digest: str | None = None  # what stands for the venv lock in the tag
+    files: dict[str, Path | str] = field(default_factory=dict)
+    fetched: dict[str, Callable] = field(default_factory=dict)
+
+
+def install_source(profile: Profile, *, lock: Lock | None, own: list[local_wheels.LocalWheel],
+                   source: runtime_source.ResolvedSource, wheelhouse: Path | None) -> InstallSource:
+    """A lock (as it is, or with local wheels and a fork's sglang taken out), a wheelhouse, or
+    the index. The locks stand for their wheels in the tag: each lock file is a declared input,
+    and the wheels it names are only fetched (checked against it) when the image is built, so
+    `render` of a locked profile reads two small files and stages nothing."""
+    if lock is not None and (own or source.is_fork):
+        out = _from_changed_lock(profile, lock, own, source, wheelhouse)
+    elif lock is not None:
+        out = InstallSource(pip_source="--no-index --find-links /tmp/deploytool/wheels --require-hashes",
+                            wheel_versions={normal_name(w.name): w.version for w in lock.wheels},
+                            lock_digest=lock.digest, files={"requirements.lock": lock.path},
+                            fetched={"wheels": cudabase.fetch_locked(lock, wheelhouse, python=profile.image.python)})
+    elif wheelhouse is not None:
+        out = _from_wheelhouse(profile, own, source, wheelhouse)
+    else:
+        out = InstallSource()
+    out.wheel_versions.update({w.name: w.version for w in own})
+    return out
+
+
+def _from_changed_lock(profile: Profile, lock: Lock, own: list[local_wheels.LocalWheel],
+                       source: runtime_source.ResolvedSource, wheelhouse: Path | None) -> InstallSource:
+    """The lock with the local wheels in place of their twins (and a fork's sglang left out);
+    only the index's wheels left are fetched."""
+    text, index_lock = local_wheels.replace_in_lock(lock, own, drop=("sglang",) if source.is_fork else ())
+    return InstallSource(
+        pip_source=("--no-index --find-links /tmp/deploytool/wheels"
+                    + (" --find-links /tmp/deploytool/local-wheels" if own else "") + " --require-hashes"),
+        wheel_versions={normal_name(w.name): w.version for w in index_lock.wheels},
+        lock_digest=local_wheels.text_digest(text), files={"requirements.lock": text},
+        fetched={"wheels": cudabase.fetch_locked(index_lock, wheelhouse, python=profile.image.python)})
+
+
+def _from_wheelhouse(profile: Profile, own: list[local_wheels.LocalWheel], source: runtime_source.ResolvedSource,
+                     wheelhouse: Path) -> InstallSource:
+    """Every wheel of the folder but the local wheels' twins; it must hold the pinned sglang
+    (unless a fork's tree stands for it)."""
+    img = profile.image
+    own_names = {w.name for w in own}
+    wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
+    versions = dict(named for named in (wheel_name_version(w.name) for w in wheels) if named)
+    if not source.is_fork and versions.get("sglang") != img.runtime_version:
+        raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
+                         f"(found {versions.get('sglang') or 'none'})",
+                         hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
+    return InstallSource(pip_source="--no-index --find-links /tmp/deploytool/wheels", wheel_versions=versions,
+                         files={f"wheels/{wheel.name}": wheel for wheel in wheels})
+
+
+def fingerprint(img: ImageSpec, *, mode: str, series: PatchSeries, source: runtime_source.ResolvedSource,
+                own: list[local_wheels.LocalWheel], install: InstallSource,
+                toolkit: cudabase.ToolkitStage | None) -> dict[str, str]:
+    """The toolchain fingerprint: what compiled the kernels (cache.py compares it with a slot's cache)."""
     def version_of(dist: str, pinned: str | None, fallback: str) -> str:
-        return wheel_versions.get(normal_name(dist)) or pinned or fallback
+        return install.wheel_versions.get(normal_name(dist)) or pinned or fallback
 
     patch_hashes = [hashlib.sha256(p.read_bytes()).hexdigest() for p in series.paths()]
-    fingerprint = {
+    out = {
         "cuda": img.cuda or "none",
         # nvcc, ptxas and gcc come with the base: its reference (a digest pins them) stands for
         # them here; /opt/deploytool/toolchain.json in the image has the exact versions.
@@ -198,52 +256,65 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     # Keys only where they say something: the fingerprint of a release image stays as it was.
     if source.is_fork or source.series:
         # `profiles check` matches a built image to the profile by it
-        fingerprint["sglang_source"] = source.identity
-    if source.is_fork:
-        fetched["runtime-src"] = lambda: [runtime_source.export_tar(source)]
+        out["sglang_source"] = source.identity
     if own:
-        fingerprint["local_wheels"] = json.dumps({w.name: w.sha256 for w in own}, sort_keys=True)
-    if lock_digest is not None:
-        fingerprint["wheel_lock"] = lock_digest
+        out["local_wheels"] = json.dumps({w.name: w.sha256 for w in own}, sort_keys=True)
+    if install.lock_digest is not None:
+        out["wheel_lock"] = install.lock_digest
     if toolkit is not None:
         # the compiler is the toolkit lock's nvcc, and gcc the base's apt g++ (toolchain.json has its version)
-        fingerprint.update(toolkit.fingerprint, gcc=f"apt g++ on {img.base}")
-    return RecipeInputs(
-        template_vars={
-            "mode": mode,
-            "python": img.python,
-            "sglang_version": img.runtime_version,
-            "pip_source": pip_source,
-            "wheelhouse": wheelhouse is not None or lock is not None,
-            "locked": lock is not None,
-            "toolkit_steps": toolkit.steps if toolkit else "",
-            "toolkit_env": toolkit.env if toolkit else {},
-            # a wheels-based image drops the layers that held the wheels (registry bases keep
-            # their own layers, which a flattening stage would copy)
-            "flatten": toolkit is not None,
-            # the CPU image's torch index (DEPLOYTOOL_TORCH_INDEX_URL, a build arg's default)
-            "torch_index_url": os.environ.get("DEPLOYTOOL_TORCH_INDEX_URL", "") if mode == "cpu" else "",
-            "cache_env": CACHE_ENV,
-            "build_args": dict(img.build_args),
-            "command_json": json.dumps(profile.launch_argv()),
-            "patch_dir": "series" if source.series is not None else (
-                f"patches/{img.runtime_version}" if series.names or not source.is_fork else None),
-            "local_wheels": bool(own),
-            "local_torch": "torch" in own_names,
-            "fork": _fork_vars(source, mode=mode, locked=lock is not None, wheelhouse=wheelhouse is not None),
-        },
-        fingerprint=fingerprint,
-        extra_hash_inputs={"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names),
-                           **({"wheel_lock": lock_digest} if lock else {}),
-                           **({"toolkit_lock": toolkit.lock.digest} if toolkit else {}),
-                           **({"sglang_source": source.identity} if source.is_fork else {}),
-                           **({"local_wheels": local_wheels.label(own)} if own else {})},
-        files=files, fetched=fetched,
-        labels={**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
-                   if source.is_fork or source.series else {}),
-                **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})},
-        journal={f"runtime_{key}": value for key, value in source.location().items()},
-    )
+        out.update(toolkit.fingerprint, gcc=f"apt g++ on {img.base}")
+    return out
+
+
+def template_vars(profile: Profile, *, mode: str, install: InstallSource, toolkit: cudabase.ToolkitStage | None,
+                  source: runtime_source.ResolvedSource, series: PatchSeries, own: list[local_wheels.LocalWheel],
+                  wheelhouse: Path | None) -> dict[str, Any]:
+    """The values images/sglang/Dockerfile.j2 is rendered with."""
+    img = profile.image
+    locked = install.lock_digest is not None
+    return {
+        "mode": mode,
+        "python": img.python,
+        "sglang_version": img.runtime_version,
+        "pip_source": install.pip_source,
+        "wheelhouse": wheelhouse is not None or locked,
+        "locked": locked,
+        "toolkit_steps": toolkit.steps if toolkit else "",
+        "toolkit_env": toolkit.env if toolkit else {},
+        # a wheels-based image drops the layers that held the wheels (registry bases keep
+        # their own layers, which a flattening stage would copy)
+        "flatten": toolkit is not None,
+        # the CPU image's torch index (DEPLOYTOOL_TORCH_INDEX_URL, a build arg's default)
+        "torch_index_url": os.environ.get("DEPLOYTOOL_TORCH_INDEX_URL", "") if mode == "cpu" else "",
+        "cache_env": CACHE_ENV,
+        "build_args": dict(img.build_args),
+        "command_json": json.dumps(profile.launch_argv()),
+        "patch_dir": "series" if source.series is not None else (
+            f"patches/{img.runtime_version}" if series.names or not source.is_fork else None),
+        "local_wheels": bool(own),
+        "local_torch": any(w.name == "torch" for w in own),
+        "fork": _fork_vars(source, mode=mode, locked=locked, wheelhouse=wheelhouse is not None),
+    }
+
+
+def hash_inputs(reqs: list[str], *, series: PatchSeries, install: InstallSource,
+                toolkit: cudabase.ToolkitStage | None, source: runtime_source.ResolvedSource,
+                own: list[local_wheels.LocalWheel]) -> dict[str, str]:
+    """What changes the image without being a file of the context."""
+    return {"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names),
+            **({"wheel_lock": install.lock_digest} if install.lock_digest is not None else {}),
+            **({"toolkit_lock": toolkit.lock.digest} if toolkit else {}),
+            **({"sglang_source": source.identity} if source.is_fork else {}),
+            **({"local_wheels": local_wheels.label(own)} if own else {})}
+
+
+def image_labels(source: runtime_source.ResolvedSource, own: list[local_wheels.LocalWheel]) -> dict[str, str]:
+    """The recipe's own labels: where sglang came from (when not the release as shipped) and
+    which local wheels replaced the index's."""
+    return {**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
+               if source.is_fork or source.series else {}),
+            **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})}
 
 
 def make_locks(profile: Profile, *, wheelhouse: Path | None = None) -> list[Lock]:

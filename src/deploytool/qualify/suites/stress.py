@@ -80,24 +80,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     if context is not None and target > context - s.long_max_tokens - 64:
         target = context - s.long_max_tokens - 64
     ctx.set_total(s.sampled_requests + (1 if target > 0 else 0) + 1 + 2 * s.probes)
-
-    jobs: list[tuple[str, dict[str, Any]]] = []
-    long: LongPrompt | None = None
-    if target > 0:
-        sentences, why = await _calibrate(ctx, target, s.long_prompt_needles)
-        if why:
-            result.gates.append(Gate(name="long prompt built", threshold="calibrated", measured=why, passed=False,
-                                     comparison="=="))
-        else:
-            long = long_prompt(sentences, s.long_prompt_needles)
-            jobs.append(("long-prompt", chat_payload(ctx, [{"role": "user", "content": long.prompt}],
-                                                     stream=True, max_tokens=s.long_max_tokens, thinking=False)))
-    for i in range(s.sampled_requests):
-        topic = TOPICS[i % len(TOPICS)]
-        extra = {"ignore_eos": True} if s.ignore_eos else {}
-        jobs.append((f"sampled-{i + 1}", chat_payload(
-            ctx, [{"role": "user", "content": f"Write a long, detailed essay about {topic}."}], stream=True,
-            max_tokens=s.max_tokens, temperature=s.temperature, seed=1000 + i, **extra)))
+    jobs, long = await _load_requests(ctx, s, target, result)
 
     async def one(label: str, payload: dict[str, Any]) -> ChatResult:
         res = await ctx.client.chat(payload, keep_chunks=False)
@@ -112,17 +95,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     loaded = await run_probes(ctx, probes, s.probe_concurrency, "loaded")
     results = await load
     wall = time.perf_counter() - started
-    rows = []
-    for (label, payload), res in zip(jobs, results):
-        problems = response_problems(res)
-        if not res.error and not res.saw_done:
-            problems.append("stream ended without [DONE]")
-        if not problems:
-            problems += _length_problems(label, res, s, target)
-        rows.append({"request": label, "ok": not problems, "status": res.status, "prompt_tokens": res.prompt_tokens,
-                     "completion_tokens": res.completion_tokens, "ttft_s": _r(res.ttft), "latency_s": _r(res.latency),
-                     "finish_reason": res.finish_reason, "error": problems[0] if problems else None})
-        log.add(transcript(label, payload, res, passed=not problems, problems=problems))
+    rows = [_row(label, payload, res, s, target, log) for (label, payload), res in zip(jobs, results)]
 
     for item in idle + loaded:
         log.add(item.transcript)
@@ -154,11 +127,55 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "errors": [r["error"] for r in failed], "health_after": health,
         **under_load,
     }
-    long_text = (f" and one prompt of about {target} tokens of prose with needles (sized from one {CALIBRATION_SENTENCES}-sentence "
+    result.method = _method(s, len(probes), target if long_row is not None else None)
+    result.transcripts = log.items
+    return result.judge()
+
+
+async def _load_requests(ctx: SuiteContext, s: Settings, target: int,
+                         result: SuiteResult) -> tuple[list[tuple[str, dict[str, Any]]], LongPrompt | None]:
+    """The load: one long prompt of about `target` tokens (sized by a calibration request; a
+    failed calibration is a failed gate of `result`), then the sampled essays."""
+    jobs: list[tuple[str, dict[str, Any]]] = []
+    long: LongPrompt | None = None
+    if target > 0:
+        sentences, why = await _calibrate(ctx, target, s.long_prompt_needles)
+        if why:
+            result.gates.append(Gate(name="long prompt built", threshold="calibrated", measured=why, passed=False,
+                                     comparison="=="))
+        else:
+            long = long_prompt(sentences, s.long_prompt_needles)
+            jobs.append(("long-prompt", chat_payload(ctx, [{"role": "user", "content": long.prompt}],
+                                                     stream=True, max_tokens=s.long_max_tokens, thinking=False)))
+    for i in range(s.sampled_requests):
+        topic = TOPICS[i % len(TOPICS)]
+        extra = {"ignore_eos": True} if s.ignore_eos else {}
+        jobs.append((f"sampled-{i + 1}", chat_payload(
+            ctx, [{"role": "user", "content": f"Write a long, detailed essay about {topic}."}], stream=True,
+            max_tokens=s.max_tokens, temperature=s.temperature, seed=1000 + i, **extra)))
+    return jobs, long
+
+
+def _row(label: str, payload: dict[str, Any], res: ChatResult, s: Settings, target: int,
+         log: TranscriptLog) -> dict[str, Any]:
+    """One load request's row (and its transcript): completed, streamed to [DONE], of the length asked."""
+    problems = response_problems(res)
+    if not res.error and not res.saw_done:
+        problems.append("stream ended without [DONE]")
+    if not problems:
+        problems += _length_problems(label, res, s, target)
+    log.add(transcript(label, payload, res, passed=not problems, problems=problems))
+    return {"request": label, "ok": not problems, "status": res.status, "prompt_tokens": res.prompt_tokens,
+            "completion_tokens": res.completion_tokens, "ttft_s": _r(res.ttft), "latency_s": _r(res.latency),
+            "finish_reason": res.finish_reason, "error": problems[0] if problems else None}
+
+
+def _method(s: Settings, probes: int, long_target: int | None) -> str:
+    long_text = (f" and one prompt of about {long_target} tokens of prose with needles (sized from one {CALIBRATION_SENTENCES}-sentence "
                  f"calibration request), max_tokens {s.long_max_tokens}, which must finish with prompt_tokens >= "
-                 f"{LONG_PROMPT_MIN_FRACTION:.0%} of that" if long_row is not None else "")
-    result.method = (
-        f"Probes: {len(probes)} short verifiable requests (GSM8K items scored by their answer, small needle "
+                 f"{LONG_PROMPT_MIN_FRACTION:.0%} of that" if long_target is not None else "")
+    return (
+        f"Probes: {probes} short verifiable requests (GSM8K items scored by their answer, small needle "
         f"lookups), first on the idle server, then again while the load runs ({s.probe_concurrency} in flight); loaded "
         f"accuracy must be >= idle - {s.probe_tolerance}. The long prompt is prose with {s.long_prompt_needles} "
         "RULER needles whose values must all come back, opening with a unique line; its cached-token share must be "
@@ -169,8 +186,6 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         f"fixed seeds){long_text}; then GET {s.health_path}. Each request's budget: {s.request_timeout_s:g} s. "
         "Median and max latency are over the sampled generations; the long prompt's latency is reported apart."
     )
-    result.transcripts = log.items
-    return result.judge()
 
 
 def _under_load(result: SuiteResult, s: Settings, long: LongPrompt | None, long_res: ChatResult | None,

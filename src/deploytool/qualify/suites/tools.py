@@ -148,96 +148,11 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     tools, all_cases = load_cases(s.cases_file)
     cases, limited = ctx.apply_limit(all_cases)
     ctx.set_total(len(cases) * len(s.thinking))
-    semaphore = asyncio.Semaphore(s.concurrency)
-    log = TranscriptLog()
-    rows: list[dict[str, Any]] = []
-
-    async def send(payload: dict[str, Any], keep: bool = False) -> ChatResult:
-        async with semaphore:
-            return await ctx.client.chat(payload, keep_chunks=keep or None)
-
-    def payload_for(case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool, stream: bool) -> dict[str, Any]:
-        return chat_payload(ctx, messages, thinking=thinking, stream=stream, max_tokens=s.max_tokens,
-                            tools=_tool_list(tools, case["offer"]), tool_choice=case.get("tool_choice", "auto"))
-
-    async def turn(case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
-                   stream: bool, label: str, plain: ChatResult | None) -> tuple[ChatResult | None, list[str]]:
-        """One user turn: the call(s), then (with a tool_result) the answer that uses it."""
-        schemas = {n: tools[n].get("parameters") or {} for n in case["offer"]}
-        payload = payload_for(case, messages, thinking, stream)
-        long = stream and "long_text_chars" in case
-        res = await send(payload, keep=long)
-        problems = check_tool_response(res, _expected(step.get("expect")), schemas)
-        if stream and not res.error and plain is not None and not plain.error:
-            if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
-                problems.append(f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
-                                f"{_short(canonical_calls(plain.tool_calls))}")
-        if long and not res.error:
-            fragments = argument_fragments(res)
-            if any(count < 2 for count in fragments.values()) or not fragments:
-                problems.append(f"the long argument was streamed in {fragments or 'no'} fragment(s) per call; "
-                                "expected more than one")
-        log.add(transcript(label, payload, res, passed=not problems, problems=problems))
-        if problems or "tool_result" not in step:
-            return res, problems
-        calls = res.tool_calls
-        messages.append({"role": "assistant", "content": res.content or None, "tool_calls": [
-            {"id": c.id or f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for i, c in enumerate(calls)]})
-        for i, c in enumerate(calls):
-            messages.append({"role": "tool", "tool_call_id": c.id or f"call_{i}", "content": step["tool_result"]})
-        payload = payload_for(case, messages, thinking, stream)
-        answer = await send(payload)
-        second = response_problems(answer)
-        if not answer.error:
-            if answer.tool_calls:
-                second.append(f"called {answer.tool_calls[0].name} again instead of answering with the result")
-            missing = missing_keyword_groups(answer.content, step.get("answer_expect") or [])
-            if missing:
-                second.append(f"the answer does not use the tool result (lacks "
-                              f"{' and '.join('one of ' + repr(g) for g in missing)}): {answer.content[:160]!r}")
-            second.extend(markup_problems(answer))
-        log.add(transcript(f"{label} answer", payload, answer, passed=not second, problems=second))
-        messages.append({"role": "assistant", "content": answer.content})
-        return res, [f"after the tool result: {p}" for p in second]
-
-    async def one(case: dict[str, Any], thinking: bool) -> None:
-        steps = case.get("turns") or [case]
-        first: dict[int, ChatResult | None] = {}  # turn -> the non-streamed result, to compare with
-        for stream in (False, True):
-            problems: list[str] = []
-            messages: list[dict[str, Any]] = []
-            try:
-                for k, step in enumerate(steps):
-                    messages.append({"role": "user", "content": step["prompt"]})
-                    label = f"{case['id']}{f' turn {k + 1}' if len(steps) > 1 else ''} {_mode(stream, thinking)}"
-                    res, found = await turn(case, step, messages, thinking, stream, label, first.get(k))
-                    if not stream:
-                        first[k] = res
-                    if found:
-                        problems += [f"turn {k + 1}: {p}" if len(steps) > 1 else p for p in found]
-                        break
-            except Exception as exc:  # an unexpected answer or a bug: this run fails, the suite goes on
-                problems = [f"checking this case raised {type(exc).__name__}: {exc}"]
-                log.add(transcript(f"{case['id']} {_mode(stream, thinking)}", None, None, passed=False,
-                                   problems=problems))
-            rows.append({"case": case["id"], "category": case["category"], "stream": stream, "thinking": thinking,
-                         "passed": not problems, "problem": problems[0] if problems else ""})
-        ctx.advance()
-
-    await asyncio.gather(*(one(c, t) for c in cases for t in s.thinking))
-
+    checks = _ToolRun(ctx, tools)
+    await asyncio.gather(*(checks.case(c, t) for c in cases for t in s.thinking))
+    rows = checks.rows
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
-    by_category: dict[str, dict[str, int]] = {}
-    for row in rows:
-        tally = by_category.setdefault(row["category"], {"passed": 0, "total": 0})
-        tally["total"] += 1
-        tally["passed"] += row["passed"]
-    for category in [c for c in CATEGORIES if c in by_category] + [c for c in by_category if c not in CATEGORIES]:
-        tally = by_category[category]
-        failed = sorted({f"{r['case']} ({r['problem']})" for r in rows if r["category"] == category and not r["passed"]})
-        result.gates.append(Gate.all_of(f"{category} calls correct", tally["passed"], tally["total"],
-                                        detail="; ".join(failed[:3])))
+    result.gates, by_category = _category_gates(rows)
     result.figures = {
         "by_category": by_category,
         "by_mode": {_mode(st, th): sum(r["passed"] for r in rows if r["stream"] == st and r["thinking"] == th)
@@ -256,8 +171,115 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         f"tool messages turn after turn; no parser markup {list(MARKUP)} may appear in content or reasoning_content."
         + (f" --limit {ctx.limit}." if limited else "")
     )
-    result.transcripts = log.items
+    result.transcripts = checks.log.items
     return result.judge()
+
+
+class _ToolRun:
+    """The suite's requests: each case non-streamed then streamed, turn by turn, under one bound
+    on the requests in flight; every request's transcript in one log and a row per case and mode."""
+
+    def __init__(self, ctx: SuiteContext, tools: dict[str, Any]) -> None:
+        self.ctx, self.tools = ctx, tools
+        self.s: Settings = ctx.settings
+        self.semaphore = asyncio.Semaphore(self.s.concurrency)
+        self.log = TranscriptLog()
+        self.rows: list[dict[str, Any]] = []
+
+    async def send(self, payload: dict[str, Any], keep: bool = False) -> ChatResult:
+        async with self.semaphore:
+            return await self.ctx.client.chat(payload, keep_chunks=keep or None)
+
+    def payload_for(self, case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
+                    stream: bool) -> dict[str, Any]:
+        return chat_payload(self.ctx, messages, thinking=thinking, stream=stream, max_tokens=self.s.max_tokens,
+                            tools=_tool_list(self.tools, case["offer"]), tool_choice=case.get("tool_choice", "auto"))
+
+    async def case(self, case: dict[str, Any], thinking: bool) -> None:
+        steps = case.get("turns") or [case]
+        first: dict[int, ChatResult | None] = {}  # turn -> the non-streamed result, to compare with
+        for stream in (False, True):
+            problems: list[str] = []
+            messages: list[dict[str, Any]] = []
+            try:
+                for k, step in enumerate(steps):
+                    messages.append({"role": "user", "content": step["prompt"]})
+                    label = f"{case['id']}{f' turn {k + 1}' if len(steps) > 1 else ''} {_mode(stream, thinking)}"
+                    res, found = await self.turn(case, step, messages, thinking, stream, label, first.get(k))
+                    if not stream:
+                        first[k] = res
+                    if found:
+                        problems += [f"turn {k + 1}: {p}" if len(steps) > 1 else p for p in found]
+                        break
+            except Exception as exc:  # an unexpected answer or a bug: this run fails, the suite goes on
+                problems = [f"checking this case raised {type(exc).__name__}: {exc}"]
+                self.log.add(transcript(f"{case['id']} {_mode(stream, thinking)}", None, None, passed=False,
+                                        problems=problems))
+            self.rows.append({"case": case["id"], "category": case["category"], "stream": stream,
+                              "thinking": thinking, "passed": not problems, "problem": problems[0] if problems else ""})
+        self.ctx.advance()
+
+    async def turn(self, case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
+                   stream: bool, label: str, plain: ChatResult | None) -> tuple[ChatResult | None, list[str]]:
+        """One user turn: the call(s), then (with a tool_result) the answer that uses it."""
+        schemas = {n: self.tools[n].get("parameters") or {} for n in case["offer"]}
+        payload = self.payload_for(case, messages, thinking, stream)
+        long = stream and "long_text_chars" in case
+        res = await self.send(payload, keep=long)
+        problems = check_tool_response(res, _expected(step.get("expect")), schemas)
+        if stream and not res.error and plain is not None and not plain.error:
+            if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
+                problems.append(f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
+                                f"{_short(canonical_calls(plain.tool_calls))}")
+        if long and not res.error:
+            fragments = argument_fragments(res)
+            if any(count < 2 for count in fragments.values()) or not fragments:
+                problems.append(f"the long argument was streamed in {fragments or 'no'} fragment(s) per call; "
+                                "expected more than one")
+        self.log.add(transcript(label, payload, res, passed=not problems, problems=problems))
+        if problems or "tool_result" not in step:
+            return res, problems
+        return res, await self.answer_with_result(case, step, messages, res, thinking, stream, label)
+
+    async def answer_with_result(self, case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]],
+                                 res: ChatResult, thinking: bool, stream: bool, label: str) -> list[str]:
+        """The calls and the step's tool_result go back; the answer must use the result, not call again."""
+        calls = res.tool_calls
+        messages.append({"role": "assistant", "content": res.content or None, "tool_calls": [
+            {"id": c.id or f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for i, c in enumerate(calls)]})
+        for i, c in enumerate(calls):
+            messages.append({"role": "tool", "tool_call_id": c.id or f"call_{i}", "content": step["tool_result"]})
+        payload = self.payload_for(case, messages, thinking, stream)
+        answer = await self.send(payload)
+        second = response_problems(answer)
+        if not answer.error:
+            if answer.tool_calls:
+                second.append(f"called {answer.tool_calls[0].name} again instead of answering with the result")
+            missing = missing_keyword_groups(answer.content, step.get("answer_expect") or [])
+            if missing:
+                second.append(f"the answer does not use the tool result (lacks "
+                              f"{' and '.join('one of ' + repr(g) for g in missing)}): {answer.content[:160]!r}")
+            second.extend(markup_problems(answer))
+        self.log.add(transcript(f"{label} answer", payload, answer, passed=not second, problems=second))
+        messages.append({"role": "assistant", "content": answer.content})
+        return [f"after the tool result: {p}" for p in second]
+
+
+def _category_gates(rows: list[dict[str, Any]]) -> tuple[list[Gate], dict[str, dict[str, int]]]:
+    """A gate per category (the known ones in their order, then any other), and the tallies."""
+    by_category: dict[str, dict[str, int]] = {}
+    for row in rows:
+        tally = by_category.setdefault(row["category"], {"passed": 0, "total": 0})
+        tally["total"] += 1
+        tally["passed"] += row["passed"]
+    gates = []
+    for category in [c for c in CATEGORIES if c in by_category] + [c for c in by_category if c not in CATEGORIES]:
+        tally = by_category[category]
+        failed = sorted({f"{r['case']} ({r['problem']})" for r in rows if r["category"] == category and not r["passed"]})
+        gates.append(Gate.all_of(f"{category} calls correct", tally["passed"], tally["total"],
+                                 detail="; ".join(failed[:3])))
+    return gates, by_category
 
 
 def _short(calls: Any) -> str:

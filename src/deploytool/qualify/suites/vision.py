@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field
 
 from ...resources import resource
+from ...server.client import ChatResult
 from ...server.facts import ServerFacts
 from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
                     chat_payload, response_problems, transcript)
@@ -94,42 +95,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     gate_fail: dict[str, str] = {}  # case id -> its first problem
     usage_fail: list[str] = []
     semaphore = asyncio.Semaphore(s.concurrency)
-
-    async def one(case: dict[str, Any]) -> None:
-        content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(draw(spec))}}
-                                         for spec in case["images"]]
-        content.append({"type": "text", "text": case["prompt"]})
-        payload = chat_payload(ctx, [{"role": "user", "content": content}], max_tokens=s.max_tokens)
-        async with semaphore:
-            res = await ctx.client.chat(payload)
-        problems = response_problems(res)
-        if not res.error:
-            missing = missing_keyword_groups(res.content, case["expect"])
-            if missing:
-                problems.append(f"answer lacks {' and '.join('one of ' + repr(g) for g in missing)}: {res.content[:160]!r}")
-                gate_fail[case["id"]] = problems[0]
-            if not (res.prompt_tokens or 0) > 0 or not (res.completion_tokens or 0) > 0:
-                problems.append(f"usage does not count tokens: {res.usage!r}")
-                usage_fail.append(case["id"])
-        else:
-            gate_fail[case["id"]] = problems[0]
-        log.add(transcript(case["id"], payload, res, passed=not problems, problems=problems,
-                           images=len(case["images"]), expect=case["expect"]))
-        ctx.advance()
-
-    await asyncio.gather(*(one(c) for c in cases))
-
-    # An image the server cannot read must be refused as the client's fault.
-    bad_payload = chat_payload(ctx, [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": INVALID_IMAGE_URL}},
-        {"type": "text", "text": "What is in this image?"}]}], max_tokens=16)
-    bad = await ctx.client.chat(bad_payload)
-    refused = bad.status is not None and 400 <= bad.status < 500
-    bad_problem = [] if refused else [
-        f"an invalid image_url got {'HTTP ' + str(bad.status) if bad.status else bad.error}, expected a 4xx refusal"]
-    log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
-    ctx.advance()
-
+    await asyncio.gather(*(_ask(ctx, case, semaphore, log, gate_fail, usage_fail) for case in cases))
+    bad, refused = await _invalid_image(ctx, log)
     photo_gates, photo_figures, photo_notes = ((await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
                                                if s.photo_checks else ([], {}, []))
 
@@ -146,19 +113,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
              passed=refused, comparison="in"),
     ] + photo_gates
     result.figures.update(photo_figures)
-    result.method = (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
-                     f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
-                     "an answer passes when every keyword group matches as a whole word; then one request whose "
-                     "image_url is base64 of text that is not an image." + (f" --limit {ctx.limit}." if limited else "")
-                     + (f" {len(skipped)} cases that need what this server lacks were not sent; they are "
-                        "reported as skipped (skipped_cases), not as passed." if skipped else "")
-                     + f" Photographs (qualify/photos/): each as JPEG and PNG at {s.photo_side} px in turn streamed or "
-                     "not, thinking on or off; a resolution ladder "
-                     f"{s.resolutions} + the processor's largest size (PNG up to {s.png_max_side}), whose prompt tokens "
-                     f"must grow as the image processor says (patch {s.patch_size}, merge {s.merge_size}, "
-                     f"{s.min_pixels}..{s.max_pixels} pixels, tolerance {s.usage_tolerance:.0%} or 4 tokens); an image "
-                     "asked about again in a second turn without being resent, in all four modes; "
-                     f"{s.concurrency} image requests in flight.")
+    result.method = _method(s, cases, skipped, ctx.limit if limited else None)
     result.transcripts = log.items
     result.judge()
     for note in photo_notes:
@@ -168,3 +123,59 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             "; ".join(sorted({r["reason"] for r in skipped}))
         result.reason = f"{result.reason}; {note}" if result.reason else note
     return result
+
+
+async def _ask(ctx: SuiteContext, case: dict[str, Any], semaphore: asyncio.Semaphore, log: TranscriptLog,
+               gate_fail: dict[str, str], usage_fail: list[str]) -> None:
+    """One drawn case: its answer must hold every keyword group and its usage count tokens."""
+    s: Settings = ctx.settings
+    content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(draw(spec))}}
+                                     for spec in case["images"]]
+    content.append({"type": "text", "text": case["prompt"]})
+    payload = chat_payload(ctx, [{"role": "user", "content": content}], max_tokens=s.max_tokens)
+    async with semaphore:
+        res = await ctx.client.chat(payload)
+    problems = response_problems(res)
+    if not res.error:
+        missing = missing_keyword_groups(res.content, case["expect"])
+        if missing:
+            problems.append(f"answer lacks {' and '.join('one of ' + repr(g) for g in missing)}: {res.content[:160]!r}")
+            gate_fail[case["id"]] = problems[0]
+        if not (res.prompt_tokens or 0) > 0 or not (res.completion_tokens or 0) > 0:
+            problems.append(f"usage does not count tokens: {res.usage!r}")
+            usage_fail.append(case["id"])
+    else:
+        gate_fail[case["id"]] = problems[0]
+    log.add(transcript(case["id"], payload, res, passed=not problems, problems=problems,
+                       images=len(case["images"]), expect=case["expect"]))
+    ctx.advance()
+
+
+async def _invalid_image(ctx: SuiteContext, log: TranscriptLog) -> tuple[ChatResult, bool]:
+    """An image the server cannot read must be refused as the client's fault: (the answer, refused with a 4xx)."""
+    bad_payload = chat_payload(ctx, [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": INVALID_IMAGE_URL}},
+        {"type": "text", "text": "What is in this image?"}]}], max_tokens=16)
+    bad = await ctx.client.chat(bad_payload)
+    refused = bad.status is not None and 400 <= bad.status < 500
+    bad_problem = [] if refused else [
+        f"an invalid image_url got {'HTTP ' + str(bad.status) if bad.status else bad.error}, expected a 4xx refusal"]
+    log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
+    ctx.advance()
+    return bad, refused
+
+
+def _method(s: Settings, cases: list[dict[str, Any]], skipped: list[dict[str, Any]], limit: int | None) -> str:
+    return (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
+            f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
+            "an answer passes when every keyword group matches as a whole word; then one request whose "
+            "image_url is base64 of text that is not an image." + (f" --limit {limit}." if limit is not None else "")
+            + (f" {len(skipped)} cases that need what this server lacks were not sent; they are "
+               "reported as skipped (skipped_cases), not as passed." if skipped else "")
+            + f" Photographs (qualify/photos/): each as JPEG and PNG at {s.photo_side} px in turn streamed or "
+            "not, thinking on or off; a resolution ladder "
+            f"{s.resolutions} + the processor's largest size (PNG up to {s.png_max_side}), whose prompt tokens "
+            f"must grow as the image processor says (patch {s.patch_size}, merge {s.merge_size}, "
+            f"{s.min_pixels}..{s.max_pixels} pixels, tolerance {s.usage_tolerance:.0%} or 4 tokens); an image "
+            "asked about again in a second turn without being resent, in all four modes; "
+            f"{s.concurrency} image requests in flight.")

@@ -118,6 +118,7 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
     # a second release takes over (the first drains and stops), then rollback brings the first back
     second = run("up", "--cpu", "--profile", "t36-keyed2", "--port", str(port), "--json", "--skip-qualify")
     assert second.returncode == 0, second.stderr
+    assert [d["release"] for d in json.loads(second.stdout)["drains"]] == [1]  # the hand-over drained release 1
     back = run("rollback", "--cpu", "--json")
     assert back.returncode == 0, back.stderr
     assert (json.loads(back.stdout)["release"], json.loads(back.stdout)["stopped"]) == (1, 2)

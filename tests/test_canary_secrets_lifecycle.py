@@ -1,11 +1,13 @@
 """Canary secrets through the lifecycle, on the real engine with real `docker compose`: an API
-key and a hub token with values found nowhere else go through render, up (CPU slot, reference
-runtime), qualify (of the slot, and of its URL with the key in DEPLOYTOOL_API_KEY), a failing
-up, refused profiles (a key in the launch command, a key pasted where its reference belongs, a
-URL with credentials) and `render --k8s`. Then every file under the state and report folders,
-the Kubernetes files, every container's `docker inspect` (labels, env, command) and logs, and
-all stdout, stderr and --json output are searched: no canary anywhere. The one place a value
-is, by design, is the container's /run/secrets (compose's copy, not a host file)."""
+key and a hub token with values found nowhere else go through render, build (the canaries in
+its environment), up (CPU slot, reference runtime), qualify (of the slot, and of its URL with
+the key in DEPLOYTOOL_API_KEY), bench of the slot, a second up that takes over (the first
+drains), rollback, a failing up, refused profiles (a key in the launch command, a key pasted
+where its reference belongs, a URL with credentials) and `render --k8s`. Then every file under
+the state and report folders, the Kubernetes files, every container's `docker inspect` (labels,
+env, command) and logs, its image's inspect and history (where build arguments show), and all
+stdout, stderr and --json output are searched: no canary anywhere. The one place a value is, by
+design, is the container's /run/secrets (compose's copy, not a host file)."""
 
 from __future__ import annotations
 
@@ -24,21 +26,44 @@ pytestmark = pytest.mark.docker
 
 KEY = "CANARYKEY" + stdlib_secrets.token_hex(10)
 TOKEN = "hf_CANARYTOKEN" + stdlib_secrets.token_hex(10)
-BASE = """\
+# the startup time is in the image's command, so a value of this run's own makes `build` build
+BASE = f"""\
 name: t36-base
 extends: sim
 server:
   args:
-    startup-seconds: 0.5
+    startup-seconds: 0.5{stdlib_secrets.randbelow(10**6):06d}
     decode-tps: 2000
-health: {start_period: 20, start_interval: 1, interval: 2, timeout: 2, retries: 2}
+health: {{start_period: 20, start_interval: 1, interval: 2, timeout: 2, retries: 2}}
+bench:
+  quick:
+    warmup_output_tokens: 8
+    decode_requests: 2
+    decode_output_tokens: 40
+    load_concurrency: [2]
+    load_requests_per_slot: 1
+    load_output_tokens: 40
+    prefill_prompt_tokens: [2000]
+    prefill_prompts_each: 1
 """
 QUICK = ("--suite", "preflight", "--suite", "contract")
 IMAGE = "registry.example/deploytool/sim@sha256:" + "c" * 64
 
 
 @pytest.fixture
-def world(docker_engine, tmp_path: Path):
+def made_images(docker_engine):
+    """The images this test made, removed after the containers that use them."""
+    made: set[str] = set()
+    yield made
+    for ref in made:
+        try:
+            docker_engine.client.images.remove(ref)
+        except Exception:  # noqa: BLE001  (a leftover image costs disk, not correctness)
+            pass
+
+
+@pytest.fixture
+def world(docker_engine, tmp_path: Path, made_images):
     folder = tmp_path / "profiles"
     folder.mkdir()
     token_file = tmp_path / "hf-token"
@@ -48,6 +73,7 @@ def world(docker_engine, tmp_path: Path):
     texts = {
         "t36-base": BASE,
         "t36-keyed": f"name: t36-keyed\nextends: t36-base\n{keyed}",
+        "t36-keyed2": "name: t36-keyed2\nextends: t36-keyed\nserver:\n  args:\n    decode-tps: 3000\n",
         "t36-crash": f"name: t36-crash\nextends: t36-keyed\nserver:\n  env: {{DEPLOYTOOL_SIM_FAULT: crash_on_start}}\n",
         "t36-key-in-command": ("name: t36-key-in-command\nextends: t36-base\nserver:\n  command: "
                                f"[/opt/venv/bin/python, -m, deploytool.sim, --api-key={KEY}]\n"),
@@ -59,7 +85,8 @@ def world(docker_engine, tmp_path: Path):
     remove_instance(docker_engine)
 
 
-def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, tmp_path, deploytool_home):
+def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, tmp_path, deploytool_home,
+                                                          made_images):
     port = free_port()
     outputs: list[str] = []
     env = {"T36_API_KEY": KEY, "DEPLOYTOOL_PROFILES_PATH": str(world)}
@@ -71,6 +98,11 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
         return done
 
     assert run("render", "--cpu", "--profile", "t36-keyed", "--image", "x:y").returncode == 0
+    built = run("build", "--profile", "t36-keyed", "--json", extra_env={"HF_TOKEN": TOKEN, "DEPLOYTOOL_API_KEY": KEY})
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["built"] is True  # a real build, not the no-op of an earlier run's image
+    image = json.loads(built.stdout)["image"]
+    made_images.add(image)
     up = run("up", "--cpu", "--profile", "t36-keyed", "--port", str(port), "--json", *QUICK)
     assert up.returncode == 0, up.stderr
     url = f"http://127.0.0.1:{port}"
@@ -79,6 +111,17 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
     url_qualify = run("qualify", "--url", url, "--suite", "contract", "--json", "--report", str(tmp_path / "q2"),
                       extra_env={"DEPLOYTOOL_API_KEY": KEY})
     assert url_qualify.returncode == 0, url_qualify.stderr
+    bench = run("bench", "--cpu", "--quick", "--repeats", "1", "--json")
+    assert bench.returncode == 0, bench.stderr
+    assert json.loads(bench.stdout)["environment"]["target"]
+
+    # a second release takes over (the first drains and stops), then rollback brings the first back
+    second = run("up", "--cpu", "--profile", "t36-keyed2", "--port", str(port), "--json", "--skip-qualify")
+    assert second.returncode == 0, second.stderr
+    assert [d["release"] for d in json.loads(second.stdout)["drains"]] == [1]  # the hand-over drained release 1
+    back = run("rollback", "--cpu", "--json")
+    assert back.returncode == 0, back.stderr
+    assert (json.loads(back.stdout)["release"], json.loads(back.stdout)["stopped"]) == (1, 2)
 
     failing = run("up", "--cpu", "--profile", "t36-crash", "--port", str(port), "--json", "--skip-qualify")
     assert failing.returncode != 0 and "error" in json.loads(failing.stdout)
@@ -112,11 +155,20 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
         artifacts[f"output {i}: {text.splitlines()[0]}"] = text
     from deploytool.host import labels
 
+    images: set[str] = set()
     for c in docker_engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
         artifacts[f"docker inspect {c.name}"] = json.dumps(c.attrs)
         artifacts[f"docker logs {c.name}"] = c.logs().decode(errors="replace")
+        images.add(c.attrs["Image"])
+    assert len(images) >= 2  # the first release's image, the second's (and the crashing one's)
+    made_images.update(images | {image})
+    for ref in images | {image}:
+        built_image = docker_engine.client.images.get(ref)
+        artifacts[f"docker image inspect {ref}"] = json.dumps(built_image.attrs)
+        artifacts[f"docker history {ref}"] = json.dumps(built_image.history())
     for kind in ("compose.yaml", "journal.jsonl", "results.json", "report.html", "report.md", "1-canary.yaml"):
         assert any(p.endswith(kind) for p in artifacts), kind
+    assert any("/reports/bench-" in p and p.endswith("results.json") for p in artifacts)  # the bench's own report
     assert any(p.startswith("docker inspect") for p in artifacts)
     leaks = [where for where, text in artifacts.items() if KEY in text or TOKEN in text]
     assert leaks == []

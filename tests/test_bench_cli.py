@@ -50,7 +50,8 @@ def test_bench_and_compare_commands(tmp_path, profiles):
     assert compared.exit_code == 0, compared.output
     assert "->" in compared.output and re.search(r"\(\d+\.\d\dx[ )]", compared.output)  # a ratio, with its interval
     assert "(sampled, not compared)" in compared.output  # the server's gauges: never a ratio
-    assert (tmp_path / "cmp" / "comparison.html").read_text().count("data:image/png;base64,") == 1
+    # the top section's latency picture and the ratio chart (a table run has no sweep to overlay)
+    assert (tmp_path / "cmp" / "comparison.html").read_text().count("data:image/png;base64,") == 2
 
 
 def test_unknown_bench_setting_in_profile_is_a_clear_error(tmp_path, profiles):

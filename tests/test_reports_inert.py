@@ -37,7 +37,7 @@ class Hostile:
     def __getattr__(self, name: str) -> "Hostile | str":
         if name.startswith("__"):
             raise AttributeError(name)
-        return "<p>built</p>" if name in ("gates_table", "figures_table") else Hostile(name)
+        return "<p>built</p>" if name in ("gates_table", "figures_table", "comparison_html") else Hostile(name)
 
     def __getitem__(self, key: object) -> "Hostile":
         return Hostile()
@@ -84,7 +84,8 @@ def test_html_templates_are_found():
 @pytest.mark.parametrize("template", _html_templates())
 def test_every_html_template_escapes_every_string_field(template):
     context = {name: Hostile(name) for name in ("doc", "run", "comparison", "names", "sections", "plots",
-                                                 "method_items", "plot", "pareto", "top", "pictures", "headlines")}
+                                                 "method_items", "plot", "pareto", "top", "pictures", "headlines", "tops",
+                                                 "picture")}
     context.update({name: "<p>built</p>" for name in BUILT_HTML})
     context["title"] = Hostile("title")
     html = report.render(template, **context)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .headline import NO_SPREAD, Row, _latency_rows, _pooled_p99, _scaled, tpot_samples
 from .regression import change
 from .results import BenchRun, load_run
 
@@ -79,6 +80,72 @@ class Comparison:
     method_differences: dict[str, list[Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     sweeps: list[list[Any]] = field(default_factory=list)  # each run's Pareto points, for overlaid curves
+    # each run's per-request samples (per pass) of the single-request latency figures: the top
+    # section's tails and TPOT, and its first picture
+    distributions: list[dict[str, list[list[float]]]] = field(default_factory=list)
+
+
+# The figures whose per-request samples a comparison keeps (besides every load_c*_ttft_s)
+DISTRIBUTION_KEYS = ("ttft_c1_s", "decode_c1_tps")
+
+
+def top_rows(comparison: Comparison, i: int) -> list[Row]:
+    """Run A beside run i as the cutover report's rows: decode and load tok/s, TTFT p50 (the
+    comparison's own ratio intervals), TTFT and TPOT p99 (no spread), TPOT p50 (the decode
+    samples inverted, the same bootstrap). A compare of runs without those figures gets every
+    figure that has a direction."""
+    by_key = {r.key: r for r in comparison.rows if not r.sampled}
+    loads = sorted((k for k in by_key if k.startswith("load_c") and k.endswith("_tps")),
+                   key=lambda k: (int(k.split("_")[1][1:]), k))
+    ttfts = ["ttft_c1_s", *sorted(k for k in by_key if k.startswith("load_c") and k.endswith("_ttft_s"))]
+    rows: list[Row] = []
+    if not any(k in by_key for k in ("decode_c1_tps", *loads, *ttfts)):
+        rows = [_row(r, i) for r in by_key.values() if r.better in ("higher", "lower")]
+    rows += [_row(by_key[k], i) for k in ("decode_c1_tps", *loads) if k in by_key]
+    dists = [comparison.distributions[k] if k < len(comparison.distributions) else {} for k in (0, i)]
+    for key in ttfts:
+        if key not in by_key:
+            continue
+        p50 = _row(by_key[key], i)
+        p50.figure = f"TTFT p50, {by_key[key].label.split(', ', 1)[-1]}"
+        rows.append(p50)
+        samples = [{"samples": d.get(key) or []} for d in dists]
+        if not any(_n(x) for x in samples):
+            continue
+        p99 = Row(figure=f"TTFT p99, {p50.figure.split(', ', 1)[-1]}", unit="ms", better="lower",
+                  before=_scaled(_pooled_p99(samples[0]), 1000.0), after=_scaled(_pooled_p99(samples[1]), 1000.0))
+        if p99.before is not None and p99.after is not None:
+            p99.spread = f"{NO_SPREAD} (a tail of {_n(samples[0])} and {_n(samples[1])} requests)"
+        rows.append(p99)
+    if "decode_c1_tps" in by_key:
+        values = by_key["decode_c1_tps"].values
+        before, after = ({"key": "decode_c1_tps", "value": values[k], "samples": d.get("decode_c1_tps") or []}
+                         if values[k] is not None else None for k, d in zip((0, i), dists))
+        rows += _latency_rows(tpot_samples(after), tpot_samples(before), "TPOT", 1.0)
+    for row in rows:
+        row.group = "performance"
+        if not comparison.same_method:  # as the performance gate: another method is shown, not judged
+            row.beyond, row.spread = None, "measured with different bench methods: not compared"
+    return rows
+
+
+def _row(row: ComparisonRow, i: int) -> Row:
+    """A comparison row as a top-section row: times in ms, the verdict from its ratio interval."""
+    scale = 1000.0 if row.unit == "s" else 1.0
+    out = Row(figure=row.label, unit="ms" if row.unit == "s" else row.unit, better=row.better,
+              before=_scaled(row.values[0], scale), after=_scaled(row.values[i], scale))
+    iv = row.intervals[i] if i < len(row.intervals) else None
+    if iv is not None and row.ratios[i] is not None:
+        out.beyond = not row.no_difference(i)
+        out.spread = (f"ratio {row.ratios[i]:.3f}, 95% interval [{iv[0]:.2f}-{iv[1]:.2f}] "
+                      "(bootstrap over passes and requests)")
+    elif row.ratios[i] is not None:
+        out.spread = f"{NO_SPREAD} (no per-request samples stored)"
+    return out
+
+
+def _n(fig: dict[str, Any]) -> int:
+    return sum(len(p) for p in fig.get("samples") or [])
 
 
 def headlines(comparison: Comparison) -> list[str]:
@@ -141,7 +208,18 @@ def compare_loaded(runs: list[BenchRun], *, allow_mixed_methods: bool = False) -
         interval = runs[0].method.get("metrics_interval_s", 1.0)
         warnings.append(SAMPLED_NOTE.format(interval=interval))
     return Comparison(runs=[_header(r) for r in runs], rows=rows, same_method=not differences,
-                      method_differences=differences, warnings=warnings, sweeps=[r.sweep for r in runs])
+                      method_differences=differences, warnings=warnings, sweeps=[r.sweep for r in runs],
+                      distributions=[_distribution(r) for r in runs])
+
+
+def _distribution(run: BenchRun) -> dict[str, list[list[float]]]:
+    out = {}
+    loads = [f.key for f in run.figures if f.key.startswith("load_c") and f.key.endswith("_ttft_s")]
+    for key in (*DISTRIBUTION_KEYS, *loads):
+        fig = run.figure(key)
+        if fig is not None and fig.samples:
+            out[key] = [[round(v, 6) for v in p if v is not None] for p in fig.samples]
+    return out
 
 
 # The server's load gauges (running and queued requests, KV token usage) are read from /metrics

@@ -143,9 +143,13 @@ def _count(fig: dict[str, Any] | None) -> int:
     return sum(len(p) for p in (fig or {}).get("samples") or [])
 
 
-def rows_html(rows: list[Row]) -> str:
-    """The comparison table, its rows coloured by status (a class per row); every cell escaped."""
-    head = "".join(f"<th>{h}</th>" for h in ("figure", "baseline", "this release", "delta", "against the spread"))
+SIDES = ("baseline", "this release")
+
+
+def rows_html(rows: list[Row], sides: tuple[str, str] = SIDES) -> str:
+    """The comparison table, its rows coloured by status (a class per row); every cell escaped.
+    `sides`: the two value columns' headings."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in ("figure", *sides, "delta", "against the spread"))
     body = []
     for r in rows:
         cls = "worse" if r.beyond and r.worse else ("better" if r.beyond else "")
@@ -157,9 +161,9 @@ def rows_html(rows: list[Row]) -> str:
     return f'<table class="table compare"><tr>{head}</tr>{"".join(body)}</table>'
 
 
-def rows_records(rows: list[Row]) -> list[dict[str, str]]:
+def rows_records(rows: list[Row], sides: tuple[str, str] = SIDES) -> list[dict[str, str]]:
     """The same table as records (a Markdown table's rows), with the spread it rests on."""
-    return [{"figure": r.figure, "baseline": fig_text(r.before, r.unit), "this release": fig_text(r.after, r.unit),
+    return [{"figure": r.figure, sides[0]: fig_text(r.before, r.unit), sides[1]: fig_text(r.after, r.unit),
              "delta": delta_text(r), "against the spread": r.status, "spread": r.spread} for r in rows]
 
 

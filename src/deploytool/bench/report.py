@@ -14,8 +14,9 @@ import pandas as pd  # noqa: E402
 
 from .. import report as shared  # noqa: E402
 from . import stats  # noqa: E402
-from .compare import Comparison, format_value, headlines  # noqa: E402
+from .compare import Comparison, format_value, headlines, top_rows  # noqa: E402
 from .headline import bench_top, rows_html, rows_records  # noqa: E402
+from .pictures import latency_picture  # noqa: E402
 from .results import BenchRun  # noqa: E402
 
 _PLOT_PHASES = ("decode", "load", "sweep")
@@ -231,8 +232,14 @@ def _run_context(run: BenchRun) -> dict[str, Any]:
 def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str, Path]:
     directory.mkdir(parents=True, exist_ok=True)
     frame = comparison_frame(comparison)
-    context = {"title": "deploytool compare", "comparison": comparison, "names": _names(comparison),
-               "table_md": shared.table_markdown(frame), "headlines": headlines(comparison)}
+    names = _names(comparison)
+    tops = comparison_tops(comparison)
+    picture = latency_picture([(name, {k: {"samples": v} for k, v in d.items()})
+                               for name, d in zip(names, comparison.distributions)],
+                              f"Latency distributions: {', '.join(names)}")
+    context = {"title": "deploytool compare", "comparison": comparison, "names": names,
+               "table_md": shared.table_markdown(frame), "headlines": headlines(comparison), "tops": tops,
+               "picture": picture}
     out = {
         "comparison.json": shared.write_json(directory / "comparison.json", comparison),
         "comparison.md": shared.write_atomic(directory / "comparison.md", shared.render("bench_compare.md.j2", **context)),
@@ -241,6 +248,20 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
                    pareto=overlaid_pareto_plot(comparison))
     out["comparison.html"] = shared.write_atomic(directory / "comparison.html",
                                                  shared.render("bench_compare.html.j2", **context))
+    return out
+
+
+def comparison_tops(comparison: Comparison) -> list[dict[str, Any]]:
+    """The top section of a comparison, one per later run against the first: its headline and the
+    cutover report's table (figure, both values, delta, against the spread), as HTML and Markdown."""
+    names, lines = _names(comparison), headlines(comparison)
+    out = []
+    for i in range(1, len(comparison.runs)):
+        rows = top_rows(comparison, i)
+        sides = (names[0], names[i])
+        out.append({"title": f"{names[i]} against {names[0]}", "headline": lines[i - 1], "rows": rows,
+                    "comparison_html": rows_html(rows, sides),
+                    "md": shared.table_markdown(pd.DataFrame(rows_records(rows, sides))) if rows else "_(no figures)_"})
     return out
 
 

@@ -9,7 +9,6 @@ A picture whose figures neither run has is left out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -17,18 +16,13 @@ import matplotlib
 matplotlib.use("Agg")  # no display: rendered to PNG only
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ..bench.pictures import Picture  # noqa: E402  (the picture both reports open with)
+from ..bench.pictures import latency_picture as bench_latency_picture  # noqa: E402
 from ..report import figure_data_uri  # noqa: E402
-from .cutover import suite_figures, tpot_samples  # noqa: E402
+from .cutover import suite_figures  # noqa: E402
 
 THIS, BEFORE = "this release", "baseline"
 COLOURS = {THIS: "#1f6fb4", BEFORE: "#a0a0a0"}
-
-
-@dataclass
-class Picture:
-    title: str
-    alt: str
-    uri: str
 
 
 def pictures(current: dict[str, Any], baseline: dict[str, Any] | None) -> list[Picture]:
@@ -48,32 +42,9 @@ def _uri(fig: Any) -> str:
 
 def latency_picture(current: dict[str, Any], baseline: dict[str, Any]) -> Picture | None:
     """TTFT and TPOT of single requests, one box per release: the distributions, not the medians."""
-    now, before = suite_figures(current, "performance"), suite_figures(baseline, "performance")
-    series: list[tuple[str, str, list[float]]] = []  # (panel, run, values in ms)
-    for run, figs in ((BEFORE, before), (THIS, now)):
-        bench = {f["key"]: f for f in figs.get("bench_figures") or []}
-        ttft = [v * 1000 for p in (bench.get("ttft_c1_s") or {}).get("samples") or [] for v in p if v is not None]
-        tpot = [v for p in (tpot_samples(bench.get("decode_c1_tps")) or {}).get("samples") or [] for v in p]
-        series += [("TTFT (ms), 1 request", run, ttft), ("TPOT (ms), 1 request", run, tpot)]
-    panels = [name for name in ("TTFT (ms), 1 request", "TPOT (ms), 1 request")
-              if any(vals for panel, _, vals in series if panel == name)]
-    if not panels:
-        return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 2.6))
-    axes = [axes] if len(panels) == 1 else list(axes)
-    words = []
-    for ax, panel in zip(axes, panels):
-        runs = [(run, vals) for p, run, vals in series if p == panel and vals]
-        ax.boxplot([vals for _, vals in runs], orientation="horizontal", widths=0.6, patch_artist=True,
-                   boxprops={"facecolor": "#dde8f3"}, medianprops={"color": "#a4161a"})
-        ax.set_yticks(range(1, len(runs) + 1), [run for run, _ in runs], fontsize=8)
-        ax.set_title(panel, fontsize=9)
-        ax.grid(alpha=0.3, axis="x")
-        words.append(f"{panel}: " + "; ".join(f"{run} median {_median(v):.3g} ms, max {max(v):.3g} ms over "
-                                             f"{len(v)} requests" for run, v in runs))
-    fig.tight_layout()
-    return Picture("Latency distributions: this release against the baseline",
-                   "Box plots of per-request latency. " + ". ".join(words) + ".", _uri(fig))
+    sides = [(run, {f["key"]: f for f in suite_figures(doc, "performance").get("bench_figures") or []})
+             for run, doc in ((BEFORE, baseline), (THIS, current))]
+    return bench_latency_picture(sides, "Latency distributions: this release against the baseline")
 
 
 def needle_picture(current: dict[str, Any]) -> Picture | None:
@@ -164,12 +135,6 @@ def _paired_bars(title: str, what: str, classes: list[str], runs: dict[str, list
     words = "; ".join(f"{c}: " + ", ".join(f"{run} {_fmt(vals[k])}" for run, vals in shown.items())
                       for k, c in enumerate(classes))
     return Picture(title, f"Bar chart of {what}, 0 to 1: {words}.", _uri(fig))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _fmt(value: float | None) -> str:

@@ -128,12 +128,12 @@ def test_open_loop_load_and_goodput(sim):
     run = _run(sim, "open-loop", {"rates": [4.0], "requests_per_rate": 12, "prompt_tokens": 2_000,
                                   "output_tokens": out, "slo_ttft_s": 1.0, "slo_itl_p99_s": 0.5})
     reqs = [r for r in run.requests if r.phase == "open-loop"]
-    # sent on the Poisson schedule, not one after another: start offsets follow `scheduled`
-    first = min(r.start for r in reqs)
-    # the rule of the schedule: none is sent before its time, and in its order (a late client
-    # only sends later, which the goodput below would show, not a clock bound here)
-    for r in reqs:
-        assert r.start - first >= r.scheduled - 0.01
+    # sent on the Poisson schedule, not one after another: in the schedule's order, and a request
+    # goes out while an earlier one is still answering (12 requests at 4/s, each over half a
+    # second). No clock bound: the records keep no instant of the schedule's start, and a client
+    # starved of CPU sends late, never early, which shifts every offset it could be held to.
+    assert any(later.start < earlier.end for earlier in reqs for later in reqs
+               if later.scheduled > earlier.scheduled)
     by_schedule = sorted(reqs, key=lambda r: r.scheduled)
     assert [r.start for r in by_schedule] == sorted(r.start for r in reqs)
     assert run.figure("poisson_r4_goodput").value == 1.0  # loose SLOs: every request within

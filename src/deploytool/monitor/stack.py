@@ -134,7 +134,8 @@ def fetch_debs(context: Path) -> None:
         return
     debs.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(["apt-get", "download", *DEBS], cwd=debs, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(["apt-get", "download", *DEBS], cwd=debs, capture_output=True, text=True,  # nosec B607: apt-get from PATH, as the person runs it; argv, no shell
+                              timeout=600)
     except FileNotFoundError:
         raise DeployError("apt-get is not on this host: the monitor's image is built from Debian's packages",
                           hint=f"put the .deb files of {' '.join(DEBS)} in {debs}") from None

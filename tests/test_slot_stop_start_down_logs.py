@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, start_cli
 from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -89,8 +89,8 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert missing.returncode == 1 and "kept: 1, 2" in _json(missing)["error"]["message"]
 
     # --follow goes on across a restart: the release's second start is in the same stream
-    follow = subprocess.Popen([sys.executable, "-m", "deploytool", "logs", "--cpu", "--follow", "--since", "1h"],
-                              stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # as from a terminal: a suite started in the background would otherwise pass SIGINT on ignored
+    follow = start_cli("logs", "--cpu", "--follow", "--since", "1h")
     seen: list[str] = []
     threading.Thread(target=lambda: seen.extend(follow.stdout), daemon=True).start()  # type: ignore[arg-type]
     try:

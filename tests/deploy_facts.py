@@ -32,3 +32,14 @@ def facts(*releases: Release, current: int | None = None, previous: int | None =
                  image=ImageFacts(tag, image_present, {} if image_present else None, "deploytool/base:bookworm",
                                   "sha256:base"),
                  port=port or PortFacts("127.0.0.1", 30000), cache=cache)
+
+
+def facts_with_memory(profile) -> Facts:
+    """A CPU slot's facts for an `up` of `profile` whose memory gate plans it (the image as if
+    built): the facts the start-up and memory-gate decisions are read from."""
+    from deploytool.image.build import plan_build
+    from deploytool.memory.gate import memory_facts
+
+    return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
+                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+                 port=PortFacts("127.0.0.1", 30000), memory=memory_facts(CPU, profile))

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from deploytool.deploy.plan import UpOptions, plan_up
-from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
 from deploytool.profiles import load_profile
 from deploytool.release.slots import Slot
-from deploytool.release.state import SlotPointers
 
 MODELS = Path(__file__).parent / "data" / "models"
+from deploy_facts import facts_with_memory
+
 CPU = Slot()
 
 
@@ -29,17 +29,9 @@ def _profile(**args):
     return profile
 
 
-def _facts(profile) -> Facts:
-    from deploytool.image.build import plan_build
-
-    return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
-                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
-                 port=PortFacts("127.0.0.1", 30000), memory=memory_facts(CPU, profile))
-
-
 def test_a_plan_that_fits_is_in_the_plan_for_the_executor_to_journal() -> None:
     profile = _profile(**{"mem-fraction-static": 0.85})
-    plan = plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+    plan = plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     assert plan.memory is not None and plan.memory["verdict"] == "fits" and not plan.memory["skipped"]
     assert plan.memory["card"] == "NVIDIA H200" and plan.memory["pool_tokens"] > 262_144
     assert any(line.startswith("  checked: memory plan on NVIDIA H200") for line in plan.lines())
@@ -49,10 +41,10 @@ def test_a_plan_that_fits_is_in_the_plan_for_the_executor_to_journal() -> None:
 def test_a_plan_that_does_not_fit_is_refused_in_planning_unless_skipped() -> None:
     short = _profile(**{"mem-fraction-static": 0.5})
     with pytest.raises(MemoryRefused, match="does not fit") as refused:
-        plan_up(_facts(short), short, UpOptions(skip_qualify=True))
+        plan_up(facts_with_memory(short), short, UpOptions(skip_qualify=True))
     assert "--skip-memory-plan" in refused.value.hint and "nothing was stopped" in refused.value.message
     assert refused.value.summary["verdict"] == "error" and refused.value.summary["problems"]
-    plan = plan_up(_facts(short), short, UpOptions(skip_qualify=True, skip_memory_plan=True))
+    plan = plan_up(facts_with_memory(short), short, UpOptions(skip_qualify=True, skip_memory_plan=True))
     assert plan.memory is not None and plan.memory["skipped"] and plan.memory["verdict"] == "error"
     assert any("--skip-memory-plan" in w for w in plan.warnings)
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.memory.cards import card_from_table
 from deploytool.memory.checkpoint import derived_context_length, read_checkpoint
-from deploytool.memory.gate import MemoryRefused, memory_facts
+from deploytool.memory.gate import MemoryRefused
 from deploytool.memory.startup import env_true, startup_notes
 from deploytool.profiles import load_profile
 from deploytool.release.slots import Slot
-from deploytool.release.state import SlotPointers
 
 MODELS = Path(__file__).parent / "data" / "models"
+from deploy_facts import facts_with_memory
+
 CPU = Slot()
 
 
@@ -34,18 +34,10 @@ def _profile(**args):
     return profile
 
 
-def _facts(profile) -> Facts:
-    from deploytool.image.build import plan_build
-
-    return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
-                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
-                 port=PortFacts("127.0.0.1", 30000), memory=memory_facts(CPU, profile))
-
-
 def test_up_refuses_a_context_past_the_config_before_any_step_with_sglangs_message() -> None:
     profile = _profile()  # the sim's 262,144 tokens on a config that derives 40,960
     with pytest.raises(MemoryRefused) as refused:
-        plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+        plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     message = refused.value.message
     assert "nothing was stopped" in message and "--context-length 262144" in message
     assert "User-specified context_length (262144) is greater than the derived context_length (40960)" in message
@@ -53,17 +45,17 @@ def test_up_refuses_a_context_past_the_config_before_any_step_with_sglangs_messa
     # SGLang's own override (any of EnvBool's spellings) turns the refusal into an announced change
     for spelling in ("1", "true", "YES", "y"):
         profile.server.env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = spelling
-        plan = plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+        plan = plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
         assert plan.memory is not None and plan.memory["verdict"] == "fits"
     profile.server.env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = "0"
     with pytest.raises(MemoryRefused):
-        plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+        plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
 
 
 def test_up_refuses_a_kv_dtype_the_card_cannot_serve_even_where_the_planner_has_no_figure() -> None:
     profile = _profile(**{"context-length": 40960, "kv-cache-dtype": "nvfp4"})
     with pytest.raises(MemoryRefused, match="requires Blackwell SM100 or SM120"):
-        plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+        plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     # the same launch on a Blackwell card is no refusal of SGLang's (the planner then has no FP4 figure)
     notes = startup_notes({"kv-cache-dtype": "nvfp4", "attention-backend": "triton"}, {}, None,
                           compute_capability=card_from_table("b300").compute_capability)
@@ -74,7 +66,7 @@ def test_up_says_what_sglang_will_change_and_plans_with_it() -> None:
     profile = _profile(**{"context-length": 40960, "speculative-algorithm": "EAGLE", "speculative-num-steps": 3,
                           "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 6, "enable-mixed-chunk": True})
     profile.server.args.pop("max-running-requests", None)
-    plan = plan_up(_facts(profile), profile, UpOptions(skip_qualify=True))
+    plan = plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     said = "\n".join(plan.warnings)
     assert "--speculative-num-draft-tokens: asked 6, will use 4" in said
     assert "--enable-mixed-chunk: asked True, will use False" in said

@@ -122,3 +122,21 @@ def test_slo_and_budget_parsing() -> None:
     assert parse_budget("90m") == 5400 and parse_budget("2h") == 7200 and parse_budget("600") == 600
     with pytest.raises(UsageError):
         parse_budget("soon")
+
+
+def test_the_profile_s_own_launch_is_planned_as_written_and_only_candidates_derive() -> None:
+    # every speedup is a ratio against the hand-written launch: deriving its graph sizes from the
+    # plan would measure a launch nobody wrote
+    from deploytool.memory.cards import card_from_table
+    from deploytool.tune.prune import plan_candidates
+
+    profile = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
+    own = dict(profile.server.args)
+    space = TuneSpace(flags={"max-running-requests": [own.get("max-running-requests", 64), 96]},
+                      derived=["cuda-graph-max-bs"])
+    planned, note = plan_candidates(profile, candidates(profile, space), space, card_from_table("h200"))
+    assert note is None
+    by_id = {p.candidate.id: p for p in planned}
+    assert by_id["base"].candidate.derived == {} and by_id["base"].candidate.args == own
+    c01 = by_id["c01"]
+    assert c01.pruned is None and c01.candidate.derived == {"cuda-graph-max-bs": c01.running_limit}

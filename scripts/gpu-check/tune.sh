@@ -1,8 +1,14 @@
 #!/bin/bash
 # deploytool tune --local on the GPU harness (docs/tune.md, "On a GPU"): unpack and preflight
 # through run.sh (no plan), then the search, its report folder copied to $OUT.
+#   PROFILE (default gpu-check-qwen3-tiny), SPACE (a file beside this script, default
+#   tune-space.yaml), TOTAL_S (the call's seconds), PREP_S (run.sh's bound), RESUME=1: go on from
+#   the journal a previous call on this warm machine left in /tmp/gpu-check/tune-PROFILE;
+#   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner).
 G=$(cd "$(dirname "$0")" && pwd); W=/tmp/gpu-check
 START=$(date +%s)
+PROFILE=${PROFILE:-gpu-check-qwen3-tiny}; SPACE=$G/${SPACE:-tune-space.yaml}
+REPORT=$W/tune-$PROFILE
 BUDGET_S=${PREP_S:-240} bash "$G/run.sh" > "$OUT/prep.log" 2>&1
 echo "prep took $(( $(date +%s) - START )) s" >> "$OUT/prep.log"
 [ -f "$W/env.sh" ] && source "$W/env.sh"
@@ -10,9 +16,14 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PAR
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export TVM_FFI_CACHE_DIR=$W/cache/tvm-ffi TRITON_CACHE_DIR=$W/cache/triton
 export PYTHONPATH=$W/dt/src:$W/dt/site:$W/site
+ARGS=(); [ "${RESUME:-0}" = 1 ] && ARGS+=(--resume) || rm -rf "$REPORT"
+# a call that only measures leaves the winner's qualify to the call that ends the search
+[ "${NO_QUALIFY:-0}" = 1 ] && ARGS+=(--no-qualify)
 LEFT=$(( ${TOTAL_S:-560} - ($(date +%s) - START) ))
-cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile gpu-check-qwen3-tiny \
-  --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$G/tune-space.yaml" \
-  --report "$OUT/tune" --budget "$((LEFT - 110))s" --json > "$OUT/tune.json" 2> "$OUT/tune.log"
+# the budget leaves the winner's qualify start and the copy back inside the call
+cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile "$PROFILE" \
+  --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$SPACE" \
+  --report "$REPORT" --budget "$((LEFT - ${QUALIFY_S:-110}))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
 echo "tune exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
-rm -f "$OUT"/tune/logs/*.log.gz; ls -la "$OUT" "$OUT/tune" >> "$OUT/tune.log" 2>&1
+cp -r "$REPORT" "$OUT/tune"; ls -la "$OUT" "$OUT/tune" "$OUT/tune/logs" >> "$OUT/tune.log" 2>&1
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$OUT/tune.log" 2>&1

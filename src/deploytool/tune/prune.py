@@ -52,7 +52,9 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
                               "(model.host_path) and the card (--card NAME or the profile's match.gpu_name)")
     out: list[Planned] = []
     for cand in cands:
-        _derive_before_plan(cand, space)
+        # the profile's own launch is measured as written: it is what every speedup is against
+        if cand.id != "base":
+            _derive_before_plan(cand, space)
         planned = Planned(cand)
         if why_not is None and card is not None:
             try:
@@ -67,7 +69,7 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
                 planned.pruned = "; ".join(plan.problems) or "does not fit"
         elif isinstance(cand.args.get("max-running-requests"), int):
             planned.running_limit = int(cand.args["max-running-requests"])
-        if planned.pruned is None:
+        if planned.pruned is None and cand.id != "base":
             _derive_after_plan(cand, space, planned.running_limit)
         out.append(planned)
     return out, why_not

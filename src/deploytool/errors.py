@@ -15,6 +15,7 @@ EXIT_NO_GPU = 4  # no NVIDIA driver / NVML on this machine
 EXIT_BUSY = 5  # another deploytool holds the slot's lock
 EXIT_COULD_NOT_RUN = 6  # the command could not do its work: endpoint unreachable, nothing measured, a tool failed
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells expect
+EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a batch scheduler's time limit, `kill`, systemd's stop
 
 
 class DeploytoolError(Exception):
@@ -72,3 +73,9 @@ class BuildError(DeploytoolError):
 
 class DeployError(DeploytoolError):
     pass
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: every path that cleans up after Ctrl-C (a tune
+    candidate's server, an up's half-started release, a rollout's journal) cleans up after a
+    batch scheduler's time limit or a `kill` too, instead of dying with its servers left running."""

@@ -3,11 +3,13 @@ and prints; the commands live in one module per area and register on the one `ap
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 import typer
 
-from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, DeploytoolError
+from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, DeploytoolError, Terminated
 from .app import ScrubbedStream, app, console_err, json_error
 
 # Importing the command modules registers their commands on `app`.
@@ -35,10 +37,41 @@ def main(argv: list[str] | None = None) -> None:
     streams = sys.stdout, sys.stderr
     if not isinstance(sys.stdout, ScrubbedStream):
         sys.stdout, sys.stderr = ScrubbedStream(sys.stdout), ScrubbedStream(sys.stderr)
+    _terminate_like_ctrl_c()
     try:
         _main(args, as_json)
+    except SystemExit as exit_:
+        # typer and click turn the interrupt into exit 130 on their own paths: after a SIGTERM
+        # the status and the words say SIGTERM
+        if _TERMINATED and exit_.code == EXIT_INTERRUPTED:
+            console_err.print("terminated (SIGTERM)", markup=False)
+            sys.exit(EXIT_TERMINATED)
+        raise
     finally:
         sys.stdout, sys.stderr = streams
+
+
+_TERMINATED = False
+
+
+def _terminate_like_ctrl_c() -> None:
+    """SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread. Python's default
+    for SIGTERM is to die at once, skipping every `finally`: a `kill`, a batch scheduler's time
+    limit or a container stop would leave a tune candidate's server holding the GPU. A handler
+    someone else installed (an embedding program) is left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def _raise(signum: int, frame: object) -> None:
+        global _TERMINATED
+        _TERMINATED = True
+        # once: a second SIGTERM must not cut short the clean-up the first one started
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, _raise)
 
 
 def _main(args: list[str], as_json: bool) -> None:
@@ -54,6 +87,10 @@ def _main(args: list[str], as_json: bool) -> None:
         exc.show() if hasattr(exc, "show") else console_err.print(str(exc), markup=False)
         sys.exit(code)
     except (typer.Abort, KeyboardInterrupt):  # click's Ctrl-C inside a prompt, or anywhere else
+        if _TERMINATED:
+            if as_json:
+                json_error("terminated (SIGTERM)", None, EXIT_TERMINATED, "Terminated")
+            sys.exit(EXIT_INTERRUPTED)  # main() says SIGTERM and exits 143
         if as_json:
             json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
         console_err.print("interrupted (Ctrl-C)", markup=False)

@@ -192,3 +192,24 @@ def _serves(proc_dir: Path, port: int) -> bool:
     except OSError:
         return False
     return b"deploytool.sim" in argv and str(port).encode() in argv
+
+
+def test_on_a_card_s_slot_the_search_plans_for_that_card_and_never_starts_on_a_described_host(tmp_path: Path) -> None:
+    # a card's Docker slot is where `up --gpu` serves; on a described host (no such cards here)
+    # the plan is made for the described card and a real search is refused before any work
+    hosts = Path(__file__).resolve().parent / "data" / "nvml-hosts"
+    env = {"DEPLOYTOOL_NVML_STANDIN": str(hosts / "h200x2-pcie-switch.yaml"),
+           "DOCKER_HOST": "unix:///nonexistent/docker.sock"}
+    uuid = json.loads(run_cli("gpus", "--json", env=env).stdout)["gpus"][0]["uuid"]
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}})
+    args = ["tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--gpu", uuid, "--json"]
+    dry = run_cli(*args, "--report", str(tmp_path / "dry"), "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    data = json.loads(dry.stdout)
+    assert data["where"] == f"--gpu {uuid}" and "H200" in json.dumps(data["card"])
+    real = run_cli(*args, "--report", str(tmp_path / "real"), env=env)
+    assert real.returncode == 2, real.stdout + real.stderr
+    assert "the host is described by" in json.loads(real.stdout)["error"]["message"]
+    assert not (tmp_path / "real").exists()
+    bad = run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--gpu", "GPU-1", "--json", env=env)
+    assert bad.returncode == 2 and "is not a GPU UUID" in json.loads(bad.stdout)["error"]["message"]

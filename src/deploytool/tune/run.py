@@ -39,6 +39,12 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
          profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
          progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
     where = _where(local, cpu_slot, gpus, dry_run)
+    if gpus and not dry_run:
+        from ..host.nvml import refuse_on_described_host
+        from ..release.slots import slot_from_options
+
+        # before the flag check and the plans: minutes of work for a search that cannot run here
+        refuse_on_described_host([slot_from_options(gpus, False, None).name], "tune")
     if workload not in WORKLOADS:
         raise UsageError(f"--workload {workload}: tune searches with the load sweep (`table`) only for now",
                          hint="agentic, long-context and open-loop are bench workloads; measure a tuned profile with them")
@@ -61,7 +67,7 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     if dry_run:
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
-    with _servers(cpu_slot, profiles_dirs) as make_server:
+    with _servers(cpu_slot, gpus, profiles_dirs) as make_server:
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
         except KeyboardInterrupt:
@@ -85,24 +91,26 @@ def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: b
     if not chosen and not dry_run:
         raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")
     if gpus:
-        raise UsageError("--gpu: candidates on a card's Docker slot are not implemented yet",
-                         hint="run them as local processes with --local, or on a CPU slot of the reference "
-                              "runtime with --cpu-slot NAME (docs/tune.md)")
+        return " ".join(f"--gpu {u}" for u in gpus)
     if cpu_slot:
         return f"--cpu-slot {cpu_slot}"
     return chosen[0] if chosen else "nowhere (--dry-run)"
 
 
 @contextlib.contextmanager
-def _servers(cpu_slot: str | None, profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
-    """What starts a candidate: a local process, or a release of the CPU slot (whose serving
-    release is brought back when the search ends, however it ends)."""
-    if not cpu_slot:
+def _servers(cpu_slot: str | None, gpus: list[str] | None,
+             profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
+    """What starts a candidate: a local process, or a release of a Docker slot (a card's, or a
+    CPU slot of the reference runtime) whose serving release is brought back when the search
+    ends, however it ends."""
+    if not cpu_slot and not gpus:
         yield lambda p, log: LocalServer(p, log)
         return
+    from ..release.slots import slot_from_options
     from .slot import SlotServer, slot_session
 
-    with slot_session(cpu_slot, profiles_dirs) as session:
+    slot = slot_from_options(gpus, False, cpu_slot)
+    with slot_session(slot, profiles_dirs) as session:
         yield lambda p, log: SlotServer(session, p, log)
 
 

@@ -1,4 +1,4 @@
-"""Candidates as releases of a Docker slot (`tune --cpu-slot NAME`), through the same plan and
+"""Candidates as releases of a Docker slot (`tune --gpu UUID` or `--cpu-slot NAME`), through the same plan and
 executor as `up`: each candidate's launch is planned by `plan_up` (facts, the memory gate, the
 compose document `docker compose config` accepts) and run by `execute`, without the cut-over, the
 pruning or qualify: a candidate never becomes the slot's current release.
@@ -24,7 +24,7 @@ from ..deploy.steps import Build, Plan, PrepareCache, Prune, Start, Stop, WaitHe
 from ..errors import DeploytoolError, Interrupted
 from ..host.engine import Engine
 from ..profiles import Profile
-from ..release.slots import Slot, cpu_slot_named
+from ..release.slots import Slot
 from ..release.state import slot_lock
 from .local import free_port
 
@@ -69,8 +69,7 @@ class SlotSession:
 
 
 @contextlib.contextmanager
-def slot_session(name: str, profiles_dirs: list[Path] | None = None) -> Iterator[SlotSession]:
-    slot = cpu_slot_named(name)
+def slot_session(slot: Slot, profiles_dirs: list[Path] | None = None) -> Iterator[SlotSession]:
     engine = Engine()
     with slot_lock(slot.name, "tune"):
         session = SlotSession(slot, engine, profiles_dirs)

@@ -213,3 +213,41 @@ def test_on_a_card_s_slot_the_search_plans_for_that_card_and_never_starts_on_a_d
     assert not (tmp_path / "real").exists()
     bad = run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--gpu", "GPU-1", "--json", env=env)
     assert bad.returncode == 2 and "is not a GPU UUID" in json.loads(bad.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize(("workload", "settings", "group"), [
+    ("agentic", {"first_prompt_tokens": 256, "turn_user_tokens": 16, "output_tokens_per_turn": 16, "turns": 2,
+                 "concurrency": [4]}, "agentic_c4"),
+    ("open-loop", {"rates": [8.0], "requests_per_rate": 12, "prompt_tokens": 64, "output_tokens": 24,
+                   "slo_ttft_s": 30.0, "slo_itl_p99_s": 5.0}, "poisson_r8"),
+])
+def test_bench_workloads_load_each_candidate_and_the_running_limit_still_wins(tmp_path: Path, workload: str,
+                                                                              settings: dict, group: str) -> None:
+    # by the reference runtime's rules four conversations (or eight arrivals a second) are served
+    # at the running limit's width, with graphs up to it: the limit 4 beats the profile's 2 (its
+    # own graphs), which beats 1
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [1, 4]},
+                                                          "derived": ["cuda-graph-max-bs"],
+                                                          "workload_settings": settings, "rounds": 1})
+    done = tune_cli(profiles, tmp_path / "r", "--local", "--workload", workload, "--no-qualify")
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    by_id = {c["id"]: c for c in data["candidates"]}
+    assert data["space"]["workload"] == workload and data["winner"] == "c02", data
+    assert by_id["c02"]["changes"] == {"max-running-requests": 4}
+    assert by_id["c02"]["derived"] == {"cuda-graph-max-bs": 4}
+    medians = {cid: by_id[cid]["score_median"] for cid in ("c01", "base", "c02")}
+    assert medians["c01"] < medians["base"] < medians["c02"], medians
+    journal = [json.loads(line) for line in (tmp_path / "r" / "journal.jsonl").read_text().splitlines()]
+    passes = [e for e in journal if e["kind"] == "pass"]
+    assert passes and all(len(p["points"]) == 1 for p in passes)  # the workload's one level, nothing else
+
+
+def test_a_workload_tune_cannot_search_or_settings_it_refuses_are_usage_errors(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [1, 4]},
+                                                          "workload_settings": {"turnz": 3}})
+    bad = tune_cli(profiles, tmp_path / "r", "--local", "--workload", "agentic")
+    assert bad.returncode == 2 and "turnz: unknown setting" in json.loads(bad.stdout)["error"]["message"]
+    other = tune_cli(profiles, tmp_path / "r", "--local", "--workload", "input-ablation")
+    assert other.returncode == 2 and "not one tune searches with" in json.loads(other.stdout)["error"]["message"]
+    assert not (tmp_path / "r").exists()

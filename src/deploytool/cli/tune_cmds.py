@@ -17,7 +17,7 @@ def tune_cli(
     cpu_slot: CpuSlotOpt = None,
     gpu: GpuOpt = None,
     card: Annotated[Optional[str], typer.Option("--card", help="Plan candidates for a named card (rtx5090, h200, ...); default the profile's match.gpu_name.")] = None,
-    workload: Annotated[str, typer.Option("--workload", help="How each live server is loaded: `table` (the concurrency sweep of the space's `load`).")] = "table",
+    workload: Annotated[Optional[str], typer.Option("--workload", help="How each live server is loaded: `table` (the concurrency sweep of the space's `load`), `agentic`, `long-context` or `open-loop` (bench's workloads, sized by the space's `workload_settings`); default the space's `workload`, else table.")] = None,
     slo: Annotated[Optional[str], typer.Option("--slo", help="Latency targets over the space's: ttft_p99_ms=...,tpot_p99_ms=...,min_user_tps=...")] = None,
     space: Annotated[Optional[Path], typer.Option("--space", help="YAML file with the search space (the keys of a profile's `tune:` section).")] = None,
     budget: Annotated[Optional[str], typer.Option("--budget", help="Stop cleanly before this much time is spent, e.g. 90m, 2h, 600s.")] = None,

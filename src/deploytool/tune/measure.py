@@ -15,7 +15,7 @@ from ..bench.runner import BenchRunner
 from ..profiles import Profile
 from ..release.targets import Target
 from ..server import serverfields
-from .space import Slo, TuneSpace
+from .space import Slo, TuneSpace, workload_settings
 
 
 @dataclass
@@ -61,7 +61,13 @@ class Pass:
 
 def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
     """bench's method for a tune pass: one warm-up, a one-request decode check, then the load
-    levels of the space (no prefill phase: the search is about serving throughput)."""
+    levels of the space (no prefill phase: the search is about serving throughput); or one of
+    bench's workloads with its settings."""
+    if space.workload != "table":
+        return build_method(
+            repeats=space.repeats, warmup_requests=1, warmup_output_tokens=16, workload=space.workload,
+            workload_settings={space.workload: workload_settings(space)}, idle_timeout_s=30.0,
+            run_timeout_s=run_timeout_s, request_timeout_s=min(600.0, run_timeout_s))
     return build_method(
         repeats=space.repeats, warmup_requests=1, warmup_output_tokens=16,
         decode_requests=1, decode_output_tokens=16, decode_prompt_tokens=space.prompt_tokens,
@@ -83,11 +89,12 @@ def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int)
     info = run.server.get("server_info") or {}
     reported = {"kv_tokens": serverfields.kv_pool_tokens(info), "running_limit": serverfields.running_limit(info)[0]}
     out = []
-    repeats = sorted({g.repeat for g in run.groups if g.phase == "load"})
+    # table's decode check is not a load level; every group of another workload is one
+    levels = [g for g in run.groups if g.phase == "load" or run.workload != "table"]
+    repeats = sorted({g.repeat for g in levels})
     for repeat in repeats:
         points = []
-        for group in sorted((g for g in run.groups if g.phase == "load" and g.repeat == repeat),
-                            key=lambda g: g.concurrency):
+        for group in sorted((g for g in levels if g.repeat == repeat), key=lambda g: g.concurrency):
             records = [r for r in run.requests if r.group == group.name and r.repeat == repeat and not r.cut_by_time_bound]
             points.append(load_point(group.concurrency, group.aggregate_output_tps, records, slo, gpus))
         inside = [p.per_gpu_tps for p in points if p.meets and p.per_gpu_tps is not None]

@@ -22,7 +22,6 @@ from .local import LocalServer
 from .search import Search, describe, estimate_s, finish, prepare, replay_journal, run_search
 from .space import parse_budget, parse_slo, read_space
 
-WORKLOADS = ("table",)  # the load sweep on one live server; the others are not searched yet
 EXIT_OK, EXIT_NONE_QUALIFIES = 0, 1
 
 
@@ -34,7 +33,7 @@ class TuneOutcome:
 
 
 def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None, gpus: list[str] | None = None,
-         card: str | None = None, workload: str = "table", slo: str | None = None, space_file: Path | None = None,
+         card: str | None = None, workload: str | None = None, slo: str | None = None, space_file: Path | None = None,
          budget: str | None = None, dry_run: bool = False, resume: bool = False, report_dir: Path | None = None,
          profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
          progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
@@ -45,14 +44,11 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
 
         # before the flag check and the plans: minutes of work for a search that cannot run here
         refuse_on_described_host([slot_from_options(gpus, False, None).name], "tune")
-    if workload not in WORKLOADS:
-        raise UsageError(f"--workload {workload}: tune searches with the load sweep (`table`) only for now",
-                         hint="agentic, long-context and open-loop are bench workloads; measure a tuned profile with them")
     store = ProfileStore(profiles_dirs)
     profile = store.get(profile_name)
     if profile.abstract:
         raise UsageError(f"profile {profile_name!r} is abstract: tune one that extends it")
-    space = read_space(profile, space_file)
+    space = read_space(profile, space_file, workload=workload)
     slo_targets = parse_slo(slo, space)
     budget_s = parse_budget(budget)
     report_dir = Path(report_dir or Path("reports") / "tune" / profile.name)
@@ -213,14 +209,23 @@ def _exit_code(data: dict[str, Any]) -> int:
     return EXIT_OK
 
 
+def _flags_line(check: dict[str, Any] | None) -> str:
+    where = (check or {}).get("where") or ""
+    if not where or where.startswith("not checked"):
+        return f"flags {where or 'not checked'}"
+    return f"flags checked by {where}"
+
+
 def _summary(data: dict[str, Any]) -> list[str]:
     c = data["counts"]
     space = data["space"]
     lines = ["space: " + "; ".join(f"{k} {v}" for k, v in space["flags"].items())
              + (f"; derived from the plan: {', '.join(space['derived'])}" if space["derived"] else "")
-             + f"; load (concurrency) {space['load']}, {space['repeats']} passes per start, SLO "
+             + (f"; load (concurrency) {space['load']}" if space.get("workload", "table") == "table"
+                else f"; workload {space['workload']} {space.get('workload_settings') or '(its defaults)'}")
+             + f", {space['repeats']} passes per start, SLO "
              + (", ".join(f"{k}={v:g}" for k, v in data["slo"].items() if v is not None) or "none"),
-             f"flags checked by {data['flags_check']['where']}" if data.get("flags_check") else "flags not checked",
+             _flags_line(data.get("flags_check")),
              f"planning: {data['plan_note']}" if data.get("plan_note") else f"planned for {data.get('card')}",
              f"candidates: {c['planned']} planned, {c['refused']} refused by the parser, {c['pruned']} pruned "
              f"by the plan, {c['runnable']} to measure"]

@@ -52,6 +52,11 @@ class TuneSpace(BaseModel):
     max_candidates: int = Field(default=64, ge=1)
     tie_margin: float = Field(default=0.02, ge=0, lt=1)  # ranges closer than this share are a tie
     slo: Slo = Field(default_factory=Slo)
+    # How each live server is loaded: `table` sweeps `load` (closed loop); agentic, long-context
+    # and open-loop are bench's workloads with their own settings (bench/workloads/), which
+    # `workload_settings` overrides (agentic's concurrency defaults to `load`)
+    workload: str = "table"
+    workload_settings: dict[str, Any] = Field(default_factory=dict)
     qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract"])  # suites run on the winner
 
     @field_validator("flags")
@@ -114,8 +119,9 @@ def recipe_defaults(profile: Profile) -> tuple[dict[str, list[Any]], list[str]]:
     return flags, ["cuda-graph-max-bs"]
 
 
-def read_space(profile: Profile, space_file: Path | None = None) -> TuneSpace:
-    """The profile's `tune:` section, or the file's; the recipe's defaults when it names no flags."""
+def read_space(profile: Profile, space_file: Path | None = None, *, workload: str | None = None) -> TuneSpace:
+    """The profile's `tune:` section, or the file's; the recipe's defaults when it names no flags.
+    `workload` (the --workload flag) overrides the space's own."""
     if space_file is not None:
         from ..yamlio import load_yaml
 
@@ -134,6 +140,9 @@ def read_space(profile: Profile, space_file: Path | None = None) -> TuneSpace:
                              + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"]) for e in exc.errors())
         raise ProfileError(f"{where}: {problems}", hint=f"known keys: {', '.join(TuneSpace.model_fields)} "
                                                          "(docs/tune.md)") from None
+    if workload is not None:
+        space = space.model_copy(update={"workload": workload})
+    check_workload(space, where)
     if not space.flags:
         flags, derived = recipe_defaults(profile)
         if not flags:
@@ -142,6 +151,34 @@ def read_space(profile: Profile, space_file: Path | None = None) -> TuneSpace:
                                   "tune.flags, e.g. max-running-requests: [8, 16, 32]")
         space = space.model_copy(update={"flags": flags, "derived": space.derived or derived})
     return space
+
+
+TUNE_WORKLOADS = ("table", "agentic", "long-context", "open-loop")
+
+
+def workload_settings(space: TuneSpace) -> dict[str, Any]:
+    """The bench workload's settings for a tune pass: its defaults, then what the space implies
+    (agentic's concurrency sweep is the space's `load`), then `workload_settings`."""
+    from ..bench.workloads import resolve_settings
+
+    implied = {"concurrency": space.load} if space.workload == "agentic" else {}
+    return resolve_settings(space.workload, "default", {**implied, **space.workload_settings})
+
+
+def check_workload(space: TuneSpace, where: str) -> None:
+    """A workload tune cannot search, or settings the workload refuses, before anything starts."""
+    if space.workload not in TUNE_WORKLOADS:
+        raise UsageError(f"{where}: workload {space.workload!r} is not one tune searches with",
+                         hint=f"one of {', '.join(TUNE_WORKLOADS)} (input-ablation compares prompts, not launches)")
+    if space.workload == "table":
+        if space.workload_settings:
+            raise UsageError(f"{where}: workload_settings is for agentic, long-context and open-loop",
+                             hint="the table workload's sizes are load, requests_per_level, prompt_tokens, output_tokens")
+        return
+    try:
+        workload_settings(space)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {exc}", hint="docs/bench.md lists each workload's settings") from None
 
 
 def parse_slo(text: str | None, space: TuneSpace) -> Slo:

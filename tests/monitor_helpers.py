@@ -34,3 +34,24 @@ class Load:
         self.stop.set()
         for t in self.threads:
             t.join(timeout=30)
+
+
+def serving_gap(api: httpx.Client, slot: str, since: float, until: float) -> dict:
+    """From Prometheus's own `up` samples of the slot's release targets between two times (unix
+    seconds): the longest stretch with no successful scrape of any release, and the releases seen.
+    A stretch is measured between two successful scrapes, so it is at least one scrape interval
+    even when nothing was missed."""
+    span = max(1, int(until - since) + 5)
+    result = api.get("/api/v1/query", params={
+        "query": f'up{{job="deploytool-releases",slot="{slot}"}}[{span}s]', "time": f"{until:.3f}"}).json()
+    up_at: list[float] = []
+    releases = set()
+    for series in result["data"]["result"]:
+        for stamp, value in series["values"]:
+            if since <= float(stamp) <= until and value == "1":
+                up_at.append(float(stamp))
+                releases.add(series["metric"].get("release"))
+    up_at.sort()
+    widest = max((b - a, a, b) for a, b in zip(up_at, up_at[1:])) if len(up_at) > 1 else (None, None, None)
+    return {"longest_s": widest[0], "from": widest[1], "to": widest[2], "samples_up": len(up_at),
+            "releases": sorted(r for r in releases if r)}

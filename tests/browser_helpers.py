@@ -19,7 +19,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 class Browser:
-    def __init__(self, page: Path, profile_dir: Path, width: int = 1280, height: int = 1000) -> None:
+    def __init__(self, page: Path | str, profile_dir: Path, width: int = 1280, height: int = 1000) -> None:
         import websocket  # websocket-client, installed with the Docker SDK
 
         assert CHROMIUM is not None
@@ -44,7 +44,11 @@ class Browser:
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
                   mobile=False)
         self.call("Page.enable")
-        self.call("Page.navigate", url=page.resolve().as_uri())
+        self.navigate(page)
+
+    def navigate(self, page: Path | str) -> None:
+        """A file, or a URL (a server's own page)."""
+        self.call("Page.navigate", url=page if isinstance(page, str) else page.resolve().as_uri())
         self._wait_loaded()
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import time
 import httpx
 
 from conftest import free_port, run_cli
+from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401 (fixtures)
 from monitor_helpers import Load
 
@@ -21,7 +22,7 @@ def _scraped(api: httpx.Client, timeout: float = 60.0) -> list[tuple[str, str]]:
     seen = []
     while time.monotonic() < deadline:
         targets = api.get("/api/v1/targets").json()["data"]["activeTargets"]
-        seen = [(t["labels"].get("release"), t["health"]) for t in targets]
+        seen = [(t["labels"].get("release"), t["health"]) for t in targets if t["labels"]["job"] == RELEASES_JOB]
         if seen and all(health == "up" for _, health in seen):
             return seen
         time.sleep(1)
@@ -62,13 +63,15 @@ def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:  # no
         second = up(cli, "t-good2")
         assert second.returncode == 0, second.stderr
         assert _wait_for(api, "2") == [("2", "up")]
-        labels = api.get("/api/v1/targets").json()["data"]["activeTargets"][0]["labels"]
+        labels = next(t["labels"] for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+                      if t["labels"]["job"] == RELEASES_JOB)
         assert (labels["slot"], labels["profile"], labels["card"]) == ("cpu", "t-good2", "cpu")
 
         back = cli("rollback", "--cpu", "--json")
         assert back.returncode == 0, back.stderr
         assert _wait_for(api, "1") == [("1", "up")]
         status = json.loads(run_cli("monitor", "status", "--json").stdout)
-        assert status["running"] and [t["labels"]["release"] for t in status["targets"]] == ["1"]
+        assert status["running"] and sorted((t["labels"]["job"], t["labels"]["release"]) for t in status["targets"]) == [
+            (HEALTH_JOB, "1"), (RELEASES_JOB, "1")]
     finally:
         run_cli("monitor", "down", "--json")

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import free_port, run_cli
 from deploytool.host.releases import Release
-from deploytool.monitor import stack
+from deploytool.monitor import prometheus, stack
 from deploytool.profiles import ProfileStore
 from deploytool.release import scrape_targets
 from deploytool.release.state import SlotPointers, write_pointers
@@ -48,7 +48,9 @@ def _query(api: httpx.Client, expr: str) -> list[dict]:
 
 
 def _targets(api: httpx.Client) -> list[dict]:
-    return api.get("/api/v1/targets").json()["data"]["activeTargets"]
+    """The /metrics targets (the same releases' /health are the health job's)."""
+    return [t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+            if t["labels"]["job"] == prometheus.RELEASES_JOB]
 
 
 def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path: Path) -> None:

@@ -151,7 +151,8 @@ def test_scrape_targets_follow_the_pointer(tmp_path: Path, monkeypatch: pytest.M
 def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> None:
     """promtool's alert unit tests over the generated rules: a KV pool full for minutes, the
     watched profile's draft accepting fewer tokens than it expects, its TTFT p99 above target,
-    a release that stops answering, a card held down for heat; and none while all is well."""
+    a release that stops answering, one whose /health fails while /metrics answers, a card held
+    down for heat; and none while all is well."""
     rules = tmp_path / "rules.yml"
     rules.write_text(yaml.safe_dump(prometheus.rules_document(profiles), sort_keys=False, width=1000))
     lab = 'slot="gpu-a",release="3",profile="watched",card="GPU-1"'
@@ -169,6 +170,10 @@ def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> 
             {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="4"}}', "values": "0+10x30"},
             {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="+Inf"}}', "values": "0+10x30"},
             {"series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30001",{ok}}}', "values": "1x4 0x26"},
+            {"series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30001",{ok}}}', "values": "1x4 0x26"},
+            # the watched release: /metrics answers, /health does not (a wedged scheduler)
+            {"series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30003",{lab}}}', "values": "1x30"},
+            {"series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30003",{lab}}}', "values": "1x4 0x26"},
             {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="0",UUID="GPU-1"}}', "values": "64x30"},  # HW thermal
             {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="1",UUID="GPU-2"}}', "values": "1x30"},  # idle only
         ],
@@ -186,6 +191,13 @@ def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> 
                                "slot": "cpu", "release": "1", "profile": "sim", "card": "cpu"},
                 "exp_annotations": {"summary": "slot cpu: release 1 does not answer /metrics",
                                     "description": "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy."}}]},
+            # the stopped one pages as down only; the wedged one as unhealthy
+            {"eval_time": "10m", "alertname": "DeploytoolReleaseUnhealthy", "exp_alerts": [{
+                "exp_labels": {"severity": "page", "job": prometheus.HEALTH_JOB, "instance": "127.0.0.1:30003",
+                               "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
+                "exp_annotations": {"summary": "slot gpu-a: release 3 fails its health check",
+                                    "description": prometheus.alerting_rules([])[1]["annotations"]["description"]}}]},
+            {"eval_time": "2m", "alertname": "DeploytoolReleaseUnhealthy", "exp_alerts": []},  # not yet 1 minute
             {"eval_time": "10m", "alertname": "DeploytoolTTFTp99AboveTarget", "exp_alerts": [{
                 "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
                 "exp_annotations": {"summary": "slot gpu-a: TTFT p99 3.98s above watched's 1.5 s",

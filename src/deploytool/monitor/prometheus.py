@@ -16,6 +16,11 @@ from .top import KV_NEAR_FULL
 
 WINDOW = "1m"
 RELEASES_JOB = "deploytool-releases"
+# The same targets' /health, scraped as if it were metrics: SGLang answers it 200 with an empty
+# body (zero samples, so `up` is 1) when healthy and 503 when its scheduler does not answer, while
+# /metrics still answers. A wedged release is then seen by Prometheus alone, without an exporter.
+HEALTH_JOB = "deploytool-health"
+HEALTH_PATH = "/health"
 CARDS_JOB = "dcgm-exporter"
 # NVML's clock event reasons that mean heat or power holds the card down (host/gpu_live.py), as
 # NVIDIA's dcgm-exporter reports them in one bitmask gauge.
@@ -31,10 +36,10 @@ def config(*, scrape_interval_s: int, targets_path: str, rules_path: str, cards_
     """prometheus.yml. The scrape targets come from the file deploytool rewrites at every
     cut-over (release/scrape_targets.py); Prometheus re-reads it when it changes."""
     jobs: list[dict[str, Any]] = [{
-        "job_name": RELEASES_JOB,
-        "metrics_path": "/metrics",
+        "job_name": job,
+        "metrics_path": path,
         "file_sd_configs": [{"files": [targets_path], "refresh_interval": "30s"}],
-    }]
+    } for job, path in ((RELEASES_JOB, "/metrics"), (HEALTH_JOB, HEALTH_PATH))]
     if cards_exporter:
         jobs.append({"job_name": CARDS_JOB, "static_configs": [{"targets": [cards_exporter]}]})
     return {
@@ -54,10 +59,16 @@ def alerting_rules(profiles: list[Any]) -> list[dict[str, Any]]:
     per profile that promises them, TTFT/TPOT p99 above its target and the accept length below
     its expect; a card throttling when the cards' exporter is scraped."""
     up = f'up{{job="{RELEASES_JOB}"}}'
+    health = f'up{{job="{HEALTH_JOB}"}}'
     rules: list[dict[str, Any]] = [
         _alert("DeploytoolReleaseDown", f"{up} == 0", "1m",
                "slot {{ $labels.slot }}: release {{ $labels.release }} does not answer /metrics",
                "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy."),
+        # only while /metrics answers: a release that is down altogether pages once, as down
+        _alert("DeploytoolReleaseUnhealthy", f"{health} == 0 unless on(slot, release) {up} == 0", "1m",
+               "slot {{ $labels.slot }}: release {{ $labels.release }} fails its health check",
+               f"{HEALTH_PATH} does not answer 200 while /metrics does: a scheduler that no longer answers (SGLang's "
+               "health request times out), the process still running."),
         _alert("DeploytoolKvPoolNearFull", f"{record_name('kv_use')} > {KV_NEAR_FULL}", "5m",
                "slot {{ $labels.slot }}: KV pool {{ $value | humanizePercentage }} full for 5 minutes",
                "New requests wait or retract; more cards, a shorter context or a smaller running limit."),

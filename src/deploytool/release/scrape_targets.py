@@ -53,7 +53,8 @@ def target_groups(releases: list[Release]) -> list[dict[str, Any]]:
         groups.append({"targets": [address], "labels": {
             "slot": slot, "release": str(release.release), "profile": release.profile,
             "card": ",".join(release.gpus) or "cpu", "simulator": "true" if release.simulator else "false",
-            # a release that wants a key answers /metrics 401 to a scrape without it: said on the target
+            # whether the release wants a key on its API (never the key): its /metrics needs none
+            # (SGLang serves /metrics, /health and /ready open), so the scrape carries no key
             "api_key": "required" if release.api_key else "none"}})
     return groups
 

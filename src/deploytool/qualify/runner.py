@@ -24,7 +24,8 @@ from ..server.readiness import wait_until_ready
 
 # What sets how long qualify waits for a loading server, as the waiting line and the error name it.
 READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
-from .base import SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .context import SuiteContext
+from .suite_api import SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
 from .report import Against, write_reports

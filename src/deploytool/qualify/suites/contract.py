@@ -27,8 +27,9 @@ from pydantic import Field
 from ...server.client import ChatResult
 from ...server.serverfields import find_key
 from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
-                    previous_suite, transcript)
+from ..context import SuiteContext, chat_payload
+from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ..transcripts import transcript
 
 name = "contract"
 

@@ -4,7 +4,7 @@ multivalue and multiquery, at every length of a grid from 8K up to the target (2
 capped by the context length) and at least five depths, scored with RULER's string_match_all.
 
 Each length is found by search against the server's own `usage.prompt_tokens`
-(qualify/haystack.py), with the longest variant's prompt, so no variant runs over. Every prompt
+(qualify/suites/needle/haystack.py), with the longest variant's prompt, so no variant runs over. Every prompt
 opens with a fresh random line, so a prefix cache cannot serve one prompt from another.
 Gate: per length, the mean string_match_all >= min_accuracy (or min_accuracy_by_length).
 The report holds a depth x length heat map of the scores.
@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, response_problems, transcript)
-from ..haystack import search_length
-from ..prose import sentences as prose_sentences
-from ..ruler import VARIANTS, build, string_match_all
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
+from .haystack import search_length
+from ...prose import sentences as prose_sentences
+from ...ruler import VARIANTS, build, string_match_all
 
 name = "needle"
 Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
@@ -129,15 +130,13 @@ async def run(ctx: SuiteContext) -> SuiteResult:
                                  measured=sizes[n]["prompt_tokens"], passed=False, comparison="in",
                                  detail=f"length search ended after {sizes[n]['probes']} probes{last}"))
     runnable = [c for c in cells if c[0] not in missing]
-    semaphore = asyncio.Semaphore(s.concurrency)
 
     async def one(length: int, depth: float, variant: str) -> dict[str, Any]:
         sample = build(variant, haystack.take(sizes[length]["sentences"]), depth, random.Random(rng.random()),
                        fresh_opening())
         payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], stream=True,
                                max_tokens=s.max_tokens, thinking=False)
-        async with semaphore:
-            res = await ctx.client.chat(payload)
+        res = await ctx.send(payload)
         ctx.advance()
         score = 0.0 if res.error else string_match_all(res.content, sample.answers)
         problems = response_problems(res)

@@ -18,13 +18,14 @@ from typing import Any
 
 from pydantic import Field
 
-from ...server import serverfields
-from ...server.readiness import READY_TIMEOUT_S
-from ...server.serverfields import find_key
-from ...server.facts import ServerFacts
-from ..base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict
-from ..expectations import Expectations
-from ..expectations import evaluate as evaluate_expectations
+from ....server import serverfields
+from ....server.readiness import READY_TIMEOUT_S
+from ....server.serverfields import find_key
+from ....server.facts import ServerFacts
+from ...context import SuiteContext
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict
+from .expectations import Expectations
+from .expectations import evaluate as evaluate_expectations
 
 name = "preflight"
 
@@ -53,7 +54,7 @@ class Settings(SuiteSettings):
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
     expect: Expectations = Field(default_factory=Expectations,
-                                 description="Fast paths the profile expects (qualify/expectations.py).")
+                                 description="Fast paths the profile expects (qualify/suites/preflight/expectations.py).")
 
 
 def applies_to(profile: Any, server: ServerFacts) -> str | None:
@@ -87,7 +88,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
     # the memory plan's prediction beside what the server reports, and its error
-    from ...memory.profile_plan import plan_next_to_server
+    from ....memory.profile_plan import plan_next_to_server
     figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()
     figures["image"] = _image_record(ctx)
@@ -146,7 +147,7 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
     if not uuids:
         return None
     try:
-        from ...host.gpus import read_inventory  # NVML; absent on machines without a driver
+        from ....host.gpus import read_inventory  # NVML; absent on machines without a driver
         inventory = read_inventory()
     except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
         return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
@@ -178,7 +179,7 @@ def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
         return None
     record: dict[str, Any] = {"reference": release.image, "labels": dict(getattr(ctx.target, "image_labels", None) or {})}
     try:
-        from ...host.engine import Engine
+        from ....host.engine import Engine
         image = Engine().image(release.image)
         if image is not None:
             record["id"] = image.id

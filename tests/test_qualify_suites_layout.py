@@ -79,3 +79,49 @@ def test_no_suite_keeps_its_own_semaphore() -> None:
             if isinstance(node, ast.Attribute) and node.attr in ("Semaphore", "BoundedSemaphore"):
                 own.append(f"{path.relative_to(SUITES)}:{node.lineno}")
     assert not own, f"use ctx.send / ctx.bounded(n) instead: {own}"
+
+
+def test_ctx_send_keeps_the_suites_concurrency_and_bounded_its_own() -> None:
+    """Counted where the requests arrive (a client standing in for the wire), not by the bound itself."""
+    import asyncio
+
+    from deploytool.qualify.context import SuiteContext
+    from deploytool.server.facts import ServerFacts
+
+    class Counting:
+        def __init__(self) -> None:
+            self.now = self.peak = self.calls = 0
+            self.keep: list[bool | None] = []
+
+        async def chat(self, payload: dict, *, keep_chunks: bool | None = None) -> str:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+            self.calls += 1
+            self.keep.append(keep_chunks)
+            await asyncio.sleep(0.01)
+            self.now -= 1
+            return payload["n"]
+
+    class Settings:
+        concurrency = 3
+
+    async def scenario() -> tuple[Counting, Counting, list, int, int]:
+        bounded, unbounded = Counting(), Counting()
+        ctx = SuiteContext(client=bounded, settings=Settings(), server=ServerFacts(url="http://x"), profile=None,
+                           target=None)
+        answers = await asyncio.gather(*(ctx.send({"n": i}, keep_chunks=True if i == 0 else None) for i in range(12)))
+        send_peak, bounded.peak = bounded.peak, 0
+        own = ctx.bounded(5)
+        await asyncio.gather(*(own.send({"n": i}) for i in range(12)))
+        free = SuiteContext(client=unbounded, settings=object(), server=ServerFacts(url="http://x"), profile=None,
+                            target=None)
+        await asyncio.gather(*(free.send({"n": i}) for i in range(12)))
+        return bounded, unbounded, answers, send_peak, own.peak
+
+    bounded, unbounded, answers, send_peak, own_peak = asyncio.run(scenario())
+    assert answers == list(range(12))
+    assert bounded.calls == 24
+    assert send_peak == 3  # the suite's concurrency setting
+    assert bounded.peak == own_peak == 5  # a phase's own bound, and the peak it counts
+    assert bounded.keep[0] is True and bounded.keep[1] is None
+    assert unbounded.peak == 12  # a suite without a concurrency setting is not bounded

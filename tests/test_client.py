@@ -292,7 +292,7 @@ def test_a_trickling_server_times_out(tricky: str) -> None:
 def test_non_streamed_tool_call_without_a_usable_index_takes_its_position(tricky: str) -> None:
     """SGLang sends `"index": null` (or -1) on non-streamed calls: the position is the index, so
     canonical sorting works (it raised TypeError and crashed the tools suite)."""
-    from deploytool.qualify.toolcheck import canonical_calls
+    from deploytool.qualify.suites.tools.toolcheck import canonical_calls
 
     res = chat(tricky, {"model": "null_index", "messages": [{"role": "user", "content": "x"}]})
     assert res.ok, res.error

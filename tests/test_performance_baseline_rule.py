@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deploytool.errors import UsageError
-from deploytool.qualify.base import Gate, SuiteResult, Verdict
+from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
 from deploytool.release.slots import Slot
 from deploytool.release.state import journal, release_path
 from deploytool.release.targets import baseline_release

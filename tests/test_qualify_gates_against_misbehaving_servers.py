@@ -15,7 +15,7 @@ import pytest
 from conftest import serve_app
 from deploytool.server.client import EndpointClient
 from deploytool.qualify import Verdict
-from deploytool.qualify.base import SuiteContext
+from deploytool.qualify.context import SuiteContext
 from deploytool.server.facts import ServerFacts
 from deploytool.qualify.suites import preflight as preflight_suite
 from deploytool.qualify.suites import tools as tools_suite

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deploytool.qualify import Verdict, lmeval
+from deploytool.qualify import Verdict
+from deploytool.qualify.suites.gsm8k import lmeval
 from deploytool.qualify.paired import compare, mcnemar_exact_p
 from qualify_helpers import qualify, sim
 

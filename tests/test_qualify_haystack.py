@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deploytool.qualify.haystack import filler_sentences, insert_at_depth, search_length
+from deploytool.qualify.suites.needle.haystack import filler_sentences, insert_at_depth, search_length
 
 
 def run(measure, target, guess, tolerance=50, max_probes=8):

@@ -7,7 +7,7 @@ from pathlib import Path
 from deploytool.qualify import Verdict
 from deploytool.server import metrics_window as mw
 from deploytool.server.facts import parse_prometheus
-from deploytool.qualify.expectations import Expectations, decode_cuda_graph_on, static_gates
+from deploytool.qualify.suites.preflight.expectations import Expectations, decode_cuda_graph_on, static_gates
 from qualify_helpers import qualify, sim
 
 EXPECT = {"speculative_algorithm": "NEXTN", "min_accept_length": 2.0, "min_kv_tokens": 262144}

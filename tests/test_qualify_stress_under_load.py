@@ -7,7 +7,7 @@ from pathlib import Path
 
 from deploytool.server.client import ChatResult
 from deploytool.qualify import Verdict
-from deploytool.qualify.loadcheck import itl_during, long_prompt
+from deploytool.qualify.suites.stress.loadcheck import itl_during, long_prompt
 from qualify_helpers import qualify, sim
 
 # Each sampled generation (1000 tokens) streams for about a second, so the load is still in

@@ -7,7 +7,7 @@ import json
 from deploytool.server.chat_result import ChatResult, ToolCall
 from deploytool.server.chat_stream import ChatStream
 from deploytool.qualify.suites.tools import load_cases
-from deploytool.qualify.toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
+from deploytool.qualify.suites.tools.toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 TOOLS, CASES = load_cases()
 SCHEMAS = {name: spec["parameters"] for name, spec in TOOLS.items()}

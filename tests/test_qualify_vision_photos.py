@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from deploytool.qualify import Verdict
-from deploytool.qualify.photos import expected_tokens, largest_side, load_photo
+from deploytool.qualify.suites.vision.photos import expected_tokens, largest_side, load_photo
 from deploytool.qualify.suites.vision import Settings
 from deploytool.sim.image_tokens import image_tokens
 from qualify_helpers import qualify, sim

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.server.facts import ServerFacts
-from deploytool.qualify.vision_pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
+from deploytool.qualify.suites.vision.pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
 from deploytool.qualify.suites import vision
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target

@@ -13,7 +13,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from deploytool import report
-from deploytool.qualify.base import Gate, SuiteResult, Verdict
+from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
 from deploytool.server.facts import ServerFacts
 from deploytool.qualify.report import write_reports
 from deploytool.qualify.results import QualifyReport

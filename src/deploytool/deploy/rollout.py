@@ -84,6 +84,23 @@ class _SlotReporter(Reporter):
         self.inner.warn(f"[{self.slot}] {message}")
 
 
+@dataclass
+class _Rollout:
+    """What every slot's turn of one rollout needs, carried as one (as the executor's run)."""
+
+    plan: RolloutPlan
+    profile: Profile
+    options: RolloutOptions
+    engine: Engine
+    reporter: Reporter
+    hooks: Hooks
+    outcomes: dict[str, SlotOutcome]
+
+    @property
+    def by_name(self) -> dict[str, Slot]:
+        return {s.name: s for s in self.options.slots}
+
+
 def new_rollout_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
@@ -131,6 +148,8 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
     by_name = {s.name: s for s in options.slots}
     result = RolloutResult(id=plan.id, profile=profile.name, image=plan.image, ok=False)
     outcomes = {s.name: _untouched(engine, s) for s in options.slots}
+    run = _Rollout(plan=plan, profile=profile, options=options, engine=engine, reporter=reporter, hooks=hooks,
+                   outcomes=outcomes)
     for name in plan.done:
         outcomes[name].state = "upgraded"
     upgraded: list[str] = list(plan.done)
@@ -142,7 +161,7 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
         reporter.step(f"building the image for {profile.name} once, for every slot")
         reporter.step(build(profile, engine=engine).message)
         for wave in plan.waves:
-            failures = _run_wave(wave, by_name, plan, profile, options, engine, reporter, hooks, outcomes)
+            failures = _run_wave(run, wave)
             upgraded += [n for n in wave if outcomes[n].state == "upgraded"]
             if failures:
                 raise failures[0]
@@ -175,14 +194,11 @@ def _untouched(engine: Engine, slot: Slot) -> SlotOutcome:
                        previous=serving.release if serving else None, url=serving.url if serving else None)
 
 
-def _run_wave(wave: list[str], by_name: dict[str, Slot], plan: RolloutPlan, profile: Profile,
-              options: RolloutOptions, engine: Engine, reporter: Reporter, hooks: Hooks,
-              outcomes: dict[str, SlotOutcome]) -> list[DeploytoolError]:
+def _run_wave(run: _Rollout, wave: list[str]) -> list[DeploytoolError]:
     """The wave's slots together (one at a time with --max-unavailable 1); the failures."""
     def one(name: str) -> DeploytoolError | None:
         try:
-            _upgrade(by_name[name], name == plan.canary, plan.id, profile, options, engine,
-                     _SlotReporter(reporter, name), hooks, outcomes[name])
+            _upgrade(run, name)
         except DeploytoolError as exc:
             return exc
         return None
@@ -195,11 +211,14 @@ def _run_wave(wave: list[str], by_name: dict[str, Slot], plan: RolloutPlan, prof
     return [e for e in errors if e is not None]
 
 
-def _upgrade(slot: Slot, canary: bool, rollout_id: str, profile: Profile, options: RolloutOptions,
-             engine: Engine, reporter: Reporter, hooks: Hooks, outcome: SlotOutcome) -> None:
+def _upgrade(run: _Rollout, name: str) -> None:
+    """One slot's turn: the whole `up` path under its lock, its outcome and journal lines."""
+    slot, canary, rollout_id = run.by_name[name], name == run.plan.canary, run.plan.id
+    profile, engine, hooks, outcome = run.profile, run.engine, run.hooks, run.outcomes[name]
+    reporter = _SlotReporter(run.reporter, name)
     with slot_lock(slot.name, f"rollout {rollout_id}"):
         facts = _settle(slot, profile, engine, reporter)
-        plan = slot_plan(facts, profile, options, canary=canary)
+        plan = slot_plan(facts, profile, run.options, canary=canary)
         reporter.step(f"{'canary' if canary else 'slot'} {slot.name}: release {plan.serving or 'none'} -> "
                       f"{plan.release}")
         journal("rollout.slot.start", rollout=rollout_id, slot=slot.name, release=plan.release,

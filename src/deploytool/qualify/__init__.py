@@ -4,13 +4,16 @@
     report = run_qualification(target, report_dir=Path("my-reports/qualify"))
     report.passed, report.exit_code, report.summary_line()
 
-The suites live one per module in `qualify/suites/` (registry in `suites/__init__.py`); their
-interface and result objects are in `base.py`; docs/qualify.md describes each suite.
+The suites live one per module or package in `qualify/suites/` (registry in `suites/__init__.py`),
+each with the helpers only it uses; their interface and verdicts are in `suite_api.py`, the
+context a suite runs in in `context.py`, transcripts in `transcripts.py`; docs/qualify.md
+describes each suite.
 """
 
 from __future__ import annotations
 
-from .base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .context import SuiteContext
+from .suite_api import Gate, SuiteResult, SuiteSettings, Verdict
 from .runner import QualifyReport, run_qualification
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..errors import ProfileError, UsageError
-from .base import SuiteSettings
+from .suite_api import SuiteSettings
 
 if TYPE_CHECKING:
     from ..profiles import Profile

@@ -12,7 +12,7 @@ from typing import Any
 from .. import errors
 from ..files import to_jsonable
 from ..server.facts import ServerFacts
-from .base import SuiteResult, Verdict
+from .suite_api import SuiteResult, Verdict
 
 EXIT_PASSED, EXIT_GATE_FAILED = 0, 1
 EXIT_COULD_NOT_RUN = errors.EXIT_COULD_NOT_RUN  # not 2: that is a usage error, everywhere

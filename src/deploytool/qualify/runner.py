@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,8 @@ from ..server.readiness import wait_until_ready
 
 # What sets how long qualify waits for a loading server, as the waiting line and the error name it.
 READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
-from .base import SuiteContext, SuiteResult, SuiteSettings, Verdict
+from .context import SuiteContext
+from .suite_api import SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
 from .report import Against, write_reports
@@ -33,6 +35,19 @@ from .suites import registry
 
 if TYPE_CHECKING:
     from ..release.targets import Target
+
+
+@dataclass
+class _Qualification:
+    """What every suite's turn of one qualification needs, carried as one."""
+
+    target: "Target"
+    report: QualifyReport
+    limit: int | None
+    bars: Progress
+    probe_timeout_s: float = 10.0
+    breaker: Breaker = field(default_factory=Breaker)
+
 
 def run_qualification(target: "Target", *, suites: list[str] | None = None, limit: int | None = None,
                       report_dir: Path, overrides: dict[str, dict] | None = None,
@@ -60,30 +75,20 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
     against = baseline_of(target)
     write_reports(report, against)
     console = Console(stderr=True)
-    bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-                    console=console, disable=not progress, transient=False)
+    bars = _progress_bars(console, progress)
     pending = list(names)
-    breaker = Breaker()
+    run = _Qualification(target=target, report=report, limit=limit, bars=bars,
+                         probe_timeout_s=settings["preflight"].probe_timeout_s)
     running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
     try:
         with bars:
             report.server = asyncio.run(probe_server(
                 target.url, settings["preflight"], profile, api_key=getattr(target, "api_key", None),
                 progress=(lambda line: console.print(line, highlight=False)) if progress else None))
-            if not report.server.reachable:
-                report.could_not_run = f"endpoint {target.url} is unreachable: {report.server.error}"
-            elif report.server.unauthorized:  # a keyed server refused the key (or its absence)
-                report.could_not_run = (f"the server at {target.url} answered 401 Unauthorized: it requires an "
-                                        "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
-                                        "reads its own from where its profile's server.api_key says)")
-            elif not report.server.ready:
-                report.could_not_run = (f"the server at {target.url} never became ready: "
-                                        f"{report.server.error}")
+            report.could_not_run = _why_not_run(report.server, target.url)
             while pending:
                 name = running = pending[0]
-                result = _run_one(modules[name], settings[name], report, target, limit, bars, breaker,
-                                  settings["preflight"].probe_timeout_s)
+                result = _run_one(run, modules[name], settings[name])
                 running = None
                 report.suites.append(result)
                 pending.pop(0)
@@ -93,18 +98,43 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
                     target.url, getattr(target, "api_key", None), settings["preflight"].probe_timeout_s))
             _nothing_measured(report)
     except KeyboardInterrupt:
-        report.incomplete = report.interrupted = True
-        for name in pending:
-            if report.suite(name) is None:
-                why = ("interrupted while running (Ctrl-C)" if name == running
-                       else "not run: qualification was interrupted (Ctrl-C)")
-                report.suites.append(SuiteResult.errored(name, why))
+        _interrupted(report, pending, running)
     finally:
         report.finished_at = _now()
         if pending and not report.incomplete:  # an unexpected exception: still leave a report
             report.incomplete = True
         write_reports(report, against)
     return report
+
+
+def _interrupted(report: QualifyReport, pending: list[str], running: str | None) -> None:
+    """Ctrl-C: the suite that was running and those not reached are errors saying so."""
+    report.incomplete = report.interrupted = True
+    for name in pending:
+        if report.suite(name) is None:
+            why = ("interrupted while running (Ctrl-C)" if name == running
+                   else "not run: qualification was interrupted (Ctrl-C)")
+            report.suites.append(SuiteResult.errored(name, why))
+
+
+def _progress_bars(console: Console, shown: bool) -> Progress:
+    """One bar a suite on stderr (none with --no-progress)."""
+    return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+                    console=console, disable=not shown, transient=False)
+
+
+def _why_not_run(server: ServerFacts, url: str) -> str | None:
+    """Why no suite can run against what the probe found, or None."""
+    if not server.reachable:
+        return f"endpoint {url} is unreachable: {server.error}"
+    if server.unauthorized:  # a keyed server refused the key (or its absence)
+        return (f"the server at {url} answered 401 Unauthorized: it requires an "
+                "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
+                "reads its own from where its profile's server.api_key says)")
+    if not server.ready:
+        return f"the server at {url} never became ready: {server.error}"
+    return None
 
 
 def baseline_of(target: "Target") -> Against:
@@ -136,13 +166,10 @@ def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
     return read_results(path, "bench")[0] if path is not None else None
 
 
-def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
-             limit: int | None, bars: Progress, breaker: Breaker | None = None,
-             probe_timeout_s: float = 10.0) -> SuiteResult:
-    name = module.name
-    server = report.server
+def _run_one(run: _Qualification, module: Any, settings: SuiteSettings) -> SuiteResult:
+    name, target, bars, breaker = module.name, run.target, run.bars, run.breaker
+    server = run.report.server
     assert server is not None
-    breaker = breaker or Breaker()
     if not server.reachable:
         return SuiteResult.errored(name, "not run: the endpoint is unreachable")
     if not server.ready and name != "preflight":
@@ -156,7 +183,7 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
         if breaker.failed_probes >= MAX_FAILED_PROBES:
             return SuiteResult.errored(name, f"not run: the server failed {breaker.failed_probes} health probes in "
                                              f"a row ({breaker.log[-1]})")
-        why = asyncio.run(health_probe(target.url, server.served_model_name, probe_timeout_s,
+        why = asyncio.run(health_probe(target.url, server.served_model_name, run.probe_timeout_s,
                                        api_key=getattr(target, "api_key", None)))
         if why:
             breaker.failed_probes += 1
@@ -174,7 +201,7 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
 
     started = time.monotonic()
     try:
-        result = asyncio.run(_run_bounded(module, settings, report, target, limit, on_progress, breaker))
+        result = asyncio.run(_run_bounded(run, module, settings, on_progress))
     except KeyboardInterrupt:
         bars.update(task, status="interrupted")
         raise
@@ -194,8 +221,8 @@ def _run_one(module: Any, settings: SuiteSettings, report: QualifyReport, target
     return result
 
 
-async def _run_bounded(module: Any, settings: SuiteSettings, report: QualifyReport, target: "Target",
-                       limit: int | None, on_progress: Any, breaker: Breaker) -> SuiteResult:
+async def _run_bounded(run: _Qualification, module: Any, settings: SuiteSettings, on_progress: Any) -> SuiteResult:
+    target, report, limit, breaker = run.target, run.report, run.limit, run.breaker
     async with EndpointClient(target.url, timeout=settings.request_timeout_s,
                               api_key=getattr(target, "api_key", None)) as client:
         guarded: Any = GuardedClient(client, breaker, settings)

@@ -1,7 +1,8 @@
 """The registry of qualification suites, in the order they run.
 
-Adding a suite is one line: write `qualify/suites/<name>.py` with the interface described in
-`qualify/base.py` (name, Settings, applies_to, run) and add its module name below.
+Adding a suite is one line: write `qualify/suites/<name>.py` (or a package `<name>/` holding the
+helpers only that suite uses) with the interface described in `qualify/suite_api.py` (name,
+Settings, applies_to, run) and add its module name below.
 Cheap suites come first, so a broken server fails in seconds, not after GSM8K.
 """
 

@@ -27,8 +27,9 @@ from pydantic import Field
 from ...server.client import ChatResult
 from ...server.serverfields import find_key
 from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict, chat_payload,
-                    previous_suite, transcript)
+from ..context import SuiteContext, chat_payload
+from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ..transcripts import transcript
 
 name = "contract"
 
@@ -76,32 +77,12 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     thinking_on = await ctx.client.chat(on_payload)
     ctx.advance()
 
-    measured = {
-        "served_model_name": ctx.server.served_model_name,
-        "port": find_key(ctx.server.server_info, "port"),
-        "context_length": ctx.server.max_model_len,
-        "thinking_default": None if default.error else ("off" if reasoning_placement(default) == "none" else "on"),
-        "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
-        "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
-    }
-    configured = {  # what the server says it runs with: recorded to explain the measured default
-        "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser") or find_key(ctx.server.server_info, "reasoning_parser"),
-        "default_chat_template_kwargs": find_key(ctx.server.server_info, "default_chat_template_kwargs"),
-    }
+    measured, configured = _measured(ctx, default, thinking_on)
     previous, why_not = load_previous(ctx.previous_results)
     weights_changed = _weights_changed(previous, measured["model"], notes)
     if why_not:
         notes.append(why_not)
-    if previous is not None:
-        basis = f"previous release ({ctx.previous_results})"
-        expected = {k: previous.get(k) for k in ("served_model_name", "port", "context_length")}
-    elif ctx.profile is not None:
-        basis = f"profile {ctx.profile.name!r}"
-        expected = {"served_model_name": ctx.profile.model.served_name, "port": ctx.profile.server.port,
-                    "context_length": ctx.profile.model.context_length}
-    else:
-        basis = "no previous release and no profile: served name, port and context length are recorded only"
-        expected = {}
+    basis, expected = _expected(ctx, previous)
     for key, want in expected.items():
         got = measured[key]
         if want is None:
@@ -132,6 +113,38 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     for label, payload, res in (("default", default_payload, default), ("thinking-on", on_payload, thinking_on)):
         result.transcripts.append(transcript(label, payload, res, passed=res.ok))
     return result.judge()
+
+
+def _measured(ctx: SuiteContext, default: ChatResult,
+              thinking_on: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the server serves and how it thinks, and what it says it runs with (recorded to
+    explain the measured default)."""
+    measured = {
+        "served_model_name": ctx.server.served_model_name,
+        "port": find_key(ctx.server.server_info, "port"),
+        "context_length": ctx.server.max_model_len,
+        "thinking_default": None if default.error else ("off" if reasoning_placement(default) == "none" else "on"),
+        "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
+        "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
+    }
+    configured = {
+        "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser") or find_key(ctx.server.server_info, "reasoning_parser"),
+        "default_chat_template_kwargs": find_key(ctx.server.server_info, "default_chat_template_kwargs"),
+    }
+    return measured, configured
+
+
+def _expected(ctx: SuiteContext, previous: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """What to compare served name, port and context length with, and that basis in words:
+    the previous release's figures, else the profile's, else nothing."""
+    if previous is not None:
+        return (f"previous release ({ctx.previous_results})",
+                {k: previous.get(k) for k in ("served_model_name", "port", "context_length")})
+    if ctx.profile is not None:
+        return (f"profile {ctx.profile.name!r}",
+                {"served_model_name": ctx.profile.model.served_name, "port": ctx.profile.server.port,
+                 "context_length": ctx.profile.model.context_length})
+    return "no previous release and no profile: served name, port and context length are recorded only", {}
 
 
 def _weights_changed(previous: dict[str, Any] | None, model: str | None, notes: list[str]) -> bool | None:

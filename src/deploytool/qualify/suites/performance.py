@@ -30,7 +30,8 @@ from ...bench import BenchRun, build_method, run_bench_async
 from ...bench.regression import change
 from ...release.targets import Target
 from ...server.facts import ServerFacts
-from ..base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ..context import SuiteContext
+from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
 
 name = "performance"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 
-from ..server.client import ToolCall
+from ....server.client import ToolCall
 
 
 @dataclass

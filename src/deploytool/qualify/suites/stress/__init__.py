@@ -5,7 +5,7 @@ every sampled generation ran to its length (with ignore_eos: finish_reason "leng
 max_tokens), the long prompt was taken whole (prompt_tokens >= 90% of its target) and finished,
 and the server is healthy afterwards.
 
-Correctness under load (qualify/loadcheck.py): the long prompt is RULER-style prose with needles
+Correctness under load (qualify/suites/stress/loadcheck.py): the long prompt is RULER-style prose with needles
 whose values must all come back, and opens with a unique line (it must be cold: its cached-token
 share is gated); short verifiable probes (GSM8K items, small needle lookups) run on the idle
 server and again while the load runs, and the loaded accuracy may not fall below the idle one by
@@ -23,11 +23,12 @@ from typing import Any
 
 from pydantic import Field
 
-from ...server.client import ChatResult
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, response_problems, transcript)
-from ..loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,
+from ....server.client import ChatResult
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
+from .loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,
                         run_probes)
 
 name = "stress"
@@ -204,7 +205,7 @@ def _under_load(result: SuiteResult, s: Settings, long: LongPrompt | None, long_
         result.gates.append(Gate.at_least("loaded probes overlapping the load", overlapping, 1,
                                           detail="a probe that ran after the load ended measured an idle server"))
     if long is not None and long_res is not None and not long_res.error:
-        from ..ruler import string_match_all
+        from ...ruler import string_match_all
         found = string_match_all(long_res.content, long.answers)
         # SGLang reports cached_tokens only with --enable-cache-report (usage_processor.py); without
         # it the share is not measured (the /metrics counters cannot isolate this one request from

@@ -7,7 +7,7 @@ of several turns that feeds every tool result back.
 
 Every case runs non-streamed and streamed, thinking off and on. Each call is checked against
 the schema that was offered (name, required parameters present, no unknown parameters, types
-and enum values: qualify/toolcheck.py) and against the values the prompt quoted. A streamed
+and enum values: qualify/suites/tools/toolcheck.py) and against the values the prompt quoted. A streamed
 response is assembled from its deltas per `index` and must equal the non-streamed one, carry
 one id per call and end with finish_reason "tool_calls". No parser markup (`<tool_call>`,
 `<function=`, `</parameter>`...) may leak into `content` or `reasoning_content`.
@@ -23,14 +23,15 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from ...server.client import ChatResult
-from ...resources import resource
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, response_problems, transcript)
-from ..prose import sentences as prose_sentences
-from ..scoring import missing_keyword_groups
-from ..toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
+from ....server.client import ChatResult
+from ....resources import resource
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
+from ...prose import sentences as prose_sentences
+from ...scoring import missing_keyword_groups
+from .toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 name = "tools"
 CATEGORIES = ("simple", "multiple", "parallel", "irrelevance", "tool_choice", "nested", "long-argument",
@@ -182,13 +183,11 @@ class _ToolRun:
     def __init__(self, ctx: SuiteContext, tools: dict[str, Any]) -> None:
         self.ctx, self.tools = ctx, tools
         self.s: Settings = ctx.settings
-        self.semaphore = asyncio.Semaphore(self.s.concurrency)
         self.log = TranscriptLog()
         self.rows: list[dict[str, Any]] = []
 
     async def send(self, payload: dict[str, Any], keep: bool = False) -> ChatResult:
-        async with self.semaphore:
-            return await self.ctx.client.chat(payload, keep_chunks=keep or None)
+        return await self.ctx.send(payload, keep_chunks=keep or None)
 
     def payload_for(self, case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
                     stream: bool) -> dict[str, Any]:

@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..server import metrics_window as mw
-from ..server.serverfields import find_key
-from .base import Gate
+from ....server import metrics_window as mw
+from ....server.serverfields import find_key
+from ...suite_api import Gate
 
 # SGLang's resolution renames these (srt/arg_groups/speculative_hook.py).
 SPEC_ALIASES = {"NEXTN": "EAGLE"}

@@ -3,7 +3,7 @@
 Two prompt styles, each its own run per thinking mode:
 * `lm-eval` (the default figure, the gate's): lm-evaluation-harness's `gsm8k` task as chat,
   prompt, few-shot draws, stop strings, filters and exact-match normalisation as lm-eval 0.4
-  does them (qualify/lmeval.py), reported as `strict-match` and `flexible-extract`, so the
+  does them (qualify/suites/gsm8k/lmeval.py), reported as `strict-match` and `flexible-extract`, so the
   figure sits next to a published lm-eval number;
 * `deploytool`: deploytool's own instruction ("... '#### <number>'") with the first train
   problems as examples, scored strict/flexible by qualify/scoring.py.
@@ -24,12 +24,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import lmeval
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, previous_suite, transcript)
-from ..paired import compare
-from ..scoring import extract_flexible, extract_strict, gold_answer, normal_interval, wilson_interval
+from . import lmeval
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ...transcripts import TranscriptLog, transcript
+from ...paired import compare
+from ...scoring import extract_flexible, extract_strict, gold_answer, normal_interval, wilson_interval
 
 name = "gsm8k"
 INSTRUCTION = "Solve the problem step by step, then give the final answer on its own line as '#### <number>'."
@@ -109,7 +110,6 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     shots = fewshot_messages(s.n_shots)
     runs = [(style, thinking) for style in s.styles for thinking in s.thinking]
     ctx.set_total(len(questions) * len(runs))
-    semaphore = asyncio.Semaphore(s.concurrency)
     log = TranscriptLog()
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     previous, why_not = previous_suite(ctx.previous_results, name, lambda suite: bool((suite.get("figures") or {}).get("modes")))
@@ -131,8 +131,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             temperature = sampling.temperature
             extra.update(top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed + index)
         payload = chat_payload(ctx, messages, thinking=thinking, max_tokens=max_tokens, temperature=temperature, **extra)
-        async with semaphore:
-            res = await ctx.client.chat(payload)
+        res = await ctx.send(payload)
         ctx.advance()
         scored = score(style, res.content, row["answer"])
         strict_name, flexible_name = METRICS[style]

@@ -18,13 +18,14 @@ from typing import Any
 
 from pydantic import Field
 
-from ...server import serverfields
-from ...server.readiness import READY_TIMEOUT_S
-from ...server.serverfields import find_key
-from ...server.facts import ServerFacts
-from ..base import Gate, SuiteContext, SuiteResult, SuiteSettings, Verdict
-from ..expectations import Expectations
-from ..expectations import evaluate as evaluate_expectations
+from ....server import serverfields
+from ....server.readiness import READY_TIMEOUT_S
+from ....server.serverfields import find_key
+from ....server.facts import ServerFacts
+from ...context import SuiteContext
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict
+from .expectations import Expectations
+from .expectations import evaluate as evaluate_expectations
 
 name = "preflight"
 
@@ -53,7 +54,7 @@ class Settings(SuiteSettings):
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
     expect: Expectations = Field(default_factory=Expectations,
-                                 description="Fast paths the profile expects (qualify/expectations.py).")
+                                 description="Fast paths the profile expects (qualify/suites/preflight/expectations.py).")
 
 
 def applies_to(profile: Any, server: ServerFacts) -> str | None:
@@ -69,6 +70,28 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     health = await _health_generate(ctx, s)
     ctx.advance()
     info = server.server_info or {}
+    figures = _figures(ctx, s, health, info)
+    running, running_source = figures["running_limit"], figures["running_limit_source"]
+    result.figures = figures
+
+    result.gates.append(Gate.equal(f"{s.health_path} status", health["status"], 200, detail=health.get("error") or ""))
+    context = ctx.context_length
+    result.gates += _kv_gates(s, server, info, context)
+    result.gates.append(Gate.at_least(
+        "running-request limit", running, s.min_running_requests,
+        detail=(f"from {running_source}" if running is not None
+                else "server info reports neither effective_max_running_requests_per_dp nor max_running_requests")))
+    expect_gates, figures["expect"] = await evaluate_expectations(ctx, s.expect)
+    result.gates += expect_gates
+    result.method = _method(s, server, running_source, context)
+    if health["status"] != 200:
+        result.transcripts.append({"case": s.health_path, "passed": False, **health})
+    return result.judge()
+
+
+def _figures(ctx: SuiteContext, s: Settings, health: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    """What the server says it runs with, the memory plan beside it, the GPUs and the image."""
+    server = ctx.server
     figures: dict[str, Any] = {
         "health_path": s.health_path,
         "health_status": health["status"],
@@ -87,32 +110,30 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     figures["model_info"] = server.model_info
     figures["gpu"] = _gpu_inventory(ctx)
     # the memory plan's prediction beside what the server reports, and its error
-    from ...memory.profile_plan import plan_next_to_server
+    from ....memory.profile_plan import plan_next_to_server
     figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()
     figures["image"] = _image_record(ctx)
     ctx.advance()
-    result.figures = figures
+    return figures
 
-    result.gates.append(Gate.equal(f"{s.health_path} status", health["status"], 200, detail=health.get("error") or ""))
-    context = ctx.context_length
+
+def _kv_gates(s: Settings, server: ServerFacts, info: dict[str, Any], context: int | None) -> list[Gate]:
+    """The KV pool must hold one full context (when the profile asks it to)."""
+    if not s.require_full_context_kv:
+        return []
     kv = find_key(info, "max_total_num_tokens")
-    if s.require_full_context_kv:
-        kv_gate = "KV pool tokens (max_total_num_tokens) >= context length"
-        if context is None:  # nothing to compare with: never a pass against 0
-            result.gates.append(Gate(name=kv_gate, threshold="context length", measured=kv, passed=False,
-                                     comparison=">=", detail="context length not reported"))
-        else:
-            result.gates.append(Gate.at_least(
-                kv_gate, kv, context,
-                detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens"))
-    result.gates.append(Gate.at_least(
-        "running-request limit", running, s.min_running_requests,
-        detail=(f"from {running_source}" if running is not None
-                else "server info reports neither effective_max_running_requests_per_dp nor max_running_requests")))
-    expect_gates, figures["expect"] = await evaluate_expectations(ctx, s.expect)
-    result.gates += expect_gates
-    result.method = (
+    kv_gate = "KV pool tokens (max_total_num_tokens) >= context length"
+    if context is None:  # nothing to compare with: never a pass against 0
+        return [Gate(name=kv_gate, threshold="context length", measured=kv, passed=False,
+                     comparison=">=", detail="context length not reported")]
+    return [Gate.at_least(
+        kv_gate, kv, context,
+        detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens")]
+
+
+def _method(s: Settings, server: ServerFacts, running_source: Any, context: int | None) -> str:
+    return (
         f"GET {s.health_path} (timeout {s.probe_timeout_s:g} s); GET /v1/models, "
         f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, "
         f"{server.model_info_path or '/model_info and /get_model_info (neither answered)'} read once before the "
@@ -121,9 +142,6 @@ async def run(ctx: SuiteContext) -> SuiteResult:
            f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
            if context is not None else "Context length: reported neither by the server nor by the profile.")
     )
-    if health["status"] != 200:
-        result.transcripts.append({"case": s.health_path, "passed": False, **health})
-    return result.judge()
 
 
 async def _health_generate(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
@@ -146,7 +164,7 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
     if not uuids:
         return None
     try:
-        from ...host.gpus import read_inventory  # NVML; absent on machines without a driver
+        from ....host.gpus import read_inventory  # NVML; absent on machines without a driver
         inventory = read_inventory()
     except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
         return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
@@ -178,7 +196,7 @@ def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
         return None
     record: dict[str, Any] = {"reference": release.image, "labels": dict(getattr(ctx.target, "image_labels", None) or {})}
     try:
-        from ...host.engine import Engine
+        from ....host.engine import Engine
         image = Engine().image(release.image)
         if image is not None:
             record["id"] = image.id

@@ -4,7 +4,7 @@ multivalue and multiquery, at every length of a grid from 8K up to the target (2
 capped by the context length) and at least five depths, scored with RULER's string_match_all.
 
 Each length is found by search against the server's own `usage.prompt_tokens`
-(qualify/haystack.py), with the longest variant's prompt, so no variant runs over. Every prompt
+(qualify/suites/needle/haystack.py), with the longest variant's prompt, so no variant runs over. Every prompt
 opens with a fresh random line, so a prefix cache cannot serve one prompt from another.
 Gate: per length, the mean string_match_all >= min_accuracy (or min_accuracy_by_length).
 The report holds a depth x length heat map of the scores.
@@ -20,12 +20,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, response_problems, transcript)
-from ..haystack import search_length
-from ..prose import sentences as prose_sentences
-from ..ruler import VARIANTS, build, string_match_all
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
+from .haystack import search_length
+from ...prose import sentences as prose_sentences
+from ...ruler import VARIANTS, build, string_match_all
 
 name = "needle"
 Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
@@ -98,8 +99,44 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     cells, limited = ctx.apply_limit(grid_cells(s, lengths))
     ctx.set_total(len(cells) + len(lengths))
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
-    probe_errors: list[str] = []
     log = TranscriptLog()
+    sizes, probe_errors = await _find_lengths(ctx, haystack, lengths, log)
+    result.figures = {"target_tokens": target, "requested_tokens": s.target_tokens, "capped_by_context": capped,
+                      "context_length": ctx.context_length, "lengths": list(sizes.values())}
+    missing = [n for n in lengths if not sizes[n]["found"]]
+    for n in missing:
+        last = f"; last error: {probe_errors[-1]}" if probe_errors else ""
+        result.gates.append(Gate(name=f"haystack reaches {n} tokens", threshold=f"{n - max(16, int(n * s.tolerance))}..{n}",
+                                 measured=sizes[n]["prompt_tokens"], passed=False, comparison="in",
+                                 detail=f"length search ended after {sizes[n]['probes']} probes{last}"))
+    runnable = [c for c in cells if c[0] not in missing]
+    rows = await asyncio.gather(*(_ask(ctx, haystack, sizes, rng, log, *c) for c in runnable))
+    by_length = _by_length(rows, lengths, missing)
+    for length in lengths:
+        if length in missing:
+            continue
+        need = s.min_accuracy_by_length.get(length, s.min_accuracy)
+        stats = by_length[length]
+        worst = ", ".join(f"{v} {a:.2f}" for v, a in stats["by_variant"].items() if a < 1)
+        result.gates.append(Gate.at_least(f"string_match_all at {length} tokens", stats["accuracy"], need,
+                                          detail=f"n={stats['samples']}" + (f"; below 1: {worst}" if worst else "")))
+    result.figures.update({
+        "by_length": [by_length[n] for n in lengths if n not in missing],
+        "by_variant": {v: _mean([r["score"] for r in rows if r["variant"] == v]) for v in s.variants},
+        "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
+        "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
+    })
+    result.method = _method(s, lengths, target) + (f" --limit {ctx.limit}: {len(cells)} cells." if limited else "")
+    result.transcripts = log.items
+    return result.judge()
+
+
+async def _find_lengths(ctx: SuiteContext, haystack: Haystack, lengths: list[int],
+                        log: TranscriptLog) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    """Each length's haystack size, searched against the server's own prompt_tokens: the sizes
+    by length, and the failed probes' errors."""
+    s: Settings = ctx.settings
+    probe_errors: list[str] = []
 
     async def measure(units: int) -> int | None:
         sample = build(SEARCH_VARIANT, haystack.take(units), 0.5, random.Random(units), fresh_opening())
@@ -120,55 +157,29 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         sizes[length] = {"length": length, "sentences": search.units, "prompt_tokens": search.tokens,
                          "found": search.found, "probes": len(search.probes)}
         ctx.advance()
-    result.figures = {"target_tokens": target, "requested_tokens": s.target_tokens, "capped_by_context": capped,
-                      "context_length": ctx.context_length, "lengths": list(sizes.values())}
-    missing = [n for n in lengths if not sizes[n]["found"]]
-    for n in missing:
-        last = f"; last error: {probe_errors[-1]}" if probe_errors else ""
-        result.gates.append(Gate(name=f"haystack reaches {n} tokens", threshold=f"{n - max(16, int(n * s.tolerance))}..{n}",
-                                 measured=sizes[n]["prompt_tokens"], passed=False, comparison="in",
-                                 detail=f"length search ended after {sizes[n]['probes']} probes{last}"))
-    runnable = [c for c in cells if c[0] not in missing]
-    semaphore = asyncio.Semaphore(s.concurrency)
+    return sizes, probe_errors
 
-    async def one(length: int, depth: float, variant: str) -> dict[str, Any]:
-        sample = build(variant, haystack.take(sizes[length]["sentences"]), depth, random.Random(rng.random()),
-                       fresh_opening())
-        payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], stream=True,
-                               max_tokens=s.max_tokens, thinking=False)
-        async with semaphore:
-            res = await ctx.client.chat(payload)
-        ctx.advance()
-        score = 0.0 if res.error else string_match_all(res.content, sample.answers)
-        problems = response_problems(res)
-        if not res.error and score < 1:
-            missed = [a for a in sample.answers if a.lower() not in res.content.lower()]
-            problems.append(f"the answer lacks {missed}: {res.content[:160]!r}")
-        log.add(transcript(f"{variant} length {length} depth {depth:g}", payload, res, passed=score == 1.0,
-                           problems=problems, expected=sample.answers))
-        return {"length": length, "depth": depth, "variant": variant, "score": score,
-                "prompt_tokens": res.prompt_tokens, "ttft_s": res.ttft, "cached_tokens": res.cached_tokens,
-                "error": res.error}
 
-    rows = await asyncio.gather(*(one(*c) for c in runnable))
-    by_length = _by_length(rows, lengths, missing)
-    for length in lengths:
-        if length in missing:
-            continue
-        need = s.min_accuracy_by_length.get(length, s.min_accuracy)
-        stats = by_length[length]
-        worst = ", ".join(f"{v} {a:.2f}" for v, a in stats["by_variant"].items() if a < 1)
-        result.gates.append(Gate.at_least(f"string_match_all at {length} tokens", stats["accuracy"], need,
-                                          detail=f"n={stats['samples']}" + (f"; below 1: {worst}" if worst else "")))
-    result.figures.update({
-        "by_length": [by_length[n] for n in lengths if n not in missing],
-        "by_variant": {v: _mean([r["score"] for r in rows if r["variant"] == v]) for v in s.variants},
-        "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
-        "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
-    })
-    result.method = _method(s, lengths, target) + (f" --limit {ctx.limit}: {len(cells)} cells." if limited else "")
-    result.transcripts = log.items
-    return result.judge()
+async def _ask(ctx: SuiteContext, haystack: Haystack, sizes: dict[int, dict[str, Any]], rng: random.Random,
+               log: TranscriptLog, length: int, depth: float, variant: str) -> dict[str, Any]:
+    """One cell of the grid: a haystack of that length with the variant's needles at that depth."""
+    s: Settings = ctx.settings
+    sample = build(variant, haystack.take(sizes[length]["sentences"]), depth, random.Random(rng.random()),
+                   fresh_opening())
+    payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], stream=True,
+                           max_tokens=s.max_tokens, thinking=False)
+    res = await ctx.send(payload)
+    ctx.advance()
+    score = 0.0 if res.error else string_match_all(res.content, sample.answers)
+    problems = response_problems(res)
+    if not res.error and score < 1:
+        missed = [a for a in sample.answers if a.lower() not in res.content.lower()]
+        problems.append(f"the answer lacks {missed}: {res.content[:160]!r}")
+    log.add(transcript(f"{variant} length {length} depth {depth:g}", payload, res, passed=score == 1.0,
+                       problems=problems, expected=sample.answers))
+    return {"length": length, "depth": depth, "variant": variant, "score": score,
+            "prompt_tokens": res.prompt_tokens, "ttft_s": res.ttft, "cached_tokens": res.cached_tokens,
+            "error": res.error}
 
 
 def _mean(values: list[float]) -> float | None:

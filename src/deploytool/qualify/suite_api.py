@@ -1,21 +1,23 @@
-"""The suite interface and the result objects every suite returns.
+"""The suite interface and the verdicts every suite returns.
 
-A suite is one module under `qualify/suites/` with:
+A suite is a module or a package under `qualify/suites/` (a package keeps the helpers only that
+suite uses beside it) with:
 
     name: str                                   # e.g. "tools"; also its key in the profile's qualify:
     Settings: type[SuiteSettings]               # pydantic model of its `qualify.<name>` section
     def applies_to(profile, server_info) -> str | None      # a skip reason, or None to run
     async def run(ctx: SuiteContext) -> SuiteResult          # (a plain `def run` works too)
 
-The runner builds the context (one HTTP client, the validated settings, the captured server
-info, the item limit, a progress hook), bounds the run by the suite's budget and turns any
-exception into an `error` verdict, so a suite only has to measure and judge.
+The runner builds the context (`qualify/context.py`: one HTTP client, the validated settings, the
+captured server info, the item limit, a progress hook, `send` under the suite's concurrency
+bound), bounds the run by the suite's budget and turns any exception into an `error` verdict, so
+a suite only has to measure and judge. Transcripts of what was sent and answered are kept by
+`qualify/transcripts.py`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -23,18 +25,12 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..server.client import ChatResult, EndpointClient
+from ..server.client import ChatResult
 from ..server.facts import ServerFacts
 
 if TYPE_CHECKING:
     from ..profiles import Profile
-    from ..release.targets import Target
-
-# A transcript string longer than this is cut in the report (a needle prompt is ~1 MB of text).
-TRANSCRIPT_TEXT_LIMIT = 2000
-# Passing cases keep only a few transcripts per suite; failures are always kept (up to this many).
-MAX_PASS_TRANSCRIPTS = 3
-MAX_FAIL_TRANSCRIPTS = 50
+    from .context import SuiteContext
 
 
 class Verdict(str, Enum):
@@ -128,38 +124,6 @@ class SuiteResult:
         return self
 
 
-@dataclass
-class SuiteContext:
-    client: EndpointClient
-    settings: Any  # the suite's Settings instance
-    server: ServerFacts
-    profile: "Profile | None"
-    target: "Target | None"
-    limit: int | None = None
-    previous_results: Path | None = None
-    progress: Callable[[int | None, int | None], None] = lambda advance, total: None
-    _started: float = field(default_factory=time.monotonic)
-
-    def advance(self, n: int = 1) -> None:
-        self.progress(n, None)
-
-    def set_total(self, total: int) -> None:
-        self.progress(None, total)
-
-    @property
-    def context_length(self) -> int | None:
-        """The served context length: the server's word first, then the profile's."""
-        measured = self.server.max_model_len
-        if measured:
-            return measured
-        return self.profile.model.context_length if self.profile else None
-
-    def apply_limit(self, items: list[Any]) -> tuple[list[Any], bool]:
-        if self.limit is not None and self.limit < len(items):
-            return items[: self.limit], True
-        return items, False
-
-
 class Suite(Protocol):
     name: str
     Settings: type[SuiteSettings]
@@ -167,94 +131,6 @@ class Suite(Protocol):
     def applies_to(self, profile: "Profile | None", server: ServerFacts) -> str | None: ...
 
     def run(self, ctx: SuiteContext) -> Any: ...  # SuiteResult, or an awaitable of one
-
-
-# --- transcripts ----------------------------------------------------------------------------
-
-def clip(value: Any, limit: int = TRANSCRIPT_TEXT_LIMIT) -> Any:
-    """Cut long strings (anywhere in a JSON-like value) so a report stays readable."""
-    if isinstance(value, str):
-        if len(value) <= limit:
-            return value
-        return value[: limit // 2] + f" …[{len(value) - limit} characters cut]… " + value[-limit // 2:]
-    if isinstance(value, dict):
-        return {k: clip(v, limit) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clip(v, limit) for v in value]
-    return value
-
-
-def request_summary(payload: dict[str, Any]) -> dict[str, Any]:
-    """The request as sent, with images replaced by their size and tool schemas by their names."""
-    def part(p: Any) -> Any:
-        if isinstance(p, dict) and p.get("type") == "image_url":
-            url = (p.get("image_url") or {}).get("url", "")
-            return {"type": "image_url", "url": f"{url[:40]}… ({len(url)} characters)"}
-        return p
-
-    messages = []
-    for m in payload.get("messages", []):
-        m = dict(m)
-        if isinstance(m.get("content"), list):
-            m["content"] = [part(p) for p in m["content"]]
-        messages.append(m)
-    out = {k: v for k, v in payload.items() if k not in ("messages", "tools")}
-    out["messages"] = messages
-    if payload.get("tools"):
-        out["tools"] = [t.get("function", {}).get("name") for t in payload["tools"]]
-    return clip(out)
-
-
-def transcript(case: str, payload: dict[str, Any] | None, result: ChatResult | None, *,
-               passed: bool, problems: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "case": case,
-        "passed": passed,
-        "problems": list(problems or []),
-        "request": request_summary(payload) if payload is not None else None,
-        "response": clip(result.summary()) if result is not None else None,
-        **clip(extra),
-    }
-
-
-class TranscriptLog:
-    """Keeps every failure (up to a cap) and the first few passes."""
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self._passes = 0
-        self._fails = 0
-
-    def add(self, item: dict[str, Any]) -> None:
-        if item.get("passed"):
-            self._passes += 1
-            if self._passes <= MAX_PASS_TRANSCRIPTS:
-                self.items.append(item)
-        else:
-            self._fails += 1
-            if self._fails <= MAX_FAIL_TRANSCRIPTS:
-                self.items.append(item)
-
-
-def chat_payload(ctx: SuiteContext, messages: list[dict[str, Any]], *, thinking: bool | None = None,
-                 stream: bool = False, max_tokens: int | None = None, temperature: float = 0.0,
-                 **extra: Any) -> dict[str, Any]:
-    """A chat request as the gateway sends it: the served model name, greedy unless told,
-    thinking set explicitly through chat_template_kwargs (None: the server's default)."""
-    payload: dict[str, Any] = {
-        "model": ctx.server.served_model_name or (ctx.profile.model.served_name if ctx.profile else "default"),
-        "messages": messages,
-        "temperature": temperature,
-        "stream": stream,
-    }
-    if stream:
-        payload["stream_options"] = {"include_usage": True}
-    if max_tokens is not None:
-        payload["max_tokens"] = max_tokens
-    if thinking is not None:
-        payload["chat_template_kwargs"] = {"enable_thinking": thinking}
-    payload.update(extra)
-    return payload
 
 
 def response_problems(result: ChatResult) -> list[str]:

@@ -15,11 +15,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..server.client import ChatResult
-from .base import SuiteContext, chat_payload, transcript
-from .prose import sentences as prose_sentences
-from .ruler import build, string_match_all
-from .scoring import extract_flexible, gold_answer
+from ....server.client import ChatResult
+from ...context import SuiteContext, chat_payload
+from ...transcripts import transcript
+from ...prose import sentences as prose_sentences
+from ...ruler import build, string_match_all
+from ...scoring import extract_flexible, gold_answer
 
 PROBE_NEEDLE_SENTENCES = 60  # about a thousand tokens: short, but a real lookup
 PROBE_MAX_TOKENS = 512
@@ -56,7 +57,7 @@ class Probe:
 
 def make_probes(n: int) -> list[Probe]:
     """Half GSM8K test items (known answers), half small needle lookups."""
-    from .suites.gsm8k import load_test
+    from ..gsm8k import load_test
 
     questions = load_test()
     probes = []
@@ -72,7 +73,7 @@ def make_probes(n: int) -> list[Probe]:
 
 async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, phase: str) -> list[Probe]:
     """Send every probe once (a fresh needle sample each time); returns new Probe records."""
-    semaphore = asyncio.Semaphore(concurrency)
+    sender = ctx.bounded(concurrency)
 
     async def one(template: Probe) -> Probe:
         probe = Probe(label=f"{template.label} {phase}", kind=template.kind, question=template.question,
@@ -84,8 +85,7 @@ async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, p
             probe.question, probe.expected = sample.prompt, sample.answers
         payload = chat_payload(ctx, [{"role": "user", "content": probe.question}], thinking=False,
                                max_tokens=PROBE_MAX_TOKENS)
-        async with semaphore:
-            res = await ctx.client.chat(payload)
+        res = await sender.send(payload)
         probe.t_start, probe.t_end = res.t_start, res.t_end
         if res.error:
             probe.correct = False

@@ -15,16 +15,17 @@ import asyncio
 import base64
 import io
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from PIL import Image
 
-from ..server.client import ChatResult
-from ..resources import resource
-from .base import Gate, SuiteContext, TranscriptLog, chat_payload, response_problems, transcript
-from .vision_pictures import data_url, draw
-from .scoring import missing_keyword_groups
+from ....server.client import ChatResult
+from ....resources import resource
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, response_problems
+from ...transcripts import TranscriptLog, transcript
+from .pictures import data_url, draw
+from ...scoring import missing_keyword_groups
 
 MODES = [(False, False), (True, False), (False, True), (True, True)]  # (stream, thinking)
 SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim.md"
@@ -85,12 +86,6 @@ def encode(image: Image.Image, fmt: str) -> str:
     return f"data:image/{fmt};base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-@dataclass
-class InFlight:
-    now: int = 0
-    peak: int = 0
-
-
 def image_message(url: str, text: str) -> dict[str, Any]:
     return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]}
 
@@ -101,21 +96,14 @@ class _PhotoRun:
 
     def __init__(self, ctx: SuiteContext, s: Any, log: TranscriptLog) -> None:
         self.ctx, self.s, self.log = ctx, s, log
-        self.semaphore = asyncio.Semaphore(s.concurrency)
-        self.flight = InFlight()
+        self.flight = ctx.bounded(s.concurrency)  # its own bound, and its peak in flight
         self.recognise = not ctx.server.is_simulator
         self.photo_rows: list[dict[str, Any]] = []
         self.ladder_rows: list[dict[str, Any]] = []
         self.history_rows: list[dict[str, Any]] = []
 
     async def send(self, payload: dict[str, Any]) -> ChatResult:
-        async with self.semaphore:
-            self.flight.now += 1
-            self.flight.peak = max(self.flight.peak, self.flight.now)
-            try:
-                return await self.ctx.client.chat(payload)
-            finally:
-                self.flight.now -= 1
+        return await self.flight.send(payload)
 
     async def photo(self, i: int, case: dict[str, Any], fmt: str) -> None:
         stream, thinking = MODES[(2 * i + (fmt == "png")) % len(MODES)]

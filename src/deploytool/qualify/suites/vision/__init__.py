@@ -15,14 +15,15 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from ...resources import resource
-from ...server.client import ChatResult
-from ...server.facts import ServerFacts
-from ..base import (Gate, SuiteContext, SuiteResult, SuiteSettings, TranscriptLog, Verdict,
-                    chat_payload, response_problems, transcript)
-from ..vision_pictures import data_url, draw
-from ..photos import photo_checks
-from ..scoring import missing_keyword_groups
+from ....resources import resource
+from ....server.client import ChatResult
+from ....server.facts import ServerFacts
+from ...context import SuiteContext, chat_payload
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
+from .pictures import data_url, draw
+from .photos import photo_checks
+from ...scoring import missing_keyword_groups
 
 name = "vision"
 # "not an image" in base64: decodes fine, but is no picture a server can read.
@@ -38,7 +39,7 @@ class Settings(SuiteSettings):
     concurrency: int = Field(default=4, ge=1)
     cases_file: str = Field(default="vision.yaml", description="Under the project's qualify/ folder.")
     request_timeout_s: float = 120.0
-    # Photographs and resolutions (qualify/photos.py); the image processor's figures default to
+    # Photographs and resolutions (qualify/suites/vision/photos.py); the image processor's figures default to
     # the Qwen3-VL family's preprocessor_config.json (patch 16, merge 2, 65,536..16,777,216 pixels).
     photo_checks: bool = Field(default=True, description="Photographs, resolution ladder, image across turns.")
     photo_side: int = Field(default=768, ge=32, description="Longest side of the recognition photos.")
@@ -94,8 +95,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     log = TranscriptLog()
     gate_fail: dict[str, str] = {}  # case id -> its first problem
     usage_fail: list[str] = []
-    semaphore = asyncio.Semaphore(s.concurrency)
-    await asyncio.gather(*(_ask(ctx, case, semaphore, log, gate_fail, usage_fail) for case in cases))
+    await asyncio.gather(*(_ask(ctx, case, log, gate_fail, usage_fail) for case in cases))
     bad, refused = await _invalid_image(ctx, log)
     photo_gates, photo_figures, photo_notes = ((await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
                                                if s.photo_checks else ([], {}, []))
@@ -125,16 +125,14 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     return result
 
 
-async def _ask(ctx: SuiteContext, case: dict[str, Any], semaphore: asyncio.Semaphore, log: TranscriptLog,
-               gate_fail: dict[str, str], usage_fail: list[str]) -> None:
+async def _ask(ctx: SuiteContext, case: dict[str, Any], log: TranscriptLog, gate_fail: dict[str, str], usage_fail: list[str]) -> None:
     """One drawn case: its answer must hold every keyword group and its usage count tokens."""
     s: Settings = ctx.settings
     content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(draw(spec))}}
                                      for spec in case["images"]]
     content.append({"type": "text", "text": case["prompt"]})
     payload = chat_payload(ctx, [{"role": "user", "content": content}], max_tokens=s.max_tokens)
-    async with semaphore:
-        res = await ctx.client.chat(payload)
+    res = await ctx.send(payload)
     problems = response_problems(res)
     if not res.error:
         missing = missing_keyword_groups(res.content, case["expect"])

@@ -99,8 +99,16 @@ def test_every_rendered_pod_meets_the_restricted_profile_but_the_argued_exceptio
             job = obj["kind"] == "Job"
             assert violations(pod, job=job) == [], f"{obj['kind']} {obj['metadata']['name']}{where}"
             checked += 1
-            if "containers" in pod:  # a whole pod spec (not OME's engine fields)
-                assert pod["automountServiceAccountToken"] is False
+            # a whole pod spec, or OME's engine fields it builds the pods from: the same pod settings
+            assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in [*pod.get("initContainers", []), *pod.get("containers", []),
+                              *([pod["runner"]] if "runner" in pod else [])]:
+                # every container but the server's has a read-only root (pod.py says why not the server)
+                if container["name"] in ("server", "ome-container"):
+                    assert "readOnlyRootFilesystem" not in container["securityContext"]
+                    continue
+                assert container["securityContext"].get("readOnlyRootFilesystem") is True, container["name"]
     assert checked >= 2
 
 
@@ -136,28 +144,36 @@ def test_the_jit_cache_is_the_releases_own():
     assert len({folder(one), folder(other), folder(elsewhere)}) == 3
 
 
-def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only():
-    req = request("h200-qwen3.6-35b-a3b-fp8", secrets=True)
+@pytest.mark.parametrize("flavor", ["plain", "ome"])
+def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
+    req = request("h200-qwen3.6-35b-a3b-fp8", flavor, secrets=True)
     stages = render_stages(req)
     [policy] = [o for o in stages["canary"] if o["kind"] == "NetworkPolicy"]
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
-    deployment = next(o for o in stages["release"] if o["kind"] == "Deployment")
+    # the server pods' labels: the Deployment's template, or the labels OME puts on the engine's pods
+    if flavor == "plain":
+        server_labels = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+        port = "http"  # the container port's name
+    else:
+        server_labels = next(o for o in stages["release"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
+        runtime = next(o for o in stages["canary"] if o["kind"] == "ClusterServingRuntime")
+        port = runtime["spec"]["engineConfig"]["runner"]["ports"][0]["containerPort"]  # OME builds the pods
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Ingress"]
 
     def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in selector.items())
 
-    server_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    canary = next(o for o in stages["canary"] if o["kind"] == "Deployment")
     assert selects(spec["podSelector"]["matchLabels"], server_labels)
-    assert selects(spec["podSelector"]["matchLabels"], canary["spec"]["template"]["metadata"]["labels"])
+    assert selects(spec["podSelector"]["matchLabels"], canary_labels)
 
     def admitted(labels: dict[str, str]) -> list[Any]:
         return [rule.get("ports") for rule in spec["ingress"]
                 if any(selects(peer["podSelector"]["matchLabels"], labels) for peer in rule["from"])]
 
-    assert admitted(job["spec"]["template"]["metadata"]["labels"]) == [[{"port": "http", "protocol": "TCP"}]]
-    assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": "http", "protocol": "TCP"}]]
+    assert admitted(job["spec"]["template"]["metadata"]["labels"]) == [[{"port": port, "protocol": "TCP"}]]
+    assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": port, "protocol": "TCP"}]]
     assert admitted({"app.kubernetes.io/name": "someone-else"}) == []
     assert admitted(server_labels) == [None]  # the ranks of a copy talk on any port

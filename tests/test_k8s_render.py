@@ -337,7 +337,7 @@ def test_render_to_stdout_is_both_stages_in_apply_order(capsys):
     assert exit_info.value.code in (0, None)
     documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     assert [d["kind"] for d in documents] == ["ClusterBaseModel", "ClusterServingRuntime", "InferenceService", "Job",
-                                              "InferenceService"]
+                                              "NetworkPolicy", "InferenceService"]
     assert documents[1]["metadata"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r7"
 
 

@@ -77,12 +77,31 @@ CONTAINER_SECURITY: dict[str, Any] = {
 #   which survives pod restarts only on the node (an emptyDir recompiles every kernel at each
 #   start). The cache folder is the release's own (namespace, app, toolchain), so no other
 #   release's pods mount it.
+# - readOnlyRootFilesystem is set on every container but the server: the init containers write
+#   only into their volumes; the server writes outside its mounts (SGLang's IPC socket names come
+#   from tempfile in /tmp, and each new kernel package brings a cache path of its own that
+#   tests/test_gpu_image.py finds and CACHE_ENV points under /cache only afterwards), so a read-only
+#   root would turn the next such path into a start that fails on the cluster alone.
 POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def secured(container: dict[str, Any]) -> dict[str, Any]:
-    container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
+def secured(container: dict[str, Any], *, read_only_root: bool = True) -> dict[str, Any]:
+    context = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
+    if read_only_root:
+        context["readOnlyRootFilesystem"] = True
+    container["securityContext"] = context
     return container
+
+
+def pod_security_fields() -> dict[str, Any]:
+    """The pod-level settings every server pod carries, in both flavours (OME's runtime takes
+    them as the engine's pod fields)."""
+    return {
+        "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
+        # the server never calls the Kubernetes API: no token in its file system to steal
+        "automountServiceAccountToken": False,
+        "securityContext": json.loads(json.dumps(POD_SECURITY)),
+    }
 
 
 def api_key_env(req: K8sRequest) -> list[dict[str, Any]]:
@@ -172,7 +191,7 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     }
     if has_api_key(profile):
         container["volumeMounts"].append({"name": "sglang-config", "mountPath": CONFIG_DIR, "readOnly": True})
-    secured(container)
+    secured(container, read_only_root=False)  # POD_SECURITY's comment says why
     gpus = gpus_per_pod(profile)
     if gpus:
         container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
@@ -258,10 +277,7 @@ def pod_spec(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
         init.append(api_key_init_container(req))
         extra_volumes = api_key_volumes(req)
     return {
-        "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
-        # the server never calls the Kubernetes API: no token in its file system to steal
-        "automountServiceAccountToken": False,
-        "securityContext": json.loads(json.dumps(POD_SECURITY)),
+        **pod_security_fields(),
         "terminationGracePeriodSeconds": 60,
         **scheduling(req),
         "initContainers": init,

@@ -53,6 +53,8 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
         "command": ["deploytool", "qualify", "--url", url, "--profile", req.profile.name,
                     "--no-progress", "--report", QUALIFY_REPORT_DIR],
         "env": env,
+        # the root file system is read-only (pod.secured): deploytool's home, state and report in /tmp
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # nosec B108: the Job's own emptyDir
     })
     return {
         "apiVersion": "batch/v1",
@@ -76,6 +78,7 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
                                                     "command": ["python3", "-c", wait, url + req.profile.health.path,
                                                                 str(budget)]})],
                     "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
                 },
             },
         },

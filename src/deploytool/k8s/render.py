@@ -20,6 +20,7 @@ from typing import Any
 from ..yamlio import dump_yaml
 from . import pod
 from . import release as rel
+from .network import GATEWAY_LABEL, network_policy  # noqa: F401 (GATEWAY_LABEL: where callers found it)
 from .ome import render_ome_stages
 from .qualify_job import qualify_job
 from .release import K8sRequest, Track
@@ -107,36 +108,6 @@ def disruption_budget(req: K8sRequest) -> dict[str, Any]:
         "kind": "PodDisruptionBudget",
         "metadata": rel.metadata(req, req.app),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": rel.selector(req, "stable")}},
-    }
-
-
-GATEWAY_LABEL = f"{rel.LABEL_DOMAIN}/gateway"  # "true" on the gateway's pods, in the release's namespace
-
-
-def network_policy(req: K8sRequest) -> dict[str, Any]:
-    """Who may reach the release's servers (both tracks): the gateway's pods (labelled
-    GATEWAY_LABEL=true in the namespace) and the qualify Job, on the HTTP port; the release's
-    own pods on any port (the ranks of a copy that spans nodes talk to each other). Nothing
-    else: a pod that is neither cannot call the server or its admin endpoints."""
-    app = req.app
-    http = [{"port": "http", "protocol": "TCP"}]
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": rel.metadata(req, f"{app}-ingress"),
-        "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                            "app.kubernetes.io/component": "inference-server"}},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": {"matchLabels": {GATEWAY_LABEL: "true"}}}], "ports": http},
-                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                                           "app.kubernetes.io/component": "qualify"}}}],
-                 "ports": http},
-                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                                           "app.kubernetes.io/component": "inference-server"}}}]},
-            ],
-        },
     }
 
 

@@ -148,7 +148,9 @@ def test_the_jit_cache_is_the_releases_own():
 def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
     req = request("h200-qwen3.6-35b-a3b-fp8", flavor, secrets=True)
     stages = render_stages(req)
-    [policy] = [o for o in stages["canary"] if o["kind"] == "NetworkPolicy"]
+    policy, job_policy = [o for o in stages["canary"] if o["kind"] == "NetworkPolicy"]
+    # the Job's pods serve nothing: selected, and admitting no one
+    assert job_policy["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in job_policy["spec"]
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
     # the server pods' labels: the Deployment's template, or the labels OME puts on the engine's pods
     if flavor == "plain":
@@ -177,3 +179,4 @@ def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
     assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": port, "protocol": "TCP"}]]
     assert admitted({"app.kubernetes.io/name": "someone-else"}) == []
     assert admitted(server_labels) == [None]  # the ranks of a copy talk on any port
+    assert selects(job_policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])

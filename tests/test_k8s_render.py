@@ -286,7 +286,7 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
     assert result.exit_code == 0, result.output
     canary = list(yaml.safe_load_all((tmp_path / "1-canary.yaml").read_text()))
     release = list(yaml.safe_load_all((tmp_path / "2-release.yaml").read_text()))
-    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job", "NetworkPolicy"]
+    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job", "NetworkPolicy", "NetworkPolicy"]
     assert [o["kind"] for o in release] == ["Service", "PodDisruptionBudget", "Deployment"]
     assert release[-1]["spec"]["replicas"] == 2 and release[-1]["metadata"]["namespace"] == "demo"
     assert canary[2]["spec"]["template"]["spec"]["containers"][0]["image"] == QUALIFY_IMAGE
@@ -337,7 +337,7 @@ def test_render_to_stdout_is_both_stages_in_apply_order(capsys):
     assert exit_info.value.code in (0, None)
     documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     assert [d["kind"] for d in documents] == ["ClusterBaseModel", "ClusterServingRuntime", "InferenceService", "Job",
-                                              "NetworkPolicy", "InferenceService"]
+                                              "NetworkPolicy", "NetworkPolicy", "InferenceService"]
     assert documents[1]["metadata"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r7"
 
 

@@ -42,3 +42,18 @@ def network_policy(req: K8sRequest, port: int | str = "http") -> dict[str, Any]:
             ],
         },
     }
+
+
+def qualify_policy(req: K8sRequest) -> dict[str, Any]:
+    """The qualify Job's pods serve nothing: no ingress at all (a policy that selects them and
+    admits no one). Its egress, to the canary, stays open: the Job reads the canary's Service."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": rel.metadata(req, f"{req.app}-qualify-ingress"),
+        "spec": {
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": req.app,
+                                            "app.kubernetes.io/component": "qualify"}},
+            "policyTypes": ["Ingress"],
+        },
+    }

@@ -20,7 +20,7 @@ import copy
 from typing import Any
 
 from . import pod
-from .network import network_policy
+from .network import network_policy, qualify_policy
 from . import release as rel
 from .release import K8sRequest, Track
 from .qualify_job import canary_url, qualify_job
@@ -163,6 +163,6 @@ def render_ome_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     return {
         # the plain flavour's NetworkPolicy, by port number: OME builds the pods and their ports
         "canary": [base_model(req), serving_runtime(req), canary, qualify_job(req, url=url),
-                   network_policy(req, port=req.profile.server.port)],
+                   network_policy(req, port=req.profile.server.port), qualify_policy(req)],
         "release": [copy.deepcopy(inference_service(req, "stable"))],
     }

@@ -85,6 +85,20 @@ CONTAINER_SECURITY: dict[str, Any] = {
 POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
+# The init containers run a shell loop or a few lines of Python: bounded so that a runaway one
+# cannot starve the node's other pods. The server's own container has no CPU or memory figures
+# (docs/security.md): the profile says nothing of its host memory, which peaks while the weights
+# stream through it at load, and a limit guessed too low kills a loading server; its cards are
+# what it is scheduled by.
+INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                  "limits": {"cpu": "1", "memory": "256Mi"}}
+
+
+def bounded(container: dict[str, Any], resources: dict[str, Any] = INIT_RESOURCES) -> dict[str, Any]:
+    container["resources"] = json.loads(json.dumps(resources))  # a copy per container
+    return container
+
+
 def secured(container: dict[str, Any], *, read_only_root: bool = True) -> dict[str, Any]:
     context = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
     if read_only_root:
@@ -117,13 +131,13 @@ def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
     script = ("import json, sys\n"
               "key = open(sys.argv[1]).read().strip()\n"
               "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n")
-    return secured({
+    return bounded(secured({
         "name": "api-key-config",
         "image": req.image,
         "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
         "volumeMounts": [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
                          {"name": "sglang-config", "mountPath": CONFIG_DIR}],
-    })
+    }))
 
 
 def api_key_volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -216,13 +230,13 @@ def cache_init_container(req: K8sRequest) -> dict[str, Any]:
         f'printf "%s" "$want" > {CACHE_MOUNT}/{FINGERPRINT_FILE}; '
         'else echo "JIT cache: fingerprint unchanged, kept"; fi'
     )
-    return secured({
+    return bounded(secured({
         "name": "jit-cache-check",
         "image": req.image,
         "command": ["/bin/sh", "-c", script],
         "env": [{"name": "DEPLOYTOOL_FINGERPRINT", "value": expected}],
         "volumeMounts": [{"name": "jit-cache", "mountPath": CACHE_MOUNT}],
-    })
+    }))
 
 
 def volumes(req: K8sRequest) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 from ..yamlio import dump_yaml
 from . import pod
 from . import release as rel
-from .network import GATEWAY_LABEL, network_policy  # noqa: F401 (GATEWAY_LABEL: where callers found it)
+from .network import GATEWAY_LABEL, network_policy, qualify_policy  # noqa: F401 (GATEWAY_LABEL: where callers found it)
 from .ome import render_ome_stages
 from .qualify_job import qualify_job
 from .release import K8sRequest, Track
@@ -118,7 +118,8 @@ def render_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     return {
         # the policy with the canary, which loads for minutes before it answers: fenced before it
         # serves, and it stays for the stable pods (k8s apply removes the canary, not the policy)
-        "canary": [workload(req, "canary"), service(req, "canary"), qualify_job(req), network_policy(req)],
+        "canary": [workload(req, "canary"), service(req, "canary"), qualify_job(req), network_policy(req),
+                   qualify_policy(req)],
         "release": [service(req, "stable"), disruption_budget(req), workload(req, "stable")],
     }
 

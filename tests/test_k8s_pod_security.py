@@ -9,6 +9,8 @@ release's own, and a NetworkPolicy that admits the gateway and the qualify Job."
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -127,7 +129,10 @@ def test_the_hub_token_reaches_only_a_profile_that_declares_it():
         objects = render_manifests(request("h200-qwen3.6-35b-a3b-fp8", secrets=keyed_profile))
         envs = [e["name"] for _, pod in (p for o in objects for p in pods(o))
                 for c in pod.get("containers", []) for e in c.get("env", [])]
-        assert ("HF_TOKEN" in envs) == keyed_profile
+        # as a file, read through HF_TOKEN_PATH as on a Docker host: never in the environment
+        assert ("HF_TOKEN_PATH" in envs) == keyed_profile and "HF_TOKEN" not in envs
+        assert not any("secretKeyRef" in json.dumps(c.get("env", [])) for _, pod in (p for o in objects for p in pods(o))
+                       for c in pod.get("containers", []))
 
 
 def test_the_jit_cache_is_the_releases_own():

@@ -258,7 +258,7 @@ def test_secrets_are_references_and_never_values(monkeypatch):
     ome.profile = keyed(ome.profile)
     text = json.dumps(render_manifests(req)) + json.dumps(render_manifests(ome))
     assert "hf_secret_value_that_must_not_leak" not in text
-    assert '"secretKeyRef"' in text
+    assert '"secretName": "deploytool"' in text  # referenced by name (mounted as files), never held
 
 
 def test_bad_input_is_refused_with_what_to_do():

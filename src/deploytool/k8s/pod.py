@@ -49,13 +49,24 @@ def has_api_key(profile: Profile) -> bool:
 
 
 def secret_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """The hub token as a secretKeyRef, for a profile that says its weights need one
-    (`secrets.hf_token`: gated weights) and for no other: a token in every pod's environment
-    would be read by every process of every release. The manifest names the Secret, never
-    holds the value."""
+    """The hub token as a file, for a profile that says its weights need one (`secrets.hf_token`:
+    gated weights) and for no other, read through HF_TOKEN_PATH as on a Docker host (the same
+    path, secrets.HF_TOKEN_TARGET): a token in the environment is inherited by every process the
+    server starts and shows in `kubectl describe`-style dumps of the environment; a file is read
+    by the hub client alone. The manifest names the Secret, never holds the value."""
     if not needs_hf_token(req.profile):
         return []
-    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": HF_TOKEN_KEY}}}]
+    return [{"name": name, "value": value} for name, value in secrets.container_env(secrets.plan_secrets(req.profile)).items()]
+
+
+def hf_token_mounts(req: K8sRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the server's mount, the pod's volume) of the hub token file, or nothing."""
+    if not needs_hf_token(req.profile):
+        return [], []
+    folder, name = secrets.HF_TOKEN_TARGET.rsplit("/", 1)
+    volume = {"name": "hf-token", "secret": {"secretName": req.secret_name, "defaultMode": 0o400,
+                                             "items": [{"key": HF_TOKEN_KEY, "path": name}]}}
+    return [{"name": "hf-token", "mountPath": folder, "readOnly": True}], [volume]
 
 
 # -- Pod Security Standards ------------------------------------------------------------------
@@ -118,11 +129,20 @@ def pod_security_fields() -> dict[str, Any]:
     }
 
 
-def api_key_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """For the qualify Job, which sends the key (secrets.API_KEY_ENV, as `qualify --url` reads it)."""
+API_KEY_FILE = f"{SECRET_MOUNT}/{API_KEY_KEY}"
+
+
+def api_key_file_mount(req: K8sRequest, *, group: int | None = None) -> tuple[list[str], list[dict[str, Any]],
+                                                                              list[dict[str, Any]]]:
+    """For the qualify Job, which sends the key: (its `--api-key-file` argument, its mount, the
+    pod's volume), or nothing. A file rather than the environment, as for the server: the key
+    reaches deploytool alone. `group`: the pod's fsGroup, which may read the file (0440)."""
     if not has_api_key(req.profile):
-        return []
-    return [{"name": secrets.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": API_KEY_KEY}}}]
+        return [], [], []
+    volume = {"name": "api-key", "secret": {"secretName": req.secret_name, "defaultMode": 0o440 if group else 0o400,
+                                            "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}]}}
+    return (["--api-key-file", API_KEY_FILE], [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True}],
+            [volume])
 
 
 def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
@@ -205,6 +225,7 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     }
     if has_api_key(profile):
         container["volumeMounts"].append({"name": "sglang-config", "mountPath": CONFIG_DIR, "readOnly": True})
+    container["volumeMounts"] += hf_token_mounts(req)[0]
     secured(container, read_only_root=False)  # POD_SECURITY's comment says why
     gpus = gpus_per_pod(profile)
     if gpus:
@@ -290,6 +311,7 @@ def pod_spec(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     if has_api_key(req.profile):
         init.append(api_key_init_container(req))
         extra_volumes = api_key_volumes(req)
+    extra_volumes += hf_token_mounts(req)[1]
     return {
         **pod_security_fields(),
         "terminationGracePeriodSeconds": 60,

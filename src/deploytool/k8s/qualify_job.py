@@ -48,16 +48,16 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
     # deploytool needs no root: it runs as nobody, its state and home in /tmp
-    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"},  # nosec B108: the Job's container's own /tmp
-           *pod.api_key_env(req)]
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"}]  # nosec B108: the Job's container's own /tmp
+    key_args, key_mounts, key_volumes = pod.api_key_file_mount(req, group=JOB_USER)
     container: dict[str, Any] = pod.bounded(pod.secured({
         "name": "qualify",
         "image": req.job_image,
         "command": ["deploytool", "qualify", "--url", url, "--profile", req.profile.name,
-                    "--no-progress", "--report", QUALIFY_REPORT_DIR],
+                    "--no-progress", "--report", QUALIFY_REPORT_DIR, *key_args],
         "env": env,
         # the root file system is read-only (pod.secured): deploytool's home, state and report in /tmp
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],  # nosec B108: the Job's own emptyDir
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *key_mounts],  # nosec B108: the Job's own emptyDir
     }), JOB_RESOURCES)
     return {
         "apiVersion": "batch/v1",
@@ -76,12 +76,12 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
                     "automountServiceAccountToken": False,
                     # the whole restricted profile: the Job's image needs no root
                     "securityContext": {**pod.POD_SECURITY, "runAsNonRoot": True, "runAsUser": JOB_USER,
-                                        "runAsGroup": JOB_USER},
+                                        "runAsGroup": JOB_USER, "fsGroup": JOB_USER},
                     "initContainers": [pod.bounded(pod.secured({
                         "name": "wait-for-canary", "image": req.job_image,
                         "command": ["python3", "-c", wait, url + req.profile.health.path, str(budget)]}))],
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, *key_volumes],
                 },
             },
         },

@@ -79,15 +79,17 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-# The pod-level rules. The exceptions, argued here and in docs/kubernetes.md ("Pod security"):
+# The pod-level rules. The exceptions, argued here, in docs/kubernetes.md ("Pod security") and in
+# docs/security.md (with the alternatives weighed; tests/test_checkov.py lists each one):
 # - runAsNonRoot is not set on the server's pods: the images (the CUDA bases and deploytool's
 #   sim base) have no user but root, and the JIT cache and the hub cache are node folders the
-#   kubelet creates root-owned; an image with its own USER and caches that user owns can run
-#   non-root, which is the image's decision, not deploytool's.
+#   kubelet creates root-owned (fsGroup does not apply to a hostPath); HOME=/root holds the
+#   caches of packages not yet pointed under /cache. A non-root server needs those folders
+#   re-owned on every node first: a migration, not a field here.
 # - hostPath volumes: the weights (read-only unless a hub model downloads) and the JIT cache,
-#   which survives pod restarts only on the node (an emptyDir recompiles every kernel at each
-#   start). The cache folder is the release's own (namespace, app, toolchain), so no other
-#   release's pods mount it.
+#   which survives pod restarts only on the node: an emptyDir (writable by any user) recompiles
+#   every kernel at each start, and a ReadWriteOnce PVC ties every copy to one node. The cache
+#   folder is the release's own (namespace, app, toolchain), so no other release's pods mount it.
 # - readOnlyRootFilesystem is set on every container but the server: the init containers write
 #   only into their volumes; the server writes outside its mounts (SGLang's IPC socket names come
 #   from tempfile in /tmp, and each new kernel package brings a cache path of its own that

@@ -185,3 +185,24 @@ def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
     assert admitted({"app.kubernetes.io/name": "someone-else"}) == []
     assert admitted(server_labels) == [None]  # the ranks of a copy talk on any port
     assert selects(job_policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])
+
+
+@pytest.mark.parametrize("flavor", ["plain", "ome"])
+def test_every_pod_is_one_the_kubernetes_clients_models_read_back_unchanged(flavor):
+    """Each pod spec (and each set of OME engine fields with its runner as the container) read into
+    the official client's V1PodSpec and written back: a field the model does not know, or one
+    of the wrong shape, would be dropped or changed. The CRD schemas check OME's own nesting."""
+    from kubernetes.client import ApiClient
+
+    client = ApiClient()
+    checked = 0
+    for name in ("h200-qwen3.6-35b-a3b-fp8", "gb300x4x2-glm5.2-nvfp4-tp8"):
+        for obj in render_manifests(request(name, flavor, secrets=True)):
+            for where, pod in pods(obj):
+                spec = {k: v for k, v in pod.items() if k not in ("runner", "size", "labels", "annotations")}
+                if "runner" in pod:
+                    spec["containers"] = [pod["runner"]]
+                model = client._ApiClient__deserialize(spec, "V1PodSpec")  # the client's own reader
+                assert client.sanitize_for_serialization(model) == spec, f"{obj['kind']}{where}"
+                checked += 1
+    assert checked >= 4

@@ -118,7 +118,7 @@ def test_each_required_field_is_present(name: str):
     # a Deployment per single-node profile, replicas = serving copies
     assert rel.workload_kind(profile) == "Deployment" and deployment["spec"]["replicas"] == 4
     # GPUs, node choice, tolerations
-    assert server["resources"]["limits"]["nvidia.com/gpu"] == profile.match.gpu_count
+    assert server["resources"]["limits"]["nvidia.com/gpu"] == str(profile.match.gpu_count)
     term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert term["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
     assert term["matchExpressions"][0]["values"] == [n.replace(" ", "-") for n in profile.match.gpu_name]
@@ -213,7 +213,7 @@ def test_a_profile_spanning_nodes_becomes_a_leaderworkerset():
         assert argv[argv.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
         assert argv[argv.index("--dist-init-addr") + 1].startswith("$(LWS_LEADER_ADDRESS):")
         assert argv[argv.index("--tp-size") + 1] == "8"
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert "startupProbe" in leader and "readinessProbe" in leader and "startupProbe" not in worker
     service = next(o for o in render_manifests(req) if o["kind"] == "Service" and o["metadata"]["name"] == req.app)
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
@@ -227,7 +227,7 @@ def test_ome_flavour_carries_flags_gpus_probes_and_model_source():
     expected = req.profile.launch_argv()
     expected[expected.index("--model-path") + 1] = "$(MODEL_PATH)"
     assert runner["command"] == expected and "--ep-size" in runner["command"]
-    assert runner["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert runner["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert runner["startupProbe"]["httpGet"]["path"] == "/health" and "livenessProbe" in runner
     assert runner["image"] == IMAGE
     model = by_kind(stages["canary"], "ClusterBaseModel")

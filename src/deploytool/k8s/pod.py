@@ -231,7 +231,9 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     secured(container, read_only_root=False)  # POD_SECURITY's comment says why
     gpus = gpus_per_pod(profile)
     if gpus:
-        container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
+        # a quantity in its canonical form, a string: the API takes a number too, the
+        # official client's model (V1ResourceRequirements) only a string
+        container["resources"] = {"limits": {GPU_RESOURCE: str(gpus)}}
     if role != "worker":  # a worker rank serves no HTTP: the group is judged by its leader
         container.update(probes(req))
     else:

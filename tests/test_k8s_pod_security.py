@@ -1,9 +1,10 @@
 """Every pod deploytool renders for Kubernetes, checked against the Pod Security Standards'
 `restricted` profile (kubernetes.io/docs/concepts/security/pod-security-standards, the
 baseline's rules and the restricted ones), each exception the server needs named here and
-argued in src/deploytool/k8s/pod.py and docs/kubernetes.md ("Pod security"). The check is ours
-(checkov is not installed in the test environment): the rules are the standard's, applied to
-every pod template of every rendered object, both flavours, every card profile and the sim.
+argued in src/deploytool/k8s/pod.py and docs/kubernetes.md ("Pod security"). The check is ours,
+the rules the standard's, applied to every pod template of every rendered object, both
+flavours, every card profile and the sim; it runs everywhere, checkov (tests/test_checkov.py)
+only where it is installed.
 Also: no service-account token, the hub token only for gated weights, the JIT cache the
 release's own, and a NetworkPolicy that admits the gateway and the qualify Job."""
 

@@ -158,8 +158,8 @@ def argued(check_id: str, place: str) -> str | None:
 def findings(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
     binary = checkov_bin()
     if binary is None:
-        pytest.skip("checkov is not installed: docs/security.md says how (a virtual environment of its own, "
-                    "since its pins conflict with deploytool's), or set DEPLOYTOOL_CHECKOV")
+        pytest.skip("checkov is not installed: `make checkov` puts it in .venv/checkov (a virtual environment of "
+                    "its own: its pins conflict with deploytool's; docs/security.md), or set DEPLOYTOOL_CHECKOV")
     folder = tmp_path_factory.mktemp("written")
     write_inputs(folder)
     return sorted({(c["check_id"], where(c)) for c in run_checkov(binary, folder)})
@@ -180,7 +180,7 @@ def test_checkov_sees_what_it_is_meant_to_see(tmp_path: Path):
     each where the test puts what deploytool writes."""
     binary = checkov_bin()
     if binary is None:
-        pytest.skip("checkov is not installed (docs/security.md)")
+        pytest.skip("checkov is not installed: `make checkov` (docs/security.md)")
     (tmp_path / "dockerfile").mkdir()
     (tmp_path / "dockerfile" / "Dockerfile").write_text("FROM debian:bookworm\nRUN true\n")
     (tmp_path / "k8s").mkdir()

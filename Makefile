@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 BASE_IMAGE ?= deploytool/base:bookworm
 
-.PHONY: demo test gpu-image setup engine base-image docs check-docs clean
+.PHONY: demo test gpu-image setup checkov engine base-image docs check-docs clean
 
 # The virtual environment, with deploytool installed from this tree.
 $(BIN)/deploytool: pyproject.toml
@@ -14,6 +14,13 @@ $(BIN)/deploytool: pyproject.toml
 	touch $@
 
 setup: $(BIN)/deploytool
+
+# checkov for tests/test_checkov.py (which skips, saying so, without it), in a virtual environment
+# of its own inside .venv: its pins conflict with deploytool's (docs/security.md).
+checkov: $(VENV)/checkov/bin/checkov
+$(VENV)/checkov/bin/checkov:
+	$(PYTHON) -m venv $(VENV)/checkov
+	$(VENV)/checkov/bin/pip install --quiet checkov==3.3.30
 
 engine:
 	@scripts/ensure-engine.sh

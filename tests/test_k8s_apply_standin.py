@@ -63,6 +63,7 @@ def test_dry_run_of_everything_comes_first_then_canary_qualify_promote(standin):
     assert job.startswith("h200-qwen3-6-35b-a3b-fp8-qualify-r1-")
     assert real == [["deployments", "h200-qwen3-6-35b-a3b-fp8-canary"], ["services", "h200-qwen3-6-35b-a3b-fp8-canary"],
                     ["jobs", job], ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-ingress"],
+                    ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-qualify-ingress"],
                     ["services", "h200-qwen3-6-35b-a3b-fp8"],
                     ["poddisruptionbudgets", "h200-qwen3-6-35b-a3b-fp8"], ["deployments", "h200-qwen3-6-35b-a3b-fp8"]]
     assert result.qualification == "passed" and result.promoted
@@ -127,7 +128,7 @@ def test_a_refused_dry_run_changes_nothing(standin):
 def test_dry_run_only_persists_nothing(standin):
     state, cluster, _ = standin
     result = apply_release(cluster, stages(), dry_run_only=True)
-    assert len(result.dry_run_ok) == 7 and not result.applied
+    assert len(result.dry_run_ok) == 8 and not result.applied
     assert state.objects == {} and all(c.query.get("dryRun") == "All" for c in state.writes())
 
 

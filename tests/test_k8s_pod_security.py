@@ -1,13 +1,16 @@
 """Every pod deploytool renders for Kubernetes, checked against the Pod Security Standards'
 `restricted` profile (kubernetes.io/docs/concepts/security/pod-security-standards, the
 baseline's rules and the restricted ones), each exception the server needs named here and
-argued in src/deploytool/k8s/pod.py and docs/kubernetes.md ("Pod security"). The check is ours
-(checkov is not installed in the test environment): the rules are the standard's, applied to
-every pod template of every rendered object, both flavours, every card profile and the sim.
+argued in src/deploytool/k8s/pod.py and docs/kubernetes.md ("Pod security"). The check is ours,
+the rules the standard's, applied to every pod template of every rendered object, both
+flavours, every card profile and the sim; it runs everywhere, checkov (tests/test_checkov.py)
+only where it is installed.
 Also: no service-account token, the hub token only for gated weights, the JIT cache the
 release's own, and a NetworkPolicy that admits the gateway and the qualify Job."""
 
 from __future__ import annotations
+
+import json
 
 from pathlib import Path
 from typing import Any, Iterator
@@ -99,8 +102,16 @@ def test_every_rendered_pod_meets_the_restricted_profile_but_the_argued_exceptio
             job = obj["kind"] == "Job"
             assert violations(pod, job=job) == [], f"{obj['kind']} {obj['metadata']['name']}{where}"
             checked += 1
-            if "containers" in pod:  # a whole pod spec (not OME's engine fields)
-                assert pod["automountServiceAccountToken"] is False
+            # a whole pod spec, or OME's engine fields it builds the pods from: the same pod settings
+            assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+            for container in [*pod.get("initContainers", []), *pod.get("containers", []),
+                              *([pod["runner"]] if "runner" in pod else [])]:
+                # every container but the server's has a read-only root (pod.py says why not the server)
+                if container["name"] in ("server", "ome-container"):
+                    assert "readOnlyRootFilesystem" not in container["securityContext"]
+                    continue
+                assert container["securityContext"].get("readOnlyRootFilesystem") is True, container["name"]
     assert checked >= 2
 
 
@@ -119,7 +130,10 @@ def test_the_hub_token_reaches_only_a_profile_that_declares_it():
         objects = render_manifests(request("h200-qwen3.6-35b-a3b-fp8", secrets=keyed_profile))
         envs = [e["name"] for _, pod in (p for o in objects for p in pods(o))
                 for c in pod.get("containers", []) for e in c.get("env", [])]
-        assert ("HF_TOKEN" in envs) == keyed_profile
+        # as a file, read through HF_TOKEN_PATH as on a Docker host: never in the environment
+        assert ("HF_TOKEN_PATH" in envs) == keyed_profile and "HF_TOKEN" not in envs
+        assert not any("secretKeyRef" in json.dumps(c.get("env", [])) for _, pod in (p for o in objects for p in pods(o))
+                       for c in pod.get("containers", []))
 
 
 def test_the_jit_cache_is_the_releases_own():
@@ -136,28 +150,60 @@ def test_the_jit_cache_is_the_releases_own():
     assert len({folder(one), folder(other), folder(elsewhere)}) == 3
 
 
-def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only():
-    req = request("h200-qwen3.6-35b-a3b-fp8", secrets=True)
+@pytest.mark.parametrize("flavor", ["plain", "ome"])
+def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
+    req = request("h200-qwen3.6-35b-a3b-fp8", flavor, secrets=True)
     stages = render_stages(req)
-    [policy] = [o for o in stages["canary"] if o["kind"] == "NetworkPolicy"]
+    policy, job_policy = [o for o in stages["canary"] if o["kind"] == "NetworkPolicy"]
+    # the Job's pods serve nothing: selected, and admitting no one
+    assert job_policy["spec"]["policyTypes"] == ["Ingress"] and "ingress" not in job_policy["spec"]
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
-    deployment = next(o for o in stages["release"] if o["kind"] == "Deployment")
+    # the server pods' labels: the Deployment's template, or the labels OME puts on the engine's pods
+    if flavor == "plain":
+        server_labels = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+        port = "http"  # the container port's name
+    else:
+        server_labels = next(o for o in stages["release"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
+        runtime = next(o for o in stages["canary"] if o["kind"] == "ClusterServingRuntime")
+        port = runtime["spec"]["engineConfig"]["runner"]["ports"][0]["containerPort"]  # OME builds the pods
     spec = policy["spec"]
     assert spec["policyTypes"] == ["Ingress"]
 
     def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
         return all(labels.get(k) == v for k, v in selector.items())
 
-    server_labels = deployment["spec"]["template"]["metadata"]["labels"]
-    canary = next(o for o in stages["canary"] if o["kind"] == "Deployment")
     assert selects(spec["podSelector"]["matchLabels"], server_labels)
-    assert selects(spec["podSelector"]["matchLabels"], canary["spec"]["template"]["metadata"]["labels"])
+    assert selects(spec["podSelector"]["matchLabels"], canary_labels)
 
     def admitted(labels: dict[str, str]) -> list[Any]:
         return [rule.get("ports") for rule in spec["ingress"]
                 if any(selects(peer["podSelector"]["matchLabels"], labels) for peer in rule["from"])]
 
-    assert admitted(job["spec"]["template"]["metadata"]["labels"]) == [[{"port": "http", "protocol": "TCP"}]]
-    assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": "http", "protocol": "TCP"}]]
+    assert admitted(job["spec"]["template"]["metadata"]["labels"]) == [[{"port": port, "protocol": "TCP"}]]
+    assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": port, "protocol": "TCP"}]]
     assert admitted({"app.kubernetes.io/name": "someone-else"}) == []
     assert admitted(server_labels) == [None]  # the ranks of a copy talk on any port
+    assert selects(job_policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])
+
+
+@pytest.mark.parametrize("flavor", ["plain", "ome"])
+def test_every_pod_is_one_the_kubernetes_clients_models_read_back_unchanged(flavor):
+    """Each pod spec (and each set of OME engine fields with its runner as the container) read into
+    the official client's V1PodSpec and written back: a field the model does not know, or one
+    of the wrong shape, would be dropped or changed. The CRD schemas check OME's own nesting."""
+    from kubernetes.client import ApiClient
+
+    client = ApiClient()
+    checked = 0
+    for name in ("h200-qwen3.6-35b-a3b-fp8", "gb300x4x2-glm5.2-nvfp4-tp8"):
+        for obj in render_manifests(request(name, flavor, secrets=True)):
+            for where, pod in pods(obj):
+                spec = {k: v for k, v in pod.items() if k not in ("runner", "size", "labels", "annotations")}
+                if "runner" in pod:
+                    spec["containers"] = [pod["runner"]]
+                model = client._ApiClient__deserialize(spec, "V1PodSpec")  # the client's own reader
+                assert client.sanitize_for_serialization(model) == spec, f"{obj['kind']}{where}"
+                checked += 1
+    assert checked >= 4

@@ -114,6 +114,12 @@ def test_qualify_job_command_is_one_deploytool_accepts():
     ctx = qualify.make_context("qualify", list(command[2:]))  # raises on an unknown option
     assert ctx.params["url"].startswith("http://") and ctx.params["profile"] == "b300x8-glm5.2-nvfp4-tp8"
     assert ctx.params["no_progress"] is True
+    # with an API key: the key's file, an option qualify takes
+    profile = keyed(STORE.get("b300x8-glm5.2-nvfp4-tp8"))
+    keyed_req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
+    job = next(o for o in render_stages(keyed_req)["canary"] if o["kind"] == "Job")
+    ctx = qualify.make_context("qualify", list(job["spec"]["template"]["spec"]["containers"][0]["command"][2:]))
+    assert str(ctx.params["api_key_file"]) == pod.API_KEY_FILE
 
 
 def test_multinode_argv_passes_sglangs_own_parser(sglang_parser_python: Path):
@@ -169,13 +175,20 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
     assert server["command"][-2:] == ["--config", pod.SGLANG_CONFIG]
     assert "--api-key" not in server["command"]
     assert all(e["name"] != secrets.API_KEY_ENV for e in server["env"])
-    hf = next(e for e in server["env"] if e["name"] == "HF_TOKEN")["valueFrom"]["secretKeyRef"]
-    assert hf == {"name": "deploytool", "key": "hf_token"}  # declared by the profile: not optional
+    # the hub token as a file, where HF_TOKEN_PATH points, as on a Docker host
+    assert {"name": "HF_TOKEN_PATH", "value": secrets.HF_TOKEN_TARGET} in server["env"]
+    hf = next(v for v in pod_spec["volumes"] if v["name"] == "hf-token")["secret"]
+    assert hf["secretName"] == "deploytool" and hf["items"] == [{"key": "hf_token", "path": "hf_token"}]
+    assert {"name": "hf-token", "mountPath": secrets.SECRETS_DIR, "readOnly": True} in server["volumeMounts"]
     secret_volume = next(v for v in pod_spec["volumes"] if v["name"] == "api-key")["secret"]
     assert secret_volume["secretName"] == "deploytool" and secret_volume["items"] == [{"key": "api_key", "path": "api_key"}]
-    job = next(o for o in stages["canary"] if o["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
-    assert [e for e in job["env"] if "valueFrom" in e] == [
-        {"name": "DEPLOYTOOL_API_KEY", "valueFrom": {"secretKeyRef": {"name": "deploytool", "key": "api_key"}}}]
+    job_pod = next(o for o in stages["canary"] if o["kind"] == "Job")["spec"]["template"]["spec"]
+    job = job_pod["containers"][0]
+    # the Job reads the key from a file its user's group may read (fsGroup), not from its environment
+    assert [e for e in job["env"] if "valueFrom" in e] == []
+    assert job["command"][-2:] == ["--api-key-file", pod.API_KEY_FILE]
+    key_volume = next(v for v in job_pod["volumes"] if v["name"] == "api-key")["secret"]
+    assert key_volume["defaultMode"] == 0o440 and job_pod["securityContext"]["fsGroup"] == 65534
     assert validate_builtin(next(o for o in stages["release"] if o["kind"] == "Deployment"), "1.33") == []
     # the init container's script, run: a key with YAML-special characters survives
     init = next(c for c in pod_spec["initContainers"] if c["name"] == "api-key-config")

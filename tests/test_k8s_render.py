@@ -118,7 +118,7 @@ def test_each_required_field_is_present(name: str):
     # a Deployment per single-node profile, replicas = serving copies
     assert rel.workload_kind(profile) == "Deployment" and deployment["spec"]["replicas"] == 4
     # GPUs, node choice, tolerations
-    assert server["resources"]["limits"]["nvidia.com/gpu"] == profile.match.gpu_count
+    assert server["resources"]["limits"]["nvidia.com/gpu"] == str(profile.match.gpu_count)
     term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert term["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
     assert term["matchExpressions"][0]["values"] == [n.replace(" ", "-") for n in profile.match.gpu_name]
@@ -213,7 +213,7 @@ def test_a_profile_spanning_nodes_becomes_a_leaderworkerset():
         assert argv[argv.index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
         assert argv[argv.index("--dist-init-addr") + 1].startswith("$(LWS_LEADER_ADDRESS):")
         assert argv[argv.index("--tp-size") + 1] == "8"
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == 4
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert "startupProbe" in leader and "readinessProbe" in leader and "startupProbe" not in worker
     service = next(o for o in render_manifests(req) if o["kind"] == "Service" and o["metadata"]["name"] == req.app)
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
@@ -227,7 +227,7 @@ def test_ome_flavour_carries_flags_gpus_probes_and_model_source():
     expected = req.profile.launch_argv()
     expected[expected.index("--model-path") + 1] = "$(MODEL_PATH)"
     assert runner["command"] == expected and "--ep-size" in runner["command"]
-    assert runner["resources"]["limits"]["nvidia.com/gpu"] == 8
+    assert runner["resources"]["limits"]["nvidia.com/gpu"] == "8"
     assert runner["startupProbe"]["httpGet"]["path"] == "/health" and "livenessProbe" in runner
     assert runner["image"] == IMAGE
     model = by_kind(stages["canary"], "ClusterBaseModel")
@@ -258,7 +258,7 @@ def test_secrets_are_references_and_never_values(monkeypatch):
     ome.profile = keyed(ome.profile)
     text = json.dumps(render_manifests(req)) + json.dumps(render_manifests(ome))
     assert "hf_secret_value_that_must_not_leak" not in text
-    assert '"secretKeyRef"' in text
+    assert '"secretName": "deploytool"' in text  # referenced by name (mounted as files), never held
 
 
 def test_bad_input_is_refused_with_what_to_do():
@@ -286,7 +286,7 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
     assert result.exit_code == 0, result.output
     canary = list(yaml.safe_load_all((tmp_path / "1-canary.yaml").read_text()))
     release = list(yaml.safe_load_all((tmp_path / "2-release.yaml").read_text()))
-    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job", "NetworkPolicy"]
+    assert [o["kind"] for o in canary] == ["Deployment", "Service", "Job", "NetworkPolicy", "NetworkPolicy"]
     assert [o["kind"] for o in release] == ["Service", "PodDisruptionBudget", "Deployment"]
     assert release[-1]["spec"]["replicas"] == 2 and release[-1]["metadata"]["namespace"] == "demo"
     assert canary[2]["spec"]["template"]["spec"]["containers"][0]["image"] == QUALIFY_IMAGE
@@ -337,7 +337,7 @@ def test_render_to_stdout_is_both_stages_in_apply_order(capsys):
     assert exit_info.value.code in (0, None)
     documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     assert [d["kind"] for d in documents] == ["ClusterBaseModel", "ClusterServingRuntime", "InferenceService", "Job",
-                                              "InferenceService"]
+                                              "NetworkPolicy", "NetworkPolicy", "InferenceService"]
     assert documents[1]["metadata"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r7"
 
 

@@ -5,6 +5,7 @@ pod.py          the pod: server container, probes, init containers, volumes, sch
 render.py       the plain flavour: Deployment or LeaderWorkerSet, Services, PDB, canary
 ome.py          the OME flavour: ClusterBaseModel, ClusterServingRuntime, InferenceService
 qualify_job.py  the qualify Job both flavours run against their canary
+network.py      the NetworkPolicy both flavours put around their servers
 validate.py     offline validation: Kubernetes OpenAPI schemas (kubernetes-validate), CRD schemas
 cluster.py      the REST calls, through the official `kubernetes` client
 apply.py        apply and status (dry run first)

@@ -20,6 +20,7 @@ import copy
 from typing import Any
 
 from . import pod
+from .network import network_policy, qualify_policy
 from . import release as rel
 from .release import K8sRequest, Track
 from .qualify_job import canary_url, qualify_job
@@ -92,6 +93,8 @@ def _runner(req: K8sRequest, role: pod.Role) -> dict[str, Any]:
 def _pod_fields(req: K8sRequest, role: pod.Role) -> dict[str, Any]:
     spec = pod.pod_spec(req, role)
     return {
+        # the plain flavour's pod-level settings too: OME builds the pods from these fields
+        **{k: spec[k] for k in (*pod.pod_security_fields(), "terminationGracePeriodSeconds") if k in spec},
         **{k: spec[k] for k in ("nodeSelector", "affinity", "tolerations") if k in spec},
         "initContainers": spec["initContainers"],
         "volumes": [v for v in spec["volumes"] if v["name"] != "model"],
@@ -158,6 +161,8 @@ def render_ome_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     url = canary_url(req, host=f"{canary['metadata']['name']}{ENGINE_SERVICE_SUFFIX}.{req.namespace}.svc",
                      port=ENGINE_SERVICE_PORT)
     return {
-        "canary": [base_model(req), serving_runtime(req), canary, qualify_job(req, url=url)],
+        # the plain flavour's NetworkPolicy, by port number: OME builds the pods and their ports
+        "canary": [base_model(req), serving_runtime(req), canary, qualify_job(req, url=url),
+                   network_policy(req, port=req.profile.server.port), qualify_policy(req)],
         "release": [copy.deepcopy(inference_service(req, "stable"))],
     }

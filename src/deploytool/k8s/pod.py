@@ -49,13 +49,24 @@ def has_api_key(profile: Profile) -> bool:
 
 
 def secret_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """The hub token as a secretKeyRef, for a profile that says its weights need one
-    (`secrets.hf_token`: gated weights) and for no other: a token in every pod's environment
-    would be read by every process of every release. The manifest names the Secret, never
-    holds the value."""
+    """The hub token as a file, for a profile that says its weights need one (`secrets.hf_token`:
+    gated weights) and for no other, read through HF_TOKEN_PATH as on a Docker host (the same
+    path, secrets.HF_TOKEN_TARGET): a token in the environment is inherited by every process the
+    server starts and shows in `kubectl describe`-style dumps of the environment; a file is read
+    by the hub client alone. The manifest names the Secret, never holds the value."""
     if not needs_hf_token(req.profile):
         return []
-    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": HF_TOKEN_KEY}}}]
+    return [{"name": name, "value": value} for name, value in secrets.container_env(secrets.plan_secrets(req.profile)).items()]
+
+
+def hf_token_mounts(req: K8sRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the server's mount, the pod's volume) of the hub token file, or nothing."""
+    if not needs_hf_token(req.profile):
+        return [], []
+    folder, name = secrets.HF_TOKEN_TARGET.rsplit("/", 1)
+    volume = {"name": "hf-token", "secret": {"secretName": req.secret_name, "defaultMode": 0o400,
+                                             "items": [{"key": HF_TOKEN_KEY, "path": name}]}}
+    return [{"name": "hf-token", "mountPath": folder, "readOnly": True}], [volume]
 
 
 # -- Pod Security Standards ------------------------------------------------------------------
@@ -68,28 +79,72 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "capabilities": {"drop": ["ALL"]},
     "seccompProfile": {"type": "RuntimeDefault"},
 }
-# The pod-level rules. The exceptions, argued here and in docs/kubernetes.md ("Pod security"):
+# The pod-level rules. The exceptions, argued here, in docs/kubernetes.md ("Pod security") and in
+# docs/security.md (with the alternatives weighed; tests/test_checkov.py lists each one):
 # - runAsNonRoot is not set on the server's pods: the images (the CUDA bases and deploytool's
 #   sim base) have no user but root, and the JIT cache and the hub cache are node folders the
-#   kubelet creates root-owned; an image with its own USER and caches that user owns can run
-#   non-root, which is the image's decision, not deploytool's.
+#   kubelet creates root-owned (fsGroup does not apply to a hostPath); HOME=/root holds the
+#   caches of packages not yet pointed under /cache. A non-root server needs those folders
+#   re-owned on every node first: a migration, not a field here.
 # - hostPath volumes: the weights (read-only unless a hub model downloads) and the JIT cache,
-#   which survives pod restarts only on the node (an emptyDir recompiles every kernel at each
-#   start). The cache folder is the release's own (namespace, app, toolchain), so no other
-#   release's pods mount it.
+#   which survives pod restarts only on the node: an emptyDir (writable by any user) recompiles
+#   every kernel at each start, and a ReadWriteOnce PVC ties every copy to one node. The cache
+#   folder is the release's own (namespace, app, toolchain), so no other release's pods mount it.
+# - readOnlyRootFilesystem is set on every container but the server: the init containers write
+#   only into their volumes; the server writes outside its mounts (SGLang's IPC socket names come
+#   from tempfile in /tmp, and each new kernel package brings a cache path of its own that
+#   tests/test_gpu_image.py finds and CACHE_ENV points under /cache only afterwards), so a read-only
+#   root would turn the next such path into a start that fails on the cluster alone.
 POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def secured(container: dict[str, Any]) -> dict[str, Any]:
-    container["securityContext"] = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
+# The init containers run a shell loop or a few lines of Python: bounded so that a runaway one
+# cannot starve the node's other pods. The server's own container has no CPU or memory figures
+# (docs/security.md): the profile says nothing of its host memory, which peaks while the weights
+# stream through it at load, and a limit guessed too low kills a loading server; its cards are
+# what it is scheduled by.
+INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"},
+                                  "limits": {"cpu": "1", "memory": "256Mi"}}
+
+
+def bounded(container: dict[str, Any], resources: dict[str, Any] = INIT_RESOURCES) -> dict[str, Any]:
+    container["resources"] = json.loads(json.dumps(resources))  # a copy per container
     return container
 
 
-def api_key_env(req: K8sRequest) -> list[dict[str, Any]]:
-    """For the qualify Job, which sends the key (secrets.API_KEY_ENV, as `qualify --url` reads it)."""
+def secured(container: dict[str, Any], *, read_only_root: bool = True) -> dict[str, Any]:
+    context = json.loads(json.dumps(CONTAINER_SECURITY))  # a copy per container
+    if read_only_root:
+        context["readOnlyRootFilesystem"] = True
+    container["securityContext"] = context
+    return container
+
+
+def pod_security_fields() -> dict[str, Any]:
+    """The pod-level settings every server pod carries, in both flavours (OME's runtime takes
+    them as the engine's pod fields)."""
+    return {
+        "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
+        # the server never calls the Kubernetes API: no token in its file system to steal
+        "automountServiceAccountToken": False,
+        "securityContext": json.loads(json.dumps(POD_SECURITY)),
+    }
+
+
+API_KEY_FILE = f"{SECRET_MOUNT}/{API_KEY_KEY}"
+
+
+def api_key_file_mount(req: K8sRequest, *, group: int | None = None) -> tuple[list[str], list[dict[str, Any]],
+                                                                              list[dict[str, Any]]]:
+    """For the qualify Job, which sends the key: (its `--api-key-file` argument, its mount, the
+    pod's volume), or nothing. A file rather than the environment, as for the server: the key
+    reaches deploytool alone. `group`: the pod's fsGroup, which may read the file (0440)."""
     if not has_api_key(req.profile):
-        return []
-    return [{"name": secrets.API_KEY_ENV, "valueFrom": {"secretKeyRef": {"name": req.secret_name, "key": API_KEY_KEY}}}]
+        return [], [], []
+    volume = {"name": "api-key", "secret": {"secretName": req.secret_name, "defaultMode": 0o440 if group else 0o400,
+                                            "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}]}}
+    return (["--api-key-file", API_KEY_FILE], [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True}],
+            [volume])
 
 
 def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
@@ -98,13 +153,13 @@ def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
     script = ("import json, sys\n"
               "key = open(sys.argv[1]).read().strip()\n"
               "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n")
-    return secured({
+    return bounded(secured({
         "name": "api-key-config",
         "image": req.image,
         "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
         "volumeMounts": [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
                          {"name": "sglang-config", "mountPath": CONFIG_DIR}],
-    })
+    }))
 
 
 def api_key_volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -172,10 +227,13 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     }
     if has_api_key(profile):
         container["volumeMounts"].append({"name": "sglang-config", "mountPath": CONFIG_DIR, "readOnly": True})
-    secured(container)
+    container["volumeMounts"] += hf_token_mounts(req)[0]
+    secured(container, read_only_root=False)  # POD_SECURITY's comment says why
     gpus = gpus_per_pod(profile)
     if gpus:
-        container["resources"] = {"limits": {GPU_RESOURCE: gpus}}
+        # a quantity in its canonical form, a string: the API takes a number too, the
+        # official client's model (V1ResourceRequirements) only a string
+        container["resources"] = {"limits": {GPU_RESOURCE: str(gpus)}}
     if role != "worker":  # a worker rank serves no HTTP: the group is judged by its leader
         container.update(probes(req))
     else:
@@ -197,13 +255,13 @@ def cache_init_container(req: K8sRequest) -> dict[str, Any]:
         f'printf "%s" "$want" > {CACHE_MOUNT}/{FINGERPRINT_FILE}; '
         'else echo "JIT cache: fingerprint unchanged, kept"; fi'
     )
-    return secured({
+    return bounded(secured({
         "name": "jit-cache-check",
         "image": req.image,
         "command": ["/bin/sh", "-c", script],
         "env": [{"name": "DEPLOYTOOL_FINGERPRINT", "value": expected}],
         "volumeMounts": [{"name": "jit-cache", "mountPath": CACHE_MOUNT}],
-    })
+    }))
 
 
 def volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -257,11 +315,9 @@ def pod_spec(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
     if has_api_key(req.profile):
         init.append(api_key_init_container(req))
         extra_volumes = api_key_volumes(req)
+    extra_volumes += hf_token_mounts(req)[1]
     return {
-        "enableServiceLinks": False,  # no Docker-link env vars next to the server's own
-        # the server never calls the Kubernetes API: no token in its file system to steal
-        "automountServiceAccountToken": False,
-        "securityContext": json.loads(json.dumps(POD_SECURITY)),
+        **pod_security_fields(),
         "terminationGracePeriodSeconds": 60,
         **scheduling(req),
         "initContainers": init,

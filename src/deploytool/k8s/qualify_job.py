@@ -14,6 +14,9 @@ from .release import K8sRequest
 
 QUALIFY_REPORT_DIR = "/tmp/qualify-report"  # nosec B108: a folder inside the Job's own container
 JOB_USER = 65534  # nobody
+# deploytool qualify is an HTTP client holding a few suites' transcripts (the needle prompt, about
+# 225K tokens of text, is the largest): bounded well above that.
+JOB_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "2", "memory": "4Gi"}}
 
 
 def qualify_job_name(req: K8sRequest) -> str:
@@ -45,15 +48,17 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
             "        time.sleep(5)\n"
             "sys.exit('canary never became healthy at ' + url)\n")
     # deploytool needs no root: it runs as nobody, its state and home in /tmp
-    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"},  # nosec B108: the Job's container's own /tmp
-           *pod.api_key_env(req)]
-    container: dict[str, Any] = pod.secured({
+    env = [{"name": "HOME", "value": "/tmp"}, {"name": "DEPLOYTOOL_HOME", "value": "/tmp/deploytool"}]  # nosec B108: the Job's container's own /tmp
+    key_args, key_mounts, key_volumes = pod.api_key_file_mount(req, group=JOB_USER)
+    container: dict[str, Any] = pod.bounded(pod.secured({
         "name": "qualify",
         "image": req.job_image,
         "command": ["deploytool", "qualify", "--url", url, "--profile", req.profile.name,
-                    "--no-progress", "--report", QUALIFY_REPORT_DIR],
+                    "--no-progress", "--report", QUALIFY_REPORT_DIR, *key_args],
         "env": env,
-    })
+        # the root file system is read-only (pod.secured): deploytool's home, state and report in /tmp
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *key_mounts],  # nosec B108: the Job's own emptyDir
+    }), JOB_RESOURCES)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -71,11 +76,12 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
                     "automountServiceAccountToken": False,
                     # the whole restricted profile: the Job's image needs no root
                     "securityContext": {**pod.POD_SECURITY, "runAsNonRoot": True, "runAsUser": JOB_USER,
-                                        "runAsGroup": JOB_USER},
-                    "initContainers": [pod.secured({"name": "wait-for-canary", "image": req.job_image,
-                                                    "command": ["python3", "-c", wait, url + req.profile.health.path,
-                                                                str(budget)]})],
+                                        "runAsGroup": JOB_USER, "fsGroup": JOB_USER},
+                    "initContainers": [pod.bounded(pod.secured({
+                        "name": "wait-for-canary", "image": req.job_image,
+                        "command": ["python3", "-c", wait, url + req.profile.health.path, str(budget)]}))],
                     "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}, *key_volumes],
                 },
             },
         },

@@ -20,6 +20,7 @@ from typing import Any
 from ..yamlio import dump_yaml
 from . import pod
 from . import release as rel
+from .network import GATEWAY_LABEL, network_policy, qualify_policy  # noqa: F401 (GATEWAY_LABEL: where callers found it)
 from .ome import render_ome_stages
 from .qualify_job import qualify_job
 from .release import K8sRequest, Track
@@ -110,36 +111,6 @@ def disruption_budget(req: K8sRequest) -> dict[str, Any]:
     }
 
 
-GATEWAY_LABEL = f"{rel.LABEL_DOMAIN}/gateway"  # "true" on the gateway's pods, in the release's namespace
-
-
-def network_policy(req: K8sRequest) -> dict[str, Any]:
-    """Who may reach the release's servers (both tracks): the gateway's pods (labelled
-    GATEWAY_LABEL=true in the namespace) and the qualify Job, on the HTTP port; the release's
-    own pods on any port (the ranks of a copy that spans nodes talk to each other). Nothing
-    else: a pod that is neither cannot call the server or its admin endpoints."""
-    app = req.app
-    http = [{"port": "http", "protocol": "TCP"}]
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": rel.metadata(req, f"{app}-ingress"),
-        "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                            "app.kubernetes.io/component": "inference-server"}},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": {"matchLabels": {GATEWAY_LABEL: "true"}}}], "ports": http},
-                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                                           "app.kubernetes.io/component": "qualify"}}}],
-                 "ports": http},
-                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                                           "app.kubernetes.io/component": "inference-server"}}}]},
-            ],
-        },
-    }
-
-
 def render_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     """{'canary': [...], 'release': [...]}, in the order `k8s apply` applies them."""
     if req.flavor == "ome":
@@ -147,7 +118,8 @@ def render_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     return {
         # the policy with the canary, which loads for minutes before it answers: fenced before it
         # serves, and it stays for the stable pods (k8s apply removes the canary, not the policy)
-        "canary": [workload(req, "canary"), service(req, "canary"), qualify_job(req), network_policy(req)],
+        "canary": [workload(req, "canary"), service(req, "canary"), qualify_job(req), network_policy(req),
+                   qualify_policy(req)],
         "release": [service(req, "stable"), disruption_budget(req), workload(req, "stable")],
     }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..release import cache, inputs as release_inputs
-from ..image.build import plan_build
+from ..image.build import BuildPlan, plan_build
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..errors import DeploytoolError
@@ -26,6 +26,7 @@ from ..host.gpus import Inventory, read_inventory
 from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
 from ..release.slots import Slot
+from .no_engine import NoEngine
 from ..release.state import SlotPointers, read_pointers, release_path
 
 
@@ -36,6 +37,10 @@ class ImageFacts:
     labels: dict[str, str] | None  # None when absent
     base_ref: str
     base_id: str | None  # None when the base is not on this engine
+    # the build plan the reference came from, so that planning the up does not derive it again
+    # (hashing the recipe's inputs is the slowest part of planning); None in hand-made facts
+    build: BuildPlan | None = field(default=None, repr=False, compare=False)
+    wheelhouse: Path | None = None  # the wheelhouse that build plan was made with
 
 
 @dataclass
@@ -94,7 +99,7 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
     releases = engine.releases(slot.name)
     return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
                  health={r.release: release_health(slot.name, r.release) for r in releases},
-                 engine_absent=getattr(engine, "absent_reason", None))
+                 engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None)
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
@@ -109,7 +114,8 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     base = engine.image(build.base_ref)
     facts.image = ImageFacts(reference=build.tag, present=present is not None,
                              labels=dict(present.labels or {}) if present is not None else None,
-                             base_ref=build.base_ref, base_id=base.id if base is not None else None)
+                             base_ref=build.base_ref, base_id=base.id if base is not None else None,
+                             build=build, wheelhouse=wheelhouse)
     facts.port = port_facts(engine, bind, host_port or profile.server.port) if publishes else None
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:

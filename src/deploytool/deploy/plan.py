@@ -208,7 +208,9 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     port, port_source = publish_port(options, fallback, profile)
-    build = plan_build(profile, wheelhouse=options.wheelhouse)
+    gathered = facts.image
+    build = (gathered.build if gathered is not None and gathered.build is not None
+             and gathered.wheelhouse == options.wheelhouse else plan_build(profile, wheelhouse=options.wheelhouse))
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)

@@ -21,6 +21,7 @@ from typing import Any
 from ..image.build import build
 from ..release.compose import document_text
 from ..host.engine import Engine
+from .no_engine import NoEngine
 from ..host.nvml import refuse_on_described_host
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..profiles import Profile, ProfileStore
@@ -120,7 +121,7 @@ def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str
     engine.compose_version()
     store = ProfileStore(options.profiles_dirs)
     gathered = [_slot_facts(engine, slot, store, options.profile_name) for slot in options.slots]
-    if getattr(engine, "absent_reason", None):
+    if isinstance(engine, NoEngine):
         # A rollout publishes each slot on the port its release has; with no engine to say which,
         # probing the profile's default port would refuse or pass for the wrong reason.
         for facts, _ in gathered:

@@ -6,21 +6,23 @@ one at 0.5 s (a worst case), in interleaved phases.
 
 Starts the reference runtime in its own process (metrics on, 100 output tokens/s per request,
 20 ms of scheduling before each prefill, 8 requests running at once), keeps CLIENTS streamed
-chats of 48 tokens going back to back through deploytool's own EndpointClient (a closed loop),
-and switches the scraper between phases in the order A B C C B A, REPEATS times, so drift in the
-machine's other load falls on every setting alike. The scraper is its own process (in this one it
-would share the event loop and the GIL with the client and be counted as server time); each
-phase starts a fresh one, the no-scraper phase too (it only sleeps), so the start of a process
-falls on every phase alike. A scrape is what the monitor does at each interval: GET /metrics and
-GET /health (two jobs at one interval), first at a random offset within the interval, as
-Prometheus spreads its targets. A request counts for the phase it started in; those started while
-the scraper is being switched are dropped.
+chats of 48 tokens (ignore_eos, so every answer is that long) going back to back through
+deploytool's own EndpointClient (a closed loop), and switches the scraper between phases in the
+order A B C C B A, REPEATS times, so drift in the machine's other load falls on every setting
+alike. The scraper is its own process (in this one it would share the event loop and the GIL
+with the client and be counted as server time); each phase starts a fresh one, the no-scraper
+phase too (it only sleeps), so the start of a process falls on every phase alike. A scrape is
+what the monitor does at each interval: GET /metrics and GET /health (two jobs at one interval),
+first at a random offset within the interval, as Prometheus spreads its targets. A request
+counts for the phase it started in; those started while the scraper is being switched are dropped.
 
-Per setting: requests/s served, the scraper's own requests/s, TTFT and latency p50/p99 over all
-its requests, and the p99 ratio against no scraper: pooled, a bootstrap 95% interval (rounds resampled, then the
-requests within them), and the min-max of the per-round ratios (a round is one A, B, C triple, so
-each ratio compares phases next to each other). When the interval holds 1.0, the difference is
-inside the noise of the run, and the script says so. A figure, not a test.
+Per setting: requests/s served, the scraper's own requests/s (two GETs a scrape), TTFT and
+latency p50/p99 over all its requests, and the p99 ratio against no scraper: pooled, a bootstrap
+95% interval (rounds resampled, then the requests within them), and the min-max of the per-round
+ratios (a round is one A, B, C triple, so each ratio compares phases next to each other). When
+the interval holds 1.0, the difference is inside the noise of the run, and the script says so;
+the no-scraper phases against themselves (even rounds / odd rounds) show the noise floor.
+A figure, not a test.
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ async def drive(url: str, repeats: int, phase_s: float, clients: int) -> list[Ph
         while not stop.is_set():
             phase = current[0]
             i += 1
-            payload = {"model": "sim-model", "stream": True, "max_tokens": MAX_TOKENS,
+            payload = {"model": "sim-model", "stream": True, "max_tokens": MAX_TOKENS, "ignore_eos": True,
                        "messages": [{"role": "user", "content": f"client {n} request {i}: count to fifty"}]}
             result = await client.chat(payload, timeout=60)
             if phase is None:
@@ -147,13 +149,16 @@ def bootstrap(rounds: list[list[Phase]], setting: int, key: str, draws: int = 10
 
 
 def report(phases: list[Phase], repeats: int, phase_s: float, clients: int) -> str:
-    by: dict[int, list[Phase]] = {s: [p for p in phases if p.setting == s] for s in range(len(SETTINGS))}
     # A round: three phases in a row (A B C, then C B A).
-    rounds = [phases[i:i + 3] for i in range(0, len(phases), 3)]
+    # (Only rounds whose three phases all finished a request: a phase shorter than a request has none.)
+    rounds = [r for r in (phases[i:i + 3] for i in range(0, len(phases), 3)) if all(p.latency for p in r)]
+    if not rounds:
+        return "no round in which every phase finished a request: longer phases, please"
     lines = [f"{repeats} x (A B C C B A), {phase_s:g} s phases, {clients} closed-loop clients, "
              f"{MAX_TOKENS}-token streamed chats",
-             f"{'setting':<12} {'req/s':>6} {'scrapes/s':>9} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
+             f"{'setting':<12} {'req/s':>6} {'scrape GET/s':>12} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
              f"{'lat p50':>8} {'lat p99':>8}  {'TTFT p99 x [95%] (rounds)':>28}  {'lat p99 x [95%] (rounds)':>28}"]
+    by = {s: [p for r in rounds for p in r if p.setting == s] for s in range(len(SETTINGS))}
     base_ttft = [t for p in by[0] for t in p.ttft]
     base_lat = [t for p in by[0] for t in p.latency]
     verdicts = []
@@ -178,7 +183,7 @@ def report(phases: list[Phase], repeats: int, phase_s: float, clients: int) -> s
                 if lo <= 1.0 <= hi else
                 f"outside the spread (95% interval {lo:.2f}-{hi:.2f}): {'slower' if lo > 1 else 'faster'}"))
         failed = sum(p.failed for p in by[s])
-        lines.append(f"{name:<12} {rps:6.2f} {sps:9.3f} {len(lat):5d} {pct(ttft, 0.5) * 1000:7.1f}ms "
+        lines.append(f"{name:<12} {rps:6.2f} {sps:12.3f} {len(lat):5d} {pct(ttft, 0.5) * 1000:7.1f}ms "
                      f"{pct(ttft, 0.99) * 1000:7.1f}ms {pct(lat, 0.5) * 1000:6.1f}ms {pct(lat, 0.99) * 1000:6.1f}ms"
                      f"  {cells[0]:>28}  {cells[1]:>28}" + (f"  ({failed} failed)" if failed else ""))
     # The noise floor: no scraper against itself, the A phases of even rounds against those of odd ones.
@@ -194,11 +199,16 @@ def report(phases: list[Phase], repeats: int, phase_s: float, clients: int) -> s
 def main(repeats: int, phase_s: float, clients: int) -> None:
     from sim_process import SimProcess
 
+    load_before = os.getloadavg()
     with SimProcess(decode_tps=100, schedule_latency_s=0.02, max_running_requests=8, enable_metrics=True,
                     default_chat_template_kwargs='{"enable_thinking": false}') as sim:
         phases = asyncio.run(drive(sim.url, repeats, phase_s, clients))
     print(report(phases, repeats, phase_s, clients))
-    print(f"machine: {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
+    def load(values: tuple[float, float, float]) -> str:
+        return " ".join(f"{x:.2f}" for x in values)
+
+    print(f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min) {load(load_before)} at the start, "
+          f"{load(os.getloadavg())} at the end")
 
 
 if __name__ == "__main__":

@@ -18,16 +18,19 @@ from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_st
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 
 
-def engine_state(engine) -> list[tuple]:
+def engine_state(engine, tags: tuple[str, ...] = ()) -> list[tuple]:
+    """This instance's containers and volumes, and the images they run or that `tags` name.
+    Images by profile label would see another run's builds on a shared engine (a second
+    checkout's suite makes its own t-good images meanwhile), which no dry run here made."""
     from deploytool.host import labels
 
     containers = engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
     volumes = engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
-    # Images of this test's profiles only: other users of a shared engine build their own meanwhile.
-    images = [i for name in ("t-good", "t-good2")
-              for i in engine.client.images.list(filters={"label": f"dev.deploytool.build-profile={name}"})]
+    images = {c.attrs["Image"] for c in containers}
+    for tag in tags:
+        images |= {i.id for i in engine.client.images.list(name=tag)}
     return sorted([("container", c.name, c.status, c.attrs["State"].get("StartedAt")) for c in containers]
-                  + [("volume", v.name, "", "") for v in volumes] + [("image", i.id, "", "") for i in images])
+                  + [("volume", v.name, "", "") for v in volumes] + [("image", i, "", "") for i in images])
 
 
 def files_state(home: Path) -> dict[str, str]:
@@ -42,7 +45,12 @@ def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, pro
                                                    deploytool_home: Path):
     assert up(slot_env, "t-good").returncode == 0
     assert up(slot_env, "t-good2").returncode == 0
-    before = (engine_state(docker_engine), files_state(deploytool_home))
+    # the image the dry runs would build for release 3, were they to build
+    from deploytool.image.build import plan_build
+    from deploytool.profiles import ProfileStore
+
+    tags = (plan_build(ProfileStore([profiles_dir]).get("t-good")).tag,)
+    before = (engine_state(docker_engine, tags), files_state(deploytool_home))
 
     human = slot_env("up", "--cpu", "--profile", "t-good", "--dry-run", "--suite", "preflight")
     assert human.returncode == 0, human.stderr
@@ -65,7 +73,7 @@ def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, pro
     assert pruned.returncode == 0, pruned.stderr
     assert json.loads(pruned.stdout)["plan"]["steps"][0]["releases"] == []  # 1 is the rollback target
 
-    assert (engine_state(docker_engine), files_state(deploytool_home)) == before
+    assert (engine_state(docker_engine, tags), files_state(deploytool_home)) == before
     assert served_decode_tps(slot_env.port) == 3000
     # The release number was not used: the next real up is release 3.
     third = up(slot_env, "t-good")

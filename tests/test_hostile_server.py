@@ -161,9 +161,13 @@ def test_bench_ends_with_every_failure_named(mode: str) -> None:
     assert cost["seconds"] < 2 + 6 + 2 + 2 + 15, cost
     assert cost["peak"] < MEMORY_BOUND, cost
     failed = [r for r in run.requests if not r.ok]
-    assert failed and (run.errors_total > 0 or not run.complete), run.notes
     words = {"huge_body": "larger than", "trickle": "timed out", "deep_json": "nested too deep",
              "endless_sse": ""}[mode]
+    # on a loaded machine the run's bound can fall inside the warm-up, before any measured
+    # request: then the run is incomplete and its notes name what the warm-up met
+    cut_in_warmup = not run.complete and any("during warmup" in n for n in run.notes)
+    assert (failed and (run.errors_total > 0 or not run.complete)) or \
+        (cut_in_warmup and any(words in n for n in run.notes)), run.notes
     assert all(words in (r.error or "") for r in failed), {r.error for r in failed}
     if mode == "endless_sse":
         assert all("timed out" in r.error or "stream larger than" in r.error or "time bound" in r.error

@@ -36,7 +36,7 @@ demo: setup base-image
 # test module; every `deploytool` command and reference runtime is a process of its own), so it
 # keeps bytecode caches even where PYTHONDONTWRITEBYTECODE is set: without them each process
 # compiles deploytool again and each worker rewrites every test module (collection alone took
-# 13 to 15 s of CPU a process without, 4.5 s with, docs/measured/test-suite.md).
+# 13 to 15 s of CPU a process without, 4.5 s with, measured on the two-core development machine).
 TEST_WORKERS ?= 4
 PYTEST_ARGS ?=
 # On a new machine the engine and base image (debootstrap) and the virtual environment (pip)

@@ -37,16 +37,10 @@ def _journal(event: str) -> list[dict]:
     return [e for e in map(json.loads, lines) if e["event"] == event]
 
 
-def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
-    from deploytool.host import labels
+def slot_steps(slot_env, port: int) -> None:
+    """Stop, start and logs of a slot serving release 2 (1 kept), with their refusals."""
     from deploytool.release.slots import Slot
-    from deploytool.release.state import slot_lock, slot_path
-
-    port = slot_env.port
-    assert up(slot_env, "t-good").returncode == 0
-    two = up(slot_env, "t-good2")
-    assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
-    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
+    from deploytool.release.state import slot_lock
 
     # stop: drained by the server's count (nothing in flight: 0 waited for), stopped, both kept
     plan = _json(slot_env("stop", "--cpu", "--dry-run", "--json"))["plan"]
@@ -88,9 +82,22 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     missing = slot_env("logs", "--cpu", "--release", "9", "--json")
     assert missing.returncode == 1 and "kept: 1, 2" in _json(missing)["error"]["message"]
 
-    # --follow goes on across a restart: the release's second start is in the same stream;
-    # without --release it follows the slot: a new up, then a rollback, each said in one line
-    # and followed by the new serving release's log from its start (not its earlier runs)
+
+def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
+    from deploytool.host import labels
+    from deploytool.release.slots import Slot
+    from deploytool.release.state import slot_path
+
+    port = slot_env.port
+    assert up(slot_env, "t-good").returncode == 0
+    two = up(slot_env, "t-good2")
+    assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
+    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
+
+    # --follow (read below, after the stop and start) goes on across a restart: the release's
+    # second start is in the same stream; without --release it follows the slot: a new up, then
+    # a rollback, each said in one line and followed by the new serving release's log from its
+    # start (not its earlier runs)
     # as from a terminal: a suite started in the background would otherwise pass SIGINT on ignored
     follow = start_cli("logs", "--cpu", "--follow", "--since", "1h")
     seen: list[str] = []
@@ -108,8 +115,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
 
     listening = lambda lines: sum("listening on" in line for line in lines)  # noqa: E731
     try:
-        assert slot_env("stop", "--cpu").returncode == 0
-        assert slot_env("start", "--cpu").returncode == 0
+        wait_for(lambda: listening(seen) >= 1)  # following release 2 before it is stopped
+        slot_steps(slot_env, port)
+        # the follower, started before the stop and start above, is still on release 2
         wait_for(lambda: listening(seen) >= 2)
         assert not any(line.startswith("deploytool: slot") for line in seen), seen  # the same release: no notice
         assert up(slot_env, "t-good").returncode == 0  # release 3

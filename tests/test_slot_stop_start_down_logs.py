@@ -162,16 +162,19 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
 def test_a_test_instance_never_touches_another_instances_release(slot_env, profiles_dir, tmp_path, docker_engine):
     """A person's release left serving (the demo's: another instance, another state directory)
     and this test's slot of the same name: stop and down of the test's touch only the test's."""
-    from conftest import free_port, run_cli
+    from conftest import free_port, run_cli, run_clis
     from deploytool.host import labels
 
     theirs = {"DEPLOYTOOL_INSTANCE": f"{labels.instance()}-person", "DEPLOYTOOL_HOME": str(tmp_path / "person")}
     port = free_port()
     try:
-        made = run_cli("up", "--cpu", "--profile", "t-good", "--port", str(port), "--skip-qualify",
-                       "--profiles-dir", str(profiles_dir), env=theirs)
+        # theirs and this test's put up at once (two instances, two state directories)
+        made, ours = run_clis(*(("up", "--cpu", "--profile", name, "--port", str(where), "--skip-qualify",
+                                 "--profiles-dir", str(profiles_dir)) for name, where in (("t-good", port),
+                                                                                          ("t-good2", slot_env.port))),
+                              envs=[theirs, None])
         assert made.returncode == 0, made.stderr
-        assert up(slot_env, "t-good2").returncode == 0
+        assert ours.returncode == 0, ours.stderr
         assert slot_env("stop", "--cpu").returncode == 0
         assert slot_env("down", "--cpu", "--volumes").returncode == 0
         # theirs serves on, untouched: its container, its network, its cache volume

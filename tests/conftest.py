@@ -260,6 +260,19 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
 
 
+def run_clis(*commands: tuple[str, ...], envs: list[dict[str, str] | None] | None = None,
+             timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
+    """Several commands of the console script at once (`envs`: each one's extra variables), for
+    a fixture that prepares independent slots: their waits (a container start, a health check)
+    overlap instead of adding up, as two people's commands on two slots of one host do (each
+    slot has its own lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    extra = envs or [None] * len(commands)
+    with ThreadPoolExecutor(len(commands)) as pool:
+        return list(pool.map(lambda args, env: run_cli(*args, env=env, timeout=timeout), commands, extra))
+
+
 def start_cli(*args: str) -> subprocess.Popen[str]:
     """The console script started as from a terminal, for tests that press Ctrl-C on it.
 

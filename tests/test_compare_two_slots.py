@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import free_port, run_cli
+from conftest import free_port, run_cli, run_clis
 from deploytool.bench.results import Figure
 from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
 from lifecycle_helpers import remove_instance
@@ -70,9 +70,9 @@ def two_cpu_slots(docker_engine, tmp_path: Path):
     folder.mkdir()
     (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200))
     (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100))
-    for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow")):
-        out = run_cli("up", "--cpu-slot", slot, "--profile", name, "--port", str(free_port()),
-                      "--profiles-dir", str(folder), timeout=600)
+    for out in run_clis(*(("up", "--cpu-slot", slot, "--profile", name, "--port", str(free_port()),
+                           "--profiles-dir", str(folder)) for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow"))),
+                        timeout=600):
         assert out.returncode == 0, out.stderr
     yield folder
     remove_instance(docker_engine)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, run_cli
+from conftest import free_port, run_cli, run_clis
 from lifecycle_helpers import remove_instance
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -134,10 +134,10 @@ def gateway(docker_engine, tmp_path: Path):
     for sub in ("upstreams", "tmp", "hooks"):
         (root / sub).mkdir(parents=True)
     ports = {"a": free_port(), "b": free_port()}
-    for name, port in ports.items():
-        out = run_cli("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
-                      "--profiles-dir", str(folder))
+    for out in run_clis(*(("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
+                           "--profiles-dir", str(folder)) for name, port in ports.items())):
         assert out.returncode == 0, out.stderr
+    for name, port in ports.items():
         (root / "upstreams" / f"cpu-{name}.conf").write_text(f"server 127.0.0.1:{port} max_fails=3 fail_timeout=10s;\n")
     port = free_port()
     (root / "nginx.conf").write_text(NGINX_CONF.format(root=root, port=port))

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import ROOT, free_port, run_cli, start_cli
+from conftest import ROOT, free_port, run_cli, run_clis, start_cli
 from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -51,9 +51,8 @@ def two_slots(docker_engine, tmp_path: Path):
     (folder / "t-badtools.yaml").write_text(profile("t-badtools", 3000, "{DEPLOYTOOL_SIM_FAULT: bad_tool_json}",
                                                     ", tools"))
     ports = {"a": free_port(), "b": free_port()}
-    for name, port in ports.items():
-        out = run_cli("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
-                      "--profiles-dir", str(folder))
+    for out in run_clis(*(("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
+                           "--profiles-dir", str(folder)) for name, port in ports.items())):
         assert out.returncode == 0, out.stderr
     yield folder, ports
     remove_instance(docker_engine)

@@ -37,16 +37,10 @@ def _journal(event: str) -> list[dict]:
     return [e for e in map(json.loads, lines) if e["event"] == event]
 
 
-def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
-    from deploytool.host import labels
+def slot_steps(slot_env, port: int) -> None:
+    """Stop, start and logs of a slot serving release 2 (1 kept), with their refusals."""
     from deploytool.release.slots import Slot
-    from deploytool.release.state import slot_lock, slot_path
-
-    port = slot_env.port
-    assert up(slot_env, "t-good").returncode == 0
-    two = up(slot_env, "t-good2")
-    assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
-    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
+    from deploytool.release.state import slot_lock
 
     # stop: drained by the server's count (nothing in flight: 0 waited for), stopped, both kept
     plan = _json(slot_env("stop", "--cpu", "--dry-run", "--json"))["plan"]
@@ -88,34 +82,70 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     missing = slot_env("logs", "--cpu", "--release", "9", "--json")
     assert missing.returncode == 1 and "kept: 1, 2" in _json(missing)["error"]["message"]
 
-    # --follow goes on across a restart: the release's second start is in the same stream
+
+def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
+    from deploytool.host import labels
+    from deploytool.release.slots import Slot
+    from deploytool.release.state import slot_path
+
+    port = slot_env.port
+    assert up(slot_env, "t-good").returncode == 0
+    two = up(slot_env, "t-good2")
+    assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
+    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
+
+    # --follow (read below, after the stop and start) goes on across a restart: the release's
+    # second start is in the same stream; without --release it follows the slot: a new up, then
+    # a rollback, each said in one line and followed by the new serving release's log from its
+    # start (not its earlier runs)
     # as from a terminal: a suite started in the background would otherwise pass SIGINT on ignored
     follow = start_cli("logs", "--cpu", "--follow", "--since", "1h")
     seen: list[str] = []
     threading.Thread(target=lambda: seen.extend(follow.stdout), daemon=True).start()  # type: ignore[arg-type]
-    try:
-        assert slot_env("stop", "--cpu").returncode == 0
-        assert slot_env("start", "--cpu").returncode == 0
-        deadline = time.monotonic() + 60
-        while sum("listening on" in line for line in seen) < 2:
+
+    def wait_for(what, deadline_s: float = 60) -> None:
+        deadline = time.monotonic() + deadline_s
+        while not what():
             assert time.monotonic() < deadline and follow.poll() is None, seen
             time.sleep(0.2)
+
+    def after(notice: str) -> list[str]:
+        found = [i for i, line in enumerate(seen) if line.startswith(notice)]
+        return seen[found[0] + 1:] if found else []
+
+    listening = lambda lines: sum("listening on" in line for line in lines)  # noqa: E731
+    try:
+        wait_for(lambda: listening(seen) >= 1)  # following release 2 before it is stopped
+        slot_steps(slot_env, port)
+        # the follower, started before the stop and start above, is still on release 2
+        wait_for(lambda: listening(seen) >= 2)
+        assert not any(line.startswith("deploytool: slot") for line in seen), seen  # the same release: no notice
+        assert up(slot_env, "t-good").returncode == 0  # release 3
+        new_up = "deploytool: slot cpu is served by release 3 now (was release 2); its log follows"
+        wait_for(lambda: listening(after(new_up)) >= 1)
+        back = slot_env("rollback", "--cpu", "--json")
+        assert back.returncode == 0 and served_decode_tps(port) == 3000, back.stderr  # release 2 again
+        rolled = "deploytool: slot cpu is served by release 2 now (was release 3); its log follows"
+        wait_for(lambda: listening(after(rolled)) >= 1)
+        # its start this time, not its two earlier runs (they would come first)
+        assert listening(after(rolled)) == 1, seen
     finally:
         follow.send_signal(signal.SIGINT)
         follow.wait(30)
+    assert follow.returncode == 0 and "Traceback" not in follow.stderr.read(), seen  # Ctrl-C ends it cleanly
 
     # a failed up names the command that shows its whole log
     crashed = up(slot_env, "t-crash")
     assert crashed.returncode != 0
-    assert "the whole log: deploytool logs --cpu --release 3" in _json(crashed)["error"]["message"]
-    assert "FAULT crash_on_start" in slot_env("logs", "--cpu", "--release", "3").stdout
+    assert "the whole log: deploytool logs --cpu --release 4" in _json(crashed)["error"]["message"]
+    assert "FAULT crash_on_start" in slot_env("logs", "--cpu", "--release", "4").stdout
 
     # down: says what goes (the dry run changes nothing), then removes releases, projects, networks
     networks = lambda: docker_engine.client.networks.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})  # noqa: E731
     assert networks(), "each release's network carries the instance label"
     dry = _json(slot_env("down", "--cpu", "--dry-run", "--json"))["plan"]
-    assert [s["step"] for s in dry["steps"]] == ["Stop", "Remove", "Remove", "Remove", "RemoveSlot"]
-    assert _releases() == {1: "exited", 2: "running", 3: "exited"}
+    assert [s["step"] for s in dry["steps"]] == ["Stop", "Remove", "Remove", "Remove", "Remove", "RemoveSlot"]
+    assert _releases() == {1: "exited", 2: "running", 3: "exited", 4: "exited"}
     gone = slot_env("down", "--cpu", "--json")
     assert gone.returncode == 0, gone.stderr
     assert "goes: 2. remove release 1" in gone.stderr
@@ -132,16 +162,19 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
 def test_a_test_instance_never_touches_another_instances_release(slot_env, profiles_dir, tmp_path, docker_engine):
     """A person's release left serving (the demo's: another instance, another state directory)
     and this test's slot of the same name: stop and down of the test's touch only the test's."""
-    from conftest import free_port, run_cli
+    from conftest import free_port, run_cli, run_clis
     from deploytool.host import labels
 
     theirs = {"DEPLOYTOOL_INSTANCE": f"{labels.instance()}-person", "DEPLOYTOOL_HOME": str(tmp_path / "person")}
     port = free_port()
     try:
-        made = run_cli("up", "--cpu", "--profile", "t-good", "--port", str(port), "--skip-qualify",
-                       "--profiles-dir", str(profiles_dir), env=theirs)
+        # theirs and this test's put up at once (two instances, two state directories)
+        made, ours = run_clis(*(("up", "--cpu", "--profile", name, "--port", str(where), "--skip-qualify",
+                                 "--profiles-dir", str(profiles_dir)) for name, where in (("t-good", port),
+                                                                                          ("t-good2", slot_env.port))),
+                              envs=[theirs, None])
         assert made.returncode == 0, made.stderr
-        assert up(slot_env, "t-good2").returncode == 0
+        assert ours.returncode == 0, ours.stderr
         assert slot_env("stop", "--cpu").returncode == 0
         assert slot_env("down", "--cpu", "--volumes").returncode == 0
         # theirs serves on, untouched: its container, its network, its cache volume

@@ -64,7 +64,7 @@ def down_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
 @app.command("logs")
 def logs_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
                  release: Annotated[Optional[int], typer.Option("--release", help="A kept release's log (default: the serving release's, else the slot's current one).")] = None,
-                 follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing, across a restart of the release, until Ctrl-C.")] = False,
+                 follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until Ctrl-C, across a restart of the release; without --release, across a new serving release of the slot (a new up, a rollback), saying so in one line.")] = False,
                  tail: Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines.")] = None,
                  since: Annotated[Optional[str], typer.Option("--since", help="Only lines since a duration ago (30s, 10m, 2h) or an ISO 8601 time.")] = None,
                  json_output: JsonOpt = False) -> None:
@@ -77,7 +77,11 @@ def logs_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
         if json_output:  # the lines as one object; with --follow, one object per line
             if follow:
                 for line in lines:  # JSON Lines: one object per line as it comes
-                    typer.echo(json.dumps({"line": line}))
+                    if isinstance(line, slots.SlotNotice):
+                        typer.echo(json.dumps({"slot": slot.name, "serving": line.release, "was": line.was,
+                                               "note": str(line)}))
+                    else:
+                        typer.echo(json.dumps({"line": line}))
             else:
                 print_json({"slot": slot.name, "lines": list(lines)})
             return

@@ -144,11 +144,36 @@ def log_release(slot: Slot, number: int | None, *, engine: Engine) -> Release:
     return facts.serving or facts.by_number(facts.pointers.current) or releases[-1]
 
 
+class SlotNotice(str):
+    """A line deploytool says in a followed log (not the server's): the slot's serving release
+    changed, and the lines after it are the new release's."""
+
+    release: int
+    was: int
+
+    @classmethod
+    def changed(cls, slot: Slot, release: int, was: int) -> "SlotNotice":
+        notice = cls(f"deploytool: slot {slot.name} is served by release {release} now "
+                     f"(was release {was}); its log follows")
+        notice.release, notice.was = release, was
+        return notice
+
+
+def _started_epoch(release: Release) -> float | None:
+    """The engine's StartedAt (RFC 3339, nanoseconds) in epoch seconds; None when unknown."""
+    found = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)$", release.started)
+    if not found or found.group(1).startswith("0001"):
+        return None
+    whole = datetime.fromisoformat(found.group(1) + found.group(3).replace("Z", "+00:00")).timestamp()
+    return whole + float(f"0.{found.group(2) or 0}")
+
+
 def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, since: str | None = None,
          follow: bool = False, engine: Engine | None = None, poll_s: float = 0.5) -> Iterator[str]:
-    """The release's server log, line by line. With `follow`, it goes on across a restart of the
-    release (a crash that Docker or `watch` restarts, a `stop` then `start`): when the stream
-    ends, it waits for the release to run again and goes on from where it ended, until Ctrl-C."""
+    """The release's server log, line by line. With `follow`, it goes on until Ctrl-C: across a
+    restart of the release (a crash that Docker or `watch` restarts, a `stop` then `start`), and,
+    without `release`, across a change of the slot's serving release (a new `up`, a rollback):
+    a SlotNotice says so, then the new release's log from its start follows."""
     engine = engine or Engine()
     if tail is not None and tail < 0:
         raise UsageError(f"--tail {tail}: expected 0 lines or more")
@@ -158,20 +183,32 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
         yield from engine.logs(chosen, tail=tail, since=start_at).decode("utf-8", "replace").splitlines()
         return
     while True:
-        pending = b""
-        for chunk in engine.logs(chosen, tail=tail, since=start_at, follow=True):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                yield raw.decode("utf-8", "replace")
-        if pending:
-            yield pending.decode("utf-8", "replace")
+        yield from _stream(engine, chosen, tail=tail, since=start_at)
         start_at, tail = time.time(), None  # after a restart: what it writes from now on
-        while True:  # the stream ended: the container stopped; wait until it runs again
+        while True:  # the stream ended: the container stopped; wait until it, or the slot, runs again
             time.sleep(poll_s)
-            again = engine.release(slot.name, chosen.release)
-            if again is None:
-                return  # removed (`down`, prune): nothing more will be written
-            if again.running or again.state == "restarting":
+            now = engine.releases(slot.name)
+            again = next((r for r in now if r.release == chosen.release), None)
+            if again is not None and (again.running or again.state == "restarting"):
                 chosen = again
                 break
+            serving = max((r for r in now if r.running or r.state == "restarting"),
+                          key=lambda r: r.release, default=None)
+            if release is None and serving is not None:  # following the slot: another release serves
+                yield SlotNotice.changed(slot, serving.release, chosen.release)
+                chosen, start_at = serving, _started_epoch(serving)
+                break
+            if again is None and (release is not None or not now):
+                return  # removed (`down`, prune): nothing more will be written
+
+
+def _stream(engine: Engine, release: Release, *, tail: int | None, since: float | None) -> Iterator[str]:
+    """One release's log, followed until its container stops, line by line."""
+    pending = b""
+    for chunk in engine.logs(release, tail=tail, since=since, follow=True):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            yield raw.decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")

@@ -31,6 +31,7 @@ class Release:
     model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before the label existed
     api_key: bool = False  # the server wants an API key (labels.API_KEY)
     exposed_without_key: bool = False  # published beyond loopback without a key, on purpose (labels.EXPOSED_WITHOUT_KEY)
+    started: str = ""  # when the container last started (the engine's State.StartedAt, RFC 3339)
 
     @property
     def running(self) -> bool:
@@ -71,4 +72,5 @@ def release_from_inspect(attrs: dict[str, Any]) -> Release:
         model=lab.get(labels.MODEL, ""),
         api_key=lab.get(labels.API_KEY) == "required",
         exposed_without_key=lab.get(labels.EXPOSED_WITHOUT_KEY) == "true",
+        started=str(state.get("StartedAt", "") or ""),
     )

@@ -42,7 +42,9 @@ def test_every_nosec_says_which_check_and_why():
     bare = []
     for path in SRC.rglob("*.py"):
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if "nosec" in line and not re.search(r"# nosec B\d{3}: \S", line):
+            # the marker as bandit reads it (`#nosec`, `# nosec`), not the letters inside a word
+            # such as "nanoseconds"
+            if re.search(r"#\s*nosec\b", line) and not re.search(r"# nosec B\d{3}: \S", line):
                 bare.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert bare == []
 

@@ -5,6 +5,10 @@
 #   tune-space.yaml), TOTAL_S (the call's seconds), PREP_S (run.sh's bound), RESUME=1: go on from
 #   the journal a previous call on this warm machine left in /tmp/gpu-check/tune-PROFILE;
 #   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner).
+# A fresh machine has no journal: with RESUME=1, a tune-report.tar.xz beside this script (the one
+# a previous call returned) is unpacked as the report folder first. A call returns the report as
+# one tarball (a device call brings back only a few files) and the kernel cache as it stands after
+# the starts (the candidates' JIT compiles included), to put beside run.sh for the next call.
 G=$(cd "$(dirname "$0")" && pwd); W=/tmp/gpu-check
 START=$(date +%s)
 PROFILE=${PROFILE:-gpu-check-qwen3-tiny}; SPACE=$G/${SPACE:-tune-space.yaml}
@@ -17,6 +21,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export TVM_FFI_CACHE_DIR=$W/cache/tvm-ffi TRITON_CACHE_DIR=$W/cache/triton
 export PYTHONPATH=$W/dt/src:$W/dt/site:$W/site
 ARGS=(); [ "${RESUME:-0}" = 1 ] && ARGS+=(--resume) || rm -rf "$REPORT"
+if [ "${RESUME:-0}" = 1 ] && [ ! -f "$REPORT/journal.jsonl" ] && [ -f "$G/tune-report.tar.xz" ]; then
+  mkdir -p "$REPORT" && tar -xJf "$G/tune-report.tar.xz" -C "$REPORT"
+fi
 # a call that only measures leaves the winner's qualify to the call that ends the search
 [ "${NO_QUALIFY:-0}" = 1 ] && ARGS+=(--no-qualify)
 LEFT=$(( ${TOTAL_S:-560} - ($(date +%s) - START) ))
@@ -25,5 +32,6 @@ cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile "$PROFILE
   --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$SPACE" \
   --report "$REPORT" --budget "$((LEFT - ${QUALIFY_S:-110}))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
 echo "tune exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
-cp -r "$REPORT" "$OUT/tune"; ls -la "$OUT" "$OUT/tune" "$OUT/tune/logs" >> "$OUT/tune.log" 2>&1
+tar -C "$REPORT" -cJf "$OUT/tune-report.tar.xz" . && tar -tvJf "$OUT/tune-report.tar.xz" >> "$OUT/tune.log" 2>&1
+[ -d "$W/cache" ] && tar -C "$W/cache" -cf - . | xz -6 -T0 > "$OUT/kernel-cache.tar.xz"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$OUT/tune.log" 2>&1

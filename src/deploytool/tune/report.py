@@ -15,6 +15,7 @@ from ..files import write_atomic
 from ..profiles import Profile
 from ..yamlio import dump_yaml
 from .results import CandidateResult
+from .space import followed_expectations
 
 COLUMNS = ("candidate", "flags that differ", "KV tokens plan / server", "running limit plan / server",
            "tok/s/GPU (median)", "spread", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "goodput", "verdict")
@@ -106,9 +107,13 @@ def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateRes
         f"over {len(winner.passes)} passes{against}.",
         *(f"{k}: {v}" for k, v in evidence.items() if v),
     ]
-    body = {"name": name, "extends": profile.name,
-            "description": f"{profile.name} with the launch flags `deploytool tune` found",
-            "server": {"args": changed}}
+    body: dict[str, Any] = {"name": name, "extends": profile.name,
+                            "description": f"{profile.name} with the launch flags `deploytool tune` found",
+                            "server": {"args": changed}}
+    # `extends` merges dictionaries key by key, so only the expectations the new flags moved are written
+    followed = followed_expectations(profile, winner.planned.candidate.profile.server.args)
+    if followed:
+        body["qualify"] = {"preflight": {"expect": followed}}
     return "".join(f"# {line}\n" for line in comment) + dump_yaml(body)
 
 

@@ -230,8 +230,38 @@ def candidates(profile: Profile, space: TuneSpace) -> list[Candidate]:
 
 
 def with_args(profile: Profile, args: dict[str, Any]) -> Profile:
+    """The profile launched with `args`; preflight expectations that restate a launch flag follow
+    the new launch (see `followed_expectations`)."""
     server = profile.server.model_copy(update={"args": args})
-    return profile.model_copy(update={"server": server})
+    update: dict[str, Any] = {"server": server}
+    followed = followed_expectations(profile, args)
+    if followed:
+        preflight = dict(profile.qualify.get("preflight") or {})
+        preflight["expect"] = {**(preflight.get("expect") or {}), **followed}
+        update["qualify"] = {**profile.qualify, "preflight": preflight}
+    return profile.model_copy(update=update)
+
+
+def followed_expectations(profile: Profile, args: dict[str, Any]) -> dict[str, Any]:
+    """The preflight expectations that only restate a launch flag, as `args` would set them,
+    where they differ from the profile's. A profile that pins decode graphs off (to start
+    faster) would otherwise refuse every candidate that turns them on, for words the search
+    itself made stale; expectations that are requirements (the KV pool, the accept length) stay."""
+    expect = (profile.qualify.get("preflight") or {}).get("expect") or {}
+    out: dict[str, Any] = {}
+    if expect.get("decode_cuda_graph") is not None:
+        on = not any(_truthy(args.get(k)) for k in ("disable-cuda-graph", "disable-decode-cuda-graph"))
+        if on != expect["decode_cuda_graph"]:
+            out["decode_cuda_graph"] = on
+    for key, flag in (("speculative_algorithm", "speculative-algorithm"), ("moe_runner_backend", "moe-runner-backend")):
+        if expect.get(key) is not None and args.get(flag) is not None and args[flag] != expect[key] \
+                and args[flag] != profile.server.args.get(flag):
+            out[key] = args[flag]
+    return out
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("true", "1", "yes")
 
 
 def _key(args: dict[str, Any]) -> str:

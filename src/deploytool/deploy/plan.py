@@ -78,6 +78,7 @@ class Validated:
 
     warnings: list[str] = field(default_factory=list)
     memory: MemoryCheck = field(default_factory=MemoryCheck)
+    not_on_cards: str | None = None  # why a real `up` would not start it on the slot's cards
 
     @property
     def checks(self) -> list[str]:  # the lines `up --dry-run` shows above the steps
@@ -140,7 +141,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
                               hint="free it, or publish this slot on another port with --port")
     if options.skip_qualify:
         warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
-    return Validated(warnings=warnings, memory=memory)
+    return Validated(warnings=warnings, memory=memory, not_on_cards=cpu_image)
 
 
 def cpu_image_on_cards(slot: Slot, profile: Profile) -> str | None:
@@ -224,7 +225,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     steps: list[Step] = [
         Build(profile=profile.name, image=build.tag, needed=stale is not None,
               reason=stale or "an image with the same inputs is on the engine",
-              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None),
+              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, spec=profile),
         WriteRelease(release=number, directory=str(directory)),
     ]
     if serving:
@@ -234,13 +235,14 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     steps += [
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
-              secrets=[s.name for s in planned_secrets]),
+              secrets=[s.name for s in planned_secrets], sources=tuple(planned_secrets)),
         WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
     ]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
         steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
-                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides))
+                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides,
+                             spec=profile))
     previous = fallback.release if fallback else facts.pointers.previous
     steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
     steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
@@ -257,6 +259,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 checks=validated.checks, inputs=render_notes(request), model=model.record(),
                 memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
                         if validated.memory.summary else None),
+                not_on_cards=validated.not_on_cards,
                 # the weights it serves and where its secrets come from (never values)
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
                         "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),

@@ -226,7 +226,7 @@ def _upgrade(run: _Rollout, name: str) -> None:
                 previous=plan.fallback, canary=canary)
         html = release_path(slot.name, plan.release) / "qualify" / "report.html"
         try:
-            done = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
+            done = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
         except DeploytoolError as exc:
             outcome.report = str(html) if html.exists() else None
             after = gather_slot(engine, slot).serving

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..release import cache, inputs as release_inputs
+from ..release import cache, inputs as release_inputs, weights
 from ..image.build import BuildPlan, plan_build
 from ..host.engine import Engine
 from ..host.releases import Release
@@ -120,11 +120,13 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
         facts.model_folder_exists = Path(profile.model.host_path).is_dir()
+    model = weights.plan_model(profile)  # checked once here: the inputs and the memory gate read that check
     try:
-        facts.inputs = replace(release_inputs.prepare(profile, bind=bind), secret_env={}, api_key=None)
+        model = weights.check_model(model)
+        facts.inputs = replace(release_inputs.prepare(profile, bind=bind, model=model), secret_env={}, api_key=None)
     except DeploytoolError as exc:  # a missing checkpoint, an unreadable secret: refused in planning
         facts.inputs_error = exc
-    facts.memory = memory_facts(slot, profile, facts.inventory)
+    facts.memory = memory_facts(slot, profile, facts.inventory, weights=model)
     return facts
 
 

@@ -17,9 +17,10 @@ from typing import Any
 
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..profiles import Profile
+from ..release.weights import ModelPlan
 from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
-from .profile_plan import StartupRefused, checkpoint_folder, plan_for_profile
+from .profile_plan import StartupRefused, checkpoint_folder, plan_for_profile, readable_config
 
 
 @dataclass
@@ -53,10 +54,14 @@ class MemoryRefused(DeployError):
         self.summary, self.profile = summary, profile
 
 
-def memory_facts(slot: Any, profile: Profile, inventory: Any = None, folder: Any = None) -> MemoryFacts:
+def memory_facts(slot: Any, profile: Profile, inventory: Any = None,
+                 weights: ModelPlan | None = None) -> MemoryFacts:
     """Read the card and the checkpoint's config (config.json, safetensors index) when there
-    is one here: `folder`, else model.host_path / model.path."""
-    folder = folder or checkpoint_folder(profile)
+    is one here: in the hub snapshot or model.host_path, else model.path or model.config.
+    `weights`: the profile's weights as `up` checked them (or planned them, when the check found
+    none), so that their hub snapshot is not looked up again; without them it is looked up here."""
+    snapshot = weights.checkpoint_folder() if weights is not None and weights.kind == "hub" else None
+    folder = checkpoint_folder(profile) if weights is None else readable_config(profile, snapshot)
     if folder is None:
         note = None if profile.is_simulator else (
             f"no memory plan: {profile.name}'s checkpoint config is not readable here "

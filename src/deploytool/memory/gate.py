@@ -20,7 +20,7 @@ from ..profiles import Profile
 from ..release.weights import ModelPlan
 from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
-from .profile_plan import StartupRefused, checkpoint_folder, plan_for_profile, readable_config
+from .profile_plan import StartupRefused, plan_for_profile, readable_config
 
 
 @dataclass
@@ -58,10 +58,9 @@ def memory_facts(slot: Any, profile: Profile, inventory: Any = None,
                  weights: ModelPlan | None = None) -> MemoryFacts:
     """Read the card and the checkpoint's config (config.json, safetensors index) when there
     is one here: in the hub snapshot or model.host_path, else model.path or model.config.
-    `weights`: the profile's weights as `up` checked them (or planned them, when the check found
-    none), so that their hub snapshot is not looked up again; without them it is looked up here."""
-    snapshot = weights.checkpoint_folder() if weights is not None and weights.kind == "hub" else None
-    folder = checkpoint_folder(profile) if weights is None else readable_config(profile, snapshot)
+    `weights`: the profile's weights as `up` checked them (a hub snapshot is read only where that
+    check found one: the weights are not looked at again here)."""
+    folder = readable_config(profile, weights.checkpoint_folder() if weights and weights.kind == "hub" else None)
     if folder is None:
         note = None if profile.is_simulator else (
             f"no memory plan: {profile.name}'s checkpoint config is not readable here "

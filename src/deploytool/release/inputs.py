@@ -1,6 +1,6 @@
 """What a release needs from the host besides its image: the weights (checked, identified) and
-its secrets (read). `up` calls `prepare` while it gathers its facts (deploy/facts.py), with
-the weights it checked there once for every reader (the memory gate reads their snapshot), so a
+its secrets (read). `up` calls `prepare` while it gathers its facts (deploy/facts.py), once
+for every reader of the weights (the memory gate reads the snapshot this check found), so a
 missing checkpoint or an unset token is refused by the plan (deploy/plan.py) with nothing
 changed on the slot. The facts keep no secret value: the executor's Start step reads the values
 again just before `docker compose up`.
@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..profiles import SecretError
+from ..profiles import HealthSpec, SecretError
 from . import secrets, weights
 from .state import release_path
 
@@ -48,12 +48,10 @@ def beyond_loopback(bind: str) -> bool:
         return True  # a host name: assume it is reachable from elsewhere
 
 
-def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None,
-            model: weights.ModelPlan | None = None) -> ReleaseInputs:
+def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None) -> ReleaseInputs:
     """Check the weights and read the secrets; raises ModelMissing or SecretError (both usage
-    errors that name the path or variable and what to do). `model`: the weights checked
-    already (weights.check_model), which are then not checked again."""
-    model = model if model is not None and model.checked else weights.check_model(weights.plan_model(profile, env))
+    errors that name the path or variable and what to do)."""
+    model = weights.check_model(weights.plan_model(profile, env))
     planned = secrets.plan_secrets(profile)
     secret_env = secrets.resolve_values(planned, env)
     key = profile.server.api_key.resolve(env, what="server.api_key") if profile.server.api_key else None
@@ -83,6 +81,14 @@ def read_record(slot: str, number: int) -> dict[str, Any]:
         return json.loads((release_path(slot, number) / "release.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def release_health(slot: str, number: int) -> HealthSpec:
+    """A release's health budget from its record: a restore needs no profile search path."""
+    try:
+        return HealthSpec.model_validate(read_record(slot, number)["health"])
+    except (ValueError, KeyError):
+        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure
 
 
 def release_api_key(slot: str, number: int, env: dict[str, str] | None = None) -> str | None:

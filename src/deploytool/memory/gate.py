@@ -20,7 +20,7 @@ from ..profiles import Profile
 from ..release.weights import ModelPlan
 from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
-from .profile_plan import StartupRefused, plan_for_profile, readable_config
+from .profile_plan import StartupRefused, plan_from_shape, readable_config
 
 
 @dataclass
@@ -82,7 +82,7 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
     if memory is None or memory.shape is None or memory.card is None:
         return MemoryCheck(warnings=[memory.note] if memory and memory.note else [])
     try:
-        plan = plan_for_profile(profile, memory.card, shape=memory.shape)
+        plan = plan_from_shape(profile, memory.card, memory.shape)
     except StartupRefused as exc:
         # SGLang would refuse the launch before sizing anything: refused like a plan that does not fit
         problems = [f"{n.line()} (SGLang: {n.sglang_says})" for n in exc.notes]

@@ -213,6 +213,13 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         carried = is_carried_config(profile, folder)
     else:
         carried = False
+    return plan_from_shape(profile, card, shape, overrides=overrides, patches=patches, carried=carried)
+
+
+def plan_from_shape(profile: Profile, card: Card, shape: ModelShape, *, overrides: dict[str, Any] | None = None,
+                    patches: list[str] | None = None, carried: bool = False) -> MemoryPlan:
+    """plan_for_profile() once the checkpoint's shape is read (`up`'s memory gate reads it with
+    its facts); `carried`: the shape is the config the profile carries, not weights here."""
     applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
     inputs = inputs_from_profile(profile, overrides, applied)
     args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)

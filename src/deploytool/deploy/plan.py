@@ -15,7 +15,6 @@ from typing import Any
 
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
-from ..image.runtime_source import runtime_notes
 from ..release.compose import RenderRequest, render_compose, refuse_exposure, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
@@ -218,7 +217,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
                             host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
-                            runtime_notes=tuple(runtime_notes(profile)), expose_without_key=options.expose_without_key)
+                            runtime_notes=tuple(build.inputs.notes), expose_without_key=options.expose_without_key)
     directory = release_path(slot.name, number)
     image = facts.image
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)

@@ -65,3 +65,21 @@ def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tm
     planned = plan_up(facts, profile, UpOptions(profile_name="fork", host_port=39126, skip_qualify=True,
                                                 publishes=False, dry_run=True, skip_memory_plan=True))
     assert f"runtime: sglang 0.5.23 from git {repo} at commit {commit} (python/)" in planned.inputs
+
+
+def test_an_up_reads_the_slot_s_releases_once() -> None:
+    # the slot's releases choose the profile (the serving one's, when none is named) and are the
+    # facts the plan is made from: one read of the engine serves both
+    from deploytool.deploy.commands import plan_for_up
+
+    class Counting(NoEngine):
+        asked: list[str | None] = []
+
+        def releases(self, slot: str | None = None) -> list:
+            self.asked.append(slot)
+            return super().releases(slot)
+
+    engine = Counting("counting")
+    plan = plan_for_up(Slot(), UpOptions(profile_name="sim", host_port=39127, skip_qualify=True, publishes=False,
+                                          dry_run=True), engine=engine)
+    assert plan.profile == "sim" and engine.asked == ["cpu"]

@@ -71,10 +71,11 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     every refusal happens here, before anything is stopped or written."""
     engine.compose_version()  # fail early, before building, when the plugin is missing
     store = ProfileStore(options.profiles_dirs)
-    fallback = gather_slot(engine, slot).fallback
+    known = gather_slot(engine, slot)
+    fallback = known.fallback
     profile = choose_profile(slot, options.profile_name, fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=publish_port(options, fallback, profile)[0], bind=options.bind,
-                         wheelhouse=options.wheelhouse, publishes=options.publishes)
+                         wheelhouse=options.wheelhouse, publishes=options.publishes, known=known)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
     checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,

@@ -102,11 +102,13 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
-                 bind: str, wheelhouse: Path | None = None, publishes: bool = True) -> Facts:
+                 bind: str, wheelhouse: Path | None = None, publishes: bool = True,
+                 known: Facts | None = None) -> Facts:
     """Everything plan_up needs for `profile` on `slot` (`wheelhouse`: the image's tag is the
     one `build --wheelhouse` makes; `publishes`: False when nothing will listen on the port, which
-    is then not probed)."""
-    facts = gather_slot(engine, slot)
+    is then not probed; `known`: the slot's own facts, read already by gather_slot to choose the
+    profile, which are then not read again)."""
+    facts = known if known is not None else gather_slot(engine, slot)
     facts.inventory = None if slot.is_cpu else read_inventory()
     build = plan_build(profile, wheelhouse=wheelhouse)
     present = engine.image(build.tag)

@@ -263,7 +263,7 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
                         "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
                         **({"exposed_without_key": True} if request.exposed_without_key else {}),
-                        **secrets.record(profile)})
+                        **secrets.record(profile, planned_secrets)})
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:

@@ -107,10 +107,11 @@ def new_rollout_id() -> str:
 
 
 def _slot_facts(engine: Engine, slot: Slot, store: ProfileStore, name: str) -> tuple[Facts, Profile]:
-    fallback = gather_slot(engine, slot).fallback
+    known = gather_slot(engine, slot)
+    fallback = known.fallback
     profile = choose_profile(slot, name, fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=fallback.host_port if fallback else None,
-                         bind=fallback.host_ip if fallback else "127.0.0.1")
+                         bind=fallback.host_ip if fallback else "127.0.0.1", known=known)
     return facts, profile
 
 

@@ -36,7 +36,7 @@ class ReleaseInputs:
 
     def record(self, profile: "Profile", bind: str) -> dict[str, Any]:
         """For release.json: what the release serves and where its secrets come from."""
-        return {"model": self.model.record(), "bind": bind, **secrets.record(profile)}
+        return {"model": self.model.record(), "bind": bind, **secrets.record(profile, self.secrets)}
 
 
 def beyond_loopback(bind: str) -> bool:

@@ -223,7 +223,8 @@ class Plan:
         def step(s: Step) -> dict[str, Any]:
             return {"step": type(s).__name__, "describe": s.describe(), **shown(s)}
 
-        return {**shown(self, leave=("steps", "restore")), "steps": [step(s) for s in self.steps], "restore": [step(s) for s in self.restore]}
+        return {**shown(self, leave=("steps", "restore")), "steps": [step(s) for s in self.steps],
+                "restore": [step(s) for s in self.restore]}
 
     def lines(self) -> list[str]:
         """The plan as a person reads it."""

@@ -1,6 +1,7 @@
 """An up's plan is made from facts gathered once: the image's build plan (hashing the recipe's
-inputs) is derived while gathering and reused by the planner, and the no-engine case is its own
-type, not an attribute looked up by name."""
+inputs, resolving a fork's checkout) is derived while gathering and reused by the planner, the
+slot's releases are read from the engine once, and the no-engine case is its own type, not an
+attribute looked up by name. (The weights: test_up_checks_the_weights_once.py.)"""
 
 from __future__ import annotations
 

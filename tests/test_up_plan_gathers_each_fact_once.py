@@ -1,6 +1,7 @@
 """An up's plan is made from facts gathered once: the image's build plan (hashing the recipe's
-inputs) is derived while gathering and reused by the planner, and the no-engine case is its own
-type, not an attribute looked up by name."""
+inputs, resolving a fork's checkout) is derived while gathering and reused by the planner, the
+slot's releases are read from the engine once, and the no-engine case is its own type, not an
+attribute looked up by name. (The weights: test_up_checks_the_weights_once.py.)"""
 
 from __future__ import annotations
 
@@ -40,3 +41,46 @@ def test_a_different_wheelhouse_is_planned_afresh(tmp_path, monkeypatch: pytest.
     monkeypatch.setattr(plan_module, "plan_build", lambda p, **kw: calls.append(kw) or real(p, **kw))
     plan_up(facts, profile, UpOptions(profile_name="sim", host_port=39124, wheelhouse=wheelhouse))
     assert calls == [{"wheelhouse": wheelhouse}]
+
+
+def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tmp_path, monkeypatch) -> None:
+    # a fork's checkout is resolved (its commit found, its tree checked) while the facts are
+    # gathered; the plan's notes on the runtime come from that, not from resolving it again
+    from pathlib import Path
+
+    from fork_repo import profile_yaml, tiny_repo
+    from deploytool.image import local_wheels, runtime_source
+
+    repo, commit = tiny_repo(tmp_path)
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "fork.yaml").write_text(
+        profile_yaml("fork", {"kind": "git", "repo": str(repo), "commit": commit}))
+    profile = ProfileStore([Path(__file__).parent / "profiles_sglang", tmp_path / "profiles"]).get("fork")
+    facts = gather_facts(NoEngine("none"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False)
+
+    def again(*args, **kwargs):
+        raise AssertionError("the runtime source was resolved again while planning")
+
+    monkeypatch.setattr(runtime_source, "resolve", again)
+    monkeypatch.setattr(local_wheels, "resolve", again)
+    planned = plan_up(facts, profile, UpOptions(profile_name="fork", host_port=39126, skip_qualify=True,
+                                                publishes=False, dry_run=True, skip_memory_plan=True))
+    assert f"runtime: sglang 0.5.23 from git {repo} at commit {commit} (python/)" in planned.inputs
+
+
+def test_an_up_reads_the_slot_s_releases_once() -> None:
+    # the slot's releases choose the profile (the serving one's, when none is named) and are the
+    # facts the plan is made from: one read of the engine serves both
+    from deploytool.deploy.commands import plan_for_up
+
+    class Counting(NoEngine):
+        asked: list[str | None] = []
+
+        def releases(self, slot: str | None = None) -> list:
+            self.asked.append(slot)
+            return super().releases(slot)
+
+    engine = Counting("counting")
+    plan = plan_for_up(Slot(), UpOptions(profile_name="sim", host_port=39127, skip_qualify=True, publishes=False,
+                                          dry_run=True), engine=engine)
+    assert plan.profile == "sim" and engine.asked == ["cpu"]

@@ -180,7 +180,7 @@ def up_command(
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse,
                         drain_timeout=drain_timeout)
     _plan_or_apply(dry_run, json_output,
-                   lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run())[0],
+                   lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run()),
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
                                               hooks=GatewayHooks(hooks_dir, reporter=reporter)), _up_line)
 

@@ -20,15 +20,14 @@ from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
 from ..errors import UsageError
 from ..memory.gate import MemoryRefused
-from ..profiles import Profile, ProfileStore
+from ..profiles import ProfileStore
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock
 from .executor import execute
 from .hooks import Hooks
 from .reporter import Reporter
 from .facts import gather_facts, gather_slot
-from .plan import (DEFAULT_RETENTION, UpOptions, choose_profile, cpu_image_on_cards, plan_prune, plan_rollback, plan_up,
-                   publish_port)
+from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up, publish_port
 from .steps import CutOver, Plan
 
 
@@ -67,15 +66,16 @@ class PruneResult:
     retention: int
 
 
-def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan, Profile]:
+def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     """Facts, then the plan, then the compose plugin's own check of the rendered document:
     every refusal happens here, before anything is stopped or written."""
     engine.compose_version()  # fail early, before building, when the plugin is missing
     store = ProfileStore(options.profiles_dirs)
-    fallback = gather_slot(engine, slot).fallback
+    known = gather_slot(engine, slot)
+    fallback = known.fallback
     profile = choose_profile(slot, options.profile_name, fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=publish_port(options, fallback, profile)[0], bind=options.bind,
-                         wheelhouse=options.wheelhouse, publishes=options.publishes)
+                         wheelhouse=options.wheelhouse, publishes=options.publishes, known=known)
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
     checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,
@@ -84,7 +84,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> tuple[Plan
         plan.checks.append("compose document: `docker compose config` accepts it"
                            + ("" if slot.is_cpu else f" (with its reservation of {', '.join(slot.gpus)})"))
     plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
-    return plan, profile
+    return plan
 
 
 def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | None = None,
@@ -94,19 +94,19 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
     engine = engine or Engine()
     with slot_lock(slot.name, "up"):
         try:
-            plan, profile = plan_for_up(slot, options, engine=engine)
+            plan = plan_for_up(slot, options, engine=engine)
         except MemoryRefused as refused:  # the refused plan is journaled (a --dry-run journals nothing)
             journal("memory_plan", slot=slot.name, release=None, profile=refused.profile, **refused.summary)
             raise
-        if cpu_image_on_cards(slot, profile):  # planned (a dry run shows it), never started on a card
-            raise UsageError(f"profile {profile.name} builds a CPU image (image.cuda: null): it cannot serve on "
+        if plan.not_on_cards:  # planned (a dry run shows it), never started on a card
+            raise UsageError(f"profile {plan.profile} builds a CPU image (image.cuda: null): it cannot serve on "
                              f"slot {slot.name}'s card; nothing was stopped",
                              hint="set image.cuda (a GPU image) to deploy it on cards; `deploytool cpu-twin` starts "
                                   "this release's CPU twin")
-        outcome = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
+        outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
-    assert plan.release is not None and outcome.serving is not None
-    return UpResult(slot=slot.name, release=plan.release, profile=profile.name, image=plan.image or "",
+    assert plan.release is not None and plan.profile is not None and outcome.serving is not None
+    return UpResult(slot=slot.name, release=plan.release, profile=plan.profile, image=plan.image or "",
                     url=outcome.serving.url, previous=cutover.previous,
                     built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
                     qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,

@@ -39,6 +39,7 @@ from ..resources import package_dir
 from ..yamlio import dump_yaml
 from .commands import plan_for_up
 from .plan import UpOptions
+from .steps import Start
 
 _MARKER = "---deploytool-cpu-twin---"
 
@@ -163,7 +164,7 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
     started = time.monotonic()
     # every check `up` makes but the port's: the twin publishes none, so a server on the
     # release's port (the demo's, a person's own) takes nothing from it
-    plan, profile = plan_for_up(slot, replace(options, publishes=False), engine=engine)
+    plan = plan_for_up(slot, replace(options, publishes=False), engine=engine)
     assert plan.compose is not None and plan.release is not None and plan.image is not None
     reference = image or plan.image
     if engine.image(reference) is None:
@@ -171,12 +172,12 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
             raise UsageError(f"image {image} (--image) is not on this engine", hint="pull or build it first")
         wheelhouse = f" --wheelhouse {options.wheelhouse}" if options.wheelhouse else ""
         raise UsageError(f"image {reference} is not on this engine: the twin runs the release's image",
-                         hint=f"build it first: deploytool build --profile {profile.name}{wheelhouse} (an image "
+                         hint=f"build it first: deploytool build --profile {plan.profile}{wheelhouse} (an image "
                               "built with --wheelhouse DIR is named with the same --wheelhouse DIR here)")
     release_project = slot.project(plan.release)
     project = f"{release_project}-cpu-twin"
     document, changes = twin_document(plan.compose, project=project, image=image)
-    planned = secrets.plan_secrets(profile)
+    planned = [s for step in plan.steps if isinstance(step, Start) and step.new for s in step.sources]
     secret_env = secrets.resolve_values(planned) if planned else None
     warnings = list(plan.warnings)
     with tempfile.TemporaryDirectory(prefix="deploytool-cpu-twin-") as folder:

@@ -60,17 +60,17 @@ class _Run:
     slot: Slot
     engine: Engine
     reporter: Reporter
-    profile: Profile | None
     outcome: Outcome
 
 
-def execute(plan: Plan, *, slot: Slot, engine: Engine, profile: Profile | None = None,
-            reporter: Reporter | None = None, hooks: Hooks | None = None) -> Outcome:
-    """Apply `plan` (the caller holds the slot's lock). Raises a DeploytoolError saying what
-    failed and what serves now; Ctrl-C raises Interrupted (exit 130) after the restore."""
+def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None = None,
+            hooks: Hooks | None = None) -> Outcome:
+    """Apply `plan` (the caller holds the slot's lock); what its steps need of the profile
+    they carry. Raises a DeploytoolError saying what failed and what serves now; Ctrl-C raises
+    Interrupted (exit 130) after the restore."""
     started = time.monotonic()
     reporter, hooks = reporter or Reporter(), hooks or Hooks()
-    run = _Run(plan, slot, engine, reporter, profile, Outcome(plan))
+    run = _Run(plan, slot, engine, reporter, Outcome(plan))
     for warning in plan.warnings:
         reporter.warn(warning)
     for check in plan.checks:
@@ -185,10 +185,10 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
 
 # -- the steps ---------------------------------------------------------------------------------
 def _build(run: _Run, step: Build) -> None:
-    if run.profile is None:
+    if step.spec is None:
         raise DeployError(f"cannot build {step.image}: the plan was made without its profile")
     run.reporter.step(f"building the image for {step.profile} (a no-op when its inputs are unchanged)")
-    result = build(run.profile, engine=run.engine, wheelhouse=Path(step.wheelhouse) if step.wheelhouse else None)
+    result = build(step.spec, engine=run.engine, wheelhouse=Path(step.wheelhouse) if step.wheelhouse else None)
     if result.image != step.image:  # the inputs changed between planning and now
         raise DeployError(f"the image built ({result.image}) is not the one planned ({step.image})",
                           hint="a profile or recipe file changed during the up; run it again")
@@ -259,7 +259,7 @@ def _start(run: _Run, step: Start) -> None:
         run.reporter.step(f"starting release {step.release} ({step.project})")
         compose_file = release_dir(slot, step.release) / "compose.yaml"
         engine.compose(step.project, compose_file, "up", "--detach", "--no-build", "--pull", "never",
-                       secret_env=_secret_env(run, step))
+                       secret_env=_secret_env(step))
         journal("release.started", slot=slot, release=step.release)
         if engine.release(slot, step.release) is None:
             raise DeployError(f"release {step.release} was started but its container is not on the engine")
@@ -271,14 +271,14 @@ def _start(run: _Run, step: Start) -> None:
     engine.start(release)
 
 
-def _secret_env(run: _Run, step: Start) -> dict[str, str] | None:
+def _secret_env(step: Start) -> dict[str, str] | None:
     """The secrets' values, read from the host now (planning checked they were
     readable and kept none); they go to `docker compose up`'s environment only."""
     if not step.secrets:
         return None
-    if run.profile is None:
-        raise DeployError(f"cannot start release {step.release}: its secrets need the profile it was planned with")
-    return secrets.resolve_values([s for s in secrets.plan_secrets(run.profile) if s.name in step.secrets])
+    if not step.sources:
+        raise DeployError(f"cannot start release {step.release}: its plan does not say where its secrets are read")
+    return secrets.resolve_values([s for s in step.sources if s.name in step.secrets])
 
 
 def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
@@ -295,16 +295,16 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
 def _qualify(run: _Run, step: Qualify) -> None:
     from ..qualify import run_qualification  # the suites are only needed once a release is up
 
-    engine, plan, release = run.engine, run.plan, run.outcome.serving
-    assert release is not None and run.profile is not None
+    engine, plan, release, profile = run.engine, run.plan, run.outcome.serving, step.spec
+    assert release is not None and profile is not None
     previous = engine.release(plan.slot, plan.fallback) if plan.fallback is not None else None
     run.reporter.step(f"qualifying release {step.release}")
-    target = Target(url=release.url, profile=run.profile, slot=run.slot, release=release,
+    target = Target(url=release.url, profile=profile, slot=run.slot, release=release,
                     image_labels=engine.image_labels(release.image), previous=previous,
                     previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
                     baseline=(f"release {previous.release} (it served before release {step.release} is cut over)"
                               if previous else f"none (release {step.release} is the slot's first)"),
-                    api_key=_api_key(run.profile), model=plan.model)  # the key callers send, and the weights it serves
+                    api_key=_api_key(profile), model=plan.model)  # the key callers send, and the weights it serves
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
                                overrides=step.overrides, progress=False)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}

@@ -11,7 +11,6 @@ checkpoint's config). It creates no file, no container that outlives it, no jour
 from __future__ import annotations
 
 import errno
-import json
 import socket
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +26,7 @@ from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
 from ..release.slots import Slot
 from .no_engine import NoEngine
-from ..release.state import SlotPointers, read_pointers, release_path
+from ..release.state import SlotPointers, read_pointers
 
 
 @dataclass
@@ -98,16 +97,18 @@ def gather_slot(engine: Engine, slot: Slot) -> Facts:
     """The slot alone: its releases, pointers and the recorded health budgets."""
     releases = engine.releases(slot.name)
     return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
-                 health={r.release: release_health(slot.name, r.release) for r in releases},
+                 health={r.release: release_inputs.release_health(slot.name, r.release) for r in releases},
                  engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None)
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
-                 bind: str, wheelhouse: Path | None = None, publishes: bool = True) -> Facts:
+                 bind: str, wheelhouse: Path | None = None, publishes: bool = True,
+                 known: Facts | None = None) -> Facts:
     """Everything plan_up needs for `profile` on `slot` (`wheelhouse`: the image's tag is the
     one `build --wheelhouse` makes; `publishes`: False when nothing will listen on the port, which
-    is then not probed)."""
-    facts = gather_slot(engine, slot)
+    is then not probed; `known`: the slot's own facts, read already by gather_slot to choose the
+    profile, which are then not read again)."""
+    facts = known if known is not None else gather_slot(engine, slot)
     facts.inventory = None if slot.is_cpu else read_inventory()
     build = plan_build(profile, wheelhouse=wheelhouse)
     present = engine.image(build.tag)
@@ -120,11 +121,13 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
         facts.model_folder_exists = Path(profile.model.host_path).is_dir()
-    try:
+    try:  # the weights are checked here once: the memory gate reads the snapshot this check found
         facts.inputs = replace(release_inputs.prepare(profile, bind=bind), secret_env={}, api_key=None)
     except DeploytoolError as exc:  # a missing checkpoint, an unreadable secret: refused in planning
         facts.inputs_error = exc
-    facts.memory = memory_facts(slot, profile, facts.inventory)
+    # without inputs the plan is refused before its memory check, unless the weights are not
+    # here, where the memory gate reads the profile's own folders (as it would without a check)
+    facts.memory = memory_facts(slot, profile, facts.inventory, weights=facts.inputs.model if facts.inputs else None)
     return facts
 
 
@@ -157,12 +160,3 @@ def _cache_facts(engine: Engine, slot: Slot, facts: Facts) -> CacheFacts:
     except DeploytoolError:  # an unreadable volume is decided when the step runs
         return CacheFacts(None, None)
     return CacheFacts(state, expected)
-
-
-def release_health(slot: str, number: int) -> HealthSpec:
-    """A release's health budget from its record: a restore needs no profile search path."""
-    path = release_path(slot, number) / "release.json"
-    try:
-        return HealthSpec.model_validate(json.loads(path.read_text())["health"])
-    except (OSError, ValueError, KeyError):
-        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure

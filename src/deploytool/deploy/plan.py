@@ -15,7 +15,6 @@ from typing import Any
 
 from ..release import secrets, weights
 from ..image.build import plan_build, stale_reason
-from ..image.runtime_source import runtime_notes
 from ..release.compose import RenderRequest, render_compose, refuse_exposure, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
@@ -78,6 +77,7 @@ class Validated:
 
     warnings: list[str] = field(default_factory=list)
     memory: MemoryCheck = field(default_factory=MemoryCheck)
+    not_on_cards: str | None = None  # why a real `up` would not start it on the slot's cards
 
     @property
     def checks(self) -> list[str]:  # the lines `up --dry-run` shows above the steps
@@ -140,7 +140,7 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
                               hint="free it, or publish this slot on another port with --port")
     if options.skip_qualify:
         warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
-    return Validated(warnings=warnings, memory=memory)
+    return Validated(warnings=warnings, memory=memory, not_on_cards=cpu_image)
 
 
 def cpu_image_on_cards(slot: Slot, profile: Profile) -> str | None:
@@ -217,14 +217,14 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
     request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
                             host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
-                            runtime_notes=tuple(runtime_notes(profile)), expose_without_key=options.expose_without_key)
+                            runtime_notes=tuple(build.inputs.notes), expose_without_key=options.expose_without_key)
     directory = release_path(slot.name, number)
     image = facts.image
     stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
     steps: list[Step] = [
         Build(profile=profile.name, image=build.tag, needed=stale is not None,
               reason=stale or "an image with the same inputs is on the engine",
-              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None),
+              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, spec=profile),
         WriteRelease(release=number, directory=str(directory)),
     ]
     if serving:
@@ -234,13 +234,14 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
     steps += [
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
-              secrets=[s.name for s in planned_secrets]),
+              secrets=[s.name for s in planned_secrets], sources=tuple(planned_secrets)),
         WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
     ]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
         steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
-                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides))
+                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides,
+                             spec=profile))
     previous = fallback.release if fallback else facts.pointers.previous
     steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
     steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
@@ -257,11 +258,12 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
                 checks=validated.checks, inputs=render_notes(request), model=model.record(),
                 memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
                         if validated.memory.summary else None),
+                not_on_cards=validated.not_on_cards,
                 # the weights it serves and where its secrets come from (never values)
                 record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
                         "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
                         **({"exposed_without_key": True} if request.exposed_without_key else {}),
-                        **secrets.record(profile)})
+                        **secrets.record(profile, planned_secrets)})
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:

@@ -107,10 +107,11 @@ def new_rollout_id() -> str:
 
 
 def _slot_facts(engine: Engine, slot: Slot, store: ProfileStore, name: str) -> tuple[Facts, Profile]:
-    fallback = gather_slot(engine, slot).fallback
+    known = gather_slot(engine, slot)
+    fallback = known.fallback
     profile = choose_profile(slot, name, fallback, store)
     facts = gather_facts(engine, slot, profile, host_port=fallback.host_port if fallback else None,
-                         bind=fallback.host_ip if fallback else "127.0.0.1")
+                         bind=fallback.host_ip if fallback else "127.0.0.1", known=known)
     return facts, profile
 
 
@@ -226,7 +227,7 @@ def _upgrade(run: _Rollout, name: str) -> None:
                 previous=plan.fallback, canary=canary)
         html = release_path(slot.name, plan.release) / "qualify" / "report.html"
         try:
-            done = execute(plan, slot=slot, engine=engine, profile=profile, reporter=reporter, hooks=hooks)
+            done = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
         except DeploytoolError as exc:
             outcome.report = str(html) if html.exists() else None
             after = gather_slot(engine, slot).serving

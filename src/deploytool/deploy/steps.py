@@ -3,13 +3,34 @@
 plan.py decides (pure functions of facts, profile and options); executor.py applies a plan
 step by step through the engine. `up --dry-run` prints a plan and stops there, so every
 field here is what a person reads before anything happens: what is built, stopped, wiped,
-started, waited for, qualified, cut over and pruned, and what a failure would restore.
+started, waited for, qualified, cut over and pruned, and what a failure would restore. The
+plan also carries what its steps need of the profile (`carried` fields: the profile a build
+and the suites read, where each secret is read from), so the executor takes nothing beside it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+import copy
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ..profiles import Profile
+    from ..release.secrets import ReleaseSecret
+
+
+def carried(default: Any = None) -> Any:
+    """A field the executor reads when it applies a step (what the step needs of the profile:
+    the profile a build derives the image from, where a secret's value is read), made by the
+    planner with the rest of the step. It is context, not a decision: neither `--json` nor the
+    plan's lines show it, and it holds no secret value, only where one is read."""
+    return field(default=default, repr=False, compare=False, metadata={"carried": True})
+
+
+def shown(item: Any, leave: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A step's or a plan's fields as `--json` shows them: all but the carried ones (and `leave`)."""
+    return {f.name: copy.deepcopy(getattr(item, f.name)) for f in fields(item)
+            if not f.metadata.get("carried") and f.name not in leave}
 
 
 @dataclass(frozen=True)
@@ -21,6 +42,9 @@ class Build:
     # `build --wheelhouse DIR`'s folder: its wheels are inputs of the tag, so the image a build
     # made from it is found (and built again) only with the same folder
     wheelhouse: str | None = None
+    # the profile the build derives the image from again, so that a profile or recipe file
+    # changed since planning gives another tag and is refused rather than built
+    spec: Profile | None = carried()
 
     def describe(self) -> str:
         if not self.needed:
@@ -79,6 +103,8 @@ class Start:
     # the compose secrets (names) whose values the executor reads from the host just
     # before `docker compose up` and hands to that one process's environment
     secrets: list[str] = field(default_factory=list)
+    # where each of those values is read (a variable, a file: never a value)
+    sources: tuple[ReleaseSecret, ...] = carried(())
 
     def describe(self) -> str:
         if not self.new:
@@ -105,6 +131,7 @@ class Qualify:
     limit: int | None
     report_dir: str
     overrides: dict[str, dict[str, Any]] | None = None  # on top of the profile's (a rollout's quick check)
+    spec: Profile | None = carried()  # the profile the suites read (and the key clients send)
 
     def describe(self) -> str:
         limit = f", --limit {self.limit}" if self.limit is not None else ""
@@ -188,13 +215,16 @@ class Plan:
     memory: dict[str, Any] | None = None  # the memory plan's summary (journal: memory_plan), "skipped"
     inputs: list[str] = field(default_factory=list)  # where the weights and each secret come from and go
     model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
+    # why a real `up` refuses to start this plan on the slot's cards (a CPU image: `up --dry-run`
+    # and `deploytool cpu-twin` still plan it); the same reason is among the warnings
+    not_on_cards: str | None = carried()
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
-            return {"step": type(s).__name__, "describe": s.describe(), **asdict(s)}
+            return {"step": type(s).__name__, "describe": s.describe(), **shown(s)}
 
-        out = {k: v for k, v in asdict(self).items() if k not in ("steps", "restore")}
-        return {**out, "steps": [step(s) for s in self.steps], "restore": [step(s) for s in self.restore]}
+        return {**shown(self, leave=("steps", "restore")), "steps": [step(s) for s in self.steps],
+                "restore": [step(s) for s in self.restore]}
 
     def lines(self) -> list[str]:
         """The plan as a person reads it."""

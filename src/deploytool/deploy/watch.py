@@ -28,7 +28,7 @@ from ..server.readiness import health_check
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import execute
 from .reporter import Reporter
-from .facts import gather_slot, release_health
+from .facts import gather_slot
 from .hooks import Hooks
 from .plan import plan_rollback
 from .watch_policy import Decision, Observation, SlotWatch, decide
@@ -111,7 +111,7 @@ class Supervisor:
         if release is None or release.state not in ("running", "restarting") or not _slot_is_free(slot):
             self.states.pop(slot, None)  # stopped on purpose, or an up/rollback is at work
             return None
-        policy, health = release_watch(slot, release.release), release_health(slot, release.release)
+        policy, health = release_watch(slot, release.release), release_inputs.release_health(slot, release.release)
         previous = read_pointers(slot).previous
         headers = release_inputs.health_headers(slot, release.release, health.path)  # each release its own key
         seen = Observation(release=release.release, healthy=probe(release, health, headers),

@@ -24,7 +24,7 @@ import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import BuildError, ProfileError
 from ..profiles import Profile
@@ -352,9 +352,11 @@ def unpacked(source: ResolvedSource) -> Path:
     return root / source.subdir if source.subdir else root
 
 
-def runtime_notes(profile: Profile) -> list[str]:
+def runtime_notes(profile: Profile, *, source: ResolvedSource | None = None, own: list[Any] | None = None) -> list[str]:
     """What `render` and `up --dry-run` say of the runtime when it is not the pinned wheel
-    with its shipped series (nothing otherwise: a release profile's files are unchanged)."""
+    with its shipped series (nothing otherwise: a release profile's files are unchanged).
+    `source`, `own`: the runtime source and the local wheels resolved already (a recipe's
+    declaration), not resolved again."""
     from . import local_wheels
 
     if profile.image.recipe != "sglang":
@@ -362,13 +364,13 @@ def runtime_notes(profile: Profile) -> list[str]:
     notes = []
     spec = profile.image.source
     if spec.kind != "wheel" or spec.series:
-        source = resolve(profile)
+        source = source or resolve(profile)
         notes.append(f"runtime: {source.describe()}")
         if source.is_fork:
             notes.append(f"runtime identity (in the image tag and the toolchain label): {source.identity}")
         if source.note:
             notes.append(f"runtime: {source.note}")
-    for wheel in local_wheels.resolve(profile):
+    for wheel in own if own is not None else local_wheels.resolve(profile):
         notes.append(f"local wheel: {wheel.name} {wheel.version} ({wheel.path}, sha256 {wheel.sha256}) "
                      "in place of the index's")
     return notes

@@ -17,9 +17,10 @@ from typing import Any
 
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..profiles import Profile
+from ..release.weights import ModelPlan
 from .cards import Card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
-from .profile_plan import StartupRefused, checkpoint_folder, plan_for_profile
+from .profile_plan import StartupRefused, plan_from_shape, readable_config
 
 
 @dataclass
@@ -53,10 +54,13 @@ class MemoryRefused(DeployError):
         self.summary, self.profile = summary, profile
 
 
-def memory_facts(slot: Any, profile: Profile, inventory: Any = None, folder: Any = None) -> MemoryFacts:
+def memory_facts(slot: Any, profile: Profile, inventory: Any = None,
+                 weights: ModelPlan | None = None) -> MemoryFacts:
     """Read the card and the checkpoint's config (config.json, safetensors index) when there
-    is one here: `folder`, else model.host_path / model.path."""
-    folder = folder or checkpoint_folder(profile)
+    is one here: in the hub snapshot or model.host_path, else model.path or model.config.
+    `weights`: the profile's weights as `up` checked them (a hub snapshot is read only where that
+    check found one: the weights are not looked at again here)."""
+    folder = readable_config(profile, weights.checkpoint_folder() if weights and weights.kind == "hub" else None)
     if folder is None:
         note = None if profile.is_simulator else (
             f"no memory plan: {profile.name}'s checkpoint config is not readable here "
@@ -78,7 +82,7 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
     if memory is None or memory.shape is None or memory.card is None:
         return MemoryCheck(warnings=[memory.note] if memory and memory.note else [])
     try:
-        plan = plan_for_profile(profile, memory.card, shape=memory.shape)
+        plan = plan_from_shape(profile, memory.card, memory.shape)
     except StartupRefused as exc:
         # SGLang would refuse the launch before sizing anything: refused like a plan that does not fit
         problems = [f"{n.line()} (SGLang: {n.sglang_says})" for n in exc.notes]

@@ -69,14 +69,21 @@ def checkpoint_folder(profile: Profile) -> Path | None:
     model.hub in the host's hub cache (release/weights.ModelPlan.checkpoint_folder),
     model.host_path (mounted at model.path in the container), else model.path itself when it
     exists here."""
-    candidates: list[Any] = [profile.model.host_path, profile.model.path]
+    snapshot = None
     if profile.model.hub:
         from ..release.weights import ModelMissing, check_model, plan_model
 
         try:
-            candidates.insert(0, check_model(plan_model(profile)).checkpoint_folder())
+            snapshot = check_model(plan_model(profile)).checkpoint_folder()
         except ModelMissing:  # not in the cache: nothing to read here
             pass
+    return readable_config(profile, snapshot)
+
+
+def readable_config(profile: Profile, snapshot: Path | None) -> Path | None:
+    """checkpoint_folder() once the weights are checked (`up` checks them while it gathers its
+    facts): `snapshot` is the hub snapshot that check found, None when there is none."""
+    candidates: list[Any] = [snapshot, profile.model.host_path, profile.model.path]
     candidates.append(profile.model.config)  # last: the real checkpoint, once here, is what is read
     for candidate in candidates:
         if candidate and (Path(candidate) / "config.json").is_file():
@@ -206,6 +213,13 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
         carried = is_carried_config(profile, folder)
     else:
         carried = False
+    return plan_from_shape(profile, card, shape, overrides=overrides, patches=patches, carried=carried)
+
+
+def plan_from_shape(profile: Profile, card: Card, shape: ModelShape, *, overrides: dict[str, Any] | None = None,
+                    patches: list[str] | None = None, carried: bool = False) -> MemoryPlan:
+    """plan_for_profile() once the checkpoint's shape is read (`up`'s memory gate reads it with
+    its facts); `carried`: the shape is the config the profile carries, not weights here."""
     applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
     inputs = inputs_from_profile(profile, overrides, applied)
     args, env = {**profile.server.args, **(overrides or {})}, dict(profile.server.env)

@@ -8,10 +8,18 @@ import json
 from typing import Any
 
 
+def figures_by_suite(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each suite's figures in a results.json document, by suite name (the first suite of a
+    name; {} for one that has none), read once for every row that compares them."""
+    out: dict[str, dict[str, Any]] = {}
+    for suite in doc.get("suites") or []:
+        figures = suite.get("figures")
+        out.setdefault(suite.get("name"), figures if isinstance(figures, dict) else {})
+    return out
+
+
 def suite_figures(doc: dict[str, Any], suite: str) -> dict[str, Any]:
-    found = next((s for s in doc.get("suites") or [] if s.get("name") == suite), None)
-    figures = (found or {}).get("figures")
-    return figures if isinstance(figures, dict) else {}
+    return figures_by_suite(doc).get(suite, {})
 
 
 # What changed between two releases: from results.json's target and server facts, and release.json.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench.headline import NO_SPREAD, Row, performance_rows, tpot_samples  # noqa: F401  (the report's rows)
-from .changes import release_changes, suite_figures
+from .changes import figures_by_suite, release_changes
 from .paired import compare as paired_compare
 
 ALPHA = 0.05  # McNemar's level for "beyond the spread" on GSM8K
@@ -101,25 +101,26 @@ def verdict_reasons(doc: dict[str, Any]) -> list[str]:
 def decision_rows(current: dict[str, Any], baseline: dict[str, Any], current_bench: dict[str, Any] | None = None,
                   baseline_bench: dict[str, Any] | None = None) -> list[Row]:
     """The figures that matter, in a fixed order; a figure neither release has is left out."""
-    now, before = speed_figures(current, current_bench), speed_figures(baseline, baseline_bench)
+    after, prior = figures_by_suite(current), figures_by_suite(baseline)
+    now, before = speed_figures(after, current_bench), speed_figures(prior, baseline_bench)
     rows = performance_rows(now, before)
     fp_now, fp_before = now.get("bench_method_fingerprint"), before.get("bench_method_fingerprint")
     if fp_now and fp_before and fp_now != fp_before:  # as the performance gate: another method is not compared
         for row in rows:
             row.beyond, row.spread = None, f"measured with another bench method ({fp_before} vs {fp_now}): not compared"
-    rows += gsm8k_rows(suite_figures(current, "gsm8k"), suite_figures(baseline, "gsm8k"))
-    rows += needle_rows(suite_figures(current, "needle"), suite_figures(baseline, "needle"))
-    rows += [r for r in (_rate_row("tool calls passed", _tools(current), _tools(baseline)),
-                         _rate_row("vision cases correct", _vision(current), _vision(baseline)),
-                         _count_row("stress: failed requests", _stress_errors(current), _stress_errors(baseline)))
+    rows += gsm8k_rows(after.get("gsm8k", {}), prior.get("gsm8k", {}))
+    rows += needle_rows(after.get("needle", {}), prior.get("needle", {}))
+    rows += [r for r in (_rate_row("tool calls passed", _tools(after), _tools(prior)),
+                         _rate_row("vision cases correct", _vision(after), _vision(prior)),
+                         _count_row("stress: failed requests", _stress_errors(after), _stress_errors(prior)))
              if r is not None]
     return rows
 
 
-def speed_figures(doc: dict[str, Any], bench: dict[str, Any] | None) -> dict[str, Any]:
-    """The performance suite's bench figures, else a kept bench run's (same fields, same method
-    fingerprint), labelled with where they came from."""
-    perf = suite_figures(doc, "performance")
+def speed_figures(suites: dict[str, dict[str, Any]], bench: dict[str, Any] | None) -> dict[str, Any]:
+    """The performance suite's bench figures (`suites`: figures_by_suite), else a kept bench
+    run's (same fields, same method fingerprint), labelled with where they came from."""
+    perf = suites.get("performance", {})
     if perf.get("bench_figures"):
         return perf
     if isinstance(bench, dict) and isinstance(bench.get("figures"), list):
@@ -167,18 +168,18 @@ def _count_row(name: str, now: int | None, before: int | None) -> Row | None:
     return Row(figure=name, unit="", better="lower", before=before, after=now, group="quality")
 
 
-def _tools(doc: dict[str, Any]) -> tuple[int, int] | None:
-    f = suite_figures(doc, "tools")
+def _tools(suites: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
+    f = suites.get("tools", {})
     return (int(f["passed"]), int(f["runs"])) if isinstance(f.get("runs"), int) and f.get("runs") else None
 
 
-def _vision(doc: dict[str, Any]) -> tuple[int, int] | None:
-    f = suite_figures(doc, "vision")
+def _vision(suites: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
+    f = suites.get("vision", {})
     return (int(f["correct"]), int(f["cases"])) if isinstance(f.get("cases"), int) and f.get("cases") else None
 
 
-def _stress_errors(doc: dict[str, Any]) -> int | None:
-    f = suite_figures(doc, "stress")
+def _stress_errors(suites: dict[str, dict[str, Any]]) -> int | None:
+    f = suites.get("stress", {})
     return len(f["errors"]) if isinstance(f.get("errors"), list) else None
 
 

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from ..bench.pictures import Picture  # noqa: E402  (the picture both reports open with)
 from ..bench.pictures import latency_picture as bench_latency_picture  # noqa: E402
 from ..report import figure_data_uri  # noqa: E402
-from .cutover import suite_figures  # noqa: E402
+from .changes import suite_figures  # noqa: E402
 
 THIS, BEFORE = "this release", "baseline"
 COLOURS = {THIS: "#1f6fb4", BEFORE: "#a0a0a0"}

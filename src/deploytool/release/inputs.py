@@ -1,5 +1,6 @@
 """What a release needs from the host besides its image: the weights (checked, identified) and
-its secrets (read). `up` calls `prepare` while it gathers its facts (deploy/facts.py), so a
+its secrets (read). `up` calls `prepare` while it gathers its facts (deploy/facts.py), once
+for every reader of the weights (the memory gate reads the snapshot this check found), so a
 missing checkpoint or an unset token is refused by the plan (deploy/plan.py) with nothing
 changed on the slot. The facts keep no secret value: the executor's Start step reads the values
 again just before `docker compose up`.
@@ -13,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..profiles import SecretError
+from ..profiles import HealthSpec, SecretError
 from . import secrets, weights
 from .state import release_path
 
@@ -35,7 +36,7 @@ class ReleaseInputs:
 
     def record(self, profile: "Profile", bind: str) -> dict[str, Any]:
         """For release.json: what the release serves and where its secrets come from."""
-        return {"model": self.model.record(), "bind": bind, **secrets.record(profile)}
+        return {"model": self.model.record(), "bind": bind, **secrets.record(profile, self.secrets)}
 
 
 def beyond_loopback(bind: str) -> bool:
@@ -80,6 +81,14 @@ def read_record(slot: str, number: int) -> dict[str, Any]:
         return json.loads((release_path(slot, number) / "release.json").read_text())
     except (OSError, ValueError):
         return {}
+
+
+def release_health(slot: str, number: int) -> HealthSpec:
+    """A release's health budget from its record: a restore needs no profile search path."""
+    try:
+        return HealthSpec.model_validate(read_record(slot, number)["health"])
+    except (ValueError, KeyError):
+        return HealthSpec()  # SGLang's generous defaults: a slow start is better than a false failure
 
 
 def release_api_key(slot: str, number: int, env: dict[str, str] | None = None) -> str | None:

@@ -164,8 +164,7 @@ def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:
     return [f"secret {s.describe()}; compose reads it from ${s.env_var} at `up`" for s in planned]
 
 
-def record(profile: "Profile") -> dict[str, Any]:
-    """What the release record keeps about secrets: references only."""
+def record(profile: "Profile", planned: list[ReleaseSecret]) -> dict[str, Any]:
+    """What the release record keeps about secrets (`planned`: plan_secrets(profile)): references only."""
     key = profile.server.api_key
-    return {"api_key": key.reference() if key else None,
-            "secrets": {s.name: s.ref.reference() for s in plan_secrets(profile)}}
+    return {"api_key": key.reference() if key else None, "secrets": {s.name: s.ref.reference() for s in planned}}

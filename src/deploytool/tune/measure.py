@@ -63,18 +63,16 @@ def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
     """bench's method for a tune pass: one warm-up, a one-request decode check, then the load
     levels of the space (no prefill phase: the search is about serving throughput); or one of
     bench's workloads with its settings."""
+    passes: dict[str, Any] = {"repeats": space.repeats, "warmup_requests": 1, "warmup_output_tokens": 16,
+                              "idle_timeout_s": 30.0, "run_timeout_s": run_timeout_s,
+                              "request_timeout_s": min(600.0, run_timeout_s)}
     if space.workload != "table":
-        return build_method(
-            repeats=space.repeats, warmup_requests=1, warmup_output_tokens=16, workload=space.workload,
-            workload_settings={space.workload: workload_settings(space)}, idle_timeout_s=30.0,
-            run_timeout_s=run_timeout_s, request_timeout_s=min(600.0, run_timeout_s))
+        return build_method(**passes, workload=space.workload,
+                            workload_settings={space.workload: workload_settings(space)})
     return build_method(
-        repeats=space.repeats, warmup_requests=1, warmup_output_tokens=16,
-        decode_requests=1, decode_output_tokens=16, decode_prompt_tokens=space.prompt_tokens,
+        **passes, decode_requests=1, decode_output_tokens=16, decode_prompt_tokens=space.prompt_tokens,
         load_concurrency=space.load, load_requests_per_slot=space.requests_per_level,
-        load_output_tokens=space.output_tokens, prefill_prompt_tokens=[], sweep=False,
-        idle_timeout_s=30.0, run_timeout_s=run_timeout_s, request_timeout_s=min(600.0, run_timeout_s),
-    )
+        load_output_tokens=space.output_tokens, prefill_prompt_tokens=[], sweep=False)
 
 
 def measure(url: str, profile: Profile, space: TuneSpace, slo: Slo, *, candidate: str, visit: int,

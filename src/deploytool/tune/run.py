@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..files import write_atomic, write_json
@@ -21,6 +21,9 @@ from . import report
 from .local import LocalServer
 from .search import Search, describe, estimate_s, finish, prepare, replay_journal, run_search
 from .space import parse_budget, parse_slo, read_space
+
+if TYPE_CHECKING:
+    from ..release.slots import Slot
 
 EXIT_OK, EXIT_NONE_QUALIFIES = 0, 1
 
@@ -38,12 +41,12 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
          profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
          progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
     where = _where(local, cpu_slot, gpus, dry_run)
-    if gpus and not dry_run:
+    slot = _slot(cpu_slot, gpus) if not dry_run else None
+    if slot is not None and not slot.is_cpu:
         from ..host.nvml import refuse_on_described_host
-        from ..release.slots import slot_from_options
 
         # before the flag check and the plans: minutes of work for a search that cannot run here
-        refuse_on_described_host([slot_from_options(gpus, False, None).name], "tune")
+        refuse_on_described_host([slot.name], "tune")
     store = ProfileStore(profiles_dirs)
     profile = store.get(profile_name)
     if profile.abstract:
@@ -63,7 +66,7 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     if dry_run:
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
-    with _servers(cpu_slot, gpus, profiles_dirs) as make_server:
+    with _servers(slot, profiles_dirs) as make_server:
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
         except KeyboardInterrupt:
@@ -93,19 +96,25 @@ def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: b
     return chosen[0] if chosen else "nowhere (--dry-run)"
 
 
+def _slot(cpu_slot: str | None, gpus: list[str] | None) -> Slot | None:
+    """The Docker slot candidates run on (--gpu's cards, or --cpu-slot NAME); None: local processes."""
+    if not cpu_slot and not gpus:
+        return None
+    from ..release.slots import slot_from_options
+
+    return slot_from_options(gpus, False, cpu_slot)
+
+
 @contextlib.contextmanager
-def _servers(cpu_slot: str | None, gpus: list[str] | None,
-             profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
+def _servers(slot: Slot | None, profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
     """What starts a candidate: a local process, or a release of a Docker slot (a card's, or a
     CPU slot of the reference runtime) whose serving release is brought back when the search
     ends, however it ends."""
-    if not cpu_slot and not gpus:
+    if slot is None:
         yield lambda p, log: LocalServer(p, log)
         return
-    from ..release.slots import slot_from_options
     from .slot import SlotServer, slot_session
 
-    slot = slot_from_options(gpus, False, cpu_slot)
     with slot_session(slot, profiles_dirs) as session:
         yield lambda p, log: SlotServer(session, p, log)
 

@@ -104,7 +104,7 @@ class SlotServer:
         if plan.release is not None:
             s.made.append(plan.release)
         try:
-            execute(plan, slot=s.slot, engine=s.engine, profile=self.profile)
+            execute(plan, slot=s.slot, engine=s.engine)
         except Interrupted:
             raise KeyboardInterrupt from None
         except DeploytoolError as exc:

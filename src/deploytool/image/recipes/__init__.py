@@ -53,6 +53,9 @@ class RecipeInputs:
     # What a build journals beside the image and no label holds: where on this host an input
     # was read (a fork's checkout, a tree, a series folder), which is not part of its identity.
     journal: dict[str, str] = field(default_factory=dict)
+    # What `up --dry-run` says of the runtime these inputs resolved (a fork, a series, local
+    # wheels: runtime_source.runtime_notes), so that planning the release resolves it no more.
+    notes: list[str] = field(default_factory=list)
 
 
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc")

@@ -135,6 +135,7 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         files=files, fetched=fetched,
         labels=image_labels(source, own),
         journal={f"runtime_{key}": value for key, value in source.location().items()},
+        notes=runtime_source.runtime_notes(profile, source=source, own=own),
     )
 
 

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 BASE_IMAGE ?= deploytool/base:bookworm
 
-.PHONY: demo test gpu-image setup checkov engine base-image docs check-docs clean
+.PHONY: demo test gpu-image setup checkov test-tools engine base-image docs check-docs clean
 
 # The virtual environment, with deploytool installed from this tree.
 $(BIN)/deploytool: pyproject.toml
@@ -21,6 +21,13 @@ checkov: $(VENV)/checkov/bin/checkov
 $(VENV)/checkov/bin/checkov:
 	$(PYTHON) -m venv $(VENV)/checkov
 	$(VENV)/checkov/bin/pip install --quiet checkov==3.3.30
+
+# The host programs some tests drive (each skips, saying so, without its program): Chromium (the
+# reports and the monitor's pages), nginx (the gateway a rollout drains through), tmux (`top` in a
+# terminal), Prometheus and promtool (monitor). Debian packages, so root and apt; CI makes them
+# before the suite, and a newcomer's `make test` names the missing ones before it starts.
+test-tools:
+	@scripts/test-tools.sh install
 
 engine:
 	@scripts/ensure-engine.sh

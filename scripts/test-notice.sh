@@ -31,6 +31,10 @@ for port in (30000, 30001):
 PY
 )
 
+# host programs some tests drive: without one, its tests skip (saying so); CI installs them
+here=$(cd "$(dirname "$0")" && pwd)
+while read -r line; do [ -n "$line" ] && notes+=("$line"); done < <("$BASH" "$here/test-tools.sh" missing)
+
 if [ ${#notes[@]} -gt 0 ]; then
   echo "before the tests, on this host (the suite goes on; nothing here is touched):"
   for n in "${notes[@]}"; do echo "  - $n"; done

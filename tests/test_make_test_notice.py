@@ -20,3 +20,18 @@ def test_a_busy_default_port_is_said_and_the_run_goes_on():
 def test_the_makefile_says_it_before_pytest_starts():
     recipe = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
     assert recipe.index("scripts/test-notice.sh") < recipe.index("-m pytest")
+
+
+def test_a_missing_host_program_is_named_with_its_package_and_the_run_goes_on(tmp_path):
+    # a PATH holding only what the notice itself runs: no browser, terminal or promtool on it
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("docker", "cut", "sort", "tr", "xargs", "grep", "dirname", "id"):
+        found = subprocess.run(["bash", "-c", f"command -v {prog}"], capture_output=True, text=True).stdout.strip()
+        if found:
+            (bin_dir / prog).symlink_to(found)
+    out = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable], capture_output=True,
+                         text=True, timeout=120, cwd=ROOT, env={"PATH": str(bin_dir), "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    for prog, package in (("chromium", "chromium"), ("tmux", "tmux"), ("promtool", "prometheus")):
+        assert f"{prog} is not installed" in out.stdout and f"apt-get install {package}" in out.stdout, out.stdout

@@ -17,7 +17,10 @@ import sys
 import tempfile
 import time
 
-GOAL_S = 0.3
+# CPU seconds each command should stay at or under: `--help` is typer building every command's
+# parameters and printing; `status` adds typer's parameter coercion (it imports pydantic even for
+# the absent --help flag) and one look at the engine.
+GOALS_S = {"--help": 0.25, "status": 0.35}
 
 
 def measure(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -43,7 +46,7 @@ def main() -> None:
             median = statistics.median(cpu)
             print(f"deploytool {' '.join(args)}: CPU median {median:.3f} s (min {min(cpu):.3f}), "
                   f"wall median {statistics.median(wall):.3f} s over {runs} runs; "
-                  f"goal < {GOAL_S} s CPU: {'met' if median < GOAL_S else 'NOT met'}")
+                  f"goal <= {GOALS_S[args[0]]} s CPU: {'met' if median <= GOALS_S[args[0]] else 'NOT met'}")
 
 
 if __name__ == "__main__":

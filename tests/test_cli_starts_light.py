@@ -51,3 +51,26 @@ def test_status_with_nothing_running_loads_no_model_no_sdk_no_suite(docker_engin
 def test_the_check_sees_a_heavy_import():
     """The check itself: a command that does load the profiles' models is caught."""
     assert "deploytool.profiles" in loaded_after(run_command("profiles", "list", "--json"))
+
+
+def _callbacks(group) -> list:
+    """Every command function registered on a typer app and its sub-apps."""
+    out = [c.callback for c in group.registered_commands]
+    for sub in group.registered_groups:
+        out += _callbacks(sub.typer_instance)
+    return out
+
+
+def test_command_signatures_are_objects_not_strings():
+    """typer reads every command's signature at each start, `--help` included: annotations kept
+    as strings (`from __future__ import annotations`) are compiled and evaluated again each time,
+    a measurable part of the start (benchmarks/cli_start.py). The command modules keep them as
+    objects."""
+    import deploytool.cli  # noqa: F401  registers the commands
+    from deploytool.cli.app import app
+
+    callbacks = _callbacks(app)
+    assert len(callbacks) > 30
+    as_strings = [f"{f.__module__}.{f.__name__}: {name}" for f in callbacks
+                  for name, annotation in f.__annotations__.items() if isinstance(annotation, str)]
+    assert not as_strings, as_strings

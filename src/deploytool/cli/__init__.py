@@ -1,5 +1,9 @@
 """deploytool's command line: a thin shell. Each command parses, calls one library function
-and prints; the commands live in one module per area and register on the one `app`."""
+and prints; the commands live in one module per area and register on the one `app`.
+
+The command modules do without `from __future__ import annotations`: typer reads every
+command's signature at each start, even for `--help`, and annotations kept as strings would be
+compiled and evaluated again every time (tests/test_cli_starts_light.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The typer app and the options every command shares."""
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path

@@ -1,7 +1,5 @@
 """`deploytool bench` and `deploytool compare`: parse, call deploytool.bench, print."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """Build and patches: build, patches check."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """Deploy: render, up, status, rollback, journal, cache."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional

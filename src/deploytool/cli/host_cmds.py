@@ -1,7 +1,5 @@
 """Host checks: gpus, slots, doctor."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING
 
 import typer

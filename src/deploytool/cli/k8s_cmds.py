@@ -1,7 +1,5 @@
 """k8s apply, k8s status, k8s rollback, and what `render --k8s` delegates to."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -35,7 +33,7 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only the cluster's s
 def build_request(*, profile: str, image: str | None, release: int | None, replicas: int, namespace: str,
                   node_selector: list[str] | None, toleration: list[str] | None, flavor: str,
                   qualify_image: str | None, retention: int, secret: str,
-                  profiles_dir: list[Path] | None) -> K8sRequest:
+                  profiles_dir: list[Path] | None) -> "K8sRequest":
     from ..k8s import release as rel
     from ..profiles import ProfileStore
 
@@ -54,7 +52,7 @@ def build_request(*, profile: str, image: str | None, release: int | None, repli
                           retention=retention, secret_name=secret, flavor=flavor)  # type: ignore[arg-type]
 
 
-def render_k8s(req: K8sRequest, output: Path | None) -> None:
+def render_k8s(req: "K8sRequest", output: Path | None) -> None:
     """`render --k8s`: both stages to stdout, or one file per stage into the folder -o."""
     from ..k8s import release as rel
     from ..k8s.render import stages_text

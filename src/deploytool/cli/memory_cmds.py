@@ -1,7 +1,5 @@
 """plan-memory: what SGLang's memory pools will be, before anything starts."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """top: the live view of what serves; monitor up, down, status: the Prometheus that follows it."""
 
-from __future__ import annotations
-
 from typing import Annotated, Optional
 
 import typer

@@ -1,7 +1,5 @@
 """`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -1,7 +1,5 @@
 """Several slots: rollout (one slot out of service at a time) and watch (the supervisor)."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any, Optional
 

@@ -1,7 +1,5 @@
 """A slot out of service and back: stop, start, down, logs."""
 
-from __future__ import annotations
-
 import json
 from typing import Annotated, Optional
 

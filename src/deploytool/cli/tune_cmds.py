@@ -1,7 +1,5 @@
 """tune: search launch flags for the fastest launch that fits, holds its SLO and qualifies."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Optional
 

@@ -12,7 +12,6 @@ watch.crash_loop, watch.rolled_back, watch.rollback_failed, watch.stop.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +24,7 @@ from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
 from ..release.slots import slot_named
 from ..server.readiness import health_check
-from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
+from ..release.state import journal, read_journal, read_pointers, slot_lock
 from .executor import execute
 from .reporter import Reporter
 from .facts import gather_slot
@@ -52,8 +51,8 @@ class WatchResult:
 def release_watch(slot: str, number: int) -> WatchSpec:
     """A release's watch settings from its record (written by `up`), else the defaults."""
     try:
-        return WatchSpec.model_validate(json.loads((release_path(slot, number) / "release.json").read_text())["watch"])
-    except (OSError, ValueError, KeyError):
+        return WatchSpec.model_validate(release_inputs.read_record(slot, number)["watch"])
+    except (ValueError, KeyError):
         return WatchSpec()
 
 

@@ -105,3 +105,15 @@ def missing_keyword_groups(text: str, groups: list[list[str]]) -> list[list[str]
         if not any(re.search(rf"(?<![\w]){re.escape(str(word).lower())}(?![\w])", lowered) for word in group):
             missing.append(list(group))
     return missing
+
+
+def lacking(groups: list[list[str]]) -> str:
+    """Missing keyword groups as a problem names them: "one of ['a'] and one of ['b']"."""
+    return " and ".join("one of " + repr(g) for g in groups)
+
+
+def answer_lacks(text: str, groups: list[list[str]]) -> str | None:
+    """The problem of an answer that misses a keyword group (every missing group named, and the
+    answer's start), or None when every group matches."""
+    missing = missing_keyword_groups(text, groups)
+    return f"answer lacks {lacking(missing)}: {(text or '')[:160]!r}" if missing else None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deploytool.sim.settings import SimSettings
-from deploytool.sim.image_tokens import image_tokens
+from deploytool.image_tokens import image_tokens
 from deploytool.sim.tokens import message_tokens, tools_tokens
 from deploytool.sim.vision import DecodedImage, ImageError, decode_image_url
 
@@ -111,7 +111,7 @@ def parse_chat_request(body: bytes, settings: SimSettings) -> ChatRequest:
     fmt = data.get("response_format")
     req.response_format = fmt if isinstance(fmt, dict) and fmt.get("type") != "text" else None
 
-    # images cost what Qwen's processor makes of their size (sim/image_tokens.py), not a flat rate
+    # images cost what Qwen's processor makes of their size (deploytool/image_tokens.py), not a flat rate
     req.prompt_tokens = sum(message_tokens(m.text, 0, m.tool_calls) + sum(image_tokens(*img.image.size) for img in m.images)
                             for m in messages)
     req.prompt_tokens += tools_tokens(data.get("tools") if req.tools else None)

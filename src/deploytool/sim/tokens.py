@@ -20,7 +20,7 @@ TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 _FRAGMENT_RE = re.compile(r"\s*(?:\w+|[^\w\s])")
 
 MESSAGE_OVERHEAD = 4  # role markers a chat template adds around each message
-IMAGE_TOKENS = 256  # message_tokens' flat per-image rate; chat requests count images by size (sim/image_tokens.py)
+IMAGE_TOKENS = 256  # message_tokens' flat per-image rate; chat requests count images by size (deploytool/image_tokens.py)
 
 
 def count_tokens(text: str) -> int:

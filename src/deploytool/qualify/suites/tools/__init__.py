@@ -30,7 +30,7 @@ from ...context import SuiteContext, chat_payload
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
 from ...transcripts import TranscriptLog, transcript
 from ...prose import sentences as prose_sentences
-from ...scoring import missing_keyword_groups
+from ...scoring import lacking, missing_keyword_groups
 from .toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 name = "tools"
@@ -257,8 +257,8 @@ class _ToolRun:
                 second.append(f"called {answer.tool_calls[0].name} again instead of answering with the result")
             missing = missing_keyword_groups(answer.content, step.get("answer_expect") or [])
             if missing:
-                second.append(f"the answer does not use the tool result (lacks "
-                              f"{' and '.join('one of ' + repr(g) for g in missing)}): {answer.content[:160]!r}")
+                second.append(f"the answer does not use the tool result (lacks {lacking(missing)}): "
+                              f"{answer.content[:160]!r}")
             second.extend(markup_problems(answer))
         self.log.add(transcript(f"{label} answer", payload, answer, passed=not second, problems=second))
         messages.append({"role": "assistant", "content": answer.content})

@@ -23,7 +23,7 @@ from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_pro
 from ...transcripts import TranscriptLog, transcript
 from .pictures import data_url, draw
 from .photos import photo_checks
-from ...scoring import missing_keyword_groups
+from ...scoring import answer_lacks
 
 name = "vision"
 # "not an image" in base64: decodes fine, but is no picture a server can read.
@@ -135,9 +135,9 @@ async def _ask(ctx: SuiteContext, case: dict[str, Any], log: TranscriptLog, gate
     res = await ctx.send(payload)
     problems = response_problems(res)
     if not res.error:
-        missing = missing_keyword_groups(res.content, case["expect"])
-        if missing:
-            problems.append(f"answer lacks {' and '.join('one of ' + repr(g) for g in missing)}: {res.content[:160]!r}")
+        lacks = answer_lacks(res.content, case["expect"])
+        if lacks:
+            problems.append(lacks)
             gate_fail[case["id"]] = problems[0]
         if not (res.prompt_tokens or 0) > 0 or not (res.completion_tokens or 0) > 0:
             problems.append(f"usage does not count tokens: {res.usage!r}")

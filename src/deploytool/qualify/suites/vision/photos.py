@@ -19,13 +19,14 @@ from typing import Any
 
 from PIL import Image
 
+from ....image_tokens import smart_resize
 from ....server.client import ChatResult
 from ....resources import resource
 from ...context import SuiteContext, chat_payload
 from ...suite_api import Gate, response_problems
 from ...transcripts import TranscriptLog, transcript
 from .pictures import data_url, draw
-from ...scoring import missing_keyword_groups
+from ...scoring import answer_lacks
 
 MODES = [(False, False), (True, False), (False, True), (True, True)]  # (stream, thinking)
 SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim.md"
@@ -33,24 +34,6 @@ SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim
 
 def mode_label(stream: bool, thinking: bool) -> str:
     return f"{'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
-
-
-def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """The checker's own copy of the processor's rule. The reference runtime (deploytool.sim)
-    keeps another on purpose: the vision suite checks the sim's token counts against this one,
-    and one shared function would make a mistake in it agree with itself. Both follow sglang's
-    qwen_vl.py; tests/test_qualify_vision_photos.py holds the two to each other."""
-    h_bar = max(factor, round(height / factor) * factor)
-    w_bar = max(factor, round(width / factor) * factor)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = math.floor(height / beta / factor) * factor
-        w_bar = math.floor(width / beta / factor) * factor
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
 
 
 def expected_tokens(width: int, height: int, s: Any) -> int:
@@ -116,9 +99,9 @@ class _PhotoRun:
             problems.append(f"usage does not count tokens: {res.usage!r}")
         checked = self.recognise and not res.error
         if checked:
-            missing = missing_keyword_groups(res.content, case["expect"])
-            if missing:
-                problems.append(f"answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
+            lacks = answer_lacks(res.content, case["expect"])
+            if lacks:
+                problems.append(lacks)
         self.photo_rows.append({"case": case["id"], "format": fmt, "mode": mode_label(stream, thinking),
                                 "answer_checked": checked, "passed": not problems,
                                 "problem": problems[0] if problems else ""})
@@ -146,9 +129,9 @@ class _PhotoRun:
             res = await self.send(payload)
             found = response_problems(res)
             if not res.error:
-                missing = missing_keyword_groups(res.content, step["expect"])
-                if missing:
-                    found.append(f"turn {k + 1} answer lacks one of {missing[0]!r}: {res.content[:160]!r}")
+                lacks = answer_lacks(res.content, step["expect"])
+                if lacks:
+                    found.append(f"turn {k + 1} {lacks}")
             self.log.add(transcript(f"history turn {k + 1} {mode_label(stream, thinking)}", payload, res,
                                     passed=not found, problems=found))
             problems += found

@@ -1,4 +1,5 @@
-"""Image tokens the way Qwen's vision processors count them, so usage grows with resolution.
+"""Image tokens the way Qwen's vision processors count them, so usage grows with resolution:
+the reference runtime (sim/) charges them, the vision suite expects them of a real server.
 
 The image is resized so both sides are multiples of factor = patch_size x merge_size and its
 area lies within [min_pixels, max_pixels] (smart_resize: sglang/srt/multimodal/processors/
@@ -24,10 +25,9 @@ WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|>
 
 def smart_resize(height: int, width: int, factor: int = PATCH_SIZE * MERGE_SIZE,
                  min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
-    """The runtime's own copy of the rule, not qualify's: the reference runtime stands alone (it
-    imports only the package root) and is what the vision suite's copy is checked against."""
-    if max(height, width) / min(height, width) > MAX_RATIO:
-        raise ValueError(f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}")
+    """(height, width) the processor resizes an image to. One copy for the runtime and the
+    checker: tests/test_qualify_vision_photos.py pins it to figures worked out from sglang's rule,
+    so a mistake here does not pass by agreeing with itself."""
     h_bar = max(factor, round(height / factor) * factor)
     w_bar = max(factor, round(width / factor) * factor)
     if h_bar * w_bar > max_pixels:
@@ -43,6 +43,9 @@ def smart_resize(height: int, width: int, factor: int = PATCH_SIZE * MERGE_SIZE,
 
 def image_tokens(width: int, height: int, patch_size: int = PATCH_SIZE, merge_size: int = MERGE_SIZE,
                  min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> int:
-    """Prompt tokens one image of this size costs, wrapper tokens included."""
+    """Prompt tokens one image of this size costs, wrapper tokens included; a more extreme aspect
+    ratio than sglang accepts is refused as it refuses it."""
+    if max(height, width) / min(height, width) > MAX_RATIO:
+        raise ValueError(f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}")
     h_bar, w_bar = smart_resize(height, width, patch_size * merge_size, min_pixels, max_pixels)
     return (h_bar // patch_size) * (w_bar // patch_size) // (merge_size * merge_size) + WRAPPER_TOKENS

@@ -125,12 +125,17 @@ def docker_engine():
     return Engine()
 
 
+def shared_test_cache() -> Path:
+    """The one folder all tests share downloads and built environments through."""
+    shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
+    shared_cache.mkdir(parents=True, exist_ok=True)
+    return shared_cache
+
+
 def make_test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh state directory whose cache is the one folder all tests share downloads through."""
     home = tmp_path_factory.mktemp("home")
-    shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
-    shared_cache.mkdir(parents=True, exist_ok=True)
-    (home / "cache").symlink_to(shared_cache)
+    (home / "cache").symlink_to(shared_test_cache())
     return home
 
 

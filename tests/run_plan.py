@@ -13,7 +13,8 @@ container start, which is why four workers share two cores well.
 
 The longest units go first (longest-processing-time first), each to whichever worker is idle:
 the seconds each unit took in the last run are kept in pytest's cache (.pytest_cache); a run
-without them (a fresh clone) starts the docker tests first, the ones that wait most, and runs
+without them (a fresh clone) starts the docker tests first, the ones that wait most (a file of
+them kept together by its built image among them, the larger first), and runs
 the users of the sglang environments (parser and referee venvs) last: the controller starts
 making those at once in a process of its own, so on a new machine no worker waits on their
 build while it has other tests to run. A worker
@@ -49,7 +50,13 @@ def is_docker(item: pytest.Item) -> bool:
 
 
 def needs_sglang_environments(item: pytest.Item) -> bool:
-    return item.get_closest_marker("index") is not None  # conftest marks the users of sglang_parser_python
+    return "sglang_parser_python" in getattr(item, "fixturenames", ())  # directly or through the referee's
+
+
+def _flags(item: pytest.Item) -> str:
+    """What the controller orders by when it has no timings: d, a docker test; s, a user of the
+    sglang environments."""
+    return ("d" if is_docker(item) else "") + ("s" if needs_sglang_environments(item) else "") or "-"
 
 
 def _file(nodeid: str) -> str:
@@ -75,7 +82,7 @@ def order_and_report(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not is_docker(item))
     folder = getattr(config, "workerinput", {}).get(_PLAN_KEY)
     if folder:
-        lines = "\n".join(f"{unit_of(item)}\t{needs_sglang_environments(item):d}\t{item.nodeid}" for item in items)
+        lines = "\n".join(f"{unit_of(item)}\t{_flags(item)}\t{item.nodeid}" for item in items)
         Path(folder, config.workerinput["workerid"]).write_text(lines)
 
 
@@ -91,12 +98,14 @@ def pytest_configure_node(node) -> None:
 
 def _read_units(config: pytest.Config) -> dict[str, str]:
     """test id -> unit, as the first worker to write them saw (all collect the same tests); the
-    units whose tests need the sglang environments in config._deploytool_sglang_units."""
+    units with a docker test in config._deploytool_docker_units, those with a test that needs
+    the sglang environments in config._deploytool_sglang_units."""
     if not hasattr(config, "_deploytool_units"):
         paths = sorted(Path(config._deploytool_plan_dir).iterdir())
         rows = [line.split("\t", 2) for line in paths[0].read_text().splitlines() if line] if paths else []
         config._deploytool_units = {nodeid: unit for unit, _, nodeid in rows}
-        config._deploytool_sglang_units = {unit for unit, sglang, _ in rows if sglang == "1"}
+        config._deploytool_docker_units = {unit for unit, flags, _ in rows if "d" in flags}
+        config._deploytool_sglang_units = {unit for unit, flags, _ in rows if "s" in flags}
     return config._deploytool_units
 
 
@@ -148,14 +157,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             for nodeid in self.collection:  # within a unit, pytest-randomly's order
                 units[self._split_scope(nodeid)][nodeid] = False
             last = config.cache.get(_CACHE_KEY, {}) if getattr(config, "cache", None) is not None else {}
-            sglang = config._deploytool_sglang_units
+            docker, sglang = config._deploytool_docker_units, config._deploytool_sglang_units
             if sglang:
                 _make_sglang_environments(config)
 
             def weight(unit: str) -> tuple[float, bool, bool, int]:
-                # the seconds it took last time when known; else docker tests first, then the larger,
-                # the users of the sglang environments last (made meanwhile, beside the workers)
-                return (-last.get(unit, 0.0), not unit.startswith(_DOCKER), unit in sglang, -len(units[unit]))
+                # the seconds it took last time when known; else the units with docker tests first (a
+                # file kept together by its built image among them, the larger first: its build is
+                # the longest wait of a new machine), then the others, the users of the sglang
+                # environments last (made meanwhile, beside the workers)
+                return (-last.get(unit, 0.0), unit not in docker, unit in sglang, -len(units[unit]))
 
             for unit in sorted(units, key=weight):
                 self.workqueue[unit] = units[unit]

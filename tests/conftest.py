@@ -179,7 +179,8 @@ SGLANG = "0.5.23"  # the sglang whose own code the tests run on a CPU
 def sglang_parser_python(session_home: Path) -> Path:
     """The python of deploytool's parser venv for SGLANG (flagcheck.parser_venv: sglang without
     its dependencies, the parser's light imports, a CPU torch), made on first use in the shared
-    test cache (about a minute; a package index once), reused by later runs."""
+    test cache (about a minute; a package index once), reused by later runs. Under xdist the
+    controller starts making it (and the referee's) as the run starts (run_plan.py)."""
     from deploytool.image.flagcheck import parser_venv
 
     return parser_venv(SGLANG)

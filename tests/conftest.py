@@ -125,12 +125,17 @@ def docker_engine():
     return Engine()
 
 
+def shared_test_cache() -> Path:
+    """The one folder all tests share downloads and built environments through."""
+    shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
+    shared_cache.mkdir(parents=True, exist_ok=True)
+    return shared_cache
+
+
 def make_test_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh state directory whose cache is the one folder all tests share downloads through."""
     home = tmp_path_factory.mktemp("home")
-    shared_cache = Path(os.environ.get("DEPLOYTOOL_TEST_CACHE", "/tmp/deploytool-test-cache"))
-    shared_cache.mkdir(parents=True, exist_ok=True)
-    (home / "cache").symlink_to(shared_cache)
+    (home / "cache").symlink_to(shared_test_cache())
     return home
 
 
@@ -174,7 +179,8 @@ SGLANG = "0.5.23"  # the sglang whose own code the tests run on a CPU
 def sglang_parser_python(session_home: Path) -> Path:
     """The python of deploytool's parser venv for SGLANG (flagcheck.parser_venv: sglang without
     its dependencies, the parser's light imports, a CPU torch), made on first use in the shared
-    test cache (about a minute; a package index once), reused by later runs."""
+    test cache (about a minute; a package index once), reused by later runs. Under xdist the
+    controller starts making it (and the referee's) as the run starts (run_plan.py)."""
     from deploytool.image.flagcheck import parser_venv
 
     return parser_venv(SGLANG)

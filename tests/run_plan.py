@@ -13,7 +13,11 @@ container start, which is why four workers share two cores well.
 
 The longest units go first (longest-processing-time first), each to whichever worker is idle:
 the seconds each unit took in the last run are kept in pytest's cache (.pytest_cache); a run
-without them (a fresh clone) starts the docker tests first, the ones that wait most. A worker
+without them (a fresh clone) starts the docker tests first, the ones that wait most (a file of
+them kept together by its built image among them, the larger first), and runs
+the users of the sglang environments (parser and referee venvs) last: the controller starts
+making those at once in a process of its own, so on a new machine no worker waits on their
+build while it has other tests to run. A worker
 is given its next unit only when it has nothing left to run (xdist's own default queues one
 ahead, which leaves a long unit waiting behind another at the end).
 
@@ -27,6 +31,7 @@ At the end, after the skips and their reasons (-ra), the three files that took l
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import defaultdict
@@ -42,6 +47,16 @@ _DOCKER = "docker:"  # the unit of a docker test that runs alone: this prefix an
 
 def is_docker(item: pytest.Item) -> bool:
     return item.get_closest_marker("docker") is not None
+
+
+def needs_sglang_environments(item: pytest.Item) -> bool:
+    return "sglang_parser_python" in getattr(item, "fixturenames", ())  # directly or through the referee's
+
+
+def _flags(item: pytest.Item) -> str:
+    """What the controller orders by when it has no timings: d, a docker test; s, a user of the
+    sglang environments."""
+    return ("d" if is_docker(item) else "") + ("s" if needs_sglang_environments(item) else "") or "-"
 
 
 def _file(nodeid: str) -> str:
@@ -67,7 +82,7 @@ def order_and_report(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not is_docker(item))
     folder = getattr(config, "workerinput", {}).get(_PLAN_KEY)
     if folder:
-        lines = "\n".join(f"{unit_of(item)}\t{item.nodeid}" for item in items)
+        lines = "\n".join(f"{unit_of(item)}\t{_flags(item)}\t{item.nodeid}" for item in items)
         Path(folder, config.workerinput["workerid"]).write_text(lines)
 
 
@@ -82,12 +97,42 @@ def pytest_configure_node(node) -> None:
 
 
 def _read_units(config: pytest.Config) -> dict[str, str]:
-    """test id -> unit, as the first worker to write them saw (all collect the same tests)."""
+    """test id -> unit, as the first worker to write them saw (all collect the same tests); the
+    units with a docker test in config._deploytool_docker_units, those with a test that needs
+    the sglang environments in config._deploytool_sglang_units."""
     if not hasattr(config, "_deploytool_units"):
         paths = sorted(Path(config._deploytool_plan_dir).iterdir())
-        pairs = (line.split("\t", 1) for line in paths[0].read_text().splitlines() if line) if paths else ()
-        config._deploytool_units = {nodeid: unit for unit, nodeid in pairs}
+        rows = [line.split("\t", 2) for line in paths[0].read_text().splitlines() if line] if paths else []
+        config._deploytool_units = {nodeid: unit for unit, _, nodeid in rows}
+        config._deploytool_docker_units = {unit for unit, flags, _ in rows if "d" in flags}
+        config._deploytool_sglang_units = {unit for unit, flags, _ in rows if "s" in flags}
     return config._deploytool_units
+
+
+def _make_sglang_environments(config: pytest.Config) -> None:
+    """Start making the sglang parser and referee environments (conftest's sglang_parser_python
+    and sglang_referee_python, in the shared test cache) in a process beside the workers. On a
+    new machine that is a minute or two of pip; a worker that needs them meanwhile waits on
+    their build lock, as it would wait for another worker's build. Made or failed here, the
+    fixtures find the stamps, or try again and say why (so its own output is not kept)."""
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import SGLANG, shared_test_cache
+
+    home = Path(tempfile.mkdtemp(prefix="deploytool-test-sglang-"))
+    (home / "cache").symlink_to(shared_test_cache())
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from deploytool.image.referee import referee_python; "
+                             "referee_python(sys.argv[1])", SGLANG], env={**os.environ, "DEPLOYTOOL_HOME": str(home)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def stop() -> None:  # the run ends first only when it was cut short: a stamp is written last
+        if proc.poll() is None:  # its session: pip's processes too
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
+        shutil.rmtree(home, ignore_errors=True)
+    config.add_cleanup(stop)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -112,10 +157,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             for nodeid in self.collection:  # within a unit, pytest-randomly's order
                 units[self._split_scope(nodeid)][nodeid] = False
             last = config.cache.get(_CACHE_KEY, {}) if getattr(config, "cache", None) is not None else {}
+            docker, sglang = config._deploytool_docker_units, config._deploytool_sglang_units
+            if sglang:
+                _make_sglang_environments(config)
 
-            def weight(unit: str) -> tuple[float, bool, int]:
-                # the seconds it took last time when known; else docker tests first, then the larger
-                return (-last.get(unit, 0.0), not unit.startswith(_DOCKER), -len(units[unit]))
+            def weight(unit: str) -> tuple[float, bool, bool, int]:
+                # the seconds it took last time when known; else the units with docker tests first (a
+                # file kept together by its built image among them, the larger first: its build is
+                # the longest wait of a new machine), then the others, the users of the sglang
+                # environments last (made meanwhile, beside the workers)
+                return (-last.get(unit, 0.0), unit not in docker, unit in sglang, -len(units[unit]))
 
             for unit in sorted(units, key=weight):
                 self.workqueue[unit] = units[unit]

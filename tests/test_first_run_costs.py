@@ -27,7 +27,11 @@ def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_in
             events.append("venv created")
 
     def pip(argv, **kw):
-        events.append("pip " + " ".join(argv[5:]))
+        if argv[1:4] == ["-m", "pip", "install"]:
+            assert argv[4:6] == ["--quiet", "--no-compile"]  # what a check imports is compiled at the end
+            events.append("pip " + " ".join(argv[6:]))
+        else:
+            events.append("import " + " ".join(argv[3:]))
         return subprocess.CompletedProcess(argv, 0, "", "")
 
     monkeypatch.setattr(flagcheck.venv, "EnvBuilder", Builder)
@@ -42,6 +46,7 @@ def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_in
     progress = [e for e in events if "] installing" in e]
     assert [p.split("]")[0][-3:] for p in progress] == ["1/3", "2/3", "3/3"]
     assert events.index(progress[1]) < events.index("pip torch==2.13.0")
+    assert events[-1] == "import sglang.srt.server_args sglang.srt.configs.model_config"  # after every install
 
 
 def test_build_dry_run_says_the_images_inputs_and_expected_size_without_an_engine():

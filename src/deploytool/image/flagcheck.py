@@ -36,6 +36,7 @@ from typing import Any
 from filelock import FileLock
 
 from ..host import labels
+from .cache_venv import compile_by_importing, pip_install
 from ..host.engine import Engine
 from ..errors import CouldNotRun, DeploytoolError, UsageError
 from . import runtime_source
@@ -114,10 +115,10 @@ def _say(line: str) -> None:
 
 def first_run_notice(sglang_version: str, root: Path, requirements: list[str], torch_index: str | None) -> list[str]:
     """What making the parser environment costs, said before it starts (measured on this
-    project's 2-core machine: 67 s and about 2.3 GB, torch's CPU build and triton most of it)."""
+    project's 2-core machine: 38 s and about 2.3 GB, torch's CPU build and triton most of it)."""
     lines = [f"deploytool: making the sglang {sglang_version} parser environment once, in {root}: the sglang wheel "
              f"(about 40 MB) without its dependencies, {requirements[0]} and {len(requirements) - 1} light packages; "
-             "about 2.3 GB on disk and about a minute (67 s measured on 2 cores) with a CPU torch; later checks "
+             "about 2.3 GB on disk and about a minute (38 s measured on 2 cores) with a CPU torch; later checks "
              "reuse it and take a few seconds"]
     if torch_index is None:
         lines.append(f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} comes from pip's configured "
@@ -163,12 +164,12 @@ def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: 
              (f"the parser's {len(requirements) - 1} light packages", requirements[1:]))
     for number, (what, step) in enumerate(steps, 1):
         _say(f"deploytool: [{number}/{len(steps)}] installing {what}")
-        proc = subprocess.run([str(bin_python), "-m", "pip", "install", "--quiet", *step],
-                              capture_output=True, text=True)
+        proc = pip_install(bin_python, step)
         if proc.returncode != 0:
             raise CouldNotRun(f"could not make the sglang {sglang_version} parser environment in {root}:\n"
                                   + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
                                   hint="it needs a package index once (or pip's find-links); a built image avoids it")
+    compile_by_importing(bin_python, ["sglang.srt.server_args", "sglang.srt.configs.model_config"])  # what the probe imports
     stamp.write_text(json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index}))
     return bin_python
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..errors import DeploytoolError
+from .cache_venv import compile_by_importing, pip_install
 from .flagcheck import parser_venv
 from ..resources import resource
 
@@ -54,13 +55,14 @@ def referee_python(sglang_version: str = "0.5.23") -> Path:
         for step in (with_deps, ["--no-deps", *no_deps]):
             if not [s for s in step if s != "--no-deps"]:
                 continue
-            proc = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *step],
-                                  capture_output=True, text=True)
+            proc = pip_install(python, step)
             if proc.returncode != 0:
                 raise DeploytoolError(
                     f"could not add sglang's serving packages to {venv_dir}:\n"
                     + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
                     hint="it needs a package index once (images/sglang/conformance-requirements.txt)")
+        compile_by_importing(python, ["sglang.srt.entrypoints.openai.protocol", "sglang.srt.function_call.function_call_parser",
+                                      "sglang.srt.parser.reasoning_parser"])
         stamp.write_text(json.dumps(wanted))
     return python
 

@@ -250,7 +250,8 @@ def followed_expectations(profile: Profile, args: dict[str, Any]) -> dict[str, A
     expect = (profile.qualify.get("preflight") or {}).get("expect") or {}
     out: dict[str, Any] = {}
     if expect.get("decode_cuda_graph") is not None:
-        on = not any(_truthy(args.get(k)) for k in ("disable-cuda-graph", "disable-decode-cuda-graph"))
+        # a flag is set only as args_to_argv renders it: True, a bare flag
+        on = not any(args.get(k) is True for k in ("disable-cuda-graph", "disable-decode-cuda-graph"))
         if on != expect["decode_cuda_graph"]:
             out["decode_cuda_graph"] = on
     for key, flag in (("speculative_algorithm", "speculative-algorithm"), ("moe_runner_backend", "moe-runner-backend")):
@@ -258,10 +259,6 @@ def followed_expectations(profile: Profile, args: dict[str, Any]) -> dict[str, A
                 and args[flag] != profile.server.args.get(flag):
             out[key] = args[flag]
     return out
-
-
-def _truthy(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("true", "1", "yes")
 
 
 def _key(args: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from deploytool.profiles import ProfileStore
 from deploytool.tune.measure import LoadPoint, Pass
 from deploytool.tune.prune import Planned
 from deploytool.tune.results import CandidateResult, Start, decide, overlaps
-from deploytool.tune.search import Search, next_visit
+from deploytool.tune.search import Search, estimate_s, next_visit
 from deploytool.tune.space import Candidate, TuneSpace, candidates, parse_budget, parse_slo, recipe_defaults
 
 
@@ -140,3 +140,21 @@ def test_the_profile_s_own_launch_is_planned_as_written_and_only_candidates_deri
     assert by_id["base"].candidate.derived == {} and by_id["base"].candidate.args == own
     c01 = by_id["c01"]
     assert c01.pruned is None and c01.candidate.derived == {"cuda-graph-max-bs": c01.running_limit}
+
+
+def test_a_visit_is_estimated_by_its_whole_wall_time_not_start_plus_passes() -> None:
+    # Figures of a real hybrid search on an H200: a start of 80 s and three passes of 9.6 s took
+    # a visit of about 128 s once SGLang had shut down; the 20 s beyond start and passes is what
+    # let a budget admit a visit the call could not finish.
+    s = _search(["base", "c01", "c02"], rounds=1)
+    for cid in ("base", "c01"):
+        _measure(s.by_id(cid), 3300.0, 3400.0, 3500.0)
+        r = s.by_id(cid)
+        r.starts[-1].startup_s = 80.0
+        for p in r.passes:
+            p.measure_s = 9.6
+    # journalled before visits were timed whole: start plus passes, as before
+    assert estimate_s(s) == pytest.approx(80.0 + 3 * 9.6)
+    for cid in ("base", "c01"):
+        s.by_id(cid).starts[-1].visit_s = 128.0
+    assert estimate_s(s) == pytest.approx(128.0)  # one visit (c02) left, at the measured wall time

@@ -27,10 +27,13 @@ fi
 # a call that only measures leaves the winner's qualify to the call that ends the search
 [ "${NO_QUALIFY:-0}" = 1 ] && ARGS+=(--no-qualify)
 LEFT=$(( ${TOTAL_S:-560} - ($(date +%s) - START) ))
-# the budget leaves the winner's qualify start and the copy back inside the call
+# the budget leaves the winner's qualify start and the copy back inside the call, and ends at
+# least 30 s before the timeout: tune's clock starts after its imports, and a visit admitted at
+# the budget's last second must still stop its server before the timeout kills the search
+QUALIFY_S=$(( ${QUALIFY_S:-110} > 30 ? ${QUALIFY_S:-110} : 30 ))
 cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile "$PROFILE" \
   --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$SPACE" \
-  --report "$REPORT" --budget "$((LEFT - ${QUALIFY_S:-110}))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
+  --report "$REPORT" --budget "$((LEFT - 15 - QUALIFY_S))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
 echo "tune exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
 tar -C "$REPORT" -cJf "$OUT/tune-report.tar.xz" . && tar -tvJf "$OUT/tune-report.tar.xz" >> "$OUT/tune.log" 2>&1
 [ -d "$W/cache" ] && tar -C "$W/cache" -cf - . | xz -6 -T0 > "$OUT/kernel-cache.tar.xz"

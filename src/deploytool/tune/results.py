@@ -19,6 +19,10 @@ class Start:
     error: str | None = None  # why the start failed
     log: str = ""
     url: str = ""  # where it served (its port is free again once the visit is over)
+    # the whole visit, from the start through the measurement to the server stopped: on a real
+    # server the stop and the ready-wait's tail are tens of seconds that neither startup_s nor
+    # the passes count, and a budget that leaves them out admits a visit it cannot finish
+    visit_s: float | None = None
 
 
 @dataclass

@@ -99,10 +99,14 @@ def next_visit(search: Search) -> str | None:
 
 def estimate_s(search: Search) -> float:
     """Rough: a visit per runnable candidate in the first round, half of them again in each
-    later one; a visit's time from those measured, else from the profile and the space."""
+    later one; a visit's time from the whole visits measured (start, measurement and stop),
+    else from the profile and the space."""
     visits = [s for r in search.results for s in r.starts if not s.error]
     passes = [p for r in search.results for p in r.passes]
-    if visits and passes:
+    walls = [s.visit_s for s in visits if s.visit_s is not None]
+    if visits and len(walls) == len(visits):
+        per_visit = sum(walls) / len(walls)
+    elif visits and passes:  # a journal written before visits were timed whole
         per_visit = sum(s.startup_s for s in visits) / len(visits) + sum(p.measure_s for p in passes) / len(visits)
     else:
         per_visit = _guess_start_s(search.profile) + _guess_measure_s(search.space)
@@ -154,6 +158,7 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
             raise
         finally:
             server.stop()
+        start.visit_s = round(time.monotonic() - t0, 3)
         _record(search, result, start, passes)
         if start.error:
             progress(f"{cid}: failed to start ({start.error}); the search goes on")

@@ -1,7 +1,7 @@
 """The light commands load only what they need: `deploytool --help` and `deploytool status`
-(with nothing running) import none of deploytool's pydantic models, no pandas, no Docker SDK
-and no suite. An import check, not a clock: how fast that makes a start is a figure for
-benchmarks/cli_start.py."""
+(with nothing running) import no pydantic (deploytool's models, or typer's coercion of an
+absent --help), no pandas, no Docker SDK and no suite. An import check, not a clock: how fast
+that makes a start is a figure for benchmarks/cli_start.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import sys
 
 # Modules whose import a light command must not pay for: the libraries, and deploytool's own
 # modules that build pydantic models at import (profiles, the bench method, the qualify suites'
-# settings) or pull the engine's SDK and the suites in.
-HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2",
+# settings) or pull the engine's SDK and the suites in. pydantic itself: typer coerces a value
+# that is not already a bool through a pydantic TypeAdapter, and an absent --help was None
+# (cli/app.py's _HelpFlagFalse).
+HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2", "pydantic",
          "deploytool.profiles", "deploytool.bench", "deploytool.qualify", "deploytool.qualify.suites",
          "deploytool.host.engine", "deploytool.deploy.executor", "deploytool.image", "deploytool.k8s.render")
 
@@ -46,6 +48,7 @@ def test_the_cli_loads_its_libraries_only_when_a_command_runs():
 def test_status_with_nothing_running_loads_no_model_no_sdk_no_suite(docker_engine):
     """Against the real engine: this test session's instance has nothing running."""
     assert loaded_after(run_command("status", "--json")) == []
+    assert loaded_after(run_command("status")) == []
 
 
 def test_the_check_sees_a_heavy_import():

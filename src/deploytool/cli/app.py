@@ -7,11 +7,46 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
 from ..files import to_jsonable
 from ..redaction import scrub, scrub_all
 
-app = typer.Typer(
+
+class _HelpFlagFalse:
+    """The --help flag of a group or command, off (False) when it is not given. typer makes it
+    without a default, so an absent --help is None, and typer coerces every non-bool value
+    through a pydantic TypeAdapter: importing pydantic and building one adapter was a third of
+    `deploytool status`'s CPU, for a flag that was not there. A bool value skips the coercion;
+    the flag, its help line and what it does are the same."""
+
+    def get_help_option(self, ctx: typer.Context) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
+
+class Group(_HelpFlagFalse, TyperGroup):
+    pass
+
+
+class Command(_HelpFlagFalse, TyperCommand):
+    pass
+
+
+class Typer(typer.Typer):
+    """deploytool's typer app and sub-apps: their groups and commands keep --help off the
+    pydantic path (_HelpFlagFalse)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=Group, **kwargs)
+
+    def command(self, name: Optional[str] = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=Command, **kwargs)
+
+
+app = Typer(
     name="deploytool",
     help="Take a patched SGLang runtime from source to production traffic on your own GPUs, and prove it first.",
     no_args_is_help=True,

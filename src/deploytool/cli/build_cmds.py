@@ -8,9 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EXIT_FAILED
-from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, print_json, styled
+from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, Typer, app, console, console_err, print_json, styled
 
-patches_app = typer.Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
+patches_app = Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
 app.add_typer(patches_app, name="patches")
 
 

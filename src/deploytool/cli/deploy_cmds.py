@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 from . import k8s_cmds
 from .app import (CpuOpt, DrainOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
-                  console_err, print_json)
+                  Typer, console_err, print_json)
 
-cache_app = typer.Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
+cache_app = Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")]

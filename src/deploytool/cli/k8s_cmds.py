@@ -7,12 +7,12 @@ import typer
 
 from ..errors import UsageError
 from ..release.slots import DEFAULT_RETENTION
-from .app import JsonOpt, ProfilesDirOpt, app, console_err, print_json
+from .app import JsonOpt, ProfilesDirOpt, Typer, app, console_err, print_json
 
 if TYPE_CHECKING:
     from ..k8s.release import K8sRequest
 
-k8s_app = typer.Typer(help="The same release on Kubernetes: apply, status, rollback (docs/kubernetes.md).",
+k8s_app = Typer(help="The same release on Kubernetes: apply, status, rollback (docs/kubernetes.md).",
                       no_args_is_help=True)
 app.add_typer(k8s_app, name="k8s")
 

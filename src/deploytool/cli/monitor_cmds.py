@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import ApiKeyFileOpt, ApiKeyOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, app, console, print_json
+from .app import ApiKeyFileOpt, ApiKeyOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, Typer, app, console, print_json
 
 
 @app.command("top")
@@ -42,7 +42,7 @@ def top_command(
     live(top, console, interval, rounds)
 
 
-monitor_app = typer.Typer(help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",
+monitor_app = Typer(help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",
                           no_args_is_help=True)
 app.add_typer(monitor_app, name="monitor")
 

@@ -8,9 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, UsageError
-from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, print_json, styled
+from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, Typer, app, console, print_json, styled
 
-profiles_app = typer.Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
+profiles_app = Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
 app.add_typer(profiles_app, name="profiles")
 
 

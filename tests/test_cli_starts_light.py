@@ -14,8 +14,9 @@ import sys
 # modules that build pydantic models at import (profiles, the bench method, the qualify suites'
 # settings) or pull the engine's SDK and the suites in. pydantic itself: typer coerces a value
 # that is not already a bool through a pydantic TypeAdapter, and an absent --help was None
-# (cli/app.py's _HelpFlagFalse).
-HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2", "pydantic",
+# (cli/app.py's _HelpFlagFalse). rich's Console: what these commands print goes through
+# typer.echo, and the consoles are made at their first use (cli/app.py's LazyConsole).
+HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2", "pydantic", "rich.console",
          "deploytool.profiles", "deploytool.bench", "deploytool.qualify", "deploytool.qualify.suites",
          "deploytool.host.engine", "deploytool.deploy.executor", "deploytool.image", "deploytool.k8s.render")
 

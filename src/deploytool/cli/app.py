@@ -3,14 +3,16 @@
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
-from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
 from ..files import to_jsonable
 from ..redaction import scrub, scrub_all
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class _HelpFlagFalse:
@@ -55,11 +57,43 @@ app = Typer(
     rich_markup_mode=None,
 )
 
+class LazyConsole:
+    """A rich Console made at its first use: importing rich and making two consoles was a fifth
+    of what `deploytool status` costs to start, and `--help`, every --json and a status with
+    nothing running print through typer.echo alone. Attributes are the Console's; `.rich` is the
+    Console itself, for what takes one (a Progress, a Live)."""
+
+    def __init__(self, make: Callable[[], "Console"]) -> None:
+        self._make = make
+        self._console: Optional["Console"] = None
+
+    @property
+    def rich(self) -> "Console":
+        if self._console is None:
+            self._console = self._make()
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.rich, name)
+
+
+def _stdout_console() -> "Console":
+    from rich.console import Console
+
+    # A table piped to a file or a log keeps its columns whole (rich assumes 80 off a terminal).
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+
+
+def _stderr_console() -> "Console":
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
+
+
 # soft_wrap: a message is never cut into lines at the terminal width, so logs and scripts
 # that read stderr see each message whole.
-# A table piped to a file or a log keeps its columns whole (rich assumes 80 off a terminal).
-console = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)  # results, on stdout
-console_err = Console(stderr=True, soft_wrap=True)  # progress and messages, on stderr, so --json stays clean
+console = LazyConsole(_stdout_console)  # results, on stdout
+console_err = LazyConsole(_stderr_console)  # progress and messages, on stderr, so --json stays clean
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]
 ProfilesDirOpt = Annotated[

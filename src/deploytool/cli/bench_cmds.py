@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import UsageError
 from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
@@ -62,6 +61,8 @@ def bench_command(
 
 
 def _print_run(run, report: Path | None) -> None:
+    from rich.table import Table
+
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines
 
@@ -173,6 +174,8 @@ def compare_command(
 
 
 def _print_comparison(comparison, report: Path | None) -> None:
+    from rich.table import Table
+
     names = [f"run {chr(65 + i)}" for i in range(len(comparison.runs))]
     for name, header in zip(names, comparison.runs):
         console.print(f"{name}: {header.source} ({header.endpoint}, {header.started_at}, "

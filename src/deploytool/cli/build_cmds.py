@@ -4,8 +4,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from ..errors import EXIT_FAILED
 from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, Typer, app, console, console_err, print_json, styled
@@ -62,7 +60,7 @@ def build_command(
     if not json_output:
         console_err.print(f"building {resolved.name}: expected {expected_size(resolved)}", highlight=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
-                  console=console_err, transient=True, disable=json_output) as bar:
+                  console=console_err.rich, transient=True, disable=json_output) as bar:
         task = bar.add_task(f"building {resolved.name}", total=None, step="")
 
         def on_line(step: int, steps: int, line: str) -> None:
@@ -89,6 +87,9 @@ def patches_check(
 ) -> None:
     """Apply the profile's patch series to its pinned sglang (downloaded once, cached) in a
     temporary folder and report each patch as applied or failed with its refused hunks."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from ..profiles import ProfileStore
     from ..image import patches
 
@@ -139,6 +140,8 @@ def patches_import(
     """Write the series a fork's commits make over an upstream release: one patch per commit
     of BASE..HEAD, paths as in site-packages, and a `series` file. Use it with
     `image.source: {kind: wheel, series: OUT}`; `patches check` applies it."""
+    from rich.markup import escape
+
     from ..image.series_import import import_series
 
     result = import_series(repo, base, head, out, subdir=subdir)

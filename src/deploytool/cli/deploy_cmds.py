@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
-from rich.table import Table
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
@@ -49,7 +48,7 @@ class ConsoleReporter:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                                      TextColumn("budget {task.total:.0f} s"), console=console_err, transient=True)
+                                      TextColumn("budget {task.total:.0f} s"), console=console_err.rich, transient=True)
             self._progress.start()
             self._task = self._progress.add_task(label, total=budget)
         self._progress.update(self._task, completed=min(elapsed, budget), description=label)
@@ -261,6 +260,8 @@ def status_command(json_output: JsonOpt = False) -> None:
     if not slots:
         typer.echo("no releases on this engine yet (`deploytool up --cpu --profile sim` starts one)")
         return
+    from rich.table import Table  # only here: --json and an empty engine print without rich
+
     for s in slots:
         serving = f"release {s.serving} at {s.serving_url}" if s.serving is not None else "nothing"
         table = Table(title=f"slot {s.slot}: serving {serving}")

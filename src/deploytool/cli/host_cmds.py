@@ -3,8 +3,6 @@
 from typing import TYPE_CHECKING
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 if TYPE_CHECKING:
     from ..host import gpus
@@ -20,6 +18,8 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
     """This machine's NVIDIA GPUs (through NVML): each card, its PCIe link, NUMA node, NVLinks and
     MIG devices, the topology between every two cards (as `nvidia-smi topo -m`), and the
     profiles made for each card."""
+    from rich.table import Table
+
     from ..host import gpus
     from ..host.fit import annotate_matches
     from ..host.topology import matrix_lines, p2p_lines
@@ -113,6 +113,9 @@ def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
 @app.command("doctor")
 def doctor_command(json_output: JsonOpt = False) -> None:
     """Is this host ready? Engine, compose, NVIDIA runtime, driver, disk, state directory."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from ..deploy import doctor as doctor_mod  # the deploy package: loaded only when doctor runs
 
     report = doctor_mod.run_doctor()

@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import EXIT_FAILED
 from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
@@ -23,6 +22,8 @@ def plan_memory_cli(
 ) -> None:
     """Predict the weights, KV bytes per token, state per request, KV pool and running requests
     SGLang will have, by its own accounting; exit 1 when the profile's demands do not fit."""
+    from rich.table import Table
+
     from ..memory.profile_plan import plan_memory_command
 
     plan = plan_memory_command(profile, gpu=gpu, card=card, sets=set_, checkpoint=checkpoint,

@@ -39,7 +39,7 @@ def top_command(
         return
     from ..monitor.top_view import live
 
-    live(top, console, interval, rounds)
+    live(top, console.rich, interval, rounds)
 
 
 monitor_app = Typer(help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",

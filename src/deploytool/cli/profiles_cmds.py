@@ -4,8 +4,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, UsageError
 from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, Typer, app, console, print_json, styled
@@ -27,6 +25,9 @@ def profiles_list(
     cards of one slot), sorted into runnable, runnable-with-less-memory and incompatible, with
     every failed requirement; with --local-gpus, the slots this host's cards make for each profile
     (one per card for a one-card profile)."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from ..host import gpus
     from ..host.fit import VERDICT_ORDER, classify
     from ..profiles import ProfileStore
@@ -113,6 +114,8 @@ def profiles_check(
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides. With --all, every
     sglang profile's (the others are listed as skipped, with why)."""
+    from rich.markup import escape
+
     from ..profiles import ProfileStore
     from ..image import flagcheck
 
@@ -164,6 +167,8 @@ def profiles_check(
 
 def _print_startup(checked) -> None:
     """SGLang's own start-up checks (run where its parser runs) and the rules the planner says."""
+    from rich.markup import escape
+
     own = checked.flags.startup or {}
     if own.get("refused"):
         console.print(f"[red]SGLang refuses at start-up ({escape(str(own.get('where')))}):[/] {escape(own['refused'])}")
@@ -188,6 +193,9 @@ def _print_check(result, *, table: bool, label: str) -> None:
     """One profile's report: the flag table (when asked), what sglang refused or derived, and a
     summary line; with a label (several profiles), the summary first, so the details below it
     read as that profile's."""
+    from rich.markup import escape
+    from rich.table import Table
+
     summary = escape(label) + f"sglang {result.sglang_version} parser ({escape(result.where)}): " + (
         "[green]all flags accepted[/]" if result.ok
         else "[red]the check itself failed[/]" if result.probe_error
@@ -219,6 +227,8 @@ _NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every pro
 def _local_slots(profiles: list, json_output: bool) -> None:
     """Each profile with the slots this host's cards make for it: its verdict is its best slot's
     (incompatible with every card's problem when there is none)."""
+    from rich.table import Table
+
     from ..host import gpus
     from ..release.card_slots import plan_slots
     from ..host.fit import VERDICT_ORDER

@@ -4,7 +4,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import EXIT_INTERRUPTED
 from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
@@ -69,6 +68,8 @@ def qualify_command(
 
 
 def _print_summary(result) -> None:
+    from rich.table import Table
+
     table = Table(title=f"qualify {result.url}", show_lines=False)
     for column in ("suite", "verdict", "seconds"):
         table.add_column(column)

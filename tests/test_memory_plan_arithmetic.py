@@ -3,7 +3,10 @@
 
 - mem_cache/kv_cache_configurator.py:2990 `_profile_available_bytes`: rest = free after load
   - pre_model_load x (1 - mem_fraction_static) - multimodal reservation (SGLANG_VLM_CACHE_SIZE_MB
-  = 100, environ.py:1598).
+  = 100, environ.py:1598); pre_model_load is measured at the end of init_torch_distributed
+  (distributed/bootstrap.py), before the scheduler's forward stream (70 MiB), DeepGEMM's buffer
+  (32 MiB) and a MoE's expert map (layers x experts x experts x 8 B) take their share of the free
+  memory the weights load into.
 - same file :3229 `_handle_max_mamba_cache`, the ratio branch with speculative decoding:
   K = (budget - per_req (1 + D)) // (per_req (1 + D / ratio)); intermediate = per_req (capped + 1) D;
   state = (K + 1) per_req; budget = rest x 0.9 / 1.9 (mamba_full_memory_ratio fallback 0.9).
@@ -63,10 +66,13 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
                         speculative_algorithm="NEXTN", speculative_num_draft_tokens=4, min_running_requests=64)
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
-    pre = (143_771 - 616 - 748) * MIB  # NVML total - idle driver use - SGLang's CUDA context and dist init
+    pre = (143_771 - 616 - 621) * MIB  # NVML total - idle driver use - SGLang's CUDA context and dist init
+    # allocated after pre_model_load_memory is measured, before the weights load: the forward
+    # stream, DeepGEMM's buffer, the expert map of 40 layers x 256 x 256 experts (int64)
+    free = pre - 70 * MIB - 32 * MIB - 40 * 256 * 256 * 8
     rope = 262_144 * 64 * 4  # the rotary cos/sin table: positions x (256 x 0.25) x fp32
     weights = 37_450_000_000 + rope + 248_320 * 2048 * 2 * 2  # + the draft's private bf16 embedding and head
-    rest = pre - weights - pre * (1 - 0.90) - 100 * MIB
+    rest = free - weights - pre * (1 - 0.90) - 100 * MIB
     per_req = 64_389_120
     budget = rest * 0.9 / 1.9
     slots = int((budget - per_req * (1 + 4)) // (per_req * (1 + 4 / 5)))
@@ -78,10 +84,10 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     # (measured on an H200: docs/memory.md).
     cell = 20_480
     assert plan.kv_bytes_per_token_with_draft == cell
-    assert plan.pool_tokens == int(kv_budget // cell) == 2_597_896
-    assert plan.draft_kv_outside_pool_gib == round(2_597_896 * 2_048 / 2**30, 2)
+    assert plan.pool_tokens == int(kv_budget // cell) == 2_597_502
+    assert plan.draft_kv_outside_pool_gib == round(2_597_502 * 2_048 / 2**30, 2)
     assert plan.max_running_requests == 64  # min(64, tokens // 2, 384 // 5 = 76)
-    assert plan.requests_at_full_context == 2_597_896 // 262_144 == 9
+    assert plan.requests_at_full_context == 2_597_502 // 262_144 == 9
     assert plan.verdict == "fits" and plan.problems == []
     # memory_usage.weight is the target's: the MTP layer is the draft's, with its private vocabulary
     mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
@@ -117,9 +123,10 @@ def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> 
     inputs = PlanInputs(context_length=32_768, mem_fraction_static=0.85, max_running_requests=48,
                         kv_cache_dtype="fp8_e4m3")
     plan = plan_memory(shape, card_from_table("rtx-pro-6000"), inputs)
-    pre = (97_887 - 616 - 748) * MIB
+    pre = (97_887 - 616 - 621) * MIB
     rope = 40_960 * 128 * 4  # the rotary cos/sin table (max positions x head_dim x fp32)
-    rest = pre - 61_064_245_248 - rope - pre * 0.15
+    free = pre - 70 * MIB - 32 * MIB - 48 * 128 * 128 * 8  # stream, DeepGEMM, expert map
+    rest = free - 61_064_245_248 - rope - pre * 0.15
     cell = 4 * (128 + 128) * 48 * 1  # 4 KV heads, 48 layers, fp8
     assert plan.kv_bytes_per_token == cell == 49_152
     assert plan.pool_tokens == int(rest // cell)
@@ -172,13 +179,13 @@ def test_weights_larger_than_the_card_are_not_advised_an_impossible_fraction(qwe
 def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) -> None:
     inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64)
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
-    pre = (143_771 - 616 - 748) * MIB
+    pre = (143_771 - 616 - 621) * MIB
     # no draft: no private embedding copy, and the MTP layer stays on disk (models/qwen3_5.py
     # skips mtp.*): q with its output gate, k, v, o + 256 experts, the shared expert and the
     # router + fc, at the checkpoint's FP8 (its quantization does not exclude mtp*)
     mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
     assert qwen36_fp8.draft_layer_bytes() == mtp
-    rest = pre - (37_450_000_000 - mtp + 262_144 * 64 * 4) - pre * 0.1 - 100 * MIB  # + the rotary table
+    rest = pre - 122 * MIB - (37_450_000_000 - mtp + 262_144 * 64 * 4) - pre * 0.1 - 100 * MIB  # + the rotary table
     budget = rest * 0.9 / 1.9
     assert plan.state_slots == int((budget - 64_389_120) // 64_389_120)
     assert plan.spec_state_gib == 0

@@ -64,7 +64,9 @@ def _rows(plan) -> list[tuple[str, str]]:
             f"({plan.state_slots} slots, {plan.state_slots_per_request} per request)" if plan.state_slots is not None
             else "(no slots: the weights leave no memory for the state on this card)")
     return [
-        ("memory before loading (GiB)", f"{plan.pre_model_load_gib:.2f}"),
+        # SGLang's pre_model_load_memory (the slack's base), then what is free when the weights load
+        ("memory before loading: measured, free at load (GiB)",
+         f"{plan.pre_model_load_gib:.2f}, {plan.free_before_load_gib:.2f}"),
         ("weights: target model (GiB)", f"{plan.weights_gib:.2f}"),
         ("weights: draft model when the pool is sized (GiB)", f"{plan.draft_weights_gib:.2f}"),
         (f"slack: x (1 - mem-fraction-static {plan.mem_fraction_static}) (GiB)", f"{plan.slack_gib:.2f}"),

@@ -39,12 +39,30 @@ __all__ = ["MemoryPlan", "PlanInputs", "kv_cell_bytes", "kv_dtype_bytes", "plan_
 SGLANG_VERSION = "0.5.23"
 # NVML's total minus free on an idle H200 (docs/measured/h200-gpus.json: 143771 - 143155 MiB).
 DRIVER_RESERVE_BYTES = 616 * MIB
-# What SGLang's scheduler process holds when it measures pre_model_load_memory: its CUDA
-# context (NVML's free memory fell by 620 MiB when torch 2.11 made one on an H200,
-# docs/measured/h200-copy-bandwidth.json) and torch.distributed's init (0.09 GB in SGLang's
-# log). A real SGLang 0.5.17 start on that H200 logged "Load weight begin. avail mem=139.07 GB"
-# with NVML showing 143,156 MiB free before it: 748 MiB (docs/measured/h200-draft-share/).
-TORCH_CONTEXT_BYTES = 748 * MIB
+# What SGLang's scheduler process holds when it measures pre_model_load_memory, at the end of
+# init_torch_distributed (distributed/bootstrap.py): its CUDA context and torch.distributed's
+# init (0.09 GB in SGLang's log). Probed in a real SGLang 0.5.17 scheduler on the lent H200:
+# 142,534.3 MiB free there, of the 143,155 an idle card has (docs/memory.md, "What SGLang
+# measures before loading").
+TORCH_CONTEXT_BYTES = 621 * MIB
+# What the scheduler allocates after that measure and before its weights load (the same probe,
+# between bootstrap.py's measure and "Load weight begin"): the slack is pre_model_load_memory x
+# (1 - mem_fraction_static) (kv_cache_configurator.py `_profile_available_bytes`) while the free
+# memory the pool is cut from has already lost these.
+#   ModelRunner.__init__'s forward stream, the first torch CUDA stream of the process (torch
+#   creates its stream pool then): 70 MiB, outside torch's allocator.
+FORWARD_STREAM_BYTES = 70 * MIB
+#   deep_gemm_wrapper.update_deep_gemm_config (deep_gemm.set_pdl) when ENABLE_JIT_DEEPGEMM: a
+#   32 MiB tensor. configurer.py turns DeepGEMM off on SM 12.x, so an RTX 5090 / RTX PRO 6000
+#   would not allocate it; it is counted there all the same: no 12.x card's context has been
+#   measured (these constants are the H200's), and the RTX 5090 source's stock pools are already
+#   2.7-6% (about 90 MB of budget) below this plan, so planning 32 MiB more there would only
+#   widen a known overestimate (docs/memory.md).
+DEEPGEMM_BYTES = 32 * MIB
+#   a MoE's expert-location metadata (eplb/expert_location.py `ExpertLocationMetadata._init_raw`):
+#   logical_to_all_physical_map padded to (layers, experts, physical experts) int64, on the GPU
+#   (20 MiB for 40 layers of 256 experts, as probed).
+EXPERT_MAP_ENTRY_BYTES = 8
 KV_DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "mxfp8": 1}
 DSA_QUANT_BLOCK = 128  # mem_cache/memory_pool.py DSATokenToKVPool.quant_block_size
 
@@ -77,6 +95,9 @@ class MemoryPlan:
     verdict: str  # "fits" or "error"
     # an MTP draft's KV pool that SGLang allocates after sizing the pool, out of the slack
     draft_kv_outside_pool_gib: float = 0.0
+    # free when the weights begin to load ("Load weight begin. avail mem"): pre_model_load_gib
+    # less what the scheduler allocated after measuring it
+    free_before_load_gib: float = 0.0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -147,7 +168,10 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     weights = loaded.target + loaded.draft
     slack = pre * (1 - inputs.mem_fraction_static)
     mm = inputs.vlm_cache_bytes if shape.multimodal else 0
-    rest = pre - weights - slack - mm
+    # the free memory at pool sizing lacks what was allocated after pre_model_load_memory was
+    # measured; the slack does not
+    free_before_load = pre - pre_load_allocations(shape)
+    rest = free_before_load - weights - slack - mm
     kv_name, kv_bytes = kv_dtype_bytes(shape, inputs.kv_cache_dtype)
     draft_tokens = (inputs.speculative_num_draft_tokens or 0) if spec_on else 0
 
@@ -155,7 +179,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     per_req = state_bytes_per_request(shape, ssm_dtype=ssm_dtype, tp_size=tp)
     linear = LinearState(per_request=per_req)
     if rest <= 0:
-        problems.append(_no_room_for_kv(pre, weights, inputs.mem_fraction_static))
+        problems.append(_no_room_for_kv(pre, free_before_load, weights, inputs.mem_fraction_static))
         rest = 0.0
     elif per_req:
         linear = plan_linear_state(shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp)
@@ -192,7 +216,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         slack_gib=_gib(slack),
         multimodal_reserve_gib=_gib(mm), state_gib=_gib(state), spec_state_gib=_gib(spec_state),
         kv_pool_gib=_gib(tokens * cell), kv_bytes_per_token=target_cell, kv_bytes_per_token_with_draft=cell,
-        draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
+        draft_kv_outside_pool_gib=_gib(tokens * draft_cell), free_before_load_gib=_gib(free_before_load),
         state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
         max_running_requests=running, requests_at_full_context=at_context,
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,
@@ -201,26 +225,37 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
 
 
 def _pre_model_load(card: Card, assumptions: list[str], warnings: list[str]) -> float:
-    """The memory SGLang finds before it loads the model. From the card's total, not NVML's free
-    memory: `up` plans while the serving release still holds the card, and a plan should not
-    depend on what runs there now."""
+    """SGLang's pre_model_load_memory: what its scheduler finds free at the end of
+    init_torch_distributed. From the card's total, not NVML's free memory: `up` plans while the
+    serving release still holds the card, and a plan should not depend on what runs there now."""
     pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
     assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and distributed "
-                       "init, as measured on an H200)")
+                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and "
+                       "distributed init, as measured on an H200)")
     if card.free_bytes is not None and card.free_bytes < pre:
         warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
                         "holds memory that SGLang would not get")
     return pre
 
 
-def _no_room_for_kv(pre: float, weights: float, mem_fraction_static: float) -> str:
+def pre_load_allocations(shape: ModelShape) -> int:
+    """What SGLang's scheduler allocates between measuring pre_model_load_memory and loading the
+    weights (the constants above): the forward stream, DeepGEMM's buffer, a MoE's expert map."""
+    total = FORWARD_STREAM_BYTES + DEEPGEMM_BYTES
+    if shape.is_moe:
+        total += shape.num_hidden_layers * shape.num_experts * shape.num_experts * EXPERT_MAP_ENTRY_BYTES
+    return total
+
+
+def _no_room_for_kv(pre: float, free_before_load: float, weights: float, mem_fraction_static: float) -> str:
     """Why nothing is left for the KV cache, and what would help."""
-    if weights >= pre:  # no fraction helps: the card is too small for the weights
+    if weights >= free_before_load:  # no fraction helps: the card is too small for the weights
         return (f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
-                f"{pre / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
+                f"{free_before_load / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
                 "fit; a card with more memory, or more cards (tp-size), is needed")
-    minimum = 1 - (pre - weights) / pre
+    # _profile_available_bytes: 1 - available / pre_model_load_memory, available being what the
+    # weights leave of the free memory
+    minimum = 1 - (free_before_load - weights) / pre
     return (f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
             f"under mem-fraction-static {mem_fraction_static}: raise it above {minimum:.3f} "
             "(SGLang refuses the start with the same advice)")

@@ -29,7 +29,7 @@ BASE_IMAGE = "deploytool/base:bookworm"
 # DEPLOYTOOL_* is theirs (an instance, a state directory, profiles, hooks, a stand-in NVML host)
 # and would steer the tests onto their releases or off the host the tests describe.
 _SUITE_VARIABLES = {"DEPLOYTOOL_TEST_CACHE", "DEPLOYTOOL_GPU_IMAGE", "DEPLOYTOOL_GPU_WHEELHOUSE",
-                    "DEPLOYTOOL_TORCH_INDEX_URL", "DEPLOYTOOL_GPU_CHECK_CACHE"}
+                    "DEPLOYTOOL_TORCH_INDEX_URL", "DEPLOYTOOL_GPU_CHECK_CACHE", "DEPLOYTOOL_TEST_NO_FORKSERVER"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -261,9 +261,13 @@ def hold_port(port: int, bind: str = "127.0.0.1"):
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """The real console script in a subprocess: exit codes, stdout and stderr as a user sees them."""
-    return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)
+    """The real console script in a process of its own: exit codes, stdout and stderr as a user
+    sees them. Forked from a server that has made the CLI's imports once (cli_forkserver.py:
+    `python -m deploytool` in every other way); DEPLOYTOOL_TEST_NO_FORKSERVER=1 starts each
+    command in a new interpreter instead."""
+    import cli_forkserver
+
+    return cli_forkserver.run(list(args), {**os.environ, **(env or {})}, ROOT, timeout)
 
 
 def run_clis(*commands: tuple[str, ...], envs: list[dict[str, str] | None] | None = None,

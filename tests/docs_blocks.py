@@ -28,12 +28,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import cli_forkserver
 from sybil import Document, Region
 from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
@@ -183,8 +182,7 @@ def run(command: str, home: str) -> list[str]:
     words = [str(free_port()) if i and words[i - 1] == "--port" else w for i, w in enumerate(words)]
     env.update(DEPLOYTOOL_HOME=home, DEPLOYTOOL_HF_HOME=str(Path(home) / "hf"), COLUMNS="120", NO_COLOR="1",
                TERM="dumb", DOCKER_HOST="unix:///nonexistent/docker.sock")
-    proc = subprocess.run([sys.executable, "-m", "deploytool", *words[1:]], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=120)
+    proc = cli_forkserver.run(words[1:], env, ROOT, 120)  # as `python -m deploytool`, its imports made once
     return (proc.stdout + proc.stderr).splitlines()
 
 

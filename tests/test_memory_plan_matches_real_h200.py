@@ -63,6 +63,11 @@ def test_the_profile_planned_is_the_launch_the_server_ran(start: str) -> None:
             value = json.loads(value)
         elif flag in REPORTED_AS:
             value = REPORTED_AS[flag].get(value, value)
+        if info[field] == "auto" and f"{flag}={value}" in STARTS[start][2]:
+            # recorded with `auto`; the profile now names what that start resolved it to, the
+            # value the harness's what-if plans it with (drive.py's plan_sets): the same launch
+            compared += 1
+            continue
         assert value == info[field], (start, flag)
         compared += 1
     assert compared >= 10

@@ -37,10 +37,7 @@ PLANS = {
     "dense": {"profile": "gpu-check-qwen3-tiny", "model": "qwen3-tiny", "api_key": True,
               "steps": ["record", "abort", "agree_c1", "agree", "bench", "bench_long", "bench_agentic", "gsm8k"],
               "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
-    # 0.5.17 resolves the `auto` state strategy to no_buffer for this architecture, while the
-    # planner models 0.5.23's extra buffers: the what-if plans what this server runs
     "hybrid-mtp": {"profile": "gpu-check-qwen36-tiny-mtp", "model": "qwen36-tiny", "api_key": False,
-                   "plan_sets": ["mamba-radix-cache-strategy=no_buffer"],
                    "steps": ["record", "bench"],
                    "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
     "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
@@ -259,8 +256,6 @@ def plan_memory_args(spec: dict, model_dir: Path, gpu_uuid: str | None, names: l
         args += ["--gpu", gpu_uuid]
     if names is not None:
         args += ["--patches", ",".join(names) or "none"]
-    for what_if in spec.get("plan_sets", []):
-        args += ["--set", what_if]
     return args
 
 

@@ -104,8 +104,9 @@ def test_the_recorded_hybrid_start_sized_its_pool_with_the_drafts_load_free() ->
     recorded = budget(info["memory_usage"]["token_capacity"], info["max_mamba_cache_size"])
     probed = budget(28_521_620, 9_257)  # h1 and h2 (docs/measured/h200-preload-probe/)
     lines = _probe_lines("h1")
-    draft_before = [float(x.split("free_mib=")[1].split()[0]) for x in lines if "model_runner.py:1018" in x][1]
-    draft_after = [float(x.split("free_mib=")[1].split()[0]) for x in lines if "model_runner.py:1100" in x][1]
+    # the second load of each point is the draft's
+    draft_before = [_free_mib(x) for x in lines if "model_runner.py:1018" in x][1]
+    draft_after = [_free_mib(x) for x in lines if "model_runner.py:1100" in x][1]
     assert draft_before - draft_after == pytest.approx(490.0, abs=0.5)  # the draft's load, MiB
     assert (recorded - probed) / 2**20 == pytest.approx(draft_before - draft_after, abs=5)
 
@@ -117,9 +118,14 @@ def _probe_lines(start: str) -> list[str]:
     return (PROBE / f"{start}.memory-lines.log").read_text().splitlines()
 
 
-def _probed_mib(lines: list[str], where: str) -> float:
-    (line,) = [line for line in lines if line.startswith("PROBE") and f" at {where} " in line + " "][:1]
+def _free_mib(line: str) -> float:
     return float(line.split("free_mib=")[1].split()[0])
+
+
+def _probed_mib(lines: list[str], where: str) -> float:
+    """The free MiB the first probe at `where` (a path:line under sglang/srt) saw."""
+    (line,) = [line for line in lines if line.startswith("PROBE") and f" at {where} " in line + " "][:1]
+    return _free_mib(line)
 
 
 @pytest.mark.parametrize("start, recorded", [("h1", "hybrid-mtp"), ("h2", "hybrid-mtp"), ("a", "a3b")])
@@ -129,12 +135,11 @@ def test_the_planner_splits_the_memory_before_loading_where_sglang_measures_it(s
     the pool is cut from), 70 + 32 MiB apart, + 20 MiB of expert map for the 35B."""
     lines = _probe_lines(start)
     plan, _ = planned(recorded)
-    assert plan.pre_model_load_gib * 1024 == pytest.approx(_probed_mib(lines, "distributed/bootstrap.py:108"), abs=6)
-    begin = [line for line in lines if line.startswith("PROBE") and "model_runner.py:1018" in line][0]
-    assert plan.free_before_load_gib * 1024 == pytest.approx(float(begin.split("free_mib=")[1].split()[0]), abs=6)
     pre = _probed_mib(lines, "distributed/bootstrap.py:108")
-    assert pre - float(begin.split("free_mib=")[1].split()[0]) == pytest.approx(
-        (102 + (20 if recorded == "a3b" else 0)), abs=1)
+    begin = _probed_mib(lines, "model_executor/model_runner.py:1018")  # "Load weight begin"
+    assert plan.pre_model_load_gib * 1024 == pytest.approx(pre, abs=6)
+    assert plan.free_before_load_gib * 1024 == pytest.approx(begin, abs=6)
+    assert pre - begin == pytest.approx((102 + (20 if recorded == "a3b" else 0)), abs=1)
 
 
 def test_the_probed_hybrid_starts_pool_within_five_hundredths_of_a_percent() -> None:

@@ -3,11 +3,12 @@ and the README starts with the two commands that set everything up."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,10 +67,10 @@ def test_every_doc_the_readme_links_exists():
 def test_compose_example_is_what_render_prints_today():
     doc = (ROOT / "docs" / "compose.md").read_text()
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
-    rendered = subprocess.run(
-        [sys.executable, "-m", "deploytool", "render", "--gpu", "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
-         "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-        # names as a user sees them; the hub cache where the doc's command puts it
-        env={**os.environ, "DEPLOYTOOL_INSTANCE": "default", "DEPLOYTOOL_HF_HOME": "/srv/huggingface"}).stdout
+    done = run_cli("render", "--gpu", "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
+                   "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab",
+                   # names as a user sees them; the hub cache where the doc's command puts it
+                   env={"DEPLOYTOOL_INSTANCE": "default", "DEPLOYTOOL_HF_HOME": "/srv/huggingface"})
+    assert done.returncode == 0, done.stderr
+    rendered = done.stdout
     assert example == rendered, "docs/compose.md's example is stale: re-render it with the command it shows"

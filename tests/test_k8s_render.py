@@ -350,14 +350,13 @@ def test_docs_state_the_validated_range():
 
 
 def test_docs_example_is_what_render_prints_today():
-    import os
-    import subprocess
-    import sys
+    from conftest import run_cli
 
     doc = (HERE.parent / "docs" / "kubernetes.md").read_text()
     section = doc.split("## A rendered example", 1)[1]
     command = section.split("`deploytool ", 1)[1].split("`", 1)[0].split()
     example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    rendered = subprocess.run([sys.executable, "-m", "deploytool", *command], capture_output=True, text=True,
-                              check=True, cwd=HERE.parent, env={**os.environ, "DEPLOYTOOL_INSTANCE": "default"}).stdout
+    done = run_cli(*command, env={"DEPLOYTOOL_INSTANCE": "default"})
+    assert done.returncode == 0, done.stderr
+    rendered = done.stdout
     assert example == rendered.split("\n---\n")[-1], "docs/kubernetes.md's example is stale: re-render it"

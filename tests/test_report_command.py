@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from conftest import run_cli
 from cutover_docs import results
 from deploytool.release.slots import Slot
 from deploytool.release.state import journal, release_path
@@ -17,7 +17,7 @@ CPU = Slot()
 
 
 def deploytool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True, timeout=300)
+    return run_cli(*args)
 
 
 def store(number: int, doc: dict, image: str, where: str = "qualify") -> Path:

@@ -1,11 +1,16 @@
 """The typer app and the options every command shares."""
 
+import copy
+import functools
+import inspect
 import json
 import sys
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from ..files import to_jsonable
@@ -30,7 +35,20 @@ class _HelpFlagFalse:
 
 
 class Group(_HelpFlagFalse, TyperGroup):
-    pass
+    """A group whose subcommands may be built at their first lookup (`LazyCommands`): its
+    listing in `--help` then reads each one's summary instead of building it."""
+
+    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+        if not isinstance(self.commands, LazyCommands):
+            return super().format_commands(ctx, formatter)
+        listed = [(name, self.commands.summary(name)) for name in self.commands]
+        shown = [(name, cmd) for name, cmd in listed if not cmd.hidden]
+        if not shown:
+            return
+        # the rows TyperGroup.format_commands writes, from the same help texts
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in shown])
 
 
 class Command(_HelpFlagFalse, TyperCommand):
@@ -46,6 +64,86 @@ class Typer(typer.Typer):
 
     def command(self, name: Optional[str] = None, **kwargs: Any) -> Any:
         return super().command(name, cls=Command, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line with only the command it names built. typer builds every
+        command's click parameters from its signature before parsing anything (38 commands,
+        a third of `deploytool --help`'s CPU), where one run needs one. What is built and how
+        it parses are typer's own (typer.main.get_command_from_info, get_group_from_info)."""
+        return lazy_group(self)(*args, **kwargs)
+
+
+class LazyCommands(MutableMapping[str, Any]):
+    """A group's subcommands (typer's click commands and groups) by name, in the order they were
+    registered, each built by typer at its first lookup. `summary` is what a `--help` listing
+    needs of one, without building it."""
+
+    def __init__(self, app: typer.Typer) -> None:
+        markup, short = app.rich_markup_mode, app.pretty_exceptions_short
+        self._build: dict[str, Callable[[], Any]] = {}
+        self._summary: dict[str, Callable[[], TyperCommand]] = {}
+        for info in app.registered_commands:
+            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            self._build[name] = functools.partial(
+                typer.main.get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=markup)
+            self._summary[name] = functools.partial(_command_summary, name, info)
+        for group in app.registered_groups:
+            name = group.name or ""
+            if not isinstance(name, str) or not name:  # a group merged into its parent: built as typer does
+                raise TypeError("deploytool's sub-apps are added with a name")
+            self._build[name] = functools.partial(
+                typer.main.get_group_from_info, group, pretty_exceptions_short=short,
+                rich_markup_mode=markup, suggest_commands=app.suggest_commands)
+            self._summary[name] = functools.partial(_group_summary, name, group)
+        self._built: dict[str, Any] = {}
+
+    def summary(self, name: str) -> Any:
+        """The built command, or a bare one with the same name, help texts and flags."""
+        return self._built.get(name) or self._summary[name]()
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._build:
+                raise KeyError(name)
+            self._built[name] = self._build[name]()
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._build.setdefault(name, lambda: command)
+        self._summary.setdefault(name, lambda: command)
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._build[name], self._summary[name]
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build)
+
+    def __len__(self) -> int:
+        return len(self._build)
+
+
+def _command_summary(name: str, info: Any) -> TyperCommand:
+    # the help text as typer.main.get_command_from_info takes it
+    text = inspect.cleandoc(info.help) if info.help is not None else inspect.getdoc(info.callback)
+    return TyperCommand(name=name, help=text, short_help=info.short_help, hidden=info.hidden,
+                         deprecated=info.deprecated)
+
+
+def _group_summary(name: str, info: Any) -> TyperCommand:
+    solved = typer.main.solve_typer_info_defaults(info)
+    return TyperCommand(name=name, help=solved.help, short_help=solved.short_help, hidden=solved.hidden,
+                         deprecated=solved.deprecated)
+
+
+def lazy_group(app: typer.Typer) -> TyperGroup:
+    """The app's click group as typer makes it, its subcommands left to `LazyCommands`."""
+    shell = copy.copy(app)
+    shell.registered_commands, shell.registered_groups = [], []
+    group = typer.main.get_group(shell)
+    group.commands = LazyCommands(app)
+    return group
 
 
 app = Typer(

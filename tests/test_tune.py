@@ -51,7 +51,10 @@ def test_tune_finds_the_known_optimum_and_prunes_what_the_plan_forbids(tmp_path:
     assert data["counts"] == {**data["counts"], "planned": 4, "pruned": 2, "started": 2, "failed_starts": 0}
     # the server's own pool, by the memory rule, beside the plan's
     kv = math.floor((141 * 0.85 - 57) * (1 << 30) / 98304)
-    assert by_id["c03"]["reported"] == {"kv_tokens": kv, "running_limit": 8}
+    assert by_id["c03"]["reported"] == {"kv_tokens": kv, "running_limit": 8,
+                                        "runtime_version": by_id["c03"]["reported"]["runtime_version"]}
+    assert by_id["c03"]["reported"]["runtime_version"]  # the reference runtime's /server_info version
+    assert data["runtime_note"] is None  # not an SGLang recipe: no release's rules to compare
     assert by_id["c03"]["plan"]["running_limit"] == 8
     # nothing left listening
     for cand in data["candidates"]:

@@ -13,6 +13,7 @@ from deploytool.profiles import ProfileStore
 from deploytool.tune.measure import LoadPoint, Pass
 from deploytool.tune.prune import Planned
 from deploytool.tune.results import CandidateResult, Start, decide, overlaps
+from deploytool.tune.run import runtime_note
 from deploytool.tune.search import Search, estimate_s, next_visit
 from deploytool.tune.space import Candidate, TuneSpace, candidates, parse_budget, parse_slo, recipe_defaults
 
@@ -158,3 +159,15 @@ def test_a_visit_is_estimated_by_its_whole_wall_time_not_start_plus_passes() -> 
     for cid in ("base", "c01"):
         s.by_id(cid).starts[-1].visit_s = 128.0
     assert estimate_s(s) == pytest.approx(128.0)  # one visit (c02) left, at the measured wall time
+
+
+def test_a_server_of_another_release_than_the_profile_pins_is_said() -> None:
+    measured = _result("base")
+    _measure(measured, 100.0)
+    measured.passes[0].reported = {"kv_tokens": 10, "running_limit": 2, "runtime_version": "0.5.19"}
+    header = {"recipe": "sglang", "runtime_version": "0.5.17"}
+    note = runtime_note(header, [measured, _result("c01")])  # c01: never measured, no version
+    assert note is not None and "SGLang 0.5.19" in note and "pins 0.5.17" in note and "0.5.17's rules" in note
+    measured.passes[0].reported["runtime_version"] = "0.5.17"
+    assert runtime_note(header, [measured]) is None
+    assert runtime_note({**header, "recipe": "sim"}, [measured]) is None

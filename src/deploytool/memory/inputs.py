@@ -30,9 +30,13 @@ class PlanInputs:
     disable_radix_cache: bool = False
     disable_overlap_schedule: bool = False
     mamba_radix_cache_strategy: str = "auto"
+    linear_attn_backend: str = "triton"
     enable_linear_replayssm_spec: bool = False
     linear_replayssm_cache_len: int = 16
     vlm_cache_bytes: int = VLM_CACHE_BYTES
+    # the SGLang release the launch will run (the profile's image.runtime_version): where a rule
+    # the planner models differs between releases, that release's (releases.py)
+    runtime_version: str | None = None
     # the profile's own demands (qualify.preflight)
     min_running_requests: int = 1
     require_full_context_kv: bool = True

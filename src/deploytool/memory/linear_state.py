@@ -1,5 +1,6 @@
 """The linear-attention (Mamba / Gated-DeltaNet) state of a hybrid model: bytes per request,
-slots per running request and how many slots SGLang 0.5.23 sizes, with the speculative
+slots per running request and how many slots SGLang 0.5.23 sizes (0.5.17 where a rule differs:
+releases.py), with the speculative
 scratch beside them (paths under sglang/srt/).
 
   per request  configs/mamba_utils.py `mamba_cache_per_req`: conv state (bf16,
@@ -21,20 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from .checkpoint import ModelShape
 from .inputs import PlanInputs
+from .releases import EXTRA_BUFFER_ARCHS, rules_release
 
 STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 CONV_BYTES = 2  # SGLANG_MAMBA_CONV_DTYPE default bf16
 MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py fallback
 MAMBA_BASE_RATIO = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
 REPLAYSSM_CACHE_LEN = 16  # arg_groups/fields/exec_.py linear_replayssm_cache_len default
-# arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS: the radix cache keeps extra state slots
-EXTRA_BUFFER_ARCHS = frozenset({
-    "KimiLinearForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-    "Qwen3_5MoeForCausalLM", "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "Qwen4ExpForConditionalGeneration",
-    "InternS2PreviewForConditionalGeneration", "MiniCPMV4_6ForConditionalGeneration",
-})
-
-
 @dataclass
 class LinearState:
     per_request: int = 0
@@ -97,13 +91,15 @@ def plan_linear_state(shape: ModelShape, inputs: PlanInputs, *, rest: float, per
 
 def mamba_ratio(shape: ModelShape, inputs: PlanInputs) -> int:
     """kv_cache_configurator.py `_calculate_mamba_ratio`; the strategy `auto` resolves to
-    extra_buffer for the architectures that support it when the overlap scheduler is on
-    (arg_groups/overrides.py `_mamba_radix_cache_resolution`)."""
+    extra_buffer for the architectures that support it, on the triton linear-attention backend,
+    when the overlap scheduler is on or pages are larger than one token
+    (arg_groups/overrides.py `_mamba_radix_cache_resolution`, the runtime release's list)."""
     if inputs.disable_radix_cache:
         return 1
     strategy = inputs.mamba_radix_cache_strategy
     if strategy == "auto":
-        supported = shape.architecture in EXTRA_BUFFER_ARCHS
+        release, _ = rules_release(inputs.runtime_version)
+        supported = shape.architecture in EXTRA_BUFFER_ARCHS[release] and inputs.linear_attn_backend == "triton"
         strategy = "extra_buffer" if supported and (not inputs.disable_overlap_schedule or inputs.page_size > 1) \
             else "no_buffer"
     if strategy == "extra_buffer":

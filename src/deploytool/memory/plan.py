@@ -32,11 +32,12 @@ from .cards import GIB, MIB, Card
 from .checkpoint import ModelShape
 from .inputs import PlanInputs
 from .linear_state import LinearState, plan_linear_state, state_bytes_per_request
+from .releases import PLANNER_RELEASE, rules_release
 from .weights import weights_on_gpu
 
 __all__ = ["MemoryPlan", "PlanInputs", "kv_cell_bytes", "kv_dtype_bytes", "plan_memory", "state_bytes_per_request"]
 
-SGLANG_VERSION = "0.5.23"
+SGLANG_VERSION = PLANNER_RELEASE
 # NVML's total minus free on an idle H200 (docs/measured/h200-gpus.json: 143771 - 143155 MiB).
 DRIVER_RESERVE_BYTES = 616 * MIB
 # What SGLang's scheduler process holds when it measures pre_model_load_memory, at the end of
@@ -158,6 +159,9 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     problems: list[str] = []
     warnings: list[str] = []
     pre = _pre_model_load(card, assumptions, warnings)
+    release, off_release = rules_release(inputs.runtime_version)
+    if off_release:
+        warnings.append(off_release)
     if shape.weight_bytes is None:
         raise ValueError(f"{shape.source}: the checkpoint folder has no safetensors index and no "
                          "*.safetensors files, so its weight size is unknown")
@@ -220,7 +224,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
         max_running_requests=running, requests_at_full_context=at_context,
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,
-        profile=profile, overrides=dict(overrides or {}), patches=list(inputs.patches),
+        profile=profile, overrides=dict(overrides or {}), patches=list(inputs.patches), sglang_version=release,
     )
 
 

@@ -26,7 +26,7 @@ PLANNER_FLAGS = frozenset({
     "context-length", "mem-fraction-static", "kv-cache-dtype", "max-running-requests", "tp-size",
     "tensor-parallel-size", "page-size", "speculative-algorithm", "speculative-num-draft-tokens",
     "mamba-ssm-dtype", "max-total-tokens", "max-mamba-cache-size", "mamba-full-memory-ratio",
-    "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy",
+    "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy", "linear-attn-backend",
     "enable-linear-replayssm-spec", "linear-replayssm-cache-len",
 })
 
@@ -160,9 +160,11 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             disable_radix_cache=bool(args.get("disable-radix-cache")),
             disable_overlap_schedule=bool(args.get("disable-overlap-schedule")),
             mamba_radix_cache_strategy=str(args.get("mamba-radix-cache-strategy") or "auto"),
+            linear_attn_backend=str(args.get("linear-attn-backend") or "triton"),
             enable_linear_replayssm_spec=bool(args.get("enable-linear-replayssm-spec")),
             linear_replayssm_cache_len=int(args.get("linear-replayssm-cache-len") or 16),
             vlm_cache_bytes=int(profile.server.env.get("SGLANG_VLM_CACHE_SIZE_MB", 100)) << 20,
+            runtime_version=profile.image.runtime_version if profile.image.recipe == "sglang" else None,
             min_running_requests=int(preflight.get("min_running_requests", 1)),
             require_full_context_kv=bool(preflight.get("require_full_context_kv", True)),
             patch_effects=effects,

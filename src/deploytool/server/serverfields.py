@@ -75,6 +75,12 @@ def weight_version(model_info: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def runtime_version(info: Any) -> str | None:
+    """The serving runtime's release: /server_info's `version` (SGLang's __version__)."""
+    value = info.get("version") if isinstance(info, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def memory_usage(info: Any) -> list[dict[str, Any]]:
     """memory_usage of each DP rank (GB figures and token capacity), [] when not reported."""
     return [s["memory_usage"] for s in _states(info) if isinstance(s.get("memory_usage"), dict)]

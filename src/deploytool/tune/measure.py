@@ -46,7 +46,8 @@ class Pass:
     repeat: int
     points: list[LoadPoint]
     score: float | None  # the best per-GPU tok/s among the points inside the SLO; None: none is
-    reported: dict[str, Any] = field(default_factory=dict)  # what the server said: kv_tokens, running_limit
+    # what the server said: kv_tokens, running_limit, runtime_version
+    reported: dict[str, Any] = field(default_factory=dict)
     startup_s: float = 0.0  # the start that served this pass (counted once per visit in totals)
     measure_s: float = 0.0
 
@@ -85,7 +86,8 @@ def measure(url: str, profile: Profile, space: TuneSpace, slo: Slo, *, candidate
 
 def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int) -> list[Pass]:
     info = run.server.get("server_info") or {}
-    reported = {"kv_tokens": serverfields.kv_pool_tokens(info), "running_limit": serverfields.running_limit(info)[0]}
+    reported = {"kv_tokens": serverfields.kv_pool_tokens(info), "running_limit": serverfields.running_limit(info)[0],
+                "runtime_version": serverfields.runtime_version(info)}
     out = []
     # table's decode check is not a load level; every group of another workload is one
     levels = [g for g in run.groups if g.phase == "load" or run.workload != "table"]

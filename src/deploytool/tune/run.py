@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 from ..files import write_atomic, write_json
 from ..memory.profile_plan import resolve_card
+from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
 from .local import LocalServer
@@ -202,12 +203,29 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
             "winner": winner.id if winner else None, "ties": [t.id for t in ties],
             "closest": closest, "winner_profile": str(written) if written else None,
             "qualify": verdict, "recommended": recommended,
-            "frontier_png": str(picture) if picture else None}
+            "frontier_png": str(picture) if picture else None,
+            "runtime_note": runtime_note(header, search.results)}
     md = report.markdown(search.results, f"# tune: {header['profile']} ({header['where']}), SLO "
-                                         f"{search.slo.describe()}")
+                                         f"{search.slo.describe()}"
+                         + (f"\n\n{data['runtime_note']}" if data["runtime_note"] else ""))
     write_atomic(search.report_dir / "report.md", md)
     write_json(search.report_dir / "results.json", data)
     return data
+
+
+def runtime_note(header: dict[str, Any], results: list[Any]) -> str | None:
+    """What to say when the servers ran another SGLang than the profile pins: every plan
+    followed the pinned release's rules, so the plan / server columns compare across releases."""
+    if header.get("recipe") != "sglang":
+        return None
+    pinned = header.get("runtime_version")
+    seen = sorted({v for r in results if (v := r.reported().get("runtime_version")) and v != pinned})
+    if not seen:
+        return None
+    release, _ = rules_release(pinned)
+    return (f"the servers reported SGLang {', '.join(seen)} while the profile pins {pinned or 'no release'}: "
+            f"every candidate was planned by {release}'s rules, so the plan / server columns compare a plan "
+            "for one release with another's start; pin the release that runs (image.runtime_version)")
 
 
 def _exit_code(data: dict[str, Any]) -> int:
@@ -259,5 +277,7 @@ def _summary(data: dict[str, Any]) -> list[str]:
                          + ("(qualified)" if data["recommended"] else f"(NOT recommended: qualify {data['qualify']})"))
     if data.get("stopped_by_budget"):
         lines.append("stopped by --budget: what was learnt so far is above")
+    if data.get("runtime_note"):
+        lines.append(f"warning: {data['runtime_note']}")
     lines.append(f"report: {data['report_dir']}/report.md")
     return lines

@@ -20,6 +20,11 @@ import drive  # noqa: E402
 import nvml_dump  # noqa: E402
 from overlay_patches import apply_to_copy, patch_names  # noqa: E402
 
+from deploytool.memory.profile_plan import plan_memory_command  # noqa: E402
+
+REAL = Path(__file__).parent / "data" / "sglang-real"
+MEASURED = Path(__file__).parents[1] / "docs" / "measured"
+
 STOCK = "def pool():\n    return 1\n"
 
 
@@ -58,6 +63,31 @@ def test_the_patched_plans_memory_plan_names_its_patches(tmp_path: Path) -> None
     args = drive.plan_memory_args(spec, tmp_path, "GPU-1", ["0002-a.patch", "0003-b.patch"], [])
     assert args[args.index("--patches") + 1] == "0002-a.patch,0003-b.patch"
     assert "--patches" not in drive.plan_memory_args(drive.PLANS["a3b"], tmp_path, None, None, [])
+
+
+def test_every_plan_starts_a_profile_that_fits_and_runs_steps_drive_knows(tmp_path: Path) -> None:
+    for name, spec in drive.PLANS.items():
+        plan = plan_memory_command(spec["profile"], card="h200", checkpoint=REAL / "models" / spec["model"],
+                                   profiles_dirs=[drive.PROFILES])
+        assert plan.fits, (name, plan.problems)
+        unknown = [s for s in spec["steps"] if s.startswith("agree") and s not in drive.AGREE_WORKLOADS]
+        assert not unknown, (name, unknown)
+
+
+def test_the_tuned_plan_is_the_launch_tune_measured() -> None:
+    """The a3b-tuned plan's profile is tune's winner: its flags are the winner's changes and derived
+    flags, and its plan meets the pool and running limit that winner's server reported."""
+    result = json.loads((MEASURED / "tune-h200-a3b.json").read_text())
+    winner = next(c for c in result["candidates"] if c["id"] == result["winner"])
+    spec = drive.PLANS["a3b-tuned"]
+    from deploytool.profiles import ProfileStore
+
+    args = ProfileStore([drive.PROFILES]).get(spec["profile"]).server.args
+    assert {k: args[k] for k in {**winner["changes"], **winner["derived"]}} == {**winner["changes"], **winner["derived"]}
+    plan = plan_memory_command(spec["profile"], card="h200", checkpoint=REAL / "models" / spec["model"],
+                               profiles_dirs=[drive.PROFILES])
+    assert plan.max_running_requests == winner["reported"]["running_limit"]
+    assert abs(plan.pool_tokens / winner["reported"]["kv_tokens"] - 1) < 0.002
 
 
 def test_the_nvml_dump_writes_ctypes_arrays_and_structs_as_data(monkeypatch) -> None:

@@ -2,7 +2,7 @@
 # The GPU acceptance harness, GPU side (docs/gpu-check.md): on the GPU host, from the folder
 # build.sh made (no network needed), one command:
 #
-#   bash .gpu/run.sh PLAN [PLAN ...]       PLAN: dense | hybrid-mtp | a3b | a3b-patched
+#   bash .gpu/run.sh PLAN [PLAN ...]       PLAN: dense | hybrid-mtp | a3b | a3b-patched | a3b-tuned
 #
 # Unpacks the overlay, the model folders and deploytool under /tmp/gpu-check, runs the preflight
 # (versions, imports, one JIT build), then drive.py for each plan, and leaves in $OUT (or

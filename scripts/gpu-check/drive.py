@@ -42,10 +42,24 @@ PLANS = {
                    "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
     "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
             "steps": ["record_info", "bench"], "fallback_args": None},
+    # tune's winner on the 35B shapes, measured by deploytool bench and sglang.bench_serving on
+    # the one server at the load tune scored it on: 32 users, 128 prompt and 128 output tokens
+    "a3b-tuned": {"profile": "gpu-check-qwen36-35b-a3b-mtp-tuned", "model": "qwen36-35b-a3b-shape", "api_key": False,
+                  "steps": ["record_info", "agree_tuned"], "fallback_args": None},
     # the draft-sharing patch's proof: the same launch with PATCH_DIR's patches applied to a
     # copy of the overlay, planned with those patches
     "a3b-patched": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
                     "patch": True, "no_qualify": True, "steps": ["record_info"], "fallback_args": None},
+}
+
+
+# agree.py's workload for each agreement step (its defaults: 8 in flight, 64 requests, 256 + 256)
+AGREE_WORKLOADS = {
+    "agree": [],
+    "agree_c1": ["--concurrency", "1", "--requests", "16", "--small", "4"],
+    # a 35B MoE streams at about 50 tok/s a user: 32 in flight is the server's pace, not a client's
+    "agree_tuned": ["--concurrency", "32", "--requests", "96", "--small", "32", "--prompt-tokens", "128",
+                    "--output-tokens", "128"],
 }
 
 
@@ -307,11 +321,11 @@ def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out
                                           "gsm8k.lmeval_max_tokens=32", "--set", "gsm8k.concurrency=16",
                                           "--report", str(plan_out / "qualify-gsm8k"), "--json", "--no-progress"],
                    env, 90, plan_out)
-    if step in ("agree", "agree_c1"):
+    if step in AGREE_WORKLOADS:
         # at 8 in flight a tiny model streams faster than bench_serving's one Python process can
         # read (it saturates a core); one in flight is where the server, not a client, sets the pace
-        out = plan_out / ("agreement.json" if step == "agree" else "agreement-c1.json")
-        workload = [] if step == "agree" else ["--concurrency", "1", "--requests", "16", "--small", "4"]
+        out = plan_out / ("agreement.json" if step == "agree" else f"agreement-{step.removeprefix('agree_')}.json")
+        workload = AGREE_WORKLOADS[step]
         argv = [sys.executable, str(HARNESS / "agree.py"), "--url", URL, "--model", rec.model, "--tokenizer",
                 str(model_dir), "--out", str(out), *workload]
         t = time.monotonic()

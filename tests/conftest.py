@@ -107,6 +107,11 @@ def _nothing_of_this_run_left_on_the_engine():
     from deploytool.host import labels
 
     client = docker.from_env(timeout=60)
+    # a script's throwaway container carries the instance under its own label (it is no release)
+    throwaway = {"label": f"{labels.THROWAWAY}={labels.instance()}"}
+    for container in client.containers.list(all=True, filters=throwaway):
+        with contextlib.suppress(docker.errors.APIError):
+            container.remove(force=True)
     mine = {"label": f"{labels.INSTANCE}={labels.instance()}"}
     for kind in ("containers", "volumes", "networks"):
         listing = getattr(client, kind)

@@ -77,3 +77,18 @@ def test_a_running_throwaway_container_is_labelled_with_its_instance(docker_engi
     finally:
         worker.join(timeout=60)
     assert _left_behind(docker_engine, mark) == []
+
+
+def test_a_command_container_that_outlives_its_timeout_is_removed(docker_engine) -> None:
+    # killing `docker run` at the timeout does not stop its container; run_argv removes it by name
+    from deploytool.host import labels
+
+    mark = f"argv-{secrets.token_hex(4)}"
+    with pytest.raises(DeployError, match=r"did not finish within 3 s \(removed\)"):
+        docker_engine.run_argv(BASE_IMAGE, "sh", ["-c", f"sleep 60 # {mark}"], timeout=3)
+    left = [c for c in docker_engine.client.containers.list(
+                all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"})
+            if mark in c.attrs.get("Command", "")]
+    assert left == []
+    done = docker_engine.run_argv(BASE_IMAGE, "echo", [mark], timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, mark)

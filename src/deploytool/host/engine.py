@@ -12,6 +12,7 @@ import functools
 import inspect
 import io
 import os
+import secrets
 import shutil
 import subprocess
 import tarfile
@@ -255,12 +256,18 @@ class Engine:
     def run_argv(self, image: str, entrypoint: str, args: list[str], *,
                  timeout: float) -> subprocess.CompletedProcess[str]:
         """`docker run --rm --network none --entrypoint ENTRYPOINT IMAGE ARGS...`, its exit code
-        and both streams (the flag check reads stdout, and stderr when it failed)."""
-        cmd = [_docker_cli(), "run", "--rm", "--network", "none", "--entrypoint", entrypoint, image, *args]
+        and both streams (the flag check reads stdout, and stderr when it failed). The container
+        is named and labelled as a throwaway of this instance: a client that gives up at the
+        timeout leaves the container running (killing `docker run` does not stop it), so it is
+        removed by that name, and a process that dies first leaves one a clean-up can find."""
+        name = f"{labels.name_prefix()}-argv-{secrets.token_hex(6)}"
+        cmd = [_docker_cli(), "run", "--rm", "--name", name, "--label", f"{labels.THROWAWAY}={labels.instance()}",
+               "--network", "none", "--entrypoint", entrypoint, image, *args]
         try:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise DeployError(f"a container of {image} did not finish within {timeout:g} s") from None
+            subprocess.run([_docker_cli(), "rm", "-f", name], capture_output=True, timeout=60)
+            raise DeployError(f"a container of {image} did not finish within {timeout:g} s (removed)") from None
 
     # -- volumes -----------------------------------------------------------------------------
     def volume_exists(self, name: str) -> bool:

@@ -23,6 +23,7 @@ class Start:
     # server the stop and the ready-wait's tail are tens of seconds that neither startup_s nor
     # the passes count, and a budget that leaves them out admits a visit it cannot finish
     visit_s: float | None = None
+    machine: str | None = None  # host and card(s) it ran on (tune/machines.py); None in older journals
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
 from .local import LocalServer
+from .machines import machine_id, machines_note
 from .search import Search, describe, estimate_s, finish, prepare, replay_journal, run_search
 from .space import parse_budget, parse_slo, read_space
 
@@ -67,6 +68,7 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     if dry_run:
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
+    search.machine = machine_id(profile, slot)
     with _servers(slot, profiles_dirs) as make_server:
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
@@ -204,10 +206,11 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
             "closest": closest, "winner_profile": str(written) if written else None,
             "qualify": verdict, "recommended": recommended,
             "frontier_png": str(picture) if picture else None,
-            "runtime_note": runtime_note(header, search.results)}
+            "runtime_note": runtime_note(header, search.results),
+            "machine_note": machines_note(search.results)}
     md = report.markdown(search.results, f"# tune: {header['profile']} ({header['where']}), SLO "
                                          f"{search.slo.describe()}"
-                         + (f"\n\n{data['runtime_note']}" if data["runtime_note"] else ""))
+                         + "".join(f"\n\n{data[k]}" for k in ("runtime_note", "machine_note") if data[k]))
     write_atomic(search.report_dir / "report.md", md)
     write_json(search.report_dir / "results.json", data)
     return data
@@ -277,7 +280,8 @@ def _summary(data: dict[str, Any]) -> list[str]:
                          + ("(qualified)" if data["recommended"] else f"(NOT recommended: qualify {data['qualify']})"))
     if data.get("stopped_by_budget"):
         lines.append("stopped by --budget: what was learnt so far is above")
-    if data.get("runtime_note"):
-        lines.append(f"warning: {data['runtime_note']}")
+    for key in ("runtime_note", "machine_note"):
+        if data.get(key):
+            lines.append(f"warning: {data[key]}")
     lines.append(f"report: {data['report_dir']}/report.md")
     return lines

@@ -50,6 +50,7 @@ class Search:
     stopped_by_budget: bool = False
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)
+    machine: str | None = None  # where this run's starts happen (tune/machines.py)
 
     @property
     def journal(self) -> Path:
@@ -146,7 +147,7 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
             progress(f"{cid}: starting on {server.url} (log {log})")
             why = server.wait_ready(health_s)
             start = Start(visit=visit, startup_s=round(time.monotonic() - t0, 3), error=why, log=str(log),
-                          url=server.url)
+                          url=server.url, machine=search.machine)
             passes: list[Pass] = []
             if why is None:
                 passes, _ = measure(server.url, result.planned.candidate.profile, search.space, search.slo,

@@ -133,6 +133,9 @@ def test_budget_stops_cleanly_and_resume_goes_on_from_the_journal(tmp_path: Path
     resumed = tune_cli(profiles, report, "--local", "--resume", "--no-qualify")
     data = json.loads(resumed.stdout)
     assert data["winner"] == "c01" and not data["stopped_by_budget"]
+    # a winner whose qualify was skipped is a result (exit 0) but not a recommendation
+    assert resumed.returncode == 0 and data["winner_profile"] and data["qualify"]["ran"] is False
+    assert data["recommended"] is False
     lines = [json.loads(x) for x in (report / "journal.jsonl").read_text().splitlines()]
     assert [x["candidate"] for x in lines if x["kind"] == "start"] == ["base", "c01"]
 

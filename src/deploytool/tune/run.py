@@ -200,7 +200,9 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
     if winner is None:
         tried = [r for r in search.results if r.passes]
         closest = [r.id for r in sorted(tried, key=lambda r: r.closest_excess() or float("inf"))[:3]]
-    recommended = written is not None and verdict.get("passed", not verdict.get("ran", False))
+    # only a winner qualify passed is recommended: one whose qualify was skipped (--no-qualify) is
+    # written and reported as measured, never as checked
+    recommended = written is not None and verdict.get("passed") is True
     data = {**header, "dry_run": False, **describe(search), "counts": _counts(search),
             "winner": winner.id if winner else None, "ties": [t.id for t in ties],
             "closest": closest, "winner_profile": str(written) if written else None,
@@ -234,7 +236,7 @@ def runtime_note(header: dict[str, Any], results: list[Any]) -> str | None:
 def _exit_code(data: dict[str, Any]) -> int:
     if data["winner"] is None:
         return EXIT_NONE_QUALIFIES
-    if data["winner_profile"] and not data["recommended"]:
+    if data["winner_profile"] and data["qualify"].get("ran") and not data["recommended"]:
         return EXIT_NONE_QUALIFIES
     return EXIT_OK
 
@@ -276,8 +278,14 @@ def _summary(data: dict[str, Any]) -> list[str]:
         if data["winner"] == "base" or "base" in data["ties"]:
             lines.append("the profile's own launch is not beaten: no change recommended")
         elif data["winner_profile"]:
-            lines.append(f"profile: {data['winner_profile']} "
-                         + ("(qualified)" if data["recommended"] else f"(NOT recommended: qualify {data['qualify']})"))
+            if data["recommended"]:
+                state = "(qualified)"
+            elif not data["qualify"].get("ran"):
+                state = ("(not qualified: --no-qualify; `tune --resume` without it qualifies the winner "
+                         "before recommending it)")
+            else:
+                state = f"(NOT recommended: qualify {data['qualify']})"
+            lines.append(f"profile: {data['winner_profile']} {state}")
     if data.get("stopped_by_budget"):
         lines.append("stopped by --budget: what was learnt so far is above")
     for key in ("runtime_note", "machine_note"):

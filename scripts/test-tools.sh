@@ -2,6 +2,8 @@
 # The host programs some tests drive, each test skipping (saying so) without its program.
 #   scripts/test-tools.sh missing   one line a missing program: what it is for, the package
 #   scripts/test-tools.sh install   apt-get installs the missing ones (root); idempotent
+#   scripts/test-tools.sh install --optional   the same, but where it cannot (no root, no apt, no
+#                                   package index) it says so and exits 0: the tests skip instead
 set -u
 # program|Debian package|what the suite uses it for
 TOOLS=(
@@ -25,11 +27,16 @@ case "${1:-missing}" in
     done ;;
   install)
     pkgs=$(missing | cut -d'|' -f2 | sort -u | tr '\n' ' ')
-    if [ -z "${pkgs// /}" ]; then echo "test-tools: all present"; exit 0; fi
+    fail=1; [ "${2:-}" = --optional ] && fail=0
+    if [ -z "${pkgs// /}" ]; then [ "$fail" = 1 ] && echo "test-tools: all present"; exit 0; fi
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-      echo "test-tools: needs root and apt-get to install: $pkgs" >&2; exit 1
+      echo "test-tools: needs root and apt-get to install: $pkgs" >&2; exit $fail
     fi
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null \
-      && echo "test-tools: installed $pkgs" ;;
+    echo "test-tools: installing $pkgs(apt, about a minute)"
+    if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null; then
+      echo "test-tools: installed $pkgs"
+    else
+      echo "test-tools: apt-get could not install $pkgs: their tests will skip, saying why" >&2; exit $fail
+    fi ;;
   *) echo "usage: scripts/test-tools.sh missing|install" >&2; exit 2 ;;
 esac

@@ -35,3 +35,30 @@ def test_a_missing_host_program_is_named_with_its_package_and_the_run_goes_on(tm
     assert out.returncode == 0, out.stderr
     for prog, package in (("chromium", "chromium"), ("tmux", "tmux"), ("promtool", "prometheus")):
         assert f"{prog} is not installed" in out.stdout and f"apt-get install {package}" in out.stdout, out.stdout
+
+
+def test_installing_the_host_programs_where_apt_cannot_is_said_and_only_the_optional_form_goes_on(tmp_path):
+    # `make test` asks for the optional install: where no apt-get can run it names the packages
+    # and exits 0, so the suite starts and those tests skip; `make test-tools` itself fails
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for prog in ("cut", "sort", "tr", "id"):
+        found = subprocess.run(["bash", "-c", f"command -v {prog}"], capture_output=True, text=True).stdout.strip()
+        if found:
+            (bin_dir / prog).symlink_to(found)
+    env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
+    script = str(ROOT / "scripts" / "test-tools.sh")
+    optional = subprocess.run(["/bin/bash", script, "install", "--optional"], capture_output=True, text=True,
+                              timeout=60, env=env)
+    strict = subprocess.run(["/bin/bash", script, "install"], capture_output=True, text=True, timeout=60, env=env)
+    assert optional.returncode == 0 and strict.returncode == 1, (optional, strict)
+    for out in (optional, strict):
+        assert "needs root and apt-get to install:" in out.stderr and "chromium" in out.stderr, out.stderr
+
+
+def test_make_test_installs_the_host_programs_and_checkov_unless_told_not_to():
+    recipe = (ROOT / "Makefile").read_text().split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "scripts/test-tools.sh install --optional" in recipe and "checkov" in recipe
+    assert recipe.count('"$(TEST_TOOLS)" != 0') == 2
+    # the host programs' apt-get runs after the engine's, never beside it (one package lock)
+    assert recipe.index("ensure-engine.sh") < recipe.index("test-tools.sh install")

@@ -30,6 +30,8 @@ B = "GPU-5090b002-2a4c-4d6e-8f01-23456789abcd"
     ("1,0", [B, A]),          # CUDA's order, not NVML's
     ("0,7,1", [A]),           # CUDA stops at the first entry it cannot resolve
     ("", []),                 # set but empty: no card
+    ("GPU-5090,1", []),       # a prefix both cards share: CUDA refuses it, and the list stops there
+    ("MIG-4a2c,0", ["MIG-4a2c", A]),  # a MIG instance is no card NVML lists: kept as written
 ])
 def test_the_cards_a_local_process_sees_follow_cuda_visible_devices(visible: str | None, expected: list[str]) -> None:
     nvml = StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")
@@ -38,9 +40,12 @@ def test_the_cards_a_local_process_sees_follow_cuda_visible_devices(visible: str
 
 def test_a_machine_is_the_host_and_its_cards(monkeypatch: pytest.MonkeyPatch) -> None:
     host = socket.gethostname()
-    real = SimpleNamespace(is_simulator=False)
+    real = SimpleNamespace(is_simulator=False, server=SimpleNamespace(env={}))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert machine_id(real, None, StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")) == f"{host} {B}"
+    # the profile's own environment is the server's, over the shell's
+    pinned = SimpleNamespace(is_simulator=False, server=SimpleNamespace(env={"CUDA_VISIBLE_DEVICES": "0"}))
+    assert machine_id(pinned, None, StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")) == f"{host} {A}"
     assert machine_id(real, Slot(gpus=(A,))) == f"{host} {A}"
     assert machine_id(real, None, StandInNvml.from_file(HOSTS / "no-driver.yaml")) == f"{host} (no card read)"
     assert machine_id(SimpleNamespace(is_simulator=True), None) == f"{host} (CPU, reference runtime)"
@@ -80,3 +85,19 @@ def test_a_search_resumed_on_another_machine_says_which_candidates_ran_where(tmp
     journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
     old = json.loads(run_cli(*args, "--resume", "--json", timeout=300).stdout)
     assert old["machine_note"] is None  # one machine, unknown: nothing to compare across
+
+    # an older journal resumed here: one start recorded, one not, which may or may not be the same
+    # machine; said as unknown, not counted as a second machine
+    for x in lines:
+        if x["kind"] == "start" and x["candidate"] == "c01":
+            x["machine"] = here
+    journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    mixed = json.loads(run_cli(*args, "--resume", "--json", timeout=300).stdout)["machine_note"]
+    assert mixed and mixed.startswith("some starts did not record their machine") and "2 machines" not in mixed
+    assert "base on not recorded" in mixed and f"c01 on {here}" in mixed, mixed
+
+    # a field this release does not know is refused with the line's number, not a traceback
+    next(x for x in lines if x["kind"] == "start")["from_a_newer_release"] = 1
+    journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    newer = run_cli(*args, "--resume", "--json", timeout=300)
+    assert newer.returncode == 2 and "is not a journal line of this space" in json.loads(newer.stdout)["error"]["message"]

@@ -26,13 +26,17 @@ def machine_id(profile: Profile, slot: Slot | None, nvml: Any = None) -> str:
     host = socket.gethostname() or "unnamed host"
     if profile.is_simulator or (slot is not None and slot.is_cpu):
         return f"{host} (CPU, reference runtime)" if profile.is_simulator else f"{host} (CPU)"
-    uuids = list(slot.gpus) if slot is not None else visible_uuids(os.environ.get("CUDA_VISIBLE_DEVICES"), nvml)
+    # the server's process gets the profile's own environment over this one (tune/local.py)
+    visible = {**os.environ, **profile.server.env}.get("CUDA_VISIBLE_DEVICES")
+    uuids = list(slot.gpus) if slot is not None else visible_uuids(visible, nvml)
     return f"{host} {','.join(uuids)}" if uuids else f"{host} (no card read)"
 
 
 def visible_uuids(visible: str | None, nvml: Any = None) -> list[str]:
     """The UUIDs of the cards a CUDA process would see: CUDA_VISIBLE_DEVICES lists indices or
-    UUIDs (a prefix is enough, as CUDA takes it); unset, every card NVML reads."""
+    UUIDs (a prefix is enough, as CUDA takes it); unset, every card NVML reads. Indices are read
+    in NVML's order, which is CUDA's under CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA's default
+    (fastest first) can differ on a host of mixed cards. A MIG instance is kept as written."""
     from ..host.gpu_live import read_cards
 
     cards = read_cards(nvml).cards
@@ -42,13 +46,18 @@ def visible_uuids(visible: str | None, nvml: Any = None) -> list[str]:
     for item in (x.strip() for x in visible.split(",")):
         if not item:
             continue
+        if item.startswith("MIG-"):
+            chosen.append(item)
+            continue
         if item.isdigit():
-            match = next((c.uuid for c in cards if c.index == int(item)), None)
+            matches = [c.uuid for c in cards if c.index == int(item)]
         else:
-            match = next((c.uuid for c in cards if c.uuid.startswith(item)), None)
-        if match is None:  # CUDA stops at the first entry it cannot resolve, and so does this list
+            matches = [c.uuid for c in cards if c.uuid.startswith(item)]
+        # CUDA stops at the first entry it cannot resolve (an ambiguous prefix included), and so
+        # does this list
+        if len(matches) != 1:
             break
-        chosen.append(match)
+        chosen.append(matches[0])
     return chosen
 
 
@@ -62,9 +71,13 @@ def machines_note(results: list[Any]) -> str | None:
             ids = where.setdefault(s.machine or NOT_RECORDED, [])
             if r.id not in ids:
                 ids.append(r.id)
-    if len(where) < 2:
+    recorded = [m for m in where if m != NOT_RECORDED]
+    if len(recorded) < 2 and not (recorded and NOT_RECORDED in where):
         return None
     parts = "; ".join(f"{', '.join(ids)} on {machine}" for machine, ids in where.items())
-    return (f"the candidates were measured on {len(where)} machines ({parts}): a ratio between candidates "
-            "measured on different machines carries the machines' difference as well as the flags'; "
-            "measure the ones that matter again in one run (a space of just those values)")
+    advice = ("measure the ones that matter again in one run (a space of just those values)")
+    if len(recorded) < 2:  # a journal from before starts named their machine, resumed here
+        return (f"some starts did not record their machine ({parts}): if they ran on another one, a ratio "
+                f"between them and the rest carries the machines' difference as well as the flags'; {advice}")
+    return (f"the candidates were measured on {len(recorded)} machines ({parts}): a ratio between candidates "
+            f"measured on different machines carries the machines' difference as well as the flags'; {advice}")

@@ -198,17 +198,18 @@ def replay_journal(search: Search) -> int:
                 if entry["candidates"] != [r.id for r in search.results] or entry["profile"] != search.profile.name:
                     raise KeyError("another space")
                 continue
-            cid = entry["candidate"]
-            result = search.by_id(cid)
-        except (json.JSONDecodeError, KeyError, StopIteration, AttributeError):
+            result = search.by_id(entry["candidate"])
+            # a field this release does not know (a newer deploytool's journal) is refused here,
+            # with the line's number, rather than as a traceback
+            if entry.pop("kind") == "start":
+                entry.pop("candidate")
+                result.starts.append(Start(**entry))
+                count += 1
+            else:
+                result.passes.append(Pass.from_dict(entry))
+        except (json.JSONDecodeError, KeyError, StopIteration, AttributeError, TypeError):
             raise UsageError(f"--resume: {search.journal}:{n} is not a journal line of this space",
                              hint="resume with the same profile and space, or start afresh in a new --report DIR") from None
-        if entry.pop("kind") == "start":
-            entry.pop("candidate")
-            result.starts.append(Start(**entry))
-            count += 1
-        else:
-            result.passes.append(Pass.from_dict(entry))
     return count
 
 

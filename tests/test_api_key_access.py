@@ -39,7 +39,13 @@ def sglang_module(relative: str):
     spec = importlib.util.spec_from_file_location(f"_sglang_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
+    # no bytecode beside the cached sources: they are read-only by convention, and a fork made
+    # from them (tests/test_fork_image.py) would commit it and get a new commit, so a new image
+    writes, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes
     return module
 
 

@@ -60,6 +60,9 @@ def fork(tmp_path_factory: pytest.TempPathFactory, module_home: Path) -> SimpleN
     patches.link_tree(release / "sglang", repo / "python" / "sglang")
     (repo / "python" / "pyproject.toml").write_text(PYPROJECT.format(version=SGLANG))
     (repo / "README.md").write_text("an sglang fork\n")
+    # as sglang's own repository ignores them: bytecode another process left in the cached
+    # sources must not reach a commit, or the same fork gets a new head (and a new image) each run
+    (repo / ".gitignore").write_text("__pycache__/\n*.py[cod]\n")
     git(repo, "init", "-q")
     base = commit_all(repo, f"sglang {SGLANG}")
     git(repo, "tag", f"v{SGLANG}")

@@ -449,11 +449,14 @@ def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
 def test_aggregate_tps_shares_decode_speed() -> None:
     settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
     with serve_in_thread(settings) as handle:
-        # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s; about twice one alone
+        # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s; about twice one
+        # alone. Lower bounds only, as above: a loaded machine delays what the client sees and
+        # never hastens it (an upper bound of 3x one alone read 3.6x on a loaded machine), and
+        # the fastest of two lone requests is the one the load delayed least
         body = chat_body("share", max_tokens=20, ignore_eos=True)
-        alone = _timed_requests(handle.url, 1, body)[0]
+        alone = min(_timed_requests(handle.url, 1, body)[0] for _ in range(2))
         done = _timed_requests(handle.url, 2, body)
-        assert done[-1] >= 0.3 and 1.4 * alone <= done[-1] <= 3 * alone, (alone, done)
+        assert done[-1] >= 0.3 and done[-1] >= 1.4 * alone, (alone, done)
 
 
 def test_prefix_cache_reports_cached_tokens(client: httpx.Client) -> None:

@@ -1,9 +1,12 @@
 """Run by tests/test_memory_patches_on_cpu.py in deploytool's sglang parser venv (a CPU torch,
-sglang's light imports): the functions the memory patches change, loaded from an unpacked sglang
-tree (argv[1], patched or not) and run on a CPU. Each function's own module needs a GPU stack to
-import, so only its definition is executed; the globals it uses are given here (the behaviour
-under test) or stand in as MagicMocks. Prints one JSON object."""
-import __future__, ast, builtins, json, os, sys, weakref
+sglang's light imports): the functions the patches change, loaded from an unpacked sglang tree
+(argv[1], patched or not) and run on a CPU. 0002-0004: each function's own module needs a GPU
+stack to import, so only its definition is executed; the globals it uses are given here (the
+behaviour under test) or stand in as MagicMocks. 0001, last: sglang.srt.utils.common as
+imported, asked on a machine described afterwards (NVML standing in for an SM120 card, torch.cuda
+refusing to be asked). Prints one JSON object. One process answers every patch: importing torch
+and sglang is most of its cost."""
+import __future__, ast, builtins, json, os, sys, types, weakref
 from contextlib import nullcontext
 from unittest import mock
 
@@ -159,4 +162,40 @@ worker.alloc_memory_pool(memory_pool_config=None, req_to_token_pool=None, token_
 out["draft after alloc_memory_pool"] = {"shares target": draft.embed is target_embed and draft.head is target_head,
                                         "private copies alive": sum(ref() is not None for ref in draft.private)}
 out["order"] = events
+
+# -- 0001: the device capability from NVML ----------------------------------------------------
+# Last, as it changes torch.cuda and pynvml for the rest of the process. The module was imported
+# on the CPU as it is (with sglang, above); the machine below is described afterwards: one SM120
+# GPU that NVML can see, where creating a CUDA context is an error.
+from sglang.srt.utils import common
+
+calls = []
+nvml = types.ModuleType("pynvml")
+nvml.nvmlInit = lambda: calls.append("init")
+nvml.nvmlShutdown = lambda: calls.append("shutdown")
+nvml.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
+nvml.nvmlDeviceGetCudaComputeCapability = lambda h: (12, 0)
+sys.modules["pynvml"] = nvml
+torch.cuda.is_available = lambda: True
+torch.cuda.is_initialized = lambda: False
+torch.cuda._get_nvml_device_index = lambda i: i
+torch.version.cuda = "13.0"
+
+
+def no_context(*a, **k):
+    raise RuntimeError("torch.cuda.get_device_capability: would create a CUDA context")
+
+
+torch.cuda.get_device_capability = no_context
+for cached in (common.is_cuda, common.is_sm120):
+    cached.cache_clear()
+capability = out["0001"] = {"file": common.__file__}
+for name, call in (("capability", lambda: common.get_device_capability(0)),
+                   ("is_sm120", common.is_sm120), ("device_sm", common.get_device_sm)):
+    try:
+        value = call()
+        capability[name] = list(value) if isinstance(value, tuple) else value
+    except RuntimeError as exc:
+        capability[name] = "error: " + str(exc)
+capability["nvml_calls"] = calls.count("init")
 print(json.dumps(out))

@@ -4,6 +4,7 @@ bad flags named one by one."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -47,14 +48,21 @@ def _off_flags_profile(folder: Path):
     return profile.model_copy(update={"server": profile.server.model_copy(update={"args": args})})
 
 
+AFTER_BAD = (CARD, "after bad-flags")  # shipped_checks' key of CARD's second answer
+
+
 @pytest.fixture(scope="module")
-def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, flagcheck.FlagCheck]:
+def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Every shipped sglang profile checked in one parser process, as `profiles check --all` does,
-    after a failing one (off-flags, also here), each after the ones before it."""
+    after a failing one (off-flags, also here), each after the ones before it; then bad-flags
+    (three bad flags) and CARD once more after it, under AFTER_BAD. One start-up of sglang (the
+    import is most of a check's cost) answers the tests that read these."""
     store = ProfileStore()
     off = _off_flags_profile(tmp_path_factory.mktemp("off-flags"))
-    checks = flagcheck.check_many([off, *(store.get(n) for n in _sglang_profiles())], use_image=False)
-    return {r.profile: r for r in checks}
+    bad = ProfileStore([_bad_profiles(tmp_path_factory.mktemp("bad-flags"))]).get("bad-flags")
+    *checks, bad_check, card_again = flagcheck.check_many(
+        [off, *(store.get(n) for n in _sglang_profiles()), bad, store.get(CARD)], use_image=False)
+    return {**{r.profile: r for r in checks}, "bad-flags": bad_check, AFTER_BAD: card_again}
 
 
 @pytest.mark.parametrize("name", _sglang_profiles())
@@ -83,11 +91,10 @@ def _bad_profiles(tmp_path: Path) -> Path:
     return folder
 
 
-def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path, shipped_checks: dict) -> None:
-    profile = ProfileStore([_bad_profiles(tmp_path)]).get("bad-flags")
-    # with CARD after it in one process: CARD's answer is the one it gets after five passing
-    # profiles (the shipped batch): what went before leaves an answer as it was
-    result, after = flagcheck.check_many([profile, ProfileStore().get(CARD)], use_image=False)
+def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(shipped_checks: dict) -> None:
+    # with CARD after it in the same process: CARD's answer there is the one it got earlier in
+    # the shipped batch: what went before (a profile of three bad flags) leaves an answer as it was
+    result, after = shipped_checks["bad-flags"], shipped_checks[AFTER_BAD]
     assert not result.ok
     by_flag = {f.flag: f for f in result.failures}
     assert set(by_flag) == {"--mem-fraction-statc", "--moe-runner-backend", "--tp-size"}
@@ -102,18 +109,32 @@ def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(tmp_path: Path, 
     assert after.ok and after.findings == shipped_checks[CARD].findings
 
 
-@pytest.mark.usefixtures("sglang_parser_python")
-def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
-    folder = _bad_profiles(tmp_path)
-    result = CliRunner().invoke(app, ["profiles", "check", "--profile", "bad-flags", "--no-image", "--json",
-                                      "--profiles-dir", str(folder)])
-    assert result.exit_code == 1
-    data = json.loads(result.stdout[result.stdout.index("{"):])
-    assert data["ok"] is False
-    failed = {f["flag"]: f["status"] for f in data["findings"] if f["status"] not in ("ok", "redundant")}
-    assert failed == {"--mem-fraction-statc": "unknown", "--moe-runner-backend": "invalid_choice",
-                      "--tp-size": "wrong_type"}
+@pytest.fixture
+def one_start_per_question(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Within this test, a question asked again of the same parser (the same place, the same
+    request) gets the answer that parser gave it earlier in the test: several CLI invocations read
+    one start-up of sglang's real answers (the import is most of a check's cost). The list the
+    fixture returns holds the profiles of each real start-up."""
+    real = flagcheck._probe
+    answered: dict[tuple, dict] = {}
+    started: list[list[str]] = []
 
+    def probe(place, requests, *, names, timeout):
+        keys = [(place.key, json.dumps(request, sort_keys=True)) for request in requests]
+        new = [i for i, key in enumerate(keys) if key not in answered]
+        if new:
+            started.append([names[i] for i in new])
+            answers = real(place, [requests[i] for i in new], names=[names[i] for i in new], timeout=timeout)
+            answered.update({keys[i]: answer for i, answer in zip(new, answers, strict=True)})
+        return [copy.deepcopy(answered[key]) for key in keys]
+
+    monkeypatch.setattr(flagcheck, "_probe", probe)
+    return started
+
+
+@pytest.mark.usefixtures("sglang_parser_python")
+def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path, one_start_per_question: list[list[str]]) -> None:
+    folder = _bad_profiles(tmp_path)
     # --all: every sglang profile, the folder's with the shipped ones; the failing one's flags
     # shown, a line for each that passed, the sim profiles skipped with why
     result = CliRunner().invoke(app, ["profiles", "check", "--all", "--no-image", "--profiles-dir", str(folder)],
@@ -125,6 +146,16 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     assert "--mem-fraction-statc" in result.stdout and "sim: skipped (recipe 'sim'" in result.stdout
     assert sum(line.endswith("all flags accepted") for line in lines) == len(_sglang_profiles())
 
+    # one profile, --json: the failing one's findings (the parser's answer --all got above)
+    result = CliRunner().invoke(app, ["profiles", "check", "--profile", "bad-flags", "--no-image", "--json",
+                                      "--profiles-dir", str(folder)])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout[result.stdout.index("{"):])
+    assert data["ok"] is False
+    failed = {f["flag"]: f["status"] for f in data["findings"] if f["status"] not in ("ok", "redundant")}
+    assert failed == {"--mem-fraction-statc": "unknown", "--moe-runner-backend": "invalid_choice",
+                      "--tp-size": "wrong_type"}
+
     both = run_cli("profiles", "check", "--all", "--profile", CARD, "--json")
     assert both.returncode == 2 and "one of the two" in json.loads(both.stdout)["error"]["message"]
 
@@ -133,6 +164,8 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("all flags accepted")
     assert all(group[0] in result.stdout for group in flagcheck.flag_groups(ProfileStore().get(CARD)))
+    # the single-profile forms asked what --all had asked: one start-up of sglang answered all three
+    assert len(one_start_per_question) == 1 and {"bad-flags", CARD} <= set(one_start_per_question[0])
 
 
 @pytest.mark.usefixtures("sglang_parser_python")

@@ -43,6 +43,7 @@ ARGS = {FLAG: True, "speculative-algorithm": None, "speculative-num-steps": None
         "speculative-num-draft-tokens": None}
 
 pytestmark = pytest.mark.index  # the pinned sglang wheel, downloaded once into the shared cache
+FINE = ("ok", "redundant", "overridden")  # a flag's statuses that are no failure
 
 
 def _rewrite(path: Path, text: str) -> None:
@@ -89,27 +90,36 @@ def _git_source(fork: SimpleNamespace, commit: str | None = None) -> dict:
     return {"kind": "git", "repo": str(fork.repo), "commit": commit or fork.head}
 
 
-def test_profiles_check_runs_the_forks_parser_keyed_by_its_commit(fork: SimpleNamespace) -> None:
-    profile = _profile(fork, "fork-flags", _git_source(fork), args={FLAG: True})
-    check = flagcheck.check(profile, use_image=False)
-    assert check.ok, [(f.flag, f.message) for f in check.failures]
-    assert [f.status for f in check.findings if f.flag == f"--{FLAG}"] == ["ok"]
-    assert f"runtime-src/git-{fork.head}/tree/python" in check.where  # the fork's sources, unpacked per commit
-    assert check.sglang_version == FORK_VERSION  # the parser that ran is the fork's, and says so
+def test_profiles_check_runs_the_forks_parser_keyed_by_its_commit(fork: SimpleNamespace, tmp_path: Path) -> None:
+    # Three profiles in one `profiles check --all`: two of the fork (its flag, and a typo of it)
+    # and one of the pinned release with the fork's flag. The fork's two share one start-up of
+    # the fork's parser; the release's is read, with the shipped profiles, by the release's own.
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    for name, source, args in (("fork-flags", _git_source(fork), {FLAG: True}),
+                               ("fork-typo", _git_source(fork), {FLAG[:-1]: True}),
+                               ("release-flags", {"kind": "wheel"}, {FLAG: True})):
+        (folder / f"{name}.yaml").write_text(profile_yaml(name, source, args=args))
+    out = run_cli("profiles", "check", "--all", "--no-image", "--json",
+                  "--profiles-dir", str(TEST_PROFILES), "--profiles-dir", str(folder))
+    assert out.returncode == 1, out.stderr  # fork-typo and release-flags fail
+    checks = {p["profile"]: p for p in json.loads(out.stdout)["profiles"]}
 
-    _profile(fork, "fork-typo", _git_source(fork), args={FLAG[:-1]: True})
-    out = run_cli("profiles", "check", "--profile", "fork-typo", "--no-image", "--json",
-                  "--profiles-dir", str(TEST_PROFILES), "--profiles-dir", str(fork.profiles))
-    assert out.returncode == 1, out.stderr
-    [failure] = [f for f in json.loads(out.stdout)["findings"] if f["status"] != "ok" and f["status"] != "redundant"
-                 and f["status"] != "overridden"]
+    check = checks["fork-flags"]
+    assert check["ok"], [(f["flag"], f["message"]) for f in check["findings"] if f["status"] not in FINE]
+    assert [f["status"] for f in check["findings"] if f["flag"] == f"--{FLAG}"] == ["ok"]
+    assert f"runtime-src/git-{fork.head}/tree/python" in check["where"]  # the fork's sources, unpacked per commit
+    assert check["sglang_version"] == FORK_VERSION  # the parser that ran is the fork's, and says so
+
+    [failure] = [f for f in checks["fork-typo"]["findings"] if f["status"] not in FINE]
     assert (failure["flag"], failure["status"]) == (f"--{FLAG[:-1]}", "unknown")
     assert f"--{FLAG}" in failure["suggestions"]
+    assert checks["fork-typo"]["where"] == check["where"]
 
     # the pinned release's own parser has no such flag: the fork's is the one that was read
-    release = _profile(fork, "release-flags", {"kind": "wheel"}, args={FLAG: True})
-    plain = flagcheck.check(release, use_image=False)
-    assert [f.status for f in plain.findings if f.flag == f"--{FLAG}"] == ["unknown"]
+    plain = checks["release-flags"]
+    assert [f["status"] for f in plain["findings"] if f["flag"] == f"--{FLAG}"] == ["unknown"]
+    assert "runtime-src" not in plain["where"] and plain["sglang_version"] == SGLANG
 
 
 def test_patches_import_writes_the_forks_commits_as_a_series_the_release_takes(fork: SimpleNamespace) -> None:

@@ -1,6 +1,8 @@
-"""The memory patches' changed functions, run on a CPU from the pinned sglang wheel before and
-after the series (tests/patch_probe.py, in deploytool's sglang parser venv):
+"""The patches' changed functions, run on a CPU from the pinned sglang wheel before and after
+the series (tests/patch_probe.py, one process per tree in deploytool's sglang parser venv):
 
+- 0001 `get_device_capability()`: on a machine with an SM120 card that NVML sees and torch.cuda
+  refusing to be asked, the unpatched module asks torch.cuda, the patched one answers from NVML;
 - 0002 `EagleDraftWorker.__init__`: the draft gives up its own embedding and head for the
   target's before the scheduler sizes the pool (stock: after), and its private tensors are gone;
 - 0003 `_mtp_quant_config`: with SGLANG_MTP_FP8_AT_LOAD=1 a BF16 MTP module gets SGLang's online
@@ -35,13 +37,26 @@ def probed(module_home, tmp_path_factory, sglang_parser_python: Path) -> dict[st
     root = tmp_path_factory.mktemp("trees")
     trees = {"stock": patches.link_tree(patches.unpacked_sources(patches.sglang_wheel(SGLANG, pyver)), root / "stock"),
              "patched": patches.patched_tree(profile, root / "patched")}
-    out = {}
+    out = {"trees": {name: str(tree) for name, tree in trees.items()}}
     for name, tree in trees.items():
         proc = subprocess.run([str(python), str(PROBE), str(tree)], capture_output=True, text=True, timeout=300,
                               env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=root)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
+
+
+@pytest.mark.index
+def test_patched_sglang_answers_compute_capability_from_nvml(probed) -> None:
+    before, after = probed["stock"]["0001"], probed["patched"]["0001"]
+    assert before["file"].startswith(probed["trees"]["stock"]) and after["file"].startswith(probed["trees"]["patched"])
+    # Unpatched: get_device_capability() and is_sm120() go to torch.cuda (a CUDA context).
+    assert before["capability"].startswith("error:") and before["is_sm120"].startswith("error:")
+    # Patched: NVML answers, torch.cuda is never asked.
+    assert after["capability"] == [12, 0]
+    assert after["is_sm120"] is True
+    assert after["device_sm"] == 120 and before["device_sm"] == 120  # get_device_sm had NVML already
+    assert after["nvml_calls"] >= 2
 
 
 @pytest.mark.index

@@ -1,6 +1,7 @@
 """The patch series: the applier on small trees, then the shipped series against the real
 pinned sglang wheel (downloaded once into the shared test cache), a broken patch reported
-with its refused hunk, and the patched module's changed behaviour, on a CPU."""
+with its refused hunk. The patched modules' changed behaviour, on a CPU, is
+tests/test_memory_patches_on_cpu.py's."""
 
 from __future__ import annotations
 
@@ -143,72 +144,6 @@ def test_cli_patches_check(tmp_path: Path) -> None:
     assert data["ok"] is True and data["results"][0]["applied"] is True
 
 
-# -- the patched module's behaviour, on a CPU -------------------------------------------------
-PROBE = textwrap.dedent("""\
-    import json, sys, types
-    import torch
-    # Imported on the CPU as it is; the machine below is described afterwards.
-    from sglang.srt.utils import common
-    # A machine with one SM120 GPU that NVML can see; creating a CUDA context is an error here.
-    calls = []
-    nvml = types.ModuleType("pynvml")
-    nvml.nvmlInit = lambda: calls.append("init")
-    nvml.nvmlShutdown = lambda: calls.append("shutdown")
-    nvml.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
-    nvml.nvmlDeviceGetCudaComputeCapability = lambda h: (12, 0)
-    sys.modules["pynvml"] = nvml
-    torch.cuda.is_available = lambda: True
-    torch.cuda.is_initialized = lambda: False
-    torch.cuda._get_nvml_device_index = lambda i: i
-    torch.version.cuda = "13.0"
-    def no_context(*a, **k):
-        raise RuntimeError("torch.cuda.get_device_capability: would create a CUDA context")
-    torch.cuda.get_device_capability = no_context
-    for cached in (common.is_cuda, common.is_sm120):
-        cached.cache_clear()
-    out = {"file": common.__file__}
-    for name, call in (("capability", lambda: common.get_device_capability(0)),
-                       ("is_sm120", common.is_sm120), ("device_sm", common.get_device_sm)):
-        try:
-            value = call()
-            out[name] = list(value) if isinstance(value, tuple) else value
-        except RuntimeError as exc:
-            out[name] = "error: " + str(exc)
-    out["nvml_calls"] = calls.count("init")
-    print(json.dumps(out))
-    """)
-
-
-def _probe(python: Path, tree: Path) -> dict:
-    proc = subprocess.run([str(python), "-c", PROBE], capture_output=True, text=True, timeout=300,
-                          env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=tree.parent)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def test_patched_sglang_answers_compute_capability_from_nvml(tmp_path: Path, sglang_parser_python: Path) -> None:
-    profile = ProfileStore().get(CARD)
-    python = sglang_parser_python  # sglang's light import set and a CPU torch
-    pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                           capture_output=True, text=True).stdout.strip()
-    profile = profile.model_copy(update={"image": profile.image.model_copy(update={"python": pyver})})
-
-    unpatched_tree = patches.link_tree(patches.unpacked_sources(patches.sglang_wheel(SGLANG, pyver)), tmp_path / "plain")
-    patched_tree = patches.patched_tree(profile, tmp_path / "patched")
-
-    before = _probe(python, unpatched_tree)
-    after = _probe(python, patched_tree)
-    assert before["file"].startswith(str(unpatched_tree)) and after["file"].startswith(str(patched_tree))
-    # Unpatched: get_device_capability() and is_sm120() go to torch.cuda (a CUDA context).
-    assert before["capability"].startswith("error:") and before["is_sm120"].startswith("error:")
-    # Patched: NVML answers, torch.cuda is never asked.
-    assert after["capability"] == [12, 0]
-    assert after["is_sm120"] is True
-    assert after["device_sm"] == 120 and before["device_sm"] == 120  # get_device_sm had NVML already
-    assert after["nvml_calls"] >= 2
-
-
-# -- regressions: the applier is as strict as `patch --fuzz=0` ---------------------------------
 def test_applier_refuses_hunks_whose_body_does_not_match_the_header_counts(tmp_path: Path) -> None:
     original = "x = 0\na = 1\nb = 2\nc = 4\nd = 5\n"
     root = _tree(tmp_path, original)

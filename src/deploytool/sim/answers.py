@@ -31,7 +31,7 @@ from deploytool.sim.tools import (
     parallel_subjects,
     synthesize_arguments,
 )
-from deploytool.sim.vision import analyse
+from deploytool.sim.vision import analyse_decoded
 
 PREFIX = "Simulator, not a model: "
 
@@ -192,7 +192,7 @@ def vision_answer(req: ChatRequest, last: Message) -> Answer | None:
         images = next((m.images for m in reversed(req.messages) if m.images), [])
     if not images:
         return None
-    reports = [analyse(img.image) for img in images]
+    reports = [analyse_decoded(img) for img in images]
     body = " ".join(r.sentence(i + 1) for i, r in enumerate(reports))
     question = last.text.lower()
     lead = ""

@@ -47,3 +47,42 @@ def test_an_empty_or_cut_answer_is_an_error_naming_the_volume(answer: str) -> No
 def test_a_wipe_without_its_count_is_an_error_naming_the_volume(answer: str) -> None:
     with pytest.raises(DeployError, match=f"could not wipe the JIT cache volume {Slot().cache_volume()}"):
         _wipe(AnsweringEngine(answer), "img", Slot(), None)
+
+
+class ImageEngine(AnsweringEngine):
+    """The same, with an image on the engine (its id and labels) and a count of the containers."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__(answer)
+        self.containers = 0
+
+    def image(self, reference: str) -> object:
+        return type("Image", (), {"id": f"sha256:{reference}", "labels": {}})()
+
+    def image_labels(self, reference: str) -> dict[str, str]:
+        return {}
+
+    def run_throwaway(self, image: str, script: str, **_: object) -> str:
+        self.containers += 1
+        return self.answer
+
+
+def test_one_container_reads_the_toolchain_and_the_volume_and_the_toolchain_is_read_once_an_image() -> None:
+    from deploytool.release.cache import _BETWEEN, state_and_expected
+
+    engine = ImageEngine(f'{{"nvcc": "13.0"}}\n{_BETWEEN}\n{{"nvcc": "12.9"}}\n\n2\n64\n')
+    state, expected = state_and_expected(engine, "answers-once", Slot())
+    assert (state.fingerprint, state.files, state.bytes) == ({"nvcc": "12.9"}, 2, 64)
+    assert expected == {"nvcc": "13.0", "gpu_arch": "cpu"} and engine.containers == 1
+    # the same image again (the start after the plan): its files are the same, only the volume is read
+    engine.answer = '{"nvcc": "13.0"}\n\n3\n96\n'
+    state, expected = state_and_expected(engine, "answers-once", Slot())
+    assert (state.files, expected["nvcc"], engine.containers) == (3, "13.0", 2)
+
+
+@pytest.mark.parametrize("answer", ["", '{"nvcc": "13.0"}\n', '{"nvcc": "13.0"}\nnull\n\n7\n'])
+def test_a_combined_answer_without_the_volume_s_part_is_an_error_naming_the_volume(answer: str) -> None:
+    from deploytool.release.cache import state_and_expected
+
+    with pytest.raises(DeployError, match=f"could not read the JIT cache volume {Slot().cache_volume()}"):
+        state_and_expected(ImageEngine(answer), f"cut-{len(answer)}", Slot())

@@ -9,13 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: rendered to PNG only
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..report import figure_data_uri  # noqa: E402
-from .headline import tpot_samples  # noqa: E402
+from ..report import figure_data_uri
+from ..report import pyplot as plt  # matplotlib.pyplot (Agg), imported at the first picture drawn
+from .headline import tpot_samples
 
 TTFT_PANEL, TPOT_PANEL = "TTFT (ms), 1 request", "TPOT (ms), 1 request"
 

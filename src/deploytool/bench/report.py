@@ -6,18 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # no display: plots are rendered to PNG only
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from .. import report as shared  # noqa: E402
-from . import stats  # noqa: E402
-from .compare import Comparison, format_value, headlines, top_rows  # noqa: E402
-from .headline import bench_top, rows_html, rows_records  # noqa: E402
-from .pictures import latency_picture  # noqa: E402
-from .results import BenchRun  # noqa: E402
+from .. import report as shared
+from ..report import pyplot as plt  # matplotlib.pyplot (Agg), imported at the first plot drawn
+from . import stats
+from .compare import Comparison, format_value, headlines, top_rows
+from .headline import bench_top, rows_html, rows_records
+from .pictures import latency_picture
+from .results import BenchRun
 
 _PLOT_PHASES = ("decode", "load", "sweep")
 

@@ -155,8 +155,10 @@ def _cache_facts(engine: Engine, slot: Slot, facts: Facts) -> CacheFacts:
     image = facts.image
     reader = image.reference if image and image.present else (facts.fallback.image if facts.fallback else None)
     try:
-        state = cache.read_state(engine, reader, slot) if reader else None
-        expected = cache.expected_fingerprint(engine, image.reference, slot) if image and image.present else None
+        if image and image.present:  # one container reads the volume and the image's toolchain
+            state, expected = cache.state_and_expected(engine, image.reference, slot)
+        else:
+            state, expected = cache.read_state(engine, reader, slot) if reader else None, None
     except DeploytoolError:  # an unreadable volume is decided when the step runs
         return CacheFacts(None, None)
     return CacheFacts(state, expected)

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display: rendered to PNG only
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..bench.pictures import Picture  # noqa: E402  (the picture both reports open with)
-from ..bench.pictures import latency_picture as bench_latency_picture  # noqa: E402
-from ..report import figure_data_uri  # noqa: E402
-from .changes import suite_figures  # noqa: E402
+from ..bench.pictures import Picture  # the picture both reports open with
+from ..bench.pictures import latency_picture as bench_latency_picture
+from ..report import figure_data_uri
+from ..report import pyplot as plt  # matplotlib.pyplot (Agg), imported at the first picture drawn
+from .changes import suite_figures
 
 THIS, BEFORE = "this release", "baseline"
 COLOURS = {THIS: "#1f6fb4", BEFORE: "#a0a0a0"}

@@ -13,6 +13,8 @@ a caller records the failure and goes on.
 from __future__ import annotations
 
 import asyncio
+import os
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +39,20 @@ class SSEError(httpx.TransportError):
 # of the response arrived.
 _NEW_CONNECTION = "connection.connect_tcp.started"
 _RESPONSE_STARTED = "http11.receive_response_headers.complete"
+
+
+# httpx's default TLS context, made once a process for each CA setting it reads (SSL_CERT_FILE,
+# SSL_CERT_DIR) instead of once for every client: parsing the CA bundle is about 40 ms of CPU, more
+# than the request of most clients here (a health probe, a drain, a candidate's readiness wait,
+# each a client of its own on a loopback port). The same context httpx would make, shared.
+_TLS: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+
+
+def _tls() -> ssl.SSLContext:
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    if key not in _TLS:
+        _TLS[key] = httpx.create_ssl_context()
+    return _TLS[key]
 
 
 @dataclass
@@ -88,7 +104,7 @@ class EndpointClient:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits,
-                                       headers=headers or None)
+                                       headers=headers or None, verify=_tls())
         self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
@@ -128,7 +144,7 @@ class EndpointClient:
         self.stale_retries += 1
         if self._fresh is None:
             self._fresh = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout,
-                                            headers=self._http.headers,
+                                            headers=self._http.headers, verify=_tls(),
                                             limits=httpx.Limits(max_keepalive_connections=0))
         return await self._fresh.send(request, stream=stream)
 

@@ -375,7 +375,11 @@ def _gc_paused() -> Iterator[None]:
     """The cyclic collector paused while a group runs (as timeit does): every streamed chunk is a
     new dict, and collections scanning thousands of live ones cost the client a third of its CPU
     per token (benchmarks/client_overhead.py). Refcounting still frees what is dropped; one
-    collection runs between groups."""
+    collection runs between groups. It is a young one (generations 0 and 1): everything the group
+    made is still in generation 0, since nothing collected while it ran, so that frees the group's
+    cycles without walking the long-lived heap of imported modules (about 60 ms a group in a
+    command's process, more in a long-lived one such as a test run's, where qualify's performance
+    suite runs in-process); the oldest generation is left to the collector's own schedule."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -383,7 +387,7 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
-            gc.collect()
+            gc.collect(1)
 
 
 def run_bench_sync(target: Target, method: BenchMethod, *, progress: bool = True) -> BenchRun:

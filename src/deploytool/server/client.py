@@ -13,6 +13,9 @@ a caller records the failure and goes on.
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +30,19 @@ from .wire import KEEPALIVE_EXPIRY_S, WireError
 
 _perf = time.perf_counter
 _SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(cert_file: str, cert_dir: str) -> ssl.SSLContext:
+    return httpx.create_ssl_context()
+
+
+def tls_context() -> ssl.SSLContext:
+    """httpx's own default TLS context (certifi's CAs, or SSL_CERT_FILE / SSL_CERT_DIR), made once
+    per process for each value of those variables rather than by every client: each made its own at
+    start, even for plain http, and loading the CA bundle costs 20-60 ms of CPU while a
+    qualification opens a client for each suite and each probe."""
+    return _tls_context(os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", ""))
 
 
 class SSEError(httpx.TransportError):
@@ -88,7 +104,7 @@ class EndpointClient:
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
         self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits,
-                                       headers=headers or None)
+                                       headers=headers or None, verify=tls_context())
         self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
@@ -128,7 +144,7 @@ class EndpointClient:
         self.stale_retries += 1
         if self._fresh is None:
             self._fresh = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout,
-                                            headers=self._http.headers,
+                                            headers=self._http.headers, verify=tls_context(),
                                             limits=httpx.Limits(max_keepalive_connections=0))
         return await self._fresh.send(request, stream=stream)
 

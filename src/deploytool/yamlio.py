@@ -32,17 +32,32 @@ def load_yaml(path: Path) -> LocatedDocument:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
+    # One parse: the data is constructed from the same node tree whose lines are indexed, as
+    # yaml.safe_load would construct it from its own parse (which was a second pure-Python parse
+    # of every file). The lines are read first, since constructing flattens merge keys in the
+    # tree; a key the index cannot hold (a list) is an error only if the data is constructed, as
+    # the constructor's own error about it comes first.
+    lines: dict[tuple[Any, ...], int] = {}
+    unindexable: TypeError | None = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                try:
+                    _index_lines(node, (), lines)
+                except TypeError as exc:
+                    unindexable = exc
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise UsageError(f"{where}: malformed YAML: {problem}") from None
-    lines: dict[tuple[Any, ...], int] = {}
-    if node is not None:
-        _index_lines(node, (), lines)
+    if unindexable is not None:
+        raise unindexable
     return LocatedDocument(path=path, data=data, lines=lines)
 
 

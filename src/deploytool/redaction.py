@@ -34,6 +34,11 @@ _KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^'
 _BEARER = re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{6,}")
 # user:password@ in a URL
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
+# What every match of _URL_CREDENTIALS holds after its scheme. The scheme's part tries each word of
+# the text and backtracks through it (25-40 ms over a 120 KB report, and a qualification writes four
+# files after every suite); this one starts at a literal `://`, so a text without credentials in a
+# URL, nearly every text, is passed over in well under a millisecond.
+_URL_CREDENTIALS_TAIL = re.compile(r"://[^/@\s:]*:[^/@\s]*@")
 # A key given as the next item of an argv list: ['--api-key', 'sk-...']
 _KEY_FLAG = re.compile(r"^--(?:admin[-_])?api[-_]key$")
 
@@ -72,6 +77,8 @@ def scrub(text: str, values: list[str] | tuple[str, ...] = ()) -> str:
                 text = text.replace(form, REDACTED)
     text = _KEY_ON_COMMAND_LINE.sub(lambda m: m.group(1) + REDACTED, text)
     text = _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    if _URL_CREDENTIALS_TAIL.search(text) is None:
+        return text
     return _URL_CREDENTIALS.sub(lambda m: m.group(1) + REDACTED + "@", text)
 
 

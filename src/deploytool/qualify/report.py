@@ -10,6 +10,8 @@ captured. `write_report_files` draws the same report from any two results.json d
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,7 +59,7 @@ def write_report_files(doc: dict[str, Any], folder: Path, against: Against | Non
     write_json(Path(folder) / "comparison.json", top.as_dict())
     drawn = pictures(doc, against.doc) if draw else []
     rows = _rows_frame(top)
-    sections = [_section(s) for s in doc["suites"]]
+    sections = [_rendered_section(s) for s in doc["suites"]]
     overview = pd.DataFrame([{"suite": s["name"], "verdict": s["verdict"] + (" (limited)" if s["limited"] else ""),
                               "duration_s": s["duration_s"], "reason": s["reason"]} for s in doc["suites"]])
     server = _server_table(doc["server"])
@@ -65,17 +67,40 @@ def write_report_files(doc: dict[str, Any], folder: Path, against: Against | Non
               "pictures": drawn}
     write_atomic(Path(folder) / "report.md", render(
         "qualify.md.j2", overview=table_markdown(overview), server=table_markdown(server),
-        comparison=table_markdown(rows),
-        sections=[{**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
-                   "tables": {k: table_markdown(v) for k, v in s["tables"].items()},
-                   "heatmaps": s["heatmaps_md"]} for s in sections],
-        **common))
+        comparison=table_markdown(rows), sections=[md for md, _ in sections], **common))
     write_atomic(Path(folder) / "report.html", render(
         "qualify.html.j2", overview=table_html(overview), server=table_html(server),
-        comparison_html=rows_html(top.rows),
-        sections=[{**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
-                   "tables": {k: table_html(v) for k, v in s["tables"].items()}} for s in sections],
-        **common))
+        comparison_html=rows_html(top.rows), sections=[html for _, html in sections], **common))
+
+
+# A suite's section as report.md and report.html show it, by the suite's results.json entry. The
+# runner rewrites the report after every suite (so a killed run leaves one), and each rewrite
+# drew every finished suite's tables again, unchanged: the most CPU a qualification spent in
+# deploytool's own code. The key is the entry's repr, which tells apart every value (a tuple from a
+# list, a string from a number) the tables could show differently, in its order.
+_RENDERED: OrderedDict[str, tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
+_RENDERED_KEPT = 32
+_RENDERED_LOCK = threading.Lock()
+
+
+def _rendered_section(suite: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(report.md's, report.html's) section of one suite."""
+    key = repr(suite)
+    with _RENDERED_LOCK:
+        hit = _RENDERED.get(key)
+        if hit is not None:
+            _RENDERED.move_to_end(key)
+            return hit
+    s = _section(suite)
+    md = {**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
+          "tables": {k: table_markdown(v) for k, v in s["tables"].items()}, "heatmaps": s["heatmaps_md"]}
+    html = {**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
+            "tables": {k: table_html(v) for k, v in s["tables"].items()}}
+    with _RENDERED_LOCK:
+        _RENDERED[key] = (md, html)
+        while len(_RENDERED) > _RENDERED_KEPT:
+            _RENDERED.popitem(last=False)
+    return md, html
 
 
 def _rows_frame(top: Any) -> pd.DataFrame:

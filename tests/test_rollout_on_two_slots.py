@@ -23,6 +23,8 @@ from lifecycle_helpers import remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
+# health interval 30: it paces the engine's probes only after the first healthy answer, which no
+# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 BASE = """\
 name: {name}
 extends: sim
@@ -31,7 +33,7 @@ server:
     startup-seconds: 0.5
     decode-tps: {tps}
   env: {env}
-health: {{start_period: 30, start_interval: 1, interval: 2, timeout: 2, retries: 2}}
+health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
 qualify: {{suites: [preflight, contract{more}]}}
 rollout: {{qualify: [preflight], quick_performance: true}}
 """
@@ -78,22 +80,27 @@ def events(name: str, **match) -> list[dict]:
     return [e for e in found if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
 
 class Sampler:
-    """Probes both slots' /health every 50 ms while a rollout runs."""
+    """Probes both slots' /health every 50 ms while a rollout runs, each probe on a connection of
+    its own (no keep-alive: a probe is a new client's request, as a gateway's health check is)."""
 
     def __init__(self, ports: dict[str, int]):
         self.ports, self.samples, self._stop = ports, [], threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def _up(self, port: int) -> bool:
+    def _up(self, client: httpx.Client, port: int) -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+            return client.get(f"http://127.0.0.1:{port}/health").status_code == 200
         except httpx.HTTPError:
             return False
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append((time.monotonic(), {n: self._up(p) for n, p in self.ports.items()}))
-            time.sleep(0.05)
+        # One client for every probe: a client per probe (httpx.get) parsed the CA bundle each
+        # time, about 45 ms of CPU a probe, so the sampler took most of a core from the rollout
+        # it watched. The probes are the same requests, each on a fresh connection.
+        with httpx.Client(timeout=1, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+            while not self._stop.is_set():
+                self.samples.append((time.monotonic(), {n: self._up(client, p) for n, p in self.ports.items()}))
+                time.sleep(0.05)
 
     def __enter__(self) -> "Sampler":
         self.thread.start()
@@ -185,7 +192,7 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     # cpu-b's new release, not after a loaded machine let it finish qualifying
     (folder / "t-new-slow.yaml").write_text("name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
                                             "    startup-seconds: 15\nhealth: {start_period: 600, start_interval: 1, "
-                                            "interval: 2, timeout: 2, retries: 2}\n")
+                                            "interval: 30, timeout: 2, retries: 2}\n")
     proc = start_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profile", "t-new-slow",
                      "--profiles-dir", str(folder))
     deadline = time.monotonic() + 300

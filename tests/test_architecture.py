@@ -27,14 +27,28 @@ def modules(package_dir: Path = PACKAGE) -> dict[str, tuple[Path, bool]]:
     return out
 
 
+# imports() of the same files, by their paths and texts: three tests read the whole graph, and
+# parsing every module again for each was most of their CPU (the key is the texts themselves, so a
+# file changed in between is read again).
+_GRAPHS: dict[tuple[tuple[str, str], ...], dict[str, dict[str, int]]] = {}
+
+
 def imports(package_dir: Path = PACKAGE) -> dict[str, dict[str, int]]:
     """Module -> {module it imports: line of the first such import}, deploytool's own only. A name
     imported from a package resolves to the submodule of that name when there is one."""
     known = modules(package_dir)
+    texts = {name: path.read_text() for name, (path, _) in known.items()}
+    key = tuple(sorted((str(path), texts[name]) for name, (path, _) in known.items()))
+    if key not in _GRAPHS:
+        _GRAPHS[key] = _import_graph(known, texts)
+    return _GRAPHS[key]
+
+
+def _import_graph(known: dict[str, tuple[Path, bool]], texts: dict[str, str]) -> dict[str, dict[str, int]]:
     graph: dict[str, dict[str, int]] = {name: {} for name in known}
     for name, (path, is_package) in known.items():
         package = name.split(".") if is_package else name.split(".")[:-1]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(ast.parse(texts[name], str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]

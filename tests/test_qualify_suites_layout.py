@@ -5,6 +5,7 @@ and requests in flight bounded by the suite's context, not by a semaphore of eac
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 from pathlib import Path
 
@@ -16,8 +17,11 @@ SUITES = QUALIFY / "suites"
 RUN_MAX_LINES = 60
 
 
-def _imports(path: Path) -> set[str]:
-    """Absolute dotted names a module imports (relative imports resolved against its package)."""
+@functools.lru_cache(maxsize=None)
+def _imports(path: Path) -> frozenset[str]:
+    """Absolute dotted names a module imports (relative imports resolved against its package).
+    Kept per file: the helpers' check reads every module of src/ once per helper, and parsing
+    them again for each was nearly all of its CPU."""
     package = ".".join(path.relative_to(QUALIFY.parent.parent).with_suffix("").parts)
     if path.name != "__init__.py":
         package = package.rsplit(".", 1)[0]
@@ -36,7 +40,7 @@ def _imports(path: Path) -> set[str]:
             out.update(f"{module}.{a.name}" for a in node.names)
         elif isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
-    return out
+    return frozenset(out)
 
 
 def test_every_suite_run_is_at_most_60_lines() -> None:

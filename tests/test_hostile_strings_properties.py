@@ -5,6 +5,7 @@ cores."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -118,3 +119,20 @@ def test_no_patch_path_leaves_its_tree(path, absolute):
         if result.applied:
             written = [p for p in root.rglob("*") if p.is_file() and p.read_text(errors="replace") == "owned\n"]
             assert written and all(p.resolve().is_relative_to(root.resolve()) for p in written)
+
+
+@SETTINGS
+@given(before=hostile, after=hostile, key=st.from_regex(r"sk-[A-Za-z0-9]{8,24}", fullmatch=True))
+def test_a_json_record_of_a_command_line_stays_json_and_loses_its_key(before, after, key):
+    """write_json scrubs each string, then the whole text again: a key that ends its string (the
+    closing quote follows it), a JSON escape after it, or hostile text around it must leave a file
+    that is JSON, in which the key is nowhere."""
+    from deploytool.files import write_json
+
+    record = {"launch_command": f"{before} --api-key {key}", "cmd": [f"--api-key={key}{after}", "--api-key", key],
+              "quoted": f'--api-key "{key}"', "tail": f"--api-key {key}\\{after}"}
+    with tempfile.TemporaryDirectory() as folder:
+        text = write_json(Path(folder) / "record.json", record).read_text()
+    assert key not in text
+    loaded = json.loads(text)
+    assert set(loaded) == set(record) and len(loaded["cmd"]) == 3

@@ -30,7 +30,13 @@ _lock = threading.Lock()
 KEY_FIELDS = frozenset({"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token", "password",
                         "authorization"})
 # A key on a command line (SGLang's launch_command is the merged command line, --config included).
-_KEY_ON_COMMAND_LINE = re.compile(r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\S+)")
+# The key after the flag: quoted ('...', "...", or \"...\" as a JSON string spells a quoted
+# one), or unquoted, never another flag (as argparse reads it), ending at a space, a quote or a
+# backslash: scrub also runs over whole JSON documents (files.write_json), where the string's
+# closing quote, or the backslash of an escape, directly follows a key that ends it; swallowing
+# them left a file that was not JSON.
+_KEY_ON_COMMAND_LINE = re.compile(
+    r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\\\"[^\"\\]*\\\"|(?!--)[^\s\"'\\]+)")
 _BEARER = re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{6,}")
 # user:password@ in a URL
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
@@ -102,10 +108,16 @@ def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
 
 
 def scrub_all(obj: Any) -> Any:
-    """A copy of `obj` (JSON-like) with `scrub` applied to every string, keys left as they are:
-    for records that keep a secret's *reference* under a key field (release.json's `api_key`)."""
+    """A copy of `obj` (JSON-like) with `scrub` applied to every string and the value after a key
+    flag in a list replaced, key fields left as they are: for records that keep a secret's
+    *reference* under a key field (release.json's `api_key`)."""
     if isinstance(obj, dict):
         return {k: scrub_all(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [scrub_all(v) for v in obj]
+        out = []
+        after_flag = False
+        for item in obj:
+            out.append(REDACTED if after_flag and isinstance(item, str) else scrub_all(item))
+            after_flag = isinstance(item, str) and bool(_KEY_FLAG.match(item))
+        return out
     return scrub(obj) if isinstance(obj, str) else obj

@@ -156,3 +156,19 @@ def test_a_kept_bench_run_stands_in_when_qualify_ran_no_performance_suite():
     decode = by_figure(other.rows)["decode, 1 request"]
     assert decode.beyond is None and "another bench method (m1 vs m2)" in decode.spread
     assert not other.regressions
+
+
+def test_a_needle_heatmap_with_no_length_measured_is_no_picture_and_no_warning():
+    import warnings
+
+    from deploytool.qualify.pictures import needle_picture
+
+    now = results()
+    now["suites"][2]["figures"]["heatmap"] = {"rows": ["depth 0.1", "depth 0.9"], "columns": [], "values": [[], []]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warned of a singular x-range drawing nothing
+        assert needle_picture(now) is None
+    now["suites"][2]["figures"]["heatmap"] = {"rows": ["depth 0.1"], "columns": ["8192"], "values": [[None]]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert needle_picture(now) is not None  # one column, even unscored, is a picture

@@ -45,7 +45,9 @@ def latency_picture(current: dict[str, Any], baseline: dict[str, Any]) -> Pictur
 
 def needle_picture(current: dict[str, Any]) -> Picture | None:
     heat = suite_figures(current, "needle").get("heatmap")
-    if not (isinstance(heat, dict) and heat.get("values")):
+    # no length measured (a fault took every one): no cell to draw, and an empty image is a
+    # picture of nothing that matplotlib warns about
+    if not (isinstance(heat, dict) and heat.get("values") and heat.get("columns")):
         return None
     values = [[float("nan") if v is None else float(v) for v in row] for row in heat["values"]]
     fig, ax = plt.subplots(figsize=(1.2 + 1.0 * len(heat["columns"]), 0.7 + 0.45 * len(heat["rows"])))

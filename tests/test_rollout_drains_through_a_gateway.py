@@ -67,10 +67,16 @@ http {{
 """
 
 # docs/hooks.md's nginx hooks, on this test's own nginx (its prefix and configuration)
+# (the pre-stop waits until nginx's old workers stopped accepting: `-s reload` only signals the
+# master, and on a loaded machine a request they took after the drain's count was cut by the stop)
 PRE_STOP = """#!/bin/sh
 set -eu
 echo "server ${{DEPLOYTOOL_URL#http://}} down;" > {root}/upstreams/$DEPLOYTOOL_SLOT.conf
+workers=$(pgrep -P "$(cat {root}/nginx.pid)" || true)
 {nginx} -p {root} -c {root}/nginx.conf -t -q && {nginx} -p {root} -c {root}/nginx.conf -s reload
+for pid in $workers; do
+    while tr '\\0' ' ' < /proc/$pid/cmdline 2>/dev/null | grep -q 'worker process *$'; do sleep 0.05; done
+done
 """
 POST_CUTOVER = """#!/bin/sh
 set -eu

@@ -57,6 +57,8 @@ def test_a_stream_that_goes_quiet_fails_at_its_idle_timeout_not_its_budget(tmp_p
         report = qualify(handle.url, tmp_path, suites=["contract"],
                          overrides={"contract": {"idle_timeout_s": 1, "max_tokens": 16, "request_timeout_s": 100}})
         took = time.monotonic() - started
-    # Two non-streamed requests, each allowed 1 s + its prompt's and max_tokens' share (16 / 10 tokens/s).
-    assert took < 2 * (1 + 1.6 + 1) + 3, took
+    # Two non-streamed requests, each allowed 1 s + its prompt's and max_tokens' share (16 / 10 tokens/s):
+    # about 7 s. The budget would take 200 s; half of one request's budget tells them apart with room
+    # for a loaded machine, where a bound near 7 s would be the machine's load under test
+    assert took < 50, took
     assert "no byte for" in report.suite("contract").reason and "idle timeout" in report.suite("contract").reason

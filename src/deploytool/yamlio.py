@@ -51,18 +51,22 @@ def _parse(text: str, loader_class: Any) -> tuple[Any, dict[tuple[Any, ...], int
         loader.dispose()
 
 
+def _parse_fast_then_pure(text: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    if _FAST_LOADER is not None:
+        try:
+            return _parse(text, _FAST_LOADER)
+        except yaml.YAMLError:
+            pass  # the pure-Python parser's refusal names the problem and place as before
+    return _parse(text, yaml.SafeLoader)
+
+
 def load_yaml(path: Path) -> LocatedDocument:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     try:
-        try:
-            if _FAST_LOADER is None:
-                raise yaml.YAMLError("no libyaml")
-            data, lines = _parse(text, _FAST_LOADER)
-        except yaml.YAMLError:
-            data, lines = _parse(text, yaml.SafeLoader)
+        data, lines = _parse_fast_then_pure(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -92,7 +92,10 @@ def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
 
     A container that could not read it is an error, not {}: the declared toolchain in its
     place would keep or wipe the cache on a fingerprint the image does not have."""
-    image_id = _image_id(engine, image)
+    return _installed(engine, image, _image_id(engine, image))
+
+
+def _installed(engine: Engine, image: str, image_id: str | None) -> dict[str, Any]:
     if image_id in _TOOLCHAINS:
         return dict(_TOOLCHAINS[image_id])
     try:
@@ -150,7 +153,7 @@ def state_and_expected(engine: Engine, image: str, slot: Slot) -> tuple[CacheSta
     both need one (the volume exists and this process has not read the image's toolchain yet)."""
     image_id = _image_id(engine, image)
     if image_id in _TOOLCHAINS or not engine.volume_exists(slot.cache_volume()):
-        expected = expected_fingerprint(engine, image, slot)
+        expected = _expected(engine, image, slot, _installed(engine, image, image_id))
         return read_state(engine, image, slot), expected
     out = _in_volume(engine, image, slot, f"{_TOOLCHAIN_SCRIPT}; printf '\\n%s\\n' '{_BETWEEN}'; {_STATE_SCRIPT}")
     record, between, state = out.partition(f"\n{_BETWEEN}\n")

@@ -13,15 +13,21 @@ import pytest
 
 from conftest import free_port, run_cli
 
-# The health check's `interval` paces the engine's probes only once a release has answered
-# healthy (start_interval paces them until then, and again after every start of a stopped
-# container, which the engine marks `starting`). No test reads the engine's health of a release
-# after its first healthy answer: the health gate waits for that answer, watch and the monitor
-# probe /health themselves, and a healthy status stays so without probes. Each probe is a
-# `docker exec` of curl, about 0.1 s of the machine's CPU (runc, the shim, the engine, curl):
-# at 2 s they took 5% of a core for every running release, for nothing a test looks at. The
-# health budget (start_period + retries x (interval + timeout)) grows with it: only a release
-# that never answers waits it out, and the profiles that test that (t-never) keep their own.
+def health_check(start_period: int = 30) -> str:
+    """The health check of the test profiles that start a release, as the profile's flow mapping.
+
+    Its `interval` paces the engine's probes only once a release has answered healthy
+    (start_interval paces them until then, and again after every start of a stopped container,
+    which the engine marks `starting`). No test reads the engine's health of a release after its
+    first healthy answer: the health gate waits for that answer, watch and the monitor probe
+    /health themselves, and a healthy status stays so without probes. Each probe is a `docker
+    exec` of curl, about 0.1 s of the machine's CPU (runc, the shim, the engine, curl): at 2 s
+    they took 5% of a core for every running release, for nothing a test looks at. The health
+    budget (start_period + retries x (interval + timeout)) grows with it: only a release that
+    never answers waits it out, and the profiles that test that (t-never) keep their own."""
+    return f"{{start_period: {start_period}, start_interval: 1, interval: 30, timeout: 2, retries: 2}}"
+
+
 PROFILES = {
     "t-good": """\
 name: t-good
@@ -31,8 +37,7 @@ server:
   args:
     startup-seconds: 0.5
     decode-tps: 2000
-health: {start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}
-""",
+health: """ + health_check() + "\n",
     "t-good2": "name: t-good2\nextends: t-good\nserver:\n  args:\n    decode-tps: 3000\n",
     "t-never": """\
 name: t-never

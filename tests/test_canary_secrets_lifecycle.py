@@ -20,14 +20,12 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port, run_cli
-from lifecycle_helpers import remove_instance
+from lifecycle_helpers import health_check, remove_instance
 
 pytestmark = pytest.mark.docker
 
 KEY = "CANARYKEY" + stdlib_secrets.token_hex(10)
 TOKEN = "hf_CANARYTOKEN" + stdlib_secrets.token_hex(10)
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 # the startup time is in the image's command, so a value of this run's own makes `build` build
 BASE = f"""\
 name: t36-base
@@ -36,7 +34,7 @@ server:
   args:
     startup-seconds: 0.5{stdlib_secrets.randbelow(10**6):06d}
     decode-tps: 2000
-health: {{start_period: 20, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health_check(20)}
 bench:
   quick:
     warmup_output_tokens: 8

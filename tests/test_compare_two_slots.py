@@ -12,16 +12,14 @@ import pytest
 from conftest import free_port, run_cli, run_clis
 from deploytool.bench.results import Figure
 from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
-from lifecycle_helpers import remove_instance
+from lifecycle_helpers import health_check, remove_instance
 
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 PROFILE = """\
 name: {name}
 extends: sim
 server:
   args: {{startup-seconds: 0.5, decode-tps: {tps}}}
-health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health}
 qualify: {{suites: [preflight, contract]}}
 """
 
@@ -70,8 +68,8 @@ def test_a_difference_is_beyond_the_spread_only_when_the_passes_do_not_overlap()
 def two_cpu_slots(docker_engine, tmp_path: Path):
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200))
-    (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100))
+    (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200, health=health_check()))
+    (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100, health=health_check()))
     for out in run_clis(*(("up", "--cpu-slot", slot, "--profile", name, "--port", str(free_port()),
                            "--profiles-dir", str(folder)) for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow"))),
                         timeout=600):

@@ -17,20 +17,18 @@ from conftest import free_port, run_cli
 from deploytool.host import labels
 from deploytool.release import weights
 from fake_checkpoints import write_hub_cache, write_model_folder
-from lifecycle_helpers import remove_instance
+from lifecycle_helpers import health_check, remove_instance
 
 pytestmark = pytest.mark.docker
 
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
-BASE = """\
+BASE = f"""\
 name: t13-base
 extends: sim
 server:
   args:
     startup-seconds: 0.5
     decode-tps: 2000
-health: {start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}
+health: {health_check()}
 """
 QUICK = ("--suite", "preflight", "--suite", "contract")
 

@@ -17,15 +17,13 @@ import httpx
 import pytest
 
 from conftest import free_port, run_cli, run_clis
-from lifecycle_helpers import remove_instance
+from lifecycle_helpers import health_check, remove_instance
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 TOKENS, DECODE_TPS = 1_200, 200  # each answer streams for 6 s: longer than the old hooks' sleeps
 
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 PROFILE = """\
 name: {name}
 extends: sim
@@ -33,7 +31,7 @@ server:
   args:
     startup-seconds: 0.5
     decode-tps: {tps}
-health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health}
 qualify: {{suites: [preflight]}}
 rollout: {{qualify: [preflight], quick_performance: false}}
 """
@@ -138,7 +136,7 @@ def gateway(docker_engine, tmp_path: Path):
     folder, root = tmp_path / "profiles", tmp_path / "nginx"
     folder.mkdir()
     for name, tps in (("t-old", DECODE_TPS), ("t-new", DECODE_TPS + 100)):
-        (folder / f"{name}.yaml").write_text(PROFILE.format(name=name, tps=tps))
+        (folder / f"{name}.yaml").write_text(PROFILE.format(name=name, tps=tps, health=health_check()))
     for sub in ("upstreams", "tmp", "hooks"):
         (root / sub).mkdir(parents=True)
     ports = {"a": free_port(), "b": free_port()}

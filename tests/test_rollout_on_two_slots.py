@@ -19,12 +19,10 @@ import httpx
 import pytest
 
 from conftest import ROOT, free_port, run_cli, run_clis, start_cli
-from lifecycle_helpers import remove_instance, served_decode_tps
+from lifecycle_helpers import health_check, remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 BASE = """\
 name: {name}
 extends: sim
@@ -33,14 +31,14 @@ server:
     startup-seconds: 0.5
     decode-tps: {tps}
   env: {env}
-health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health}
 qualify: {{suites: [preflight, contract{more}]}}
 rollout: {{qualify: [preflight], quick_performance: true}}
 """
 
 
 def profile(name: str, tps: int, env: str = "{}", more: str = "") -> str:
-    return BASE.format(name=name, tps=tps, env=env, more=more)
+    return BASE.format(name=name, tps=tps, env=env, more=more, health=health_check())
 
 
 @pytest.fixture
@@ -191,8 +189,7 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     # t-new answering 503 for its first 15 s: the Ctrl-C below lands while the rollout waits for
     # cpu-b's new release, not after a loaded machine let it finish qualifying
     (folder / "t-new-slow.yaml").write_text("name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
-                                            "    startup-seconds: 15\nhealth: {start_period: 600, start_interval: 1, "
-                                            "interval: 30, timeout: 2, retries: 2}\n")
+                                            "    startup-seconds: 15\nhealth: " + health_check(600) + "\n")
     proc = start_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profile", "t-new-slow",
                      "--profiles-dir", str(folder))
     deadline = time.monotonic() + 300

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port, run_cli
 from fake_checkpoints import safetensors_bytes
-from lifecycle_helpers import remove_instance
+from lifecycle_helpers import health_check, remove_instance
 
 pytestmark = pytest.mark.docker
 
@@ -37,8 +37,6 @@ def gate_env(docker_engine, tmp_path: Path):
     # Qwen3-30B-A3B's shape on an H200: 57 GiB of weights, 96 KiB of bf16 KV a token. The sim's
     # 262,144-token context is past the 40,960 this config derives, which SGLang allows only
     # with its override (else `up` refuses the start for that, before any pool is planned)
-    # health interval 30: it paces the engine's probes only after the first healthy answer, which no
-    # test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
     (profiles / "t-mem-fits.yaml").write_text(f"""\
 name: t-mem-fits
 extends: sim
@@ -47,7 +45,7 @@ model: {{host_path: {checkpoint}}}
 server:
   args: {{startup-seconds: 0.5, decode-tps: 2000, mem-fraction-static: 0.85}}
   env: {{SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN: "1"}}
-health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health_check()}
 """)
     # what-if: half the card for weights + KV leaves a pool shorter than the 262,144-token context
     (profiles / "t-mem-short.yaml").write_text("""\

@@ -14,12 +14,10 @@ import httpx
 import pytest
 
 from conftest import free_port, run_cli, start_cli
-from lifecycle_helpers import remove_instance, served_decode_tps
+from lifecycle_helpers import health_check, remove_instance, served_decode_tps
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
-# health interval 30: it paces the engine's probes only after the first healthy answer, which no
-# test here reads (lifecycle_helpers.PROFILES says why; each probe is ~0.1 s of the machine's CPU)
 FAST = """\
 name: {name}
 extends: sim
@@ -28,13 +26,13 @@ server:
     startup-seconds: 0.5
     decode-tps: {tps}
   env: {env}
-health: {{start_period: 30, start_interval: 1, interval: 30, timeout: 2, retries: 2}}
+health: {health}
 watch: {watch}
 """
 
 
 def write(folder: Path, name: str, tps: int, env: str = "{}", watch: str = "{}") -> None:
-    (folder / f"{name}.yaml").write_text(FAST.format(name=name, tps=tps, env=env, watch=watch))
+    (folder / f"{name}.yaml").write_text(FAST.format(name=name, tps=tps, env=env, watch=watch, health=health_check()))
 
 
 def events(name: str) -> list[dict]:

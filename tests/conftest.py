@@ -104,20 +104,32 @@ def _nothing_of_this_run_left_on_the_engine():
         return
     import docker
 
+    remove_this_instance(docker.from_env(timeout=60), tolerant=True)
+
+
+def remove_this_instance(client, *, tolerant: bool = False) -> None:
+    """Every container, volume and network of this run's instance, found by its labels. A
+    script's throwaway containers carry the instance under a label of their own (they are no
+    release) and go with the releases, first: one that a test's Ctrl-C or kill left behind
+    would hold a cache volume. Another instance's (a person's, another run's) is never touched.
+    `tolerant`: what the engine refuses is left, not raised (the session's last sweep)."""
+    import docker
+
     from deploytool.host import labels
 
-    client = docker.from_env(timeout=60)
-    # a script's throwaway container carries the instance under its own label (it is no release)
     throwaway = {"label": f"{labels.THROWAWAY}={labels.instance()}"}
-    for container in client.containers.list(all=True, filters=throwaway):
-        with contextlib.suppress(docker.errors.APIError):
-            container.remove(force=True)
     mine = {"label": f"{labels.INSTANCE}={labels.instance()}"}
-    for kind in ("containers", "volumes", "networks"):
-        listing = getattr(client, kind)
-        for item in listing.list(all=True, filters=mine) if kind == "containers" else listing.list(filters=mine):
-            with contextlib.suppress(docker.errors.APIError):
-                item.remove(force=True) if kind != "networks" else item.remove()
+    refused = (docker.errors.APIError,) if tolerant else (docker.errors.NotFound,)
+    for container in [*client.containers.list(all=True, filters=throwaway),
+                      *client.containers.list(all=True, filters=mine)]:
+        with contextlib.suppress(*refused):
+            container.remove(force=True)
+    for volume in client.volumes.list(filters=mine):
+        with contextlib.suppress(*refused):
+            volume.remove(force=True)
+    for network in client.networks.list(filters=mine):
+        with contextlib.suppress(*refused):
+            network.remove()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import free_port, run_cli
+from conftest import free_port, remove_this_instance, run_cli
 
 def health_check(start_period: int = 30) -> str:
     """The health check of the test profiles that start a release, as the profile's flow mapping.
@@ -76,14 +76,16 @@ def slot_env(docker_engine, profiles_dir: Path):
 
 
 def remove_instance(engine) -> None:
+    remove_this_instance(engine.client)
+
+
+def throwaways_left(engine) -> list[str]:
+    """The names of this instance's script containers (Engine.run_throwaway) on the engine."""
     from deploytool.host import labels
 
-    for c in engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
-        c.remove(force=True)
-    for v in engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
-        v.remove(force=True)
-    for n in engine.client.networks.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
-        n.remove()
+    mine = {"label": f"{labels.THROWAWAY}={labels.instance()}"}
+    # sparse: the listing's own fields (no inspect of each), where the names are a list
+    return [c.attrs["Names"][0].lstrip("/") for c in engine.client.containers.list(all=True, sparse=True, filters=mine)]
 
 
 def up(cli, profile: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,11 @@ once the container has exited, its failure with exit code and stderr, and nothin
 from __future__ import annotations
 
 import secrets
+import signal
+import threading
+import time
 
+import docker.errors
 import pytest
 
 from conftest import BASE_IMAGE
@@ -92,3 +96,137 @@ def test_a_command_container_that_outlives_its_timeout_is_removed(docker_engine)
     assert left == []
     done = docker_engine.run_argv(BASE_IMAGE, "echo", [mark], timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, mark)
+
+
+class _CtrlC:
+    """A real SIGINT, as a person's Ctrl-C, received by the main thread or by another thread of
+    this process (the kernel gives a process's signal to any thread; Python raises it in the
+    main thread either way), then a moment for Python to act on it."""
+
+    def __init__(self, receiver: str):
+        self.receiver = receiver
+        self.other = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)
+        self.other.start()
+
+    def __call__(self) -> None:
+        if self.receiver == "main thread":
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        else:
+            signal.pthread_kill(self.other.ident, signal.SIGINT)
+        time.sleep(0.3)  # a KeyboardInterrupt not held back is raised in here
+
+
+needs_main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                       reason="a SIGINT is raised in the main thread; this test runs in another")
+RECEIVERS = pytest.mark.parametrize("receiver", ["main thread", "another thread"])
+
+
+@needs_main_thread
+@RECEIVERS
+def test_ctrl_c_while_the_engine_makes_the_container_leaves_none_behind(docker_engine, monkeypatch,
+                                                                          receiver) -> None:
+    # The Ctrl-C arrives once the engine has made the container and before the client has its
+    # handle: raised there, nothing would remove it, and it would hold the cache volume.
+    from docker.models.containers import ContainerCollection
+
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    create, ctrl_c = ContainerCollection.create, _CtrlC(receiver)
+
+    def create_then_ctrl_c(self, *args, **kwargs):
+        made = create(self, *args, **kwargs)
+        ctrl_c()
+        return made
+
+    monkeypatch.setattr(ContainerCollection, "create", create_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        docker_engine.run_throwaway(BASE_IMAGE, f"echo never {mark}")
+    assert _left_behind(docker_engine, mark) == []
+
+
+@needs_main_thread
+@RECEIVERS
+def test_ctrl_c_as_the_container_is_removed_does_not_cut_the_removal_short(docker_engine, monkeypatch,
+                                                                            receiver) -> None:
+    from docker.models.containers import Container
+
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    remove, ctrl_c = Container.remove, _CtrlC(receiver)
+
+    def ctrl_c_then_remove(self, **kwargs):
+        ctrl_c()
+        return remove(self, **kwargs)
+
+    monkeypatch.setattr(Container, "remove", ctrl_c_then_remove)
+    with pytest.raises(KeyboardInterrupt):
+        docker_engine.run_throwaway(BASE_IMAGE, f"echo done {mark}")
+    assert _left_behind(docker_engine, mark) == []
+
+
+@needs_main_thread
+def test_a_sigterm_while_the_container_is_made_meets_the_handler_it_would_have_met(docker_engine,
+                                                                                   monkeypatch) -> None:
+    # deploytool's CLI turns SIGTERM into an exception; held back meanwhile, it reaches that
+    # handler once the container is in hand, and the handler is in place again afterwards
+    from docker.models.containers import ContainerCollection
+
+    class Terminated(Exception):
+        pass
+
+    def terminated(_number, _frame):
+        raise Terminated()
+
+    mark = f"# throwaway-{secrets.token_hex(4)}"
+    create = ContainerCollection.create
+
+    def create_then_sigterm(self, *args, **kwargs):
+        made = create(self, *args, **kwargs)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        time.sleep(0.3)
+        return made
+
+    monkeypatch.setattr(ContainerCollection, "create", create_then_sigterm)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        with pytest.raises(Terminated):
+            docker_engine.run_throwaway(BASE_IMAGE, f"echo never {mark}")
+        assert signal.getsignal(signal.SIGTERM) is terminated
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert _left_behind(docker_engine, mark) == []
+
+
+def test_removing_a_volume_removes_the_throwaway_a_killed_process_left_on_it(docker_engine) -> None:
+    # What a process killed between making a throwaway container and removing it leaves: the
+    # container, never started, mounting the cache volume. The volume goes all the same.
+    from deploytool.host import labels
+
+    volume = f"{labels.name_prefix()}-throwaway-vol-{secrets.token_hex(4)}"
+    docker_engine.client.volumes.create(volume, labels={labels.INSTANCE: labels.instance()})
+    left = docker_engine.client.containers.create(BASE_IMAGE, ["true"], network_mode="none",
+                                                  volumes={volume: {"bind": "/cache", "mode": "rw"}},
+                                                  labels={labels.THROWAWAY: labels.instance()})
+    docker_engine.remove_volume(volume)
+    assert not docker_engine.volume_exists(volume)
+    with pytest.raises(docker.errors.NotFound):
+        docker_engine.client.containers.get(left.id)
+
+
+def test_a_volume_something_else_uses_is_refused_with_its_user_named(docker_engine) -> None:
+    from deploytool.host import labels
+
+    volume = f"{labels.name_prefix()}-throwaway-vol-{secrets.token_hex(4)}"
+    name = f"{labels.name_prefix()}-volume-user-{secrets.token_hex(4)}"
+    docker_engine.client.volumes.create(volume, labels={labels.INSTANCE: labels.instance()})
+    # not a throwaway of this instance: a release, a person's container; it is never removed for them
+    user = docker_engine.client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, name=name,
+                                               network_mode="none", labels={labels.INSTANCE: labels.instance()},
+                                               volumes={volume: {"bind": "/cache", "mode": "rw"}})
+    try:
+        with pytest.raises(DeployError, match=f"volume {volume} is still in use by {name}") as refused:
+            docker_engine.remove_volume(volume)
+        assert "docker rm -f" in refused.value.hint
+        assert docker_engine.volume_exists(volume)
+        assert docker_engine.client.containers.get(user.id).status == "running"
+    finally:
+        user.remove(force=True)
+        docker_engine.client.volumes.get(volume).remove(force=True)

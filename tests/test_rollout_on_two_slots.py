@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from conftest import ROOT, free_port, run_cli, run_clis, start_cli
-from lifecycle_helpers import health_check, remove_instance, served_decode_tps
+from lifecycle_helpers import health_check, remove_instance, served_decode_tps, throwaways_left
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
@@ -184,7 +184,7 @@ def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_r
     assert all(e["seconds"] >= 0 for e in events("hook"))
 
 
-def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
+def test_an_interrupted_rollout_resumes_from_the_journal(two_slots, docker_engine):
     folder, ports = two_slots
     # t-new answering 503 for its first 15 s: the Ctrl-C below lands while the rollout waits for
     # cpu-b's new release, not after a loaded machine let it finish qualifying
@@ -201,6 +201,8 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "--resume" in err
+    # the Ctrl-C lands about when cpu-b's cache volume is read: no container of that read is left holding it
+    assert throwaways_left(docker_engine) == []
     now = serving()
     assert now["cpu-a"] == (2, "running") and now["cpu-b"] == (1, "running")  # cpu-b restored
     rid = events("rollout.start")[-1]["rollout"]

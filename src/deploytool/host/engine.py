@@ -8,14 +8,17 @@ Callers get typed `Release` objects, not the SDK's dicts.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import io
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tarfile
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,6 +46,33 @@ def _file_in(container: Any, path: str) -> str | None:
             return handle.read().decode("utf-8", "replace") if handle is not None else None
     except (docker.errors.NotFound, tarfile.TarError):  # not written, or not a file: the log has why
         return None
+
+
+@contextlib.contextmanager
+def _interruptions_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM (both raise in the main thread) held back for one engine call that
+    makes or removes a container, and delivered when it returns. Raised in the middle of the
+    call, the engine would have made the container and this process no handle to remove it by,
+    or the removal would be cut short: a container left holding the slot's cache volume.
+
+    The handlers are swapped for one that takes note, not the signals blocked: blocking covers
+    only the calling thread, and any other thread of the process (the HTTP client's, a thread
+    pool's) may receive the signal and have the main thread raise all the same. The client's
+    timeout bounds the wait. Called outside the main thread, nothing is held: there, no signal
+    is raised."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {number: signal.signal(number, lambda number, _frame: noted.append(number)) for number in held}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+        if noted:  # the handler it would have met: KeyboardInterrupt, deploytool's Terminated, or the default
+            signal.raise_signal(noted[0])
 
 
 def _engine_errors_as_messages(cls: type) -> type:
@@ -160,7 +190,22 @@ class Engine:
         return removed
 
     def remove_volume(self, name: str) -> None:
-        self.client.volumes.get(name).remove()
+        """Remove a volume. A throwaway container of this instance that still mounts it and has
+        stopped (or never started) is one a deploytool process left when it was killed before
+        removing it: it would hold the volume for ever, so it goes first. Anything else that
+        still uses the volume is named in the refusal, and nothing is removed."""
+        leftovers = {"volume": name, "label": f"{labels.THROWAWAY}={labels.instance()}"}
+        for container in self.client.containers.list(all=True, filters=leftovers):
+            if container.status != "running":  # a running one is another deploytool's read, now
+                container.remove(force=True, v=True)
+        try:
+            self.client.volumes.get(name).remove()
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            users = sorted(c.name for c in self.client.containers.list(all=True, filters={"volume": name}))
+            raise DeployError(f"volume {name} is still in use by {', '.join(users) or 'a container'}",
+                              hint="stop and remove what uses it (`docker rm -f NAME`), then run this again") from None
 
     def logs(self, release: Release, *, tail: int | None = None, since: float | None = None,
              follow: bool = False) -> Any:
@@ -225,15 +270,14 @@ class Engine:
         while it runs or read after it exits. The files are there until the container is removed."""
         volumes = {volume: {"bind": mount, "mode": "rw"}} if volume else None
         wrapped = f"( {script}\n) >{_THROWAWAY_OUT} 2>{_THROWAWAY_ERR}"
+        container: Any = None
         try:
-            container = self.client.containers.create(image, entrypoint=["/bin/sh", "-c"], command=[wrapped],
-                                                      network_mode="none", volumes=volumes,
-                                                      user="0" if root else None,
-                                                      # so that a clean-up finds it if this process dies before it removes it
-                                                      labels={labels.THROWAWAY: labels.instance()})
-        except docker.errors.ImageNotFound:
-            raise DeployError(f"image {image} is not on this engine") from None
-        try:
+            with _interruptions_held():
+                container = self.client.containers.create(
+                    image, entrypoint=["/bin/sh", "-c"], command=[wrapped], network_mode="none", volumes=volumes,
+                    user="0" if root else None,
+                    # so that a clean-up finds it if this process dies before it removes it
+                    labels={labels.THROWAWAY: labels.instance()})
             container.start()
             status = container.wait()["StatusCode"]
             out = _file_in(container, _THROWAWAY_OUT)
@@ -247,11 +291,15 @@ class Engine:
                 said = (_file_in(container, _THROWAWAY_ERR) or "").strip() or out.strip()
                 raise DeployError(f"a throwaway container of {image} failed (exit {status}): {said[-2000:]}")
             return out
+        except docker.errors.ImageNotFound:
+            raise DeployError(f"image {image} is not on this engine") from None
         finally:
-            try:
-                container.remove(force=True, v=True)  # v: an image's declared VOLUMEs go with it
-            except docker.errors.NotFound:
-                pass  # already gone: the error that brought us here is the one to report
+            if container is not None:
+                with _interruptions_held():
+                    try:
+                        container.remove(force=True, v=True)  # v: an image's declared VOLUMEs go with it
+                    except docker.errors.NotFound:
+                        pass  # already gone: the error that brought us here is the one to report
 
     def run_argv(self, image: str, entrypoint: str, args: list[str], *,
                  timeout: float) -> subprocess.CompletedProcess[str]:

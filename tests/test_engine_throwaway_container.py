@@ -116,6 +116,16 @@ class _CtrlC:
         time.sleep(0.3)  # a KeyboardInterrupt not held back is raised in here
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt meanwhile, as in a terminal's foreground job. A suite
+    started in the background (`nohup make test &`, a checker's script) inherits SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 needs_main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                        reason="a SIGINT is raised in the main thread; this test runs in another")
 RECEIVERS = pytest.mark.parametrize("receiver", ["main thread", "another thread"])
@@ -124,7 +134,7 @@ RECEIVERS = pytest.mark.parametrize("receiver", ["main thread", "another thread"
 @needs_main_thread
 @RECEIVERS
 def test_ctrl_c_while_the_engine_makes_the_container_leaves_none_behind(docker_engine, monkeypatch,
-                                                                          receiver) -> None:
+                                                                          ctrl_c_raises, receiver) -> None:
     # The Ctrl-C arrives once the engine has made the container and before the client has its
     # handle: raised there, nothing would remove it, and it would hold the cache volume.
     from docker.models.containers import ContainerCollection
@@ -146,7 +156,7 @@ def test_ctrl_c_while_the_engine_makes_the_container_leaves_none_behind(docker_e
 @needs_main_thread
 @RECEIVERS
 def test_ctrl_c_as_the_container_is_removed_does_not_cut_the_removal_short(docker_engine, monkeypatch,
-                                                                            receiver) -> None:
+                                                                            ctrl_c_raises, receiver) -> None:
     from docker.models.containers import Container
 
     mark = f"# throwaway-{secrets.token_hex(4)}"

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import free_port, remove_this_instance, run_cli
 
+
 def health_check(start_period: int = 30) -> str:
     """The health check of the test profiles that start a release, as the profile's flow mapping.
 

@@ -98,22 +98,44 @@ def test_a_command_container_that_outlives_its_timeout_is_removed(docker_engine)
     assert (done.returncode, done.stdout.strip()) == (0, mark)
 
 
-class _CtrlC:
-    """A real SIGINT, as a person's Ctrl-C, received by the main thread or by another thread of
-    this process (the kernel gives a process's signal to any thread; Python raises it in the
-    main thread either way), then a moment for Python to act on it."""
+class _Signal:
+    """A real signal (SIGINT is a person's Ctrl-C), received by the main thread or by another
+    thread of this process (the kernel gives a process's signal to any thread; Python raises it
+    in the main thread either way), then a moment for Python to act on it."""
 
-    def __init__(self, receiver: str):
-        self.receiver = receiver
+    def __init__(self, number: int, receiver: str):
+        self.number, self.receiver = number, receiver
         self.other = threading.Thread(target=threading.Event().wait, args=(30,), daemon=True)
         self.other.start()
 
     def __call__(self) -> None:
-        if self.receiver == "main thread":
-            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        else:
-            signal.pthread_kill(self.other.ident, signal.SIGINT)
-        time.sleep(0.3)  # a KeyboardInterrupt not held back is raised in here
+        thread = threading.main_thread() if self.receiver == "main thread" else self.other
+        signal.pthread_kill(thread.ident, self.number)
+        time.sleep(0.3)  # an exception not held back is raised in here
+
+
+def _signal_at(monkeypatch, moment: str, send: _Signal) -> None:
+    """`send` just after the engine has made the container, before the client holds its handle
+    ("made"), or just as the client asks the engine to remove it ("removed")."""
+    from docker.models.containers import Container, ContainerCollection
+
+    if moment == "made":
+        create = ContainerCollection.create
+
+        def create_then_signal(self, *args, **kwargs):
+            made = create(self, *args, **kwargs)
+            send()
+            return made
+
+        monkeypatch.setattr(ContainerCollection, "create", create_then_signal)
+    else:
+        remove = Container.remove
+
+        def signal_then_remove(self, **kwargs):
+            send()
+            return remove(self, **kwargs)
+
+        monkeypatch.setattr(Container, "remove", signal_then_remove)
 
 
 @pytest.fixture
@@ -127,48 +149,21 @@ def ctrl_c_raises():
 
 
 needs_main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
-                                       reason="a SIGINT is raised in the main thread; this test runs in another")
-RECEIVERS = pytest.mark.parametrize("receiver", ["main thread", "another thread"])
+                                       reason="a signal is raised in the main thread; this test runs in another")
 
 
 @needs_main_thread
-@RECEIVERS
-def test_ctrl_c_while_the_engine_makes_the_container_leaves_none_behind(docker_engine, monkeypatch,
-                                                                          ctrl_c_raises, receiver) -> None:
-    # The Ctrl-C arrives once the engine has made the container and before the client has its
-    # handle: raised there, nothing would remove it, and it would hold the cache volume.
-    from docker.models.containers import ContainerCollection
-
+@pytest.mark.parametrize("receiver", ["main thread", "another thread"])
+@pytest.mark.parametrize("moment", ["made", "removed"])
+def test_a_ctrl_c_as_the_container_is_made_or_removed_leaves_none_behind(docker_engine, monkeypatch, ctrl_c_raises,
+                                                                          moment, receiver) -> None:
+    # Raised while the engine makes the container, the Ctrl-C would leave it made and the client
+    # without a handle to remove it by; raised as it is removed, it would cut the removal short.
+    # Either way a container would be left holding the cache volume.
     mark = f"# throwaway-{secrets.token_hex(4)}"
-    create, ctrl_c = ContainerCollection.create, _CtrlC(receiver)
-
-    def create_then_ctrl_c(self, *args, **kwargs):
-        made = create(self, *args, **kwargs)
-        ctrl_c()
-        return made
-
-    monkeypatch.setattr(ContainerCollection, "create", create_then_ctrl_c)
+    _signal_at(monkeypatch, moment, _Signal(signal.SIGINT, receiver))
     with pytest.raises(KeyboardInterrupt):
-        docker_engine.run_throwaway(BASE_IMAGE, f"echo never {mark}")
-    assert _left_behind(docker_engine, mark) == []
-
-
-@needs_main_thread
-@RECEIVERS
-def test_ctrl_c_as_the_container_is_removed_does_not_cut_the_removal_short(docker_engine, monkeypatch,
-                                                                            ctrl_c_raises, receiver) -> None:
-    from docker.models.containers import Container
-
-    mark = f"# throwaway-{secrets.token_hex(4)}"
-    remove, ctrl_c = Container.remove, _CtrlC(receiver)
-
-    def ctrl_c_then_remove(self, **kwargs):
-        ctrl_c()
-        return remove(self, **kwargs)
-
-    monkeypatch.setattr(Container, "remove", ctrl_c_then_remove)
-    with pytest.raises(KeyboardInterrupt):
-        docker_engine.run_throwaway(BASE_IMAGE, f"echo done {mark}")
+        docker_engine.run_throwaway(BASE_IMAGE, f"echo {mark}")
     assert _left_behind(docker_engine, mark) == []
 
 
@@ -177,8 +172,6 @@ def test_a_sigterm_while_the_container_is_made_meets_the_handler_it_would_have_m
                                                                                    monkeypatch) -> None:
     # deploytool's CLI turns SIGTERM into an exception; held back meanwhile, it reaches that
     # handler once the container is in hand, and the handler is in place again afterwards
-    from docker.models.containers import ContainerCollection
-
     class Terminated(Exception):
         pass
 
@@ -186,15 +179,7 @@ def test_a_sigterm_while_the_container_is_made_meets_the_handler_it_would_have_m
         raise Terminated()
 
     mark = f"# throwaway-{secrets.token_hex(4)}"
-    create = ContainerCollection.create
-
-    def create_then_sigterm(self, *args, **kwargs):
-        made = create(self, *args, **kwargs)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
-        time.sleep(0.3)
-        return made
-
-    monkeypatch.setattr(ContainerCollection, "create", create_then_sigterm)
+    _signal_at(monkeypatch, "made", _Signal(signal.SIGTERM, "main thread"))
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
         with pytest.raises(Terminated):

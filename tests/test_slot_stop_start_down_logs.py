@@ -159,6 +159,36 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert nothing.returncode == 1 and "has nothing to remove" in _json(nothing)["error"]["message"]
 
 
+def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of_the_volume(slot_env,
+                                                                                            docker_engine):
+    """A throwaway container that a killed deploytool left on the cache volume goes with it; a
+    container of anything else using it stops `down --volumes` at the volume, named, and the
+    release it has already removed is not brought back."""
+    from deploytool.host import labels
+    from deploytool.release.slots import Slot
+
+    assert up(slot_env, "t-good").returncode == 0
+    volume, image = Slot().cache_volume(), docker_engine.releases("cpu")[0].image
+    mounted = {volume: {"bind": "/cache", "mode": "rw"}}
+    left = docker_engine.client.containers.create(image, ["true"], network_mode="none", volumes=mounted,
+                                                  labels={labels.THROWAWAY: labels.instance()})
+    user = docker_engine.client.containers.run(image, ["300"], entrypoint=["sleep"], detach=True, volumes=mounted,
+                                               network_mode="none", name=f"{labels.name_prefix()}-volume-user",
+                                               labels={labels.INSTANCE: labels.instance()})
+    refused = slot_env("down", "--cpu", "--volumes", "--json")
+    assert refused.returncode == 1
+    error = _json(refused)["error"]
+    assert f"volume {volume} is still in use by {user.name}" in error["message"]
+    assert "release 1 was removed before that, as planned: nothing serves on slot cpu" in error["message"]
+    assert "restor" not in error["message"] and "docker rm -f" in error["hint"]
+    assert docker_engine.releases("cpu") == [] and docker_engine.volume_exists(volume)
+
+    user.remove(force=True)
+    assert slot_env("down", "--cpu", "--volumes").returncode == 0
+    assert not docker_engine.volume_exists(volume)
+    assert [c.id for c in docker_engine.client.containers.list(all=True, sparse=True) if c.id == left.id] == []
+
+
 def test_a_test_instance_never_touches_another_instances_release(slot_env, profiles_dir, tmp_path, docker_engine):
     """A person's release left serving (the demo's: another instance, another state directory)
     and this test's slot of the same name: stop and down of the test's touch only the test's."""

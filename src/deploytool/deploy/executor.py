@@ -77,6 +77,7 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
         reporter.step(check)
     _journal_start(plan)
     handed_over = False  # once a release was stopped or started, a failure must restore
+    fallback_removed = False  # ... unless the plan itself removed the release a restore would bring back
     current: Step | None = None
     try:
         for current in plan.steps:
@@ -84,6 +85,7 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
             _journal_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
+            fallback_removed = fallback_removed or (isinstance(current, Remove) and current.release == plan.fallback)
             if isinstance(current, (Stop, Start, CutOver)):
                 _follow_monitor(run)
             hooks.after_step(plan, current)
@@ -97,6 +99,9 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
         journal(f"{plan.action}.failed", slot=plan.slot, release=plan.release,
                 reason=failure.message.splitlines()[0])
         hooks.on_failure(plan, failure)
+        if fallback_removed:  # `down` past its release's removal: nothing is to serve, as asked
+            raise _kind(failure)(f"{_headline(plan, failure)}\n  release {plan.fallback} was removed before "
+                                 f"that, as planned: nothing serves on slot {plan.slot}", hint=failure.hint) from None
         _restore(run, failure, hooks)
     run.outcome.seconds = round(time.monotonic() - started, 1)
     return run.outcome
@@ -148,13 +153,22 @@ def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
             describe=step.describe(), restore=restore)
 
 
+def _kind(failure: DeploytoolError) -> type[DeploytoolError]:
+    """What a failed plan raises: an interrupted one still exits 130 whatever followed."""
+    return Interrupted if isinstance(failure, Interrupted) else DeployError
+
+
+def _headline(plan: Plan, failure: DeploytoolError) -> str:
+    return (failure.message if plan.action == "up" else
+            f"rollback to release {plan.release} failed: {failure.message}" if plan.action == "rollback" else
+            f"{plan.action} of slot {plan.slot} failed: {failure.message}")
+
+
 def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
     """Run the plan's restore steps; always raises, saying what serves on the slot now.
     The error keeps its kind (an interrupted up still exits 130 after the restore)."""
-    plan, kind = run.plan, (Interrupted if isinstance(failure, Interrupted) else DeployError)
-    headline = (failure.message if plan.action == "up" else
-                f"rollback to release {plan.release} failed: {failure.message}" if plan.action == "rollback" else
-                f"{plan.action} of slot {plan.slot} failed: {failure.message}")
+    plan, kind = run.plan, _kind(failure)
+    headline = _headline(plan, failure)
     fallback = plan.fallback
     for step in plan.restore:
         try:

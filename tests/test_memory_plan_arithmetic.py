@@ -144,7 +144,7 @@ def test_mla_with_dsa_indexer_and_fp8_latent() -> None:
     inputs = PlanInputs(context_length=90_000, mem_fraction_static=0.87, kv_cache_dtype="fp8_e4m3", tp_size=8,
                         max_running_requests=16, speculative_algorithm="EAGLE", speculative_num_draft_tokens=6,
                         min_running_requests=16)
-    plan = plan_memory(shape, card_from_table("b300"), inputs)
+    plan = plan_memory(shape, card_from_table("b300", count=8), inputs)
     # the latent is replicated on every GPU (not split by TP); the draft adds one layer of each
     assert plan.kv_bytes_per_token_with_draft == (latent + indexer) * 78 + latent + indexer
     assert plan.fits and plan.max_running_requests == 16

@@ -81,3 +81,25 @@ def test_server_info_reports_the_resolved_launch() -> None:
     assert info["speculative_num_steps"] == 2
     assert info["internal_states"][0]["avg_spec_accept_length"] == pytest.approx(1.75)
     assert info["internal_states"][0]["memory_usage"]["token_capacity"] == 327_680
+
+
+def test_graphs_by_batch_size_and_the_chunk_fail_a_start_above_the_edge() -> None:
+    """The runtime's rule is the planner's (edge_rule.py): each captured decode batch size's graph
+    (SGLang's capture list up to --cuda-graph-max-bs) and the largest chunk's activations must fit
+    beside the pool; the failure says what was needed and the highest fraction that starts."""
+    from deploytool.sim.launch_rules import start_failure
+
+    base = dict(gpu_memory_gib=100.0, weights_gib=10.0, graph_mib_per_bs=1.0, chunk_mib_per_token=0.25)
+    # capture list up to 8: 1 + 2 + 4 + 8 = 15 MiB of graphs; a 8192-token chunk: 2048 MiB
+    # -> 2063 MiB beside the pool; 100 GiB x (1 - 0.979) = 2150 MiB holds it, 0.980 (2048 MiB) does not
+    fits = SimSettings(**base, cuda_graph_max_bs=8, chunked_prefill_size=8192, mem_fraction_static=0.979)
+    assert start_failure(fits) is None
+    over = SimSettings(**base, cuda_graph_max_bs=8, chunked_prefill_size=8192, mem_fraction_static=0.98)
+    failure = start_failure(over)
+    assert failure and "CUDA out of memory" in failure and "the highest mem-fraction-static that starts is 0.979" in failure
+    # more graph sizes: 512's capture list sums to far more, and the same fraction no longer starts
+    graphs = SimSettings(**base, cuda_graph_max_bs=512, chunked_prefill_size=8192, mem_fraction_static=0.979)
+    assert start_failure(graphs) is not None
+    # a smaller chunk buys it back
+    small = SimSettings(**base, cuda_graph_max_bs=8, chunked_prefill_size=2048, mem_fraction_static=0.99)
+    assert start_failure(small) is None

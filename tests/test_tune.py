@@ -95,20 +95,37 @@ def test_candidates_that_do_not_differ_are_a_tie_and_nothing_is_recommended(tmp_
 
 
 def test_a_candidate_that_cannot_start_is_found_at_once_and_the_search_goes_on(tmp_path: Path) -> None:
-    # the planner does not model the activations' slack; the reference runtime's memory rule
-    # fails a start whose slack (141 GiB x 0.03) is under --activation-gib 6, as SGLang's OOM does
-    profiles = write_profile(tmp_path / "profiles", args={"activation-gib": 6},
-                             tune={"flags": {"mem-fraction-static": [0.85, 0.97]}, "rounds": 1, "repeats": 1})
+    # a start that dies of what no plan sees (the runtime's crash-on-start fault): found as it
+    # happens, and the search goes on (a memory death is pruned before the start: below)
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"fault": ["crash_on_start"]}, "rounds": 1,
+                                                          "repeats": 1})
     done = tune_cli(profiles, tmp_path / "report", "--local", "--no-qualify")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     failed = {c["id"]: c for c in data["candidates"]}["c01"]
     assert failed["verdict"] == "failed to start"
-    assert "CUDA out of memory" in failed["starts"][0]["error"]
-    assert "CUDA out of memory" in Path(failed["starts"][0]["log"]).read_text()
+    assert "crash_on_start" in Path(failed["starts"][0]["log"]).read_text()
     # the exit is seen as it happens, not the health budget waited out
-    assert failed["starts"][0]["error"].startswith("the server exited with status 1 before it was ready")
+    assert failed["starts"][0]["error"].startswith("the server exited with status 3 before it was ready")
     assert data["winner"] == "base" and data["counts"]["failed_starts"] == 1
+
+
+def test_candidates_above_the_upper_edge_are_pruned_as_one_lesson_and_none_dies_of_memory(tmp_path: Path) -> None:
+    # the reference runtime's memory rule (edge_rule.py, as the planner's): 141 GiB x (1 - 0.97) =
+    # 4.2 GiB beside the pool, under the 6 GiB workspace: both 0.97 candidates would die of CUDA
+    # out-of-memory; the plan drops them before any start, for one reason
+    profiles = write_profile(tmp_path / "profiles", args={"activation-gib": 6},
+                             tune={"flags": {"mem-fraction-static": [0.85, 0.97], "max-running-requests": [2, 4]},
+                                   "rounds": 1, "repeats": 1})
+    done = tune_cli(profiles, tmp_path / "report", "--local", "--no-qualify")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    died = [c for c in data["candidates"] if c["verdict"] == "failed to start"]
+    assert died == [] and data["counts"]["failed_starts"] == 0
+    pruned = [c for c in data["candidates"] if c["verdict"] == "pruned by the plan"]
+    assert len(pruned) == 2 and all(c["changes"]["mem-fraction-static"] == 0.97 for c in pruned)
+    assert all("the highest fraction that starts is 0.957" in c["pruned"] for c in pruned)
+    assert {c["lesson"] for c in pruned} == {"upper edge: mem-fraction-static above 0.957"}
 
 
 def test_an_slo_no_candidate_meets_names_the_closest(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
 @app.command("plan-memory")
 def plan_memory_cli(
     profile: Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")],
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Plan for this GPU (UUID), read through NVML.")] = None,
-    card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300.")] = None,
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Plan for this GPU (UUID), read through NVML; UUID,UUID,... for a slot of several.")] = None,
+    card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).")] = None,
     set_: Annotated[Optional[list[str]], typer.Option("--set", help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.")] = None,
     checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.")] = None,
     patches: Annotated[Optional[str], typer.Option("--patches", help="What-if: the image's patches to assume: `none`, `series` (every patch in the `series` file of the profile's series folder: image.source.series, else images/sglang/patches/<version>/) or file names separated by commas; default the profile's own.")] = None,
@@ -78,5 +78,18 @@ def _rows(plan) -> list[tuple[str, str]]:
         ("KV pool (tokens)", f"{plan.pool_tokens:,}"),
         ("max running requests", str(plan.max_running_requests)),
         (f"requests at the full context ({plan.context_length:,})", str(plan.requests_at_full_context)),
+        *[(f"beside the pool: {i['what']} ({i['source']})", f"{i['gib']:.2f}") for i in plan.beside_pool],
+        ("highest mem-fraction-static that starts", _edge(plan)),
         ("verdict", plan.verdict),
     ]
+
+
+def _edge(plan) -> str:
+    edge = plan.upper_edge
+    if not edge:
+        return "-"
+    if edge["max_fraction"] is None:
+        return "none"
+    if edge["calibrated"]:
+        return f"{edge['max_fraction']:.3f}"
+    return f"{edge['max_fraction']:.3f} (uncalibrated; {edge['sure_fraction']} with the estimates doubled)"

@@ -101,11 +101,14 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
                "max_running_requests": plan.max_running_requests, "weights_gib": plan.weights_gib,
                "card": plan.card, "problems": plan.problems,
                "patches": [p.split(":", 1)[0] for p in plan.patches],
-               "startup": plan.startup}
+               "startup": plan.startup, "max_mem_fraction_static": plan.max_mem_fraction_static,
+               "mem_fraction_static": plan.mem_fraction_static}
     changes = [f"SGLang will change {n['flag']}: asked {n['asked']}, will use {n['uses']} ({n['why']}); {n['fix']}"
                for n in plan.startup if n["kind"] == "change"]
     if plan.fits:
-        return MemoryCheck(summary=summary, warnings=changes)
+        # above the edge the estimates allow for, the start may still die: said, not refused
+        unsure = [w for w in plan.warnings if w.startswith("uncalibrated:")]
+        return MemoryCheck(summary=summary, warnings=changes + unsure)
     if skip:
         return MemoryCheck(summary=summary, skipped=True,
                            warnings=["--skip-memory-plan: starting although the memory plan says: "

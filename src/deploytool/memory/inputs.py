@@ -37,6 +37,16 @@ class PlanInputs:
     # the SGLang release the launch will run (the profile's image.runtime_version): where a rule
     # the planner models differs between releases, that release's (releases.py)
     runtime_version: str | None = None
+    # what sizes the memory beside the pool (upper_edge.py): None where SGLang picks by the card
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    speculative_num_steps: int | None = None
+    # the parallel sizes, checked against the plan's cards (parallel.py)
+    pp_size: int = 1
+    dp_size: int = 1
+    ep_size: int = 1
+    enable_dp_attention: bool = False
     # the profile's own demands (qualify.preflight)
     min_running_requests: int = 1
     require_full_context_kv: bool = True

@@ -32,7 +32,9 @@ from .cards import GIB, MIB, Card
 from .checkpoint import ModelShape
 from .inputs import PlanInputs
 from .linear_state import LinearState, plan_linear_state, state_bytes_per_request
+from .parallel import parallel_problems
 from .releases import PLANNER_RELEASE, rules_release
+from .upper_edge import judge, upper_edge
 from .weights import weights_on_gpu
 
 __all__ = ["MemoryPlan", "PlanInputs", "kv_cell_bytes", "kv_dtype_bytes", "plan_memory", "state_bytes_per_request"]
@@ -110,10 +112,16 @@ class MemoryPlan:
     startup: list[dict[str, Any]] = field(default_factory=list)
     # patch effects not yet calibrated on a real card: {patch, effect, note}
     uncalibrated: list[dict[str, Any]] = field(default_factory=list)
+    # the upper edge (upper_edge.py): what the start needs beside the pool, item by item, and
+    # the highest mem-fraction-static at which it still starts on this card
+    beside_pool: list[dict[str, Any]] = field(default_factory=list)
+    max_mem_fraction_static: float | None = None
+    upper_edge: dict[str, Any] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
-        return self.verdict == "fits"
+        """Nothing the plan knows of stops the start ("uncalibrated": the edge is an estimate)."""
+        return self.verdict != "error"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,8 +160,28 @@ def kv_cell_bytes(shape: ModelShape, *, kv_bytes: int, tp_size: int) -> tuple[in
 
 
 def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: str | None = None,
+                overrides: dict[str, Any] | None = None, edge: bool = True) -> MemoryPlan:
+    """The whole prediction for one GPU of the profile (each of `tp_size` cards holds 1/tp);
+    `edge`: with the upper edge (upper_edge.py), which replans the launch at other fractions."""
+    plan = _plan_pools(shape, card, inputs, profile=profile, overrides=overrides)
+    problems = parallel_problems(inputs, card)
+    plan.problems[:0] = problems
+    if edge and not problems:
+        found = upper_edge(shape, card, inputs, plan, lambda other: _plan_pools(shape, card, other))
+        plan.beside_pool = [i.as_dict() for i in found.items]
+        plan.max_mem_fraction_static = found.max_fraction
+        plan.upper_edge = found.as_dict()
+        if judge(found, inputs, plan.problems, plan.warnings) == "uncalibrated" and not plan.problems:
+            plan.verdict = "uncalibrated"
+    if plan.problems:
+        plan.verdict = "error"
+    return plan
+
+
+def _plan_pools(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: str | None = None,
                 overrides: dict[str, Any] | None = None) -> MemoryPlan:
-    """The whole prediction for one GPU of the profile (each of `tp_size` cards holds 1/tp)."""
+    """The pools at the launch's fraction (the lower edge): what plan_memory says before the
+    memory beside the pool."""
     tp = max(1, inputs.tp_size)
     assumptions: list[str] = []
     problems: list[str] = []
@@ -213,7 +241,7 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     at_context = min(running, tokens // context) if context else running
     _check_capacity(inputs, tokens=tokens, running=running, at_context=at_context, problems=problems,
                     warnings=warnings)
-    return MemoryPlan(
+    plan = MemoryPlan(
         card=card.name, card_source=card.source, model=shape.architecture, gpus=tp, kv_cache_dtype=kv_name,
         mem_fraction_static=inputs.mem_fraction_static, context_length=context,
         pre_model_load_gib=_gib(pre), weights_gib=_gib(loaded.target), draft_weights_gib=_gib(loaded.draft),
@@ -226,6 +254,11 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,
         profile=profile, overrides=dict(overrides or {}), patches=list(inputs.patches), sglang_version=release,
     )
+    # exact bytes for the upper edge (not a field: the JSON keeps the rounded GiB above)
+    allocated = weights + mm + tokens * cell + (state + spec_state if slots else 0)
+    plan.raw = {"pre": pre, "draft_kv": tokens * draft_cell,
+                "free_after_pool": free_before_load - allocated}
+    return plan
 
 
 def _pre_model_load(card: Card, assumptions: list[str], warnings: list[str]) -> float:

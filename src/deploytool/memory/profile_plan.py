@@ -28,6 +28,10 @@ PLANNER_FLAGS = frozenset({
     "mamba-ssm-dtype", "max-total-tokens", "max-mamba-cache-size", "mamba-full-memory-ratio",
     "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy", "linear-attn-backend",
     "enable-linear-replayssm-spec", "linear-replayssm-cache-len",
+    # what sizes the memory beside the pool, and the parallel sizes checked against the cards
+    "chunked-prefill-size", "cuda-graph-max-bs", "disable-cuda-graph", "speculative-num-steps",
+    "pp-size", "pipeline-parallel-size", "dp-size", "data-parallel-size", "ep-size", "expert-parallel-size",
+    "enable-dp-attention",
 })
 
 
@@ -163,6 +167,14 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             linear_attn_backend=str(args.get("linear-attn-backend") or "triton"),
             enable_linear_replayssm_spec=bool(args.get("enable-linear-replayssm-spec")),
             linear_replayssm_cache_len=int(args.get("linear-replayssm-cache-len") or 16),
+            chunked_prefill_size=_opt_int(args.get("chunked-prefill-size")),
+            cuda_graph_max_bs=_opt_int(args.get("cuda-graph-max-bs")),
+            disable_cuda_graph=bool(args.get("disable-cuda-graph")),
+            speculative_num_steps=_opt_int(args.get("speculative-num-steps")),
+            pp_size=int(args.get("pp-size") or args.get("pipeline-parallel-size") or 1),
+            dp_size=int(args.get("dp-size") or args.get("data-parallel-size") or 1),
+            ep_size=int(args.get("ep-size") or args.get("expert-parallel-size") or 1),
+            enable_dp_attention=bool(args.get("enable-dp-attention")),
             vlm_cache_bytes=int(profile.server.env.get("SGLANG_VLM_CACHE_SIZE_MB", 100)) << 20,
             runtime_version=profile.image.runtime_version if profile.image.recipe == "sglang" else None,
             min_running_requests=int(preflight.get("min_running_requests", 1)),
@@ -177,7 +189,8 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
 
 def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None = None,
                  inventory: Any = None) -> Card:
-    """--gpu UUID reads NVML; --card NAME the table; neither: the profile's first card name."""
+    """--gpu UUID[,UUID...] reads NVML (the plan has those cards); --card NAME[:COUNT] the table
+    (COUNT cards, else the profile's match.gpu_count); neither: the profile's first card name."""
     count = profile.match.gpu_count
     if gpu and card:
         raise UsageError("--gpu and --card name the card twice: give one")
@@ -186,12 +199,20 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
 
         inventory = inventory or require_inventory(hint="--gpu reads the card through NVML: plan for a card of the "
                                                          "table with --card NAME instead")
-        found = inventory.by_uuid(gpu)
-        if found is None:
-            known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-            raise UsageError(f"--gpu {gpu}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
-        return card_from_gpu(found, count=count)
+        uuids = [u.strip() for u in gpu.split(",") if u.strip()]
+        found = [inventory.by_uuid(u) for u in uuids]
+        for uuid, got in zip(uuids, found):
+            if got is None:
+                known = ", ".join(g.uuid for g in inventory.gpus) or "none"
+                raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
+        return card_from_gpu(found[0], count=len(found))
     if card:
+        name, sep, number = card.rpartition(":")
+        if sep:
+            if not number.isdigit() or int(number) < 1:
+                raise UsageError(f"--card {card}: expected NAME or NAME:COUNT with a whole number of cards, "
+                                 "e.g. --card h200:2")
+            return card_from_table(name, count=int(number))
         return card_from_table(card, count=count)
     if not profile.match.gpu_name:
         raise UsageError(f"profile {profile.name} names no card (match.gpu_name)",
@@ -355,27 +376,28 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def memory_fit(profile: Profile, *, checkpoints: Path | None = None) -> dict[str, Any]:
+def memory_fit(profile: Profile, *, checkpoints: Path | None = None, card: Card | None = None) -> dict[str, Any]:
     """What `profiles list` shows about a profile's memory plan on its own card (the table's
     figures for the profile's first match.gpu_name): {"verdict": "fits" | "error" | "unknown",
     ...}. The checkpoint config comes from `checkpoints`/<the model's folder name> when given,
     else from where `plan-memory` reads it; "unknown" says why there is nothing to plan."""
     if profile.is_simulator:
         return {"verdict": "unknown", "why": "the reference runtime loads no checkpoint"}
-    if not profile.match.gpu_name:
+    if card is None and not profile.match.gpu_name:
         return {"verdict": "unknown", "why": "the profile names no card"}
     folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
     if folder is None:
         where = f"in {checkpoints}" if checkpoints else "here (model.host_path, the hub cache, or model.config)"
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
-        card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        card = card or card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
         plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
     except DeploytoolError as exc:
         return {"verdict": "unknown", "why": exc.message}
     return {"verdict": plan.verdict, "card": plan.card, "pool_tokens": plan.pool_tokens,
             "max_running_requests": plan.max_running_requests, "checkpoint": str(folder),
-            "patches": [p.split(":", 1)[0] for p in plan.patches], "problems": plan.problems}
+            "patches": [p.split(":", 1)[0] for p in plan.patches], "problems": plan.problems,
+            "max_mem_fraction_static": plan.max_mem_fraction_static}
 
 
 def _named_checkpoint(profile: Profile, root: Path) -> Path | None:

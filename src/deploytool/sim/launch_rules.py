@@ -7,7 +7,9 @@ work out by hand:
 * the KV pool from the memory fraction: SGLang sizes its pool from what `mem-fraction-static`
   leaves after the weights (model_executor/pool_configurator.py); here
   pool = (gpu_memory_gib x fraction - weights_gib) GiB / kv_bytes_per_token, and a fraction that
-  leaves no pool, or too little slack for the activations, fails the start as SGLang's does;
+  leaves no pool, or too little slack for what a start needs beside the pool (a workspace, each
+  captured decode batch size's graph, the largest chunk's activations: edge_rule.py, the rule
+  the memory planner and tune's pruning apply), fails the start as SGLang's does;
 * CUDA graphs: a decode batch no larger than `cuda-graph-max-bs` replays a captured graph; a
   larger one (or any, with `--disable-cuda-graph`) runs eager, slower by `eager_decode_factor`;
 * speculative decoding (EAGLE chain): `k` draft steps, each draft token accepted with chance
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from ..edge_rule import describe_items, sim_beside_pool, sim_max_fraction
 
 GIB = 1 << 30
 
@@ -44,10 +48,21 @@ def start_failure(s: Any) -> str | None:
         return ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
                 f"(weights {s.weights_gib} GiB, {s.gpu_memory_gib} GiB x {s.mem_fraction_static})")
     slack = s.gpu_memory_gib * (1.0 - s.mem_fraction_static)
-    if s.activation_gib is not None and slack < s.activation_gib:
+    items = beside_pool(s)
+    need = sum(i.bytes for i in items) / GIB
+    if items and slack < need:
         return (f"torch.OutOfMemoryError: CUDA out of memory while capturing CUDA graphs: "
-                f"{slack:.2f} GiB left outside the static pool, {s.activation_gib} GiB needed")
+                f"{slack:.2f} GiB left outside the static pool, {need:.2f} GiB needed ({describe_items(items)}); "
+                f"the highest mem-fraction-static that starts is {sim_max_fraction(s.gpu_memory_gib, items)}")
     return None
+
+
+def beside_pool(s: Any) -> list:
+    """What a start needs beside the pool, by the rule the memory planner applies (edge_rule.py)."""
+    return sim_beside_pool(activation_gib=s.activation_gib, graph_mib_per_bs=s.graph_mib_per_bs,
+                           chunk_mib_per_token=s.chunk_mib_per_token, cuda_graph_max_bs=s.cuda_graph_max_bs,
+                           disable_cuda_graph=s.disable_cuda_graph, chunked_prefill_size=s.chunked_prefill_size,
+                           speculative=speculative_on(s))
 
 
 def speculative_on(s: Any) -> bool:

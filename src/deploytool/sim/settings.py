@@ -120,6 +120,10 @@ class SimSettings:
     weights_gib: float = _opt("Memory rule: GiB of weights inside the static fraction.", 0.0)
     kv_bytes_per_token: int = _opt("Memory rule: KV bytes per token.", 65536)
     activation_gib: float | None = _opt("Memory rule: GiB the slack (1 - fraction) must hold, else the start fails.", None)
+    graph_mib_per_bs: float = _opt("Memory rule: MiB each captured decode batch size's CUDA graph takes per request of "
+                                   "its size (the slack must hold them all).", 0.0)
+    chunk_mib_per_token: float = _opt("Memory rule: MiB of activations per token of the largest prefill chunk "
+                                      "(--chunked-prefill-size; the slack must hold them).", 0.0)
     gsm8k_oracle: float | None = _opt(
         "Answer GSM8K test questions from the answer key, right for this fraction (0..1) of questions. "
         "An answer key to test scoring pipelines, never a model. Unset: off.",

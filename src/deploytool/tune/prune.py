@@ -1,7 +1,12 @@
 """Prune without starting: every candidate is planned by the memory planner (`plan-memory`'s
-arithmetic) on the card it will run on; a launch that does not fit the card, or misses the
-profile's own gates (a full-context conversation in the pool, the running requests preflight
-asks for), is dropped with the planner's reason and is never started. The knobs SGLang couples
+arithmetic) on the card it will run on; a launch that does not fit the card at either edge (too
+little for the pool, or a fraction that leaves too little beside it for the graphs and the
+chunk's activations), asks for more cards than the plan has, or misses the profile's own gates
+(a full-context conversation in the pool, the running requests preflight asks for), is dropped
+with the planner's reason and is never started. A reference-runtime candidate whose launch
+carries the runtime's memory rule (`gpu-memory-gib`) is judged by that rule (edge_rule.py, the
+one the runtime applies), so no candidate is started to die of memory. Candidates dropped for
+the same reason share one lesson (`lesson`): the report counts it once. The knobs SGLang couples
 to the plan are filled in here (space.DERIVED)."""
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..edge_rule import sim_beside_pool, sim_max_fraction
 from ..errors import DeploytoolError, UsageError
 from ..memory.cards import Card
 from ..memory.profile_plan import checkpoint_folder, plan_for_profile
@@ -22,13 +28,14 @@ class Planned:
 
     candidate: Candidate
     pruned: str | None = None  # why, when dropped
+    lesson: str | None = None  # the reason shared by every candidate dropped for it
     pool_tokens: int | None = None
     running_limit: int | None = None
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         c = self.candidate
-        return {"id": c.id, "changes": c.changes, "derived": c.derived, "pruned": self.pruned,
+        return {"id": c.id, "changes": c.changes, "derived": c.derived, "pruned": self.pruned, "lesson": self.lesson,
                 "plan": {"kv_tokens": self.pool_tokens, "running_limit": self.running_limit,
                          "warnings": self.warnings}}
 
@@ -56,7 +63,10 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
         if cand.id != "base":
             _derive_before_plan(cand, space)
         planned = Planned(cand)
-        if why_not is None and card is not None:
+        sim_rule = _sim_memory_rule(cand) if profile.is_simulator else None
+        if sim_rule is not None and sim_rule[0]:
+            planned.pruned, planned.lesson = sim_rule
+        elif why_not is None and card is not None:
             try:
                 plan = plan_for_profile(cand.profile, card)
             except DeploytoolError as exc:
@@ -67,12 +77,68 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
             planned.warnings = list(plan.warnings)
             if not plan.fits:
                 planned.pruned = "; ".join(plan.problems) or "does not fit"
+                planned.lesson = _lesson(plan.problems, plan.max_mem_fraction_static)
         elif isinstance(cand.args.get("max-running-requests"), int):
             planned.running_limit = int(cand.args["max-running-requests"])
         if planned.pruned is None and cand.id != "base":
             _derive_after_plan(cand, space, planned.running_limit)
         out.append(planned)
     return out, why_not
+
+
+def lessons(planned: list[Planned]) -> dict[str, list[str]]:
+    """Each reason candidates were dropped for, with the candidates it dropped: two candidates
+    that fail for the same reason are one lesson."""
+    out: dict[str, list[str]] = {}
+    for p in planned:
+        if p.lesson:
+            out.setdefault(p.lesson, []).append(p.candidate.id)
+    return out
+
+
+def _lesson(problems: list[str], max_fraction: float | None) -> str:
+    if any("leaves too little beside the pool" in p for p in problems):
+        return f"upper edge: mem-fraction-static above {max_fraction}"
+    if any("GPUs, and the plan has" in p for p in problems):
+        return "more cards than the plan has"
+    if any(p.startswith("the weights") for p in problems):
+        return "lower edge: the weights leave no pool"
+    return problems[0].split(":")[0] if problems else "does not fit"
+
+
+def _sim_memory_rule(cand: Candidate) -> tuple[str | None, str | None] | None:
+    """The reference runtime's own memory rule on this launch (sim/launch_rules.py applies the
+    same edge_rule): (why dropped or None, its lesson); None when the launch has no memory rule."""
+    args = cand.args
+    gpu, fraction = args.get("gpu-memory-gib"), args.get("mem-fraction-static")
+    if gpu is None or fraction is None:
+        return None
+    try:
+        gpu, fraction = float(gpu), float(fraction)
+        pool = gpu * fraction - float(args.get("weights-gib") or 0)
+        items = sim_beside_pool(
+            activation_gib=_num(args.get("activation-gib")), graph_mib_per_bs=_num(args.get("graph-mib-per-bs")) or 0,
+            chunk_mib_per_token=_num(args.get("chunk-mib-per-token")) or 0,
+            cuda_graph_max_bs=int(args["cuda-graph-max-bs"]) if args.get("cuda-graph-max-bs") else None,
+            disable_cuda_graph=bool(args.get("disable-cuda-graph")),
+            chunked_prefill_size=int(args.get("chunked-prefill-size") or 8192),
+            speculative=(_num(args.get("spec-accept-rate")) or 0) > 0)
+    except (TypeError, ValueError):
+        return None  # the runtime refuses a bad number itself, before any memory
+    if pool * (1 << 30) < float(args.get("kv-bytes-per-token") or 65536):
+        return (f"the weights ({args.get('weights-gib')} GiB) leave no pool in {gpu} GiB x {fraction}: the runtime "
+                "refuses the start (Not enough memory)", "lower edge: the weights leave no pool")
+    top = sim_max_fraction(gpu, items)
+    if top is None or fraction > top + 1e-9:
+        need = sum(i.bytes for i in items) / (1 << 30)
+        return (f"mem-fraction-static {fraction} leaves {gpu * (1 - fraction):.2f} GiB beside the pool, and the start "
+                f"needs {need:.2f} GiB there: it would die of CUDA out-of-memory; the highest fraction that starts "
+                f"is {top}", f"upper edge: mem-fraction-static above {top}")
+    return None, None
+
+
+def _num(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _derive_before_plan(cand: Candidate, space: TuneSpace) -> None:

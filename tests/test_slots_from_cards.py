@@ -189,3 +189,23 @@ def test_a_card_left_over_is_said_so(tmp_path):
     assert [s.cards for s in plan.slots] == [["GPU0", "GPU1"]] and plan.refused == []
     assert plan.unused == [{"card": "GPU2 (NVIDIA H200 NVL)", "uuid": "GPU-d0000002-4b3a-4c2d-9e1f-000000000002",
                             "why": "left over: 3 usable card(s) make 1 slot(s) of 2"}]
+
+
+def test_profiles_list_local_gpus_gives_each_slot_the_memory_plans_verdict(tmp_path: Path):
+    """The verdict `up` would reach on each slot: both edges of the memory plan on that slot's
+    cards; a fraction above the upper edge is an error there, with the edge."""
+    env = {"DEPLOYTOOL_NVML_STANDIN": str(HOSTS / "h200x2-pcie-switch.yaml")}
+    local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", env=env).stdout)
+    h200 = next(p for p in local["profiles"] if p["profile"] == H200)
+    assert [m["verdict"] for m in h200["memory"]] == ["fits", "fits"]
+    edge = h200["memory"][0]["max_mem_fraction_static"]
+    assert 0.9 < edge < 1
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "h200-greedy.yaml").write_text(
+        f"name: h200-greedy\nextends: {H200}\nserver: {{args: {{mem-fraction-static: 0.99}}}}\n")
+    local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", "--profiles-dir",
+                               str(tmp_path / "profiles"), env=env).stdout)
+    greedy = next(p for p in local["profiles"] if p["profile"] == "h200-greedy")
+    assert [m["verdict"] for m in greedy["memory"]] == ["error", "error"]
+    assert any(f"the highest mem-fraction-static that starts on this card is {edge:.3f}" in x
+               for x in greedy["memory"][0]["problems"])

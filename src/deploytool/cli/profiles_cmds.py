@@ -224,6 +224,18 @@ _NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every pro
                   "own card, without reading this host's cards")
 
 
+def _slot_memory(profile, slot, inventory) -> dict:
+    """The memory plan's verdict (both edges, the parallel sizes) on the slot's cards: the plan
+    `up` would make there."""
+    from ..memory.cards import card_from_gpu
+    from ..memory.profile_plan import memory_fit
+
+    gpu = inventory.by_uuid(slot.uuids[0])
+    if gpu is None or gpu.memory_total_mib is None:
+        return {"slot": slot.name, "verdict": "unknown", "why": "NVML reports no memory size"}
+    return {"slot": slot.name, **memory_fit(profile, card=card_from_gpu(gpu, count=len(slot.uuids)))}
+
+
 def _local_slots(profiles: list, json_output: bool) -> None:
     """Each profile with the slots this host's cards make for it: its verdict is its best slot's
     (incompatible with every card's problem when there is none)."""
@@ -246,8 +258,9 @@ def _local_slots(profiles: list, json_output: bool) -> None:
             verdict = "incompatible"
             reasons = ([plan.note] if plan.note else []) + [f"{c['card']}: {c['why']}" for c in plan.unused] + \
                 [f"{' + '.join(g.cards)}: {'; '.join(g.reasons)}" for g in plan.refused] or ["this host has no card"]
+        memory = [] if profile.is_simulator else [_slot_memory(profile, s, inventory) for s in plan.slots]
         rows.append({"profile": profile.name, "verdict": verdict, "reasons": reasons, "gpu_count": plan.gpu_count,
-                     "slots": plan.slots, "refused": plan.refused, "unused": plan.unused})
+                     "slots": plan.slots, "refused": plan.refused, "unused": plan.unused, "memory": memory})
     rows.sort(key=lambda r: (VERDICT_ORDER.index(r["verdict"]), r["profile"]))
     if json_output:
         print_json({"gpus": [g.uuid for g in inventory.gpus], "source": inventory.source, "profiles": rows})
@@ -255,7 +268,8 @@ def _local_slots(profiles: list, json_output: bool) -> None:
     table = Table("profile", "verdict", "slots on this host", "why")
     for r in rows:
         slots = "\n".join(f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
-                          for s in r["slots"]) or "-"
+                          + (f", memory plan {m['verdict']}" if m else "")
+                          for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]))) or "-"
         table.add_row(r["profile"], r["verdict"], slots, "; ".join(r["reasons"]))
     console.print(table)
 

@@ -10,6 +10,8 @@ under sglang/srt/, read in 0.5.17 and 0.5.23):
   draft pool   an MTP draft's KV pool, allocated after the target's when the config has no
                num_nextn_predict_layers (the plan's draft_kv_outside_pool_gib): SGLang's rule,
                exact, and it grows with the pool.
+  free list    the token allocator's free pages, one int64 per page of the pool, allocated with
+               it (mem_cache/allocator/token.py, paged.py `clear`): SGLang's rule, exact.
   workspace    what the scheduler allocates between "Memory pool end" and the first graph
                capture (the token allocator's free lists, the attention backend's and the graph
                runners' buffers): a constant and bytes per pool token, measured on the lent H200
@@ -47,17 +49,22 @@ if TYPE_CHECKING:
     from .plan import MemoryPlan
 
 TABLE = "docs/measured/h200-upper-edge.md"
+# the token allocator's free list: one int64 per page of the pool, allocated with the pool
+FREE_LIST_BYTES = 8
 # Fitted on the lent H200 (SGLang 0.5.17, Triton attention; TABLE). The workspace between "Memory
 # pool end" and the first capture: a constant and bytes per pool token.
 WORKSPACE_BYTES = 96 * MIB
 WORKSPACE_PER_TOKEN = 48.0
-# a decode graph runner: bytes per captured size, and per token of the sizes' sum (bs x tokens
-# a request in each captured graph)
-GRAPH_PER_SIZE = 6 * MIB
-GRAPH_PER_TOKEN = 64 * 1024
-# the largest chunk: bytes per token per unit of the model's widths (hidden + MLP per token), bf16
+# a graph runner: each captured size's own graph (9 MiB: the recorded starts' "Capture ... CUDA
+# graph end. mem usage" over their sizes, 72 MiB for 6 dense graphs, 368 MiB for 3 x 12 with
+# MTP), and the largest size's fp32 logits over the vocabulary, which the graphs share (they are
+# captured largest first into one pool: decode_cuda_graph_runner.py `_capture_one_stream`)
+GRAPH_PER_SIZE = 9 * MIB
+LOGIT_BYTES = 4
+# the largest chunk: bytes per token per unit of the model's widths (hidden + MLP per token),
+# bf16 with a few live copies: an estimate, no start has yet measured a full chunk's peak
 CHUNK_PER_WIDTH = 2 * 8
-# what the caching allocator cannot hand out whole (rounding, the blocks it splits)
+# what the caching allocator cannot hand out whole (rounding, the blocks it splits): an estimate
 MARGIN_BYTES = 256 * MIB
 
 
@@ -68,11 +75,17 @@ class UpperEdge:
     sure_fraction: float | None  # with every estimate doubled; == max_fraction when calibrated
     calibrated: bool
     notes: list[str] = field(default_factory=list)
+    # free once the pool is allocated, and once the graphs are captured: SGLang's "Memory pool
+    # end. avail mem" (the last one) and "available_gpu_mem" in its ready line
+    free_after_pool: float = 0.0
+    free_after_capture: float = 0.0
 
     def as_dict(self) -> dict:
         return {"items": [i.as_dict() for i in self.items], "needed_gib": round(self.needed / GIB, 3),
                 "max_fraction": self.max_fraction, "sure_fraction": self.sure_fraction,
-                "calibrated": self.calibrated, "notes": self.notes}
+                "calibrated": self.calibrated, "notes": self.notes,
+                "free_after_pool_gib": round(self.free_after_pool / GIB, 3),
+                "free_after_capture_gib": round(self.free_after_capture / GIB, 3)}
 
     @property
     def needed(self) -> float:
@@ -98,8 +111,9 @@ def _spec(inputs: PlanInputs) -> bool:
     return bool(inputs.speculative_algorithm) and inputs.speculative_algorithm.upper() != "NONE"
 
 
-def graph_bytes(sizes: list[int], tokens_per_req: int) -> float:
-    return GRAPH_PER_SIZE * len(sizes) + GRAPH_PER_TOKEN * sum(sizes) * tokens_per_req
+def graph_bytes(sizes: list[int], tokens_per_req: int, vocab: int) -> float:
+    """One graph runner: a graph per captured size, and the largest size's logits."""
+    return GRAPH_PER_SIZE * len(sizes) + max(sizes, default=0) * tokens_per_req * vocab * LOGIT_BYTES
 
 
 def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPlan) -> list[BesideItem]:
@@ -109,6 +123,10 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
     if raw["draft_kv"]:
         items.append(BesideItem("the MTP draft's KV pool (allocated after the pool)", raw["draft_kv"], SGLANG_RULE,
                                 "pool_configurator.py _compute_cell_size; spec_aux_hidden_state.py", True))
+    pages = plan.pool_tokens // max(1, inputs.page_size)
+    items.append(BesideItem(f"the token allocator's free list ({pages:,} pages x 8 B)", pages * FREE_LIST_BYTES,
+                            SGLANG_RULE, "mem_cache/allocator/token.py, paged.py clear(): torch.arange(...) int64",
+                            True))
     items.append(BesideItem(f"workspace after the pool ({plan.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
                             f"+ {WORKSPACE_BYTES // MIB} MiB)",
                             WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * plan.pool_tokens, MEASURED, TABLE, True))
@@ -116,24 +134,27 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
     if limit:
         spec = _spec(inputs)
         sizes = decode_capture_sizes(limit, speculative=spec)
+        vocab = shape.vocab_size
         if spec:
+            # the target verifies every draft token; the draft decodes and extends from the last one
             draft = inputs.speculative_num_draft_tokens or 4
-            total = graph_bytes(sizes, draft) + graph_bytes(sizes, 1) + graph_bytes(sizes, draft)
+            total = graph_bytes(sizes, draft, vocab) + 2 * graph_bytes(sizes, 1, vocab)
             what = f"CUDA graphs: target verify, draft decode, draft extend ({len(sizes)} sizes up to {limit})"
         else:
-            total = graph_bytes(sizes, 1)
+            total = graph_bytes(sizes, 1, vocab)
             what = f"decode CUDA graphs ({len(sizes)} sizes up to {limit})"
         items.append(BesideItem(what, total, MEASURED, TABLE + " (capture lines)"))
     chunk = chunk_size(shape, card, inputs)
     tp = max(1, inputs.tp_size)
     width = shape.hidden_size + _mlp_width(shape) // tp
-    items.append(BesideItem(f"activations of a {chunk:,}-token chunk", chunk * width * CHUNK_PER_WIDTH, MEASURED,
-                            TABLE + ", scaled by hidden + MLP width per token"))
+    items.append(BesideItem(f"activations of a {chunk:,}-token chunk", chunk * width * CHUNK_PER_WIDTH, ESTIMATE,
+                            "hidden + MLP width per token x 16 B (bf16, a few live copies)"))
     if tp * max(1, inputs.pp_size) > 1:
         items.append(BesideItem(f"NCCL and custom all-reduce buffers (tp {tp} x pp {inputs.pp_size})",
                                 tp * max(1, inputs.pp_size) / 8 * GIB, ESTIMATE,
                                 "server_args.py handle_gpu_memory_settings: tp x pp / 8 GiB"))
-    items.append(BesideItem("the caching allocator's margin", MARGIN_BYTES, MEASURED, TABLE))
+    items.append(BesideItem("the caching allocator's margin", MARGIN_BYTES, ESTIMATE,
+                            "rounding and split blocks of torch's caching allocator"))
     return items
 
 
@@ -163,21 +184,25 @@ def upper_edge(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPl
     """The items at the plan's fraction and the highest fraction whose rest holds them (each
     fraction replanned: the draft's pool and the workspace grow with the pool)."""
     items = beside_items(shape, card, inputs, plan)
-    why = calibrated_for(shape, card, inputs)
-    pre = plan.raw["pre"]
+    elsewhere = calibrated_for(shape, card, inputs)  # the measured figures do not carry over
+    estimates = [i.what for i in items if i.source == ESTIMATE]
+    why = elsewhere + ([f"not measured on a real start: {', '.join(estimates)}"] if estimates else [])
 
     def left(fraction: float, doubled: bool) -> float:
         p = plan if fraction == inputs.mem_fraction_static else replan(replace(inputs, mem_fraction_static=fraction))
         need = 0.0
         for item in beside_items(shape, card, inputs, p):
-            unsure = item.source == ESTIMATE or (why and item.source == MEASURED)
+            unsure = item.source == ESTIMATE or bool(elsewhere and item.source == MEASURED)
             need += item.bytes * (2 if doubled and unsure else 1)
         return p.raw["free_after_pool"] - need
 
     top = highest_fraction(lambda f: left(f, False))
     sure = highest_fraction(lambda f: left(f, True)) if why else top
-    del pre
-    return UpperEdge(items=items, max_fraction=top, sure_fraction=sure, calibrated=not why, notes=why)
+    draft = sum(i.bytes for i in items if i.what.startswith(("the MTP draft's KV pool", "the token allocator")))
+    captured = sum(i.bytes for i in items if i.what.startswith(("workspace", "decode CUDA", "CUDA graphs")))
+    free = plan.raw["free_after_pool"]
+    return UpperEdge(items=items, max_fraction=top, sure_fraction=sure, calibrated=not why, notes=why,
+                     free_after_pool=free - draft, free_after_capture=free - draft - captured)
 
 
 def judge(edge: UpperEdge, inputs: PlanInputs, problems: list[str], warnings: list[str]) -> str | None:

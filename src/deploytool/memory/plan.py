@@ -256,8 +256,7 @@ def _plan_pools(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     )
     # exact bytes for the upper edge (not a field: the JSON keeps the rounded GiB above)
     allocated = weights + mm + tokens * cell + (state + spec_state if slots else 0)
-    plan.raw = {"pre": pre, "draft_kv": tokens * draft_cell,
-                "free_after_pool": free_before_load - allocated}
+    plan.raw = {"pre": pre, "draft_kv": tokens * draft_cell, "free_after_pool": free_before_load - allocated}
     return plan
 
 

@@ -37,7 +37,7 @@ Triton attention); elsewhere the measured figures are estimates and the plan say
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from ..edge_rule import ESTIMATE, MEASURED, SGLANG_RULE, BesideItem, decode_capture_sizes, highest_fraction
 from .cards import GIB, MIB, Card
@@ -45,8 +45,8 @@ from .checkpoint import ModelShape
 from .default_fraction import sglang_default_mem_fraction_static
 from .inputs import PlanInputs
 
-if TYPE_CHECKING:
-    from .plan import MemoryPlan
+# a plan.MemoryPlan (not imported: plan.py calls this module); `raw` holds its exact bytes
+MemoryPlan = Any
 
 TABLE = "docs/measured/h200-upper-edge.md"
 # the token allocator's free list: one int64 per page of the pool, allocated with the pool

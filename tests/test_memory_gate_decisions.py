@@ -60,3 +60,29 @@ def test_nothing_to_plan_from_is_a_warning_not_a_refusal() -> None:
     nameless.match.gpu_name = []  # no card to plan for on the CPU slot
     check = memory_check(memory_facts(CPU, nameless), nameless, skip=False, slot="cpu")
     assert check.summary is None and "no card" in check.warnings[0]
+
+
+def test_a_fraction_above_the_upper_edge_is_refused_in_planning_with_the_edge() -> None:
+    """up (and up --dry-run, which is plan_up) refuses a launch that would die of CUDA
+    out-of-memory after allocating its pool, before anything stops, with the highest fraction
+    that starts; the journal's summary carries it."""
+    greedy = _profile(**{"mem-fraction-static": 0.995})
+    # the reference runtime's profile caps its pool (--max-total-tokens): without the cap the
+    # pool takes what the fraction gives, as a real launch's does
+    greedy.server.args.pop("max-total-tokens", None)
+    with pytest.raises(MemoryRefused) as refused:
+        plan_up(facts_with_memory(greedy), greedy, UpOptions(skip_qualify=True))
+    edge = refused.value.summary["max_mem_fraction_static"]
+    assert edge is not None and 0.85 < edge < 0.995
+    assert f"the highest mem-fraction-static that starts on this card is {edge:.3f}" in refused.value.message
+    assert "nothing was stopped" in refused.value.message
+    at_edge = _profile(**{"mem-fraction-static": edge})
+    at_edge.server.args.pop("max-total-tokens", None)
+    plan = plan_up(facts_with_memory(at_edge), at_edge, UpOptions(skip_qualify=True))
+    assert plan.memory is not None and plan.memory["verdict"] in ("fits", "uncalibrated")
+
+
+def test_a_tensor_parallel_launch_on_one_card_is_refused_in_planning() -> None:
+    wide = _profile(**{"mem-fraction-static": 0.85, "tp-size": 2})
+    with pytest.raises(MemoryRefused, match="invalid device ordinal"):
+        plan_up(facts_with_memory(wide), wide, UpOptions(skip_qualify=True))

@@ -72,6 +72,8 @@ cp "$CACHE"/tools/docker-7.1.0-py3-none-any.whl "$WORK/dt/wheels/"
 find "$WORK/dt" -name __pycache__ -prune -exec rm -rf {} +
 tar -C "$WORK" --sort=name --mtime=@0 -cf - dt | xz -9 -T0 > "$OUT/deploytool.tar.xz"
 cp "$HERE/device.sh" "$OUT/run.sh"
+# the memory plan's upper edge on the card (docs/measured/h200-upper-edge.md)
+cp "$HERE/edge.sh" "$HERE/edge.py" "$OUT/"
 
 step "the release's patch series"
 rm -rf "$OUT/patches"

@@ -63,10 +63,7 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
         if cand.id != "base":
             _derive_before_plan(cand, space)
         planned = Planned(cand)
-        sim_rule = _sim_memory_rule(cand) if profile.is_simulator else None
-        if sim_rule is not None and sim_rule[0]:
-            planned.pruned, planned.lesson = sim_rule
-        elif why_not is None and card is not None:
+        if why_not is None and card is not None:
             try:
                 plan = plan_for_profile(cand.profile, card)
             except DeploytoolError as exc:
@@ -82,6 +79,10 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
             planned.running_limit = int(cand.args["max-running-requests"])
         if planned.pruned is None and cand.id != "base":
             _derive_after_plan(cand, space, planned.running_limit)
+        # the reference runtime's own rule, on the launch as it will start (derived knobs filled)
+        sim_rule = _sim_memory_rule(cand) if profile.is_simulator and planned.pruned is None else None
+        if sim_rule is not None and sim_rule[0]:
+            planned.pruned, planned.lesson = sim_rule
         out.append(planned)
     return out, why_not
 

@@ -177,3 +177,21 @@ def test_plan_memory_replans_each_fraction_without_recursing() -> None:
     bare = plan_memory(shape, card_from_table("h200"), PlanInputs(context_length=32768, mem_fraction_static=0.5),
                        edge=False)
     assert bare.beside_pool == [] and bare.pool_tokens == plan.pool_tokens
+
+
+def test_the_slot_of_a_described_host_is_the_plans_cards() -> None:
+    """--gpu UUID,UUID on a described host (the NVML stand-in): two cards hold tp-size 2, one
+    does not."""
+    from conftest import run_cli
+
+    host = ROOT / "tests" / "data" / "nvml-hosts" / "h200x2-pcie-switch.yaml"
+    first, second = "GPU-a2000001-4b3a-4c2d-9e1f-000000000001", "GPU-a2000002-4b3a-4c2d-9e1f-000000000002"
+    env = {"DEPLOYTOOL_NVML_STANDIN": str(host)}
+    one = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", first, "--set", "tp-size=2",
+                  "--json", env=env)
+    assert one.returncode == 1
+    assert any("= 2 GPUs, and the plan has 1 x NVIDIA H200 NVL (nvml)" in p for p in json.loads(one.stdout)["problems"])
+    two = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", f"{first},{second}",
+                  "--set", "tp-size=2", "--json", env=env)
+    assert two.returncode == 0, two.stdout
+    assert json.loads(two.stdout)["gpus"] == 2

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +64,56 @@ def write_atomic(path: Path, text: str | bytes, *, private: bool = False) -> Pat
 
 def write_json(path: Path, obj: Any, *, private: bool = False) -> Path:
     return write_atomic(path, json.dumps(scrub_all(to_jsonable(obj)), indent=2) + "\n", private=private)
+
+
+# -- files deploytool runs or reads secrets from: whose they are ---------------------------------
+@dataclass(frozen=True)
+class Untrusted:
+    """Why a file or folder cannot be trusted: the one at fault, what is wrong, the command that fixes it."""
+
+    path: Path
+    reason: str
+    fix: str
+
+
+def user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return str(uid)
+
+
+def _writers(mode: int) -> str:
+    return {0o022: "group and others", 0o020: "group", 0o002: "others"}[mode & 0o022]
+
+
+def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
+    """The first reason `path` is not the invoking user's own, or None. Owned by the invoking
+    user or root and writable by no one else: the file (a link's target, which is what runs), and
+    with `folders_above` every folder above the path as given and above its target, since whoever
+    may write a folder may rename what is in it and put their own file there. A folder above that
+    all may write keeps its entries to their owners only with the sticky bit (/tmp)."""
+    import stat
+
+    me = os.geteuid()
+    target = Path(os.path.realpath(path))
+    checks: list[tuple[Path, bool]] = [(target, False)]
+    if folders_above:
+        given = Path(os.path.abspath(path))
+        for folder in [*given.parents, *target.parents]:
+            if (folder, True) not in checks:
+                checks.append((folder, True))
+    for place, above in checks:
+        info = place.stat()
+        if info.st_uid not in (me, 0):
+            return Untrusted(place, f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
+                                    f"({user_name(me)}) or root: its owner can change it",
+                             f"chown {user_name(me)} {place}")
+        sticky = above and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+        if info.st_mode & 0o022 and not sticky:
+            return Untrusted(place, f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}): "
+                                    "whoever can write it can change it",
+                             f"chmod go-w {place}")
+    return None

@@ -7,7 +7,6 @@ file), never values: a profile can be shown, copied and committed.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -154,8 +153,8 @@ class ImageSpec(_Strict):
         default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
                                         "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
                                         "from NVIDIA's pinned wheels")
-    python: str = Field(default="3.11", description="the image's Python version")
-    cuda: str | None = Field(default=None, description="the CUDA toolkit version")
+    python: str = Field(default="3.11", description="the image's Python version, MAJOR.MINOR")
+    cuda: str | None = Field(default=None, description="the CUDA toolkit version, MAJOR.MINOR[.PATCH]")
     torch_version: str | None = Field(default=None, description="torch, pinned")
     runtime_version: str | None = Field(default=None, description="sglang, pinned")
     kernel_version: str | None = Field(default=None, description="sglang-kernel, pinned")
@@ -170,18 +169,6 @@ class ImageSpec(_Strict):
                                               "local tree (docs/recipes.md)")
     wheels: list[LocalWheel] = Field(default_factory=list,
                                      description="wheel files that replace the index's package of the same name")
-
-    @field_validator("build_args")
-    @classmethod
-    def _build_args_stay_on_their_line(cls, value: dict[str, str]) -> dict[str, str]:
-        # each becomes `ARG NAME="VALUE"` in the Dockerfile: a name that is not an identifier,
-        # or a line break in a value, would write Dockerfile lines of the profile's choosing
-        for name, text in value.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"build arg name {name!r} is not an identifier (letters, digits, _)")
-            if any(c in text for c in "\n\r\0"):
-                raise ValueError(f"build arg {name}: the value must be one line (no line break or NUL)")
-        return value
 
 
 class ModelSpec(_Strict):
@@ -232,7 +219,7 @@ class ServerSpec(_Strict):
                                           "--revision) come from model:")
     env: dict[str, str] = Field(default_factory=dict, description="the container's environment; numbers and "
                                                                   "booleans become text")
-    shm_size: str = Field(default="32g", description="the container's shared memory")
+    shm_size: str = Field(default="32g", description="the container's shared memory: a size such as 32g or 1024m")
     ipc: Literal["host", "private", "shareable"] = Field(default="host", description="the container's IPC namespace")
     # SGLang's own compose file: unlimited locked memory for pinned buffers, a large stack.
     ulimits: dict[str, int] = Field(

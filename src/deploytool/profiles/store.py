@@ -24,6 +24,7 @@ from ..errors import ProfileError, UsageError
 from ..resources import resource
 from ..yamlio import LocatedDocument, load_yaml
 from . import rules
+from .templated import templated_problems
 from .schema import Profile
 
 
@@ -170,15 +171,18 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
 
 
 def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
-    """Rules across fields (model source, secrets), reported like schema errors: file:line."""
-    problems = rules.model_source_problems(profile) + rules.secret_problems(profile)
+    """Rules across fields (what templates write, model source, secrets), reported like schema errors:
+    file:line."""
+    # the one rule for what reaches a Dockerfile, a compose file or a command line comes first:
+    # the other rules read those fields
+    problems = templated_problems(profile) or (rules.model_source_problems(profile) + rules.secret_problems(profile))
     if not problems:
         return
     lines = [f"profile {chain[0].name!r} is not valid:"]
     for loc, what in problems:
         owner = next((r for r in chain if loc in r.doc.lines), None) or \
             next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(loc)}: {what}")
+        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(str(p) for p in loc)}: {what}")
     raise ProfileError("\n".join(lines))
 
 

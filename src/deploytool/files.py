@@ -109,7 +109,7 @@ def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
         info = place.stat()
         if info.st_uid not in (me, 0):
             return Untrusted(place, f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
-                                    f"({user_name(me)}) or root: its owner can change it",
+                                    f"({user_name(me)}){' or root' if me else ''}: its owner can change it",
                              f"chown {user_name(me)} {place}")
         sticky = above and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
         if info.st_mode & 0o022 and not sticky:

@@ -107,7 +107,8 @@ def key_problem(token: str) -> str:
         keys = [r for r in read if r[2:] in KEY_FLAGS]
         return (f"SGLang's parser would refuse {flag!r} as ambiguous ({len(read)} options begin so, "
                 f"{' and '.join(keys)} among them); a key flag is refused in any spelling: " + KEY_ON_COMMAND_LINE)
-    return f"{flag!r} is a spelling of --{key_flag(token)}: " + KEY_ON_COMMAND_LINE
+    spelled = " or ".join(f"--{k}" for k in (key_flag(token) or "").split(" or "))
+    return f"{flag!r} is a spelling of {spelled}: " + KEY_ON_COMMAND_LINE
 
 
 def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Problem]:

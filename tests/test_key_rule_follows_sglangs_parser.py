@@ -151,3 +151,23 @@ def test_the_shipped_option_list_is_sglangs_own(sglang_parser_python: Path):
 
     shipped = (ROOT / "images" / "sglang" / "parser-options" / f"{SGLANG}.txt").read_text().splitlines()
     assert script.options(sglang_parser_python) == [line for line in shipped if not line.startswith("#")]
+
+
+def test_tune_refuses_a_key_among_the_flags_it_would_search(tmp_path: Path):
+    """Every value a tune search tries lands on a candidate's command line: `tune.flags` and a
+    --space file meet the same rule."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "child.yaml").write_text(f"name: child\nextends: sim\ntune:\n  flags: {{api-ke: [{CANARY}]}}\n")
+    out = run_cli("tune", "--profile", "child", "--profiles-dir", str(folder), "--dry-run", "--report",
+                  str(tmp_path / "r"))
+    text = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "tune.flags.api-ke: SGLang's parser reads '--api-ke' as --api-key" in text, \
+        out.stdout + out.stderr
+    space = tmp_path / "space.yaml"
+    space.write_text(f"flags: {{adm: [{CANARY}]}}\n")
+    out = run_cli("tune", "--profile", "sim", "--space", str(space), "--dry-run", "--report", str(tmp_path / "r2"))
+    text = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "flags.adm: SGLang's parser reads '--adm' as --admin-api-key" in text, \
+        out.stdout + out.stderr
+    assert CANARY not in out.stdout + out.stderr

@@ -121,20 +121,31 @@ def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Pr
     for i, token in enumerate(command):
         if is_key_flag(token):
             problems.append((("server", "command", str(i)), key_problem(token)))
+    return problems + flag_problems(args, ("server", "args"))
+
+
+def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: bool = False) -> list[Problem]:
+    """The key rule over flags given as a mapping (server.args; with `searched`, tune.flags, whose
+    values are the lists a search tries): a key flag as a name, or a flag among the values."""
+    problems: list[Problem] = []
     for key, value in args.items():
         flag = key if key.startswith("-") else f"--{key}"  # as args_to_argv writes it
-        if key_flag(key) and value not in (None, False):
-            problems.append((("server", "args", key), key_problem(flag)))
+        if key_flag(key) and (searched or value not in (None, False)):
+            problems.append(((*where, key), key_problem(flag)))
             continue
-        found = [v for v in (value if isinstance(value, list) else [value]) if is_key_flag(v)]
+        found = [v for v in (value if isinstance(value, list) else [value])
+                 if isinstance(v, str) and v.startswith("-") and key_flag(v)]
         if found:
-            problems.append((("server", "args", key), key_problem(found[0])))
+            problems.append(((*where, key), key_problem(found[0])))
     return problems
 
 
 def secret_problems(profile: Profile) -> list[Problem]:
     """Secret mistakes as (field location, what to do), checked once at profile load."""
     problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args())
+    searched = profile.tune.get("flags")  # every value a tune search tries lands on a command line too
+    if isinstance(searched, dict):
+        problems += flag_problems({str(k): v for k, v in searched.items()}, ("tune", "flags"), searched=True)
     if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
         problems.append((("server", "args", "config"),
                          "deploytool passes the API key through SGLang's --config (one file only); "

@@ -42,6 +42,11 @@ SHAPES: dict[tuple[str, ...], tuple[str, str]] = {
     ("image", "kernel_version"): _VERSION,
     ("image", "flashinfer_version"): _VERSION,
     ("image", "patches", "*"): (r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a patch name of the series (letters, digits, . _ + -)"),
+    ("image", "source", "subdir"): (r"[A-Za-z0-9._+-][A-Za-z0-9._/+-]*",
+                                    "a folder of the tree such as python (letters, digits, . _ + - /)"),
+    # the file's name is written into the image's requirements file, one requirement a line
+    ("image", "wheels", "*", "file"): (r"(.*/)?[^\s/]+\.whl",
+                                      "a wheel file whose name has no space (NAME-VERSION-...-PLATFORM.whl)"),
     ("image", "build_args", "*", "key"): (r"[A-Za-z_][A-Za-z0-9_]*",
                                          "a build arg name: an identifier (letters, digits, _)"),
     ("model", "revision"): (r"[A-Za-z0-9][A-Za-z0-9._/-]*", "a branch, tag or commit (letters, digits, . _ / -)"),

@@ -23,6 +23,9 @@ from ..host.releases import Release
 from .state import home, read_pointers
 
 
+READABLE = 0o644  # the monitor's files: Prometheus runs as another user than the one who writes them
+
+
 def monitor_dir() -> Path:
     """The monitor's folder in the state directory, one per deploytool instance."""
     return home() / "monitor" / instance()
@@ -69,7 +72,10 @@ def write_targets(releases: list[Release] | None = None) -> Path:
             releases = Engine().releases()
     path = targets_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(target_groups(releases), indent=2) + "\n")
+    # Prometheus reads it as its own user in its container: readable by others whatever the
+    # umask (it names addresses and labels, no secret), or a cut-over written under umask 077
+    # leaves Prometheus scraping the release it replaced
+    write_atomic(path, json.dumps(target_groups(releases), indent=2) + "\n", mode=READABLE)
     return path
 
 

@@ -132,3 +132,15 @@ def test_a_started_release_sees_neither_the_hosts_shared_memory_nor_a_writable_r
     assert inside("touch", "/tmp/scratch").returncode == 0  # /tmp is the container's own tmpfs
     # and the server serves through all of it
     assert release_row(slot_status(), 1)["health"] == "healthy"
+
+
+def test_a_server_that_downloads_gets_back_only_the_right_to_write_the_hosts_hub_cache():
+    card = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
+    offline = RenderRequest(profile=card, slot=Slot((CARD,)), release=1, image="x")
+    assert "cap_add" not in render_compose(offline)["services"]["server"]
+    online = card.model_copy(update={"model": card.model.model_copy(update={"offline": False})})
+    req = RenderRequest(profile=online, slot=Slot((CARD,)), release=1, image="x")
+    server = render_compose(req)["services"]["server"]
+    assert server["cap_drop"] == ["ALL"] and server["cap_add"] == ["DAC_OVERRIDE"]
+    assert "# capability DAC_OVERRIDE added back, because the server downloads into the host's hub cache" \
+        in render_text(req)

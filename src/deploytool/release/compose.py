@@ -108,7 +108,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             ),
         }
     )
-    service.update(container_confinement(profile))
+    service.update(container_confinement(profile, model))
     if profile.server.ulimits:
         service["ulimits"] = dict(profile.server.ulimits)
     service["volumes"] += model.volumes()
@@ -135,27 +135,44 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
 TMP_TMPFS = "/tmp:size=1g,mode=1777"  # nosec B108: the container's own /tmp, a tmpfs
 
 
-def container_confinement(profile: Profile) -> dict[str, Any]:
+# A server that downloads writes into the host's hub cache, whose folders belong to the host's
+# user: root in the container writes there only with this capability (docs/security.md).
+DOWNLOAD_CAPABILITY = ("DAC_OVERRIDE", "the server downloads into the host's hub cache (model.offline: false), "
+                                       "whose folders belong to the host's user")
+
+
+def added_capabilities(profile: Profile, model: model_sources.ModelPlan) -> dict[str, str]:
+    """The capabilities given back after every one is dropped, each with why."""
+    added = dict(profile.server.cap_add)
+    if model.kind == "hub" and not model.offline:
+        added.setdefault(*DOWNLOAD_CAPABILITY)
+    return added
+
+
+def container_confinement(profile: Profile, model: model_sources.ModelPlan) -> dict[str, Any]:
     """The IPC namespace, /dev/shm, added capabilities and the root file system, from the profile:
     each loosening only where the profile asks for it with its reason (server.ipc_reason,
-    cap_add, writable_root); base.yaml drops every capability and forbids new privileges."""
+    cap_add, writable_root) or the weights need it; base.yaml drops every capability and
+    forbids new privileges."""
     server = profile.server
     fields: dict[str, Any] = {"ipc": server.ipc}
     if server.ipc != "host":  # with the host's namespace the host's /dev/shm is used, unsized
         fields["shm_size"] = server.shm_size
-    if server.cap_add:
-        fields["cap_add"] = sorted(server.cap_add)
+    added = added_capabilities(profile, model)
+    if added:
+        fields["cap_add"] = sorted(added)
     if server.writable_root is None:
         fields["read_only"] = True
         fields["tmpfs"] = [TMP_TMPFS]
     return fields
 
 
-def confinement_notes(profile: Profile) -> list[str]:
-    """Each exception to the container's confinement with the profile's reason (docs/security.md)."""
+def confinement_notes(profile: Profile, model: model_sources.ModelPlan) -> list[str]:
+    """Each exception to the container's confinement with its reason (docs/security.md)."""
     server = profile.server
     notes = [f"ipc: host, because {server.ipc_reason}"] if server.ipc == "host" else []
-    notes += [f"capability {name} added back, because {why}" for name, why in sorted(server.cap_add.items())]
+    notes += [f"capability {name} added back, because {why}"
+              for name, why in sorted(added_capabilities(profile, model).items())]
     if server.writable_root is not None:
         notes.append(f"root file system writable, because {server.writable_root}")
     return notes
@@ -193,7 +210,7 @@ def render_text(req: RenderRequest) -> str:
 def render_notes(req: RenderRequest) -> list[str]:
     """Where the runtime and the weights come from and where each secret goes (references, never values)."""
     return (list(req.runtime_notes) + model_sources.describe_for_render(req.model_plan)
-            + release_secrets.describe_for_render(req.secret_plan) + confinement_notes(req.profile))
+            + release_secrets.describe_for_render(req.secret_plan) + confinement_notes(req.profile, req.model_plan))
 
 
 def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,

@@ -6,6 +6,7 @@ that reason written into the compose file. The real engine is the witness in the
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 from pathlib import Path
@@ -144,3 +145,33 @@ def test_a_server_that_downloads_gets_back_only_the_right_to_write_the_hosts_hub
     assert server["cap_drop"] == ["ALL"] and server["cap_add"] == ["DAC_OVERRIDE"]
     assert "# capability DAC_OVERRIDE added back, because the server downloads into the host's hub cache" \
         in render_text(req)
+
+
+def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_container(slot_env, profiles_dir: Path,  # noqa: F811
+                                                                                  tmp_path: Path):
+    """A checkpoint written under umask 077 by a user of the host: root in the container, with
+    every capability dropped, cannot read it, and `up` says so with the fix before it starts."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the checkpoint to another user")
+    from fake_checkpoints import write_model_folder
+
+    folder = write_model_folder(tmp_path / "ckpt" / "Tiny-Model")
+    for path in [folder.parent, folder, *folder.iterdir()]:
+        os.chown(path, 1000, 1000)
+        path.chmod(0o700 if path.is_dir() else 0o600)
+    (profiles_dir / "t-weights.yaml").write_text(
+        f"name: t-weights\nextends: t-good\nmodel:\n  host_path: {folder}\n  path: /models/tiny\n")
+    started = up(slot_env, "t-weights")
+    assert started.returncode == 0, started.stderr
+    said = started.stdout + started.stderr
+    assert f"chmod -R o+rX {folder}" in said and "mode 0700, owner uid 1000" in said, said
+    name = release_row(slot_status(), 1)["container"]
+
+    def read() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["docker", "exec", name, "cat", "/models/tiny/config.json"], capture_output=True,
+                              text=True, timeout=60)
+
+    closed = read()
+    assert closed.returncode != 0 and "Permission denied" in closed.stderr
+    subprocess.run(["chmod", "-R", "o+rX", str(folder.parent)], check=True)  # the fix the warning names
+    assert json.loads(read().stdout) == json.loads((folder / "config.json").read_text())

@@ -63,6 +63,7 @@ def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None)
         mode = _mode(ref)
         if mode is not None and mode & 0o077:
             warnings.append(f"secret file {ref} is readable by other users (mode {mode:04o}): chmod 600 {ref}")
+    warnings += weights.unreadable_by_the_server(model, frozenset(profile.server.cap_add))
     if model.kind == "hub" and model.commit is None:
         warnings.append(f"model {model.repo} is not in the hub cache {model.host_path}: the server will download "
                         "it at start (model.offline: false)")

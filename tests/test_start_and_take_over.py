@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from conftest import free_port
+from deploytool.host import labels
 from lifecycle_helpers import profiles_dir, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -83,7 +84,7 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
 
     # beside it, under an instance of its own (and another port), the second person plans freely
     beside = slot_env("up", "--cpu", "--profile", "t-good2", "--dry-run", "--port", str(free_port()),
-                      env={**other, "DEPLOYTOOL_INSTANCE": "second-person"})
+                      env={**other, "DEPLOYTOOL_INSTANCE": f"{labels.instance()}-beside"})
     assert beside.returncode == 0, beside.stderr
     assert "serving now nothing, would make release 1" in beside.stdout
 

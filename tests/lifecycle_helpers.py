@@ -65,11 +65,11 @@ def slot_env(docker_engine, profiles_dir: Path):
     """Run commands against this test's profiles and a free port; remove what they started."""
     port = free_port()
 
-    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render") else []
+    def cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render", "rollout") else []
         if args[0] == "up" and "--port" not in args:
             extra += ["--port", str(port)]
-        return run_cli(*args, *extra, timeout=timeout)
+        return run_cli(*args, *extra, timeout=timeout, env=env)
 
     cli.port = port  # type: ignore[attr-defined]
     yield cli

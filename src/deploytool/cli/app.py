@@ -203,6 +203,7 @@ CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded 
 CpuSlotOpt = Annotated[Optional[str], typer.Option("--cpu-slot", help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).")]
 DrainOpt = Annotated[Optional[float], typer.Option("--drain-timeout", help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).")]
 HooksOpt = Annotated[Optional[Path], typer.Option("--hooks", help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.")]
+TakeOverOpt = Annotated[bool, typer.Option("--take-over", help="Act on the slot although its release was started from another state folder (another person's deploytool on this engine with the same DEPLOYTOOL_INSTANCE, or yours under another DEPLOYTOOL_HOME); refused without it.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
 # The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]

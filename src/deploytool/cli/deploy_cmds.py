@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from . import k8s_cmds
 from .app import (CpuOpt, DrainOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
-                  Typer, console_err, print_json)
+                  TakeOverOpt, Typer, console_err, print_json)
 
 cache_app = Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -162,6 +162,7 @@ def up_command(
     hooks_dir: HooksOpt = None,
     wheelhouse: WheelhouseOpt = None,
     drain_timeout: DrainOpt = None,
+    take_over: TakeOverOpt = False,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
@@ -175,7 +176,7 @@ def up_command(
                         skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse,
-                        drain_timeout=drain_timeout)
+                        drain_timeout=drain_timeout, take_over=take_over)
     _plan_or_apply(dry_run, json_output,
                    lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run()),
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
@@ -220,16 +221,18 @@ def cpu_twin_command(
 @app.command("rollback")
 def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
                      dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None,
-                     drain_timeout: DrainOpt = None) -> None:
+                     drain_timeout: DrainOpt = None, take_over: TakeOverOpt = False) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout),
+    _plan_or_apply(dry_run, json_output,
+                   lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout, take_over=take_over),
                    lambda reporter: deploy.rollback(slot, reporter=reporter, drain_timeout=drain_timeout,
-                                                    hooks=GatewayHooks(hooks_dir, reporter=reporter)),
+                                                    hooks=GatewayHooks(hooks_dir, reporter=reporter),
+                                                    take_over=take_over),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
                              f"release {r.stopped} stopped ({r.seconds} s)")
 

@@ -26,6 +26,7 @@ from ..profiles import Profile, ProfileStore
 from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
+from .ownership import refuse_taking_over
 from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
                     WriteRelease)
 
@@ -53,6 +54,7 @@ class UpOptions:
     # since whoever listens there takes nothing from it
     publishes: bool = True
     drain_timeout: float | None = None  # the serving release's drain (None: its recorded health.drain_timeout)
+    take_over: bool = False  # stop a serving release started from another state folder (ownership.py)
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -204,7 +206,8 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
     return names, {name: to_jsonable(settings[name]) for name in names}
 
 
-def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
+def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str = "up") -> Plan:
+    refuse_taking_over(facts, [facts.serving], action, options.take_over)
     validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     port, port_source = publish_port(options, fallback, profile)
@@ -323,10 +326,11 @@ def drain_for(facts: Facts, release: int, override: float | None) -> float:
     return float(health.drain_timeout if health else 30)
 
 
-def plan_rollback(facts: Facts, drain_timeout: float | None = None) -> Plan:
+def plan_rollback(facts: Facts, drain_timeout: float | None = None, *, take_over: bool = False) -> Plan:
     """Stop the current release, start the rollback target and verify it; if the target
     fails, the current release is brought back (a card holds one copy of the model)."""
     slot, current = facts.slot, facts.serving
+    refuse_taking_over(facts, [current], "rollback", take_over)
     target_number = facts.pointers.previous
     target = facts.by_number(target_number)
     if target is None:

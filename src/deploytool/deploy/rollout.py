@@ -314,7 +314,7 @@ def last_rollout() -> JournaledRollout:
         profile_name=raw["profile"], slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
         max_unavailable=raw["max_unavailable"], canary_qualify=raw["canary_qualify"],
         undo_on_failure=raw["undo_on_failure"], qualify_limit=raw["qualify_limit"], retention=raw["retention"],
-        drain_timeout=raw.get("drain_timeout"),
+        drain_timeout=raw.get("drain_timeout"), take_over=bool(raw.get("take_over")),
         profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None)
     made: dict[str, int] = {}
     for e in mine:

@@ -35,6 +35,7 @@ class SlotResult:
     drains: list[dict[str, Any]] = field(default_factory=list)  # what each stop waited for
     removed: list[str] = field(default_factory=list)  # what `down` removed
     seconds: float = 0.0
+    in_place_of: int | None = None  # start --release N: the slot's current release it was started instead of
 
     def line(self) -> str:
         drained = "".join(f"; drain: {_drain_text(d)}" for d in self.drains)
@@ -42,7 +43,9 @@ class SlotResult:
             return (f"slot {self.slot}: release {self.release} stopped (kept for `deploytool start` and rollback)"
                     f"{drained} ({self.seconds} s)")
         if self.action == "start":
-            return f"slot {self.slot}: release {self.release} serves again at {self.url} ({self.seconds} s)"
+            instead = (f" in place of release {self.in_place_of}, the slot's current release until now"
+                       if self.in_place_of is not None else "")
+            return f"slot {self.slot}: release {self.release} serves again at {self.url}{instead} ({self.seconds} s)"
         return f"slot {self.slot} removed: {', '.join(self.removed) or 'nothing'}{drained} ({self.seconds} s)"
 
 
@@ -54,54 +57,58 @@ def _drain_text(d: dict[str, Any]) -> str:
     return f"{d['left']} request(s) cut at the {d['timeout_s']:g} s timeout"
 
 
-def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None) -> Plan:
-    return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout)
+def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None,
+                  take_over: bool = False) -> Plan:
+    return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout, take_over=take_over)
 
 
-def plan_for_start(slot: Slot, *, engine: Engine | None = None) -> Plan:
-    return plan_start(gather_slot(engine or Engine(), slot))
+def plan_for_start(slot: Slot, *, engine: Engine | None = None, release: int | None = None,
+                   take_over: bool = False) -> Plan:
+    return plan_start(gather_slot(engine or Engine(), slot), release, take_over=take_over)
 
 
 def plan_for_down(slot: Slot, *, engine: Engine | None = None, volumes: bool = False,
-                  drain_timeout: float | None = None) -> Plan:
+                  drain_timeout: float | None = None, take_over: bool = False) -> Plan:
     engine = engine or Engine()
     facts = gather_slot(engine, slot)
     volume = slot.cache_volume() if volumes and engine.volume_exists(slot.cache_volume()) else None
     state = str(slot_path(slot.name)) if volumes and slot_path(slot.name).exists() else None
     return plan_down(facts, networks=engine.slot_networks(slot.name), volume=volume, state=state,
-                     drain_timeout=drain_timeout)
+                     drain_timeout=drain_timeout, take_over=take_over)
 
 
 def stop(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-         hooks: Hooks | None = None, drain_timeout: float | None = None) -> SlotResult:
+         hooks: Hooks | None = None, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
     """Drain (the pre-stop hook, then the server's own count) and stop the serving release."""
     engine = engine or Engine()
     with slot_lock(slot.name, "stop"):
-        plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout)
+        plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
         journal("slot.stopped", slot=slot.name, release=plan.release)
     return SlotResult(slot.name, "stop", plan.release, plan.url, drains=outcome.drains, seconds=outcome.seconds)
 
 
 def start(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-          hooks: Hooks | None = None) -> SlotResult:
-    """Start the slot's current release again and verify it healthy."""
+          hooks: Hooks | None = None, release: int | None = None, take_over: bool = False) -> SlotResult:
+    """Start the slot's current release again (or `release`, in its place) and verify it healthy."""
     engine = engine or Engine()
     with slot_lock(slot.name, "start"):
-        plan = plan_for_start(slot, engine=engine)
+        plan = plan_for_start(slot, engine=engine, release=release, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
-        journal("slot.started", slot=slot.name, release=plan.release)
+        journal("slot.started", slot=slot.name, release=plan.release,
+                **({"in_place_of": plan.in_place_of} if plan.in_place_of is not None else {}))
     assert outcome.serving is not None
-    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds)
+    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds,
+                      in_place_of=plan.in_place_of)
 
 
 def down(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None, hooks: Hooks | None = None,
-         volumes: bool = False, drain_timeout: float | None = None) -> SlotResult:
+         volumes: bool = False, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
     """Say what goes, then stop what serves and remove every release of the slot, its compose
     projects and networks; with `volumes`, its JIT cache volume and its state folder."""
     engine, reporter = engine or Engine(), reporter or Reporter()
     with slot_lock(slot.name, "down"):
-        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout)
+        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over)
         for line in plan.lines()[1:]:
             reporter.step(f"goes: {line.strip()}")
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)

@@ -218,6 +218,7 @@ class Plan:
     # why a real `up` refuses to start this plan on the slot's cards (a CPU image: `up --dry-run`
     # and `deploytool cpu-twin` still plan it); the same reason is among the warnings
     not_on_cards: str | None = carried()
+    in_place_of: int | None = None  # start --release N: the slot's current release it is started instead of
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
@@ -230,6 +231,9 @@ class Plan:
         """The plan as a person reads it."""
         out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
                + (f", would make release {self.release}" if self.action == "up" else "")]
+        if self.in_place_of is not None:
+            out.append(f"  starts release {self.release} in place of the slot's current release {self.in_place_of} "
+                       "(--release)")
         if self.url:
             out.append(f"  url: {self.url}" + (f" (port: {self.port_source})" if self.port_source else ""))
         out += [f"  warning: {w}" for w in self.warnings]

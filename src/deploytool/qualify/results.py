@@ -29,6 +29,7 @@ class QualifyReport:
     image_labels: dict[str, str] = field(default_factory=dict)
     model: dict[str, Any] | None = None  # the weights the release serves (weights.ModelPlan.record)
     limit: int | None = None
+    baseline: str | None = None  # what the gates that compare with another release were judged against
     suites: list[SuiteResult] = field(default_factory=list)
     server: ServerFacts | None = None
     started_at: str = ""
@@ -113,6 +114,7 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "started_at": report.started_at,
         "finished_at": report.finished_at,
         "limit": report.limit,
+        "baseline": report.baseline,
         "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
                    "image": report.image, "image_labels": report.image_labels, "model": report.model},

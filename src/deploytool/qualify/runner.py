@@ -71,6 +71,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         slot=getattr(release, "slot", None), release=getattr(release, "release", None),
         image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
         limit=limit, started_at=_now(), model=getattr(target, "model", None),
+        baseline=getattr(target, "baseline", None),
     )
     against = baseline_of(target)
     write_reports(report, against)
@@ -150,7 +151,12 @@ def baseline_of(target: "Target") -> Against:
     if why:
         name = f"{name or path}: unreadable ({why})"
     slot = getattr(release, "slot", None)
-    return Against(doc=doc, name=name if doc is not None else None,
+    notes = []
+    if doc is None and path is None and slot and previous is not None:  # a baseline release that has no results
+        from ..release.targets import unqualified
+
+        notes.append(unqualified(slot, previous.release))
+    return Against(doc=doc, name=name if doc is not None else None, notes=notes,
                    record=read_record(slot, release.release) if slot and release else {},
                    baseline_record=read_record(slot, previous.release) if slot and previous else {},
                    bench=kept_bench(slot, getattr(release, "release", None)),

@@ -141,6 +141,15 @@ def baseline_release(slot: Slot, releases: list[Release], current: int, *, again
                     f"the newest older release; the journal has no cut-over line for release {current}")
 
 
+def unqualified(slot: str, release: int) -> str:
+    """Why a release has no qualify results to compare with, in words for a report's first screen."""
+    from .state import read_journal
+
+    if any(e.get("event") == "qualify.skipped" and e.get("release") == release for e in read_journal(slot)):
+        return f"release {release} was not qualified (brought up with --skip-qualify): nothing to compare with"
+    return f"release {release} has no stored qualify results: nothing to compare with"
+
+
 def qualify_results_path(slot: Slot, release: int) -> Path | None:
     path = release_path(slot.name, release) / "qualify" / "results.json"
     return path if path.exists() else None

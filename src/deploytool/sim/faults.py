@@ -39,6 +39,9 @@ FAULTS: dict[str, bool] = {
     "trickle": False,
     "deep_json": False,
     "endless_sse": False,
+    "terminal_escapes": False,
+    "rich_markup": False,
+    "infinity": False,
     "hostile_health": False,
 }
 
@@ -57,7 +60,10 @@ FAULT_HELP = (
     "decoding off, as a release that lost its draft model would). Hostile modes (every route but the health "
     "ones, which hostile_health adds): script_text (a script in every JSON text value), huge_body (a 1 GiB "
     "body, streamed), trickle (the body one byte a second), deep_json (JSON nested 100,000 deep), "
-    "endless_sse (a streamed chat that never ends)."
+    "endless_sse (a streamed chat that never ends), terminal_escapes (terminal control sequences in every "
+    "JSON text value: a clipboard write, a window title, cursor moves that erase lines), rich_markup (rich "
+    "markup in every JSON text value: a link, a stray closing tag), infinity (max_model_len and every other "
+    "length is the number Infinity, which JSON does not have)."
 )
 
 CRASH_EXIT_CODE = 3
@@ -84,6 +90,9 @@ class FaultConfig:
     trickle: bool = False
     deep_json: bool = False
     endless_sse: bool = False
+    terminal_escapes: bool = False
+    rich_markup: bool = False
+    infinity: bool = False
     hostile_health: bool = False
 
     @property

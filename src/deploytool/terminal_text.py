@@ -78,8 +78,9 @@ def _console_class() -> type:
         """Every string passes `visible` before it is read as markup (so a table's columns are
         measured on what is shown); a string that is not valid markup prints as plain text; and
         every segment rendered, whatever made it (a Text built elsewhere, a progress bar's
-        description), passes `visible` again. Segments rich marks as its own control codes (a
-        live display's cursor moves) are rich's, not the text's, and pass as they are."""
+        description), passes `visible` again, and loses any link (OSC 8: deploytool's own output
+        has none, so one can only come from text that reached markup). Segments rich marks as its
+        own control codes (a live display's cursor moves) are rich's, and pass as they are."""
 
         def render_str(self, text: str, **kwargs: Any) -> Any:
             text = visible(text)
@@ -90,10 +91,15 @@ def _console_class() -> type:
 
         def render(self, renderable: Any, options: Any = None) -> Any:
             for segment in super().render(renderable, options):
-                if segment.control is None and _UNSAFE.search(segment.text) is not None:
-                    yield Segment(segment.text.translate(_LINES), segment.style)
-                else:
+                if segment.control is not None:
                     yield segment
+                    continue
+                text, style = segment.text, segment.style
+                if _UNSAFE.search(text) is not None:
+                    text = text.translate(_LINES)
+                if style is not None and style.link:  # deploytool prints no link: one came from outside
+                    style = style.clear_meta_and_links()
+                yield Segment(text, style) if (text, style) != (segment.text, segment.style) else segment
 
         # What the console writes is already visible, and holds rich's own colour codes: it goes
         # to the stream's `verbatim` side (secrets scrubbed, nothing escaped) where there is one.

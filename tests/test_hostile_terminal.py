@@ -7,7 +7,7 @@ tune candidate that prints its key."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import socket
 import sys
@@ -148,51 +148,83 @@ def test_logs_raw_prints_the_stream_as_written_but_never_the_key(monkeypatch, ca
     assert KEY not in out and "--api-key <redacted>" in out
 
 
-def _endless_chunk_size_line(sock: socket.socket, stop: threading.Event) -> None:
-    """A server that answers 200, chunked, then sends hex digits of a chunk size without end."""
-    conn, _ = sock.accept()
+def _serve_raw(conn: socket.socket, stop: threading.Event) -> None:
+    """HTTP/1.1 by hand (no ASGI server writes a broken chunked body): the reads a bench makes
+    first are answered as a small server would; every chat is answered 200, chunked, and then
+    hex digits of a chunk size without end (bounded here: until the client hangs up, 30 s)."""
     with conn:
-        conn.settimeout(5)
-        conn.recv(65536)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
-        deadline = time.monotonic() + 30
-        while not stop.is_set() and time.monotonic() < deadline:
-            try:
-                conn.sendall(b"f" * 4096)
-            except OSError:
-                return  # the client hung up: what a client that refuses the line does
+        conn.settimeout(10)
+        pending = b""
+        while not stop.is_set():
+            while b"\r\n\r\n" not in pending:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                pending += data
+            head, _, pending = pending.partition(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path = lines[0].split(" ")[:2]
+            length = next((int(v) for k, _, v in (line.partition(":") for line in lines[1:])
+                           if k.strip().lower() == "content-length"), 0)
+            while len(pending) < length:
+                pending += conn.recv(65536)
+            pending = pending[length:]
+            if method == "POST" and path == "/v1/chat/completions":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                deadline = time.monotonic() + 30
+                with contextlib.suppress(OSError):  # the client hung up: what a client that refuses the line does
+                    while not stop.is_set() and time.monotonic() < deadline:
+                        conn.sendall(b"f" * 4096)
+                return
+            if path == "/v1/models":
+                status, body = "200 OK", json.dumps({"object": "list", "data": [
+                    {"id": "m", "object": "model", "max_model_len": 4096}]}).encode()
+            elif path.startswith("/health"):
+                status, body = "200 OK", b""
+            else:
+                status, body = "404 Not Found", b'{"detail": "Not Found"}'
+            conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
 
-def test_bench_stream_refuses_a_chunk_size_line_that_never_ends() -> None:
-    from deploytool.server.client import EndpointClient
-
+@contextlib.contextmanager
+def endless_chunk_size_line():
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    sock.listen()
+    sock.listen(64)
+    sock.settimeout(0.5)
     stop = threading.Event()
-    thread = threading.Thread(target=_endless_chunk_size_line, args=(sock, stop), daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
 
-    async def chat():
-        async with EndpointClient(url, timeout=20) as client:
-            fast = client.fast_stream()
+    def accept() -> None:
+        while not stop.is_set():
             try:
-                return await fast.chat({"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                        "stream": True}, timeout=20)
-            finally:
-                await fast.aclose()
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=_serve_raw, args=(conn, stop), daemon=True).start()
 
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
     try:
-        started = time.monotonic()
-        result = asyncio.run(chat())
-        took = time.monotonic() - started
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         stop.set()
-        thread.join(10)
+        thread.join(5)
         sock.close()
-    assert not result.ok and "a chunk-size line larger than 4096 bytes" in result.error, result.error
-    assert took < 15, took  # refused at its cap, not at the deadline
+
+
+def test_bench_refuses_a_chunk_size_line_that_never_ends(tmp_path: Path) -> None:
+    with endless_chunk_size_line() as url:
+        started = time.monotonic()
+        out = run_cli("bench", "--url", url, "--quick", "--repeats", "1", "--report", str(tmp_path / "bench"),
+                      timeout=240)
+        took = time.monotonic() - started
+    assert out.returncode == 6 and "no request completed" in out.stderr, out.stdout + out.stderr
+    errors = {r["error"] for r in json.loads((tmp_path / "bench" / "results.json").read_text())["requests"]}
+    assert errors == {"response refused: a chunk-size line larger than 4096 bytes: not read further"}, errors
+    # each request refused at the line's cap, none held to its deadline: seconds, not minutes
+    assert took < 60, took
 
 
 def test_profiles_list_refuses_a_yaml_alias_bomb_naming_the_file(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import socket
 import sys
 import threading
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, start_cli
+from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 from deploytool.sim.hostile import ESCAPES, MARKUP
 from sim_process import SimProcess
 
@@ -254,3 +256,53 @@ def test_a_tune_candidates_log_in_the_report_holds_no_key(tmp_path: Path, monkey
     server.stop()
     text = log.read_text()
     assert "starting with" in text and key not in text, text
+
+
+LOUD = """\
+name: t-loud
+extends: t-good
+server:
+  api_key: {{file: {key}}}
+  env: {{DEPLOYTOOL_SIM_FAULT: "print_server_args,terminal_escapes,huge_log_line"}}
+"""
+
+
+@pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
+def test_logs_of_a_release_that_prints_its_key_escapes_and_a_huge_line(slot_env, profiles_dir, tmp_path,
+                                                                       docker_engine) -> None:
+    from deploytool.deploy.log_lines import CUT_MARK, MAX_LINE_BYTES
+
+    key = "sk-container-log-key-5150"
+    key_file = tmp_path / "api-key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    (profiles_dir / "t-loud.yaml").write_text(LOUD.format(key=key_file))
+    started = up(slot_env, "t-loud")
+    assert started.returncode == 0, started.stdout + started.stderr
+
+    shown = slot_env("logs", "--cpu")
+    assert shown.returncode == 0, shown.stderr
+    assert key not in shown.stdout and "api_key='<redacted>'" in shown.stdout
+    assert not any(s in shown.stdout for s in ACTED_ON) and "\\x1b]52;c;" in shown.stdout
+    lines = shown.stdout.splitlines()
+    cut = [i for i, line in enumerate(lines) if line.endswith(CUT_MARK)]
+    assert len(cut) == 1 and lines[cut[0]].endswith("z" * (MAX_LINE_BYTES // 2) + CUT_MARK)
+    assert "FAULT huge_log_line: after the long line" in lines[cut[0] + 1]
+
+    raw = slot_env("logs", "--cpu", "--raw")
+    assert "\x1b]52;c;" in raw.stdout and key not in raw.stdout and "api_key='<redacted>'" in raw.stdout
+
+    # followed: the line arrives in the engine's pieces; it is cut as it comes, in linear time
+    follow = start_cli("logs", "--cpu", "--follow")
+    seen: list[str] = []
+    threading.Thread(target=lambda: seen.extend(follow.stdout), daemon=True).start()  # type: ignore[arg-type]
+    try:
+        deadline = time.monotonic() + 60  # seconds; joining the pieces again at each one took minutes
+        while not any("after the long line" in line for line in seen):
+            assert time.monotonic() < deadline and follow.poll() is None, [line[:200] for line in seen]
+            time.sleep(0.2)
+    finally:
+        follow.send_signal(signal.SIGINT)
+        follow.wait(30)
+    assert sum(line.rstrip("\n").endswith(CUT_MARK) for line in seen) == 1
+    assert not any(key in line for line in seen)

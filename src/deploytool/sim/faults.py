@@ -42,6 +42,8 @@ FAULTS: dict[str, bool] = {
     "terminal_escapes": False,
     "rich_markup": False,
     "infinity": False,
+    "huge_log_line": False,
+    "print_server_args": False,
     "hostile_health": False,
 }
 
@@ -63,7 +65,9 @@ FAULT_HELP = (
     "endless_sse (a streamed chat that never ends), terminal_escapes (terminal control sequences in every "
     "JSON text value: a clipboard write, a window title, cursor moves that erase lines), rich_markup (rich "
     "markup in every JSON text value: a link, a stray closing tag), infinity (max_model_len and every other "
-    "length is the number Infinity, which JSON does not have)."
+    "length is the number Infinity, which JSON does not have). In its log at start-up: huge_log_line (one "
+    "line of 32 MiB), print_server_args (its settings, API key included, as SGLang logs its server_args); "
+    "terminal_escapes writes its sequences there too."
 )
 
 CRASH_EXIT_CODE = 3
@@ -93,6 +97,8 @@ class FaultConfig:
     terminal_escapes: bool = False
     rich_markup: bool = False
     infinity: bool = False
+    huge_log_line: bool = False
+    print_server_args: bool = False
     hostile_health: bool = False
 
     @property

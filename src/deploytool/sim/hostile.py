@@ -19,6 +19,11 @@ An ASGI middleware around the app (faults.py names the modes; `--fault trickle` 
 - infinity: every length a server states about itself (max_model_len, context_length, ...) is the
   number Infinity, which JSON does not have (Python's json writes and reads it).
 
+What it writes to its log at start-up (`log_at_start`): terminal_escapes writes ESCAPES there too,
+huge_log_line one line of HUGE_LOG_LINE bytes (written in pieces, as a process's buffered stderr
+sends it), print_server_args its settings with the API key in clear, as SGLang logs its
+`server_args=ServerArgs(..., api_key='...')` at start-up.
+
 The health routes are served normally unless `hostile_health` is also given (then /health and
 /health_generate are as hostile as the rest: a probe, a ready-wait, a watch).
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -41,10 +47,25 @@ ESCAPES = ("\x1b]52;c;b3duZWQgYnkgdGhlIHNlcnZlcg==\x07\x1b]0;owned by the server
 MARKUP = "[link=https://example.invalid/owned]click here[/link] [bold green]qualify PASSED[/] [/x]"
 _LENGTH_FIELDS = {"max_model_len", "context_length", "context_len", "max_total_num_tokens", "max_req_input_len"}
 HUGE_BYTES = 2**30
+HUGE_LOG_LINE = 32 * 2**20
 DEEP = 100_000
 TRICKLE_S = 1.0
 # Fields of the wire protocol itself, kept as they are so the client still reads the shape.
 _PROTOCOL_FIELDS = {"object", "role", "finish_reason", "type"}
+
+
+def log_at_start(config: FaultConfig, api_key: str | None) -> None:
+    if config.print_server_args:
+        log(f"server_args=SimSettings(api_key={api_key!r}, faults={config.active!r})")
+    if config.terminal_escapes:
+        log(f"FAULT terminal_escapes: {ESCAPES}")
+    if config.huge_log_line:
+        log(f"FAULT huge_log_line: one line of {HUGE_LOG_LINE // 2**20} MiB follows")
+        piece = "z" * 2**16
+        for _ in range(HUGE_LOG_LINE // len(piece)):
+            sys.stderr.write(piece)
+        sys.stderr.write("\n")
+        log("FAULT huge_log_line: after the long line")
 
 
 class _ClientLeft(Exception):

@@ -81,6 +81,24 @@ def test_journal_prints_a_forged_line_inside_its_own_entry(deploytool_home: Path
     assert not any(s in out.stdout for s in ACTED_ON)
 
 
+def test_ups_progress_and_errors_show_a_servers_text_as_text(capsys: pytest.CaptureFixture) -> None:
+    """`up` says what the server and its log said (a health answer, a log tail) in its progress
+    lines and its error: shown, not obeyed, not read as markup."""
+    from deploytool import cli
+    from deploytool.cli.deploy_cmds import ConsoleReporter
+    from deploytool.errors import DeployError
+
+    said = f"the server answered: {ESCAPES} {MARKUP}"
+    ConsoleReporter().step(said)
+    ConsoleReporter().warn(said)
+    failed = DeployError(said, hint=MARKUP)
+    with pytest.raises(SystemExit):  # how main says a DeploytoolError
+        cli._error(failed.message, failed.hint, failed.exit_code)
+    err = capsys.readouterr().err
+    assert not any(s in err for s in ACTED_ON), err
+    assert err.count("[/x]") == 4 and err.count("\\x1b]52;c;") == 3, err
+
+
 class _Engine:
     """The engine as `logs` reads it: one release of the CPU slot, its log as given."""
 

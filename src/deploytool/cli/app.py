@@ -14,6 +14,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from ..files import to_jsonable
+from .. import terminal_text
 from ..redaction import scrub, scrub_all
 
 if TYPE_CHECKING:
@@ -176,16 +177,12 @@ class LazyConsole:
 
 
 def _stdout_console() -> "Console":
-    from rich.console import Console
-
     # A table piped to a file or a log keeps its columns whole (rich assumes 80 off a terminal).
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    return terminal_text.console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def _stderr_console() -> "Console":
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=True)
+    return terminal_text.console(stderr=True, soft_wrap=True)
 
 
 # soft_wrap: a message is never cut into lines at the terminal width, so logs and scripts
@@ -254,8 +251,26 @@ def styled(word: str) -> str:
 class ScrubbedStream:
     """stdout or stderr, with every secret value this process holds (and a key on a command
     line, a bearer token, a URL's credentials) replaced before it is written: container logs,
-    server answers and errors pass through the commands' output (deploytool.redaction)."""
+    server answers and errors pass through the commands' output (deploytool.redaction). Every
+    control character but newline and tab is shown as its escape (deploytool.terminal_text):
+    what a command prints came, in part, from a server, a log or a file, and the terminal must
+    not act on it. `verbatim` is the same stream with secrets scrubbed and nothing escaped: for
+    deploytool's rich consoles (their text is made visible before rich adds its colours) and
+    `logs --raw`."""
 
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.verbatim = _Verbatim(raw)
+
+    def write(self, text: str) -> int:
+        self._raw.write(terminal_text.visible(scrub(text)) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class _Verbatim:
     def __init__(self, raw: Any) -> None:
         self._raw = raw
 

@@ -37,11 +37,13 @@ class ConsoleReporter:
 
     def step(self, message: str) -> None:
         self._close()
-        console_err.print(f"[cyan]•[/] {message}", highlight=False)
+        console_err.print("[cyan]•[/] ", end="")  # a message quotes servers and logs: never markup
+        console_err.print(message, markup=False, highlight=False)
 
     def warn(self, message: str) -> None:
         self._close()
-        console_err.print(f"[yellow]warning:[/] {message}", highlight=False)
+        console_err.print("[yellow]warning:[/] ", end="")
+        console_err.print(message, markup=False, highlight=False)
 
     def waiting(self, label: str, elapsed: float, budget: float) -> None:
         if self._progress is None:

@@ -60,7 +60,8 @@ def qualify_command(
     else:
         _print_summary(result)
     if result.could_not_run:
-        console_err.print(f"[bold red]error:[/] could not run: {result.could_not_run}", highlight=False)
+        console_err.print("[bold red]error:[/] ", end="")  # what follows is the server's words: never markup
+        console_err.print(f"could not run: {result.could_not_run}", markup=False, highlight=False)
     if result.interrupted:
         console_err.print(f"interrupted (Ctrl-C); partial report: {result.report_dir}", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -69,17 +70,19 @@ def qualify_command(
 
 def _print_summary(result) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"qualify {result.url}", show_lines=False)
+    # the reasons quote what the server said: cells of text, never read as markup
+    table = Table(title=Text(f"qualify {result.url}"), show_lines=False)
     for column in ("suite", "verdict", "seconds"):
         table.add_column(column)
     table.add_column("reason", overflow="fold")  # never cut: the reason is the verdict's evidence
     for s in result.suites:
         verdict = s.verdict.value + (" (limited)" if s.limited else "")
         table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
-                      s.reason)
+                      Text(s.reason or ""))
     console.print(table)
-    console.print(result.summary_line(), highlight=False)
+    console.print(result.summary_line(), markup=False, highlight=False)
 
 
 @app.command("reports")

@@ -1,11 +1,13 @@
 """A slot out of service and back: stop, start, down, logs."""
 
 import json
+import sys
 from typing import Annotated, Optional
 
 import typer
 
 from ..release.slots import slot_from_options
+from ..terminal_text import visible
 from .app import CpuOpt, CpuSlotOpt, DrainOpt, GpuOpt, HooksOpt, JsonOpt, TakeOverOpt, app, print_json
 from .deploy_cmds import DryRunOpt, _plan_or_apply
 
@@ -69,6 +71,7 @@ def logs_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
                  follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until Ctrl-C, across a restart of the release; without --release, across a new serving release of the slot (a new up, a rollback), saying so in one line.")] = False,
                  tail: Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines.")] = None,
                  since: Annotated[Optional[str], typer.Option("--since", help="Only lines since a duration ago (30s, 10m, 2h) or an ISO 8601 time.")] = None,
+                 raw: Annotated[bool, typer.Option("--raw", help="Print the lines as the server wrote them, escape sequences and control characters included (by default they are shown as escapes, such as \\x1b, so the terminal never acts on them). Secrets are removed either way.")] = False,
                  json_output: JsonOpt = False) -> None:
     """A release's server log (what the server wrote to stdout and stderr)."""
     from ..deploy import slot_commands as slots
@@ -87,7 +90,11 @@ def logs_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt =
             else:
                 print_json({"slot": slot.name, "lines": list(lines)})
             return
+        # stdout shows every control character as its escape; --raw writes past that, to the
+        # stream that only scrubs secrets
+        out = getattr(sys.stdout, "verbatim", sys.stdout) if raw else sys.stdout
         for line in lines:
-            typer.echo(line)
+            out.write((line if raw else visible(line)) + "\n")
+            out.flush()
     except KeyboardInterrupt:  # the way a --follow ends
         return

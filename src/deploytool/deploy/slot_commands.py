@@ -16,11 +16,13 @@ from typing import Any, Iterator
 from ..errors import DeployError, UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..release.inputs import hold_release_secrets
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock, slot_path
 from .executor import execute
 from .facts import gather_slot
 from .hooks import Hooks
+from .log_lines import log_lines
 from .reporter import Reporter
 from .slot_plan import plan_down, plan_start, plan_stop
 from .steps import Plan
@@ -186,8 +188,9 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
         raise UsageError(f"--tail {tail}: expected 0 lines or more")
     chosen = log_release(slot, release, engine=engine)
     start_at = parse_since(since)
+    hold_release_secrets(slot.name, chosen.release)
     if not follow:
-        yield from engine.logs(chosen, tail=tail, since=start_at).decode("utf-8", "replace").splitlines()
+        yield from log_lines([engine.logs(chosen, tail=tail, since=start_at)])
         return
     while True:
         yield from _stream(engine, chosen, tail=tail, since=start_at)
@@ -204,6 +207,7 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
             if release is None and serving is not None:  # following the slot: another release serves
                 yield SlotNotice.changed(slot, serving.release, chosen.release)
                 chosen, start_at = serving, _started_epoch(serving)
+                hold_release_secrets(slot.name, chosen.release)
                 break
             if again is None and (release is not None or not now):
                 return  # removed (`down`, prune): nothing more will be written
@@ -211,11 +215,4 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
 
 def _stream(engine: Engine, release: Release, *, tail: int | None, since: float | None) -> Iterator[str]:
     """One release's log, followed until its container stops, line by line."""
-    pending = b""
-    for chunk in engine.logs(release, tail=tail, since=since, follow=True):
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for raw in lines:
-            yield raw.decode("utf-8", "replace")
-    if pending:
-        yield pending.decode("utf-8", "replace")
+    yield from log_lines(engine.logs(release, tail=tail, since=since, follow=True))

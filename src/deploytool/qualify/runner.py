@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import terminal_text
 from ..server.client import EndpointClient
 from ..server.facts import ServerFacts, read_server_facts, read_weight_version
 from ..server.readiness import wait_until_ready
@@ -75,7 +75,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
     )
     against = baseline_of(target)
     write_reports(report, against)
-    console = Console(stderr=True)
+    console = terminal_text.console(stderr=True)
     bars = _progress_bars(console, progress)
     pending = list(names)
     run = _Qualification(target=target, report=report, limit=limit, bars=bars,
@@ -85,7 +85,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         with bars:
             report.server = asyncio.run(probe_server(
                 target.url, settings["preflight"], profile, api_key=getattr(target, "api_key", None),
-                progress=(lambda line: console.print(line, highlight=False)) if progress else None))
+                progress=(lambda line: console.print(line, markup=False, highlight=False)) if progress else None))
             report.could_not_run = _why_not_run(report.server, target.url)
             while pending:
                 name = running = pending[0]
@@ -118,7 +118,7 @@ def _interrupted(report: QualifyReport, pending: list[str], running: str | None)
             report.suites.append(SuiteResult.errored(name, why))
 
 
-def _progress_bars(console: Console, shown: bool) -> Progress:
+def _progress_bars(console: Any, shown: bool) -> Progress:
     """One bar a suite on stderr (none with --no-progress)."""
     return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[status]}"),

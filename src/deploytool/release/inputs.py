@@ -109,3 +109,19 @@ def health_headers(slot: str, number: int, path: str) -> dict[str, str]:
         return secrets.auth_headers(release_api_key(slot, number))
     except SecretError:
         return {}  # the probe then fails with the server's 401, which the log tail shows
+
+
+def hold_release_secrets(slot: str, number: int, env: dict[str, str] | None = None) -> None:
+    """Read the values of a release's secrets (its API key, its hub token) from where its record
+    says they live, only so that every output of this process scrubs them: a server may print
+    its own command line, key included, into the log that `logs` prints or `tune` keeps. A value
+    that cannot be read here (a variable this shell lacks) is passed over: nothing to hold."""
+    record = read_record(slot, number)
+    references = [record.get("api_key"), *(record.get("secrets") or {}).values()]
+    for reference in references:
+        if not reference:
+            continue
+        try:
+            secrets.SecretRef.model_validate(reference).resolve(env, what=f"a secret of release {number}")
+        except (SecretError, ValueError):
+            continue

@@ -157,9 +157,11 @@ def docker_engine_module():
 def test_up_from_the_installed_wheel_serves_and_qualifies(installed, sim_release, docker_engine_module):
     port = sim_release["port"]
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
-    image = docker_engine_module.client.images.get(sim_release["up"]["image"])
     # the image was made from the installed package: its copy of deploytool holds the wheel's data
-    assert image.labels["dev.deploytool.recipe"] == "sim"
+    found = docker_engine_module.client.containers.run(
+        sim_release["up"]["image"], ["/opt/venv/bin/python", "-c", "from deploytool.resources import data_origin; "
+                                     "print(*data_origin(), sep='|')"], remove=True).decode().strip()
+    assert found == "/opt/deploytool/deploytool/_data|package data"
 
     report = installed["cwd"] / "qualify-report"
     qualified = _tool(installed, "qualify", "--url", f"http://127.0.0.1:{port}", "--profile", "sim",

@@ -154,6 +154,7 @@ def docker_engine_module():
     return Engine()
 
 
+@pytest.mark.docker
 def test_up_from_the_installed_wheel_serves_and_qualifies(installed, sim_release, docker_engine_module):
     port = sim_release["port"]
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
@@ -178,6 +179,7 @@ def test_up_from_the_installed_wheel_serves_and_qualifies(installed, sim_release
 QUALIFY_IMAGE = "deploytool-qualify-test:latest"
 
 
+@pytest.mark.docker
 @pytest.mark.index
 def test_the_qualify_image_qualifies_the_release_as_the_job_runs_it(installed, sim_release, docker_engine_module):
     """images/qualify/Dockerfile, built as kubernetes.md says (the wheel and its dependencies'

@@ -156,6 +156,24 @@ app = Typer(
     rich_markup_mode=None,
 )
 
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from ..deploy.about import about
+
+    typer.echo("\n".join(about().lines()))
+    raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print deploytool's version, the SGLang releases it carries rules for and where its data is read from.")] = False,
+) -> None:
+    pass
+
 class LazyConsole:
     """A rich Console made at its first use: importing rich and making two consoles was a fifth
     of what `deploytool status` costs to start, and `--help`, every --json and a status with

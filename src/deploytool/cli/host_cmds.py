@@ -120,8 +120,10 @@ def doctor_command(json_output: JsonOpt = False) -> None:
 
     report = doctor_mod.run_doctor()
     if json_output:
-        print_json({"ok": report.ok, "counts": report.counts, "checks": report.checks})
+        print_json({"deploytool": report.about, "ok": report.ok, "counts": report.counts, "checks": report.checks})
     else:
+        if report.about is not None:
+            typer.echo("\n".join(report.about.lines()))
         table = Table("check", "result", "detail")
         for c in report.checks:
             table.add_row(c.name, styled(c.status),

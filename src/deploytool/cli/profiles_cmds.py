@@ -66,16 +66,18 @@ def profiles_list(
 
     rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
              "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
-             "served_name": p.model.served_name, "source": p.source,
+             "served_name": p.model.served_name, "source": p.source, "origin": store.origin(p.name),
              "memory": memory_fit(p, checkpoints=checkpoints)} for p in profiles]
     if json_output:
         print_json({"profiles": rows})
         return
-    table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "description")
+    table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "from", "description")
     for r in rows:
         table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", escape(_memory_cell(r["memory"])),
-                      r["description"])
+                      r["origin"], r["description"])
     console.print(table)
+    for folder, origin in store.folders:
+        console.print(f"{origin}: {escape(str(folder))}", highlight=False)
 
 
 def _memory_cell(fit: dict) -> str:

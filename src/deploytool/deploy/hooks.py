@@ -6,7 +6,9 @@
     post-rollback  after a rollback, or a restore after a failure, brought a release back
     on-failure     when an up, a rollback or a rollout step failed, or `watch` rolled back
 
-The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS; with neither, no hook runs. A folder or a
+The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS, else the user's own
+($XDG_CONFIG_HOME/deploytool/hooks, ~/.config/deploytool/hooks) when it exists; with none of
+them, no hook runs. A folder or a
 hook that others than its owner may write is refused (whoever can write it could run code as
 the deploying user). A hook gets the slot, release, URL and profile in environment variables
 (docs/hooks.md lists them) and the host's basics (PATH, HOME, locale: HOST_ENV), nothing else
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..release.state import journal
+from ..resources import user_config_dir
 from .reporter import Reporter
 from .steps import CutOver, Plan, Step, Stop
 
@@ -96,11 +99,15 @@ def hook_timeout() -> float:
 
 
 def hooks_folder(directory: Path | None) -> Path | None:
-    """--hooks DIR, else $DEPLOYTOOL_HOOKS, checked before anything runs."""
+    """--hooks DIR, else $DEPLOYTOOL_HOOKS, else the user's hooks folder when there is one,
+    checked before anything runs."""
     if directory is None and os.environ.get(HOOKS_ENV):
         directory = Path(os.environ[HOOKS_ENV])
     if directory is None:
-        return None
+        user = user_config_dir("hooks")
+        if not user.is_dir():
+            return None
+        directory = user
     if not directory.is_dir():
         raise UsageError(f"hooks folder {directory} does not exist",
                          hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")

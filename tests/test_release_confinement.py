@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from keyed_profile import keyed
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose, render_text
 from deploytool.release.slots import Slot
@@ -33,6 +34,17 @@ def test_the_reference_runtime_runs_confined_with_a_read_only_root():
     assert server["security_opt"] == ["no-new-privileges:true"]
     assert server["ipc"] == "private" and server["shm_size"] == "1g"
     assert server["read_only"] is True and server["tmpfs"] == ["/tmp:size=1g,mode=1777"]
+
+
+def test_a_release_with_secrets_keeps_a_writable_root_and_says_why():
+    # compose copies a secret into the created container's root before the start, and the engine
+    # refuses that copy into a read-only root: the keyed release's root stays writable, said so
+    profile = keyed(ProfileStore().get("sim"), token=False)
+    req = RenderRequest(profile=profile, slot=Slot(), release=1, image="x")
+    server = render_compose(req)["services"]["server"]
+    assert server["secrets"] and "read_only" not in server and "tmpfs" not in server
+    assert server["cap_drop"] == ["ALL"] and server["security_opt"] == ["no-new-privileges:true"]
+    assert "# root file system writable, because the release carries secrets" in render_text(req)
 
 
 def test_every_card_profile_keeps_a_private_ipc_and_says_why_its_root_is_writable():

@@ -108,7 +108,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             ),
         }
     )
-    service.update(container_confinement(profile, model))
+    service.update(container_confinement(profile, model, carries_secrets=bool(planned)))
     if profile.server.ulimits:
         service["ulimits"] = dict(profile.server.ulimits)
     service["volumes"] += model.volumes()
@@ -149,11 +149,21 @@ def added_capabilities(profile: Profile, model: model_sources.ModelPlan) -> dict
     return added
 
 
-def container_confinement(profile: Profile, model: model_sources.ModelPlan) -> dict[str, Any]:
+# Compose puts a secret into the container by copying it into the created container's root
+# before the start (`/run/secrets/NAME`, its value never in the file or `docker inspect`), and
+# the engine refuses any copy into a read-only root ("container rootfs is marked read-only"):
+# a release with secrets keeps its root writable, and says so.
+SECRETS_NEED_A_WRITABLE_ROOT = ("the release carries secrets, which compose copies into the container's root "
+                                "before it starts (a read-only root refuses the copy)")
+
+
+def container_confinement(profile: Profile, model: model_sources.ModelPlan, *,
+                          carries_secrets: bool = False) -> dict[str, Any]:
     """The IPC namespace, /dev/shm, added capabilities and the root file system, from the profile:
     each loosening only where the profile asks for it with its reason (server.ipc_reason,
-    cap_add, writable_root) or the weights need it; base.yaml drops every capability and
-    forbids new privileges."""
+    cap_add, writable_root), the weights need it, or the release's secrets do (a read-only
+    root refuses compose's copy of them); base.yaml drops every capability and forbids new
+    privileges."""
     server = profile.server
     fields: dict[str, Any] = {"ipc": server.ipc}
     if server.ipc != "host":  # with the host's namespace the host's /dev/shm is used, unsized
@@ -161,13 +171,14 @@ def container_confinement(profile: Profile, model: model_sources.ModelPlan) -> d
     added = added_capabilities(profile, model)
     if added:
         fields["cap_add"] = sorted(added)
-    if server.writable_root is None:
+    if server.writable_root is None and not carries_secrets:
         fields["read_only"] = True
         fields["tmpfs"] = [TMP_TMPFS]
     return fields
 
 
-def confinement_notes(profile: Profile, model: model_sources.ModelPlan) -> list[str]:
+def confinement_notes(profile: Profile, model: model_sources.ModelPlan, *,
+                      carries_secrets: bool = False) -> list[str]:
     """Each exception to the container's confinement with its reason (docs/security.md)."""
     server = profile.server
     notes = [f"ipc: host, because {server.ipc_reason}"] if server.ipc == "host" else []
@@ -175,6 +186,8 @@ def confinement_notes(profile: Profile, model: model_sources.ModelPlan) -> list[
               for name, why in sorted(added_capabilities(profile, model).items())]
     if server.writable_root is not None:
         notes.append(f"root file system writable, because {server.writable_root}")
+    elif carries_secrets:
+        notes.append(f"root file system writable, because {SECRETS_NEED_A_WRITABLE_ROOT}")
     return notes
 
 
@@ -210,7 +223,8 @@ def render_text(req: RenderRequest) -> str:
 def render_notes(req: RenderRequest) -> list[str]:
     """Where the runtime and the weights come from and where each secret goes (references, never values)."""
     return (list(req.runtime_notes) + model_sources.describe_for_render(req.model_plan)
-            + release_secrets.describe_for_render(req.secret_plan) + confinement_notes(req.profile, req.model_plan))
+            + release_secrets.describe_for_render(req.secret_plan)
+            + confinement_notes(req.profile, req.model_plan, carries_secrets=bool(req.secret_plan)))
 
 
 def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,

@@ -212,8 +212,17 @@ class HealthSpec(_Strict):
                                       "the requests the server still runs or queues; --drain-timeout overrides it")
 
     def budget_seconds(self) -> int:
-        """How long a start may take before it counts as failed."""
-        return self.start_period + self.retries * (self.interval + self.timeout)
+        """How long a start may take before it counts as failed: the moment the engine's health
+        check can first count the container unhealthy (its `retries`-th failed check, the first
+        started once start_period is over and each next one `interval` after the last ended;
+        checks that take their time only make that later). deploytool's wait ends there too, so
+        the plan's figure is the one that applies, whichever of the two notices first."""
+        return self.start_period + (self.retries - 1) * self.interval
+
+    def budget_rule(self) -> str:
+        """budget_seconds() as the profile's fields make it, for plans and errors."""
+        return (f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
+                f"health.interval {self.interval} s")
 
 
 class RolloutSpec(_Strict):

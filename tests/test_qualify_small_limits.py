@@ -14,6 +14,7 @@ from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import registry
 from deploytool.qualify.suites.needle import Settings, grid_lengths
 from deploytool.release.targets import Target
+from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 from qualify_helpers import qualify, sim
 
 
@@ -62,3 +63,11 @@ def test_a_crashed_suite_fails_the_run_instead_of_could_not_run(healthy, tmp_pat
     assert report.suite("tools").verdict is Verdict.ERROR and "suite crashed: KeyError: 225000" in report.suite("tools").reason
     assert report.could_not_run is None and not report.passed
     assert report.exit_code == 1 and report.verdict == "failed", report.summary_line()
+
+
+def test_up_with_limit_3_qualifies_and_cuts_over(slot_env) -> None:  # noqa: F811
+    done = slot_env("up", "--cpu", "--profile", "t-good", "--limit", "3", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["release"] == 1 and result["qualify"]["passed"], result["qualify"]
+    assert "--limit 3" in result["qualify"]["summary"]

@@ -22,7 +22,7 @@ def top_command(
     """Every release serving on this host (or --url): requests/s, tok/s, TTFT and TPOT p50/p99
     over the last round, running and queued, KV pool use, prefix hit rate, accept length, beside
     the profile's gates; each card's utilisation, memory, power, temperature. Refreshes in place
-    until Ctrl-C; --once --json for scripts (docs/monitor.md)."""
+    until q or Ctrl-C; --once --json for scripts (docs/monitor.md)."""
     from ..monitor import top as top_lib
     from ..release import secrets
 

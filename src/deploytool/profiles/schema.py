@@ -96,7 +96,7 @@ class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
     recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
-    base: str = Field(description="the base image, pinned by digest")
+    base: str = Field(description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it")
     base_source: Literal["registry", "wheels"] = Field(
         default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
                                         "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "

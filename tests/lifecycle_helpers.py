@@ -24,7 +24,7 @@ def health_check(start_period: int = 30) -> str:
     /health themselves, and a healthy status stays so without probes. Each probe is a `docker
     exec` of curl, about 0.1 s of the machine's CPU (runc, the shim, the engine, curl): at 2 s
     they took 5% of a core for every running release, for nothing a test looks at. The health
-    budget (start_period + retries x (interval + timeout)) grows with it: only a release that
+    budget (start_period + (retries - 1) x interval) grows with it: only a release that
     never answers waits it out, and the profiles that test that (t-never) keep their own."""
     return f"{{start_period: {start_period}, start_interval: 1, interval: 30, timeout: 2, retries: 2}}"
 

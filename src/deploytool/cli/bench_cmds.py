@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
+from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, CpuSlotOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
                   ReadyTimeoutOpt, UrlOpt, app, console, console_err, json_error, print_json)
 
 
@@ -15,6 +15,7 @@ def bench_command(
     url: UrlOpt = None,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="The reduced method (fewer, shorter requests) for smoke runs.")] = False,
     thinking: Annotated[str, typer.Option("--thinking", help="on: temperature 0.7 and the model's defaults; off: greedy.")] = "off",
@@ -36,7 +37,7 @@ def bench_command(
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key)
+                            api_key_file=api_key_file, api_key_flag=api_key, cpu_slot=cpu_slot)
     method = _method(build_method, quick, target.profile, thinking, sweep, workload, repeats)
     console_err.print(f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
                       f"{method.fingerprint()}, {method.repeats} passes", highlight=False)

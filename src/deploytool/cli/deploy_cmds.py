@@ -317,12 +317,13 @@ def journal_command(
 
 # -- cache -------------------------------------------------------------------------------------
 @cache_app.command("status")
-def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+                 json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
     from ..yamlio import dump_yaml
     from ..deploy.cache_commands import cache_status as read_cache
 
-    state = read_cache(slot_from_options(gpu, cpu))
+    state = read_cache(slot_from_options(gpu, cpu, cpu_slot))
     if json_output:
         print_json(state)
         return
@@ -332,11 +333,12 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 
 
 @cache_app.command("wipe")
-def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+               json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
     from ..deploy.cache_commands import wipe_cache
 
-    decision = wipe_cache(slot_from_options(gpu, cpu))
+    decision = wipe_cache(slot_from_options(gpu, cpu, cpu_slot))
     if json_output:
         print_json(decision)
         return

@@ -98,6 +98,11 @@ def rollout_command(
     if resume or undo:
         if profile or gpu or all_gpus or cpu or cpu_slot:
             raise UsageError("--resume and --undo take the profile and slots from the journal; give neither")
+        if dry_run and undo:
+            planned = rollouts.undo_plan()
+            print_json({"dry_run": True, "undo": planned}) if json_output else typer.echo(
+                "\n".join(rollouts.undo_lines(planned)))
+            return
         if dry_run:
             last = rollouts.last_rollout()
             print_json(last) if json_output else typer.echo(

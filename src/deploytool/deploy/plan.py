@@ -238,7 +238,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str =
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
               secrets=[s.name for s in planned_secrets], sources=tuple(planned_secrets)),
-        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
+        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path,
+                    rule=profile.health.budget_rule()),
     ]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
@@ -291,7 +292,8 @@ def bring_back(facts: Facts, release: Release) -> list[Step]:
     return [PrepareCache(release.release, release.image, facts.slot.cache_volume(), "unknown",
                          "checked against this release's toolchain when applied"),
             Start(release=release.release, project=facts.slot.project(release.release), new=False),
-            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health")]
+            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health",
+                        rule=health.budget_rule() if health else "")]
 
 
 def prunable(facts: Facts, *, current: int | None, previous: int | None, retention: int) -> list[int]:

@@ -139,6 +139,10 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
         if fallback is None and len(facts) > 1 and f.engine_absent:
             warnings.append(f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
                             "a rollout upgrades serving slots, each keeping its port")
+        elif fallback is None and len(facts) > 1 and options.dry_run:
+            # a plan to read (a described host's, a first look): said, as the weights not yet here are
+            warnings.append(f"slot {f.slot.name} has no release yet, so no port of its own: a real rollout refuses "
+                            "it (start it first with `deploytool up ... --port N`, each slot on its own port)")
         elif fallback is None and len(facts) > 1:
             raise UsageError(f"slot {f.slot.name} has no release yet, so no port of its own",
                              hint="a rollout upgrades serving slots: start it first with "

@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import DeployError, UsageError
@@ -73,10 +74,23 @@ def plan_for_down(slot: Slot, *, engine: Engine | None = None, volumes: bool = F
                   drain_timeout: float | None = None, take_over: bool = False) -> Plan:
     engine = engine or Engine()
     facts = gather_slot(engine, slot)
-    volume = slot.cache_volume() if volumes and engine.volume_exists(slot.cache_volume()) else None
-    state = str(slot_path(slot.name)) if volumes and slot_path(slot.name).exists() else None
+    has_volume, has_state = engine.volume_exists(slot.cache_volume()), _holds_state(slot_path(slot.name))
+    there = {f"its JIT cache volume {slot.cache_volume()}": has_volume,
+             f"its state folder {slot_path(slot.name)}": has_state}
+    volume = slot.cache_volume() if volumes and has_volume else None
+    state = str(slot_path(slot.name)) if volumes and has_state else None
     return plan_down(facts, networks=engine.slot_networks(slot.name), volume=volume, state=state,
-                     drain_timeout=drain_timeout, take_over=take_over)
+                     drain_timeout=drain_timeout, take_over=take_over,
+                     kept=[] if volumes else [what for what, yes in there.items() if yes])
+
+
+def _holds_state(folder: Path) -> bool:
+    """Whether the slot's state folder holds anything of the slot's: the lock every command
+    takes there (this one's too) is not state."""
+    try:
+        return any(p.name not in ("lock", "lock.holder") for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def stop(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
@@ -111,8 +125,11 @@ def down(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None 
     engine, reporter = engine or Engine(), reporter or Reporter()
     with slot_lock(slot.name, "down"):
         plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over)
-        for line in plan.lines()[1:]:
-            reporter.step(f"goes: {line.strip()}")
+        for number, step in enumerate(plan.steps, 1):
+            reporter.step(f"goes: {number}. {step.describe()}")
+        if plan.restore:  # not what goes: what comes back if a step fails before the release is removed
+            reporter.step(f"if a step fails before release {plan.fallback} is removed, it is brought back: "
+                          + "; ".join(s.describe() for s in plan.restore))
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     return SlotResult(slot.name, "down", plan.release, drains=outcome.drains, removed=outcome.removed,
                       seconds=outcome.seconds)

@@ -89,11 +89,16 @@ def _no_start(facts: Facts, release: int | None) -> DeployError:
 
 
 def plan_down(facts: Facts, *, networks: list[str], volume: str | None, state: str | None,
-              drain_timeout: float | None = None, take_over: bool = False) -> Plan:
-    """`volume` and `state`: what --volumes removes (None: not asked, or not there)."""
+              drain_timeout: float | None = None, take_over: bool = False, kept: list[str] | None = None) -> Plan:
+    """`volume` and `state`: what --volumes removes (None: not asked, or not there); `kept`:
+    what is there and stays because --volumes was not given (said, never called absent)."""
     slot, serving = facts.slot, facts.serving
     refuse_taking_over(facts, list(facts.releases), "down", take_over)
     if not facts.releases and not networks and volume is None and state is None:
+        if kept:
+            raise DeployError(f"slot {slot.name} has no release or network left to remove; still there: "
+                              f"{' and '.join(kept)}",
+                              hint=f"`deploytool down {slot.option} --volumes` removes them too")
         raise DeployError(f"slot {slot.name} has nothing to remove: no release, network, cache volume or state",
                           hint="`deploytool status` lists the slots of this engine")
     steps: list[Step] = []

@@ -118,9 +118,11 @@ class WaitHealthy:
     release: int
     budget_s: float
     path: str
+    rule: str = ""  # how the profile's health fields make budget_s (HealthSpec.budget_rule)
 
     def describe(self) -> str:
-        return f"wait until release {self.release} is healthy ({self.path}, budget {self.budget_s:g} s)"
+        rule = f" = {self.rule}" if self.rule else ""
+        return f"wait until release {self.release} is healthy ({self.path}, budget {self.budget_s:g} s{rule})"
 
 
 @dataclass(frozen=True)

@@ -234,13 +234,41 @@ def _reload_figures(port: int) -> dict[str, float]:
     return figures
 
 
-def down(engine: Any = None) -> MonitorStatus:
+@dataclass
+class MonitorDown:
+    """What `monitor down` did: a clean stop is `stopped`, not "not running (ConnectError)"."""
+
+    stopped: bool  # Prometheus answered before, and its compose project is down now
+    volume: str
+    volume_removed: bool  # --volumes: its data volume went too
+    running: bool = False  # Prometheus still answers after the stop (it should not)
+    why: str | None = None  # why there was nothing to stop, or what still answers
+
+    def line(self) -> str:
+        data = (f"data volume {self.volume} removed" if self.volume_removed else
+                f"data volume {self.volume} kept for the next `monitor up` (`monitor down --volumes` removes it)")
+        if self.running:
+            return f"monitor: still answering after the stop ({self.why}); {data}"
+        return f"monitor: {'stopped' if self.stopped else f'nothing to stop ({self.why})'}; {data}"
+
+
+def down(engine: Any = None, *, volumes: bool = False) -> MonitorDown:
+    """Stop the monitor's compose project; with `volumes`, remove its data volume too."""
     from ..host.engine import Engine
 
+    before = status()
     compose_file = scrape_targets.monitor_dir() / "compose.yaml"
-    if compose_file.exists():
-        (engine or Engine()).compose(project(), compose_file, "down")  # never -v: the data stays
-    return status()
+    engine = engine or Engine()
+    if compose_file.exists():  # also when it was not answering: a crashed container goes all the same
+        engine.compose(project(), compose_file, "down")  # without -v: the volume goes only when asked, below
+    removed = False
+    if volumes and engine.volume_exists(volume_name()):
+        engine.remove_volume(volume_name())
+        removed = True
+    after = status() if before.running else before
+    why = f"{after.url} still answers" if after.running else (None if before.running else
+                                                              f"it was not running: {before.why}")
+    return MonitorDown(before.running, volume_name(), removed, running=after.running, why=why)
 
 
 def status(timeout: float = 3.0) -> MonitorStatus:

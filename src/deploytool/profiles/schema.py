@@ -104,7 +104,7 @@ class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
     recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
-    base: str = Field(description="the base image, pinned by digest")
+    base: str = Field(description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it")
     base_source: Literal["registry", "wheels"] = Field(
         default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
                                         "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
@@ -249,8 +249,17 @@ class HealthSpec(_Strict):
                                       "the requests the server still runs or queues; --drain-timeout overrides it")
 
     def budget_seconds(self) -> int:
-        """How long a start may take before it counts as failed."""
-        return self.start_period + self.retries * (self.interval + self.timeout)
+        """How long a start may take before it counts as failed: the moment the engine's health
+        check can first count the container unhealthy (its `retries`-th failed check, the first
+        started once start_period is over and each next one `interval` after the last ended;
+        checks that take their time only make that later). deploytool's wait ends there too, so
+        the plan's figure is the one that applies, whichever of the two notices first."""
+        return self.start_period + (self.retries - 1) * self.interval
+
+    def budget_rule(self) -> str:
+        """budget_seconds() as the profile's fields make it, for plans and errors."""
+        return (f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
+                f"health.interval {self.interval} s")
 
 
 class RolloutSpec(_Strict):

@@ -59,9 +59,10 @@ class QualifyReport:
             return EXIT_PASSED
         if self.could_not_run is not None or self.incomplete:
             return EXIT_COULD_NOT_RUN
-        if any(s.verdict is Verdict.FAILED for s in self.suites):
-            return EXIT_GATE_FAILED
-        return EXIT_COULD_NOT_RUN  # errors only, or nothing ran
+        if any(s.verdict is Verdict.FAILED or (s.verdict is Verdict.ERROR and not s.reason.startswith("not run"))
+               for s in self.suites):
+            return EXIT_GATE_FAILED  # a suite that ran and crashed or overran its budget did not pass: it ran
+        return EXIT_COULD_NOT_RUN  # nothing ran: every suite skipped or not run
 
     def summary_line(self) -> str:
         counts: dict[str, int] = {}

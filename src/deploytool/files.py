@@ -45,19 +45,22 @@ def umask() -> int:
     return current
 
 
-def write_atomic(path: Path, text: str | bytes, *, private: bool = False) -> Path:
+def write_atomic(path: Path, text: str | bytes, *, private: bool = False, mode: int | None = None) -> Path:
     """Write via a temporary file and rename, so a reader never sees half a report. Text passes
     through the secret scrubber (deploytool.redaction): no value this process holds is written.
     The file follows the umask, like any file a program creates; `private`: 0600 whatever the
-    umask (a file that names where a secret lives)."""
+    umask (a file that names where a secret lives); `mode`: that mode whatever the umask (a file
+    another user must read, such as Prometheus's in its container)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(text, bytes) else "w"
+    opening = "wb" if isinstance(text, bytes) else "w"
     if isinstance(text, str):
         text = scrub(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, mode) as handle:
+    with os.fdopen(fd, opening) as handle:
         handle.write(text)
-    os.chmod(tmp, 0o600 if private else 0o666 & ~umask())  # mkstemp makes 0600 whatever the umask
+    # mkstemp makes 0600 whatever the umask; the mode is set before the rename, so no reader
+    # ever meets the file with another one
+    os.chmod(tmp, 0o600 if private else mode if mode is not None else 0o666 & ~umask())
     os.replace(tmp, path)
     return path
 

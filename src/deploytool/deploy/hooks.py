@@ -6,10 +6,12 @@
     post-rollback  after a rollback, or a restore after a failure, brought a release back
     on-failure     when an up, a rollback or a rollout step failed, or `watch` rolled back
 
-The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS; with neither, no hook runs. A folder or a
-hook owned by another user than the deploying one (or root), or that its group or others may
-write, is refused, and so is one whose link leads to such a file or that lies in such a folder:
-whoever can change it could run code as the deploying user. A hook gets the slot, release, URL and profile in environment variables
+The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS, else the user's own
+($XDG_CONFIG_HOME/deploytool/hooks, ~/.config/deploytool/hooks) when it exists; with none of
+them, no hook runs. A folder or a hook owned by another user than the deploying one (or root),
+or that its group or others may write, is refused, and so is one whose link leads to such a
+file or that lies in such a folder: whoever can change it could run code as the deploying
+user. A hook gets the slot, release, URL and profile in environment variables
 (docs/hooks.md lists them) and the host's basics (PATH, HOME, locale: HOST_ENV), nothing else
 of deploytool's environment: no hub token, no API key, no DEPLOYTOOL_SECRET_*. It
 its stdout and stderr go to deploytool's stderr. Each run is journaled (event `hook`) with
@@ -31,6 +33,7 @@ from pathlib import Path
 from ..errors import DeployError, DeploytoolError, UsageError
 from ..files import untrusted
 from ..release.state import journal
+from ..resources import user_config_dir
 from .reporter import Reporter
 from .steps import CutOver, Plan, Step, Stop
 
@@ -98,11 +101,15 @@ def hook_timeout() -> float:
 
 
 def hooks_folder(directory: Path | None) -> Path | None:
-    """--hooks DIR, else $DEPLOYTOOL_HOOKS, checked before anything runs."""
+    """--hooks DIR, else $DEPLOYTOOL_HOOKS, else the user's hooks folder when there is one,
+    checked before anything runs."""
     if directory is None and os.environ.get(HOOKS_ENV):
         directory = Path(os.environ[HOOKS_ENV])
     if directory is None:
-        return None
+        user = user_config_dir("hooks")
+        if not user.is_dir():
+            return None
+        directory = user
     if not directory.is_dir():
         raise UsageError(f"hooks folder {directory} does not exist",
                          hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")

@@ -19,6 +19,14 @@ from .image_source import LocalWheel, RuntimeSource
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
 
+# capabilities(7), as Docker names them (without CAP_): what server.cap_add may add back
+LINUX_CAPABILITIES = frozenset(
+    "AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN DAC_OVERRIDE DAC_READ_SEARCH "
+    "FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN MAC_OVERRIDE MKNOD NET_ADMIN "
+    "NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON SETFCAP SETGID SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT "
+    "SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG "
+    "WAKE_ALARM".split())
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -148,7 +156,7 @@ class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
     recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
-    base: str = Field(description="the base image, pinned by digest")
+    base: str = Field(description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it")
     base_source: Literal["registry", "wheels"] = Field(
         default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
                                         "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
@@ -219,8 +227,20 @@ class ServerSpec(_Strict):
                                           "--revision) come from model:")
     env: dict[str, str] = Field(default_factory=dict, description="the container's environment; numbers and "
                                                                   "booleans become text")
-    shm_size: str = Field(default="32g", description="the container's shared memory: a size such as 32g or 1024m")
-    ipc: Literal["host", "private", "shareable"] = Field(default="host", description="the container's IPC namespace")
+    shm_size: str = Field(default="32g", description="the container's /dev/shm (its private IPC namespace's): "
+                                                     "NCCL, SGLang's broadcast queues and image transport use it; a size such as "
+                                                     "32g or 1024m")
+    ipc: Literal["private", "shareable", "host"] = Field(
+        default="private", description="the container's IPC namespace; host shares the host's /dev/shm and SysV "
+                                       "IPC with the server and needs ipc_reason")
+    ipc_reason: str | None = Field(default=None, description="why this server needs the host's IPC namespace "
+                                                             "(one line, shown in the rendered compose file)")
+    writable_root: str | None = Field(
+        default=None, description="why the container's root file system must stay writable (one line, shown in the "
+                                  "rendered compose file); unset: a read-only root with /tmp in memory")
+    cap_add: dict[str, str] = Field(
+        default_factory=dict, description="capabilities added back after every one is dropped, each with why "
+                                          "(NET_BIND_SERVICE: \"...\")")
     # SGLang's own compose file: unlimited locked memory for pinned buffers, a large stack.
     ulimits: dict[str, int] = Field(
         default_factory=lambda: {"memlock": -1, "stack": 67108864},
@@ -228,6 +248,24 @@ class ServerSpec(_Strict):
     api_key: SecretRef | None = Field(
         default=None, description="where the server's API key lives on the host, never the key: callers must "
                                   "send it (docs/profiles.md \"Access\")")
+
+    @model_validator(mode="after")
+    def _exceptions_say_why(self) -> "ServerSpec":
+        # each loosening of the container's defaults is argued where it is asked for, and the
+        # reason is printed into a compose file's comment header: one line of text
+        for field, reason in [("ipc_reason", self.ipc_reason), ("writable_root", self.writable_root),
+                              *((f"cap_add.{name}", why) for name, why in self.cap_add.items())]:
+            if reason is not None and (not reason.strip() or any(ord(c) < 32 or c == "\x7f" for c in reason)):
+                raise ValueError(f"{field}: the reason must be one line of text, not empty")
+        if self.ipc == "host" and self.ipc_reason is None:
+            raise ValueError("ipc: host shares the host's /dev/shm and SysV IPC with the server: say why in "
+                             "server.ipc_reason, or leave ipc out (a private namespace, /dev/shm of shm_size)")
+        if self.ipc != "host" and self.ipc_reason is not None:
+            raise ValueError(f"ipc_reason is the reason for ipc: host, but ipc is {self.ipc}: remove one of them")
+        for name in self.cap_add:
+            if name not in LINUX_CAPABILITIES:
+                raise ValueError(f"cap_add: {name!r} is not a Linux capability (names without CAP_, e.g. SYS_NICE)")
+        return self
 
     @field_validator("env", mode="before")
     @classmethod
@@ -252,8 +290,17 @@ class HealthSpec(_Strict):
                                       "the requests the server still runs or queues; --drain-timeout overrides it")
 
     def budget_seconds(self) -> int:
-        """How long a start may take before it counts as failed."""
-        return self.start_period + self.retries * (self.interval + self.timeout)
+        """How long a start may take before it counts as failed: the moment the engine's health
+        check can first count the container unhealthy (its `retries`-th failed check, the first
+        started once start_period is over and each next one `interval` after the last ended;
+        checks that take their time only make that later). deploytool's wait ends there too, so
+        the plan's figure is the one that applies, whichever of the two notices first."""
+        return self.start_period + (self.retries - 1) * self.interval
+
+    def budget_rule(self) -> str:
+        """budget_seconds() as the profile's fields make it, for plans and errors."""
+        return (f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
+                f"health.interval {self.interval} s")
 
 
 class RolloutSpec(_Strict):

@@ -54,7 +54,6 @@ SHAPES: dict[tuple[str, ...], tuple[str, str]] = {
                                      "a flag name without its dashes (letters, digits, - _ .)"),
     ("server", "env", "*", "key"): _NAME,
     ("server", "shm_size"): (r"[0-9]+(\.[0-9]+)?([bkmgBKMG]|[kmgKMG][bB])?", "a size such as 32g or 1024m"),
-    ("server", "cap_add", "*", "key"): (r"[A-Z][A-Z0-9_]*", "a capability name such as NET_BIND_SERVICE"),
     ("server", "ulimits", "*", "key"): (r"[a-z]+", "a limit name such as memlock, stack or nofile"),
     ("server", "api_key", "env"): _NAME,
     ("secrets", "hf_token", "env"): _NAME,

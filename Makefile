@@ -10,7 +10,7 @@ BASE_IMAGE ?= deploytool/base:bookworm
 $(BIN)/deploytool: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,k8s]'
 	@# an editable install writes no bytecode, and where PYTHONDONTWRITEBYTECODE is set no start
 	@# writes it either: every command would compile deploytool again (about 0.05 s a start)
 	$(BIN)/python -m compileall -q src/deploytool >/dev/null

@@ -41,6 +41,10 @@ def main() -> None:
            "busy, 6 could not run (an endpoint unreachable, nothing measured, a tool it needs failed), "
            "130 interrupted (Ctrl-C), 143 terminated (SIGTERM: a `kill`, a batch scheduler's time limit), "
            "which cleans up as Ctrl-C does (a tune candidate or a half-started release stopped).\n"]
+    own = [p for p in root.params if p.param_type_name == "option" and p.name != "help"]
+    if own:  # the options of `deploytool` itself, before any command (--version)
+        out.append("Options of `deploytool` itself, before any command: "
+                   + "; ".join(f"`{', '.join(p.opts)}`: {p.help}" for p in own) + "\n")
     describe(root, ["deploytool"], out)
     print("\n".join(out).rstrip() + "\n")
 

@@ -79,7 +79,28 @@ def main() -> None:
     while queue:
         prefix, model = queue.pop(0)
         describe(model, prefix, out, queue)
+    one_rule(out)
     print("\n".join(out).rstrip() + "\n")
+
+
+def one_rule(out: list[str]) -> None:
+    """The rule every field that reaches a Dockerfile, a compose file or a command line is held to
+    (deploytool.profiles.templated), with each field shape it names."""
+    from deploytool.profiles.templated import FREE_FORM, SHAPES
+
+    out += ["## What reaches a Dockerfile, a compose file or a command line\n",
+            "Checked when a profile loads (`deploytool.profiles.templated`), before anything renders: every text "
+            "of a profile, a value or a mapping key at any depth, except under "
+            + " and ".join(f"`{s}`" for s in FREE_FORM) + " (gates deploytool reads itself), holds no control "
+            "character (no line break, tab, NUL or escape; no Unicode line or paragraph separator), and the fields "
+            "below, which templates write bare, have their shape. A refusal names the file, the line, the field and "
+            "what was expected.\n",
+            "| field | expected |", "| --- | --- |"]
+    for loc, (_, expected) in SHAPES.items():
+        field = ".".join(p for p in (loc[:-1] if loc[-1] == "key" else loc))
+        what = "each key: " if loc[-1] == "key" else ""
+        out.append(f"| `{field}` | {what}{expected.replace('|', '/').replace('<', chr(92) + '<')} |")
+    out.append("")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
         for name in [n for n in os.environ if n.startswith("DEPLOYTOOL_") and n not in _SUITE_VARIABLES]:
             del os.environ[name]
         os.environ["DEPLOYTOOL_INSTANCE"] = f"test-{secrets.token_hex(3)}"
+        # so are their own profiles and hooks ($XDG_CONFIG_HOME/deploytool): the run's is empty
+        os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="deploytool-test-config-")
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker:
         os.environ["DEPLOYTOOL_INSTANCE"] += f"-{worker}"

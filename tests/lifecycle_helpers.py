@@ -24,7 +24,7 @@ def health_check(start_period: int = 30) -> str:
     /health themselves, and a healthy status stays so without probes. Each probe is a `docker
     exec` of curl, about 0.1 s of the machine's CPU (runc, the shim, the engine, curl): at 2 s
     they took 5% of a core for every running release, for nothing a test looks at. The health
-    budget (start_period + retries x (interval + timeout)) grows with it: only a release that
+    budget (start_period + (retries - 1) x interval) grows with it: only a release that
     never answers waits it out, and the profiles that test that (t-never) keep their own."""
     return f"{{start_period: {start_period}, start_interval: 1, interval: 30, timeout: 2, retries: 2}}"
 
@@ -65,11 +65,11 @@ def slot_env(docker_engine, profiles_dir: Path):
     """Run commands against this test's profiles and a free port; remove what they started."""
     port = free_port()
 
-    def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render") else []
+    def cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render", "rollout") else []
         if args[0] == "up" and "--port" not in args:
             extra += ["--port", str(port)]
-        return run_cli(*args, *extra, timeout=timeout)
+        return run_cli(*args, *extra, timeout=timeout, env=env)
 
     cli.port = port  # type: ignore[attr-defined]
     yield cli

@@ -33,7 +33,7 @@ def test_cpu_render_carries_profile_health_labels_and_no_devices():
     assert health["start_period"] == "60s" and health["start_interval"] == "1s" and health["retries"] == 3
     assert server["labels"][labels.SLOT] == "cpu" and server["labels"][labels.RELEASE] == "4"
     assert server["labels"][labels.PROFILE] == "sim-v2" and server["labels"][labels.SIMULATOR] == "true"
-    assert server["ipc"] == "host" and "deploy" not in server
+    assert server["ipc"] == "private" and server["shm_size"] == "1g" and "deploy" not in server
     assert server["volumes"][0]["target"] == "/cache"
     assert doc["volumes"]["jit-cache"]["external"] is True
     # its network carries the instance and the slot, as its container does (clean-up by label)

@@ -38,8 +38,10 @@ def test_the_twin_takes_out_what_needs_a_card_and_keeps_the_rest():
     assert labels.MANAGED not in server["labels"]  # never a release to status, rollback or prune
     assert server["volumes"][0] == {"type": "tmpfs", "target": "/cache"}
     assert server["volumes"][1:] == was["volumes"][1:]  # the weights' mount as the release has it
-    for key in ("image", "command", "environment", "shm_size", "ipc", "ulimits"):
+    # confined as the release is: the same capabilities, privileges and IPC namespace
+    for key in ("image", "command", "environment", "shm_size", "ipc", "ulimits", "cap_drop", "security_opt"):
         assert server[key] == was[key], key
+    assert server["cap_drop"] == ["ALL"] and server["ipc"] == "private"
     assert server["entrypoint"][:2] == [was["command"][0], "-c"]
     assert "deploy" in release["services"]["server"] and "ports" in was  # the release's document is untouched
 

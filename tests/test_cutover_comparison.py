@@ -172,3 +172,20 @@ def test_a_needle_heatmap_with_no_length_measured_is_no_picture_and_no_warning()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert needle_picture(now) is not None  # one column, even unscored, is a picture
+
+
+def test_a_qualification_whose_baseline_was_never_qualified_says_so():
+    from types import SimpleNamespace
+
+    from deploytool.qualify.runner import baseline_of
+    from deploytool.release.state import journal
+
+    journal("qualify.skipped", slot="cpu", release=1, reason="--skip-qualify")
+    target = SimpleNamespace(release=SimpleNamespace(slot="cpu", release=2), previous=SimpleNamespace(release=1),
+                             previous_results=None,
+                             baseline="release 1 (it served before release 2 was cut over; it has no stored qualify results)")
+    against = baseline_of(target)
+    assert against.doc is None and against.notes == [
+        "release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"]
+    top = cutover(results(), None, notes=against.notes)
+    assert top.headline() == "qualify PASSED; release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"

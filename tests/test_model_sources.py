@@ -229,14 +229,17 @@ def test_bind_beyond_loopback_without_a_key_warns(tmp_path: Path) -> None:
         prepare(keyed, bind="0.0.0.0", env={})
 
 
-def test_a_secret_file_others_can_read_warns(tmp_path: Path) -> None:
+def test_a_secret_file_others_can_read_is_refused(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text("v\n")
     key_file.chmod(0o644)
     profile = ProfileStore().get("sim").model_copy(deep=True)
     from deploytool.profiles import SecretRef
+    from deploytool.profiles.schema import SecretError
 
     profile.server.api_key = SecretRef(file=str(key_file))
-    assert any(f"chmod 600 {key_file}" in w for w in prepare(profile, bind="127.0.0.1", env={}).warnings)
+    with pytest.raises(SecretError) as caught:  # tests/test_secret_files_are_the_deployers.py: the whole rule
+        prepare(profile, bind="127.0.0.1", env={})
+    assert caught.value.hint == f"chmod 600 {key_file}"
     key_file.chmod(0o600)
     assert prepare(profile, bind="127.0.0.1", env={}).warnings == []

@@ -56,7 +56,8 @@ def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:  # no
             time.sleep(1)
             top = run_cli("top", "--once", "--interval", "2", "--json")
         assert top.returncode == 0, top.stderr
-        (server,) = json.loads(top.stdout)["servers"]
+        # this instance's slot (top shows another instance's releases on the engine too)
+        (server,) = [s for s in json.loads(top.stdout)["servers"] if s["name"] == "cpu"]
         assert (server["name"], server["release"], server["profile"], server["health"]) == ("cpu", 1, "t-good", "healthy")
         assert server["figures"]["why"] is None and server["figures"]["output_tps"] > 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,22 +45,78 @@ def umask() -> int:
     return current
 
 
-def write_atomic(path: Path, text: str | bytes, *, private: bool = False) -> Path:
+def write_atomic(path: Path, text: str | bytes, *, private: bool = False, mode: int | None = None) -> Path:
     """Write via a temporary file and rename, so a reader never sees half a report. Text passes
     through the secret scrubber (deploytool.redaction): no value this process holds is written.
     The file follows the umask, like any file a program creates; `private`: 0600 whatever the
-    umask (a file that names where a secret lives)."""
+    umask (a file that names where a secret lives); `mode`: that mode whatever the umask (a file
+    another user must read, such as Prometheus's in its container)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(text, bytes) else "w"
+    opening = "wb" if isinstance(text, bytes) else "w"
     if isinstance(text, str):
         text = scrub(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, mode) as handle:
+    with os.fdopen(fd, opening) as handle:
         handle.write(text)
-    os.chmod(tmp, 0o600 if private else 0o666 & ~umask())  # mkstemp makes 0600 whatever the umask
+    # mkstemp makes 0600 whatever the umask; the mode is set before the rename, so no reader
+    # ever meets the file with another one
+    os.chmod(tmp, 0o600 if private else mode if mode is not None else 0o666 & ~umask())
     os.replace(tmp, path)
     return path
 
 
 def write_json(path: Path, obj: Any, *, private: bool = False) -> Path:
     return write_atomic(path, json.dumps(scrub_all(to_jsonable(obj)), indent=2) + "\n", private=private)
+
+
+# -- files deploytool runs or reads secrets from: whose they are ---------------------------------
+@dataclass(frozen=True)
+class Untrusted:
+    """Why a file or folder cannot be trusted: the one at fault, what is wrong, the command that fixes it."""
+
+    path: Path
+    reason: str
+    fix: str
+
+
+def user_name(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, ImportError):
+        return str(uid)
+
+
+def _writers(mode: int) -> str:
+    return {0o022: "group and others", 0o020: "group", 0o002: "others"}[mode & 0o022]
+
+
+def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
+    """The first reason `path` is not the invoking user's own, or None. Owned by the invoking
+    user or root and writable by no one else: the file (a link's target, which is what runs), and
+    with `folders_above` every folder above the path as given and above its target, since whoever
+    may write a folder may rename what is in it and put their own file there. A folder above that
+    all may write keeps its entries to their owners only with the sticky bit (/tmp)."""
+    import stat
+
+    me = os.geteuid()
+    target = Path(os.path.realpath(path))
+    checks: list[tuple[Path, bool]] = [(target, False)]
+    if folders_above:
+        given = Path(os.path.abspath(path))
+        for folder in [*given.parents, *target.parents]:
+            if (folder, True) not in checks:
+                checks.append((folder, True))
+    for place, above in checks:
+        info = place.stat()
+        if info.st_uid not in (me, 0):
+            return Untrusted(place, f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
+                                    f"({user_name(me)}){' or root' if me else ''}: its owner can change it",
+                             f"chown {user_name(me)} {place}")
+        sticky = above and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
+        if info.st_mode & 0o022 and not sticky:
+            return Untrusted(place, f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}): "
+                                    "whoever can write it can change it",
+                             f"chmod go-w {place}")
+    return None

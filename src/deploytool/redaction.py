@@ -14,9 +14,12 @@ Standard library only: the CLI's start-up and the state directory use it.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
+import os
 import re
+import tempfile
 import threading
 from typing import Any
 
@@ -121,3 +124,27 @@ def scrub_all(obj: Any) -> Any:
             after_flag = isinstance(item, str) and bool(_KEY_FLAG.match(item))
         return out
     return scrub(obj) if isinstance(obj, str) else obj
+
+
+def scrub_file(path: os.PathLike[str] | str) -> None:
+    """Rewrite a file that another process wrote into (a server's or container's output, sent
+    straight to a file of a report), with `scrub` applied line by line: a server may print its
+    own command line, key included. Line by line, so a large log is never held whole; a secret
+    holds no newline, so none is split. Written beside it and renamed: a reader sees one or the
+    other whole. A file that cannot be read or written is left as it is (and said in the error
+    of whoever reads it next)."""
+    path = os.fspath(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
+    except OSError:
+        return
+    try:
+        with open(path, "rb") as source, os.fdopen(fd, "wb") as out:
+            for raw in source:
+                line = raw.decode("utf-8", "surrogateescape")
+                out.write(scrub(line).encode("utf-8", "surrogateescape"))
+        os.chmod(tmp, os.stat(path).st_mode & 0o777)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

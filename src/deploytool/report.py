@@ -14,6 +14,8 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from . import __version__
+
 # Report writers write their files through these (atomic; JSON from typed objects).
 from .files import to_jsonable, write_atomic, write_json  # noqa: F401  (re-exported)
 
@@ -59,6 +61,8 @@ def _md_cell(value: Any) -> Any:
 
 
 _TEMPLATES.filters["md_code"] = md_code
+# every report says which deploytool wrote it
+_TEMPLATES.globals["deploytool_version"] = __version__
 _TEMPLATES.filters["md_fence"] = md_fence
 
 

@@ -34,6 +34,18 @@ class LocatedDocument:
 # by the pure-Python parser, so a refusal names the same problem at the same place as before.
 _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
+# The nodes a document may reach, counting a node again each time an alias names it. YAML's
+# aliases let a few hundred bytes name a tree of billions of nodes (each level an alias list of
+# the one before); the parser keeps it small, as shared nodes, but every reader that walks the
+# data (the line index, `extends:` merges, validation, a dump) expands it. A profile with `<<:`
+# merges reaches a few hundred; the largest file deploytool reads (a version matrix) a few
+# thousand.
+MAX_EXPANDED_NODES = 100_000
+
+
+class AliasBomb(ValueError):
+    """A document whose aliases expand past MAX_EXPANDED_NODES."""
+
 
 def _parse(text: str, loader_class: Any) -> tuple[Any, dict[tuple[Any, ...], int]]:
     """The document's data and the line of every key, from one parse (what yaml.safe_load and
@@ -67,6 +79,11 @@ def load_yaml(path: Path) -> LocatedDocument:
         raise UsageError(f"{path}: no such file") from None
     try:
         data, lines = _parse_fast_then_pure(text)
+    except AliasBomb:
+        raise UsageError(f"{path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values: "
+                         "refused before they are expanded",
+                         hint="write the repeated parts out, or share them with `extends:`; an alias of an alias "
+                              "of an alias multiplies at each level") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -76,15 +93,24 @@ def load_yaml(path: Path) -> LocatedDocument:
 
 
 def _index_lines(node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> None:
-    lines.setdefault(prefix, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = (prefix + (key_node.value,))
-            lines[key] = key_node.start_mark.line + 1
-            _index_lines(value_node, key, lines)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _index_lines(item, prefix + (i,), lines)
+    """The line of every key and item, walking the document as its readers will: through every
+    alias, so its size is counted (AliasBomb past MAX_EXPANDED_NODES) before anything expands it."""
+    seen = 0
+    stack = [(node, prefix)]
+    while stack:
+        node, prefix = stack.pop()
+        seen += 1
+        if seen > MAX_EXPANDED_NODES:
+            raise AliasBomb(MAX_EXPANDED_NODES)
+        lines.setdefault(prefix, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in reversed(node.value):
+                key = (prefix + (key_node.value,))
+                stack.append((value_node, key))
+            for key_node, _ in node.value:
+                lines[prefix + (key_node.value,)] = key_node.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, prefix + (i,)) for i, item in reversed(list(enumerate(node.value))))
 
 
 def dump_yaml(data: Any) -> str:

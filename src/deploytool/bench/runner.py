@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from .. import terminal_text
 from ..release.targets import Target
 from ..server import metrics_window as mw
 from ..server.chat_result import ChatResult
@@ -358,11 +359,10 @@ class BenchRunner:
         if not self.show_progress:
             yield
             return
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         with Progress(TextColumn("bench {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+                      TimeElapsedColumn(), console=terminal_text.console(stderr=True), transient=True) as bar:
             self._progress = bar
             try:
                 yield

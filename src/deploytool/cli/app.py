@@ -14,6 +14,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from ..files import to_jsonable
+from .. import terminal_text
 from ..redaction import scrub, scrub_all
 
 if TYPE_CHECKING:
@@ -155,6 +156,24 @@ app = Typer(
     rich_markup_mode=None,
 )
 
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from ..deploy.about import about
+
+    typer.echo("\n".join(about().lines()))
+    raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version,
+        help="Print deploytool's version, the SGLang releases it carries rules for and where its data is read from.")] = False,
+) -> None:
+    pass
+
 class LazyConsole:
     """A rich Console made at its first use: importing rich and making two consoles was a fifth
     of what `deploytool status` costs to start, and `--help`, every --json and a status with
@@ -176,16 +195,12 @@ class LazyConsole:
 
 
 def _stdout_console() -> "Console":
-    from rich.console import Console
-
     # A table piped to a file or a log keeps its columns whole (rich assumes 80 off a terminal).
-    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    return terminal_text.console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def _stderr_console() -> "Console":
-    from rich.console import Console
-
-    return Console(stderr=True, soft_wrap=True)
+    return terminal_text.console(stderr=True, soft_wrap=True)
 
 
 # soft_wrap: a message is never cut into lines at the terminal width, so logs and scripts
@@ -203,6 +218,7 @@ CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded 
 CpuSlotOpt = Annotated[Optional[str], typer.Option("--cpu-slot", help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).")]
 DrainOpt = Annotated[Optional[float], typer.Option("--drain-timeout", help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).")]
 HooksOpt = Annotated[Optional[Path], typer.Option("--hooks", help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.")]
+TakeOverOpt = Annotated[bool, typer.Option("--take-over", help="Act on the slot although its release was started from another state folder (another person's deploytool on this engine with the same DEPLOYTOOL_INSTANCE, or yours under another DEPLOYTOOL_HOME); refused without it.")]
 UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
 # The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
@@ -253,8 +269,26 @@ def styled(word: str) -> str:
 class ScrubbedStream:
     """stdout or stderr, with every secret value this process holds (and a key on a command
     line, a bearer token, a URL's credentials) replaced before it is written: container logs,
-    server answers and errors pass through the commands' output (deploytool.redaction)."""
+    server answers and errors pass through the commands' output (deploytool.redaction). Every
+    control character but newline and tab is shown as its escape (deploytool.terminal_text):
+    what a command prints came, in part, from a server, a log or a file, and the terminal must
+    not act on it. `verbatim` is the same stream with secrets scrubbed and nothing escaped: for
+    deploytool's rich consoles (their text is made visible before rich adds its colours) and
+    `logs --raw`."""
 
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self.verbatim = _Verbatim(raw)
+
+    def write(self, text: str) -> int:
+        self._raw.write(terminal_text.visible(scrub(text)) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class _Verbatim:
     def __init__(self, raw: Any) -> None:
         self._raw = raw
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import UsageError
-from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
+from .app import (READY_TIMEOUT_OPTION, ApiKeyFileOpt, ApiKeyOpt, CpuOpt, CpuSlotOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt,
                   ReadyTimeoutOpt, UrlOpt, app, console, console_err, json_error, print_json)
 
 
@@ -15,6 +15,7 @@ def bench_command(
     url: UrlOpt = None,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
     quick: Annotated[bool, typer.Option("--quick", help="The reduced method (fewer, shorter requests) for smoke runs.")] = False,
     thinking: Annotated[str, typer.Option("--thinking", help="on: temperature 0.7 and the model's defaults; off: greedy.")] = "off",
@@ -36,38 +37,44 @@ def bench_command(
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key)
+                            api_key_file=api_key_file, api_key_flag=api_key, cpu_slot=cpu_slot)
     method = _method(build_method, quick, target.profile, thinking, sweep, workload, repeats)
     console_err.print(f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
                       f"{method.fingerprint()}, {method.repeats} passes", highlight=False)
     outcome = bench_when_ready(target, method=method, report_dir=report, ready_timeout_s=ready_timeout,
                                timeout_name=READY_TIMEOUT_OPTION, progress=not json_out,
-                               on_wait=lambda line: console_err.print(line, highlight=False))
+                               on_wait=lambda line: console_err.print(line, markup=False, highlight=False))
     run, code, why = outcome.run, outcome.exit_code, outcome.why
     if run is None:
         if json_out:
             json_error(f"bench: {why}", None, code, "CouldNotRun")
-        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
+        _say_failed(why)
         raise typer.Exit(code)
     if json_out:
         print_json(run.to_json())
         if why:
-            console_err.print(f"bench: {why}", highlight=False)
+            console_err.print(f"bench: {why}", markup=False, highlight=False)
         raise typer.Exit(code)
     _print_run(run, outcome.report_dir)
     if why:
-        console_err.print(f"[bold red]bench:[/] {why}", highlight=False)
+        _say_failed(why)
     raise typer.Exit(code)
+
+
+def _say_failed(why: str) -> None:
+    console_err.print("[bold red]bench:[/] ", end="")  # why quotes the server: never markup
+    console_err.print(why, markup=False, highlight=False)
 
 
 def _print_run(run, report: Path | None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from ..bench.compare import format_value
     from ..bench.roofline import roofline_lines
 
-    table = Table(title=f"bench {run.environment['target']} ({run.workload} workload, {run.method['preset']} method, "
-                        f"{run.method.get('repeats', 1)} passes)")
+    table = Table(title=Text(f"bench {run.environment['target']} ({run.workload} workload, {run.method['preset']} method, "
+                        f"{run.method.get('repeats', 1)} passes)"))
     for column in ("figure", "value", "spread over passes", "completed", "failed"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for fig in run.figures:
@@ -89,11 +96,12 @@ def _print_run(run, report: Path | None) -> None:
     if run.errors_total:
         console.print(f"[red]{run.errors_total} of {run.requests_total} requests failed[/]; medians use completed "
                       "requests only")
-    console.print(("" if run.cache_check.ok else "[red]") + f"prefix cache: {run.cache_check.message}", highlight=False)
+    console.print(f"prefix cache: {run.cache_check.message}", markup=False, highlight=False,
+                  style=None if run.cache_check.ok else "red")
     if run.simulator:
         console.print("[yellow]measured against the reference runtime: a simulator, not a model[/]", highlight=False)
     for note in run.notes:
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", markup=False, highlight=False)
     if report:
         console.print(f"report: {report / 'report.html'}", highlight=False)
 

@@ -57,8 +57,10 @@ def build_command(
         typer.echo(f"  Dockerfile steps: {planned.steps}")
         typer.echo(f"  expected: {size}")
         return
-    if not json_output:
-        console_err.print(f"building {resolved.name}: expected {expected_size(resolved)}", highlight=False)
+    def starting(why: str) -> None:  # only once a build is sure to run: an up-to-date image costs nothing
+        if not json_output:
+            console_err.print(f"building {resolved.name} ({why}): expected {expected_size(resolved)}", highlight=False)
+
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
                   console=console_err.rich, transient=True, disable=json_output) as bar:
         task = bar.add_task(f"building {resolved.name}", total=None, step="")
@@ -69,7 +71,7 @@ def build_command(
 
         from ..image.build import build
 
-        result = build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache)
+        result = build(resolved, wheelhouse=wheelhouse, progress=on_line, no_cache=no_cache, on_start=starting)
     if json_output:
         print_json({"image": result.image, "image_id": result.image_id, "built": result.built,
                     "inputs_hash": result.inputs_hash, "labels": result.labels})

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from . import k8s_cmds
 from .app import (CpuOpt, DrainOpt, CpuSlotOpt, GpuOpt, HooksOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, RequiredProfileOpt, app, console,
-                  Typer, console_err, print_json)
+                  TakeOverOpt, Typer, console_err, print_json)
 
 cache_app = Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -37,11 +37,13 @@ class ConsoleReporter:
 
     def step(self, message: str) -> None:
         self._close()
-        console_err.print(f"[cyan]•[/] {message}", highlight=False)
+        console_err.print("[cyan]•[/] ", end="")  # a message quotes servers and logs: never markup
+        console_err.print(message, markup=False, highlight=False)
 
     def warn(self, message: str) -> None:
         self._close()
-        console_err.print(f"[yellow]warning:[/] {message}", highlight=False)
+        console_err.print("[yellow]warning:[/] ", end="")
+        console_err.print(message, markup=False, highlight=False)
 
     def waiting(self, label: str, elapsed: float, budget: float) -> None:
         if self._progress is None:
@@ -162,6 +164,7 @@ def up_command(
     hooks_dir: HooksOpt = None,
     wheelhouse: WheelhouseOpt = None,
     drain_timeout: DrainOpt = None,
+    take_over: TakeOverOpt = False,
 ) -> None:
     """Build, start, health-gate, qualify and cut over a new release on a slot; the previous
     release is stopped, never removed, and restored if anything fails."""
@@ -175,7 +178,7 @@ def up_command(
                         skip_qualify=skip_qualify,
                         skip_memory_plan=skip_memory_plan, qualify_suites=suite, qualify_limit=limit,
                         retention=retention, profiles_dirs=profiles_dir, wheelhouse=wheelhouse,
-                        drain_timeout=drain_timeout)
+                        drain_timeout=drain_timeout, take_over=take_over)
     _plan_or_apply(dry_run, json_output,
                    lambda: deploy.plan_for_up(slot, replace(options, dry_run=True), engine=engine_for_dry_run()),
                    lambda reporter: deploy.up(slot, options, reporter=reporter,
@@ -220,16 +223,18 @@ def cpu_twin_command(
 @app.command("rollback")
 def rollback_command(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
                      dry_run: DryRunOpt = False, json_output: JsonOpt = False, hooks_dir: HooksOpt = None,
-                     drain_timeout: DrainOpt = None) -> None:
+                     drain_timeout: DrainOpt = None, take_over: TakeOverOpt = False) -> None:
     """Stop the current release, start the slot's previous (stopped) one and verify it healthy;
     if it does not come up, the current release is started again."""
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    _plan_or_apply(dry_run, json_output, lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout),
+    _plan_or_apply(dry_run, json_output,
+                   lambda: deploy.plan_for_rollback(slot, drain_timeout=drain_timeout, take_over=take_over),
                    lambda reporter: deploy.rollback(slot, reporter=reporter, drain_timeout=drain_timeout,
-                                                    hooks=GatewayHooks(hooks_dir, reporter=reporter)),
+                                                    hooks=GatewayHooks(hooks_dir, reporter=reporter),
+                                                    take_over=take_over),
                    lambda r: f"slot {r.slot}: release {r.release} serves again at {r.url}; "
                              f"release {r.stopped} stopped ({r.seconds} s)")
 
@@ -312,12 +317,13 @@ def journal_command(
 
 # -- cache -------------------------------------------------------------------------------------
 @cache_app.command("status")
-def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+                 json_output: JsonOpt = False) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
     from ..yamlio import dump_yaml
     from ..deploy.cache_commands import cache_status as read_cache
 
-    state = read_cache(slot_from_options(gpu, cpu))
+    state = read_cache(slot_from_options(gpu, cpu, cpu_slot))
     if json_output:
         print_json(state)
         return
@@ -327,11 +333,12 @@ def cache_status(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt =
 
 
 @cache_app.command("wipe")
-def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, json_output: JsonOpt = False) -> None:
+def cache_wipe(gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None,
+               json_output: JsonOpt = False) -> None:
     """Empty the slot's cache volume (the next `up` records a new fingerprint)."""
     from ..deploy.cache_commands import wipe_cache
 
-    decision = wipe_cache(slot_from_options(gpu, cpu))
+    decision = wipe_cache(slot_from_options(gpu, cpu, cpu_slot))
     if json_output:
         print_json(decision)
         return

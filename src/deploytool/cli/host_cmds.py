@@ -94,14 +94,14 @@ def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
     with the `--gpu` flags that deploy each slot. Exit 1 when the host has no slot for it."""
     from ..files import to_jsonable
     from ..host import gpus
-    from ..release.card_slots import plan_slots
+    from ..memory.gate import slots_as_up_judges
     from ..profiles import ProfileStore
 
     chosen = ProfileStore(profiles_dir).get(profile)
     inventory = gpus.require_inventory(
         hint=f"slots groups the cards NVML sees: run it on the GPU host, or on a described host ({STANDIN_ENV}=FILE, "
              "docs/gpus.md)")
-    plan = plan_slots(chosen, inventory)
+    plan = slots_as_up_judges(chosen, inventory)
     if json_output:
         print_json({"source": inventory.source, **to_jsonable(plan)})
     else:
@@ -120,8 +120,10 @@ def doctor_command(json_output: JsonOpt = False) -> None:
 
     report = doctor_mod.run_doctor()
     if json_output:
-        print_json({"ok": report.ok, "counts": report.counts, "checks": report.checks})
+        print_json({"deploytool": report.about, "ok": report.ok, "counts": report.counts, "checks": report.checks})
     else:
+        if report.about is not None:
+            typer.echo("\n".join(report.about.lines()))
         table = Table("check", "result", "detail")
         for c in report.checks:
             table.add_row(c.name, styled(c.status),

@@ -22,7 +22,7 @@ def top_command(
     """Every release serving on this host (or --url): requests/s, tok/s, TTFT and TPOT p50/p99
     over the last round, running and queued, KV pool use, prefix hit rate, accept length, beside
     the profile's gates; each card's utilisation, memory, power, temperature. Refreshes in place
-    until Ctrl-C; --once --json for scripts (docs/monitor.md)."""
+    until q or Ctrl-C; --once --json for scripts (docs/monitor.md)."""
     from ..monitor import top as top_lib
     from ..release import secrets
 
@@ -85,11 +85,18 @@ def monitor_up(
 
 
 @monitor_app.command("down")
-def monitor_down(json_output: JsonOpt = False) -> None:
-    """Stop the monitor; its data volume stays for the next `monitor up`."""
+def monitor_down(
+    volumes: Annotated[bool, typer.Option("--volumes", help="Also remove the monitor's data volume (its recorded series).")] = False,
+    json_output: JsonOpt = False,
+) -> None:
+    """Stop the monitor; its data volume stays for the next `monitor up` unless --volumes."""
     from ..monitor import stack
 
-    _print_status(stack.down(), json_output)
+    result = stack.down(volumes=volumes)
+    if json_output:
+        print_json(result)
+    else:
+        typer.echo(result.line())
 
 
 @monitor_app.command("status")

@@ -29,7 +29,8 @@ def profiles_list(
     from rich.table import Table
 
     from ..host import gpus
-    from ..host.fit import VERDICT_ORDER, classify
+    from ..host.fit import VERDICT_ORDER
+    from ..memory.gate import judged_fit
     from ..profiles import ProfileStore
     from ..release.slots import slot_from_options
 
@@ -52,7 +53,7 @@ def profiles_list(
                 raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
                                  hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
             cards.append(card)
-        fits = sorted((classify(p, cards) for p in profiles),
+        fits = sorted((judged_fit(p, cards, inventory) for p in profiles),
                       key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile))
         if json_output:
             print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
@@ -66,16 +67,18 @@ def profiles_list(
 
     rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
              "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
-             "served_name": p.model.served_name, "source": p.source,
+             "served_name": p.model.served_name, "source": p.source, "origin": store.origin(p.name),
              "memory": memory_fit(p, checkpoints=checkpoints)} for p in profiles]
     if json_output:
         print_json({"profiles": rows})
         return
-    table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "description")
+    table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "from", "description")
     for r in rows:
         table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", escape(_memory_cell(r["memory"])),
-                      r["description"])
+                      r["origin"], r["description"])
     console.print(table)
+    for folder, origin in store.folders:
+        console.print(f"{origin}: {escape(str(folder))}", highlight=False)
 
 
 def _memory_cell(fit: dict) -> str:
@@ -242,13 +245,13 @@ def _local_slots(profiles: list, json_output: bool) -> None:
     from rich.table import Table
 
     from ..host import gpus
-    from ..release.card_slots import plan_slots
     from ..host.fit import VERDICT_ORDER
+    from ..memory.gate import slots_as_up_judges
 
     inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
     rows = []
     for profile in profiles:
-        plan = plan_slots(profile, inventory)
+        plan = slots_as_up_judges(profile, inventory)
         if profile.is_simulator:
             verdict, reasons = "runnable", ["the simulator needs no GPU: it runs on CPU slots"]
         elif plan.slots:

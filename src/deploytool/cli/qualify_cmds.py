@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_INTERRUPTED
-from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
+from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, CpuSlotOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
                   app, console, console_err, json_error, print_json)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
@@ -17,6 +17,7 @@ def qualify_command(
     url: UrlOpt = None,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
     suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so).")] = None,
@@ -41,7 +42,7 @@ def qualify_command(
     if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
         overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
     target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key, against=against)
+                            api_key_file=api_key_file, api_key_flag=api_key, against=against, cpu_slot=cpu_slot)
     from ..release.reports import default_report_dir
 
     report = report or default_report_dir("qualify", slot=target.release.slot if target.release else None,
@@ -60,7 +61,8 @@ def qualify_command(
     else:
         _print_summary(result)
     if result.could_not_run:
-        console_err.print(f"[bold red]error:[/] could not run: {result.could_not_run}", highlight=False)
+        console_err.print("[bold red]error:[/] ", end="")  # what follows is the server's words: never markup
+        console_err.print(f"could not run: {result.could_not_run}", markup=False, highlight=False)
     if result.interrupted:
         console_err.print(f"interrupted (Ctrl-C); partial report: {result.report_dir}", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
@@ -69,23 +71,26 @@ def qualify_command(
 
 def _print_summary(result) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=f"qualify {result.url}", show_lines=False)
+    # the reasons quote what the server said: cells of text, never read as markup
+    table = Table(title=Text(f"qualify {result.url}"), show_lines=False)
     for column in ("suite", "verdict", "seconds"):
         table.add_column(column)
     table.add_column("reason", overflow="fold")  # never cut: the reason is the verdict's evidence
     for s in result.suites:
         verdict = s.verdict.value + (" (limited)" if s.limited else "")
         table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
-                      s.reason)
+                      Text(s.reason or ""))
     console.print(table)
-    console.print(result.summary_line(), highlight=False)
+    console.print(result.summary_line(), markup=False, highlight=False)
 
 
 @app.command("reports")
 def reports_command(
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
+    cpu_slot: CpuSlotOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """List the qualify and bench reports kept under the state folder (every slot, or one),
@@ -93,7 +98,7 @@ def reports_command(
     from ..release.reports import list_reports
     from ..release.slots import slot_from_options
 
-    slot = slot_from_options(gpu, cpu).name if (gpu or cpu) else None
+    slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot is not None) else None
     entries = list_reports(slot)
     if json_out:
         print_json({"reports": entries})

@@ -7,7 +7,7 @@ import typer
 
 from ..errors import UsageError
 from ..release.slots import Slot, cpu_slot_named, slot_from_options
-from .app import CpuOpt, DrainOpt, HooksOpt, JsonOpt, ProfilesDirOpt, app, console_err, print_json
+from .app import CpuOpt, DrainOpt, HooksOpt, JsonOpt, ProfilesDirOpt, TakeOverOpt, app, console_err, print_json
 from .deploy_cmds import ConsoleReporter
 
 RolloutGpuOpt = Annotated[Optional[list[str]], typer.Option(
@@ -82,6 +82,7 @@ def rollout_command(
     profiles_dir: ProfilesDirOpt = None,
     hooks_dir: HooksOpt = None,
     drain_timeout: DrainOpt = None,
+    take_over: TakeOverOpt = False,
 ) -> None:
     """Upgrade several slots to a profile, at most --max-unavailable out of service at a time:
     build once, then each slot's whole `up` (the first, the canary, fully qualified); a failure
@@ -97,6 +98,11 @@ def rollout_command(
     if resume or undo:
         if profile or gpu or all_gpus or cpu or cpu_slot:
             raise UsageError("--resume and --undo take the profile and slots from the journal; give neither")
+        if dry_run and undo:
+            planned = rollouts.undo_plan()
+            print_json({"dry_run": True, "undo": planned}) if json_output else typer.echo(
+                "\n".join(rollouts.undo_lines(planned)))
+            return
         if dry_run:
             last = rollouts.last_rollout()
             print_json(last) if json_output else typer.echo(
@@ -124,7 +130,7 @@ def rollout_command(
     options = RolloutOptions(profile_name=profile, slots=slots,
                              max_unavailable=max_unavailable, canary_qualify=canary_qualify,  # type: ignore[arg-type]
                              undo_on_failure=undo_on_failure, qualify_limit=limit, profiles_dirs=profiles_dir,
-                             dry_run=dry_run, drain_timeout=drain_timeout)
+                             dry_run=dry_run, drain_timeout=drain_timeout, take_over=take_over)
     if dry_run:
         plan, _ = rollouts.plan_for_rollout(options, engine=engine)
         plan.warnings += notes

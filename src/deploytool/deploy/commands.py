@@ -113,16 +113,17 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
                     seconds=outcome.seconds, model=plan.model, drains=outcome.drains)
 
 
-def plan_for_rollback(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None) -> Plan:
-    return plan_rollback(gather_slot(engine or Engine(), slot), drain_timeout)
+def plan_for_rollback(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None,
+                      take_over: bool = False) -> Plan:
+    return plan_rollback(gather_slot(engine or Engine(), slot), drain_timeout, take_over=take_over)
 
 
 def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-             hooks: Hooks | None = None, drain_timeout: float | None = None) -> RollbackResult:
+             hooks: Hooks | None = None, drain_timeout: float | None = None, take_over: bool = False) -> RollbackResult:
     engine = engine or Engine()
     started = time.monotonic()
     with slot_lock(slot.name, "rollback"):
-        plan = plan_for_rollback(slot, engine=engine, drain_timeout=drain_timeout)
+        plan = plan_for_rollback(slot, engine=engine, drain_timeout=drain_timeout, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and cutover.previous is not None and outcome.serving is not None

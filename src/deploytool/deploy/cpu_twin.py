@@ -163,8 +163,11 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
     engine = engine or Engine()
     started = time.monotonic()
     # every check `up` makes but the port's: the twin publishes none, so a server on the
-    # release's port (the demo's, a person's own) takes nothing from it
-    plan = plan_for_up(slot, replace(options, publishes=False), engine=engine)
+    # release's port (the demo's, a person's own) takes nothing from it; nor whose release
+    # serves the slot: the twin stops nothing of it. Nor are the weights checked whole, as
+    # `up --dry-run` does not: the twin loads none, its probe reads config.json where the runtime
+    # looks and says whether it is there (the plan's warning says the rest)
+    plan = plan_for_up(slot, replace(options, publishes=False, dry_run=True, take_over=True), engine=engine)
     assert plan.compose is not None and plan.release is not None and plan.image is not None
     reference = image or plan.image
     if engine.image(reference) is None:

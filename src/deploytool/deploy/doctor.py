@@ -24,6 +24,7 @@ from typing import Any, Literal
 from ..host.nvml import STANDIN_ENV
 from ..profiles import Profile, ProfileStore
 from ..image.versions import load_matrix, version_tuple
+from .about import About, about
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -47,6 +48,8 @@ class Check:
 @dataclass
 class DoctorReport:
     checks: list[Check]
+    # which deploytool looked (its version, data folder, SGLang releases): a report names it
+    about: About | None = None
 
     @property
     def ok(self) -> bool:
@@ -83,7 +86,7 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
                              hint="free space or point DEPLOYTOOL_HOME at a larger disk"))
     checks.append(check_state_dir(home))
     checks.append(_unknown_without_engine("open releases") if unreachable else check_open_releases(client))
-    return DoctorReport(checks=checks)
+    return DoctorReport(checks=checks, about=about())
 
 
 def _engine_and_client(client: Any) -> tuple[Check, dict[str, Any], Any]:

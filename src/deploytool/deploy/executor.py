@@ -86,7 +86,7 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
             fallback_removed = fallback_removed or (isinstance(current, Remove) and current.release == plan.fallback)
-            if isinstance(current, (Stop, Start, CutOver)):
+            if isinstance(current, (Stop, Start, WaitHealthy, CutOver)):
                 _follow_monitor(run)
             hooks.after_step(plan, current)
     except (Exception, KeyboardInterrupt) as exc:
@@ -110,7 +110,8 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
 def _follow_monitor(run: _Run) -> None:
     """The monitor's scrape targets follow every stop, start and cut-over (release/scrape_targets.py):
     a release stopped for an upgrade leaves the targets before its scrape fails, the new one
-    joins when it starts. A monitor that cannot be told is a warning, never a failed deploy."""
+    joins once healthy (after its WaitHealthy), not while it loads. A monitor that cannot be told
+    is a warning, never a failed deploy."""
     try:
         if scrape_targets.monitored():  # no engine call on a host without a monitor
             scrape_targets.write_targets(run.engine.releases())
@@ -174,7 +175,7 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
         try:
             _journal_step(plan, step, restore=True)
             APPLY[type(step)](run, step)
-            if isinstance(step, (Stop, Start, CutOver)):
+            if isinstance(step, (Stop, Start, WaitHealthy, CutOver)):
                 _follow_monitor(run)
         except (Exception, KeyboardInterrupt) as exc:
             if isinstance(step, Stop):  # keep going: bringing the fallback back matters more
@@ -303,7 +304,7 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
     # path SGLang does not serve without one; a restored release may have another key
     headers = release_inputs.health_headers(run.plan.slot, step.release, step.path)
     run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
-                                             reporter=run.reporter, headers=headers)
+                                             reporter=run.reporter, headers=headers, rule=step.rule)
 
 
 def _qualify(run: _Run, step: Qualify) -> None:

@@ -26,7 +26,7 @@ from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
 from ..release.slots import Slot
 from .no_engine import NoEngine
-from ..release.state import SlotPointers, read_pointers
+from ..release.state import SlotPointers, home, read_pointers, release_path
 
 
 @dataclass
@@ -78,6 +78,11 @@ class Facts:
     inputs: release_inputs.ReleaseInputs | None = None
     inputs_error: DeploytoolError | None = None
     engine_absent: str | None = None  # a dry run's reason that no engine answered (no_engine.py)
+    # the releases whose record (release.json) this state folder keeps: `up` writes it before the
+    # container starts, so a release without one was started from another state folder (ownership.py);
+    # None in hand-made facts: every release counts as this folder's
+    recorded: frozenset[int] | None = None
+    state_folder: str | None = None  # this state folder (DEPLOYTOOL_HOME), for the refusal's words
 
     @property
     def serving(self) -> Release | None:
@@ -92,13 +97,20 @@ class Facts:
     def by_number(self, number: int | None) -> Release | None:
         return next((r for r in self.releases if r.release == number), None)
 
+    def foreign(self, release: Release | None) -> bool:
+        """Started from another state folder: this one keeps no record of it."""
+        return release is not None and self.recorded is not None and release.release not in self.recorded
+
 
 def gather_slot(engine: Engine, slot: Slot) -> Facts:
     """The slot alone: its releases, pointers and the recorded health budgets."""
     releases = engine.releases(slot.name)
     return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
                  health={r.release: release_inputs.release_health(slot.name, r.release) for r in releases},
-                 engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None)
+                 engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None,
+                 recorded=frozenset(r.release for r in releases
+                                    if (release_path(slot.name, r.release) / "release.json").is_file()),
+                 state_folder=str(home()))
 
 
 def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,

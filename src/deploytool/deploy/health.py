@@ -4,6 +4,7 @@ published port answers the health path from the host."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
 
 from ..host.engine import Engine
 from ..host.releases import Release
@@ -19,11 +20,12 @@ class HealthFailure(DeployError):
 
 
 def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
-                       reporter: Reporter, headers: dict[str, str] | None = None) -> Release:
+                       reporter: Reporter, headers: dict[str, str] | None = None, rule: str = "") -> Release:
     """A crash or a restart loop fails at once, not at the budget. (The engine resets
     RestartCount when deploytool starts a container, so a restored release is not mistaken
-    for a crashing one.)"""
-    started = time.monotonic()
+    for a crashing one.) The budget counts from when the container started, as the engine's
+    health check counts its start_period, so the two give up together (HealthSpec.budget_seconds)."""
+    started = time.monotonic() - _since_start(release)
     while True:
         elapsed = time.monotonic() - started
         release = engine.refresh(release)
@@ -35,15 +37,37 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
-            raise HealthFailure(f"release {release.release} failed its health check; last lines of its log:\n"
-                                f"{_indent(engine.logs_tail(release))}\n{_whole_log(release)}")
+            raise HealthFailure(_not_healthy(release, "failed its health check within its health budget",
+                                             time.monotonic() - started, budget, rule, engine))
         elapsed = time.monotonic() - started  # a probe may have taken its time
         if elapsed > budget:
-            raise HealthFailure(f"release {release.release} did not become healthy within its health budget "
-                                f"of {budget:g} s (profile health: start_period + retries x (interval + timeout)); "
-                                f"last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}")
+            raise HealthFailure(_not_healthy(release, "did not become healthy within its health budget",
+                                             elapsed, budget, rule, engine))
         reporter.waiting(f"waiting for release {release.release} to be healthy", elapsed, budget)
         time.sleep(0.5)
+
+
+# How far back a container's start may be taken from the engine's clock: a restart or a start just
+# made is seconds old; more means a clock that disagrees with this one, and the wait counts from now.
+MAX_START_LEAD_S = 60.0
+
+
+def _since_start(release: Release) -> float:
+    """Seconds since the engine started the container (0 when it does not say)."""
+    try:
+        started = datetime.fromisoformat(release.started.replace("Z", "+00:00"))
+        age = (datetime.now(timezone.utc) - started).total_seconds()
+    except (ValueError, TypeError):
+        return 0.0
+    return age if 0 <= age <= MAX_START_LEAD_S else 0.0
+
+
+def _not_healthy(release: Release, what: str, waited: float, budget: float, rule: str, engine: Engine) -> str:
+    """How long it was waited, the budget and the profile field that gives a slow start more time."""
+    how = f" = {rule}" if rule else ""
+    return (f"release {release.release} {what} of {budget:g} s{how}: waited {waited:.1f} s since its container "
+            f"started. A server still loading its weights needs more: raise health.start_period in profile "
+            f"{release.profile}; last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}")
 
 
 # One health GET from the host, connect to last byte, and never past the wait's budget: a server

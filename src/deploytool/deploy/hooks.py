@@ -6,9 +6,12 @@
     post-rollback  after a rollback, or a restore after a failure, brought a release back
     on-failure     when an up, a rollback or a rollout step failed, or `watch` rolled back
 
-The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS; with neither, no hook runs. A folder or a
-hook that others than its owner may write is refused (whoever can write it could run code as
-the deploying user). A hook gets the slot, release, URL and profile in environment variables
+The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS, else the user's own
+($XDG_CONFIG_HOME/deploytool/hooks, ~/.config/deploytool/hooks) when it exists; with none of
+them, no hook runs. A folder or a hook owned by another user than the deploying one (or root),
+or that its group or others may write, is refused, and so is one whose link leads to such a
+file or that lies in such a folder: whoever can change it could run code as the deploying
+user. A hook gets the slot, release, URL and profile in environment variables
 (docs/hooks.md lists them) and the host's basics (PATH, HOME, locale: HOST_ENV), nothing else
 of deploytool's environment: no hub token, no API key, no DEPLOYTOOL_SECRET_*. It
 its stdout and stderr go to deploytool's stderr. Each run is journaled (event `hook`) with
@@ -28,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DeployError, DeploytoolError, UsageError
+from ..files import untrusted
 from ..release.state import journal
+from ..resources import user_config_dir
 from .reporter import Reporter
 from .steps import CutOver, Plan, Step, Stop
 
@@ -96,11 +101,15 @@ def hook_timeout() -> float:
 
 
 def hooks_folder(directory: Path | None) -> Path | None:
-    """--hooks DIR, else $DEPLOYTOOL_HOOKS, checked before anything runs."""
+    """--hooks DIR, else $DEPLOYTOOL_HOOKS, else the user's hooks folder when there is one,
+    checked before anything runs."""
     if directory is None and os.environ.get(HOOKS_ENV):
         directory = Path(os.environ[HOOKS_ENV])
     if directory is None:
-        return None
+        user = user_config_dir("hooks")
+        if not user.is_dir():
+            return None
+        directory = user
     if not directory.is_dir():
         raise UsageError(f"hooks folder {directory} does not exist",
                          hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")
@@ -115,12 +124,20 @@ def hooks_folder(directory: Path | None) -> Path | None:
 
 
 def _refuse_shared_write(path: Path, what: str) -> None:
-    """A hook runs as the deploying user: a file or folder that others may write is theirs to run."""
-    mode = path.stat().st_mode  # a link is judged by what it points at, which is what runs
-    if mode & 0o022:
-        raise UsageError(f"{what} {path} is writable by {'group and others' if mode & 0o022 == 0o022 else 'group' if mode & 0o020 else 'others'} "
-                         f"(mode {mode & 0o7777:04o}): anyone who can write it could run code as you",
-                         hint=f"chmod go-w {path}")
+    """A hook runs as the deploying user: a file or folder that another user owns, or that others
+    may write, is theirs to run; so is one a link leads to, and one in a folder they may write."""
+    fault = untrusted(path)
+    if fault is None:
+        return
+    real = Path(os.path.realpath(path))
+    if fault.path == Path(os.path.abspath(path)):
+        where = f"{what} {path}"
+    elif fault.path == real:
+        where = f"{what} {path} is a link to {real}, which"
+    else:
+        where = f"{what} {path}: the folder {fault.path} above {'it' if real == Path(os.path.abspath(path)) else real}"
+    raise UsageError(f"{where} {fault.reason}; a hook runs as you, so whoever can change it could run code as you",
+                     hint=f"{fault.fix}, or keep the hooks in a folder of your own")
 
 
 def hook_env(base: dict[str, str] | None = None) -> dict[str, str]:

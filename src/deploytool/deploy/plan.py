@@ -26,6 +26,7 @@ from ..profiles import Profile, ProfileStore
 from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
+from .ownership import refuse_taking_over
 from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
                     WriteRelease)
 
@@ -53,6 +54,7 @@ class UpOptions:
     # since whoever listens there takes nothing from it
     publishes: bool = True
     drain_timeout: float | None = None  # the serving release's drain (None: its recorded health.drain_timeout)
+    take_over: bool = False  # stop a serving release started from another state folder (ownership.py)
 
 
 def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store: ProfileStore) -> Profile:
@@ -204,7 +206,8 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
     return names, {name: to_jsonable(settings[name]) for name in names}
 
 
-def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
+def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str = "up") -> Plan:
+    refuse_taking_over(facts, [facts.serving], action, options.take_over)
     validated = validate_before_stopping(facts, profile, options)
     slot, serving, fallback = facts.slot, facts.serving, facts.fallback
     port, port_source = publish_port(options, fallback, profile)
@@ -235,7 +238,8 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions) -> Plan:
         _cache_step(facts, number, build.tag, planned=stale is None),
         Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
               secrets=[s.name for s in planned_secrets], sources=tuple(planned_secrets)),
-        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path),
+        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path,
+                    rule=profile.health.budget_rule()),
     ]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
@@ -288,7 +292,8 @@ def bring_back(facts: Facts, release: Release) -> list[Step]:
     return [PrepareCache(release.release, release.image, facts.slot.cache_volume(), "unknown",
                          "checked against this release's toolchain when applied"),
             Start(release=release.release, project=facts.slot.project(release.release), new=False),
-            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health")]
+            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health",
+                        rule=health.budget_rule() if health else "")]
 
 
 def prunable(facts: Facts, *, current: int | None, previous: int | None, retention: int) -> list[int]:
@@ -323,10 +328,11 @@ def drain_for(facts: Facts, release: int, override: float | None) -> float:
     return float(health.drain_timeout if health else 30)
 
 
-def plan_rollback(facts: Facts, drain_timeout: float | None = None) -> Plan:
+def plan_rollback(facts: Facts, drain_timeout: float | None = None, *, take_over: bool = False) -> Plan:
     """Stop the current release, start the rollback target and verify it; if the target
     fails, the current release is brought back (a card holds one copy of the model)."""
     slot, current = facts.slot, facts.serving
+    refuse_taking_over(facts, [current], "rollback", take_over)
     target_number = facts.pointers.previous
     target = facts.by_number(target_number)
     if target is None:

@@ -314,7 +314,7 @@ def last_rollout() -> JournaledRollout:
         profile_name=raw["profile"], slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
         max_unavailable=raw["max_unavailable"], canary_qualify=raw["canary_qualify"],
         undo_on_failure=raw["undo_on_failure"], qualify_limit=raw["qualify_limit"], retention=raw["retention"],
-        drain_timeout=raw.get("drain_timeout"),
+        drain_timeout=raw.get("drain_timeout"), take_over=bool(raw.get("take_over")),
         profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None)
     made: dict[str, int] = {}
     for e in mine:
@@ -348,3 +348,38 @@ def undo(*, reporter: Reporter | None = None, engine: Engine | None = None,
     problems = _undo(last.id, [by_name[n] for n in last.done], engine, reporter, hooks, outcomes)
     journal("rollout.undone", rollout=last.id, problems=problems)
     return {"id": last.id, "slots": [outcomes[s.name] for s in last.options.slots], "problems": problems}
+
+
+def undo_plan() -> dict[str, Any]:
+    """What `rollout --undo` would do, from the journal and the slots' pointers, changing
+    nothing: each slot the last rollout upgraded, last first, rolled back from the rollout's
+    release to its rollback target, or left alone (and why)."""
+    last = last_rollout()
+    made = {e["slot"]: e["release"] for e in read_journal()
+            if e.get("rollout") == last.id and e["event"] == "rollout.slot.done"}
+    steps = []
+    for slot in reversed(last.options.slots):
+        pointers = read_pointers(slot.name)
+        ours = made.get(slot.name)
+        if last.finished == "rollout.undone" or ours is None:
+            why = "already undone" if last.finished == "rollout.undone" else "not upgraded by this rollout"
+            steps.append({"slot": slot.name, "action": "none", "from": None, "to": None, "why": why})
+        elif pointers.current != ours:
+            steps.append({"slot": slot.name, "action": "left alone", "from": None, "to": None,
+                          "why": f"serves release {pointers.current}, not this rollout's {ours}"})
+        else:
+            steps.append({"slot": slot.name, "action": "roll back", "from": ours, "to": pointers.previous,
+                          "why": None if pointers.previous else "no rollback target: the rollback would refuse"})
+    return {"id": last.id, "profile": last.options.profile_name, "finished": last.finished, "slots": steps}
+
+
+def undo_lines(plan: dict[str, Any]) -> list[str]:
+    out = [f"rollout {plan['id']} ({plan['profile']}) --undo would, last slot first:"]
+    for s in plan["slots"]:
+        if s["action"] == "roll back":
+            out.append(f"  slot {s['slot']}: roll back from release {s['from']} to release {s['to']}"
+                       + (f" ({s['why']})" if s["why"] else ""))
+        else:
+            out.append(f"  slot {s['slot']}: {s['action']}: {s['why']}")
+    return out
+

@@ -38,6 +38,7 @@ class RolloutOptions:
     profiles_dirs: list[Path] | None = None
     dry_run: bool = False  # each slot's plan as `up --dry-run` makes it (weights not yet here: warned)
     drain_timeout: float | None = None  # each slot's stop waits this long for its requests (None: its record's)
+    take_over: bool = False  # a slot whose release another state folder started is upgraded too (ownership.py)
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps, so that --resume can run the same rollout again."""
@@ -45,7 +46,7 @@ class RolloutOptions:
                 "max_unavailable": self.max_unavailable, "canary_qualify": self.canary_qualify,
                 "undo_on_failure": self.undo_on_failure, "qualify_limit": self.qualify_limit,
                 "retention": self.retention, "profiles_dirs": [str(p) for p in self.profiles_dirs or []],
-                "drain_timeout": self.drain_timeout}
+                "drain_timeout": self.drain_timeout, "take_over": self.take_over}
 
 
 @dataclass
@@ -106,7 +107,7 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
                      expose_without_key=bool(fallback and fallback.exposed_without_key),
                      qualify_overrides=overrides, qualify_limit=options.qualify_limit,
                      retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run,
-                     drain_timeout=options.drain_timeout)
+                     drain_timeout=options.drain_timeout, take_over=options.take_over)
 
 
 def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, *, rollout_id: str,
@@ -138,6 +139,10 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
         if fallback is None and len(facts) > 1 and f.engine_absent:
             warnings.append(f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
                             "a rollout upgrades serving slots, each keeping its port")
+        elif fallback is None and len(facts) > 1 and options.dry_run:
+            # a plan to read (a described host's, a first look): said, as the weights not yet here are
+            warnings.append(f"slot {f.slot.name} has no release yet, so no port of its own: a real rollout refuses "
+                            "it (start it first with `deploytool up ... --port N`, each slot on its own port)")
         elif fallback is None and len(facts) > 1:
             raise UsageError(f"slot {f.slot.name} has no release yet, so no port of its own",
                              hint="a rollout upgrades serving slots: start it first with "
@@ -151,7 +156,8 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
     # The canary is the first slot; a resumed rollout whose canary already passed gives the
     # remaining slots the shorter check.
     canary = names[0]
-    plans = [plan_up(f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary)) for f in todo]
+    plans = [plan_up(f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary), action="rollout")
+             for f in todo]
     build = next((s for p in plans for s in p.steps if isinstance(s, Build)), None) or \
         Build(profile=profile.name, image=plan_build(profile).tag, needed=False, reason="no slot left to upgrade")
     for plan in plans:  # built once, before the first slot
@@ -167,6 +173,6 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
 def slot_plan(facts: Facts, profile: Profile, options: RolloutOptions, *, canary: bool) -> Plan:
     """One slot's up plan, made again from fresh facts when its turn comes (the image is
     built by then, so the cache decision can be made from it)."""
-    plan = plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary))
+    plan = plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary), action="rollout")
     plan.steps = [s for s in plan.steps if not isinstance(s, Build)]
     return plan

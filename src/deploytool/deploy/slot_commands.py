@@ -11,16 +11,19 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import DeployError, UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..release.inputs import hold_release_secrets
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock, slot_path
 from .executor import execute
 from .facts import gather_slot
 from .hooks import Hooks
+from .log_lines import log_lines
 from .reporter import Reporter
 from .slot_plan import plan_down, plan_start, plan_stop
 from .steps import Plan
@@ -35,6 +38,7 @@ class SlotResult:
     drains: list[dict[str, Any]] = field(default_factory=list)  # what each stop waited for
     removed: list[str] = field(default_factory=list)  # what `down` removed
     seconds: float = 0.0
+    in_place_of: int | None = None  # start --release N: the slot's current release it was started instead of
 
     def line(self) -> str:
         drained = "".join(f"; drain: {_drain_text(d)}" for d in self.drains)
@@ -42,7 +46,9 @@ class SlotResult:
             return (f"slot {self.slot}: release {self.release} stopped (kept for `deploytool start` and rollback)"
                     f"{drained} ({self.seconds} s)")
         if self.action == "start":
-            return f"slot {self.slot}: release {self.release} serves again at {self.url} ({self.seconds} s)"
+            instead = (f" in place of release {self.in_place_of}, the slot's current release until now"
+                       if self.in_place_of is not None else "")
+            return f"slot {self.slot}: release {self.release} serves again at {self.url}{instead} ({self.seconds} s)"
         return f"slot {self.slot} removed: {', '.join(self.removed) or 'nothing'}{drained} ({self.seconds} s)"
 
 
@@ -54,56 +60,76 @@ def _drain_text(d: dict[str, Any]) -> str:
     return f"{d['left']} request(s) cut at the {d['timeout_s']:g} s timeout"
 
 
-def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None) -> Plan:
-    return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout)
+def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None,
+                  take_over: bool = False) -> Plan:
+    return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout, take_over=take_over)
 
 
-def plan_for_start(slot: Slot, *, engine: Engine | None = None) -> Plan:
-    return plan_start(gather_slot(engine or Engine(), slot))
+def plan_for_start(slot: Slot, *, engine: Engine | None = None, release: int | None = None,
+                   take_over: bool = False) -> Plan:
+    return plan_start(gather_slot(engine or Engine(), slot), release, take_over=take_over)
 
 
 def plan_for_down(slot: Slot, *, engine: Engine | None = None, volumes: bool = False,
-                  drain_timeout: float | None = None) -> Plan:
+                  drain_timeout: float | None = None, take_over: bool = False) -> Plan:
     engine = engine or Engine()
     facts = gather_slot(engine, slot)
-    volume = slot.cache_volume() if volumes and engine.volume_exists(slot.cache_volume()) else None
-    state = str(slot_path(slot.name)) if volumes and slot_path(slot.name).exists() else None
+    has_volume, has_state = engine.volume_exists(slot.cache_volume()), _holds_state(slot_path(slot.name))
+    there = {f"its JIT cache volume {slot.cache_volume()}": has_volume,
+             f"its state folder {slot_path(slot.name)}": has_state}
+    volume = slot.cache_volume() if volumes and has_volume else None
+    state = str(slot_path(slot.name)) if volumes and has_state else None
     return plan_down(facts, networks=engine.slot_networks(slot.name), volume=volume, state=state,
-                     drain_timeout=drain_timeout)
+                     drain_timeout=drain_timeout, take_over=take_over,
+                     kept=[] if volumes else [what for what, yes in there.items() if yes])
+
+
+def _holds_state(folder: Path) -> bool:
+    """Whether the slot's state folder holds anything of the slot's: the lock every command
+    takes there (this one's too) is not state."""
+    try:
+        return any(p.name not in ("lock", "lock.holder") for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def stop(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-         hooks: Hooks | None = None, drain_timeout: float | None = None) -> SlotResult:
+         hooks: Hooks | None = None, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
     """Drain (the pre-stop hook, then the server's own count) and stop the serving release."""
     engine = engine or Engine()
     with slot_lock(slot.name, "stop"):
-        plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout)
+        plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
         journal("slot.stopped", slot=slot.name, release=plan.release)
     return SlotResult(slot.name, "stop", plan.release, plan.url, drains=outcome.drains, seconds=outcome.seconds)
 
 
 def start(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-          hooks: Hooks | None = None) -> SlotResult:
-    """Start the slot's current release again and verify it healthy."""
+          hooks: Hooks | None = None, release: int | None = None, take_over: bool = False) -> SlotResult:
+    """Start the slot's current release again (or `release`, in its place) and verify it healthy."""
     engine = engine or Engine()
     with slot_lock(slot.name, "start"):
-        plan = plan_for_start(slot, engine=engine)
+        plan = plan_for_start(slot, engine=engine, release=release, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
-        journal("slot.started", slot=slot.name, release=plan.release)
+        journal("slot.started", slot=slot.name, release=plan.release,
+                **({"in_place_of": plan.in_place_of} if plan.in_place_of is not None else {}))
     assert outcome.serving is not None
-    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds)
+    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds,
+                      in_place_of=plan.in_place_of)
 
 
 def down(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None, hooks: Hooks | None = None,
-         volumes: bool = False, drain_timeout: float | None = None) -> SlotResult:
+         volumes: bool = False, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
     """Say what goes, then stop what serves and remove every release of the slot, its compose
     projects and networks; with `volumes`, its JIT cache volume and its state folder."""
     engine, reporter = engine or Engine(), reporter or Reporter()
     with slot_lock(slot.name, "down"):
-        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout)
-        for line in plan.lines()[1:]:
-            reporter.step(f"goes: {line.strip()}")
+        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over)
+        for number, step in enumerate(plan.steps, 1):
+            reporter.step(f"goes: {number}. {step.describe()}")
+        if plan.restore:  # not what goes: what comes back if a step fails before the release is removed
+            reporter.step(f"if a step fails before release {plan.fallback} is removed, it is brought back: "
+                          + "; ".join(s.describe() for s in plan.restore))
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     return SlotResult(slot.name, "down", plan.release, drains=outcome.drains, removed=outcome.removed,
                       seconds=outcome.seconds)
@@ -179,8 +205,9 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
         raise UsageError(f"--tail {tail}: expected 0 lines or more")
     chosen = log_release(slot, release, engine=engine)
     start_at = parse_since(since)
+    hold_release_secrets(slot.name, chosen.release)
     if not follow:
-        yield from engine.logs(chosen, tail=tail, since=start_at).decode("utf-8", "replace").splitlines()
+        yield from log_lines([engine.logs(chosen, tail=tail, since=start_at)])
         return
     while True:
         yield from _stream(engine, chosen, tail=tail, since=start_at)
@@ -197,6 +224,7 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
             if release is None and serving is not None:  # following the slot: another release serves
                 yield SlotNotice.changed(slot, serving.release, chosen.release)
                 chosen, start_at = serving, _started_epoch(serving)
+                hold_release_secrets(slot.name, chosen.release)
                 break
             if again is None and (release is not None or not now):
                 return  # removed (`down`, prune): nothing more will be written
@@ -204,11 +232,4 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
 
 def _stream(engine: Engine, release: Release, *, tail: int | None, since: float | None) -> Iterator[str]:
     """One release's log, followed until its container stops, line by line."""
-    pending = b""
-    for chunk in engine.logs(release, tail=tail, since=since, follow=True):
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for raw in lines:
-            yield raw.decode("utf-8", "replace")
-    if pending:
-        yield pending.decode("utf-8", "replace")
+    yield from log_lines(engine.logs(release, tail=tail, since=since, follow=True))

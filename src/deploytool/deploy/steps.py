@@ -118,9 +118,11 @@ class WaitHealthy:
     release: int
     budget_s: float
     path: str
+    rule: str = ""  # how the profile's health fields make budget_s (HealthSpec.budget_rule)
 
     def describe(self) -> str:
-        return f"wait until release {self.release} is healthy ({self.path}, budget {self.budget_s:g} s)"
+        rule = f" = {self.rule}" if self.rule else ""
+        return f"wait until release {self.release} is healthy ({self.path}, budget {self.budget_s:g} s{rule})"
 
 
 @dataclass(frozen=True)
@@ -218,6 +220,7 @@ class Plan:
     # why a real `up` refuses to start this plan on the slot's cards (a CPU image: `up --dry-run`
     # and `deploytool cpu-twin` still plan it); the same reason is among the warnings
     not_on_cards: str | None = carried()
+    in_place_of: int | None = None  # start --release N: the slot's current release it is started instead of
 
     def to_json(self) -> dict[str, Any]:
         def step(s: Step) -> dict[str, Any]:
@@ -230,6 +233,9 @@ class Plan:
         """The plan as a person reads it."""
         out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
                + (f", would make release {self.release}" if self.action == "up" else "")]
+        if self.in_place_of is not None:
+            out.append(f"  starts release {self.release} in place of the slot's current release {self.in_place_of} "
+                       "(--release)")
         if self.url:
             out.append(f"  url: {self.url}" + (f" (port: {self.port_source})" if self.port_source else ""))
         out += [f"  warning: {w}" for w in self.warnings]

@@ -84,14 +84,16 @@ def get_json(conn: http.client.HTTPConnection, path: str) -> Any:
     return data
 
 
-def read_releases(slot: str | None = None, env: dict[str, str] | None = None) -> list[Release] | None:
-    """This instance's releases (of one slot, or all), as Engine.releases() reads them; None when
+def read_releases(slot: str | None = None, env: dict[str, str] | None = None, *,
+                  every_instance: bool = False) -> list[Release] | None:
+    """This instance's releases (of one slot, or all), as Engine.releases() reads them, or with
+    `every_instance` every deploytool's on the engine (`top` shows the whole host); None when
     DOCKER_HOST is not an address read here (then use Engine)."""
     conn = connection(env)
     if conn is None:
         return None
-    filters = {"label": [f"{labels.MANAGED}=true", f"{labels.INSTANCE}={labels.instance()}"]
-               + ([f"{labels.SLOT}={slot}"] if slot else [])}
+    mine = [] if every_instance else [f"{labels.INSTANCE}={labels.instance()}"]
+    filters = {"label": [f"{labels.MANAGED}=true", *mine] + ([f"{labels.SLOT}={slot}"] if slot else [])}
     try:
         listed = get_json(conn, "/containers/json?all=1&filters=" + quote(json.dumps(filters))) or []
         found = []

@@ -32,6 +32,7 @@ class Release:
     api_key: bool = False  # the server wants an API key (labels.API_KEY)
     exposed_without_key: bool = False  # published beyond loopback without a key, on purpose (labels.EXPOSED_WITHOUT_KEY)
     started: str = ""  # when the container last started (the engine's State.StartedAt, RFC 3339)
+    instance: str = ""  # the deploytool instance that made it (labels.INSTANCE)
 
     @property
     def running(self) -> bool:
@@ -73,4 +74,5 @@ def release_from_inspect(attrs: dict[str, Any]) -> Release:
         api_key=lab.get(labels.API_KEY) == "required",
         exposed_without_key=lab.get(labels.EXPOSED_WITHOUT_KEY) == "true",
         started=str(state.get("StartedAt", "") or ""),
+        instance=lab.get(labels.INSTANCE, ""),
     )

@@ -188,7 +188,10 @@ def resolve_base(engine: Engine, base: str) -> str:
 
 
 def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | None = None,
-          progress: ProgressFn | None = None, no_cache: bool = False) -> BuildResult:
+          progress: ProgressFn | None = None, no_cache: bool = False,
+          on_start: Callable[[str], None] | None = None) -> BuildResult:
+    """`on_start(why)` is called once it is known that an image will be built (and not when
+    the one on the engine is up to date), so a caller says what a build costs only when it does."""
     engine = engine or Engine()
     plan = plan_build(profile, wheelhouse=wheelhouse)
     base_id = resolve_base(engine, plan.base_ref)
@@ -198,6 +201,8 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
         if why is None:
             return BuildResult(image=plan.tag, image_id=existing.id, built=False,
                                inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
+        if on_start is not None:
+            on_start(why)
         image_labels = {**plan.labels, BASE_DIGEST_LABEL: base_id}
         context = Path(tempfile.mkdtemp(prefix=f"build-{profile.name}-", dir=cache_dir("build")))
         try:

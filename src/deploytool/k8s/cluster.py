@@ -8,8 +8,9 @@ import json
 import os
 from typing import Any
 
-from ..errors import DeploytoolError, EngineUnavailable
+from ..errors import DeploytoolError, EngineUnavailable, UsageError
 
+K8S_EXTRA_INSTALL = "pip install 'deploytool[k8s]' (or pipx install / uv tool install 'deploytool[k8s]')"
 FIELD_MANAGER = "deploytool"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
@@ -108,8 +109,13 @@ class Cluster:
 
 def connect(context: str | None = None) -> Cluster:
     """A kubeconfig context (or the in-cluster service account when there is no kubeconfig)."""
-    from kubernetes import config
-    from kubernetes.config.config_exception import ConfigException
+    try:
+        from kubernetes import config
+        from kubernetes.config.config_exception import ConfigException
+    except ImportError:  # an extra: the Docker path and `render --k8s` need no Kubernetes client
+        raise UsageError("the Kubernetes commands (k8s apply, status, rollback) need the Kubernetes client, "
+                         "which is not installed",
+                         hint=f"install deploytool with its k8s extra: {K8S_EXTRA_INSTALL}") from None
 
     # Read KUBECONFIG now, not when the client was imported (it may list several files).
     kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import UsageError
+from ..resources import resource
 from ..release.weights import CONTAINER_HUB_CACHE, plan_model
 from ..profiles import Profile
 from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
@@ -76,8 +77,9 @@ class K8sRequest:
         # runtime's has only deploytool.sim's dependencies (images/sim/Dockerfile.j2).
         raise UsageError("the qualification Job needs an image with deploytool installed: pass --qualify-image "
                          "NAME@sha256:...",
-                         hint="any Python image with `pip install deploytool` (and python3 on PATH), pushed to a "
-                              "registry the cluster pulls from")
+                         hint=f"build the qualify image, {resource('images', 'qualify', 'Dockerfile')} (deploytool's "
+                              "wheel and python3; the recipe is in docs/kubernetes.md, 'The qualify image'), push it "
+                              "to a registry the cluster pulls from, and pass it by digest")
 
 
 # -- derived from the profile -----------------------------------------------------------------

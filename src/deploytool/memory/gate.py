@@ -118,3 +118,42 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
         "nothing was stopped:\n  " + "\n  ".join(plan.problems), summary=summary, profile=profile.name,
         hint=f"`deploytool plan-memory --profile {profile.name}` shows the plan and tries changes with --set; "
              "--skip-memory-plan starts anyway (recorded in the journal)")
+
+
+
+def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | None:
+    """Why `up` would refuse `profile` on the slot of these cards by its memory check, as a
+    reason line naming `plan-memory`; None when it would not (or has nothing to judge by)."""
+    from ..release.slots import Slot
+
+    slot = Slot(gpus=tuple(sorted(uuids)))
+    try:
+        memory_check(memory_facts(slot, profile, inventory), profile, skip=False, slot=slot.name)
+    except MemoryRefused as exc:
+        why = "; ".join(line.strip() for line in exc.message.splitlines()[1:]) or exc.message
+        return (f"by SGLang's memory accounting, as `up` and `plan-memory` judge it: {why} "
+                f"(`deploytool plan-memory --profile {profile.name} --gpu {uuids[0]}`)")
+    return None
+
+
+def slots_as_up_judges(profile: Profile, inventory: Any) -> Any:
+    """The slots the host's cards make for `profile` (release/card_slots.py), each judged by the
+    memory check `up` runs there too: a slot whose memory plan `up` and `plan-memory` refuse is
+    incompatible, saying why, never runnable or runnable-with-less-memory."""
+    from ..release.card_slots import plan_slots
+
+    plan = plan_slots(profile, inventory)
+    for offered in plan.slots:
+        why = memory_refusal(profile, offered.uuids, inventory) if offered.verdict != "incompatible" else None
+        if why:
+            offered.verdict, offered.reasons = "incompatible", [*offered.reasons, why]
+    return plan
+
+
+def judged_fit(profile: Profile, cards: list[Any], inventory: Any) -> Any:
+    """host/fit.py's verdict for one slot of these cards, with the memory check `up` runs there."""
+    from ..host.fit import Fit, classify
+
+    fit: Fit = classify(profile, cards)
+    why = memory_refusal(profile, [c.uuid for c in cards], inventory) if fit.verdict != "incompatible" else None
+    return Fit(fit.profile, "incompatible", [*fit.reasons, why]) if why else fit

@@ -191,11 +191,15 @@ def running_notes(args: dict[str, Any], plan: Any) -> list[StartupNote]:
         # what is free when it sizes the pool (a little under what the planner knows)
         weights = plan.weights_gib + plan.draft_weights_gib
         minimum = weights / plan.pre_model_load_gib if plan.pre_model_load_gib else 1.0
+        # a fraction is of the card's memory: above 1 it is no advice, the card is too small
+        fix = (f"raise mem-fraction-static above about {minimum:.4f} "
+               "(`deploytool plan-memory --set mem-fraction-static=...` tries one)" if minimum < 1 else
+               "no mem-fraction-static can make room (the weights alone are more than the card has): "
+               "a card with more memory, or more cards (tp-size), is needed")
         return [StartupNote(
             "refuse", "--mem-fraction-static", plan.mem_fraction_static, None,
             f"the weights ({weights:.2f} GiB) take more than the fraction keeps of {plan.pre_model_load_gib:.2f} GiB: "
-            "nothing is left for the KV pool", f"raise mem-fraction-static above about {minimum:.4f} "
-            "(`deploytool plan-memory --set mem-fraction-static=...` tries one)",
+            "nothing is left for the KV pool", fix,
             "ValueError: Loaded weights leave no GPU memory for the KV cache under "
             f"--mem-fraction-static={plan.mem_fraction_static}. Raise --mem-fraction-static above ...",
             "mem_cache/kv_cache_configurator.py _profile_available_bytes")]

@@ -99,11 +99,12 @@ def write_files(settings: MonitorSettings, profiles: list[Any]) -> Path:
         "grafana-dashboard.json": json.dumps(prometheus.dashboard(), indent=2) + "\n",
         "settings.json": json.dumps(asdict(settings), indent=2) + "\n",
     }
+    # Prometheus runs as its own user in the container: the files hold no secret, it must read
+    # them whatever the umask of whoever wrote them (the targets file likewise, at each cut-over).
     for name, text in files.items():
-        write_atomic(folder / name, text)
-    # Prometheus runs as its own user in the container: the files hold no secret, it must read them.
-    for path in [folder, folder / "targets", *folder.iterdir(), *(folder / "targets").iterdir()]:
-        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        write_atomic(folder / name, text, mode=scrape_targets.READABLE)
+    for path in [folder, folder / "targets"]:
+        os.chmod(path, 0o755)  # nosec B103: folders Prometheus's user must enter; they hold no secret
     return folder
 
 
@@ -117,7 +118,10 @@ def compose_document(settings: MonitorSettings, image: str, folder: Path) -> dic
             "network_mode": "host",  # the releases publish on the host's loopback
             "command": [f"--config.file={IN_CONTAINER}/prometheus.yml", "--storage.tsdb.path=/prometheus",
                         f"--storage.tsdb.retention.time={settings.retention}",
-                        f"--web.listen-address=127.0.0.1:{settings.port}", "--web.enable-lifecycle"],
+                        # no --web.enable-lifecycle: its /-/quit and /-/reload take a POST from
+                        # anyone who reaches the port (a web page in the operator's browser
+                        # among them); `monitor up` reloads by SIGHUP through the engine
+                        f"--web.listen-address=127.0.0.1:{settings.port}"],
             "volumes": [f"{folder}:{IN_CONTAINER}:ro", "data:/prometheus"],
             "labels": labels,
             "restart": "unless-stopped",
@@ -174,19 +178,97 @@ def up(settings: MonitorSettings, profiles: list[Any], engine: Any = None, ready
     while time.monotonic() < deadline:
         current = status()
         if current.running:
-            return current
+            # a container compose left running (its compose document unchanged) still holds the
+            # configuration and rules it read at its start: it reads the files written above now
+            reload(engine, compose_file, settings.port, timeout=max(5.0, deadline - time.monotonic()))
+            return status()
         time.sleep(1)
     raise DeployError(f"Prometheus did not become ready on 127.0.0.1:{settings.port} within {ready_timeout_s:g} s",
                       hint=f"`docker compose -p {project()} logs` shows why")
 
 
-def down(engine: Any = None) -> MonitorStatus:
+def reload(engine: Any, compose_file: Path, port: int, timeout: float = 30) -> None:
+    """Prometheus re-reads its configuration and rules on SIGHUP, sent through the engine (only
+    the engine's users can); waits for its own figures to say the reload happened and held."""
+    sent = time.time()
+    engine.compose(project(), compose_file, "kill", "-s", "SIGHUP", "prometheus")
+    deadline = time.monotonic() + timeout
+    figures: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        figures = _reload_figures(port)
+        # the figure is whole seconds in some versions: a reload in the second of the signal counts
+        if figures.get("prometheus_config_last_reload_success_timestamp_seconds", 0) >= int(sent):
+            break
+        if figures.get("prometheus_config_last_reload_successful") == 0:
+            break
+        time.sleep(0.5)
+    if figures.get("prometheus_config_last_reload_successful") != 1:
+        raise DeployError(f"Prometheus did not take the configuration in {compose_file.parent} on SIGHUP "
+                          f"(its figures: {figures or 'none'})",
+                          hint=f"`docker compose -p {project()} logs` shows why")
+
+
+def _reload_figures(port: int) -> dict[str, float]:
+    """Prometheus's own reload figures from its /metrics (empty while it does not answer)."""
+    import asyncio
+
+    from ..server.client import EndpointClient
+
+    async def read() -> str:
+        async with EndpointClient(f"http://127.0.0.1:{port}", timeout=3, max_connections=1) as client:
+            return (await client.get("/metrics", timeout=3)).text
+
+    wanted = ("prometheus_config_last_reload_successful", "prometheus_config_last_reload_success_timestamp_seconds")
+    try:
+        text = asyncio.run(read())
+    except Exception:  # noqa: BLE001 - not answering (yet): the caller waits and says so
+        return {}
+    figures = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in wanted:
+            try:
+                figures[name] = float(value)
+            except ValueError:
+                pass
+    return figures
+
+
+@dataclass
+class MonitorDown:
+    """What `monitor down` did: a clean stop is `stopped`, not "not running (ConnectError)"."""
+
+    stopped: bool  # Prometheus answered before, and its compose project is down now
+    volume: str
+    volume_removed: bool  # --volumes: its data volume went too
+    running: bool = False  # Prometheus still answers after the stop (it should not)
+    why: str | None = None  # why there was nothing to stop, or what still answers
+
+    def line(self) -> str:
+        data = (f"data volume {self.volume} removed" if self.volume_removed else
+                f"data volume {self.volume} kept for the next `monitor up` (`monitor down --volumes` removes it)")
+        if self.running:
+            return f"monitor: still answering after the stop ({self.why}); {data}"
+        return f"monitor: {'stopped' if self.stopped else f'nothing to stop ({self.why})'}; {data}"
+
+
+def down(engine: Any = None, *, volumes: bool = False) -> MonitorDown:
+    """Stop the monitor's compose project; with `volumes`, remove its data volume too."""
     from ..host.engine import Engine
 
+    before = status()
     compose_file = scrape_targets.monitor_dir() / "compose.yaml"
-    if compose_file.exists():
-        (engine or Engine()).compose(project(), compose_file, "down")  # never -v: the data stays
-    return status()
+    engine = engine or Engine()
+    if compose_file.exists():  # also when it was not answering: a crashed container goes all the same
+        engine.compose(project(), compose_file, "down")  # without -v: the volume goes only when asked, below
+    removed = False
+    if volumes and engine.volume_exists(volume_name()):
+        engine.remove_volume(volume_name())
+        removed = True
+    after = status() if before.running else before
+    why = f"{after.url} still answers" if after.running else (None if before.running else
+                                                              f"it was not running: {before.why}")
+    return MonitorDown(before.running, volume_name(), removed, running=after.running, why=why)
 
 
 def status(timeout: float = 3.0) -> MonitorStatus:

@@ -52,6 +52,7 @@ class Target:
     gates: list[Gate] = field(default_factory=list)
     api_key: str | None = field(default=None, repr=False)  # never printed
     why: str | None = None  # why the target itself could not be worked out (a key unreadable)
+    simulator: bool = False  # deploytool's reference runtime, not a model
 
 
 def gates_of(profile: Any) -> list[Gate]:
@@ -73,7 +74,9 @@ def gates_of(profile: Any) -> list[Gate]:
 
 
 def host_targets(profiles_dirs: list | None = None) -> list[Target]:
-    """Every slot on this host with a release serving, from the engine's labels (deploy.status)."""
+    """Every release serving on this host, from the engine's labels: this instance's slots as
+    `deploytool status` sees them, then those of any other deploytool instance on the engine
+    (another user's, DEPLOYTOOL_INSTANCE), named with their instance."""
     from ..deploy.status import status
     from ..profiles import ProfileStore
     from ..release import inputs
@@ -85,23 +88,51 @@ def host_targets(profiles_dirs: list | None = None) -> list[Target]:
         if serving is None:
             continue
         target = Target(slot.slot, serving["url"], serving["release"], serving["profile"],
-                        serving["health"], list(serving.get("gpus") or []))
-        try:
-            target.gates = gates_of(store.get(serving["profile"]))
-        except Exception as exc:  # noqa: BLE001 - a profile gone from the search path: figures all the same
-            target.gates, target.why = gates_of(None), f"profile {serving['profile']}: {exc}"
+                        serving["health"], list(serving.get("gpus") or []), simulator=bool(serving.get("simulator")))
+        _gates(target, store)
         if serving.get("api_key") == "required":
             try:
                 target.api_key = inputs.release_api_key(slot.slot, serving["release"])
             except Exception as exc:  # noqa: BLE001 - the key file moved: say so, /metrics will 401
                 target.why = f"the release's API key cannot be read: {type(exc).__name__}"
         out.append(target)
+    return out + other_instances(store)
+
+
+def other_instances(store: Any) -> list[Target]:
+    """The newest running release of each slot of every other instance. Its state folder (its
+    pointers, its key file) is that user's; SGLang serves /metrics without a key, so none is sent."""
+    from ..host import engine_api
+    from ..host.labels import instance
+
+    releases = engine_api.read_releases(every_instance=True) or []
+    newest: dict[tuple[str, str], Any] = {}
+    for r in releases:
+        if r.instance != instance() and (r.running or r.state == "restarting"):
+            key = (r.instance, r.slot)
+            if key not in newest or r.release > newest[key].release:
+                newest[key] = r
+    out = []
+    for (owner, slot), r in sorted(newest.items()):
+        target = Target(f"{slot} of instance {owner}", r.url, r.release, r.profile, r.health, list(r.gpus),
+                        simulator=r.simulator)
+        _gates(target, store, theirs=True)
+        out.append(target)
     return out
+
+
+def _gates(target: Target, store: Any, *, theirs: bool = False) -> None:
+    try:
+        target.gates = gates_of(store.get(target.profile))
+    except Exception as exc:  # noqa: BLE001 - a profile gone from the search path: figures all the same
+        target.gates = gates_of(None)
+        if not theirs:  # another user's profile may live in their own profiles folder: not a fault here
+            target.why = f"profile {target.profile}: {exc}"
 
 
 def url_target(url: str, profile: Any = None, api_key: str | None = None) -> Target:
     return Target(url.rstrip("/"), url.rstrip("/"), profile=getattr(profile, "name", None),
-                  gates=gates_of(profile), api_key=api_key)
+                  gates=gates_of(profile), api_key=api_key, simulator=bool(getattr(profile, "is_simulator", False)))
 
 
 async def scrape(target: Target, client: Any = None, timeout: float = 5.0) -> Scrape:
@@ -136,7 +167,7 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         t = self.target
         return {"name": t.name, "url": t.url, "release": t.release, "profile": t.profile, "health": t.health,
-                "cards": t.cards, "why": t.why, "figures": self.figures.to_json(),
+                "simulator": t.simulator, "cards": t.cards, "why": t.why, "figures": self.figures.to_json(),
                 "gates": {g.key: g.to_json() for g in t.gates}, "outside": self.broken}
 
 

@@ -5,7 +5,10 @@ place (rich's Live) until Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
 
 from rich.console import Group
 from rich.table import Table
@@ -41,15 +44,19 @@ def fmt(value: float | None, unit: str) -> str:
     return f"{value:g}" if float(value).is_integer() else f"{value:.2f}"
 
 
-def render(snapshot: Round) -> Group:
-    parts: list[Any] = []
+QUIT_HINT = "q or Ctrl-C quits"
+
+
+def render(snapshot: Round, hint: str | None = None) -> Group:
+    parts: list[Any] = [Text(hint, style="dim")] if hint else []
     if not snapshot.rows:
         parts.append(Text("no release serving on this host (`deploytool status`); `top --url URL` watches any server"))
     for row in snapshot.rows:
         t = row.target
         title = t.name if t.release is None else f"slot {t.name}: release {t.release}"
         health = t.health or "-"
-        head = Text(f"{title}  profile {t.profile or '-'}  health ")
+        runtime = " (simulator)" if t.simulator else ""  # the reference runtime, not a model
+        head = Text(f"{title}  profile {t.profile or '-'}{runtime}  health ")
         head.append(health, style="green" if health == "healthy" else ("yellow" if health == "-" else "red"))
         if t.release is not None:  # a --url server's name is its URL already
             head.append(f"  {t.url}")
@@ -89,19 +96,25 @@ def render(snapshot: Round) -> Group:
 
 
 def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> None:
-    """Refresh in place every `interval` seconds; `rounds` stops after that many (tests), else
-    until Ctrl-C."""
+    """Refresh in place every `interval` seconds until `q` (read from a terminal) or Ctrl-C;
+    `rounds` stops after that many (tests)."""
     from rich.live import Live
 
     async def loop() -> None:
+        quit_pressed = asyncio.Event()
         try:
-            first = await top.round()
-            with Live(render(first), console=console, auto_refresh=False, screen=False) as view:
-                done = 1
-                while rounds is None or done < rounds:
-                    await asyncio.sleep(interval)
-                    view.update(render(await top.round()), refresh=True)
-                    done += 1
+            with _keys(asyncio.get_running_loop(), quit_pressed) as hint:
+                first = await top.round()
+                with Live(render(first, hint), console=console, auto_refresh=False, screen=False) as view:
+                    done = 1
+                    while (rounds is None or done < rounds) and not quit_pressed.is_set():
+                        try:
+                            await asyncio.wait_for(quit_pressed.wait(), interval)
+                            break
+                        except asyncio.TimeoutError:
+                            pass
+                        view.update(render(await top.round(), hint), refresh=True)
+                        done += 1
         finally:
             await top.aclose()
 
@@ -109,3 +122,30 @@ def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> 
         asyncio.run(loop())
     except KeyboardInterrupt:  # how one leaves a live view: not an error
         pass
+
+
+@contextlib.contextmanager
+def _keys(loop: asyncio.AbstractEventLoop, quit_pressed: asyncio.Event) -> Iterator[str]:
+    """On a terminal, keys are read one at a time (cbreak: no Enter needed, Ctrl-C still
+    interrupts) and `q` sets quit_pressed; the terminal's mode is restored on the way out.
+    Yields the hint the view shows."""
+    fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else None
+    if fd is None:  # piped or redirected: nothing to read keys from
+        yield "Ctrl-C quits"
+        return
+    import termios
+    import tty
+
+    saved = termios.tcgetattr(fd)
+
+    def on_key() -> None:
+        if b"q" in os.read(fd, 64).lower():
+            quit_pressed.set()
+
+    try:
+        tty.setcbreak(fd)
+        loop.add_reader(fd, on_key)
+        yield QUIT_HINT
+    finally:
+        loop.remove_reader(fd)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

@@ -3,8 +3,11 @@ location and what to do, so the store reports it as file:line like a schema erro
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
+
+from ..resources import resource
 
 from .schema import Profile
 
@@ -50,13 +53,62 @@ KEY_ON_COMMAND_LINE = ("a key on the command line shows in `docker inspect`, `ps
                        "remove it and set server.api_key: {env: NAME} or {file: PATH} (the secret reference)")
 
 
+@functools.lru_cache(maxsize=1)
+def parser_options() -> frozenset[str]:
+    """Every option string of the pinned sglang releases' server parsers (images/sglang/
+    parser-options/<version>.txt, written from the parser itself by scripts/sglang_options.py)."""
+    names: set[str] = set()
+    for listing in sorted(resource("images", "sglang", "parser-options").glob("*.txt")):
+        names.update(line.strip() for line in listing.read_text().splitlines()
+                     if line.strip() and not line.startswith("#"))
+    return frozenset(names)
+
+
+def argparse_reading(flag: str, options: frozenset[str]) -> tuple[str, ...]:
+    """The options argparse (allow_abbrev, SGLang's parser) takes a long flag `--name[=value]`
+    for: an option spelled exactly wins; else every option the name begins (one: argparse reads
+    the flag as it; several: it refuses the command line as ambiguous); () when none."""
+    name = flag.split("=", 1)[0]
+    if name in options:
+        return (name,)
+    if not name.startswith("--") or flag == "--":
+        return ()  # a single-dash word is read as short options (SGLang has none but -h); `--` ends options
+    return tuple(sorted(o for o in options if o.startswith(name)))  # `--=V`: every option begins with `--`
+
+
 def key_flag(token: object) -> str | None:
-    """The key flag a launch argv item is, in any spelling SGLang's parser takes (`--api-key`,
-    `--api_key`, `--api-key=VALUE`, `--admin-api-key`, an args key without its dashes), or None."""
+    """The key flag(s) a launch argv item is in any spelling SGLang's parser takes, or None:
+    `--api-key`, `--api-key=VALUE`, any abbreviation argparse resolves to it (`--api-ke`, `--ap`,
+    `--adm`), one it would refuse as ambiguous between a key flag and others (`--a`), and, to be
+    safe, the spellings a hand might slip into (`--api_key`, `API-KEY`, an args key without its
+    dashes, extra dashes)."""
     if not isinstance(token, str):
         return None
+    keys = {f"--{k}" for k in KEY_FLAGS}
+    options = parser_options() | keys
+    read = set(argparse_reading(token, options))
     name = token.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
-    return name if name in KEY_FLAGS else None
+    if name:
+        read |= set(argparse_reading(f"--{name}", options))
+    hit = sorted(read & keys)
+    return " or ".join(k[2:] for k in hit) if hit else None
+
+
+def key_problem(token: str) -> str:
+    """Why the argv item `token` is refused: how SGLang's parser reads it, then the rule."""
+    flag = token.split("=", 1)[0] or token
+    read = argparse_reading(token, parser_options() | {f"--{k}" for k in KEY_FLAGS})
+    if len(read) == 1 and read[0] == flag:
+        return KEY_ON_COMMAND_LINE
+    if len(read) == 1:
+        return f"SGLang's parser reads {flag!r} as {read[0]} (argparse takes an unambiguous abbreviation): " \
+               + KEY_ON_COMMAND_LINE
+    if len(read) > 1:
+        keys = [r for r in read if r[2:] in KEY_FLAGS]
+        return (f"SGLang's parser would refuse {flag!r} as ambiguous ({len(read)} options begin so, "
+                f"{' and '.join(keys)} among them); a key flag is refused in any spelling: " + KEY_ON_COMMAND_LINE)
+    spelled = " or ".join(f"--{k}" for k in (key_flag(token) or "").split(" or "))
+    return f"{flag!r} is a spelling of {spelled}: " + KEY_ON_COMMAND_LINE
 
 
 def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Problem]:
@@ -68,18 +120,32 @@ def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Pr
 
     for i, token in enumerate(command):
         if is_key_flag(token):
-            problems.append((("server", "command", str(i)), KEY_ON_COMMAND_LINE))
+            problems.append((("server", "command", str(i)), key_problem(token)))
+    return problems + flag_problems(args, ("server", "args"))
+
+
+def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: bool = False) -> list[Problem]:
+    """The key rule over flags given as a mapping (server.args; with `searched`, tune.flags, whose
+    values are the lists a search tries): a key flag as a name, or a flag among the values."""
+    problems: list[Problem] = []
     for key, value in args.items():
-        if key_flag(key) and value not in (None, False):
-            problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
-        elif any(is_key_flag(v) for v in (value if isinstance(value, list) else [value])):
-            problems.append((("server", "args", key), KEY_ON_COMMAND_LINE))
+        flag = key if key.startswith("-") else f"--{key}"  # as args_to_argv writes it
+        if key_flag(key) and (searched or value not in (None, False)):
+            problems.append(((*where, key), key_problem(flag)))
+            continue
+        found = [v for v in (value if isinstance(value, list) else [value])
+                 if isinstance(v, str) and v.startswith("-") and key_flag(v)]
+        if found:
+            problems.append(((*where, key), key_problem(found[0])))
     return problems
 
 
 def secret_problems(profile: Profile) -> list[Problem]:
     """Secret mistakes as (field location, what to do), checked once at profile load."""
     problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args())
+    searched = profile.tune.get("flags")  # every value a tune search tries lands on a command line too
+    if isinstance(searched, dict):
+        problems += flag_problems({str(k): v for k, v in searched.items()}, ("tune", "flags"), searched=True)
     if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
         problems.append((("server", "args", "config"),
                          "deploytool passes the API key through SGLang's --config (one file only); "

@@ -7,17 +7,25 @@ file), never values: a profile can be shown, copied and committed.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import UsageError
+from ..files import user_name
 from ..redaction import hold
 from .image_source import LocalWheel, RuntimeSource
 
 ArgValue = str | int | float | bool | list[str | int | float] | None
+
+# capabilities(7), as Docker names them (without CAP_): what server.cap_add may add back
+LINUX_CAPABILITIES = frozenset(
+    "AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN DAC_OVERRIDE DAC_READ_SEARCH "
+    "FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN MAC_OVERRIDE MKNOD NET_ADMIN "
+    "NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON SETFCAP SETGID SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT "
+    "SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG "
+    "WAKE_ALARM".split())
 
 
 class _Strict(BaseModel):
@@ -33,7 +41,8 @@ class SecretRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     env: str | None = Field(default=None, description="a variable of the shell that runs deploytool")
-    file: str | None = Field(default=None, description="a file holding the value on one line (keep it mode 0600)")
+    file: str | None = Field(default=None, description="a regular file of yours holding the value on one line, "
+                                                       "mode 0600, at most 4 KiB (else refused)")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SecretRef":
@@ -48,7 +57,9 @@ class SecretRef(BaseModel):
         """What a record may keep: the place, never the value."""
         return {"env": self.env} if self.env else {"file": str(self.file)}
 
-    def resolve(self, env: dict[str, str] | None = None, *, what: str) -> str:
+    def resolve(self, env: dict[str, str] | None = None, *, what: str, private: bool = True) -> str:
+        """The value. A file must be the invoking user's and readable by no one else unless
+        `private` is off (a client's key file mounted from a Kubernetes Secret is root's, 0440)."""
         env = os.environ if env is None else env
         if self.env:
             value = env.get(self.env, "")
@@ -58,16 +69,65 @@ class SecretRef(BaseModel):
                                        "instead ({file: PATH}, mode 0600)")
             hold(value)  # from now on, every output of this process scrubs it
             return value.strip()
-        path = Path(str(self.file)).expanduser()
-        try:
-            value = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SecretError(f"{what} comes from file {path}, which cannot be read ({exc.strerror})",
-                              hint="create it (mode 0600) with the value on one line, or use {env: NAME}") from None
-        if not value:
-            raise SecretError(f"{what} file {path} is empty", hint="write the value on one line")
+        value = read_secret_file(Path(str(self.file)).expanduser(), what=what, private=private)
         hold(value)
         return value
+
+
+# An HF token is 37 characters, an API key a few dozen, a signed bearer token (a JWT) a kilobyte
+# or two: 4 KiB holds any of them, and refuses a certificate bundle, a key pair or a log file
+# named by mistake before any of it reaches a container.
+SECRET_FILE_MAX_BYTES = 4096
+
+
+def read_secret_file(path: Path, *, what: str, private: bool = True) -> str:
+    """The value of a secret file, checked on the open file itself (so a swap between the check
+    and the read changes nothing): a regular file (a link is judged by the file it leads to),
+    with `private` owned by the invoking user and readable by no one else, one line (a final line
+    break allowed), at most SECRET_FILE_MAX_BYTES. Every refusal says what was wrong and how to
+    fix it; none shows the content."""
+    import stat
+
+    def refuse(problem: str, fix: str) -> SecretError:
+        return SecretError(f"{what} comes from file {path}, which {problem}", hint=fix)
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named here must not block the read
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror})",
+                     "create it (mode 0600) with the value on one line, or use {env: NAME}") from None
+    info = os.fstat(fd)
+    real = os.path.realpath(path)
+    shown = f" (a link to {real})" if real != os.path.abspath(path) else ""
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise refuse(f"is not a regular file{shown}", "name a file that holds the value on one line")
+    with os.fdopen(fd, "rb") as handle:
+        if private and info.st_uid != os.geteuid():
+            raise refuse(f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
+                         f"({user_name(os.geteuid())}){shown}: its owner can change what the release gets",
+                         f"chown {user_name(os.geteuid())} {real}, or copy the value into a file of your own "
+                         "(mode 0600) and name that")
+        if private and info.st_mode & 0o077:
+            raise refuse(f"is readable or writable by others than you (mode {info.st_mode & 0o7777:04o}){shown}",
+                         f"chmod 600 {real}")
+        data = handle.read(SECRET_FILE_MAX_BYTES + 1)
+    if len(data) > SECRET_FILE_MAX_BYTES:
+        raise refuse(f"is larger than {SECRET_FILE_MAX_BYTES} bytes: a secret file holds one value, a token or a key",
+                     "write only the value in it, on one line")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise refuse("is not UTF-8 text", "write the value in it as text, on one line") from None
+    body = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+    lines = body.splitlines()
+    if len(lines) > 1:
+        raise refuse(f"holds {len(lines)} lines: a secret file holds one value on one line",
+                     "write only the value in it, on one line (a final line break is fine)")
+    value = body.strip()
+    if not value:
+        raise refuse("is empty", "write the value on one line")
+    return value
 
 
 class ProfileSecrets(BaseModel):
@@ -96,13 +156,13 @@ class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
     recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
-    base: str = Field(description="the base image, pinned by digest")
+    base: str = Field(description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it")
     base_source: Literal["registry", "wheels"] = Field(
         default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
                                         "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
                                         "from NVIDIA's pinned wheels")
-    python: str = Field(default="3.11", description="the image's Python version")
-    cuda: str | None = Field(default=None, description="the CUDA toolkit version")
+    python: str = Field(default="3.11", description="the image's Python version, MAJOR.MINOR")
+    cuda: str | None = Field(default=None, description="the CUDA toolkit version, MAJOR.MINOR[.PATCH]")
     torch_version: str | None = Field(default=None, description="torch, pinned")
     runtime_version: str | None = Field(default=None, description="sglang, pinned")
     kernel_version: str | None = Field(default=None, description="sglang-kernel, pinned")
@@ -117,18 +177,6 @@ class ImageSpec(_Strict):
                                               "local tree (docs/recipes.md)")
     wheels: list[LocalWheel] = Field(default_factory=list,
                                      description="wheel files that replace the index's package of the same name")
-
-    @field_validator("build_args")
-    @classmethod
-    def _build_args_stay_on_their_line(cls, value: dict[str, str]) -> dict[str, str]:
-        # each becomes `ARG NAME="VALUE"` in the Dockerfile: a name that is not an identifier,
-        # or a line break in a value, would write Dockerfile lines of the profile's choosing
-        for name, text in value.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"build arg name {name!r} is not an identifier (letters, digits, _)")
-            if any(c in text for c in "\n\r\0"):
-                raise ValueError(f"build arg {name}: the value must be one line (no line break or NUL)")
-        return value
 
 
 class ModelSpec(_Strict):
@@ -179,8 +227,20 @@ class ServerSpec(_Strict):
                                           "--revision) come from model:")
     env: dict[str, str] = Field(default_factory=dict, description="the container's environment; numbers and "
                                                                   "booleans become text")
-    shm_size: str = Field(default="32g", description="the container's shared memory")
-    ipc: Literal["host", "private", "shareable"] = Field(default="host", description="the container's IPC namespace")
+    shm_size: str = Field(default="32g", description="the container's /dev/shm (its private IPC namespace's): "
+                                                     "NCCL, SGLang's broadcast queues and image transport use it; a size such as "
+                                                     "32g or 1024m")
+    ipc: Literal["private", "shareable", "host"] = Field(
+        default="private", description="the container's IPC namespace; host shares the host's /dev/shm and SysV "
+                                       "IPC with the server and needs ipc_reason")
+    ipc_reason: str | None = Field(default=None, description="why this server needs the host's IPC namespace "
+                                                             "(one line, shown in the rendered compose file)")
+    writable_root: str | None = Field(
+        default=None, description="why the container's root file system must stay writable (one line, shown in the "
+                                  "rendered compose file); unset: a read-only root with /tmp in memory")
+    cap_add: dict[str, str] = Field(
+        default_factory=dict, description="capabilities added back after every one is dropped, each with why "
+                                          "(NET_BIND_SERVICE: \"...\")")
     # SGLang's own compose file: unlimited locked memory for pinned buffers, a large stack.
     ulimits: dict[str, int] = Field(
         default_factory=lambda: {"memlock": -1, "stack": 67108864},
@@ -188,6 +248,24 @@ class ServerSpec(_Strict):
     api_key: SecretRef | None = Field(
         default=None, description="where the server's API key lives on the host, never the key: callers must "
                                   "send it (docs/profiles.md \"Access\")")
+
+    @model_validator(mode="after")
+    def _exceptions_say_why(self) -> "ServerSpec":
+        # each loosening of the container's defaults is argued where it is asked for, and the
+        # reason is printed into a compose file's comment header: one line of text
+        for field, reason in [("ipc_reason", self.ipc_reason), ("writable_root", self.writable_root),
+                              *((f"cap_add.{name}", why) for name, why in self.cap_add.items())]:
+            if reason is not None and (not reason.strip() or any(ord(c) < 32 or c == "\x7f" for c in reason)):
+                raise ValueError(f"{field}: the reason must be one line of text, not empty")
+        if self.ipc == "host" and self.ipc_reason is None:
+            raise ValueError("ipc: host shares the host's /dev/shm and SysV IPC with the server: say why in "
+                             "server.ipc_reason, or leave ipc out (a private namespace, /dev/shm of shm_size)")
+        if self.ipc != "host" and self.ipc_reason is not None:
+            raise ValueError(f"ipc_reason is the reason for ipc: host, but ipc is {self.ipc}: remove one of them")
+        for name in self.cap_add:
+            if name not in LINUX_CAPABILITIES:
+                raise ValueError(f"cap_add: {name!r} is not a Linux capability (names without CAP_, e.g. SYS_NICE)")
+        return self
 
     @field_validator("env", mode="before")
     @classmethod
@@ -212,8 +290,17 @@ class HealthSpec(_Strict):
                                       "the requests the server still runs or queues; --drain-timeout overrides it")
 
     def budget_seconds(self) -> int:
-        """How long a start may take before it counts as failed."""
-        return self.start_period + self.retries * (self.interval + self.timeout)
+        """How long a start may take before it counts as failed: the moment the engine's health
+        check can first count the container unhealthy (its `retries`-th failed check, the first
+        started once start_period is over and each next one `interval` after the last ended;
+        checks that take their time only make that later). deploytool's wait ends there too, so
+        the plan's figure is the one that applies, whichever of the two notices first."""
+        return self.start_period + (self.retries - 1) * self.interval
+
+    def budget_rule(self) -> str:
+        """budget_seconds() as the profile's fields make it, for plans and errors."""
+        return (f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
+                f"health.interval {self.interval} s")
 
 
 class RolloutSpec(_Strict):

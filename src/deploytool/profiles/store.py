@@ -21,9 +21,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import ProfileError, UsageError
-from ..resources import resource
+from ..resources import resource, user_config_dir
 from ..yamlio import LocatedDocument, load_yaml
 from . import rules
+from .templated import templated_problems
 from .schema import Profile
 
 
@@ -33,26 +34,41 @@ class _RawProfile:
     doc: LocatedDocument
 
 
+PROFILES_ENV = "DEPLOYTOOL_PROFILES_PATH"
+
+
+def search_folders(extra_dirs: list[Path] | None = None) -> list[tuple[Path, str]]:
+    """Each folder profiles are read from, with where it comes from, in order: the built-in
+    profiles, the user's own ($XDG_CONFIG_HOME/deploytool/profiles, when it exists), then
+    DEPLOYTOOL_PROFILES_PATH, then --profiles-dir. A later folder's profile of the same name
+    replaces an earlier one's."""
+    folders = [(resource("profiles"), "built-in")]
+    user = user_config_dir("profiles")
+    if user.is_dir():
+        folders.append((user, "user config"))
+    env = os.environ.get(PROFILES_ENV, "")
+    folders += [(Path(p), PROFILES_ENV) for p in env.split(os.pathsep) if p]
+    folders += [(Path(d), "--profiles-dir") for d in extra_dirs or []]
+    for folder, origin in folders[1:]:
+        if not folder.is_dir():
+            raise UsageError(f"profiles folder {folder} (from {origin}) does not exist")
+    return folders
+
+
 def search_path(extra_dirs: list[Path] | None = None) -> list[Path]:
-    """Built-in profiles first, then DEPLOYTOOL_PROFILES_PATH, then --profiles-dir: a later
-    folder's profile of the same name replaces an earlier one's."""
-    dirs = [resource("profiles")]
-    env = os.environ.get("DEPLOYTOOL_PROFILES_PATH", "")
-    dirs += [Path(p) for p in env.split(os.pathsep) if p]
-    dirs += list(extra_dirs or [])
-    for d in dirs[1:]:
-        if not d.is_dir():
-            raise UsageError(f"profiles folder {d} does not exist")
-    return dirs
+    return [folder for folder, _ in search_folders(extra_dirs)]
 
 
 class ProfileStore:
     """Every profile on the search path, resolved on demand."""
 
     def __init__(self, extra_dirs: list[Path] | None = None):
-        self.dirs = search_path(extra_dirs)
+        folders = search_folders(extra_dirs)
+        self.folders = folders
+        self.dirs = [folder for folder, _ in folders]
         self._raw: dict[str, _RawProfile] = {}
-        for d in self.dirs:
+        self._origin: dict[str, str] = {}
+        for d, origin in folders:
             for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
                 doc = load_yaml(path)
                 if not isinstance(doc.data, dict):
@@ -61,6 +77,12 @@ class ProfileStore:
                 if not isinstance(name, str):
                     raise ProfileError(f"{doc.where(('name',))}: field 'name' is missing or not text")
                 self._raw[name] = _RawProfile(name=name, doc=doc)
+                self._origin[name] = origin
+
+    def origin(self, name: str) -> str:
+        """Where the file of profile `name` was found: built-in, user config,
+        DEPLOYTOOL_PROFILES_PATH or --profiles-dir."""
+        return self._origin[name]
 
     def names(self, *, include_abstract: bool = False) -> list[str]:
         names = sorted(self._raw)
@@ -170,15 +192,18 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
 
 
 def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
-    """Rules across fields (model source, secrets), reported like schema errors: file:line."""
-    problems = rules.model_source_problems(profile) + rules.secret_problems(profile)
+    """Rules across fields (what templates write, model source, secrets), reported like schema errors:
+    file:line."""
+    # the one rule for what reaches a Dockerfile, a compose file or a command line comes first:
+    # the other rules read those fields
+    problems = templated_problems(profile) or (rules.model_source_problems(profile) + rules.secret_problems(profile))
     if not problems:
         return
     lines = [f"profile {chain[0].name!r} is not valid:"]
     for loc, what in problems:
         owner = next((r for r in chain if loc in r.doc.lines), None) or \
             next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(loc)}: {what}")
+        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(str(p) for p in loc)}: {what}")
     raise ProfileError("\n".join(lines))
 
 

@@ -35,6 +35,10 @@ class Cutover:
     baseline: str | None  # which release it is compared with ("release 1 (rule)"), None: nothing to compare
     rows: list[Row] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)  # what differs between the two releases
+    # the verdict's own basis, when it is not the baseline compared with here: the stored
+    # qualification's verdict and what it was judged against ("PASSED, against release 1")
+    qualified: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the comparison is worth: a limited or unqualified baseline
 
     @property
     def regressions(self) -> list[Row]:
@@ -43,33 +47,57 @@ class Cutover:
     def headline(self) -> str:
         """One line: the verdict, and what the comparison adds to it."""
         head = f"qualify {self.verdict.upper()}"
+        if self.qualified is not None:  # judged again here: both bases said, the page's first
+            head += f", its comparing gates judged against {short_name(self.baseline)} (its qualification: {self.qualified})"
+        notes = "".join(f"; {n}" for n in self.notes)
         if self.baseline is None:
-            return f"{head}; no baseline release to compare with"
+            return f"{head}{notes or '; no baseline release to compare with'}"
         worse = self.regressions
         if worse:
             names = "; ".join(r.figure for r in worse)  # labels hold commas themselves
-            return f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread ({names})"
-        return f"{head}; against {self.baseline}: no figure worse beyond the measured spread"
+            return (f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread "
+                    f"({names}){notes}")
+        return f"{head}; against {self.baseline}: no figure worse beyond the measured spread{notes}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "why": self.why, "baseline": self.baseline, "headline": self.headline(),
-                "rows": [r.as_dict() for r in self.rows], "changes": self.changes}
+                "rows": [r.as_dict() for r in self.rows], "changes": self.changes, "qualified": self.qualified,
+                "notes": self.notes}
 
 
 def cutover(current: dict[str, Any], baseline: dict[str, Any] | None, *, baseline_name: str | None = None,
             current_record: dict[str, Any] | None = None, baseline_record: dict[str, Any] | None = None,
-            current_bench: dict[str, Any] | None = None, baseline_bench: dict[str, Any] | None = None) -> Cutover:
+            current_bench: dict[str, Any] | None = None, baseline_bench: dict[str, Any] | None = None,
+            qualified: str | None = None, notes: list[str] | None = None) -> Cutover:
     """The comparison of two results.json documents (the baseline may be None: then only the
     verdict and this release's own figures). `*_bench`: a release's kept bench results.json,
-    whose figures stand in when its qualification ran no performance suite."""
+    whose figures stand in when its qualification ran no performance suite. `qualified`: the
+    stored verdict and its basis, when `current` was judged again against this baseline
+    (rejudge.py); `notes`: what the baseline is (not qualified: why there is none)."""
     rows = decision_rows(current, baseline or {"suites": []}, current_bench, baseline_bench)
     if baseline is None:
         for row in rows:
             row.before, row.spread, row.beyond = None, "no baseline", None
     name = None if baseline is None else (baseline_name or "the baseline release")
     changes = release_changes(baseline, current, baseline_record or {}, current_record or {}) if baseline else []
+    notes = list(notes or []) + (limit_notes(current, baseline, name) if baseline else [])
     return Cutover(verdict=str(current.get("verdict", "?")), why=verdict_reasons(current), baseline=name,
-                   rows=rows, changes=changes)
+                   rows=rows, changes=changes, qualified=qualified, notes=notes)
+
+
+def short_name(name: str | None) -> str:
+    """'release 1 (it served before ...)' -> 'release 1'."""
+    return (name or "the baseline").split(" (", 1)[0]
+
+
+def limit_notes(current: dict[str, Any], baseline: dict[str, Any], name: str | None) -> list[str]:
+    """A run capped by --limit and one that was not (or capped elsewhere) answered different items."""
+    now, before = current.get("limit"), baseline.get("limit")
+    if now == before:
+        return []
+    said = lambda limit: f"with --limit {limit}" if limit is not None else "without --limit"  # noqa: E731
+    return [f"{short_name(name)} was qualified {said(before)}, this release {said(now)}: its data-driven figures "
+            "cover other items (GSM8K is compared on the questions both runs answered)"]
 
 
 def verdict_reasons(doc: dict[str, Any]) -> list[str]:
@@ -143,8 +171,19 @@ def gsm8k_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
             row.beyond = paired.p_value < ALPHA and bool(paired.got_worse or paired.got_better)
             row.spread = (f"McNemar on {paired.questions} questions: {len(paired.got_worse)} right->wrong, "
                           f"{len(paired.got_better)} wrong->right, p={paired.p_value:.3g}")
+            if len(a["per_question"]) != len(b["per_question"]) and paired.questions:
+                # runs of different lengths (a --limit): both accuracies on the questions both answered
+                row.figure += f", the {paired.questions} questions both runs answered"
+                row.before = paired.before_correct / paired.questions
+                row.after = paired.now_correct / paired.questions
+                row.spread += (f" (of {len(b['per_question'])} before and {len(a['per_question'])} now; "
+                               f"accuracy on all: {_num(row_all(b, metric))} -> {_num(row_all(a, metric))})")
         rows.append(row)
     return rows
+
+
+def row_all(mode: dict[str, Any], metric: str) -> Any:
+    return mode.get(f"{metric}_accuracy")
 
 
 def needle_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:

@@ -20,8 +20,9 @@ from ..files import write_json
 from ..release.reports import default_report_dir, newest_kept
 from ..release.slots import Slot
 from ..release.state import release_path
-from ..release.targets import baseline_release, qualify_results_path
-from .cutover import read_results
+from ..release.targets import baseline_release, qualify_results_path, unqualified
+from .cutover import read_results, short_name
+from .rejudge import qualified_against, rejudge
 from .report import Against, write_report_files
 from .runner import kept_bench
 
@@ -53,11 +54,12 @@ def write_release_report(release: str, against: str | None, slot: Slot | None,
     """Write report.md, report.html, comparison.json and sources.json (the two results.json) into `out`
     (default: beside the release's other reports, or under the state folder's reports/)."""
     current = resolve_side(release, slot)
+    notes: list[str] = []
     if against is not None:
         base: Side | None = resolve_side(against, slot)
         base_name = base.name + " (--against)"
     elif current.release is not None and slot is not None:
-        base, base_name = _rule_baseline(slot, current.release)
+        base, base_name, notes = _rule_baseline(slot, current.release)
     else:
         raise UsageError(f"{release}: a report folder needs --against (another folder, or a release of the slot)")
     if base is not None and current.results is not None and base.results == current.results:
@@ -67,15 +69,30 @@ def write_release_report(release: str, against: str | None, slot: Slot | None,
     folder.mkdir(parents=True, exist_ok=True)
     # where the figures are (not a copy: `deploytool reports` lists each qualification once)
     write_json(folder / "sources.json", {"release": str(current.results), "against": str(base.results) if base else None})
-    write_report_files(current.doc, folder, Against(doc=base.doc if base else None, name=base_name if base else None,
-                                                    record=current.record,
-                                                    baseline_record=base.record if base else {},
-                                                    bench=kept_bench(slot.name if slot else None, current.release),
-                                                    baseline_bench=kept_bench(slot.name if slot else None,
-                                                                              base.release if base else None)))
+    doc, qualified = judged(current.doc, base.doc if base else None, base_name)
+    write_report_files(doc, folder, Against(doc=base.doc if base else None, name=base_name if base else None,
+                                            qualified=qualified, notes=notes, record=current.record,
+                                            baseline_record=base.record if base else {},
+                                            bench=kept_bench(slot.name if slot else None, current.release),
+                                            baseline_bench=kept_bench(slot.name if slot else None,
+                                                                      base.release if base else None)))
     headline = json.loads((folder / "comparison.json").read_text())["headline"]
     return ReleaseReport(folder=folder, headline=headline, release=current.name,
                          against=base_name if base else None)
+
+
+def judged(doc: dict[str, Any], base: dict[str, Any] | None, base_name: str) -> tuple[dict[str, Any], str | None]:
+    """The release's results with its comparing gates judged against the baseline of this page, and,
+    when that changes its basis or its verdict, the stored verdict and what it was judged against."""
+    if base is None:
+        return doc, None
+    again = rejudge(doc, base, short_name(base_name))
+    if again is None:
+        return doc, None
+    own = qualified_against(doc)
+    if short_name(own) == short_name(base_name) and again.get("verdict") == doc.get("verdict"):
+        return doc, None
+    return again, f"{str(doc.get('verdict', '?')).upper()}, against {short_name(own) if own else 'a baseline it did not record'}"
 
 
 def resolve_side(spec: str, slot: Slot | None) -> Side:
@@ -86,7 +103,8 @@ def resolve_side(spec: str, slot: Slot | None) -> Side:
         number = int(spec)
         path = qualify_results_path(slot, number) or _newest_kept(slot, number)
         if path is None:
-            raise UsageError(f"slot {slot.name} has no stored qualify results for release {number}",
+            raise UsageError(f"slot {slot.name} has no stored qualify results for release {number}: "
+                             + unqualified(slot.name, number).split(": ", 1)[0],
                              hint="`deploytool reports` lists the reports kept per slot and release")
         return _side(path, f"release {number}", number, _record(release_path(slot.name, number)))
     path = Path(spec).expanduser()
@@ -106,7 +124,7 @@ def _side(path: Path, name: str, number: int | None, record: dict[str, Any]) -> 
     return Side(doc=doc, record=record, name=name, release=number, results=path)
 
 
-def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str]:
+def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str, list[str]]:
     # the rule reads the journal first; its fallback (the newest older release) needs only the
     # numbers, which the state folder keeps for every release `up` made, running or not
     folder = release_path(slot.name, number).parent
@@ -114,10 +132,10 @@ def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str]:
     chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]
     results = chosen.results or (_newest_kept(slot, chosen.release) if chosen.release is not None else None)
     if results is None:
-        return None, chosen.describe()
+        return None, chosen.describe(), [unqualified(slot.name, chosen.release)] if chosen.release is not None else []
     assert chosen.release is not None
     return _side(results, f"release {chosen.release}", chosen.release,
-                 _record(release_path(slot.name, chosen.release))), chosen.describe()
+                 _record(release_path(slot.name, chosen.release))), chosen.describe(), []
 
 
 def _newest_kept(slot: Slot, number: int) -> Path | None:

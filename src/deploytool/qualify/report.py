@@ -37,6 +37,8 @@ class Against:
     baseline_record: dict[str, Any] = field(default_factory=dict)
     bench: dict[str, Any] | None = None  # each release's newest kept bench results.json, if any
     baseline_bench: dict[str, Any] | None = None
+    qualified: str | None = None  # the stored verdict and its basis, when judged again here (rejudge.py)
+    notes: list[str] = field(default_factory=list)  # what the baseline is worth (not qualified, limited)
 
 
 def write_reports(report: QualifyReport, against: Against | None = None) -> None:
@@ -55,7 +57,7 @@ def write_report_files(doc: dict[str, Any], folder: Path, against: Against | Non
     against = against or Against()
     top = cutover(doc, against.doc, baseline_name=against.name, current_record=against.record,
                   baseline_record=against.baseline_record, current_bench=against.bench,
-                  baseline_bench=against.baseline_bench)
+                  baseline_bench=against.baseline_bench, qualified=against.qualified, notes=against.notes)
     write_json(Path(folder) / "comparison.json", top.as_dict())
     drawn = pictures(doc, against.doc) if draw else []
     rows = _rows_frame(top)

@@ -29,6 +29,7 @@ class QualifyReport:
     image_labels: dict[str, str] = field(default_factory=dict)
     model: dict[str, Any] | None = None  # the weights the release serves (weights.ModelPlan.record)
     limit: int | None = None
+    baseline: str | None = None  # what the gates that compare with another release were judged against
     suites: list[SuiteResult] = field(default_factory=list)
     server: ServerFacts | None = None
     started_at: str = ""
@@ -58,9 +59,10 @@ class QualifyReport:
             return EXIT_PASSED
         if self.could_not_run is not None or self.incomplete:
             return EXIT_COULD_NOT_RUN
-        if any(s.verdict is Verdict.FAILED for s in self.suites):
-            return EXIT_GATE_FAILED
-        return EXIT_COULD_NOT_RUN  # errors only, or nothing ran
+        if any(s.verdict is Verdict.FAILED or (s.verdict is Verdict.ERROR and not s.reason.startswith("not run"))
+               for s in self.suites):
+            return EXIT_GATE_FAILED  # a suite that ran and crashed or overran its budget did not pass: it ran
+        return EXIT_COULD_NOT_RUN  # nothing ran: every suite skipped or not run
 
     def summary_line(self) -> str:
         counts: dict[str, int] = {}
@@ -113,6 +115,7 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "started_at": report.started_at,
         "finished_at": report.finished_at,
         "limit": report.limit,
+        "baseline": report.baseline,
         "simulator": bool(server is not None and server.is_simulator),
         "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
                    "image": report.image, "image_labels": report.image_labels, "model": report.model},

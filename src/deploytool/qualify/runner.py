@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import terminal_text
 from ..server.client import EndpointClient
 from ..server.facts import ServerFacts, read_server_facts, read_weight_version
 from ..server.readiness import wait_until_ready
@@ -71,10 +71,11 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         slot=getattr(release, "slot", None), release=getattr(release, "release", None),
         image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
         limit=limit, started_at=_now(), model=getattr(target, "model", None),
+        baseline=getattr(target, "baseline", None),
     )
     against = baseline_of(target)
     write_reports(report, against)
-    console = Console(stderr=True)
+    console = terminal_text.console(stderr=True)
     bars = _progress_bars(console, progress)
     pending = list(names)
     run = _Qualification(target=target, report=report, limit=limit, bars=bars,
@@ -84,7 +85,7 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
         with bars:
             report.server = asyncio.run(probe_server(
                 target.url, settings["preflight"], profile, api_key=getattr(target, "api_key", None),
-                progress=(lambda line: console.print(line, highlight=False)) if progress else None))
+                progress=(lambda line: console.print(line, markup=False, highlight=False)) if progress else None))
             report.could_not_run = _why_not_run(report.server, target.url)
             while pending:
                 name = running = pending[0]
@@ -117,7 +118,7 @@ def _interrupted(report: QualifyReport, pending: list[str], running: str | None)
             report.suites.append(SuiteResult.errored(name, why))
 
 
-def _progress_bars(console: Console, shown: bool) -> Progress:
+def _progress_bars(console: Any, shown: bool) -> Progress:
     """One bar a suite on stderr (none with --no-progress)."""
     return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
@@ -150,7 +151,12 @@ def baseline_of(target: "Target") -> Against:
     if why:
         name = f"{name or path}: unreadable ({why})"
     slot = getattr(release, "slot", None)
-    return Against(doc=doc, name=name if doc is not None else None,
+    notes = []
+    if doc is None and path is None and slot and previous is not None:  # a baseline release that has no results
+        from ..release.targets import unqualified
+
+        notes.append(unqualified(slot, previous.release))
+    return Against(doc=doc, name=name if doc is not None else None, notes=notes,
                    record=read_record(slot, release.release) if slot and release else {},
                    baseline_record=read_record(slot, previous.release) if slot and previous else {},
                    bench=kept_bench(slot, getattr(release, "release", None)),

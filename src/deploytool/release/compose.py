@@ -89,8 +89,6 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             "ports": [{"target": container_port, "published": str(req.port), "host_ip": req.bind,
                        "protocol": "tcp"}],
             "environment": {**profile.server.env, **model.environment(), **release_secrets.container_env(planned)},
-            "shm_size": profile.server.shm_size,
-            "ipc": profile.server.ipc,
             "volumes": [{"type": "volume", "source": "jit-cache", "target": CACHE_MOUNT}],
             "healthcheck": {
                 # curl is in the sim base and in the CUDA images; -f fails on 5xx/503.
@@ -110,6 +108,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             ),
         }
     )
+    service.update(container_confinement(profile, model, carries_secrets=bool(planned)))
     if profile.server.ulimits:
         service["ulimits"] = dict(profile.server.ulimits)
     service["volumes"] += model.volumes()
@@ -129,6 +128,67 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     document["networks"] = {"default": {"labels": {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
                                                    labels.SLOT: slot.name}}}
     return escape_interpolation(document)
+
+
+# The writable scratch of a read-only root: Python's tempfile and the sockets a runtime names
+# there. In memory, counted against the container's memory; noexec as Docker mounts it.
+TMP_TMPFS = "/tmp:size=1g,mode=1777"  # nosec B108: the container's own /tmp, a tmpfs
+
+
+# A server that downloads writes into the host's hub cache, whose folders belong to the host's
+# user: root in the container writes there only with this capability (docs/security.md).
+DOWNLOAD_CAPABILITY = ("DAC_OVERRIDE", "the server downloads into the host's hub cache (model.offline: false), "
+                                       "whose folders belong to the host's user")
+
+
+def added_capabilities(profile: Profile, model: model_sources.ModelPlan) -> dict[str, str]:
+    """The capabilities given back after every one is dropped, each with why."""
+    added = dict(profile.server.cap_add)
+    if model.kind == "hub" and not model.offline:
+        added.setdefault(*DOWNLOAD_CAPABILITY)
+    return added
+
+
+# Compose puts a secret into the container by copying it into the created container's root
+# before the start (`/run/secrets/NAME`, its value never in the file or `docker inspect`), and
+# the engine refuses any copy into a read-only root ("container rootfs is marked read-only"):
+# a release with secrets keeps its root writable, and says so.
+SECRETS_NEED_A_WRITABLE_ROOT = ("the release carries secrets, which compose copies into the container's root "
+                                "before it starts (a read-only root refuses the copy)")
+
+
+def container_confinement(profile: Profile, model: model_sources.ModelPlan, *,
+                          carries_secrets: bool = False) -> dict[str, Any]:
+    """The IPC namespace, /dev/shm, added capabilities and the root file system, from the profile:
+    each loosening only where the profile asks for it with its reason (server.ipc_reason,
+    cap_add, writable_root), the weights need it, or the release's secrets do (a read-only
+    root refuses compose's copy of them); base.yaml drops every capability and forbids new
+    privileges."""
+    server = profile.server
+    fields: dict[str, Any] = {"ipc": server.ipc}
+    if server.ipc != "host":  # with the host's namespace the host's /dev/shm is used, unsized
+        fields["shm_size"] = server.shm_size
+    added = added_capabilities(profile, model)
+    if added:
+        fields["cap_add"] = sorted(added)
+    if server.writable_root is None and not carries_secrets:
+        fields["read_only"] = True
+        fields["tmpfs"] = [TMP_TMPFS]
+    return fields
+
+
+def confinement_notes(profile: Profile, model: model_sources.ModelPlan, *,
+                      carries_secrets: bool = False) -> list[str]:
+    """Each exception to the container's confinement with its reason (docs/security.md)."""
+    server = profile.server
+    notes = [f"ipc: host, because {server.ipc_reason}"] if server.ipc == "host" else []
+    notes += [f"capability {name} added back, because {why}"
+              for name, why in sorted(added_capabilities(profile, model).items())]
+    if server.writable_root is not None:
+        notes.append(f"root file system writable, because {server.writable_root}")
+    elif carries_secrets:
+        notes.append(f"root file system writable, because {SECRETS_NEED_A_WRITABLE_ROOT}")
+    return notes
 
 
 def refuse_exposure(profile: Profile, bind: str, *, allowed: bool) -> None:
@@ -163,7 +223,8 @@ def render_text(req: RenderRequest) -> str:
 def render_notes(req: RenderRequest) -> list[str]:
     """Where the runtime and the weights come from and where each secret goes (references, never values)."""
     return (list(req.runtime_notes) + model_sources.describe_for_render(req.model_plan)
-            + release_secrets.describe_for_render(req.secret_plan))
+            + release_secrets.describe_for_render(req.secret_plan)
+            + confinement_notes(req.profile, req.model_plan, carries_secrets=bool(req.secret_plan)))
 
 
 def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,

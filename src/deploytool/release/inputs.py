@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,21 +58,11 @@ def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None)
     if beyond_loopback(bind) and key is None:
         warnings.append(f"publishing on {bind} without an API key: anyone who reaches this host can call the "
                         "server; set server.api_key: {env: NAME} or {file: PATH} in the profile")
-    for ref in {s.ref.file for s in planned if s.ref.file}:
-        mode = _mode(ref)
-        if mode is not None and mode & 0o077:
-            warnings.append(f"secret file {ref} is readable by other users (mode {mode:04o}): chmod 600 {ref}")
+    warnings += weights.unreadable_by_the_server(model, frozenset(profile.server.cap_add))
     if model.kind == "hub" and model.commit is None:
         warnings.append(f"model {model.repo} is not in the hub cache {model.host_path}: the server will download "
                         "it at start (model.offline: false)")
     return ReleaseInputs(model=model, secrets=planned, secret_env=secret_env, api_key=key, warnings=warnings)
-
-
-def _mode(path: str) -> int | None:
-    try:
-        return os.stat(os.path.expanduser(path)).st_mode & 0o777
-    except OSError:
-        return None
 
 
 def read_record(slot: str, number: int) -> dict[str, Any]:
@@ -108,3 +97,19 @@ def health_headers(slot: str, number: int, path: str) -> dict[str, str]:
         return secrets.auth_headers(release_api_key(slot, number))
     except SecretError:
         return {}  # the probe then fails with the server's 401, which the log tail shows
+
+
+def hold_release_secrets(slot: str, number: int, env: dict[str, str] | None = None) -> None:
+    """Read the values of a release's secrets (its API key, its hub token) from where its record
+    says they live, only so that every output of this process scrubs them: a server may print
+    its own command line, key included, into the log that `logs` prints or `tune` keeps. A value
+    that cannot be read here (a variable this shell lacks) is passed over: nothing to hold."""
+    record = read_record(slot, number)
+    references = [record.get("api_key"), *(record.get("secrets") or {}).values()]
+    for reference in references:
+        if not reference:
+            continue
+        try:
+            secrets.SecretRef.model_validate(reference).resolve(env, what=f"a secret of release {number}")
+        except (SecretError, ValueError):
+            continue

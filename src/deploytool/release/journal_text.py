@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..terminal_text import one_line
+
 # Fields every line shows in its own column (or not at all).
 _COLUMNS = ("time", "event", "instance", "slot", "release")
 
 
 def line(entry: dict[str, Any]) -> str:
-    """One journal entry as one line: time (UTC), action, slot, release, what happened."""
+    """One journal entry as one line: time (UTC), action, slot, release, what happened. A field
+    holds what a server, a profile or a log said (an error, a model id): a newline in it, or a
+    control character, is shown as its escape, so it can never print as an entry of its own."""
     time = str(entry.get("time", "?")).replace("T", " ").replace("+00:00", "Z")
     slot = entry.get("slot")
     release = entry.get("release")
-    return (f"{time:<20}  {entry.get('event', '?'):<20} {slot if slot is not None else '-':<10} "
-            f"{release if release is not None else '-':>4}  {what(entry)}")
+    return one_line(f"{time:<20}  {entry.get('event', '?'):<20} {slot if slot is not None else '-':<10} "
+                    f"{release if release is not None else '-':>4}  {what(entry)}")
 
 
 def what(entry: dict[str, Any]) -> str:

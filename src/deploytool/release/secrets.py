@@ -137,7 +137,9 @@ def client_api_key(*, key_file: Path | None = None, given_on_command_line: str |
         raise UsageError("--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
                          hint=f"put it in a file (mode 0600) and pass --api-key-file PATH, or export {API_KEY_ENV}")
     if key_file is not None:
-        return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file")
+        # read, never copied into a container: the shape rules hold, the owner's not (in a
+        # Kubernetes qualify Job the key is a Secret's file, root's and readable by the pod's group)
+        return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file", private=False)
     value = env.get(API_KEY_ENV, "").strip()
     hold(value)
     return value or None

@@ -43,7 +43,8 @@ class Target:
 
 def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
                    profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
-                   api_key_flag: str | None = None, slot: Slot | None = None, against: int | None = None) -> Target:
+                   api_key_flag: str | None = None, slot: Slot | None = None, against: int | None = None,
+                   cpu_slot: str | None = None) -> Target:
     """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
     command line shows in `ps` and the shell's history).
     Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own.
@@ -51,8 +52,8 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
     store = ProfileStore(profiles_dirs)
     given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)
     if url:
-        if gpus or cpu:
-            raise UsageError("give --url, or a slot (--cpu / --gpu UUID), not both")
+        if gpus or cpu or cpu_slot is not None:
+            raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
         if against is not None:
             raise UsageError("--against names a release of a slot: give --cpu or --gpu UUID instead of --url")
         if not url.startswith(("http://", "https://")):
@@ -62,7 +63,7 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
         if given_key is None and profile is not None and profile.server.api_key is not None:
             given_key = profile.server.api_key.resolve(what=f"server.api_key of profile {profile.name}")
         return Target(url=url.rstrip("/"), profile=profile, api_key=given_key)
-    slot = slot or slot_from_options(gpus, cpu)
+    slot = slot or slot_from_options(gpus, cpu, cpu_slot)
     engine = Engine()
     releases = engine.releases(slot.name)
     serving = [r for r in releases if r.running]
@@ -139,6 +140,15 @@ def baseline_release(slot: Slot, releases: list[Release], current: int, *, again
     newest = max(older)
     return Baseline(newest, qualify_results_path(slot, newest),
                     f"the newest older release; the journal has no cut-over line for release {current}")
+
+
+def unqualified(slot: str, release: int) -> str:
+    """Why a release has no qualify results to compare with, in words for a report's first screen."""
+    from .state import read_journal
+
+    if any(e.get("event") == "qualify.skipped" and e.get("release") == release for e in read_journal(slot)):
+        return f"release {release} was not qualified (brought up with --skip-qualify): nothing to compare with"
+    return f"release {release} has no stored qualify results: nothing to compare with"
 
 
 def qualify_results_path(slot: Slot, release: int) -> Path | None:

@@ -151,6 +151,54 @@ def check_model(plan: ModelPlan) -> ModelPlan:
     return plan
 
 
+def unreadable_by_the_server(plan: ModelPlan, capabilities: frozenset[str] = frozenset()) -> list[str]:
+    """Warnings for the checked weights the server could not read. It runs as root with every
+    capability dropped (docs/security.md), so the file modes decide: root's own files by their
+    owner bits, group 0's by the group bits, the rest by what others may do, as a checkpoint
+    written under umask 077 (0600 files, 0700 folders) shows. A warning, not a refusal: on a
+    rootless engine the container's root is the host's user, who reads them."""
+    if capabilities & {"DAC_OVERRIDE", "DAC_READ_SEARCH"}:
+        return []
+    if plan.kind == "folder":
+        top = Path(str(plan.host_path))
+        files, index = weight_files(top)
+        wanted = [top / "config.json", *([index] if index else []), *files]
+    elif plan.kind == "hub" and plan.commit and plan.offline:
+        top = Path(str(plan.host_path))
+        wanted = sorted((hub_repo_folder(top, str(plan.repo)) / "snapshots" / plan.commit).iterdir())
+    else:
+        return []
+    top = top.resolve()
+    refused: dict[Path, str] = {}
+    for path in wanted:
+        real = path.resolve()
+        steps = [real.parent, *real.parent.parents] if real.is_relative_to(top) else [real.parent]
+        for folder in steps:
+            if not _root_may(folder, 0o1):
+                refused.setdefault(folder, "folder")
+            if folder == top:
+                break
+        if not _root_may(real, 0o4):
+            refused.setdefault(real, "file")
+    if not refused:
+        return []
+    first, kind = next(iter(refused.items()))
+    st = first.stat()
+    return [f"{len(refused)} of the weights' files and folders under {top} are closed to the server (first: {kind} "
+            f"{first}, mode {st.st_mode & 0o777:04o}, owner uid {st.st_uid}): it runs as root with every capability "
+            f"dropped and reads only what others may read; run `chmod -R o+rX {top}` (weights hold no secret)"]
+
+
+def _root_may(path: Path, bit: int) -> bool:
+    """Whether root without DAC capabilities may read (4) or enter (1) `path`, by its mode."""
+    try:
+        st = path.stat()
+    except OSError:
+        return True  # gone or unreadable to us: the checks above say so in their own words
+    shift = 6 if st.st_uid == 0 else 3 if st.st_gid == 0 else 0
+    return bool(st.st_mode & (bit << shift))
+
+
 def weight_files(folder: Path) -> tuple[list[Path], Path | None]:
     """(the safetensors files a checkpoint folder serves, its index when sharded); raises ModelMissing."""
     if not folder.is_dir():

@@ -20,12 +20,14 @@ import json
 from typing import Any
 
 from .chat_result import ChatResult, ToolCall, body_message
-from .wire import MAX_EVENT_BYTES, WireError, over_cap
+from .wire import MAX_EVENT_BYTES, WireError, over_cap, strict_decoder
 
-_loads = json.loads
+# Both refuse NaN and Infinity (WireError), as wire.loads does.
+_DECODER = strict_decoder()
+_loads = _DECODER.decode
 # The C scanner under json.loads: one call per event instead of loads -> decode -> raw_decode
 # (that wrapper costs as much as the parsing for a small chunk). Failures fall back to loads.
-_scan = json.JSONDecoder().scan_once
+_scan = _DECODER.scan_once
 _utf8 = codecs.getincrementaldecoder("utf-8")
 # The chunk objects KeptChatStream holds at most (each a few hundred bytes as a dict): far more
 # than a tool-calling answer's, far less than a server streaming without end could send.

@@ -156,8 +156,12 @@ class _Response:
     def _dechunk(self, now: float) -> None:
         raw = self.raw
         while True:
-            eol = raw.find(b"\r\n")
+            # only the head of the buffer can hold the size line: a line that never ends is
+            # refused at its cap, not searched again at every read
+            eol = raw.find(b"\r\n", 0, wire.MAX_CHUNK_LINE_BYTES + 2)
             if eol < 0:
+                if len(raw) > wire.MAX_CHUNK_LINE_BYTES:
+                    raise wire.over_cap("a chunk-size line", wire.MAX_CHUNK_LINE_BYTES)
                 return
             size = int(raw[:eol].split(b";", 1)[0], 16)
             if size == 0:

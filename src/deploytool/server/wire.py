@@ -10,12 +10,18 @@ is the one it is about to judge, so whatever it sends is hostile until read with
 - **JSON a report can hold.** `loads` refuses a document nested deeper than `MAX_JSON_DEPTH`
   (Python's own parser raises RecursionError at about 1,000 levels; every later step that walks
   the value, redaction and reports, would too).
+- **Finite numbers.** Python's parser reads `NaN`, `Infinity` and `-Infinity`, which JSON does
+  not have; a server's `max_model_len: Infinity` would end a later `int()` in OverflowError.
+  `loads` (and the stream walker's decoder, `strict_decoder`) refuse them as malformed JSON.
+- **A chunk-size line** of a chunked body is at most `MAX_CHUNK_LINE_BYTES` (bench's own HTTP/1.1
+  path reads it): a line that never ends is refused there, not scanned again at every read.
 - **The keep-alive race** (`resend_after_race`), for both transports (client.py, fast_stream.py).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 # How long an idle connection is kept for reuse. SGLang serves through uvicorn with
@@ -37,17 +43,41 @@ MAX_STREAM_BYTES = 128 * 2**20
 MAX_JSON_DEPTH = 64
 # The status line and headers of a response (bench's own HTTP/1.1 path parses them itself).
 MAX_HEAD_BYTES = 64 * 1024
+# One chunk-size line of a chunked body: the size in hex and any chunk extensions (SGLang's
+# uvicorn writes none; 8 hex digits cover 4 GiB).
+MAX_CHUNK_LINE_BYTES = 4096
 
 
 class WireError(ValueError):
-    """A response deploytool refuses to read: over a size cap, or JSON nested too deep."""
+    """A response deploytool refuses to read: over a size cap, JSON nested too deep, or a number
+    JSON does not have."""
+
+
+def _non_finite(name: str) -> Any:
+    raise WireError(f"JSON with the number {name}, which JSON does not have (expected a finite number)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: a JSON number that no float holds
+        raise WireError(f"JSON with the number {text[:40]}, larger than any finite number (expected a finite number)")
+    return value
+
+
+def strict_decoder() -> json.JSONDecoder:
+    """A decoder that refuses NaN, Infinity, -Infinity and numbers past a float's range (WireError)."""
+    return json.JSONDecoder(parse_constant=_non_finite, parse_float=_finite_float)
+
+
+_DECODER = strict_decoder()
 
 
 def loads(data: bytes | str) -> Any:
     """json.loads for what a server sent: ValueError (JSONDecodeError, or WireError) for anything
-    that is not a JSON document of at most MAX_JSON_DEPTH levels; never RecursionError."""
+    that is not a JSON document of at most MAX_JSON_DEPTH levels with finite numbers; never
+    RecursionError."""
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_constant=_non_finite, parse_float=_finite_float)
     except RecursionError:
         raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     if too_deep(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from deploytool.sim import launch_rules
+from deploytool.sim import hostile, launch_rules
 from deploytool.sim.app import create_app
 from deploytool.sim.faults import CRASH_EXIT_CODE, parse_faults
 from deploytool.sim.log import log
@@ -28,6 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # e.g. --gsm8k-oracle without a readable GSM8K file
         log(f"cannot start: {exc}")
         return 2
+    hostile.log_at_start(parse_faults(settings.faults), settings.api_key)
     run(settings, app)
     return 0
 

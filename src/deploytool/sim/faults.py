@@ -39,6 +39,11 @@ FAULTS: dict[str, bool] = {
     "trickle": False,
     "deep_json": False,
     "endless_sse": False,
+    "terminal_escapes": False,
+    "rich_markup": False,
+    "infinity": False,
+    "huge_log_line": False,
+    "print_server_args": False,
     "hostile_health": False,
 }
 
@@ -57,7 +62,12 @@ FAULT_HELP = (
     "decoding off, as a release that lost its draft model would). Hostile modes (every route but the health "
     "ones, which hostile_health adds): script_text (a script in every JSON text value), huge_body (a 1 GiB "
     "body, streamed), trickle (the body one byte a second), deep_json (JSON nested 100,000 deep), "
-    "endless_sse (a streamed chat that never ends)."
+    "endless_sse (a streamed chat that never ends), terminal_escapes (terminal control sequences in every "
+    "JSON text value: a clipboard write, a window title, cursor moves that erase lines), rich_markup (rich "
+    "markup in every JSON text value: a link, a stray closing tag), infinity (max_model_len and every other "
+    "length is the number Infinity, which JSON does not have). In its log at start-up: huge_log_line (one "
+    "line of 32 MiB), print_server_args (its settings, API key included, as SGLang logs its server_args); "
+    "terminal_escapes writes its sequences there too."
 )
 
 CRASH_EXIT_CODE = 3
@@ -84,6 +94,11 @@ class FaultConfig:
     trickle: bool = False
     deep_json: bool = False
     endless_sse: bool = False
+    terminal_escapes: bool = False
+    rich_markup: bool = False
+    infinity: bool = False
+    huge_log_line: bool = False
+    print_server_args: bool = False
     hostile_health: bool = False
 
     @property

@@ -12,6 +12,17 @@ An ASGI middleware around the app (faults.py names the modes; `--fault trickle` 
   second without end.
 - deep_json: every answer is JSON nested 100,000 deep (for a streamed chat: one such event).
 - endless_sse: a streamed chat sends valid chunks as fast as it can and never [DONE].
+- terminal_escapes: as script_text, with terminal control sequences (ESCAPES: OSC 52 writes the
+  clipboard, OSC 0 sets the window title, cursor moves erase the lines above and print a fake
+  verdict, a one-byte CSI, a bidi override, a newline that starts a forged line).
+- rich_markup: as script_text, with rich markup (MARKUP: a live link, a stray closing tag).
+- infinity: every length a server states about itself (max_model_len, context_length, ...) is the
+  number Infinity, which JSON does not have (Python's json writes and reads it).
+
+What it writes to its log at start-up (`log_at_start`): terminal_escapes writes ESCAPES there too,
+huge_log_line one line of HUGE_LOG_LINE bytes (written in pieces, as a process's buffered stderr
+sends it), print_server_args its settings with the API key in clear, as SGLang logs its
+`server_args=ServerArgs(..., api_key='...')` at start-up.
 
 The health routes are served normally unless `hostile_health` is also given (then /health and
 /health_generate are as hostile as the rest: a probe, a ready-wait, a watch).
@@ -21,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -29,12 +41,31 @@ from deploytool.sim.faults import FaultConfig
 from deploytool.sim.log import log
 
 SCRIPT = '</pre></code><script>document.title="owned by the server"</script><img src=x onerror="document.title=1">'
-_SCRIPT_IN_JSON = json.dumps(SCRIPT)[1:-1].encode()
+ESCAPES = ("\x1b]52;c;b3duZWQgYnkgdGhlIHNlcnZlcg==\x07\x1b]0;owned by the server\x07"
+           "\x1b[1A\x1b[2K\x1b[1A\x1b[2K\rqualify PASSED\x9b2J\x08\x08\u202eevil\u202c\x07"
+           "\n2026-01-01 00:00:00Z  release.cutover        cpu           9  forged")
+MARKUP = "[link=https://example.invalid/owned]click here[/link] [bold green]qualify PASSED[/] [/x]"
+_LENGTH_FIELDS = {"max_model_len", "context_length", "context_len", "max_total_num_tokens", "max_req_input_len"}
 HUGE_BYTES = 2**30
+HUGE_LOG_LINE = 32 * 2**20
 DEEP = 100_000
 TRICKLE_S = 1.0
 # Fields of the wire protocol itself, kept as they are so the client still reads the shape.
 _PROTOCOL_FIELDS = {"object", "role", "finish_reason", "type"}
+
+
+def log_at_start(config: FaultConfig, api_key: str | None) -> None:
+    if config.print_server_args:
+        log(f"server_args=SimSettings(api_key={api_key!r}, faults={config.active!r})")
+    if config.terminal_escapes:
+        log(f"FAULT terminal_escapes: {ESCAPES}")
+    if config.huge_log_line:
+        log(f"FAULT huge_log_line: one line of {HUGE_LOG_LINE // 2**20} MiB follows")
+        piece = "z" * 2**16
+        for _ in range(HUGE_LOG_LINE // len(piece)):
+            sys.stderr.write(piece)
+        sys.stderr.write("\n")
+        log("FAULT huge_log_line: after the long line")
 
 
 class _ClientLeft(Exception):
@@ -45,7 +76,10 @@ class Hostile:
     def __init__(self, app: ASGIApp, config: FaultConfig) -> None:
         self.app, self.config = app, config
         self.active = any((config.script_text, config.huge_body, config.trickle, config.deep_json,
-                           config.endless_sse))
+                           config.endless_sse, config.terminal_escapes, config.rich_markup, config.infinity))
+        # what the text modes add to every text value (taken out of requests again)
+        self.payload = SCRIPT if config.script_text else ESCAPES if config.terminal_escapes else \
+            MARKUP if config.rich_markup else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         c = self.config
@@ -65,13 +99,17 @@ class Hostile:
             elif c.endless_sse and stream:
                 await _endless(send, left)
             else:
-                if c.script_text:
-                    body = body.replace(_SCRIPT_IN_JSON, b"")
+                if self.payload is not None:  # as either JSON writer spells it in the request
+                    for ascii_only in (True, False):
+                        body = body.replace(json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1].encode(), b"")
                 out = send
                 if c.trickle:
                     out = _trickling(out, left)
-                if c.script_text:
-                    out = _scripting(out)
+                if self.payload is not None:
+                    payload = self.payload
+                    out = _scripting(out, lambda value: _scripted(value, payload))
+                elif c.infinity:
+                    out = _scripting(out, _infinite)
                 await self.app(scope, _replay(body, left), out)
         except _ClientLeft:
             pass
@@ -180,7 +218,7 @@ def _trickling(send: Send, left: asyncio.Event) -> Send:
     return out
 
 
-def _scripting(send: Send) -> Send:
+def _scripting(send: Send, rewrite: Any) -> Send:
     """JSON bodies are held whole and rewritten (their length changes); SSE events one by one."""
     start: Message | None = None
     held: list[bytes] = []
@@ -197,7 +235,7 @@ def _scripting(send: Send) -> Send:
             return
         body = message.get("body", b"")
         if _content_type(start) == "text/event-stream":
-            await send({**message, "body": _script_events(body)})
+            await send({**message, "body": _script_events(body, rewrite)})
             return
         held.append(body)
         if message.get("more_body"):
@@ -205,7 +243,7 @@ def _scripting(send: Send) -> Send:
         whole = b"".join(held)
         if _content_type(start) == "application/json":
             try:
-                whole = json.dumps(_scripted(json.loads(whole))).encode()
+                whole = json.dumps(rewrite(json.loads(whole))).encode()
             except ValueError:
                 pass
         headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
@@ -222,23 +260,32 @@ def _content_type(start: Message) -> str:
     return ""
 
 
-def _script_events(body: bytes) -> bytes:
+def _script_events(body: bytes, rewrite: Any) -> bytes:
     out = []
     for event in body.split(b"\n\n"):
         if event.startswith(b"data: {"):
             try:
-                event = b"data: " + json.dumps(_scripted(json.loads(event[6:]))).encode()
+                event = b"data: " + json.dumps(rewrite(json.loads(event[6:]))).encode()
             except ValueError:
                 pass
         out.append(event)
     return b"\n\n".join(out)
 
 
-def _scripted(value: Any, key: str | None = None) -> Any:
+def _scripted(value: Any, payload: str, key: str | None = None) -> Any:
     if isinstance(value, str):
-        return value if key in _PROTOCOL_FIELDS else value + SCRIPT
+        return value if key in _PROTOCOL_FIELDS else value + payload
     if isinstance(value, dict):
-        return {k: _scripted(v, k) for k, v in value.items()}
+        return {k: _scripted(v, payload, k) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scripted(v, key) for v in value]
+        return [_scripted(v, payload, key) for v in value]
+    return value
+
+
+def _infinite(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: float("inf") if k in _LENGTH_FIELDS and isinstance(v, int) else _infinite(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_infinite(v) for v in value]
     return value

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from ..profiles import Profile, args_to_argv
+from ..redaction import scrub_file
 from ..server.readiness import health_check
 
 
@@ -120,6 +121,8 @@ class LocalServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+            # the server wrote its log straight into the report: scrub what it said of its key
+            scrub_file(self.log_path)
         if self.port:
             deadline = time.monotonic() + 10
             while not port_is_free(self.port, self.host) and time.monotonic() < deadline:

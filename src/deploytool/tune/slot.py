@@ -22,6 +22,7 @@ from ..deploy.facts import gather_facts, gather_slot
 from ..deploy.plan import UpOptions, bring_back, plan_up
 from ..deploy.steps import Build, Plan, PrepareCache, Prune, Start, Stop, WaitHealthy, WriteRelease
 from ..errors import DeploytoolError, Interrupted
+from ..files import write_atomic
 from ..host.engine import Engine
 from ..profiles import Profile
 from ..release.slots import Slot
@@ -124,7 +125,7 @@ class SlotServer:
         if self.release is None:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text(self._logs())
+        write_atomic(self.log_path, self._logs())  # scrubbed: the container's log may print its key
         plan = Plan(action="tune", slot=self.session.slot.name, release=None, serving=None,  # type: ignore[arg-type]
                     fallback=None, steps=[Stop(release=self.release, container=f"{self.session.slot.project(self.release)}-server",
                                                reason="candidate measured", only_if_running=True)])

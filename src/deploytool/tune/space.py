@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ProfileError, UsageError
 from ..profiles import Profile
+from ..profiles.rules import flag_problems
 
 # What a derived knob follows: the plan's running limit (SGLang captures graphs up to the batch
 # it can run; a larger limit only costs memory) or the draft steps + 1 (a chain's draft tokens).
@@ -140,6 +141,10 @@ def read_space(profile: Profile, space_file: Path | None = None, *, workload: st
                              + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"]) for e in exc.errors())
         raise ProfileError(f"{where}: {problems}", hint=f"known keys: {', '.join(TuneSpace.model_fields)} "
                                                          "(docs/tune.md)") from None
+    keyed = flag_problems(space.flags, ("flags",), searched=True)
+    if keyed:  # a --space file meets the profile's key rule here
+        loc, what = keyed[0]
+        raise ProfileError(f"{where}: {'.'.join(loc)}: {what}")
     if workload is not None:
         space = space.model_copy(update={"workload": workload})
     check_workload(space, where)

@@ -95,8 +95,11 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     s: Settings = ctx.settings
     rng = random.SystemRandom()
     haystack = Haystack(rng.randrange(2**32))
-    lengths, target, capped = grid_lengths(s, ctx.context_length)
-    cells, limited = ctx.apply_limit(grid_cells(s, lengths))
+    grid, target, capped = grid_lengths(s, ctx.context_length)
+    cells, limited = ctx.apply_limit(grid_cells(s, grid))
+    # --limit N keeps the first N cells, which may not reach every length: only the lengths a kept
+    # cell asks at are searched and judged (a length with no sample has no accuracy to gate on)
+    lengths = [n for n in grid if any(c[0] == n for c in cells)]
     ctx.set_total(len(cells) + len(lengths))
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     log = TranscriptLog()
@@ -126,7 +129,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
         "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
     })
-    result.method = _method(s, lengths, target) + (f" --limit {ctx.limit}: {len(cells)} cells." if limited else "")
+    result.method = _method(s, grid, target) + (
+        f" --limit {ctx.limit}: {len(cells)} cells, at lengths {lengths}." if limited else "")
     result.transcripts = log.items
     return result.judge()
 

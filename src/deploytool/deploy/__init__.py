@@ -2,6 +2,7 @@
 
     facts.py     read-only: releases (engine labels), pointers, port, image, cache, cards
     plan.py      pure decisions: plan_up, plan_rollback, plan_prune (all validation here)
+    candidate_plan.py  pure decisions: a tune candidate's plans (launch, stop, the search's end)
     steps.py     the typed steps and the Plan they make up (printed by --dry-run)
     executor.py  the one loop that applies a plan, journals, reports, restores on failure
     reporter.py  how a deploy tells a person what it is doing (the CLI draws progress bars)

@@ -83,7 +83,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     if checked:  # empty: a dry run without the docker CLI, said by a warning instead
         plan.checks.append("compose document: `docker compose config` accepts it"
                            + ("" if slot.is_cpu else f" (with its reservation of {', '.join(slot.gpus)})"))
-    plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
+    plan.warnings.extend(getattr(engine, "unchecked", []))  # a dry run without the docker CLI
     return plan
 
 

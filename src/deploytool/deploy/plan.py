@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..release import secrets, weights
-from ..image.build import plan_build, stale_reason
+from ..image.build import BuildPlan, plan_build, stale_reason
 from ..release.compose import RenderRequest, render_compose, refuse_exposure, render_notes
 from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
@@ -27,10 +27,10 @@ from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
 from .ownership import refuse_taking_over
-from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
+from .steps import (Action, Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
                     WriteRelease)
 
-__all__ = ["DEFAULT_RETENTION", "UpOptions", "plan_prune", "plan_rollback", "plan_up"]
+__all__ = ["DEFAULT_RETENTION", "NewRelease", "UpOptions", "new_release", "plan_prune", "plan_rollback", "plan_up"]
 
 
 @dataclass
@@ -206,11 +206,75 @@ def resolve_qualify(profile: Profile, suites: list[str] | None,
     return names, {name: to_jsonable(settings[name]) for name in names}
 
 
-def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str = "up") -> Plan:
-    refuse_taking_over(facts, [facts.serving], action, options.take_over)
+@dataclass(frozen=True)
+class NewRelease:
+    """A new release of the slot, checked before anything is stopped and numbered: what `up`
+    and a tune candidate launch alike. Each step it makes is made the same way for both;
+    plan_up and plan_candidate each list which of them they run, in which order."""
+
+    facts: Facts
+    profile: Profile
+    options: UpOptions
+    validated: Validated
+    number: int
+    build: BuildPlan
+    stale: str | None  # why the image is built; None: an image with the same inputs is on the engine
+    request: RenderRequest
+    secrets: tuple[secrets.ReleaseSecret, ...]  # where each is read from (never a value)
+    port_source: str
+
+    def build_step(self) -> Build:
+        wheelhouse = self.options.wheelhouse
+        return Build(profile=self.profile.name, image=self.build.tag, needed=self.stale is not None,
+                     reason=self.stale or "an image with the same inputs is on the engine",
+                     wheelhouse=str(wheelhouse) if wheelhouse else None, spec=self.profile)
+
+    def write_step(self) -> WriteRelease:
+        return WriteRelease(release=self.number, directory=str(release_path(self.facts.slot.name, self.number)))
+
+    def cache_step(self) -> PrepareCache:
+        return _cache_step(self.facts, self.number, self.build.tag, planned=self.stale is None)
+
+    def start_step(self) -> Start:
+        return Start(release=self.number, project=self.facts.slot.project(self.number), new=True,
+                     bind=self.options.bind, port=self.request.port, secrets=[s.name for s in self.secrets],
+                     sources=self.secrets)
+
+    def wait_step(self) -> WaitHealthy:
+        health = self.profile.health
+        return WaitHealthy(release=self.number, budget_s=health.budget_seconds(), path=health.path,
+                           rule=health.budget_rule())
+
+    def stop_step(self, reason: str) -> Stop:
+        """The restore's first step: this release stopped if it still runs."""
+        return Stop(release=self.number, container=f"{self.facts.slot.project(self.number)}-server", reason=reason,
+                    only_if_running=True)
+
+    def plan(self, action: Action, *, steps: list[Step], restore: list[Step], fallback: int | None) -> Plan:
+        """The plan that launches this release: what it shows and what its steps read."""
+        facts, profile, options, request, validated = self.facts, self.profile, self.options, self.request, self.validated
+        model = request.model
+        return Plan(action=action, slot=facts.slot.name, release=self.number,
+                    serving=facts.serving.release if facts.serving else None, fallback=fallback, steps=steps,
+                    restore=restore, url=published_url(options.bind, request.port), profile=profile.name,
+                    image=self.build.tag, port_source=self.port_source.format(slot=facts.slot.name),
+                    compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
+                    checks=validated.checks, inputs=render_notes(request), model=model.record(),
+                    memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
+                            if validated.memory.summary else None),
+                    not_on_cards=validated.not_on_cards,
+                    # the weights it serves and where its secrets come from (never values)
+                    record={"profile": profile.name, "image": self.build.tag,
+                            "health": profile.health.model_dump(mode="json"), "model": model.record(),
+                            "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
+                            **({"exposed_without_key": True} if request.exposed_without_key else {}),
+                            **secrets.record(profile, list(self.secrets))})
+
+
+def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewRelease:
+    """Every check before stopping, then the release's number, image and compose request."""
     validated = validate_before_stopping(facts, profile, options)
-    slot, serving, fallback = facts.slot, facts.serving, facts.fallback
-    port, port_source = publish_port(options, fallback, profile)
+    port, port_source = publish_port(options, facts.fallback, profile)
     gathered = facts.image
     build = (gathered.build if gathered is not None and gathered.build is not None
              and gathered.wheelhouse == options.wheelhouse else plan_build(profile, wheelhouse=options.wheelhouse))
@@ -218,56 +282,37 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str =
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
-    request = RenderRequest(profile=profile, slot=slot, release=number, image=build.tag,
+    request = RenderRequest(profile=profile, slot=facts.slot, release=number, image=build.tag,
                             host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
                             runtime_notes=tuple(build.inputs.notes), expose_without_key=options.expose_without_key)
-    directory = release_path(slot.name, number)
-    image = facts.image
-    stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
-    steps: list[Step] = [
-        Build(profile=profile.name, image=build.tag, needed=stale is not None,
-              reason=stale or "an image with the same inputs is on the engine",
-              wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, spec=profile),
-        WriteRelease(release=number, directory=str(directory)),
-    ]
+    stale = stale_reason(build, gathered.labels if gathered else None, gathered.base_id if gathered else None)
+    return NewRelease(facts=facts, profile=profile, options=options, validated=validated, number=number, build=build,
+                      stale=stale, request=request, secrets=tuple(planned_secrets), port_source=port_source)
+
+
+def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str = "up") -> Plan:
+    refuse_taking_over(facts, [facts.serving], action, options.take_over)
+    new = new_release(facts, profile, options)
+    number, serving, fallback = new.number, facts.serving, facts.fallback
+    steps: list[Step] = [new.build_step(), new.write_step()]
     if serving:
         steps.append(Stop(release=serving.release, container=serving.container_name,
                           reason=f"handing over to {number}; kept for rollback", url=serving.url,
                           drain_s=drain_for(facts, serving.release, options.drain_timeout)))
-    steps += [
-        _cache_step(facts, number, build.tag, planned=stale is None),
-        Start(release=number, project=slot.project(number), new=True, bind=options.bind, port=request.port,
-              secrets=[s.name for s in planned_secrets], sources=tuple(planned_secrets)),
-        WaitHealthy(release=number, budget_s=profile.health.budget_seconds(), path=profile.health.path,
-                    rule=profile.health.budget_rule()),
-    ]
+    steps += [new.cache_step(), new.start_step(), new.wait_step()]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
         steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
-                             report_dir=str(directory / "qualify"), overrides=options.qualify_overrides,
-                             spec=profile))
+                             report_dir=str(release_path(facts.slot.name, number) / "qualify"),
+                             overrides=options.qualify_overrides, spec=profile))
     previous = fallback.release if fallback else facts.pointers.previous
     steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
     steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
                        retention=options.retention))
-    restore: list[Step] = [Stop(release=number, container=f"{slot.project(number)}-server",
-                                reason="failed, kept for inspection", only_if_running=True)]
+    restore: list[Step] = [new.stop_step("failed, kept for inspection")]
     if fallback:
         restore += bring_back(facts, fallback)
-    return Plan(action="up", slot=slot.name, release=number, serving=serving.release if serving else None,
-                fallback=fallback.release if fallback else None, steps=steps, restore=restore,
-                url=published_url(options.bind, request.port), profile=profile.name, image=build.tag,
-                port_source=port_source.format(slot=slot.name),
-                compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
-                checks=validated.checks, inputs=render_notes(request), model=model.record(),
-                memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
-                        if validated.memory.summary else None),
-                not_on_cards=validated.not_on_cards,
-                # the weights it serves and where its secrets come from (never values)
-                record={"profile": profile.name, "image": build.tag, "health": profile.health.model_dump(mode="json"),
-                        "model": model.record(), "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
-                        **({"exposed_without_key": True} if request.exposed_without_key else {}),
-                        **secrets.record(profile, planned_secrets)})
+    return new.plan("up", steps=steps, restore=restore, fallback=fallback.release if fallback else None)
 
 
 def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> PrepareCache:

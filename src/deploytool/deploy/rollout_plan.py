@@ -13,7 +13,7 @@ qualified, so a shorter check that each card serves it is enough.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -160,8 +160,7 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
              for f in todo]
     build = next((s for p in plans for s in p.steps if isinstance(s, Build)), None) or \
         Build(profile=profile.name, image=plan_build(profile).tag, needed=False, reason="no slot left to upgrade")
-    for plan in plans:  # built once, before the first slot
-        plan.steps = [s for s in plan.steps if not isinstance(s, Build)]
+    plans = [without_build(p) for p in plans]  # built once, before the first slot
     order = [p.slot for p in plans]
     return RolloutPlan(id=rollout_id, profile=profile.name, image=build.image, build=build,
                        waves=waves(order, options.max_unavailable) if canary in order
@@ -173,6 +172,10 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
 def slot_plan(facts: Facts, profile: Profile, options: RolloutOptions, *, canary: bool) -> Plan:
     """One slot's up plan, made again from fresh facts when its turn comes (the image is
     built by then, so the cache decision can be made from it)."""
-    plan = plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary), action="rollout")
-    plan.steps = [s for s in plan.steps if not isinstance(s, Build)]
-    return plan
+    return without_build(plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary),
+                                 action="rollout"))
+
+
+def without_build(plan: Plan) -> Plan:
+    """A slot's up plan in a rollout: the image was built once, before the first slot."""
+    return replace(plan, steps=[s for s in plan.steps if not isinstance(s, Build)])

@@ -190,15 +190,17 @@ class RemoveSlot:
 
 
 Step = Build | WriteRelease | Stop | PrepareCache | Start | WaitHealthy | Qualify | CutOver | Prune | Remove | RemoveSlot
+# what a plan does; "tune": a tune candidate's launch, or tune stopping and bringing back what served
+Action = Literal["up", "rollback", "prune", "stop", "start", "down", "tune"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
-    """What one command will do on one slot. `steps` run in order; if one fails (or Ctrl-C)
+    """What one command will do on one slot, as the planner decided it (never edited after). `steps` run in order; if one fails (or Ctrl-C)
     after the hand-over began (a Stop or a Start ran), `restore` runs, then the error is
     raised. A rollout drives several slots' plans; hooks run at step boundaries."""
 
-    action: Literal["up", "rollback", "prune", "stop", "start", "down"]
+    action: Action
     slot: str
     release: int | None  # the release this plan makes or brings back
     serving: int | None  # what serves on the slot now

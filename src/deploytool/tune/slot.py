@@ -1,6 +1,6 @@
 """Candidates as releases of a Docker slot (`tune --gpu UUID` or `--cpu-slot NAME`), through the same plan and
-executor as `up`: each candidate's launch is planned by `plan_up` (facts, the memory gate, the
-compose document `docker compose config` accepts) and run by `execute`, without the cut-over, the
+executor as `up`: each candidate's launch is planned by `plan_candidate` (the facts, checks, memory
+gate and compose document of `up`'s release) and run by `execute`, without the cut-over, the
 pruning or qualify: a candidate never becomes the slot's current release.
 
 The slot's lock is held for the whole search. A release that served on the slot when the search
@@ -17,19 +17,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..deploy.candidate_plan import (CANDIDATE_BIND, plan_candidate, plan_candidate_stop, plan_pause_serving,
+                                     plan_search_end)
 from ..deploy.executor import execute
 from ..deploy.facts import gather_facts, gather_slot
-from ..deploy.plan import UpOptions, bring_back, plan_up
-from ..deploy.steps import Build, Plan, PrepareCache, Prune, Start, Stop, WaitHealthy, WriteRelease
 from ..errors import DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..host.engine import Engine
+from ..host.releases import Release
 from ..profiles import Profile
 from ..release.slots import Slot
 from ..release.state import slot_lock
 from .local import free_port
-
-_CANDIDATE_STEPS = (Build, WriteRelease, PrepareCache, Start, WaitHealthy)
 
 
 @dataclass
@@ -37,36 +36,26 @@ class SlotSession:
     slot: Slot
     engine: Engine
     profiles_dirs: list[Path] | None = None
-    serving: object | None = None  # the release that served when the search began (a host.releases.Release)
+    serving: Release | None = None  # the release that served when the search began
     made: list[int] = field(default_factory=list)  # the candidates' release numbers
     restored: str | None = None  # what the end of the search did about the serving release
 
     def stop_serving_once(self) -> None:
-        facts = gather_slot(self.engine, self.slot)
-        release = facts.serving
-        if release is None or self.serving is not None:
+        if self.serving is not None:
             return
-        self.serving = release
-        plan = Plan(action="tune", slot=self.slot.name, release=None, serving=release.release,  # type: ignore[arg-type]
-                    fallback=release.release, steps=[Stop(release=release.release, container=release.container_name,
-                                                          reason="tune measures candidates on this slot; "
-                                                                 "brought back when it ends", url=release.url)],
-                    restore=bring_back(facts, release))
+        facts = gather_slot(self.engine, self.slot)
+        plan = plan_pause_serving(facts)
+        if plan is None:
+            return
+        self.serving = facts.serving
         execute(plan, slot=self.slot, engine=self.engine)
 
     def finish(self) -> None:
         """Remove the candidates' containers; bring the serving release back."""
-        facts = gather_slot(self.engine, self.slot)
-        steps: list = [Stop(release=n, container=f"{self.slot.project(n)}-server", reason="tune candidate done",
-                            only_if_running=True) for n in self.made]
-        steps.append(Prune(releases=list(self.made), retention=0))
-        if self.serving is not None:
-            steps += bring_back(facts, self.serving)  # type: ignore[arg-type]
-        plan = Plan(action="tune", slot=self.slot.name, release=None, serving=None,  # type: ignore[arg-type]
-                    fallback=None, steps=steps)
+        plan = plan_search_end(gather_slot(self.engine, self.slot), self.made, self.serving)
         execute(plan, slot=self.slot, engine=self.engine)
         if self.serving is not None:
-            self.restored = f"release {self.serving.release} serves again"  # type: ignore[attr-defined]
+            self.restored = f"release {self.serving.release} serves again"
 
 
 @contextlib.contextmanager
@@ -92,15 +81,10 @@ class SlotServer:
     def start(self) -> None:
         s = self.session
         s.stop_serving_once()
-        options = UpOptions(profile_name=self.profile.name, host_port=free_port(), skip_qualify=True,
-                            profiles_dirs=s.profiles_dirs)
-        facts = gather_facts(s.engine, s.slot, self.profile, host_port=options.host_port, bind=options.bind,
+        port = free_port()
+        facts = gather_facts(s.engine, s.slot, self.profile, host_port=port, bind=CANDIDATE_BIND,
                              wheelhouse=None)
-        plan = plan_up(facts, self.profile, options)
-        plan.action = "tune"  # type: ignore[assignment]
-        plan.steps = [step for step in plan.steps if isinstance(step, _CANDIDATE_STEPS)]
-        plan.restore = [Stop(release=plan.release or 0, container=f"{s.slot.project(plan.release or 0)}-server",
-                             reason="candidate failed to start", only_if_running=True)]
+        plan = plan_candidate(facts, self.profile, host_port=port)
         self.release, self.url = plan.release, plan.url or ""
         if plan.release is not None:
             s.made.append(plan.release)
@@ -126,10 +110,8 @@ class SlotServer:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.log_path, self._logs())  # scrubbed: the container's log may print its key
-        plan = Plan(action="tune", slot=self.session.slot.name, release=None, serving=None,  # type: ignore[arg-type]
-                    fallback=None, steps=[Stop(release=self.release, container=f"{self.session.slot.project(self.release)}-server",
-                                               reason="candidate measured", only_if_running=True)])
-        execute(plan, slot=self.session.slot, engine=self.session.engine)
+        execute(plan_candidate_stop(self.session.slot, self.release), slot=self.session.slot,
+                engine=self.session.engine)
 
     def _logs(self) -> str:
         if self.release is None:

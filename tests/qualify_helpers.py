@@ -51,4 +51,4 @@ def qualify(url: str, tmp_path: Path, *, profile: Profile | None = None, suites:
         merged.setdefault(key, {}).update(value)
     target = Target(url=url, profile=profile, **target_fields)
     return run_qualification(target, suites=suites or OURS, limit=limit, report_dir=tmp_path / "report",
-                             overrides=merged, progress=False)
+                             overrides=merged)

@@ -145,8 +145,7 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
     profile.server.port = keyed_sim.settings.port
     suites = ["preflight", "contract"]
     good = run_qualification(Target(url=keyed_sim.url, profile=profile, api_key=KEY), suites=suites,
-                             report_dir=tmp_path / "good", overrides={"preflight": {"ready_timeout_s": 2}},
-                             progress=False)
+                             report_dir=tmp_path / "good", overrides={"preflight": {"ready_timeout_s": 2}})
     assert good.passed, good.summary_line()
     assert [s.verdict for s in good.suites] == [Verdict.PASSED, Verdict.PASSED]
     # The server describes itself with the key (as SGLang's /server_info does); the report does not.
@@ -156,8 +155,7 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
     refused = run_qualification(Target(url=keyed_sim.url, profile=profile), suites=suites,
-                                report_dir=tmp_path / "refused", overrides={"preflight": {"ready_timeout_s": 2}},
-                                progress=False)
+                                report_dir=tmp_path / "refused", overrides={"preflight": {"ready_timeout_s": 2}})
     assert refused.exit_code == EXIT_COULD_NOT_RUN and "401 Unauthorized" in (refused.could_not_run or "")
 
 
@@ -167,11 +165,16 @@ def test_the_health_probe_between_suites_sends_the_key(keyed_sim) -> None:
     import asyncio
 
     from deploytool.qualify.resilience import health_probe
+    from deploytool.server.client import EndpointClient
+
+    async def probe(key: str | None) -> str | None:  # through the run's client, as the runner sends it
+        async with EndpointClient(keyed_sim.url, api_key=key) as client:
+            return await health_probe(client, model, 5)
 
     model = httpx.get(keyed_sim.url + "/v1/models", timeout=5,
                       headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
-    assert asyncio.run(health_probe(keyed_sim.url, model, 5, api_key=KEY)) is None
-    without = asyncio.run(health_probe(keyed_sim.url, model, 5))
+    assert asyncio.run(probe(KEY)) is None
+    without = asyncio.run(probe(None))
     assert without is not None and "401" in without
 
 

@@ -66,7 +66,7 @@ def test_performance_suite_gates_and_regression(tmp_path, profiles):
     profile = ProfileStore([profiles]).get("bench-tiny")
     handle = sim_in_process(decode_tps=400)
     try:
-        first = run_qualification(Target(url=handle.url, profile=profile), report_dir=tmp_path / "q1", progress=False)
+        first = run_qualification(Target(url=handle.url, profile=profile), report_dir=tmp_path / "q1")
     finally:
         handle.stop()
     suite = first.suite("performance")
@@ -80,7 +80,7 @@ def test_performance_suite_gates_and_regression(tmp_path, profiles):
     try:
         slower.url = handle.url
         slower.previous_results = tmp_path / "q1" / "results.json"  # what the lead's Target will carry
-        second = run_qualification(slower, report_dir=tmp_path / "q2", progress=False)
+        second = run_qualification(slower, report_dir=tmp_path / "q2")
     finally:
         handle.stop()
     suite = second.suite("performance")

@@ -62,8 +62,7 @@ def test_preflight_records_the_plan_beside_the_servers_figures(tmp_path: Path) -
         # the sim's 262,144-token context is past the 40,960 the config derives: SGLang's override
         profile.server.env["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = "1"
         report = run_qualification(Target(url=handle.url, profile=profile), suites=["preflight"],
-                                   report_dir=tmp_path / "report", overrides={"preflight": {"ready_timeout_s": 2}},
-                                   progress=False)
+                                   report_dir=tmp_path / "report", overrides={"preflight": {"ready_timeout_s": 2}})
     finally:
         handle.stop()
     record = report.suite("preflight").figures["memory_plan"]
@@ -81,8 +80,7 @@ def test_preflight_without_a_checkpoint_records_nothing(tmp_path: Path) -> None:
     handle = serve_in_thread(SimSettings(startup_seconds=0, log_requests=False), wait_ready=True)
     try:
         report = run_qualification(Target(url=handle.url, profile=None), suites=["preflight"],
-                                   report_dir=tmp_path / "report", overrides={"preflight": {"ready_timeout_s": 2}},
-                                   progress=False)
+                                   report_dir=tmp_path / "report", overrides={"preflight": {"ready_timeout_s": 2}})
     finally:
         handle.stop()
     assert report.suite("preflight").figures["memory_plan"] is None

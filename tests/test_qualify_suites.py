@@ -242,7 +242,7 @@ def test_profile_settings_are_validated_with_the_field_named(healthy, tmp_path: 
         qualify(healthy.url, tmp_path, profile=profile)
     profile.qualify = {"suites": ["preflight", "gsm9k"]}
     with pytest.raises(ProfileError, match="unknown suite"):
-        run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path, progress=False)
+        run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path)
     with pytest.raises(UsageError, match="min_accuracy"):
         qualify(healthy.url, tmp_path, overrides={"gsm8k": {"min_accuracy": 3}})
 
@@ -250,9 +250,9 @@ def test_profile_settings_are_validated_with_the_field_named(healthy, tmp_path: 
 def test_profile_selects_suites_and_flags_override_it(healthy, tmp_path: Path) -> None:
     profile = sim_profile(healthy.settings.port)
     profile.qualify = {"suites": ["preflight", "contract"], "preflight": {"min_running_requests": 64}}
-    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "a", progress=False)
+    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "a")
     assert [s.name for s in report.suites] == ["preflight", "contract"]
     assert "running-request limit: measured 16, needs >= 64" in report.suite("preflight").reason
-    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "b", progress=False,
+    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "b",
                                overrides={"preflight": {"min_running_requests": 8}})
     assert report.passed

@@ -37,8 +37,7 @@ def qualify(url: str, tmp_path: Path, limit: int | None = None):
     return run_qualification(Target(url=url, profile=None), suites=["vision"], limit=limit,
                              report_dir=tmp_path / "report",
                              # the photo checks have their own tests (test_qualify_vision_photos.py)
-                             overrides={"preflight": {"ready_timeout_s": 2}, "vision": {"photo_checks": False}},
-                             progress=False)
+                             overrides={"preflight": {"ready_timeout_s": 2}, "vision": {"photo_checks": False}})
 
 
 def test_the_yaml_has_text_cases_and_a_mixed_multi_image_one() -> None:

@@ -1,7 +1,7 @@
 """`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -47,8 +47,8 @@ def qualify_command(
 
     report = report or default_report_dir("qualify", slot=target.release.slot if target.release else None,
                                           release=target.release.release if target.release else None)
-    result = run_qualification(target, suites=suite, limit=limit, report_dir=report,
-                               overrides=overrides, progress=not (no_progress or json_out))
+    result = run_qualification(target, suites=suite, limit=limit, report_dir=report, overrides=overrides,
+                               reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)))
     if json_out and (result.could_not_run or result.interrupted):
         # an error object, as every --json command reports one (docs/json.md), with the
         # results document of what did run as its result
@@ -67,6 +67,50 @@ def qualify_command(
         console_err.print(f"interrupted (Ctrl-C); partial report: {result.report_dir}", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
     raise typer.Exit(result.exit_code)
+
+
+class ConsoleQualifyReporter:
+    """qualify.runner.QualifyReporter for a terminal: one bar a suite on stderr (none with
+    --no-progress or --json), and the probe's waiting lines while a server loads."""
+
+    def __init__(self, shown: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from .. import terminal_text
+
+        self.shown, self.console = shown, terminal_text.console(stderr=True)
+        self.bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
+                             console=self.console, disable=not shown, transient=False)
+        self.tasks: dict[str, Any] = {}
+
+    def waiting(self, line: str) -> None:
+        if self.shown:
+            self.console.print(line, markup=False, highlight=False)
+
+    def suite_started(self, name: str) -> None:
+        self.tasks[name] = self.bars.add_task(name, total=None, status="")
+
+    def suite_progress(self, name: str, advance: int | None, total: int | None) -> None:
+        if total is not None:
+            self.bars.update(self.tasks[name], total=total)
+        if advance:
+            self.bars.advance(self.tasks[name], advance)
+
+    def suite_ended(self, name: str, status: str) -> None:
+        task = self.tasks[name]
+        if status == "interrupted":
+            self.bars.update(task, status=status)
+            return
+        total = self.bars.tasks[task].total or 1
+        self.bars.update(task, status=status, total=total, completed=total)
+
+    def __enter__(self) -> "ConsoleQualifyReporter":
+        self.bars.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.__exit__(None, None, None)
 
 
 def _print_summary(result) -> None:

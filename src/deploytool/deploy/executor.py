@@ -321,7 +321,7 @@ def _qualify(run: _Run, step: Qualify) -> None:
                               if previous else f"none (release {step.release} is the slot's first)"),
                     api_key=_api_key(profile), model=plan.model)  # the key callers send, and the weights it serves
     report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
-                               overrides=step.overrides, progress=False)
+                               overrides=step.overrides)
     summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
     journal("qualify", slot=plan.slot, release=step.release, **summary)
     run.outcome.qualify = summary

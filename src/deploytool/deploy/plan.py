@@ -252,8 +252,8 @@ class NewRelease:
 
     def plan(self, action: Action, *, steps: list[Step], restore: list[Step], fallback: int | None) -> Plan:
         """The plan that launches this release: what it shows and what its steps read."""
-        facts, profile, options, request, validated = self.facts, self.profile, self.options, self.request, self.validated
-        model = request.model
+        facts, profile, options, request = self.facts, self.profile, self.options, self.request
+        model, validated = request.model, self.validated
         return Plan(action=action, slot=facts.slot.name, release=self.number,
                     serving=facts.serving.release if facts.serving else None, fallback=fallback, steps=steps,
                     restore=restore, url=published_url(options.bind, request.port), profile=profile.name,

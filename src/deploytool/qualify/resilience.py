@@ -116,17 +116,16 @@ class GuardedClient:
         return result
 
 
-async def health_probe(url: str, model: str | None, timeout_s: float, *, api_key: str | None = None) -> str | None:
+async def health_probe(client: EndpointClient, model: str | None, timeout_s: float) -> str | None:
     """One tiny non-streamed chat, tried twice; None when it answered, else why not. (Not a stream:
-    a server that drops streams is broken, but its suites can still measure how.) With the
-    target's API key: a keyed server refuses a chat without it."""
+    a server that drops streams is broken, but its suites can still measure how.) Through the
+    run's client, with the target's API key: a keyed server refuses a chat without it."""
     payload = {"model": model or "default", "stream": False, "max_tokens": 1, "temperature": 0,
                "messages": [{"role": "user", "content": "Reply with the word OK."}]}
     why = None
-    async with EndpointClient(url, timeout=timeout_s, api_key=api_key) as client:
-        for _ in range(2):
-            result = await client.chat(payload, idle_timeout=timeout_s)
-            if result.ok:
-                return None
-            why = result.error
+    for _ in range(2):
+        result = await client.chat(payload, timeout=timeout_s, idle_timeout=timeout_s)
+        if result.ok:
+            return None
+        why = result.error
     return f"health probe (a 1-token chat, {timeout_s:g} s budget, tried twice) failed: {why}"

@@ -4,6 +4,11 @@ Order of events: validate the profile's qualify settings (bad settings refuse to
 probe the endpoint (unreachable -> nothing runs: could not run, exit 6), then each suite in registry order,
 each bounded by its budget; a suite's exception becomes an `error` verdict and the next suite
 runs. The report is rewritten after every suite, so Ctrl-C or a crash leaves a partial one.
+
+A run is one event loop and one client of the endpoint: the probe, every suite (each through its
+own GuardedClient, with its own settings and breaker turn) and the closing weight-version read
+share its connections. What a person sees is handed in (a QualifyReporter, as deploy's Reporter
+is): the runner draws nothing itself.
 """
 
 from __future__ import annotations
@@ -14,11 +19,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-from .. import terminal_text
 from ..server.client import EndpointClient
 from ..server.facts import ServerFacts, read_server_facts, read_weight_version
 from ..server.readiness import wait_until_ready
@@ -26,7 +28,7 @@ from ..server.readiness import wait_until_ready
 # What sets how long qualify waits for a loading server, as the waiting line and the error name it.
 READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 from .context import SuiteContext
-from .suite_api import SuiteResult, SuiteSettings, Verdict
+from .suite_api import Suite, SuiteResult, SuiteSettings, Verdict
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
 from .report import Against, write_reports
@@ -37,21 +39,63 @@ if TYPE_CHECKING:
     from ..release.targets import Target
 
 
+class QualifyReporter(Protocol):
+    """How a qualification tells a person what it is doing, used as a context manager around
+    the run; the CLI's draws one bar a suite on stderr. Without one a run is silent (deploy's
+    executor, tune, library callers)."""
+
+    def waiting(self, line: str) -> None: ...  # the probe waits for a server that is still loading
+
+    def suite_started(self, name: str) -> None: ...
+
+    def suite_progress(self, name: str, advance: int | None, total: int | None) -> None: ...
+
+    def suite_ended(self, name: str, status: str) -> None: ...  # its verdict, or "interrupted"
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Silent:
+    """The QualifyReporter that shows nothing."""
+
+    def waiting(self, line: str) -> None:
+        pass
+
+    def suite_started(self, name: str) -> None:
+        pass
+
+    def suite_progress(self, name: str, advance: int | None, total: int | None) -> None:
+        pass
+
+    def suite_ended(self, name: str, status: str) -> None:
+        pass
+
+    def __enter__(self) -> "Silent":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
 @dataclass
 class _Qualification:
     """What every suite's turn of one qualification needs, carried as one."""
 
-    target: "Target"
+    target: Target
     report: QualifyReport
     limit: int | None
-    bars: Progress
+    reporter: QualifyReporter
     probe_timeout_s: float = 10.0
     breaker: Breaker = field(default_factory=Breaker)
+    pending: list[str] = field(default_factory=list)  # the suites not finished yet, in run order
+    running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
 
 
-def run_qualification(target: "Target", *, suites: list[str] | None = None, limit: int | None = None,
-                      report_dir: Path, overrides: dict[str, dict] | None = None,
-                      progress: bool = True) -> QualifyReport:
+def run_qualification(target: Target, *, suites: list[str] | None = None, limit: int | None = None,
+                      report_dir: Path, overrides: dict[str, dict[str, Any]] | None = None,
+                      reporter: QualifyReporter | None = None) -> QualifyReport:
     """Qualify the endpoint of `target`; writes results.json, report.md and report.html into
     report_dir and returns the report (see QualifyReport.exit_code for 0/1/6).
     Raises UsageError/ProfileError for bad suite names or settings, before anything is sent."""
@@ -65,47 +109,56 @@ def run_qualification(target: "Target", *, suites: list[str] | None = None, limi
 
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
-    release = getattr(target, "release", None)
+    release = target.release
     report = QualifyReport(
         url=target.url, report_dir=report_dir, profile=profile.name if profile else None,
-        slot=getattr(release, "slot", None), release=getattr(release, "release", None),
-        image=getattr(release, "image", None), image_labels=dict(getattr(target, "image_labels", None) or {}),
-        limit=limit, started_at=_now(), model=getattr(target, "model", None),
-        baseline=getattr(target, "baseline", None),
+        slot=release.slot if release else None, release=release.release if release else None,
+        image=release.image if release else None, image_labels=dict(target.image_labels or {}),
+        limit=limit, started_at=_now(), model=target.model, baseline=target.baseline,
     )
     against = baseline_of(target)
     write_reports(report, against)
-    console = terminal_text.console(stderr=True)
-    bars = _progress_bars(console, progress)
-    pending = list(names)
-    run = _Qualification(target=target, report=report, limit=limit, bars=bars,
-                         probe_timeout_s=settings["preflight"].probe_timeout_s)
-    running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
+    run = _Qualification(target=target, report=report, limit=limit, reporter=reporter or Silent(),
+                         probe_timeout_s=settings["preflight"].probe_timeout_s, pending=list(names))
     try:
-        with bars:
-            report.server = asyncio.run(probe_server(
-                target.url, settings["preflight"], profile, api_key=getattr(target, "api_key", None),
-                progress=(lambda line: console.print(line, markup=False, highlight=False)) if progress else None))
-            report.could_not_run = _why_not_run(report.server, target.url)
-            while pending:
-                name = running = pending[0]
-                result = _run_one(run, modules[name], settings[name])
-                running = None
-                report.suites.append(result)
-                pending.pop(0)
-                write_reports(report, against)
-            if report.server.reachable:
-                report.server.weight_version_at_end = asyncio.run(_weight_version(
-                    target.url, getattr(target, "api_key", None), settings["preflight"].probe_timeout_s))
-            _nothing_measured(report)
+        with run.reporter:
+            asyncio.run(_qualify(run, modules, settings, lambda: write_reports(report, against)))
     except KeyboardInterrupt:
-        _interrupted(report, pending, running)
+        _interrupted(report, run.pending, run.running)
     finally:
         report.finished_at = _now()
-        if pending and not report.incomplete:  # an unexpected exception: still leave a report
+        if run.pending and not report.incomplete:  # an unexpected exception: still leave a report
             report.incomplete = True
         write_reports(report, against)
     return report
+
+
+async def _qualify(run: _Qualification, modules: dict[str, Suite], settings: dict[str, SuiteSettings],
+                   written: Callable[[], None]) -> None:
+    """The probe, each suite in turn (the report written after each), the closing weight version."""
+    target, report, preflight = run.target, run.report, settings["preflight"]
+    async with EndpointClient(target.url, timeout=run.probe_timeout_s, api_key=target.api_key) as client:
+        report.server = await probe_server(client, target.url, preflight, target.profile, progress=run.reporter.waiting)
+        report.could_not_run = _why_not_run(report.server, target.url)
+        while run.pending:
+            name = run.running = run.pending[0]
+            result = await _run_one(run, client, modules[name], settings[name])
+            run.running = None
+            report.suites.append(result)
+            run.pending.pop(0)
+            written()
+            _cancelled_meanwhile()
+        if report.server.reachable:
+            report.server.weight_version_at_end = await read_weight_version(client, timeout=run.probe_timeout_s)
+    _nothing_measured(report)
+
+
+def _cancelled_meanwhile() -> None:
+    """Ctrl-C cancels the run's task; a suite that swallowed the cancellation (wait_for on
+    Python 3.11 can, as a request finishes) must not leave the next suite to start."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _interrupted(report: QualifyReport, pending: list[str], running: str | None) -> None:
@@ -116,13 +169,6 @@ def _interrupted(report: QualifyReport, pending: list[str], running: str | None)
             why = ("interrupted while running (Ctrl-C)" if name == running
                    else "not run: qualification was interrupted (Ctrl-C)")
             report.suites.append(SuiteResult.errored(name, why))
-
-
-def _progress_bars(console: Any, shown: bool) -> Progress:
-    """One bar a suite on stderr (none with --no-progress)."""
-    return Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-                    console=console, disable=not shown, transient=False)
 
 
 def _why_not_run(server: ServerFacts, url: str) -> str | None:
@@ -138,19 +184,18 @@ def _why_not_run(server: ServerFacts, url: str) -> str | None:
     return None
 
 
-def baseline_of(target: "Target") -> Against:
+def baseline_of(target: Target) -> Against:
     """What the report's top compares with: the baseline release's stored results (the rule of
     release/targets.py) and both releases' records. An unreadable baseline is said, not fatal."""
     from ..release.inputs import read_record
     from .cutover import read_results
 
-    release, previous = getattr(target, "release", None), getattr(target, "previous", None)
-    path = getattr(target, "previous_results", None)
+    release, previous, path = target.release, target.previous, target.previous_results
     doc, why = read_results(path) if path is not None else (None, None)
-    name = getattr(target, "baseline", None)
+    name = target.baseline
     if why:
         name = f"{name or path}: unreadable ({why})"
-    slot = getattr(release, "slot", None)
+    slot = release.slot if release else None
     notes = []
     if doc is None and path is None and slot and previous is not None:  # a baseline release that has no results
         from ..release.targets import unqualified
@@ -159,8 +204,8 @@ def baseline_of(target: "Target") -> Against:
     return Against(doc=doc, name=name if doc is not None else None, notes=notes,
                    record=read_record(slot, release.release) if slot and release else {},
                    baseline_record=read_record(slot, previous.release) if slot and previous else {},
-                   bench=kept_bench(slot, getattr(release, "release", None)),
-                   baseline_bench=kept_bench(slot, getattr(previous, "release", None)))
+                   bench=kept_bench(slot, release.release if release else None),
+                   baseline_bench=kept_bench(slot, previous.release if previous else None))
 
 
 def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
@@ -172,8 +217,9 @@ def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
     return read_results(path, "bench")[0] if path is not None else None
 
 
-def _run_one(run: _Qualification, module: Any, settings: SuiteSettings) -> SuiteResult:
-    name, target, bars, breaker = module.name, run.target, run.bars, run.breaker
+async def _run_one(run: _Qualification, client: EndpointClient, module: Suite,
+                   settings: SuiteSettings) -> SuiteResult:
+    name, target, breaker, reporter = module.name, run.target, run.breaker, run.reporter
     server = run.report.server
     assert server is not None
     if not server.reachable:
@@ -189,27 +235,20 @@ def _run_one(run: _Qualification, module: Any, settings: SuiteSettings) -> Suite
         if breaker.failed_probes >= MAX_FAILED_PROBES:
             return SuiteResult.errored(name, f"not run: the server failed {breaker.failed_probes} health probes in "
                                              f"a row ({breaker.log[-1]})")
-        why = asyncio.run(health_probe(target.url, server.served_model_name, run.probe_timeout_s,
-                                       api_key=getattr(target, "api_key", None)))
+        why = await health_probe(client, server.served_model_name, run.probe_timeout_s)
         if why:
             breaker.failed_probes += 1
             breaker.log.append(why)
             return SuiteResult.errored(name, f"not run: {why}")
         breaker.healthy()
     breaker.start_suite(settings.max_consecutive_failures)
-    task = bars.add_task(name, total=None, status="")
-
-    def on_progress(advance: int | None, total: int | None) -> None:
-        if total is not None:
-            bars.update(task, total=total)
-        if advance:
-            bars.advance(task, advance)
-
+    reporter.suite_started(name)
     started = time.monotonic()
     try:
-        result = asyncio.run(_run_bounded(run, module, settings, on_progress))
-    except KeyboardInterrupt:
-        bars.update(task, status="interrupted")
+        result = await _run_bounded(run, client, module, settings,
+                                    lambda advance, total: reporter.suite_progress(name, advance, total))
+    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C cancels the run's task
+        reporter.suite_ended(name, "interrupted")
         raise
     except Exception as exc:  # a bug or an unexpected answer: this suite errors, the rest run
         result = SuiteResult.errored(name, f"suite crashed: {type(exc).__name__}: {exc}")
@@ -222,28 +261,29 @@ def _run_one(run: _Qualification, module: Any, settings: SuiteSettings) -> Suite
     result.name = name
     result.duration_s = round(time.monotonic() - started, 3)
     result.settings = settings.model_dump(mode="json")
-    bars.update(task, status=result.verdict.value, total=bars.tasks[task].total or 1,
-                completed=bars.tasks[task].total or 1)
+    reporter.suite_ended(name, result.verdict.value)
     return result
 
 
-async def _run_bounded(run: _Qualification, module: Any, settings: SuiteSettings, on_progress: Any) -> SuiteResult:
-    target, report, limit, breaker = run.target, run.report, run.limit, run.breaker
-    async with EndpointClient(target.url, timeout=settings.request_timeout_s,
-                              api_key=getattr(target, "api_key", None)) as client:
-        guarded: Any = GuardedClient(client, breaker, settings)
-        ctx = SuiteContext(client=guarded, settings=settings, server=report.server, profile=target.profile,
-                           target=target, limit=limit,
-                           previous_results=getattr(target, "previous_results", None),
-                           progress=on_progress)
-        outcome = module.run(ctx)
-        if not inspect.isawaitable(outcome):
-            return outcome
-        try:
-            return await asyncio.wait_for(outcome, settings.budget_s)
-        except asyncio.TimeoutError:
-            return SuiteResult.errored(module.name, f"suite ran past its budget of {settings.budget_s:g} s "
-                                                    f"(qualify.{module.name}.budget_s)")
+async def _run_bounded(run: _Qualification, client: EndpointClient, module: Suite, settings: SuiteSettings,
+                       on_progress: Callable[[int | None, int | None], None]) -> SuiteResult:
+    target, report = run.target, run.report
+    assert report.server is not None
+    guarded: Any = GuardedClient(client, run.breaker, settings)  # the suite's view: its timeouts, its breaker turn
+    ctx = SuiteContext(client=guarded, settings=settings, server=report.server, profile=target.profile,
+                       target=target, limit=run.limit, previous_results=target.previous_results,
+                       progress=on_progress)
+    outcome = module.run(ctx)
+    if not inspect.isawaitable(outcome):
+        return outcome
+    try:
+        # in the run's own task (asyncio.timeout, not wait_for's task of its own): a Ctrl-C or a
+        # KeyboardInterrupt the suite raises unwinds the run once, closing its client
+        async with asyncio.timeout(settings.budget_s):
+            return await outcome
+    except TimeoutError:
+        return SuiteResult.errored(module.name, f"suite ran past its budget of {settings.budget_s:g} s "
+                                                f"(qualify.{module.name}.budget_s)")
 
 
 def _nothing_measured(report: QualifyReport) -> None:
@@ -256,8 +296,8 @@ def _nothing_measured(report: QualifyReport) -> None:
         report.could_not_run = f"the server stopped answering: {others[0].reason.removeprefix('not run: ')}"
 
 
-async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | None = None,
-                       progress: Any = None) -> ServerFacts:
+async def probe_server(client: EndpointClient, url: str, preflight: Any, profile: Any,
+                       progress: Callable[[str], None] | None = None) -> ServerFacts:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
     Waits up to preflight.ready_timeout_s (20 min by default; `qualify --ready-timeout`) for a server
     that is still loading:
@@ -266,25 +306,18 @@ async def probe_server(url: str, preflight: Any, profile: Any, api_key: str | No
     probe_timeout_s), so a server that trickles its answers ends the probe, never holds it."""
     info = ServerFacts(url=url)
     health_path = profile.health.path if profile is not None else "/health"
-    async with EndpointClient(url, timeout=preflight.probe_timeout_s, api_key=api_key) as client:
-        ready = await wait_until_ready(client, health_path=health_path, timeout_s=preflight.ready_timeout_s,
-                                       probe_timeout_s=preflight.probe_timeout_s, progress=progress,
-                                       timeout_name=READY_TIMEOUT_NAME)
-        info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
-        info.waited_s = ready.waited_s
-        if not ready.ready:
-            info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
-        if not info.reachable:
-            return info
-        # SGLang's /server_info carries api_key and a launch_command holding it: read_server_facts
-        # redacts them, so reports keep neither
-        return await read_server_facts(client, preflight.probe_timeout_s, metrics=False, facts=info)
-
-
-async def _weight_version(url: str, api_key: str | None = None, timeout: float = 10.0) -> str | None:
-    """The weight_version at the end of the run (a change during qualification is reported)."""
-    async with EndpointClient(url, timeout=timeout, api_key=api_key) as client:
-        return await read_weight_version(client, timeout=timeout)
+    ready = await wait_until_ready(client, health_path=health_path, timeout_s=preflight.ready_timeout_s,
+                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress,
+                                   timeout_name=READY_TIMEOUT_NAME)
+    info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
+    info.waited_s = ready.waited_s
+    if not ready.ready:
+        info.error = f"{ready.error} after {ready.waited_s:g} s ({READY_TIMEOUT_NAME})"
+    if not info.reachable:
+        return info
+    # SGLang's /server_info carries api_key and a launch_command holding it: read_server_facts
+    # redacts them, so reports keep neither
+    return await read_server_facts(client, preflight.probe_timeout_s, metrics=False, facts=info)
 
 
 def _now() -> str:

@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,13 +125,17 @@ class SuiteResult:
         return self
 
 
+@runtime_checkable
 class Suite(Protocol):
+    """What the runner takes a suite for: each module of qualify/suites/ is one (the registry
+    checks it as it loads them)."""
+
     name: str
     Settings: type[SuiteSettings]
 
     def applies_to(self, profile: "Profile | None", server: ServerFacts) -> str | None: ...
 
-    def run(self, ctx: SuiteContext) -> Any: ...  # SuiteResult, or an awaitable of one
+    def run(self, ctx: "SuiteContext") -> "SuiteResult | Awaitable[SuiteResult]": ...
 
 
 def response_problems(result: ChatResult) -> list[str]:

@@ -184,7 +184,7 @@ def _qualify(profile: Profile, search: Search, health_s: float, progress: Callab
         if why:
             return {"ran": True, "passed": False, "why": f"the winner did not start again: {why}"}
         result = run_qualification(Target(url=server.url, profile=server.served_profile()), suites=suites,
-                                   report_dir=search.report_dir / "qualify-winner", progress=False)
+                                   report_dir=search.report_dir / "qualify-winner")
     finally:
         server.stop()
     return {"ran": True, "passed": result.passed, "suites": suites,

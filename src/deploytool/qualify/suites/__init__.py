@@ -9,7 +9,11 @@ Cheap suites come first, so a broken server fails in seconds, not after GSM8K.
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ..suite_api import Suite
 
 SUITE_MODULES = [
     "preflight",
@@ -23,10 +27,22 @@ SUITE_MODULES = [
 ]
 
 
-def registry() -> dict[str, ModuleType]:
-    """name -> suite module, in run order."""
-    out: dict[str, ModuleType] = {}
+def registry() -> dict[str, Suite]:
+    """name -> suite module, in run order; each checked to be a Suite (suite_api.py)."""
+    out: dict[str, Suite] = {}
     for module_name in SUITE_MODULES:
         module = importlib.import_module(f"{__name__}.{module_name}")
+        if not isinstance(module, Suite) or not _takes(module.applies_to, 2) or not _takes(module.run, 1):
+            raise TypeError(f"qualify suite {module_name} does not have the interface of qualify/suite_api.py's "
+                            "Suite: name, Settings, applies_to(profile, server), run(ctx)")
         out[module.name] = module
     return out
+
+
+def _takes(function: Callable[..., Any], count: int) -> bool:
+    """Whether `function` can be called with `count` positional arguments."""
+    try:
+        inspect.signature(function).bind(*range(count))
+    except (TypeError, ValueError):
+        return False
+    return True

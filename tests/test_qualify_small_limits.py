@@ -30,7 +30,7 @@ def test_needle_with_a_limit_below_its_lengths_judges_the_lengths_it_reached(hea
     # the shipped needle settings (8K, 32K, 128K and the 225K target): the first `limit` cells
     # each sit at one of the first `limit` lengths
     report = run_qualification(Target(url=healthy.url, profile=None), suites=["needle"], limit=limit, report_dir=tmp_path,
-                               overrides={"preflight": {"ready_timeout_s": 2}}, progress=False)
+                               overrides={"preflight": {"ready_timeout_s": 2}})
     needle = report.suite("needle")
     assert needle.verdict is Verdict.PASSED, needle.reason
     assert report.exit_code == 0 and needle.limited

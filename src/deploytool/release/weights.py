@@ -161,8 +161,9 @@ def unreadable_by_the_server(plan: ModelPlan, capabilities: frozenset[str] = fro
         return []
     if plan.kind == "folder":
         top = Path(str(plan.host_path))
-        files, index = weight_files(top)
-        wanted = [top / "config.json", *([index] if index else []), *files]
+        # every file the server may open (the tokenizer's too), from one listing of the folder:
+        # check_model already listed and judged the weights, and a checkpoint is read once
+        wanted = sorted(path for path in top.iterdir() if not path.is_dir())
     elif plan.kind == "hub" and plan.commit and plan.offline:
         top = Path(str(plan.host_path))
         wanted = sorted((hub_repo_folder(top, str(plan.repo)) / "snapshots" / plan.commit).iterdir())

@@ -1,6 +1,7 @@
-"""tune's schedule and verdicts, on measured figures given by hand: a quick round for all, then
-successive halving in reversed (interleaved) order among the candidates whose spread still meets
-the leader's; overlapping ranges are a tie; a failed start is out; the space's parsing."""
+"""tune's race and verdicts, on measured figures given by hand: intervals that narrow with
+passes and starts, candidates started in the order of the prediction and left unstarted when
+the prediction cannot reach the leader, a second start for the leader, ties in numbers (equal
+within tie_margin, or not told apart at the evidence), a failed start is out; the space's parsing."""
 
 from __future__ import annotations
 
@@ -10,20 +11,25 @@ import pytest
 
 from deploytool.errors import UsageError
 from deploytool.profiles import ProfileStore
+from deploytool.tune.estimate import estimate, pooled_noise, t_quantile
 from deploytool.tune.measure import LoadPoint, Pass
 from deploytool.tune.prune import Planned
-from deploytool.tune.results import CandidateResult, Start, decide, overlaps
+from deploytool.tune.race import decide as race_decide
+from deploytool.tune.results import CandidateResult, Start
 from deploytool.tune.run import runtime_note
 from deploytool.tune.search import Search, estimate_s, next_visit
-from deploytool.tune.space import Candidate, TuneSpace, candidates, parse_budget, parse_slo, recipe_defaults
+from deploytool.tune.space import Candidate, TuneSpace, candidates, parse_budget, parse_slo, recipe_defaults, with_args
 
 
 def _profile():
     return ProfileStore().get("sim")
 
 
-def _result(cid: str) -> CandidateResult:
-    return CandidateResult(planned=Planned(Candidate(cid, {}, _profile())))
+def _result(cid: str, **args) -> CandidateResult:
+    profile = _profile()
+    if args:
+        profile = with_args(profile, {**profile.server.args, **args})
+    return CandidateResult(planned=Planned(Candidate(cid, {}, profile)))
 
 
 def _measure(r: CandidateResult, *scores: float | None) -> None:
@@ -34,50 +40,87 @@ def _measure(r: CandidateResult, *scores: float | None) -> None:
         r.passes.append(Pass(r.id, visit, i, [point], s))
 
 
-def _search(ids: list[str], rounds: int = 3) -> Search:
-    s = Search(_profile(), TuneSpace(flags={"x": [1]}, rounds=rounds), parse_slo(None, TuneSpace()), Path("/nonexistent"))
+def _search(ids: list[str], rounds: int = 3, **space) -> Search:
+    s = Search(_profile(), TuneSpace(flags={"x": [1]}, rounds=rounds, **space), parse_slo(None, TuneSpace()),
+               Path("/nonexistent"))
     s.results = [_result(i) for i in ids]
     return s
 
 
-def test_round_one_visits_all_then_only_contenders_in_reverse_order() -> None:
-    s = _search(["base", "c01", "c02", "c03"])
-    order = []
-    for _ in range(4):
-        cid = next_visit(s)
-        order.append(cid)
-        _measure(s.by_id(cid), *{"base": (100, 104), "c01": (200, 210), "c02": (195, 205), "c03": (50, 52)}[cid])
-    assert order == ["base", "c01", "c02", "c03"]
-    # c01 leads; c02's range meets it; base and c03 cannot catch up: round two, reversed
-    assert next_visit(s) == "c02"
-    _measure(s.by_id("c02"), 196, 204)
-    assert next_visit(s) == "c01"
-    _measure(s.by_id("c01"), 201, 209)
-    # round three: the reverse of round two again (A B B A)
-    assert next_visit(s) == "c01"
+def decide(s: Search):
+    winner, ties, _ = race_decide(s.results, s.space)
+    return winner, ties
 
 
-def test_a_clear_leader_ends_the_search_after_one_round() -> None:
+def test_t_quantiles_match_the_table() -> None:
+    for df, want in ((1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)):
+        assert t_quantile(0.975, df) == pytest.approx(want, abs=5e-3)
+
+
+def test_an_interval_narrows_as_passes_and_starts_grow_where_a_range_only_widens() -> None:
+    r = _result("c01")
+    _measure(r, 100.0, 104.0)
+    first = estimate(r, pooled_noise([r], 0.03), 0.95)
+    _measure(r, 97.0, 103.0, 101.0, 99.0)
+    _measure(r, 102.0, 98.0, 100.5)
+    later = estimate(r, pooled_noise([r], 0.03), 0.95)
+    assert first is not None and later is not None
+    assert later.high - later.low < (first.high - first.low) / 3
+    assert later.low < 100.3 < later.high
+    # the [min, max] of the passes grew meanwhile
+    assert (max(r.scores) - min(r.scores)) > 104.0 - 100.0
+
+
+def test_a_clear_leader_gets_a_second_start_then_the_race_ends() -> None:
     s = _search(["base", "c01"])
+    assert next_visit(s) == "base"  # every ratio is against the profile's own launch: it goes first
     _measure(s.by_id("base"), 100, 101)
     _measure(s.by_id("c01"), 400, 402)
+    assert next_visit(s) == "c01"  # the restart-to-restart noise, before it is declared
+    _measure(s.by_id("c01"), 401, 399)
     assert next_visit(s) is None
-    winner, ties = decide(s.results)
+    winner, ties = decide(s)
     assert winner is not None and winner.id == "c01" and ties == []
-    assert s.by_id("base").verdict == "slower"
+    assert s.by_id("base").verdict == "slower" and "beyond the interval" in s.by_id("base").why
 
 
-def test_overlapping_ranges_are_a_tie_and_a_margin_widens_them() -> None:
-    assert overlaps((100, 110), (105, 120))
-    assert not overlaps((100, 101), (102, 103))
-    assert overlaps((100, 101), (102, 103), margin=0.02)
-    s = _search(["base", "c01", "c02"])
-    _measure(s.by_id("base"), 100, 110)
-    _measure(s.by_id("c01"), 105, 112)
-    _measure(s.by_id("c02"), 50, 55)
-    winner, ties = decide(s.results)
-    assert winner.id == "c01" and [t.id for t in ties] == ["base"]
-    assert {r.id: r.verdict for r in s.results} == {"base": "tie", "c01": "winner", "c02": "slower"}
+def test_a_candidate_the_prediction_puts_below_the_leader_is_never_started() -> None:
+    s = _search([])
+    s.results = [_result("base"), _result("c01", **{"max-running-requests": 2}),
+                 _result("c02", **{"max-running-requests": 32})]
+    assert next_visit(s) == "base"
+    _measure(s.by_id("base"), 800, 810)  # 8 running
+    assert next_visit(s) == "c02"  # predicted 4x the profile's own: measured next
+    _measure(s.by_id("c02"), 3200, 3230, 3190)
+    # 2 running: at most 2/8 of the profile's own launch (+30%), far under c02's interval
+    assert next_visit(s) == "c02"
+    _measure(s.by_id("c02"), 3210, 3200)
+    assert next_visit(s) is None
+    winner, _ = decide(s)
+    assert winner.id == "c02" and s.by_id("c01").starts == []
+    assert s.by_id("c01").verdict == "not started (cannot win)" and "under the leader's" in s.by_id("c01").why
+
+
+def test_equal_within_the_margin_is_a_tie_and_so_is_what_the_evidence_cannot_tell_apart() -> None:
+    s = _search(["base", "c01", "c02"], rounds=2, tie_margin=0.05)
+    for cid, scores in (("base", (100, 100.5, 99.8, 100.2)), ("c01", (100.3, 99.9, 100.1, 100.4)),
+                        ("c02", (60, 60.5, 60.2))):
+        _measure(s.by_id(cid), *scores)
+    _measure(s.by_id("c01"), 100.2, 100.0)
+    _measure(s.by_id("base"), 100.1, 99.9)
+    assert next_visit(s) is None
+    winner, ties = decide(s)
+    assert {winner.id, *(t.id for t in ties)} == {"base", "c01"}
+    assert "equal within 5%" in next(r for r in s.results if r.verdict == "tie").why
+    # a 3% gap the passes' noise cannot resolve within `rounds` starts: a tie, not a winner
+    s = _search(["base", "c01"], rounds=2, tie_margin=0.0)
+    _measure(s.by_id("base"), 100, 110, 95)
+    _measure(s.by_id("c01"), 103, 113, 98)
+    _measure(s.by_id("c01"), 99, 108)
+    _measure(s.by_id("base"), 104, 96)
+    assert next_visit(s) is None
+    winner, ties = decide(s)
+    assert winner.id == "c01" and [t.id for t in ties] == ["base"] and "not told apart" in ties[0].why
 
 
 def test_failed_starts_and_slo_misses_are_never_winners() -> None:
@@ -86,10 +129,21 @@ def test_failed_starts_and_slo_misses_are_never_winners() -> None:
     _measure(s.by_id("base"), None, None)
     _measure(s.by_id("c02"), None)
     assert next_visit(s) is None
-    winner, _ = decide(s.results)
+    winner, _ = decide(s)
     assert winner is None
     assert s.by_id("c01").verdict == "failed to start"
     assert s.by_id("base").verdict == "no point inside the SLO"
+
+
+def test_an_out_of_memory_start_is_one_lesson_not_two() -> None:
+    s = _search([])
+    s.results = [_result("base"), _result("c01", **{"mem-fraction-static": 0.95}),
+                 _result("c02", **{"mem-fraction-static": 0.97})]
+    _measure(s.by_id("base"), 100, 101)
+    s.by_id("c01").starts.append(Start(visit=0, startup_s=5.0, error="torch.OutOfMemoryError: CUDA out of memory"))
+    assert next_visit(s) == "base"  # c02 leaves even less outside the pool: not started
+    decide(s)
+    assert s.by_id("c02").verdict == "not started (cannot win)" and "ran out of memory" in s.by_id("c02").why
 
 
 def test_candidates_are_the_product_without_the_profile_s_own_launch() -> None:

@@ -78,10 +78,17 @@ def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
 
 def measure(url: str, profile: Profile, space: TuneSpace, slo: Slo, *, candidate: str, visit: int,
             run_timeout_s: float = 1800.0) -> tuple[list[Pass], BenchRun]:
-    """The sweep on the server at `url`; one Pass per repeat."""
-    run = asyncio.run(BenchRunner(Target(url=url, profile=profile), tune_method(space, run_timeout_s),
+    """The sweep on the server at `url`; one Pass per repeat. A keyed profile's key goes with
+    every request (a candidate serves with the profile's key)."""
+    target = Target(url=url, profile=profile, api_key=profile_key(profile))
+    run = asyncio.run(BenchRunner(target, tune_method(space, run_timeout_s),
                                   progress=False).run())
     return passes_of(run, slo, candidate=candidate, visit=visit, gpus=_gpus(profile)), run
+
+
+def profile_key(profile: Profile) -> str | None:
+    key = profile.server.api_key
+    return key.resolve(what=f"server.api_key of profile {profile.name}") if key is not None else None
 
 
 def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int) -> list[Pass]:

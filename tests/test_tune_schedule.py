@@ -102,7 +102,7 @@ def test_a_candidate_the_prediction_puts_below_the_leader_is_never_started() -> 
 
 
 def test_equal_within_the_margin_is_a_tie_and_so_is_what_the_evidence_cannot_tell_apart() -> None:
-    s = _search(["base", "c01", "c02"], rounds=2, tie_margin=0.05)
+    s = _search(["base", "c01", "c02"], rounds=2, tie_margin=0.05, start_noise=0.005)
     for cid, scores in (("base", (100, 100.5, 99.8, 100.2)), ("c01", (100.3, 99.9, 100.1, 100.4)),
                         ("c02", (60, 60.5, 60.2))):
         _measure(s.by_id(cid), *scores)

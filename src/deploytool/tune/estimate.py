@@ -10,7 +10,8 @@ its standard error built from two variance parts, each pooled over every candida
   its own start's mean, over all candidates);
 * sigma_b^2, between starts: what a restart adds (the spread of one candidate's start means
   beyond what sigma_w^2 / n explains), from the candidates with two starts or more; before any
-  candidate has a second start, the space's `start_noise` stands in for it.
+  candidate has a second start, the space's `start_noise` stands in for it, and it stays a
+  floor until three restarts' worth of evidence (df >= 3) is in.
 
 Pooling is what lets one candidate's interval narrow from other candidates' passes: the noise
 is the server's and the machine's, not the flag values'. A t interval rather than a bootstrap
@@ -104,6 +105,9 @@ def pooled_noise(results: list[Any], start_noise: float) -> Noise:
     within = ss_w / df_w if df_w else start_noise ** 2
     n_bar = n_sum / n_count if n_count else 1.0
     between = max(0.0, ss_b / df_b - within / n_bar) if df_b else start_noise ** 2
+    if df_b < 3:
+        # one or two restarts say little about restart noise: the assumed figure stays a floor
+        between = max(between, start_noise ** 2)
     return Noise(within=within, df_within=df_w, between=between, df_between=df_b)
 
 

@@ -56,10 +56,13 @@ def standing(results: list[Any], space: Any) -> Standing:
         st.leader = max(ests, key=lambda cid: (ests[cid].mean, cid == "base"))
         lead = ests[st.leader]
         st.alive = [st.leader]
+        # the leader is compared with every other at once: Bonferroni's split of the error rate
+        # keeps the chance of any wrong "beats" at 1 - confidence, not that per pair
+        sure = 1 - (1 - space.confidence) / max(1, len(ests) - 1)
         for cid, e in ests.items():
             if cid == st.leader:
                 continue
-            if beats(lead, e, noise, space.confidence):
+            if beats(lead, e, noise, sure):
                 st.slower.append(cid)
             elif equal(lead, e, noise, space.confidence, space.tie_margin):
                 st.equal.append(cid)

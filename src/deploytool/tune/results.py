@@ -101,4 +101,5 @@ class CandidateResult:
         point = min((pt for p in self.passes for pt in p.points), key=lambda pt: pt.slo_excess)
         if excess is None or excess == float("inf"):
             return f"c={point.concurrency}: no request finished"
-        return f"c={point.concurrency}: {point.per_gpu_tps or 0:.1f} tok/s/GPU, missed by {excess - 1:.0%}"
+        return (f"c={point.concurrency}: {point.per_gpu_tps or 0:.1f} tok/s/GPU, its worst figure "
+                f"x{excess:.2f} off its target")

@@ -207,7 +207,7 @@ def real_searches(count: int) -> list[dict]:
     for i in range(count):
         with tempfile.TemporaryDirectory() as tmp:
             folder = write_profile(Path(tmp) / "profiles", extra, {**tune, "output_tokens": 64})
-            done = subprocess.run([sys.executable, "-m", "deploytool.cli", "tune", "--profile", "bench-sim",
+            done = subprocess.run([sys.executable, "-m", "deploytool", "tune", "--profile", "bench-sim",
                                    "--profiles-dir", str(folder), "--local", "--no-qualify", "--json",
                                    "--report", str(Path(tmp) / "r")], capture_output=True, text=True,
                                   timeout=1800, cwd=ROOT, env={**__import__("os").environ,

@@ -225,3 +225,31 @@ def test_a_server_of_another_release_than_the_profile_pins_is_said() -> None:
     measured.passes[0].reported["runtime_version"] = "0.5.17"
     assert runtime_note(header, [measured]) is None
     assert runtime_note({**header, "recipe": "sim"}, [measured]) is None
+
+
+def test_the_frontier_holds_only_points_inside_the_slo_and_labels_do_not_collide() -> None:
+    from deploytool.tune.report import frontier, frontier_points, place_labels, slo_user_tps
+
+    fast_but_late, slow_inside = _result("c01"), _result("c02")
+    # c01's level is faster on both axes but misses the SLO in every pass: no frontier point
+    for r, tps, meets in ((fast_but_late, 900.0, False), (slow_inside, 400.0, True)):
+        point = LoadPoint(8, tps, 60.0, 1, 2, 3, 4, 8, 0, 1.0, 0.5 if meets else 3.0)
+        r.starts.append(Start(visit=0, startup_s=1.0))
+        r.passes += [Pass(r.id, 0, i, [point], tps if meets else None) for i in range(2)]
+    points = frontier_points([fast_but_late, slow_inside])
+    assert [(p[0], p[4]) for p in points] == [("c01", False), ("c02", True)]
+    assert [p[0] for p in frontier(points)] == ["c02"]
+    assert slo_user_tps(parse_slo("min_user_tps=20,tpot_p99_ms=40", TuneSpace())) == 25.0
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    fig.canvas.draw()
+    boxes = place_labels(ax, [(f"c{n:02d} c8", 5.0, 5.0) for n in range(4)])  # four labels on one spot
+    plt.close(fig)
+    assert len(boxes) == 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])

@@ -229,7 +229,7 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
            verdict: dict[str, Any]) -> dict[str, Any]:
     search.report_dir.mkdir(parents=True, exist_ok=True)
     picture = report.write_frontier_png(search.results, search.report_dir / "frontier.png",
-                                        f"{header['profile']}: per-GPU against per-user output tok/s")
+                                        f"{header['profile']}: per-GPU against per-user output tok/s", search.slo)
     closest = []
     if winner is None:
         tried = [r for r in search.results if r.passes]

@@ -36,8 +36,7 @@ def test_a_budget_that_ends_the_race_early_is_inconclusive_and_recommends_nothin
 
 
 def test_no_candidate_inside_the_slo_shows_each_one_s_figures_and_its_miss(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "repeats": 1,
-                                                          "predict_slack": None})
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "repeats": 1})
     done = _tune(profiles, "--local", "--report", str(tmp_path / "r"), "--slo", "min_user_tps=500")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "none qualifies under the SLO; each candidate's closest point:" in done.stdout
@@ -76,23 +75,40 @@ def test_a_keyed_profile_s_candidates_are_measured_with_the_key(tmp_path: Path) 
     body = yaml.safe_load(path.read_text())
     body["server"]["api_key"] = {"file": str(key_file)}
     path.write_text(yaml.safe_dump(body, sort_keys=False))
-    first = free_port()
     report = tmp_path / "r"
-    done = _tune(profiles, "--local", "--report", str(report), "--no-qualify", "--json",
-                 "--port-range", f"{first}-{first + 40}")
+    done = _tune(profiles, "--local", "--report", str(report), "--no-qualify", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(done.stdout)
     assert data["winner"] == "c01", data  # 8 running against the profile's 2: measured, so the key went
-    starts = [s for c in data["candidates"] for s in c["starts"]]
-    assert starts and all(first <= int(s["url"].rsplit(":", 1)[1]) <= first + 40 for s in starts)
+    # a candidate serves with the profile's key (a keyed profile must not serve open on --local)
+    import httpx
+
+    from deploytool.profiles import ProfileStore
+    from deploytool.tune.local import LocalServer
+
+    server = LocalServer(ProfileStore([profiles]).get("tune-sim"), tmp_path / "probe.log")
+    try:
+        server.start()
+        assert server.wait_ready(30) is None
+        assert httpx.get(f"{server.url}/v1/models", timeout=10).status_code == 401
+        keyed = httpx.get(f"{server.url}/v1/models", headers={"Authorization": "Bearer tune-secret-key-123"}, timeout=10)
+        assert keyed.status_code == 200
+    finally:
+        server.stop()
     # the key reached no file of the report
     for f in report.rglob("*"):
         if f.is_file():
             assert b"tune-secret-key-123" not in f.read_bytes(), f
 
 
-def test_a_port_range_outside_local_or_malformed_is_refused(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}})
+def test_local_candidates_serve_inside_the_port_range(tmp_path: Path) -> None:
+    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1})
+    first = free_port()
+    done = _tune(profiles, "--local", "--report", str(tmp_path / "r"), "--no-qualify", "--json",
+                 "--port-range", f"{first}-{first + 40}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    starts = [s for c in json.loads(done.stdout)["candidates"] for s in c["starts"]]
+    assert starts and all(first <= int(s["url"].rsplit(":", 1)[1]) <= first + 40 for s in starts)
     bad = _tune(profiles, "--local", "--port-range", "9-3", "--json")
     assert bad.returncode == 2 and "--port-range '9-3'" in json.loads(bad.stdout)["error"]["message"]
 

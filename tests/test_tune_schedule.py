@@ -253,3 +253,32 @@ def test_the_frontier_holds_only_points_inside_the_slo_and_labels_do_not_collide
     plt.close(fig)
     assert len(boxes) == 4
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
+    # asyncio.run turns Ctrl-C into a cancellation; a request path that absorbs it let the run
+    # finish normally, and the search went on after the user's Ctrl-C
+    import asyncio
+    import os
+    import signal
+    import threading
+
+    from deploytool.tune.measure import run_interruptible
+
+    async def absorbs() -> str:
+        for _ in range(40):
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass
+        return "finished"
+
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            run_interruptible(absorbs())
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)

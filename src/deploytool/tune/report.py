@@ -1,6 +1,6 @@
 """A search's report: the table (candidate, flags that differ, the plan's KV tokens and running
 limit beside what the server reported, throughput, TTFT and TPOT p50/p99, goodput under the
-SLO, spread, verdict), the Pareto picture (per-GPU output tok/s against per-user tok/s, every
+SLO, the estimate and its interval, verdict), the Pareto picture (per-GPU output tok/s against per-user tok/s, every
 point labelled with its candidate), and the winner as a profile that `extends:` the original
 with only the changed flags."""
 
@@ -18,7 +18,8 @@ from .results import CandidateResult
 from .space import Slo, followed_expectations
 
 COLUMNS = ("candidate", "flags that differ", "KV tokens plan / server", "running limit plan / server",
-           "tok/s/GPU (median)", "spread", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "goodput", "verdict")
+           "tok/s/GPU (estimate)", "interval", "starts / passes", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "goodput",
+           "verdict")
 
 
 def table_rows(results: list[CandidateResult]) -> list[list[str]]:
@@ -26,13 +27,16 @@ def table_rows(results: list[CandidateResult]) -> list[list[str]]:
     for r in results:
         plan, reported = r.planned, r.reported()
         point = r.best_point()
-        spread = r.spread
-        why = r.planned.pruned or ("; ".join(r.refused) if r.refused else None) or r.failed_start
+        est = r.estimate
+        why = (r.planned.pruned or ("; ".join(r.refused) if r.refused else None) or r.failed_start or r.why
+               or r.missed_by())
+        # a candidate with no point inside the SLO shows its closest point's throughput, not 0
+        figure = _f(est.mean) if est else (f"({_f(point.per_gpu_tps)} outside the SLO)" if point else "-")
         rows.append([
             r.id, r.planned.candidate.label(),
             f"{_n(plan.pool_tokens)} / {_n(reported.get('kv_tokens'))}",
             f"{_n(plan.running_limit)} / {_n(reported.get('running_limit'))}",
-            _f(r.median), f"[{_f(spread[0])}, {_f(spread[1])}]" if spread else "-",
+            figure, f"[{_f(est.low)}, {_f(est.high)}]" if est else "-", f"{len(r.starts)} / {len(r.passes)}",
             f"{_f(point.ttft_p50_ms)} / {_f(point.ttft_p99_ms)}" if point else "-",
             f"{_f(point.tpot_p50_ms)} / {_f(point.tpot_p99_ms)}" if point else "-",
             f"{point.goodput:.0%} at c={point.concurrency}" if point else "-",
@@ -148,15 +152,17 @@ def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateRes
     """The winner as YAML: `extends:` the original, only the changed flags, a comment naming
     the evidence."""
     changed = {**winner.planned.candidate.changes, **winner.planned.candidate.derived}
-    spread = winner.spread or (0.0, 0.0)
+    est = winner.estimate
+    mean = est.mean if est else (winner.median or 0.0)
+    interval = f" [{est.low:.1f}, {est.high:.1f}]" if est else ""
     against = ""
-    if base is not None and base.median:
-        against = (f"; the profile's own launch {base.median:.1f} tok/s/GPU "
-                   f"(x{(winner.median or 0) / base.median:.2f})")
+    base_mean = (base.estimate.mean if base is not None and base.estimate else None)
+    if base_mean:
+        against = f"; the profile's own launch {base_mean:.1f} tok/s/GPU (x{mean / base_mean:.2f})"
     comment = [
         f"Written by `deploytool tune` on {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}:",
-        f"candidate {winner.id} measured {winner.median:.1f} tok/s/GPU [{spread[0]:.1f}, {spread[1]:.1f}] "
-        f"over {len(winner.passes)} passes{against}.",
+        f"candidate {winner.id} measured {mean:.1f} tok/s/GPU{interval} over {len(winner.passes)} passes, "
+        f"{len(winner.starts)} starts{against}.",
         *(f"{k}: {v}" for k, v in evidence.items() if v),
     ]
     body: dict[str, Any] = {"name": name, "extends": profile.name,

@@ -4,7 +4,8 @@
 #   PROFILE (default gpu-check-qwen3-tiny), SPACE (a file beside this script, default
 #   tune-space.yaml), TOTAL_S (the call's seconds), PREP_S (run.sh's bound), RESUME=1: go on from
 #   the journal a previous call on this warm machine left in /tmp/gpu-check/tune-PROFILE;
-#   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner).
+#   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner). CARD: the
+#   card the candidates are planned for (default h200; the card table knows no H100, so run on an H200).
 #   REMEASURE=1: once the search has a winner, the winner and the profile's own launch measured
 #   again by sglang.bench_serving at the winner's level (tune_remeasure.py, A B B A), its ratio
 #   against tune's interval in $OUT/remeasure.json; set REMEASURE_S (default 200) aside for it.
@@ -36,7 +37,7 @@ LEFT=$(( ${TOTAL_S:-560} - ($(date +%s) - START) ))
 QUALIFY_S=$(( ${QUALIFY_S:-110} > 30 ? ${QUALIFY_S:-110} : 30 ))
 [ "${REMEASURE:-0}" = 1 ] && QUALIFY_S=$(( QUALIFY_S + ${REMEASURE_S:-200} ))
 cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile "$PROFILE" \
-  --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$SPACE" \
+  --profiles-dir "$W/dt/gpu-check/profiles" --local --card "${CARD:-h200}" --space "$SPACE" \
   --report "$REPORT" --budget "$((LEFT - 15 - QUALIFY_S))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
 echo "tune exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
 if [ "${REMEASURE:-0}" = 1 ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$OUT/tune.json')).get('ratio_to_base') else 1)"; then

@@ -84,6 +84,7 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
         except KeyboardInterrupt:
+            finish(search)  # the verdicts and estimates so far, for the table
             _write(search, header, None, [], None, {})
             progress(f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
                      f"go on with: {resume_command(profile.name, where, report_dir)}")

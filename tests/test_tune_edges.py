@@ -107,8 +107,13 @@ def test_local_candidates_serve_inside_the_port_range(tmp_path: Path) -> None:
     done = _tune(profiles, "--local", "--report", str(tmp_path / "r"), "--no-qualify", "--json",
                  "--port-range", f"{first}-{first + 40}")
     assert done.returncode == 0, done.stdout + done.stderr
-    starts = [s for c in json.loads(done.stdout)["candidates"] for s in c["starts"]]
+    data = json.loads(done.stdout)
+    starts = [s for c in data["candidates"] for s in c["starts"]]
     assert starts and all(first <= int(s["url"].rsplit(":", 1)[1]) <= first + 40 for s in starts)
+    # every second of a visit is counted: its stop too, and the parts add up to no more than the whole
+    counts = data["counts"]
+    assert all(s["stop_s"] is not None and s["stop_s"] >= 0 for s in starts)
+    assert counts["visit_s"] >= counts["start_s"] + counts["stop_s"] > 0
     bad = _tune(profiles, "--local", "--port-range", "9-3", "--json")
     assert bad.returncode == 2 and "--port-range '9-3'" in json.loads(bad.stdout)["error"]["message"]
 

@@ -101,6 +101,23 @@ def test_a_candidate_the_prediction_puts_below_the_leader_is_never_started() -> 
     assert s.by_id("c01").verdict == "not started (cannot win)" and "under the leader's" in s.by_id("c01").why
 
 
+def test_the_time_left_follows_the_race_not_a_grid() -> None:
+    from deploytool.tune.race import visits_left
+
+    s = _search([])
+    s.results = [_result("base"), _result("c01", **{"max-running-requests": 2}),
+                 _result("c02", **{"max-running-requests": 32}), _result("c03", **{"max-running-requests": 1})]
+    assert visits_left(s.results, s.space) == 5  # four to explore, then the leader's second start
+    _measure(s.by_id("base"), 800, 810)
+    _measure(s.by_id("c02"), 3200, 3230, 3190)
+    # c01 and c03 cannot catch c02 by the prediction: only c02's second start is left
+    assert visits_left(s.results, s.space) == 1
+    for r in s.results:
+        for start in r.starts:
+            start.visit_s = 120.0
+    assert estimate_s(s) == pytest.approx(120.0)
+
+
 def test_equal_within_the_margin_is_a_tie_and_so_is_what_the_evidence_cannot_tell_apart() -> None:
     s = _search(["base", "c01", "c02"], rounds=2, tie_margin=0.05, start_noise=0.005)
     for cid, scores in (("base", (100, 100.5, 99.8, 100.2)), ("c01", (100.3, 99.9, 100.1, 100.4)),

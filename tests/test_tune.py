@@ -147,7 +147,7 @@ def test_budget_stops_cleanly_and_resume_goes_on_from_the_journal(tmp_path: Path
                                                           "repeats": 1})
     report = tmp_path / "report"
     first = tune_cli(profiles, report, "--local", "--budget", "1s", "--no-qualify")
-    assert first.returncode == 3, first.stderr  # nothing measured: inconclusive
+    assert first.returncode == 7, first.stderr  # nothing measured: inconclusive
     assert json.loads(first.stdout)["stopped_by_budget"] and json.loads(first.stdout)["inconclusive"]
     again = tune_cli(profiles, report, "--local", "--no-qualify")
     assert again.returncode == 2 and "--resume" in json.loads(again.stdout)["error"]["hint"]

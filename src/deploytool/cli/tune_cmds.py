@@ -29,7 +29,7 @@ def tune_cli(
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Find the fastest launch flags that fit the card, meet the SLO and still qualify; exit 1
-    when none qualifies (the closest are named), 3 when --budget ran out before the race was
+    when none qualifies (the closest are named), 7 when --budget ran out before the race was
     decided (nothing recommended; --resume goes on)."""
     from ..tune import tune
 

@@ -13,22 +13,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import EXIT_INCONCLUSIVE, UsageError
 from ..files import write_atomic, write_json
 from ..memory.profile_plan import resolve_card
 from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
 from .local import LocalServer, parse_port_range
-from .measure import profile_key
 from .machines import machine_id, machines_note
+from .measure import profile_key
 from .search import Search, describe, estimate_s, finish, next_visit, prepare, replay_journal, run_search
 from .space import parse_budget, parse_slo, read_space
 
 if TYPE_CHECKING:
     from ..release.slots import Slot
 
-EXIT_OK, EXIT_NONE_QUALIFIES, EXIT_INCONCLUSIVE = 0, 1, 3
+EXIT_OK, EXIT_NONE_QUALIFIES = 0, 1
 
 
 @dataclasses.dataclass

@@ -70,6 +70,7 @@ def test_ctrl_c_and_sigterm_print_the_journal_and_how_to_resume(tmp_path: Path, 
 def test_a_keyed_profile_s_candidates_are_measured_with_the_key(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text("tune-secret-key-123\n")
+    key_file.chmod(0o600)
     profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1})
     path = profiles / "tune-sim.yaml"
     body = yaml.safe_load(path.read_text())

@@ -62,10 +62,12 @@ def standing(results: list[Any], space: Any) -> Standing:
         for cid, e in ests.items():
             if cid == st.leader:
                 continue
-            if beats(lead, e, noise, sure):
-                st.slower.append(cid)
-            elif equal(lead, e, noise, space.confidence, space.tie_margin):
+            # equal first: a difference the interval resolves but that lies inside the margin (two
+            # launches 0.1% apart on a quiet machine) is no reason to change a launch
+            if equal(lead, e, noise, space.confidence, space.tie_margin):
                 st.equal.append(cid)
+            elif beats(lead, e, noise, sure):
+                st.slower.append(cid)
             else:
                 st.alive.append(cid)
     cal = calibration(results, ests, preds)

@@ -80,6 +80,7 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
     search.machine = machine_id(profile, slot)
+    profile_key(profile)  # a key that cannot be read stops the search before the first start, not at it
     with _servers(slot, profiles_dirs, ports) as make_server:
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)

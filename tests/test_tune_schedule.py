@@ -310,3 +310,24 @@ def test_a_difference_the_noise_resolves_but_inside_the_margin_is_a_tie_not_a_sl
             _measure(r, base, base + 0.05, base - 0.05, base)
     winner, ties = decide(s)
     assert winner.id == "c01" and [t.id for t in ties] == ["base"] and "equal within 2%" in ties[0].why
+
+
+def test_the_prediction_follows_the_plan_s_running_limit_and_bends_with_the_roofline() -> None:
+    import dataclasses
+
+    from deploytool.memory.cards import card_from_table
+    from deploytool.tune.predict import predicted
+    from deploytool.tune.prune import plan_candidates
+
+    profile = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
+    space = TuneSpace(flags={"max-running-requests": [512]}, derived=["cuda-graph-max-bs"], load=[512],
+                      prompt_tokens=4096, output_tokens=4096)
+    planned, _ = plan_candidates(profile, candidates(profile, space), space, card_from_table("h200"))
+    high = next(p for p in planned if p.candidate.id == "c01")
+    # the plan, not the flag, says how many run: the pool holds fewer than 512 of these
+    assert high.pruned is None and high.running_limit < 512
+    assert high.weights_gib and high.kv_bytes_per_token  # the plan's bytes a decode step reads
+    low = dataclasses.replace(high, running_limit=16)
+    ratio = predicted(high, space) / predicted(low, space)
+    # more requests a step, less than as much more speed: each one's KV read grows the step
+    assert 1.0 < ratio < high.running_limit / 16

@@ -39,6 +39,7 @@ def main() -> None:
            "Exit codes shared by every command: 0 ok, 1 the command ran and said no (a gate failed, a release "
            "never became healthy), 2 bad input (usage), 3 no Docker engine, 4 no NVIDIA driver, 5 the slot is "
            "busy, 6 could not run (an endpoint unreachable, nothing measured, a tool it needs failed), "
+           "7 inconclusive (tune: its budget ran out before the search could decide), "
            "130 interrupted (Ctrl-C), 143 terminated (SIGTERM: a `kill`, a batch scheduler's time limit), "
            "which cleans up as Ctrl-C does (a tune candidate or a half-started release stopped).\n"]
     own = [p for p in root.params if p.param_type_name == "option" and p.name != "help"]

@@ -4,7 +4,11 @@
 #   PROFILE (default gpu-check-qwen3-tiny), SPACE (a file beside this script, default
 #   tune-space.yaml), TOTAL_S (the call's seconds), PREP_S (run.sh's bound), RESUME=1: go on from
 #   the journal a previous call on this warm machine left in /tmp/gpu-check/tune-PROFILE;
-#   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner).
+#   NO_QUALIFY=1 with QUALIFY_S=20: measure only (the last call qualifies the winner). CARD: the
+#   card the candidates are planned for (default h200; the card table knows no H100, so run on an H200).
+#   REMEASURE=1: once the search has a winner, the winner and the profile's own launch measured
+#   again by sglang.bench_serving at the winner's level (tune_remeasure.py, A B B A), its ratio
+#   against tune's interval in $OUT/remeasure.json; set REMEASURE_S (default 200) aside for it.
 # A fresh machine has no journal: with RESUME=1, a tune-report.tar.xz beside this script (the one
 # a previous call returned) is unpacked as the report folder first. A call returns the report as
 # one tarball (a device call brings back only a few files) and the kernel cache as it stands after
@@ -31,10 +35,16 @@ LEFT=$(( ${TOTAL_S:-560} - ($(date +%s) - START) ))
 # least 30 s before the timeout: tune's clock starts after its imports, and a visit admitted at
 # the budget's last second must still stop its server before the timeout kills the search
 QUALIFY_S=$(( ${QUALIFY_S:-110} > 30 ? ${QUALIFY_S:-110} : 30 ))
+[ "${REMEASURE:-0}" = 1 ] && QUALIFY_S=$(( QUALIFY_S + ${REMEASURE_S:-200} ))
 cd "$W" && timeout $((LEFT - 15)) python3 -m deploytool tune --profile "$PROFILE" \
-  --profiles-dir "$W/dt/gpu-check/profiles" --local --card h200 --space "$SPACE" \
+  --profiles-dir "$W/dt/gpu-check/profiles" --local --card "${CARD:-h200}" --space "$SPACE" \
   --report "$REPORT" --budget "$((LEFT - 15 - QUALIFY_S))s" --json "${ARGS[@]}" > "$OUT/tune.json" 2> "$OUT/tune.log"
 echo "tune exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
+if [ "${REMEASURE:-0}" = 1 ] && python3 -c "import json,sys; sys.exit(0 if json.load(open('$OUT/tune.json')).get('ratio_to_base') else 1)"; then
+  timeout $(( ${TOTAL_S:-560} - ($(date +%s) - START) - 10 )) python3 "$G/tune_remeasure.py" "$PROFILE" \
+    "$W/dt/gpu-check/profiles" "$OUT/tune.json" "$OUT/remeasure.json" > "$OUT/remeasure.log" 2>&1
+  echo "remeasure exit $? after $(( $(date +%s) - START )) s" >> "$OUT/tune.log"
+fi
 tar -C "$REPORT" -cJf "$OUT/tune-report.tar.xz" . && tar -tvJf "$OUT/tune-report.tar.xz" >> "$OUT/tune.log" 2>&1
 [ -d "$W/cache" ] && tar -C "$W/cache" -cf - . | xz -6 -T0 > "$OUT/kernel-cache.tar.xz"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$OUT/tune.log" 2>&1

@@ -137,7 +137,7 @@ def reports_command(
     cpu_slot: CpuSlotOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """List the qualify and bench reports kept under the state folder (every slot, or one),
+    """List the qualify, bench and tune reports kept under the state folder (every slot, or one),
     oldest first: when, which slot and release, the verdict or the run, and the folder."""
     from ..release.reports import list_reports
     from ..release.slots import slot_from_options
@@ -149,7 +149,7 @@ def reports_command(
         return
     if not entries:
         console.print("no reports kept yet" + (f" for slot {slot}" if slot else "")
-                      + " (qualify and bench keep one under the state folder unless --report says elsewhere)",
+                      + " (qualify, bench and tune keep one under the state folder unless --report says elsewhere)",
                       highlight=False)
     for entry in entries:
         console.print(entry.line(), markup=False, highlight=False)

@@ -21,14 +21,16 @@ def tune_cli(
     budget: Annotated[Optional[str], typer.Option("--budget", help="Stop cleanly before this much time is spent, e.g. 90m, 2h, 600s.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the space, what the plan prunes and why, and the time estimate; start nothing.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Go on with the search journalled in --report DIR.")] = False,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Folder for the journal, logs, table, picture and winner profile (default reports/tune/PROFILE).")] = None,
+    report: Annotated[Optional[Path], typer.Option("--report", help="Folder for the journal, logs, table, picture and winner profile (default: a new folder under the state folder's reports/, listed by `deploytool reports`; --resume needs it).")] = None,
+    port_range: Annotated[Optional[str], typer.Option("--port-range", help="With --local: serve candidates on the first free port of FIRST-LAST (default any free port).")] = None,
     name: Annotated[Optional[str], typer.Option("--name", help="Name of the winner's profile (default PROFILE-tuned).")] = None,
     no_qualify: Annotated[bool, typer.Option("--no-qualify", help="Do not run qualify on the winner (it is then not recommended).")] = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Find the fastest launch flags that fit the card, meet the SLO and still qualify; exit 1
-    when none qualifies (the closest are named)."""
+    when none qualifies (the closest are named), 7 when --budget ran out before the race was
+    decided (nothing recommended; --resume goes on)."""
     from ..tune import tune
 
     def progress(line: str) -> None:
@@ -36,7 +38,8 @@ def tune_cli(
 
     outcome = tune(profile, local=local, cpu_slot=cpu_slot, gpus=gpu, card=card, workload=workload, slo=slo,
                    space_file=space, budget=budget, dry_run=dry_run, resume=resume, report_dir=report,
-                   profiles_dirs=profiles_dir, name=name, qualify_winner=not no_qualify, progress=progress)
+                   profiles_dirs=profiles_dir, name=name, qualify_winner=not no_qualify, port_range=port_range,
+                   progress=progress)
     if json_output:
         print_json(outcome.data)
     else:

@@ -1,4 +1,4 @@
-"""Where `qualify` and `bench` keep their reports when no `--report` is given, and the listing
+"""Where `qualify`, `bench` and `tune` keep their reports when no `--report` is given, and the listing
 of every report kept there (`deploytool reports`).
 
 A report of a slot's release goes beside that release's other state,
@@ -80,6 +80,11 @@ def _entry(path: Path, root: Path) -> ReportEntry:
         summary = (f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "
                    f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed")
         return ReportEntry("bench", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
+    if schema.startswith("deploytool.tune"):
+        state = ("inconclusive" if data.get("inconclusive") else
+                 f"winner {data.get('winner')}" if data.get("winner") else "none qualifies")
+        summary = f"profile {data.get('profile', '?')}, {state}" + (", recommended" if data.get("recommended") else "")
+        return ReportEntry("tune", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
     return ReportEntry("?", slot, release, "", f"unknown schema {schema!r}", str(path.parent))
 
 

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import IO
@@ -25,6 +26,31 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def parse_port_range(text: str) -> tuple[int, int]:
+    """--port-range 30100-30199 -> (30100, 30199)."""
+    from ..errors import UsageError
+
+    low, sep, high = text.partition("-")
+    try:
+        first, last = int(low), int(high if sep else low)
+    except ValueError:
+        first, last = 0, -1
+    if not 1024 <= first <= last <= 65535:
+        raise UsageError(f"--port-range {text!r}: expected FIRST-LAST, two ports from 1024 to 65535, FIRST <= LAST",
+                         hint="e.g. --port-range 30100-30199 (a firewall's open range, or one no other service uses)")
+    return first, last
+
+
+def port_in_range(first: int, last: int, host: str = "127.0.0.1") -> int:
+    from ..errors import UsageError
+
+    for port in range(first, last + 1):
+        if port_is_free(port, host):
+            return port
+    raise UsageError(f"--port-range {first}-{last}: every port is taken on {host}",
+                     hint="free one, or give a wider range")
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -52,9 +78,11 @@ def local_argv(profile: Profile, port: int, host: str = "127.0.0.1") -> list[str
 class LocalServer:
     """One candidate's server process. Use as a context manager, or call stop() in a finally."""
 
-    def __init__(self, profile: Profile, log_path: Path, host: str = "127.0.0.1") -> None:
-        self.profile, self.log_path, self.host = profile, log_path, host
+    def __init__(self, profile: Profile, log_path: Path, host: str = "127.0.0.1",
+                 ports: tuple[int, int] | None = None) -> None:
+        self.profile, self.log_path, self.host, self.ports = profile, log_path, host, ports
         self.port = 0
+        self._key_dir: tempfile.TemporaryDirectory[str] | None = None
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -63,13 +91,31 @@ class LocalServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> None:
-        self.port = free_port(self.host)
+        self.port = port_in_range(*self.ports, self.host) if self.ports else free_port(self.host)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("wb")
         env = {**os.environ, **self.profile.server.env}
-        self.proc = subprocess.Popen(local_argv(self.profile, self.port, self.host), stdout=self._log,
+        argv = local_argv(self.profile, self.port, self.host) + self._key_config()
+        self.proc = subprocess.Popen(argv, stdout=self._log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                      start_new_session=True)
+
+    def _key_config(self) -> list[str]:
+        """A keyed profile's server gets its key as a container's does: `--config FILE` holding
+        `api-key` (SGLang merges the file into its flags), the file private to this user in a
+        folder of its own, removed at stop; never on the command line, never in the report."""
+        key = self.profile.server.api_key
+        if key is None:
+            return []
+        from ..release.secrets import ReleaseSecret
+
+        value = key.resolve(what=f"server.api_key of profile {self.profile.name}")
+        self._key_dir = tempfile.TemporaryDirectory(prefix="deploytool-tune-")
+        path = Path(self._key_dir.name) / "sglang-config.yaml"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(ReleaseSecret("sglang_config", key, str(path), "the server's API key", "sglang-config").content(value))
+        return ["--config", str(path)]
 
     def served_profile(self) -> Profile:
         """The profile as this process serves it (loopback, the free port): what qualify's
@@ -123,6 +169,9 @@ class LocalServer:
             self._log = None
             # the server wrote its log straight into the report: scrub what it said of its key
             scrub_file(self.log_path)
+        if self._key_dir is not None:
+            self._key_dir.cleanup()
+            self._key_dir = None
         if self.port:
             deadline = time.monotonic() + 10
             while not port_is_free(self.port, self.host) and time.monotonic() < deadline:

@@ -78,10 +78,53 @@ def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
 
 def measure(url: str, profile: Profile, space: TuneSpace, slo: Slo, *, candidate: str, visit: int,
             run_timeout_s: float = 1800.0) -> tuple[list[Pass], BenchRun]:
-    """The sweep on the server at `url`; one Pass per repeat."""
-    run = asyncio.run(BenchRunner(Target(url=url, profile=profile), tune_method(space, run_timeout_s),
-                                  progress=False).run())
+    """The sweep on the server at `url`; one Pass per repeat. A keyed profile's key goes with
+    every request (a candidate serves with the profile's key)."""
+    target = Target(url=url, profile=profile, api_key=profile_key(profile))
+    run = run_interruptible(BenchRunner(target, tune_method(space, run_timeout_s), progress=False).run())
     return passes_of(run, slo, candidate=candidate, visit=visit, gpus=_gpus(profile)), run
+
+
+def run_interruptible(coro: Any) -> Any:
+    """asyncio.run, but a Ctrl-C or SIGTERM during it always ends it with KeyboardInterrupt.
+
+    asyncio.run turns Ctrl-C into a cancellation of its task and raises KeyboardInterrupt only
+    if that cancellation comes back out; a request path that absorbs a CancelledError (a
+    gather of requests, a client's clean-up) lets the run finish normally and the Ctrl-C is
+    lost: the search ran on. Here the signal is noted first (the handler that was there still
+    runs: SIGTERM's raises), Ctrl-C raises at once, and a run that ends after a signal raises."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return asyncio.run(coro)
+    seen: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def note(signum: int, frame: Any) -> None:
+        seen.append(signum)
+        handler = before[signum]
+        if callable(handler):
+            handler(signum, frame)
+        raise KeyboardInterrupt()
+
+    for sig in before:
+        if before[sig] is not signal.SIG_IGN:
+            signal.signal(sig, note)
+    try:
+        result = asyncio.run(coro)
+    finally:
+        for sig, handler in before.items():
+            if signal.getsignal(sig) is note:
+                signal.signal(sig, handler)
+    if seen:
+        raise KeyboardInterrupt()
+    return result
+
+
+def profile_key(profile: Profile) -> str | None:
+    key = profile.server.api_key
+    return key.resolve(what=f"server.api_key of profile {profile.name}") if key is not None else None
 
 
 def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int) -> list[Pass]:

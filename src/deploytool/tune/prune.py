@@ -32,6 +32,9 @@ class Planned:
     pool_tokens: int | None = None
     running_limit: int | None = None
     warnings: list[str] = field(default_factory=list)
+    # what a decode step reads (tune/predict.py's roofline): the weights, and KV bytes per token
+    weights_gib: float | None = None
+    kv_bytes_per_token: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         c = self.candidate
@@ -71,6 +74,7 @@ def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, 
                 out.append(planned)
                 continue
             planned.pool_tokens, planned.running_limit = plan.pool_tokens, plan.max_running_requests
+            planned.weights_gib, planned.kv_bytes_per_token = plan.weights_gib, plan.kv_bytes_per_token
             planned.warnings = list(plan.warnings)
             if not plan.fits:
                 planned.pruned = "; ".join(plan.problems) or "does not fit"

@@ -1,6 +1,7 @@
-"""What a search learnt: each candidate's plan, starts and passes, its score with its spread,
-and the verdicts: the winner, the ties (ranges that overlap the winner's are not beaten by it),
-the slower ones, and those never measured (pruned, refused, failed to start, out of budget)."""
+"""What a search learnt: each candidate's plan, starts and passes, its score as an estimate
+with its interval (tune/estimate.py, filled by tune/race.py's verdicts), and the verdict: the
+winner, the ties, the slower ones, and those never measured (pruned, refused, failed to start,
+not started since they cannot win, out of budget)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class Start:
     # server the stop and the ready-wait's tail are tens of seconds that neither startup_s nor
     # the passes count, and a budget that leaves them out admits a visit it cannot finish
     visit_s: float | None = None
+    stop_s: float | None = None  # the server's stop and its port's release, counted in the summary
     machine: str | None = None  # host and card(s) it ran on (tune/machines.py); None in older journals
 
 
@@ -33,6 +35,8 @@ class CandidateResult:
     starts: list[Start] = field(default_factory=list)
     passes: list[Pass] = field(default_factory=list)
     verdict: str = ""
+    why: str | None = None  # the verdict's numbers (the ratio to the winner and its interval)
+    estimate: Any = None  # tune/estimate.py's Estimate, set with the verdicts
 
     @property
     def id(self) -> str:
@@ -84,48 +88,18 @@ class CandidateResult:
         return {**self.planned.as_dict(), "label": self.planned.candidate.label(), "refused": self.refused,
                 "starts": [vars(s) for s in self.starts], "passes": [p.as_dict() for p in self.passes],
                 "score_median": self.median, "score_spread": list(spread) if spread else None,
-                "reported": self.reported(), "verdict": self.verdict}
+                "estimate": self.estimate.as_dict() if self.estimate else None,
+                "closest_excess": self.closest_excess(), "missed_by": self.missed_by(),
+                "reported": self.reported(), "verdict": self.verdict, "why": self.why}
 
-
-def overlaps(a: tuple[float, float] | None, b: tuple[float, float] | None, margin: float = 0.0) -> bool:
-    """Do two ranges meet, each widened by `margin` of itself (the measurement's resolution:
-    two passes that agree to the last digit still do not make a 1% difference real)?"""
-    if a is None or b is None:
-        return False
-    return a[0] * (1 - margin) <= b[1] * (1 + margin) and b[0] * (1 - margin) <= a[1] * (1 + margin)
-
-
-def contenders_after(results: list[CandidateResult], members: list[str], margin: float = 0.0) -> list[str]:
-    """Successive halving: of a round's members, those whose range still meets the leader's
-    (the leader: the highest median), so more passes could still turn the order; a failed
-    start is out."""
-    # a candidate with no load level inside the SLO has nothing to win: no more passes for it
-    measured = [r for r in results if r.id in members and r.passes and not r.failed_start and r.meets_slo]
-    if not measured:
-        return []
-    leader = max(measured, key=lambda r: r.median or 0.0)
-    return [r.id for r in measured if r is leader or overlaps(r.spread, leader.spread, margin)]
-
-
-def decide(results: list[CandidateResult], margin: float = 0.0) -> tuple[CandidateResult | None, list[CandidateResult]]:
-    """The winner (highest median score among those with a point inside the SLO) and the
-    candidates tied with it; every verdict filled in."""
-    for r in results:
-        if r.refused:
-            r.verdict = "refused by the parser"
-        elif r.planned.pruned:
-            r.verdict = "pruned by the plan"
-        elif r.failed_start:
-            r.verdict = "failed to start"
-        elif not r.passes:
-            r.verdict = "not measured (budget)"
-        elif not r.meets_slo:
-            r.verdict = "no point inside the SLO"
-    qualified = [r for r in results if r.passes and r.meets_slo and not r.failed_start]
-    if not qualified:
-        return None, []
-    winner = max(qualified, key=lambda r: (r.median or 0.0, r.id == "base"))
-    ties = [r for r in qualified if r is not winner and overlaps(r.spread, winner.spread, margin)]
-    for r in qualified:
-        r.verdict = "winner" if r is winner else ("tie" if r in ties else "slower")
-    return winner, ties
+    def missed_by(self) -> str | None:
+        """For a candidate with no point inside the SLO: its closest point and by how much it
+        missed (the worst figure's share over its target)."""
+        if not self.passes or self.meets_slo:
+            return None
+        excess = self.closest_excess()
+        point = min((pt for p in self.passes for pt in p.points), key=lambda pt: pt.slo_excess)
+        if excess is None or excess == float("inf"):
+            return f"c={point.concurrency}: no request finished"
+        return (f"c={point.concurrency}: {point.per_gpu_tps or 0:.1f} tok/s/GPU, its worst figure "
+                f"x{excess:.2f} off its target")

@@ -13,15 +13,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import EXIT_INCONCLUSIVE, UsageError
 from ..files import write_atomic, write_json
 from ..memory.profile_plan import resolve_card
 from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
-from .local import LocalServer
+from .local import LocalServer, parse_port_range
 from .machines import machine_id, machines_note
-from .search import Search, describe, estimate_s, finish, prepare, replay_journal, run_search
+from .measure import profile_key
+from .search import Search, describe, estimate_s, finish, next_visit, prepare, replay_journal, run_search
 from .space import parse_budget, parse_slo, read_space
 
 if TYPE_CHECKING:
@@ -41,8 +42,11 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
          card: str | None = None, workload: str | None = None, slo: str | None = None, space_file: Path | None = None,
          budget: str | None = None, dry_run: bool = False, resume: bool = False, report_dir: Path | None = None,
          profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
-         progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
+         port_range: str | None = None, progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
     where = _where(local, cpu_slot, gpus, dry_run)
+    ports = parse_port_range(port_range) if port_range else None
+    if ports is not None and not local:
+        raise UsageError("--port-range is for --local: a slot's release serves on the slot's port")
     slot = _slot(cpu_slot, gpus) if not dry_run else None
     if slot is not None and not slot.is_cpu:
         from ..host.nvml import refuse_on_described_host
@@ -56,7 +60,14 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     space = read_space(profile, space_file, workload=workload)
     slo_targets = parse_slo(slo, space)
     budget_s = parse_budget(budget)
-    report_dir = Path(report_dir or Path("reports") / "tune" / profile.name)
+    if report_dir is None:
+        if resume:
+            raise UsageError("--resume needs the --report DIR of the search to go on with",
+                             hint="`deploytool reports` lists the tune reports kept under the state folder")
+        from ..release.reports import default_report_dir
+
+        report_dir = default_report_dir(f"tune-{profile.name}")
+    report_dir = Path(report_dir)
     if (report_dir / "journal.jsonl").is_file() and not resume and not dry_run:
         raise UsageError(f"{report_dir} holds a previous search's journal",
                          hint="--resume to go on with it, or --report DIR for a new search")
@@ -69,16 +80,28 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
     search.machine = machine_id(profile, slot)
-    with _servers(slot, profiles_dirs) as make_server:
+    profile_key(profile)  # a key that cannot be read stops the search before the first start, not at it
+    with _servers(slot, profiles_dirs, ports) as make_server:
         try:
             run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
         except KeyboardInterrupt:
+            finish(search)  # the verdicts and estimates so far, for the table
             _write(search, header, None, [], None, {})
+            progress(f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
+                     f"go on with: {resume_command(profile.name, where, report_dir)}")
             raise
-        winner, ties = finish(search)
+        winner, ties, st = finish(search)
         verdict: dict[str, Any] = {}
         written = None
         base = next((r for r in search.results if r.id == "base"), None)
+        inconclusive = search.stopped_by_budget and next_visit(search) is not None
+        header["inconclusive"] = inconclusive
+        header["resume"] = resume_command(profile.name, where + (f" --port-range {port_range}" if port_range else ""),
+                                          report_dir)
+        header["noise"] = st.noise.as_dict()
+        header["confidence"] = space.confidence
+        if inconclusive:
+            winner, ties = None, []
         if winner is not None and winner.id != "base" and not (base is not None and base in ties):
             written, verdict = _winner_profile(store, profile, search, winner, name, chosen, qualify_winner,
                                                profiles_dirs, health_s, progress, make_server)
@@ -108,13 +131,18 @@ def _slot(cpu_slot: str | None, gpus: list[str] | None) -> Slot | None:
     return slot_from_options(gpus, False, cpu_slot)
 
 
+def resume_command(profile: str, where: str, report_dir: Path) -> str:
+    return f"deploytool tune --profile {profile} {where} --report {report_dir} --resume"
+
+
 @contextlib.contextmanager
-def _servers(slot: Slot | None, profiles_dirs: list[Path] | None) -> Iterator[Callable[[Profile, Path], Any]]:
+def _servers(slot: Slot | None, profiles_dirs: list[Path] | None,
+             ports: tuple[int, int] | None = None) -> Iterator[Callable[[Profile, Path], Any]]:
     """What starts a candidate: a local process, or a release of a Docker slot (a card's, or a
     CPU slot of the reference runtime) whose serving release is brought back when the search
     ends, however it ends."""
     if slot is None:
-        yield lambda p, log: LocalServer(p, log)
+        yield lambda p, log: LocalServer(p, log, ports=ports)
         return
     from .slot import SlotServer, slot_session
 
@@ -129,7 +157,10 @@ def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
 
 
 def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str, Any]:
-    return {"profile": profile.name, "recipe": profile.image.recipe, "runtime_version": profile.image.runtime_version,
+    import datetime as dt
+
+    return {"started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "profile": profile.name, "recipe": profile.image.recipe, "runtime_version": profile.image.runtime_version,
             "where": where, "card": getattr(card, "name", None), "slo": search.slo.model_dump(),
             "space": search.space.model_dump(mode="json"), "report_dir": str(search.report_dir)}
 
@@ -147,8 +178,13 @@ def _counts(search: Search) -> dict[str, Any]:
             "runnable": len(search.runnable()), "started": len(starts),
             "failed_starts": sum(1 for s in starts if s.error),
             "measured": sum(1 for r in search.results if r.passes),
+            "not_started": sum(1 for r in search.results if r.runnable and not r.starts),
+            "passes": sum(len(r.passes) for r in search.results),
             "start_s": round(sum(s.startup_s for s in starts), 1),
-            "measure_s": round(sum(p.measure_s for r in search.results for p in r.passes), 1)}
+            "measure_s": round(sum(p.measure_s for r in search.results for p in r.passes), 1),
+            # the rest of every visit: the stop, the port's release, the bench's warm-up and checks
+            "stop_s": round(sum(s.stop_s or 0.0 for s in starts), 1),
+            "visit_s": round(sum(s.visit_s or s.startup_s for s in starts), 1)}
 
 
 def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winner: Any, name: str | None,
@@ -183,8 +219,8 @@ def _qualify(profile: Profile, search: Search, health_s: float, progress: Callab
         why = server.wait_ready(health_s)
         if why:
             return {"ran": True, "passed": False, "why": f"the winner did not start again: {why}"}
-        result = run_qualification(Target(url=server.url, profile=server.served_profile()), suites=suites,
-                                   report_dir=search.report_dir / "qualify-winner")
+        result = run_qualification(Target(url=server.url, profile=server.served_profile(), api_key=profile_key(profile)),
+                                   suites=suites, report_dir=search.report_dir / "qualify-winner")
     finally:
         server.stop()
     return {"ran": True, "passed": result.passed, "suites": suites,
@@ -195,7 +231,7 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
            verdict: dict[str, Any]) -> dict[str, Any]:
     search.report_dir.mkdir(parents=True, exist_ok=True)
     picture = report.write_frontier_png(search.results, search.report_dir / "frontier.png",
-                                        f"{header['profile']}: per-GPU against per-user output tok/s")
+                                        f"{header['profile']}: per-GPU against per-user output tok/s", search.slo)
     closest = []
     if winner is None:
         tried = [r for r in search.results if r.passes]
@@ -203,8 +239,20 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
     # only a winner qualify passed is recommended: one whose qualify was skipped (--no-qualify) is
     # written and reported as measured, never as checked
     recommended = written is not None and verdict.get("passed") is True
-    data = {**header, "dry_run": False, **describe(search), "counts": _counts(search),
+    base = next((r for r in search.results if r.id == "base"), None)
+    ratio = None
+    if winner is not None and base is not None and winner.estimate and base.estimate and winner is not base:
+        from .estimate import pooled_noise, ratio_interval
+
+        noise = pooled_noise(search.results, search.space.start_noise)
+        ratio = [round(x, 4) for x in ratio_interval(winner.estimate, base.estimate, noise, search.space.confidence)]
+    data = {"schema": "deploytool.tune/1", "started_at": header.get("started_at"),
+            **header, "dry_run": False, **describe(search), "counts": _counts(search),
             "winner": winner.id if winner else None, "ties": [t.id for t in ties],
+            "winner_flags": ({**winner.planned.candidate.changes, **winner.planned.candidate.derived}
+                             if winner else None),
+            "winner_estimate": winner.estimate.as_dict() if winner is not None and winner.estimate else None,
+            "ratio_to_base": ratio, "beyond_spread": bool(winner is not None and not ties),
             "closest": closest, "winner_profile": str(written) if written else None,
             "qualify": verdict, "recommended": recommended,
             "frontier_png": str(picture) if picture else None,
@@ -234,6 +282,8 @@ def runtime_note(header: dict[str, Any], results: list[Any]) -> str | None:
 
 
 def _exit_code(data: dict[str, Any]) -> int:
+    if data.get("inconclusive"):
+        return EXIT_INCONCLUSIVE
     if data["winner"] is None:
         return EXIT_NONE_QUALIFIES
     if data["winner_profile"] and data["qualify"].get("ran") and not data["recommended"]:
@@ -269,15 +319,40 @@ def _summary(data: dict[str, Any]) -> list[str]:
                   if not cand["pruned"] and not cand["refused"]]
         lines.append(f"estimate: about {data['estimate_s'] / 60:.1f} min (nothing started)")
         return lines
-    lines.append(f"started {c['started']} ({c['failed_starts']} failed), {c['start_s']:.0f} s starting, "
-                 f"{c['measure_s']:.0f} s measuring")
-    if data["winner"] is None:
-        lines.append("none qualifies under the SLO; closest: " + (", ".join(data["closest"]) or "none measured"))
+    lines.append(f"started {c['started']} ({c['failed_starts']} failed), {c['passes']} passes; "
+                 f"{c['visit_s']:.0f} s in visits: {c['start_s']:.0f} s starting, {c['measure_s']:.0f} s measuring, "
+                 f"{c['stop_s']:.0f} s stopping, {max(0.0, c['visit_s'] - c['start_s'] - c['measure_s'] - c['stop_s']):.0f} s "
+                 f"between (warm-up, checks); {c['not_started']} never started")
+    conf = f"{data.get('confidence', 0.95):.0%}"
+    for cand in data["candidates"]:
+        if cand["verdict"] == "not started (cannot win)":
+            lines.append(f"  {cand['id']} ({cand['label']}): {cand['why']}")
+    tail: list[str] = []
+    if data.get("inconclusive"):
+        measured = sum(1 for cand in data["candidates"] if cand["passes"])
+        lines.append(f"inconclusive: {measured} of {c['runnable']} measured when --budget ran out, the race "
+                     "not finished: nothing recommended")
+        tail.append(f"go on with: {data['resume']}")
+    elif data["winner"] is None:
+        lines.append("none qualifies under the SLO; each candidate's closest point:")
+        lines += [f"  {cand['id']} ({cand['label']}): {cand['missed_by']}" for cand in data["candidates"]
+                  if cand.get("missed_by")]
     else:
-        lines.append(f"winner: {data['winner']}" + (f" (ties: {', '.join(data['ties'])})" if data["ties"] else ""))
+        est = data["winner_estimate"] or {}
+        ties = [cand for cand in data["candidates"] if cand["verdict"] == "tie"]
+        lines.append(f"winner: {data['winner']}, {est.get('mean', 0):.1f} tok/s/GPU [{est.get('low', 0):.1f}, "
+                     f"{est.get('high', 0):.1f}] over {est.get('passes')} passes, {est.get('starts')} starts, "
+                     + (f"beyond every other's interval at {conf}" if not ties
+                        else f"tied at {conf} with {', '.join(t['id'] for t in ties)}"))
+        lines += [f"  {t['id']} ({t['label']}): {t['why']}" for t in ties]
         if data["winner"] == "base" or "base" in data["ties"]:
             lines.append("the profile's own launch is not beaten: no change recommended")
-        elif data["winner_profile"]:
+        flags = " ".join(f"--{k} {v}" for k, v in (data.get("winner_flags") or {}).items()) or "(the profile's own)"
+        ratio = data.get("ratio_to_base")
+        tail.append(f"winner {data['winner']}: {flags}"
+                    + (f"; x{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}] over the profile's own launch ({conf})"
+                       if ratio else ""))
+        if data["winner_profile"]:
             if data["recommended"]:
                 state = "(qualified)"
             elif not data["qualify"].get("ran"):
@@ -285,11 +360,11 @@ def _summary(data: dict[str, Any]) -> list[str]:
                          "before recommending it)")
             else:
                 state = f"(NOT recommended: qualify {data['qualify']})"
-            lines.append(f"profile: {data['winner_profile']} {state}")
-    if data.get("stopped_by_budget"):
-        lines.append("stopped by --budget: what was learnt so far is above")
+            tail.append(f"profile: {data['winner_profile']} {state}")
+    if data.get("stopped_by_budget") and not data.get("inconclusive"):
+        lines.append("stopped by --budget after the race was decided")
     for key in ("runtime_note", "machine_note"):
         if data.get(key):
             lines.append(f"warning: {data[key]}")
     lines.append(f"report: {data['report_dir']}/report.md")
-    return lines
+    return lines + tail

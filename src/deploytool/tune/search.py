@@ -1,10 +1,11 @@
-"""The search: space -> one batch flag check -> plans (pruned without a start) -> the survivors
-measured, one server start per visit with the load sweep on the live server, a quick round
-for all then successive halving with the visit order reversed each round (A B, B A) so drift
-hits both alike -> the winner, its ties, the closest when none meets the SLO.
+"""The search: space -> one batch flag check -> plans (pruned without a start) -> the race
+(tune/race.py): candidates started in the order of the prediction, passes added on a live
+server while it races, a candidate dropped once its interval says it cannot win, the winner
+declared when its interval clears every other's -> the winner, its ties, the closest when none
+meets the SLO.
 
 The schedule is a pure function of what was measured (`next_visit`), so the journal — one JSON
-line per start and per pass, written as they happen — is all `--resume` needs to go on.
+line per start and per pass, written at the end of each visit — is all `--resume` needs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from ..profiles import Profile
 from .check import FlagReport, check_candidates
 from .measure import Pass, measure
 from .prune import plan_candidates
-from .results import CandidateResult, Start, contenders_after, decide
+from .race import decide, visits_left, wants_more_passes
+from .race import next_visit as race_next
+from .results import CandidateResult, Start
 from .space import Slo, TuneSpace, candidates
 
 Progress = Callable[[str], None]
@@ -83,38 +86,25 @@ def prepare(profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, c
 
 def next_visit(search: Search) -> str | None:
     """The next candidate to start, or None when the search is done."""
-    members = search.runnable()
-    for round_no in range(search.space.rounds):
-        if len(members) <= 1 and round_no > 0:
-            return None
-        order = members if round_no % 2 == 0 else list(reversed(members))
-        for cid in order:
-            r = search.by_id(cid)
-            if r.failed_start:
-                continue
-            if len(r.starts) < round_no + 1:
-                return cid
-        members = contenders_after(search.results, members, search.space.tie_margin)
-    return None
+    return race_next(search.results, search.space)
+
+
+def per_visit_s(search: Search) -> float:
+    """A visit's time, start to stop, from the visits measured; else a guess from the profile."""
+    walls = [s.visit_s for r in search.results for s in r.starts if not s.error and s.visit_s is not None]
+    if walls:
+        return sum(walls) / len(walls)
+    visits = [s for r in search.results for s in r.starts if not s.error]
+    passes = [p for r in search.results for p in r.passes]
+    if visits and passes:  # a journal written before visits were timed whole
+        return sum(s.startup_s for s in visits) / len(visits) + sum(p.measure_s for p in passes) / len(visits)
+    return _guess_start_s(search.profile) + _guess_measure_s(search.space)
 
 
 def estimate_s(search: Search) -> float:
-    """Rough: a visit per runnable candidate in the first round, half of them again in each
-    later one; a visit's time from the whole visits measured (start, measurement and stop),
-    else from the profile and the space."""
-    visits = [s for r in search.results for s in r.starts if not s.error]
-    passes = [p for r in search.results for p in r.passes]
-    walls = [s.visit_s for s in visits if s.visit_s is not None]
-    if visits and len(walls) == len(visits):
-        per_visit = sum(walls) / len(walls)
-    elif visits and passes:  # a journal written before visits were timed whole
-        per_visit = sum(s.startup_s for s in visits) / len(visits) + sum(p.measure_s for p in passes) / len(visits)
-    else:
-        per_visit = _guess_start_s(search.profile) + _guess_measure_s(search.space)
-    n = len(search.runnable())
-    total_visits = n + sum(max(1, n // (2 ** k)) for k in range(1, search.space.rounds)) if n > 1 else n
-    done = len(visits)
-    return max(0.0, (total_visits - done) * per_visit)
+    """What is left: the visits the race would still make as it stands (tune/race.py), each as
+    long as the visits so far took, start to stop."""
+    return visits_left(search.results, search.space) * per_visit_s(search)
 
 
 def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *, budget_s: float | None,
@@ -129,7 +119,7 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
     while (cid := next_visit(search)) is not None:
         if budget_s is not None:
             left = budget_s - (time.monotonic() - started)
-            per_visit = estimate_s(search) / max(1, _visits_left(search))
+            per_visit = per_visit_s(search)
             if left < per_visit:
                 search.stopped_by_budget = True
                 progress(f"budget: {left:.0f} s left, a visit takes about {per_visit:.0f} s: stopping with what was learnt")
@@ -137,7 +127,7 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
         result = search.by_id(cid)
         visit = len(result.starts)
         done = sum(len(r.starts) for r in search.results)
-        progress(f"[{done} started, ~{_visits_left(search)} left, ~{estimate_s(search) / 60:.1f} min] "
+        progress(f"[{done} started, ~{visits_left(search.results, search.space)} left, ~{estimate_s(search) / 60:.1f} min] "
                  f"{cid} ({result.planned.candidate.label()}): start {visit + 1}")
         log = search.report_dir / "logs" / f"{cid}-start{visit + 1}.log"
         server = make_server(result.planned.candidate.profile, log)
@@ -150,32 +140,53 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
                           url=server.url, machine=search.machine)
             passes: list[Pass] = []
             if why is None:
-                passes, _ = measure(server.url, result.planned.candidate.profile, search.space, search.slo,
-                                    candidate=cid, visit=visit)
-                for p in passes:
-                    p.startup_s = start.startup_s
+                passes = _measure_visit(search, result, server, visit, start.startup_s, progress)
         except KeyboardInterrupt:
             search.interrupted = True
             raise
         finally:
+            t_stop = time.monotonic()
             server.stop()
+        start.stop_s = round(time.monotonic() - t_stop, 3)
         start.visit_s = round(time.monotonic() - t0, 3)
         _record(search, result, start, passes)
         if start.error:
             progress(f"{cid}: failed to start ({start.error}); the search goes on")
         else:
-            spread = result.spread
-            progress(f"{cid}: score {result.median:.1f} tok/s/GPU, spread [{spread[0]:.1f}, {spread[1]:.1f}] "
-                     f"over {len(result.passes)} passes" if spread else f"{cid}: nothing measured")
+            _, _, st = decide(search.results, search.space)
+            e = st.estimates.get(cid)
+            progress(f"{cid}: {e.mean:.1f} tok/s/GPU [{e.low:.1f}, {e.high:.1f}] over {e.passes} passes, "
+                     f"{e.starts} starts; leader {st.leader}" if e else f"{cid}: no point inside the SLO")
 
 
-def finish(search: Search) -> tuple[CandidateResult | None, list[CandidateResult]]:
-    return decide(search.results, search.space.tie_margin)
+def _measure_visit(search: Search, result: CandidateResult, server: Server, visit: int, startup_s: float,
+                   progress: Progress) -> list[Pass]:
+    """The space's passes, then one more at a time while this candidate still races (a pass
+    costs seconds on the live server, a restart minutes); the passes join the candidate's as
+    they are measured, so the race sees them, and the journal gets them with the visit."""
+    profile, cid = result.planned.candidate.profile, result.id
+    passes, _ = measure(server.url, profile, search.space, search.slo, candidate=cid, visit=visit)
+    result.passes.extend(passes)
+    while wants_more_passes(search.results, search.space, cid, len(passes)):
+        more, _ = measure(server.url, profile, search.space.model_copy(update={"repeats": 1}), search.slo,
+                          candidate=cid, visit=visit)
+        for p in more:
+            p.repeat = len(passes)
+            passes.append(p)
+            result.passes.append(p)
+        progress(f"{cid}: still racing, pass {len(passes)} on the live server")
+    for p in passes:
+        p.startup_s = startup_s
+    return passes
+
+
+def finish(search: Search) -> tuple[CandidateResult | None, list[CandidateResult], Any]:
+    return decide(search.results, search.space)
 
 
 def _record(search: Search, result: CandidateResult, start: Start, passes: list[Pass]) -> None:
     result.starts.append(start)
-    result.passes.extend(passes)
+    result.passes.extend(p for p in passes if p not in result.passes)
     search.report_dir.mkdir(parents=True, exist_ok=True)
     with search.journal.open("a") as out:
         out.write(json.dumps({"kind": "start", "candidate": result.id, **vars(start)}) + "\n")
@@ -211,12 +222,6 @@ def replay_journal(search: Search) -> int:
             raise UsageError(f"--resume: {search.journal}:{n} is not a journal line of this space",
                              hint="resume with the same profile and space, or start afresh in a new --report DIR") from None
     return count
-
-
-def _visits_left(search: Search) -> int:
-    n = len(search.runnable())
-    done = sum(len(r.starts) for r in search.results)
-    return max(0, n + sum(max(1, n // (2 ** k)) for k in range(1, search.space.rounds)) - done) if n > 1 else max(0, n - done)
 
 
 def _guess_start_s(profile: Profile) -> float:

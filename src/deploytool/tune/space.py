@@ -49,9 +49,15 @@ class TuneSpace(BaseModel):
     prompt_tokens: int = Field(default=128, ge=16)
     output_tokens: int = Field(default=256, ge=2)
     repeats: int = Field(default=2, ge=1)  # measured passes per server start
-    rounds: int = Field(default=3, ge=1)  # successive-halving rounds at most
+    rounds: int = Field(default=3, ge=1)  # server starts a candidate at most
+    max_passes: int = Field(default=6, ge=1)  # passes on one live server at most, while it races
+    min_starts: int = Field(default=2, ge=1)  # starts the winner needs (restart-to-restart noise)
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)  # of every interval (tune/estimate.py)
+    start_noise: float = Field(default=0.03, ge=0, lt=1)  # restart noise assumed before one is measured
+    # how far a measurement may beat the calibrated prediction; null: start every candidate
+    predict_slack: float | None = Field(default=0.3, ge=0)
     max_candidates: int = Field(default=64, ge=1)
-    tie_margin: float = Field(default=0.02, ge=0, lt=1)  # ranges closer than this share are a tie
+    tie_margin: float = Field(default=0.02, ge=0, lt=1)  # means closer than this share are equal
     slo: Slo = Field(default_factory=Slo)
     # How each live server is loaded: `table` sweeps `load` (closed loop); agentic, long-context
     # and open-loop are bench's workloads with their own settings (bench/workloads/), which

@@ -4,7 +4,10 @@ location and what to do, so the store reports it as file:line like a schema erro
 from __future__ import annotations
 
 import functools
+import os
 import re
+import shlex
+import stat
 from pathlib import Path
 
 from ..resources import resource
@@ -34,6 +37,9 @@ def model_source_problems(profile: Profile) -> list[Problem]:
         problems.append((("model", "revision"), "revision is for model.hub only"))
     if model.host_path and not Path(model.host_path).expanduser().is_absolute():
         problems.append((("model", "host_path"), f"expected an absolute host folder, got {model.host_path!r}"))
+    elif model.host_path and (why := host_folder_problem(model.host_path)):
+        problems.append((("model", "host_path"), why + "; point model.host_path at the checkpoint's own folder "
+                                                       "(the one holding config.json)"))
     given = profile.server.args.get("model-path")
     if given is not None and (model.hub or model.host_path):
         wanted = model.hub if model.hub else model.mount_point()
@@ -47,6 +53,44 @@ def model_source_problems(profile: Profile) -> list[Problem]:
     return problems
 
 
+# Host folders a release may never mount: the host's system (its configuration and password
+# hashes, kernel and device interfaces, the runtime's sockets, root's home, binaries and
+# libraries) and the container engines' and kubelet's state (other containers' files and pods'
+# secrets). A read-only mount does not help: root in the container reads a root-owned file by its
+# owner bits, and a socket mounted read-only still connects (docker.sock is root on the host).
+SYSTEM_FOLDERS = ("/etc", "/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/root", "/usr", "/bin", "/sbin",
+                  "/lib", "/lib32", "/lib64", "/libx32", "/var/lib/docker", "/var/lib/containerd",
+                  "/var/lib/kubelet")
+
+
+def _forms(path: str) -> set[Path]:
+    """A path as written (made absolute, `..` folded) and with its links resolved."""
+    written = Path(os.path.normpath(Path(path).expanduser()))
+    return {written, written.resolve()}
+
+
+def host_folder_problem(path: str) -> str | None:
+    """Why a host folder must not be bind-mounted into a release, or None: it is `/`, or is, holds
+    or lies under a system folder (compared as written and with links resolved on this host), or
+    holds a socket at its top level."""
+    system = {form: name for name in SYSTEM_FOLDERS for form in _forms(name)}
+    for form in _forms(path):
+        if form == Path("/"):
+            return f"{path} is the host's root folder: mounting it gives the container the whole host"
+        for folder, name in system.items():
+            if form == folder or folder in form.parents:
+                return (f"{path} is {'' if form == folder else 'under '}the host's system folder {name}: root in "
+                        "the container reads root-owned files there (/etc/shadow) and reaches its sockets")
+            if form in folder.parents:
+                return f"{path} holds the host's system folder {name}: mounting it exposes the host's system"
+    try:
+        with os.scandir(Path(path).expanduser()) as entries:
+            socket = next((e.name for e in entries if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode)), None)
+    except OSError:
+        socket = None  # not here (yet): the mount's own check says so
+    if socket:
+        return f"{path} holds the socket {socket}: a mounted socket still connects, read-only or not"
+    return None
 
 
 KEY_ON_COMMAND_LINE = ("a key on the command line shows in `docker inspect`, `ps`, compose.yaml and /server_info; "
@@ -111,17 +155,38 @@ def key_problem(token: str) -> str:
     return f"{flag!r} is a spelling of {spelled}: " + KEY_ON_COMMAND_LINE
 
 
-def launch_argv_problems(command: list[str], args: dict[str, object]) -> list[Problem]:
-    """One rule over a release's final launch argv: its command, then its flags (server.args and
-    those the model source adds). A key flag anywhere in it is refused, whatever its spelling."""
-    problems: list[Problem] = []
-    def is_key_flag(token: object) -> bool:  # an argv item: a flag only when it starts with a dash
-        return isinstance(token, str) and token.startswith("-") and key_flag(token) is not None
+def words(item: object) -> list[str]:
+    """The words a shell would make of an argv item or environment value (`sh -c "exec python
+    --api-key K"` hides a flag inside one item): shlex's split, whitespace when it cannot split."""
+    if not isinstance(item, str):
+        return []
+    try:
+        return shlex.split(item)
+    except ValueError:  # an unclosed quote: the shell would refuse it, but refuse a key in it anyway
+        return [word.strip("'\"") for word in item.split()]
 
+
+def key_word(item: object) -> str | None:
+    """The first word of `item` that is a key flag in any spelling, or None. A word is a flag
+    only when it starts with a dash."""
+    return next((w for w in words(item) if w.startswith("-") and key_flag(w) is not None), None)
+
+
+def launch_argv_problems(command: list[str], args: dict[str, object],
+                         env: dict[str, str] | None = None) -> list[Problem]:
+    """One rule over a release's final launch argv: every word of its command, then its flags
+    (server.args and those the model source adds), then the words of its environment values (a
+    shell wrapper expands `$VAR` into the command line, and the environment shows in compose.yaml
+    and `docker inspect` as much as the argv). A key flag anywhere is refused, whatever its spelling."""
+    problems: list[Problem] = []
     for i, token in enumerate(command):
-        if is_key_flag(token):
-            problems.append((("server", "command", str(i)), key_problem(token)))
-    return problems + flag_problems(args, ("server", "args"))
+        if found := key_word(token):
+            problems.append((("server", "command", str(i)), key_problem(found)))
+    problems += flag_problems(args, ("server", "args"))
+    for name, value in (env or {}).items():
+        if found := key_word(value):
+            problems.append((("server", "env", name), key_problem(found)))
+    return problems
 
 
 def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: bool = False) -> list[Problem]:
@@ -133,8 +198,7 @@ def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: 
         if key_flag(key) and (searched or value not in (None, False)):
             problems.append(((*where, key), key_problem(flag)))
             continue
-        found = [v for v in (value if isinstance(value, list) else [value])
-                 if isinstance(v, str) and v.startswith("-") and key_flag(v)]
+        found = [w for v in (value if isinstance(value, list) else [value]) if (w := key_word(v))]
         if found:
             problems.append(((*where, key), key_problem(found[0])))
     return problems
@@ -142,7 +206,8 @@ def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: 
 
 def secret_problems(profile: Profile) -> list[Problem]:
     """Secret mistakes as (field location, what to do), checked once at profile load."""
-    problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args())
+    problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args(),
+                                                           profile.server.env)
     searched = profile.tune.get("flags")  # every value a tune search tries lands on a command line too
     if isinstance(searched, dict):
         problems += flag_problems({str(k): v for k, v in searched.items()}, ("tune", "flags"), searched=True)

@@ -75,7 +75,7 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
     flags = {**model.launch_args(), **profile.server.args}
     # the profile's loader refuses a key flag too; a profile built in code meets the rule here
     refuse_exposure(profile, req.bind, allowed=req.expose_without_key)
-    problems = launch_argv_problems(profile.server.command, flags)
+    problems = launch_argv_problems(profile.server.command, flags, profile.server.env)
     if problems:
         where, what = problems[0]
         raise UsageError(f"profile {profile.name}: {'.'.join(where)}: {what}")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import UsageError
+from ..profiles.rules import host_folder_problem
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -131,8 +132,17 @@ def host_hub_cache(env: dict[str, str] | None = None) -> Path:
 def plan_model(profile: "Profile", env: dict[str, str] | None = None) -> ModelPlan:
     model = profile.model
     if model.hub:
+        cache = host_hub_cache(env)
+        home = Path((os.environ if env is None else env).get("HOME", str(Path.home())))
+        # the profile loader holds model.host_path to this rule; the cache is mounted the same way.
+        # Its default place, under the operator's home (/root/.cache for root), is the cache alone.
+        why = None if cache.is_relative_to(home / ".cache") else host_folder_problem(str(cache))
+        if why:
+            raise UsageError(f"profile {profile.name}: model.hub: the hub cache {cache} is mounted into the "
+                             f"container, and {why}",
+                             hint=f"set {HF_HOME_SETTING} (or HF_HUB_CACHE) to a folder that holds only the hub cache")
         return ModelPlan(kind="hub", repo=model.hub, revision=model.revision, offline=model.offline,
-                         host_path=str(host_hub_cache(env)))
+                         host_path=str(cache))
     if model.host_path:
         return ModelPlan(kind="folder", host_path=str(Path(model.host_path).expanduser()),
                          container_path=model.mount_point())

@@ -92,30 +92,81 @@ def _writers(mode: int) -> str:
     return {0o022: "group and others", 0o020: "group", 0o002: "others"}[mode & 0o022]
 
 
+MAX_LINKS = 40  # as the kernel: a chain longer than this (or a loop) resolves to nothing
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a path resolves: the folders looked into on the way (each holding a name that was
+    followed: each link's own folder and the folders above it), the links followed, the final
+    target, and whether that target exists."""
+
+    looked_in: list[Path]
+    links: list[Path]
+    target: Path
+    exists: bool
+
+
+def resolve_links(path: Path) -> Resolution:
+    """Resolve `path` as the kernel does, name by name and link by link. Whoever may write any
+    folder on the way may swap a name in it, so the whole chain is what a trust check must see."""
+    looked_in: list[Path] = []
+    links: list[Path] = []
+    current = Path("/")
+    pending = list(Path(os.path.abspath(path)).parts[1:])
+    while pending:
+        name = pending.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = current.parent  # `current` holds no link, so its parent is the real one
+            continue
+        if current not in looked_in:
+            looked_in.append(current)
+        step = current / name
+        if not os.path.lexists(step):
+            return Resolution(looked_in, links, Path(os.path.join(current, name, *pending)), False)
+        if not os.path.islink(step):
+            current = step
+            continue
+        links.append(step)
+        if len(links) > MAX_LINKS:
+            return Resolution(looked_in, links, step, False)
+        link = os.readlink(step)
+        if os.path.isabs(link):
+            current = Path("/")
+        pending = [*Path(link).parts[1 if os.path.isabs(link) else 0:], *pending]
+    return Resolution(looked_in, links, current, True)
+
+
 def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
     """The first reason `path` is not the invoking user's own, or None. Owned by the invoking
-    user or root and writable by no one else: the file (a link's target, which is what runs), and
-    with `folders_above` every folder above the path as given and above its target, since whoever
-    may write a folder may rename what is in it and put their own file there. A folder above that
-    all may write keeps its entries to their owners only with the sticky bit (/tmp)."""
+    user or root and writable by no one else: the file (a link's final target, which is what
+    runs), and with `folders_above` every folder the path resolves through, link by link (each
+    link's own folder and those above it, then the target's), since whoever may write a folder may
+    rename what is in it and put their own file or link there. A folder that all may write keeps
+    its entries to their owners only with the sticky bit (/tmp). A link that leads nowhere is
+    refused too: whoever may create its target later (in /tmp, anyone) would choose what runs."""
     import stat
 
     me = os.geteuid()
-    target = Path(os.path.realpath(path))
-    checks: list[tuple[Path, bool]] = [(target, False)]
-    if folders_above:
-        given = Path(os.path.abspath(path))
-        for folder in [*given.parents, *target.parents]:
-            if (folder, True) not in checks:
-                checks.append((folder, True))
-    for place, above in checks:
-        info = place.stat()
+    chain = resolve_links(path)
+    checks: list[tuple[Path, bool]] = [(folder, True) for folder in chain.looked_in] if folders_above else []
+    # a link cannot be changed in place, but in a folder with the sticky bit its owner may still
+    # replace it: a link on the way is held to the owner rule as well
+    checks += [(link, False) for link in chain.links if folders_above]
+    for place, above in checks + [(chain.target, False)]:
+        if place == chain.target and not chain.exists:
+            return Untrusted(place, "does not exist (a dangling link, or a chain of more than "
+                                     f"{MAX_LINKS} links): whoever creates it later chooses what runs",
+                             f"rm {path}, or point it at a file of your own")
+        info = place.lstat()  # a folder on the way or the target holds no link; a link is judged as itself
         if info.st_uid not in (me, 0):
             return Untrusted(place, f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
                                     f"({user_name(me)}){' or root' if me else ''}: its owner can change it",
                              f"chown {user_name(me)} {place}")
         sticky = above and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
-        if info.st_mode & 0o022 and not sticky:
+        if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode):  # a link's mode means nothing
             return Untrusted(place, f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}): "
                                     "whoever can write it can change it",
                              f"chmod go-w {place}")

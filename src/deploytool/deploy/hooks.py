@@ -9,12 +9,13 @@
 The folder is `--hooks DIR`, else $DEPLOYTOOL_HOOKS, else the user's own
 ($XDG_CONFIG_HOME/deploytool/hooks, ~/.config/deploytool/hooks) when it exists; with none of
 them, no hook runs. A folder or a hook owned by another user than the deploying one (or root),
-or that its group or others may write, is refused, and so is one whose link leads to such a
-file or that lies in such a folder: whoever can change it could run code as the deploying
-user. A hook gets the slot, release, URL and profile in environment variables
-(docs/hooks.md lists them) and the host's basics (PATH, HOME, locale: HOST_ENV), nothing else
-of deploytool's environment: no hub token, no API key, no DEPLOYTOOL_SECRET_*. It
-its stdout and stderr go to deploytool's stderr. Each run is journaled (event `hook`) with
+or that its group or others may write, is refused, and so is a link that leads nowhere or
+through such a folder or link (followed link by link) to such a file: whoever can change it
+could run code as the deploying user. Each hook is checked again right before it runs; one
+that no longer passes is not run and counts as failed. A hook gets the slot, release, URL and
+profile in environment variables (docs/hooks.md lists them) and the host's basics (PATH, HOME,
+locale: HOST_ENV), nothing else of deploytool's environment: no hub token, no API key, no
+DEPLOYTOOL_SECRET_*. Its stdout and stderr go to deploytool's stderr. Each run is journaled (event `hook`) with
 its exit code and duration; its output is not journaled (it may hold secrets). Each run has
 a time limit ($DEPLOYTOOL_HOOK_TIMEOUT seconds, default 60): past it, the hook and what it
 started are killed and the run counts as failed.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DeployError, DeploytoolError, UsageError
-from ..files import untrusted
+from ..files import resolve_links, untrusted
 from ..release.state import journal
 from ..resources import user_config_dir
 from .reporter import Reporter
@@ -58,6 +59,7 @@ class HookRun:
     exit_code: int | None  # None when it ran past its time limit and was killed
     seconds: float
     timed_out: bool = False
+    refused: str | None = None  # why it was not run: it no longer passed the check when its time came
 
     @property
     def ok(self) -> bool:
@@ -113,31 +115,31 @@ def hooks_folder(directory: Path | None) -> Path | None:
     if not directory.is_dir():
         raise UsageError(f"hooks folder {directory} does not exist",
                          hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")
-    _refuse_shared_write(directory, "hooks folder")
-    for name in HOOK_NAMES:
-        path = directory / name
-        if path.exists() and not os.access(path, os.X_OK):
-            raise UsageError(f"hook {path} is not executable", hint=f"chmod +x {path}")
-        if path.exists():
-            _refuse_shared_write(path, "hook")
+    for path, what in ((directory, "hooks folder"), *((directory / name, "hook") for name in HOOK_NAMES)):
+        if (fault := hook_fault(path, what)) is not None:
+            raise fault
     return directory
 
 
-def _refuse_shared_write(path: Path, what: str) -> None:
-    """A hook runs as the deploying user: a file or folder that another user owns, or that others
-    may write, is theirs to run; so is one a link leads to, and one in a folder they may write."""
+def hook_fault(path: Path, what: str = "hook") -> UsageError | None:
+    """Why the hooks folder or a hook in it may not run, or None (also None for a hook that is not
+    there: a name that is a link counts as there, even when it leads nowhere)."""
+    if what == "hook" and not os.path.lexists(path):
+        return None
     fault = untrusted(path)
-    if fault is None:
-        return
-    real = Path(os.path.realpath(path))
-    if fault.path == Path(os.path.abspath(path)):
-        where = f"{what} {path}"
-    elif fault.path == real:
-        where = f"{what} {path} is a link to {real}, which"
-    else:
-        where = f"{what} {path}: the folder {fault.path} above {'it' if real == Path(os.path.abspath(path)) else real}"
-    raise UsageError(f"{where} {fault.reason}; a hook runs as you, so whoever can change it could run code as you",
-                     hint=f"{fault.fix}, or keep the hooks in a folder of your own")
+    if fault is not None:
+        target = resolve_links(path).target
+        if fault.path == Path(os.path.abspath(path)):
+            where = f"{what} {path}"
+        elif fault.path == target:
+            where = f"{what} {path} is a link to {target}, which"
+        else:
+            where = f"{what} {path}: {fault.path}, on its way (link by link) to {target},"
+        return UsageError(f"{where} {fault.reason}; a hook runs as you, so whoever can change it could run "
+                          "code as you", hint=f"{fault.fix}, or keep the hooks in a folder of your own")
+    if what == "hook" and not os.access(path, os.X_OK):
+        return UsageError(f"hook {path} is not executable", hint=f"chmod +x {path}")
+    return None
 
 
 def hook_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -163,7 +165,8 @@ class GatewayHooks(Hooks):
         run = self.event("pre-stop", slot=plan.slot, release=step.release, url=step.url or plan.url,
                          profile=plan.profile, action=plan.action, next_release=plan.release)
         if run is not None and not run.ok:
-            why = (f"ran past its time limit of {self.timeout_s:g} s" if run.timed_out
+            why = (f"was refused: {run.refused}" if run.refused
+                   else f"ran past its time limit of {self.timeout_s:g} s" if run.timed_out
                    else f"exited with status {run.exit_code}")
             raise HookFailed(f"pre-stop hook {run.path} {why}: release {step.release} of slot {plan.slot} "
                              "was not stopped and still serves",
@@ -185,19 +188,30 @@ class GatewayHooks(Hooks):
 
     def event(self, name: str, *, slot: str, release: int | None, url: str | None, profile: str | None,
               **extra: object) -> HookRun | None:
-        if self.directory is None or not (self.directory / name).exists():
+        if self.directory is None or not os.path.lexists(self.directory / name):
             return None
         env = {**hook_env(), **self.context, "DEPLOYTOOL_HOOK": name, "DEPLOYTOOL_SLOT": slot,
                "DEPLOYTOOL_RELEASE": "" if release is None else str(release), "DEPLOYTOOL_URL": url or "",
                "DEPLOYTOOL_PROFILE": profile or ""}
         env.update({f"DEPLOYTOOL_{k.upper()}": "" if v is None else str(v) for k, v in extra.items()})
-        run = run_hook(self.directory / name, env, self.timeout_s)
+        # Checked again right before it runs: what was fine when the deploy began (or not there yet)
+        # may have changed since. A pass means no one but this user and root can change the folders,
+        # links and file it runs through, so nothing another user does can slip in between this
+        # check and the exec; running the path (not an fd) keeps $0 the hook's own name.
+        fault = hook_fault(self.directory, "hooks folder") or hook_fault(self.directory / name)
+        if fault is not None:
+            why = f"{fault.message} ({fault.hint})"
+            run = HookRun(hook=name, path=str(self.directory / name), exit_code=None, seconds=0.0, refused=why)
+        else:
+            run = run_hook(self.directory / name, env, self.timeout_s)
         self.runs.append(run)
         journal("hook", hook=name, slot=slot, release=release, path=run.path, exit_code=run.exit_code,
-                seconds=run.seconds, timed_out=run.timed_out, **{k: v for k, v in extra.items() if k != "error"})
+                seconds=run.seconds, timed_out=run.timed_out, **({"refused": run.refused} if run.refused else {}),
+                **{k: v for k, v in extra.items() if k != "error"})
         if not run.ok and self.reporter is not None:
-            self.reporter.warn(f"hook {name} "
-                               + ("ran past its time limit" if run.timed_out else f"exited {run.exit_code}"))
+            self.reporter.warn(f"hook {name} " + (f"not run: {run.refused}" if run.refused else
+                                                  "ran past its time limit" if run.timed_out
+                                                  else f"exited {run.exit_code}"))
         return run
 
 

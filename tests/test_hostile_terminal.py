@@ -1,6 +1,6 @@
 """What comes from outside reaches the terminal as text, never as commands, and no file or line
 holds a secret deploytool knows: a hostile reference runtime on loopback (sim/hostile.py's
-terminal_escapes, rich_markup and infinity modes) against `qualify`, a raw server whose
+terminal_escapes, rich_markup, lone_surrogates and infinity modes) against `qualify` and `bench`, a raw server whose
 chunk-size line never ends against bench's streaming path, a forged journal entry, a container
 log with escapes, a printed key and a 32 MiB line, a YAML alias bomb in a profiles folder, a
 tune candidate that prints its key."""
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import run_cli, start_cli
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
-from deploytool.sim.hostile import ESCAPES, MARKUP
+from deploytool.sim.hostile import ESCAPES, MARKUP, SURROGATES
 from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,6 +66,38 @@ def test_qualify_refuses_a_servers_infinity_as_bad_input(tmp_path: Path) -> None
     assert results["server"]["models"] is None and results["server"]["server_info"] is None
     preflight = next(s for s in results["suites"] if s["name"] == "preflight")
     assert preflight["verdict"] == "failed" and "context length not reported" in preflight["reason"]
+
+
+# What SURROGATES would be written as through surrogateescape, and the surrogates themselves.
+SURROGATE_BYTES = ("\u202e", "\x9b", "\udce2", "\udc9b")
+
+
+def test_qualify_and_bench_refuse_a_servers_lone_surrogates_as_bad_input(tmp_path: Path) -> None:
+    """A lone surrogate's escape in every string a server sends: refused as malformed JSON, as a
+    number JSON does not have is; a verdict and its report, never an encoding traceback."""
+    with SimProcess(fault=["lone_surrogates"], decode_tps=2000) as server:
+        qualified = run_cli("qualify", "--url", server.url, "--suite", "preflight", "--suite", "contract",
+                            "--no-progress", "--ready-timeout", "5", "--report", str(tmp_path / "report"), "--json",
+                            timeout=180)
+        benched = run_cli("bench", "--url", server.url, "--quick", "--repeats", "1",
+                          "--report", str(tmp_path / "bench"), timeout=240)
+    for out in (qualified, benched):
+        assert "Traceback" not in out.stderr and "UnicodeEncodeError" not in out.stderr, out.stderr[-2000:]
+        assert not any(s in out.stdout + out.stderr for s in SURROGATE_BYTES)
+    assert qualified.returncode == 1, qualified.stderr
+    results = json.loads(qualified.stdout)
+    assert results["server"]["models"] is None  # the answer that held one is refused whole
+    assert (tmp_path / "report" / "results.json").is_file()
+    assert benched.returncode == 6 and "no request completed" in benched.stderr, benched.stdout + benched.stderr
+    errors = {r["error"] for r in json.loads((tmp_path / "bench" / "results.json").read_text())["requests"]}
+    assert len(errors) == 1 and "lone surrogate" in errors.pop(), errors
+
+
+def test_a_report_with_a_lone_surrogate_is_written_with_its_escape(tmp_path: Path) -> None:
+    from deploytool.files import write_atomic
+
+    written = write_atomic(tmp_path / "report.md", f"model: sim{SURROGATES}\n").read_bytes()
+    assert written == b"model: sim\\udce2\\udc80\\udcae\\udcc2\\udc9b\n"  # escapes, never the raw bytes
 
 
 def test_journal_prints_a_forged_line_inside_its_own_entry(deploytool_home: Path) -> None:

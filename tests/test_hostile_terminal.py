@@ -1,9 +1,9 @@
 """What comes from outside reaches the terminal as text, never as commands, and no file or line
 holds a secret deploytool knows: a hostile reference runtime on loopback (sim/hostile.py's
-terminal_escapes, rich_markup, lone_surrogates and infinity modes) against `qualify` and `bench`, a raw server whose
-chunk-size line never ends against bench's streaming path, a forged journal entry, a container
-log with escapes, a printed key and a 32 MiB line, a YAML alias bomb in a profiles folder, a
-tune candidate that prints its key."""
+terminal_escapes, rich_markup, lone_surrogates and infinity modes) against `qualify` and `bench`,
+a raw server whose chunk-size line never ends against bench's streaming path, a forged journal
+entry, a container log with escapes, a printed key and a 32 MiB line, YAML alias bombs (of
+values, of text) and a megabyte value in a profiles folder, a tune candidate that prints its key."""
 
 from __future__ import annotations
 
@@ -288,6 +288,30 @@ def test_profiles_list_refuses_a_yaml_alias_bomb_naming_the_file(tmp_path: Path)
     out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{folder / 'bomb.yaml'}: its YAML aliases (*name) expand to more than 100,000 values" in out.stderr
+
+
+def test_profiles_list_refuses_aliases_that_name_too_much_text(tmp_path: Path) -> None:
+    """Few values, much text: one 1 MB scalar named 20 times in server.args is 20 MB once read
+    (the value count stays far below its bound); refused naming the file, nothing expanded."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    names = "\n".join(f"    arg-{i}: *big" for i in range(1, 20))
+    (folder / "wide.yaml").write_text(f"name: wide\nextends: sim\nserver:\n  args:\n    arg-0: &big \"{'x' * 2**20}\"\n"
+                                      f"{names}\n")
+    out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert f"{folder / 'wide.yaml'}: its YAML aliases (*name) expand to more than 16 MiB of text" in out.stderr
+    assert len(out.stderr) < 2000
+
+
+def test_a_profile_error_shows_the_start_of_a_huge_value(tmp_path: Path) -> None:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "big.yaml").write_text(f"name: big\nextends: sim\nserver:\n  port: \"{'9' * 2**20}x\"\n")
+    out = run_cli("profiles", "show", "--profile", "big", "--profiles-dir", str(folder), timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "server.port" in out.stderr and f"({2**20 + 3:,} characters in all)" in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr) < 2000  # the value's start, not the megabyte again
 
 
 def test_a_tune_candidates_log_in_the_report_holds_no_key(tmp_path: Path, monkeypatch) -> None:

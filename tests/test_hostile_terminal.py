@@ -1,9 +1,9 @@
 """What comes from outside reaches the terminal as text, never as commands, and no file or line
 holds a secret deploytool knows: a hostile reference runtime on loopback (sim/hostile.py's
-terminal_escapes, rich_markup and infinity modes) against `qualify`, a raw server whose
-chunk-size line never ends against bench's streaming path, a forged journal entry, a container
-log with escapes, a printed key and a 32 MiB line, a YAML alias bomb in a profiles folder, a
-tune candidate that prints its key."""
+terminal_escapes, rich_markup, lone_surrogates and infinity modes) against `qualify` and `bench`,
+a raw server whose chunk-size line never ends against bench's streaming path, a forged journal
+entry, a container log with escapes, a printed key and a 32 MiB line, YAML alias bombs (of
+values, of text) and a megabyte value in a profiles folder, a tune candidate that prints its key."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import run_cli, start_cli
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
-from deploytool.sim.hostile import ESCAPES, MARKUP
+from deploytool.sim.hostile import ESCAPES, MARKUP, SURROGATES
 from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,6 +66,38 @@ def test_qualify_refuses_a_servers_infinity_as_bad_input(tmp_path: Path) -> None
     assert results["server"]["models"] is None and results["server"]["server_info"] is None
     preflight = next(s for s in results["suites"] if s["name"] == "preflight")
     assert preflight["verdict"] == "failed" and "context length not reported" in preflight["reason"]
+
+
+# What SURROGATES would be written as through surrogateescape, and the surrogates themselves.
+SURROGATE_BYTES = ("\u202e", "\x9b", "\udce2", "\udc9b")
+
+
+def test_qualify_and_bench_refuse_a_servers_lone_surrogates_as_bad_input(tmp_path: Path) -> None:
+    """A lone surrogate's escape in every string a server sends: refused as malformed JSON, as a
+    number JSON does not have is; a verdict and its report, never an encoding traceback."""
+    with SimProcess(fault=["lone_surrogates"], decode_tps=2000) as server:
+        qualified = run_cli("qualify", "--url", server.url, "--suite", "preflight", "--suite", "contract",
+                            "--no-progress", "--ready-timeout", "5", "--report", str(tmp_path / "report"), "--json",
+                            timeout=180)
+        benched = run_cli("bench", "--url", server.url, "--quick", "--repeats", "1",
+                          "--report", str(tmp_path / "bench"), timeout=240)
+    for out in (qualified, benched):
+        assert "Traceback" not in out.stderr and "UnicodeEncodeError" not in out.stderr, out.stderr[-2000:]
+        assert not any(s in out.stdout + out.stderr for s in SURROGATE_BYTES)
+    assert qualified.returncode == 1, qualified.stderr
+    results = json.loads(qualified.stdout)
+    assert results["server"]["models"] is None  # the answer that held one is refused whole
+    assert (tmp_path / "report" / "results.json").is_file()
+    assert benched.returncode == 6 and "no request completed" in benched.stderr, benched.stdout + benched.stderr
+    errors = {r["error"] for r in json.loads((tmp_path / "bench" / "results.json").read_text())["requests"]}
+    assert len(errors) == 1 and "lone surrogate" in errors.pop(), errors
+
+
+def test_a_report_with_a_lone_surrogate_is_written_with_its_escape(tmp_path: Path) -> None:
+    from deploytool.files import write_atomic
+
+    written = write_atomic(tmp_path / "report.md", f"model: sim{SURROGATES}\n").read_bytes()
+    assert written == b"model: sim\\udce2\\udc80\\udcae\\udcc2\\udc9b\n"  # escapes, never the raw bytes
 
 
 def test_journal_prints_a_forged_line_inside_its_own_entry(deploytool_home: Path) -> None:
@@ -256,6 +288,30 @@ def test_profiles_list_refuses_a_yaml_alias_bomb_naming_the_file(tmp_path: Path)
     out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"{folder / 'bomb.yaml'}: its YAML aliases (*name) expand to more than 100,000 values" in out.stderr
+
+
+def test_profiles_list_refuses_aliases_that_name_too_much_text(tmp_path: Path) -> None:
+    """Few values, much text: one 1 MB scalar named 20 times in server.args is 20 MB once read
+    (the value count stays far below its bound); refused naming the file, nothing expanded."""
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    names = "\n".join(f"    arg-{i}: *big" for i in range(1, 20))
+    (folder / "wide.yaml").write_text(f"name: wide\nextends: sim\nserver:\n  args:\n    arg-0: &big \"{'x' * 2**20}\"\n"
+                                      f"{names}\n")
+    out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert f"{folder / 'wide.yaml'}: its YAML aliases (*name) expand to more than 16 MiB of text" in out.stderr
+    assert len(out.stderr) < 2000
+
+
+def test_a_profile_error_shows_the_start_of_a_huge_value(tmp_path: Path) -> None:
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    (folder / "big.yaml").write_text(f"name: big\nextends: sim\nserver:\n  port: \"{'9' * 2**20}x\"\n")
+    out = run_cli("profiles", "show", "--profile", "big", "--profiles-dir", str(folder), timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "server.port" in out.stderr and f"({2**20 + 3:,} characters in all)" in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr) < 2000  # the value's start, not the megabyte again
 
 
 def test_a_tune_candidates_log_in_the_report_holds_no_key(tmp_path: Path, monkeypatch) -> None:

@@ -56,7 +56,9 @@ def write_atomic(path: Path, text: str | bytes, *, private: bool = False, mode: 
     if isinstance(text, str):
         text = scrub(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, opening) as handle:
+    # A lone surrogate (from a YAML "\\udce2" escape, or text the wire let through) cannot be
+    # encoded: it is written as its escape, never as a raw byte, and never ends the command.
+    with os.fdopen(fd, opening, **({} if opening == "wb" else {"errors": "backslashreplace"})) as handle:
         handle.write(text)
     # mkstemp makes 0600 whatever the umask; the mode is set before the rename, so no reader
     # ever meets the file with another one

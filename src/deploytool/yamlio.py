@@ -41,10 +41,21 @@ _FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 # merges reaches a few hundred; the largest file deploytool reads (a version matrix) a few
 # thousand.
 MAX_EXPANDED_NODES = 100_000
+# The characters of keys and scalars the aliases may add to what the file itself holds, counted
+# the same way. A few values can name a great deal of text: one 200 KB scalar named 20,000 times
+# is 4 GB once a reader expands it. A file without aliases reaches exactly its own size, so the
+# bound is the file's size plus this: a large file is never refused for being large, and what a
+# real profile shares by alias (a block of server args, a merged mapping) is kilobytes.
+MAX_ALIASED_CHARS = 16 * 2**20
 
 
 class AliasBomb(ValueError):
-    """A document whose aliases expand past MAX_EXPANDED_NODES."""
+    """A document whose aliases expand past MAX_EXPANDED_NODES values (`chars` None) or past
+    MAX_ALIASED_CHARS characters beyond the file's own (`chars` the bound)."""
+
+    def __init__(self, chars: int | None = None) -> None:
+        super().__init__(chars)
+        self.chars = chars
 
 
 def _parse(text: str, loader_class: Any) -> tuple[Any, dict[tuple[Any, ...], int]]:
@@ -57,7 +68,7 @@ def _parse(text: str, loader_class: Any) -> tuple[Any, dict[tuple[Any, ...], int
         lines: dict[tuple[Any, ...], int] = {}
         if node is None:
             return None, lines
-        _index_lines(node, (), lines)
+        _index_lines(node, (), lines, len(text) + MAX_ALIASED_CHARS)
         return loader.construct_document(node), lines
     finally:
         loader.dispose()
@@ -79,8 +90,10 @@ def load_yaml(path: Path) -> LocatedDocument:
         raise UsageError(f"{path}: no such file") from None
     try:
         data, lines = _parse_fast_then_pure(text)
-    except AliasBomb:
-        raise UsageError(f"{path}: its YAML aliases (*name) expand to more than {MAX_EXPANDED_NODES:,} values: "
+    except AliasBomb as bomb:
+        how_much = f"{MAX_EXPANDED_NODES:,} values" if bomb.chars is None else \
+            f"{MAX_ALIASED_CHARS // 2**20} MiB of text beyond the file's own"
+        raise UsageError(f"{path}: its YAML aliases (*name) expand to more than {how_much}: "
                          "refused before they are expanded",
                          hint="write the repeated parts out, or share them with `extends:`; an alias of an alias "
                               "of an alias multiplies at each level") from None
@@ -92,18 +105,27 @@ def load_yaml(path: Path) -> LocatedDocument:
     return LocatedDocument(path=path, data=data, lines=lines)
 
 
-def _index_lines(node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any, ...], int]) -> None:
+def _index_lines(node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
+                 max_chars: int) -> None:
     """The line of every key and item, walking the document as its readers will: through every
-    alias, so its size is counted (AliasBomb past MAX_EXPANDED_NODES) before anything expands it."""
-    seen = 0
+    alias, so its size is counted (AliasBomb past MAX_EXPANDED_NODES values or `max_chars`
+    characters of keys and scalars) before anything expands it."""
+    seen = chars = 0
     stack = [(node, prefix)]
     while stack:
         node, prefix = stack.pop()
         seen += 1
         if seen > MAX_EXPANDED_NODES:
-            raise AliasBomb(MAX_EXPANDED_NODES)
+            raise AliasBomb()
         lines.setdefault(prefix, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.ScalarNode):
+            chars += len(node.value)
+            if chars > max_chars:
+                raise AliasBomb(max_chars)
+        elif isinstance(node, yaml.MappingNode):
+            chars += sum(len(key_node.value) for key_node, _ in node.value if isinstance(key_node, yaml.ScalarNode))
+            if chars > max_chars:
+                raise AliasBomb(max_chars)
             for key_node, value_node in reversed(node.value):
                 key = (prefix + (key_node.value,))
                 stack.append((value_node, key))

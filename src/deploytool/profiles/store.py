@@ -165,13 +165,28 @@ def names_a_secret(loc: tuple[object, ...]) -> bool:
     return bool(loc) and (loc[0] == "secrets" or any(_SECRET_NAME.search(str(part)) for part in loc))
 
 
+# A value in a profile may be megabytes long (a YAML scalar has no limit but the file's): an
+# error shows the start of it and its length, never the whole value again. A message (a rule's
+# own words, which may quote the value) is longer than a value shown, but bounded too.
+SHOWN_CHARS = 200
+MESSAGE_CHARS = 2000
+
+
+def _cut(text: str, limit: int = SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters in all)"
+
+
+def _shown(value: Any) -> str:
+    return _cut(repr(value))
+
+
 def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
     """Each pydantic error as 'file:line: field: what was expected', pointing at the file in
     the extends chain that set the field (or the profile itself when none did)."""
-    lines = [f"profile {chain[0].name!r} is not valid:"]
+    lines = [f"profile {_shown(chain[0].name)} is not valid:"]
     for err in exc.errors():
         loc = tuple(err["loc"])
-        field = ".".join(str(p) for p in loc)
+        field = ".".join(_cut(str(p)) for p in loc)
         owner = next((r for r in chain if loc in r.doc.lines), None)
         if owner is None:
             # A missing field: point at the closest parent mapping in the profile itself.
@@ -180,8 +195,8 @@ def _explain(exc: ValidationError, chain: list[_RawProfile]) -> str:
         what = {
             "extra_forbidden": "unknown field (check the spelling; see docs/profiles.md for the schema)",
             "missing": "required field is missing",
-        }.get(err["type"], err["msg"])
-        got = "" if err["type"] in ("missing",) else f" (got {err.get('input')!r})"
+        }.get(err["type"], _cut(err["msg"], MESSAGE_CHARS))  # a validator's message may quote the value
+        got = "" if err["type"] in ("missing",) else f" (got {_shown(err.get('input'))})"
         if err["type"] == "extra_forbidden":
             got = ""
         elif got and names_a_secret(loc):
@@ -199,11 +214,11 @@ def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
     problems = templated_problems(profile) or (rules.model_source_problems(profile) + rules.secret_problems(profile))
     if not problems:
         return
-    lines = [f"profile {chain[0].name!r} is not valid:"]
+    lines = [f"profile {_shown(chain[0].name)} is not valid:"]
     for loc, what in problems:
         owner = next((r for r in chain if loc in r.doc.lines), None) or \
             next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(str(p) for p in loc)}: {what}")
+        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(_cut(str(p)) for p in loc)}: {_cut(what, MESSAGE_CHARS)}")
     raise ProfileError("\n".join(lines))
 
 

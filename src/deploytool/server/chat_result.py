@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import wire
+
 
 @dataclass
 class ToolCall:
@@ -100,10 +102,11 @@ class ChatResult:
 
 
 def error_message(text: str) -> str:
-    """The server's own error message from an OpenAI/SGLang error body, else the text."""
+    """The server's own error message from an OpenAI/SGLang error body, else the text (as sent:
+    a body wire.loads refuses, a lone surrogate's escape say, is shown as its escape)."""
     try:
-        body = json.loads(text)
-    except (json.JSONDecodeError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
+        body = wire.loads(text)
+    except (ValueError, TypeError):  # not JSON, or JSON wire refuses (nested too deep, a lone surrogate)
         return text.strip()[:300]
     return body_message(body)
 

@@ -20,9 +20,9 @@ import json
 from typing import Any
 
 from .chat_result import ChatResult, ToolCall, body_message
-from .wire import MAX_EVENT_BYTES, WireError, over_cap, strict_decoder
+from .wire import LONE_SURROGATE, MAX_EVENT_BYTES, WireError, lone_surrogate, may_hold_surrogate, over_cap, strict_decoder
 
-# Both refuse NaN and Infinity (WireError), as wire.loads does.
+# Both refuse NaN and Infinity (WireError), as wire.loads does; `feed` refuses a lone surrogate as it does.
 _DECODER = strict_decoder()
 _loads = _DECODER.decode
 # The C scanner under json.loads: one call per event instead of loads -> decode -> raw_decode
@@ -100,6 +100,9 @@ class ChatStream:
                         self.result.saw_done = True
                         return True
                     chunk = _loads(data_text)
+                # an escape is rare in an event (SGLang writes UTF-8): the scan and walk, rarer still
+                if "\\u" in event and may_hold_surrogate(event) and lone_surrogate(chunk):
+                    raise WireError(LONE_SURROGATE)
                 if self.take(chunk, now):
                     return True
             return False

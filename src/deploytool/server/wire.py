@@ -13,6 +13,12 @@ is the one it is about to judge, so whatever it sends is hostile until read with
 - **Finite numbers.** Python's parser reads `NaN`, `Infinity` and `-Infinity`, which JSON does
   not have; a server's `max_model_len: Infinity` would end a later `int()` in OverflowError.
   `loads` (and the stream walker's decoder, `strict_decoder`) refuse them as malformed JSON.
+- **Characters, not surrogates.** JSON's `\\udce2` escape names a UTF-16 half; Python's parser
+  keeps one that has no partner as a lone surrogate, which is no character: writing it as UTF-8
+  raises UnicodeEncodeError (a report), and through `surrogateescape` it becomes a raw byte
+  (U+DC9B: a C1 CSI). `loads`, the stream walker (`lone_surrogate`) and error bodies refuse
+  such a string as malformed JSON, as they refuse a number JSON does not have, rather than
+  replacing it with U+FFFD: a server that sends one is broken, and a report says so.
 - **A chunk-size line** of a chunked body is at most `MAX_CHUNK_LINE_BYTES` (bench's own HTTP/1.1
   path reads it): a line that never ends is refused there, not scanned again at every read.
 - **The keep-alive race** (`resend_after_race`), for both transports (client.py, fast_stream.py).
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 # How long an idle connection is kept for reuse. SGLang serves through uvicorn with
@@ -49,8 +56,18 @@ MAX_CHUNK_LINE_BYTES = 4096
 
 
 class WireError(ValueError):
-    """A response deploytool refuses to read: over a size cap, JSON nested too deep, or a number
-    JSON does not have."""
+    """A response deploytool refuses to read: over a size cap, JSON nested too deep, a number
+    JSON does not have, or a string that is not characters (a lone surrogate)."""
+
+
+LONE_SURROGATE = "JSON with a lone surrogate (a \\ud800-\\udfff escape without its pair), which is no character " \
+                 "(expected UTF-8 text)"
+# Where a JSON text may hold a surrogate: an escape of one (a pair is one character once parsed,
+# so only the walk of the parsed value can tell a lone one) or, for bytes, one written as UTF-8
+# (json.loads decodes bytes with surrogatepass). Nearly no body has either: one scan, no walk.
+_MAY_HOLD = re.compile(rb"\\u[dD][89abcdefABCDEF]|\xed[\xa0-\xbf]")
+_MAY_HOLD_TEXT = re.compile("\\\\u[dD][89abcdefABCDEF]|[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _non_finite(name: str) -> Any:
@@ -82,7 +99,32 @@ def loads(data: bytes | str) -> Any:
         raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     if too_deep(value):
         raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    may_hold = _MAY_HOLD.search(data) if isinstance(data, bytes) else _MAY_HOLD_TEXT.search(data)
+    if may_hold is not None and lone_surrogate(value):
+        raise WireError(LONE_SURROGATE)
     return value
+
+
+def may_hold_surrogate(text: str) -> bool:
+    """Whether JSON text may hold a lone surrogate (an escape of one, or one as it is): a scan
+    for the stream walker to call before it walks the parsed event with `lone_surrogate`."""
+    return _MAY_HOLD_TEXT.search(text) is not None
+
+
+def lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value holds a string (a key or a value) with a lone surrogate."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:

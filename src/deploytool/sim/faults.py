@@ -41,6 +41,7 @@ FAULTS: dict[str, bool] = {
     "endless_sse": False,
     "terminal_escapes": False,
     "rich_markup": False,
+    "lone_surrogates": False,
     "infinity": False,
     "huge_log_line": False,
     "print_server_args": False,
@@ -64,7 +65,9 @@ FAULT_HELP = (
     "body, streamed), trickle (the body one byte a second), deep_json (JSON nested 100,000 deep), "
     "endless_sse (a streamed chat that never ends), terminal_escapes (terminal control sequences in every "
     "JSON text value: a clipboard write, a window title, cursor moves that erase lines), rich_markup (rich "
-    "markup in every JSON text value: a link, a stray closing tag), infinity (max_model_len and every other "
+    "markup in every JSON text value: a link, a stray closing tag), lone_surrogates (lone surrogate escapes "
+    "in every JSON text value, which surrogateescape writes as the bytes of U+202E and U+009B), infinity "
+    "(max_model_len and every other "
     "length is the number Infinity, which JSON does not have). In its log at start-up: huge_log_line (one "
     "line of 32 MiB), print_server_args (its settings, API key included, as SGLang logs its server_args); "
     "terminal_escapes writes its sequences there too."
@@ -96,6 +99,7 @@ class FaultConfig:
     endless_sse: bool = False
     terminal_escapes: bool = False
     rich_markup: bool = False
+    lone_surrogates: bool = False
     infinity: bool = False
     huge_log_line: bool = False
     print_server_args: bool = False

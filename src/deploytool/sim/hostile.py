@@ -16,6 +16,8 @@ An ASGI middleware around the app (faults.py names the modes; `--fault trickle` 
   clipboard, OSC 0 sets the window title, cursor moves erase the lines above and print a fake
   verdict, a one-byte CSI, a bidi override, a newline that starts a forged line).
 - rich_markup: as script_text, with rich markup (MARKUP: a live link, a stray closing tag).
+- lone_surrogates: as script_text, with JSON escapes of lone surrogates (SURROGATES: no
+  character; written through surrogateescape they are the bytes of U+202E and of U+009B, a CSI).
 - infinity: every length a server states about itself (max_model_len, context_length, ...) is the
   number Infinity, which JSON does not have (Python's json writes and reads it).
 
@@ -44,6 +46,7 @@ SCRIPT = '</pre></code><script>document.title="owned by the server"</script><img
 ESCAPES = ("\x1b]52;c;b3duZWQgYnkgdGhlIHNlcnZlcg==\x07\x1b]0;owned by the server\x07"
            "\x1b[1A\x1b[2K\x1b[1A\x1b[2K\rqualify PASSED\x9b2J\x08\x08\u202eevil\u202c\x07"
            "\n2026-01-01 00:00:00Z  release.cutover        cpu           9  forged")
+SURROGATES = "\udce2\udc80\udcae\udcc2\udc9b"  # E2 80 AE (U+202E), C2 9B (U+009B) as surrogateescape
 MARKUP = "[link=https://example.invalid/owned]click here[/link] [bold green]qualify PASSED[/] [/x]"
 _LENGTH_FIELDS = {"max_model_len", "context_length", "context_len", "max_total_num_tokens", "max_req_input_len"}
 HUGE_BYTES = 2**30
@@ -76,10 +79,11 @@ class Hostile:
     def __init__(self, app: ASGIApp, config: FaultConfig) -> None:
         self.app, self.config = app, config
         self.active = any((config.script_text, config.huge_body, config.trickle, config.deep_json,
-                           config.endless_sse, config.terminal_escapes, config.rich_markup, config.infinity))
+                           config.endless_sse, config.terminal_escapes, config.rich_markup, config.lone_surrogates,
+                           config.infinity))
         # what the text modes add to every text value (taken out of requests again)
         self.payload = SCRIPT if config.script_text else ESCAPES if config.terminal_escapes else \
-            MARKUP if config.rich_markup else None
+            MARKUP if config.rich_markup else SURROGATES if config.lone_surrogates else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         c = self.config
@@ -101,7 +105,8 @@ class Hostile:
             else:
                 if self.payload is not None:  # as either JSON writer spells it in the request
                     for ascii_only in (True, False):
-                        body = body.replace(json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1].encode(), b"")
+                        spelt = json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1]
+                        body = body.replace(spelt.encode("utf-8", "surrogatepass"), b"")
                 out = send
                 if c.trickle:
                     out = _trickling(out, left)

@@ -1,6 +1,6 @@
 """What tune's race costs against the exhaustive grid, and how often it is right.
 
-    nice .venv/bin/python benchmarks/tune_search_cost.py [SEARCHES] [--real N]
+    nice .venv/bin/python benchmarks/tune_search_cost.py [SEARCHES] [--real N] [--seed-base B]
 
 For each of three spaces of the reference runtime whose optimum docs/sim.md's rules fix, SEARCHES
 searches (20 by default) with seeded noise. Each search is deploytool's own schedule
@@ -11,7 +11,8 @@ rules give (src/deploytool/sim/launch_rules.py, evaluated with the sim's own set
 times a per-start offset (restart noise, sigma_b) and a per-pass factor (sigma_w), both
 log-normal and seeded. 60 real searches of live processes would take hours on this shared
 machine; `--real N` also runs N real `deploytool tune --local` searches of the smallest space on
-live reference-runtime processes and prints their winners.
+live reference-runtime processes and prints their winners. `--seed-base B` (0 by default) shifts
+every search's seed by B, for a second set of noise draws the race was not tuned on.
 
 Beside each search, the exhaustive grid with the same evidence per candidate as tune's winner
 (every candidate started as often, and measured as many passes, with noise from the same
@@ -170,7 +171,8 @@ def minutes(starts: int, passes: int) -> float:
     return (starts * (START_S + STOP_S) + passes * PASS_S) / 60
 
 
-def run_space(name: str, extra: dict, tune: dict, searches: int, slack: float | None = 0.3) -> dict:
+def run_space(name: str, extra: dict, tune: dict, searches: int, slack: float | None = 0.3,
+              seed_base: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_profile(Path(tmp), extra, tune)
         profile = ProfileStore([folder]).get("bench-sim")
@@ -182,7 +184,7 @@ def run_space(name: str, extra: dict, tune: dict, searches: int, slack: float | 
     true = {p.candidate.id: truth(p.candidate.profile.server.args, load) for p in planned if p.pruned is None}
     ranked = sorted((v, c) for c, v in true.items() if v is not None)
     gap = ranked[-1][0] / ranked[-2][0] - 1 if len(ranked) > 1 else float("inf")
-    outs = [search_once(protos, true, space, random.Random(1000 * i + len(name))) for i in range(searches)]
+    outs = [search_once(protos, true, space, random.Random(seed_base + 1000 * i + len(name))) for i in range(searches)]
     n = len(outs)
     beyond = sum(o.beyond for o in outs)
     tune_min = sum(minutes(o.starts, o.passes) for o in outs) / n
@@ -231,10 +233,15 @@ def main() -> None:
         i = args.index("--real")
         real = int(args[i + 1])
         del args[i:i + 2]
+    seed_base = 0
+    if "--seed-base" in args:
+        i = args.index("--seed-base")
+        seed_base = int(args[i + 1])
+        del args[i:i + 2]
     searches = int(args[0]) if args else 20
-    print(f"model: pass noise {SIGMA_W:.0%}, start noise {SIGMA_B:.0%} (log-normal, seeded); a start "
+    print(f"seed base {seed_base}; model: pass noise {SIGMA_W:.0%}, start noise {SIGMA_B:.0%} (log-normal, seeded); a start "
           f"{START_S:.0f} s + stop {STOP_S:.0f} s, a pass {PASS_S:.1f} s (docs/measured/tune-h200.md)")
-    rows = [run_space(name, extra, tune, searches) for name, (extra, tune) in SPACES.items()]
+    rows = [run_space(name, extra, tune, searches, seed_base=seed_base) for name, (extra, tune) in SPACES.items()]
     for row in rows:
         print(json.dumps(row))
     total = sum(r["searches"] for r in rows)
@@ -247,7 +254,7 @@ def main() -> None:
           f"out-of-memory starts {sum(r['oom_starts'] for r in rows)}")
     # the prediction's slack trades starts for safety: a real runtime's prediction is rougher
     for slack in (0.15, 0.6, None):
-        rows = [run_space(name, extra, tune, searches, slack) for name, (extra, tune) in SPACES.items()]
+        rows = [run_space(name, extra, tune, searches, slack, seed_base) for name, (extra, tune) in SPACES.items()]
         total = sum(r["searches"] for r in rows)
         share = sum(r["tune_gpu_min"] for r in rows) / sum(r["grid_gpu_min"] for r in rows)
         print(f"predict_slack {slack}: right {sum(r['right'] for r in rows)}/{total}, wrong beyond the spread "

@@ -331,3 +331,24 @@ def test_the_prediction_follows_the_plan_s_running_limit_and_bends_with_the_roof
     ratio = predicted(high, space) / predicted(low, space)
     # more requests a step, less than as much more speed: each one's KV read grows the step
     assert 1.0 < ratio < high.running_limit / 16
+
+
+def test_a_rival_no_allowed_start_could_decide_is_a_tie_at_once_not_two_more_starts() -> None:
+    # passes 6% apart on one server, a 2% gap: even at `rounds` (3) starts of `max_passes` (6)
+    # passes each, with restarts adding nothing, the ratio's interval would straddle both 1 and
+    # the 2% margin; another start of the profile's own launch could only cost minutes
+    s = _search(["base", "c01"])
+    _measure(s.by_id("base"), 100, 110, 92, 104)
+    _measure(s.by_id("c01"), 104, 112, 95, 106)
+    assert next_visit(s) == "c01"  # the leader's second start still comes first
+    _measure(s.by_id("c01"), 103, 111, 94, 105)
+    assert next_visit(s) is None
+    winner, ties = decide(s)
+    assert winner.id == "c01" and [t.id for t in ties] == ["base"]
+    assert "nor could be within the race's starts" in ties[0].why
+    # the same noise and an 8% gap: more starts could tell the two apart, so the race goes on
+    s = _search(["base", "c01"])
+    _measure(s.by_id("base"), 100, 110, 92, 104)
+    _measure(s.by_id("c01"), 108, 118, 100, 112)
+    _measure(s.by_id("c01"), 107, 117, 99, 111)
+    assert next_visit(s) == "base"

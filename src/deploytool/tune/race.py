@@ -10,14 +10,20 @@ verdicts, all pure functions of what was measured (so the journal is all `--resu
    excludes 1) and the two are not equal within `tie_margin`; the leader gets a second start
    (the restart-to-restart noise a user will see) before it can be declared; among those left,
    the one with the fewest starts goes next, the order reversed each round (A B, then B A) so
-   drift hits both alike; at most `rounds` starts a candidate.
+   drift hits both alike; at most `rounds` starts a candidate. A rival is *settled* (no more
+   starts or passes, a tie) once even the most evidence the race allows could not decide the
+   pair: both at `rounds` starts of `max_passes` passes, the ratio as measured so far, and the
+   normal quantile in place of Student's (the best case): if that interval would still neither
+   exclude 1 nor fit inside the tie margin, another start only costs minutes (futility).
 3. On a live server, more passes (up to `max_passes`) while its candidate is still in a race:
    a pass costs seconds, a start minutes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 from .estimate import Estimate, Noise, beats, equal, estimate, pooled_noise, ratio_interval
@@ -33,6 +39,7 @@ class Standing:
     alive: list[str] = field(default_factory=list)  # measured and still able to win, leader first
     equal: list[str] = field(default_factory=list)  # the leader's speed within tie_margin
     slower: list[str] = field(default_factory=list)  # beaten by the leader beyond the interval
+    settled: list[str] = field(default_factory=list)  # alive, but no evidence left could decide it
     skipped: dict[str, str] = field(default_factory=dict)  # never started, and why
     explore: list[str] = field(default_factory=list)  # not started yet, in predicted order
 
@@ -47,8 +54,26 @@ def _oom(error: str | None) -> bool:
     return "out of memory" in text or "outofmemory" in text
 
 
+def _futile(lead: Estimate, other: Estimate, noise: Noise, best_between: float, space: Any, sure: float) -> bool:
+    """Not even the race's whole allowance could decide this pair at the ratio measured so far:
+    both at `rounds` starts of `max_passes` passes (a figure measured past that keeps its own,
+    smaller, error), and the normal quantile (the t quantile's limit as evidence grows)."""
+    per_pass = max(space.max_passes, space.repeats)
+    # the best case of restart noise: as measured once one restart is in (the floor that
+    # start_noise puts under it until three are in is caution, not evidence)
+    between = min(noise.between, best_between) if noise.df_between else noise.between
+    se_most = math.sqrt((between + noise.within / per_pass) / space.rounds)
+    se_pair = math.hypot(min(lead.se, se_most), min(other.se, se_most))
+    d = lead.log_mean - other.log_mean  # >= 0: the leader has the highest mean
+    can_beat = d - NormalDist().inv_cdf(0.5 + sure / 2) * se_pair > 0
+    can_equal = space.tie_margin > 0 and (
+        abs(d) + NormalDist().inv_cdf(0.5 + space.confidence / 2) * se_pair <= math.log1p(space.tie_margin))
+    return not (can_beat or can_equal)
+
+
 def standing(results: list[Any], space: Any) -> Standing:
     noise = pooled_noise(results, space.start_noise)
+    raw = pooled_noise(results, 0.0)  # the same, without the assumed floor under restart noise
     ests = {r.id: e for r in results if not r.failed_start and (e := estimate(r, noise, space.confidence))}
     preds = {r.id: predicted(r.planned, space) for r in results if r.runnable}
     st = Standing(ests, noise, preds)
@@ -70,6 +95,8 @@ def standing(results: list[Any], space: Any) -> Standing:
                 st.slower.append(cid)
             else:
                 st.alive.append(cid)
+                if _futile(lead, e, noise, raw.between, space, sure):
+                    st.settled.append(cid)
     cal = calibration(results, ests, preds)
     oom_fractions = [f for r in results if _oom(r.failed_start) and (f := _mem_fraction(r)) is not None]
     unstarted = [r for r in results if r.runnable and not r.starts]
@@ -102,13 +129,14 @@ def next_visit(results: list[Any], space: Any) -> str | None:
     lead_starts = starts[st.leader]
     if lead_starts < min(space.min_starts, space.rounds):
         return st.leader
-    if len(st.alive) <= 1:
+    racing = _racing(st)
+    if len(racing) <= 1:
         return None
-    open_ = [cid for cid in st.alive if starts[cid] < space.rounds]
+    open_ = [cid for cid in racing if starts[cid] < space.rounds]
     if not open_:
         return None
     fewest = min(starts[c] for c in open_)
-    level = [c for c in st.alive if starts[c] == fewest and c in open_]
+    level = [c for c in racing if starts[c] == fewest and c in open_]
     # each round's order the reverse of the round before (A B, then B A): drift hits both alike
     return level[0] if fewest % 2 == 0 else level[-1]
 
@@ -117,10 +145,16 @@ def wants_more_passes(results: list[Any], space: Any, cid: str, passes_this_visi
     if passes_this_visit >= space.max_passes:
         return False
     st = standing(results, space)
-    if cid not in st.alive:
+    racing = _racing(st)
+    if cid not in racing:
         return False
     # a race to settle: the candidate is the leader with rivals, or a rival of it
-    return len(st.alive) > 1 or bool(st.explore and cid == st.leader and len(st.estimates) > 1)
+    return len(racing) > 1 or bool(st.explore and cid == st.leader and len(st.estimates) > 1)
+
+
+def _racing(st: Standing) -> list[str]:
+    """The leader and the rivals more evidence could still decide."""
+    return [c for c in st.alive if c not in st.settled]
 
 
 def visits_left(results: list[Any], space: Any) -> int:
@@ -131,8 +165,7 @@ def visits_left(results: list[Any], space: Any) -> int:
     left = len(st.explore)
     if st.leader is not None:
         left += max(0, min(space.min_starts, space.rounds) - starts[st.leader])
-        if len(st.alive) > 1:
-            left += sum(max(0, space.rounds - starts[c]) for c in st.alive if c != st.leader)
+        left += sum(max(0, space.rounds - starts[c]) for c in _racing(st) if c != st.leader)
     elif st.explore:
         left += 1  # the first leader's second start
     return left
@@ -166,7 +199,9 @@ def decide(results: list[Any], space: Any) -> tuple[Any | None, list[Any], Stand
     winner.verdict = "winner"
     for cid in st.alive[1:]:
         by_id[cid].verdict = "tie"
-        by_id[cid].why = _vs(lead, st.estimates[cid], st, space, "not told apart at this evidence")
+        words = ("not told apart, nor could be within the race's starts" if cid in st.settled
+                 else "not told apart at this evidence")
+        by_id[cid].why = _vs(lead, st.estimates[cid], st, space, words)
     for cid in st.equal:
         by_id[cid].verdict = "tie"
         by_id[cid].why = _vs(lead, st.estimates[cid], st, space, f"equal within {space.tie_margin:.0%}")

@@ -32,10 +32,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))  # the tune tests' profile writer
 
 from deploytool.memory.cards import card_from_table  # noqa: E402
 from deploytool.profiles import ProfileStore, args_to_argv  # noqa: E402
@@ -47,9 +46,10 @@ from deploytool.tune.race import decide, next_visit, wants_more_passes  # noqa: 
 from deploytool.tune.results import CandidateResult, Start  # noqa: E402
 from deploytool.tune.space import TuneSpace, candidates  # noqa: E402
 
+import tune_helpers  # noqa: E402
+
 START_S, PASS_S, STOP_S = 89.0, 172.0 / 30, 10.0
 SIGMA_W, SIGMA_B = 0.03, 0.02  # pass-to-pass and start-to-start noise of the model (log scale)
-MODEL = ROOT / "tests" / "data" / "models" / "qwen3-30b-a3b"
 
 SPACES = {
     # the issue's space: running limit x draft steps x fraction; 0.4 leaves no KV pool (pruned)
@@ -73,29 +73,11 @@ SPACES = {
 
 
 def write_profile(folder: Path, extra: dict, tune: dict) -> Path:
-    ckpt = folder / "ckpt"
-    ckpt.mkdir(parents=True, exist_ok=True)
-    for f in ("config.json", "model.safetensors.index.json"):
-        (ckpt / f).write_text((MODEL / f).read_text())
-    (ckpt / "model-00001-of-00001.safetensors").write_bytes(b"")
-    profile = {
-        "name": "bench-sim", "match": {"gpu_name": ["h200"]},
-        "image": {"recipe": "sim", "base": "deploytool/base:bookworm", "python": "3.11"},
-        "model": {"path": "/models/sim", "host_path": str(ckpt), "served_name": "sim-model", "context_length": 32768},
-        "server": {"port": 30000, "command": ["/opt/venv/bin/python", "-m", "deploytool.sim"], "env": {},
-                   "shm_size": "1g", "ulimits": {},
-                   "args": {"host": "0.0.0.0", "port": 30000, "served-model-name": "sim-model",
-                            "context-length": 32768, "startup-seconds": 0.2, "prefill-tps": 200000,
-                            "max-running-requests": 2, "decode-tps": 50, "mem-fraction-static": 0.85,
-                            "cuda-graph-max-bs": 2, "enable-metrics": True, "gpu-memory-gib": 141,
-                            "weights-gib": 57, "kv-bytes-per-token": 98304, **extra}},
-        "health": {"path": "/health", "start_period": 30, "start_interval": 1, "interval": 5, "timeout": 5,
-                   "retries": 1},
-        "qualify": {"preflight": {"min_running_requests": 1}},
-        "tune": {"requests_per_level": 1, "output_tokens": 48, "repeats": 2, "rounds": 3, **tune},
-    }
-    (folder / "bench-sim.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
-    return folder
+    """The tune tests' reference-runtime profile (tests/tune_helpers.py) as the benchmark searches
+    it: no eager-decode factor, the runtime's own thinking default, three rounds."""
+    return tune_helpers.write_profile(folder, tune={"rounds": 3, **tune}, name="bench-sim", args=extra,
+                                      speed={"max-running-requests": 2, "decode-tps": 50},
+                                      chat_template_kwargs=None)
 
 
 def truth(args: dict, load: int) -> float | None:

@@ -12,10 +12,16 @@ MODEL = ROOT / "tests" / "data" / "models" / "qwen3-30b-a3b"
 SPEED = {"max-running-requests": 2, "decode-tps": 50, "eager-decode-factor": 0.5}
 
 
+# the tests answer without thinking: their requests' output tokens are the answer's alone
+NO_THINKING = '{"enable_thinking": false}'
+
+
 def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: float = 0.2,
-                  args: dict | None = None) -> Path:
+                  args: dict | None = None, speed: dict | None = None,
+                  chat_template_kwargs: str | None = NO_THINKING) -> Path:
     """A reference-runtime profile with a checkpoint the planner reads (config, index and an
-    empty shard: `up` checks that the index's shards are there)."""
+    empty shard: `up` checks that the index's shards are there). `speed` replaces SPEED;
+    `chat_template_kwargs` None leaves the runtime's thinking default."""
     ckpt = folder / "ckpt"
     ckpt.mkdir(parents=True, exist_ok=True)
     for f in ("config.json", "model.safetensors.index.json"):
@@ -29,8 +35,10 @@ def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: 
                    "shm_size": "1g", "ulimits": {},
                    "args": {"host": "0.0.0.0", "port": 30000, "served-model-name": "sim-model",
                             "context-length": 32768, "startup-seconds": startup, "prefill-tps": 200000,
-                            **SPEED, "mem-fraction-static": 0.85, "cuda-graph-max-bs": 2, "enable-metrics": True,
-                            "default-chat-template-kwargs": '{"enable_thinking": false}',
+                            **(SPEED if speed is None else speed), "mem-fraction-static": 0.85,
+                            "cuda-graph-max-bs": 2, "enable-metrics": True,
+                            **({} if chat_template_kwargs is None
+                               else {"default-chat-template-kwargs": chat_template_kwargs}),
                             "gpu-memory-gib": 141, "weights-gib": 57, "kv-bytes-per-token": 98304,
                             **(args or {})}},
         "health": {"path": "/health", "start_period": 30, "start_interval": 1, "interval": 5, "timeout": 5,

@@ -266,7 +266,24 @@ def styled(word: str) -> str:
     return f"[{_STYLE.get(word, 'red')}]{word}[/]"
 
 
-class ScrubbedStream:
+class _Verbatim:
+    """The stream with every secret value scrubbed and nothing else changed."""
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+
+    def shown(self, text: str) -> str:
+        return scrub(text)
+
+    def write(self, text: str) -> int:
+        self._raw.write(self.shown(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class ScrubbedStream(_Verbatim):
     """stdout or stderr, with every secret value this process holds (and a key on a command
     line, a bearer token, a URL's credentials) replaced before it is written: container logs,
     server answers and errors pass through the commands' output (deploytool.redaction). Every
@@ -277,24 +294,8 @@ class ScrubbedStream:
     `logs --raw`."""
 
     def __init__(self, raw: Any) -> None:
-        self._raw = raw
+        super().__init__(raw)
         self.verbatim = _Verbatim(raw)
 
-    def write(self, text: str) -> int:
-        self._raw.write(terminal_text.visible(scrub(text)) if isinstance(text, str) else text)
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-
-class _Verbatim:
-    def __init__(self, raw: Any) -> None:
-        self._raw = raw
-
-    def write(self, text: str) -> int:
-        self._raw.write(scrub(text) if isinstance(text, str) else text)
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
+    def shown(self, text: str) -> str:
+        return terminal_text.visible(scrub(text))

@@ -213,6 +213,7 @@ def _reload_figures(port: int) -> dict[str, float]:
     import asyncio
 
     from ..server.client import EndpointClient
+    from ..server.facts import parse_prometheus
 
     async def read() -> str:
         async with EndpointClient(f"http://127.0.0.1:{port}", timeout=3, max_connections=1) as client:
@@ -223,15 +224,7 @@ def _reload_figures(port: int) -> dict[str, float]:
         text = asyncio.run(read())
     except Exception:  # noqa: BLE001 - not answering (yet): the caller waits and says so
         return {}
-    figures = {}
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in wanted:
-            try:
-                figures[name] = float(value)
-            except ValueError:
-                pass
-    return figures
+    return {name: value for name, value in parse_prometheus(text).items() if name in wanted}
 
 
 @dataclass

@@ -108,6 +108,13 @@ def parser_options() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=1)
+def _options_and_keys() -> frozenset[str]:
+    """The parser's options and the key flags: every word of a profile is read against them, so
+    the union is made once, not once a word."""
+    return parser_options() | {f"--{k}" for k in KEY_FLAGS}
+
+
 def argparse_reading(flag: str, options: frozenset[str]) -> tuple[str, ...]:
     """The options argparse (allow_abbrev, SGLang's parser) takes a long flag `--name[=value]`
     for: an option spelled exactly wins; else every option the name begins (one: argparse reads
@@ -129,7 +136,7 @@ def key_flag(token: object) -> str | None:
     if not isinstance(token, str):
         return None
     keys = {f"--{k}" for k in KEY_FLAGS}
-    options = parser_options() | keys
+    options = _options_and_keys()
     read = set(argparse_reading(token, options))
     name = token.split("=", 1)[0].strip().lstrip("-").replace("_", "-").lower()
     if name:
@@ -141,7 +148,7 @@ def key_flag(token: object) -> str | None:
 def key_problem(token: str) -> str:
     """Why the argv item `token` is refused: how SGLang's parser reads it, then the rule."""
     flag = token.split("=", 1)[0] or token
-    read = argparse_reading(token, parser_options() | {f"--{k}" for k in KEY_FLAGS})
+    read = argparse_reading(token, _options_and_keys())
     if len(read) == 1 and read[0] == flag:
         return KEY_ON_COMMAND_LINE
     if len(read) == 1:

@@ -93,8 +93,10 @@ def loads(data: bytes | str) -> Any:
     """json.loads for what a server sent: ValueError (JSONDecodeError, or WireError) for anything
     that is not a JSON document of at most MAX_JSON_DEPTH levels with finite numbers; never
     RecursionError."""
+    # one decoder for every call: json.loads with hooks would build a decoder and scanner each time
+    text = data.decode(json.detect_encoding(data), "surrogatepass") if isinstance(data, bytes) else data
     try:
-        value = json.loads(data, parse_constant=_non_finite, parse_float=_finite_float)
+        value = _DECODER.decode(text)
     except RecursionError:
         raise WireError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
     if too_deep(value):

@@ -84,6 +84,10 @@ class Hostile:
         # what the text modes add to every text value (taken out of requests again)
         self.payload = SCRIPT if config.script_text else ESCAPES if config.terminal_escapes else \
             MARKUP if config.rich_markup else SURROGATES if config.lone_surrogates else None
+        # the payload as either JSON writer spells it in a request (escaped or not), made once
+        self.spellings = [] if self.payload is None else [
+            json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1].encode("utf-8", "surrogatepass")
+            for ascii_only in (True, False)]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         c = self.config
@@ -103,10 +107,8 @@ class Hostile:
             elif c.endless_sse and stream:
                 await _endless(send, left)
             else:
-                if self.payload is not None:  # as either JSON writer spells it in the request
-                    for ascii_only in (True, False):
-                        spelt = json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1]
-                        body = body.replace(spelt.encode("utf-8", "surrogatepass"), b"")
+                for spelt in self.spellings:  # the payload taken out of the request again
+                    body = body.replace(spelt, b"")
                 out = send
                 if c.trickle:
                     out = _trickling(out, left)

@@ -130,7 +130,7 @@ def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | 
     try:
         memory_check(memory_facts(slot, profile, inventory), profile, skip=False, slot=slot.name)
     except MemoryRefused as exc:
-        why = "; ".join(line.strip() for line in exc.message.splitlines()[1:]) or exc.message
+        why = "; ".join(exc.summary["problems"]) or exc.message  # the problems it carries, not its text re-read
         return (f"by SGLang's memory accounting, as `up` and `plan-memory` judge it: {why} "
                 f"(`deploytool plan-memory --profile {profile.name} --gpu {uuids[0]}`)")
     return None

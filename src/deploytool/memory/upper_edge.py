@@ -188,13 +188,23 @@ def upper_edge(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPl
     estimates = [i.what for i in items if i.source == ESTIMATE]
     why = elsewhere + ([f"not measured on a real start: {', '.join(estimates)}"] if estimates else [])
 
+    # both searches below visit the same fractions: each is planned, and its items listed, once
+    planned: dict[float, tuple[float, list[BesideItem]]] = {inputs.mem_fraction_static: (
+        plan.raw["free_after_pool"], items)}
+
+    def at(fraction: float) -> tuple[float, list[BesideItem]]:
+        if fraction not in planned:
+            p = replan(replace(inputs, mem_fraction_static=fraction))
+            planned[fraction] = (p.raw["free_after_pool"], beside_items(shape, card, inputs, p))
+        return planned[fraction]
+
     def left(fraction: float, doubled: bool) -> float:
-        p = plan if fraction == inputs.mem_fraction_static else replan(replace(inputs, mem_fraction_static=fraction))
+        free, beside = at(fraction)
         need = 0.0
-        for item in beside_items(shape, card, inputs, p):
+        for item in beside:
             unsure = item.source == ESTIMATE or bool(elsewhere and item.source == MEASURED)
             need += item.bytes * (2 if doubled and unsure else 1)
-        return p.raw["free_after_pool"] - need
+        return free - need
 
     top = highest_fraction(lambda f: left(f, False))
     sure = highest_fraction(lambda f: left(f, True)) if why else top

@@ -46,55 +46,127 @@ def deploytool_run(url: str, a: argparse.Namespace) -> dict:
     from deploytool.bench.spec import Spec
     from deploytool.release.targets import Target
 
-    method = build_method(quick=True, repeats=1, warmup_requests=1, warmup_output_tokens=16,
-                          request_timeout_s=300, run_timeout_s=1200)
+    method = build_method(
+        quick=True,
+        repeats=1,
+        warmup_requests=1,
+        warmup_output_tokens=16,
+        request_timeout_s=300,
+        run_timeout_s=1200,
+    )
     runner = BenchRunner(Target(url=url, profile=None), method, progress=False)
 
     async def go():
         async with runner.session():
-            return await runner.measure("load", "load", a.concurrency, lambda: [
-                runner.job(Spec("load", "load", a.concurrency, i, a.prompt_tokens, a.output_tokens))
-                for i in range(a.requests)])
+            return await runner.measure(
+                "load",
+                "load",
+                a.concurrency,
+                lambda: [
+                    runner.job(Spec("load", "load", a.concurrency, i, a.prompt_tokens, a.output_tokens))
+                    for i in range(a.requests)
+                ],
+            )
+
     started = time.perf_counter()
     group = asyncio.run(go())
-    return {"client": "deploytool", "completed": group.completed, "output_tps": group.aggregate_output_tps,
-            "ttft_median_ms": group.ttft_median_s * 1000, "wall_s": time.perf_counter() - started}
+    return {
+        "client": "deploytool",
+        "completed": group.completed,
+        "output_tps": group.aggregate_output_tps,
+        "ttft_median_ms": group.ttft_median_s * 1000,
+        "wall_s": time.perf_counter() - started,
+    }
 
 
 def sglang_run(url: str, a: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"
-        argv = [str(SGLANG_PY), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", url,
-                "--model", MODEL, "--tokenizer", str(sglang_tokenizer()), "--dataset-name", "random-ids",
-                "--random-input-len", str(a.prompt_tokens), "--random-output-len", str(a.output_tokens),
-                "--random-range-ratio", "1", "--num-prompts", str(a.requests), "--max-concurrency",
-                str(a.concurrency), "--request-rate", "inf", "--output-file", str(out)]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        argv = [
+            str(SGLANG_PY),
+            "-m",
+            "sglang.bench_serving",
+            "--backend",
+            "sglang-oai-chat",
+            "--base-url",
+            url,
+            "--model",
+            MODEL,
+            "--tokenizer",
+            str(sglang_tokenizer()),
+            "--dataset-name",
+            "random-ids",
+            "--random-input-len",
+            str(a.prompt_tokens),
+            "--random-output-len",
+            str(a.output_tokens),
+            "--random-range-ratio",
+            "1",
+            "--num-prompts",
+            str(a.requests),
+            "--max-concurrency",
+            str(a.concurrency),
+            "--request-rate",
+            "inf",
+            "--output-file",
+            str(out),
+        ]
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         _, wall, _ = run_measured(argv, env)
         data = json.loads(out.read_text().strip().splitlines()[-1])
-    return {"client": "sglang.bench_serving", "completed": data["completed"], "output_tps": data["output_throughput"],
-            "ttft_median_ms": data["median_ttft_ms"], "wall_s": wall, "command": " ".join(argv[1:])}
+    return {
+        "client": "sglang.bench_serving",
+        "completed": data["completed"],
+        "output_tps": data["output_throughput"],
+        "ttft_median_ms": data["median_ttft_ms"],
+        "wall_s": wall,
+        "command": " ".join(argv[1:]),
+    }
 
 
 def guidellm_run(url: str, a: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "guidellm.json"
-        argv = [a.guidellm, "run",
-                "--backend", f"kind=openai_http,target={url},model={MODEL},request_format=/v1/chat/completions",
-                "--profile", f"kind=concurrent,streams={a.concurrency}",
-                "--constraint", f"kind=max_requests,count={a.requests}",
-                "--tokenizer", f"kind=huggingface_auto,model={sglang_tokenizer()}",
-                "--data", f"kind=synthetic_text,prompt_tokens={a.prompt_tokens},output_tokens={a.output_tokens}",
-                "--output", f"kind=json,path={out}", "--disable-console-interactive"]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        argv = [
+            a.guidellm,
+            "run",
+            "--backend",
+            f"kind=openai_http,target={url},model={MODEL},request_format=/v1/chat/completions",
+            "--profile",
+            f"kind=concurrent,streams={a.concurrency}",
+            "--constraint",
+            f"kind=max_requests,count={a.requests}",
+            "--tokenizer",
+            f"kind=huggingface_auto,model={sglang_tokenizer()}",
+            "--data",
+            f"kind=synthetic_text,prompt_tokens={a.prompt_tokens},output_tokens={a.output_tokens}",
+            "--output",
+            f"kind=json,path={out}",
+            "--disable-console-interactive",
+        ]
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         _, wall, _ = run_measured(argv, env)
         report = json.loads(out.read_text())
     bench = report["benchmarks"][0]
     metrics = bench["metrics"]
-    return {"client": "guidellm", "completed": metrics["request_totals"]["successful"],
-            "output_tps": metrics["output_tokens_per_second"]["successful"]["mean"],
-            "ttft_median_ms": metrics["time_to_first_token_ms"]["successful"]["median"], "wall_s": wall,
-            "command": " ".join(argv[1:])}
+    return {
+        "client": "guidellm",
+        "completed": metrics["request_totals"]["successful"],
+        "output_tps": metrics["output_tokens_per_second"]["successful"]["mean"],
+        "ttft_median_ms": metrics["time_to_first_token_ms"]["successful"]["median"],
+        "wall_s": wall,
+        "command": " ".join(argv[1:]),
+    }
 
 
 def main() -> None:
@@ -113,8 +185,9 @@ def main() -> None:
         clients.append(sglang_run)
     if a.guidellm:
         clients.append(guidellm_run)
-    server, url = start_sim(a.decode_tps, max_running=a.concurrency, schedule_latency_s=a.schedule_latency_s,
-                            model=MODEL)
+    server, url = start_sim(
+        a.decode_tps, max_running=a.concurrency, schedule_latency_s=a.schedule_latency_s, model=MODEL
+    )
     rows = []
     try:
         for rep in range(a.repeat):
@@ -127,29 +200,49 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=10)
     load = os.getloadavg()
-    print(f"workload: {a.requests} requests, concurrency {a.concurrency}, ~{a.prompt_tokens} prompt tokens, "
-          f"{a.output_tokens} output tokens (ignore_eos), streamed; server: the sim in its own process, "
-          f"{a.decode_tps:g} tok/s per request, schedule latency {a.schedule_latency_s:g} s; "
-          f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at the end")
-    print(f"{'client':<22}{'run':>4}{'completed':>10}{'output tok/s':>14}{'ratio':>8}{'TTFT p50 ms':>13}{'ratio':>8}")
+    print(
+        f"workload: {a.requests} requests, concurrency {a.concurrency}, ~{a.prompt_tokens} prompt tokens, "
+        f"{a.output_tokens} output tokens (ignore_eos), streamed; server: the sim in its own process, "
+        f"{a.decode_tps:g} tok/s per request, schedule latency {a.schedule_latency_s:g} s; "
+        f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at the end"
+    )
+    print(
+        f"{'client':<22}{'run':>4}{'completed':>10}{'output tok/s':>14}{'ratio':>8}{'TTFT p50 ms':>13}{'ratio':>8}"
+    )
     for rep in range(1, a.repeat + 1):
         ours = next(r for r in rows if r["repeat"] == rep and r["client"] == "deploytool")
         for r in (r for r in rows if r["repeat"] == rep):
-            print(f"{r['client']:<22}{rep:>4}{r['completed']:>10}{r['output_tps']:>14,.1f}"
-                  f"{r['output_tps'] / ours['output_tps']:>8.3f}{r['ttft_median_ms']:>13.1f}"
-                  f"{r['ttft_median_ms'] / ours['ttft_median_ms']:>8.3f}")
+            print(
+                f"{r['client']:<22}{rep:>4}{r['completed']:>10}{r['output_tps']:>14,.1f}"
+                f"{r['output_tps'] / ours['output_tps']:>8.3f}{r['ttft_median_ms']:>13.1f}"
+                f"{r['ttft_median_ms'] / ours['ttft_median_ms']:>8.3f}"
+            )
     for r in rows:
         if r.get("command"):
             print(f"{r['client']} command: {r['command']}")
             break
     names = {r["client"] for r in rows}
     for name in sorted(names - {"deploytool"}):
-        tps = [r["output_tps"] / next(o for o in rows if o["repeat"] == r["repeat"] and o["client"] == "deploytool")
-               ["output_tps"] for r in rows if r["client"] == name]
-        ttft = [r["ttft_median_ms"] / next(o for o in rows if o["repeat"] == r["repeat"] and o["client"] ==
-                                           "deploytool")["ttft_median_ms"] for r in rows if r["client"] == name]
-        print(f"{name} / deploytool: output tok/s {statistics.median(tps):.3f}, median TTFT {statistics.median(ttft):.3f} "
-              f"(median over {len(tps)} runs)")
+        tps = [
+            r["output_tps"]
+            / next(o for o in rows if o["repeat"] == r["repeat"] and o["client"] == "deploytool")[
+                "output_tps"
+            ]
+            for r in rows
+            if r["client"] == name
+        ]
+        ttft = [
+            r["ttft_median_ms"]
+            / next(o for o in rows if o["repeat"] == r["repeat"] and o["client"] == "deploytool")[
+                "ttft_median_ms"
+            ]
+            for r in rows
+            if r["client"] == name
+        ]
+        print(
+            f"{name} / deploytool: output tok/s {statistics.median(tps):.3f}, median TTFT {statistics.median(ttft):.3f} "
+            f"(median over {len(tps)} runs)"
+        )
 
 
 if __name__ == "__main__":

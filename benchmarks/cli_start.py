@@ -51,8 +51,13 @@ def main() -> None:
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as home:
         prefix = Path(home) / "bytecode"
-        env = {**os.environ, "DEPLOYTOOL_HOME": home, "DEPLOYTOOL_INSTANCE": f"cli-start-{os.getpid()}",
-               "PYTHONPYCACHEPREFIX": str(prefix), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            **os.environ,
+            "DEPLOYTOOL_HOME": home,
+            "DEPLOYTOOL_INSTANCE": f"cli-start-{os.getpid()}",
+            "PYTHONPYCACHEPREFIX": str(prefix),
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         writes = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
         ours = prefix / Path(deploytool.__file__).resolve().parent.relative_to("/")
         for condition in ("bytecode", "compiled at each start"):
@@ -63,9 +68,11 @@ def main() -> None:
                     shutil.rmtree(ours, ignore_errors=True)
                 cpu, wall = zip(*(measure(argv, env) for _ in range(runs)))
                 median = statistics.median(cpu)
-                print(f"deploytool {' '.join(args)} ({condition}): CPU median {median:.3f} s (min {min(cpu):.3f}), "
-                      f"wall median {statistics.median(wall):.3f} s over {runs} runs; "
-                      f"goal <= {GOALS_S[args[0]]} s CPU: {'met' if median <= GOALS_S[args[0]] else 'NOT met'}")
+                print(
+                    f"deploytool {' '.join(args)} ({condition}): CPU median {median:.3f} s (min {min(cpu):.3f}), "
+                    f"wall median {statistics.median(wall):.3f} s over {runs} runs; "
+                    f"goal <= {GOALS_S[args[0]]} s CPU: {'met' if median <= GOALS_S[args[0]] else 'NOT met'}"
+                )
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
 
 

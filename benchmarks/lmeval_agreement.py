@@ -28,15 +28,19 @@ def main(samples_path: str, results_path: str) -> None:
     print(f"questions: lm-eval {len(lm['flexible-extract'])}, deploytool {n}")
     for name in ("strict-match", "flexible-extract"):
         theirs = sum(lm[name][i] for i in range(n)) / n
-        print(f"{name}: lm-eval {theirs:.4f}  deploytool {ours[name + '_accuracy']:.4f}  "
-              f"difference {abs(theirs - ours[name + '_accuracy']) * 100:.2f} points")
+        print(
+            f"{name}: lm-eval {theirs:.4f}  deploytool {ours[name + '_accuracy']:.4f}  "
+            f"difference {abs(theirs - ours[name + '_accuracy']) * 100:.2f} points"
+        )
     metric = ours["gate_metric"]
     same = sum(int(ours["per_question"][i]) == int(lm[metric][i]) for i in range(n))
     print(f"{metric} per question: {same} of {n} identical")
     if "deploytool thinking-off" in gsm8k["figures"]["modes"]:
         own = gsm8k["figures"]["modes"]["deploytool thinking-off"]
-        print(f"deploytool's own prompt and scorer, same server: strict {own['strict_accuracy']:.4f}, "
-              f"flexible {own['flexible_accuracy']:.4f}")
+        print(
+            f"deploytool's own prompt and scorer, same server: strict {own['strict_accuracy']:.4f}, "
+            f"flexible {own['flexible_accuracy']:.4f}"
+        )
 
 
 if __name__ == "__main__":

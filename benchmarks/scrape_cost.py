@@ -30,19 +30,31 @@ def cpu_seconds(pid: int) -> float:
 def main(scrapes: int) -> None:
     from sim_process import SimProcess
 
-    with SimProcess(decode_tps=2000, enable_metrics=True, default_chat_template_kwargs='{"enable_thinking": false}') as sim, \
-            httpx.Client(base_url=sim.url, timeout=30) as client:
+    with (
+        SimProcess(
+            decode_tps=2000, enable_metrics=True, default_chat_template_kwargs='{"enable_thinking": false}'
+        ) as sim,
+        httpx.Client(base_url=sim.url, timeout=30) as client,
+    ):
         for i in range(20):
-            client.post("/v1/chat/completions", json={"model": "sim-model", "max_tokens": 20,
-                                                     "messages": [{"role": "user", "content": f"hello {i}"}]})
+            client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "sim-model",
+                    "max_tokens": 20,
+                    "messages": [{"role": "user", "content": f"hello {i}"}],
+                },
+            )
         size = len(client.get("/metrics").content)
         before = cpu_seconds(sim.proc.pid)
         for _ in range(scrapes):
             client.get("/metrics").raise_for_status()
         spent = cpu_seconds(sim.proc.pid) - before
     per = spent / scrapes
-    print(f"{scrapes} scrapes of a {size}-byte /metrics: server CPU {per * 1000:.2f} ms per scrape; "
-          f"{per * 0.2 * 100:.3f}% of one core at the monitor's 5 s, {per * 0.5 * 100:.3f}% at top's 2 s")
+    print(
+        f"{scrapes} scrapes of a {size}-byte /metrics: server CPU {per * 1000:.2f} ms per scrape; "
+        f"{per * 0.2 * 100:.3f}% of one core at the monitor's 5 s, {per * 0.5 * 100:.3f}% at top's 2 s"
+    )
 
 
 if __name__ == "__main__":

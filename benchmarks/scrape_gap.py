@@ -36,8 +36,16 @@ def container_time(release: str, what: str) -> float:
     from deploytool.host import labels
     from deploytool.host.engine import Engine
 
-    (container,) = Engine().client.containers.list(all=True, filters={"label": [
-        f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}=cpu", f"{labels.RELEASE}={release}"]})
+    (container,) = Engine().client.containers.list(
+        all=True,
+        filters={
+            "label": [
+                f"{labels.INSTANCE}={labels.instance()}",
+                f"{labels.SLOT}=cpu",
+                f"{labels.RELEASE}={release}",
+            ]
+        },
+    )
     stamp = container.attrs["State"][what]  # RFC 3339 with nanoseconds
     return datetime.fromisoformat(stamp[:26].rstrip("Z") + "+00:00").timestamp()
 
@@ -56,12 +64,22 @@ def main(handovers: int, interval: int) -> None:
     profiles.mkdir()
     for name in ("t-good", "t-good2"):
         (profiles / f"{name}.yaml").write_text(PROFILES[name])
-    env = {**os.environ, "DEPLOYTOOL_HOME": str(work / "home"), "DEPLOYTOOL_INSTANCE": f"gap-{secrets.token_hex(3)}"}
+    env = {
+        **os.environ,
+        "DEPLOYTOOL_HOME": str(work / "home"),
+        "DEPLOYTOOL_INSTANCE": f"gap-{secrets.token_hex(3)}",
+    }
     os.environ.update(env)  # this process's Engine and labels read the same instance
 
     def cli(*args: str) -> dict:
-        proc = subprocess.run([sys.executable, "-m", "deploytool", *args, "--json"], capture_output=True, text=True,
-                              env=env, cwd=ROOT, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "deploytool", *args, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=600,
+        )
         if proc.returncode != 0:
             raise SystemExit(f"deploytool {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
         return json.loads(proc.stdout)
@@ -72,7 +90,16 @@ def main(handovers: int, interval: int) -> None:
     try:
         cli("monitor", "up", "--port", str(port), "--scrape-interval", str(interval), "--retention", "1d")
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
-        up = ["up", "--cpu", "--skip-qualify", "--profiles-dir", str(profiles), "--port", str(app_port), "--profile"]
+        up = [
+            "up",
+            "--cpu",
+            "--skip-qualify",
+            "--profiles-dir",
+            str(profiles),
+            "--port",
+            str(app_port),
+            "--profile",
+        ]
         url = cli(*up, "t-good")["url"]
         time.sleep(3 * interval + 3)
         figures = []
@@ -85,17 +112,26 @@ def main(handovers: int, interval: int) -> None:
             figures.append(gap)
             old, new = str(i + 1), str(i + 2)
             stopped, started = container_time(old, "FinishedAt"), container_time(new, "StartedAt")
-            print(f"hand-over {i + 1}: longest between successful scrapes {gap['longest_s']:.1f} s "
-                  f"(nothing serving seen up {gap['longest_s'] - interval:.1f} s), releases {gap['releases']}; "
-                  f"release {old}'s last up scrape to its container stopped {stopped - gap['up_spans'][old][1]:.1f} s, "
-                  f"to release {new}'s container started {started - stopped:.1f} s, "
-                  f"to its first up scrape {gap['up_spans'][new][0] - started:.1f} s")
+            print(
+                f"hand-over {i + 1}: longest between successful scrapes {gap['longest_s']:.1f} s "
+                f"(nothing serving seen up {gap['longest_s'] - interval:.1f} s), releases {gap['releases']}; "
+                f"release {old}'s last up scrape to its container stopped {stopped - gap['up_spans'][old][1]:.1f} s, "
+                f"to release {new}'s container started {started - stopped:.1f} s, "
+                f"to its first up scrape {gap['up_spans'][new][0] - started:.1f} s"
+            )
         longest = sorted(f["longest_s"] for f in figures)
-        print(f"scrape interval {interval} s, {handovers} hand-overs: median {longest[len(longest) // 2]:.1f} s, "
-              f"max {longest[-1]:.1f} s between successful scrapes of the slot")
+        print(
+            f"scrape interval {interval} s, {handovers} hand-overs: median {longest[len(longest) // 2]:.1f} s, "
+            f"max {longest[-1]:.1f} s between successful scrapes of the slot"
+        )
     finally:
-        subprocess.run([sys.executable, "-m", "deploytool", "monitor", "down", "--json"], env=env, cwd=ROOT,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "deploytool", "monitor", "down", "--json"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            timeout=300,
+        )
         from deploytool.host.engine import Engine
         from lifecycle_helpers import remove_instance
 

@@ -95,8 +95,13 @@ async def drive(url: str, repeats: int, phase_s: float, clients: int) -> list[Ph
         while not stop.is_set():
             phase = current[0]
             i += 1
-            payload = {"model": "sim-model", "stream": True, "max_tokens": MAX_TOKENS, "ignore_eos": True,
-                       "messages": [{"role": "user", "content": f"client {n} request {i}: count to fifty"}]}
+            payload = {
+                "model": "sim-model",
+                "stream": True,
+                "max_tokens": MAX_TOKENS,
+                "ignore_eos": True,
+                "messages": [{"role": "user", "content": f"client {n} request {i}: count to fifty"}],
+            }
             result = await client.chat(payload, timeout=60)
             if phase is None:
                 continue  # started while the scraper was being switched
@@ -111,8 +116,13 @@ async def drive(url: str, repeats: int, phase_s: float, clients: int) -> list[Ph
         await asyncio.sleep(min(5.0, phase_s))  # warm-up: connections open, the server's queue settled
         for phase in phases:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--scrape", url, str(SETTINGS[phase.setting][1]),
-                stdout=subprocess.PIPE)
+                sys.executable,
+                __file__,
+                "--scrape",
+                url,
+                str(SETTINGS[phase.setting][1]),
+                stdout=subprocess.PIPE,
+            )
             assert proc.stdout is not None
             await proc.stdout.readline()  # "ready"
             phase.started = time.perf_counter()
@@ -151,13 +161,15 @@ def bootstrap(rounds: list[list[Phase]], setting: int, key: str, draws: int = 10
 def report(phases: list[Phase], repeats: int, phase_s: float, clients: int) -> str:
     # A round: three phases in a row (A B C, then C B A).
     # (Only rounds whose three phases all finished a request: a phase shorter than a request has none.)
-    rounds = [r for r in (phases[i:i + 3] for i in range(0, len(phases), 3)) if all(p.latency for p in r)]
+    rounds = [r for r in (phases[i : i + 3] for i in range(0, len(phases), 3)) if all(p.latency for p in r)]
     if not rounds:
         return "no round in which every phase finished a request: longer phases, please"
-    lines = [f"{repeats} x (A B C C B A), {phase_s:g} s phases, {clients} closed-loop clients, "
-             f"{MAX_TOKENS}-token streamed chats",
-             f"{'setting':<12} {'req/s':>6} {'scrape GET/s':>12} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
-             f"{'lat p50':>8} {'lat p99':>8}  {'TTFT p99 x [95%] (rounds)':>28}  {'lat p99 x [95%] (rounds)':>28}"]
+    lines = [
+        f"{repeats} x (A B C C B A), {phase_s:g} s phases, {clients} closed-loop clients, "
+        f"{MAX_TOKENS}-token streamed chats",
+        f"{'setting':<12} {'req/s':>6} {'scrape GET/s':>12} {'n':>5} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'lat p50':>8} {'lat p99':>8}  {'TTFT p99 x [95%] (rounds)':>28}  {'lat p99 x [95%] (rounds)':>28}",
+    ]
     by = {s: [p for r in rounds for p in r if p.setting == s] for s in range(len(SETTINGS))}
     base_ttft = [t for p in by[0] for t in p.ttft]
     base_lat = [t for p in by[0] for t in p.latency]
@@ -174,25 +186,35 @@ def report(phases: list[Phase], repeats: int, phase_s: float, clients: int) -> s
                 cells.append("")
                 continue
             pooled = pct(mine, 0.99) / pct(base, 0.99)
-            per_round = [pct(getattr(of(r, s), key), 0.99) / pct(getattr(of(r, 0), key), 0.99) for r in rounds]
+            per_round = [
+                pct(getattr(of(r, s), key), 0.99) / pct(getattr(of(r, 0), key), 0.99) for r in rounds
+            ]
             lo, hi = bootstrap(rounds, s, key)
             cells.append(f"{pooled:.2f} [{lo:.2f}-{hi:.2f}] ({min(per_round):.2f}-{max(per_round):.2f})")
             what = "TTFT" if key == "ttft" else "latency"
-            verdicts.append(f"{name}, {what} p99 x{pooled:.2f}: " + (
-                f"inside the spread (95% interval {lo:.2f}-{hi:.2f} holds 1.0): no difference shown"
-                if lo <= 1.0 <= hi else
-                f"outside the spread (95% interval {lo:.2f}-{hi:.2f}): {'slower' if lo > 1 else 'faster'}"))
+            verdicts.append(
+                f"{name}, {what} p99 x{pooled:.2f}: "
+                + (
+                    f"inside the spread (95% interval {lo:.2f}-{hi:.2f} holds 1.0): no difference shown"
+                    if lo <= 1.0 <= hi
+                    else f"outside the spread (95% interval {lo:.2f}-{hi:.2f}): {'slower' if lo > 1 else 'faster'}"
+                )
+            )
         failed = sum(p.failed for p in by[s])
-        lines.append(f"{name:<12} {rps:6.2f} {sps:12.3f} {len(lat):5d} {pct(ttft, 0.5) * 1000:7.1f}ms "
-                     f"{pct(ttft, 0.99) * 1000:7.1f}ms {pct(lat, 0.5) * 1000:6.1f}ms {pct(lat, 0.99) * 1000:6.1f}ms"
-                     f"  {cells[0]:>28}  {cells[1]:>28}" + (f"  ({failed} failed)" if failed else ""))
+        lines.append(
+            f"{name:<12} {rps:6.2f} {sps:12.3f} {len(lat):5d} {pct(ttft, 0.5) * 1000:7.1f}ms "
+            f"{pct(ttft, 0.99) * 1000:7.1f}ms {pct(lat, 0.5) * 1000:6.1f}ms {pct(lat, 0.99) * 1000:6.1f}ms"
+            f"  {cells[0]:>28}  {cells[1]:>28}" + (f"  ({failed} failed)" if failed else "")
+        )
     # The noise floor: no scraper against itself, the A phases of even rounds against those of odd ones.
     if len(rounds) >= 2:
         for key, what in (("ttft", "TTFT"), ("latency", "latency")):
             even = [t for r in rounds[0::2] for t in getattr(of(r, 0), key)]
             odd = [t for r in rounds[1::2] for t in getattr(of(r, 0), key)]
-            verdicts.append(f"no scraper against itself (even rounds / odd rounds), {what} p99: "
-                            f"x{pct(even, 0.99) / pct(odd, 0.99):.2f}")
+            verdicts.append(
+                f"no scraper against itself (even rounds / odd rounds), {what} p99: "
+                f"x{pct(even, 0.99) / pct(odd, 0.99):.2f}"
+            )
     return "\n".join(lines + verdicts)
 
 
@@ -200,15 +222,23 @@ def main(repeats: int, phase_s: float, clients: int) -> None:
     from sim_process import SimProcess
 
     load_before = os.getloadavg()
-    with SimProcess(decode_tps=100, schedule_latency_s=0.02, max_running_requests=8, enable_metrics=True,
-                    default_chat_template_kwargs='{"enable_thinking": false}') as sim:
+    with SimProcess(
+        decode_tps=100,
+        schedule_latency_s=0.02,
+        max_running_requests=8,
+        enable_metrics=True,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+    ) as sim:
         phases = asyncio.run(drive(sim.url, repeats, phase_s, clients))
     print(report(phases, repeats, phase_s, clients))
+
     def load(values: tuple[float, float, float]) -> str:
         return " ".join(f"{x:.2f}" for x in values)
 
-    print(f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min) {load(load_before)} at the start, "
-          f"{load(os.getloadavg())} at the end")
+    print(
+        f"machine: {os.cpu_count()} cores, load average (1, 5, 15 min) {load(load_before)} at the start, "
+        f"{load(os.getloadavg())} at the end"
+    )
 
 
 if __name__ == "__main__":
@@ -216,5 +246,8 @@ if __name__ == "__main__":
         scraper(sys.argv[2], float(sys.argv[3]))
     else:
         args = sys.argv[1:]
-        main(int(args[0]) if args else 3, float(args[1]) if len(args) > 1 else 10.0,
-             int(args[2]) if len(args) > 2 else 8)
+        main(
+            int(args[0]) if args else 3,
+            float(args[1]) if len(args) > 1 else 10.0,
+            int(args[2]) if len(args) > 2 else 8,
+        )

@@ -30,8 +30,13 @@ def _event(obj: dict) -> bytes:
 
 
 def _chunk(delta: dict, finish: str | None = None, cid: str = "chatcmpl-firehose") -> dict:
-    return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": MODEL,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
 
 
 ROLE = _event(_chunk({"role": "assistant", "content": ""}))
@@ -44,13 +49,29 @@ async def chat(request: Request):
     body = await request.json()
     n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 1000)
     prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n,
-             "prompt_tokens_details": {"cached_tokens": 0}}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": n,
+        "total_tokens": prompt_tokens + n,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     if not body.get("stream"):
-        return JSONResponse({"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                             "model": MODEL, "usage": usage,
-                             "choices": [{"index": 0, "finish_reason": "length",
-                                          "message": {"role": "assistant", "content": " tok" * n}}]})
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": MODEL,
+                "usage": usage,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "length",
+                        "message": {"role": "assistant", "content": " tok" * n},
+                    }
+                ],
+            }
+        )
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
     async def events():
@@ -63,24 +84,42 @@ async def chat(request: Request):
             yield TOKEN * rest
         yield FINISH
         if include_usage:
-            yield _event({"id": "chatcmpl-firehose", "object": "chat.completion.chunk", "created": int(time.time()),
-                          "model": MODEL, "choices": [], "usage": usage})
+            yield _event(
+                {
+                    "id": "chatcmpl-firehose",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": MODEL,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
         yield DONE
 
     return StreamingResponse(events(), media_type="text/event-stream")
 
 
 async def models(request: Request):
-    return JSONResponse({"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench",
-                                                     "max_model_len": 1_000_000}]})
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [{"id": MODEL, "object": "model", "owned_by": "bench", "max_model_len": 1_000_000}],
+        }
+    )
 
 
 async def health(request: Request):
     return JSONResponse({})
 
 
-app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/v1/models", models),
-                        Route("/health", health), Route("/health_generate", health)])
+app = Starlette(
+    routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/models", models),
+        Route("/health", health),
+        Route("/health_generate", health),
+    ]
+)
 
 
 def main() -> None:

@@ -26,8 +26,9 @@ EXPECTED = json.dumps({"answer": "x" * 200})
 
 
 def by_log(engine: Engine) -> bool:
-    container = engine.client.containers.create(IMAGE, entrypoint=["/bin/sh", "-c"],
-                                                command=[f"echo '{EXPECTED}'"], network_mode="none")
+    container = engine.client.containers.create(
+        IMAGE, entrypoint=["/bin/sh", "-c"], command=[f"echo '{EXPECTED}'"], network_mode="none"
+    )
     try:
         container.start()
         container.wait()
@@ -53,8 +54,10 @@ def main() -> None:
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
                 lost = sum(not ok for ok in pool.map(lambda _: read(engine), range(args.runs)))
-            print(f"{name:<22} {args.runs} runs  {lost} empty or wrong  {time.perf_counter() - started:.1f} s",
-                  flush=True)
+            print(
+                f"{name:<22} {args.runs} runs  {lost} empty or wrong  {time.perf_counter() - started:.1f} s",
+                flush=True,
+            )
     finally:
         for proc in busy:
             proc.kill()

@@ -31,11 +31,23 @@ def main(rounds: int) -> None:
     from deploytool.monitor.top_view import render
     from sim_process import SimProcess
 
-    with SimProcess(decode_tps=200, max_running_requests=4, enable_metrics=True,
-                    default_chat_template_kwargs='{"enable_thinking": false}') as sim:
-        load = subprocess.Popen([sys.executable, "-c", (
-            "import sys; sys.path.insert(0, 'tests'); import time; from monitor_helpers import Load\n"
-            f"with Load('{sim.url}', clients=4): time.sleep(3600)")], cwd=ROOT)
+    with SimProcess(
+        decode_tps=200,
+        max_running_requests=4,
+        enable_metrics=True,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+    ) as sim:
+        load = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import sys; sys.path.insert(0, 'tests'); import time; from monitor_helpers import Load\n"
+                    f"with Load('{sim.url}', clients=4): time.sleep(3600)"
+                ),
+            ],
+            cwd=ROOT,
+        )
         try:
             time.sleep(2)
             top = make_top([sim.url])
@@ -67,10 +79,14 @@ def main(rounds: int) -> None:
             load.terminate()
             load.wait()
     print(f"rounds: {rounds}; /metrics body {size} bytes")
-    print(f"round (scrape, parse, figures, cards): CPU median {statistics.median(scrape_cpu) * 1000:.1f} ms, "
-          f"max {max(scrape_cpu) * 1000:.1f} ms")
-    print(f"view (rich render):                  CPU median {statistics.median(view_cpu) * 1000:.1f} ms, "
-          f"max {max(view_cpu) * 1000:.1f} ms")
+    print(
+        f"round (scrape, parse, figures, cards): CPU median {statistics.median(scrape_cpu) * 1000:.1f} ms, "
+        f"max {max(scrape_cpu) * 1000:.1f} ms"
+    )
+    print(
+        f"view (rich render):                  CPU median {statistics.median(view_cpu) * 1000:.1f} ms, "
+        f"max {max(view_cpu) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

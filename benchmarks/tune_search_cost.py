@@ -55,29 +55,56 @@ SPACES = {
     # the issue's space: running limit x draft steps x fraction; 0.4 leaves no KV pool (pruned)
     "limit-x-draft-x-fraction": (
         {"spec-accept-rate": 0.7, "speculative-algorithm": "EAGLE"},
-        {"flags": {"max-running-requests": [2, 4, 8, 16, 32], "speculative-num-steps": [1, 2, 3],
-                   "mem-fraction-static": [0.4, 0.85]},
-         "derived": ["cuda-graph-max-bs", "speculative-num-draft-tokens"], "load": [16]}),
+        {
+            "flags": {
+                "max-running-requests": [2, 4, 8, 16, 32],
+                "speculative-num-steps": [1, 2, 3],
+                "mem-fraction-static": [0.4, 0.85],
+            },
+            "derived": ["cuda-graph-max-bs", "speculative-num-draft-tokens"],
+            "load": [16],
+        },
+    ),
     # graphs: the running limit against the graphs' batch limit and graphs off
     "limit-x-graphs": (
         {"eager-decode-factor": 0.6},
-        {"flags": {"max-running-requests": [4, 8, 16, 24], "cuda-graph-max-bs": [4, 8, 16, 24],
-                   "disable-cuda-graph": [False, True]}, "load": [24]}),
+        {
+            "flags": {
+                "max-running-requests": [4, 8, 16, 24],
+                "cuda-graph-max-bs": [4, 8, 16, 24],
+                "disable-cuda-graph": [False, True],
+            },
+            "load": [24],
+        },
+    ),
     # a close call: draft steps at 8 running, the best two 4.3% apart by the rules
     "close-draft": (
-        {"spec-accept-rate": 0.6, "spec-draft-cost": 0.05, "spec-verify-cost": 0.02,
-         "speculative-algorithm": "EAGLE"},
-        {"flags": {"max-running-requests": [4, 8], "speculative-num-steps": [1, 2, 3, 4]},
-         "derived": ["cuda-graph-max-bs", "speculative-num-draft-tokens"], "load": [8]}),
+        {
+            "spec-accept-rate": 0.6,
+            "spec-draft-cost": 0.05,
+            "spec-verify-cost": 0.02,
+            "speculative-algorithm": "EAGLE",
+        },
+        {
+            "flags": {"max-running-requests": [4, 8], "speculative-num-steps": [1, 2, 3, 4]},
+            "derived": ["cuda-graph-max-bs", "speculative-num-draft-tokens"],
+            "load": [8],
+        },
+    ),
 }
 
 
 def write_profile(folder: Path, extra: dict, tune: dict) -> Path:
     """The tune tests' reference-runtime profile (tests/tune_helpers.py) as the benchmark searches
     it: no eager-decode factor, the runtime's own thinking default, three rounds."""
-    return tune_helpers.write_profile(folder, tune={"rounds": 3, **tune}, name="bench-sim", args=extra,
-                                      speed={"max-running-requests": 2, "decode-tps": 50},
-                                      chat_template_kwargs=None)
+    return tune_helpers.write_profile(
+        folder,
+        tune={"rounds": 3, **tune},
+        name="bench-sim",
+        args=extra,
+        speed={"max-running-requests": 2, "decode-tps": 50},
+        chat_template_kwargs=None,
+    )
 
 
 def truth(args: dict, load: int) -> float | None:
@@ -141,20 +168,33 @@ def search_once(results_proto: list, true: dict, space: TuneSpace, rng: random.R
     for cid in runnable:
         if true[cid] is None:
             continue
-        logs = [math.log(true[cid]) + o + rng.gauss(0, SIGMA_W) for o in (rng.gauss(0, SIGMA_B) for _ in range(k))
-                for _ in range(per)]
+        logs = [
+            math.log(true[cid]) + o + rng.gauss(0, SIGMA_W)
+            for o in (rng.gauss(0, SIGMA_B) for _ in range(k))
+            for _ in range(per)
+        ]
         means[cid] = sum(logs) / len(logs)
     grid_pick = max(means, key=means.get)
-    return Outcome(right, beyond, beyond and not right, starts, passes, oom, len(runnable) * k,
-                   len(runnable) * k * per, grid_pick in best_ids)
+    return Outcome(
+        right,
+        beyond,
+        beyond and not right,
+        starts,
+        passes,
+        oom,
+        len(runnable) * k,
+        len(runnable) * k * per,
+        grid_pick in best_ids,
+    )
 
 
 def minutes(starts: int, passes: int) -> float:
     return (starts * (START_S + STOP_S) + passes * PASS_S) / 60
 
 
-def run_space(name: str, extra: dict, tune: dict, searches: int, slack: float | None = 0.3,
-              seed_base: int = 0) -> dict:
+def run_space(
+    name: str, extra: dict, tune: dict, searches: int, slack: float | None = 0.3, seed_base: int = 0
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         folder = write_profile(Path(tmp), extra, tune)
         profile = ProfileStore([folder]).get("bench-sim")
@@ -166,22 +206,34 @@ def run_space(name: str, extra: dict, tune: dict, searches: int, slack: float | 
     true = {p.candidate.id: truth(p.candidate.profile.server.args, load) for p in planned if p.pruned is None}
     ranked = sorted((v, c) for c, v in true.items() if v is not None)
     gap = ranked[-1][0] / ranked[-2][0] - 1 if len(ranked) > 1 else float("inf")
-    outs = [search_once(protos, true, space, random.Random(seed_base + 1000 * i + len(name))) for i in range(searches)]
+    outs = [
+        search_once(protos, true, space, random.Random(seed_base + 1000 * i + len(name)))
+        for i in range(searches)
+    ]
     n = len(outs)
     beyond = sum(o.beyond for o in outs)
     tune_min = sum(minutes(o.starts, o.passes) for o in outs) / n
     grid_min = sum(minutes(o.grid_starts, o.grid_passes) for o in outs) / n
-    return {"space": name, "planned": len(planned), "pruned": sum(1 for p in planned if p.pruned),
-            "runnable": len(true), "best": ranked[-1][1], "gap_best_two_pct": round(100 * gap, 2),
-            "searches": n, "right": sum(o.right for o in outs), "beyond_spread": beyond,
-            "wrong_beyond_spread": sum(o.wrong_beyond for o in outs),
-            "tune_starts_mean": round(sum(o.starts for o in outs) / n, 2),
-            "tune_passes_mean": round(sum(o.passes for o in outs) / n, 2),
-            "oom_starts": sum(o.oom for o in outs),
-            "grid_starts_mean": round(sum(o.grid_starts for o in outs) / n, 2),
-            "grid_right": sum(o.grid_right for o in outs),
-            "tune_gpu_min": round(tune_min, 1), "grid_gpu_min": round(grid_min, 1),
-            "share_of_grid": round(tune_min / grid_min, 3)}
+    return {
+        "space": name,
+        "planned": len(planned),
+        "pruned": sum(1 for p in planned if p.pruned),
+        "runnable": len(true),
+        "best": ranked[-1][1],
+        "gap_best_two_pct": round(100 * gap, 2),
+        "searches": n,
+        "right": sum(o.right for o in outs),
+        "beyond_spread": beyond,
+        "wrong_beyond_spread": sum(o.wrong_beyond for o in outs),
+        "tune_starts_mean": round(sum(o.starts for o in outs) / n, 2),
+        "tune_passes_mean": round(sum(o.passes for o in outs) / n, 2),
+        "oom_starts": sum(o.oom for o in outs),
+        "grid_starts_mean": round(sum(o.grid_starts for o in outs) / n, 2),
+        "grid_right": sum(o.grid_right for o in outs),
+        "tune_gpu_min": round(tune_min, 1),
+        "grid_gpu_min": round(grid_min, 1),
+        "share_of_grid": round(tune_min / grid_min, 3),
+    }
 
 
 def real_searches(count: int) -> list[dict]:
@@ -191,20 +243,46 @@ def real_searches(count: int) -> list[dict]:
     for i in range(count):
         with tempfile.TemporaryDirectory() as tmp:
             folder = write_profile(Path(tmp) / "profiles", extra, {**tune, "output_tokens": 64})
-            done = subprocess.run([sys.executable, "-m", "deploytool", "tune", "--profile", "bench-sim",
-                                   "--profiles-dir", str(folder), "--local", "--no-qualify", "--json",
-                                   "--report", str(Path(tmp) / "r")], capture_output=True, text=True,
-                                  timeout=1800, cwd=ROOT, env={**__import__("os").environ,
-                                                              "DEPLOYTOOL_HOME": str(Path(tmp) / "home")})
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "deploytool",
+                    "tune",
+                    "--profile",
+                    "bench-sim",
+                    "--profiles-dir",
+                    str(folder),
+                    "--local",
+                    "--no-qualify",
+                    "--json",
+                    "--report",
+                    str(Path(tmp) / "r"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=1800,
+                cwd=ROOT,
+                env={**__import__("os").environ, "DEPLOYTOOL_HOME": str(Path(tmp) / "home")},
+            )
             try:
                 data = json.loads(done.stdout)
             except ValueError:
                 out.append({"search": i, "exit": done.returncode, "error": done.stderr[-300:]})
                 continue
-            out.append({"search": i, "exit": done.returncode, "winner": data.get("winner"), "ties": data.get("ties"),
-                        "starts": data["counts"]["started"], "passes": data["counts"]["passes"],
-                        "runnable": data["counts"]["runnable"], "ratio_to_base": data.get("ratio_to_base"),
-                        "noise": data.get("noise")})
+            out.append(
+                {
+                    "search": i,
+                    "exit": done.returncode,
+                    "winner": data.get("winner"),
+                    "ties": data.get("ties"),
+                    "starts": data["counts"]["started"],
+                    "passes": data["counts"]["passes"],
+                    "runnable": data["counts"]["runnable"],
+                    "ratio_to_base": data.get("ratio_to_base"),
+                    "noise": data.get("noise"),
+                }
+            )
     return out
 
 
@@ -214,16 +292,20 @@ def main() -> None:
     if "--real" in args:
         i = args.index("--real")
         real = int(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     seed_base = 0
     if "--seed-base" in args:
         i = args.index("--seed-base")
         seed_base = int(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
     searches = int(args[0]) if args else 20
-    print(f"seed base {seed_base}; model: pass noise {SIGMA_W:.0%}, start noise {SIGMA_B:.0%} (log-normal, seeded); a start "
-          f"{START_S:.0f} s + stop {STOP_S:.0f} s, a pass {PASS_S:.1f} s (docs/measured/tune-h200.md)")
-    rows = [run_space(name, extra, tune, searches, seed_base=seed_base) for name, (extra, tune) in SPACES.items()]
+    print(
+        f"seed base {seed_base}; model: pass noise {SIGMA_W:.0%}, start noise {SIGMA_B:.0%} (log-normal, seeded); a start "
+        f"{START_S:.0f} s + stop {STOP_S:.0f} s, a pass {PASS_S:.1f} s (docs/measured/tune-h200.md)"
+    )
+    rows = [
+        run_space(name, extra, tune, searches, seed_base=seed_base) for name, (extra, tune) in SPACES.items()
+    ]
     for row in rows:
         print(json.dumps(row))
     total = sum(r["searches"] for r in rows)
@@ -231,18 +313,25 @@ def main() -> None:
     beyond = sum(r["beyond_spread"] for r in rows)
     wrong = sum(r["wrong_beyond_spread"] for r in rows)
     share = sum(r["tune_gpu_min"] for r in rows) / sum(r["grid_gpu_min"] for r in rows)
-    print(f"all spaces: right {right}/{total} ({right / total:.0%}); winner beyond the spread {beyond}, "
-          f"wrong {wrong} ({wrong / max(1, beyond):.0%}); GPU-minutes {share:.1%} of the grid's; "
-          f"out-of-memory starts {sum(r['oom_starts'] for r in rows)}")
+    print(
+        f"all spaces: right {right}/{total} ({right / total:.0%}); winner beyond the spread {beyond}, "
+        f"wrong {wrong} ({wrong / max(1, beyond):.0%}); GPU-minutes {share:.1%} of the grid's; "
+        f"out-of-memory starts {sum(r['oom_starts'] for r in rows)}"
+    )
     # the prediction's slack trades starts for safety: a real runtime's prediction is rougher
     for slack in (0.15, 0.6, None):
-        rows = [run_space(name, extra, tune, searches, slack, seed_base) for name, (extra, tune) in SPACES.items()]
+        rows = [
+            run_space(name, extra, tune, searches, slack, seed_base) for name, (extra, tune) in SPACES.items()
+        ]
         total = sum(r["searches"] for r in rows)
         share = sum(r["tune_gpu_min"] for r in rows) / sum(r["grid_gpu_min"] for r in rows)
-        print(f"predict_slack {slack}: right {sum(r['right'] for r in rows)}/{total}, wrong beyond the spread "
-              f"{sum(r['wrong_beyond_spread'] for r in rows)}/{sum(r['beyond_spread'] for r in rows)}, GPU-minutes "
-              f"{share:.1%} of the grid's (per space: "
-              + ", ".join(f"{r['share_of_grid']:.0%}" for r in rows) + ")")
+        print(
+            f"predict_slack {slack}: right {sum(r['right'] for r in rows)}/{total}, wrong beyond the spread "
+            f"{sum(r['wrong_beyond_spread'] for r in rows)}/{sum(r['beyond_spread'] for r in rows)}, GPU-minutes "
+            f"{share:.1%} of the grid's (per space: "
+            + ", ".join(f"{r['share_of_grid']:.0%}" for r in rows)
+            + ")"
+        )
     if real:
         for row in real_searches(real):
             print("real:", json.dumps(row))

@@ -49,7 +49,9 @@ def _default(field) -> str:
     return f"`{json.dumps(value)}`"
 
 
-def describe(model: type[BaseModel], prefix: str, out: list[str], nested: list[tuple[str, type[BaseModel]]]) -> None:
+def describe(
+    model: type[BaseModel], prefix: str, out: list[str], nested: list[tuple[str, type[BaseModel]]]
+) -> None:
     out.append(f"## `{prefix}`\n" if prefix else "## The profile\n")
     if model.__doc__:
         out.append(" ".join(model.__doc__.split()).replace("<", "\\<") + "\n")
@@ -70,11 +72,13 @@ def describe(model: type[BaseModel], prefix: str, out: list[str], nested: list[t
 
 
 def main() -> None:
-    out = ["# Profile field reference\n",
-           "Generated from the schema (src/deploytool/profiles/schema.py) by `make docs` "
-           "(scripts/gen_profile_docs.py); tests/test_docs.py keeps it current. "
-           "[profiles.md](profiles.md) shows a whole profile and explains weights, secrets and access. Besides these "
-           "fields a profile file may name `extends: PARENT` (inherit, then override: profiles.md \"`extends`\").\n"]
+    out = [
+        "# Profile field reference\n",
+        "Generated from the schema (src/deploytool/profiles/schema.py) by `make docs` "
+        "(scripts/gen_profile_docs.py); tests/test_docs.py keeps it current. "
+        "[profiles.md](profiles.md) shows a whole profile and explains weights, secrets and access. Besides these "
+        'fields a profile file may name `extends: PARENT` (inherit, then override: profiles.md "`extends`").\n',
+    ]
     queue: list[tuple[str, type[BaseModel]]] = [("", Profile)]
     while queue:
         prefix, model = queue.pop(0)
@@ -88,14 +92,18 @@ def one_rule(out: list[str]) -> None:
     (deploytool.profiles.templated), with each field shape it names."""
     from deploytool.profiles.templated import FREE_FORM, SHAPES
 
-    out += ["## What reaches a Dockerfile, a compose file or a command line\n",
-            "Checked when a profile loads (`deploytool.profiles.templated`), before anything renders: every text "
-            "of a profile, a value or a mapping key at any depth, except under "
-            + " and ".join(f"`{s}`" for s in FREE_FORM) + " (gates deploytool reads itself), holds no control "
-            "character (no line break, tab, NUL or escape; no Unicode line or paragraph separator), and the fields "
-            "below, which templates write bare, have their shape. A refusal names the file, the line, the field and "
-            "what was expected.\n",
-            "| field | expected |", "| --- | --- |"]
+    out += [
+        "## What reaches a Dockerfile, a compose file or a command line\n",
+        "Checked when a profile loads (`deploytool.profiles.templated`), before anything renders: every text "
+        "of a profile, a value or a mapping key at any depth, except under "
+        + " and ".join(f"`{s}`" for s in FREE_FORM)
+        + " (gates deploytool reads itself), holds no control "
+        "character (no line break, tab, NUL or escape; no Unicode line or paragraph separator), and the fields "
+        "below, which templates write bare, have their shape. A refusal names the file, the line, the field and "
+        "what was expected.\n",
+        "| field | expected |",
+        "| --- | --- |",
+    ]
     for loc, (_, expected) in SHAPES.items():
         field = ".".join(p for p in (loc[:-1] if loc[-1] == "key" else loc))
         what = "each key: " if loc[-1] == "key" else ""

@@ -1,6 +1,6 @@
 """The functions (and methods) in a tree longer than N lines, longest first.
 
-    python scripts/long_functions.py src 80
+python scripts/long_functions.py src 80
 """
 
 from __future__ import annotations

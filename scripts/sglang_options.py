@@ -36,9 +36,12 @@ def main() -> None:
     names = options(parser_venv(version))
     target = Path(__file__).resolve().parents[1] / "images" / "sglang" / "parser-options" / f"{version}.txt"
     target.parent.mkdir(exist_ok=True)
-    target.write_text(f"# Every option string of sglang {version}'s server parser (argparse, allow_abbrev on),\n"
-                      "# written by scripts/sglang_options.py: what the key rule resolves a flag against.\n"
-                      + "\n".join(names) + "\n")
+    target.write_text(
+        f"# Every option string of sglang {version}'s server parser (argparse, allow_abbrev on),\n"
+        "# written by scripts/sglang_options.py: what the key rule resolves a flag against.\n"
+        + "\n".join(names)
+        + "\n"
+    )
     print(f"{target}: {len(names)} options")
 
 

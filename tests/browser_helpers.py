@@ -25,10 +25,22 @@ class Browser:
         assert CHROMIUM is not None
         profile_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             "--remote-debugging-port=0", "--remote-allow-origins=*", f"--window-size={width},{height}",
-             f"--user-data-dir={profile_dir}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                "--remote-debugging-port=0",
+                "--remote-allow-origins=*",
+                f"--window-size={width},{height}",
+                f"--user-data-dir={profile_dir}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         port_file = profile_dir / "DevToolsActivePort"
         deadline = time.monotonic() + 60
         while not (port_file.exists() and port_file.read_text().strip()):
@@ -41,8 +53,13 @@ class Browser:
         page_ws = next(p["webSocketDebuggerUrl"] for p in pages if p.get("type") == "page")
         self.ws = websocket.create_connection(page_ws, timeout=60)
         self.ids = itertools.count(1)
-        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1,
-                  mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         self.call("Page.enable")
         self.navigate(page)
 
@@ -76,8 +93,11 @@ class Browser:
         return result["result"].get("value")
 
     def screenshot(self, path: Path, width: int = 1280, height: int = 1000, scale: float = 0.6) -> None:
-        shot = self.call("Page.captureScreenshot", format="png",
-                         clip={"x": 0, "y": 0, "width": width, "height": height, "scale": scale})
+        shot = self.call(
+            "Page.captureScreenshot",
+            format="png",
+            clip={"x": 0, "y": 0, "width": width, "height": height, "scale": scale},
+        )
         path.write_bytes(base64.b64decode(shot["data"]))
 
     def close(self) -> None:

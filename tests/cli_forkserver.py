@@ -31,13 +31,26 @@ from pathlib import Path
 
 # Read when an interpreter, typer or rich starts, not when a command runs: a command whose
 # environment differs from the server's in one of these is started the old way.
-_READ_AT_START = re.compile(r"^(PYTHON.*|LC_.*|LANG|LANGUAGE|COLUMNS|LINES|TERM|COLORTERM|NO_COLOR|FORCE_COLOR|"
-                            r"TTY_.*|JUPYTER_.*|_?TYPER_.*|CLICOLOR.*|RICH_.*)$")
+_READ_AT_START = re.compile(
+    r"^(PYTHON.*|LC_.*|LANG|LANGUAGE|COLUMNS|LINES|TERM|COLORTERM|NO_COLOR|FORCE_COLOR|"
+    r"TTY_.*|JUPYTER_.*|_?TYPER_.*|CLICOLOR.*|RICH_.*)$"
+)
 
 # What the server imports before it forks: the CLI and what its commands import on first use.
-_PRELOAD = ("deploytool.cli", "docker", "requests", "httpx", "yaml", "jinja2", "deploytool.host.engine",
-            "deploytool.profiles", "deploytool.image.build", "deploytool.deploy.render", "deploytool.deploy.commands",
-            "deploytool.deploy.status")
+_PRELOAD = (
+    "deploytool.cli",
+    "docker",
+    "requests",
+    "httpx",
+    "yaml",
+    "jinja2",
+    "deploytool.host.engine",
+    "deploytool.profiles",
+    "deploytool.image.build",
+    "deploytool.deploy.render",
+    "deploytool.deploy.commands",
+    "deploytool.deploy.status",
+)
 
 _SERVER = r'''
 import gc, importlib, json, os, runpy, select, signal, socket, sys, threading, traceback
@@ -162,8 +175,13 @@ class _Server:
         self.folder = tempfile.mkdtemp(prefix="deploytool-cli-")
         self.path = os.path.join(self.folder, "socket")
         self.env, self.reads = env, {"*"}
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, self.path, json.dumps(_PRELOAD)], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=cwd)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _SERVER, self.path, json.dumps(_PRELOAD)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            cwd=cwd,
+        )
 
     def ready(self, timeout: float = 60) -> bool:
         import time
@@ -215,7 +233,9 @@ def _server_for(env: dict[str, str], cwd: Path) -> _Server | None:
         return server if server.proc.poll() is None and server.takes(env) else None
 
 
-def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float | None) -> subprocess.CompletedProcess[str]:
+def run(
+    args: list[str], env: dict[str, str], cwd: Path, timeout: float | None
+) -> subprocess.CompletedProcess[str]:
     """As subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True,
     text=True, timeout=timeout, env=env, cwd=cwd), forked from the server where it can be."""
     argv = [sys.executable, "-m", "deploytool", *args]
@@ -227,8 +247,9 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float | None) 
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         conn.connect(server.path)
-        socket.send_fds(conn, [json.dumps({"args": list(args), "env": env, "cwd": str(cwd)}).encode()],
-                        [out_w, err_w])
+        socket.send_fds(
+            conn, [json.dumps({"args": list(args), "env": env, "cwd": str(cwd)}).encode()], [out_w, err_w]
+        )
     except OSError:
         conn.close()
         for fd in (out_r, out_w, err_r, err_w):
@@ -239,7 +260,9 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float | None) 
     with conn:
         pid = json.loads(conn.recv(1 << 16))["pid"]
         chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-        readers = [threading.Thread(target=_drain, args=(fd, chunks[fd]), daemon=True) for fd in (out_r, err_r)]
+        readers = [
+            threading.Thread(target=_drain, args=(fd, chunks[fd]), daemon=True) for fd in (out_r, err_r)
+        ]
         for reader in readers:
             reader.start()
         conn.settimeout(timeout)
@@ -257,8 +280,9 @@ def run(args: list[str], env: dict[str, str], cwd: Path, timeout: float | None) 
             reader.join()
     if not answer:
         raise RuntimeError(f"the CLI fork server ended while `deploytool {' '.join(args)}` ran")
-    return subprocess.CompletedProcess(argv, json.loads(answer)["returncode"], _text(b"".join(chunks[out_r])),
-                                       _text(b"".join(chunks[err_r])))
+    return subprocess.CompletedProcess(
+        argv, json.loads(answer)["returncode"], _text(b"".join(chunks[out_r])), _text(b"".join(chunks[err_r]))
+    )
 
 
 def _kill(pid: int, conn: socket.socket) -> None:

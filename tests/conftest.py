@@ -18,8 +18,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from run_plan import (order_and_report, pytest_configure_node, pytest_runtest_logreport,  # noqa: F401 (hooks)
-                      pytest_sessionfinish, pytest_terminal_summary, pytest_xdist_make_scheduler)
+from run_plan import (
+    order_and_report,
+    pytest_configure_node,
+    pytest_runtest_logreport,  # noqa: F401 (hooks)
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+    pytest_xdist_make_scheduler,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
@@ -29,8 +35,14 @@ BASE_IMAGE = "deploytool/base:bookworm"
 # shared download cache, opt-in image tests, the wheel index for those): everything else of
 # DEPLOYTOOL_* is theirs (an instance, a state directory, profiles, hooks, a stand-in NVML host)
 # and would steer the tests onto their releases or off the host the tests describe.
-_SUITE_VARIABLES = {"DEPLOYTOOL_TEST_CACHE", "DEPLOYTOOL_GPU_IMAGE", "DEPLOYTOOL_GPU_WHEELHOUSE",
-                    "DEPLOYTOOL_TORCH_INDEX_URL", "DEPLOYTOOL_GPU_CHECK_CACHE", "DEPLOYTOOL_TEST_NO_FORKSERVER"}
+_SUITE_VARIABLES = {
+    "DEPLOYTOOL_TEST_CACHE",
+    "DEPLOYTOOL_GPU_IMAGE",
+    "DEPLOYTOOL_GPU_WHEELHOUSE",
+    "DEPLOYTOOL_TORCH_INDEX_URL",
+    "DEPLOYTOOL_GPU_CHECK_CACHE",
+    "DEPLOYTOOL_TEST_NO_FORKSERVER",
+}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,8 +67,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     full GPU image downloads and installs gigabytes: opt-in only (`make gpu-image`)."""
     skip = None
     if os.environ.get("DEPLOYTOOL_GPU_IMAGE") != "1":
-        skip = pytest.mark.skip(reason="builds the full GPU image (~4.8 GB of wheels, a 12.4 GB image): "
-                                       "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it")
+        skip = pytest.mark.skip(
+            reason="builds the full GPU image (~4.8 GB of wheels, a 12.4 GB image): "
+            "run `make gpu-image` (DEPLOYTOOL_GPU_IMAGE=1) to include it"
+        )
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "docker_engine" in fixtures:
@@ -123,8 +137,10 @@ def remove_this_instance(client, *, tolerant: bool = False) -> None:
     throwaway = {"label": f"{labels.THROWAWAY}={labels.instance()}"}
     mine = {"label": f"{labels.INSTANCE}={labels.instance()}"}
     refused = (docker.errors.APIError,) if tolerant else (docker.errors.NotFound,)
-    for container in [*client.containers.list(all=True, filters=throwaway),
-                      *client.containers.list(all=True, filters=mine)]:
+    for container in [
+        *client.containers.list(all=True, filters=throwaway),
+        *client.containers.list(all=True, filters=mine),
+    ]:
         with contextlib.suppress(*refused):
             container.remove(force=True)
     for volume in client.volumes.list(filters=mine):
@@ -280,7 +296,9 @@ def hold_port(port: int, bind: str = "127.0.0.1"):
         yield port
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """The real console script in a process of its own: exit codes, stdout and stderr as a user
     sees them. Forked from a server that has made the CLI's imports once (cli_forkserver.py:
     `python -m deploytool` in every other way); DEPLOYTOOL_TEST_NO_FORKSERVER=1 starts each
@@ -290,8 +308,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     return cli_forkserver.run(list(args), {**os.environ, **(env or {})}, ROOT, timeout)
 
 
-def run_clis(*commands: tuple[str, ...], envs: list[dict[str, str] | None] | None = None,
-             timeout: float = 300) -> list[subprocess.CompletedProcess[str]]:
+def run_clis(
+    *commands: tuple[str, ...], envs: list[dict[str, str] | None] | None = None, timeout: float = 300
+) -> list[subprocess.CompletedProcess[str]]:
     """Several commands of the console script at once (`envs`: each one's extra variables), for
     a fixture that prepares independent slots: their waits (a container start, a health check)
     overlap instead of adding up, as two people's commands on two slots of one host do (each
@@ -309,9 +328,14 @@ def start_cli(*args: str) -> subprocess.Popen[str]:
     A suite started in the background by a script (`nohup make test &`) inherits SIGINT
     ignored, and Python keeps an ignored SIGINT ignored: the CLI would never see the Ctrl-C
     these tests send. The child gets SIGINT's default back, as a terminal's foreground job has."""
-    return subprocess.Popen([sys.executable, "-m", "deploytool", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        [sys.executable, "-m", "deploytool", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 @contextlib.contextmanager
@@ -327,8 +351,11 @@ def serve_app(app, what: str = "the test server", sock: socket.socket | None = N
     if sock is None:
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=1))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, lifespan="off", log_level="warning", access_log=False, timeout_graceful_shutdown=1
+        )
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -14,24 +14,51 @@ CPU = Slot()
 SIM = ProfileStore().get("sim")
 
 
-def release(number: int, state: str = "exited", port: int = 30000, image: str = "deploytool/sim:old") -> Release:
-    return Release(slot="cpu", release=number, profile="sim", image=image, container_id=f"id{number}",
-                   container_name=f"deploytool-cpu-r{number}-server", state=state, health=None, host_port=port,
-                   gpus=[], simulator=True, created="")
+def release(
+    number: int, state: str = "exited", port: int = 30000, image: str = "deploytool/sim:old"
+) -> Release:
+    return Release(
+        slot="cpu",
+        release=number,
+        profile="sim",
+        image=image,
+        container_id=f"id{number}",
+        container_name=f"deploytool-cpu-r{number}-server",
+        state=state,
+        health=None,
+        host_port=port,
+        gpus=[],
+        simulator=True,
+        created="",
+    )
 
 
-def facts(*releases: Release, current: int | None = None, previous: int | None = None, next_release: int = 1,
-          port: PortFacts | None = None, image_present: bool = True, cache: CacheFacts | None = None,
-          slot: Slot = CPU, inventory: Inventory | None = None) -> Facts:
+def facts(
+    *releases: Release,
+    current: int | None = None,
+    previous: int | None = None,
+    next_release: int = 1,
+    port: PortFacts | None = None,
+    image_present: bool = True,
+    cache: CacheFacts | None = None,
+    slot: Slot = CPU,
+    inventory: Inventory | None = None,
+) -> Facts:
     from deploytool.image.build import plan_build
 
     tag = plan_build(SIM).tag
-    return Facts(slot=slot, releases=list(releases),
-                 pointers=SlotPointers(current=current, previous=previous, next_release=next_release),
-                 health={r.release: HealthSpec(start_period=7) for r in releases}, inventory=inventory,
-                 image=ImageFacts(tag, image_present, {} if image_present else None, "deploytool/base:bookworm",
-                                  "sha256:base"),
-                 port=port or PortFacts("127.0.0.1", 30000), cache=cache)
+    return Facts(
+        slot=slot,
+        releases=list(releases),
+        pointers=SlotPointers(current=current, previous=previous, next_release=next_release),
+        health={r.release: HealthSpec(start_period=7) for r in releases},
+        inventory=inventory,
+        image=ImageFacts(
+            tag, image_present, {} if image_present else None, "deploytool/base:bookworm", "sha256:base"
+        ),
+        port=port or PortFacts("127.0.0.1", 30000),
+        cache=cache,
+    )
 
 
 def facts_with_memory(profile) -> Facts:
@@ -40,6 +67,11 @@ def facts_with_memory(profile) -> Facts:
     from deploytool.image.build import plan_build
     from deploytool.memory.gate import memory_facts
 
-    return Facts(slot=CPU, releases=[], pointers=SlotPointers(next_release=3),
-                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
-                 port=PortFacts("127.0.0.1", 30000), memory=memory_facts(CPU, profile))
+    return Facts(
+        slot=CPU,
+        releases=[],
+        pointers=SlotPointers(next_release=3),
+        image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+        port=PortFacts("127.0.0.1", 30000),
+        memory=memory_facts(CPU, profile),
+    )

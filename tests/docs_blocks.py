@@ -65,8 +65,11 @@ def parse_block(text: str) -> tuple[str, list[tuple[str, list[str]]]] | None:
                 commands[-1][1].append(line)
         return "console", commands
     meaningful = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    if meaningful and all(line.startswith("deploytool ") or line.startswith((" ", "\t")) for line in meaningful) \
-            and meaningful[0].startswith("deploytool "):
+    if (
+        meaningful
+        and all(line.startswith("deploytool ") or line.startswith((" ", "\t")) for line in meaningful)
+        and meaningful[0].startswith("deploytool ")
+    ):
         return "listing", [(line, []) for line in meaningful]
     return None
 
@@ -85,11 +88,16 @@ class ConsoleParser:
             parsed = parse_block(str(region.lexemes["source"]))
             if parsed is None:
                 continue
-            before = document.text[max(0, region.start - 400):region.start]
+            before = document.text[max(0, region.start - 400) : region.start]
             found = MARKER.search(before)
-            block = Block(kind=parsed[0], text=str(region.lexemes["source"]),
-                          line=document.text.count("\n", 0, region.start) + 1, commands=parsed[1],
-                          marker=found["kind"] if found else None, reason=found["reason"] if found else "")
+            block = Block(
+                kind=parsed[0],
+                text=str(region.lexemes["source"]),
+                line=document.text.count("\n", 0, region.start) + 1,
+                commands=parsed[1],
+                marker=found["kind"] if found else None,
+                reason=found["reason"] if found else "",
+            )
             yield Region(region.start, region.end, parsed=block, evaluator=self.runner.evaluate)
 
 
@@ -159,14 +167,18 @@ class Runner:
         if block.kind == "listing":
             return check_listing(block)
         problems = []
-        with tempfile.TemporaryDirectory(prefix="docs-test-") as home:  # one per block: its commands follow on
+        with tempfile.TemporaryDirectory(
+            prefix="docs-test-"
+        ) as home:  # one per block: its commands follow on
             for command, expected in block.commands:
                 actual = run(command, home)
                 got = [normalise(x, home) for x in actual]
                 want = [normalise(x) for x in expected]
                 problem = matches(want, got, excerpt=block.marker == "excerpt")
                 if problem:
-                    problems.append(f"$ {command}\n  {problem}\n  printed:\n" + "\n".join("    " + x for x in actual[:60]))
+                    problems.append(
+                        f"$ {command}\n  {problem}\n  printed:\n" + "\n".join("    " + x for x in actual[:60])
+                    )
         return "\n".join(problems) or None
 
 
@@ -180,8 +192,14 @@ def run(command: str, home: str) -> list[str]:
         raise AssertionError(f"a console block runs deploytool only: {command!r}")
     # a port the page names is taken here by whoever has it: the command gets a free one
     words = [str(free_port()) if i and words[i - 1] == "--port" else w for i, w in enumerate(words)]
-    env.update(DEPLOYTOOL_HOME=home, DEPLOYTOOL_HF_HOME=str(Path(home) / "hf"), COLUMNS="120", NO_COLOR="1",
-               TERM="dumb", DOCKER_HOST="unix:///nonexistent/docker.sock")
+    env.update(
+        DEPLOYTOOL_HOME=home,
+        DEPLOYTOOL_HF_HOME=str(Path(home) / "hf"),
+        COLUMNS="120",
+        NO_COLOR="1",
+        TERM="dumb",
+        DOCKER_HOST="unix:///nonexistent/docker.sock",
+    )
     proc = cli_forkserver.run(words[1:], env, ROOT, 120)  # as `python -m deploytool`, its imports made once
     return (proc.stdout + proc.stderr).splitlines()
 

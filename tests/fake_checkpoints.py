@@ -9,8 +9,14 @@ import os
 import struct
 from pathlib import Path
 
-CONFIG = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 8, "num_hidden_layers": 1,
-          "num_attention_heads": 1, "vocab_size": 16}
+CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 8,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 1,
+    "vocab_size": 16,
+}
 
 
 def safetensors_bytes(tensors: dict[str, list[float]]) -> bytes:
@@ -37,7 +43,9 @@ def write_model_folder(folder: Path, *, shards: int = 1, config: dict | None = N
         name = f"model-{i:05d}-of-{shards:05d}.safetensors"
         (folder / name).write_bytes(safetensors_bytes({f"layer{i}.w": [float(i)]}))
         weight_map[f"layer{i}.w"] = name
-    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map})
+    )
     return folder
 
 
@@ -48,8 +56,10 @@ def write_hub_cache(cache: Path, repo: str, *, revision: str = "main", seed: str
     snapshot = root / "snapshots" / commit
     snapshot.mkdir(parents=True, exist_ok=True)
     (root / "blobs").mkdir(exist_ok=True)
-    for name, content in (("config.json", json.dumps(CONFIG).encode()),
-                          ("model.safetensors", safetensors_bytes({"w": [3.0]}))):
+    for name, content in (
+        ("config.json", json.dumps(CONFIG).encode()),
+        ("model.safetensors", safetensors_bytes({"w": [3.0]})),
+    ):
         blob = hashlib.sha256(content).hexdigest()
         (root / "blobs" / blob).write_bytes(content)
         link = snapshot / name

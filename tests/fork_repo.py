@@ -37,9 +37,25 @@ _DATES = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026
 
 
 def git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), "-c", "user.name=fork", "-c", "user.email=fork@example.invalid",
-                           "-c", "core.compression=1", "-c", "init.defaultBranch=main", *args],
-                          capture_output=True, text=True, env={**os.environ, **_DATES})
+    proc = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=fork",
+            "-c",
+            "user.email=fork@example.invalid",
+            "-c",
+            "core.compression=1",
+            "-c",
+            "init.defaultBranch=main",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **_DATES},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -63,8 +79,15 @@ def tiny_repo(root: Path, version: str = "0.5.23") -> tuple[Path, str]:
     return repo, commit_all(repo, f"sglang {version}")
 
 
-def profile_yaml(name: str, source: dict, *, extends: str = "sglang-cpu-test", args: dict | None = None,
-                 wheels: list[dict] | None = None, patches: list[str] | None = None) -> str:
+def profile_yaml(
+    name: str,
+    source: dict,
+    *,
+    extends: str = "sglang-cpu-test",
+    args: dict | None = None,
+    wheels: list[dict] | None = None,
+    patches: list[str] | None = None,
+) -> str:
     """A profile extending the CPU test profile, with its image.source (and image.wheels)."""
     import yaml
 

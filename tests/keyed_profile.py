@@ -15,8 +15,13 @@ def keyed(profile: Profile, *, token: bool = True) -> Profile:
     return keyed
 
 
-def from_hub(profile: Profile, *, repo: str = "nvidia/Qwen3.6-35B-A3B-NVFP4", revision: str | None = "main",
-             offline: bool = True) -> Profile:
+def from_hub(
+    profile: Profile,
+    *,
+    repo: str = "nvidia/Qwen3.6-35B-A3B-NVFP4",
+    revision: str | None = "main",
+    offline: bool = True,
+) -> Profile:
     """The profile served from a hub repository (model.hub, revision, offline)."""
     hub = profile.model_copy(deep=True)
     hub.model.host_path = None

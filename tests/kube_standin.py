@@ -47,21 +47,37 @@ class StandInCluster:
         if obj.get("kind") == "Deployment":
             old_template = (before or {}).get("spec", {}).get("template")
             if old_template != obj["spec"]["template"]:
-                revision = int((before or {}).get("metadata", {}).get("annotations", {})
-                               .get("deployment.kubernetes.io/revision", "0")) + 1
-                obj["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = str(revision)
+                revision = (
+                    int(
+                        (before or {})
+                        .get("metadata", {})
+                        .get("annotations", {})
+                        .get("deployment.kubernetes.io/revision", "0")
+                    )
+                    + 1
+                )
+                obj["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = str(
+                    revision
+                )
                 ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
                 rs_name = f"{name}-rev{revision}"
                 template = copy.deepcopy(obj["spec"]["template"])
                 template["metadata"].setdefault("labels", {})["pod-template-hash"] = f"hash{revision}"
                 self.objects[f"/apis/apps/v1/namespaces/{ns}/replicasets/{rs_name}"] = {
-                    "apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "metadata": {"name": rs_name, "namespace": ns, "labels": dict(template["metadata"]["labels"]),
-                                 "annotations": {"deployment.kubernetes.io/revision": str(revision)}},
-                    "spec": {"template": template}}
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "metadata": {
+                        "name": rs_name,
+                        "namespace": ns,
+                        "labels": dict(template["metadata"]["labels"]),
+                        "annotations": {"deployment.kubernetes.io/revision": str(revision)},
+                    },
+                    "spec": {"template": template},
+                }
             elif before is not None:
-                obj["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = \
-                    before["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+                obj["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = before[
+                    "metadata"
+                ]["annotations"]["deployment.kubernetes.io/revision"]
 
     # -- requests -------------------------------------------------------------------------------
     def handle(self, method: str, raw_path: str, content_type: str | None, body: Any) -> tuple[int, Any]:
@@ -74,8 +90,11 @@ class StandInCluster:
             if method == "GET":
                 if path in self.objects:
                     return 200, self.objects[path]
-                items = [o for p, o in self.objects.items() if p.rsplit("/", 1)[0] == path
-                         and _matches(o, query.get("labelSelector", ""))]
+                items = [
+                    o
+                    for p, o in self.objects.items()
+                    if p.rsplit("/", 1)[0] == path and _matches(o, query.get("labelSelector", ""))
+                ]
                 if items or _is_collection(path):
                     return 200, {"kind": "List", "apiVersion": "v1", "items": items}
                 return 404, _status(404, f"{path} not found")
@@ -113,8 +132,13 @@ class StandInCluster:
 
 
 def _status(code: int, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "code": code, "message": message,
-            "status": "Success" if code < 300 else "Failure"}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "code": code,
+        "message": message,
+        "status": "Success" if code < 300 else "Failure",
+    }
 
 
 def _is_collection(path: str) -> bool:

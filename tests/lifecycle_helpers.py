@@ -38,7 +38,9 @@ server:
   args:
     startup-seconds: 0.5
     decode-tps: 2000
-health: """ + health_check() + "\n",
+health: """
+    + health_check()
+    + "\n",
     "t-good2": "name: t-good2\nextends: t-good\nserver:\n  args:\n    decode-tps: 3000\n",
     "t-never": """\
 name: t-never
@@ -65,8 +67,12 @@ def slot_env(docker_engine, profiles_dir: Path):
     """Run commands against this test's profiles and a free port; remove what they started."""
     port = free_port()
 
-    def cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        extra = ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render", "rollout") else []
+    def cli(
+        *args: str, timeout: float = 300, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        extra = (
+            ["--profiles-dir", str(profiles_dir)] if args[0] in ("up", "build", "render", "rollout") else []
+        )
         if args[0] == "up" and "--port" not in args:
             extra += ["--port", str(port)]
         return run_cli(*args, *extra, timeout=timeout, env=env)
@@ -86,7 +92,10 @@ def throwaways_left(engine) -> list[str]:
 
     mine = {"label": f"{labels.THROWAWAY}={labels.instance()}"}
     # sparse: the listing's own fields (no inspect of each), where the names are a list
-    return [c.attrs["Names"][0].lstrip("/") for c in engine.client.containers.list(all=True, sparse=True, filters=mine)]
+    return [
+        c.attrs["Names"][0].lstrip("/")
+        for c in engine.client.containers.list(all=True, sparse=True, filters=mine)
+    ]
 
 
 def up(cli, profile: str, *extra: str) -> subprocess.CompletedProcess[str]:

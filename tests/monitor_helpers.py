@@ -19,8 +19,12 @@ class Load:
     def _run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=30) as client:
             while not self.stop.is_set():
-                body = {"model": "sim-model", "max_tokens": 40, "stream": True,
-                        "messages": [{"role": "user", "content": f"count to ten {time.monotonic()}"}]}
+                body = {
+                    "model": "sim-model",
+                    "max_tokens": 40,
+                    "stream": True,
+                    "messages": [{"role": "user", "content": f"count to ten {time.monotonic()}"}],
+                }
                 try:
                     with client.stream("POST", "/v1/chat/completions", json=body) as response:
                         for _ in response.iter_lines():
@@ -47,8 +51,10 @@ def serving_gap(api: httpx.Client, slot: str, since: float, until: float) -> dic
     A stretch is measured between two successful scrapes, so it is at least one scrape interval
     even when nothing was missed."""
     span = max(1, int(until - since) + 5)
-    result = api.get("/api/v1/query", params={
-        "query": f'up{{job="deploytool-releases",slot="{slot}"}}[{span}s]', "time": f"{until:.3f}"}).json()
+    result = api.get(
+        "/api/v1/query",
+        params={"query": f'up{{job="deploytool-releases",slot="{slot}"}}[{span}s]', "time": f"{until:.3f}"},
+    ).json()
     up_at: list[float] = []
     spans: dict[str, list[float]] = {}  # release: [first, last] successful scrape
     for series in result["data"]["result"]:
@@ -59,5 +65,11 @@ def serving_gap(api: httpx.Client, slot: str, since: float, until: float) -> dic
                 span[0], span[1] = min(span[0], float(stamp)), max(span[1], float(stamp))
     up_at.sort()
     widest = max((b - a, a, b) for a, b in zip(up_at, up_at[1:])) if len(up_at) > 1 else (None, None, None)
-    return {"longest_s": widest[0], "from": widest[1], "to": widest[2], "samples_up": len(up_at),
-            "releases": sorted(spans), "up_spans": spans}
+    return {
+        "longest_s": widest[0],
+        "from": widest[1],
+        "to": widest[2],
+        "samples_up": len(up_at),
+        "releases": sorted(spans),
+        "up_spans": spans,
+    }

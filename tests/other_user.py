@@ -19,8 +19,9 @@ def other_user() -> Iterator[pwd.struct_passwd]:
     if os.geteuid() != 0:
         pytest.skip("needs root: makes a second local user with useradd to own the files under test")
     name = f"dt-other-{secrets.token_hex(3)}"
-    made = subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True
+    )
     if made.returncode:
         pytest.skip(f"useradd could not make a second user here: {made.stderr.strip()}")
     try:

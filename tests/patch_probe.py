@@ -6,6 +6,7 @@ behaviour under test) or stand in as MagicMocks. 0001, last: sglang.srt.utils.co
 imported, asked on a machine described afterwards (NVML standing in for an SM120 card, torch.cuda
 refusing to be asked). Prints one JSON object. One process answers every patch: importing torch
 and sglang is most of its cost."""
+
 import __future__, ast, builtins, json, os, sys, types, weakref
 from contextlib import nullcontext
 from unittest import mock
@@ -27,7 +28,10 @@ def load(rel, names, given):
     namespace = {name: mock.MagicMock(name=name) for name in used}
     namespace.update(given, __name__="probe_" + rel.replace("/", "_"))
     # annotations stay strings: their names are types this probe does not need
-    exec(compile(module, path, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True), namespace)
+    exec(
+        compile(module, path, "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True),
+        namespace,
+    )
     return namespace
 
 
@@ -50,7 +54,11 @@ class Fp8Config:  # stands in for layers/quantization/fp8.py (its imports need a
 
 class QuantConfig:
     def __init__(self, name, serialized=True, quantized_layers=()):
-        self.name, self.is_checkpoint_nvfp4_serialized, self.quantized_layers = name, serialized, list(quantized_layers)
+        self.name, self.is_checkpoint_nvfp4_serialized, self.quantized_layers = (
+            name,
+            serialized,
+            list(quantized_layers),
+        )
 
     def get_name(self):
         return self.name
@@ -58,34 +66,62 @@ class QuantConfig:
 
 fp8_module = mock.MagicMock(Fp8Config=Fp8Config)
 sys.modules["sglang.srt.layers.quantization.fp8"] = fp8_module
-mtp = load("sglang/srt/models/qwen3_5_mtp.py",
-           [n for n in ("_mtp_quant_config", "_checkpoint_mtp_quant_config")
-            if "def " + n + "(" in open(os.path.join(TREE, "sglang/srt/models/qwen3_5_mtp.py")).read()],
-           {"envs": envs, "is_npu": lambda: False,
-            "Qwen3_5ForCausalLM": mock.MagicMock(packed_modules_mapping={"qkv_proj": ["q_proj", "k_proj", "v_proj"]})})
-checkpoints = {"nvfp4 (MTP in bf16)": QuantConfig("modelopt_fp4"),
-               "mixed (MTP in bf16)": QuantConfig("modelopt_mixed", quantized_layers=["model.layers.0.mlp"]),
-               "mixed (MTP quantized)": QuantConfig("modelopt_mixed", quantized_layers=["mtp.layers.0.mlp"]),
-               "unquantized": None}
+mtp = load(
+    "sglang/srt/models/qwen3_5_mtp.py",
+    [
+        n
+        for n in ("_mtp_quant_config", "_checkpoint_mtp_quant_config")
+        if "def " + n + "(" in open(os.path.join(TREE, "sglang/srt/models/qwen3_5_mtp.py")).read()
+    ],
+    {
+        "envs": envs,
+        "is_npu": lambda: False,
+        "Qwen3_5ForCausalLM": mock.MagicMock(
+            packed_modules_mapping={"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+        ),
+    },
+)
+checkpoints = {
+    "nvfp4 (MTP in bf16)": QuantConfig("modelopt_fp4"),
+    "mixed (MTP in bf16)": QuantConfig("modelopt_mixed", quantized_layers=["model.layers.0.mlp"]),
+    "mixed (MTP quantized)": QuantConfig("modelopt_mixed", quantized_layers=["mtp.layers.0.mlp"]),
+    "unquantized": None,
+}
 for flag in ("0", "1"):
     os.environ["SGLANG_MTP_FP8_AT_LOAD"] = flag
     for label, config in checkpoints.items():
         built.clear()
         chosen = mtp["_mtp_quant_config"](config)
-        out[f"mtp {label} flag={flag}"] = (None if chosen is None else
-                                            "checkpoint" if chosen is config else
-                                            {"fp8": chosen.kwargs.get("is_checkpoint_fp8_serialized"),
-                                             "activation": chosen.kwargs.get("activation_scheme")})
+        out[f"mtp {label} flag={flag}"] = (
+            None
+            if chosen is None
+            else "checkpoint"
+            if chosen is config
+            else {
+                "fp8": chosen.kwargs.get("is_checkpoint_fp8_serialized"),
+                "activation": chosen.kwargs.get("activation_scheme"),
+            }
+        )
 os.environ.pop("SGLANG_MTP_FP8_AT_LOAD")
 
 # -- 0004: where the tokenizer process preprocesses images ----------------------------------
 platform = mock.MagicMock(device_type="cuda")
 platform.is_cuda_alike.return_value = True
-proc_ns = load("sglang/srt/multimodal/processors/base_processor.py", ["BaseMultimodalProcessor"],
-               {"envs": envs, "_is_cpu": False, "_is_xpu": False, "_is_npu": False,
-                "platforms": mock.MagicMock(current_platform=platform),
-                "get_exec": lambda: mock.MagicMock(**{"deterministic.rl_on_policy_target": None}),
-                "ABC": object, "abstractmethod": lambda f: f, "contextmanager": lambda f: f})
+proc_ns = load(
+    "sglang/srt/multimodal/processors/base_processor.py",
+    ["BaseMultimodalProcessor"],
+    {
+        "envs": envs,
+        "_is_cpu": False,
+        "_is_xpu": False,
+        "_is_npu": False,
+        "platforms": mock.MagicMock(current_platform=platform),
+        "get_exec": lambda: mock.MagicMock(**{"deterministic.rl_on_policy_target": None}),
+        "ABC": object,
+        "abstractmethod": lambda f: f,
+        "contextmanager": lambda f: f,
+    },
+)
 device_of = proc_ns["BaseMultimodalProcessor"]._fast_image_processor_device
 fake = mock.MagicMock(server_args=mock.MagicMock(base_gpu_id=3))
 for flag in ("0", "1"):
@@ -117,8 +153,9 @@ class DraftModel(torch.nn.Module):
 class Runner:
     def __init__(self, model):
         self.model = model
-        self.model_config = mock.MagicMock(hf_config=mock.MagicMock(index_share_for_mtp_iteration=False,
-                                                                      index_topk=None))
+        self.model_config = mock.MagicMock(
+            hf_config=mock.MagicMock(index_share_for_mtp_iteration=False, index_topk=None)
+        )
 
 
 class FakeTpModelWorker:
@@ -140,27 +177,46 @@ class Base:
 
 target_embed = torch.nn.Parameter(torch.ones(VOCAB, HIDDEN))
 target_head = torch.nn.Parameter(torch.ones(VOCAB, HIDDEN))
-spec = mock.MagicMock(speculative_eagle_topk=1, speculative_num_steps=3, speculative_num_draft_tokens=4,
-                      speculative_algorithm="NEXTN", speculative_use_rejection_sampling=False,
-                      speculative_token_map=None)
+spec = mock.MagicMock(
+    speculative_eagle_topk=1,
+    speculative_num_steps=3,
+    speculative_num_draft_tokens=4,
+    speculative_algorithm="NEXTN",
+    speculative_use_rejection_sampling=False,
+    speculative_token_map=None,
+)
 algorithm = mock.MagicMock()
 algorithm.is_eagle3.return_value = False
-worker_ns = load("sglang/srt/speculative/eagle_worker_v2.py", ["EagleDraftWorker"], {
-    "EagleDraftWorkerBase": Base, "TpModelWorker": FakeTpModelWorker, "get_spec": lambda: spec,
-    "SpeculativeAlgorithm": mock.MagicMock(from_string=lambda s: algorithm),
-    "get_plan_stream": lambda device: (None, nullcontext()),
-    "resolve_draft_embed_and_head": lambda **kw: (target_embed, target_head),
-    "torch": torch, "logger": mock.MagicMock()})
+worker_ns = load(
+    "sglang/srt/speculative/eagle_worker_v2.py",
+    ["EagleDraftWorker"],
+    {
+        "EagleDraftWorkerBase": Base,
+        "TpModelWorker": FakeTpModelWorker,
+        "get_spec": lambda: spec,
+        "SpeculativeAlgorithm": mock.MagicMock(from_string=lambda s: algorithm),
+        "get_plan_stream": lambda device: (None, nullcontext()),
+        "resolve_draft_embed_and_head": lambda **kw: (target_embed, target_head),
+        "torch": torch,
+        "logger": mock.MagicMock(),
+    },
+)
 sys.modules["sglang.srt.lora.layers"] = mock.MagicMock(unwrap_lora_layer=lambda layer: layer)
 target = mock.MagicMock()
 target.model_runner.model = mock.MagicMock(lm_head=None)
-worker = worker_ns["EagleDraftWorker"](server_args=mock.MagicMock(), gpu_id=0, nccl_port=0, target_worker=target)
+worker = worker_ns["EagleDraftWorker"](
+    server_args=mock.MagicMock(), gpu_id=0, nccl_port=0, target_worker=target
+)
 draft = worker.draft_runner.model
-out["draft after __init__"] = {"shares target": draft.embed is target_embed and draft.head is target_head,
-                               "private copies alive": sum(ref() is not None for ref in draft.private)}
+out["draft after __init__"] = {
+    "shares target": draft.embed is target_embed and draft.head is target_head,
+    "private copies alive": sum(ref() is not None for ref in draft.private),
+}
 worker.alloc_memory_pool(memory_pool_config=None, req_to_token_pool=None, token_to_kv_pool_allocator=None)
-out["draft after alloc_memory_pool"] = {"shares target": draft.embed is target_embed and draft.head is target_head,
-                                        "private copies alive": sum(ref() is not None for ref in draft.private)}
+out["draft after alloc_memory_pool"] = {
+    "shares target": draft.embed is target_embed and draft.head is target_head,
+    "private copies alive": sum(ref() is not None for ref in draft.private),
+}
 out["order"] = events
 
 # -- 0001: the device capability from NVML ----------------------------------------------------
@@ -190,8 +246,11 @@ torch.cuda.get_device_capability = no_context
 for cached in (common.is_cuda, common.is_sm120):
     cached.cache_clear()
 capability = out["0001"] = {"file": common.__file__}
-for name, call in (("capability", lambda: common.get_device_capability(0)),
-                   ("is_sm120", common.is_sm120), ("device_sm", common.get_device_sm)):
+for name, call in (
+    ("capability", lambda: common.get_device_capability(0)),
+    ("is_sm120", common.is_sm120),
+    ("device_sm", common.get_device_sm),
+):
     try:
         value = call()
         capability[name] = list(value) if isinstance(value, tuple) else value

@@ -27,12 +27,19 @@ LIMIT = 20
 def sim(port: int = 0, **overrides):
     """port 0: a free one; a port given: a later release of the same slot, which keeps its port."""
     # as the sim profile starts it: thinking off by default as the gateway expects, metrics and cache report on
-    settings = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False,
-                    default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True,
-                    enable_cache_report=True)
+    settings = dict(
+        startup_seconds=0,
+        decode_tps=5000,
+        prefill_tps=2_000_000,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     settings.update(overrides)
-    return serve_in_thread(SimSettings(**settings), port=port,
-                           wait_ready="never_ready" not in settings.get("faults", ()))
+    return serve_in_thread(
+        SimSettings(**settings), port=port, wait_ready="never_ready" not in settings.get("faults", ())
+    )
 
 
 def sim_profile(port: int, **model: object) -> Profile:
@@ -44,11 +51,20 @@ def sim_profile(port: int, **model: object) -> Profile:
     return profile
 
 
-def qualify(url: str, tmp_path: Path, *, profile: Profile | None = None, suites: list[str] | None = None,
-            overrides: dict | None = None, limit: int | None = LIMIT, **target_fields):
+def qualify(
+    url: str,
+    tmp_path: Path,
+    *,
+    profile: Profile | None = None,
+    suites: list[str] | None = None,
+    overrides: dict | None = None,
+    limit: int | None = LIMIT,
+    **target_fields,
+):
     merged = {k: dict(v) for k, v in FAST.items()}
     for key, value in (overrides or {}).items():
         merged.setdefault(key, {}).update(value)
     target = Target(url=url, profile=profile, **target_fields)
-    return run_qualification(target, suites=suites or OURS, limit=limit, report_dir=tmp_path / "report",
-                             overrides=merged)
+    return run_qualification(
+        target, suites=suites or OURS, limit=limit, report_dir=tmp_path / "report", overrides=merged
+    )

@@ -123,15 +123,25 @@ def _make_sglang_environments(config: pytest.Config) -> None:
 
     home = Path(tempfile.mkdtemp(prefix="deploytool-test-sglang-"))
     (home / "cache").symlink_to(shared_test_cache())
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from deploytool.image.referee import referee_python; "
-                             "referee_python(sys.argv[1])", SGLANG], env={**os.environ, "DEPLOYTOOL_HOME": str(home)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from deploytool.image.referee import referee_python; referee_python(sys.argv[1])",
+            SGLANG,
+        ],
+        env={**os.environ, "DEPLOYTOOL_HOME": str(home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
     def stop() -> None:  # the run ends first only when it was cut short: a stamp is written last
         if proc.poll() is None:  # its session: pip's processes too
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)
         shutil.rmtree(home, ignore_errors=True)
+
     config.add_cleanup(stop)
 
 
@@ -170,7 +180,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
             for unit in sorted(units, key=weight):
                 self.workqueue[unit] = units[unit]
-            for node in self.nodes[len(self.workqueue):]:  # more workers than units
+            for node in self.nodes[len(self.workqueue) :]:  # more workers than units
                 self.assigned_work.pop(node)
                 node.shutdown()
             for node in self.nodes:
@@ -198,7 +208,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The controller of an xdist run keeps what each unit took, for the next run's order."""
     config = session.config
-    if not _TEST_SECONDS or getattr(config, "cache", None) is None or not hasattr(config, "_deploytool_plan_dir"):
+    if (
+        not _TEST_SECONDS
+        or getattr(config, "cache", None) is None
+        or not hasattr(config, "_deploytool_plan_dir")
+    ):
         return
     units = _read_units(config)
     seconds: dict[str, float] = defaultdict(float)

@@ -19,10 +19,20 @@ from conftest import free_port
 class SimProcess:
     def __init__(self, **flags):
         port = free_port()
-        argv = [sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                "--startup-seconds", "0", "--no-log-requests"]
+        argv = [
+            sys.executable,
+            "-m",
+            "deploytool.sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--startup-seconds",
+            "0",
+            "--no-log-requests",
+        ]
         for name, value in flags.items():
-            flag = name.replace('_', '-')
+            flag = name.replace("_", "-")
             if isinstance(value, bool):  # the sim's on/off options: --enable-metrics / --no-enable-metrics
                 argv.append(f"--{flag}" if value else f"--no-{flag}")
             elif isinstance(value, (list, tuple)):  # a repeatable option: --fault A --fault B
@@ -31,7 +41,9 @@ class SimProcess:
             else:
                 argv += [f"--{flag}", str(value)]
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy()
+        )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:

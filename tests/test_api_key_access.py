@@ -58,28 +58,64 @@ def sglang_auth():
 def keyed_sim():
     # as the sim profile starts it (the sim's defaults are SGLang's): thinking off by default,
     # /metrics served, cached_tokens reported
-    handle = serve_in_thread(SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000,
-                                         log_requests=False, api_key=KEY,
-                                         default_chat_template_kwargs='{"enable_thinking": false}',
-                                         enable_metrics=True, enable_cache_report=True), wait_ready=True)
+    handle = serve_in_thread(
+        SimSettings(
+            startup_seconds=0,
+            decode_tps=5000,
+            prefill_tps=2_000_000,
+            log_requests=False,
+            api_key=KEY,
+            default_chat_template_kwargs='{"enable_thinking": false}',
+            enable_metrics=True,
+            enable_cache_report=True,
+        ),
+        wait_ready=True,
+    )
     yield handle
     handle.stop()
 
 
 # -- the rule: SGLang's own decision against the simulator's ------------------------------------
-CASES = [(method, path, header)
-         for method in ("GET", "POST", "OPTIONS")
-         for path in ("/health", "/health_generate", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
-                      "/server_info", "/get_model_info", "/flush_cache", "/healthz-not-really", "/x/health")
-         for header in (None, f"Bearer {KEY}", f"bearer {KEY}", f"Bearer {KEY}x", KEY, "Bearer", f"Basic {KEY}", "")]
+CASES = [
+    (method, path, header)
+    for method in ("GET", "POST", "OPTIONS")
+    for path in (
+        "/health",
+        "/health_generate",
+        "/ready",
+        "/metrics",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/server_info",
+        "/get_model_info",
+        "/flush_cache",
+        "/healthz-not-really",
+        "/x/health",
+    )
+    for header in (
+        None,
+        f"Bearer {KEY}",
+        f"bearer {KEY}",
+        f"Bearer {KEY}x",
+        KEY,
+        "Bearer",
+        f"Basic {KEY}",
+        "",
+    )
+]
 
 
 def test_simulator_decides_like_sglang_for_every_path_and_header(sglang_auth) -> None:
     for method, path, header in CASES:
         for key in (KEY, None):
-            want = sglang_auth.decide_request_auth(method=method, path=path, authorization_header=header,
-                                                   api_key=key, admin_api_key=None,
-                                                   auth_level=sglang_auth.AuthLevel.NORMAL)
+            want = sglang_auth.decide_request_auth(
+                method=method,
+                path=path,
+                authorization_header=header,
+                api_key=key,
+                admin_api_key=None,
+                auth_level=sglang_auth.AuthLevel.NORMAL,
+            )
             assert allowed(method, path, header, key) == want.allowed, (method, path, header, key)
     # The refusal is 401 with {"error": "Unauthorized"}: read from SGLang's middleware itself.
     source = Path(sglang_auth.__file__).read_text()
@@ -91,19 +127,28 @@ def test_keyed_simulator_refuses_without_the_key_with_sglangs_body(keyed_sim) ->
     for path in ("/v1/models", "/server_info"):
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
             response = httpx.get(url + path, headers=headers, timeout=5)
-            assert response.status_code == 401 and response.json() == {"error": "Unauthorized"}, (path, headers)
-    chat = httpx.post(url + "/v1/chat/completions", json={"model": "sim-model", "messages": [
-        {"role": "user", "content": "hi"}]}, timeout=5)
+            assert response.status_code == 401 and response.json() == {"error": "Unauthorized"}, (
+                path,
+                headers,
+            )
+    chat = httpx.post(
+        url + "/v1/chat/completions",
+        json={"model": "sim-model", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=5,
+    )
     assert chat.status_code == 401
     assert httpx.get(url + "/health", timeout=5).status_code == 200  # probes need no key
     assert httpx.get(url + "/metrics", timeout=5).status_code == 200
-    assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=5).status_code == 200
+    assert (
+        httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"}, timeout=5).status_code
+        == 200
+    )
 
 
 # -- how the key reaches the server: SGLang's --config ------------------------------------------
 def test_sglang_reads_the_key_from_the_config_file_deploytool_writes(tmp_path: Path) -> None:
     merger_module = sglang_module("srt/utils/server_args_config_parser.py")
-    tricky = 'k"ey: #with \' quotes\\and: colons ü'
+    tricky = "k\"ey: #with ' quotes\\and: colons ü"
     profile = load_profile("sim").model_copy(deep=True)
     profile.server.api_key = SecretRef(env="T_KEY")
     planned = release_secrets.plan_secrets(profile)
@@ -144,18 +189,31 @@ def test_qualify_passes_with_the_key_and_cannot_run_without(keyed_sim, tmp_path:
     profile = load_profile("sim").model_copy(deep=True)
     profile.server.port = keyed_sim.settings.port
     suites = ["preflight", "contract"]
-    good = run_qualification(Target(url=keyed_sim.url, profile=profile, api_key=KEY), suites=suites,
-                             report_dir=tmp_path / "good", overrides={"preflight": {"ready_timeout_s": 2}})
+    good = run_qualification(
+        Target(url=keyed_sim.url, profile=profile, api_key=KEY),
+        suites=suites,
+        report_dir=tmp_path / "good",
+        overrides={"preflight": {"ready_timeout_s": 2}},
+    )
     assert good.passed, good.summary_line()
     assert [s.verdict for s in good.suites] == [Verdict.PASSED, Verdict.PASSED]
     # The server describes itself with the key (as SGLang's /server_info does); the report does not.
-    assert keyed_sim.url and httpx.get(keyed_sim.url + "/server_info", timeout=5,
-                                       headers={"Authorization": f"Bearer {KEY}"}).text.count(KEY) >= 1
+    assert (
+        keyed_sim.url
+        and httpx.get(
+            keyed_sim.url + "/server_info", timeout=5, headers={"Authorization": f"Bearer {KEY}"}
+        ).text.count(KEY)
+        >= 1
+    )
     for path in (tmp_path / "good").rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
-    refused = run_qualification(Target(url=keyed_sim.url, profile=profile), suites=suites,
-                                report_dir=tmp_path / "refused", overrides={"preflight": {"ready_timeout_s": 2}})
+    refused = run_qualification(
+        Target(url=keyed_sim.url, profile=profile),
+        suites=suites,
+        report_dir=tmp_path / "refused",
+        overrides={"preflight": {"ready_timeout_s": 2}},
+    )
     assert refused.exit_code == EXIT_COULD_NOT_RUN and "401 Unauthorized" in (refused.could_not_run or "")
 
 
@@ -171,26 +229,55 @@ def test_the_health_probe_between_suites_sends_the_key(keyed_sim) -> None:
         async with EndpointClient(keyed_sim.url, api_key=key) as client:
             return await health_probe(client, model, 5)
 
-    model = httpx.get(keyed_sim.url + "/v1/models", timeout=5,
-                      headers={"Authorization": f"Bearer {KEY}"}).json()["data"][0]["id"]
+    model = httpx.get(
+        keyed_sim.url + "/v1/models", timeout=5, headers={"Authorization": f"Bearer {KEY}"}
+    ).json()["data"][0]["id"]
     assert asyncio.run(probe(KEY)) is None
     without = asyncio.run(probe(None))
     assert without is not None and "401" in without
 
 
 def test_a_key_on_the_command_line_is_refused(keyed_sim, tmp_path: Path) -> None:
-    out = run_cli("qualify", "--url", keyed_sim.url, "--api-key", KEY, "--suite", "contract", "--report",
-                  str(tmp_path / "r"))
+    out = run_cli(
+        "qualify",
+        "--url",
+        keyed_sim.url,
+        "--api-key",
+        KEY,
+        "--suite",
+        "contract",
+        "--report",
+        str(tmp_path / "r"),
+    )
     assert out.returncode == 2 and "--api-key-file" in out.stderr and not (tmp_path / "r").exists()
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
     key_file.chmod(0o600)
-    ok = run_cli("qualify", "--url", keyed_sim.url, "--api-key-file", str(key_file), "--suite", "contract",
-                 "--json", "--report", str(tmp_path / "r2"))
+    ok = run_cli(
+        "qualify",
+        "--url",
+        keyed_sim.url,
+        "--api-key-file",
+        str(key_file),
+        "--suite",
+        "contract",
+        "--json",
+        "--report",
+        str(tmp_path / "r2"),
+    )
     assert ok.returncode == 0, ok.stderr
     assert KEY not in ok.stdout and KEY not in ok.stderr
-    via_env = run_cli("qualify", "--url", keyed_sim.url, "--suite", "contract", "--json", "--report",
-                      str(tmp_path / "r3"), env={release_secrets.API_KEY_ENV: KEY})
+    via_env = run_cli(
+        "qualify",
+        "--url",
+        keyed_sim.url,
+        "--suite",
+        "contract",
+        "--json",
+        "--report",
+        str(tmp_path / "r3"),
+        env={release_secrets.API_KEY_ENV: KEY},
+    )
     assert via_env.returncode == 0, via_env.stderr
 
 
@@ -204,9 +291,13 @@ def test_client_api_key_sources(tmp_path: Path) -> None:
 
 
 def test_redaction_of_a_servers_self_description() -> None:
-    info = {"api_key": KEY, "admin_api_key": None, "port": 1,
-            "launch_command": f"python3 -m sglang.launch_server --model-path m --api-key {KEY} --port 1",
-            "nested": [{"note": f"key={KEY}"}, "--api-key=other"]}
+    info = {
+        "api_key": KEY,
+        "admin_api_key": None,
+        "port": 1,
+        "launch_command": f"python3 -m sglang.launch_server --model-path m --api-key {KEY} --port 1",
+        "nested": [{"note": f"key={KEY}"}, "--api-key=other"],
+    }
     clean = release_secrets.redact(info, [KEY])
     assert KEY not in json.dumps(clean) and "other" not in json.dumps(clean)
     assert clean["api_key"] == "<redacted>" and clean["admin_api_key"] is None and clean["port"] == 1
@@ -217,8 +308,13 @@ def test_redaction_of_a_servers_self_description() -> None:
 class _Container:
     def __init__(self, name: str, ip: str, key: str | None) -> None:
         self.name = name
-        self.labels = {"dev.deploytool.host-ip": ip, "dev.deploytool.slot": "cpu", "dev.deploytool.release": "1",
-                       "dev.deploytool.host-port": "30000", "dev.deploytool.instance": "default"}
+        self.labels = {
+            "dev.deploytool.host-ip": ip,
+            "dev.deploytool.slot": "cpu",
+            "dev.deploytool.release": "1",
+            "dev.deploytool.host-port": "30000",
+            "dev.deploytool.instance": "default",
+        }
         if key is not None:
             self.labels["dev.deploytool.api-key"] = key
 
@@ -238,9 +334,17 @@ class _Client:
 
 
 def test_doctor_reports_releases_open_beyond_loopback_without_a_key() -> None:
-    check = doctor.check_open_releases(_Client([
-        _Container("a", "127.0.0.1", "none"), _Container("b", "0.0.0.0", "required"),
-        _Container("c", "0.0.0.0", "none"), _Container("d", "10.1.2.3", None), _Container("e", "::1", "none")]))
+    check = doctor.check_open_releases(
+        _Client(
+            [
+                _Container("a", "127.0.0.1", "none"),
+                _Container("b", "0.0.0.0", "required"),
+                _Container("c", "0.0.0.0", "none"),
+                _Container("d", "10.1.2.3", None),
+                _Container("e", "::1", "none"),
+            ]
+        )
+    )
     assert check.status == "warn"
     assert [r.split(" ")[0] for r in check.data["releases"]] == ["c", "d"]
     assert doctor.check_open_releases(_Client([_Container("a", "127.0.0.1", "none")])).status == "pass"
@@ -249,16 +353,32 @@ def test_doctor_reports_releases_open_beyond_loopback_without_a_key() -> None:
 def test_bench_sends_the_key_and_keeps_it_out_of_its_results(keyed_sim, tmp_path: Path) -> None:
     from deploytool.bench import build_method, run_bench
 
-    method = build_method(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=2,
-                          decode_output_tokens=20, decode_prompt_tokens=64, load_concurrency=[2],
-                          load_requests_per_slot=1, load_output_tokens=20, prefill_prompt_tokens=[2000],
-                          prefill_prompts_each=1, request_timeout_s=20, run_timeout_s=60)
-    run = run_bench(Target(url=keyed_sim.url, profile=None, api_key=KEY), method=method,
-                    report_dir=tmp_path / "bench", progress=False)
+    method = build_method(
+        quick=True,
+        warmup_requests=1,
+        warmup_output_tokens=8,
+        decode_requests=2,
+        decode_output_tokens=20,
+        decode_prompt_tokens=64,
+        load_concurrency=[2],
+        load_requests_per_slot=1,
+        load_output_tokens=20,
+        prefill_prompt_tokens=[2000],
+        prefill_prompts_each=1,
+        request_timeout_s=20,
+        run_timeout_s=60,
+    )
+    run = run_bench(
+        Target(url=keyed_sim.url, profile=None, api_key=KEY),
+        method=method,
+        report_dir=tmp_path / "bench",
+        progress=False,
+    )
     assert run.errors_total == 0 and run.figure("decode_c1_tps").value > 0
     for path in (tmp_path / "bench").rglob("*"):
         if path.is_file():
             assert KEY not in path.read_text(errors="replace"), path
-    refused = run_bench(Target(url=keyed_sim.url, profile=None), method=method, report_dir=tmp_path / "no",
-                        progress=False)
+    refused = run_bench(
+        Target(url=keyed_sim.url, profile=None), method=method, report_dir=tmp_path / "no", progress=False
+    )
     assert refused.errors_total == refused.requests_total > 0

@@ -54,10 +54,15 @@ def _import_graph(known: dict[str, tuple[Path, bool]], texts: dict[str, str]) ->
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
-                    base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+                    base = ".".join(
+                        package[: len(package) - node.level + 1] + ([node.module] if node.module else [])
+                    )
                 else:
                     base = node.module or ""
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                    for alias in node.names
+                ]
             for target in targets:
                 while target and target not in known:  # `import deploytool.x.y` names module x.y
                     target = target.rpartition(".")[0]
@@ -121,7 +126,10 @@ def layout_table() -> dict[str, dict]:
             rows[FOUNDATION] = {"layer": int(cells[0]), "modules": set(names), "may_import": allowed}
         else:
             assert len(names) == 1 and names[0].endswith("/"), f"one package per row: {line}"
-            rows[names[0].rstrip("/")] = {"layer": None if cells[0] == "-" else int(cells[0]), "may_import": allowed}
+            rows[names[0].rstrip("/")] = {
+                "layer": None if cells[0] == "-" else int(cells[0]),
+                "may_import": allowed,
+            }
     return rows
 
 
@@ -156,7 +164,9 @@ def test_the_circle_finder_finds_a_circle_through_functions_and_type_checking(tm
     (pkg / "__init__.py").write_text("")
     (pkg / "inner" / "__init__.py").write_text("")
     (pkg / "a.py").write_text("def f():\n    from .inner import b\n")
-    (pkg / "inner" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import X\n")
+    (pkg / "inner" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..c import X\n"
+    )
     (pkg / "c.py").write_text("from deploytool import a\n")
     (pkg / "d.py").write_text("from . import c\n")
     graph = imports(pkg)
@@ -169,7 +179,9 @@ def test_the_table_lists_the_packages_and_top_level_modules_in_the_tree() -> Non
     table = layout_table()
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     top_level = {p.name for p in PACKAGE.glob("*.py")} - {"__init__.py", "__main__.py"}
-    assert set(table) - {FOUNDATION} == packages, "docs/architecture.md's packages differ from src/deploytool/"
+    assert set(table) - {FOUNDATION} == packages, (
+        "docs/architecture.md's packages differ from src/deploytool/"
+    )
     assert table[FOUNDATION]["modules"] == top_level, "docs/architecture.md's top-level modules differ"
 
 
@@ -185,9 +197,13 @@ def test_every_import_between_packages_goes_down_the_table() -> None:
                 continue
             if here == "__main__" and there == "cli":
                 continue  # `python -m deploytool` is the command line
-            allowed = table["cli" if here == "__main__" else here]["may_import"] if here != "deploytool" else set()
+            allowed = (
+                table["cli" if here == "__main__" else here]["may_import"] if here != "deploytool" else set()
+            )
             if there not in allowed:
-                wrong.append(f"{module}:{line} imports {target} ({here} may import: {', '.join(sorted(allowed))})")
+                wrong.append(
+                    f"{module}:{line} imports {target} ({here} may import: {', '.join(sorted(allowed))})"
+                )
     assert not wrong, "imports the table does not allow:\n" + "\n".join(wrong)
 
 
@@ -200,7 +216,10 @@ def test_the_table_itself_only_looks_down() -> None:
         for other in row["may_import"] - {"deploytool"}:
             assert other in table, f"{name} may import {other!r}, which the table does not list"
             if other != name:
-                assert table[other]["layer"] is not None and table[other]["layer"] < row["layer"], (name, other)
+                assert table[other]["layer"] is not None and table[other]["layer"] < row["layer"], (
+                    name,
+                    other,
+                )
 
 
 # The libraries that speak HTTP. Only server/ speaks it to a serving runtime (one set of rules:
@@ -208,16 +227,26 @@ def test_the_table_itself_only_looks_down() -> None:
 # two clients speak it to other programs: the Kubernetes API client and the Docker engine's
 # read-only socket client that `status` uses without the SDK.
 HTTP_CLIENTS = ("httpx", "requests", "urllib.request", "urllib3", "http.client", "aiohttp", "kubernetes")
-MAY_SPEAK_HTTP = {"deploytool.server": HTTP_CLIENTS, "deploytool.sim": HTTP_CLIENTS,
-                  "deploytool.k8s.cluster": ("kubernetes",), "deploytool.host.engine_api": ("http.client",)}
+MAY_SPEAK_HTTP = {
+    "deploytool.server": HTTP_CLIENTS,
+    "deploytool.sim": HTTP_CLIENTS,
+    "deploytool.k8s.cluster": ("kubernetes",),
+    "deploytool.host.engine_api": ("http.client",),
+}
 
 
 def http_client_imports(package_dir: Path = PACKAGE) -> list[str]:
     """Every import of an HTTP client library by a module not allowed it, as `module:line name`."""
     found = []
     for name, (path, _) in modules(package_dir).items():
-        allowed = next((libs for prefix, libs in MAY_SPEAK_HTTP.items()
-                        if name == prefix or name.startswith(prefix + ".")), ())
+        allowed = next(
+            (
+                libs
+                for prefix, libs in MAY_SPEAK_HTTP.items()
+                if name == prefix or name.startswith(prefix + ".")
+            ),
+            (),
+        )
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -235,8 +264,10 @@ def http_client_imports(package_dir: Path = PACKAGE) -> list[str]:
 
 def test_only_server_speaks_http_to_a_serving_runtime() -> None:
     found = http_client_imports()
-    assert not found, ("modules outside server/ that import an HTTP client (go through "
-                       "deploytool.server's EndpointClient instead):\n" + "\n".join(found))
+    assert not found, (
+        "modules outside server/ that import an HTTP client (go through "
+        "deploytool.server's EndpointClient instead):\n" + "\n".join(found)
+    )
 
 
 def test_the_http_rule_finds_every_spelling(tmp_path: Path) -> None:
@@ -250,8 +281,12 @@ def test_the_http_rule_finds_every_spelling(tmp_path: Path) -> None:
     (pkg / "deploy" / "c.py").write_text("import http.client as h\n")
     (pkg / "deploy" / "d.py").write_text("from aiohttp import ClientSession\nimport json, urllib.parse\n")
     (pkg / "server" / "e.py").write_text("import httpx\n")
-    assert sorted(http_client_imports(pkg)) == ["deploytool.deploy.a:2 httpx", "deploytool.deploy.b:1 urllib.request",
-                                        "deploytool.deploy.c:1 http.client", "deploytool.deploy.d:1 aiohttp"]
+    assert sorted(http_client_imports(pkg)) == [
+        "deploytool.deploy.a:2 httpx",
+        "deploytool.deploy.b:1 urllib.request",
+        "deploytool.deploy.c:1 http.client",
+        "deploytool.deploy.d:1 aiohttp",
+    ]
 
 
 # The CLI parses, calls one library function and prints: it reaches release/ and host/ through
@@ -267,8 +302,15 @@ CLI_DIRECT_REACH = {
     "deploytool.release.journal_text": {"deploy_cmds", "rollout_cmds"},
     "deploytool.release.reports": {"qualify_cmds"},
     "deploytool.release.secrets": {"monitor_cmds"},  # the monitor's key file
-    "deploytool.release.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "profiles_cmds", "qualify_cmds",
-                                 "rollout_cmds", "slot_cmds"},  # parsing --gpu/--cpu into a slot
+    "deploytool.release.slots": {
+        "bench_cmds",
+        "deploy_cmds",
+        "k8s_cmds",
+        "profiles_cmds",
+        "qualify_cmds",
+        "rollout_cmds",
+        "slot_cmds",
+    },  # parsing --gpu/--cpu into a slot
     "deploytool.release.state": {"deploy_cmds"},
     "deploytool.release.targets": {"bench_cmds", "qualify_cmds"},
 }
@@ -281,14 +323,25 @@ def test_the_cli_reaches_release_and_host_only_where_listed() -> None:
             for target in targets:
                 if target.split(".")[1] in ("release", "host"):
                     reach.setdefault(target, set()).add(module.rsplit(".", 1)[1])
-    grown = {t: sorted(m - CLI_DIRECT_REACH.get(t, set())) for t, m in reach.items() if m - CLI_DIRECT_REACH.get(t, set())}
-    assert not grown, f"cli/ reaches release/ or host/ directly in new places (go through deploy/, bench/, ...): {grown}"
-    assert "server" not in layout_table()["cli"]["may_import"], "the CLI reaches the wire through bench/ and qualify/"
+    grown = {
+        t: sorted(m - CLI_DIRECT_REACH.get(t, set()))
+        for t, m in reach.items()
+        if m - CLI_DIRECT_REACH.get(t, set())
+    }
+    assert not grown, (
+        f"cli/ reaches release/ or host/ directly in new places (go through deploy/, bench/, ...): {grown}"
+    )
+    assert "server" not in layout_table()["cli"]["may_import"], (
+        "the CLI reaches the wire through bench/ and qualify/"
+    )
 
 
 def test_no_module_is_much_over_400_lines() -> None:
-    long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 420}
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 420
+    }
     assert not long, f"split these where they have two jobs: {long}"
 
 
@@ -303,20 +356,40 @@ def test_no_function_is_over_80_lines() -> None:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 80:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
-    assert not found, "functions over 80 lines (scripts/long_functions.py src 80 lists them):\n" + "\n".join(found)
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno >= 80
+            ):
+                found.append(
+                    f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+                )
+    assert not found, "functions over 80 lines (scripts/long_functions.py src 80 lists them):\n" + "\n".join(
+        found
+    )
 
 
 def test_no_comment_or_doc_points_at_an_issue_number() -> None:
     """A reader of the code cannot open an issue tracker: comments, docs and tests say the reason."""
     pattern = re.compile(r"\b[Ii]ssues? ?#?\d+|\(#\d+\)")
-    places = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml",
-              *(path for top in WRITTEN_IN for path in (ROOT / top).rglob("*")
-                if path.suffix in WRITTEN or path.name in ("series", "Dockerfile"))]
+    places = [
+        ROOT / "README.md",
+        ROOT / "Makefile",
+        ROOT / "pyproject.toml",
+        *(
+            path
+            for top in WRITTEN_IN
+            for path in (ROOT / top).rglob("*")
+            if path.suffix in WRITTEN or path.name in ("series", "Dockerfile")
+        ),
+    ]
     assert len(places) > 300  # the walk reaches the trees, not one folder's top
-    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in places if path.is_file()
-             for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in places
+        if path.is_file()
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert not found, "\n".join(found)
 
 
@@ -326,7 +399,12 @@ def test_no_test_file_imports_another() -> None:
     found = []
     for path in sorted((ROOT / "tests").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             found += [f"{path.name}:{node.lineno}: {n}" for n in names if n.split(".")[0].startswith("test_")]
     assert not found, "\n".join(found)

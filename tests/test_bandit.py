@@ -17,14 +17,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "deploytool"
 # (file, test id): why it is not a problem
 ARGUED_HERE = {
-    ("sim/server.py", "B310"): "urlopen of the simulator's own http://127.0.0.1 URL, built by the test harness",
+    (
+        "sim/server.py",
+        "B310",
+    ): "urlopen of the simulator's own http://127.0.0.1 URL, built by the test harness",
     ("sim/serverinfo.py", "B105"): "a figure named token_capacity_swa set to None, no password",
 }
 
 
 def _bandit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bandit", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "bandit", *args], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
 
 
 def test_bandit_finds_nothing_unargued_in_src():
@@ -33,8 +37,11 @@ def test_bandit_finds_nothing_unargued_in_src():
     done = _bandit("-q", "-c", "pyproject.toml", "-r", "src/", "-f", "json")
     report = json.loads(done.stdout)
     assert not report["errors"], report["errors"]
-    unargued = [f"{r['filename']}:{r['line_number']} {r['test_id']} {r['issue_text']}" for r in report["results"]
-                if (str(Path(r["filename"]).relative_to("src/deploytool")), r["test_id"]) not in ARGUED_HERE]
+    unargued = [
+        f"{r['filename']}:{r['line_number']} {r['test_id']} {r['issue_text']}"
+        for r in report["results"]
+        if (str(Path(r["filename"]).relative_to("src/deploytool")), r["test_id"]) not in ARGUED_HERE
+    ]
     assert unargued == []
 
 
@@ -51,9 +58,11 @@ def test_every_nosec_says_which_check_and_why():
 
 def test_bandit_still_sees_what_it_is_for(tmp_path):
     """The same configuration flags a shell command built from input and an unescaped HTML template."""
-    (tmp_path / "bad.py").write_text("import subprocess, jinja2\n"
-                                     "def run(name):\n    subprocess.call('ls ' + name, shell=True)\n"
-                                     "env = jinja2.Environment()\n")
+    (tmp_path / "bad.py").write_text(
+        "import subprocess, jinja2\n"
+        "def run(name):\n    subprocess.call('ls ' + name, shell=True)\n"
+        "env = jinja2.Environment()\n"
+    )
     done = _bandit("-q", "-c", "pyproject.toml", "-r", str(tmp_path), "-f", "json")
     found = {r["test_id"] for r in json.loads(done.stdout)["results"]}
     assert {"B602", "B701"} <= found

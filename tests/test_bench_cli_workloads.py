@@ -20,9 +20,11 @@ def _invoke(*args: str):
 
 def test_bench_runs_a_named_workload_and_records_its_settings(tmp_path):
     with SimProcess(decode_tps=400, prefill_tps=40_000, max_running_requests=4) as sim:
-        result = _invoke("bench", "--url", sim.url, "--quick", "--workload", "agentic", "--repeats", "1", "--json")
+        result = _invoke(
+            "bench", "--url", sim.url, "--quick", "--workload", "agentic", "--repeats", "1", "--json"
+        )
     assert result.exit_code == 0, result.output
-    run = json.loads(result.stdout[result.stdout.index("{"):])
+    run = json.loads(result.stdout[result.stdout.index("{") :])
     assert run["workload"] == "agentic" and run["method"]["repeats"] == 1
     assert run["method"]["workload_settings"]["agentic"]["turns"] == 4  # the quick size, recorded
     assert any("reduced sizes" in n for n in run["notes"])
@@ -43,10 +45,21 @@ def test_unknown_workload_is_refused_with_the_known_ones():
 
 
 def test_compare_interleave_measures_two_endpoints_alternately(tmp_path):
-    with SimProcess(decode_tps=400, aggregate_tps=800, prefill_tps=40_000, max_running_requests=4) as fast, \
-            SimProcess(decode_tps=200, aggregate_tps=400, prefill_tps=20_000, max_running_requests=4) as slow:
-        result = _invoke("compare", "--interleave", fast.url, slow.url, "--quick", "--repeats", "2",
-                         "--report", str(tmp_path / "ab"))
+    with (
+        SimProcess(decode_tps=400, aggregate_tps=800, prefill_tps=40_000, max_running_requests=4) as fast,
+        SimProcess(decode_tps=200, aggregate_tps=400, prefill_tps=20_000, max_running_requests=4) as slow,
+    ):
+        result = _invoke(
+            "compare",
+            "--interleave",
+            fast.url,
+            slow.url,
+            "--quick",
+            "--repeats",
+            "2",
+            "--report",
+            str(tmp_path / "ab"),
+        )
     assert result.exit_code == 0, result.output
     assert "decode, 1 request" in result.output and "0.50x [" in result.output
     a = json.loads((tmp_path / "ab" / "A" / "results.json").read_text())
@@ -54,4 +67,6 @@ def test_compare_interleave_measures_two_endpoints_alternately(tmp_path):
     assert any("interleaved" in n for n in a["notes"])
     assert {g["repeat"] for g in a["groups"]} == {g["repeat"] for g in b["groups"]} == {0, 1}
     assert (tmp_path / "ab" / "comparison.html").is_file()
-    assert "Pareto" not in (tmp_path / "ab" / "comparison.html").read_text()  # the table workload has no sweep
+    assert (
+        "Pareto" not in (tmp_path / "ab" / "comparison.html").read_text()
+    )  # the table workload has no sweep

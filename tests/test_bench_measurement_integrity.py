@@ -26,6 +26,7 @@ pytestmark = pytest.mark.timeout(120)
 
 # --- 2. prompt prefixes and the cache check -----------------------------------------------------------
 
+
 def test_prompt_opens_with_its_random_nonce():
     factory = PromptFactory(seed=1, run_id="abcd1234")
     first, second = factory.make(64, "decode_c1"), factory.make(64, "decode_c1")
@@ -39,8 +40,9 @@ def test_bench_prompts_stay_cold_on_a_per_token_prefix_cache():
     the serialized role marker may be shared, never bench's own prefix."""
     handle = sim_in_thread(prefix_cache_block_chars=8)
     try:
-        run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(prefill_prompt_tokens=[2000]),
-                             progress=False)
+        run = run_bench_sync(
+            Target(url=handle.url, profile=None), tiny_method(prefill_prompt_tokens=[2000]), progress=False
+        )
     finally:
         handle.stop()
     opening = count_tokens("<|user|>")
@@ -50,11 +52,30 @@ def test_bench_prompts_stay_cold_on_a_per_token_prefix_cache():
 
 
 def _record(prompt_tokens: int, cached: int) -> RequestRecord:
-    return RequestRecord(phase="decode", group="decode_c1", concurrency=1, index=0, ok=True, error=None, status=200,
-                         prompt_prefix="[x]", prompt_tokens_estimated=prompt_tokens, prompt_tokens=prompt_tokens,
-                         cached_tokens=cached, max_tokens=8, output_tokens=8, output_tokens_source="usage",
-                         reasoning_tokens=0, answer_tokens=8, finish_reason="length", start=0.0, first_token=0.1,
-                         first_answer=0.1, last_token=0.2, end=0.2)
+    return RequestRecord(
+        phase="decode",
+        group="decode_c1",
+        concurrency=1,
+        index=0,
+        ok=True,
+        error=None,
+        status=200,
+        prompt_prefix="[x]",
+        prompt_tokens_estimated=prompt_tokens,
+        prompt_tokens=prompt_tokens,
+        cached_tokens=cached,
+        max_tokens=8,
+        output_tokens=8,
+        output_tokens_source="usage",
+        reasoning_tokens=0,
+        answer_tokens=8,
+        finish_reason="length",
+        start=0.0,
+        first_token=0.1,
+        first_answer=0.1,
+        last_token=0.2,
+        end=0.2,
+    )
 
 
 def test_cache_check_tolerates_a_chat_templates_shared_opening():
@@ -69,12 +90,15 @@ def test_cache_check_tolerates_a_chat_templates_shared_opening():
 
 # --- 6. the run's deadline ----------------------------------------------------------------------------
 
+
 def test_a_request_cut_by_the_runs_deadline_is_not_a_server_failure():
     handle = sim_in_thread(decode_tps=20)
     try:
-        run = run_bench_sync(Target(url=handle.url, profile=None),
-                             tiny_method(warmup_requests=0, decode_output_tokens=200, run_timeout_s=1.5,
-                                   request_timeout_s=20), progress=False)
+        run = run_bench_sync(
+            Target(url=handle.url, profile=None),
+            tiny_method(warmup_requests=0, decode_output_tokens=200, run_timeout_s=1.5, request_timeout_s=20),
+            progress=False,
+        )
     finally:
         handle.stop()
     assert not run.complete
@@ -86,6 +110,7 @@ def test_a_request_cut_by_the_runs_deadline_is_not_a_server_failure():
 
 
 # --- 8. /metrics --------------------------------------------------------------------------------------
+
 
 def test_metrics_sum_counters_and_take_the_max_of_gauges():
     text = """\
@@ -114,6 +139,7 @@ sglang:e2e_request_latency_seconds_count{dp_rank="1"} 6
 
 # --- 7. exit codes ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fault, code", [("http_500_every=1", 6), ("http_500_every=3", 1)])
 def test_bench_exit_code_says_whether_anything_was_measured(tmp_path: Path, fault: str, code: int):
     folder = tmp_path / "profiles"
@@ -121,8 +147,20 @@ def test_bench_exit_code_says_whether_anything_was_measured(tmp_path: Path, faul
     (folder / "bench-tiny.yaml").write_text(BENCH_TINY_PROFILE)
     handle = sim_in_thread(faults=(fault,))
     try:
-        result = CliRunner().invoke(app, ["bench", "--url", handle.url, "--profile", "bench-tiny", "--profiles-dir",
-                                          str(folder), "--quick"], catch_exceptions=False)
+        result = CliRunner().invoke(
+            app,
+            [
+                "bench",
+                "--url",
+                handle.url,
+                "--profile",
+                "bench-tiny",
+                "--profiles-dir",
+                str(folder),
+                "--quick",
+            ],
+            catch_exceptions=False,
+        )
     finally:
         handle.stop()
     assert result.exit_code == code, result.output

@@ -24,10 +24,14 @@ def test_quick_preset_is_recorded_and_differs_from_default():
 
 
 def test_profile_bench_section_then_flags():
-    method = build_method(quick=True, profile_bench={"decode_requests": 5, "quick": {"decode_requests": 2}},
-                          thinking=True)
+    method = build_method(
+        quick=True, profile_bench={"decode_requests": 5, "quick": {"decode_requests": 2}}, thinking=True
+    )
     assert method.decode_requests == 2  # the quick sub-section wins on quick runs
-    assert build_method(profile_bench={"decode_requests": 5, "quick": {"decode_requests": 2}}).decode_requests == 5
+    assert (
+        build_method(profile_bench={"decode_requests": 5, "quick": {"decode_requests": 2}}).decode_requests
+        == 5
+    )
     assert method.thinking and method.sampling_temperature == 0.7
     assert build_method().sampling_temperature == 0.0
 
@@ -43,7 +47,10 @@ def test_unknown_profile_key_is_refused_with_its_name():
 
 def test_fingerprint_ignores_bounds_and_seed_but_not_thinking():
     base = build_method(quick=True)
-    assert build_method(quick=True, seed=7, request_timeout_s=5, run_timeout_s=9).fingerprint() == base.fingerprint()
+    assert (
+        build_method(quick=True, seed=7, request_timeout_s=5, run_timeout_s=9).fingerprint()
+        == base.fingerprint()
+    )
     assert build_method(quick=True, thinking=True).fingerprint() != base.fingerprint()
 
 
@@ -59,10 +66,30 @@ def test_prompts_are_unique_and_near_the_target_length():
 
 
 def _record(**kw) -> RequestRecord:
-    base = dict(phase="decode", group="decode_c1", concurrency=1, index=0, ok=True, error=None, status=200,
-                prompt_prefix="p", prompt_tokens_estimated=100, prompt_tokens=100, cached_tokens=0, max_tokens=11,
-                output_tokens=11, output_tokens_source="usage", reasoning_tokens=0, answer_tokens=11,
-                finish_reason="length", start=0.0, first_token=0.5, first_answer=0.5, last_token=1.5, end=1.6)
+    base = dict(
+        phase="decode",
+        group="decode_c1",
+        concurrency=1,
+        index=0,
+        ok=True,
+        error=None,
+        status=200,
+        prompt_prefix="p",
+        prompt_tokens_estimated=100,
+        prompt_tokens=100,
+        cached_tokens=0,
+        max_tokens=11,
+        output_tokens=11,
+        output_tokens_source="usage",
+        reasoning_tokens=0,
+        answer_tokens=11,
+        finish_reason="length",
+        start=0.0,
+        first_token=0.5,
+        first_answer=0.5,
+        last_token=1.5,
+        end=1.6,
+    )
     base.update(kw)
     return RequestRecord(**base)
 

@@ -20,10 +20,20 @@ def _samples(mean: float, sd: float, seed: int, repeats: int = 3, n: int = 8) ->
     return [[rng.gauss(mean, sd) for _ in range(n)] for _ in range(repeats)]
 
 
-def _fig(samples: list[list[float]], key: str = "decode_c1_tps", unit: str = "tok/s", better: str = "higher") -> Figure:
+def _fig(
+    samples: list[list[float]], key: str = "decode_c1_tps", unit: str = "tok/s", better: str = "higher"
+) -> Figure:
     values = sorted(v for rep in samples for v in rep)
-    return Figure(key=key, label=key, value=values[len(values) // 2], unit=unit, better=better, completed=len(values),
-                  failed=0, samples=samples)
+    return Figure(
+        key=key,
+        label=key,
+        value=values[len(values) // 2],
+        unit=unit,
+        better=better,
+        completed=len(values),
+        failed=0,
+        samples=samples,
+    )
 
 
 def test_a_clear_slowdown_beyond_the_spread_is_a_regression():
@@ -61,8 +71,10 @@ def test_times_have_a_noise_floor_and_lower_is_better():
 
 
 def test_figures_without_samples_get_the_threshold_alone_and_say_so():
-    c = change({"key": "decode_c1_tps", "value": 200.0, "better": "higher"},
-               {"key": "decode_c1_tps", "value": 100.0, "better": "higher", "unit": "tok/s"})
+    c = change(
+        {"key": "decode_c1_tps", "value": 200.0, "better": "higher"},
+        {"key": "decode_c1_tps", "value": 100.0, "better": "higher", "unit": "tok/s"},
+    )
     regressed, why = c.regression(25)
     assert regressed and "no per-request samples" in why and c.interval_text() == ""
 
@@ -76,28 +88,67 @@ def test_bootstrap_interval_widens_when_repeats_disagree():
 
 def _run(figs: list[Figure]) -> BenchRun:
     method = build_method(quick=True).model_dump(mode="json")
-    check = CacheCheck(reported=False, requests=0, requests_with_hits=0, max_cached_fraction=None,
-                       allowed_fraction=0.02, ok=True, message="")
-    return BenchRun(schema=SCHEMA, run_id="r", started_at="", duration_s=0.0, complete=True, method=method,
-                    method_fingerprint="f", environment={}, server={}, groups=[], figures=figs, sweep=[],
-                    cache_check=check, prompts_unique=True, errors_total=0, requests_total=8, notes=[], requests=[])
+    check = CacheCheck(
+        reported=False,
+        requests=0,
+        requests_with_hits=0,
+        max_cached_fraction=None,
+        allowed_fraction=0.02,
+        ok=True,
+        message="",
+    )
+    return BenchRun(
+        schema=SCHEMA,
+        run_id="r",
+        started_at="",
+        duration_s=0.0,
+        complete=True,
+        method=method,
+        method_fingerprint="f",
+        environment={},
+        server={},
+        groups=[],
+        figures=figs,
+        sweep=[],
+        cache_check=check,
+        prompts_unique=True,
+        errors_total=0,
+        requests_total=8,
+        notes=[],
+        requests=[],
+    )
 
 
 def test_compare_prints_ratio_intervals_and_no_difference():
-    a = _run([_fig(_samples(100, 3, 1)), _fig(_samples(0.02, 0.002, 3), key="ttft_c1_s", unit="s", better="lower")])
-    b = _run([_fig(_samples(70, 3, 2)), _fig(_samples(0.02, 0.002, 4), key="ttft_c1_s", unit="s", better="lower")])
+    a = _run(
+        [_fig(_samples(100, 3, 1)), _fig(_samples(0.02, 0.002, 3), key="ttft_c1_s", unit="s", better="lower")]
+    )
+    b = _run(
+        [_fig(_samples(70, 3, 2)), _fig(_samples(0.02, 0.002, 4), key="ttft_c1_s", unit="s", better="lower")]
+    )
     decode, ttft = compare_loaded([a, b]).rows
     low, high = decode.intervals[1]
     assert low < decode.ratios[1] < high < 1
     assert f"({decode.ratios[1]:.2f}x [{low:.2f}-{high:.2f}])" in decode.change_text(1)
     assert decode.verdict(1) == "worse" and "no difference" not in decode.change_text(1)
-    assert ttft.no_difference(1) and ttft.change_text(1).endswith("no difference measured") and ttft.verdict(1) is None
+    assert (
+        ttft.no_difference(1)
+        and ttft.change_text(1).endswith("no difference measured")
+        and ttft.verdict(1) is None
+    )
 
 
 def test_sampled_gauges_are_shown_side_by_side_with_what_sampling_can_tell_never_as_a_ratio():
     def gauge(value: float) -> Figure:
-        return Figure("server_running_requests_peak", "server: running requests, highest sample", value, "",
-                      "neither", 0, 0)
+        return Figure(
+            "server_running_requests_peak",
+            "server: running requests, highest sample",
+            value,
+            "",
+            "neither",
+            0,
+            0,
+        )
 
     comparison = compare_loaded([_run([gauge(4.0)]), _run([gauge(1.0)])])
     row = comparison.rows[0]

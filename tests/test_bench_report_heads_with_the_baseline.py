@@ -21,8 +21,24 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def bench(url: str, profiles: Path, out: Path) -> None:
-    result = CliRunner().invoke(app, ["bench", "--url", url, "--profile", "bench-tiny", "--profiles-dir", str(profiles),
-                                      "--quick", "--repeats", "3", "--report", str(out)], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--url",
+            url,
+            "--profile",
+            "bench-tiny",
+            "--profiles-dir",
+            str(profiles),
+            "--quick",
+            "--repeats",
+            "3",
+            "--report",
+            str(out),
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -38,7 +54,9 @@ def test_a_slower_releases_bench_report_opens_with_its_regression(tmp_path):
             bench(handle.url, profiles, out)
         finally:
             handle.stop()
-    target = SimpleNamespace(release=SimpleNamespace(slot="cpu", release=2), previous=SimpleNamespace(release=1))
+    target = SimpleNamespace(
+        release=SimpleNamespace(slot="cpu", release=2), previous=SimpleNamespace(release=1)
+    )
     baseline = kept_baseline(target)
     assert baseline is not None and baseline[0].startswith("release 1's bench of ")
     write_run_report(load_run(tmp_path / "slow" / "results.json"), tmp_path / "report", baseline)
@@ -50,6 +68,12 @@ def test_a_slower_releases_bench_report_opens_with_its_regression(tmp_path):
     assert md.index("WORSE, beyond the spread") < md.index("## ")
     # a URL, or a release with no baseline, has no head
     assert kept_baseline(SimpleNamespace(release=None, previous=None)) is None
-    assert kept_baseline(SimpleNamespace(release=SimpleNamespace(slot="cpu", release=2),
-                                         previous=SimpleNamespace(release=7))) is None
+    assert (
+        kept_baseline(
+            SimpleNamespace(
+                release=SimpleNamespace(slot="cpu", release=2), previous=SimpleNamespace(release=7)
+            )
+        )
+        is None
+    )
     assert json.loads((tmp_path / "slow" / "results.json").read_text())["figures"]

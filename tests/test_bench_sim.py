@@ -18,17 +18,30 @@ from deploytool.bench.prompts import Prompt, PromptFactory
 from deploytool.bench.runner import run_bench_sync
 from deploytool.errors import UsageError
 from deploytool.release.targets import Target
-from bench_helpers import AGGREGATE_TPS, DECODE_TPS, MAX_RUNNING, PREFILL_TPS, sim_in_process, sim_in_thread, tiny_method
+from bench_helpers import (
+    AGGREGATE_TPS,
+    DECODE_TPS,
+    MAX_RUNNING,
+    PREFILL_TPS,
+    sim_in_process,
+    sim_in_thread,
+    tiny_method,
+)
 
 pytestmark = pytest.mark.timeout(120)
+
 
 @pytest.fixture(scope="module")
 def sim_run(tmp_path_factory):
     handle = sim_in_process(aggregate_tps=AGGREGATE_TPS)
     try:
         report = tmp_path_factory.mktemp("bench") / "run"
-        run = run_bench(Target(url=handle.url, profile=None), method=tiny_method(sweep=True), report_dir=report,
-                        progress=False)
+        run = run_bench(
+            Target(url=handle.url, profile=None),
+            method=tiny_method(sweep=True),
+            report_dir=report,
+            progress=False,
+        )
     finally:
         handle.stop()
     return run, report
@@ -107,13 +120,19 @@ class _FixedPrefix(PromptFactory):
     """Every prompt the same: what a careless benchmark does, and what the cache check must catch."""
 
     def make(self, target_tokens: int, label: str) -> Prompt:
-        return Prompt(text="same prefix " * (target_tokens // 2), estimated_tokens=target_tokens, prefix="same")
+        return Prompt(
+            text="same prefix " * (target_tokens // 2), estimated_tokens=target_tokens, prefix="same"
+        )
 
 
 def test_cache_check_catches_a_prefix_cache_hit():
     handle = sim_in_thread()
     try:
-        runner = BenchRunner(Target(url=handle.url, profile=None), tiny_method(prefill_prompt_tokens=[2000], idle_timeout_s=3), progress=False)
+        runner = BenchRunner(
+            Target(url=handle.url, profile=None),
+            tiny_method(prefill_prompt_tokens=[2000], idle_timeout_s=3),
+            progress=False,
+        )
         runner.prompts = _FixedPrefix(seed=1)
         import asyncio
 
@@ -170,7 +189,12 @@ def test_compare_ratios_and_method_check(tmp_path):
     for name, speed in (("a", 200.0), ("b", 400.0)):
         handle = sim_in_process(decode_tps=speed)
         try:
-            run_bench(Target(url=handle.url, profile=None), method=tiny_method(), report_dir=tmp_path / name, progress=False)
+            run_bench(
+                Target(url=handle.url, profile=None),
+                method=tiny_method(),
+                report_dir=tmp_path / name,
+                progress=False,
+            )
         finally:
             handle.stop()
         runs.append(tmp_path / name)
@@ -187,8 +211,12 @@ def test_compare_ratios_and_method_check(tmp_path):
     # a run with another method is refused, or shown flagged when asked
     handle = sim_in_thread()
     try:
-        run_bench(Target(url=handle.url, profile=None), method=tiny_method(thinking=True), report_dir=tmp_path / "c",
-                  progress=False)
+        run_bench(
+            Target(url=handle.url, profile=None),
+            method=tiny_method(thinking=True),
+            report_dir=tmp_path / "c",
+            progress=False,
+        )
     finally:
         handle.stop()
     with pytest.raises(UsageError) as info:

@@ -16,9 +16,12 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _event(delta: dict, finish: str | None = None, usage: dict | None = None) -> bytes:
-    body = {"object": "chat.completion.chunk", "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else [],
-            "usage": usage}
+    body = {
+        "object": "chat.completion.chunk",
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if usage is None else [],
+        "usage": usage,
+    }
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
@@ -40,8 +43,11 @@ async def _serve(replies: list[list[bytes]], close_after: set[int] = frozenset()
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = int(next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
-                             .split(b":")[1])
+                length = int(
+                    next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")).split(
+                        b":"
+                    )[1]
+                )
                 await reader.readexactly(length)
                 i = count["n"]
                 count["n"] += 1
@@ -60,11 +66,16 @@ async def _serve(replies: list[list[bytes]], close_after: set[int] = frozenset()
 
 
 def test_events_split_across_reads_crlf_and_usage():
-    body = _chunked(_event({"role": "assistant", "content": ""}), _event({"reasoning_content": "think"}),
-                    _event({"content": "Hel"}).replace(b"\n\n", b"\r\n\r\n"), _event({"content": "lo"}),
-                    _event({}, "length"), _event({}, usage={"prompt_tokens": 5, "completion_tokens": 3}),
-                    b"data: [DONE]\n\n")
-    pieces = [HEAD[:20], HEAD[20:] + body[:7]] + [body[i:i + 13] for i in range(7, len(body), 13)]
+    body = _chunked(
+        _event({"role": "assistant", "content": ""}),
+        _event({"reasoning_content": "think"}),
+        _event({"content": "Hel"}).replace(b"\n\n", b"\r\n\r\n"),
+        _event({"content": "lo"}),
+        _event({}, "length"),
+        _event({}, usage={"prompt_tokens": 5, "completion_tokens": 3}),
+        b"data: [DONE]\n\n",
+    )
+    pieces = [HEAD[:20], HEAD[20:] + body[:7]] + [body[i : i + 13] for i in range(7, len(body), 13)]
 
     async def go():
         server, url, _ = await _serve([pieces])
@@ -73,6 +84,7 @@ def test_events_split_across_reads_crlf_and_usage():
             result = await client.chat({"stream": True}, timeout=10)
             await client.aclose()
         return result
+
     r = asyncio.run(go())
     assert r.ok and r.saw_done and r.status == 200
     assert (r.content, r.reasoning_content, r.finish_reason) == ("Hello", "think", "length")
@@ -83,8 +95,15 @@ def test_events_split_across_reads_crlf_and_usage():
 def test_http_errors_and_drops_in_endpoint_clients_words():
     error = json.dumps({"object": "error", "message": "The input is too long", "code": 400}).encode()
     replies = [
-        [b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(error) + error],
-        [HEAD, b"%x\r\n%s\r\n" % (len(_event({"content": "a"})), _event({"content": "a"}))],  # then close: a drop
+        [
+            b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+            % len(error)
+            + error
+        ],
+        [
+            HEAD,
+            b"%x\r\n%s\r\n" % (len(_event({"content": "a"})), _event({"content": "a"})),
+        ],  # then close: a drop
         [HEAD, _chunked(_event({"content": "a"}))],  # ends without [DONE]
     ]
 
@@ -95,6 +114,7 @@ def test_http_errors_and_drops_in_endpoint_clients_words():
             out = [await client.chat({"stream": True}, timeout=10) for _ in range(3)]
             await client.aclose()
         return out
+
     bad, dropped, no_done = asyncio.run(go())
     assert bad.status == 400 and bad.error == "HTTP 400: The input is too long"
     assert dropped.error.startswith("stream dropped after 1 chunks")
@@ -113,6 +133,7 @@ def test_a_stale_kept_alive_connection_is_retried_once_on_a_fresh_one():
             second = await client.chat({"stream": True}, timeout=10)
             await client.aclose()
         return first, second, count["n"]
+
     first, second, served = asyncio.run(go())
     assert first.ok and second.ok and served == 2
 
@@ -129,8 +150,11 @@ def _dropping_server(drop: set[int], partial: set[int] = frozenset()):
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = int(next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length"))
-                             .split(b":")[1])
+                length = int(
+                    next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")).split(
+                        b":"
+                    )[1]
+                )
                 await reader.readexactly(length)
                 i = count["n"]
                 count["n"] += 1
@@ -149,6 +173,7 @@ def _dropping_server(drop: set[int], partial: set[int] = frozenset()):
     async def start():
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
         return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", count
+
     return start()
 
 
@@ -162,6 +187,7 @@ def _twice(drop: set[int], partial: set[int] = frozenset(), pause: float = 0.05)
             second = await client.chat({"stream": True}, timeout=10)
             await client.aclose()
         return first, second, client.stale_retries, count
+
     return asyncio.run(go())
 
 
@@ -186,6 +212,7 @@ def test_a_drop_on_a_fresh_connection_is_not_retried():
             result = await client.chat({"stream": True}, timeout=10)
             await client.aclose()
         return result, client.stale_retries, count
+
     result, retries, count = asyncio.run(go())
     assert not result.ok and retries == 0 and count["n"] == 1
 
@@ -205,6 +232,7 @@ def test_an_idle_connection_past_the_keepalive_expiry_is_not_reused():
                 await asyncio.sleep(0.3)
             await client.aclose()
         return count["conns"]
+
     assert asyncio.run(go(0.1)) == 2  # idle 0.3 s > 0.1 s: closed by the client, a new one opened
     assert asyncio.run(go(5.0)) == 1  # within the expiry: the same connection
 
@@ -219,15 +247,28 @@ def test_a_timeout_bounds_the_whole_request():
             result = await client.chat({"stream": True}, timeout=0.2)
             await client.aclose()
         return result
+
     r = asyncio.run(go())
     assert r.error == "timed out after 0.2 s" and 0 < r.chunks < 100
 
 
 def test_same_result_as_endpoint_client_against_the_sim():
-    payload = {"model": "sim-model", "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-               "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
-                   "type": "object", "properties": {"city": {"type": "string"}}}}}],
-               "stream": True, "stream_options": {"include_usage": True}, "max_tokens": 200}
+    payload = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+                },
+            }
+        ],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 200,
+    }
 
     async def go(url):
         async with EndpointClient(url) as shared:
@@ -236,19 +277,36 @@ def test_same_result_as_endpoint_client_against_the_sim():
         b = await fast.chat(payload, timeout=20)
         await fast.aclose()
         return a, b
-    with serve_in_thread(SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000,
-                                     log_requests=False)) as sim:
+
+    with serve_in_thread(
+        SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000, log_requests=False)
+    ) as sim:
         a, b = asyncio.run(go(sim.url))
     assert a.ok and b.ok
-    for field in ("content", "reasoning_content", "finish_reason", "usage", "chunks", "answer_chunks", "saw_done"):
+    for field in (
+        "content",
+        "reasoning_content",
+        "finish_reason",
+        "usage",
+        "chunks",
+        "answer_chunks",
+        "saw_done",
+    ):
         assert getattr(a, field) == getattr(b, field), field
-    assert a.tool_calls and [(c.name, c.arguments) for c in a.tool_calls] == [(c.name, c.arguments) for c in b.tool_calls]
+    assert a.tool_calls and [(c.name, c.arguments) for c in a.tool_calls] == [
+        (c.name, c.arguments) for c in b.tool_calls
+    ]
     assert len(a.chunk_times) == len(b.chunk_times)
 
 
 def test_the_connection_is_kept_and_reused_across_requests():
-    payload = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-               "max_tokens": 20, "ignore_eos": True}
+    payload = {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "max_tokens": 20,
+        "ignore_eos": True,
+    }
 
     async def go(url):
         client = StreamClient(url)
@@ -260,7 +318,9 @@ def test_the_connection_is_kept_and_reused_across_requests():
             seen.append(list(client._idle))
         await client.aclose()
         return seen
-    with serve_in_thread(SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000,
-                                     log_requests=False)) as sim:
+
+    with serve_in_thread(
+        SimSettings(host="127.0.0.1", port=0, startup_seconds=0, decode_tps=2000, log_requests=False)
+    ) as sim:
         seen = asyncio.run(go(sim.url))
     assert all(len(idle) == 1 for idle in seen) and seen[0][0] is seen[1][0] is seen[2][0]

@@ -31,19 +31,36 @@ METRICS = dict(enable_metrics=True, enable_cache_report=True)
 
 
 def _method(**extra):
-    values = dict(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=4, decode_output_tokens=100,
-                  load_requests_per_slot=2, load_output_tokens=100, prefill_prompt_tokens=[4_000],
-                  prefill_prompts_each=2, metrics_interval_s=0.2, request_timeout_s=60, run_timeout_s=200)
+    values = dict(
+        quick=True,
+        warmup_requests=1,
+        warmup_output_tokens=8,
+        decode_requests=4,
+        decode_output_tokens=100,
+        load_requests_per_slot=2,
+        load_output_tokens=100,
+        prefill_prompt_tokens=[4_000],
+        prefill_prompts_each=2,
+        metrics_interval_s=0.2,
+        request_timeout_s=60,
+        run_timeout_s=200,
+    )
     values.update(extra)
     return build_method(**values)
 
 
 def _long_request(url: str, tokens: int) -> threading.Thread:
     """Someone else's request, running on the server while bench starts."""
+
     def go() -> None:
-        body = {"model": "sim-model", "messages": [{"role": "user", "content": "someone else"}], "max_tokens": tokens,
-                "ignore_eos": True}
+        body = {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": "someone else"}],
+            "max_tokens": tokens,
+            "ignore_eos": True,
+        }
         httpx.post(url + "/v1/chat/completions", json=body, timeout=60)
+
     thread = threading.Thread(target=go, daemon=True)
     thread.start()
     return thread
@@ -53,8 +70,12 @@ def test_each_phase_waits_for_an_idle_server_and_records_it():
     with SimProcess(decode_tps=DECODE, prefill_tps=PREFILL, max_running_requests=4, **METRICS) as sim:
         other = _long_request(sim.url, 600)  # 1.5 s of someone else's decoding
         time.sleep(0.2)
-        run = run_bench(Target(url=sim.url, profile=None), method=_method(repeats=1, warmup_requests=0),
-                        report_dir=None, progress=False)
+        run = run_bench(
+            Target(url=sim.url, profile=None),
+            method=_method(repeats=1, warmup_requests=0),
+            report_dir=None,
+            progress=False,
+        )
         other.join()
     first = run.groups[0]
     assert first.idle_wait["idle"] is True and first.idle_wait["waited_s"] >= 0.8
@@ -73,26 +94,39 @@ def _foreign_jobs(runner: BenchRunner, url: str, foreign_in_attempts: set[int]):
         attempt["n"] += 1
         jobs = [runner.job(Spec("decode", "decode_c1", 1, i, 64, 60)) for i in range(2)]
         if attempt["n"] in foreign_in_attempts:
+
             async def foreign() -> None:
                 async with httpx.AsyncClient(timeout=30) as client:
-                    await client.post(url + "/v1/chat/completions", json={
-                        "model": "sim-model", "messages": [{"role": "user", "content": "not bench"}],
-                        "max_tokens": 5, "ignore_eos": True})
+                    await client.post(
+                        url + "/v1/chat/completions",
+                        json={
+                            "model": "sim-model",
+                            "messages": [{"role": "user", "content": "not bench"}],
+                            "max_tokens": 5,
+                            "ignore_eos": True,
+                        },
+                    )
+
             jobs.insert(0, foreign)
         return jobs
+
     return make
 
 
-@pytest.mark.parametrize("dirty_attempts,expect_valid", [({1}, True), ({1, 2}, False)],
-                         ids=["re-run-clean", "invalid"])
+@pytest.mark.parametrize(
+    "dirty_attempts,expect_valid", [({1}, True), ({1, 2}, False)], ids=["re-run-clean", "invalid"]
+)
 def test_a_phase_the_server_did_more_than_it_sent_is_rerun_or_reported_invalid(dirty_attempts, expect_valid):
     with SimProcess(decode_tps=DECODE, prefill_tps=PREFILL, max_running_requests=4, **METRICS) as sim:
-        runner = BenchRunner(Target(url=sim.url, profile=None), _method(repeats=1, warmup_requests=0), progress=False)
+        runner = BenchRunner(
+            Target(url=sim.url, profile=None), _method(repeats=1, warmup_requests=0), progress=False
+        )
 
         async def go():
             async with runner.session():
                 await runner.measure("decode_c1", "decode", 1, _foreign_jobs(runner, sim.url, dirty_attempts))
             return runner.result()
+
         run = asyncio.run(go())
     group = run.groups[0]
     assert group.attempts == 2
@@ -114,21 +148,34 @@ def _burn(stop_at: float) -> None:
 
 
 def _bench(url: str):
-    return run_bench(Target(url=url, profile=None), method=_method(repeats=3), report_dir=None, progress=False)
+    return run_bench(
+        Target(url=url, profile=None), method=_method(repeats=3), report_dir=None, progress=False
+    )
 
 
 def test_loaded_machine_passes_an_unchanged_release_and_fails_one_30_percent_slower():
     """Release 1 and release 2 are the same sim; a CPU-burning process runs beside both (the
     machine these tests share is loaded already). Release 3 is configured 30% slower."""
-    burner = multiprocessing.get_context("spawn").Process(target=_burn, args=(time.time() + 180,), daemon=True)
+    burner = multiprocessing.get_context("spawn").Process(
+        target=_burn, args=(time.time() + 180,), daemon=True
+    )
     burner.start()
     try:
-        with SimProcess(decode_tps=DECODE, aggregate_tps=AGGREGATE, prefill_tps=PREFILL, max_running_requests=4, **METRICS) as sim:
+        with SimProcess(
+            decode_tps=DECODE, aggregate_tps=AGGREGATE, prefill_tps=PREFILL, max_running_requests=4, **METRICS
+        ) as sim:
             first = _bench(sim.url)
-        with SimProcess(decode_tps=DECODE, aggregate_tps=AGGREGATE, prefill_tps=PREFILL, max_running_requests=4, **METRICS) as sim:
+        with SimProcess(
+            decode_tps=DECODE, aggregate_tps=AGGREGATE, prefill_tps=PREFILL, max_running_requests=4, **METRICS
+        ) as sim:
             same = _bench(sim.url)
-        with SimProcess(decode_tps=DECODE * 0.7, aggregate_tps=AGGREGATE * 0.7, prefill_tps=PREFILL * 0.7,
-                        max_running_requests=4, **METRICS) as sim:
+        with SimProcess(
+            decode_tps=DECODE * 0.7,
+            aggregate_tps=AGGREGATE * 0.7,
+            prefill_tps=PREFILL * 0.7,
+            max_running_requests=4,
+            **METRICS,
+        ) as sim:
             slower = _bench(sim.url)
     finally:
         burner.terminate()

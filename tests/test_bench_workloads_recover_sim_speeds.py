@@ -29,21 +29,41 @@ RUNNING = 4
 
 @pytest.fixture(scope="module")
 def sim():
-    with SimProcess(decode_tps=DECODE, aggregate_tps=AGGREGATE, prefill_tps=PREFILL, max_running_requests=RUNNING,
-                    decode_slowdown_tokens=SLOWDOWN, prefix_cache_block_chars=32,
-                    enable_metrics=True, enable_cache_report=True) as proc:  # counters and per-request cached_tokens
+    with SimProcess(
+        decode_tps=DECODE,
+        aggregate_tps=AGGREGATE,
+        prefill_tps=PREFILL,
+        max_running_requests=RUNNING,
+        decode_slowdown_tokens=SLOWDOWN,
+        prefix_cache_block_chars=32,
+        enable_metrics=True,
+        enable_cache_report=True,
+    ) as proc:  # counters and per-request cached_tokens
         yield proc
 
 
 def _run(sim, workload: str, settings: dict, **extra):
-    method = build_method(quick=True, workload=workload, workload_settings={workload: settings}, repeats=1,
-                          warmup_requests=1, warmup_output_tokens=8, metrics_interval_s=0.2,
-                          request_timeout_s=60, run_timeout_s=120, **extra)
+    method = build_method(
+        quick=True,
+        workload=workload,
+        workload_settings={workload: settings},
+        repeats=1,
+        warmup_requests=1,
+        warmup_output_tokens=8,
+        metrics_interval_s=0.2,
+        request_timeout_s=60,
+        run_timeout_s=120,
+        **extra,
+    )
     run = run_bench(Target(url=sim.url, profile=None), method=method, report_dir=None, progress=False)
     assert run.errors_total == 0 and run.complete and not run.invalid_groups
-    assert run.workload == workload and run.method["workload_settings"][workload]["output_tokens" if
-                                                                             "output_tokens" in settings else
-                                                                             next(iter(settings))] is not None
+    assert (
+        run.workload == workload
+        and run.method["workload_settings"][workload][
+            "output_tokens" if "output_tokens" in settings else next(iter(settings))
+        ]
+        is not None
+    )
     return run
 
 
@@ -59,7 +79,9 @@ def _expected_decode(context: float) -> float:
 
 def test_long_context_recovers_the_decode_slowdown(sim):
     out = 100
-    run = _run(sim, "long-context", {"context_tokens": [1_000, 10_000], "requests_each": 2, "output_tokens": out})
+    run = _run(
+        sim, "long-context", {"context_tokens": [1_000, 10_000], "requests_each": 2, "output_tokens": out}
+    )
     values = {size: run.figure(f"longctx_{size}_decode_tps").value for size in (1_000, 10_000)}
     for size in (1_000, 10_000):
         # the rule: never faster than the sim's schedule; context grows from the prompt to
@@ -69,20 +91,26 @@ def test_long_context_recovers_the_decode_slowdown(sim):
         assert run.figure(f"longctx_{size}_ttft_s").value >= 0.8 * size / PREFILL
     # the slowdown is what the figures show, as a ratio of two figures of one run (a load slows both)
     assert values[10_000] / values[1_000] == pytest.approx(
-        _expected_decode(10_000 + out / 2) / _expected_decode(1_000 + out / 2), rel=0.12)
+        _expected_decode(10_000 + out / 2) / _expected_decode(1_000 + out / 2), rel=0.12
+    )
 
 
 def test_input_ablation_traces_interactivity_against_input_length(sim):
     out = 64
-    run = _run(sim, "input-ablation", {"input_tokens": [500, 4_000, 16_000], "requests_each": 2, "output_tokens": out})
+    run = _run(
+        sim,
+        "input-ablation",
+        {"input_tokens": [500, 4_000, 16_000], "requests_each": 2, "output_tokens": out},
+    )
     sizes = (500, 4_000, 16_000)
     values = [run.figure(f"ablation_{n}_decode_tps").value for n in sizes]
     for n, value in zip(sizes, values):  # the rule: never faster than the sim's schedule
         assert value <= _expected_decode(n + out / 2) * NEVER_FASTER
     # the trace's shape, as ratios to the run's own shortest input (one load slows them alike)
     for n, value in zip(sizes[1:], values[1:]):
-        assert value / values[0] == pytest.approx(_expected_decode(n + out / 2) / _expected_decode(500 + out / 2),
-                                                  rel=0.12)
+        assert value / values[0] == pytest.approx(
+            _expected_decode(n + out / 2) / _expected_decode(500 + out / 2), rel=0.12
+        )
     assert values[0] > values[1] > values[2]
 
 
@@ -91,8 +119,17 @@ def test_agentic_replay_hits_the_cache_on_later_turns_and_sweeps_concurrency(sim
     # ms, up to 46 ms on a loaded machine): with 3,000 tokens (75 ms) a later turn's handling alone
     # came within 0.1 ms of half the first turn's time under a load of 7.5 on two cores
     turns, out, user, first_tokens = 4, 40, 60, 9_000
-    run = _run(sim, "agentic", {"first_prompt_tokens": first_tokens, "turn_user_tokens": user, "output_tokens_per_turn": out,
-                                "turns": turns, "concurrency": [1, 2]})
+    run = _run(
+        sim,
+        "agentic",
+        {
+            "first_prompt_tokens": first_tokens,
+            "turn_user_tokens": user,
+            "output_tokens_per_turn": out,
+            "turns": turns,
+            "concurrency": [1, 2],
+        },
+    )
     records = [r for r in run.requests if r.phase == "agentic"]
     assert len(records) == (1 + 2) * turns
     for r in records:
@@ -100,8 +137,11 @@ def test_agentic_replay_hits_the_cache_on_later_turns_and_sweeps_concurrency(sim
         if r.turn == 0:  # the cold-cache rule: a conversation's first turn finds nothing cached
             assert r.cached_tokens <= 16
         else:  # later turns: the previous turn's prompt and answer are cached (block granularity)
-            prev = next(p for p in records if p.group == r.group and p.conversation == r.conversation
-                        and p.turn == r.turn - 1)
+            prev = next(
+                p
+                for p in records
+                if p.group == r.group and p.conversation == r.conversation and p.turn == r.turn - 1
+            )
             assert r.cached_tokens >= 0.95 * (prev.prompt_tokens + out) - 16
             assert r.prompt_tokens - r.cached_tokens < user + 40
     assert run.cache_check.ok  # first turns only
@@ -128,15 +168,26 @@ def test_agentic_replay_hits_the_cache_on_later_turns_and_sweeps_concurrency(sim
 
 def test_open_loop_load_and_goodput(sim):
     out = 50
-    run = _run(sim, "open-loop", {"rates": [4.0], "requests_per_rate": 12, "prompt_tokens": 2_000,
-                                  "output_tokens": out, "slo_ttft_s": 1.0, "slo_itl_p99_s": 0.5})
+    run = _run(
+        sim,
+        "open-loop",
+        {
+            "rates": [4.0],
+            "requests_per_rate": 12,
+            "prompt_tokens": 2_000,
+            "output_tokens": out,
+            "slo_ttft_s": 1.0,
+            "slo_itl_p99_s": 0.5,
+        },
+    )
     reqs = [r for r in run.requests if r.phase == "open-loop"]
     # sent on the Poisson schedule, not one after another: in the schedule's order, and a request
     # goes out while an earlier one is still answering (12 requests at 4/s, each over half a
     # second). No clock bound: the records keep no instant of the schedule's start, and a client
     # starved of CPU sends late, never early, which shifts every offset it could be held to.
-    assert any(later.start < earlier.end for earlier in reqs for later in reqs
-               if later.scheduled > earlier.scheduled)
+    assert any(
+        later.start < earlier.end for earlier in reqs for later in reqs if later.scheduled > earlier.scheduled
+    )
     by_schedule = sorted(reqs, key=lambda r: r.scheduled)
     assert [r.start for r in by_schedule] == sorted(r.start for r in reqs)
     assert run.figure("poisson_r4_goodput").value == 1.0  # loose SLOs: every request within
@@ -150,14 +201,28 @@ def test_open_loop_load_and_goodput(sim):
 
 
 def test_the_table_reports_itl_and_tpot_for_every_group(sim):
-    method = build_method(quick=True, repeats=2, warmup_requests=1, warmup_output_tokens=8, decode_requests=2,
-                          decode_output_tokens=60, load_requests_per_slot=1, load_output_tokens=60,
-                          prefill_prompt_tokens=[2_000], prefill_prompts_each=1, request_timeout_s=60)
+    method = build_method(
+        quick=True,
+        repeats=2,
+        warmup_requests=1,
+        warmup_output_tokens=8,
+        decode_requests=2,
+        decode_output_tokens=60,
+        load_requests_per_slot=1,
+        load_output_tokens=60,
+        prefill_prompt_tokens=[2_000],
+        prefill_prompts_each=1,
+        request_timeout_s=60,
+    )
     run = run_bench(Target(url=sim.url, profile=None), method=method, report_dir=None, progress=False)
     assert {g.repeat for g in run.groups} == {0, 1}
     for g in run.groups:
         assert g.itl_p99_s is not None and g.tpot_median_s is not None and g.idle_wait["idle"] is True
     decode = run.figure("decode_c1_tps")
-    assert len(decode.repeat_values) == 2 and len(decode.samples) == 2 and all(len(s) == 2 for s in decode.samples)
+    assert (
+        len(decode.repeat_values) == 2
+        and len(decode.samples) == 2
+        and all(len(s) == 2 for s in decode.samples)
+    )
     assert decode.spread[0] <= decode.value <= decode.spread[1]
     assert decode.value <= _expected_decode(200) * NEVER_FASTER  # the rule; its spread is checked above

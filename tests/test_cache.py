@@ -12,7 +12,9 @@ from deploytool.release.cache import FINGERPRINT_FILE, _in_volume
 from deploytool.release.slots import Slot
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
+pytestmark = (
+    pytest.mark.index
+)  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 SLOT = Slot()
 
 
@@ -62,7 +64,9 @@ def test_cache_kept_when_unchanged_and_wiped_when_stale(slot_env, docker_engine)
     assert refused.returncode == 1 and "is running and using the cache" in refused.stderr
     from deploytool.host import labels
 
-    for c in docker_engine.client.containers.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+    for c in docker_engine.client.containers.list(
+        filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
+    ):
         c.stop(timeout=5)
     wipe = run_cli("cache", "wipe", "--cpu", "--json")
     assert wipe.returncode == 0 and json.loads(wipe.stdout)["files_removed"] == 2

@@ -75,8 +75,10 @@ def world(docker_engine, tmp_path: Path, made_images):
         "t36-keyed": f"name: t36-keyed\nextends: t36-base\n{keyed}",
         "t36-keyed2": "name: t36-keyed2\nextends: t36-keyed\nserver:\n  args:\n    decode-tps: 3000\n",
         "t36-crash": f"name: t36-crash\nextends: t36-keyed\nserver:\n  env: {{DEPLOYTOOL_SIM_FAULT: crash_on_start}}\n",
-        "t36-key-in-command": ("name: t36-key-in-command\nextends: t36-base\nserver:\n  command: "
-                               f"[/opt/venv/bin/python, -m, deploytool.sim, --api-key={KEY}]\n"),
+        "t36-key-in-command": (
+            "name: t36-key-in-command\nextends: t36-base\nserver:\n  command: "
+            f"[/opt/venv/bin/python, -m, deploytool.sim, --api-key={KEY}]\n"
+        ),
         "t36-key-pasted": f"name: t36-key-pasted\nextends: t36-base\nserver:\n  api_key: {KEY}\n",
     }
     for name, text in texts.items():
@@ -85,8 +87,9 @@ def world(docker_engine, tmp_path: Path, made_images):
     remove_instance(docker_engine)
 
 
-def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, tmp_path, deploytool_home,
-                                                          made_images):
+def test_canary_secrets_reach_no_file_label_log_or_output(
+    world, docker_engine, tmp_path, deploytool_home, made_images
+):
     port = free_port()
     outputs: list[str] = []
     env = {"T36_API_KEY": KEY, "DEPLOYTOOL_PROFILES_PATH": str(world)}
@@ -98,7 +101,9 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
         return done
 
     assert run("render", "--cpu", "--profile", "t36-keyed", "--image", "x:y").returncode == 0
-    built = run("build", "--profile", "t36-keyed", "--json", extra_env={"HF_TOKEN": TOKEN, "DEPLOYTOOL_API_KEY": KEY})
+    built = run(
+        "build", "--profile", "t36-keyed", "--json", extra_env={"HF_TOKEN": TOKEN, "DEPLOYTOOL_API_KEY": KEY}
+    )
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["built"] is True  # a real build, not the no-op of an earlier run's image
     image = json.loads(built.stdout)["image"]
@@ -108,8 +113,17 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
     url = f"http://127.0.0.1:{port}"
     slot_qualify = run("qualify", "--cpu", "--suite", "contract", "--json", "--report", str(tmp_path / "q1"))
     assert slot_qualify.returncode == 0, slot_qualify.stderr
-    url_qualify = run("qualify", "--url", url, "--suite", "contract", "--json", "--report", str(tmp_path / "q2"),
-                      extra_env={"DEPLOYTOOL_API_KEY": KEY})
+    url_qualify = run(
+        "qualify",
+        "--url",
+        url,
+        "--suite",
+        "contract",
+        "--json",
+        "--report",
+        str(tmp_path / "q2"),
+        extra_env={"DEPLOYTOOL_API_KEY": KEY},
+    )
     assert url_qualify.returncode == 0, url_qualify.stderr
     bench = run("bench", "--cpu", "--quick", "--repeats", "1", "--json")
     assert bench.returncode == 0, bench.stderr
@@ -118,7 +132,9 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
     # a second release takes over (the first drains and stops), then rollback brings the first back
     second = run("up", "--cpu", "--profile", "t36-keyed2", "--port", str(port), "--json", "--skip-qualify")
     assert second.returncode == 0, second.stderr
-    assert [d["release"] for d in json.loads(second.stdout)["drains"]] == [1]  # the hand-over drained release 1
+    assert [d["release"] for d in json.loads(second.stdout)["drains"]] == [
+        1
+    ]  # the hand-over drained release 1
     back = run("rollback", "--cpu", "--json")
     assert back.returncode == 0, back.stderr
     assert (json.loads(back.stdout)["release"], json.loads(back.stdout)["stopped"]) == (1, 2)
@@ -131,8 +147,18 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
         assert run("profiles", "show", name).returncode == 2
     credentials = run("qualify", "--url", f"http://user:{KEY}@127.0.0.1:{port}", "--json")
     assert credentials.returncode == 2 and "credentials" in credentials.stdout
-    k8s = run("render", "--k8s", "--profile", "t36-keyed", "--image", IMAGE, "--qualify-image", IMAGE,
-              "-o", str(tmp_path / "k8s"))
+    k8s = run(
+        "render",
+        "--k8s",
+        "--profile",
+        "t36-keyed",
+        "--image",
+        IMAGE,
+        "--qualify-image",
+        IMAGE,
+        "-o",
+        str(tmp_path / "k8s"),
+    )
     assert k8s.returncode == 0, k8s.stderr
     run("status", "--json")
     run("journal", "--cpu", "--json")
@@ -156,7 +182,9 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
     from deploytool.host import labels
 
     images: set[str] = set()
-    for c in docker_engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}):
+    for c in docker_engine.client.containers.list(
+        all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
+    ):
         artifacts[f"docker inspect {c.name}"] = json.dumps(c.attrs)
         artifacts[f"docker logs {c.name}"] = c.logs().decode(errors="replace")
         images.add(c.attrs["Image"])
@@ -166,9 +194,18 @@ def test_canary_secrets_reach_no_file_label_log_or_output(world, docker_engine, 
         built_image = docker_engine.client.images.get(ref)
         artifacts[f"docker image inspect {ref}"] = json.dumps(built_image.attrs)
         artifacts[f"docker history {ref}"] = json.dumps(built_image.history())
-    for kind in ("compose.yaml", "journal.jsonl", "results.json", "report.html", "report.md", "1-canary.yaml"):
+    for kind in (
+        "compose.yaml",
+        "journal.jsonl",
+        "results.json",
+        "report.html",
+        "report.md",
+        "1-canary.yaml",
+    ):
         assert any(p.endswith(kind) for p in artifacts), kind
-    assert any("/reports/bench-" in p and p.endswith("results.json") for p in artifacts)  # the bench's own report
+    assert any(
+        "/reports/bench-" in p and p.endswith("results.json") for p in artifacts
+    )  # the bench's own report
     assert any(p.startswith("docker inspect") for p in artifacts)
     leaks = [where for where, text in artifacts.items() if KEY in text or TOKEN in text]
     assert leaks == []

@@ -45,24 +45,48 @@ K8S_STORE = ProfileStore([HERE / "profiles_k8s"])
 # (check id, where: see where()) -> why. Each is argued at length where it is rendered
 # (k8s/pod.py, images/*/Dockerfile.j2) and in docs/security.md.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("CKV_DOCKER_2", "dockerfile"): "no HEALTHCHECK in the image: the profile's health section (path, port, timings, the "
-                                    "key's header) is the compose healthcheck and the Kubernetes probes, per release",
-    ("CKV_DOCKER_3", "dockerfile"): "no USER: the server runs as root (pod.py POD_SECURITY: root-owned cache and hub "
-                                    "folders on the host and node, HOME=/root caches not yet all under /cache)",
-    ("CKV_K8S_10", "k8s:server"): "no CPU request for the server: the profile has no host-side figure; its cards place it",
-    ("CKV_K8S_11", "k8s:server"): "no CPU limit: throttling a server's scheduler and tokenizer threads stalls its GPUs",
+    (
+        "CKV_DOCKER_2",
+        "dockerfile",
+    ): "no HEALTHCHECK in the image: the profile's health section (path, port, timings, the "
+    "key's header) is the compose healthcheck and the Kubernetes probes, per release",
+    (
+        "CKV_DOCKER_3",
+        "dockerfile",
+    ): "no USER: the server runs as root (pod.py POD_SECURITY: root-owned cache and hub "
+    "folders on the host and node, HOME=/root caches not yet all under /cache)",
+    (
+        "CKV_K8S_10",
+        "k8s:server",
+    ): "no CPU request for the server: the profile has no host-side figure; its cards place it",
+    (
+        "CKV_K8S_11",
+        "k8s:server",
+    ): "no CPU limit: throttling a server's scheduler and tokenizer threads stalls its GPUs",
     ("CKV_K8S_11", "k8s:server-worker"): "as for the server: a worker rank is the same process",
     ("CKV_K8S_12", "k8s:server"): "no memory request: the profile has no host-memory figure to request",
-    ("CKV_K8S_13", "k8s:server"): "no memory limit: host memory peaks while weights stream in; a low guess kills the load",
+    (
+        "CKV_K8S_13",
+        "k8s:server",
+    ): "no memory limit: host memory peaks while weights stream in; a low guess kills the load",
     ("CKV_K8S_13", "k8s:server-worker"): "as for the server: a worker rank loads its shard the same way",
-    ("CKV_K8S_22", "k8s:server"): "writable root for the server: SGLang writes outside its mounts (/tmp IPC, new caches)",
+    (
+        "CKV_K8S_22",
+        "k8s:server",
+    ): "writable root for the server: SGLang writes outside its mounts (/tmp IPC, new caches)",
     ("CKV_K8S_22", "k8s:server-worker"): "as for the server",
-    ("CKV_K8S_23", "k8s:server"): "root in the server: the image has no other user, its caches are root-owned node folders",
+    (
+        "CKV_K8S_23",
+        "k8s:server",
+    ): "root in the server: the image has no other user, its caches are root-owned node folders",
     ("CKV_K8S_23", "k8s:server-worker"): "as for the server",
     ("CKV_K8S_40", "k8s:server"): "the same root user: no high UID to run as",
     ("CKV_K8S_40", "k8s:server-worker"): "as for the server",
-    ("CKV_K8S_8", "k8s:server-worker"): "no liveness probe on a worker rank: it serves no HTTP; the leader's probes judge "
-                                        "the group and a lost rank recreates it (RecreateGroupOnPodRestart)",
+    (
+        "CKV_K8S_8",
+        "k8s:server-worker",
+    ): "no liveness probe on a worker rank: it serves no HTTP; the leader's probes judge "
+    "the group and a lost rank recreates it (RecreateGroupOnPodRestart)",
     ("CKV_K8S_9", "k8s:server-worker"): "no readiness probe on a worker rank: no Service sends it traffic",
 }
 
@@ -70,32 +94,55 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
 def checkov_bin() -> str | None:
     """DEPLOYTOOL_CHECKOV, else checkov next to this Python, in .venv/checkov (docs/security.md),
     or on PATH."""
-    candidates = [os.environ.get("DEPLOYTOOL_CHECKOV"), str(Path(sys.executable).parent / "checkov"),
-                  str(ROOT / ".venv" / "checkov" / "bin" / "checkov"), shutil.which("checkov")]
+    candidates = [
+        os.environ.get("DEPLOYTOOL_CHECKOV"),
+        str(Path(sys.executable).parent / "checkov"),
+        str(ROOT / ".venv" / "checkov" / "bin" / "checkov"),
+        shutil.which("checkov"),
+    ]
     return next((c for c in candidates if c and Path(c).is_file() and os.access(c, os.X_OK)), None)
 
 
 def lws_pods(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The leader and worker Pods of a LeaderWorkerSet (a custom kind checkov does not read)."""
     template = obj["spec"]["leaderWorkerTemplate"]
-    return [{"apiVersion": "v1", "kind": "Pod",
-             "metadata": {"name": f"{obj['metadata']['name']}-{role}", "namespace": obj["metadata"]["namespace"],
-                          "labels": template[f"{role}Template"]["metadata"]["labels"]},
-             "spec": template[f"{role}Template"]["spec"]} for role in ("leader", "worker")]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{obj['metadata']['name']}-{role}",
+                "namespace": obj["metadata"]["namespace"],
+                "labels": template[f"{role}Template"]["metadata"]["labels"],
+            },
+            "spec": template[f"{role}Template"]["spec"],
+        }
+        for role in ("leader", "worker")
+    ]
 
 
 def ome_pods(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The Pods OME builds from a runtime's engine fields: its pod fields, the runner as the container."""
     engine = obj["spec"]["engineConfig"]
-    parts = {"leader": engine["leader"], "worker": engine["worker"]} if "leader" in engine else {"engine": engine}
+    parts = (
+        {"leader": engine["leader"], "worker": engine["worker"]} if "leader" in engine else {"engine": engine}
+    )
     pods = []
     for role, fields in parts.items():
         spec = {k: v for k, v in fields.items() if k not in ("runner", "size", "labels", "annotations")}
         spec["containers"] = [fields["runner"]]
-        pods.append({"apiVersion": "v1", "kind": "Pod",
-                     "metadata": {"name": f"{obj['metadata']['name']}-{role}", "namespace": "inference",
-                                  "labels": engine.get("labels", {})},
-                     "spec": spec})
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{obj['metadata']['name']}-{role}",
+                    "namespace": "inference",
+                    "labels": engine.get("labels", {}),
+                },
+                "spec": spec,
+            }
+        )
     return pods
 
 
@@ -116,19 +163,44 @@ def write_inputs(folder: Path) -> None:
             if flavor == "ome" and name == "sim":
                 continue  # OME serves card profiles only
             profile = keyed(K8S_STORE.get(name))
-            objects = render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile),
-                                                  qualify_image=QUALIFY_IMAGE, flavor=flavor,
-                                                  namespace="inference"))
+            objects = render_manifests(
+                K8sRequest(
+                    profile=profile,
+                    image=IMAGE,
+                    toolchain=declared_toolchain(profile),
+                    qualify_image=QUALIFY_IMAGE,
+                    flavor=flavor,
+                    namespace="inference",
+                )
+            )
             objects += [p for o in objects if o["kind"] == "ClusterServingRuntime" for p in ome_pods(o)]
             objects += [p for o in objects if o["kind"] == "LeaderWorkerSet" for p in lws_pods(o)]
-            (folder / "k8s" / f"{name}-{flavor}.yaml").write_text("---\n".join(yaml.safe_dump(o) for o in objects))
+            (folder / "k8s" / f"{name}-{flavor}.yaml").write_text(
+                "---\n".join(yaml.safe_dump(o) for o in objects)
+            )
 
 
 def run_checkov(binary: str, folder: Path) -> list[dict[str, Any]]:
     """Failed checks of every framework that reads these files, as checkov reports them."""
-    out = subprocess.run([binary, "-d", str(folder), "--framework", "dockerfile", "kubernetes", "secrets",
-                          "--output", "json", "--quiet", "--skip-download", "--compact"],
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [
+            binary,
+            "-d",
+            str(folder),
+            "--framework",
+            "dockerfile",
+            "kubernetes",
+            "secrets",
+            "--output",
+            "json",
+            "--quiet",
+            "--skip-download",
+            "--compact",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode in (0, 1), out.stderr[-3000:]  # 1: findings
     reports = json.loads(out.stdout)
     reports = reports if isinstance(reports, list) else [reports]
@@ -158,8 +230,10 @@ def argued(check_id: str, place: str) -> str | None:
 def findings(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
     binary = checkov_bin()
     if binary is None:
-        pytest.skip("checkov is not installed: `make checkov` puts it in .venv/checkov (a virtual environment of "
-                    "its own: its pins conflict with deploytool's; docs/security.md), or set DEPLOYTOOL_CHECKOV")
+        pytest.skip(
+            "checkov is not installed: `make checkov` puts it in .venv/checkov (a virtual environment of "
+            "its own: its pins conflict with deploytool's; docs/security.md), or set DEPLOYTOOL_CHECKOV"
+        )
     folder = tmp_path_factory.mktemp("written")
     write_inputs(folder)
     return sorted({(c["check_id"], where(c)) for c in run_checkov(binary, folder)})
@@ -184,11 +258,17 @@ def test_checkov_sees_what_it_is_meant_to_see(tmp_path: Path):
     (tmp_path / "dockerfile").mkdir()
     (tmp_path / "dockerfile" / "Dockerfile").write_text("FROM debian:bookworm\nRUN true\n")
     (tmp_path / "k8s").mkdir()
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-           "spec": {"containers": [{"name": "c", "image": IMAGE, "securityContext": {"privileged": True}}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": IMAGE, "securityContext": {"privileged": True}}]},
+    }
     (tmp_path / "k8s" / "pod.yaml").write_text(yaml.safe_dump(pod))
     (tmp_path / "compose").mkdir()
-    token = "ghp_" + "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(36))  # a fresh one
+    token = "ghp_" + "".join(
+        secrets.choice(string.ascii_letters + string.digits) for _ in range(36)
+    )  # a fresh one
     leaked = {"services": {"server": {"image": "x", "environment": {"GITHUB_TOKEN": token}}}}
     (tmp_path / "compose" / "compose.yaml").write_text(yaml.safe_dump(leaked))
     found = {(c["check_id"], where(c)) for c in run_checkov(binary, tmp_path)}

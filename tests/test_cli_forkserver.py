@@ -27,8 +27,14 @@ COMMANDS = [
 
 
 def fresh(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "deploytool", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "deploytool", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def outcome(proc: subprocess.CompletedProcess[str]) -> tuple[int, str, str]:
@@ -59,7 +65,10 @@ def test_each_command_gets_its_own_environment_and_folder(tmp_path: Path) -> Non
 def test_a_start_up_variable_that_differs_gets_an_interpreter_that_read_it() -> None:
     # rich reads the terminal width when deploytool's console is made, at import
     narrow, wide = ({**os.environ, "COLUMNS": width} for width in ("60", "160"))
-    a, b = cli_forkserver.run(["up", "--help"], narrow, ROOT, 120), cli_forkserver.run(["up", "--help"], wide, ROOT, 120)
+    a, b = (
+        cli_forkserver.run(["up", "--help"], narrow, ROOT, 120),
+        cli_forkserver.run(["up", "--help"], wide, ROOT, 120),
+    )
     assert a.stdout != b.stdout
     assert outcome(a) == outcome(fresh(["up", "--help"], narrow))
     assert outcome(b) == outcome(fresh(["up", "--help"], wide))
@@ -68,7 +77,9 @@ def test_a_start_up_variable_that_differs_gets_an_interpreter_that_read_it() -> 
 def test_a_command_past_its_timeout_is_killed_as_subprocess_run_kills_it() -> None:
     # `top` refreshes until Ctrl-C
     with pytest.raises(subprocess.TimeoutExpired) as raised:
-        cli_forkserver.run(["top", "--url", "http://127.0.0.1:9", "--interval", "0.2"], dict(os.environ), ROOT, 3)
+        cli_forkserver.run(
+            ["top", "--url", "http://127.0.0.1:9", "--interval", "0.2"], dict(os.environ), ROOT, 3
+        )
     assert "deploytool" in raised.value.cmd
     server = next(s for s in cli_forkserver._servers.values() if s.proc.poll() is None)
     children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()

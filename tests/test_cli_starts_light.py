@@ -16,24 +16,46 @@ import sys
 # that is not already a bool through a pydantic TypeAdapter, and an absent --help was None
 # (cli/app.py's _HelpFlagFalse). rich's Console: what these commands print goes through
 # typer.echo, and the consoles are made at their first use (cli/app.py's LazyConsole).
-HEAVY = ("pandas", "docker", "matplotlib", "kubernetes", "jinja2", "pydantic", "rich.console",
-         "deploytool.profiles", "deploytool.bench", "deploytool.qualify", "deploytool.qualify.suites",
-         "deploytool.host.engine", "deploytool.deploy.executor", "deploytool.image", "deploytool.k8s.render")
+HEAVY = (
+    "pandas",
+    "docker",
+    "matplotlib",
+    "kubernetes",
+    "jinja2",
+    "pydantic",
+    "rich.console",
+    "deploytool.profiles",
+    "deploytool.bench",
+    "deploytool.qualify",
+    "deploytool.qualify.suites",
+    "deploytool.host.engine",
+    "deploytool.deploy.executor",
+    "deploytool.image",
+    "deploytool.k8s.render",
+)
 
 
 def loaded_after(statement: str, env: dict[str, str] | None = None) -> list[str]:
     code = f"import sys\n{statement}\nimport json; print(json.dumps(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
-                         env={**os.environ, **(env or {})})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
     modules = set(json.loads(out.stdout.splitlines()[-1]))
     return [m for m in HEAVY if m in modules]
 
 
 def run_command(*args: str) -> str:
     """The CLI's own entry point in this process, then exit-proof: the statement for loaded_after."""
-    return ("from deploytool.cli import main\n"
-            f"try:\n    main({list(args)!r})\nexcept SystemExit as exc:\n"
-            "    assert exc.code in (0, None), exc.code\n")
+    return (
+        "from deploytool.cli import main\n"
+        f"try:\n    main({list(args)!r})\nexcept SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+    )
 
 
 def test_state_helpers_do_not_load_pandas_or_the_engine():
@@ -75,6 +97,10 @@ def test_command_signatures_are_objects_not_strings():
 
     callbacks = _callbacks(app)
     assert len(callbacks) > 30
-    as_strings = [f"{f.__module__}.{f.__name__}: {name}" for f in callbacks
-                  for name, annotation in f.__annotations__.items() if isinstance(annotation, str)]
+    as_strings = [
+        f"{f.__module__}.{f.__name__}: {name}"
+        for f in callbacks
+        for name, annotation in f.__annotations__.items()
+        if isinstance(annotation, str)
+    ]
     assert not as_strings, as_strings

@@ -31,8 +31,14 @@ def test_the_private_builders_take_what_app_py_passes():
     group = app.registered_groups[0]
     calls = {
         "get_command_from_info": ((command,), {"pretty_exceptions_short": short, "rich_markup_mode": markup}),
-        "get_group_from_info": ((group,), {"pretty_exceptions_short": short, "rich_markup_mode": markup,
-                                           "suggest_commands": app.suggest_commands}),
+        "get_group_from_info": (
+            (group,),
+            {
+                "pretty_exceptions_short": short,
+                "rich_markup_mode": markup,
+                "suggest_commands": app.suggest_commands,
+            },
+        ),
         "solve_typer_info_defaults": ((group,), {}),
         "get_command_name": (("a_name",), {}),
         "get_group": ((app,), {}),
@@ -49,7 +55,11 @@ def test_the_pin_is_bounded_and_holds_the_installed_typer():
     spec = _typer_requirement().specifier
     uppers = [s for s in spec if s.operator == "<"]
     lowers = [s for s in spec if s.operator == ">="]
-    assert uppers and lowers, f"typer{spec}: the builders app.py calls may change in any release; bound the pin"
+    assert uppers and lowers, (
+        f"typer{spec}: the builders app.py calls may change in any release; bound the pin"
+    )
     # get_group_from_info takes suggest_commands from typer 0.20 on
     assert Version(lowers[0].version) >= Version("0.20")
-    assert Version(typer.__version__) in spec, f"typer {typer.__version__} is outside the tested pin typer{spec}"
+    assert Version(typer.__version__) in spec, (
+        f"typer {typer.__version__} is outside the tested pin typer{spec}"
+    )

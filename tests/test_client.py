@@ -23,16 +23,30 @@ from deploytool.bench.records import split_reasoning as _split_reasoning
 from deploytool.server.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
-WEATHER = {"type": "function", "function": {
-    "name": "get_current_weather", "description": "Get the current weather in a given city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+FAST = dict(
+    startup_seconds=0.0,
+    decode_tps=20000.0,
+    prefill_tps=1e8,
+    log_requests=False,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+    enable_metrics=True,
+    enable_cache_report=True,
+)
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
 def chat(url: str, payload: dict[str, Any], *, timeout: float = 30.0, **kw: Any) -> ChatResult:
     async def go() -> ChatResult:
         async with EndpointClient(url, timeout=timeout) as client:
             return await client.chat(payload, **kw)
+
     return asyncio.run(go())
 
 
@@ -49,6 +63,7 @@ def assert_timings_in_order(res: ChatResult) -> None:
 
 # --- against the sim --------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def sim() -> Iterator[Any]:
     with serve_in_thread(SimSettings(**FAST), port=0, wait_ready=True) as handle:
@@ -63,7 +78,9 @@ def test_streamed_and_plain_answers_agree(sim: Any) -> None:
     assert streamed.streamed and streamed.saw_done and streamed.status == 200
     assert streamed.content == plain.content and streamed.content
     assert streamed.finish_reason == plain.finish_reason
-    assert streamed.usage["completion_tokens"] == plain.usage["completion_tokens"] == len(streamed.chunk_times)
+    assert (
+        streamed.usage["completion_tokens"] == plain.usage["completion_tokens"] == len(streamed.chunk_times)
+    )
     assert streamed.model == "sim-model"
     assert streamed.raw is None  # chunk objects are kept only on request
     assert streamed.chunks >= len(streamed.chunk_times) + 1  # + role and finish chunks
@@ -75,13 +92,19 @@ def test_kept_chunks_are_the_chunk_objects(sim: Any) -> None:
     res = chat(sim.url, payload, keep_chunks=True)
     assert res.ok and isinstance(res.raw, list) and len(res.raw) == res.chunks
     assert all(c["object"] == "chat.completion.chunk" for c in res.raw)
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in res.raw if c["choices"]) == res.content
+    assert (
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in res.raw if c["choices"]) == res.content
+    )
     assert res.raw[-1]["usage"] == res.usage
 
 
 def test_thinking_stream_times_reasoning_before_answer(sim: Any) -> None:
-    payload = ask("What is 2 + 3?", stream=True, chat_template_kwargs={"enable_thinking": True},
-                  stream_options={"include_usage": True})
+    payload = ask(
+        "What is 2 + 3?",
+        stream=True,
+        chat_template_kwargs={"enable_thinking": True},
+        stream_options={"include_usage": True},
+    )
     res = chat(sim.url, payload)
     assert res.ok, res.error
     assert res.reasoning_content.startswith("Simulator, not a model") and res.content
@@ -127,9 +150,17 @@ def test_connection_refused_is_an_error() -> None:
 
 # --- against a server that writes awkward SSE --------------------------------------------------------
 
+
 def _chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-    return json.dumps({"id": "c1", "object": "chat.completion.chunk", "model": "tricky",
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, ensure_ascii=False).encode()
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion.chunk",
+            "model": "tricky",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        },
+        ensure_ascii=False,
+    ).encode()
 
 
 USAGE = {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}
@@ -149,25 +180,43 @@ TRICKY: list[bytes] = [
     b'data: {"object": "chat.completion.chunk", "model": "tricky",\r',  # CRLF cut inside a two-line event
     b'\ndata: "choices": [{"index": 0, "delta": {"content": "!"}}]}\r\n\r\n',  # data lines joined by LF
     b"data: " + _chunk({"tool_calls": [CALL0]}) + b"\r\r",  # lone CR line ends
-    b"data: " + _chunk({"tool_calls": [CALL1]}) + b"\n\n"
-    + b"data: " + _chunk({"tool_calls": [{"index": 0, "id": "call_a", "function": {"arguments": '{"x": '}}]}) + b"\n\n"
-    + b"data: " + _chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"y": 2}'}}]}) + b"\n\n",
+    b"data: "
+    + _chunk({"tool_calls": [CALL1]})
+    + b"\n\n"
+    + b"data: "
+    + _chunk({"tool_calls": [{"index": 0, "id": "call_a", "function": {"arguments": '{"x": '}}]})
+    + b"\n\n"
+    + b"data: "
+    + _chunk({"tool_calls": [{"index": 1, "function": {"arguments": '{"y": 2}'}}]})
+    + b"\n\n",
     b"data: " + _chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}) + b"\n\n",
     b"data: " + _chunk({}, "tool_calls") + b"\n\n",
-    b"data: " + json.dumps({"object": "chat.completion.chunk", "choices": [], "usage": USAGE}).encode() + b"\n\n",
+    b"data: "
+    + json.dumps({"object": "chat.completion.chunk", "choices": [], "usage": USAGE}).encode()
+    + b"\n\n",
     b"data: [DONE]\n\n",
     b"data: " + _chunk({"content": "after done"}) + b"\n\n",
 ]
 
 SCENARIOS: dict[str, list[bytes]] = {
     "tricky": TRICKY,
-    "cut": [b"data: " + _chunk({"content": "a"}) + b"\n\n", b"data: " + _chunk({"content": "b"}) + b"\n\n",
-            b"data: " + _chunk({"content": "unterminated"})],
-    "error_event": [b"data: " + _chunk({"content": "partial"}) + b"\n\n",
-                    b'data: {"object": "error", "message": "out of memory", "type": "InternalServerError", '
-                    b'"code": 500}\n\n', b"data: [DONE]\n\n"],
-    "bad_json": [b"data: " + _chunk({"content": "a"}) + b"\n\n", b"data: {not json}\n\n", b"data: [DONE]\n\n"],
-    "extra_data": [b"data: {\"choices\": []} {\"choices\": []}\n\n", b"data: [DONE]\n\n"],
+    "cut": [
+        b"data: " + _chunk({"content": "a"}) + b"\n\n",
+        b"data: " + _chunk({"content": "b"}) + b"\n\n",
+        b"data: " + _chunk({"content": "unterminated"}),
+    ],
+    "error_event": [
+        b"data: " + _chunk({"content": "partial"}) + b"\n\n",
+        b'data: {"object": "error", "message": "out of memory", "type": "InternalServerError", '
+        b'"code": 500}\n\n',
+        b"data: [DONE]\n\n",
+    ],
+    "bad_json": [
+        b"data: " + _chunk({"content": "a"}) + b"\n\n",
+        b"data: {not json}\n\n",
+        b"data: [DONE]\n\n",
+    ],
+    "extra_data": [b'data: {"choices": []} {"choices": []}\n\n', b"data: [DONE]\n\n"],
     "done_with_blanks": [b"data: " + _chunk({"content": "a"}) + b"\n\n", b"data: [DONE]  \n\n"],
     "done_without_space": [b"data: " + _chunk({"content": "a"}) + b"\n\n", b"data:[DONE]\n\n"],
 }
@@ -177,17 +226,35 @@ async def _tricky_chat(request: Request) -> Any:
     body = await request.json()
     name = body["model"]
     if name == "http500":
-        return JSONResponse({"object": "error", "message": "kaput", "type": "InternalServerError", "code": 500},
-                            status_code=500)
+        return JSONResponse(
+            {"object": "error", "message": "kaput", "type": "InternalServerError", "code": 500},
+            status_code=500,
+        )
     if name == "not_sse":
         return JSONResponse({"choices": []})
     if name == "null_index":  # SGLang's non-streamed calls: index None (or -1), not the position
-        calls = [{"index": idx, "id": f"call_{n}", "type": "function",
-                  "function": {"name": fn, "arguments": json.dumps({"n": n})}}
-                 for n, (idx, fn) in enumerate([(None, "f"), (-1, "g"), (None, "h")])]
-        return JSONResponse({"model": "null_index", "choices": [{"index": 0, "finish_reason": "tool_calls",
-                             "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
-                             "usage": USAGE})
+        calls = [
+            {
+                "index": idx,
+                "id": f"call_{n}",
+                "type": "function",
+                "function": {"name": fn, "arguments": json.dumps({"n": n})},
+            }
+            for n, (idx, fn) in enumerate([(None, "f"), (-1, "g"), (None, "h")])
+        ]
+        return JSONResponse(
+            {
+                "model": "null_index",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "tool_calls",
+                        "message": {"role": "assistant", "content": None, "tool_calls": calls},
+                    }
+                ],
+                "usage": USAGE,
+            }
+        )
 
     async def pieces() -> Any:
         if name == "slow":
@@ -202,6 +269,7 @@ async def _tricky_chat(request: Request) -> Any:
 
 async def _trickle(request: Request) -> Any:
     """A GET that sends one byte every 0.1 s for 5 s: never idle long enough for a per-read timeout."""
+
     async def pieces() -> Any:
         for _ in range(50):
             yield b"x"
@@ -212,8 +280,12 @@ async def _trickle(request: Request) -> Any:
 
 @pytest.fixture(scope="module")
 def tricky() -> Iterator[str]:
-    app = Starlette(routes=[Route("/v1/chat/completions", _tricky_chat, methods=["POST"]),
-                            Route("/trickle", _trickle, methods=["GET"])])
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", _tricky_chat, methods=["POST"]),
+            Route("/trickle", _trickle, methods=["GET"]),
+        ]
+    )
     with serve_app(app) as url:
         yield url
 
@@ -229,7 +301,9 @@ def test_awkward_sse_is_assembled(tricky: str) -> None:
     assert res.reasoning_content == "Think"
     assert res.content == "café ok!"  # and nothing after [DONE]
     assert [(c.index, c.id, c.name, c.arguments, c.ids_seen) for c in res.tool_calls] == [
-        (0, "call_a", "f", '{"x": 1}', 1), (1, "call_b", "g", '{"y": 2}', 1)]
+        (0, "call_a", "f", '{"x": 1}', 1),
+        (1, "call_b", "g", '{"y": 2}', 1),
+    ]
     assert res.tool_calls[0].parsed_arguments() == {"x": 1}
     assert res.finish_reason == "tool_calls"
     assert res.usage == USAGE and res.completion_tokens == 9

@@ -22,9 +22,11 @@ from starlette.routing import Route
 
 from deploytool.server.client import KEEPALIVE_EXPIRY_S, EndpointClient
 
-BODY = (b'{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,'
-        b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
-        b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}')
+BODY = (
+    b'{"id":"x","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,'
+    b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+)
 PAYLOAD = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -54,16 +56,24 @@ class ScriptedServer:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 await reader.readexactly(length)
                 n += 1
                 action = self.script(conn, n)
                 if action == "close":
                     writer.close()
                     return
-                header = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                          b"content-length: %d\r\n\r\n" % len(BODY))
+                header = (
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: %d\r\n\r\n" % len(BODY)
+                )
                 if action == "cut":
                     writer.write(header + BODY[:10])
                     await writer.drain()
@@ -151,6 +161,7 @@ async def _sweep(url: str, keep_alive: float, **kwargs) -> tuple[list[str], int,
     errors: list[str] = []
     sent = 0
     async with EndpointClient(url, **kwargs) as client:
+
         async def worker(i: int) -> None:
             nonlocal sent
             for _ in range(8):
@@ -172,8 +183,9 @@ def test_keepalive_race_against_a_short_keepalive_uvicorn_drops_nothing() -> Non
         # keep-alive, no retry) some requests are dropped ("Server disconnected without sending a
         # response" or a reset). It is timing-dependent: a sweep shows it about every other time.
         for attempt in range(10):
-            errors, sent, _ = asyncio.run(_sweep(url, keep_alive, keepalive_expiry=5.0,
-                                                 retry_stale_connections=False))
+            errors, sent, _ = asyncio.run(
+                _sweep(url, keep_alive, keepalive_expiry=5.0, retry_stale_connections=False)
+            )
             if errors:
                 break
         if not errors:

@@ -9,7 +9,15 @@ import asyncio
 import pytest
 
 from deploytool.bench import BenchRunner, build_method
-from deploytool.server.metrics_window import CACHED, GENERATED, PROMPT, VERIFY, CounterSnapshot, counters_from, window
+from deploytool.server.metrics_window import (
+    CACHED,
+    GENERATED,
+    PROMPT,
+    VERIFY,
+    CounterSnapshot,
+    counters_from,
+    window,
+)
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target
 
@@ -17,12 +25,28 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def _bench(**sim: object):
-    settings = SimSettings(startup_seconds=0, log_requests=False, decode_tps=4000, prefill_tps=2_000_000,
-                           default_chat_template_kwargs='{"enable_thinking": false}', **sim)
-    method = build_method(quick=True).model_copy(update={
-        "repeats": 1, "warmup_requests": 1, "decode_requests": 3, "decode_output_tokens": 20, "load_concurrency": [2],
-        "load_requests_per_slot": 2, "load_output_tokens": 20, "prefill_prompt_tokens": [1000],
-        "prefill_prompts_each": 2, "prefill_output_tokens": 4})
+    settings = SimSettings(
+        startup_seconds=0,
+        log_requests=False,
+        decode_tps=4000,
+        prefill_tps=2_000_000,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        **sim,
+    )
+    method = build_method(quick=True).model_copy(
+        update={
+            "repeats": 1,
+            "warmup_requests": 1,
+            "decode_requests": 3,
+            "decode_output_tokens": 20,
+            "load_concurrency": [2],
+            "load_requests_per_slot": 2,
+            "load_output_tokens": 20,
+            "prefill_prompt_tokens": [1000],
+            "prefill_prompts_each": 2,
+            "prefill_output_tokens": 4,
+        }
+    )
     with serve_in_thread(settings, wait_ready=True) as handle:
         return asyncio.run(BenchRunner(Target(url=handle.url, profile=None), method, progress=False).run())
 
@@ -56,7 +80,9 @@ def test_neither_cache_report_nor_metrics_is_not_measured_and_fails_with_a_hint(
     assert "not measured" in check.message
     assert "enable-cache-report: true" in check.message and "enable-metrics: true" in check.message
     # the rest of what /metrics gives is "not measured" too, and the run goes on without it
-    assert all(g.idle_wait["idle"] is None and g.server_requests is None and not g.contaminated for g in run.groups)
+    assert all(
+        g.idle_wait["idle"] is None and g.server_requests is None and not g.contaminated for g in run.groups
+    )
     assert run.groups and all(g.completed for g in run.groups) and not run.invalid_groups
     assert any(n.startswith("not measured: idle-server wait") and "404" in n for n in run.notes)
     assert run.server["window_measured"]["why"] and not run.server["server_figures"].get("cache_hit_rate")
@@ -70,22 +96,39 @@ def test_window_figures_are_counter_differences() -> None:
     assert w.cached_share == pytest.approx(100 / 2000)  # cached_tokens_total appeared inside the window
     assert w.spec_accept_length == pytest.approx(800 / 200)  # not the cumulative 1300 / 300
     assert w.output_tps == pytest.approx(400)
-    assert window(CounterSnapshot(0, None, "/metrics answered HTTP 404"), after).why == "/metrics answered HTTP 404"
+    assert (
+        window(CounterSnapshot(0, None, "/metrics answered HTTP 404"), after).why
+        == "/metrics answered HTTP 404"
+    )
     restarted = window(after, before)
     assert not restarted.measured and "restarted" in restarted.why
     assert counters_from({PROMPT: 1.0, "sglang:token_usage": 0.5}) == {PROMPT: 1.0}
 
 
-TINY_BENCH = {"warmup_requests": 1, "decode_requests": 3, "decode_output_tokens": 20, "load_concurrency": [2],
-              "load_requests_per_slot": 2, "load_output_tokens": 20, "prefill_prompt_tokens": [1000],
-              "prefill_prompts_each": 2, "prefill_output_tokens": 4}
+TINY_BENCH = {
+    "warmup_requests": 1,
+    "decode_requests": 3,
+    "decode_output_tokens": 20,
+    "load_concurrency": [2],
+    "load_requests_per_slot": 2,
+    "load_output_tokens": 20,
+    "prefill_prompt_tokens": [1000],
+    "prefill_prompts_each": 2,
+    "prefill_output_tokens": 4,
+}
 
 
 def _performance(tmp_path, **sim):
     from qualify_helpers import qualify, sim_profile
 
-    settings = SimSettings(startup_seconds=0, log_requests=False, decode_tps=4000, prefill_tps=2_000_000,
-                           default_chat_template_kwargs='{"enable_thinking": false}', **sim)
+    settings = SimSettings(
+        startup_seconds=0,
+        log_requests=False,
+        decode_tps=4000,
+        prefill_tps=2_000_000,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        **sim,
+    )
     with serve_in_thread(settings, wait_ready=True) as handle:
         profile = sim_profile(handle.port)
         profile.bench = dict(TINY_BENCH)

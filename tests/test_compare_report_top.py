@@ -70,12 +70,19 @@ def compared(tmp_path_factory):
     for name, speed in (("a", 400.0), ("b", 200.0)):
         handle = sim_in_process(decode_tps=speed)
         try:
-            run_bench(Target(url=handle.url, profile=None), method=tiny_method(repeats=2), report_dir=root / name,
-                      progress=False)
+            run_bench(
+                Target(url=handle.url, profile=None),
+                method=tiny_method(repeats=2),
+                report_dir=root / name,
+                progress=False,
+            )
         finally:
             handle.stop()
-    result = CliRunner().invoke(app, ["compare", str(root / "a"), str(root / "b"), "--report", str(root / "cmp")],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        ["compare", str(root / "a"), str(root / "b"), "--report", str(root / "cmp")],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     return root / "cmp"
 
@@ -93,11 +100,19 @@ def test_compare_html_opens_with_the_top_table_and_a_picture(compared):
     decode = rows["decode, 1 request"]
     assert decode[4] == "WORSE, beyond the spread" and decode[3].startswith("-")
     assert re.search(r"\(-\d+(\.\d)?%\)", decode[3])  # a delta with its percentage
-    assert {"TTFT p50, 1 request", "TTFT p99, 1 request", "TPOT p50, 1 request", "TPOT p99, 1 request"} <= set(rows)
+    assert {
+        "TTFT p50, 1 request",
+        "TTFT p99, 1 request",
+        "TPOT p50, 1 request",
+        "TPOT p99, 1 request",
+    } <= set(rows)
     assert rows["TPOT p50, 1 request"][4] == "WORSE, beyond the spread"  # slower decode: longer per token
     assert picture["src"].startswith("data:image/png;base64,")
-    assert picture["alt"].startswith("Box plots of per-request latency.") and "run A median" in picture["alt"] \
+    assert (
+        picture["alt"].startswith("Box plots of per-request latency.")
+        and "run A median" in picture["alt"]
         and "run B median" in picture["alt"]
+    )
 
 
 def test_the_top_rests_on_the_comparisons_own_interval(compared):
@@ -109,7 +124,11 @@ def test_the_top_rests_on_the_comparisons_own_interval(compared):
     row = re.search(r'<tr class="worse" title="([^"]*)"><td>decode, 1 request</td>', html)
     assert row is not None and f"[{low:.2f}-{high:.2f}]" in row.group(1)
     md = (compared / "comparison.md").read_text()
-    assert md.index("## run B against run A") < md.index("WORSE, beyond the spread") < md.index("## Every figure")
+    assert (
+        md.index("## run B against run A")
+        < md.index("WORSE, beyond the spread")
+        < md.index("## Every figure")
+    )
     assert "Box plots of per-request latency" in md  # the picture, in words
 
 

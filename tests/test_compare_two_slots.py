@@ -26,40 +26,87 @@ qualify: {{suites: [preflight, contract]}}
 
 def figure(key: str, label: str, passes: list[float]) -> Figure:
     values = sorted(passes)
-    return Figure(key=key, label=label, value=values[len(values) // 2], unit="tok/s", better="higher", completed=8,
-                  failed=0, repeat_values=passes, spread=[values[0], values[-1]])
+    return Figure(
+        key=key,
+        label=label,
+        value=values[len(values) // 2],
+        unit="tok/s",
+        better="higher",
+        completed=8,
+        failed=0,
+        repeat_values=passes,
+        spread=[values[0], values[-1]],
+    )
 
 
 def run(*figures: Figure) -> SimpleNamespace:
-    return SimpleNamespace(figures=list(figures), figure=lambda key: next((f for f in figures if f.key == key), None))
+    return SimpleNamespace(
+        figures=list(figures), figure=lambda key: next((f for f in figures if f.key == key), None)
+    )
 
 
 def test_a_difference_is_beyond_the_spread_only_when_the_passes_do_not_overlap():
-    a = run(figure("decode_c1_tps", "decode, 1 request", [626, 630, 622]),
-            figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1343, 1300, 1360]),
-            figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1956, 1950, 1960]),
-            figure("load_c4_per_request_tps", "decode, 4 concurrent, per request", [300, 300, 300]))
-    b = run(figure("decode_c1_tps", "decode, 1 request", [600, 598, 604]),
-            figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1320, 1350, 1290]),
-            figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1955]))
+    a = run(
+        figure("decode_c1_tps", "decode, 1 request", [626, 630, 622]),
+        figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1343, 1300, 1360]),
+        figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1956, 1950, 1960]),
+        figure("load_c4_per_request_tps", "decode, 4 concurrent, per request", [300, 300, 300]),
+    )
+    b = run(
+        figure("decode_c1_tps", "decode, 1 request", [600, 598, 604]),
+        figure("load_c4_aggregate_tps", "decode, 4 concurrent, total", [1320, 1350, 1290]),
+        figure("load_c8_aggregate_tps", "decode, 8 concurrent, total", [1955]),
+    )
     rows = {r.key: r for r in _rows(a, b, "off")}
-    assert set(rows) == {"decode_c1_tps", "load_c4_aggregate_tps", "load_c8_aggregate_tps"}  # per-request left out
-    assert rows["decode_c1_tps"].beyond_spread is True and rows["decode_c1_tps"].difference_pct == pytest.approx(-4.15)
+    assert set(rows) == {
+        "decode_c1_tps",
+        "load_c4_aggregate_tps",
+        "load_c8_aggregate_tps",
+    }  # per-request left out
+    assert rows["decode_c1_tps"].beyond_spread is True and rows[
+        "decode_c1_tps"
+    ].difference_pct == pytest.approx(-4.15)
     assert rows["load_c4_aggregate_tps"].beyond_spread is False  # 1290-1350 overlaps 1300-1360
     assert rows["load_c8_aggregate_tps"].beyond_spread is None  # one pass on B: no spread to judge by
-    sides = [SlotSide("gpu-5090a001", 3, "rtx5090", "img", "http://a",
-                      cards=[{"power_limit_w": 600.0, "pcie_now": "PCIe 5.0 x16"}]),
-             SlotSide("gpu-5090b002", 3, "rtx5090", "img", "http://b",
-                      cards=[{"power_limit_w": 575.0, "pcie_now": "PCIe 4.0 x4"}])]
-    comparison = SlotComparison(sides=sides, same_image=True, rows=list(rows.values()), repeats=3, preset="default",
-                                prefill_tokens=[120_000, 225_000])
+    sides = [
+        SlotSide(
+            "gpu-5090a001",
+            3,
+            "rtx5090",
+            "img",
+            "http://a",
+            cards=[{"power_limit_w": 600.0, "pcie_now": "PCIe 5.0 x16"}],
+        ),
+        SlotSide(
+            "gpu-5090b002",
+            3,
+            "rtx5090",
+            "img",
+            "http://b",
+            cards=[{"power_limit_w": 575.0, "pcie_now": "PCIe 4.0 x4"}],
+        ),
+    ]
+    comparison = SlotComparison(
+        sides=sides,
+        same_image=True,
+        rows=list(rows.values()),
+        repeats=3,
+        preset="default",
+        prefill_tokens=[120_000, 225_000],
+    )
     table = comparison.table_lines()
-    assert table[0] == ("| release 3 (rtx5090) | gpu-5090a001: 600 W, PCIe 5.0 x16 | gpu-5090b002: 575 W, PCIe 4.0 x4 "
-                        "| B against A |")
-    assert table[2] == "| 1 / 4 / 8 requests, thinking off | 626 / 1,343 / 1,956 | 600 / 1,320 / 1,955 | " \
-                       "-4.2%* / -1.7% / -0.1% |"
+    assert table[0] == (
+        "| release 3 (rtx5090) | gpu-5090a001: 600 W, PCIe 5.0 x16 | gpu-5090b002: 575 W, PCIe 4.0 x4 "
+        "| B against A |"
+    )
+    assert (
+        table[2] == "| 1 / 4 / 8 requests, thinking off | 626 / 1,343 / 1,956 | 600 / 1,320 / 1,955 | "
+        "-4.2%* / -1.7% / -0.1% |"
+    )
     verdicts = comparison.verdict_lines()
-    assert verdicts[0].startswith("beyond the measured spread: decode, 1 request, thinking off: gpu-5090b002 -4.2%")
+    assert verdicts[0].startswith(
+        "beyond the measured spread: decode, 1 request, thinking off: gpu-5090b002 -4.2%"
+    )
     assert "within the measured spread (1 figures): decode, 4 concurrent, total (off) -1.7%" in verdicts[1]
     assert verdicts[2].startswith("not judged (1 figures)")
 
@@ -70,9 +117,23 @@ def two_cpu_slots(docker_engine, tmp_path: Path):
     folder.mkdir()
     (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200, health=health_check()))
     (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100, health=health_check()))
-    for out in run_clis(*(("up", "--cpu-slot", slot, "--profile", name, "--port", str(free_port()),
-                           "--profiles-dir", str(folder)) for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow"))),
-                        timeout=600):
+    for out in run_clis(
+        *(
+            (
+                "up",
+                "--cpu-slot",
+                slot,
+                "--profile",
+                name,
+                "--port",
+                str(free_port()),
+                "--profiles-dir",
+                str(folder),
+            )
+            for slot, name in (("a", "t-cmp"), ("b", "t-cmp-slow"))
+        ),
+        timeout=600,
+    ):
         assert out.returncode == 0, out.stderr
     yield folder
     remove_instance(docker_engine)
@@ -90,8 +151,22 @@ def test_flags_two_slots_would_ignore_are_refused(flag):
 
 
 def test_compare_two_cpu_slots_one_slowed(two_cpu_slots, tmp_path: Path):
-    out = run_cli("compare", "--cpu-slot", "a", "--cpu-slot", "b", "--quick", "--repeats", "2", "--json",
-                  "--report", str(tmp_path / "report"), "--profiles-dir", str(two_cpu_slots), timeout=900)
+    out = run_cli(
+        "compare",
+        "--cpu-slot",
+        "a",
+        "--cpu-slot",
+        "b",
+        "--quick",
+        "--repeats",
+        "2",
+        "--json",
+        "--report",
+        str(tmp_path / "report"),
+        "--profiles-dir",
+        str(two_cpu_slots),
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr
     body = json.loads(out.stdout)
     a, b = body["sides"]
@@ -120,7 +195,13 @@ def test_compare_two_cpu_slots_one_slowed(two_cpu_slots, tmp_path: Path):
     assert body["same_image"] is False and any("decode-tps 200 vs 100" in w for w in body["warnings"])
     text = (tmp_path / "report" / "slots.md").read_text()
     assert "| 1 / 4 / 8 requests, thinking off |" in text and "| 1 / 4 / 8 requests, thinking on |" in text
-    assert "| prefill at 2K / 8K |" in text and "| qualify | passed (preflight passed, contract passed) |" in text
-    assert "cpu-a: no card (reference runtime)" in text and "beyond the measured spread: decode, 1 request" in text
+    assert (
+        "| prefill at 2K / 8K |" in text
+        and "| qualify | passed (preflight passed, contract passed) |" in text
+    )
+    assert (
+        "cpu-a: no card (reference runtime)" in text
+        and "beyond the measured spread: decode, 1 request" in text
+    )
     for where in ("thinking-off/A", "thinking-off/B", "thinking-on/A", "thinking-on/B"):
         assert (tmp_path / "report" / where / "results.json").exists()

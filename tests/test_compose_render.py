@@ -16,7 +16,9 @@ GPU_B = "GPU-aaaabbbb-1111-2222-3333-444455556666"
 
 
 def request(slot: Slot, **kw) -> RenderRequest:
-    return RenderRequest(profile=ProfileStore().get("sim-v2"), slot=slot, release=4, image="deploytool/sim:x", **kw)
+    return RenderRequest(
+        profile=ProfileStore().get("sim-v2"), slot=slot, release=4, image="deploytool/sim:x", **kw
+    )
 
 
 def test_cpu_render_carries_profile_health_labels_and_no_devices():
@@ -27,7 +29,9 @@ def test_cpu_render_carries_profile_health_labels_and_no_devices():
     assert server["image"] == "deploytool/sim:x"
     assert server["command"][:3] == ["/opt/venv/bin/python", "-m", "deploytool.sim"]
     assert server["command"][server["command"].index("--decode-tps") + 1] == "400"
-    assert server["ports"] == [{"target": 30000, "published": "31234", "host_ip": "127.0.0.1", "protocol": "tcp"}]
+    assert server["ports"] == [
+        {"target": 30000, "published": "31234", "host_ip": "127.0.0.1", "protocol": "tcp"}
+    ]
     health = server["healthcheck"]
     assert health["test"][-1] == "http://127.0.0.1:30000/health"
     assert health["start_period"] == "60s" and health["start_interval"] == "1s" and health["retries"] == 3
@@ -37,8 +41,11 @@ def test_cpu_render_carries_profile_health_labels_and_no_devices():
     assert server["volumes"][0]["target"] == "/cache"
     assert doc["volumes"]["jit-cache"]["external"] is True
     # its network carries the instance and the slot, as its container does (clean-up by label)
-    assert doc["networks"]["default"]["labels"] == {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
-                                                    labels.SLOT: "cpu"}
+    assert doc["networks"]["default"]["labels"] == {
+        labels.MANAGED: "true",
+        labels.INSTANCE: labels.instance(),
+        labels.SLOT: "cpu",
+    }
 
 
 def test_gpu_render_pins_every_uuid():
@@ -69,13 +76,36 @@ def test_render_command_writes_the_file_and_prints_without_an_engine(tmp_path: P
     from conftest import run_cli
 
     out = tmp_path / "r" / "compose.yaml"
-    written = run_cli("render", "--cpu", "--profile", "sim", "--image", "deploytool/sim:x", "--port", "31999",
-                      "-o", str(out), env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    written = run_cli(
+        "render",
+        "--cpu",
+        "--profile",
+        "sim",
+        "--image",
+        "deploytool/sim:x",
+        "--port",
+        "31999",
+        "-o",
+        str(out),
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
     assert written.returncode == 0, written.stderr
     doc = yaml.safe_load(out.read_text())
     assert doc["services"]["server"]["ports"][0]["published"] == "31999"
-    printed = run_cli("render", "--gpu", GPU_B, "--gpu", GPU_A, "--profile", "sim", "--image", "x",
-                      env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    printed = run_cli(
+        "render",
+        "--gpu",
+        GPU_B,
+        "--gpu",
+        GPU_A,
+        "--profile",
+        "sim",
+        "--image",
+        "x",
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
     assert printed.returncode == 0, printed.stderr
-    devices = yaml.safe_load(printed.stdout)["services"]["server"]["deploy"]["resources"]["reservations"]["devices"]
+    devices = yaml.safe_load(printed.stdout)["services"]["server"]["deploy"]["resources"]["reservations"][
+        "devices"
+    ]
     assert devices[0]["device_ids"] == [GPU_A, GPU_B]  # sorted: the same cards are the same slot

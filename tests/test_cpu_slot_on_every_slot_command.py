@@ -13,14 +13,33 @@ def test_qualify_bench_reports_and_cache_take_a_named_cpu_slot(slot_env, profile
     assert made.returncode == 0, made.stderr
     url = json.loads(made.stdout)["url"]
 
-    qualified = slot_env("qualify", "--cpu-slot", "a", "--suite", "preflight", "--no-progress", "--json",
-                         "--profiles-dir", str(profiles_dir))
+    qualified = slot_env(
+        "qualify",
+        "--cpu-slot",
+        "a",
+        "--suite",
+        "preflight",
+        "--no-progress",
+        "--json",
+        "--profiles-dir",
+        str(profiles_dir),
+    )
     assert qualified.returncode == 0, qualified.stderr
     doc = json.loads(qualified.stdout)
     assert (doc["target"]["slot"], doc["target"]["release"], doc["target"]["url"]) == ("cpu-a", 1, url)
 
-    bench = slot_env("bench", "--cpu-slot", "a", "--quick", "--repeats", "1", "--json",
-                     "--profiles-dir", str(profiles_dir), timeout=600)
+    bench = slot_env(
+        "bench",
+        "--cpu-slot",
+        "a",
+        "--quick",
+        "--repeats",
+        "1",
+        "--json",
+        "--profiles-dir",
+        str(profiles_dir),
+        timeout=600,
+    )
     assert bench.returncode == 0, bench.stderr
     assert json.loads(bench.stdout)["environment"]["release"]["slot"] == "cpu-a"
 

@@ -23,8 +23,11 @@ CARD = "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f"
 
 def release_document() -> dict:
     profile = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
-    return render_compose(RenderRequest(profile=profile, slot=Slot(gpus=(CARD,)), release=3,
-                                        image="deploytool/sglang:h200-0123456789ab"))
+    return render_compose(
+        RenderRequest(
+            profile=profile, slot=Slot(gpus=(CARD,)), release=3, image="deploytool/sglang:h200-0123456789ab"
+        )
+    )
 
 
 def test_the_twin_takes_out_what_needs_a_card_and_keeps_the_rest():
@@ -62,7 +65,9 @@ def test_compose_reads_the_twin_with_the_probe_and_the_command_unchanged():
         pytest.skip("the docker compose v2 plugin is missing")
     release = release_document()
     twin, _ = twin_document(release, project="deploytool-test-cpu-twin")
-    server = yaml.safe_load(compose_config(yaml.safe_dump(twin), project="deploytool-test-cpu-twin"))["services"]["server"]
+    server = yaml.safe_load(compose_config(yaml.safe_dump(twin), project="deploytool-test-cpu-twin"))[
+        "services"
+    ]["server"]
     probe = (package_dir() / "image" / "in_image" / "twin_probe.py").read_text()
     assert server["entrypoint"] == [release["services"]["server"]["command"][0], "-c", probe]
     assert server["command"] == release["services"]["server"]["command"]
@@ -86,13 +91,18 @@ def test_a_busy_port_refuses_up_but_not_the_twin_which_publishes_none(tmp_path, 
     snapshot.mkdir(parents=True)
     for source in files.iterdir():
         (snapshot / source.name).write_bytes(source.read_bytes())
-    for shard in set(json.loads((snapshot / "model.safetensors.index.json").read_text())["weight_map"].values()):
+    for shard in set(
+        json.loads((snapshot / "model.safetensors.index.json").read_text())["weight_map"].values()
+    ):
         (snapshot / shard).write_bytes(b"")
     (root / "refs").mkdir()
     (root / "refs" / "main").write_text(commit)
     hosts = package_dir().parents[1] / "tests" / "data" / "nvml-hosts"
     card = "GPU-902fbb9d-b99b-972e-6fe3-7af41ed2314c"  # the lent H200 of h200-lent.yaml
-    env = {"DEPLOYTOOL_NVML_STANDIN": str(hosts / "h200-lent.yaml"), "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}
+    env = {
+        "DEPLOYTOOL_NVML_STANDIN": str(hosts / "h200-lent.yaml"),
+        "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf"),
+    }
     port = ProfileStore().get(name).server.port
     with hold_port(port):
         up = run_cli("up", "--gpu", card, "--profile", name, "--dry-run", "--json", env=env)

@@ -20,10 +20,14 @@ def test_a_config_without_weights_is_enough_for_the_twin(tmp_path: Path, docker_
     root = tmp_path / "hf" / "hub" / ("models--" + HUB.replace("/", "--"))
     (root / "snapshots" / commit).mkdir(parents=True)
     (root / "snapshots" / commit / "config.json").write_bytes(
-        (DATA / "models" / "qwen3.6-35b-a3b-fp8" / "config.json").read_bytes())  # config.json alone
+        (DATA / "models" / "qwen3.6-35b-a3b-fp8" / "config.json").read_bytes()
+    )  # config.json alone
     (root / "refs").mkdir()
     (root / "refs" / "main").write_text(commit)
-    env = {"DEPLOYTOOL_NVML_STANDIN": str(DATA / "nvml-hosts" / "h200-lent.yaml"), "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}
+    env = {
+        "DEPLOYTOOL_NVML_STANDIN": str(DATA / "nvml-hosts" / "h200-lent.yaml"),
+        "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf"),
+    }
     twin = run_cli("cpu-twin", "--gpu", CARD, "--profile", NAME, "--json", env=env)
     error = json.loads(twin.stdout)["error"]
     # past the weights: what stops it here is the release's image, which this engine has not built

@@ -33,6 +33,7 @@ from cuda_kernels import AXPY, cubin_arch
 WHEELS_PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
 CUDA = "13.3.1"
 
+
 def _with_image(profile: Profile, **changes: object) -> Profile:
     return profile.model_copy(update={"image": profile.image.model_copy(update=changes)})
 
@@ -85,8 +86,11 @@ def _tiny_wheel(folder: Path, name: str, version: str, body: str) -> Path:
     """A real, installable wheel of one module (what pip checks is the file's sha256)."""
     dist = f"{name}-{version}.dist-info"
     path = folder / f"{name}-{version}-py3-none-any.whl"
-    files = {f"{name}.py": body, f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        f"{name}.py": body,
+        f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     files[f"{dist}/RECORD"] = "".join(f"{n},,\n" for n in files) + f"{dist}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as archive:
         for member, text in files.items():  # fixed dates: the same content gives the same bytes
@@ -95,10 +99,19 @@ def _tiny_wheel(folder: Path, name: str, version: str, body: str) -> Path:
 
 
 def _lock_of(folder: Path, lock_path: Path) -> wheelhouse.Lock:
-    wheels = [wheelhouse.LockedWheel(p.name.split("-")[0], p.name.split("-")[1], p.name, wheelhouse.file_sha256(p))
-              for p in sorted(folder.glob("*.whl"))]
-    return wheelhouse.write_lock(lock_path, wheels, title="test", requirements=["alpha", "beta"], python="3.11",
-                                 arch="x86_64", made_by="test")
+    wheels = [
+        wheelhouse.LockedWheel(p.name.split("-")[0], p.name.split("-")[1], p.name, wheelhouse.file_sha256(p))
+        for p in sorted(folder.glob("*.whl"))
+    ]
+    return wheelhouse.write_lock(
+        lock_path,
+        wheels,
+        title="test",
+        requirements=["alpha", "beta"],
+        python="3.11",
+        arch="x86_64",
+        made_by="test",
+    )
 
 
 def test_a_changed_wheel_is_named_by_deploytool_and_refused_by_pip(tmp_path: Path) -> None:
@@ -107,12 +120,30 @@ def test_a_changed_wheel_is_named_by_deploytool_and_refused_by_pip(tmp_path: Pat
     _tiny_wheel(house, "alpha", "1.0", "A = 1\n")
     _tiny_wheel(house, "beta", "2.0", "B = 2\n")
     lock = _lock_of(house, tmp_path / "test.lock")
-    assert [p.name for p in wheelhouse.verify(lock, house)] == ["alpha-1.0-py3-none-any.whl", "beta-2.0-py3-none-any.whl"]
+    assert [p.name for p in wheelhouse.verify(lock, house)] == [
+        "alpha-1.0-py3-none-any.whl",
+        "beta-2.0-py3-none-any.whl",
+    ]
 
     def pip_install() -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(house),
-                               "--require-hashes", "--target", str(tmp_path / "target"), "-r", str(lock.path)],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--no-index",
+                "--find-links",
+                str(house),
+                "--require-hashes",
+                "--target",
+                str(tmp_path / "target"),
+                "-r",
+                str(lock.path),
+            ],
+            capture_output=True,
+            text=True,
+        )
 
     installed = pip_install()
     assert installed.returncode == 0, installed.stderr
@@ -121,7 +152,9 @@ def test_a_changed_wheel_is_named_by_deploytool_and_refused_by_pip(tmp_path: Pat
     _tiny_wheel(house, "beta", "2.0", "B = 'changed'\n")  # same name and version, other bytes
     with pytest.raises(BuildError) as info:
         wheelhouse.verify(lock, house)
-    assert "beta-2.0-py3-none-any.whl" in str(info.value) and "alpha" not in str(info.value).split("changed")[1]
+    assert (
+        "beta-2.0-py3-none-any.whl" in str(info.value) and "alpha" not in str(info.value).split("changed")[1]
+    )
     refused = pip_install()
     assert refused.returncode != 0
     assert "DO NOT MATCH THE HASHES" in refused.stderr and "beta" in refused.stderr
@@ -134,7 +167,9 @@ def test_a_changed_wheel_is_named_by_deploytool_and_refused_by_pip(tmp_path: Pat
 
 def test_the_image_build_refuses_a_changed_toolkit_wheel_before_building(tmp_path: Path) -> None:
     """`deploytool build --wheelhouse` of the wheels profile, with nvcc's wheel replaced."""
-    nvcc = next(w for w in locks.read_toolkit_lock(CUDA, cudabase.TOOLKIT).wheels if w.name == "nvidia-cuda-nvcc")
+    nvcc = next(
+        w for w in locks.read_toolkit_lock(CUDA, cudabase.TOOLKIT).wheels if w.name == "nvidia-cuda-nvcc"
+    )
     house = tmp_path / "house"
     house.mkdir()
     (house / nvcc.filename).write_bytes(b"not the wheel the lock names")
@@ -153,18 +188,31 @@ def test_declare_renders_the_toolkit_steps_and_records_the_base_source(tmp_path:
     fp = inputs.fingerprint
     toolkit = locks.read_toolkit_lock(CUDA, cudabase.TOOLKIT)
     assert fp["base_source"] == "wheels" and fp["nvcc"] == "13.3.73" and fp["toolkit_lock"] == toolkit.digest
-    assert fp["wheel_lock"] == locks.venv_lock(profile).digest and fp["torch"] == "2.14.1" and fp["triton"] == "3.8.0"
+    assert (
+        fp["wheel_lock"] == locks.venv_lock(profile).digest
+        and fp["torch"] == "2.14.1"
+        and fp["triton"] == "3.8.0"
+    )
     assert inputs.files["requirements.lock"] == locks.venv_lock_path(profile)
     assert inputs.files[toolkit.path.name] == toolkit.path
     assert list(inputs.fetched) == ["cuda-wheels", "wheels"]
     from deploytool.image.build import dockerfile_environment
     from deploytool.image.recipes import recipe_dir
 
-    dockerfile = dockerfile_environment().from_string(
-        (recipe_dir("sglang") / "Dockerfile.j2").read_text()).render(profile=profile, base_ref="sha256:b", **inputs.template_vars)
+    dockerfile = (
+        dockerfile_environment()
+        .from_string((recipe_dir("sglang") / "Dockerfile.j2").read_text())
+        .render(profile=profile, base_ref="sha256:b", **inputs.template_vars)
+    )
     assert "--require-hashes --no-deps --target /opt/cuda-wheels" in dockerfile
-    assert "--no-index --find-links /tmp/deploytool/wheels --require-hashes -r /opt/deploytool/locks/requirements.lock" in dockerfile
-    assert "CUDA_HOME=/usr/local/cuda" in dockerfile and "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in dockerfile
+    assert (
+        "--no-index --find-links /tmp/deploytool/wheels --require-hashes -r /opt/deploytool/locks/requirements.lock"
+        in dockerfile
+    )
+    assert (
+        "CUDA_HOME=/usr/local/cuda" in dockerfile
+        and "TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas" in dockerfile
+    )
     # the wheels leave no layer behind: the last stage copies the install stage's file system
     assert dockerfile.count("\nFROM ") == 2 and "COPY --from=install / /" in dockerfile
     last_stage = dockerfile.split("FROM scratch", 1)[1]
@@ -186,20 +234,26 @@ def compiler_image(module_home) -> str:
 
 
 def _run(engine, image: str, script: str, **kwargs) -> str:
-    return engine.client.containers.run(image, ["sh", "-c", script], remove=True, network_mode="none",
-                                        **kwargs).decode()
+    return engine.client.containers.run(
+        image, ["sh", "-c", script], remove=True, network_mode="none", **kwargs
+    ).decode()
 
 
 @pytest.mark.docker
-def test_compiler_image_has_the_pinned_nvcc_and_builds_a_cubin_for_sm120(compiler_image: str, docker_engine,
-                                                                          tmp_path: Path) -> None:
+def test_compiler_image_has_the_pinned_nvcc_and_builds_a_cubin_for_sm120(
+    compiler_image: str, docker_engine, tmp_path: Path
+) -> None:
     nvcc = locks.read_toolkit_lock(CUDA, cudabase.COMPILER).version_of("nvidia-cuda-nvcc")
     version = _run(docker_engine, compiler_image, "nvcc --version")
     assert f"release 13.3, V{nvcc}" in version
     (tmp_path / "axpy.cu").write_text(AXPY)
     tmp_path.chmod(0o777)
-    _run(docker_engine, compiler_image, "cd /tmp && nvcc -cubin -arch=sm_120 -o /src/axpy.cubin /src/axpy.cu",
-         volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}})
+    _run(
+        docker_engine,
+        compiler_image,
+        "cd /tmp && nvcc -cubin -arch=sm_120 -o /src/axpy.cubin /src/axpy.cu",
+        volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}},
+    )
     assert cubin_arch((tmp_path / "axpy.cubin").read_bytes()) == 120
     image = docker_engine.image(compiler_image)
     fingerprint = json.loads(image.labels[labels.IMAGE_FINGERPRINT])
@@ -210,16 +264,21 @@ def test_compiler_image_has_the_pinned_nvcc_and_builds_a_cubin_for_sm120(compile
 
 @pytest.mark.docker
 def test_cache_keeps_real_kernels_while_the_toolchain_holds_and_wipes_them_when_nvcc_changes(
-        compiler_image: str, docker_engine) -> None:
+    compiler_image: str, docker_engine
+) -> None:
     """The FlashInfer-free part of the JIT cache check: a real cubin in the slot's volume."""
     slot = Slot()
     engine = docker_engine
     other = None
     try:
         assert cache.prepare_slot_cache(engine, compiler_image, slot).action == "created"
-        cache._in_volume(engine, compiler_image, slot,
-                         f"mkdir -p /cache/kernels && cd /tmp && printf '%s' '{AXPY}' > axpy.cu && "
-                         "nvcc -cubin -arch=sm_120 -o /cache/kernels/axpy.sm_120.cubin axpy.cu")
+        cache._in_volume(
+            engine,
+            compiler_image,
+            slot,
+            f"mkdir -p /cache/kernels && cd /tmp && printf '%s' '{AXPY}' > axpy.cu && "
+            "nvcc -cubin -arch=sm_120 -o /cache/kernels/axpy.sm_120.cubin axpy.cu",
+        )
         assert cache.read_state(engine, compiler_image, slot).files == 1
 
         kept = cache.prepare_slot_cache(engine, compiler_image, slot)
@@ -228,8 +287,11 @@ def test_cache_keeps_real_kernels_while_the_toolchain_holds_and_wipes_them_when_
         # The same image, labelled as built by another patch release of the toolkit.
         declared = json.loads(engine.image(compiler_image).labels[labels.IMAGE_FINGERPRINT])
         changed = {**declared, "nvcc": "13.3.33", "cuda": "13.3.0"}
-        other, _ = engine.client.images.build(fileobj=io.BytesIO(f"FROM {compiler_image}\n".encode()), rm=True,
-                                              labels={labels.IMAGE_FINGERPRINT: json.dumps(changed, sort_keys=True)})
+        other, _ = engine.client.images.build(
+            fileobj=io.BytesIO(f"FROM {compiler_image}\n".encode()),
+            rm=True,
+            labels={labels.IMAGE_FINGERPRINT: json.dumps(changed, sort_keys=True)},
+        )
         wiped = cache.prepare_slot_cache(engine, other.id, slot)
         assert wiped.action == "wiped" and wiped.files_removed >= 1
         assert wiped.differences["nvcc"] == {"stored": declared["nvcc"], "new": "13.3.33"}

@@ -33,7 +33,9 @@ def test_the_same_speed_measured_again_is_within_the_spread():
     top = cutover(results(seed=7), results(seed=0), baseline_name="release 1")
     spread_rows = [r for r in top.rows if r.beyond is not None]
     assert len(spread_rows) >= 4
-    assert all(r.status == "within the spread" for r in spread_rows), [(r.figure, r.spread) for r in spread_rows]
+    assert all(r.status == "within the spread" for r in spread_rows), [
+        (r.figure, r.spread) for r in spread_rows
+    ]
     assert not top.regressions and "no figure worse" in top.headline()
     # figures without a recorded spread say so (or that nothing changed), never "within"
     for r in top.rows:
@@ -88,7 +90,9 @@ def test_what_changed_lists_image_runtime_flags_weights_and_profile():
 def test_without_a_baseline_the_top_has_this_releases_figures_only():
     top = cutover(results(), None)
     assert top.baseline is None and top.changes == [] and "no baseline" in top.headline()
-    assert all(r.before is None and r.after is not None for r in top.rows if r.figure != "stress: failed requests")
+    assert all(
+        r.before is None and r.after is not None for r in top.rows if r.figure != "stress: failed requests"
+    )
     assert json.loads(json.dumps(top.as_dict()))["rows"][0]["status"] == "only in this release"
 
 
@@ -96,16 +100,32 @@ def test_compares_headline_names_the_figures_worse_beyond_the_spread():
     from deploytool.bench.compare import Comparison, ComparisonRow, headlines
 
     def row(label, better, interval):
-        return ComparisonRow(key=label, label=label, unit="tok/s", better=better, values=[1.0, 1.0], ratios=[None, 1.0],
-                             failed=[0, 0], intervals=[None, interval])
+        return ComparisonRow(
+            key=label,
+            label=label,
+            unit="tok/s",
+            better=better,
+            values=[1.0, 1.0],
+            ratios=[None, 1.0],
+            failed=[0, 0],
+            intervals=[None, interval],
+        )
 
-    rows = [row("decode", "higher", [0.45, 0.55]), row("ttft", "lower", [0.9, 1.2]), row("prefill", "higher", [1.1, 1.3]),
-            row("no samples", "higher", None)]
+    rows = [
+        row("decode", "higher", [0.45, 0.55]),
+        row("ttft", "lower", [0.9, 1.2]),
+        row("prefill", "higher", [1.1, 1.3]),
+        row("no samples", "higher", None),
+    ]
     comparison = Comparison(runs=[None, None], rows=rows, same_method=True)  # type: ignore[list-item]
-    assert headlines(comparison) == ["run B against run A: 1 figure(s) worse beyond the measured spread (decode); "
-                                     "1 better beyond it (3 figures with an interval)"]
+    assert headlines(comparison) == [
+        "run B against run A: 1 figure(s) worse beyond the measured spread (decode); "
+        "1 better beyond it (3 figures with an interval)"
+    ]
     comparison.rows = rows[1:]
-    assert headlines(comparison)[0].startswith("run B against run A: no figure worse beyond the measured spread")
+    assert headlines(comparison)[0].startswith(
+        "run B against run A: no figure worse beyond the measured spread"
+    )
 
 
 def test_pictures_are_inline_pngs_whose_alt_text_states_the_figure():
@@ -115,20 +135,46 @@ def test_pictures_are_inline_pngs_whose_alt_text_states_the_figure():
 
     now, before = results(decode=200.0, seed=2, tools=(40, 56)), results()
     perf = now["suites"][0]["figures"]
-    perf["roofline"] = {"card": "NVIDIA H200", "points": [
-        {"concurrency": 1, "ceiling_tps_per_request": 900.0, "measured_tps_per_request": 200.0, "share": 0.222}]}
-    now["suites"][2]["figures"]["heatmap"] = {"rows": ["depth 0.1", "depth 0.9"], "columns": ["8192", "20000"],
-                                              "values": [[1.0, 0.5], [1.0, None]]}
-    now["suites"][3]["figures"]["by_category"] = {"simple": {"passed": 8, "total": 8}, "parallel": {"passed": 2, "total": 8}}
-    before["suites"][3]["figures"]["by_category"] = {"simple": {"passed": 8, "total": 8}, "parallel": {"passed": 8, "total": 8}}
+    perf["roofline"] = {
+        "card": "NVIDIA H200",
+        "points": [
+            {
+                "concurrency": 1,
+                "ceiling_tps_per_request": 900.0,
+                "measured_tps_per_request": 200.0,
+                "share": 0.222,
+            }
+        ],
+    }
+    now["suites"][2]["figures"]["heatmap"] = {
+        "rows": ["depth 0.1", "depth 0.9"],
+        "columns": ["8192", "20000"],
+        "values": [[1.0, 0.5], [1.0, None]],
+    }
+    now["suites"][3]["figures"]["by_category"] = {
+        "simple": {"passed": 8, "total": 8},
+        "parallel": {"passed": 2, "total": 8},
+    }
+    before["suites"][3]["figures"]["by_category"] = {
+        "simple": {"passed": 8, "total": 8},
+        "parallel": {"passed": 8, "total": 8},
+    }
     drawn = {p.title.split(":")[0].split(" per ")[0]: p for p in pictures(now, before)}
-    assert set(drawn) == {"Latency distributions", "Needle in a haystack", "Decode against the roofline of NVIDIA H200",
-                          "GSM8K accuracy", "Tool calls"}
+    assert set(drawn) == {
+        "Latency distributions",
+        "Needle in a haystack",
+        "Decode against the roofline of NVIDIA H200",
+        "GSM8K accuracy",
+        "Tool calls",
+    }
     for p in drawn.values():
         head, data = p.uri.split(",", 1)
         assert head == "data:image/png;base64" and base64.b64decode(data).startswith(b"\x89PNG")
     assert "lowest 0.50 at depth 0.1, 20000 tokens; 2 of 3 cells at 1.00" in drawn["Needle in a haystack"].alt
-    assert "c=1: measured 200 of a 900 tok/s ceiling (22%)" in drawn["Decode against the roofline of NVIDIA H200"].alt
+    assert (
+        "c=1: measured 200 of a 900 tok/s ceiling (22%)"
+        in drawn["Decode against the roofline of NVIDIA H200"].alt
+    )
     assert "parallel: baseline 1, this release 0.25" in drawn["Tool calls"].alt
     assert "TPOT (ms), 1 request: baseline median" in drawn["Latency distributions"].alt
     # without a card's roofline, no roofline picture (the sim has none)
@@ -142,17 +188,28 @@ def test_a_kept_bench_run_stands_in_when_qualify_ran_no_performance_suite():
         return doc
 
     def bench(doc, fingerprint):
-        return {"schema": "deploytool.bench/v1", "method_fingerprint": fingerprint,
-                "figures": doc["suites"][0]["figures"]["bench_figures"]}
+        return {
+            "schema": "deploytool.bench/v1",
+            "method_fingerprint": fingerprint,
+            "figures": doc["suites"][0]["figures"]["bench_figures"],
+        }
 
     slow, fast = results(decode=200.0, seed=3), results(decode=400.0)
-    top = cutover(without_performance(results(decode=200.0, seed=3)), without_performance(results()),
-                  current_bench=bench(slow, "m1"), baseline_bench=bench(fast, "m1"))
+    top = cutover(
+        without_performance(results(decode=200.0, seed=3)),
+        without_performance(results()),
+        current_bench=bench(slow, "m1"),
+        baseline_bench=bench(fast, "m1"),
+    )
     decode = by_figure(top.rows)["decode, 1 request"]
     assert (decode.before, decode.after, decode.status) == (400.0, 200.0, "WORSE, beyond the spread")
     # measured with another method: shown, never judged against the spread
-    other = cutover(without_performance(results(decode=200.0, seed=3)), without_performance(results()),
-                    current_bench=bench(slow, "m2"), baseline_bench=bench(fast, "m1"))
+    other = cutover(
+        without_performance(results(decode=200.0, seed=3)),
+        without_performance(results()),
+        current_bench=bench(slow, "m2"),
+        baseline_bench=bench(fast, "m1"),
+    )
     decode = by_figure(other.rows)["decode, 1 request"]
     assert decode.beyond is None and "another bench method (m1 vs m2)" in decode.spread
     assert not other.regressions
@@ -164,7 +221,11 @@ def test_a_needle_heatmap_with_no_length_measured_is_no_picture_and_no_warning()
     from deploytool.qualify.pictures import needle_picture
 
     now = results()
-    now["suites"][2]["figures"]["heatmap"] = {"rows": ["depth 0.1", "depth 0.9"], "columns": [], "values": [[], []]}
+    now["suites"][2]["figures"]["heatmap"] = {
+        "rows": ["depth 0.1", "depth 0.9"],
+        "columns": [],
+        "values": [[], []],
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib warned of a singular x-range drawing nothing
         assert needle_picture(now) is None
@@ -181,11 +242,18 @@ def test_a_qualification_whose_baseline_was_never_qualified_says_so():
     from deploytool.release.state import journal
 
     journal("qualify.skipped", slot="cpu", release=1, reason="--skip-qualify")
-    target = SimpleNamespace(release=SimpleNamespace(slot="cpu", release=2), previous=SimpleNamespace(release=1),
-                             previous_results=None,
-                             baseline="release 1 (it served before release 2 was cut over; it has no stored qualify results)")
+    target = SimpleNamespace(
+        release=SimpleNamespace(slot="cpu", release=2),
+        previous=SimpleNamespace(release=1),
+        previous_results=None,
+        baseline="release 1 (it served before release 2 was cut over; it has no stored qualify results)",
+    )
     against = baseline_of(target)
     assert against.doc is None and against.notes == [
-        "release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"]
+        "release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"
+    ]
     top = cutover(results(), None, notes=against.notes)
-    assert top.headline() == "qualify PASSED; release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"
+    assert (
+        top.headline()
+        == "qualify PASSED; release 1 was not qualified (brought up with --skip-qualify): nothing to compare with"
+    )

@@ -23,21 +23,33 @@ from browser_helpers import CHROMIUM, LAYOUT, Browser
 from deploytool.qualify.report import flatten_figures, is_heatmap
 from qualify_helpers import OURS, qualify, sim, sim_profile
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)"
+)
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCREEN = 1000  # CSS px: the first screen
 PERFORMANCE = {"performance": {"quick": True, "repeats": 3, "max_regression_pct": 25}}
 
 
-def run_release(folder: Path, decode_tps: int, baseline: Path | None = None, name: str | None = None,
-                port: int = 0) -> int:
+def run_release(
+    folder: Path, decode_tps: int, baseline: Path | None = None, name: str | None = None, port: int = 0
+) -> int:
     """Qualify one release; returns its port (a later release of the slot keeps it, as `up` does,
     so the contract suite's comparison with the baseline holds)."""
     with sim(port=port, decode_tps=decode_tps, gsm8k_oracle=0.96) as server:
-        extra = {"previous_results": baseline / "report" / "results.json", "baseline": name} if baseline else {}
-        qualify(server.url, folder, profile=sim_profile(server.port), suites=OURS + ["performance"],
-                overrides=PERFORMANCE, limit=10, **extra)
+        extra = (
+            {"previous_results": baseline / "report" / "results.json", "baseline": name} if baseline else {}
+        )
+        qualify(
+            server.url,
+            folder,
+            profile=sim_profile(server.port),
+            suites=OURS + ["performance"],
+            overrides=PERFORMANCE,
+            limit=10,
+            **extra,
+        )
     return server.port
 
 
@@ -65,7 +77,9 @@ def check_first_screen(found: dict) -> None:
     assert "delta" in found["headers"] and "against the spread" in found["headers"]
     decode = next(r for r in found["rows"] if r["cells"][0] == "decode, 1 request")
     assert decode["box"]["bottom"] <= SCREEN
-    first_screen = [i for i in found["images"] if i["box"]["top"] < SCREEN and i["box"]["bottom"] <= SCREEN + 1]
+    first_screen = [
+        i for i in found["images"] if i["box"]["top"] < SCREEN and i["box"]["bottom"] <= SCREEN + 1
+    ]
     assert first_screen, found["images"]
     for image in found["images"]:  # inline, decoded with no network, and stated in words
         assert image["src"].startswith("data:image/png;base64") and image["complete"] and image["natural"] > 0
@@ -94,7 +108,9 @@ def test_a_slower_release_shows_its_regression_at_the_top_beyond_the_spread(rele
     assert "FAILED" in found["h1_text"]  # the performance gate's regression rule fails it too
     why = json.loads((report / "comparison.json").read_text())["why"]
     assert why and all(line.startswith("performance: regression: ") for line in why), why
-    assert "worse beyond the measured spread" in found["headline"] and "decode, 1 request" in found["headline"]
+    assert (
+        "worse beyond the measured spread" in found["headline"] and "decode, 1 request" in found["headline"]
+    )
     decode = next(r for r in found["rows"] if r["cells"][0] == "decode, 1 request")
     assert decode["cls"] == "worse" and decode["cells"][4] == "WORSE, beyond the spread"
     assert decode["cells"][3].startswith("-")  # fewer tok/s
@@ -120,7 +136,9 @@ def test_an_unchanged_release_shows_every_delta_within_the_spread(releases, tmp_
     for figure in ("decode, 1 request", "decode, 4 concurrent, per request", "TPOT p50, 1 request"):
         assert with_spread[figure] == "within the spread", (figure, comparison["why"], statuses)
     scheduling = ("TTFT", "decode, 4 concurrent, total")
-    assert all(s == "within the spread" for k, s in with_spread.items() if not k.startswith(scheduling)), statuses
+    assert all(s == "within the spread" for k, s in with_spread.items() if not k.startswith(scheduling)), (
+        statuses
+    )
     assert comparison["changes"] == []
     quality = [r for r in comparison["rows"] if r["group"] == "quality"]
     assert quality and all(r["status"] in ("unchanged", "within the spread") for r in quality), quality

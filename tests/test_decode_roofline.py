@@ -21,9 +21,21 @@ MODELS = Path(__file__).parent / "data" / "models"
 
 
 def _gpu(**kw) -> GpuInfo:
-    base = dict(index=0, uuid="GPU-1", name="NVIDIA H200", compute_capability="9.0", memory_total_mib=143771,
-                memory_free_mib=143155, power_limit_w=700.0, pcie_link_gen=5, pcie_link_gen_max=5,
-                pcie_link_width=16, pcie_link_width_max=16, memory_bus_width_bits=6016, max_memory_clock_mhz=3201)
+    base = dict(
+        index=0,
+        uuid="GPU-1",
+        name="NVIDIA H200",
+        compute_capability="9.0",
+        memory_total_mib=143771,
+        memory_free_mib=143155,
+        power_limit_w=700.0,
+        pcie_link_gen=5,
+        pcie_link_gen_max=5,
+        pcie_link_width=16,
+        pcie_link_width_max=16,
+        memory_bus_width_bits=6016,
+        max_memory_clock_mhz=3201,
+    )
     base.update(kw)
     return GpuInfo(**base)
 
@@ -38,8 +50,14 @@ def test_bandwidth_is_bus_width_times_memory_clock_times_two() -> None:
 
 
 def test_dense_model_reads_every_weight_but_the_embedding_each_step() -> None:
-    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "hidden_size": 4096, "vocab_size": 128_256}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "vocab_size": 128_256,
+    }
     shape = shape_from_config(config)
     shape.weight_bytes = 16_060_000_000  # an 8B model in bf16
     card = card_from_gpu(_gpu())
@@ -59,8 +77,9 @@ def test_moe_reads_only_the_experts_a_step_touches() -> None:
     one_token = split.active_bytes(1)
     # one token: top-8 of 256 experts in each of 40 layers
     assert split.active_bytes(1) - split.active_bytes(0) == 0  # at least one token is always read
-    assert one_token == pytest.approx(split.total_bytes - split.not_read_bytes - per_expert * 256 * 40
-                                      + per_expert * 8 * 40)
+    assert one_token == pytest.approx(
+        split.total_bytes - split.not_read_bytes - per_expert * 256 * 40 + per_expert * 8 * 40
+    )
     # many tokens: about every expert
     assert split.active_bytes(10_000) == pytest.approx(split.total_bytes - split.not_read_bytes, rel=1e-6)
     assert split.active_bytes(1) < split.active_bytes(4) < split.active_bytes(64)
@@ -70,12 +89,20 @@ def test_speculative_accept_length_multiplies_the_ceiling_and_the_share_is_measu
     shape = read_checkpoint(MODELS / "qwen3.6-35b-a3b-nvfp4")
     card = card_from_table("rtx5090")
     plain = decode_roofline(shape, card, concurrencies=[1], context_tokens=628, mamba_ssm_dtype="bfloat16")
-    spec = decode_roofline(shape, card, concurrencies=[1], context_tokens=628, mamba_ssm_dtype="bfloat16",
-                           accept_length=3.2, draft_tokens=6)
+    spec = decode_roofline(
+        shape,
+        card,
+        concurrencies=[1],
+        context_tokens=628,
+        mamba_ssm_dtype="bfloat16",
+        accept_length=3.2,
+        draft_tokens=6,
+    )
     # the verify step touches the experts of 6 tokens, and keeps 3.2 tokens on average
     assert spec.points[0].bytes_per_step > plain.points[0].bytes_per_step
     assert spec.points[0].ceiling_tps_per_request == pytest.approx(
-        card.bandwidth_bytes_per_s / spec.points[0].bytes_per_step * 3.2)
+        card.bandwidth_bytes_per_s / spec.points[0].bytes_per_step * 3.2
+    )
     with_measurements(spec, {1: 528.0})
     assert spec.points[0].share == pytest.approx(528.0 / spec.points[0].ceiling_tps_per_request, abs=1e-4)
     text = "\n".join(roofline_lines(spec.as_dict()))
@@ -87,18 +114,42 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
     and naming a card: the run's decode figure is put against that card's ceiling."""
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "sim-roofline.yaml").write_text(yaml.safe_dump({
-        "name": "sim-roofline", "extends": "sim", "match": {"gpu_name": ["NVIDIA H200"]},
-        "model": {"host_path": str(MODELS / "qwen3.6-35b-a3b-fp8")}}))
+    (folder / "sim-roofline.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "sim-roofline",
+                "extends": "sim",
+                "match": {"gpu_name": ["NVIDIA H200"]},
+                "model": {"host_path": str(MODELS / "qwen3.6-35b-a3b-fp8")},
+            }
+        )
+    )
     profile = ProfileStore([folder]).get("sim-roofline")
-    handle = serve_in_thread(SimSettings(startup_seconds=0, decode_tps=300, log_requests=False), wait_ready=True)
+    handle = serve_in_thread(
+        SimSettings(startup_seconds=0, decode_tps=300, log_requests=False), wait_ready=True
+    )
     try:
-        method = build_method(quick=True, warmup_requests=1, warmup_output_tokens=8, decode_requests=2,
-                              decode_output_tokens=40, decode_prompt_tokens=64, load_concurrency=[2],
-                              load_requests_per_slot=1, load_output_tokens=20, prefill_prompt_tokens=[2000],
-                              prefill_prompts_each=1, run_timeout_s=60, request_timeout_s=20)
-        run = run_bench(Target(url=handle.url, profile=profile), method=method, report_dir=tmp_path / "report",
-                        progress=False)
+        method = build_method(
+            quick=True,
+            warmup_requests=1,
+            warmup_output_tokens=8,
+            decode_requests=2,
+            decode_output_tokens=40,
+            decode_prompt_tokens=64,
+            load_concurrency=[2],
+            load_requests_per_slot=1,
+            load_output_tokens=20,
+            prefill_prompt_tokens=[2000],
+            prefill_prompts_each=1,
+            run_timeout_s=60,
+            request_timeout_s=20,
+        )
+        run = run_bench(
+            Target(url=handle.url, profile=profile),
+            method=method,
+            report_dir=tmp_path / "report",
+            progress=False,
+        )
     finally:
         handle.stop()
     roof = run.roofline
@@ -108,8 +159,9 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
     # repeated passes: the decode figure is the median over passes (each pass has a decode_c1 group)
     assert point["measured_tps_per_request"] == run.figure("decode_c1_tps").value
     assert len(run.figure("decode_c1_tps").repeat_values) == run.method["repeats"]
-    assert point["share"] == pytest.approx(point["measured_tps_per_request"] / point["ceiling_tps_per_request"],
-                                           abs=1e-4)
+    assert point["share"] == pytest.approx(
+        point["measured_tps_per_request"] / point["ceiling_tps_per_request"], abs=1e-4
+    )
     report = (tmp_path / "report" / "report.md").read_text()
     assert "## Roofline" in report and "assumed: bandwidth data-sheet table" in report
 

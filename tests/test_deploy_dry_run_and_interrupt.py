@@ -15,7 +15,9 @@ import pytest
 from conftest import run_cli, start_cli
 from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
+pytestmark = (
+    pytest.mark.index
+)  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
 
 
 def engine_state(engine, tags: tuple[str, ...] = ()) -> list[tuple]:
@@ -24,25 +26,36 @@ def engine_state(engine, tags: tuple[str, ...] = ()) -> list[tuple]:
     checkout's suite makes its own t-good images meanwhile), which no dry run here made."""
     from deploytool.host import labels
 
-    containers = engine.client.containers.list(all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
+    containers = engine.client.containers.list(
+        all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
+    )
     volumes = engine.client.volumes.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
     images = {c.attrs["Image"] for c in containers}
     for tag in tags:
         images |= {i.id for i in engine.client.images.list(name=tag)}
-    return sorted([("container", c.name, c.status, c.attrs["State"].get("StartedAt")) for c in containers]
-                  + [("volume", v.name, "", "") for v in volumes] + [("image", i, "", "") for i in images])
+    return sorted(
+        [("container", c.name, c.status, c.attrs["State"].get("StartedAt")) for c in containers]
+        + [("volume", v.name, "", "") for v in volumes]
+        + [("image", i, "", "") for i in images]
+    )
 
 
 def files_state(home: Path) -> dict[str, str]:
     """Every file under the state directory (but the shared download cache) and its content."""
-    return {str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(home.rglob("*")) if p.is_file() and "cache" not in p.relative_to(home).parts} | \
-           {str(p.relative_to(home)) + "/": "" for p in sorted(home.rglob("*"))
-            if p.is_dir() and "cache" not in p.relative_to(home).parts}
+    return {
+        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(home.rglob("*"))
+        if p.is_file() and "cache" not in p.relative_to(home).parts
+    } | {
+        str(p.relative_to(home)) + "/": ""
+        for p in sorted(home.rglob("*"))
+        if p.is_dir() and "cache" not in p.relative_to(home).parts
+    }
 
 
-def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, profiles_dir: Path,
-                                                   deploytool_home: Path):
+def test_dry_runs_print_the_plan_and_change_nothing(
+    slot_env, docker_engine, profiles_dir: Path, deploytool_home: Path
+):
     assert up(slot_env, "t-good").returncode == 0
     assert up(slot_env, "t-good2").returncode == 0
     # the image the dry runs would build for release 3, were they to build
@@ -60,8 +73,17 @@ def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, pro
     assert data.returncode == 0, data.stderr
     plan = json.loads(data.stdout)["plan"]
     assert plan["release"] == 3 and plan["serving"] == 2 and plan["fallback"] == 2
-    assert [s["step"] for s in plan["steps"]] == ["Build", "WriteRelease", "Stop", "PrepareCache", "Start",
-                                                 "WaitHealthy", "Qualify", "CutOver", "Prune"]
+    assert [s["step"] for s in plan["steps"]] == [
+        "Build",
+        "WriteRelease",
+        "Stop",
+        "PrepareCache",
+        "Start",
+        "WaitHealthy",
+        "Qualify",
+        "CutOver",
+        "Prune",
+    ]
     cache = next(s for s in plan["steps"] if s["step"] == "PrepareCache")
     assert cache["action"] == "kept"  # read from the volume: same image, same cards
     assert plan["compose"]["services"]["server"]["labels"]["dev.deploytool.release"] == "3"
@@ -79,17 +101,30 @@ def test_dry_runs_print_the_plan_and_change_nothing(slot_env, docker_engine, pro
     third = up(slot_env, "t-good")
     assert third.returncode == 0 and json.loads(third.stdout)["release"] == 3
 
-def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(slot_env, docker_engine,
-                                                                        profiles_dir: Path):
+
+def test_ctrl_c_during_an_up_restores_the_serving_release_and_exits_130(
+    slot_env, docker_engine, profiles_dir: Path
+):
     assert up(slot_env, "t-good").returncode == 0
     # answers 503 for 60 s, and up waits for it far longer than that: the Ctrl-C below lands
     # while up waits, however slowly a loaded machine starts the container
-    (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n"
-                                              "    startup-seconds: 60\n"
-                                              "health: {start_period: 600, start_interval: 1, interval: 2, "
-                                              "timeout: 2, retries: 2}\n")
-    proc = start_cli("up", "--cpu", "--profile", "t-slow", "--skip-qualify", "--port", str(slot_env.port),
-                     "--profiles-dir", str(profiles_dir))
+    (profiles_dir / "t-slow.yaml").write_text(
+        "name: t-slow\nextends: t-good\nserver:\n  args:\n"
+        "    startup-seconds: 60\n"
+        "health: {start_period: 600, start_interval: 1, interval: 2, "
+        "timeout: 2, retries: 2}\n"
+    )
+    proc = start_cli(
+        "up",
+        "--cpu",
+        "--profile",
+        "t-slow",
+        "--skip-qualify",
+        "--port",
+        str(slot_env.port),
+        "--profiles-dir",
+        str(profiles_dir),
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         # asked of the engine from here, not through a `status` process a round (a second of CPU

@@ -8,7 +8,12 @@ import dataclasses
 import pytest
 
 from deploytool.deploy import plan as deploy_plan
-from deploytool.deploy.candidate_plan import plan_candidate, plan_candidate_stop, plan_pause_serving, plan_search_end
+from deploytool.deploy.candidate_plan import (
+    plan_candidate,
+    plan_candidate_stop,
+    plan_pause_serving,
+    plan_search_end,
+)
 from deploytool.deploy.facts import PortFacts
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.steps import Build, PrepareCache, Start, Stop, WaitHealthy, WriteRelease
@@ -20,7 +25,9 @@ CANDIDATE_STEPS = [Build, WriteRelease, PrepareCache, Start, WaitHealthy]
 
 def test_a_candidate_launches_its_own_release_and_a_failed_start_only_stops_it():
     # what the slot looks like once tune stopped its serving release 2
-    history = facts(release(1), release(2), current=2, previous=1, next_release=3, port=PortFacts("127.0.0.1", 41234))
+    history = facts(
+        release(1), release(2), current=2, previous=1, next_release=3, port=PortFacts("127.0.0.1", 41234)
+    )
     plan = plan_candidate(history, SIM, host_port=41234)
     assert plan.action == "tune"
     assert [type(s) for s in plan.steps] == CANDIDATE_STEPS
@@ -34,12 +41,18 @@ def test_a_candidate_launches_its_own_release_and_a_failed_start_only_stops_it()
     assert start.new and start.port == 41234 and start.bind == "127.0.0.1"
     # the same release `up` would make from the same facts: its number, image, compose document and record
     up = plan_up(history, SIM, UpOptions(host_port=41234, skip_qualify=True))
-    assert (plan.release, plan.image, plan.compose, plan.record) == (up.release, up.image, up.compose, up.record)
+    assert (plan.release, plan.image, plan.compose, plan.record) == (
+        up.release,
+        up.image,
+        up.compose,
+        up.record,
+    )
     assert [s for s in up.steps if type(s) in CANDIDATE_STEPS] == plan.steps
 
 
 def test_the_candidate_plan_is_not_up_s_plan_edited(monkeypatch):
     """Whatever plan_up comes to run (another step, another order), a candidate runs its own list."""
+
     def changed_up(*args, **kwargs):
         raise AssertionError("a candidate is planned without plan_up")
 
@@ -62,12 +75,25 @@ def test_the_search_stops_what_serves_once_and_brings_it_back_at_its_end():
     pause = plan_pause_serving(facts(release(1), serving, current=2, previous=1, next_release=3))
     assert pause is not None and pause.action == "tune"
     assert [(type(s), s.release) for s in pause.steps] == [(Stop, 2)]
-    assert [type(s).__name__ for s in pause.restore] == ["PrepareCache", "Start", "WaitHealthy"]  # a failed stop
-    end = plan_search_end(facts(release(1), release(2), release(3), release(4), current=2, next_release=5), [3, 4],
-                          serving)
-    assert [type(s).__name__ for s in end.steps] == ["Stop", "Stop", "Prune", "PrepareCache", "Start",
-                                                     "WaitHealthy"]
+    assert [type(s).__name__ for s in pause.restore] == [
+        "PrepareCache",
+        "Start",
+        "WaitHealthy",
+    ]  # a failed stop
+    end = plan_search_end(
+        facts(release(1), release(2), release(3), release(4), current=2, next_release=5), [3, 4], serving
+    )
+    assert [type(s).__name__ for s in end.steps] == [
+        "Stop",
+        "Stop",
+        "Prune",
+        "PrepareCache",
+        "Start",
+        "WaitHealthy",
+    ]
     assert end.steps[2].releases == [3, 4] and end.steps[2].retention == 0
     assert end.steps[4].release == 2 and not end.steps[4].new
     stop = plan_candidate_stop(CPU, 3)
-    assert stop.action == "tune" and [(type(s), s.release, s.only_if_running) for s in stop.steps] == [(Stop, 3, True)]
+    assert stop.action == "tune" and [(type(s), s.release, s.only_if_running) for s in stop.steps] == [
+        (Stop, 3, True)
+    ]

@@ -39,12 +39,28 @@ def _profile(tmp_path: Path):
 def _facts(profile, **fields) -> Facts:
     from deploytool.image.build import plan_build
 
-    serving = Release(slot="cpu", release=1, profile="sim", image="deploytool/sim:old", container_id="id1",
-                      container_name="deploytool-cpu-r1-server", state="running", health="healthy",
-                      host_port=30000, gpus=[], simulator=True, created="")
-    return Facts(slot=Slot(), releases=[serving], pointers=SlotPointers(current=1, next_release=2),
-                 image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
-                 port=PortFacts("127.0.0.1", 30000), **fields)
+    serving = Release(
+        slot="cpu",
+        release=1,
+        profile="sim",
+        image="deploytool/sim:old",
+        container_id="id1",
+        container_name="deploytool-cpu-r1-server",
+        state="running",
+        health="healthy",
+        host_port=30000,
+        gpus=[],
+        simulator=True,
+        created="",
+    )
+    return Facts(
+        slot=Slot(),
+        releases=[serving],
+        pointers=SlotPointers(current=1, next_release=2),
+        image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+        port=PortFacts("127.0.0.1", 30000),
+        **fields,
+    )
 
 
 def test_the_plan_says_where_weights_and_secrets_go_and_holds_no_value(tmp_path: Path) -> None:
@@ -53,21 +69,29 @@ def test_the_plan_says_where_weights_and_secrets_go_and_holds_no_value(tmp_path:
     plan = plan_up(_facts(profile, inputs=inputs), profile, UpOptions(skip_qualify=True))
     start = next(s for s in plan.steps if isinstance(s, Start) and s.new)
     assert start.secrets == ["sglang_config", "auth_header"]
-    assert plan.model is not None and plan.model["kind"] == "folder" and plan.model["fingerprint"].startswith("sha256:")
+    assert (
+        plan.model is not None
+        and plan.model["kind"] == "folder"
+        and plan.model["fingerprint"].startswith("sha256:")
+    )
     assert plan.record["model"] == plan.model and plan.record["api_key"] == {"file": str(tmp_path / "key")}
     text = "\n".join(plan.lines())
     assert f"model folder {tmp_path / 'weights'} -> {plan.model['container_path']} (read-only)" in text
     assert f"secret sglang_config: host file {tmp_path / 'key'} -> /run/secrets/" in text
     server = plan.compose["services"]["server"]
-    assert {"source": "sglang_config", "target": "/run/secrets/deploytool-sglang-config.yaml"} in server["secrets"]
+    assert {"source": "sglang_config", "target": "/run/secrets/deploytool-sglang-config.yaml"} in server[
+        "secrets"
+    ]
     assert plan.compose["secrets"]["sglang_config"] == {"environment": "DEPLOYTOOL_SECRET_SGLANG_CONFIG"}
     assert KEY not in json.dumps(plan.to_json()) and KEY not in text
 
 
 def test_missing_weights_or_an_unreadable_secret_is_refused_before_any_step(tmp_path: Path) -> None:
     profile = _profile(tmp_path)
-    for error in (ModelMissing("model folder /gone does not exist (model.host_path)"),
-                  SecretError("the API key comes from file /gone, which cannot be read")):
+    for error in (
+        ModelMissing("model folder /gone does not exist (model.host_path)"),
+        SecretError("the API key comes from file /gone, which cannot be read"),
+    ):
         with pytest.raises(type(error), match="/gone"):
             plan_up(_facts(profile, inputs_error=error), profile, UpOptions(skip_qualify=True))
     # and the facts say so when the host lacks them (prepare runs at fact-gathering time)
@@ -76,12 +100,17 @@ def test_missing_weights_or_an_unreadable_secret_is_refused_before_any_step(tmp_
         release_inputs.prepare(profile, bind="127.0.0.1", env={})
 
 
-def test_publishing_beyond_loopback_without_a_key_is_refused_unless_said_and_then_warned(tmp_path: Path) -> None:
+def test_publishing_beyond_loopback_without_a_key_is_refused_unless_said_and_then_warned(
+    tmp_path: Path,
+) -> None:
     profile = load_profile("sim").model_copy(deep=True)
     inputs = release_inputs.prepare(profile, bind="0.0.0.0", env={})
     with pytest.raises(UsageError, match="--expose-without-key"):
         plan_up(_facts(profile, inputs=inputs), profile, UpOptions(skip_qualify=True, bind="0.0.0.0"))
-    plan = plan_up(_facts(profile, inputs=inputs), profile,
-                   UpOptions(skip_qualify=True, bind="0.0.0.0", expose_without_key=True))
+    plan = plan_up(
+        _facts(profile, inputs=inputs),
+        profile,
+        UpOptions(skip_qualify=True, bind="0.0.0.0", expose_without_key=True),
+    )
     assert any("without an API key" in w for w in plan.warnings)
     assert next(s for s in plan.steps if isinstance(s, Start) and s.new).secrets == []

@@ -14,15 +14,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_cli_reference_is_current():
-    generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")], capture_output=True,
-                               text=True, check=True).stdout
+    generated = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_cli_docs.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     committed = (ROOT / "docs" / "cli.md").read_text()
     assert generated == committed, "docs/cli.md is stale: run `make docs`"
 
 
 def test_profile_field_reference_is_current():
-    generated = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_profile_docs.py")], capture_output=True,
-                               text=True, check=True).stdout
+    generated = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_profile_docs.py")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     committed = (ROOT / "docs" / "profile-fields.md").read_text()
     assert generated == committed, "docs/profile-fields.md is stale: run `make docs`"
     assert "](profile-fields.md)" in (ROOT / "docs" / "profiles.md").read_text()
@@ -67,10 +75,17 @@ def test_every_doc_the_readme_links_exists():
 def test_compose_example_is_what_render_prints_today():
     doc = (ROOT / "docs" / "compose.md").read_text()
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
-    done = run_cli("render", "--gpu", "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
-                   "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab",
-                   # names as a user sees them; the hub cache where the doc's command puts it
-                   env={"DEPLOYTOOL_INSTANCE": "default", "DEPLOYTOOL_HF_HOME": "/srv/huggingface"})
+    done = run_cli(
+        "render",
+        "--gpu",
+        "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--image",
+        "deploytool/sglang:h200-qwen3.6-35b-a3b-fp8-0123456789ab",
+        # names as a user sees them; the hub cache where the doc's command puts it
+        env={"DEPLOYTOOL_INSTANCE": "default", "DEPLOYTOOL_HF_HOME": "/srv/huggingface"},
+    )
     assert done.returncode == 0, done.stderr
     rendered = done.stdout
     assert example == rendered, "docs/compose.md's example is stale: re-render it with the command it shows"

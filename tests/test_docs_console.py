@@ -51,12 +51,26 @@ def test_the_pages_the_walk_read_have_console_blocks_that_run() -> None:
 def test_the_comparison_catches_a_wrong_page_and_forgives_only_what_differs_between_runs() -> None:
     from docs_blocks import matches, normalise, parse_block
 
-    printed = [normalise(x, "/tmp/h") for x in [
-        "url: http://127.0.0.1:40123 (port: --port)", "  2. record release 1 in /tmp/h/slots/cpu/releases/1",
-        "┃ a ┃  b ┃", "took 12.5 s", "image deploytool/sim:sim-194d42ba6842-base-by-tag"]]
-    page = [normalise(x) for x in [
-        "url: http://127.0.0.1:30000 (port: --port)", "2. record release 1 in ~/.local/state/deploytool/slots/cpu/releases/1",
-        "│ a │ b │", "took 3 s", "image deploytool/sim:sim-0123456789ab-base-by-tag"]]
+    printed = [
+        normalise(x, "/tmp/h")
+        for x in [
+            "url: http://127.0.0.1:40123 (port: --port)",
+            "  2. record release 1 in /tmp/h/slots/cpu/releases/1",
+            "┃ a ┃  b ┃",
+            "took 12.5 s",
+            "image deploytool/sim:sim-194d42ba6842-base-by-tag",
+        ]
+    ]
+    page = [
+        normalise(x)
+        for x in [
+            "url: http://127.0.0.1:30000 (port: --port)",
+            "2. record release 1 in ~/.local/state/deploytool/slots/cpu/releases/1",
+            "│ a │ b │",
+            "took 3 s",
+            "image deploytool/sim:sim-0123456789ab-base-by-tag",
+        ]
+    ]
     assert matches(page, printed, excerpt=False) is None
     assert matches(page[:1] + ["..."], printed, excerpt=False) is None
     assert "not printed" in matches(["url: http://127.0.0.1:30000 (port: kept)"], printed, excerpt=True)

@@ -46,14 +46,26 @@ class NoNvml(FakeNvml):
 def test_real_host_report(docker_engine, deploytool_home: Path) -> None:
     report = doctor.run_doctor()
     checks = {c.name: c for c in report.checks}
-    assert list(checks) == ["docker engine", "compose plugin", "nvidia container runtime", "nvidia driver",
-                            "disk for images", "disk for caches", "state directory", "open releases"]
+    assert list(checks) == [
+        "docker engine",
+        "compose plugin",
+        "nvidia container runtime",
+        "nvidia driver",
+        "disk for images",
+        "disk for caches",
+        "state directory",
+        "open releases",
+    ]
     assert checks["docker engine"].status == "pass"
     assert checks["open releases"].status in ("pass", "warn")  # other people's releases may be open
     assert checks["docker engine"].data["version"] == docker_engine.server_version
     assert checks["compose plugin"].status == "pass"
-    assert checks["compose plugin"].data["version"].startswith(docker_engine.compose_version().lstrip("v")[:4])
-    assert checks["state directory"].status == "pass" and checks["state directory"].data["path"] == str(deploytool_home)
+    assert (
+        checks["compose plugin"].data["version"].startswith(docker_engine.compose_version().lstrip("v")[:4])
+    )
+    assert checks["state directory"].status == "pass" and checks["state directory"].data["path"] == str(
+        deploytool_home
+    )
     assert checks["disk for caches"].data["free_gib"] > 0
     assert report.ok == all(c.status != "fail" for c in report.checks)
 
@@ -154,8 +166,13 @@ def test_engine_checks_say_unknown_when_the_engine_is_unreachable(tmp_path: Path
 
     spec = tmp_path / "nvidia.yaml"
     spec.write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n")
-    report = doctor.run_doctor(docker_client=DeadEngine(), nvml=FakeNvml("595.58.03"), state_dir=tmp_path / "state",
-                               profiles=[], cdi_globs=(str(tmp_path / "*.yaml"),))
+    report = doctor.run_doctor(
+        docker_client=DeadEngine(),
+        nvml=FakeNvml("595.58.03"),
+        state_dir=tmp_path / "state",
+        profiles=[],
+        cdi_globs=(str(tmp_path / "*.yaml"),),
+    )
     checks = {c.name: c for c in report.checks}
     assert checks["docker engine"].status == "fail"
     for name in ("nvidia container runtime", "disk for images", "open releases"):

@@ -10,7 +10,9 @@ from deploytool.release.state import slot_path
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
 
-def test_down_lists_what_goes_apart_from_its_restore_and_a_second_down_says_what_remains(slot_env, docker_engine):
+def test_down_lists_what_goes_apart_from_its_restore_and_a_second_down_says_what_remains(
+    slot_env, docker_engine
+):
     assert up(slot_env, "t-good").returncode == 0
     gone = slot_env("down", "--cpu")
     assert gone.returncode == 0, gone.stderr
@@ -27,9 +29,13 @@ def test_down_lists_what_goes_apart_from_its_restore_and_a_second_down_says_what
     assert again.returncode == 1
     error = json.loads(again.stdout)["error"]
     assert "no release, network, cache volume or state" not in error["message"], error
-    assert (f"still there: its JIT cache volume {volume} and its state folder {state}" in error["message"]), error
+    assert f"still there: its JIT cache volume {volume} and its state folder {state}" in error["message"], (
+        error
+    )
     assert "deploytool down --cpu --volumes" in error["hint"]
     assert slot_env("down", "--cpu", "--volumes").returncode == 0
     assert not docker_engine.volume_exists(volume) and not state.exists()
     nothing = slot_env("down", "--cpu", "--json")
-    assert nothing.returncode == 1 and "has nothing to remove" in json.loads(nothing.stdout)["error"]["message"]
+    assert (
+        nothing.returncode == 1 and "has nothing to remove" in json.loads(nothing.stdout)["error"]["message"]
+    )

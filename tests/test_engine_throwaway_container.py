@@ -18,7 +18,11 @@ from deploytool.errors import DeployError
 def _left_behind(engine, mark: str) -> list[str]:
     """Containers, running or not, whose script carries `mark` (other tests' come and go meanwhile)."""
     # sparse: the list's own fields, no inspect of each (one removed meanwhile would fail it)
-    return [c.id for c in engine.client.containers.list(all=True, sparse=True) if mark in c.attrs.get("Command", "")]
+    return [
+        c.id
+        for c in engine.client.containers.list(all=True, sparse=True)
+        if mark in c.attrs.get("Command", "")
+    ]
 
 
 def test_a_script_that_prints_and_exits_at_once_returns_all_it_printed(docker_engine) -> None:
@@ -51,9 +55,16 @@ def test_a_script_whose_output_file_cannot_be_written_fails_with_what_the_shell_
     docker_engine.client.volumes.create(volume)
     try:
         # /tmp replaced by a volume holding a directory where the output file would be
-        docker_engine.client.containers.run(BASE_IMAGE, ["mkdir", "/tmp/.deploytool-throwaway.out"], remove=True,
-                                            network_mode="none", volumes={volume: {"bind": "/tmp", "mode": "rw"}})
-        with pytest.raises(DeployError, match=r"could not write /tmp/\.deploytool-throwaway\.out.*Is a directory"):
+        docker_engine.client.containers.run(
+            BASE_IMAGE,
+            ["mkdir", "/tmp/.deploytool-throwaway.out"],
+            remove=True,
+            network_mode="none",
+            volumes={volume: {"bind": "/tmp", "mode": "rw"}},
+        )
+        with pytest.raises(
+            DeployError, match=r"could not write /tmp/\.deploytool-throwaway\.out.*Is a directory"
+        ):
             docker_engine.run_throwaway(BASE_IMAGE, f"echo never read {mark}", volume=volume, mount="/tmp")
     finally:
         docker_engine.client.volumes.get(volume).remove(force=True)
@@ -73,9 +84,13 @@ def test_a_running_throwaway_container_is_labelled_with_its_instance(docker_engi
     try:
         deadline, seen = time.monotonic() + 30, []
         while not seen and time.monotonic() < deadline and worker.is_alive():
-            seen = [c for c in docker_engine.client.containers.list(
-                        all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"})
-                    if mark in c.attrs.get("Command", "")]
+            seen = [
+                c
+                for c in docker_engine.client.containers.list(
+                    all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"}
+                )
+                if mark in c.attrs.get("Command", "")
+            ]
             time.sleep(0.2)
         assert len(seen) == 1
     finally:
@@ -90,9 +105,13 @@ def test_a_command_container_that_outlives_its_timeout_is_removed(docker_engine)
     mark = f"argv-{secrets.token_hex(4)}"
     with pytest.raises(DeployError, match=r"did not finish within 3 s \(removed\)"):
         docker_engine.run_argv(BASE_IMAGE, "sh", ["-c", f"sleep 60 # {mark}"], timeout=3)
-    left = [c for c in docker_engine.client.containers.list(
-                all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"})
-            if mark in c.attrs.get("Command", "")]
+    left = [
+        c
+        for c in docker_engine.client.containers.list(
+            all=True, sparse=True, filters={"label": f"{labels.THROWAWAY}={labels.instance()}"}
+        )
+        if mark in c.attrs.get("Command", "")
+    ]
     assert left == []
     done = docker_engine.run_argv(BASE_IMAGE, "echo", [mark], timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, mark)
@@ -148,15 +167,18 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, previous)
 
 
-needs_main_thread = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
-                                       reason="a signal is raised in the main thread; this test runs in another")
+needs_main_thread = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="a signal is raised in the main thread; this test runs in another",
+)
 
 
 @needs_main_thread
 @pytest.mark.parametrize("receiver", ["main thread", "another thread"])
 @pytest.mark.parametrize("moment", ["made", "removed"])
-def test_a_ctrl_c_as_the_container_is_made_or_removed_leaves_none_behind(docker_engine, monkeypatch, ctrl_c_raises,
-                                                                          moment, receiver) -> None:
+def test_a_ctrl_c_as_the_container_is_made_or_removed_leaves_none_behind(
+    docker_engine, monkeypatch, ctrl_c_raises, moment, receiver
+) -> None:
     # Raised while the engine makes the container, the Ctrl-C would leave it made and the client
     # without a handle to remove it by; raised as it is removed, it would cut the removal short.
     # Either way a container would be left holding the cache volume.
@@ -168,8 +190,9 @@ def test_a_ctrl_c_as_the_container_is_made_or_removed_leaves_none_behind(docker_
 
 
 @needs_main_thread
-def test_a_sigterm_while_the_container_is_made_meets_the_handler_it_would_have_met(docker_engine,
-                                                                                   monkeypatch) -> None:
+def test_a_sigterm_while_the_container_is_made_meets_the_handler_it_would_have_met(
+    docker_engine, monkeypatch
+) -> None:
     # deploytool's CLI turns SIGTERM into an exception; held back meanwhile, it reaches that
     # handler once the container is in hand, and the handler is in place again afterwards
     class Terminated(Exception):
@@ -197,9 +220,13 @@ def test_removing_a_volume_removes_the_throwaway_a_killed_process_left_on_it(doc
 
     volume = f"{labels.name_prefix()}-throwaway-vol-{secrets.token_hex(4)}"
     docker_engine.client.volumes.create(volume, labels={labels.INSTANCE: labels.instance()})
-    left = docker_engine.client.containers.create(BASE_IMAGE, ["true"], network_mode="none",
-                                                  volumes={volume: {"bind": "/cache", "mode": "rw"}},
-                                                  labels={labels.THROWAWAY: labels.instance()})
+    left = docker_engine.client.containers.create(
+        BASE_IMAGE,
+        ["true"],
+        network_mode="none",
+        volumes={volume: {"bind": "/cache", "mode": "rw"}},
+        labels={labels.THROWAWAY: labels.instance()},
+    )
     docker_engine.remove_volume(volume)
     assert not docker_engine.volume_exists(volume)
     with pytest.raises(docker.errors.NotFound):
@@ -213,9 +240,15 @@ def test_a_volume_something_else_uses_is_refused_with_its_user_named(docker_engi
     name = f"{labels.name_prefix()}-volume-user-{secrets.token_hex(4)}"
     docker_engine.client.volumes.create(volume, labels={labels.INSTANCE: labels.instance()})
     # not a throwaway of this instance: a release, a person's container; it is never removed for them
-    user = docker_engine.client.containers.run(BASE_IMAGE, ["sleep", "300"], detach=True, name=name,
-                                               network_mode="none", labels={labels.INSTANCE: labels.instance()},
-                                               volumes={volume: {"bind": "/cache", "mode": "rw"}})
+    user = docker_engine.client.containers.run(
+        BASE_IMAGE,
+        ["sleep", "300"],
+        detach=True,
+        name=name,
+        network_mode="none",
+        labels={labels.INSTANCE: labels.instance()},
+        volumes={volume: {"bind": "/cache", "mode": "rw"}},
+    )
     try:
         with pytest.raises(DeployError, match=f"volume {volume} is still in use by {name}") as refused:
             docker_engine.remove_volume(volume)

@@ -13,8 +13,9 @@ from conftest import run_cli
 from deploytool.image import flagcheck
 
 
-def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_installed(tmp_path, monkeypatch,
-                                                                                          capsys):
+def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_installed(
+    tmp_path, monkeypatch, capsys
+):
     events: list[str] = []
     monkeypatch.setattr(flagcheck, "_say", lambda line: events.append(line))
     monkeypatch.setattr(flagcheck, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
@@ -37,8 +38,15 @@ def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_in
     monkeypatch.setattr(flagcheck.venv, "EnvBuilder", Builder)
     monkeypatch.setattr(flagcheck.subprocess, "run", pip)
     requirements = ["torch==2.13.0", "numpy"]
-    flagcheck._make_parser_venv("0.5.23", tmp_path, tmp_path / "venv" / "bin" / "python", tmp_path / "stamp.json",
-                                requirements, None, "3.11")
+    flagcheck._make_parser_venv(
+        "0.5.23",
+        tmp_path,
+        tmp_path / "venv" / "bin" / "python",
+        tmp_path / "stamp.json",
+        requirements,
+        None,
+        "3.11",
+    )
     first_cost = next(i for i, e in enumerate(events) if "about 2.3 GB" in e and "about a minute" in e)
     warning = next(i for i, e in enumerate(events) if "CUDA build" in e)
     first_install = next(i for i, e in enumerate(events) if e == "venv created" or e.startswith("pip"))
@@ -46,7 +54,9 @@ def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_in
     progress = [e for e in events if "] installing" in e]
     assert [p.split("]")[0][-3:] for p in progress] == ["1/3", "2/3", "3/3"]
     assert events.index(progress[1]) < events.index("pip torch==2.13.0")
-    assert events[-1] == "import sglang.srt.server_args sglang.srt.configs.model_config"  # after every install
+    assert (
+        events[-1] == "import sglang.srt.server_args sglang.srt.configs.model_config"
+    )  # after every install
 
 
 def test_build_dry_run_says_the_images_inputs_and_expected_size_without_an_engine():

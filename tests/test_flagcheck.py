@@ -30,7 +30,7 @@ def _sglang_profiles() -> list[str]:
 def test_flag_groups_follow_the_launch_command() -> None:
     profile = ProfileStore().get(CARD)
     groups = flagcheck.flag_groups(profile)
-    assert [t for g in groups for t in g] == profile.launch_argv()[len(profile.server.command):]
+    assert [t for g in groups for t in g] == profile.launch_argv()[len(profile.server.command) :]
     assert ["--moe-runner-backend", "cutlass"] in groups and ["--enable-multimodal"] in groups
 
 
@@ -39,8 +39,8 @@ def _off_flags_profile(folder: Path):
     reach the parser, and they must still be named."""
     (folder / "off.yaml").write_text(
         f"name: off-flags\nextends: {CARD}\nserver:\n  args:\n"
-        "    enable-metrics: false\n"      # a real flag, left off: fine
-        "    enable-metrix: false\n"       # misspelt, left off: never reached the parser before
+        "    enable-metrics: false\n"  # a real flag, left off: fine
+        "    enable-metrix: false\n"  # misspelt, left off: never reached the parser before
     )
     profile = ProfileStore([folder]).get("off-flags")
     # null (a profile's own null deletes an inherited key, so set here): left off as well
@@ -61,7 +61,8 @@ def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPath
     off = _off_flags_profile(tmp_path_factory.mktemp("off-flags"))
     bad = ProfileStore([_bad_profiles(tmp_path_factory.mktemp("bad-flags"))]).get("bad-flags")
     *checks, bad_check, card_again = flagcheck.check_many(
-        [off, *(store.get(n) for n in _sglang_profiles()), bad, store.get(CARD)], use_image=False)
+        [off, *(store.get(n) for n in _sglang_profiles()), bad, store.get(CARD)], use_image=False
+    )
     return {**{r.profile: r for r in checks}, "bad-flags": bad_check, AFTER_BAD: card_again}
 
 
@@ -84,9 +85,9 @@ def _bad_profiles(tmp_path: Path) -> Path:
     folder.mkdir()
     (folder / "bad.yaml").write_text(
         f"name: bad-flags\nextends: {CARD}\nserver:\n  args:\n"
-        "    mem-fraction-statc: 0.9\n"        # misspelt
-        "    moe-runner-backend: cutlas\n"     # not a choice
-        "    tp-size: eight\n"                 # not an int
+        "    mem-fraction-statc: 0.9\n"  # misspelt
+        "    moe-runner-backend: cutlas\n"  # not a choice
+        "    tp-size: eight\n"  # not an int
     )
     return folder
 
@@ -133,12 +134,15 @@ def one_start_per_question(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 @pytest.mark.usefixtures("sglang_parser_python")
-def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path, one_start_per_question: list[list[str]]) -> None:
+def test_cli_names_the_flag_and_exits_non_zero(
+    tmp_path: Path, one_start_per_question: list[list[str]]
+) -> None:
     folder = _bad_profiles(tmp_path)
     # --all: every sglang profile, the folder's with the shipped ones; the failing one's flags
     # shown, a line for each that passed, the sim profiles skipped with why
-    result = CliRunner().invoke(app, ["profiles", "check", "--all", "--no-image", "--profiles-dir", str(folder)],
-                                terminal_width=400)
+    result = CliRunner().invoke(
+        app, ["profiles", "check", "--all", "--no-image", "--profiles-dir", str(folder)], terminal_width=400
+    )
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
     assert any(line.startswith(f"{CARD}: sglang ") and line.endswith("all flags accepted") for line in lines)
@@ -147,20 +151,36 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path, one_start_per_que
     assert sum(line.endswith("all flags accepted") for line in lines) == len(_sglang_profiles())
 
     # one profile, --json: the failing one's findings (the parser's answer --all got above)
-    result = CliRunner().invoke(app, ["profiles", "check", "--profile", "bad-flags", "--no-image", "--json",
-                                      "--profiles-dir", str(folder)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "profiles",
+            "check",
+            "--profile",
+            "bad-flags",
+            "--no-image",
+            "--json",
+            "--profiles-dir",
+            str(folder),
+        ],
+    )
     assert result.exit_code == 1
-    data = json.loads(result.stdout[result.stdout.index("{"):])
+    data = json.loads(result.stdout[result.stdout.index("{") :])
     assert data["ok"] is False
     failed = {f["flag"]: f["status"] for f in data["findings"] if f["status"] not in ("ok", "redundant")}
-    assert failed == {"--mem-fraction-statc": "unknown", "--moe-runner-backend": "invalid_choice",
-                      "--tp-size": "wrong_type"}
+    assert failed == {
+        "--mem-fraction-statc": "unknown",
+        "--moe-runner-backend": "invalid_choice",
+        "--tp-size": "wrong_type",
+    }
 
     both = run_cli("profiles", "check", "--all", "--profile", CARD, "--json")
     assert both.returncode == 2 and "one of the two" in json.loads(both.stdout)["error"]["message"]
 
     # one profile: its every flag in the table, then the summary
-    result = CliRunner().invoke(app, ["profiles", "check", "--profile", CARD, "--no-image"], terminal_width=400)
+    result = CliRunner().invoke(
+        app, ["profiles", "check", "--profile", CARD, "--no-image"], terminal_width=400
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("all flags accepted")
     assert all(group[0] in result.stdout for group in flagcheck.flag_groups(ProfileStore().get(CARD)))
@@ -172,8 +192,11 @@ def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path, one_start_per_que
 def test_a_probe_that_breaks_on_one_profile_still_answers_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
     # a request the probe cannot read (no "groups") stands in for a profile that breaks the probe
     request = flagcheck._request
-    monkeypatch.setattr(flagcheck, "_request",
-                        lambda profile, resolve: {"names_only": []} if profile.name == CARD else request(profile, resolve))
+    monkeypatch.setattr(
+        flagcheck,
+        "_request",
+        lambda profile, resolve: {"names_only": []} if profile.name == CARD else request(profile, resolve),
+    )
     result = CliRunner().invoke(app, ["profiles", "check", "--all", "--no-image", "--json"])
     assert result.exit_code == 6, result.output  # could not run: nothing is known of CARD's flags
     data = json.loads(result.stdout)
@@ -231,8 +254,13 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     profile = ProfileStore().get(CARD)
     pinned = profile.image.runtime_version
     # runtime_version bumped without a rebuild: the only image has the old sglang's parser
-    _fake_engine(monkeypatch, [_Image("deploytool/sglang:old", "0.5.22", "2026-01-02"),
-                               _Image("deploytool/sglang:nolabel", None, "2026-01-03")])
+    _fake_engine(
+        monkeypatch,
+        [
+            _Image("deploytool/sglang:old", "0.5.22", "2026-01-02"),
+            _Image("deploytool/sglang:nolabel", None, "2026-01-03"),
+        ],
+    )
     assert flagcheck.built_image(profile) is None
     image, why = flagcheck.find_built_image(profile)
     assert image is None and "0.5.22" in why and pinned in why
@@ -240,21 +268,36 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     assert result.where.startswith("venv ") and "0.5.22" in result.where and result.ok
     # an image of the pinned sglang is taken, even when an older-sglang one is newer; it is not
     # the one the profile's inputs give, so the note says which image was used instead
-    _fake_engine(monkeypatch, [_Image("deploytool/sglang:new", pinned, "2026-01-01"),
-                               _Image("deploytool/sglang:old", "0.5.22", "2026-01-02")])
+    _fake_engine(
+        monkeypatch,
+        [
+            _Image("deploytool/sglang:new", pinned, "2026-01-01"),
+            _Image("deploytool/sglang:old", "0.5.22", "2026-01-02"),
+        ],
+    )
     image, note = flagcheck.find_built_image(profile)
     assert image == "deploytool/sglang:new"
-    assert "newest image labelled" in note and f"{plan_build(profile).tag}, what the profile's current inputs give" in note
+    assert (
+        "newest image labelled" in note
+        and f"{plan_build(profile).tag}, what the profile's current inputs give" in note
+    )
 
 
-def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A shared engine keeps images of other checkouts and earlier runs, and a build that found
     its tag keeps its old creation time: the exact tag wins over the newest labelled image."""
     profile = ProfileStore().get(CARD)
     pinned = profile.image.runtime_version
     exact = plan_build(profile).tag
-    _fake_engine(monkeypatch, [_Image(exact, pinned, "2026-01-01"),
-                               _Image("deploytool/sglang:other-checkout", pinned, "2026-03-01")])
+    _fake_engine(
+        monkeypatch,
+        [
+            _Image(exact, pinned, "2026-01-01"),
+            _Image("deploytool/sglang:other-checkout", pinned, "2026-03-01"),
+        ],
+    )
     assert flagcheck.find_built_image(profile) == (exact, None)
     # with only the other image, it is used and named with the reason
     _fake_engine(monkeypatch, [_Image("deploytool/sglang:other-checkout", pinned, "2026-03-01")])
@@ -262,8 +305,9 @@ def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(mo
     assert image == "deploytool/sglang:other-checkout" and "built 2026-03-01" in note and exact in note
 
 
-def test_parser_venv_takes_torch_from_the_configured_index(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_parser_venv_takes_torch_from_the_configured_index(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import subprocess
 
     calls: list[list[str]] = []
@@ -287,7 +331,11 @@ def test_parser_venv_takes_torch_from_the_configured_index(monkeypatch: pytest.M
     monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
     flagcheck.parser_venv("0.5.23")
     torch_steps = [c for c in calls if any(a.startswith("torch==") for a in c)]
-    assert len(torch_steps) == 1 and torch_steps[0][-3:] == ["--index-url", "file:///srv/cpu-torch/simple", "torch==2.13.0"]
+    assert len(torch_steps) == 1 and torch_steps[0][-3:] == [
+        "--index-url",
+        "file:///srv/cpu-torch/simple",
+        "torch==2.13.0",
+    ]
     assert all("--index-url" not in c for c in calls if c is not torch_steps[0])  # the torch step only
     assert "not set" not in capsys.readouterr().err
 

@@ -25,15 +25,27 @@ def hook(folder: Path, name: str, body: str) -> Path:
 
 def plan() -> Plan:
     stop = Stop(release=1, container="c1", reason="handing over", url="http://127.0.0.1:31001")
-    return Plan(action="up", slot="cpu-a", release=2, serving=1, fallback=1, url="http://127.0.0.1:31001",
-                profile="sim", steps=[stop, CutOver(release=2, previous=1, next_release=3)])
+    return Plan(
+        action="up",
+        slot="cpu-a",
+        release=2,
+        serving=1,
+        fallback=1,
+        url="http://127.0.0.1:31001",
+        profile="sim",
+        steps=[stop, CutOver(release=2, previous=1, next_release=3)],
+    )
 
 
 def test_each_hook_gets_the_slot_release_url_and_profile_and_is_journaled(tmp_path: Path):
     seen = tmp_path / "seen"
     for name in ("pre-stop", "post-cutover", "post-rollback", "on-failure"):
-        hook(tmp_path, name, f'echo "$DEPLOYTOOL_HOOK $DEPLOYTOOL_SLOT $DEPLOYTOOL_RELEASE $DEPLOYTOOL_URL '
-                             f'$DEPLOYTOOL_PROFILE $DEPLOYTOOL_ERROR" >> {seen}; echo secret-output')
+        hook(
+            tmp_path,
+            name,
+            f'echo "$DEPLOYTOOL_HOOK $DEPLOYTOOL_SLOT $DEPLOYTOOL_RELEASE $DEPLOYTOOL_URL '
+            f'$DEPLOYTOOL_PROFILE $DEPLOYTOOL_ERROR" >> {seen}; echo secret-output',
+        )
     hooks, p = GatewayHooks(tmp_path), plan()
     hooks.before_step(p, p.steps[0])
     hooks.after_step(p, p.steps[1])
@@ -47,8 +59,11 @@ def test_each_hook_gets_the_slot_release_url_and_profile_and_is_journaled(tmp_pa
     ]
     runs = [e for e in read_journal() if e["event"] == "hook"]
     assert [(e["hook"], e["exit_code"], e["slot"]) for e in runs] == [
-        ("pre-stop", 0, "cpu-a"), ("post-cutover", 0, "cpu-a"), ("on-failure", 0, "cpu-a"),
-        ("post-rollback", 0, "cpu-a")]
+        ("pre-stop", 0, "cpu-a"),
+        ("post-cutover", 0, "cpu-a"),
+        ("on-failure", 0, "cpu-a"),
+        ("post-rollback", 0, "cpu-a"),
+    ]
     assert all(e["seconds"] >= 0 and e["timed_out"] is False for e in runs)
     assert "secret-output" not in (Path(os.environ["DEPLOYTOOL_HOME"]) / "journal.jsonl").read_text()
 

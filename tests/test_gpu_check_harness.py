@@ -38,8 +38,20 @@ def overlay(tmp_path: Path) -> tuple[Path, Path]:
     changed = tmp_path / "changed" / "sglang"
     changed.mkdir(parents=True)
     (changed / "pool.py").write_text(STOCK.replace("1", "2"))
-    diff = subprocess.run(["diff", "-u", "--label", "a/sglang/pool.py", "--label", "b/sglang/pool.py",
-                           str(site / "sglang" / "pool.py"), str(changed / "pool.py")], capture_output=True, text=True)
+    diff = subprocess.run(
+        [
+            "diff",
+            "-u",
+            "--label",
+            "a/sglang/pool.py",
+            "--label",
+            "b/sglang/pool.py",
+            str(site / "sglang" / "pool.py"),
+            str(changed / "pool.py"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     (series / "0001-bigger-pool.patch").write_text(diff.stdout)
     (series / "0009-unlisted.patch").write_text("not in the series\n")
     (series / "series").write_text("# the order\n0001-bigger-pool.patch\n")
@@ -55,7 +67,9 @@ def test_the_patched_plan_patches_a_copy_and_a_second_run_starts_stock(overlay, 
         assert result["applied"], result
         assert (Path(result["site"]) / "sglang" / "pool.py").read_text() == STOCK.replace("1", "2")
         assert (site / "sglang" / "pool.py").read_text() == STOCK
-    assert apply_to_copy(site, series, ["0002-gone.patch"], tmp_path / "x")["why"].startswith("0002-gone.patch not in")
+    assert apply_to_copy(site, series, ["0002-gone.patch"], tmp_path / "x")["why"].startswith(
+        "0002-gone.patch not in"
+    )
 
 
 def test_the_patched_plans_memory_plan_names_its_patches(tmp_path: Path) -> None:
@@ -67,8 +81,12 @@ def test_the_patched_plans_memory_plan_names_its_patches(tmp_path: Path) -> None
 
 def test_every_plan_starts_a_profile_that_fits_and_runs_steps_drive_knows(tmp_path: Path) -> None:
     for name, spec in drive.PLANS.items():
-        plan = plan_memory_command(spec["profile"], card="h200", checkpoint=REAL / "models" / spec["model"],
-                                   profiles_dirs=[drive.PROFILES])
+        plan = plan_memory_command(
+            spec["profile"],
+            card="h200",
+            checkpoint=REAL / "models" / spec["model"],
+            profiles_dirs=[drive.PROFILES],
+        )
         assert plan.fits, (name, plan.problems)
         unknown = [s for s in spec["steps"] if s.startswith("agree") and s not in drive.AGREE_WORKLOADS]
         assert not unknown, (name, unknown)
@@ -83,23 +101,39 @@ def test_the_tuned_plan_is_the_launch_tune_measured() -> None:
     from deploytool.profiles import ProfileStore
 
     args = ProfileStore([drive.PROFILES]).get(spec["profile"]).server.args
-    assert {k: args[k] for k in {**winner["changes"], **winner["derived"]}} == {**winner["changes"], **winner["derived"]}
-    plan = plan_memory_command(spec["profile"], card="h200", checkpoint=REAL / "models" / spec["model"],
-                               profiles_dirs=[drive.PROFILES])
+    assert {k: args[k] for k in {**winner["changes"], **winner["derived"]}} == {
+        **winner["changes"],
+        **winner["derived"],
+    }
+    plan = plan_memory_command(
+        spec["profile"],
+        card="h200",
+        checkpoint=REAL / "models" / spec["model"],
+        profiles_dirs=[drive.PROFILES],
+    )
     assert plan.max_running_requests == winner["reported"]["running_limit"]
     assert abs(plan.pool_tokens / winner["reported"]["kv_tokens"] - 1) < 0.002
 
 
 def test_the_nvml_dump_writes_ctypes_arrays_and_structs_as_data(monkeypatch) -> None:
     """nvmlDeviceGetCpuAffinity answers a c_ulong array; structs hold char and number arrays."""
+
     class Fabric(ctypes.Structure):
-        _fields_ = [("clusterUuid", ctypes.c_char * 8), ("partitionId", ctypes.c_uint),
-                    ("ids", ctypes.c_uint * 2)]
+        _fields_ = [
+            ("clusterUuid", ctypes.c_char * 8),
+            ("partitionId", ctypes.c_uint),
+            ("ids", ctypes.c_uint * 2),
+        ]
 
     mask = (ctypes.c_ulong * 4)(0xFFFF, 0, 0, 0)
     fabric = Fabric(b"cluster", 3, (ctypes.c_uint * 2)(7, 8))
     monkeypatch.setattr(nvml_dump.n, "nvmlDeviceGetCpuAffinity", lambda handle, size: mask, raising=False)
     monkeypatch.setattr(nvml_dump.n, "nvmlDeviceGetGpuFabricInfo", lambda handle: fabric, raising=False)
-    answers = [nvml_dump.call("nvmlDeviceGetCpuAffinity", None, 4), nvml_dump.call("nvmlDeviceGetGpuFabricInfo", None)]
+    answers = [
+        nvml_dump.call("nvmlDeviceGetCpuAffinity", None, 4),
+        nvml_dump.call("nvmlDeviceGetGpuFabricInfo", None),
+    ]
     assert json.loads(json.dumps(answers, default=str)) == [
-        {"value": [0xFFFF, 0, 0, 0]}, {"value": {"clusterUuid": "cluster", "partitionId": 3, "ids": [7, 8]}}]
+        {"value": [0xFFFF, 0, 0, 0]},
+        {"value": {"clusterUuid": "cluster", "partitionId": 3, "ids": [7, 8]}},
+    ]

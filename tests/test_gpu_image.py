@@ -76,8 +76,9 @@ def gpu_image(module_home):
 
 
 def _run(engine, image: str, script: str, **kwargs) -> str:
-    return engine.client.containers.run(image, ["sh", "-c", script], remove=True, network_mode="none",
-                                        **kwargs).decode()
+    return engine.client.containers.run(
+        image, ["sh", "-c", script], remove=True, network_mode="none", **kwargs
+    ).decode()
 
 
 def _with_other_flashinfer(engine, image: str, version: str) -> str:
@@ -90,8 +91,21 @@ def _with_other_flashinfer(engine, image: str, version: str) -> str:
 
     house = cache_dir("wheelhouse", "extra")
     if not list(house.glob(f"flashinfer_python-{version}-*.whl")):
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(house),
-                        *wheelhouse.platform_args("3.11"), f"flashinfer-python=={version}"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--dest",
+                str(house),
+                *wheelhouse.platform_args("3.11"),
+                f"flashinfer-python=={version}",
+            ],
+            check=True,
+        )
     wheel = next(house.glob(f"flashinfer_python-{version}-*.whl"))
     declared = json.loads(engine.image(image).labels[labels.IMAGE_FINGERPRINT])
     with tempfile.TemporaryDirectory() as context:
@@ -99,9 +113,16 @@ def _with_other_flashinfer(engine, image: str, version: str) -> str:
         (Path(context) / "Dockerfile").write_text(
             f"FROM {image}\nCOPY {wheel.name} /tmp/\n"
             f"RUN pip install --no-cache-dir --no-deps --no-index /tmp/{wheel.name} && rm /tmp/{wheel.name} "
-            "&& python /opt/deploytool/toolchain.py > /opt/deploytool/toolchain.json\n")
-        built, _ = engine.client.images.build(path=context, rm=True, forcerm=True, labels={
-            labels.IMAGE_FINGERPRINT: json.dumps({**declared, "flashinfer": version}, sort_keys=True)})
+            "&& python /opt/deploytool/toolchain.py > /opt/deploytool/toolchain.json\n"
+        )
+        built, _ = engine.client.images.build(
+            path=context,
+            rm=True,
+            forcerm=True,
+            labels={
+                labels.IMAGE_FINGERPRINT: json.dumps({**declared, "flashinfer": version}, sort_keys=True)
+            },
+        )
     return built.id
 
 
@@ -126,16 +147,24 @@ def test_toolchain_labels_and_locks_agree_with_what_pip_installed(gpu_image, doc
     installed = {wheelhouse.normal_name(n): v for n, v in toolchain["installed"].items()}
     locked = {wheelhouse.normal_name(w.name): w.version for w in venv.wheels}
     assert {k: v for k, v in installed.items() if k != "pip"} == locked
-    assert {wheelhouse.normal_name(n): v for n, v in toolchain["toolkit_installed"].items()} == \
-        {wheelhouse.normal_name(w.name): w.version for w in toolkit.wheels}
-    for key, dist in (("torch", "torch"), ("triton", "triton"), ("sglang", "sglang"),
-                      ("sglang_kernel", "sglang-kernel"), ("flashinfer", "flashinfer-python")):
+    assert {wheelhouse.normal_name(n): v for n, v in toolchain["toolkit_installed"].items()} == {
+        wheelhouse.normal_name(w.name): w.version for w in toolkit.wheels
+    }
+    for key, dist in (
+        ("torch", "torch"),
+        ("triton", "triton"),
+        ("sglang", "sglang"),
+        ("sglang_kernel", "sglang-kernel"),
+        ("flashinfer", "flashinfer-python"),
+    ):
         assert label[key] == toolchain[key] == locked[dist], key
     assert label["nvcc"] == toolchain["nvcc"] == toolchain["ptxas"] == toolkit.version_of("nvidia-cuda-nvcc")
     assert toolchain["cuda"] == label["cuda"] == "13.3.1" and toolchain["cuda_home"] == "/usr/local/cuda"
 
 
-def test_the_patch_series_is_in_the_installed_sglang_byte_for_byte(gpu_image, docker_engine, tmp_path: Path) -> None:
+def test_the_patch_series_is_in_the_installed_sglang_byte_for_byte(
+    gpu_image, docker_engine, tmp_path: Path
+) -> None:
     profile, image = gpu_image
     series = patches.series_for(profile)
     expected = patches.patched_tree(profile, tmp_path / "patched")
@@ -143,8 +172,9 @@ def test_the_patch_series_is_in_the_installed_sglang_byte_for_byte(gpu_image, do
     touched = sorted({fp.path for p in series.paths() for fp in unidiff.parse(p.read_text())})
     assert touched
     for path in touched:
-        installed = docker_engine.client.containers.run(image, ["cat", f"{SITE}/{path}"], remove=True,
-                                                        network_mode="none")
+        installed = docker_engine.client.containers.run(
+            image, ["cat", f"{SITE}/{path}"], remove=True, network_mode="none"
+        )
         assert installed == (expected / path).read_bytes(), path
         assert installed != (pristine / path).read_bytes(), f"{path} is unpatched"
 
@@ -160,14 +190,21 @@ def test_a_kernel_compiles_for_sm120_and_sm90(gpu_image, docker_engine, tmp_path
     _, image = gpu_image
     (tmp_path / "axpy.cu").write_text(AXPY)
     tmp_path.chmod(0o777)
-    _run(docker_engine, image, "cd /tmp && for sm in 120 90; do nvcc -cubin -arch=sm_$sm -o /src/axpy.sm_$sm.cubin "
-         "/src/axpy.cu || exit 1; done", volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}})
+    _run(
+        docker_engine,
+        image,
+        "cd /tmp && for sm in 120 90; do nvcc -cubin -arch=sm_$sm -o /src/axpy.sm_$sm.cubin "
+        "/src/axpy.cu || exit 1; done",
+        volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}},
+    )
     assert cubin_arch((tmp_path / "axpy.sm_120.cubin").read_bytes()) == 120
     assert cubin_arch((tmp_path / "axpy.sm_90.cubin").read_bytes()) == 90
 
 
 @pytest.mark.timeout(3600)  # compiling at the lowest priority on a shared machine
-def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_keeps_then_wipes_it(gpu_image, docker_engine) -> None:
+def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_keeps_then_wipes_it(
+    gpu_image, docker_engine
+) -> None:
     profile, image = gpu_image
     engine, slot = docker_engine, Slot()
     other = container = None
@@ -176,10 +213,17 @@ def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_kee
         # Triton reads a kernel's source from its file: the script goes into the volume for the
         # run (and is removed after it), so nothing but the compile writes to the volume.
         container = engine.client.containers.create(
-            image, ["sh", "-c", 'mkdir -p /cache/check && printf "%s" "$JIT_SCRIPT" > /cache/check/jit.py '
-                    '&& python /cache/check/jit.py; rc=$?; rm -rf /cache/check; exit $rc'],
-            network_mode="none", environment={"FLASHINFER_CUDA_ARCH_LIST": JIT_ARCHS, "JIT_SCRIPT": JIT_SCRIPT},
-            volumes={slot.cache_volume(): {"bind": "/cache", "mode": "rw"}})
+            image,
+            [
+                "sh",
+                "-c",
+                'mkdir -p /cache/check && printf "%s" "$JIT_SCRIPT" > /cache/check/jit.py '
+                "&& python /cache/check/jit.py; rc=$?; rm -rf /cache/check; exit $rc",
+            ],
+            network_mode="none",
+            environment={"FLASHINFER_CUDA_ARCH_LIST": JIT_ARCHS, "JIT_SCRIPT": JIT_SCRIPT},
+            volumes={slot.cache_volume(): {"bind": "/cache", "mode": "rw"}},
+        )
         container.start()
         status = container.wait(timeout=1800)
         logs = container.logs().decode()
@@ -204,7 +248,10 @@ def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_kee
         other = _with_other_flashinfer(engine, image, "0.7.2.post1")
         wiped = cache.prepare_slot_cache(engine, other, slot)
         assert wiped.action == "wiped" and wiped.files_removed >= state.files
-        assert wiped.differences["flashinfer"] == {"stored": profile.image.flashinfer_version, "new": "0.7.2.post1"}
+        assert wiped.differences["flashinfer"] == {
+            "stored": profile.image.flashinfer_version,
+            "new": "0.7.2.post1",
+        }
         assert cache.read_state(engine, other, slot).files == 0
     finally:
         if container is not None:
@@ -221,7 +268,11 @@ def test_what_needs_the_driver_is_named_and_the_rest_imports(gpu_image, docker_e
     """Without a GPU: torch imports (no device), sgl_kernel does not, because its kernels link
     the driver's libcuda.so.1, which only the NVIDIA container toolkit mounts."""
     _, image = gpu_image
-    out = _run(docker_engine, image, "python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'; "
-               "python -c 'import sgl_kernel' 2>&1 | tail -n 20; echo rc=$?")
+    out = _run(
+        docker_engine,
+        image,
+        "python -c 'import torch; print(torch.__version__, torch.cuda.is_available())'; "
+        "python -c 'import sgl_kernel' 2>&1 | tail -n 20; echo rc=$?",
+    )
     assert "2.14.1+cu130 False" in out
     assert "libcuda.so.1: cannot open shared object file" in out

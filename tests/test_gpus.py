@@ -66,7 +66,9 @@ def test_annotate_matches_names_profiles_for_each_card():
 
 def test_gpus_command_without_a_driver():
     human = run_cli("gpus")
-    assert human.returncode == 4 and "NVML is not available" in human.stderr and "Traceback" not in human.stderr
+    assert (
+        human.returncode == 4 and "NVML is not available" in human.stderr and "Traceback" not in human.stderr
+    )
     machine = run_cli("gpus", "--json")
     assert machine.returncode == 4
     body = json.loads(machine.stdout)
@@ -74,10 +76,15 @@ def test_gpus_command_without_a_driver():
     assert body["gpus"] == [] and "NVML" in body["error"]["message"]
     assert (body["error"]["kind"], body["error"]["exit_code"]) == ("NoGpuError", 4) and body["error"]["hint"]
     # each command's hint says what that command can do without cards
-    hints = {" ".join(args): json.loads(run_cli(*args, "--json").stdout)["error"]["hint"] for args in (
-        ("slots", "--profile", "h200-qwen3.6-35b-a3b-fp8"), ("rollout", "--all-gpus", "--profile", "sim", "--dry-run"),
-        ("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", "GPU-1234567890"),
-        ("profiles", "list", "--local-gpus"))}
+    hints = {
+        " ".join(args): json.loads(run_cli(*args, "--json").stdout)["error"]["hint"]
+        for args in (
+            ("slots", "--profile", "h200-qwen3.6-35b-a3b-fp8"),
+            ("rollout", "--all-gpus", "--profile", "sim", "--dry-run"),
+            ("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", "GPU-1234567890"),
+            ("profiles", "list", "--local-gpus"),
+        )
+    }
     assert "DEPLOYTOOL_NVML_STANDIN" in hints["slots --profile h200-qwen3.6-35b-a3b-fp8"]
     assert "--cpu-slot" in hints["rollout --all-gpus --profile sim --dry-run"]
     assert "--card NAME" in hints["plan-memory --profile h200-qwen3.6-35b-a3b-fp8 --gpu GPU-1234567890"]

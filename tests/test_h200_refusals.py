@@ -56,12 +56,19 @@ def deploytool_says(row: dict[str, Any], tmp_path: Path) -> tuple[list[dict[str,
     args = {**launch_args(row["argv"]), **RESOLVED_017.get(row["model"], {})}
     shape = read_checkpoint(MODELS / row["model"])
     context = int(args.get("context-length") or shape.derived_context_length)
-    doc = {"name": f"refusal-{row['id']}", "extends": "gpu-check-base",
-           "model": {"host_path": str(MODELS / row["model"]), "served_name": row["model"], "vision": False,
-                     "context_length": context},
-           "server": {"args": args, "env": dict(row["env"])},
-           # the profile's own gates are not SGLang's: only SGLang's refusals are compared here
-           "qualify": {"preflight": {"require_full_context_kv": False, "min_running_requests": 1}}}
+    doc = {
+        "name": f"refusal-{row['id']}",
+        "extends": "gpu-check-base",
+        "model": {
+            "host_path": str(MODELS / row["model"]),
+            "served_name": row["model"],
+            "vision": False,
+            "context_length": context,
+        },
+        "server": {"args": args, "env": dict(row["env"])},
+        # the profile's own gates are not SGLang's: only SGLang's refusals are compared here
+        "qualify": {"preflight": {"require_full_context_kv": False, "min_running_requests": 1}},
+    }
     (tmp_path / f"{doc['name']}.yaml").write_text(yaml.safe_dump(doc))
     profile = ProfileStore([HARNESS_PROFILES, tmp_path]).get(doc["name"])
     card = card_from_table("h200")
@@ -86,10 +93,12 @@ def sglang_did(row: dict[str, Any]) -> dict[str, Any]:
             out["graph_bs"] = [int(x) for x in m.group(1).split(",")]
         if m := re.search(r"max_running_requests is capped to (\d+)", line):
             out["capped"], out["capped_line"] = int(m.group(1)), line
-        for key, text in (("draft_tokens", "speculative_num_draft_tokens is adjusted"),
-                          ("mixed_chunk", "Mixed chunked prefill is disabled"),
-                          ("spec_running", "Max running requests is reset to 48"),
-                          ("context_warning", "is greater than the derived context_length")):
+        for key, text in (
+            ("draft_tokens", "speculative_num_draft_tokens is adjusted"),
+            ("mixed_chunk", "Mixed chunked prefill is disabled"),
+            ("spec_running", "Max running requests is reset to 48"),
+            ("context_warning", "is greater than the derived context_length"),
+        ):
             if text in line:
                 out[key] = line
     return out
@@ -146,4 +155,6 @@ def test_deploytool_says_before_the_start_what_sglang_did(row_id: str, tmp_path:
         assert note["uses"] == did["context"] and note["sglang_says"] in did["context_warning"]
     asked_running = launch_args(row["argv"]).get("max-running-requests")
     if asked_running is not None and "running" in did and did["running"] < int(asked_running):
-        assert changes["--max-running-requests"]["uses"] == did["running"], "a lowered running limit unannounced"
+        assert changes["--max-running-requests"]["uses"] == did["running"], (
+            "a lowered running limit unannounced"
+        )

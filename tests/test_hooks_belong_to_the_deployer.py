@@ -32,8 +32,18 @@ def hook(folder: Path, name: str, marker: Path) -> Path:
 
 
 def up(folder: Path, port: str | None = None):
-    return run_cli("up", "--cpu", "--profile", "sim", "--skip-qualify", "--hooks", str(folder),
-                   "--port", port or str(free_port()), timeout=120)
+    return run_cli(
+        "up",
+        "--cpu",
+        "--profile",
+        "sim",
+        "--skip-qualify",
+        "--hooks",
+        str(folder),
+        "--port",
+        port or str(free_port()),
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -57,8 +67,13 @@ def test_a_hooks_folder_of_another_user_is_refused(tmp_path: Path, stranger):
     folder.mkdir(mode=0o755)
     hook(folder, "post-cutover", marker)
     os.chown(folder, stranger.pw_uid, stranger.pw_gid)  # 0755: only the permission bits looked fine
-    refused(up(folder), path=folder, wrong=f"owned by {stranger.pw_name} (uid {stranger.pw_uid})",
-            fix=f"chown root {folder}", marker=marker)
+    refused(
+        up(folder),
+        path=folder,
+        wrong=f"owned by {stranger.pw_name} (uid {stranger.pw_uid})",
+        fix=f"chown root {folder}",
+        marker=marker,
+    )
 
 
 def test_a_hook_of_another_user_is_refused(tmp_path: Path, stranger):
@@ -66,7 +81,9 @@ def test_a_hook_of_another_user_is_refused(tmp_path: Path, stranger):
     folder.mkdir(mode=0o755)
     path = hook(folder, "post-cutover", marker)
     os.chown(path, stranger.pw_uid, stranger.pw_gid)
-    refused(up(folder), path=path, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {path}", marker=marker)
+    refused(
+        up(folder), path=path, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {path}", marker=marker
+    )
 
 
 def test_a_hook_that_links_into_a_folder_others_may_write_is_refused(tmp_path: Path):
@@ -76,8 +93,13 @@ def test_a_hook_that_links_into_a_folder_others_may_write_is_refused(tmp_path: P
     shared.chmod(0o777)  # anyone may replace the file the link leads to
     target = hook(shared, "post-cutover", marker)
     (folder / "post-cutover").symlink_to(target)
-    refused(up(folder), path=shared, wrong="writable by group and others (mode 0777)", fix=f"chmod go-w {shared}",
-            marker=marker)
+    refused(
+        up(folder),
+        path=shared,
+        wrong="writable by group and others (mode 0777)",
+        fix=f"chmod go-w {shared}",
+        marker=marker,
+    )
 
 
 def test_a_hook_whose_link_leads_to_a_file_others_may_write_is_refused(tmp_path: Path):
@@ -87,8 +109,13 @@ def test_a_hook_whose_link_leads_to_a_file_others_may_write_is_refused(tmp_path:
     target = hook(elsewhere, "hook.sh", marker)
     target.chmod(0o757)
     (folder / "pre-stop").symlink_to(target)
-    refused(up(folder), path=target, wrong="writable by others (mode 0757)", fix=f"chmod go-w {target}",
-            marker=marker)
+    refused(
+        up(folder),
+        path=target,
+        wrong="writable by others (mode 0757)",
+        fix=f"chmod go-w {target}",
+        marker=marker,
+    )
 
 
 def test_a_hooks_folder_in_a_folder_another_user_owns_is_refused(tmp_path: Path, stranger):
@@ -97,7 +124,9 @@ def test_a_hooks_folder_in_a_folder_another_user_owns_is_refused(tmp_path: Path,
     folder.mkdir(parents=True, mode=0o755)
     hook(folder, "post-cutover", marker)
     os.chown(home, stranger.pw_uid, stranger.pw_gid)  # its owner may rename hooks/ and put theirs there
-    refused(up(folder), path=home, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {home}", marker=marker)
+    refused(
+        up(folder), path=home, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {home}", marker=marker
+    )
 
 
 def test_a_hook_link_that_leads_nowhere_is_refused(tmp_path: Path, slot):
@@ -106,19 +135,34 @@ def test_a_hook_link_that_leads_nowhere_is_refused(tmp_path: Path, slot):
     shared.mkdir()
     shared.chmod(0o1777)  # as /tmp: the sticky bit keeps what is there, but anyone may create `late`
     (folder / "post-cutover").symlink_to(shared / "late")
-    refused(up(folder), path=shared / "late", wrong="does not exist", fix=f"rm {folder / 'post-cutover'}",
-            marker=marker)
+    refused(
+        up(folder),
+        path=shared / "late",
+        wrong="does not exist",
+        fix=f"rm {folder / 'post-cutover'}",
+        marker=marker,
+    )
 
 
 def test_a_hook_link_through_a_link_in_a_folder_others_may_write_is_refused(tmp_path: Path, slot):
-    folder, shared, elsewhere, marker = tmp_path / "hooks", tmp_path / "ww", tmp_path / "elsewhere", tmp_path / "ran"
+    folder, shared, elsewhere, marker = (
+        tmp_path / "hooks",
+        tmp_path / "ww",
+        tmp_path / "elsewhere",
+        tmp_path / "ran",
+    )
     for made in (folder, shared, elsewhere):
         made.mkdir(mode=0o755)
     shared.chmod(0o777)  # no sticky bit: anyone may point link2 at their own file
     (shared / "link2").symlink_to(hook(elsewhere, "hook.sh", marker))
     (folder / "post-cutover").symlink_to(shared / "link2")
-    refused(up(folder), path=shared, wrong="writable by group and others (mode 0777)", fix=f"chmod go-w {shared}",
-            marker=marker)
+    refused(
+        up(folder),
+        path=shared,
+        wrong="writable by group and others (mode 0777)",
+        fix=f"chmod go-w {shared}",
+        marker=marker,
+    )
 
 
 def test_a_hook_link_through_a_link_another_user_owns_is_refused(tmp_path: Path, slot, stranger):
@@ -131,7 +175,9 @@ def test_a_hook_link_through_a_link_another_user_owns_is_refused(tmp_path: Path,
     link2.symlink_to(hook(elsewhere, "hook.sh", marker))
     os.lchown(link2, stranger.pw_uid, stranger.pw_gid)
     (folder / "post-cutover").symlink_to(link2)
-    refused(up(folder), path=link2, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {link2}", marker=marker)
+    refused(
+        up(folder), path=link2, wrong=f"owned by {stranger.pw_name}", fix=f"chown root {link2}", marker=marker
+    )
 
 
 def test_a_hook_is_checked_again_right_before_it_runs(tmp_path: Path, slot, stranger):
@@ -144,8 +190,10 @@ def test_a_hook_is_checked_again_right_before_it_runs(tmp_path: Path, slot, stra
     (folder / "post-cutover").symlink_to(late)
     # between the check and the cut-over, `late` becomes another user's file that anyone may write
     # (the pre-stop hook does it here, in the window the deploy itself leaves)
-    swap = f"rm {late}; printf '#!/bin/sh\\ntouch {marker}\\n' > {late}; chmod 0777 {late}; " \
-           f"chown {stranger.pw_uid}:{stranger.pw_gid} {late}"
+    swap = (
+        f"rm {late}; printf '#!/bin/sh\\ntouch {marker}\\n' > {late}; chmod 0777 {late}; "
+        f"chown {stranger.pw_uid}:{stranger.pw_gid} {late}"
+    )
     (folder / "pre-stop").write_text(f"#!/bin/sh\n{swap}\n")
     (folder / "pre-stop").chmod(0o755)
     port = str(free_port())
@@ -156,7 +204,9 @@ def test_a_hook_is_checked_again_right_before_it_runs(tmp_path: Path, slot, stra
     assert late.stat().st_uid == stranger.pw_uid  # the swap happened: pre-stop ran
     assert not marker.exists()  # the swapped-in file did not run
     text = " ".join(out.stderr.split())
-    assert "post-cutover not run" in text and str(late) in text and f"owned by {stranger.pw_name}" in text, text
+    assert "post-cutover not run" in text and str(late) in text and f"owned by {stranger.pw_name}" in text, (
+        text
+    )
     assert f"chown root {late}" in text, text
     refusal = [e for e in read_journal() if e["event"] == "hook" and e["hook"] == "post-cutover"]
     assert len(refusal) == 1 and refusal[0]["exit_code"] is None and str(late) in refusal[0]["refused"]

@@ -43,6 +43,7 @@ def _blocks() -> dict[str, str]:
 def _proxy(models: dict[str, dict], calls: list[tuple[str, dict]]) -> Starlette:
     """LiteLLM's /model/new and /model/delete as the example uses them: the admin key as a bearer
     token, a deployment found by its model_info.id."""
+
     async def handle(request: Request) -> JSONResponse:
         if request.headers.get("authorization") != f"Bearer {KEY}":
             return JSONResponse({"error": "Authentication Error"}, status_code=401)
@@ -56,12 +57,17 @@ def _proxy(models: dict[str, dict], calls: list[tuple[str, dict]]) -> Starlette:
         del models[body["id"]]
         return JSONResponse({"message": f"deleted {body['id']}"})
 
-    return Starlette(routes=[Route("/model/new", handle, methods=["POST"]),
-                             Route("/model/delete", handle, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/model/new", handle, methods=["POST"]),
+            Route("/model/delete", handle, methods=["POST"]),
+        ]
+    )
 
 
-def test_the_litellm_example_takes_the_slot_out_and_puts_it_back(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_litellm_example_takes_the_slot_out_and_puts_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     blocks = _blocks()
     hooks_dir, home = tmp_path / "hooks", tmp_path / "home"
     hooks_dir.mkdir(mode=0o755)
@@ -83,19 +89,38 @@ def test_the_litellm_example_takes_the_slot_out_and_puts_it_back(tmp_path: Path,
         monkeypatch.setenv("LITELLM_MASTER_KEY", "wrong")
 
         hooks = GatewayHooks(hooks_dir)
-        first = Plan(action="up", slot="cpu-a", release=1, serving=None, fallback=None, url="http://127.0.0.1:31001",
-                     profile="sim", steps=[CutOver(release=1, previous=None, next_release=2)])
+        first = Plan(
+            action="up",
+            slot="cpu-a",
+            release=1,
+            serving=None,
+            fallback=None,
+            url="http://127.0.0.1:31001",
+            profile="sim",
+            steps=[CutOver(release=1, previous=None, next_release=2)],
+        )
         hooks.after_step(first, first.steps[0])
         assert models["cpu-a"]["litellm_params"]["api_base"] == "http://127.0.0.1:31001/v1"
 
         stop = Stop(release=1, container="c1", reason="handing over", url="http://127.0.0.1:31001")
-        second = Plan(action="up", slot="cpu-a", release=2, serving=1, fallback=1, url="http://127.0.0.1:31001",
-                      profile="sim", steps=[stop, CutOver(release=2, previous=1, next_release=3)])
+        second = Plan(
+            action="up",
+            slot="cpu-a",
+            release=2,
+            serving=1,
+            fallback=1,
+            url="http://127.0.0.1:31001",
+            profile="sim",
+            steps=[stop, CutOver(release=2, previous=1, next_release=3)],
+        )
         hooks.before_step(second, stop)  # raises HookFailed when the delete fails: the stop would be refused
         assert "cpu-a" not in models
         hooks.after_step(second, second.steps[1])
     assert [(path, body.get("id") or body["model_info"]["id"]) for path, body in calls] == [
-        ("/model/new", "cpu-a"), ("/model/delete", "cpu-a"), ("/model/new", "cpu-a")]
+        ("/model/new", "cpu-a"),
+        ("/model/delete", "cpu-a"),
+        ("/model/new", "cpu-a"),
+    ]
     assert calls[-1][1]["model_name"] == "qwen3.6-35b-a3b"
     assert calls[-1][1]["litellm_params"]["model"] == "openai/qwen3.6-35b-a3b"
     assert os.environ["LITELLM_URL"] == "http://127.0.0.1:9"  # deploytool's own stayed as it was

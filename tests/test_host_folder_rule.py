@@ -16,27 +16,48 @@ from conftest import run_cli
 DIGEST = "example/sim@sha256:" + "0" * 64
 
 
-def render(tmp_path: Path, host_path: str, *, k8s: bool = False, env: dict[str, str] | None = None,
-           model: str | None = None):
+def render(
+    tmp_path: Path,
+    host_path: str,
+    *,
+    k8s: bool = False,
+    env: dict[str, str] | None = None,
+    model: str | None = None,
+):
     folder = tmp_path / "profiles"
     folder.mkdir(exist_ok=True)
     model = model or f"{{host_path: {host_path}, path: /models/sim}}"
     (folder / "mounted.yaml").write_text(f"name: mounted\nextends: sim\nmodel: {model}\n")
     out = tmp_path / ("k8s" if k8s else "c.yaml")
     flags = ("--k8s", "--qualify-image", DIGEST) if k8s else ("--cpu",)
-    result = run_cli("render", *flags, "--image", DIGEST if k8s else "x:y", "-o", str(out), "--profile", "mounted",
-                     "--profiles-dir", str(folder), env=env, timeout=120)
+    result = run_cli(
+        "render",
+        *flags,
+        "--image",
+        DIGEST if k8s else "x:y",
+        "-o",
+        str(out),
+        "--profile",
+        "mounted",
+        "--profiles-dir",
+        str(folder),
+        env=env,
+        timeout=120,
+    )
     return result, " ".join(result.stderr.split()), out
 
 
-@pytest.mark.parametrize("host_path, says", [
-    ("/var/run", "/var/run is the host's system folder"),
-    ("/etc", "/etc is the host's system folder /etc"),
-    ("/etc/ssl/certs", "/etc/ssl/certs is under the host's system folder /etc"),
-    ("/", "/ is the host's root folder"),
-    ("/var", "/var holds the host's system folder"),
-    ("/var/lib/docker/volumes", "under the host's system folder /var/lib/docker"),
-])
+@pytest.mark.parametrize(
+    "host_path, says",
+    [
+        ("/var/run", "/var/run is the host's system folder"),
+        ("/etc", "/etc is the host's system folder /etc"),
+        ("/etc/ssl/certs", "/etc/ssl/certs is under the host's system folder /etc"),
+        ("/", "/ is the host's root folder"),
+        ("/var", "/var holds the host's system folder"),
+        ("/var/lib/docker/volumes", "under the host's system folder /var/lib/docker"),
+    ],
+)
 @pytest.mark.parametrize("k8s", [False, True])
 def test_render_refuses_a_system_folder_as_the_checkpoint(tmp_path: Path, host_path, says, k8s):
     result, text, out = render(tmp_path, host_path, k8s=k8s)
@@ -77,6 +98,8 @@ def test_a_checkpoint_folder_renders_read_only(tmp_path: Path):
 def test_the_hub_cache_is_held_to_the_same_rule(tmp_path: Path):
     result, text, out = render(tmp_path, "", env={"DEPLOYTOOL_HF_HOME": "/etc"}, model="{hub: org/name}")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "model.hub: the hub cache /etc/hub" in text and "under the host's system folder /etc" in text, result.stderr
+    assert "model.hub: the hub cache /etc/hub" in text and "under the host's system folder /etc" in text, (
+        result.stderr
+    )
     assert "DEPLOYTOOL_HF_HOME" in text
     assert not out.exists()

@@ -62,7 +62,9 @@ def _peak_rss(pid: int) -> int:
 
 
 def hostile(*modes: str) -> SimProcess:
-    return SimProcess(fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}')
+    return SimProcess(
+        fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}'
+    )
 
 
 async def _every_call(url: str) -> dict:
@@ -81,11 +83,17 @@ async def _every_call(url: str) -> dict:
 
 # mode -> what /v1/models, a plain chat and a streamed chat (both transports) must say
 EXPECTED = {
-    "huge_body": ("larger than 32 MiB", "response refused: the response body larger than 32 MiB: not read further",
-                  "response refused: an SSE event larger than 4 MiB: not read further"),
+    "huge_body": (
+        "larger than 32 MiB",
+        "response refused: the response body larger than 32 MiB: not read further",
+        "response refused: an SSE event larger than 4 MiB: not read further",
+    ),
     "trickle": ("timed out after 3 s", "timed out after 3 s", "timed out after 3 s"),
-    "deep_json": ("JSON nested deeper than 64 levels", "response refused: JSON nested deeper than 64 levels",
-                  "response refused: an SSE event's JSON is nested too deep"),
+    "deep_json": (
+        "JSON nested deeper than 64 levels",
+        "response refused: JSON nested deeper than 64 levels",
+        "response refused: an SSE event's JSON is nested too deep",
+    ),
 }
 
 
@@ -105,7 +113,10 @@ def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) ->
         assert models in facts.unreadable["/v1/models"], facts.unreadable
         assert facts.models is None and facts.model_id is None
         assert got["plain"].error == plain
-        assert got["streamed"].error == got["fast"].error == stream, (got["streamed"].error, got["fast"].error)
+        assert got["streamed"].error == got["fast"].error == stream, (
+            got["streamed"].error,
+            got["fast"].error,
+        )
         assert not any(r.ok for r in results)
     elif mode == "script_text":  # read as text, kept as text: the reports' business to escape it
         assert facts.model_id.endswith(SCRIPT)
@@ -120,10 +131,16 @@ def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) ->
 @pytest.mark.parametrize("mode", ["script_text", "huge_body", "trickle", "deep_json", "endless_sse"])
 def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path) -> None:
     with hostile(mode) as server, measured() as cost:
-        report = qualify(server.url, tmp_path, suites=["preflight", "contract"], limit=2,
-                         overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 5},
-                                    "contract": {"request_timeout_s": DEADLINE_S, "idle_timeout_s": 2,
-                                                 "max_tokens": 16}})
+        report = qualify(
+            server.url,
+            tmp_path,
+            suites=["preflight", "contract"],
+            limit=2,
+            overrides={
+                "preflight": {"probe_timeout_s": 2, "ready_timeout_s": 5},
+                "contract": {"request_timeout_s": DEADLINE_S, "idle_timeout_s": 2, "max_tokens": 16},
+            },
+        )
     assert cost["seconds"] < 120, cost
     assert cost["peak"] < MEMORY_BOUND, cost
     assert report.verdict in ("passed", "failed", "could not run"), report.summary_line()
@@ -135,13 +152,22 @@ def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path) -> None:
         if mode not in ("script_text", "endless_sse"):  # (a stream that never ends is cut at its deadline)
             assert suite.verdict is not Verdict.PASSED and suite.reason, (name, suite.reason)
     if mode == "trickle":
-        assert "timed out" in str(to_jsonable(report.server.unreadable)) or "timed out" in report.suite("contract").reason
+        assert (
+            "timed out" in str(to_jsonable(report.server.unreadable))
+            or "timed out" in report.suite("contract").reason
+        )
 
 
-def test_qualify_waits_no_longer_than_its_ready_timeout_for_a_health_path_that_trickles(tmp_path: Path) -> None:
+def test_qualify_waits_no_longer_than_its_ready_timeout_for_a_health_path_that_trickles(
+    tmp_path: Path,
+) -> None:
     with hostile("trickle", "hostile_health") as server, measured() as cost:
-        report = qualify(server.url, tmp_path, suites=["preflight"],
-                         overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 4}})
+        report = qualify(
+            server.url,
+            tmp_path,
+            suites=["preflight"],
+            overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 4}},
+        )
     assert report.server.waited_s < 4 + 1, report.server.waited_s  # no probe runs past the wait
     # then the facts (one probe timeout: the rest are not waited for) and preflight's own probes
     assert cost["seconds"] < 4 + 4 * 2 + 6, cost
@@ -152,8 +178,15 @@ def test_qualify_waits_no_longer_than_its_ready_timeout_for_a_health_path_that_t
 
 @pytest.mark.parametrize("mode", ["huge_body", "trickle", "deep_json", "endless_sse"])
 def test_bench_ends_with_every_failure_named(mode: str) -> None:
-    method = tiny_method(request_timeout_s=2, run_timeout_s=6, warmup_requests=1, decode_requests=1,
-                         load_concurrency=[2], load_requests_per_slot=1, prefill_prompts_each=1)
+    method = tiny_method(
+        request_timeout_s=2,
+        run_timeout_s=6,
+        warmup_requests=1,
+        decode_requests=1,
+        load_concurrency=[2],
+        load_requests_per_slot=1,
+        prefill_prompts_each=1,
+    )
     with hostile(mode) as server, measured() as cost:
         run = run_bench_sync(Target(url=server.url, profile=None), method, progress=False)
     # the facts before and after (one request's budget each: a trickling server is not waited on
@@ -161,17 +194,24 @@ def test_bench_ends_with_every_failure_named(mode: str) -> None:
     assert cost["seconds"] < 2 + 6 + 2 + 2 + 15, cost
     assert cost["peak"] < MEMORY_BOUND, cost
     failed = [r for r in run.requests if not r.ok]
-    words = {"huge_body": "larger than", "trickle": "timed out", "deep_json": "nested too deep",
-             "endless_sse": ""}[mode]
+    words = {
+        "huge_body": "larger than",
+        "trickle": "timed out",
+        "deep_json": "nested too deep",
+        "endless_sse": "",
+    }[mode]
     # on a loaded machine the run's bound can fall inside the warm-up, before any measured
     # request: then the run is incomplete and its notes name what the warm-up met
     cut_in_warmup = not run.complete and any("during warmup" in n for n in run.notes)
-    assert (failed and (run.errors_total > 0 or not run.complete)) or \
-        (cut_in_warmup and any(words in n for n in run.notes)), run.notes
+    assert (failed and (run.errors_total > 0 or not run.complete)) or (
+        cut_in_warmup and any(words in n for n in run.notes)
+    ), run.notes
     assert all(words in (r.error or "") for r in failed), {r.error for r in failed}
     if mode == "endless_sse":
-        assert all("timed out" in r.error or "stream larger than" in r.error or "time bound" in r.error
-                   for r in failed), {r.error for r in failed}
+        assert all(
+            "timed out" in r.error or "stream larger than" in r.error or "time bound" in r.error
+            for r in failed
+        ), {r.error for r in failed}
 
 
 class _Engine:
@@ -190,9 +230,20 @@ class _Engine:
 @pytest.mark.parametrize("mode", ["huge_body", "trickle"])
 def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str) -> None:
     with hostile(mode, "hostile_health") as server:
-        release = Release(slot="cpu", release=1, profile="sim", image="x", container_id="c", container_name="n",
-                          state="running", health="healthy", host_port=urlsplit(server.url).port, gpus=[],
-                          simulator=True, created="")
+        release = Release(
+            slot="cpu",
+            release=1,
+            profile="sim",
+            image="x",
+            container_id="c",
+            container_name="n",
+            state="running",
+            health="healthy",
+            host_port=urlsplit(server.url).port,
+            gpus=[],
+            simulator=True,
+            created="",
+        )
         with measured() as cost:
             with pytest.raises(HealthFailure, match="did not become healthy within its health budget of 2 s"):
                 wait_until_healthy(_Engine(), release, budget=2, path="/health", reporter=Reporter())

@@ -19,13 +19,56 @@ from deploytool.release.compose import RenderRequest, document_text, render_comp
 from deploytool.release.slots import Slot
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-HOSTILE_PIECES = ["\n", "\r", "$", "${HF_TOKEN}", "$$", "..", "../", "/", "\\", "\x00", "'", '"', "`", "#",
-                  ": ", "- ", "{", "}", "[", "]", "|", ">", "&", "*", "!", "%", "@", "--api-key", "é", "中", "🙂",
-                  "\u202e", "\ufeff", " ", "\t"]
-hostile = st.lists(st.one_of(st.sampled_from(HOSTILE_PIECES), st.text(max_size=4)), min_size=1, max_size=8).map("".join)
+HOSTILE_PIECES = [
+    "\n",
+    "\r",
+    "$",
+    "${HF_TOKEN}",
+    "$$",
+    "..",
+    "../",
+    "/",
+    "\\",
+    "\x00",
+    "'",
+    '"',
+    "`",
+    "#",
+    ": ",
+    "- ",
+    "{",
+    "}",
+    "[",
+    "]",
+    "|",
+    ">",
+    "&",
+    "*",
+    "!",
+    "%",
+    "@",
+    "--api-key",
+    "é",
+    "中",
+    "🙂",
+    "\u202e",
+    "\ufeff",
+    " ",
+    "\t",
+]
+hostile = st.lists(
+    st.one_of(st.sampled_from(HOSTILE_PIECES), st.text(max_size=4)), min_size=1, max_size=8
+).map("".join)
 # what YAML can carry at all (it refuses most control characters, NUL among them)
-yaml_safe = hostile.filter(lambda s: all(c in "\n\t" or ord(c) >= 32 for c in s) and "\ufeff" not in s
-                           and "\x85" not in s and "\u2028" not in s and "\u2029" not in s)
+yaml_safe = hostile.filter(
+    lambda s: (
+        all(c in "\n\t" or ord(c) >= 32 for c in s)
+        and "\ufeff" not in s
+        and "\x85" not in s
+        and "\u2028" not in s
+        and "\u2029" not in s
+    )
+)
 SIM = ProfileStore().get("sim")
 
 
@@ -33,8 +76,12 @@ SIM = ProfileStore().get("sim")
 @given(env_value=yaml_safe, arg_value=yaml_safe, description=yaml_safe)
 def test_a_profile_value_stays_in_its_field_through_loading(env_value, arg_value, description):
     with tempfile.TemporaryDirectory() as folder:
-        doc = {"name": "child", "extends": "sim", "description": description,
-               "server": {"env": {"HOSTILE": env_value}, "args": {"served-model-name": arg_value}}}
+        doc = {
+            "name": "child",
+            "extends": "sim",
+            "description": description,
+            "server": {"env": {"HOSTILE": env_value}, "args": {"served-model-name": arg_value}},
+        }
         (Path(folder) / "child.yaml").write_text(yaml.safe_dump(doc, allow_unicode=True))
         try:
             child = ProfileStore([Path(folder)]).get("child")
@@ -57,8 +104,13 @@ def test_each_value_is_one_argv_item_after_its_flag(value):
 
 
 @SETTINGS
-@given(dashes=st.sampled_from(["", "-", "--", "---"]), flag=st.sampled_from(KEY_FLAGS),
-       underscores=st.booleans(), upper=st.booleans(), value=st.one_of(st.none(), hostile))
+@given(
+    dashes=st.sampled_from(["", "-", "--", "---"]),
+    flag=st.sampled_from(KEY_FLAGS),
+    underscores=st.booleans(),
+    upper=st.booleans(),
+    value=st.one_of(st.none(), hostile),
+)
 def test_every_spelling_of_a_key_flag_is_refused(dashes, flag, underscores, upper, value):
     spelled = dashes + (flag.replace("-", "_") if underscores else flag)
     spelled = spelled.upper() if upper else spelled
@@ -97,8 +149,10 @@ def test_compose_keeps_each_value_in_its_field_and_literal(env_value, arg_value)
     assert command[at + 1].replace("$$", "$") == arg_value
 
 
-path_piece = st.one_of(st.sampled_from(["..", ".", "", "/", "a", "pkg", "mod.py", "\x00", "\n", "~", "\\..",
-                                        "link", "é"]), st.text(min_size=1, max_size=3))
+path_piece = st.one_of(
+    st.sampled_from(["..", ".", "", "/", "a", "pkg", "mod.py", "\x00", "\n", "~", "\\..", "link", "é"]),
+    st.text(min_size=1, max_size=3),
+)
 hostile_path = st.lists(path_piece, min_size=1, max_size=6).map("/".join)
 
 
@@ -118,7 +172,9 @@ def test_no_patch_path_leaves_its_tree(path, absolute):
         after = {p for p in outside.rglob("*") if not p.is_relative_to(root)}
         assert after == before, (target, result)
         if result.applied:
-            written = [p for p in root.rglob("*") if p.is_file() and p.read_text(errors="replace") == "owned\n"]
+            written = [
+                p for p in root.rglob("*") if p.is_file() and p.read_text(errors="replace") == "owned\n"
+            ]
             assert written and all(p.resolve().is_relative_to(root.resolve()) for p in written)
 
 
@@ -130,8 +186,12 @@ def test_a_json_record_of_a_command_line_stays_json_and_loses_its_key(before, af
     that is JSON, in which the key is nowhere."""
     from deploytool.files import write_json
 
-    record = {"launch_command": f"{before} --api-key {key}", "cmd": [f"--api-key={key}{after}", "--api-key", key],
-              "quoted": f'--api-key "{key}"', "tail": f"--api-key {key}\\{after}"}
+    record = {
+        "launch_command": f"{before} --api-key {key}",
+        "cmd": [f"--api-key={key}{after}", "--api-key", key],
+        "quoted": f'--api-key "{key}"',
+        "tail": f"--api-key {key}\\{after}",
+    }
     with tempfile.TemporaryDirectory() as folder:
         text = write_json(Path(folder) / "record.json", record).read_text()
     assert key not in text

@@ -32,9 +32,23 @@ ACTED_ON = ("\x1b]", "\x1b[1A", "\x1b[2K", "\x9b", "\x07", "\x08", "\r", "\u202e
 
 def _qualify(mode: str, tmp_path: Path, *extra: str):
     with SimProcess(fault=[mode], decode_tps=2000) as server:
-        return run_cli("qualify", "--url", server.url, "--suite", "preflight", "--suite", "contract",
-                       "--no-progress", "--ready-timeout", "5", "--report", str(tmp_path / "report"), *extra,
-                       env={"FORCE_COLOR": "1"}, timeout=180)  # colours on, as on a terminal
+        return run_cli(
+            "qualify",
+            "--url",
+            server.url,
+            "--suite",
+            "preflight",
+            "--suite",
+            "contract",
+            "--no-progress",
+            "--ready-timeout",
+            "5",
+            "--report",
+            str(tmp_path / "report"),
+            *extra,
+            env={"FORCE_COLOR": "1"},
+            timeout=180,
+        )  # colours on, as on a terminal
 
 
 def test_qualify_shows_a_servers_escape_sequences_and_obeys_none(tmp_path: Path) -> None:
@@ -76,11 +90,33 @@ def test_qualify_and_bench_refuse_a_servers_lone_surrogates_as_bad_input(tmp_pat
     """A lone surrogate's escape in every string a server sends: refused as malformed JSON, as a
     number JSON does not have is; a verdict and its report, never an encoding traceback."""
     with SimProcess(fault=["lone_surrogates"], decode_tps=2000) as server:
-        qualified = run_cli("qualify", "--url", server.url, "--suite", "preflight", "--suite", "contract",
-                            "--no-progress", "--ready-timeout", "5", "--report", str(tmp_path / "report"), "--json",
-                            timeout=180)
-        benched = run_cli("bench", "--url", server.url, "--quick", "--repeats", "1",
-                          "--report", str(tmp_path / "bench"), timeout=240)
+        qualified = run_cli(
+            "qualify",
+            "--url",
+            server.url,
+            "--suite",
+            "preflight",
+            "--suite",
+            "contract",
+            "--no-progress",
+            "--ready-timeout",
+            "5",
+            "--report",
+            str(tmp_path / "report"),
+            "--json",
+            timeout=180,
+        )
+        benched = run_cli(
+            "bench",
+            "--url",
+            server.url,
+            "--quick",
+            "--repeats",
+            "1",
+            "--report",
+            str(tmp_path / "bench"),
+            timeout=240,
+        )
     for out in (qualified, benched):
         assert "Traceback" not in out.stderr and "UnicodeEncodeError" not in out.stderr, out.stderr[-2000:]
         assert not any(s in out.stdout + out.stderr for s in SURROGATE_BYTES)
@@ -88,7 +124,9 @@ def test_qualify_and_bench_refuse_a_servers_lone_surrogates_as_bad_input(tmp_pat
     results = json.loads(qualified.stdout)
     assert results["server"]["models"] is None  # the answer that held one is refused whole
     assert (tmp_path / "report" / "results.json").is_file()
-    assert benched.returncode == 6 and "no request completed" in benched.stderr, benched.stdout + benched.stderr
+    assert benched.returncode == 6 and "no request completed" in benched.stderr, (
+        benched.stdout + benched.stderr
+    )
     errors = {r["error"] for r in json.loads((tmp_path / "bench" / "results.json").read_text())["requests"]}
     assert len(errors) == 1 and "lone surrogate" in errors.pop(), errors
 
@@ -143,8 +181,22 @@ class _Engine:
         self.calls += 1
         if self.calls > 1:  # a followed log: the release is gone after its stream ends
             return []
-        return [Release(slot=slot, release=1, profile="sim", image="x", container_id="c", container_name="n",
-                        state="running", health="healthy", host_port=30000, gpus=[], simulator=True, created="")]
+        return [
+            Release(
+                slot=slot,
+                release=1,
+                profile="sim",
+                image="x",
+                container_id="c",
+                container_name="n",
+                state="running",
+                health="healthy",
+                host_port=30000,
+                gpus=[],
+                simulator=True,
+                created="",
+            )
+        ]
 
     def logs(self, release, *, tail=None, since=None, follow=False):
         return iter(self.chunks) if follow else b"".join(self.chunks)
@@ -179,8 +231,9 @@ def _logs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_pa
 
 
 @pytest.mark.parametrize("follow", [False, True])
-def test_logs_shows_escapes_hides_the_key_and_cuts_a_huge_line(follow: bool, monkeypatch, capsys, tmp_path,
-                                                               deploytool_home) -> None:
+def test_logs_shows_escapes_hides_the_key_and_cuts_a_huge_line(
+    follow: bool, monkeypatch, capsys, tmp_path, deploytool_home
+) -> None:
     from deploytool.deploy.log_lines import CUT_MARK, MAX_LINE_BYTES
 
     started = time.monotonic()
@@ -193,8 +246,9 @@ def test_logs_shows_escapes_hides_the_key_and_cuts_a_huge_line(follow: bool, mon
     assert lines[-2] == "y" * MAX_LINE_BYTES + CUT_MARK and lines[-1] == "after the long line"
 
 
-def test_logs_raw_prints_the_stream_as_written_but_never_the_key(monkeypatch, capsys, tmp_path,
-                                                                 deploytool_home) -> None:
+def test_logs_raw_prints_the_stream_as_written_but_never_the_key(
+    monkeypatch, capsys, tmp_path, deploytool_home
+) -> None:
     out = _logs(monkeypatch, capsys, tmp_path, "--raw", "--tail", "5")
     assert "\x1b]52;c;" in out and "\\x1b" not in out
     assert KEY not in out and "--api-key <redacted>" in out
@@ -216,28 +270,45 @@ def _serve_raw(conn: socket.socket, stop: threading.Event) -> None:
             head, _, pending = pending.partition(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
             method, path = lines[0].split(" ")[:2]
-            length = next((int(v) for k, _, v in (line.partition(":") for line in lines[1:])
-                           if k.strip().lower() == "content-length"), 0)
+            length = next(
+                (
+                    int(v)
+                    for k, _, v in (line.partition(":") for line in lines[1:])
+                    if k.strip().lower() == "content-length"
+                ),
+                0,
+            )
             while len(pending) < length:
                 pending += conn.recv(65536)
             pending = pending[length:]
             if method == "POST" and path == "/v1/chat/completions":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                )
                 deadline = time.monotonic() + 30
-                with contextlib.suppress(OSError):  # the client hung up: what a client that refuses the line does
+                with contextlib.suppress(
+                    OSError
+                ):  # the client hung up: what a client that refuses the line does
                     while not stop.is_set() and time.monotonic() < deadline:
                         conn.sendall(b"f" * 4096)
                 return
             if path == "/v1/models":
-                status, body = "200 OK", json.dumps({"object": "list", "data": [
-                    {"id": "m", "object": "model", "max_model_len": 4096}]}).encode()
+                status, body = (
+                    "200 OK",
+                    json.dumps(
+                        {"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]}
+                    ).encode(),
+                )
             elif path.startswith("/health"):
                 status, body = "200 OK", b""
             else:
                 status, body = "404 Not Found", b'{"detail": "Not Found"}'
-            conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-                         f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            conn.sendall(
+                f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
 
 
 @contextlib.contextmanager
@@ -269,8 +340,17 @@ def endless_chunk_size_line():
 def test_bench_refuses_a_chunk_size_line_that_never_ends(tmp_path: Path) -> None:
     with endless_chunk_size_line() as url:
         started = time.monotonic()
-        out = run_cli("bench", "--url", url, "--quick", "--repeats", "1", "--report", str(tmp_path / "bench"),
-                      timeout=240)
+        out = run_cli(
+            "bench",
+            "--url",
+            url,
+            "--quick",
+            "--repeats",
+            "1",
+            "--report",
+            str(tmp_path / "bench"),
+            timeout=240,
+        )
         took = time.monotonic() - started
     assert out.returncode == 6 and "no request completed" in out.stderr, out.stdout + out.stderr
     errors = {r["error"] for r in json.loads((tmp_path / "bench" / "results.json").read_text())["requests"]}
@@ -287,7 +367,9 @@ def test_profiles_list_refuses_a_yaml_alias_bomb_naming_the_file(tmp_path: Path)
     (folder / "bomb.yaml").write_text("\n".join(lines) + "\n")
     out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert f"{folder / 'bomb.yaml'}: its YAML aliases (*name) expand to more than 100,000 values" in out.stderr
+    assert (
+        f"{folder / 'bomb.yaml'}: its YAML aliases (*name) expand to more than 100,000 values" in out.stderr
+    )
 
 
 def test_profiles_list_refuses_aliases_that_name_too_much_text(tmp_path: Path) -> None:
@@ -296,21 +378,26 @@ def test_profiles_list_refuses_aliases_that_name_too_much_text(tmp_path: Path) -
     folder = tmp_path / "profiles"
     folder.mkdir()
     names = "\n".join(f"    arg-{i}: *big" for i in range(1, 20))
-    (folder / "wide.yaml").write_text(f"name: wide\nextends: sim\nserver:\n  args:\n    arg-0: &big \"{'x' * 2**20}\"\n"
-                                      f"{names}\n")
+    (folder / "wide.yaml").write_text(
+        f'name: wide\nextends: sim\nserver:\n  args:\n    arg-0: &big "{"x" * 2**20}"\n{names}\n'
+    )
     out = run_cli("profiles", "list", "--profiles-dir", str(folder), timeout=120)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
-    assert f"{folder / 'wide.yaml'}: its YAML aliases (*name) expand to more than 16 MiB of text" in out.stderr
+    assert (
+        f"{folder / 'wide.yaml'}: its YAML aliases (*name) expand to more than 16 MiB of text" in out.stderr
+    )
     assert len(out.stderr) < 2000
 
 
 def test_a_profile_error_shows_the_start_of_a_huge_value(tmp_path: Path) -> None:
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "big.yaml").write_text(f"name: big\nextends: sim\nserver:\n  port: \"{'9' * 2**20}x\"\n")
+    (folder / "big.yaml").write_text(f'name: big\nextends: sim\nserver:\n  port: "{"9" * 2**20}x"\n')
     out = run_cli("profiles", "show", "--profile", "big", "--profiles-dir", str(folder), timeout=120)
     assert out.returncode == 2, out.stderr[-2000:]
-    assert "server.port" in out.stderr and f"({2**20 + 3:,} characters in all)" in out.stderr, out.stderr[-2000:]
+    assert "server.port" in out.stderr and f"({2**20 + 3:,} characters in all)" in out.stderr, out.stderr[
+        -2000:
+    ]
     assert len(out.stderr) < 2000  # the value's start, not the megabyte again
 
 
@@ -342,8 +429,9 @@ server:
 
 
 @pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
-def test_logs_of_a_release_that_prints_its_key_escapes_and_a_huge_line(slot_env, profiles_dir, tmp_path,
-                                                                       docker_engine) -> None:
+def test_logs_of_a_release_that_prints_its_key_escapes_and_a_huge_line(
+    slot_env, profiles_dir, tmp_path, docker_engine
+) -> None:
     from deploytool.deploy.log_lines import CUT_MARK, MAX_LINE_BYTES
 
     key = "sk-container-log-key-5150"

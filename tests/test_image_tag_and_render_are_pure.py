@@ -35,8 +35,11 @@ def test_the_tag_is_stable_and_writes_nothing(deploytool_home: Path):
 
 def test_a_declared_input_changes_the_tag_and_a_digest_pinned_base_drops_the_note():
     profile = ProfileStore().get(CARD)
-    pinned = profile.model_copy(update={"image": profile.image.model_copy(
-        update={"base": profile.image.base + "@sha256:" + "0" * 64})})
+    pinned = profile.model_copy(
+        update={
+            "image": profile.image.model_copy(update={"base": profile.image.base + "@sha256:" + "0" * 64})
+        }
+    )
     tag = plan_build(profile).tag
     pinned_tag = plan_build(pinned).tag
     assert pinned_tag != tag and not pinned_tag.endswith(BASE_BY_TAG)
@@ -54,8 +57,9 @@ def test_a_base_tag_that_moved_makes_the_same_tag_stale():
     assert "has moved" in (stale_reason(plan, recorded, "sha256:b") or "")
     # a label written otherwise by an earlier deploytool (e.g. a host path it no longer records)
     old = {**recorded, **plan.labels, "org.opencontainers.image.title": "an older title"}
-    assert stale_reason(plan, old, "sha256:a") == ("its label(s) org.opencontainers.image.title are not what this "
-                                                   "deploytool writes for these inputs")
+    assert stale_reason(plan, old, "sha256:a") == (
+        "its label(s) org.opencontainers.image.title are not what this deploytool writes for these inputs"
+    )
     assert stale_reason(plan, {**recorded, **plan.labels}, "sha256:a") is None
 
 
@@ -76,7 +80,9 @@ def test_render_of_the_wheels_profile_needs_no_engine():
     assert f"image: {plan_build(ProfileStore().get(WHEELS)).tag}" in out.stdout
 
 
-def test_a_locked_profiles_tag_reads_no_wheel_and_follows_its_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_a_locked_profiles_tag_reads_no_wheel_and_follows_its_locks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     from deploytool.image import cudabase, locks
 
     def refuse(*args, **kwargs):

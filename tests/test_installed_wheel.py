@@ -44,8 +44,12 @@ def _built(tmp: Path) -> tuple[Path, Path]:
     wheel from the unpacked sdist (so the sdist is proven to hold what the wheel needs). No
     isolation: the backend (hatchling) is installed in the tree's environment, no index."""
     out = tmp / "dist"
-    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (sdist,) = out.glob("deploytool-*.tar.gz")
     (wheel,) = out.glob("deploytool-*.whl")
@@ -58,12 +62,22 @@ def _venv(tmp: Path, wheel: Path) -> Path:
     env_dir = tmp / "tool-env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
     python = env_dir / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "tree-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
-    proc = subprocess.run([*pip, "install", "--no-deps", "--no-index", "--no-compile", str(wheel)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--no-compile", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return env_dir
 
@@ -82,20 +96,34 @@ def installed(tmp_path_factory: pytest.TempPathFactory):
 def _tool(installed: dict, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # PYTHONPATH and the like of the tree's run stay out: the command sees the environment alone
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DEPLOYTOOL_RESOURCES")}
-    return subprocess.run([str(installed["env"] / "bin" / "deploytool"), *args], cwd=installed["cwd"], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(installed["env"] / "bin" / "deploytool"), *args],
+        cwd=installed["cwd"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_the_wheel_and_sdist_hold_the_package_and_its_data_and_nothing_of_tests_or_docs(installed):
     names = zipfile.ZipFile(installed["wheel"]).namelist()
     for folder in DATA:
         shipped = {n for n in names if n.startswith(f"deploytool/_data/{folder}/")}
-        in_tree = {f"deploytool/_data/{p.relative_to(ROOT).as_posix()}" for p in (ROOT / folder).rglob("*")
-                   if p.is_file() and "__pycache__" not in p.parts}
+        in_tree = {
+            f"deploytool/_data/{p.relative_to(ROOT).as_posix()}"
+            for p in (ROOT / folder).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        }
         assert in_tree and shipped == in_tree, folder
     assert "deploytool/templates/qualify.html.j2" in names and "deploytool/data/gsm8k/test.jsonl" in names
-    assert not [n for n in names if n.split("/")[0] in ("tests", "docs", "benchmarks", "scripts")
-                or "__pycache__" in n or n.endswith(".pyc")]
+    assert not [
+        n
+        for n in names
+        if n.split("/")[0] in ("tests", "docs", "benchmarks", "scripts")
+        or "__pycache__" in n
+        or n.endswith(".pyc")
+    ]
     with tarfile.open(installed["sdist"]) as sdist:
         top = {Path(m.name).parts[1] for m in sdist.getmembers() if len(Path(m.name).parts) > 1}
     assert {"src", *DATA, "pyproject.toml", "README.md"} <= top
@@ -103,8 +131,11 @@ def test_the_wheel_and_sdist_hold_the_package_and_its_data_and_nothing_of_tests_
 
 def test_the_installed_tool_finds_its_data_and_plans(installed):
     env = installed["env"]
-    check = subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "check"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "check"],
+        capture_output=True,
+        text=True,
+    )
     assert "deploytool" not in check.stdout, check.stdout  # every requirement the wheel declares is met
 
     version = _tool(installed, "--version")
@@ -159,14 +190,37 @@ def test_up_from_the_installed_wheel_serves_and_qualifies(installed, sim_release
     port = sim_release["port"]
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
     # the image was made from the installed package: its copy of deploytool holds the wheel's data
-    found = docker_engine_module.client.containers.run(
-        sim_release["up"]["image"], ["/opt/venv/bin/python", "-c", "from deploytool.resources import data_origin; "
-                                     "print(*data_origin(), sep='|')"], remove=True).decode().strip()
+    found = (
+        docker_engine_module.client.containers.run(
+            sim_release["up"]["image"],
+            [
+                "/opt/venv/bin/python",
+                "-c",
+                "from deploytool.resources import data_origin; print(*data_origin(), sep='|')",
+            ],
+            remove=True,
+        )
+        .decode()
+        .strip()
+    )
     assert found == "/opt/deploytool/deploytool/_data|package data"
 
     report = installed["cwd"] / "qualify-report"
-    qualified = _tool(installed, "qualify", "--url", f"http://127.0.0.1:{port}", "--profile", "sim",
-                      *QUALIFY_SUITES, "--limit", "4", "--no-progress", "--report", str(report), "--json")
+    qualified = _tool(
+        installed,
+        "qualify",
+        "--url",
+        f"http://127.0.0.1:{port}",
+        "--profile",
+        "sim",
+        *QUALIFY_SUITES,
+        "--limit",
+        "4",
+        "--no-progress",
+        "--report",
+        str(report),
+        "--json",
+    )
     assert qualified.returncode == 0, qualified.stdout[-3000:] + qualified.stderr[-3000:]
     assert json.loads(qualified.stdout)["verdict"] == "passed"
     from deploytool import __version__
@@ -181,7 +235,9 @@ QUALIFY_IMAGE = "deploytool-qualify-test:latest"
 
 @pytest.mark.docker
 @pytest.mark.index
-def test_the_qualify_image_qualifies_the_release_as_the_job_runs_it(installed, sim_release, docker_engine_module):
+def test_the_qualify_image_qualifies_the_release_as_the_job_runs_it(
+    installed, sim_release, docker_engine_module
+):
     """images/qualify/Dockerfile, built as kubernetes.md says (the wheel and its dependencies'
     wheels in the context; here from deploytool's test cache, with no index), runs the Job's
     command as the Job's user on a read-only root against the reference runtime."""
@@ -194,22 +250,69 @@ def test_the_qualify_image_qualifies_the_release_as_the_job_runs_it(installed, s
     shutil.copy2(ROOT / "images" / "qualify" / "Dockerfile", context / "Dockerfile")
     client = docker_engine_module.client
     before = _image_id(client, QUALIFY_IMAGE)
-    build = subprocess.run(["docker", "build", "--quiet", "--build-arg", "BASE=deploytool/base:bookworm",
-                            "--build-arg", "PIP_OPTIONS=--no-index", "-t", QUALIFY_IMAGE, str(context)],
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [
+            "docker",
+            "build",
+            "--quiet",
+            "--build-arg",
+            "BASE=deploytool/base:bookworm",
+            "--build-arg",
+            "PIP_OPTIONS=--no-index",
+            "-t",
+            QUALIFY_IMAGE,
+            str(context),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     if before and before != _image_id(client, QUALIFY_IMAGE):
         subprocess.run(["docker", "image", "rm", before], capture_output=True)  # the one it replaced
     run = subprocess.run(
-        ["docker", "run", "--rm", "--network", "host", "--user", "65534:65534", "--read-only",
-         "--tmpfs", "/tmp", "-e", "HOME=/tmp", "-e", "DEPLOYTOOL_HOME=/tmp/deploytool", QUALIFY_IMAGE,
-         "deploytool", "qualify", "--url", f"http://127.0.0.1:{sim_release['port']}", "--profile", "sim",
-         *QUALIFY_SUITES, "--limit", "4", "--no-progress", "--report", "/tmp/qualify-report", "--json"],
-        capture_output=True, text=True, timeout=600)
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--network",
+            "host",
+            "--user",
+            "65534:65534",
+            "--read-only",
+            "--tmpfs",
+            "/tmp",
+            "-e",
+            "HOME=/tmp",
+            "-e",
+            "DEPLOYTOOL_HOME=/tmp/deploytool",
+            QUALIFY_IMAGE,
+            "deploytool",
+            "qualify",
+            "--url",
+            f"http://127.0.0.1:{sim_release['port']}",
+            "--profile",
+            "sim",
+            *QUALIFY_SUITES,
+            "--limit",
+            "4",
+            "--no-progress",
+            "--report",
+            "/tmp/qualify-report",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert json.loads(run.stdout)["verdict"] == "passed"
-    python3 = subprocess.run(["docker", "run", "--rm", QUALIFY_IMAGE, "python3", "-c",
-                              "import os; print(os.getuid())"], capture_output=True, text=True, timeout=120)
+    python3 = subprocess.run(
+        ["docker", "run", "--rm", QUALIFY_IMAGE, "python3", "-c", "import os; print(os.getuid())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert python3.stdout.strip() == "65534", python3.stderr  # the init container's python3, as nobody
 
 
@@ -231,22 +334,47 @@ def _dependency_wheels(wheel: Path) -> Path:
 
     with zipfile.ZipFile(wheel) as archive:
         metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
-        requires = [line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
-                    if line.startswith("Requires-Dist:") and "extra ==" not in line]
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        ]
     import hashlib
 
-    house = shared_test_cache() / "qualify-image-wheels" / hashlib.sha256("\n".join(requires).encode()).hexdigest()[:16]
+    house = (
+        shared_test_cache()
+        / "qualify-image-wheels"
+        / hashlib.sha256("\n".join(requires).encode()).hexdigest()[:16]
+    )
     with FileLock(f"{house}.lock"):
         if not (house / ".complete").exists():
             house.mkdir(parents=True, exist_ok=True)
             import platform
 
             proc = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(house),
-                 "--python-version", "3.11", "--implementation", "cp",
-                 *(arg for tag in _platforms(platform.machine()) for arg in ("--platform", tag)), *requires],
-                capture_output=True, text=True, timeout=900)
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--only-binary=:all:",
+                    "--dest",
+                    str(house),
+                    "--python-version",
+                    "3.11",
+                    "--implementation",
+                    "cp",
+                    *(arg for tag in _platforms(platform.machine()) for arg in ("--platform", tag)),
+                    *requires,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
             if proc.returncode != 0:
-                pytest.skip(f"the qualify image's dependency wheels cannot be downloaded here: {proc.stderr[-500:]}")
+                pytest.skip(
+                    f"the qualify image's dependency wheels cannot be downloaded here: {proc.stderr[-500:]}"
+                )
             (house / ".complete").write_text("ok\n")
     return house

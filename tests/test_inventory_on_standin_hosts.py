@@ -28,13 +28,23 @@ def labels(inv) -> dict[tuple[int, int], str]:
 
 
 def test_every_host_file_is_read_in_full():
-    assert ALL_HOSTS == ["b300x8", "gb300x4", "h200-lent", "h200-mig", "h200x2-pcie-switch", "mixed-5090-pro6000",
-                         "no-driver", "rtx5090x2"]
+    assert ALL_HOSTS == [
+        "b300x8",
+        "gb300x4",
+        "h200-lent",
+        "h200-mig",
+        "h200x2-pcie-switch",
+        "mixed-5090-pro6000",
+        "no-driver",
+        "rtx5090x2",
+    ]
     for name in (h for h in ALL_HOSTS if h != "no-driver"):  # nvmlInit fails there (test_nvml_standin.py)
         inv = inventory(name)
         n = len(inv.gpus)
         assert inv.error is None and len(inv.pairs) == n * (n - 1) // 2
-        assert all(g.pci_bus_id and g.numa_node is not None and g.cpu_affinity and g.power_limit_w for g in inv.gpus)
+        assert all(
+            g.pci_bus_id and g.numa_node is not None and g.cpu_affinity and g.power_limit_w for g in inv.gpus
+        )
         assert all(set(p.p2p) == {"read", "write", "nvlink", "atomics"} and p.level for p in inv.pairs)
 
 
@@ -48,8 +58,12 @@ def test_the_source_s_two_5090s():
     assert a.nvlinks is None and a.mig_mode is None  # NVML: not supported on a GeForce card
     pair = inv.pair(0, 1)
     assert (pair.level, pair.label, pair.nvlinks) == ("hostbridge", "PHB", 0)
-    assert pair.p2p == {"read": "GPU not supported", "write": "GPU not supported", "nvlink": "not supported",
-                        "atomics": "GPU not supported"}
+    assert pair.p2p == {
+        "read": "GPU not supported",
+        "write": "GPU not supported",
+        "nvlink": "not supported",
+        "atomics": "GPU not supported",
+    }
 
 
 def test_eight_b300s_in_one_nvswitch_domain_across_two_sockets():
@@ -64,13 +78,20 @@ def test_eight_b300s_in_one_nvswitch_domain_across_two_sockets():
 
 def test_four_gb300s_on_two_grace_cpus():
     inv = inventory("gb300x4")
-    assert [g.gpu_numa_id for g in inv.gpus] == [2, 10, 18, 26] and [g.numa_node for g in inv.gpus] == [0, 0, 1, 1]
+    assert [g.gpu_numa_id for g in inv.gpus] == [2, 10, 18, 26] and [g.numa_node for g in inv.gpus] == [
+        0,
+        0,
+        1,
+        1,
+    ]
     assert set(labels(inv).values()) == {"NV18"} and inv.pair(1, 2).level == "system"
 
 
 def test_two_h200s_on_one_pcie_switch_with_their_links_down():
     inv = inventory("h200x2-pcie-switch")
-    assert all(len(g.nvlinks) == 18 and g.active_nvlinks == 0 and g.nvlinks[0].version == "4.0" for g in inv.gpus)
+    assert all(
+        len(g.nvlinks) == 18 and g.active_nvlinks == 0 and g.nvlinks[0].version == "4.0" for g in inv.gpus
+    )
     pair = inv.pair(0, 1)
     assert (pair.level, pair.label) == ("single", "PIX")
     assert pair.p2p["read"] == "ok" and pair.p2p["nvlink"] == "not supported"
@@ -78,7 +99,10 @@ def test_two_h200s_on_one_pcie_switch_with_their_links_down():
 
 def test_a_5090_beside_an_rtx_pro_6000():
     inv = inventory("mixed-5090-pro6000")
-    assert [g.name for g in inv.gpus] == ["NVIDIA GeForce RTX 5090", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"]
+    assert [g.name for g in inv.gpus] == [
+        "NVIDIA GeForce RTX 5090",
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    ]
     assert [g.mig_mode for g in inv.gpus] == [None, False] and inv.pair(0, 1).label == "PHB"
     assert inv.pair(0, 1).p2p["read"] == "GPU not supported"  # one GeForce card is enough
 
@@ -99,12 +123,22 @@ def test_the_matrix_is_nvidia_smi_s_with_the_pcie_path_beneath_nvlink():
     assert lines[1].split()[:10] == ["GPU0", "X"] + ["NV18"] * 7 + ["0-55,112-167"]
     beneath = lines[lines.index("PCIe beneath the NVLinks:") + 2]
     assert beneath.split() == ["GPU0", "X", "NODE", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"]
-    assert any(line.startswith("  SYS  = ") for line in lines) and any(line.startswith("  NV#") for line in lines)
+    assert any(line.startswith("  SYS  = ") for line in lines) and any(
+        line.startswith("  NV#") for line in lines
+    )
 
 
-@pytest.mark.parametrize("name, cell", [("rtx5090x2", "PHB"), ("b300x8", "NV18"), ("gb300x4", "NV18"),
-                                        ("h200x2-pcie-switch", "PIX"), ("mixed-5090-pro6000", "PHB"),
-                                        ("h200-mig", "PIX")])
+@pytest.mark.parametrize(
+    "name, cell",
+    [
+        ("rtx5090x2", "PHB"),
+        ("b300x8", "NV18"),
+        ("gb300x4", "NV18"),
+        ("h200x2-pcie-switch", "PIX"),
+        ("mixed-5090-pro6000", "PHB"),
+        ("h200-mig", "PIX"),
+    ],
+)
 def test_gpus_prints_the_matrix_and_json_carries_everything(name, cell):
     env = {"DEPLOYTOOL_NVML_STANDIN": str(HOSTS / f"{name}.yaml")}
     human = run_cli("gpus", env=env)
@@ -113,11 +147,27 @@ def test_gpus_prints_the_matrix_and_json_carries_everything(name, cell):
     assert row.split()[1:3] == ["X", cell] and "stand-in NVML over" in human.stdout
     body = json.loads(run_cli("gpus", "--json", env=env).stdout)
     first = body["gpus"][0]
-    for key in ("pci_bus_id", "numa_node", "cpu_affinity", "pcie_link_gen", "pcie_link_gen_max", "pcie_link_width",
-                "pcie_link_width_max", "power_limit_w", "nvlinks", "mig_mode", "mig_devices"):
+    for key in (
+        "pci_bus_id",
+        "numa_node",
+        "cpu_affinity",
+        "pcie_link_gen",
+        "pcie_link_gen_max",
+        "pcie_link_width",
+        "pcie_link_width_max",
+        "power_limit_w",
+        "nvlinks",
+        "mig_mode",
+        "mig_devices",
+    ):
         assert key in first
     pair = body["pairs"][0]
-    assert (pair["a"], pair["b"], pair["label"]) == (0, 1, cell) and set(pair["p2p"]) == {"read", "write", "nvlink", "atomics"}
+    assert (pair["a"], pair["b"], pair["label"]) == (0, 1, cell) and set(pair["p2p"]) == {
+        "read",
+        "write",
+        "nvlink",
+        "atomics",
+    }
     assert body["source"].startswith("stand-in NVML over")
 
 
@@ -132,11 +182,22 @@ def test_the_lent_h200_host_is_what_nvml_and_nvidia_smi_answered_on_the_card():
 
     assert card.uuid == nvml("nvmlDeviceGetUUID") and card.name == nvml("nvmlDeviceGetName")
     assert card.pci_bus_id == nvml("nvmlDeviceGetPciInfo")["busId"]
-    assert (card.pcie_link_gen, card.pcie_link_gen_max, card.pcie_link_gen_gpu_max, card.pcie_link_width,
-            card.pcie_link_width_max) == tuple(nvml(c) for c in (
-                "nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
-                "nvmlDeviceGetGpuMaxPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth",
-                "nvmlDeviceGetMaxPcieLinkWidth"))
+    assert (
+        card.pcie_link_gen,
+        card.pcie_link_gen_max,
+        card.pcie_link_gen_gpu_max,
+        card.pcie_link_width,
+        card.pcie_link_width_max,
+    ) == tuple(
+        nvml(c)
+        for c in (
+            "nvmlDeviceGetCurrPcieLinkGeneration",
+            "nvmlDeviceGetMaxPcieLinkGeneration",
+            "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+            "nvmlDeviceGetCurrPcieLinkWidth",
+            "nvmlDeviceGetMaxPcieLinkWidth",
+        )
+    )
     assert card.power_limit_w * 1000 == nvml("nvmlDeviceGetEnforcedPowerLimit")
     memory = nvml("nvmlDeviceGetMemoryInfo")
     assert (card.memory_total_mib, card.memory_free_mib) == (memory["total"] >> 20, memory["free"] >> 20)

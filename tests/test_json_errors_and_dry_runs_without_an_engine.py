@@ -39,9 +39,11 @@ image: {patches: [none]}
 def hub(tmp_path: Path) -> dict[str, str]:
     """A hub cache with the three checkpoints the card profiles serve: their config and index
     from tests/data/models, and an empty file for each shard the index names."""
-    for repo, folder in (("nvidia/Qwen3.6-35B-A3B-NVFP4", "qwen3.6-35b-a3b-nvfp4"),
-                         ("Qwen/Qwen3.6-35B-A3B-FP8", "qwen3.6-35b-a3b-fp8"),
-                         ("nvidia/GLM-5.2-NVFP4", "glm-5.2-nvfp4")):
+    for repo, folder in (
+        ("nvidia/Qwen3.6-35B-A3B-NVFP4", "qwen3.6-35b-a3b-nvfp4"),
+        ("Qwen/Qwen3.6-35B-A3B-FP8", "qwen3.6-35b-a3b-fp8"),
+        ("nvidia/GLM-5.2-NVFP4", "glm-5.2-nvfp4"),
+    ):
         commit = hashlib.sha1(repo.encode()).hexdigest()
         root = tmp_path / "hf" / "hub" / ("models--" + repo.replace("/", "--"))
         snapshot = root / "snapshots" / commit
@@ -56,30 +58,45 @@ def hub(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "t-5090.yaml").write_text(T5090)
     (tmp_path / "profiles" / "t-5090-unpatched.yaml").write_text(T5090_STOCK_WHEELS)
-    return {**NO_ENGINE, "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf"), "DEPLOYTOOL_PROFILES_PATH": str(tmp_path / "profiles")}
+    return {
+        **NO_ENGINE,
+        "DEPLOYTOOL_HF_HOME": str(tmp_path / "hf"),
+        "DEPLOYTOOL_PROFILES_PATH": str(tmp_path / "profiles"),
+    }
 
 
 def on(host: str, env: dict[str, str]) -> dict[str, str]:
     return {**env, "DEPLOYTOOL_NVML_STANDIN": str(HOSTS / f"{host}.yaml")}
 
 
-@pytest.mark.parametrize("host, profile, slots", [
-    ("rtx5090x2", "t-5090", [["GPU-5090a001"], ["GPU-5090b002"]]),
-    ("b300x8", TP8, [[f"GPU-b3000{i:03d}" for i in range(8)]]),
-    ("gb300x4", TP4, [[f"GPU-6b30000{i}" for i in range(4)]]),
-    ("h200x2-pcie-switch", H200, [["GPU-a2000001"], ["GPU-a2000002"]]),
-    ("mixed-5090-pro6000", PRO, [["GPU-60000004"]]),
-    ("h200-mig", H200, [["GPU-a2000002"]]),
-])
+@pytest.mark.parametrize(
+    "host, profile, slots",
+    [
+        ("rtx5090x2", "t-5090", [["GPU-5090a001"], ["GPU-5090b002"]]),
+        ("b300x8", TP8, [[f"GPU-b3000{i:03d}" for i in range(8)]]),
+        ("gb300x4", TP4, [[f"GPU-6b30000{i}" for i in range(4)]]),
+        ("h200x2-pcie-switch", H200, [["GPU-a2000001"], ["GPU-a2000002"]]),
+        ("mixed-5090-pro6000", PRO, [["GPU-60000004"]]),
+        ("h200-mig", H200, [["GPU-a2000002"]]),
+    ],
+)
 def test_rollout_all_gpus_dry_run_on_every_host_needs_no_engine(hub, host, profile, slots):
     out = run_cli("rollout", "--all-gpus", "--profile", profile, "--dry-run", "--json", env=on(host, hub))
     assert out.returncode == 0, out.stdout + out.stderr
     plan = json.loads(out.stdout)["plan"]
-    planned = [[uuid[:12] for uuid in p["compose"]["services"]["server"]["deploy"]["resources"]["reservations"]
-                ["devices"][0]["device_ids"]] for p in plan["slots"]]
+    planned = [
+        [
+            uuid[:12]
+            for uuid in p["compose"]["services"]["server"]["deploy"]["resources"]["reservations"]["devices"][
+                0
+            ]["device_ids"]
+        ]
+        for p in plan["slots"]
+    ]
     assert planned == slots
-    assert plan["canary"] == plan["waves"][0][0] and [w for wave in plan["waves"] for w in wave] == \
-        [p["slot"] for p in plan["slots"]]
+    assert plan["canary"] == plan["waves"][0][0] and [w for wave in plan["waves"] for w in wave] == [
+        p["slot"] for p in plan["slots"]
+    ]
     assert all(any(w.startswith("no Docker engine answers (") for w in p["warnings"]) for p in plan["slots"])
     assert not any("is reachable" in w for p in plan["slots"] for w in p["warnings"])  # the reason, said once
     assert all(p["serving"] is None and p["release"] == 1 for p in plan["slots"])
@@ -89,8 +106,15 @@ def test_rollout_all_gpus_dry_run_on_every_host_needs_no_engine(hub, host, profi
 
 def test_a_refused_dry_run_without_an_engine_is_a_json_error(hub):
     # the memory plan refuses it on the card, engine or not
-    out = run_cli("rollout", "--all-gpus", "--profile", "t-5090-unpatched", "--dry-run", "--json",
-                  env=on("rtx5090x2", hub))
+    out = run_cli(
+        "rollout",
+        "--all-gpus",
+        "--profile",
+        "t-5090-unpatched",
+        "--dry-run",
+        "--json",
+        env=on("rtx5090x2", hub),
+    )
     assert out.returncode == 1
     error = json.loads(out.stdout)["error"]
     assert error["kind"] == "MemoryRefused"
@@ -111,19 +135,24 @@ def test_up_and_rollout_dry_runs_with_explicit_gpus_need_no_engine(hub):
     real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env=env)
     assert real.returncode == 2 and "the host is described by" in json.loads(real.stdout)["error"]["message"]
     # and on this host's own NVML it needs the engine, and says so as JSON
-    real = run_cli("rollout", "--gpu", a, "--profile", H200, "--json", env={**env, "DEPLOYTOOL_NVML_STANDIN": ""})
+    real = run_cli(
+        "rollout", "--gpu", a, "--profile", H200, "--json", env={**env, "DEPLOYTOOL_NVML_STANDIN": ""}
+    )
     assert real.returncode == 3 and json.loads(real.stdout)["error"]["kind"] == "EngineUnavailable"
 
 
-@pytest.mark.parametrize("args, code, kind", [
-    (["gpus", "--json", "--no-such-option"], 2, "UsageError"),
-    (["bench", "--json", "--url", "http://127.0.0.1:9", "--repeats", "many"], 2, "UsageError"),
-    (["profiles", "show", "--profile", "no-such-profile", "--json"], 2, "ProfileError"),
-    (["slots", "--profile", H200, "--json"], 4, "NoGpuError"),
-    (["status", "--json"], 3, "EngineUnavailable"),
-    (["rollout", "--dry-run", "--json"], 2, "UsageError"),
-    (["compare", "--json", "--cpu-slot", "a"], 2, "UsageError"),
-])
+@pytest.mark.parametrize(
+    "args, code, kind",
+    [
+        (["gpus", "--json", "--no-such-option"], 2, "UsageError"),
+        (["bench", "--json", "--url", "http://127.0.0.1:9", "--repeats", "many"], 2, "UsageError"),
+        (["profiles", "show", "--profile", "no-such-profile", "--json"], 2, "ProfileError"),
+        (["slots", "--profile", H200, "--json"], 4, "NoGpuError"),
+        (["status", "--json"], 3, "EngineUnavailable"),
+        (["rollout", "--dry-run", "--json"], 2, "UsageError"),
+        (["compare", "--json", "--cpu-slot", "a"], 2, "UsageError"),
+    ],
+)
 def test_every_json_command_reports_its_error_as_json_on_stdout(args, code, kind):
     out = run_cli(*args, env=on("no-driver", NO_ENGINE))  # nvmlInit fails: no card to slot
     assert out.returncode == code, out.stdout + out.stderr

@@ -38,13 +38,24 @@ def standin():
 
 
 def stages(image: str = IMAGE_1, release: int = 1, replicas: int = 3, flavor: str = "plain"):
-    return render_stages(K8sRequest(profile=PROFILE, image=image, toolchain=declared_toolchain(PROFILE),
-                                    release=release, replicas=replicas, namespace="llm", qualify_image=QUALIFY,
-                                    flavor=flavor))
+    return render_stages(
+        K8sRequest(
+            profile=PROFILE,
+            image=image,
+            toolchain=declared_toolchain(PROFILE),
+            release=release,
+            replicas=replicas,
+            namespace="llm",
+            qualify_image=QUALIFY,
+            flavor=flavor,
+        )
+    )
 
 
 def apply_calls(state: StandInCluster):
-    return [c for c in state.calls if c.method == "PATCH" and c.content_type == "application/apply-patch+yaml"]
+    return [
+        c for c in state.calls if c.method == "PATCH" and c.content_type == "application/apply-patch+yaml"
+    ]
 
 
 def test_dry_run_of_everything_comes_first_then_canary_qualify_promote(standin):
@@ -61,11 +72,16 @@ def test_dry_run_of_everything_comes_first_then_canary_qualify_promote(standin):
     real = [c.path.rsplit("/", 2)[-2:] for c in applies[count:]]
     job = rendered["canary"][2]["metadata"]["name"]
     assert job.startswith("h200-qwen3-6-35b-a3b-fp8-qualify-r1-")
-    assert real == [["deployments", "h200-qwen3-6-35b-a3b-fp8-canary"], ["services", "h200-qwen3-6-35b-a3b-fp8-canary"],
-                    ["jobs", job], ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-ingress"],
-                    ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-qualify-ingress"],
-                    ["services", "h200-qwen3-6-35b-a3b-fp8"],
-                    ["poddisruptionbudgets", "h200-qwen3-6-35b-a3b-fp8"], ["deployments", "h200-qwen3-6-35b-a3b-fp8"]]
+    assert real == [
+        ["deployments", "h200-qwen3-6-35b-a3b-fp8-canary"],
+        ["services", "h200-qwen3-6-35b-a3b-fp8-canary"],
+        ["jobs", job],
+        ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-ingress"],
+        ["networkpolicies", "h200-qwen3-6-35b-a3b-fp8-qualify-ingress"],
+        ["services", "h200-qwen3-6-35b-a3b-fp8"],
+        ["poddisruptionbudgets", "h200-qwen3-6-35b-a3b-fp8"],
+        ["deployments", "h200-qwen3-6-35b-a3b-fp8"],
+    ]
     assert result.qualification == "passed" and result.promoted
     # the canary is gone, the Job (its verdict and log) stays, the release serves
     assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
@@ -82,8 +98,9 @@ def test_a_failed_qualification_leaves_the_previous_release_serving(standin):
     stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
     assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_1
     assert stable["spec"]["replicas"] == 3  # lent one copy's GPUs to the canary, got them back
-    replica_patches = [c.body["spec"]["replicas"] for c in state.calls
-                       if c.content_type == "application/merge-patch+json"]
+    replica_patches = [
+        c.body["spec"]["replicas"] for c in state.calls if c.content_type == "application/merge-patch+json"
+    ]
     assert replica_patches == [2, 3]
     assert f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8-canary" not in state.objects
 
@@ -99,8 +116,9 @@ def test_a_retry_of_the_same_inputs_qualifies_again_other_inputs_get_their_own_j
     result = apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)  # the same inputs: the old Job makes way
     deletes = [c.path for c in state.calls if c.method == "DELETE"]
     assert f"/apis/batch/v1/namespaces/llm/jobs/{failed_job}" in deletes
-    assert result.promoted and state.objects[f"/apis/batch/v1/namespaces/llm/jobs/{failed_job}"]["status"] == {
-        "succeeded": 1}
+    assert result.promoted and state.objects[f"/apis/batch/v1/namespaces/llm/jobs/{failed_job}"][
+        "status"
+    ] == {"succeeded": 1}
     assert stages(IMAGE_3, 2)["canary"][2]["metadata"]["name"] != failed_job
 
 
@@ -137,7 +155,9 @@ def test_rollback_returns_to_the_previous_pod_template_dry_run_first(standin):
     apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
     apply_release(cluster, stages(IMAGE_2, 2), poll_s=0.01)
     kind = ("apps/v1", "Deployment")
-    assert release_status(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)["release"] == "2"
+    assert (
+        release_status(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)["release"] == "2"
+    )
     before = len(state.calls)
     result = rollback(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=kind)
     patches = [c for c in state.calls[before:] if c.method == "PATCH"]
@@ -160,7 +180,9 @@ def test_ome_rollback_points_back_at_the_previous_runtime(standin):
     assert runtimes == ["3", "4", "5", "6"]  # the current release and retention (3) before it
     isvc_path = "/apis/ome.io/v1beta1/namespaces/llm/inferenceservices/h200-qwen3-6-35b-a3b-fp8"
     assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r6"
-    rollback(cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=("ome.io/v1beta1", "InferenceService"))
+    rollback(
+        cluster, namespace="llm", app="h200-qwen3-6-35b-a3b-fp8", kind=("ome.io/v1beta1", "InferenceService")
+    )
     assert state.objects[isvc_path]["spec"]["runtime"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r5"
     assert state.objects[isvc_path]["metadata"]["annotations"]["deploytool.dev/image"] == IMAGE_1
 
@@ -169,58 +191,118 @@ def test_cli_apply_reads_a_kubeconfig_context_and_numbers_the_release(standin, t
     state, cluster, url = standin
     apply_release(cluster, stages(IMAGE_1, 1), poll_s=0.01)
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "other",
-        "clusters": [{"name": "standin", "cluster": {"server": url}},
-                     {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}},
-                     {"name": "other", "context": {"cluster": "nowhere", "user": "u"}}]}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "other",
+                "clusters": [
+                    {"name": "standin", "cluster": {"server": url}},
+                    {"name": "nowhere", "cluster": {"server": "http://127.0.0.1:9"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "test-token"}}],
+                "contexts": [
+                    {"name": "standin", "context": {"cluster": "standin", "user": "u"}},
+                    {"name": "other", "context": {"cluster": "nowhere", "user": "u"}},
+                ],
+            }
+        )
+    )
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     from deploytool.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["k8s", "apply", "--profile", PROFILE.name, "--image", IMAGE_2, "--qualify-image", QUALIFY,
-              "--namespace", "llm", "--replicas", "3", "--context", "standin", "--dry-run", "--json"])
+        main(
+            [
+                "k8s",
+                "apply",
+                "--profile",
+                PROFILE.name,
+                "--image",
+                IMAGE_2,
+                "--qualify-image",
+                QUALIFY,
+                "--namespace",
+                "llm",
+                "--replicas",
+                "3",
+                "--context",
+                "standin",
+                "--dry-run",
+                "--json",
+            ]
+        )
     assert exit_info.value.code in (0, None)
     dry = [c for c in apply_calls(state) if c.query.get("dryRun") == "All"][-6:]
     assert dry[-1].body["metadata"]["annotations"]["deploytool.dev/release"] == "2"  # current 1, so 2
-    assert state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["template"]["spec"]["containers"][0][
-        "image"] == IMAGE_1  # a dry run changed nothing
+    assert (
+        state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+        == IMAGE_1
+    )  # a dry run changed nothing
 
 
 def test_leaderworkerset_rollback_reapplies_the_recorded_previous_release(standin):
     """lws keeps no previous revision once a rollout is done; deploytool records each promoted
     release's manifest (retention of them) and rolls back by applying the previous one."""
     state, cluster, _ = standin
-    profile = ProfileStore([Path(__file__).resolve().parent / "profiles_k8s"]).get("gb300x4x2-glm5.2-nvfp4-tp8")
+    profile = ProfileStore([Path(__file__).resolve().parent / "profiles_k8s"]).get(
+        "gb300x4x2-glm5.2-nvfp4-tp8"
+    )
 
     def lws_stages(image: str, release: int):
-        return render_stages(K8sRequest(profile=profile, image=image, toolchain=declared_toolchain(profile),
-                                        release=release, replicas=2, namespace="llm", qualify_image=QUALIFY,
-                                        retention=1))
+        return render_stages(
+            K8sRequest(
+                profile=profile,
+                image=image,
+                toolchain=declared_toolchain(profile),
+                release=release,
+                replicas=2,
+                namespace="llm",
+                qualify_image=QUALIFY,
+                retention=1,
+            )
+        )
 
     for release, image in enumerate([IMAGE_1, IMAGE_2, IMAGE_3, IMAGE_4], 1):
         apply_release(cluster, lws_stages(image, release), poll_s=0.01)
     history = sorted(p.rsplit("/", 1)[-1] for p in state.objects if "/configmaps/" in p)
-    assert history == ["gb300x4x2-glm5-2-nvfp4-tp8-release-3", "gb300x4x2-glm5-2-nvfp4-tp8-release-4"]  # retention 1
+    assert history == [
+        "gb300x4x2-glm5-2-nvfp4-tp8-release-3",
+        "gb300x4x2-glm5-2-nvfp4-tp8-release-4",
+    ]  # retention 1
     lws_path = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/llm/leaderworkersets/gb300x4x2-glm5-2-nvfp4-tp8"
     before = len(state.calls)
-    result = rollback(cluster, namespace="llm", app="gb300x4x2-glm5-2-nvfp4-tp8",
-                      kind=("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+    result = rollback(
+        cluster,
+        namespace="llm",
+        app="gb300x4x2-glm5-2-nvfp4-tp8",
+        kind=("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    )
     writes = [c for c in state.calls[before:] if c.method == "PATCH"]
     assert [c.query.get("dryRun") for c in writes] == ["All", None]
-    leader = state.objects[lws_path]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+    leader = state.objects[lws_path]["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][
+        0
+    ]
     assert leader["image"] == IMAGE_3 and "release 4 -> release 3" in result["plan"]
 
 
 def _kubeconfig(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "standin",
-        "clusters": [{"name": "standin", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "test-token"}}],
-        "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "standin",
+                "clusters": [{"name": "standin", "cluster": {"server": url}}],
+                "users": [{"name": "u", "user": {"token": "test-token"}}],
+                "contexts": [{"name": "standin", "context": {"cluster": "standin", "user": "u"}}],
+            }
+        )
+    )
     return path
 
 
@@ -244,7 +326,9 @@ def test_cli_status_and_rollback_print_json(standin, tmp_path: Path, monkeypatch
     planned = json.loads(capsys.readouterr().out)
     assert planned["rolled_back"] is False and "release 2 -> release 1" in planned["plan"]
     stable = state.objects[f"{DEPLOYMENTS}/h200-qwen3-6-35b-a3b-fp8"]
-    assert stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_2  # a dry run changed nothing
+    assert (
+        stable["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE_2
+    )  # a dry run changed nothing
 
 
 def test_no_cluster_is_exit_3_with_what_to_do(tmp_path: Path, monkeypatch, capsys):

@@ -13,8 +13,12 @@ from deploytool.k8s.validate import crd_dirs, load_crds
 from deploytool.resources import package_dir
 
 SHIPPED = package_dir() / "data" / "k8s-crds"
-RENDERED_CUSTOM_KINDS = {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("ome.io/v1beta1", "InferenceService"),
-                         ("ome.io/v1beta1", "ClusterServingRuntime"), ("ome.io/v1beta1", "ClusterBaseModel")}
+RENDERED_CUSTOM_KINDS = {
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+    ("ome.io/v1beta1", "InferenceService"),
+    ("ome.io/v1beta1", "ClusterServingRuntime"),
+    ("ome.io/v1beta1", "ClusterBaseModel"),
+}
 
 
 def test_every_rendered_custom_kind_has_a_shipped_schema(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,15 +37,20 @@ def test_each_shipped_file_names_its_upstream_commit_and_keeps_its_licence() -> 
         assert path.name in sources, f"{path} is not listed in SOURCES.md"
         assert (path.parent / "LICENSE").is_file(), f"{path.parent} has no LICENSE"
         assert f"`{path.parent.name}/`" in sources
-    assert (SHIPPED / "ome" / "NOTICE").is_file()  # OME's NOTICE travels with its files (Apache-2.0, section 4d)
+    assert (
+        SHIPPED / "ome" / "NOTICE"
+    ).is_file()  # OME's NOTICE travels with its files (Apache-2.0, section 4d)
     for commit in ("17b77edad23bae262e0c9adb7f12039397a5d33d", "060ab4da17eea1f0865fcbd3236bb1075e2cea32"):
         assert commit in sources
 
 
 def _handed_over() -> Path | None:
     root = package_dir().parents[1]
-    for candidate in (root / "shared" / "k8s-crds", root.parent / "shared" / "k8s-crds",
-                      root.parent.parent / "shared" / "k8s-crds"):
+    for candidate in (
+        root / "shared" / "k8s-crds",
+        root.parent / "shared" / "k8s-crds",
+        root.parent.parent / "shared" / "k8s-crds",
+    ):
         if candidate.is_dir():
             return candidate
     return None

@@ -27,10 +27,23 @@ HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64
 QUALIFY_IMAGE = "registry.example/deploytool/deploytool@sha256:" + "b" * 64
 STORE = ProfileStore([HERE / "profiles_k8s"])
-PROFILES = ["sim", "rtx5090-qwen3.6-35b-a3b-nvfp4", "h200-qwen3.6-35b-a3b-fp8", "b300x8-glm5.2-nvfp4-tp8",
-            "gb300x4x2-glm5.2-nvfp4-tp8"]
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}
+PROFILES = [
+    "sim",
+    "rtx5090-qwen3.6-35b-a3b-nvfp4",
+    "h200-qwen3.6-35b-a3b-fp8",
+    "b300x8-glm5.2-nvfp4-tp8",
+    "gb300x4x2-glm5.2-nvfp4-tp8",
+]
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 # The argued exceptions (pod.py's POD_SECURITY comment): the server's pods run as the image's
 # root, and mount the weights and the release's JIT cache from the node.
 SERVER_HOSTPATHS = {"model", "jit-cache"}
@@ -38,8 +51,13 @@ SERVER_HOSTPATHS = {"model", "jit-cache"}
 
 def request(name: str, flavor: str = "plain", *, secrets: bool = False) -> K8sRequest:
     profile = STORE.get(name)
-    return K8sRequest(profile=keyed(profile) if secrets else profile, image=IMAGE, flavor=flavor,
-                      toolchain=declared_toolchain(profile), qualify_image=QUALIFY_IMAGE)
+    return K8sRequest(
+        profile=keyed(profile) if secrets else profile,
+        image=IMAGE,
+        flavor=flavor,
+        toolchain=declared_toolchain(profile),
+        qualify_image=QUALIFY_IMAGE,
+    )
 
 
 def pods(obj: Any, where: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -60,11 +78,16 @@ def violations(pod: dict[str, Any], *, job: bool) -> list[str]:
         if pod.get(flag) and flag != "hostUsers":
             found.append(f"{flag} is set")
     pod_ctx = pod.get("securityContext", {})
-    containers = [*pod.get("initContainers", []), *pod.get("containers", []),
-                  *([pod["runner"]] if "runner" in pod else [])]
+    containers = [
+        *pod.get("initContainers", []),
+        *pod.get("containers", []),
+        *([pod["runner"]] if "runner" in pod else []),
+    ]
     for volume in pod.get("volumes", []):
         kind = next(k for k in volume if k != "name")
-        if kind not in RESTRICTED_VOLUMES and not (kind == "hostPath" and not job and volume["name"] in SERVER_HOSTPATHS):
+        if kind not in RESTRICTED_VOLUMES and not (
+            kind == "hostPath" and not job and volume["name"] in SERVER_HOSTPATHS
+        ):
             found.append(f"volume {volume['name']}: {kind}")
     for c in containers:
         ctx = c.get("securityContext", {})
@@ -105,8 +128,11 @@ def test_every_rendered_pod_meets_the_restricted_profile_but_the_argued_exceptio
             # a whole pod spec, or OME's engine fields it builds the pods from: the same pod settings
             assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
             assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-            for container in [*pod.get("initContainers", []), *pod.get("containers", []),
-                              *([pod["runner"]] if "runner" in pod else [])]:
+            for container in [
+                *pod.get("initContainers", []),
+                *pod.get("containers", []),
+                *([pod["runner"]] if "runner" in pod else []),
+            ]:
                 # every container but the server's has a read-only root (pod.py says why not the server)
                 if container["name"] in ("server", "ome-container"):
                     assert "readOnlyRootFilesystem" not in container["securityContext"]
@@ -117,8 +143,10 @@ def test_every_rendered_pod_meets_the_restricted_profile_but_the_argued_exceptio
 
 def test_the_checker_sees_what_the_renderer_used_to_render():
     """Yesterday's pod: no securityContext, a shared node cache, a token mounted: the check fails."""
-    old = {"containers": [{"name": "server", "image": IMAGE}],
-           "volumes": [{"name": "scratch", "hostPath": {"path": "/var/lib/x"}}]}
+    old = {
+        "containers": [{"name": "server", "image": IMAGE}],
+        "volumes": [{"name": "scratch", "hostPath": {"path": "/var/lib/x"}}],
+    }
     found = violations(old, job=True)
     assert any("allowPrivilegeEscalation" in f for f in found) and any("capabilities" in f for f in found)
     assert any("seccomp" in f for f in found) and any("hostPath" in f for f in found)
@@ -128,23 +156,33 @@ def test_the_checker_sees_what_the_renderer_used_to_render():
 def test_the_hub_token_reaches_only_a_profile_that_declares_it():
     for keyed_profile in (False, True):
         objects = render_manifests(request("h200-qwen3.6-35b-a3b-fp8", secrets=keyed_profile))
-        envs = [e["name"] for _, pod in (p for o in objects for p in pods(o))
-                for c in pod.get("containers", []) for e in c.get("env", [])]
+        envs = [
+            e["name"]
+            for _, pod in (p for o in objects for p in pods(o))
+            for c in pod.get("containers", [])
+            for e in c.get("env", [])
+        ]
         # as a file, read through HF_TOKEN_PATH as on a Docker host: never in the environment
         assert ("HF_TOKEN_PATH" in envs) == keyed_profile and "HF_TOKEN" not in envs
-        assert not any("secretKeyRef" in json.dumps(c.get("env", [])) for _, pod in (p for o in objects for p in pods(o))
-                       for c in pod.get("containers", []))
+        assert not any(
+            "secretKeyRef" in json.dumps(c.get("env", []))
+            for _, pod in (p for o in objects for p in pods(o))
+            for c in pod.get("containers", [])
+        )
 
 
 def test_the_jit_cache_is_the_releases_own():
     def folder(req: K8sRequest) -> str:
         deployment = next(o for o in render_manifests(req) if o["kind"] == "Deployment")
-        return next(v for v in deployment["spec"]["template"]["spec"]["volumes"]
-                    if v["name"] == "jit-cache")["hostPath"]["path"]
+        return next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "jit-cache")[
+            "hostPath"
+        ]["path"]
 
     one = request("h200-qwen3.6-35b-a3b-fp8")
     other = request("h200-qwen3.6-35b-a3b-fp8")
-    other.profile = other.profile.model_copy(update={"name": "another-release"})  # same toolchain, another app
+    other.profile = other.profile.model_copy(
+        update={"name": "another-release"}
+    )  # same toolchain, another app
     elsewhere = request("h200-qwen3.6-35b-a3b-fp8")
     elsewhere.namespace = "team-b"
     assert len({folder(one), folder(other), folder(elsewhere)}) == 3
@@ -160,12 +198,20 @@ def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
     # the server pods' labels: the Deployment's template, or the labels OME puts on the engine's pods
     if flavor == "plain":
-        server_labels = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
-        canary_labels = next(o for o in stages["canary"] if o["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+        server_labels = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"][
+            "metadata"
+        ]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "Deployment")["spec"]["template"][
+            "metadata"
+        ]["labels"]
         port = "http"  # the container port's name
     else:
-        server_labels = next(o for o in stages["release"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
-        canary_labels = next(o for o in stages["canary"] if o["kind"] == "InferenceService")["spec"]["engine"]["labels"]
+        server_labels = next(o for o in stages["release"] if o["kind"] == "InferenceService")["spec"][
+            "engine"
+        ]["labels"]
+        canary_labels = next(o for o in stages["canary"] if o["kind"] == "InferenceService")["spec"][
+            "engine"
+        ]["labels"]
         runtime = next(o for o in stages["canary"] if o["kind"] == "ClusterServingRuntime")
         port = runtime["spec"]["engineConfig"]["runner"]["ports"][0]["containerPort"]  # OME builds the pods
     spec = policy["spec"]
@@ -178,14 +224,19 @@ def test_a_network_policy_admits_the_gateway_and_the_qualify_job_only(flavor):
     assert selects(spec["podSelector"]["matchLabels"], canary_labels)
 
     def admitted(labels: dict[str, str]) -> list[Any]:
-        return [rule.get("ports") for rule in spec["ingress"]
-                if any(selects(peer["podSelector"]["matchLabels"], labels) for peer in rule["from"])]
+        return [
+            rule.get("ports")
+            for rule in spec["ingress"]
+            if any(selects(peer["podSelector"]["matchLabels"], labels) for peer in rule["from"])
+        ]
 
     assert admitted(job["spec"]["template"]["metadata"]["labels"]) == [[{"port": port, "protocol": "TCP"}]]
     assert admitted({GATEWAY_LABEL: "true"}) == [[{"port": port, "protocol": "TCP"}]]
     assert admitted({"app.kubernetes.io/name": "someone-else"}) == []
     assert admitted(server_labels) == [None]  # the ranks of a copy talk on any port
-    assert selects(job_policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"])
+    assert selects(
+        job_policy["spec"]["podSelector"]["matchLabels"], job["spec"]["template"]["metadata"]["labels"]
+    )
 
 
 @pytest.mark.parametrize("flavor", ["plain", "ome"])

@@ -30,12 +30,17 @@ STORE = ProfileStore([HERE / "profiles_k8s"])
 
 def request(name: str, **kw) -> K8sRequest:
     profile = STORE.get(name)
-    return K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY, **kw)
+    return K8sRequest(
+        profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY, **kw
+    )
 
 
 def _pod(req: K8sRequest) -> dict:
-    deployment = next(o for o in render_manifests(req) if o["kind"] == "Deployment"
-                      and not o["metadata"]["name"].endswith("-canary"))
+    deployment = next(
+        o
+        for o in render_manifests(req)
+        if o["kind"] == "Deployment" and not o["metadata"]["name"].endswith("-canary")
+    )
     return deployment["spec"]["template"]["spec"]
 
 
@@ -49,9 +54,14 @@ def test_cache_wipe_rule_runs_in_a_real_container(docker_engine, tmp_path: Path)
 
     def run(fingerprint: str) -> str:
         out = docker_engine.client.containers.run(
-            BASE_IMAGE, entrypoint=init["command"][:1], command=init["command"][1:], remove=True,
-            network_mode="none", environment={"DEPLOYTOOL_FINGERPRINT": fingerprint},
-            volumes={str(cache): {"bind": rel.CACHE_MOUNT, "mode": "rw"}})
+            BASE_IMAGE,
+            entrypoint=init["command"][:1],
+            command=init["command"][1:],
+            remove=True,
+            network_mode="none",
+            environment={"DEPLOYTOOL_FINGERPRINT": fingerprint},
+            volumes={str(cache): {"bind": rel.CACHE_MOUNT, "mode": "rw"}},
+        )
         return out.decode()
 
     first = run(env["DEPLOYTOOL_FINGERPRINT"])
@@ -88,17 +98,23 @@ def _wait_script(req: K8sRequest) -> list[str]:
 def test_qualify_job_waits_for_the_canary_health_then_gives_up():
     req = request("h200-qwen3.6-35b-a3b-fp8")
     wait = _wait_script(req)
-    assert wait[3].endswith("-canary.default.svc:30000/health") and wait[4] == str(req.profile.health.budget_seconds())
+    assert wait[3].endswith("-canary.default.svc:30000/health") and wait[4] == str(
+        req.profile.health.budget_seconds()
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/health"
-        ok = subprocess.run([sys.executable, "-c", wait[2], url, "30"], capture_output=True, text=True, timeout=60)
+        ok = subprocess.run(
+            [sys.executable, "-c", wait[2], url, "30"], capture_output=True, text=True, timeout=60
+        )
         assert ok.returncode == 0
     finally:
         server.shutdown()
     # its own verdict on its 1 s budget (a script that waited on regardless hits run's timeout)
-    gone = subprocess.run([sys.executable, "-c", wait[2], url, "1"], capture_output=True, text=True, timeout=60)
+    gone = subprocess.run(
+        [sys.executable, "-c", wait[2], url, "1"], capture_output=True, text=True, timeout=60
+    )
     assert gone.returncode == 1 and "never became healthy" in gone.stderr
 
 
@@ -116,9 +132,13 @@ def test_qualify_job_command_is_one_deploytool_accepts():
     assert ctx.params["no_progress"] is True
     # with an API key: the key's file, an option qualify takes
     profile = keyed(STORE.get("b300x8-glm5.2-nvfp4-tp8"))
-    keyed_req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
+    keyed_req = K8sRequest(
+        profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY
+    )
     job = next(o for o in render_stages(keyed_req)["canary"] if o["kind"] == "Job")
-    ctx = qualify.make_context("qualify", list(job["spec"]["template"]["spec"]["containers"][0]["command"][2:]))
+    ctx = qualify.make_context(
+        "qualify", list(job["spec"]["template"]["spec"]["containers"][0]["command"][2:])
+    )
     assert str(ctx.params["api_key_file"]) == pod.API_KEY_FILE
 
 
@@ -128,11 +148,18 @@ def test_multinode_argv_passes_sglangs_own_parser(sglang_parser_python: Path):
     from deploytool.image import flagcheck
 
     req = request("gb300x4x2-glm5.2-nvfp4-tp8")
-    lws = next(o for o in render_manifests(req) if o["kind"] == "LeaderWorkerSet"
-               and not o["metadata"]["name"].endswith("-canary"))
+    lws = next(
+        o
+        for o in render_manifests(req)
+        if o["kind"] == "LeaderWorkerSet" and not o["metadata"]["name"].endswith("-canary")
+    )
     argv = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["command"]
-    filled = [a.replace("$(LWS_GROUP_SIZE)", "2").replace("$(LWS_WORKER_INDEX)", "1")
-              .replace("$(LWS_LEADER_ADDRESS)", "10.0.0.7") for a in argv]
+    filled = [
+        a.replace("$(LWS_GROUP_SIZE)", "2")
+        .replace("$(LWS_WORKER_INDEX)", "1")
+        .replace("$(LWS_LEADER_ADDRESS)", "10.0.0.7")
+        for a in argv
+    ]
     profile = req.profile
     args = {k: v for k, v in profile.server.args.items() if k not in rel.MULTINODE_FLAGS}
     args.update({"nnodes": 2, "node-rank": 1, "dist-init-addr": f"10.0.0.7:{rel.DIST_INIT_PORT}"})
@@ -154,7 +181,11 @@ def test_offline_validator_agrees_with_kubernetes_validate():
     broken[0]["spec"]["replicas"] = "three"
     broken[1]["spec"]["ports"][0]["portt"] = 1
     for obj in objects + broken[:2]:
-        ours = validate_builtin(obj, "1.33") if obj["apiVersion"] in ("v1", "apps/v1", "batch/v1", "policy/v1") else None
+        ours = (
+            validate_builtin(obj, "1.33")
+            if obj["apiVersion"] in ("v1", "apps/v1", "batch/v1", "policy/v1")
+            else None
+        )
         if ours is None:
             continue
         try:
@@ -166,9 +197,13 @@ def test_offline_validator_agrees_with_kubernetes_validate():
     assert validate_builtin(broken[0], "1.33") and validate_builtin(broken[1], "1.33")
 
 
-def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Path, sglang_referee_python: Path):
+def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(
+    tmp_path: Path, sglang_referee_python: Path
+):
     profile = keyed(STORE.get("h200-qwen3.6-35b-a3b-fp8"))
-    req = K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY)
+    req = K8sRequest(
+        profile=profile, image=IMAGE, toolchain=declared_toolchain(profile), qualify_image=QUALIFY
+    )
     stages = render_stages(req)
     pod_spec = next(o for o in stages["release"] if o["kind"] == "Deployment")["spec"]["template"]["spec"]
     server = pod_spec["containers"][0]
@@ -181,7 +216,9 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
     assert hf["secretName"] == "deploytool" and hf["items"] == [{"key": "hf_token", "path": "hf_token"}]
     assert {"name": "hf-token", "mountPath": secrets.SECRETS_DIR, "readOnly": True} in server["volumeMounts"]
     secret_volume = next(v for v in pod_spec["volumes"] if v["name"] == "api-key")["secret"]
-    assert secret_volume["secretName"] == "deploytool" and secret_volume["items"] == [{"key": "api_key", "path": "api_key"}]
+    assert secret_volume["secretName"] == "deploytool" and secret_volume["items"] == [
+        {"key": "api_key", "path": "api_key"}
+    ]
     job_pod = next(o for o in stages["canary"] if o["kind"] == "Job")["spec"]["template"]["spec"]
     job = job_pod["containers"][0]
     # the Job reads the key from a file its user's group may read (fsGroup), not from its environment
@@ -195,15 +232,20 @@ def test_api_key_reaches_sglang_in_a_config_file_never_argv_or_env(tmp_path: Pat
     key = 'sk-"quoted": #not-a-comment\\'
     (tmp_path / "api_key").write_text(key + "\n")
     config = tmp_path / "sglang-config.yaml"
-    subprocess.run([sys.executable, "-c", init["command"][2], str(tmp_path / "api_key"), str(config)], check=True)
+    subprocess.run(
+        [sys.executable, "-c", init["command"][2], str(tmp_path / "api_key"), str(config)], check=True
+    )
     import yaml
 
     assert yaml.safe_load(config.read_text()) == {"api-key": key}
     # and SGLang's own parser takes it from --config: its config reader needs PyYAML, which the
     # bare parser venv lacks and the referee environment (a superset) has, as the image does
-    probe = ("import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
-             "print(repr(prepare_server_args(['--model-path', '/models/x', '--config', sys.argv[1]]).api_key))")
-    out = subprocess.run([str(sglang_referee_python), "-c", probe, str(config)], capture_output=True,
-                         text=True, timeout=300)
+    probe = (
+        "import sys\nfrom sglang.srt.server_args import prepare_server_args\n"
+        "print(repr(prepare_server_args(['--model-path', '/models/x', '--config', sys.argv[1]]).api_key))"
+    )
+    out = subprocess.run(
+        [str(sglang_referee_python), "-c", probe, str(config)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0 and out.stdout.strip(), out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == repr(key), out.stderr[-2000:]

@@ -14,7 +14,13 @@ from deploytool.release.compose import RenderRequest, render_compose
 from deploytool.errors import UsageError
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import release as rel
-from deploytool.k8s.validate import K8S_VERSIONS, available_versions, crd_dirs, crds_available, validate_objects
+from deploytool.k8s.validate import (
+    K8S_VERSIONS,
+    available_versions,
+    crd_dirs,
+    crds_available,
+    validate_objects,
+)
 from deploytool.profiles import ProfileStore
 from deploytool.release.slots import Slot
 
@@ -34,9 +40,14 @@ CARD_PROFILES = [
 ]
 REPLICAS = [1, 2, 8]
 STORE = ProfileStore([HERE / "profiles_k8s"])
-CRD_KINDS = {"plain": [("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")],
-             "ome": [("ome.io/v1beta1", "InferenceService"), ("ome.io/v1beta1", "ClusterServingRuntime"),
-                     ("ome.io/v1beta1", "ClusterBaseModel")]}
+CRD_KINDS = {
+    "plain": [("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")],
+    "ome": [
+        ("ome.io/v1beta1", "InferenceService"),
+        ("ome.io/v1beta1", "ClusterServingRuntime"),
+        ("ome.io/v1beta1", "ClusterBaseModel"),
+    ],
+}
 
 
 def request(name: str, **kw) -> K8sRequest:
@@ -46,8 +57,13 @@ def request(name: str, **kw) -> K8sRequest:
 
 
 def by_kind(objects: list[dict], kind: str, name_suffix: str = "") -> dict:
-    return next(o for o in objects if o["kind"] == kind and o["metadata"]["name"].endswith(name_suffix)
-                and (name_suffix or not o["metadata"]["name"].endswith("-canary")))
+    return next(
+        o
+        for o in objects
+        if o["kind"] == kind
+        and o["metadata"]["name"].endswith(name_suffix)
+        and (name_suffix or not o["metadata"]["name"].endswith("-canary"))
+    )
 
 
 def skip_without_crds(custom: list[dict]) -> None:
@@ -55,8 +71,10 @@ def skip_without_crds(custom: list[dict]) -> None:
     without them (or an installation that dropped the package data) leaves the custom kinds unchecked."""
     missing = crds_available({(o["apiVersion"], o["kind"]) for o in custom})
     if missing:
-        pytest.skip(f"built-in kinds validated; no published CRD schema for {sorted(missing)} in "
-                    f"{', '.join(map(str, crd_dirs()))} (docs/kubernetes.md, 'Offline validation')")
+        pytest.skip(
+            f"built-in kinds validated; no published CRD schema for {sorted(missing)} in "
+            f"{', '.join(map(str, crd_dirs()))} (docs/kubernetes.md, 'Offline validation')"
+        )
 
 
 def test_kubernetes_validate_ships_the_versions_claimed():
@@ -67,8 +85,14 @@ def test_kubernetes_validate_ships_the_versions_claimed():
 @pytest.mark.parametrize("flavor", ["plain", "ome"])
 @pytest.mark.parametrize("name", CARD_PROFILES)
 def test_every_card_profile_validates_offline(name: str, flavor: str, replicas: int):
-    req = request(name, flavor=flavor, replicas=replicas, namespace="inference",
-                  node_selector={"pool": "gpu"}, tolerations=rel.parse_tolerations(["dedicated=llm:NoSchedule"]))
+    req = request(
+        name,
+        flavor=flavor,
+        replicas=replicas,
+        namespace="inference",
+        node_selector={"pool": "gpu"},
+        tolerations=rel.parse_tolerations(["dedicated=llm:NoSchedule"]),
+    )
     objects = render_manifests(req)
     builtin = [o for o in objects if (o["apiVersion"], o["kind"]) not in CRD_KINDS[flavor]]
     custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS[flavor]]
@@ -89,8 +113,15 @@ def test_every_card_profile_validates_offline(name: str, flavor: str, replicas: 
 @pytest.mark.parametrize("name", ["h200-qwen3.6-35b-a3b-fp8", "gb300x4x2-glm5.2-nvfp4-tp8"])
 def test_a_profile_with_an_api_key_and_a_hub_token_validates_offline(name: str, flavor: str):
     profile = keyed(STORE.get(name))
-    objects = render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile),
-                                          qualify_image=QUALIFY_IMAGE, flavor=flavor))
+    objects = render_manifests(
+        K8sRequest(
+            profile=profile,
+            image=IMAGE,
+            toolchain=declared_toolchain(profile),
+            qualify_image=QUALIFY_IMAGE,
+            flavor=flavor,
+        )
+    )
     builtin = [o for o in objects if (o["apiVersion"], o["kind"]) not in CRD_KINDS[flavor]]
     assert validate_objects(builtin, K8S_VERSIONS) == []
     custom = [o for o in objects if (o["apiVersion"], o["kind"]) in CRD_KINDS[flavor]]
@@ -110,8 +141,13 @@ def test_validation_can_fail():
 
 @pytest.mark.parametrize("name", CARD_PROFILES[:-1])
 def test_each_required_field_is_present(name: str):
-    req = request(name, replicas=4, retention=5, node_selector={"pool": "gpu"},
-                  tolerations=rel.parse_tolerations(["dedicated=llm:NoSchedule"]))
+    req = request(
+        name,
+        replicas=4,
+        retention=5,
+        node_selector={"pool": "gpu"},
+        tolerations=rel.parse_tolerations(["dedicated=llm:NoSchedule"]),
+    )
     profile = req.profile
     objects = render_manifests(req)
     deployment = by_kind(objects, "Deployment")
@@ -121,18 +157,25 @@ def test_each_required_field_is_present(name: str):
     assert rel.workload_kind(profile) == "Deployment" and deployment["spec"]["replicas"] == 4
     # GPUs, node choice, tolerations
     assert server["resources"]["limits"]["nvidia.com/gpu"] == str(profile.match.gpu_count)
-    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]
     assert term["matchExpressions"][0]["key"] == "nvidia.com/gpu.product"
     assert term["matchExpressions"][0]["values"] == [n.replace(" ", "-") for n in profile.match.gpu_name]
     assert pod["nodeSelector"] == {"pool": "gpu"}
-    assert {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"} in pod["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"} in pod[
+        "tolerations"
+    ]
     # /dev/shm in memory at the profile's size
     dshm = next(v for v in pod["volumes"] if v["name"] == "dshm")
     assert dshm["emptyDir"] == {"medium": "Memory", "sizeLimit": "32Gi"}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in server["volumeMounts"]
     # the launch command and env are the compose renderer's, from the same profile
-    compose = render_compose(RenderRequest(profile=profile, slot=Slot(("GPU-5f3c0a8e-1111-2222-3333-444455556666",)),
-                                           release=1, image="x"))["services"]["server"]
+    compose = render_compose(
+        RenderRequest(
+            profile=profile, slot=Slot(("GPU-5f3c0a8e-1111-2222-3333-444455556666",)), release=1, image="x"
+        )
+    )["services"]["server"]
     assert server["command"] == compose["command"]
     assert {e["name"]: e["value"] for e in server["env"] if "value" in e} == compose["environment"]
     # the image by digest
@@ -143,8 +186,10 @@ def test_each_required_field_is_present(name: str):
     assert server["readinessProbe"]["httpGet"]["path"] == profile.health.path
     assert server["livenessProbe"]["httpGet"]["path"] == profile.health.path
     # rollout, disruption budget, history = retention
-    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate",
-                                              "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
     assert deployment["spec"]["revisionHistoryLimit"] == 5
     pdb = by_kind(objects, "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == 1
@@ -159,7 +204,9 @@ def test_each_required_field_is_present(name: str):
     assert meta["annotations"]["deploytool.dev/model-revision"] == "unpinned"
     # the JIT cache: the release's own node folder named by the fingerprint, checked by the wipe rule first
     cache = next(v for v in pod["volumes"] if v["name"] == "jit-cache")
-    assert cache["hostPath"]["path"].endswith(f"/{req.namespace}/{req.app}/" + rel.fingerprint_key(req.toolchain))
+    assert cache["hostPath"]["path"].endswith(
+        f"/{req.namespace}/{req.app}/" + rel.fingerprint_key(req.toolchain)
+    )
     assert pod["initContainers"][0]["name"] == "jit-cache-check"
     # no hub token for weights that need none (the profile declares no secrets.hf_token)
     assert all(e["name"] != "HF_TOKEN" for e in server["env"])
@@ -217,7 +264,9 @@ def test_a_profile_spanning_nodes_becomes_a_leaderworkerset():
         assert argv[argv.index("--tp-size") + 1] == "8"
         assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
     assert "startupProbe" in leader and "readinessProbe" in leader and "startupProbe" not in worker
-    service = next(o for o in render_manifests(req) if o["kind"] == "Service" and o["metadata"]["name"] == req.app)
+    service = next(
+        o for o in render_manifests(req) if o["kind"] == "Service" and o["metadata"]["name"] == req.app
+    )
     assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
 
 
@@ -233,14 +282,24 @@ def test_ome_flavour_carries_flags_gpus_probes_and_model_source():
     assert runner["startupProbe"]["httpGet"]["path"] == "/health" and "livenessProbe" in runner
     assert runner["image"] == IMAGE
     model = by_kind(stages["canary"], "ClusterBaseModel")
-    assert model["spec"]["storage"]["storageUri"] == f"hf://{req.profile.model.hub}"  # card profiles name hub ids
+    assert (
+        model["spec"]["storage"]["storageUri"] == f"hf://{req.profile.model.hub}"
+    )  # card profiles name hub ids
     # a profile naming neither a hub id nor a host folder: a PVC the operator provides
     bare = req.profile.model_copy(deep=True)
     bare.model.hub = None
-    unnamed = K8sRequest(profile=bare, image=IMAGE, toolchain=req.toolchain, qualify_image=QUALIFY_IMAGE,
-                         flavor="ome", namespace="llm")
-    assert by_kind(render_stages(unnamed)["canary"], "ClusterBaseModel")["spec"]["storage"]["storageUri"] == \
-        f"pvc://llm:{req.app}-model/"
+    unnamed = K8sRequest(
+        profile=bare,
+        image=IMAGE,
+        toolchain=req.toolchain,
+        qualify_image=QUALIFY_IMAGE,
+        flavor="ome",
+        namespace="llm",
+    )
+    assert (
+        by_kind(render_stages(unnamed)["canary"], "ClusterBaseModel")["spec"]["storage"]["storageUri"]
+        == f"pvc://llm:{req.app}-model/"
+    )
     isvc = by_kind(stages["release"], "InferenceService")
     assert isvc["spec"]["runtime"]["name"] == f"{req.app}-r1" and isvc["spec"]["model"]["name"] == req.app
     assert isvc["spec"]["engine"]["minReplicas"] == 2
@@ -282,9 +341,27 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
 
     from deploytool.cli import app
 
-    result = CliRunner().invoke(app, ["render", "--k8s", "--profile", "sim", "--image", IMAGE, "--replicas", "2",
-                                      "--namespace", "demo", "--node-selector", "pool=cpu", "--qualify-image",
-                                      QUALIFY_IMAGE, "-o", str(tmp_path)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "render",
+            "--k8s",
+            "--profile",
+            "sim",
+            "--image",
+            IMAGE,
+            "--replicas",
+            "2",
+            "--namespace",
+            "demo",
+            "--node-selector",
+            "pool=cpu",
+            "--qualify-image",
+            QUALIFY_IMAGE,
+            "-o",
+            str(tmp_path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     canary = list(yaml.safe_load_all((tmp_path / "1-canary.yaml").read_text()))
     release = list(yaml.safe_load_all((tmp_path / "2-release.yaml").read_text()))
@@ -305,8 +382,16 @@ def test_cli_writes_one_file_per_stage(tmp_path: Path):
 def test_a_hub_model_is_served_from_the_node_hub_cache(offline: bool):
     profile = from_hub(STORE.get("rtx5090-qwen3.6-35b-a3b-nvfp4"), revision="v1.2", offline=offline)
     for flavor in ("plain", "ome"):
-        objects = render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain=declared_toolchain(profile),
-                                              qualify_image=QUALIFY_IMAGE, flavor=flavor, namespace="llm"))
+        objects = render_manifests(
+            K8sRequest(
+                profile=profile,
+                image=IMAGE,
+                toolchain=declared_toolchain(profile),
+                qualify_image=QUALIFY_IMAGE,
+                flavor=flavor,
+                namespace="llm",
+            )
+        )
         builtin = [o for o in objects if (o["apiVersion"], o["kind"]) not in CRD_KINDS[flavor]]
         assert validate_objects(builtin, ["1.25", "1.37"]) == []
         if flavor == "plain":
@@ -316,7 +401,11 @@ def test_a_hub_model_is_served_from_the_node_hub_cache(offline: bool):
             model = next(v for v in pod["volumes"] if v["name"] == "model")
             assert model["hostPath"]["path"] == rel.HUB_CACHE_HOST
             mount = next(m for m in server["volumeMounts"] if m["name"] == "model")
-            assert mount == {"name": "model", "mountPath": "/root/.cache/huggingface/hub", "readOnly": offline}
+            assert mount == {
+                "name": "model",
+                "mountPath": "/root/.cache/huggingface/hub",
+                "readOnly": offline,
+            }
             assert ({"name": "HF_HUB_OFFLINE", "value": "1"} in server["env"]) == offline
             assert deployment["metadata"]["annotations"]["deploytool.dev/model-revision"] == "v1.2"
         else:
@@ -334,12 +423,33 @@ def test_render_to_stdout_is_both_stages_in_apply_order(capsys):
     from deploytool.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["render", "--k8s", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--image", IMAGE, "--qualify-image",
-              QUALIFY_IMAGE, "--k8s-flavor", "ome", "--release", "7"])
+        main(
+            [
+                "render",
+                "--k8s",
+                "--profile",
+                "h200-qwen3.6-35b-a3b-fp8",
+                "--image",
+                IMAGE,
+                "--qualify-image",
+                QUALIFY_IMAGE,
+                "--k8s-flavor",
+                "ome",
+                "--release",
+                "7",
+            ]
+        )
     assert exit_info.value.code in (0, None)
     documents = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
-    assert [d["kind"] for d in documents] == ["ClusterBaseModel", "ClusterServingRuntime", "InferenceService", "Job",
-                                              "NetworkPolicy", "NetworkPolicy", "InferenceService"]
+    assert [d["kind"] for d in documents] == [
+        "ClusterBaseModel",
+        "ClusterServingRuntime",
+        "InferenceService",
+        "Job",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "InferenceService",
+    ]
     assert documents[1]["metadata"]["name"] == "h200-qwen3-6-35b-a3b-fp8-r7"
 
 

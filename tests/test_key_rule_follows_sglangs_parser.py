@@ -47,7 +47,9 @@ def argparse_says(parser, dests, token: str) -> str:
         with contextlib.redirect_stderr(err):
             parsed, _ = parser.parse_known_args([token, "V"])
     except SystemExit:
-        message = err.getvalue().partition("error: ")[2]  # after the usage: "ambiguous option: --a could match --x, --y"
+        message = err.getvalue().partition("error: ")[
+            2
+        ]  # after the usage: "ambiguous option: --a could match --x, --y"
         matches = message.rpartition("could match")[2].replace(",", " ").split()
         return "ambiguous-key" if "ambiguous option" in message and set(KEYS) & set(matches) else "other"
     return "key" if any(getattr(parsed, dests[k]) is not None for k in KEYS if k in dests) else "other"
@@ -71,7 +73,8 @@ def test_every_prefix_of_a_key_flag_is_refused_as_argparse_reads_it():
 
 option_names = st.sampled_from(sorted(parser_options()))
 prefixes = st.one_of(option_names, st.sampled_from(KEYS)).flatmap(
-    lambda o: st.integers(min_value=2, max_value=len(o)).map(lambda n: o[:n]))
+    lambda o: st.integers(min_value=2, max_value=len(o)).map(lambda n: o[:n])
+)
 tokens = st.tuples(prefixes, st.one_of(st.just(""), st.text(max_size=6).map(lambda v: "=" + v))).map("".join)
 
 
@@ -101,21 +104,33 @@ def test_what_the_reference_runtimes_parser_reads_as_its_key_is_refused_too(toke
         assert key_flag(token), token
 
 
-@pytest.mark.parametrize("body, field, reading", [
-    (f"server:\n  args: {{api-ke: {CANARY}}}\n", "server.args.api-ke", "reads '--api-ke' as --api-key"),
-    (f"server:\n  args: {{ap: {CANARY}}}\n", "server.args.ap", "reads '--ap' as --api-key"),
-    (f"server:\n  args: {{adm: {CANARY}}}\n", "server.args.adm", "reads '--adm' as --admin-api-key"),
-    (f"server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-k={CANARY}]\n", "server.command.3",
-     "reads '--api-k' as --api-key"),
-    (f"server:\n  args: {{served-model-name: [m, --admin-a, {CANARY}]}}\n", "server.args.served-model-name",
-     "reads '--admin-a' as --admin-api-key"),
-    (f"server:\n  args: {{a: {CANARY}}}\n", "server.args.a", "would refuse '--a' as ambiguous"),
-])
+@pytest.mark.parametrize(
+    "body, field, reading",
+    [
+        (f"server:\n  args: {{api-ke: {CANARY}}}\n", "server.args.api-ke", "reads '--api-ke' as --api-key"),
+        (f"server:\n  args: {{ap: {CANARY}}}\n", "server.args.ap", "reads '--ap' as --api-key"),
+        (f"server:\n  args: {{adm: {CANARY}}}\n", "server.args.adm", "reads '--adm' as --admin-api-key"),
+        (
+            f"server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-k={CANARY}]\n",
+            "server.command.3",
+            "reads '--api-k' as --api-key",
+        ),
+        (
+            f"server:\n  args: {{served-model-name: [m, --admin-a, {CANARY}]}}\n",
+            "server.args.served-model-name",
+            "reads '--admin-a' as --admin-api-key",
+        ),
+        (f"server:\n  args: {{a: {CANARY}}}\n", "server.args.a", "would refuse '--a' as ambiguous"),
+    ],
+)
 def test_up_refuses_an_abbreviated_key_and_says_how_sglang_reads_it(tmp_path: Path, body, field, reading):
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "child.yaml").write_text(f"name: child\nextends: sim\n{body}")
-    for command in (("up", "--cpu", "--dry-run", "--port", str(free_port())), ("render", "--cpu", "--image", "x:y")):
+    for command in (
+        ("up", "--cpu", "--dry-run", "--port", str(free_port())),
+        ("render", "--cpu", "--image", "x:y"),
+    ):
         out = run_cli(*command, "--profile", "child", "--profiles-dir", str(folder), timeout=120)
         text = " ".join(out.stderr.split())
         assert out.returncode == 2, out.stdout + out.stderr
@@ -127,7 +142,9 @@ def test_up_refuses_an_abbreviated_key_and_says_how_sglang_reads_it(tmp_path: Pa
 def test_an_unambiguous_abbreviation_of_another_flag_is_left_alone(tmp_path: Path):
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "child.yaml").write_text("name: child\nextends: sim\nserver:\n  args: {api: null, admin-api-key: false}\n")
+    (folder / "child.yaml").write_text(
+        "name: child\nextends: sim\nserver:\n  args: {api: null, admin-api-key: false}\n"
+    )
     out = run_cli("render", "--cpu", "--image", "x:y", "--profile", "child", "--profiles-dir", str(folder))
     assert out.returncode == 0, out.stderr  # left out of the command line: nothing to refuse
     labels = yaml.safe_load(out.stdout)["services"]["server"]["labels"]
@@ -159,15 +176,27 @@ def test_tune_refuses_a_key_among_the_flags_it_would_search(tmp_path: Path):
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "child.yaml").write_text(f"name: child\nextends: sim\ntune:\n  flags: {{api-ke: [{CANARY}]}}\n")
-    out = run_cli("tune", "--profile", "child", "--profiles-dir", str(folder), "--dry-run", "--report",
-                  str(tmp_path / "r"))
+    out = run_cli(
+        "tune",
+        "--profile",
+        "child",
+        "--profiles-dir",
+        str(folder),
+        "--dry-run",
+        "--report",
+        str(tmp_path / "r"),
+    )
     text = " ".join(out.stderr.split())
-    assert out.returncode == 2 and "tune.flags.api-ke: SGLang's parser reads '--api-ke' as --api-key" in text, \
-        out.stdout + out.stderr
+    assert (
+        out.returncode == 2 and "tune.flags.api-ke: SGLang's parser reads '--api-ke' as --api-key" in text
+    ), out.stdout + out.stderr
     space = tmp_path / "space.yaml"
     space.write_text(f"flags: {{adm: [{CANARY}]}}\n")
-    out = run_cli("tune", "--profile", "sim", "--space", str(space), "--dry-run", "--report", str(tmp_path / "r2"))
+    out = run_cli(
+        "tune", "--profile", "sim", "--space", str(space), "--dry-run", "--report", str(tmp_path / "r2")
+    )
     text = " ".join(out.stderr.split())
-    assert out.returncode == 2 and "flags.adm: SGLang's parser reads '--adm' as --admin-api-key" in text, \
+    assert out.returncode == 2 and "flags.adm: SGLang's parser reads '--adm' as --admin-api-key" in text, (
         out.stdout + out.stderr
+    )
     assert CANARY not in out.stdout + out.stderr

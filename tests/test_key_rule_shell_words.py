@@ -15,28 +15,46 @@ from conftest import run_cli
 DIGEST = "example/sim@sha256:" + "0" * 64
 
 CANARY = "sk-CANARY-5e1d2a77"
-WRAPPER = ('server:\n  command: ["/bin/sh", "-c", '
-           f'"exec /opt/venv/bin/python -m deploytool.sim --api-key {CANARY} \\"$@\\"", "sh"]\n')
+WRAPPER = (
+    'server:\n  command: ["/bin/sh", "-c", '
+    f'"exec /opt/venv/bin/python -m deploytool.sim --api-key {CANARY} \\"$@\\"", "sh"]\n'
+)
 
 
-@pytest.mark.parametrize("body, field, reading", [
-    (WRAPPER, "server.command.2", None),
-    ('server:\n  command: ["/bin/sh", "-c", '
-     f'"exec /opt/venv/bin/python -m deploytool.sim --api-ke={CANARY}"]\n', "server.command.2",
-     "reads '--api-ke' as --api-key"),
-    # an unclosed quote: no shell split, but its words are still read
-    ('server:\n  command: ["/bin/sh", "-c", '
-     f'"exec python -m deploytool.sim \'--adm {CANARY}"]\n', "server.command.2", None),
-    (f'server:\n  env: {{EXTRA_ARGS: "--log-level info --admin-api-key {CANARY}"}}\n', "server.env.EXTRA_ARGS", None),
-])
+@pytest.mark.parametrize(
+    "body, field, reading",
+    [
+        (WRAPPER, "server.command.2", None),
+        (
+            'server:\n  command: ["/bin/sh", "-c", '
+            f'"exec /opt/venv/bin/python -m deploytool.sim --api-ke={CANARY}"]\n',
+            "server.command.2",
+            "reads '--api-ke' as --api-key",
+        ),
+        # an unclosed quote: no shell split, but its words are still read
+        (
+            f'server:\n  command: ["/bin/sh", "-c", "exec python -m deploytool.sim \'--adm {CANARY}"]\n',
+            "server.command.2",
+            None,
+        ),
+        (
+            f'server:\n  env: {{EXTRA_ARGS: "--log-level info --admin-api-key {CANARY}"}}\n',
+            "server.env.EXTRA_ARGS",
+            None,
+        ),
+    ],
+)
 @pytest.mark.parametrize("target", ["compose", "k8s"])
 def test_render_refuses_a_key_inside_a_shell_words_item(tmp_path: Path, body, field, reading, target):
     folder = tmp_path / "profiles"
     folder.mkdir()
     (folder / "wrapped.yaml").write_text(f"name: wrapped\nextends: sim\n{body}")
     written = tmp_path / "c.yaml"
-    flags = ("--cpu", "--image", "x:y", "-o", str(written)) if target == "compose" else \
-        ("--k8s", "--image", DIGEST, "--qualify-image", DIGEST, "-o", str(tmp_path / "k8s"))
+    flags = (
+        ("--cpu", "--image", "x:y", "-o", str(written))
+        if target == "compose"
+        else ("--k8s", "--image", DIGEST, "--qualify-image", DIGEST, "-o", str(tmp_path / "k8s"))
+    )
     out = run_cli("render", *flags, "--profile", "wrapped", "--profiles-dir", str(folder), timeout=120)
     text = " ".join(out.stderr.split())
     assert out.returncode == 2, out.stdout + out.stderr
@@ -54,6 +72,7 @@ def test_a_wrapper_without_a_key_still_renders(tmp_path: Path):
     (folder / "wrapped.yaml").write_text(
         'name: wrapped\nextends: sim\nserver:\n  command: ["/bin/sh", "-c", '
         '"exec /opt/venv/bin/python -m deploytool.sim --log-level info \\"$@\\"", "sh"]\n'
-        '  env: {NOTE: "--apis are not keys"}\n')
+        '  env: {NOTE: "--apis are not keys"}\n'
+    )
     out = run_cli("render", "--cpu", "--image", "x:y", "--profile", "wrapped", "--profiles-dir", str(folder))
     assert out.returncode == 0, out.stderr

@@ -16,7 +16,10 @@ import pytest
 from conftest import ROOT, free_port, run_cli
 from lifecycle_helpers import profiles_dir, release_row, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
+pytestmark = (
+    pytest.mark.index
+)  # the sim image's wheels are downloaded once (then cached); docker: from the fixture
+
 
 def test_build_twice_second_is_a_noop(slot_env):
     first = slot_env("build", "--profile", "t-good", "--json")
@@ -58,11 +61,16 @@ def test_up_cutover_and_rollback(slot_env):
     status = slot_status()
     assert release_row(status, 1)["state"] == "running" and release_row(status, 1)["health"] == "healthy"
     assert release_row(status, 2)["state"] == "exited"
-    events = [e["event"] for e in json.loads(run_cli("journal", "--cpu", "--json", "--limit", "100").stdout)["entries"]]
+    events = [
+        e["event"]
+        for e in json.loads(run_cli("journal", "--cpu", "--json", "--limit", "100").stdout)["entries"]
+    ]
     assert events.count("cutover") == 2 and events[-1] == "rollback" and "qualify.skipped" in events
 
 
-@pytest.mark.parametrize("bad, why", [("t-never", "within its health budget of 4 s"), ("t-crash", "crashed while starting")])
+@pytest.mark.parametrize(
+    "bad, why", [("t-never", "within its health budget of 4 s"), ("t-crash", "crashed while starting")]
+)
 def test_failed_release_restores_the_previous_one(slot_env, bad: str, why: str):
     assert up(slot_env, "t-good").returncode == 0
     failed = up(slot_env, bad)
@@ -79,9 +87,23 @@ def test_failed_release_restores_the_previous_one(slot_env, bad: str, why: str):
 def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
     # (no release serves before: the slot's lock is held for the whole up either way)
     # A start-up slow enough that the first up surely holds the slot while the second one asks.
-    (profiles_dir / "t-slow.yaml").write_text("name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 10\n")
-    args = [sys.executable, "-m", "deploytool", "up", "--cpu", "--profile", "t-slow", "--skip-qualify",
-            "--port", str(slot_env.port), "--profiles-dir", str(profiles_dir)]
+    (profiles_dir / "t-slow.yaml").write_text(
+        "name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 10\n"
+    )
+    args = [
+        sys.executable,
+        "-m",
+        "deploytool",
+        "up",
+        "--cpu",
+        "--profile",
+        "t-slow",
+        "--skip-qualify",
+        "--port",
+        str(slot_env.port),
+        "--profiles-dir",
+        str(profiles_dir),
+    ]
     from deploytool.release.state import slot_dir
 
     first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -133,11 +155,24 @@ def test_no_engine_is_a_clear_error():
     assert "no Docker engine is reachable" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, profiles_dir: Path,
-                                                                   deploytool_home: Path):
+def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(
+    slot_env, profiles_dir: Path, deploytool_home: Path
+):
     (profiles_dir / "t-badtools.yaml").write_text(
-        "name: t-badtools\nextends: t-good2\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: bad_tool_json}\n")
-    quick = ("--suite", "preflight", "--suite", "contract", "--suite", "tools", "--suite", "gsm8k", "--limit", "10")
+        "name: t-badtools\nextends: t-good2\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: bad_tool_json}\n"
+    )
+    quick = (
+        "--suite",
+        "preflight",
+        "--suite",
+        "contract",
+        "--suite",
+        "tools",
+        "--suite",
+        "gsm8k",
+        "--limit",
+        "10",
+    )
     good = slot_env("up", "--cpu", "--profile", "t-good", "--json", *quick)
     assert good.returncode == 0, good.stderr
     result = json.loads(good.stdout)
@@ -157,7 +192,9 @@ def test_up_qualifies_then_cuts_over_and_a_failed_gate_rolls_back(slot_env, prof
 
     failed_report = release_dir("cpu", 2) / "qualify"
     assert str(failed_report / "report.md") in bad.stderr  # the error points at the report
-    failed_suites = {s["name"]: s["verdict"] for s in json.loads((failed_report / "results.json").read_text())["suites"]}
+    failed_suites = {
+        s["name"]: s["verdict"] for s in json.loads((failed_report / "results.json").read_text())["suites"]
+    }
     assert failed_suites["tools"] == "failed" and failed_suites["preflight"] == "passed"
     status = slot_status()
     assert status["current"] == 1 and release_row(status, 2)["state"] == "exited"
@@ -175,8 +212,9 @@ def test_build_error_names_the_failing_step_and_its_output(docker_engine, tmp_pa
         info.size = 5
         tar.addfile(info, io.BytesIO(b"none\n"))
     base = f"deploytool-test-noshell:{os.getpid()}"
-    docker_engine.client.api.import_image_from_data(payload.getvalue(), repository=base.split(":")[0],
-                                                   tag=base.split(":")[1])
+    docker_engine.client.api.import_image_from_data(
+        payload.getvalue(), repository=base.split(":")[0], tag=base.split(":")[1]
+    )
     folder = tmp_path / "p"
     folder.mkdir()
     (folder / "t-noshell.yaml").write_text(f"name: t-noshell\nextends: sim\nimage: {{base: '{base}'}}\n")
@@ -201,7 +239,10 @@ def test_failed_rollback_brings_the_current_release_back(slot_env):
         squatter.listen()
         back = run_cli("rollback", "--cpu")
     assert back.returncode == 1, back.stderr
-    assert "rollback to release 1 failed" in back.stderr and "release 2 was restored and is healthy" in back.stderr
+    assert (
+        "rollback to release 1 failed" in back.stderr
+        and "release 2 was restored and is healthy" in back.stderr
+    )
     assert "Traceback" not in back.stderr
     assert served_decode_tps(other) == 3000
     status = slot_status()

@@ -26,11 +26,15 @@ def test_a_slot_up_refuses_by_memory_is_incompatible_everywhere_it_is_listed(tmp
     (row,) = [r for r in local["profiles"] if r["profile"] == PRO]
     by_card = {s["uuids"][0]: s for s in row["slots"]}
     assert by_card[FIVE]["verdict"] == "incompatible", by_card[FIVE]
-    assert any("as `up` and `plan-memory` judge it" in r and f"--gpu {FIVE}" in r for r in by_card[FIVE]["reasons"])
+    assert any(
+        "as `up` and `plan-memory` judge it" in r and f"--gpu {FIVE}" in r for r in by_card[FIVE]["reasons"]
+    )
     assert row["verdict"] == "runnable"  # its best slot: the RTX PRO 6000 beside it
     named = json.loads(run_cli("profiles", "list", "--gpu", FIVE, "--json", env=env).stdout)
     assert {f["profile"]: f["verdict"] for f in named["profiles"]}[PRO] == "incompatible"
     slots = json.loads(run_cli("slots", "--profile", PRO, "--json", env=env).stdout)
     assert [s["verdict"] for s in slots["slots"] if FIVE in s["uuids"]] == ["incompatible"]
-    everywhere = [s["verdict"] for r in local["profiles"] for s in r["slots"]] + [f["verdict"] for f in named["profiles"]]
+    everywhere = [s["verdict"] for r in local["profiles"] for s in r["slots"]] + [
+        f["verdict"] for f in named["profiles"]
+    ]
     assert "runnable-with-less-memory" not in everywhere

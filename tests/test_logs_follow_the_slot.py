@@ -15,9 +15,21 @@ from deploytool.release.slots import Slot
 
 
 def release(number: int, state: str = "running", started: str = "2026-12-03T10:00:00.123456789Z") -> Release:
-    return Release(slot="cpu", release=number, profile="p", image="i", container_id=f"c{number}",
-                   container_name=f"r{number}", state=state, health=None, host_port=1, gpus=[],
-                   simulator=True, created="", started=started)
+    return Release(
+        slot="cpu",
+        release=number,
+        profile="p",
+        image="i",
+        container_id=f"c{number}",
+        container_name=f"r{number}",
+        state=state,
+        health=None,
+        host_port=1,
+        gpus=[],
+        simulator=True,
+        created="",
+        started=started,
+    )
 
 
 class ScriptedEngine:
@@ -41,20 +53,30 @@ def follow(engine: ScriptedEngine, **kwargs) -> list[str]:
 
 def test_without_release_it_follows_the_slot_to_its_next_serving_release():
     one, two = release(1), release(2, started="2026-12-03T10:05:00.5Z")
-    engine = ScriptedEngine([[one],  # chosen: the serving release
-                             [replace(one, state="exited")],  # stopped for the hand-over: wait
-                             [replace(one, state="exited"), two],  # a new up: 2 serves
-                             [replace(one, state="exited"), replace(two, state="exited")],  # stop: wait
-                             [one, replace(two, state="exited")],  # rollback: 1 serves again
-                             []])  # down: all removed, the end
+    engine = ScriptedEngine(
+        [
+            [one],  # chosen: the serving release
+            [replace(one, state="exited")],  # stopped for the hand-over: wait
+            [replace(one, state="exited"), two],  # a new up: 2 serves
+            [replace(one, state="exited"), replace(two, state="exited")],  # stop: wait
+            [one, replace(two, state="exited")],  # rollback: 1 serves again
+            [],
+        ]
+    )  # down: all removed, the end
     lines = follow(engine)
-    assert lines == ["r1 line",
-                     "deploytool: slot cpu is served by release 2 now (was release 1); its log follows", "r2 line",
-                     "deploytool: slot cpu is served by release 1 now (was release 2); its log follows", "r1 line"]
+    assert lines == [
+        "r1 line",
+        "deploytool: slot cpu is served by release 2 now (was release 1); its log follows",
+        "r2 line",
+        "deploytool: slot cpu is served by release 1 now (was release 2); its log follows",
+        "r1 line",
+    ]
     assert isinstance(lines[1], slots.SlotNotice) and (lines[1].release, lines[1].was) == (2, 1)
     # each release after a change is read from when it started this time, not from its first run
     assert [n for n, _ in engine.reads] == [1, 2, 1]
-    assert engine.reads[1][1] == 1796292300.5 and engine.reads[2][1] == pytest.approx(1796292000.123457, abs=1e-5)
+    assert engine.reads[1][1] == 1796292300.5 and engine.reads[2][1] == pytest.approx(
+        1796292000.123457, abs=1e-5
+    )
 
 
 def test_a_restart_of_the_same_release_is_no_change():

@@ -10,8 +10,13 @@ from conftest import ROOT, hold_port
 
 def test_a_busy_default_port_is_said_and_the_run_goes_on():
     with hold_port(30000):
-        out = subprocess.run(["bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable], capture_output=True,
-                             text=True, timeout=120, cwd=ROOT)
+        out = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
     assert out.returncode == 0, out.stderr
     assert "before the tests, on this host (the suite goes on; nothing here is touched):" in out.stdout
     assert "port 30000 on 127.0.0.1 is in use: the tests avoid it" in out.stdout
@@ -27,14 +32,24 @@ def test_a_missing_host_program_is_named_with_its_package_and_the_run_goes_on(tm
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for prog in ("docker", "cut", "sort", "tr", "xargs", "grep", "dirname", "id"):
-        found = subprocess.run(["bash", "-c", f"command -v {prog}"], capture_output=True, text=True).stdout.strip()
+        found = subprocess.run(
+            ["bash", "-c", f"command -v {prog}"], capture_output=True, text=True
+        ).stdout.strip()
         if found:
             (bin_dir / prog).symlink_to(found)
-    out = subprocess.run(["/bin/bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable], capture_output=True,
-                         text=True, timeout=120, cwd=ROOT, env={"PATH": str(bin_dir), "HOME": str(tmp_path)})
+    out = subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
+    )
     assert out.returncode == 0, out.stderr
     for prog, package in (("chromium", "chromium"), ("tmux", "tmux"), ("promtool", "prometheus")):
-        assert f"{prog} is not installed" in out.stdout and f"apt-get install {package}" in out.stdout, out.stdout
+        assert f"{prog} is not installed" in out.stdout and f"apt-get install {package}" in out.stdout, (
+            out.stdout
+        )
 
 
 def test_installing_the_host_programs_where_apt_cannot_is_said_and_only_the_optional_form_goes_on(tmp_path):
@@ -43,14 +58,19 @@ def test_installing_the_host_programs_where_apt_cannot_is_said_and_only_the_opti
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for prog in ("cut", "sort", "tr", "id"):
-        found = subprocess.run(["bash", "-c", f"command -v {prog}"], capture_output=True, text=True).stdout.strip()
+        found = subprocess.run(
+            ["bash", "-c", f"command -v {prog}"], capture_output=True, text=True
+        ).stdout.strip()
         if found:
             (bin_dir / prog).symlink_to(found)
     env = {"PATH": str(bin_dir), "HOME": str(tmp_path)}
     script = str(ROOT / "scripts" / "test-tools.sh")
-    optional = subprocess.run(["/bin/bash", script, "install", "--optional"], capture_output=True, text=True,
-                              timeout=60, env=env)
-    strict = subprocess.run(["/bin/bash", script, "install"], capture_output=True, text=True, timeout=60, env=env)
+    optional = subprocess.run(
+        ["/bin/bash", script, "install", "--optional"], capture_output=True, text=True, timeout=60, env=env
+    )
+    strict = subprocess.run(
+        ["/bin/bash", script, "install"], capture_output=True, text=True, timeout=60, env=env
+    )
     assert optional.returncode == 0 and strict.returncode == 1, (optional, strict)
     for out in (optional, strict):
         assert "needs root and apt-get to install:" in out.stderr and "chromium" in out.stderr, out.stderr

@@ -30,17 +30,30 @@ PROBE = Path(__file__).parent / "patch_probe.py"
 @pytest.fixture(scope="module")
 def probed(module_home, tmp_path_factory, sglang_parser_python: Path) -> dict[str, dict]:
     python = sglang_parser_python
-    pyver = subprocess.run([str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                           capture_output=True, text=True).stdout.strip()
+    pyver = subprocess.run(
+        [str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     profile = ProfileStore().get(CARD)
     profile = profile.model_copy(update={"image": profile.image.model_copy(update={"python": pyver})})
     root = tmp_path_factory.mktemp("trees")
-    trees = {"stock": patches.link_tree(patches.unpacked_sources(patches.sglang_wheel(SGLANG, pyver)), root / "stock"),
-             "patched": patches.patched_tree(profile, root / "patched")}
+    trees = {
+        "stock": patches.link_tree(
+            patches.unpacked_sources(patches.sglang_wheel(SGLANG, pyver)), root / "stock"
+        ),
+        "patched": patches.patched_tree(profile, root / "patched"),
+    }
     out = {"trees": {name: str(tree) for name, tree in trees.items()}}
     for name, tree in trees.items():
-        proc = subprocess.run([str(python), str(PROBE), str(tree)], capture_output=True, text=True, timeout=300,
-                              env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, cwd=root)
+        proc = subprocess.run(
+            [str(python), str(PROBE), str(tree)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+            cwd=root,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
@@ -49,7 +62,9 @@ def probed(module_home, tmp_path_factory, sglang_parser_python: Path) -> dict[st
 @pytest.mark.index
 def test_patched_sglang_answers_compute_capability_from_nvml(probed) -> None:
     before, after = probed["stock"]["0001"], probed["patched"]["0001"]
-    assert before["file"].startswith(probed["trees"]["stock"]) and after["file"].startswith(probed["trees"]["patched"])
+    assert before["file"].startswith(probed["trees"]["stock"]) and after["file"].startswith(
+        probed["trees"]["patched"]
+    )
     # Unpatched: get_device_capability() and is_sm120() go to torch.cuda (a CUDA context).
     assert before["capability"].startswith("error:") and before["is_sm120"].startswith("error:")
     # Patched: NVML answers, torch.cuda is never asked.
@@ -68,8 +83,11 @@ def test_the_draft_shares_the_targets_vocabulary_before_the_pool_is_sized(probed
     # patched: shared (and the private tensors freed) before the pool is sized, and only once
     assert patched["order"] == ["draft loaded", "set_embed_and_head", "pool sized"]
     assert patched["draft after __init__"] == {"shares target": True, "private copies alive": 0}
-    assert patched["draft after alloc_memory_pool"] == stock["draft after alloc_memory_pool"] == {
-        "shares target": True, "private copies alive": 0}
+    assert (
+        patched["draft after alloc_memory_pool"]
+        == stock["draft after alloc_memory_pool"]
+        == {"shares target": True, "private copies alive": 0}
+    )
 
 
 @pytest.mark.index
@@ -82,7 +100,11 @@ def test_a_bf16_mtp_draft_is_quantized_to_fp8_at_load_only_behind_its_flag(probe
         assert patched[f"mtp {checkpoint} flag=1"] == online_fp8, checkpoint
     # a checkpoint that quantizes its MTP keeps its own config, flag or not
     for tree in (stock, patched):
-        assert tree["mtp mixed (MTP quantized) flag=0"] == tree["mtp mixed (MTP quantized) flag=1"] == "checkpoint"
+        assert (
+            tree["mtp mixed (MTP quantized) flag=0"]
+            == tree["mtp mixed (MTP quantized) flag=1"]
+            == "checkpoint"
+        )
 
 
 @pytest.mark.index
@@ -102,12 +124,17 @@ def test_the_h200_port_of_the_draft_sharing_patch_applies_to_sglang_0_5_17(tmp_p
     folder = patches.series_dir("0.5.17")
     names = unidiff.read_series(folder / "series")
     assert names == ["0002-draft-shares-embed-and-head-before-pool.patch"]
-    tree = patches.link_tree(patches.unpacked_sources(patches.sglang_wheel("0.5.17", "3.12")), tmp_path / "site")
+    tree = patches.link_tree(
+        patches.unpacked_sources(patches.sglang_wheel("0.5.17", "3.12")), tmp_path / "site"
+    )
     [result] = unidiff.apply_series(tree, folder, names)
     assert result.applied and result.files == ["sglang/srt/speculative/eagle_worker_v2.py"]
     text = (tree / result.files[0]).read_text()
     init = text.index("class EagleDraftWorker")
-    shared, sized = text.index("self._embed_and_head_shared = True", init), text.index("def alloc_memory_pool", init)
+    shared, sized = (
+        text.index("self._embed_and_head_shared = True", init),
+        text.index("def alloc_memory_pool", init),
+    )
     assert shared < sized  # shared in __init__, before the scheduler calls alloc_memory_pool
     from deploytool.memory.patch_effects import read_memory_effects
 

@@ -56,15 +56,30 @@ def test_kv_cell_counts_full_attention_layers_only(qwen36_fp8) -> None:
 def test_gated_deltanet_state_per_request(qwen36_fp8) -> None:
     # conv: (32 x 128 + 2 x 16 x 128) x (4 - 1) x 2 bytes = 49,152; temporal: 32 x 128 x 128
     conv = (32 * 128 + 2 * 16 * 128) * 3 * 2
-    assert state_bytes_per_request(qwen36_fp8, ssm_dtype="float32", tp_size=1) == (conv + 32 * 128 * 128 * 4) * 30
-    assert state_bytes_per_request(qwen36_fp8, ssm_dtype="bfloat16", tp_size=1) == (conv + 32 * 128 * 128 * 2) * 30
-    assert state_bytes_per_request(qwen36_fp8, ssm_dtype="float32", tp_size=2) == (conv // 2 + 16 * 128 * 128 * 4) * 30
+    assert (
+        state_bytes_per_request(qwen36_fp8, ssm_dtype="float32", tp_size=1)
+        == (conv + 32 * 128 * 128 * 4) * 30
+    )
+    assert (
+        state_bytes_per_request(qwen36_fp8, ssm_dtype="bfloat16", tp_size=1)
+        == (conv + 32 * 128 * 128 * 2) * 30
+    )
+    assert (
+        state_bytes_per_request(qwen36_fp8, ssm_dtype="float32", tp_size=2)
+        == (conv // 2 + 16 * 128 * 128 * 4) * 30
+    )
 
 
 def test_h200_profile_worked_example(qwen36_fp8) -> None:
     """h200-qwen3.6-35b-a3b-fp8: mem-fraction-static 0.90, NEXTN with 4 draft tokens, 64 requests."""
-    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
-                        speculative_algorithm="NEXTN", speculative_num_draft_tokens=4, min_running_requests=64)
+    inputs = PlanInputs(
+        context_length=262_144,
+        mem_fraction_static=0.90,
+        max_running_requests=64,
+        speculative_algorithm="NEXTN",
+        speculative_num_draft_tokens=4,
+        min_running_requests=64,
+    )
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
     pre = (143_771 - 616 - 621) * MIB  # NVML total - idle driver use - SGLang's CUDA context and dist init
     # allocated after pre_model_load_memory is measured, before the weights load: the forward
@@ -90,7 +105,11 @@ def test_h200_profile_worked_example(qwen36_fp8) -> None:
     assert plan.requests_at_full_context == 2_597_502 // 262_144 == 9
     assert plan.verdict == "fits" and plan.problems == []
     # memory_usage.weight is the target's: the MTP layer is the draft's, with its private vocabulary
-    mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
+    mtp = (
+        (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048
+        + (256 * 3 * 512 + 3 * 512 + 256) * 2048
+        + 2 * 2048 * 2048
+    )
     assert plan.weights_gib == round((37_450_000_000 - mtp + rope) / 2**30, 2)
     assert plan.draft_weights_gib == round((mtp + 248_320 * 2048 * 2 * 2) / 2**30, 2)
 
@@ -100,8 +119,13 @@ def test_draft_kv_joins_the_cell_only_when_the_config_says_num_nextn_predict_lay
     spec_aux_hidden_state.py read num_nextn_predict_layers from the config (0.5.17 and 0.5.23);
     a Qwen3.5/3.6 config names its MTP layers mtp_num_hidden_layers, and a real 0.5.17 server
     sized the pool on the target's 20,480 B cell and put the draft's pool in the slack."""
-    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=64,
-                        speculative_algorithm="NEXTN", speculative_num_draft_tokens=4)
+    inputs = PlanInputs(
+        context_length=262_144,
+        mem_fraction_static=0.90,
+        max_running_requests=64,
+        speculative_algorithm="NEXTN",
+        speculative_num_draft_tokens=4,
+    )
     card = card_from_table("h200")
     qwen = plan_memory(qwen36_fp8, card, inputs)
     declared = dataclasses.replace(qwen36_fp8, nextn_layers_in_config=True)
@@ -120,8 +144,9 @@ def test_draft_kv_joins_the_cell_only_when_the_config_says_num_nextn_predict_lay
 def test_moe_without_linear_attention_divides_the_whole_budget_by_the_cell() -> None:
     shape = read_checkpoint(MODELS / "qwen3-30b-a3b")
     assert shape.is_moe and not shape.is_hybrid_linear and shape.num_experts == 128
-    inputs = PlanInputs(context_length=32_768, mem_fraction_static=0.85, max_running_requests=48,
-                        kv_cache_dtype="fp8_e4m3")
+    inputs = PlanInputs(
+        context_length=32_768, mem_fraction_static=0.85, max_running_requests=48, kv_cache_dtype="fp8_e4m3"
+    )
     plan = plan_memory(shape, card_from_table("rtx-pro-6000"), inputs)
     pre = (97_887 - 616 - 621) * MIB
     rope = 40_960 * 128 * 4  # the rotary cos/sin table (max positions x head_dim x fp32)
@@ -141,9 +166,16 @@ def test_mla_with_dsa_indexer_and_fp8_latent() -> None:
     latent = 512 + 512 // 128 * 4 + 64 * 2
     indexer = 128 + 128 // 128 * 4
     assert kv_cell_bytes(shape, kv_bytes=1, tp_size=8) == ((latent + indexer) * 78, indexer * 78)
-    inputs = PlanInputs(context_length=90_000, mem_fraction_static=0.87, kv_cache_dtype="fp8_e4m3", tp_size=8,
-                        max_running_requests=16, speculative_algorithm="EAGLE", speculative_num_draft_tokens=6,
-                        min_running_requests=16)
+    inputs = PlanInputs(
+        context_length=90_000,
+        mem_fraction_static=0.87,
+        kv_cache_dtype="fp8_e4m3",
+        tp_size=8,
+        max_running_requests=16,
+        speculative_algorithm="EAGLE",
+        speculative_num_draft_tokens=6,
+        min_running_requests=16,
+    )
     plan = plan_memory(shape, card_from_table("b300", count=8), inputs)
     # the latent is replicated on every GPU (not split by TP); the draft adds one layer of each
     assert plan.kv_bytes_per_token_with_draft == (latent + indexer) * 78 + latent + indexer
@@ -151,12 +183,23 @@ def test_mla_with_dsa_indexer_and_fp8_latent() -> None:
 
 
 def test_kv_dtype_auto_follows_the_checkpoint_kv_quantization() -> None:
-    config = {"architectures": ["X"], "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256,
-              "vocab_size": 100, "quantization_config": {"quant_method": "modelopt", "quant_algo": "FP8",
-                                                         "kv_cache_quant_algo": "FP8"}}
+    config = {
+        "architectures": ["X"],
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "hidden_size": 256,
+        "vocab_size": 100,
+        "quantization_config": {
+            "quant_method": "modelopt",
+            "quant_algo": "FP8",
+            "kv_cache_quant_algo": "FP8",
+        },
+    }
     shape = shape_from_config(config)
     shape.weight_bytes = 10**9
-    plan = plan_memory(shape, card_from_table("h200"), PlanInputs(context_length=4096, mem_fraction_static=0.9))
+    plan = plan_memory(
+        shape, card_from_table("h200"), PlanInputs(context_length=4096, mem_fraction_static=0.9)
+    )
     assert plan.kv_cache_dtype == "fp8_e4m3"
     assert plan.kv_bytes_per_token == 4 * 64 * 2 * 2 * 1  # heads x (head_dim + v_head_dim) x layers x 1 byte
 
@@ -170,10 +213,14 @@ def test_weights_over_the_static_budget_are_an_error_with_sglangs_advice(qwen36_
 
 
 def test_weights_larger_than_the_card_are_not_advised_an_impossible_fraction(qwen36_fp8) -> None:
-    plan = plan_memory(qwen36_fp8, card_from_table("rtx5090"), PlanInputs(context_length=262_144,
-                                                                           mem_fraction_static=0.5))
+    plan = plan_memory(
+        qwen36_fp8, card_from_table("rtx5090"), PlanInputs(context_length=262_144, mem_fraction_static=0.5)
+    )
     assert plan.verdict == "error" and plan.pool_tokens == 0
-    assert "raise it above" not in plan.problems[0] and "no mem-fraction-static makes them fit" in plan.problems[0]
+    assert (
+        "raise it above" not in plan.problems[0]
+        and "no mem-fraction-static makes them fit" in plan.problems[0]
+    )
 
 
 def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) -> None:
@@ -183,9 +230,15 @@ def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) ->
     # no draft: no private embedding copy, and the MTP layer stays on disk (models/qwen3_5.py
     # skips mtp.*): q with its output gate, k, v, o + 256 experts, the shared expert and the
     # router + fc, at the checkpoint's FP8 (its quantization does not exclude mtp*)
-    mtp = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
+    mtp = (
+        (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048
+        + (256 * 3 * 512 + 3 * 512 + 256) * 2048
+        + 2 * 2048 * 2048
+    )
     assert qwen36_fp8.draft_layer_bytes() == mtp
-    rest = pre - 122 * MIB - (37_450_000_000 - mtp + 262_144 * 64 * 4) - pre * 0.1 - 100 * MIB  # + the rotary table
+    rest = (
+        pre - 122 * MIB - (37_450_000_000 - mtp + 262_144 * 64 * 4) - pre * 0.1 - 100 * MIB
+    )  # + the rotary table
     budget = rest * 0.9 / 1.9
     assert plan.state_slots == int((budget - 64_389_120) // 64_389_120)
     assert plan.spec_state_gib == 0
@@ -193,7 +246,8 @@ def test_without_speculative_decoding_slots_are_budget_over_state(qwen36_fp8) ->
 
 
 def test_disable_radix_cache_sizes_state_by_running_requests(qwen36_fp8) -> None:
-    inputs = PlanInputs(context_length=262_144, mem_fraction_static=0.90, max_running_requests=8,
-                        disable_radix_cache=True)
+    inputs = PlanInputs(
+        context_length=262_144, mem_fraction_static=0.90, max_running_requests=8, disable_radix_cache=True
+    )
     plan = plan_memory(qwen36_fp8, card_from_table("h200"), inputs)
     assert plan.state_slots == 8 and plan.state_slots_per_request == 1

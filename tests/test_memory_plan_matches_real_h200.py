@@ -28,9 +28,14 @@ DRAFT_SHARE = "0002-draft-shares-embed-and-head-before-pool.patch"  # images/sgl
 
 # recorded start -> (harness profile, model folder, --patches): the plan the harness records on
 # the card is the plan checked here.
-STARTS = {name: (drive.PLANS[name]["profile"], drive.PLANS[name]["model"],
-                 DRAFT_SHARE if drive.PLANS[name].get("patch") else None)
-          for name in ("dense", "hybrid-mtp", "a3b", "a3b-patched")}
+STARTS = {
+    name: (
+        drive.PLANS[name]["profile"],
+        drive.PLANS[name]["model"],
+        DRAFT_SHARE if drive.PLANS[name].get("patch") else None,
+    )
+    for name in ("dense", "hybrid-mtp", "a3b", "a3b-patched")
+}
 # Flags a recorded start was given as `auto` and the profile now names as that start resolved
 # them: 0.5.17 resolves the hybrid's state strategy to no_buffer, its architecture
 # (Qwen3_5MoeForCausalLM) not being in that release's extra-buffer list (arg_groups/overrides.py
@@ -47,8 +52,9 @@ def server_info(start: str) -> dict:
 
 def planned(start: str):
     profile, model, patches = STARTS[start]
-    plan = plan_memory_command(profile, card="h200", checkpoint=REAL / "models" / model,
-                               profiles_dirs=[PROFILES], patches=patches)
+    plan = plan_memory_command(
+        profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES], patches=patches
+    )
     return plan, compare_with_server(plan, server_info(start))
 
 
@@ -100,6 +106,7 @@ def test_the_recorded_hybrid_start_sized_its_pool_with_the_drafts_load_free() ->
 
     def budget(tokens: int, slots: int) -> int:
         return tokens * plan.kv_bytes_per_token + per_req * (16 + 1) * 4 + (slots + 1) * per_req
+
     info = server_info("hybrid-mtp")["internal_states"][0]
     recorded = budget(info["memory_usage"]["token_capacity"], info["max_mamba_cache_size"])
     probed = budget(28_521_620, 9_257)  # h1 and h2 (docs/measured/h200-preload-probe/)
@@ -129,7 +136,9 @@ def _probed_mib(lines: list[str], where: str) -> float:
 
 
 @pytest.mark.parametrize("start, recorded", [("h1", "hybrid-mtp"), ("h2", "hybrid-mtp"), ("a", "a3b")])
-def test_the_planner_splits_the_memory_before_loading_where_sglang_measures_it(start: str, recorded: str) -> None:
+def test_the_planner_splits_the_memory_before_loading_where_sglang_measures_it(
+    start: str, recorded: str
+) -> None:
     """Probed in real 0.5.17 schedulers (docs/measured/h200-preload-probe/): pre_model_load_memory
     (bootstrap.py's measure, the slack's base) and the free memory at "Load weight begin" (what
     the pool is cut from), 70 + 32 MiB apart, + 20 MiB of expert map for the 35B."""
@@ -171,15 +180,22 @@ def test_the_patch_moves_the_pool_by_what_the_planner_predicts() -> None:
     assert measured == 83_248
     assert shared.pool_tokens - stock.pool_tokens == measured
     # the target's weights do not move; the draft's private embedding and head leave the budget
-    assert a["reported"]["weights_gib"] == b["reported"]["weights_gib"] and stock.weights_gib == shared.weights_gib
-    assert stock.draft_weights_gib - shared.draft_weights_gib == pytest.approx(248_320 * 2048 * 2 * 2 / 2**30, abs=0.01)
+    assert (
+        a["reported"]["weights_gib"] == b["reported"]["weights_gib"]
+        and stock.weights_gib == shared.weights_gib
+    )
+    assert stock.draft_weights_gib - shared.draft_weights_gib == pytest.approx(
+        248_320 * 2048 * 2 * 2 / 2**30, abs=0.01
+    )
 
 
 TUNED = Path(__file__).parents[1] / "docs" / "measured"
 
 
-@pytest.mark.parametrize("record, model, within_pct", [("tune-h200-a3b.json", "qwen36-35b-a3b-shape", 0.1),
-                                                       ("tune-h200.json", "qwen3-tiny", 0.05)])
+@pytest.mark.parametrize(
+    "record, model, within_pct",
+    [("tune-h200-a3b.json", "qwen36-35b-a3b-shape", 0.1), ("tune-h200.json", "qwen3-tiny", 0.05)],
+)
 def test_the_tune_runs_candidates_pools(record: str, model: str, within_pct: float) -> None:
     """Every candidate `deploytool tune --local` started on the lent H200: its launch (the
     profile's flags with the candidate's changes and derived flags) replanned, against the pool
@@ -192,10 +208,19 @@ def test_the_tune_runs_candidates_pools(record: str, model: str, within_pct: flo
         if not reported.get("kv_tokens"):
             continue
         flags = {**candidate["changes"], **candidate["derived"]}
-        sets = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in flags.items()
-                if k in PLANNER_FLAGS]  # e.g. num-continuous-decode-steps: no memory
-        plan = plan_memory_command(run["profile"], card="h200", sets=sets, checkpoint=REAL / "models" / model,
-                                   profiles_dirs=[PROFILES], patches="none")
+        sets = [
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in flags.items()
+            if k in PLANNER_FLAGS
+        ]  # e.g. num-continuous-decode-steps: no memory
+        plan = plan_memory_command(
+            run["profile"],
+            card="h200",
+            sets=sets,
+            checkpoint=REAL / "models" / model,
+            profiles_dirs=[PROFILES],
+            patches="none",
+        )
         error = (plan.pool_tokens - reported["kv_tokens"]) / reported["kv_tokens"] * 100
         assert abs(error) <= within_pct, (candidate["id"], plan.pool_tokens, reported)
         assert plan.max_running_requests == reported["running_limit"], candidate["id"]

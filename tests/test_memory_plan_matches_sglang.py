@@ -53,18 +53,36 @@ def test_linear_attention_state_and_layer_split_match_sglangs_own_code(sglang_re
     shape = read_checkpoint(MODELS / "qwen3.6-35b-a3b-fp8")
     text = json.loads((MODELS / "qwen3.6-35b-a3b-fp8" / "config.json").read_text())["text_config"]
     # a second, differently shaped hybrid: wider linear attention, another layer pattern
-    other = dict(text, linear_num_value_heads=48, linear_num_key_heads=16, num_hidden_layers=8,
-                 layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"])
+    other = dict(
+        text,
+        linear_num_value_heads=48,
+        linear_num_key_heads=16,
+        num_hidden_layers=8,
+        layer_types=["linear_attention"] * 3
+        + ["full_attention"]
+        + ["linear_attention"] * 3
+        + ["full_attention"],
+    )
     cases = [(text, "float32", 1), (text, "bfloat16", 1), (text, "float32", 2), (other, "bfloat16", 4)]
     request = [{"text_config": t, "dtype": d, "tp": tp} for t, d, tp in cases]
-    proc = subprocess.run([str(sglang_referee_python), "-c", PROBE], input=json.dumps(request), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(sglang_referee_python), "-c", PROBE],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert answer["tracking_slots"] == 2  # the planner's ratio 3 + 2 with the extra buffer
     from deploytool.memory.checkpoint import shape_from_config
+
     for (config_text, dtype, tp), sglang in zip(cases, answer["cases"]):
-        ours = shape if config_text is text else shape_from_config({"architectures": ["X"], "text_config": config_text})
+        ours = (
+            shape
+            if config_text is text
+            else shape_from_config({"architectures": ["X"], "text_config": config_text})
+        )
         assert ours.full_attention_layer_ids == sglang["full"]
         assert ours.linear_attention_layer_ids == sglang["linear"]
         assert state_bytes_per_request(ours, ssm_dtype=dtype, tp_size=tp) == sglang["per_req"], (dtype, tp)

@@ -46,12 +46,26 @@ GIB = 1 << 30
 
 # The profile's own launch, undone where stock SGLang did not have it (the state flags, the
 # KV dtype: `auto`, which the test checkpoint's config makes bf16).
-UNDONE = ["mamba-ssm-dtype=", "enable-linear-replayssm-spec=", "max-mamba-cache-size=", "kv-cache-dtype=",
-          "speculative-moe-runner-backend="]
-STOCK = ["speculative-algorithm=", "speculative-num-steps=", "speculative-eagle-topk=",
-         "speculative-num-draft-tokens=", "max-running-requests="] + UNDONE
-STOCK_MTP = ["speculative-num-steps=3", "speculative-eagle-topk=1", "speculative-num-draft-tokens=4",
-             "max-running-requests=48"] + UNDONE
+UNDONE = [
+    "mamba-ssm-dtype=",
+    "enable-linear-replayssm-spec=",
+    "max-mamba-cache-size=",
+    "kv-cache-dtype=",
+    "speculative-moe-runner-backend=",
+]
+STOCK = [
+    "speculative-algorithm=",
+    "speculative-num-steps=",
+    "speculative-eagle-topk=",
+    "speculative-num-draft-tokens=",
+    "max-running-requests=",
+] + UNDONE
+STOCK_MTP = [
+    "speculative-num-steps=3",
+    "speculative-eagle-topk=1",
+    "speculative-num-draft-tokens=4",
+    "max-running-requests=48",
+] + UNDONE
 FP8_KV = ["kv-cache-dtype=fp8_e4m3"]
 
 SOURCE = {"stock": (345_000, 9), "stock+mtp": (181_000, 1)}
@@ -95,7 +109,11 @@ def test_loaded_weights_match_the_sources_about_21_gb() -> None:
     shape = read_checkpoint(CHECKPOINT)
     # one MTP layer, bf16 (the quantization excludes mtp*): q with its output gate, k, v, o;
     # 256 experts and the shared expert (gate, up, down) with the router; fc joining 2 x hidden
-    params = (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048 + (256 * 3 * 512 + 3 * 512 + 256) * 2048 + 2 * 2048 * 2048
+    params = (
+        (16 * 256 * 2 + 2 * 2 * 256 + 16 * 256) * 2048
+        + (256 * 3 * 512 + 3 * 512 + 256) * 2048
+        + 2 * 2048 * 2048
+    )
     assert shape.draft_precision == "bf16" and shape.draft_layer_bytes() == params * 2
     rope = 262_144 * 64 * 4  # SGLang's rotary cos/sin table, fp32, built with the model
     assert plan.weights_gib == round((23_500_000_000 - params * 2 + rope) / GIB, 2)
@@ -127,7 +145,7 @@ def test_sglangs_default_mem_fraction_on_a_5090_is_not_what_the_source_ran() -> 
     assert len(prefill_graph_sizes(4096)) == 50
     default = sglang_default_mem_fraction_static(32_607, shape)
     assert default.reserved_mb == 7_280 and default.decode_max_bs == 48
-    assert default.value == pytest.approx(0.777 * 0.95 * (1 - 0.1 * (1152 ** 2 / 1024 ** 2 - 1)))
+    assert default.value == pytest.approx(0.777 * 0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1)))
     plan = _plan(STOCK + FP8_KV + [f"mem-fraction-static={default.value}"])
     # with the default the pool would be a quarter of what the source measured: its stock runs
     # set the fraction, as every launch it describes does (0.88)
@@ -144,12 +162,30 @@ def test_sglangs_default_mem_fraction_on_a_5090_is_not_what_the_source_ran() -> 
 #   fp8 draft + patch 0003 with SGLANG_MTP_FP8_AT_LOAD=1 (the profile's env turns it on)
 STEPS = {
     "share": (STOCK_MTP + FP8_KV, "0002-draft-shares-embed-and-head-before-pool.patch", (244_000, 3)),
-    "state": (STOCK_MTP + FP8_KV + ["mamba-ssm-dtype=bfloat16", "enable-linear-replayssm-spec=true",
-                                    "max-mamba-cache-size=40", "max-running-requests=8"],
-              "0002-draft-shares-embed-and-head-before-pool.patch", (303_000, 8)),
-    "fp8 draft": (STOCK_MTP + FP8_KV + ["mamba-ssm-dtype=bfloat16", "enable-linear-replayssm-spec=true",
-                                        "max-mamba-cache-size=40", "max-running-requests=8"],
-                  "0002-draft-shares-embed-and-head-before-pool.patch,0003-mtp-draft-fp8-at-load.patch", (358_000, 8)),
+    "state": (
+        STOCK_MTP
+        + FP8_KV
+        + [
+            "mamba-ssm-dtype=bfloat16",
+            "enable-linear-replayssm-spec=true",
+            "max-mamba-cache-size=40",
+            "max-running-requests=8",
+        ],
+        "0002-draft-shares-embed-and-head-before-pool.patch",
+        (303_000, 8),
+    ),
+    "fp8 draft": (
+        STOCK_MTP
+        + FP8_KV
+        + [
+            "mamba-ssm-dtype=bfloat16",
+            "enable-linear-replayssm-spec=true",
+            "max-mamba-cache-size=40",
+            "max-running-requests=8",
+        ],
+        "0002-draft-shares-embed-and-head-before-pool.patch,0003-mtp-draft-fp8-at-load.patch",
+        (358_000, 8),
+    ),
 }
 # The planner is above the source after each patch, increasingly (+15.8%, +18.9%, +23.4%) while
 # it is within 2.4-5.4% of the stock launches: each step bought the source less than SGLang's
@@ -184,7 +220,9 @@ def test_each_memory_patch_moves_the_pool_and_requests_as_the_source_measured(st
 def test_the_steps_only_ever_add_memory_to_the_pool() -> None:
     """181K -> 244K -> 303K -> 358K in the source; the planner's pool grows at every step, and
     by exactly what each patch frees when the state slots are pinned."""
-    pools = [_plan(STOCK_MTP + FP8_KV).pool_tokens] + [_plan(s, patches=n).pool_tokens for s, n, _ in STEPS.values()]
+    pools = [_plan(STOCK_MTP + FP8_KV).pool_tokens] + [
+        _plan(s, patches=n).pool_tokens for s, n, _ in STEPS.values()
+    ]
     assert pools == sorted(pools) and len(set(pools)) == 4
     # with the slots pinned, the FP8 draft's saving goes to the KV pool whole: the MTP layer's
     # bf16 bytes less its FP8 bytes, over 10,240 bytes per token (10 fp8 layers; the draft's KV
@@ -204,7 +242,9 @@ def test_the_shipped_5090_profile_fits_with_its_patches_and_not_without() -> Non
     assert patched.verdict == "fits", patched.problems
     assert patched.kv_cache_dtype == "fp8_e4m3" and patched.max_running_requests == 8
     assert patched.pool_tokens >= 262_144
-    assert any(p.startswith("0003-mtp-draft-fp8-at-load.patch") and "not turned on" not in p for p in patched.patches)
+    assert any(
+        p.startswith("0003-mtp-draft-fp8-at-load.patch") and "not turned on" not in p for p in patched.patches
+    )
     stock = plan_memory_command(PROFILE, checkpoint=CHECKPOINT, patches="none")
     assert stock.verdict == "error" and stock.pool_tokens < 262_144 and stock.patches == []
 

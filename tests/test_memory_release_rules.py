@@ -30,8 +30,14 @@ def _profiles_on(tmp_path: Path, runtime: str) -> Path:
 
 
 def _plan(folder: Path, *sets: str, patches: str | None = None):
-    return plan_memory_command(HYBRID, card="h200", checkpoint=REAL / "models" / "qwen36-tiny",
-                               profiles_dirs=[folder], sets=list(sets), patches=patches)
+    return plan_memory_command(
+        HYBRID,
+        card="h200",
+        checkpoint=REAL / "models" / "qwen36-tiny",
+        profiles_dirs=[folder],
+        sets=list(sets),
+        patches=patches,
+    )
 
 
 def test_auto_resolves_by_the_runtime_releases_list(tmp_path: Path) -> None:
@@ -63,17 +69,20 @@ def test_a_runtime_without_its_own_rules_is_planned_by_the_one_before_and_says_s
     assert "SGLang 0.5.20" in warning and "0.5.17's" in warning
 
 
-@pytest.mark.parametrize(("runtime", "release", "warned"), [
-    (None, PLANNER_RELEASE, False),
-    ("0.5.17", "0.5.17", False),
-    ("0.5.23", "0.5.23", False),
-    ("0.5.17.post1", "0.5.17", False),  # a post release of a modelled one
-    ("0.5.23+fork.3", "0.5.23", False),  # a local build of one
-    ("0.5.20", "0.5.17", True),
-    ("0.5.30", "0.5.23", True),
-    ("0.4.9", "0.5.17", True),  # older than any: the oldest rules, warned
-    ("main", PLANNER_RELEASE, True),
-])
+@pytest.mark.parametrize(
+    ("runtime", "release", "warned"),
+    [
+        (None, PLANNER_RELEASE, False),
+        ("0.5.17", "0.5.17", False),
+        ("0.5.23", "0.5.23", False),
+        ("0.5.17.post1", "0.5.17", False),  # a post release of a modelled one
+        ("0.5.23+fork.3", "0.5.23", False),  # a local build of one
+        ("0.5.20", "0.5.17", True),
+        ("0.5.30", "0.5.23", True),
+        ("0.4.9", "0.5.17", True),  # older than any: the oldest rules, warned
+        ("main", PLANNER_RELEASE, True),
+    ],
+)
 def test_which_release_plans_a_runtime(runtime, release, warned) -> None:
     chosen, warning = rules_release(runtime)
     assert chosen == release and chosen in MODELLED_RELEASES

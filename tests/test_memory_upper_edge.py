@@ -25,8 +25,9 @@ DENSE = "gpu-check-qwen3-tiny"
 
 
 def dense(*sets: str, card: str = "h200"):
-    return plan_memory_command(DENSE, card=card, checkpoint=MODELS / "qwen3-tiny", profiles_dirs=[PROFILES],
-                               sets=list(sets))
+    return plan_memory_command(
+        DENSE, card=card, checkpoint=MODELS / "qwen3-tiny", profiles_dirs=[PROFILES], sets=list(sets)
+    )
 
 
 def item(plan, start: str) -> dict:
@@ -52,7 +53,9 @@ def test_the_issues_launch_above_the_edge_is_refused_with_the_number_and_the_fix
 
 def test_every_item_says_where_its_figure_comes_from() -> None:
     plan = dense()
-    assert plan.beside_pool and all(i["source"] in ("SGLang's rule", "measured", "estimate") for i in plan.beside_pool)
+    assert plan.beside_pool and all(
+        i["source"] in ("SGLang's rule", "measured", "estimate") for i in plan.beside_pool
+    )
     assert all(i["where"] for i in plan.beside_pool)
     # the chunk's peak and the allocator's margin have not been measured on a real start: said so
     assert plan.upper_edge["calibrated"] is False
@@ -93,18 +96,26 @@ def test_chunk_activations_scale_with_the_chunk() -> None:
     assert b["gib"] == pytest.approx(8 * a["gib"], rel=0.02)
     # without the flag SGLang picks the chunk by the card: 8192 on an H200 (memory_hook.py)
     item(dense(), "activations of a 8,192-token chunk")
-    assert dense("chunked-prefill-size=16384").max_mem_fraction_static <= \
-        dense("chunked-prefill-size=2048").max_mem_fraction_static
+    assert (
+        dense("chunked-prefill-size=16384").max_mem_fraction_static
+        <= dense("chunked-prefill-size=2048").max_mem_fraction_static
+    )
 
 
 def test_an_mtp_drafts_pool_beside_the_pool_grows_with_the_fraction() -> None:
-    plan = plan_memory_command("gpu-check-qwen36-tiny-mtp", card="h200", checkpoint=MODELS / "qwen36-tiny",
-                               profiles_dirs=[PROFILES])
+    plan = plan_memory_command(
+        "gpu-check-qwen36-tiny-mtp", card="h200", checkpoint=MODELS / "qwen36-tiny", profiles_dirs=[PROFILES]
+    )
     draft = item(plan, "the MTP draft's KV pool")
     assert draft["source"] == "SGLang's rule" and draft["gib"] > 0
     assert item(plan, "CUDA graphs: target verify, draft decode, draft extend")["gib"] > 0
-    higher = plan_memory_command("gpu-check-qwen36-tiny-mtp", card="h200", checkpoint=MODELS / "qwen36-tiny",
-                                 profiles_dirs=[PROFILES], sets=["mem-fraction-static=0.8"])
+    higher = plan_memory_command(
+        "gpu-check-qwen36-tiny-mtp",
+        card="h200",
+        checkpoint=MODELS / "qwen36-tiny",
+        profiles_dirs=[PROFILES],
+        sets=["mem-fraction-static=0.8"],
+    )
     assert item(higher, "the MTP draft's KV pool")["gib"] > draft["gib"]
 
 
@@ -114,28 +125,44 @@ def test_highest_fraction_is_the_last_one_on_sglangs_grid_that_leaves_room() -> 
     assert highest_fraction(lambda f: 1) == 0.999
 
 
-@pytest.mark.parametrize(("sets", "card", "words"), [
-    (["tp-size=2"], "h200", "tp-size 2 x pp-size 1 x dp-size 1 = 2 GPUs, and the plan has 1 x NVIDIA H200"),
-    (["tp-size=2", "dp-size=2"], "h200:2", "= 4 GPUs, and the plan has 2 x NVIDIA H200"),
-    (["tp-size=2", "pp-size=2"], "h200:3", "tp-size 2 x pp-size 2 x dp-size 1 = 4 GPUs"),
-    (["tp-size=4", "ep-size=3"], "h200:4", "ep-size 3 must divide tp-size 4"),
-    (["tp-size=2", "dp-size=4", "enable-dp-attention=true"], "h200:2", "dp-size 4 with --enable-dp-attention"),
-])
+@pytest.mark.parametrize(
+    ("sets", "card", "words"),
+    [
+        (
+            ["tp-size=2"],
+            "h200",
+            "tp-size 2 x pp-size 1 x dp-size 1 = 2 GPUs, and the plan has 1 x NVIDIA H200",
+        ),
+        (["tp-size=2", "dp-size=2"], "h200:2", "= 4 GPUs, and the plan has 2 x NVIDIA H200"),
+        (["tp-size=2", "pp-size=2"], "h200:3", "tp-size 2 x pp-size 2 x dp-size 1 = 4 GPUs"),
+        (["tp-size=4", "ep-size=3"], "h200:4", "ep-size 3 must divide tp-size 4"),
+        (
+            ["tp-size=2", "dp-size=4", "enable-dp-attention=true"],
+            "h200:2",
+            "dp-size 4 with --enable-dp-attention",
+        ),
+    ],
+)
 def test_parallel_sizes_beyond_the_plans_cards_are_refused(sets: list[str], card: str, words: str) -> None:
     plan = dense(*sets, card=card)
     assert plan.verdict == "error"
     assert any(words in p for p in plan.problems), plan.problems
 
 
-@pytest.mark.parametrize(("sets", "card"), [
-    (["tp-size=2"], "h200:2"),
-    (["tp-size=2", "dp-size=2", "enable-dp-attention=true"], "h200:2"),
-    (["tp-size=4", "ep-size=4"], "h200:4"),
-    (["tp-size=2", "dp-size=2"], "h200:4"),
-])
+@pytest.mark.parametrize(
+    ("sets", "card"),
+    [
+        (["tp-size=2"], "h200:2"),
+        (["tp-size=2", "dp-size=2", "enable-dp-attention=true"], "h200:2"),
+        (["tp-size=4", "ep-size=4"], "h200:4"),
+        (["tp-size=2", "dp-size=2"], "h200:4"),
+    ],
+)
 def test_parallel_sizes_the_cards_hold_are_planned(sets: list[str], card: str) -> None:
     plan = dense(*sets, card=card)
-    assert not [p for p in plan.problems if "GPUs, and the plan has" in p or "must divide" in p], plan.problems
+    assert not [p for p in plan.problems if "GPUs, and the plan has" in p or "must divide" in p], (
+        plan.problems
+    )
 
 
 def test_a_card_count_that_is_not_a_number_is_refused() -> None:
@@ -172,10 +199,13 @@ def test_the_plan_json_carries_the_edge(tmp_path: Path) -> None:
 
 def test_plan_memory_replans_each_fraction_without_recursing() -> None:
     shape = read_checkpoint(MODELS / "qwen3-tiny")
-    plan = plan_memory(shape, card_from_table("h200"), PlanInputs(context_length=32768, mem_fraction_static=0.5))
+    plan = plan_memory(
+        shape, card_from_table("h200"), PlanInputs(context_length=32768, mem_fraction_static=0.5)
+    )
     assert plan.max_mem_fraction_static is not None
-    bare = plan_memory(shape, card_from_table("h200"), PlanInputs(context_length=32768, mem_fraction_static=0.5),
-                       edge=False)
+    bare = plan_memory(
+        shape, card_from_table("h200"), PlanInputs(context_length=32768, mem_fraction_static=0.5), edge=False
+    )
     assert bare.beside_pool == [] and bare.pool_tokens == plan.pool_tokens
 
 
@@ -187,11 +217,32 @@ def test_the_slot_of_a_described_host_is_the_plans_cards() -> None:
     host = ROOT / "tests" / "data" / "nvml-hosts" / "h200x2-pcie-switch.yaml"
     first, second = "GPU-a2000001-4b3a-4c2d-9e1f-000000000001", "GPU-a2000002-4b3a-4c2d-9e1f-000000000002"
     env = {"DEPLOYTOOL_NVML_STANDIN": str(host)}
-    one = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", first, "--set", "tp-size=2",
-                  "--json", env=env)
+    one = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--gpu",
+        first,
+        "--set",
+        "tp-size=2",
+        "--json",
+        env=env,
+    )
     assert one.returncode == 1
-    assert any("= 2 GPUs, and the plan has 1 x NVIDIA H200 NVL (nvml)" in p for p in json.loads(one.stdout)["problems"])
-    two = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", f"{first},{second}",
-                  "--set", "tp-size=2", "--json", env=env)
+    assert any(
+        "= 2 GPUs, and the plan has 1 x NVIDIA H200 NVL (nvml)" in p
+        for p in json.loads(one.stdout)["problems"]
+    )
+    two = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--gpu",
+        f"{first},{second}",
+        "--set",
+        "tp-size=2",
+        "--json",
+        env=env,
+    )
     assert two.returncode == 0, two.stdout
     assert json.loads(two.stdout)["gpus"] == 2

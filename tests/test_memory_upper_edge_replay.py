@@ -18,7 +18,10 @@ from deploytool.memory.profile_plan import plan_memory_command
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "data" / "sglang-real"
 PROFILES = ROOT / "scripts" / "gpu-check" / "profiles"
-STARTS = {"dense": ("gpu-check-qwen3-tiny", "qwen3-tiny"), "hybrid-mtp": ("gpu-check-qwen36-tiny-mtp", "qwen36-tiny")}
+STARTS = {
+    "dense": ("gpu-check-qwen3-tiny", "qwen3-tiny"),
+    "hybrid-mtp": ("gpu-check-qwen36-tiny-mtp", "qwen36-tiny"),
+}
 
 
 def lines(start: str) -> list[str]:
@@ -28,15 +31,19 @@ def lines(start: str) -> list[str]:
 def figures(start: str) -> dict[str, float]:
     text = lines(start)
     gb = lambda pattern: [float(m.group(1)) for x in text if (m := re.search(pattern, x))]  # noqa: E731
-    return {"pool_end": gb(r"Memory pool end\. avail mem=([\d.]+) GB")[-1],
-            "ready": gb(r"available_gpu_mem=([\d.]+) GB")[-1],
-            "graphs": sum(gb(r"CUDA graph end\..*mem usage=([\d.]+) GB")),
-            "capture_begin": gb(r"CUDA graph begin\..*avail mem=([\d.]+) GB")[0]}
+    return {
+        "pool_end": gb(r"Memory pool end\. avail mem=([\d.]+) GB")[-1],
+        "ready": gb(r"available_gpu_mem=([\d.]+) GB")[-1],
+        "graphs": sum(gb(r"CUDA graph end\..*mem usage=([\d.]+) GB")),
+        "capture_begin": gb(r"CUDA graph begin\..*avail mem=([\d.]+) GB")[0],
+    }
 
 
 def plan(start: str):
     profile, model = STARTS[start]
-    return plan_memory_command(profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES])
+    return plan_memory_command(
+        profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES]
+    )
 
 
 def beside(p, start: str) -> float:
@@ -50,7 +57,8 @@ def test_what_the_start_allocates_between_the_pool_and_ready_is_the_plans(start:
     seen, p = figures(start), plan(start)
     edge = p.upper_edge
     assert edge["free_after_pool_gib"] - edge["free_after_capture_gib"] == pytest.approx(
-        seen["pool_end"] - seen["ready"], abs=0.05)
+        seen["pool_end"] - seen["ready"], abs=0.05
+    )
     # the workspace (before the first capture) alone, and the graphs: the plan is not below them
     workspace = beside(p, "workspace after the pool")
     assert workspace == pytest.approx(seen["pool_end"] - seen["capture_begin"], abs=0.03)

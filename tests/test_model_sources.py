@@ -39,7 +39,10 @@ def test_both_sources_are_refused_at_the_line_that_set_them(tmp_path: Path) -> N
     store = store_with(tmp_path, "c", card(tmp_path, "model:\n  host_path: /srv/m\n"))
     with pytest.raises(ProfileError) as err:
         store.get("c")
-    assert f"{tmp_path}/profiles/c.yaml:4: model.host_path: give model.hub or model.host_path, not both" in str(err.value)
+    assert (
+        f"{tmp_path}/profiles/c.yaml:4: model.host_path: give model.hub or model.host_path, not both"
+        in str(err.value)
+    )
 
 
 def test_a_real_runtime_profile_must_name_its_weights(tmp_path: Path) -> None:
@@ -48,21 +51,52 @@ def test_a_real_runtime_profile_must_name_its_weights(tmp_path: Path) -> None:
         store.get("c")
 
 
-@pytest.mark.parametrize("model_yaml, where, what", [
-    ("model:\n  hub: not-a-repo-id\n", 4, "model.hub: expected a hub repository id ORG/NAME"),
-    ("model:\n  hub: null\n  host_path: relative/dir\n", 5, "model.host_path: expected an absolute host folder"),
-    ("model:\n  hub: null\n  host_path: /srv/m\n  revision: main\n", 6, "model.revision: revision is for model.hub only"),
-    ("server:\n  args:\n    model-path: /elsewhere\n", 5, "server.args.model-path: deploytool passes --model-path"),
-    ("server:\n  args:\n    api-key: sk-123\n", 5, "server.args.api-key: a key on the command line"),
-    ("server:\n  env:\n    HF_TOKEN: hf_abc\n", 5, "server.env.HF_TOKEN: a token in the profile"),
-    ("server:\n  api_key: {env: A, file: /b}\n", 4, "server.api_key: Value error, give exactly one of env"),
-    ("server:\n  api_key: {env: K}\n  args:\n    config: /x.yaml\n", 6, "server.args.config: deploytool passes the API key"),
-    ("server:\n  api_key: {env: K}\n  args:\n    tokenizer-worker-num: 4\n", 6,
-     "server.args.tokenizer-worker-num: SGLang 0.5.23 does not support an API key with more than one"),
-    ("server:\n  api_key: {env: K}\n  args:\n    grpc-port: 30001\n", 6, "server.args.grpc-port: SGLang 0.5.23 refuses"),
-])
-def test_model_and_secret_mistakes_name_file_line_and_fix(tmp_path: Path, model_yaml: str, where: int,
-                                                           what: str) -> None:
+@pytest.mark.parametrize(
+    "model_yaml, where, what",
+    [
+        ("model:\n  hub: not-a-repo-id\n", 4, "model.hub: expected a hub repository id ORG/NAME"),
+        (
+            "model:\n  hub: null\n  host_path: relative/dir\n",
+            5,
+            "model.host_path: expected an absolute host folder",
+        ),
+        (
+            "model:\n  hub: null\n  host_path: /srv/m\n  revision: main\n",
+            6,
+            "model.revision: revision is for model.hub only",
+        ),
+        (
+            "server:\n  args:\n    model-path: /elsewhere\n",
+            5,
+            "server.args.model-path: deploytool passes --model-path",
+        ),
+        ("server:\n  args:\n    api-key: sk-123\n", 5, "server.args.api-key: a key on the command line"),
+        ("server:\n  env:\n    HF_TOKEN: hf_abc\n", 5, "server.env.HF_TOKEN: a token in the profile"),
+        (
+            "server:\n  api_key: {env: A, file: /b}\n",
+            4,
+            "server.api_key: Value error, give exactly one of env",
+        ),
+        (
+            "server:\n  api_key: {env: K}\n  args:\n    config: /x.yaml\n",
+            6,
+            "server.args.config: deploytool passes the API key",
+        ),
+        (
+            "server:\n  api_key: {env: K}\n  args:\n    tokenizer-worker-num: 4\n",
+            6,
+            "server.args.tokenizer-worker-num: SGLang 0.5.23 does not support an API key with more than one",
+        ),
+        (
+            "server:\n  api_key: {env: K}\n  args:\n    grpc-port: 30001\n",
+            6,
+            "server.args.grpc-port: SGLang 0.5.23 refuses",
+        ),
+    ],
+)
+def test_model_and_secret_mistakes_name_file_line_and_fix(
+    tmp_path: Path, model_yaml: str, where: int, what: str
+) -> None:
     store = store_with(tmp_path, "c", card(tmp_path, model_yaml))
     with pytest.raises(ProfileError) as err:
         store.get("c")
@@ -70,7 +104,9 @@ def test_model_and_secret_mistakes_name_file_line_and_fix(tmp_path: Path, model_
 
 
 def test_switching_a_card_to_a_folder_as_its_comment_says(tmp_path: Path) -> None:
-    profile = store_with(tmp_path, "c", card(tmp_path, "model: {hub: null, host_path: /srv/models/Q}\n")).get("c")
+    profile = store_with(tmp_path, "c", card(tmp_path, "model: {hub: null, host_path: /srv/models/Q}\n")).get(
+        "c"
+    )
     assert profile.model.hub is None and profile.launch_args()["model-path"] == "/models/Q"
 
 
@@ -99,7 +135,9 @@ def test_sharded_weights_need_their_index_and_every_shard(tmp_path: Path) -> Non
         weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)
     (folder / weights.INDEX).unlink()
-    with pytest.raises(weights.ModelMissing, match="sharded weights .3 files. but no model.safetensors.index.json"):
+    with pytest.raises(
+        weights.ModelMissing, match="sharded weights .3 files. but no model.safetensors.index.json"
+    ):
         weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)
     assert weights.folder_fingerprint(folder) == first  # same config and index: same weights
@@ -123,7 +161,9 @@ def test_hub_commit_comes_from_refs_and_needs_its_snapshot(tmp_path: Path) -> No
     commit = write_hub_cache(cache, REPO)
     assert weights.hub_commit(cache, REPO, None) == commit
     assert weights.hub_commit(cache, REPO, commit) == commit  # a commit is taken as is
-    with pytest.raises(weights.ModelMissing, match=r"has no revision 'v2' in the hub cache .*refs/v2 is missing"):
+    with pytest.raises(
+        weights.ModelMissing, match=r"has no revision 'v2' in the hub cache .*refs/v2 is missing"
+    ):
         weights.hub_commit(cache, REPO, "v2")
     with pytest.raises(weights.ModelMissing, match="model nvidia/Other is not in the hub cache") as err:
         weights.hub_commit(cache, "nvidia/Other", None)
@@ -151,13 +191,21 @@ def test_hub_release_mounts_the_cache_offline_and_pins_the_commit(tmp_path: Path
     profile = ProfileStore().get("rtx5090-qwen3.6-35b-a3b-nvfp4")
     inputs = prepare(profile, bind="127.0.0.1", env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")})
     assert inputs.model.commit == commit and inputs.warnings == []
-    req = RenderRequest(profile=profile, slot=Slot((GPU,)), release=2, image="x:y", model=inputs.model,
-                        secrets=inputs.secrets)
+    req = RenderRequest(
+        profile=profile, slot=Slot((GPU,)), release=2, image="x:y", model=inputs.model, secrets=inputs.secrets
+    )
     server = render_compose(req)["services"]["server"]
     command = server["command"]
-    assert command[command.index("--model-path") + 1] == REPO and command[command.index("--revision") + 1] == commit
-    assert {"type": "bind", "source": str(tmp_path / "hf" / "hub"), "target": weights.CONTAINER_HUB_CACHE,
-            "read_only": True} in server["volumes"]
+    assert (
+        command[command.index("--model-path") + 1] == REPO
+        and command[command.index("--revision") + 1] == commit
+    )
+    assert {
+        "type": "bind",
+        "source": str(tmp_path / "hf" / "hub"),
+        "target": weights.CONTAINER_HUB_CACHE,
+        "read_only": True,
+    } in server["volumes"]
     assert server["environment"]["HF_HUB_OFFLINE"] == "1"
     assert server["environment"]["HF_HUB_CACHE"] == weights.CONTAINER_HUB_CACHE
     assert server["labels"][labels.MODEL] == f"hub:{REPO}@{commit}"
@@ -176,10 +224,13 @@ def test_missing_hub_snapshot_fails_prepare_unless_online(tmp_path: Path) -> Non
     online.model.offline = False
     inputs = prepare(online, bind="127.0.0.1", env=env)
     assert inputs.model.commit is None and any("will download" in w for w in inputs.warnings)
-    server = render_compose(RenderRequest(profile=online, slot=Slot((GPU,)), release=1, image="x:y",
-                                          model=inputs.model))["services"]["server"]
+    server = render_compose(
+        RenderRequest(profile=online, slot=Slot((GPU,)), release=1, image="x:y", model=inputs.model)
+    )["services"]["server"]
     assert "HF_HUB_OFFLINE" not in server["environment"]
-    assert next(v for v in server["volumes"] if v["target"] == weights.CONTAINER_HUB_CACHE)["read_only"] is False
+    assert (
+        next(v for v in server["volumes"] if v["target"] == weights.CONTAINER_HUB_CACHE)["read_only"] is False
+    )
 
 
 def test_folder_release_mounts_read_only_where_the_server_looks(tmp_path: Path) -> None:
@@ -187,9 +238,12 @@ def test_folder_release_mounts_read_only_where_the_server_looks(tmp_path: Path) 
     store = store_with(tmp_path, "c", card(tmp_path, f"model: {{hub: null, host_path: {folder}}}\n"))
     profile = store.get("c")
     inputs = prepare(profile, bind="127.0.0.1", env={})
-    server = render_compose(RenderRequest(profile=profile, slot=Slot((GPU,)), release=1, image="x:y",
-                                          model=inputs.model))["services"]["server"]
-    assert {"type": "bind", "source": str(folder), "target": "/models/Q", "read_only": True} in server["volumes"]
+    server = render_compose(
+        RenderRequest(profile=profile, slot=Slot((GPU,)), release=1, image="x:y", model=inputs.model)
+    )["services"]["server"]
+    assert {"type": "bind", "source": str(folder), "target": "/models/Q", "read_only": True} in server[
+        "volumes"
+    ]
     assert server["command"][server["command"].index("--model-path") + 1] == "/models/Q"
     assert "--revision" not in server["command"] and "HF_HUB_OFFLINE" not in server["environment"]
     assert server["labels"][labels.MODEL] == f"folder:{folder}#{inputs.model.fingerprint[7:23]}"
@@ -198,8 +252,15 @@ def test_folder_release_mounts_read_only_where_the_server_looks(tmp_path: Path) 
 def test_render_shows_where_secrets_go_never_their_values(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("hf_SECRET_VALUE_1\n")
-    store = store_with(tmp_path, "c", card(tmp_path, "", f"secrets:\n  hf_token: {{file: {token_file}}}\n"
-                                                        "server:\n  api_key: {env: MY_KEY}\n"))
+    store = store_with(
+        tmp_path,
+        "c",
+        card(
+            tmp_path,
+            "",
+            f"secrets:\n  hf_token: {{file: {token_file}}}\nserver:\n  api_key: {{env: MY_KEY}}\n",
+        ),
+    )
     profile = store.get("c")
     text = render_text(RenderRequest(profile=profile, slot=Slot((GPU,)), release=1, image="x:y"))
     assert "hf_SECRET_VALUE_1" not in text
@@ -215,7 +276,9 @@ def test_render_shows_where_secrets_go_never_their_values(tmp_path: Path) -> Non
 
 
 def test_bind_beyond_loopback_without_a_key_warns(tmp_path: Path) -> None:
-    assert not beyond_loopback("127.0.0.1") and not beyond_loopback("::1") and not beyond_loopback("localhost")
+    assert (
+        not beyond_loopback("127.0.0.1") and not beyond_loopback("::1") and not beyond_loopback("localhost")
+    )
     assert beyond_loopback("0.0.0.0") and beyond_loopback("192.168.1.5") and beyond_loopback("::")
     profile = ProfileStore().get("sim")
     assert any("without an API key" in w for w in prepare(profile, bind="0.0.0.0", env={}).warnings)

@@ -20,14 +20,19 @@ def _body(folder: str, name: str) -> str:
 
 
 def test_series_keep_labels_and_the_summed_parser_still_agrees() -> None:
-    text = ('a_bucket{x="1\\"}, y",le="0.1"} 3\n'
-            'a_bucket{x="2",le="0.1"} 4\n'
-            'b 5\n'
-            'broken{x="1" 9\n'
-            'c{x="1"} notanumber\n')
+    text = (
+        'a_bucket{x="1\\"}, y",le="0.1"} 3\n'
+        'a_bucket{x="2",le="0.1"} 4\n'
+        "b 5\n"
+        'broken{x="1" 9\n'
+        'c{x="1"} notanumber\n'
+    )
     series = parse_series(text)
-    assert series == [("a_bucket", {"x": '1"}, y', "le": "0.1"}, 3.0),
-                      ("a_bucket", {"x": "2", "le": "0.1"}, 4.0), ("b", {}, 5.0)]
+    assert series == [
+        ("a_bucket", {"x": '1"}, y', "le": "0.1"}, 3.0),
+        ("a_bucket", {"x": "2", "le": "0.1"}, 4.0),
+        ("b", {}, 5.0),
+    ]
     assert parse_prometheus(text) == {"a_bucket": 7.0, "b": 5.0}
 
 
@@ -54,27 +59,44 @@ def test_recorded_real_server_window(folder: str) -> None:
 
 def test_recorded_mtp_server_has_an_accept_length_and_the_dense_one_none() -> None:
     def window(folder: str):
-        return figures(Scrape.of_text(_body(folder, "metrics_before"), 0.0),
-                       Scrape.of_text(_body(folder, "metrics_after"), 10.0))
+        return figures(
+            Scrape.of_text(_body(folder, "metrics_before"), 0.0),
+            Scrape.of_text(_body(folder, "metrics_after"), 10.0),
+        )
 
     mtp = window("hybrid-mtp")
-    after, before = parse_prometheus(_body("hybrid-mtp", "metrics_after")), parse_prometheus(_body("hybrid-mtp", "metrics_before"))
-    expected = ((after["sglang:generation_tokens_total"] - before.get("sglang:generation_tokens_total", 0))
-                / (after["sglang:spec_verify_calls_total"] - before.get("sglang:spec_verify_calls_total", 0)))
+    after, before = (
+        parse_prometheus(_body("hybrid-mtp", "metrics_after")),
+        parse_prometheus(_body("hybrid-mtp", "metrics_before")),
+    )
+    expected = (after["sglang:generation_tokens_total"] - before.get("sglang:generation_tokens_total", 0)) / (
+        after["sglang:spec_verify_calls_total"] - before.get("sglang:spec_verify_calls_total", 0)
+    )
     assert mtp.get("spec_accept_length") == pytest.approx(expected)
     assert 1.0 <= mtp.get("spec_accept_length") <= 4.0  # NEXTN 3 steps: 1 to 4 tokens per verify
     assert window("dense").get("spec_accept_length") is None
 
 
-def _exposition(ttft: dict[str, float], *, requests: float, prompt: float, generated: float, cached: float | None,
-                running: float = 3, queued: float = 2, usage: tuple[float, float] = (0.4, 0.7)) -> str:
+def _exposition(
+    ttft: dict[str, float],
+    *,
+    requests: float,
+    prompt: float,
+    generated: float,
+    cached: float | None,
+    running: float = 3,
+    queued: float = 2,
+    usage: tuple[float, float] = (0.4, 0.7),
+) -> str:
     lines = []
     for stream in ("true", "false"):  # two label sets: every figure must sum them
         lines.append(f'sglang:num_requests_total{{is_streaming="{stream}"}} {requests / 2}')
         lines.append(f'sglang:prompt_tokens_total{{is_streaming="{stream}"}} {prompt / 2}')
         lines.append(f'sglang:generation_tokens_total{{is_streaming="{stream}"}} {generated / 2}')
         for le, count in ttft.items():
-            lines.append(f'sglang:time_to_first_token_seconds_bucket{{is_streaming="{stream}",le="{le}"}} {count / 2}')
+            lines.append(
+                f'sglang:time_to_first_token_seconds_bucket{{is_streaming="{stream}",le="{le}"}} {count / 2}'
+            )
     if cached is not None:
         lines.append(f'sglang:cached_tokens_total{{cache_source="device"}} {cached}')
     for rank, use in enumerate(usage):
@@ -89,10 +111,16 @@ def test_synthetic_window_by_hand() -> None:
     TTFT over the window: 20 in (0, 0.1], 16 in (0.1, 0.5], 4 in (0.5, 1]; so p50 is at rank 20
     (the first bucket's top, 0.1) and p99 at rank 39.6: 0.5 + 0.5 * (39.6 - 36) / 4 = 0.95.
     The window's own buckets matter, not the totals: the earlier scrape had 100 slow requests."""
-    before = _exposition({"0.1": 0, "0.5": 0, "1.0": 100, "+Inf": 100}, requests=100, prompt=1000,
-                         generated=1000, cached=None)
-    after = _exposition({"0.1": 20, "0.5": 36, "1.0": 140, "+Inf": 140}, requests=140, prompt=9000,
-                        generated=5000, cached=2000)
+    before = _exposition(
+        {"0.1": 0, "0.5": 0, "1.0": 100, "+Inf": 100}, requests=100, prompt=1000, generated=1000, cached=None
+    )
+    after = _exposition(
+        {"0.1": 20, "0.5": 36, "1.0": 140, "+Inf": 140},
+        requests=140,
+        prompt=9000,
+        generated=5000,
+        cached=2000,
+    )
     f = figures(Scrape.of_text(before, 5.0), Scrape.of_text(after, 15.0))
     assert f.why is None
     assert f.get("requests_per_s") == pytest.approx(4.0)
@@ -109,7 +137,9 @@ def test_synthetic_window_by_hand() -> None:
 
 def test_a_restart_between_scrapes_keeps_the_gauges_and_says_why() -> None:
     busy = _exposition({"0.1": 50, "+Inf": 60}, requests=60, prompt=600, generated=600, cached=None)
-    fresh = _exposition({"0.1": 1, "+Inf": 1}, requests=1, prompt=10, generated=10, cached=None, running=1, queued=0)
+    fresh = _exposition(
+        {"0.1": 1, "+Inf": 1}, requests=1, prompt=10, generated=10, cached=None, running=1, queued=0
+    )
     f = figures(Scrape.of_text(busy, 0.0), Scrape.of_text(fresh, 2.0))
     assert f.why is not None and "restarted" in f.why
     assert f.get("requests_per_s") is None and f.get("ttft_p99_s") is None
@@ -123,8 +153,10 @@ def test_a_failed_scrape_is_a_figure_set_with_a_reason() -> None:
     assert all(v is None for v in figures(good, failed).values.values())
     recovered = Scrape.of_text(_exposition({"+Inf": 3}, requests=3, prompt=3, generated=3, cached=None), 2.0)
     assert figures(failed, recovered).get("running") == 3  # gauges at once; rates from the next round
-    assert figures(recovered, Scrape.of_text(_exposition({"+Inf": 5}, requests=5, prompt=5, generated=5,
-                                                         cached=None), 3.0)).get("requests_per_s") == pytest.approx(2.0)
+    assert figures(
+        recovered,
+        Scrape.of_text(_exposition({"+Inf": 5}, requests=5, prompt=5, generated=5, cached=None), 3.0),
+    ).get("requests_per_s") == pytest.approx(2.0)
 
 
 def test_quantile_edges() -> None:

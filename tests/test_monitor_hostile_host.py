@@ -25,8 +25,15 @@ from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 def _strict_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The console script as a person with umask 077 runs it (a fresh interpreter: the umask is
     the process's own)."""
-    return subprocess.run([sys.executable, "-m", "deploytool", *args], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=300, umask=0o077)
+    return subprocess.run(
+        [sys.executable, "-m", "deploytool", *args],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        umask=0o077,
+    )
 
 
 def _scraped(api: httpx.Client) -> list[tuple[str | None, str]]:
@@ -55,8 +62,18 @@ def test_a_cut_over_under_umask_077_moves_the_scrape(slot_env, profiles_dir: Pat
         assert monitor.returncode == 0, monitor.stderr
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
         for profile, release in (("t-good", "1"), ("t-good2", "2")):
-            started = _strict_cli("up", "--cpu", "--profile", profile, "--skip-qualify", "--json",
-                                  "--profiles-dir", str(profiles_dir), "--port", str(release_port))
+            started = _strict_cli(
+                "up",
+                "--cpu",
+                "--profile",
+                profile,
+                "--skip-qualify",
+                "--json",
+                "--profiles-dir",
+                str(profiles_dir),
+                "--port",
+                str(release_port),
+            )
             assert started.returncode == 0, started.stderr
             # Prometheus's own user read the file deploytool rewrote at the start (the cut-over)
             _until(f"Prometheus scrapes release {release} alone", lambda: _scraped(api) == [(release, "up")])
@@ -72,7 +89,8 @@ def test_the_lifecycle_endpoint_is_closed_and_monitor_up_reloads_by_signal(docke
     try:
         assert first.returncode == 0, first.stderr
         (container,) = docker_engine.client.containers.list(
-            filters={"label": [f"{labels.INSTANCE}={labels.instance()}", f"{stack.MONITOR_LABEL}=prometheus"]})
+            filters={"label": [f"{labels.INSTANCE}={labels.instance()}", f"{stack.MONITOR_LABEL}=prometheus"]}
+        )
         started_at = container.attrs["State"]["StartedAt"]
         # what a web page in the operator's browser could send: a cross-origin form POST
         page = {"Origin": "http://evil.example", "Content-Type": "application/x-www-form-urlencoded"}

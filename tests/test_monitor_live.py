@@ -39,8 +39,10 @@ from deploytool.release import scrape_targets
 from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
 from monitor_helpers import serving_gap
 
-pytestmark = [pytest.mark.docker,
-              pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)"),
+]
 
 KEY = "CANARYKEY" + stdlib_secrets.token_hex(10)
 HEALTH_FAILS_AFTER_S = 40  # release 2's /health turns 503 this long after its start: up is done by then
@@ -63,10 +65,13 @@ def profiles_dir(tmp_path: Path) -> Path:
     key_file.write_text(KEY + "\n")
     key_file.chmod(0o600)
     (folder / "t-good.yaml").write_text(PROFILES["t-good"])
-    (folder / "t34-keyed.yaml").write_text(f"name: t34-keyed\nextends: t-good\nserver:\n  api_key: {{file: {key_file}}}\n")
+    (folder / "t34-keyed.yaml").write_text(
+        f"name: t34-keyed\nextends: t-good\nserver:\n  api_key: {{file: {key_file}}}\n"
+    )
     (folder / "t34-keyed2.yaml").write_text(
         "name: t34-keyed2\nextends: t34-keyed\nserver:\n  args:\n    decode-tps: 3000\n"
-        f"  env: {{DEPLOYTOOL_SIM_FAULT: health_fail_after={HEALTH_FAILS_AFTER_S}}}\n")
+        f"  env: {{DEPLOYTOOL_SIM_FAULT: health_fail_after={HEALTH_FAILS_AFTER_S}}}\n"
+    )
     return folder
 
 
@@ -85,10 +90,12 @@ def _until(what: str, check, timeout: float = 90.0):
 
 def _page(browser: Browser, url: str, script: str, wanted):
     """The page loaded again until its DOM shows what is wanted (the classic pages render once)."""
+
     def look():
         browser.navigate(url)
         found = browser.evaluate(script)
         return found if wanted(found) else None
+
     return _until(f"{url} shows it", look, timeout=120)
 
 
@@ -103,7 +110,9 @@ def _shot(browser: Browser, path: Path) -> None:
 def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engine, tmp_path: Path) -> None:  # noqa: F811
     cli, seen = slot_env, []
     port = free_port()
-    monitor = run_cli("monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json")
+    monitor = run_cli(
+        "monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json"
+    )
     base = f"http://127.0.0.1:{port}"
     api = httpx.Client(base_url=base, timeout=5)
     try:
@@ -114,74 +123,130 @@ def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engi
         assert httpx.get(f"{url}/v1/models", timeout=5).status_code == 401  # the key guards the API
         assert httpx.get(f"{url}/metrics", timeout=5).status_code == 200  # and not the figures
 
-        targets = lambda job=RELEASES_JOB: [t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]  # noqa: E731
-                                            if t["labels"]["job"] == job]
+        targets = lambda job=RELEASES_JOB: [
+            t
+            for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]  # noqa: E731
+            if t["labels"]["job"] == job
+        ]
         (target,) = _until("release 1 scraped up", lambda: [t for t in targets() if t["health"] == "up"])
         assert {k: target["labels"][k] for k in ("slot", "release", "profile", "card", "api_key")} == {
-            "slot": "cpu", "release": "1", "profile": "t34-keyed", "card": "cpu", "api_key": "required"}
-        _until("release 1's /health scraped up", lambda: [t for t in targets(HEALTH_JOB) if t["health"] == "up"])
+            "slot": "cpu",
+            "release": "1",
+            "profile": "t34-keyed",
+            "card": "cpu",
+            "api_key": "required",
+        }
+        _until(
+            "release 1's /health scraped up", lambda: [t for t in targets(HEALTH_JOB) if t["health"] == "up"]
+        )
         config = yaml.safe_load((scrape_targets.monitor_dir() / "prometheus.yml").read_text())
         assert all("authorization" not in job and "basic_auth" not in job for job in config["scrape_configs"])
 
         with Browser(f"{base}/classic/targets", tmp_path / "chromium") as browser:
-            rows = _page(browser, f"{base}/classic/targets", TARGETS_DOM,
-                         lambda rows: len(rows) == 2 and all(r["state"] == "up" for r in rows))
+            rows = _page(
+                browser,
+                f"{base}/classic/targets",
+                TARGETS_DOM,
+                lambda rows: len(rows) == 2 and all(r["state"] == "up" for r in rows),
+            )
             assert sorted(r["endpoint"] for r in rows) == [f"{url}/health", f"{url}/metrics"]
             for row in rows:
-                assert {'slot="cpu"', 'release="1"', 'profile="t34-keyed"', 'card="cpu"'} <= set(row["labels"])
+                assert {'slot="cpu"', 'release="1"', 'profile="t34-keyed"', 'card="cpu"'} <= set(
+                    row["labels"]
+                )
             seen.append(browser.evaluate("document.documentElement.outerHTML"))
             _shot(browser, tmp_path / "monitor-targets.png")
 
             since = time.time()
             second = up(cli, "t34-keyed2")
             assert second.returncode == 0, second.stderr
-            _until("the scrape moved to release 2", lambda: [(t["labels"]["release"], t["health"]) for t in targets()]
-                   == [("2", "up")])
+            _until(
+                "the scrape moved to release 2",
+                lambda: [(t["labels"]["release"], t["health"]) for t in targets()] == [("2", "up")],
+            )
             time.sleep(3)
             gap = serving_gap(api, "cpu", since, time.time())
             print(f"scrape gap at the cut-over, from Prometheus's up samples (1 s scrapes): {gap}")
             assert gap["releases"] == ["1", "2"] and gap["longest_s"] is not None
 
             # the first fault: release 2's health fails (its fault, a wedged scheduler) while /metrics answers
-            alerts = lambda name, state: [a for a in api.get("/api/v1/alerts").json()["data"]["alerts"]  # noqa: E731
-                                          if a["labels"]["alertname"] == name and a["state"] == state]
-            (pending,) = _until("DeploytoolReleaseUnhealthy pending", lambda: alerts("DeploytoolReleaseUnhealthy", "pending"),
-                                timeout=HEALTH_FAILS_AFTER_S + 120)
+            alerts = lambda name, state: [
+                a
+                for a in api.get("/api/v1/alerts").json()["data"]["alerts"]  # noqa: E731
+                if a["labels"]["alertname"] == name and a["state"] == state
+            ]
+            (pending,) = _until(
+                "DeploytoolReleaseUnhealthy pending",
+                lambda: alerts("DeploytoolReleaseUnhealthy", "pending"),
+                timeout=HEALTH_FAILS_AFTER_S + 120,
+            )
             assert (pending["labels"]["slot"], pending["labels"]["release"]) == ("cpu", "2")
-            _until("DeploytoolReleaseUnhealthy firing after its minute",
-                   lambda: alerts("DeploytoolReleaseUnhealthy", "firing"), timeout=240)
+            _until(
+                "DeploytoolReleaseUnhealthy firing after its minute",
+                lambda: alerts("DeploytoolReleaseUnhealthy", "firing"),
+                timeout=240,
+            )
             assert not alerts("DeploytoolReleaseDown", "pending") + alerts("DeploytoolReleaseDown", "firing")
 
             rules = yaml.safe_load((scrape_targets.monitor_dir() / "rules.yml").read_text())
             shipped = {r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r}
-            page = _page(browser, f"{base}/classic/alerts", ALERTS_DOM, lambda p: any(
-                a["state"] == "firing" and 'release="2"' in a["labels"] for a in p["active"]))
+            page = _page(
+                browser,
+                f"{base}/classic/alerts",
+                ALERTS_DOM,
+                lambda p: any(a["state"] == "firing" and 'release="2"' in a["labels"] for a in p["active"]),
+            )
             assert set(page["rules"]) >= shipped >= {"DeploytoolReleaseDown", "DeploytoolReleaseUnhealthy"}
             (firing,) = [a for a in page["active"] if a["state"] == "firing"]
-            assert {'alertname="DeploytoolReleaseUnhealthy"', 'slot="cpu"', 'profile="t34-keyed2"'} <= set(firing["labels"])
+            assert {'alertname="DeploytoolReleaseUnhealthy"', 'slot="cpu"', 'profile="t34-keyed2"'} <= set(
+                firing["labels"]
+            )
             seen.append(browser.evaluate("document.documentElement.outerHTML"))
-            browser.evaluate("document.querySelectorAll('tr.alert_header.alert-danger').forEach(h => h.click())")
+            browser.evaluate(
+                "document.querySelectorAll('tr.alert_header.alert-danger').forEach(h => h.click())"
+            )
             _shot(browser, tmp_path / "monitor-alerts.png")
 
         # the second: the serving release's container stops behind deploytool's back
-        (container,) = docker_engine.client.containers.list(filters={"label": [
-            f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}=cpu", f"{labels.RELEASE}=2"]})
+        (container,) = docker_engine.client.containers.list(
+            filters={
+                "label": [
+                    f"{labels.INSTANCE}={labels.instance()}",
+                    f"{labels.SLOT}=cpu",
+                    f"{labels.RELEASE}=2",
+                ]
+            }
+        )
         container.stop(timeout=5)
-        (pending,) = _until("DeploytoolReleaseDown pending", lambda: alerts("DeploytoolReleaseDown", "pending"), timeout=90)
+        (pending,) = _until(
+            "DeploytoolReleaseDown pending", lambda: alerts("DeploytoolReleaseDown", "pending"), timeout=90
+        )
         assert (pending["labels"]["slot"], pending["labels"]["release"]) == ("cpu", "2")
         # a release down altogether pages as down, no longer as unhealthy
-        _until("DeploytoolReleaseUnhealthy gone", lambda: not alerts("DeploytoolReleaseUnhealthy", "firing") or None,
-               timeout=60)
+        _until(
+            "DeploytoolReleaseUnhealthy gone",
+            lambda: not alerts("DeploytoolReleaseUnhealthy", "firing") or None,
+            timeout=60,
+        )
 
         shown = run_cli("monitor", "status", "--json")
         assert shown.returncode == 0 and json.loads(shown.stdout)["alerts"], shown.stderr
         seen += [shown.stdout, shown.stderr, monitor.stdout, monitor.stderr, first.stdout, first.stderr]
-        for path in ("/api/v1/targets", "/api/v1/status/config", "/api/v1/alerts", "/api/v1/rules",
-                     "/api/v1/status/flags", "/api/v1/query?query={job=\"deploytool-releases\"}"):
+        for path in (
+            "/api/v1/targets",
+            "/api/v1/status/config",
+            "/api/v1/alerts",
+            "/api/v1/rules",
+            "/api/v1/status/flags",
+            '/api/v1/query?query={job="deploytool-releases"}',
+        ):
             seen.append(api.get(path).text)
-        seen += [p.read_text(errors="replace") for p in scrape_targets.monitor_dir().rglob("*") if p.is_file()]
-        (prometheus,) = docker_engine.client.containers.list(filters={"label": [
-            f"{stack.MONITOR_LABEL}=prometheus", f"{labels.INSTANCE}={labels.instance()}"]})
+        seen += [
+            p.read_text(errors="replace") for p in scrape_targets.monitor_dir().rglob("*") if p.is_file()
+        ]
+        (prometheus,) = docker_engine.client.containers.list(
+            filters={"label": [f"{stack.MONITOR_LABEL}=prometheus", f"{labels.INSTANCE}={labels.instance()}"]}
+        )
         seen += [prometheus.logs().decode(errors="replace"), json.dumps(prometheus.attrs)]
         assert all(KEY not in text for text in seen)
         assert any("deploytool-releases" in text for text in seen)  # the search read real answers

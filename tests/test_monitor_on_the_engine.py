@@ -22,7 +22,9 @@ def _scraped(api: httpx.Client, timeout: float = 60.0) -> list[tuple[str, str]]:
     seen = []
     while time.monotonic() < deadline:
         targets = api.get("/api/v1/targets").json()["data"]["activeTargets"]
-        seen = [(t["labels"].get("release"), t["health"]) for t in targets if t["labels"]["job"] == RELEASES_JOB]
+        seen = [
+            (t["labels"].get("release"), t["health"]) for t in targets if t["labels"]["job"] == RELEASES_JOB
+        ]
         if seen and all(health == "up" for _, health in seen):
             return seen
         time.sleep(1)
@@ -41,7 +43,9 @@ def _wait_for(api: httpx.Client, release: str, timeout: float = 60.0) -> list[tu
 def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:  # noqa: F811
     cli = slot_env
     port = free_port()
-    monitor = run_cli("monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json")
+    monitor = run_cli(
+        "monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json"
+    )
     try:
         assert monitor.returncode == 0, monitor.stderr
         assert json.loads(monitor.stdout)["targets"] == []  # nothing serves yet
@@ -58,21 +62,30 @@ def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:  # no
         assert top.returncode == 0, top.stderr
         # this instance's slot (top shows another instance's releases on the engine too)
         (server,) = [s for s in json.loads(top.stdout)["servers"] if s["name"] == "cpu"]
-        assert (server["name"], server["release"], server["profile"], server["health"]) == ("cpu", 1, "t-good", "healthy")
+        assert (server["name"], server["release"], server["profile"], server["health"]) == (
+            "cpu",
+            1,
+            "t-good",
+            "healthy",
+        )
         assert server["figures"]["why"] is None and server["figures"]["output_tps"] > 0
 
         second = up(cli, "t-good2")
         assert second.returncode == 0, second.stderr
         assert _wait_for(api, "2") == [("2", "up")]
-        labels = next(t["labels"] for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
-                      if t["labels"]["job"] == RELEASES_JOB)
+        labels = next(
+            t["labels"]
+            for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+            if t["labels"]["job"] == RELEASES_JOB
+        )
         assert (labels["slot"], labels["profile"], labels["card"]) == ("cpu", "t-good2", "cpu")
 
         back = cli("rollback", "--cpu", "--json")
         assert back.returncode == 0, back.stderr
         assert _wait_for(api, "1") == [("1", "up")]
         status = json.loads(run_cli("monitor", "status", "--json").stdout)
-        assert status["running"] and sorted((t["labels"]["job"], t["labels"]["release"]) for t in status["targets"]) == [
-            (HEALTH_JOB, "1"), (RELEASES_JOB, "1")]
+        assert status["running"] and sorted(
+            (t["labels"]["job"], t["labels"]["release"]) for t in status["targets"]
+        ) == [(HEALTH_JOB, "1"), (RELEASES_JOB, "1")]
     finally:
         run_cli("monitor", "down", "--json")

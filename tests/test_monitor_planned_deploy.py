@@ -28,9 +28,20 @@ WARMUP_S = 3
 
 
 def _release(number: int, health: str | None, state: str = "running") -> Release:
-    return Release(slot="cpu", release=number, profile="p", image="i", container_id=f"c{number}",
-                   container_name=f"n{number}", state=state, health=health, host_port=30000 + number, gpus=[],
-                   simulator=True, created="")
+    return Release(
+        slot="cpu",
+        release=number,
+        profile="p",
+        image="i",
+        container_id=f"c{number}",
+        container_name=f"n{number}",
+        state=state,
+        health=health,
+        host_port=30000 + number,
+        gpus=[],
+        simulator=True,
+        created="",
+    )
 
 
 def test_a_release_joins_the_targets_once_healthy_and_stays_while_it_runs() -> None:
@@ -40,8 +51,9 @@ def test_a_release_joins_the_targets_once_healthy_and_stays_while_it_runs() -> N
     # once listed it stays, whatever its health, so a serving release that fails pages
     for health in ("unhealthy", "starting"):
         assert listed(scrape_targets.target_groups([_release(2, health)], {("cpu", 2)})) == [("cpu", "2")]
-    assert listed(scrape_targets.target_groups([_release(2, "restarting", state="restarting")], {("cpu", 2)})) == [
-        ("cpu", "2")]
+    assert listed(
+        scrape_targets.target_groups([_release(2, "restarting", state="restarting")], {("cpu", 2)})
+    ) == [("cpu", "2")]
     assert listed(scrape_targets.target_groups([_release(2, "healthy", state="exited")], {("cpu", 2)})) == []
 
 
@@ -52,26 +64,36 @@ def profiles_dir(tmp_path: Path) -> Path:
     (folder / "t-good.yaml").write_text(PROFILES["t-good"])
     (folder / "t-slow.yaml").write_text(
         f"name: t-slow\nextends: t-good\nserver:\n  args:\n    load-seconds: {LOAD_S}\n"
-        f"    startup-seconds: {WARMUP_S}\n")
+        f"    startup-seconds: {WARMUP_S}\n"
+    )
     return folder
 
 
 def _samples(api: httpx.Client, query: str, since: float, until: float) -> list[tuple[dict, float, str]]:
     span = int(until - since) + 5
     body = api.get("/api/v1/query", params={"query": f"{query}[{span}s]", "time": f"{until:.3f}"}).json()
-    return [(s["metric"], float(t), v) for s in body["data"]["result"] for t, v in s["values"] if since <= float(t) <= until]
+    return [
+        (s["metric"], float(t), v)
+        for s in body["data"]["result"]
+        for t, v in s["values"]
+        if since <= float(t) <= until
+    ]
 
 
 def test_an_up_to_a_slow_release_pages_for_nothing(slot_env) -> None:  # noqa: F811
     port = free_port()
-    monitor = run_cli("monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json")
+    monitor = run_cli(
+        "monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json"
+    )
     api = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5)
     try:
         assert monitor.returncode == 0, monitor.stderr
         first = up(slot_env, "t-good")
         assert first.returncode == 0, first.stderr
-        scraped = lambda: sorted((t["labels"]["job"], t["labels"]["release"], t["health"])  # noqa: E731
-                                 for t in api.get("/api/v1/targets").json()["data"]["activeTargets"])
+        scraped = lambda: sorted(
+            (t["labels"]["job"], t["labels"]["release"], t["health"])  # noqa: E731
+            for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+        )
         _until(lambda: scraped() == [(HEALTH_JOB, "1", "up"), (RELEASES_JOB, "1", "up")], "release 1 scraped")
 
         since = time.time()

@@ -24,9 +24,20 @@ from sim_process import SimProcess
 
 def _release(number: int, url: str) -> Release:
     port = int(url.rsplit(":", 1)[1])
-    return Release(slot="cpu", release=number, profile="sim", image="sim", container_id=f"c{number}",
-                   container_name=f"r{number}", state="running", health="healthy", host_port=port, gpus=[],
-                   simulator=True, created="")
+    return Release(
+        slot="cpu",
+        release=number,
+        profile="sim",
+        image="sim",
+        container_id=f"c{number}",
+        container_name=f"r{number}",
+        state="running",
+        health="healthy",
+        host_port=port,
+        gpus=[],
+        simulator=True,
+        created="",
+    )
 
 
 def _until(what: str, check, timeout: float = 90.0, every: float = 1.0):
@@ -49,14 +60,22 @@ def _query(api: httpx.Client, expr: str) -> list[dict]:
 
 def _targets(api: httpx.Client) -> list[dict]:
     """The /metrics targets (the same releases' /health are the health job's)."""
-    return [t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
-            if t["labels"]["job"] == prometheus.RELEASES_JOB]
+    return [
+        t
+        for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+        if t["labels"]["job"] == prometheus.RELEASES_JOB
+    ]
 
 
 def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path: Path) -> None:
     settings = stack.MonitorSettings(port=free_port(), retention="2d", scrape_interval_s=1)
-    sim_flags = dict(decode_tps=200, max_running_requests=2, enable_metrics=True, spec_accept_length=2.0,
-                     default_chat_template_kwargs='{"enable_thinking": false}')
+    sim_flags = dict(
+        decode_tps=200,
+        max_running_requests=2,
+        enable_metrics=True,
+        spec_accept_length=2.0,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+    )
     try:
         with SimProcess(**sim_flags) as first, Load(first.url, clients=3):
             write_pointers("cpu", SlotPointers(current=1, previous=None))
@@ -64,36 +83,71 @@ def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path:
             assert status.running and status.settings["retention"] == "2d"
             scrape_targets.write_if_monitored([_release(1, first.url)])
             api = httpx.Client(base_url=status.url, timeout=5)
-            _until("release 1 scraped", lambda: [t for t in _targets(api)
-                                                 if t["labels"].get("release") == "1" and t["health"] == "up"])
+            _until(
+                "release 1 scraped",
+                lambda: [
+                    t for t in _targets(api) if t["labels"].get("release") == "1" and t["health"] == "up"
+                ],
+            )
             # the recorded figures move under load
-            rows = _until("output tok/s recorded", lambda: [r for r in _query(api, "deploytool:output_tps")
-                                                             if float(r["value"][1]) > 0])
+            rows = _until(
+                "output tok/s recorded",
+                lambda: [r for r in _query(api, "deploytool:output_tps") if float(r["value"][1]) > 0],
+            )
             assert rows[0]["metric"]["slot"] == "cpu" and rows[0]["metric"]["profile"] == "sim"
-            _until("accept length recorded", lambda: [r for r in _query(api, "deploytool:spec_accept_length")
-                                                      if abs(float(r["value"][1]) - 2.0) < 0.1])
-            _until("TTFT p99 recorded", lambda: [r for r in _query(api, "deploytool:ttft_p99_s")
-                                                 if float(r["value"][1]) > 0])
+            _until(
+                "accept length recorded",
+                lambda: [
+                    r
+                    for r in _query(api, "deploytool:spec_accept_length")
+                    if abs(float(r["value"][1]) - 2.0) < 0.1
+                ],
+            )
+            _until(
+                "TTFT p99 recorded",
+                lambda: [r for r in _query(api, "deploytool:ttft_p99_s") if float(r["value"][1]) > 0],
+            )
             # every dashboard panel's query returns data from the live Prometheus
             board = json.loads((scrape_targets.monitor_dir() / "grafana-dashboard.json").read_text())
             for panel in board["panels"]:
                 expr = panel["targets"][0]["expr"].replace("$slot", ".*")
-                if panel["title"] not in ("TPOT p50", "TPOT p99", "prefix hit rate"):  # need finished/cached requests
+                if panel["title"] not in (
+                    "TPOT p50",
+                    "TPOT p99",
+                    "prefix hit rate",
+                ):  # need finished/cached requests
                     _until(f"panel {panel['title']}", lambda: _query(api, expr), timeout=30)
 
             with SimProcess(**sim_flags) as second, Load(second.url, clients=2):
                 # the cut-over: release 2 serves, the pointer moves, the executor's hook rewrites
                 write_pointers("cpu", SlotPointers(current=2, previous=1))
                 scrape_targets.write_if_monitored([_release(1, first.url), _release(2, second.url)])
-                _until("the scrape moved to release 2", lambda: (
-                    [t["labels"].get("release") for t in _targets(api)] == ["2"]
-                    and _targets(api)[0]["health"] == "up"))
-                _until("release 2's figures", lambda: [r for r in _query(api, 'deploytool:output_tps{release="2"}')
-                                                       if float(r["value"][1]) > 0])
+                _until(
+                    "the scrape moved to release 2",
+                    lambda: (
+                        [t["labels"].get("release") for t in _targets(api)] == ["2"]
+                        and _targets(api)[0]["health"] == "up"
+                    ),
+                )
+                _until(
+                    "release 2's figures",
+                    lambda: [
+                        r
+                        for r in _query(api, 'deploytool:output_tps{release="2"}')
+                        if float(r["value"][1]) > 0
+                    ],
+                )
             # release 2 stopped behind deploytool's back: its alert starts (pending for its minute)
-            _until("release down alert", lambda: [a for a in api.get("/api/v1/alerts").json()["data"]["alerts"]
-                                                  if a["labels"]["alertname"] == "DeploytoolReleaseDown"
-                                                  and a["labels"].get("release") == "2"], timeout=60)
+            _until(
+                "release down alert",
+                lambda: [
+                    a
+                    for a in api.get("/api/v1/alerts").json()["data"]["alerts"]
+                    if a["labels"]["alertname"] == "DeploytoolReleaseDown"
+                    and a["labels"].get("release") == "2"
+                ],
+                timeout=60,
+            )
         shown = run_cli("monitor", "status", "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["running"] is True
@@ -102,8 +156,11 @@ def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path:
         assert not down.running and docker_engine.volume_exists(stack.volume_name())
         again = stack.up(settings, [], engine=docker_engine)
         api = httpx.Client(base_url=again.url, timeout=5)
-        kept = _until("release 1's series after down and up", lambda: _query(
-            api, 'sum(max_over_time(sglang:num_requests_total{release="1"}[1h]))'), timeout=60)
+        kept = _until(
+            "release 1's series after down and up",
+            lambda: _query(api, 'sum(max_over_time(sglang:num_requests_total{release="1"}[1h]))'),
+            timeout=60,
+        )
         assert float(kept[0]["value"][1]) > 0
     finally:
         stack.down(engine=docker_engine)

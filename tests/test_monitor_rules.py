@@ -21,7 +21,9 @@ from deploytool.release import scrape_targets
 from deploytool.release.state import SlotPointers, write_pointers
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus)")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install prometheus)"
+)
 PROFILE = """\
 name: watched
 extends: sim
@@ -53,8 +55,16 @@ def test_promtool_accepts_the_rules_and_the_config(tmp_path: Path, profiles: lis
     assert f"{len(FIGURES) + len(prometheus.alerting_rules(profiles))} rules found" in checked.stdout
     (tmp_path / "targets.json").write_text("[]")
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump(prometheus.config(scrape_interval_s=5, targets_path=str(tmp_path / "targets.json"),
-                                                       rules_path=str(rules), cards_exporter="127.0.0.1:9400")))
+    config.write_text(
+        yaml.safe_dump(
+            prometheus.config(
+                scrape_interval_s=5,
+                targets_path=str(tmp_path / "targets.json"),
+                rules_path=str(rules),
+                cards_exporter="127.0.0.1:9400",
+            )
+        )
+    )
     checked = _promtool("check", "config", str(config))
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
@@ -63,7 +73,11 @@ def test_promtool_accepts_the_rules_and_the_config(tmp_path: Path, profiles: lis
 def test_promtool_refuses_a_broken_rule(tmp_path: Path) -> None:
     """The check above can fail: a rule with a bad expression is refused."""
     rules = tmp_path / "rules.yml"
-    rules.write_text(yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "deploytool:x", "expr": "sum by (("}]}]}))
+    rules.write_text(
+        yaml.safe_dump(
+            {"groups": [{"name": "x", "rules": [{"record": "deploytool:x", "expr": "sum by (("}]}]}
+        )
+    )
     assert _promtool("check", "rules", str(rules)).returncode != 0
 
 
@@ -75,30 +89,62 @@ def test_recording_rules_compute_the_figures_from_series(tmp_path: Path) -> None
     top_p50 = quantile(0.5, {0.5: 20, 1.0: 30, math.inf: 30})
     assert top_p50 == 0.375
     rules = tmp_path / "rules.yml"
-    rules.write_text(yaml.safe_dump({"groups": [{"name": "f", "rules": prometheus.recording_rules()}]}, width=1000))
+    rules.write_text(
+        yaml.safe_dump({"groups": [{"name": "f", "rules": prometheus.recording_rules()}]}, width=1000)
+    )
     labels = 'slot="cpu",release="2",profile="sim",card="cpu"'
-    tests = {"rule_files": [str(rules)], "evaluation_interval": "15s", "tests": [{
-        "interval": "15s",
-        "input_series": [
-            {"series": f'sglang:num_requests_total{{{labels},is_streaming="true"}}', "values": "0+30x8"},
-            {"series": f'sglang:prompt_tokens_total{{{labels}}}', "values": "0+300x8"},
-            {"series": f'sglang:cached_tokens_total{{{labels}}}', "values": "0+75x8"},
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="0.5"}}', "values": "0+20x8"},
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="1"}}', "values": "0+30x8"},
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}}', "values": "0+30x8"},
-            {"series": f'sglang:num_queue_reqs{{{labels},tp_rank="0"}}', "values": "3x8"},
+    tests = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "15s",
+        "tests": [
+            {
+                "interval": "15s",
+                "input_series": [
+                    {
+                        "series": f'sglang:num_requests_total{{{labels},is_streaming="true"}}',
+                        "values": "0+30x8",
+                    },
+                    {"series": f"sglang:prompt_tokens_total{{{labels}}}", "values": "0+300x8"},
+                    {"series": f"sglang:cached_tokens_total{{{labels}}}", "values": "0+75x8"},
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="0.5"}}',
+                        "values": "0+20x8",
+                    },
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="1"}}',
+                        "values": "0+30x8",
+                    },
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}}',
+                        "values": "0+30x8",
+                    },
+                    {"series": f'sglang:num_queue_reqs{{{labels},tp_rank="0"}}', "values": "3x8"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": "deploytool:requests_per_s",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": f"deploytool:requests_per_s{{{labels}}}", "value": 2}],
+                    },
+                    {
+                        "expr": "deploytool:prefix_hit_rate",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": f"deploytool:prefix_hit_rate{{{labels}}}", "value": 0.25}],
+                    },
+                    {
+                        "expr": "deploytool:queued",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": f"deploytool:queued{{{labels}}}", "value": 3}],
+                    },
+                    {
+                        "expr": "deploytool:ttft_p50_s",
+                        "eval_time": "2m",
+                        "exp_samples": [{"labels": f"deploytool:ttft_p50_s{{{labels}}}", "value": top_p50}],
+                    },
+                ],
+            }
         ],
-        "promql_expr_test": [
-            {"expr": "deploytool:requests_per_s", "eval_time": "2m",
-             "exp_samples": [{"labels": f"deploytool:requests_per_s{{{labels}}}", "value": 2}]},
-            {"expr": "deploytool:prefix_hit_rate", "eval_time": "2m",
-             "exp_samples": [{"labels": f"deploytool:prefix_hit_rate{{{labels}}}", "value": 0.25}]},
-            {"expr": "deploytool:queued", "eval_time": "2m",
-             "exp_samples": [{"labels": f"deploytool:queued{{{labels}}}", "value": 3}]},
-            {"expr": "deploytool:ttft_p50_s", "eval_time": "2m",
-             "exp_samples": [{"labels": f"deploytool:ttft_p50_s{{{labels}}}", "value": top_p50}]},
-        ],
-    }]}
+    }
     path = tmp_path / "tests.yml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     checked = _promtool("test", "rules", str(path))
@@ -108,9 +154,15 @@ def test_recording_rules_compute_the_figures_from_series(tmp_path: Path) -> None
 def test_alerts_follow_each_profile_s_promises(profiles: list) -> None:
     alerts = prometheus.alerting_rules(profiles)
     names = [a["alert"] for a in alerts]
-    assert {"DeploytoolReleaseDown", "DeploytoolKvPoolNearFull", "DeploytoolQueueGrowing",
-            "DeploytoolCardThrottling"} <= set(names)
-    per_profile = {(a["alert"], a["labels"].get("profile")): a["expr"] for a in alerts if "profile" in a["labels"]}
+    assert {
+        "DeploytoolReleaseDown",
+        "DeploytoolKvPoolNearFull",
+        "DeploytoolQueueGrowing",
+        "DeploytoolCardThrottling",
+    } <= set(names)
+    per_profile = {
+        (a["alert"], a["labels"].get("profile")): a["expr"] for a in alerts if "profile" in a["labels"]
+    }
     assert per_profile == {
         ("DeploytoolAcceptLengthLow", "watched"): 'deploytool:spec_accept_length{profile="watched"} < 1.7',
         ("DeploytoolTTFTp99AboveTarget", "watched"): 'deploytool:ttft_p99_s{profile="watched"} > 1.5',
@@ -125,23 +177,41 @@ def test_dashboard_has_a_panel_per_figure() -> None:
     json.dumps(board)  # a JSON model
 
 
-def _release(slot: str, number: int, port: int, running: bool = True, gpus: list[str] | None = None) -> Release:
-    return Release(slot=slot, release=number, profile="sim", image="img", container_id=f"c{number}",
-                   container_name=f"n{number}", state="running" if running else "exited", health="healthy",
-                   host_port=port, gpus=gpus or [], simulator=True, created="")
+def _release(
+    slot: str, number: int, port: int, running: bool = True, gpus: list[str] | None = None
+) -> Release:
+    return Release(
+        slot=slot,
+        release=number,
+        profile="sim",
+        image="img",
+        container_id=f"c{number}",
+        container_name=f"n{number}",
+        state="running" if running else "exited",
+        health="healthy",
+        host_port=port,
+        gpus=gpus or [],
+        simulator=True,
+        created="",
+    )
 
 
 def test_scrape_targets_follow_the_pointer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEPLOYTOOL_HOME", str(tmp_path / "home"))
-    releases = [_release("cpu", 1, 30001), _release("cpu", 2, 30002),
-                _release("gpu-a", 4, 30004, gpus=["GPU-1", "GPU-2"]), _release("gpu-b", 1, 30005, running=False)]
+    releases = [
+        _release("cpu", 1, 30001),
+        _release("cpu", 2, 30002),
+        _release("gpu-a", 4, 30004, gpus=["GPU-1", "GPU-2"]),
+        _release("gpu-b", 1, 30005, running=False),
+    ]
     assert scrape_targets.write_if_monitored(releases) is None  # no monitor set up: nothing written
     assert not scrape_targets.targets_file().exists()
     write_pointers("cpu", SlotPointers(current=1, previous=None))  # release 2 started, not yet cut over
     path = scrape_targets.write_targets(releases)
     groups = json.loads(path.read_text())
-    assert [(g["targets"], g["labels"]["slot"], g["labels"]["release"], g["labels"]["card"]) for g in groups] == [
-        (["127.0.0.1:30001"], "cpu", "1", "cpu"), (["127.0.0.1:30004"], "gpu-a", "4", "GPU-1,GPU-2")]
+    assert [
+        (g["targets"], g["labels"]["slot"], g["labels"]["release"], g["labels"]["card"]) for g in groups
+    ] == [(["127.0.0.1:30001"], "cpu", "1", "cpu"), (["127.0.0.1:30004"], "gpu-a", "4", "GPU-1,GPU-2")]
     write_pointers("cpu", SlotPointers(current=2, previous=1))  # the cut-over
     scrape_targets.write_if_monitored(releases)
     assert json.loads(path.read_text())[0]["targets"] == ["127.0.0.1:30002"]
@@ -157,59 +227,188 @@ def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> 
     rules.write_text(yaml.safe_dump(prometheus.rules_document(profiles), sort_keys=False, width=1000))
     lab = 'slot="gpu-a",release="3",profile="watched",card="GPU-1"'
     ok = 'slot="cpu",release="1",profile="sim",card="cpu"'
-    tests = {"rule_files": [str(rules)], "evaluation_interval": "30s", "tests": [{
-        "interval": "30s",
-        "input_series": [
-            {"series": f'sglang:token_usage{{{lab},tp_rank="0"}}', "values": "0.97x30"},
-            {"series": f'sglang:token_usage{{{ok},tp_rank="0"}}', "values": "0.5x30"},
-            # 1.2 tokens per verify step against the 1.7 the profile expects
-            {"series": f'sglang:generation_tokens_total{{{lab}}}', "values": "0+120x30"},
-            {"series": f'sglang:spec_verify_calls_total{{{lab}}}', "values": "0+100x30"},
-            # every first token in the 2-4 s bucket: p99 near 4 s against the 1.5 s target
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="2"}}', "values": "0x30"},
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="4"}}', "values": "0+10x30"},
-            {"series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="+Inf"}}', "values": "0+10x30"},
-            {"series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30001",{ok}}}', "values": "1x4 0x26"},
-            {"series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30001",{ok}}}', "values": "1x4 0x26"},
-            # the watched release: /metrics answers, /health does not (a wedged scheduler)
-            {"series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30003",{lab}}}', "values": "1x30"},
-            {"series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30003",{lab}}}', "values": "1x4 0x26"},
-            {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="0",UUID="GPU-1"}}', "values": "64x30"},  # HW thermal
-            {"series": f'{prometheus.THROTTLE_METRIC}{{gpu="1",UUID="GPU-2"}}', "values": "1x30"},  # idle only
+    tests = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "30s",
+        "tests": [
+            {
+                "interval": "30s",
+                "input_series": [
+                    {"series": f'sglang:token_usage{{{lab},tp_rank="0"}}', "values": "0.97x30"},
+                    {"series": f'sglang:token_usage{{{ok},tp_rank="0"}}', "values": "0.5x30"},
+                    # 1.2 tokens per verify step against the 1.7 the profile expects
+                    {"series": f"sglang:generation_tokens_total{{{lab}}}", "values": "0+120x30"},
+                    {"series": f"sglang:spec_verify_calls_total{{{lab}}}", "values": "0+100x30"},
+                    # every first token in the 2-4 s bucket: p99 near 4 s against the 1.5 s target
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="2"}}',
+                        "values": "0x30",
+                    },
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="4"}}',
+                        "values": "0+10x30",
+                    },
+                    {
+                        "series": f'sglang:time_to_first_token_seconds_bucket{{{lab},le="+Inf"}}',
+                        "values": "0+10x30",
+                    },
+                    {
+                        "series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30001",{ok}}}',
+                        "values": "1x4 0x26",
+                    },
+                    {
+                        "series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30001",{ok}}}',
+                        "values": "1x4 0x26",
+                    },
+                    # the watched release: /metrics answers, /health does not (a wedged scheduler)
+                    {
+                        "series": f'up{{job="{prometheus.RELEASES_JOB}",instance="127.0.0.1:30003",{lab}}}',
+                        "values": "1x30",
+                    },
+                    {
+                        "series": f'up{{job="{prometheus.HEALTH_JOB}",instance="127.0.0.1:30003",{lab}}}',
+                        "values": "1x4 0x26",
+                    },
+                    {
+                        "series": f'{prometheus.THROTTLE_METRIC}{{gpu="0",UUID="GPU-1"}}',
+                        "values": "64x30",
+                    },  # HW thermal
+                    {
+                        "series": f'{prometheus.THROTTLE_METRIC}{{gpu="1",UUID="GPU-2"}}',
+                        "values": "1x30",
+                    },  # idle only
+                ],
+                "alert_rule_test": [
+                    {
+                        "eval_time": "10m",
+                        "alertname": "DeploytoolKvPoolNearFull",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "page",
+                                    "slot": "gpu-a",
+                                    "release": "3",
+                                    "profile": "watched",
+                                    "card": "GPU-1",
+                                },
+                                "exp_annotations": {
+                                    "summary": "slot gpu-a: KV pool 97% full for 5 minutes",
+                                    "description": "New requests wait or retract; more cards, a shorter context or a smaller running limit.",
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "14m",
+                        "alertname": "DeploytoolAcceptLengthLow",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "page",
+                                    "slot": "gpu-a",
+                                    "release": "3",
+                                    "profile": "watched",
+                                    "card": "GPU-1",
+                                },
+                                "exp_annotations": {
+                                    "summary": "slot gpu-a: accept length 1.2 below watched's 1.7",
+                                    "description": "qualify.preflight.expect.min_accept_length: the draft model no longer pays off.",
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "10m",
+                        "alertname": "DeploytoolReleaseDown",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "page",
+                                    "job": prometheus.RELEASES_JOB,
+                                    "instance": "127.0.0.1:30001",
+                                    "slot": "cpu",
+                                    "release": "1",
+                                    "profile": "sim",
+                                    "card": "cpu",
+                                },
+                                "exp_annotations": {
+                                    "summary": "slot cpu: release 1 does not answer /metrics",
+                                    "description": "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy.",
+                                },
+                            }
+                        ],
+                    },
+                    # the stopped one pages as down only; the wedged one as unhealthy
+                    {
+                        "eval_time": "10m",
+                        "alertname": "DeploytoolReleaseUnhealthy",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "page",
+                                    "job": prometheus.HEALTH_JOB,
+                                    "instance": "127.0.0.1:30003",
+                                    "slot": "gpu-a",
+                                    "release": "3",
+                                    "profile": "watched",
+                                    "card": "GPU-1",
+                                },
+                                "exp_annotations": {
+                                    "summary": "slot gpu-a: release 3 fails its health check",
+                                    "description": prometheus.alerting_rules([])[1]["annotations"][
+                                        "description"
+                                    ],
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "2m",
+                        "alertname": "DeploytoolReleaseUnhealthy",
+                        "exp_alerts": [],
+                    },  # not yet 1 minute
+                    {
+                        "eval_time": "10m",
+                        "alertname": "DeploytoolTTFTp99AboveTarget",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "severity": "page",
+                                    "slot": "gpu-a",
+                                    "release": "3",
+                                    "profile": "watched",
+                                    "card": "GPU-1",
+                                },
+                                "exp_annotations": {
+                                    "summary": "slot gpu-a: TTFT p99 3.98s above watched's 1.5 s",
+                                    "description": "monitor.ttft_p99_s of profile watched.",
+                                },
+                            }
+                        ],
+                    },
+                    {
+                        "eval_time": "10m",
+                        "alertname": "DeploytoolCardThrottling",
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {"severity": "page", "gpu": "0", "UUID": "GPU-1"},
+                                "exp_annotations": {
+                                    "summary": "card 0 (GPU-1) held down for heat or power",
+                                    "description": "NVML clock event reasons: HW slowdown, SW/HW thermal slowdown or power brake.",
+                                },
+                            }
+                        ],
+                    },
+                    {"eval_time": "10m", "alertname": "DeploytoolQueueGrowing", "exp_alerts": []},
+                    {
+                        "eval_time": "1m",
+                        "alertname": "DeploytoolKvPoolNearFull",
+                        "exp_alerts": [],
+                    },  # not yet 5 minutes
+                ],
+            }
         ],
-        "alert_rule_test": [
-            {"eval_time": "10m", "alertname": "DeploytoolKvPoolNearFull", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
-                "exp_annotations": {"summary": "slot gpu-a: KV pool 97% full for 5 minutes",
-                                    "description": "New requests wait or retract; more cards, a shorter context or a smaller running limit."}}]},
-            {"eval_time": "14m", "alertname": "DeploytoolAcceptLengthLow", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
-                "exp_annotations": {"summary": "slot gpu-a: accept length 1.2 below watched's 1.7",
-                                    "description": "qualify.preflight.expect.min_accept_length: the draft model no longer pays off."}}]},
-            {"eval_time": "10m", "alertname": "DeploytoolReleaseDown", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "job": prometheus.RELEASES_JOB, "instance": "127.0.0.1:30001",
-                               "slot": "cpu", "release": "1", "profile": "sim", "card": "cpu"},
-                "exp_annotations": {"summary": "slot cpu: release 1 does not answer /metrics",
-                                    "description": "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy."}}]},
-            # the stopped one pages as down only; the wedged one as unhealthy
-            {"eval_time": "10m", "alertname": "DeploytoolReleaseUnhealthy", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "job": prometheus.HEALTH_JOB, "instance": "127.0.0.1:30003",
-                               "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
-                "exp_annotations": {"summary": "slot gpu-a: release 3 fails its health check",
-                                    "description": prometheus.alerting_rules([])[1]["annotations"]["description"]}}]},
-            {"eval_time": "2m", "alertname": "DeploytoolReleaseUnhealthy", "exp_alerts": []},  # not yet 1 minute
-            {"eval_time": "10m", "alertname": "DeploytoolTTFTp99AboveTarget", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "slot": "gpu-a", "release": "3", "profile": "watched", "card": "GPU-1"},
-                "exp_annotations": {"summary": "slot gpu-a: TTFT p99 3.98s above watched's 1.5 s",
-                                    "description": "monitor.ttft_p99_s of profile watched."}}]},
-            {"eval_time": "10m", "alertname": "DeploytoolCardThrottling", "exp_alerts": [{
-                "exp_labels": {"severity": "page", "gpu": "0", "UUID": "GPU-1"},
-                "exp_annotations": {"summary": "card 0 (GPU-1) held down for heat or power",
-                                    "description": "NVML clock event reasons: HW slowdown, SW/HW thermal slowdown or power brake."}}]},
-            {"eval_time": "10m", "alertname": "DeploytoolQueueGrowing", "exp_alerts": []},
-            {"eval_time": "1m", "alertname": "DeploytoolKvPoolNearFull", "exp_alerts": []},  # not yet 5 minutes
-        ],
-    }]}
+    }
     path = tmp_path / "tests.yml"
     path.write_text(yaml.safe_dump(tests, sort_keys=False, width=1000))
     checked = _promtool("test", "rules", str(path))
@@ -219,12 +418,16 @@ def test_alerts_fire_on_the_faults_they_name(tmp_path: Path, profiles: list) -> 
 def test_monitor_up_refuses_bad_settings_before_touching_the_engine() -> None:
     from conftest import run_cli
 
-    for args, words in ((["--retention", "two weeks"], "not a Prometheus duration"),
-                        (["--cards-exporter", "http://x:9400/metrics"], "not HOST:PORT"),
-                        (["--port", "70000"], "not a TCP port")):
+    for args, words in (
+        (["--retention", "two weeks"], "not a Prometheus duration"),
+        (["--cards-exporter", "http://x:9400/metrics"], "not HOST:PORT"),
+        (["--port", "70000"], "not a TCP port"),
+    ):
         result = run_cli("monitor", "up", *args, "--json")
         error = json.loads(result.stdout)["error"]
-        assert result.returncode == 2 and error["kind"] == "UsageError" and words in error["message"], result.stdout
+        assert result.returncode == 2 and error["kind"] == "UsageError" and words in error["message"], (
+            result.stdout
+        )
 
 
 def test_without_apt_the_debs_are_asked_for_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,8 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_scrape_latency_benchmark_prints_its_table():
     # One repeat of A B C C B A, 1 s phases, 2 clients: a few seconds besides the processes' start.
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks/scrape_latency_cost.py"), "1", "1", "2"],
-                          capture_output=True, text=True, timeout=180, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/scrape_latency_cost.py"), "1", "1", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     rows = {}
     for line in done.stdout.splitlines():

@@ -37,13 +37,37 @@ def profiles(tmp_path: Path) -> Path:
 
 
 def test_top_once_json_under_load(profiles: Path) -> None:
-    with SimProcess(decode_tps=200, prefill_tps=20000, max_running_requests=2, enable_metrics=True,
-                    spec_accept_length=2.0, default_chat_template_kwargs='{"enable_thinking": false}') as sim, \
-            Load(sim.url, clients=4) as load:
+    with (
+        SimProcess(
+            decode_tps=200,
+            prefill_tps=20000,
+            max_running_requests=2,
+            enable_metrics=True,
+            spec_accept_length=2.0,
+            default_chat_template_kwargs='{"enable_thinking": false}',
+        ) as sim,
+        Load(sim.url, clients=4) as load,
+    ):
         time.sleep(1.0)  # the clients have started and the queue has formed
-        result = run_cli("top", "--url", sim.url, "--profile", "top-sim", "--profiles-dir", str(profiles),
-                         "--once", "--interval", "2", "--json",
-                         env={"DEPLOYTOOL_NVML_STANDIN": str(Path(__file__).parent / "data" / "top" / "h200-live-throttled.yaml")}, timeout=120)
+        result = run_cli(
+            "top",
+            "--url",
+            sim.url,
+            "--profile",
+            "top-sim",
+            "--profiles-dir",
+            str(profiles),
+            "--once",
+            "--interval",
+            "2",
+            "--json",
+            env={
+                "DEPLOYTOOL_NVML_STANDIN": str(
+                    Path(__file__).parent / "data" / "top" / "h200-live-throttled.yaml"
+                )
+            },
+            timeout=120,
+        )
         assert load.done > 0
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -58,12 +82,17 @@ def test_top_once_json_under_load(profiles: Path) -> None:
     assert 0 < f["ttft_p50_s"] <= f["ttft_p99_s"]
     assert f["spec_accept_length"] == pytest.approx(2.0, rel=0.05)
     # the profile expects 3.0 tokens per verify step: outside, and said so
-    assert server["gates"]["spec_accept_length"] == {"bound": 3.0, "kind": "min",
-                                                     "source": "qualify.preflight.expect.min_accept_length"}
+    assert server["gates"]["spec_accept_length"] == {
+        "bound": 3.0,
+        "kind": "min",
+        "source": "qualify.preflight.expect.min_accept_length",
+    }
     assert "spec_accept_length" in server["outside"] and "kv_use" not in server["outside"]
     cards = report["cards"]["cards"]
     assert [c["throttle"] for c in cards] == [[], ["sw_thermal_slowdown", "hw_thermal_slowdown"]]
-    assert cards[0]["power_w"] == 612.5 and cards[1]["temperature_c"] == 89 and cards[0]["utilization_pct"] == 97
+    assert (
+        cards[0]["power_w"] == 612.5 and cards[1]["temperature_c"] == 89 and cards[0]["utilization_pct"] == 97
+    )
 
 
 def test_top_survives_a_restart_and_a_cut_over() -> None:
@@ -74,7 +103,9 @@ def test_top_survives_a_restart_and_a_cut_over() -> None:
     from deploytool.monitor.top import Target, Top
 
     serving: list[Target] = []
-    top = Top(lambda: list(serving), read_gpus=lambda: read_cards(StandInNvml.from_file(HOSTS / "h200-lent.yaml")))
+    top = Top(
+        lambda: list(serving), read_gpus=lambda: read_cards(StandInNvml.from_file(HOSTS / "h200-lent.yaml"))
+    )
 
     async def rounds(n: int, pause: float = 0.5):
         out = []
@@ -85,13 +116,25 @@ def test_top_survives_a_restart_and_a_cut_over() -> None:
 
     async def scenario():
         try:
-            with SimProcess(enable_metrics=True, decode_tps=300,
-                            default_chat_template_kwargs='{"enable_thinking": false}') as first, Load(first.url, 2):
+            with (
+                SimProcess(
+                    enable_metrics=True,
+                    decode_tps=300,
+                    default_chat_template_kwargs='{"enable_thinking": false}',
+                ) as first,
+                Load(first.url, 2),
+            ):
                 serving[:] = [Target("cpu", first.url, release=1, profile="sim")]
                 before = await rounds(2)
             gone = await rounds(1)
-            with SimProcess(enable_metrics=True, decode_tps=300,
-                            default_chat_template_kwargs='{"enable_thinking": false}') as second, Load(second.url, 2):
+            with (
+                SimProcess(
+                    enable_metrics=True,
+                    decode_tps=300,
+                    default_chat_template_kwargs='{"enable_thinking": false}',
+                ) as second,
+                Load(second.url, 2),
+            ):
                 serving[:] = [Target("cpu", second.url, release=2, profile="sim")]
                 after = await rounds(3)
             return before, gone, after
@@ -121,26 +164,47 @@ def test_top_refreshes_in_a_real_terminal(tmp_path: Path) -> None:
     has grown, drawn in place (one header, not one per round); Ctrl-C leaves it, exit 0."""
     import sys
 
-    with SimProcess(decode_tps=200, max_running_requests=2, enable_metrics=True,
-                    default_chat_template_kwargs='{"enable_thinking": false}') as sim, Load(sim.url, clients=3):
+    with (
+        SimProcess(
+            decode_tps=200,
+            max_running_requests=2,
+            enable_metrics=True,
+            default_chat_template_kwargs='{"enable_thinking": false}',
+        ) as sim,
+        Load(sim.url, clients=3),
+    ):
         session = f"top-{tmp_path.name}"[:40]
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "140", "-y", "50",
-                        f"{sys.executable} -m deploytool top --url {sim.url} --interval 0.5; echo EXIT=$?; sleep 30"],
-                       check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                session,
+                "-x",
+                "140",
+                "-y",
+                "50",
+                f"{sys.executable} -m deploytool top --url {sim.url} --interval 0.5; echo EXIT=$?; sleep 30",
+            ],
+            check=True,
+        )
         try:
             deadline = time.monotonic() + 60
             pane = ""
             while time.monotonic() < deadline:
                 time.sleep(1)
-                pane = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
-                                      text=True).stdout
+                pane = subprocess.run(
+                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
                 if "requests/s" in pane and sum(pane.count(c) for c in "▁▂▃▄▅▆▇█") >= 12:
                     break
             subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)  # how one leaves it
             for _ in range(20):
                 time.sleep(0.5)
-                after = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True,
-                                       text=True).stdout
+                after = subprocess.run(
+                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
                 if "EXIT=" in after:
                     break
             (tmp_path / "pane.txt").write_text(pane + "\n----\n" + after)
@@ -158,7 +222,9 @@ def test_gates_come_from_the_profile(tmp_path: Path) -> None:
 
     (tmp_path / "watched.yaml").write_text(PROFILE + "monitor: {ttft_p99_s: 1.5}\n")
     gates = {g.key: (g.kind, g.bound, g.source) for g in gates_of(ProfileStore([tmp_path]).get("top-sim"))}
-    assert gates == {"kv_use": ("max", 0.95, "deploytool: KV pool near full"),
-                     "spec_accept_length": ("min", 3.0, "qualify.preflight.expect.min_accept_length"),
-                     "ttft_p99_s": ("max", 1.5, "monitor.ttft_p99_s")}
+    assert gates == {
+        "kv_use": ("max", 0.95, "deploytool: KV pool near full"),
+        "spec_accept_length": ("min", 3.0, "qualify.preflight.expect.min_accept_length"),
+        "ttft_p99_s": ("max", 1.5, "monitor.ttft_p99_s"),
+    }
     assert [g.key for g in gates_of(ProfileStore().get("sim"))] == ["kv_use"]

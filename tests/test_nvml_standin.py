@@ -34,15 +34,26 @@ def test_every_nvml_call_in_deploytool_is_answered_under_pynvml_s_own_name():
     calls = set()
     for path in (ROOT / "src" / "deploytool").rglob("*.py"):
         calls |= set(re.findall(r"\bnvml\.(nvml[A-Za-z0-9_]+)\(", path.read_text()))
-    assert {"nvmlDeviceGetTopologyCommonAncestor", "nvmlDeviceGetNvLinkState", "nvmlDeviceGetP2PStatus"} <= calls
+    assert {
+        "nvmlDeviceGetTopologyCommonAncestor",
+        "nvmlDeviceGetNvLinkState",
+        "nvmlDeviceGetP2PStatus",
+    } <= calls
     answered = {name for name in dir(StandInNvml) if name.startswith("nvml")}
     assert calls <= answered, f"calls the stand-in does not answer: {sorted(calls - answered)}"
     assert answered <= set(dir(pynvml)), f"names pynvml lacks: {sorted(answered - set(dir(pynvml)))}"
 
 
 def test_constants_are_pynvml_s():
-    for name in ("NVML_CLOCK_MEM", "NVML_TOPOLOGY_SYSTEM", "NVML_NVLINK_MAX_LINKS", "NVML_AFFINITY_SCOPE_NODE",
-                 "NVML_P2P_CAPS_INDEX_NVLINK", "NVML_FEATURE_ENABLED", "NVML_ERROR_NOT_SUPPORTED"):
+    for name in (
+        "NVML_CLOCK_MEM",
+        "NVML_TOPOLOGY_SYSTEM",
+        "NVML_NVLINK_MAX_LINKS",
+        "NVML_AFFINITY_SCOPE_NODE",
+        "NVML_P2P_CAPS_INDEX_NVLINK",
+        "NVML_FEATURE_ENABLED",
+        "NVML_ERROR_NOT_SUPPORTED",
+    ):
         assert getattr(StandInNvml, name) == getattr(pynvml, name)
 
 
@@ -81,7 +92,9 @@ def test_nvlink_answers_per_link_and_past_the_last_link():
     assert nvml.nvmlDeviceGetNvLinkVersion(card, 0) == pynvml.NVML_NVLINK_VERSION_5_0
     assert nvml.nvmlDeviceGetNvLinkRemoteDeviceType(card, 0) == pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
     remote = nvml.nvmlDeviceGetNvLinkRemotePciInfo(card, 1)
-    assert isinstance(remote, pynvml.nvmlPciInfo_t) and remote.busId == "00000000:06:00.0"  # pynvml decodes it
+    assert (
+        isinstance(remote, pynvml.nvmlPciInfo_t) and remote.busId == "00000000:06:00.0"
+    )  # pynvml decodes it
     with pytest.raises(pynvml.NVMLError) as past:
         nvml.nvmlDeviceGetNvLinkState(card, 18)  # a B300 has 18 links
     assert code_of(past) == pynvml.NVML_ERROR_INVALID_ARGUMENT
@@ -97,19 +110,27 @@ def test_topology_and_peer_to_peer_follow_the_described_tree():
     h = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(8)]
     assert nvml.nvmlDeviceGetTopologyCommonAncestor(h[0], h[1]) == pynvml.NVML_TOPOLOGY_NODE
     assert nvml.nvmlDeviceGetTopologyCommonAncestor(h[0], h[4]) == pynvml.NVML_TOPOLOGY_SYSTEM
-    assert nvml.nvmlDeviceGetP2PStatus(h[0], h[4], pynvml.NVML_P2P_CAPS_INDEX_NVLINK) == pynvml.NVML_P2P_STATUS_OK
+    assert (
+        nvml.nvmlDeviceGetP2PStatus(h[0], h[4], pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+        == pynvml.NVML_P2P_STATUS_OK
+    )
     switch = standin("h200x2-pcie-switch")
     a, b = (switch.nvmlDeviceGetHandleByIndex(i) for i in range(2))
     assert switch.nvmlDeviceGetTopologyCommonAncestor(a, b) == pynvml.NVML_TOPOLOGY_SINGLE
     # pynvml's READ index is a one-element tuple (a stray comma): both spellings answer
     assert switch.nvmlDeviceGetP2PStatus(a, b, pynvml.NVML_P2P_CAPS_INDEX_READ) == pynvml.NVML_P2P_STATUS_OK
     assert switch.nvmlDeviceGetP2PStatus(a, b, 0) == pynvml.NVML_P2P_STATUS_OK
-    assert switch.nvmlDeviceGetP2PStatus(a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK) == pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+    assert (
+        switch.nvmlDeviceGetP2PStatus(a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+        == pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+    )
     geforce = standin("rtx5090x2")
     x, y = (geforce.nvmlDeviceGetHandleByIndex(i) for i in range(2))
     assert geforce.nvmlDeviceGetTopologyCommonAncestor(x, y) == pynvml.NVML_TOPOLOGY_HOSTBRIDGE
-    assert geforce.nvmlDeviceGetP2PStatus(x, y, pynvml.NVML_P2P_CAPS_INDEX_WRITE) == \
-        pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED
+    assert (
+        geforce.nvmlDeviceGetP2PStatus(x, y, pynvml.NVML_P2P_CAPS_INDEX_WRITE)
+        == pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED
+    )
 
 
 def test_mig_devices_have_their_own_handles_and_no_card_level_readings():
@@ -117,8 +138,12 @@ def test_mig_devices_have_their_own_handles_and_no_card_level_readings():
     card = nvml.nvmlDeviceGetHandleByIndex(0)
     assert nvml.nvmlDeviceGetMigMode(card) == [pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_ENABLE]
     mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(card, 1)
-    assert nvml.nvmlDeviceGetUUID(mig).startswith("MIG-") and nvml.nvmlDeviceGetName(mig).endswith("MIG 3g.71gb")
-    assert nvml.nvmlDeviceGetMemoryInfo(mig).total == 71424 << 20 and nvml.nvmlDeviceGetGpuInstanceId(mig) == 2
+    assert nvml.nvmlDeviceGetUUID(mig).startswith("MIG-") and nvml.nvmlDeviceGetName(mig).endswith(
+        "MIG 3g.71gb"
+    )
+    assert (
+        nvml.nvmlDeviceGetMemoryInfo(mig).total == 71424 << 20 and nvml.nvmlDeviceGetGpuInstanceId(mig) == 2
+    )
     with pytest.raises(pynvml.NVMLError_NotSupported):
         nvml.nvmlDeviceGetEnforcedPowerLimit(mig)
     with pytest.raises(pynvml.NVMLError) as empty:
@@ -143,13 +168,21 @@ def test_a_host_without_a_driver_fails_nvmlinit_and_the_inventory_says_so():
 
 
 def test_a_bad_host_file_names_the_file_the_line_and_the_field(tmp_path):
-    (tmp_path / "host.yaml").write_text((HOSTS / "rtx5090x2.yaml").read_text()
-                                        .replace("power_limit_w: 575", "power_limit_w: lots"))
+    (tmp_path / "host.yaml").write_text(
+        (HOSTS / "rtx5090x2.yaml").read_text().replace("power_limit_w: 575", "power_limit_w: lots")
+    )
     with pytest.raises(UsageError) as bad:
         load_host(tmp_path / "host.yaml")
     assert f"{tmp_path / 'host.yaml'}:" in bad.value.message and "gpus.1.power_limit_w" in bad.value.message
-    (tmp_path / "peer.yaml").write_text((HOSTS / "rtx5090x2.yaml").read_text().replace(
-        "    p2p_over_pcie: false\n", "    p2p_over_pcie: false\n    nvlink: {links: 2, remote: [1, 5]}\n", 1))
+    (tmp_path / "peer.yaml").write_text(
+        (HOSTS / "rtx5090x2.yaml")
+        .read_text()
+        .replace(
+            "    p2p_over_pcie: false\n",
+            "    p2p_over_pcie: false\n    nvlink: {links: 2, remote: [1, 5]}\n",
+            1,
+        )
+    )
     with pytest.raises(UsageError, match="no GPU 5 on this host"):
         load_host(tmp_path / "peer.yaml")
 
@@ -163,7 +196,9 @@ def test_a_described_host_is_named_in_errors_and_doctor_and_never_deployed_to(tm
 
     missing = run_cli("gpus", "--json", env={"DEPLOYTOOL_NVML_STANDIN": str(tmp_path / "gone.yaml")})
     error = json.loads(missing.stdout)["error"]
-    assert missing.returncode == 2 and error["message"].startswith("DEPLOYTOOL_NVML_STANDIN names a host file")
+    assert missing.returncode == 2 and error["message"].startswith(
+        "DEPLOYTOOL_NVML_STANDIN names a host file"
+    )
     assert "unset DEPLOYTOOL_NVML_STANDIN" in error["hint"]
 
     host = str(HOSTS / "h200x2-pcie-switch.yaml")
@@ -172,12 +207,17 @@ def test_a_described_host_is_named_in_errors_and_doctor_and_never_deployed_to(tm
     driver = checks["nvidia driver"]
     assert driver["status"] != "pass" and driver["data"]["described_host"] == host
     assert driver["detail"].startswith(f"the host is described by DEPLOYTOOL_NVML_STANDIN={host}, not read")
-    for args in (["up", "--gpu", "GPU-a2000001-4b3a-4c2d-9e1f-000000000001", "--port", "39218"],
-                 ["rollout", "--all-gpus"]):
+    for args in (
+        ["up", "--gpu", "GPU-a2000001-4b3a-4c2d-9e1f-000000000001", "--port", "39218"],
+        ["rollout", "--all-gpus"],
+    ):
         out = run_cli(*args, "--profile", "h200-qwen3.6-35b-a3b-fp8", "--json", env=env)
         error = json.loads(out.stdout)["error"]
         assert out.returncode == 2 and error["kind"] == "UsageError", out.stdout + out.stderr
-        assert "the host is described by DEPLOYTOOL_NVML_STANDIN" in error["message"] and "--dry-run" in error["hint"]
+        assert (
+            "the host is described by DEPLOYTOOL_NVML_STANDIN" in error["message"]
+            and "--dry-run" in error["hint"]
+        )
 
 
 def test_a_card_nvml_cannot_read_is_an_inventory_error_not_a_traceback():

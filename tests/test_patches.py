@@ -100,8 +100,11 @@ def test_gnu_patch_agrees_that_the_series_applies(tmp_path: Path) -> None:
     profile = ProfileStore().get(CARD)
     sources = patches.unpacked_sources(patches.sglang_wheel(SGLANG, profile.image.python))
     for path in patches.series_for(profile).paths():
-        proc = subprocess.run(["patch", "-p1", "--dry-run", "--fuzz=0", "-d", str(sources), "-i", str(path)],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["patch", "-p1", "--dry-run", "--fuzz=0", "-d", str(sources), "-i", str(path)],
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -134,13 +137,17 @@ def test_cli_patches_check(tmp_path: Path) -> None:
 
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "bad.yaml").write_text(f"name: bad-patches\nextends: {CARD}\nimage:\n  patches: [0001-nvml-device-capability.patch, nope.patch]\n")
-    result = CliRunner().invoke(app, ["patches", "check", "--profile", "bad-patches", "--profiles-dir", str(folder)])
+    (folder / "bad.yaml").write_text(
+        f"name: bad-patches\nextends: {CARD}\nimage:\n  patches: [0001-nvml-device-capability.patch, nope.patch]\n"
+    )
+    result = CliRunner().invoke(
+        app, ["patches", "check", "--profile", "bad-patches", "--profiles-dir", str(folder)]
+    )
     assert isinstance(result.exception, ProfileError) and "nope.patch" in str(result.exception)
 
     result = CliRunner().invoke(app, ["patches", "check", "--profile", CARD, "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout[result.stdout.index("{"):])
+    data = json.loads(result.stdout[result.stdout.index("{") :])
     assert data["ok"] is True and data["results"][0]["applied"] is True
 
 
@@ -170,8 +177,7 @@ def test_applier_keeps_bytes_outside_the_hunks(tmp_path: Path) -> None:
     root = tmp_path / "tree"
     (root / "pkg").mkdir(parents=True)
     (root / "pkg" / "mod.py").write_bytes(original.encode())
-    patch = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -3,3 +3,3 @@\n"
-             " \x0c\r\n-b = 2\r\n+b = 3\r\n c = 4\r\n")
+    patch = "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -3,3 +3,3 @@\n \x0c\r\n-b = 2\r\n+b = 3\r\n c = 4\r\n"
     (tmp_path / "0001.patch").write_bytes(patch.encode())
     [result] = unidiff.apply_series(root, tmp_path, ["0001.patch"])
     assert result.applied, (result.error, result.rejections)
@@ -183,21 +189,27 @@ def test_a_later_hunk_never_matches_above_the_previous_one(tmp_path: Path) -> No
     root = _tree(tmp_path, "\n".join(lines) + "\n")
     # hunk 1 inserts a "marker" line near the top; hunk 2 (whose header is off) changes the
     # original "marker" further down: the inserted one is nearer but lies above hunk 1's end.
-    text = ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n"
-            "@@ -1,2 +1,4 @@\n keep\n+marker\n+fill\n f2\n"
-            "@@ -4,1 +6,1 @@\n-marker\n+changed\n")
+    text = (
+        "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n"
+        "@@ -1,2 +1,4 @@\n keep\n+marker\n+fill\n f2\n"
+        "@@ -4,1 +6,1 @@\n-marker\n+changed\n"
+    )
     result = unidiff.apply_patch(root, "p", text)
     assert result.applied, result.rejections
     expected = ["keep", "marker", "fill"] + lines[1:14] + ["changed", "tail"]
     assert (root / "pkg" / "mod.py").read_text() == "\n".join(expected) + "\n"
     if shutil.which("patch"):  # GNU patch agrees
         gnu = _tree(tmp_path / "gnu", "\n".join(lines) + "\n")
-        proc = subprocess.run(["patch", "-p1", "--fuzz=0", "-d", str(gnu)], input=text, capture_output=True, text=True)
+        proc = subprocess.run(
+            ["patch", "-p1", "--fuzz=0", "-d", str(gnu)], input=text, capture_output=True, text=True
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert (gnu / "pkg" / "mod.py").read_text() == "\n".join(expected) + "\n"
 
 
-def test_a_missing_patch_folder_or_series_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_patch_folder_or_series_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from deploytool.errors import ProfileError
 
     profile = ProfileStore().get(CARD)

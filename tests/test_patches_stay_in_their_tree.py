@@ -28,15 +28,24 @@ def _create(path: str) -> str:
 
 def _modify_then(path: str) -> str:
     """A patch that changes pkg/mod.py first, then touches `path`."""
-    return ("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n" + _create(path))
+    return "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3\n" + _create(path)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("path", ["b/../outside.txt", "b/pkg/../../outside.txt", "b//tmp/OUTSIDE_ABS",
-                                  "b/pkg/\x00x", "b/..", "b/pkg/..\\..\\outside.txt"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "b/../outside.txt",
+        "b/pkg/../../outside.txt",
+        "b//tmp/OUTSIDE_ABS",
+        "b/pkg/\x00x",
+        "b/..",
+        "b/pkg/..\\..\\outside.txt",
+    ],
+)
 def test_a_path_out_of_the_tree_is_refused_before_anything_is_written(tmp_path, path):
     root = _tree(tmp_path)
     if "OUTSIDE_ABS" in path:

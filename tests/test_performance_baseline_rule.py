@@ -55,8 +55,20 @@ def test_without_a_journal_line_the_newest_older_release_is_taken_and_said():
 
 
 def test_a_failed_regression_reason_says_its_unit_on_both_sides():
-    result = SuiteResult(name="performance", verdict=Verdict.ERROR,
-                         gates=[Gate(name="regression: decode", threshold=25.0, measured=49.9, passed=False,
-                                     comparison="<=", unit="%", detail="worse than release 1 (398.6 -> 199.6 tok/s)")])
+    result = SuiteResult(
+        name="performance",
+        verdict=Verdict.ERROR,
+        gates=[
+            Gate(
+                name="regression: decode",
+                threshold=25.0,
+                measured=49.9,
+                passed=False,
+                comparison="<=",
+                unit="%",
+                detail="worse than release 1 (398.6 -> 199.6 tok/s)",
+            )
+        ],
+    )
     result.judge()
     assert "measured 49.9%, needs <= 25.0% (worse than release 1" in result.reason

@@ -17,8 +17,11 @@ H200 = "h200-qwen3.6-35b-a3b-fp8"
 
 
 def no_weights(tmp_path: Path, host: str = "h200x2-pcie-switch") -> dict[str, str]:
-    return {"DOCKER_HOST": "unix:///nonexistent/docker.sock", "DEPLOYTOOL_HF_HOME": str(tmp_path / "empty-hf"),
-            "DEPLOYTOOL_NVML_STANDIN": str(HOSTS / f"{host}.yaml")}
+    return {
+        "DOCKER_HOST": "unix:///nonexistent/docker.sock",
+        "DEPLOYTOOL_HF_HOME": str(tmp_path / "empty-hf"),
+        "DEPLOYTOOL_NVML_STANDIN": str(HOSTS / f"{host}.yaml"),
+    }
 
 
 def test_every_shipped_card_profile_carries_the_config_the_planner_reads():
@@ -27,7 +30,9 @@ def test_every_shipped_card_profile_carries_the_config_the_planner_reads():
         if profile.is_simulator or profile.image.recipe != "sglang" or not profile.match.gpu_name:
             continue
         folder = Path(profile.model.config or "")
-        assert (folder / "config.json").is_file() and (folder / "model.safetensors.index.json").is_file(), profile.name
+        assert (folder / "config.json").is_file() and (folder / "model.safetensors.index.json").is_file(), (
+            profile.name
+        )
         assert sum(f.stat().st_size for f in folder.iterdir()) < 64 * 1024  # kilobytes, no weights
         # the same files the planner's tests are held against
         twin = ROOT / "tests" / "data" / "models" / folder.name
@@ -40,7 +45,10 @@ def test_plan_memory_profiles_list_slots_and_a_dry_run_need_no_weights(tmp_path)
     plan = run_cli("plan-memory", "--profile", H200, env=env)
     assert plan.returncode == 0, plan.stderr
     assert "planned from the config the profile carries" in plan.stdout
-    listed = {r["name"]: r["memory"] for r in json.loads(run_cli("profiles", "list", "--json", env=env).stdout)["profiles"]}
+    listed = {
+        r["name"]: r["memory"]
+        for r in json.loads(run_cli("profiles", "list", "--json", env=env).stdout)["profiles"]
+    }
     assert listed[H200]["verdict"] == "fits"
     slots = run_cli("slots", "--profile", H200, "--json", env=env)
     assert slots.returncode == 0 and json.loads(slots.stdout)["slots"]
@@ -55,7 +63,9 @@ def test_plan_memory_without_any_config_says_how_to_get_one(tmp_path):
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     (profiles / "bare.yaml").write_text(f"name: bare\nextends: {H200}\nmodel: {{config: null}}\n")
-    proc = run_cli("plan-memory", "--profile", "bare", "--profiles-dir", str(profiles), env=no_weights(tmp_path))
+    proc = run_cli(
+        "plan-memory", "--profile", "bare", "--profiles-dir", str(profiles), env=no_weights(tmp_path)
+    )
     assert proc.returncode == 2
     assert "hf download Qwen/Qwen3.6-35B-A3B-FP8 config.json model.safetensors.index.json" in proc.stderr
     assert "--checkpoint DIR" in proc.stderr

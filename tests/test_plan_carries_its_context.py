@@ -54,18 +54,26 @@ def test_the_start_reads_each_secret_from_where_its_step_says(tmp_path: Path) ->
     plan = plan_up(facts(release(1, "running"), current=1), _keyed(tmp_path), UpOptions(skip_qualify=True))
     start = next(s for s in plan.steps if isinstance(s, Start) and s.new)
     env = _secret_env(start)
-    assert env is not None and set(env) == {"DEPLOYTOOL_SECRET_SGLANG_CONFIG", "DEPLOYTOOL_SECRET_AUTH_HEADER"}
+    assert env is not None and set(env) == {
+        "DEPLOYTOOL_SECRET_SGLANG_CONFIG",
+        "DEPLOYTOOL_SECRET_AUTH_HEADER",
+    }
     assert json.loads(env["DEPLOYTOOL_SECRET_SGLANG_CONFIG"]) == {"api-key": KEY}
     assert env["DEPLOYTOOL_SECRET_AUTH_HEADER"] == f"Authorization: Bearer {KEY}\n"
     # a hand-made step that names secrets without saying where they are read is refused, not started bare
     with pytest.raises(DeployError, match="does not say where its secrets are read"):
-        _secret_env(Start(release=2, project="p", new=True, bind="127.0.0.1", port=1, secrets=["sglang_config"]))
+        _secret_env(
+            Start(release=2, project="p", new=True, bind="127.0.0.1", port=1, secrets=["sglang_config"])
+        )
 
 
 def test_a_cpu_image_on_a_card_is_planned_and_said_for_up_to_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
     from deploytool.deploy import plan as plan_module
 
-    assert plan_up(facts(release(1, "running"), current=1), SIM, UpOptions(skip_qualify=True)).not_on_cards is None
+    assert (
+        plan_up(facts(release(1, "running"), current=1), SIM, UpOptions(skip_qualify=True)).not_on_cards
+        is None
+    )
     reason = "profile sim builds a CPU image (image.cuda: null): a real `up` refuses it"
     monkeypatch.setattr(plan_module, "cpu_image_on_cards", lambda slot, profile: reason)
     plan = plan_up(facts(release(1, "running"), current=1), SIM, UpOptions(skip_qualify=True))

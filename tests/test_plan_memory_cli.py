@@ -27,10 +27,20 @@ CARD_PROFILES = {
 def test_every_card_profile_prints_its_plan(profile: str) -> None:
     checkpoint = MODELS / CARD_PROFILES[profile]
     proc = run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint))
-    for row in ("weights: target model (GiB)", "weights: draft model", "patches assumed:", "KV bytes per token", "state per running request", "KV pool (tokens)",
-                "max running requests", "verdict"):
+    for row in (
+        "weights: target model (GiB)",
+        "weights: draft model",
+        "patches assumed:",
+        "KV bytes per token",
+        "state per running request",
+        "KV pool (tokens)",
+        "max running requests",
+        "verdict",
+    ):
         assert row in proc.stdout, (row, proc.stdout, proc.stderr)
-    data = json.loads(run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint), "--json").stdout)
+    data = json.loads(
+        run_cli("plan-memory", "--profile", profile, "--checkpoint", str(checkpoint), "--json").stdout
+    )
     assert data["profile"] == profile and data["card_source"] == "table"
     assert data["pool_tokens"] > 0 and data["kv_bytes_per_token"] > 0
     # the exit code is the verdict
@@ -42,36 +52,69 @@ def test_every_card_profile_prints_its_plan(profile: str) -> None:
 def test_the_rtx5090_profile_fits_with_its_patches_and_says_which_it_assumed() -> None:
     """The source's own finding, both ways: with stock wheels (`--patches none`) MTP fits neither
     a full 256K conversation nor eight requests on 32 GB; with the series it fits both."""
-    base = ["plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--checkpoint",
-            str(MODELS / "qwen3.6-35b-a3b-nvfp4")]
+    base = [
+        "plan-memory",
+        "--profile",
+        "rtx5090-qwen3.6-35b-a3b-nvfp4",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-nvfp4"),
+    ]
     patched = run_cli(*base)
     assert patched.returncode == 0, patched.stdout
     assert "patches assumed: 0001-nvml-device-capability.patch" in patched.stdout
-    assert "0002-draft-shares-embed-and-head-before-pool.patch: the MTP draft takes the target's" in patched.stdout
+    assert (
+        "0002-draft-shares-embed-and-head-before-pool.patch: the MTP draft takes the target's"
+        in patched.stdout
+    )
     stock = run_cli(*base, "--patches", "none", "--json")
     data = json.loads(stock.stdout)
     assert stock.returncode == 1 and data["verdict"] == "error" and data["patches"] == []
     # the pinned state slots still give 8 requests; the draft's memory takes the 256K pool
     assert data["pool_tokens"] < 262_144 and data["max_running_requests"] == 8
     assert any("smaller than one full-context conversation" in p for p in data["problems"])
-    one = json.loads(run_cli(*base, "--patches", "0002-draft-shares-embed-and-head-before-pool.patch", "--json").stdout)
+    one = json.loads(
+        run_cli(*base, "--patches", "0002-draft-shares-embed-and-head-before-pool.patch", "--json").stdout
+    )
     assert [p.split(":")[0] for p in one["patches"]] == ["0002-draft-shares-embed-and-head-before-pool.patch"]
-    assert data["pool_tokens"] < one["pool_tokens"] < json.loads(run_cli(*base, "--json").stdout)["pool_tokens"]
+    assert (
+        data["pool_tokens"] < one["pool_tokens"] < json.loads(run_cli(*base, "--json").stdout)["pool_tokens"]
+    )
 
 
 def test_an_unknown_patch_in_a_what_if_is_refused_with_the_known_ones() -> None:
-    proc = run_cli("plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--checkpoint",
-                   str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--patches", "0009-nope.patch")
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "rtx5090-qwen3.6-35b-a3b-nvfp4",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-nvfp4"),
+        "--patches",
+        "0009-nope.patch",
+    )
     assert proc.returncode == 2
     assert "--patches: 0009-nope.patch not in" in proc.stderr
-    assert "known: 0001-nvml-device-capability.patch, 0002-draft-shares-embed-and-head-before-pool.patch" in proc.stderr
-    mixed = run_cli("plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--patches", "none,0002-x.patch")
-    assert mixed.returncode == 2 and "expected `none`, `series` or patch file names" in mixed.stdout + mixed.stderr
+    assert (
+        "known: 0001-nvml-device-capability.patch, 0002-draft-shares-embed-and-head-before-pool.patch"
+        in proc.stderr
+    )
+    mixed = run_cli(
+        "plan-memory", "--profile", "rtx5090-qwen3.6-35b-a3b-nvfp4", "--patches", "none,0002-x.patch"
+    )
+    assert (
+        mixed.returncode == 2
+        and "expected `none`, `series` or patch file names" in mixed.stdout + mixed.stderr
+    )
 
 
 def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_into_an_error() -> None:
-    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
-            str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
+    base = [
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+        "--json",
+    ]
     fits = json.loads(run_cli(*base).stdout)
     assert fits["verdict"] == "fits"
     shrunk = run_cli(*base, "--set", "mem-fraction-static=0.31")
@@ -83,8 +126,14 @@ def test_a_what_if_that_shrinks_the_pool_below_the_context_turns_the_verdict_int
 
 
 def test_fp8_kv_doubles_the_pool_tokens_of_the_same_bytes() -> None:
-    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
-            str(MODELS / "qwen3.6-35b-a3b-fp8"), "--json"]
+    base = [
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+        "--json",
+    ]
     bf16 = json.loads(run_cli(*base).stdout)
     fp8 = json.loads(run_cli(*base, "--set", "kv-cache-dtype=fp8_e4m3").stdout)
     assert fp8["kv_bytes_per_token"] * 2 == bf16["kv_bytes_per_token"]
@@ -92,32 +141,64 @@ def test_fp8_kv_doubles_the_pool_tokens_of_the_same_bytes() -> None:
 
 
 def test_fewer_running_requests_than_preflight_asks_is_an_error() -> None:
-    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint",
-                   str(MODELS / "qwen3.6-35b-a3b-fp8"), "--set", "max-running-requests=8", "--json")
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+        "--set",
+        "max-running-requests=8",
+        "--json",
+    )
     data = json.loads(proc.stdout)
     assert proc.returncode == 1
     assert any("min_running_requests 64" in p for p in data["problems"])
 
 
 def test_bad_input_is_refused_clearly(tmp_path: Path) -> None:
-    (tmp_path / "bare.yaml").write_text("name: bare\nextends: h200-qwen3.6-35b-a3b-fp8\nmodel: {config: null}\n")
-    no_checkpoint = run_cli("plan-memory", "--profile", "bare", "--profiles-dir", str(tmp_path),
-                            env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")})
+    (tmp_path / "bare.yaml").write_text(
+        "name: bare\nextends: h200-qwen3.6-35b-a3b-fp8\nmodel: {config: null}\n"
+    )
+    no_checkpoint = run_cli(
+        "plan-memory",
+        "--profile",
+        "bare",
+        "--profiles-dir",
+        str(tmp_path),
+        env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")},
+    )
     assert no_checkpoint.returncode == 2 and "model.host_path" in no_checkpoint.stderr
     assert "--checkpoint DIR" in no_checkpoint.stderr
     bad_set = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--set", "nonsense")
     assert bad_set.returncode == 2 and "KEY=VALUE" in bad_set.stderr
-    bad_card = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "a100",
-                       "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    bad_card = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--card",
+        "a100",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+    )
     assert bad_card.returncode == 2 and "known cards" in bad_card.stderr
     (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
     broken = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(tmp_path))
-    assert broken.returncode == 2 and "num_attention_heads" in broken.stderr and "config.json" in broken.stderr
+    assert (
+        broken.returncode == 2 and "num_attention_heads" in broken.stderr and "config.json" in broken.stderr
+    )
 
 
 def test_gpu_without_a_driver_exits_4() -> None:
-    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--gpu", "GPU-0000",
-                   "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--gpu",
+        "GPU-0000",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+    )
     if proc.returncode == 2:  # a machine with a driver: the UUID is unknown there
         assert "no such GPU" in proc.stderr
     else:
@@ -134,7 +215,10 @@ def test_profiles_list_says_whether_each_profiles_memory_plan_fits_its_card() ->
         assert rows[name]["verdict"] == "fits", (name, rows[name])
         assert rows[name]["checkpoint"].endswith(CARD_PROFILES[name])
     assert rows["rtx5090-qwen3.6-35b-a3b-nvfp4-stock"]["patches"] == []
-    assert "0002-draft-shares-embed-and-head-before-pool.patch" in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["patches"]
+    assert (
+        "0002-draft-shares-embed-and-head-before-pool.patch"
+        in rows["rtx5090-qwen3.6-35b-a3b-nvfp4"]["patches"]
+    )
     assert rows["sim"] == {"verdict": "unknown", "why": "the reference runtime loads no checkpoint"}
     table = run_cli("profiles", "list", "--checkpoints", str(MODELS)).stdout
     assert "memory plan on its card" in table
@@ -143,10 +227,22 @@ def test_profiles_list_says_whether_each_profiles_memory_plan_fits_its_card() ->
 
 
 def test_profiles_list_without_a_checkpoint_config_says_so(tmp_path: Path) -> None:
-    (tmp_path / "bare.yaml").write_text("name: bare\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\nmodel: {config: null}\n")
-    rows = {r["name"]: r["memory"] for r in json.loads(run_cli(
-        "profiles", "list", "--json", "--profiles-dir", str(tmp_path),
-        env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")}).stdout)["profiles"]}
+    (tmp_path / "bare.yaml").write_text(
+        "name: bare\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\nmodel: {config: null}\n"
+    )
+    rows = {
+        r["name"]: r["memory"]
+        for r in json.loads(
+            run_cli(
+                "profiles",
+                "list",
+                "--json",
+                "--profiles-dir",
+                str(tmp_path),
+                env={"DEPLOYTOOL_HF_HOME": str(tmp_path / "hf")},
+            ).stdout
+        )["profiles"]
+    }
     assert rows["bare"]["verdict"] == "unknown"
     assert "no checkpoint config here" in rows["bare"]["why"]
     # the shipped profile carries its config: planned with no weights here
@@ -165,17 +261,29 @@ def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> N
     (series / "memory.yaml").write_text(
         "patches:\n"
         "  0001-share-vocab.patch: {effects: [draft_shares_target_vocab], why: the draft shares the vocabulary}\n"
-        "  0002-nothing.patch: {effects: [], why: no change to the pools}\n")
+        "  0002-nothing.patch: {effects: [], why: no change to the pools}\n"
+    )
     profiles = tmp_path / "profiles"
     profiles.mkdir()
     (profiles / "own-series.yaml").write_text(
         "name: own-series\nextends: rtx5090-qwen3.6-35b-a3b-nvfp4\n"
-        f"image: {{source: {{kind: wheel, series: {series}}}}}\n")
-    base = ["plan-memory", "--profile", "own-series", "--profiles-dir", str(profiles),
-            "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-nvfp4"), "--json"]
+        f"image: {{source: {{kind: wheel, series: {series}}}}}\n"
+    )
+    base = [
+        "plan-memory",
+        "--profile",
+        "own-series",
+        "--profiles-dir",
+        str(profiles),
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-nvfp4"),
+        "--json",
+    ]
     whole = run_cli(*base, "--patches", "series")
-    assert [p.split(":")[0] for p in json.loads(whole.stdout)["patches"]] == ["0001-share-vocab.patch",
-                                                                             "0002-nothing.patch"], whole.stderr
+    assert [p.split(":")[0] for p in json.loads(whole.stdout)["patches"]] == [
+        "0001-share-vocab.patch",
+        "0002-nothing.patch",
+    ], whole.stderr
     one = run_cli(*base, "--patches", "0002-nothing.patch")
     assert [p.split(":")[0] for p in json.loads(one.stdout)["patches"]] == ["0002-nothing.patch"], one.stderr
     shipped = run_cli(*base, "--patches", "0003-mtp-draft-fp8-at-load.patch")
@@ -183,14 +291,23 @@ def test_patch_what_ifs_read_the_profiles_own_series_folder(tmp_path: Path) -> N
 
 
 def test_a_what_if_on_a_flag_the_plan_does_not_read_is_refused_with_the_fix() -> None:
-    base = ["plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8")]
+    base = [
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+    ]
     typo = run_cli(*base, "--set", "no-such-flag=1")
     assert typo.returncode == 2 and "--set no-such-flag" in typo.stderr and "change nothing" in typo.stderr
     close = run_cli(*base, "--set", "mem-fraction-statc=0.8", "--json")
     assert close.returncode == 2
     error = json.loads(close.stdout)["error"]
     assert "--set mem-fraction-static=" in json.dumps(error)
-    assert run_cli(*base, "--set", "mem_fraction_static=0.8").returncode in (0, 1)  # a flag it reads, either spelling
+    assert run_cli(*base, "--set", "mem_fraction_static=0.8").returncode in (
+        0,
+        1,
+    )  # a flag it reads, either spelling
 
 
 def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
@@ -209,8 +326,15 @@ def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
 
 
 def test_a_card_too_small_for_the_weights_says_so_in_words() -> None:
-    proc = run_cli("plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--card", "rtx5090",
-                   "--checkpoint", str(MODELS / "qwen3.6-35b-a3b-fp8"))
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "h200-qwen3.6-35b-a3b-fp8",
+        "--card",
+        "rtx5090",
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+    )
     assert proc.returncode == 1
     assert "None" not in proc.stdout
     assert "no slots: the weights leave no memory" in proc.stdout

@@ -63,7 +63,10 @@ def test_launch_argv_follows_sglang_flag_style():
 
 
 def test_deep_merge_replaces_lists_whole():
-    assert deep_merge({"a": [1, 2], "b": {"c": 1}}, {"a": [3], "b": {"d": 2}}) == {"a": [3], "b": {"c": 1, "d": 2}}
+    assert deep_merge({"a": [1, 2], "b": {"c": 1}}, {"a": [3], "b": {"d": 2}}) == {
+        "a": [3],
+        "b": {"c": 1, "d": 2},
+    }
 
 
 @pytest.mark.parametrize(
@@ -72,8 +75,10 @@ def test_deep_merge_replaces_lists_whole():
         (CHILD.replace("description:", "descripton:"), ["child.yaml:3", "descripton", "unknown field"]),
         (CHILD.replace("decode-tps: 999", "decode-tps: {a: 1}"), ["child.yaml:6", "server.args.decode-tps"]),
         (CHILD + "health:\n  retries: many\n", ["child.yaml:12", "health.retries", "'many'"]),
-        (CHILD.replace("name: child", "name: child\nmodel:\n  context_length: -5"),
-         ["child.yaml:3", "model.context_length", "greater than 0"]),
+        (
+            CHILD.replace("name: child", "name: child\nmodel:\n  context_length: -5"),
+            ["child.yaml:3", "model.context_length", "greater than 0"],
+        ),
     ],
     ids=["unknown-key", "wrong-type-arg", "wrong-type-int", "bad-value"],
 )
@@ -86,7 +91,9 @@ def test_bad_profile_names_file_line_and_field(tmp_path: Path, text: str, expect
 
 
 def test_missing_field_is_named(tmp_path: Path):
-    write(tmp_path, "lonely", "name: lonely\nimage: {recipe: sim, base: x}\nserver: {port: 1, command: [x]}\n")
+    write(
+        tmp_path, "lonely", "name: lonely\nimage: {recipe: sim, base: x}\nserver: {port: 1, command: [x]}\n"
+    )
     with pytest.raises(ProfileError) as err:
         ProfileStore([tmp_path]).get("lonely")
     assert "model: required field is missing" in str(err.value)

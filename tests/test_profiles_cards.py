@@ -33,11 +33,20 @@ def test_base_is_abstract_and_every_card_extends_it(store: ProfileStore) -> None
     for name in QWEN + GLM:
         profile = store.get(name)
         assert profile.chain[-1] == "sglang-base", profile.chain
-        assert profile.image.recipe == "sglang" and profile.server.command == ["python3", "-m", "sglang.launch_server"]
+        assert profile.image.recipe == "sglang" and profile.server.command == [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+        ]
         recipe.check(profile)  # one row of the version matrix
         # Hub ids by default: deploytool passes --model-path from model.hub.
-        hub = "nvidia/GLM-5.2-NVFP4" if name in GLM else \
-            "Qwen/Qwen3.6-35B-A3B-FP8" if name.startswith("h200") else "nvidia/Qwen3.6-35B-A3B-NVFP4"
+        hub = (
+            "nvidia/GLM-5.2-NVFP4"
+            if name in GLM
+            else "Qwen/Qwen3.6-35B-A3B-FP8"
+            if name.startswith("h200")
+            else "nvidia/Qwen3.6-35B-A3B-NVFP4"
+        )
         assert profile.model.hub == hub and profile.model.host_path is None
         assert "model-path" not in profile.server.args and profile.launch_args()["model-path"] == hub
         assert profile.server.args["context-length"] == profile.model.context_length
@@ -46,12 +55,24 @@ def test_base_is_abstract_and_every_card_extends_it(store: ProfileStore) -> None
 def test_rtx5090_profile_is_the_one_the_source_describes(store: ProfileStore) -> None:
     p = store.get("rtx5090-qwen3.6-35b-a3b-nvfp4")
     a = p.server.args
-    assert (p.match.compute_capability, p.match.gpu_count, p.match.gpu_name) == ("12.0", 1, ["NVIDIA GeForce RTX 5090"])
+    assert (p.match.compute_capability, p.match.gpu_count, p.match.gpu_name) == (
+        "12.0",
+        1,
+        ["NVIDIA GeForce RTX 5090"],
+    )
     assert p.image.cuda == "13.3.1" and p.image.base.startswith("nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04")
     assert p.model.context_length == 262144 and p.model.vision and p.model.tools
     assert a["moe-runner-backend"] == "cutlass"
-    assert (a["speculative-algorithm"], a["speculative-num-steps"], a["speculative-eagle-topk"]) == ("NEXTN", 5, 1)
-    assert a["mamba-ssm-dtype"] == "bfloat16" and a["max-running-requests"] == 8 and a["mem-fraction-static"] == 0.88
+    assert (a["speculative-algorithm"], a["speculative-num-steps"], a["speculative-eagle-topk"]) == (
+        "NEXTN",
+        5,
+        1,
+    )
+    assert (
+        a["mamba-ssm-dtype"] == "bfloat16"
+        and a["max-running-requests"] == 8
+        and a["mem-fraction-static"] == 0.88
+    )
     assert (a["reasoning-parser"], a["tool-call-parser"]) == ("qwen3", "qwen3_coder")
     assert p.server.env["SGLANG_FLASHINFER_MOE_FUSED_FINALIZE"] == "1"
     gates = suite_settings(registry(), p, None)
@@ -74,9 +95,17 @@ def test_every_card_profile_has_valid_gates(store: ProfileStore, name: str) -> N
 def test_glm_profiles(store: ProfileStore, name: str) -> None:
     p = store.get(name)
     a = p.server.args
-    assert (a["speculative-algorithm"], a["speculative-num-steps"], a["speculative-num-draft-tokens"]) == ("EAGLE", 5, 6)
+    assert (a["speculative-algorithm"], a["speculative-num-steps"], a["speculative-num-draft-tokens"]) == (
+        "EAGLE",
+        5,
+        6,
+    )
     assert a["kv-cache-dtype"] == "fp8_e4m3" and a["context-length"] == 90_000
-    assert a["max-running-requests"] == 16 and a["chunked-prefill-size"] == 8192 and a["mem-fraction-static"] == 0.87
+    assert (
+        a["max-running-requests"] == 16
+        and a["chunked-prefill-size"] == 8192
+        and a["mem-fraction-static"] == 0.87
+    )
     assert a["bf16-gemm-backend"] == "cutedsl"
     assert (a["reasoning-parser"], a["tool-call-parser"]) == ("glm45", "glm47")
     assert p.server.env == {"SGLANG_OPT_USE_TOPK_V2": "1", "SGLANG_ENABLE_MOE_DEFERRED_FINALIZE": "1"}
@@ -85,17 +114,33 @@ def test_glm_profiles(store: ProfileStore, name: str) -> None:
 
 
 def test_gpu_count_is_a_hard_limit_for_the_8_gpu_profile(store: ProfileStore) -> None:
-    card = gpus.GpuInfo(index=0, uuid=UUIDS[0], name="NVIDIA B300 SXM6 AC", compute_capability="10.3",
-                        memory_total_mib=275_000, memory_free_mib=275_000, power_limit_w=None, pcie_link_gen=None,
-                        pcie_link_gen_max=None, pcie_link_width=None, pcie_link_width_max=None)
+    card = gpus.GpuInfo(
+        index=0,
+        uuid=UUIDS[0],
+        name="NVIDIA B300 SXM6 AC",
+        compute_capability="10.3",
+        memory_total_mib=275_000,
+        memory_free_mib=275_000,
+        power_limit_w=None,
+        pcie_link_gen=None,
+        pcie_link_gen_max=None,
+        pcie_link_width=None,
+        pcie_link_width_max=None,
+    )
     profile = store.get("b300x8-glm5.2-nvfp4-tp8")
     assert classify(profile, [card] * 4).verdict == "incompatible"
     assert classify(profile, [card] * 8).verdict == "runnable"
 
 
 def _render(store: ProfileStore, name: str, gpu_ids: list[str]) -> dict:
-    return render_compose(RenderRequest(profile=store.get(name), slot=Slot(tuple(gpu_ids)), release=1,
-                                        image=f"deploytool/sglang:{name}-000000000000"))
+    return render_compose(
+        RenderRequest(
+            profile=store.get(name),
+            slot=Slot(tuple(gpu_ids)),
+            release=1,
+            image=f"deploytool/sglang:{name}-000000000000",
+        )
+    )
 
 
 def _assert_carries_profile(server: dict, store: ProfileStore, name: str, gpu_ids: list[str]) -> None:
@@ -108,17 +153,28 @@ def _assert_carries_profile(server: dict, store: ProfileStore, name: str, gpu_id
         assert server["environment"][key] == value
 
 
-@pytest.mark.parametrize(("name", "count"), [("rtx5090-qwen3.6-35b-a3b-nvfp4", 1), ("b300x8-glm5.2-nvfp4-tep8", 8)])
-def test_rendered_compose_pins_uuids_mounts_cache_and_carries_flags(store: ProfileStore, name: str, count: int) -> None:
+@pytest.mark.parametrize(
+    ("name", "count"), [("rtx5090-qwen3.6-35b-a3b-nvfp4", 1), ("b300x8-glm5.2-nvfp4-tep8", 8)]
+)
+def test_rendered_compose_pins_uuids_mounts_cache_and_carries_flags(
+    store: ProfileStore, name: str, count: int
+) -> None:
     doc = _render(store, name, UUIDS[:count])
     _assert_carries_profile(doc["services"]["server"], store, name, UUIDS[:count])
 
 
-@pytest.mark.parametrize(("name", "count"), [("rtx5090-qwen3.6-35b-a3b-nvfp4", 1), ("b300x8-glm5.2-nvfp4-tep8", 8)])
-def test_docker_compose_config_accepts_the_card_profiles(store: ProfileStore, name: str, count: int,
-                                                         tmp_path: Path, docker_engine) -> None:
-    req = RenderRequest(profile=store.get(name), slot=Slot(tuple(UUIDS[:count])), release=1,
-                        image=f"deploytool/sglang:{name}-000000000000")
+@pytest.mark.parametrize(
+    ("name", "count"), [("rtx5090-qwen3.6-35b-a3b-nvfp4", 1), ("b300x8-glm5.2-nvfp4-tep8", 8)]
+)
+def test_docker_compose_config_accepts_the_card_profiles(
+    store: ProfileStore, name: str, count: int, tmp_path: Path, docker_engine
+) -> None:
+    req = RenderRequest(
+        profile=store.get(name),
+        slot=Slot(tuple(UUIDS[:count])),
+        release=1,
+        image=f"deploytool/sglang:{name}-000000000000",
+    )
     path = write_compose(req, tmp_path / "compose.yaml")
     normalized = yaml.safe_load(docker_engine.compose_config(path))
     server = normalized["services"]["server"]

@@ -25,7 +25,15 @@ from qualify_helpers import qualify, sim
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST_SIM = dict(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+FAST_SIM = dict(
+    startup_seconds=0,
+    decode_tps=5000,
+    prefill_tps=2_000_000,
+    log_requests=False,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+    enable_metrics=True,
+    enable_cache_report=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +45,7 @@ def healthy():
 
 def _rewriting(app: Any, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
     """ASGI wrapper: each POSTed JSON body goes through `rewrite` before the sim sees it."""
+
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
@@ -59,6 +68,7 @@ def _rewriting(app: Any, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) ->
             return await receive()
 
         await app(scope, replay, send)
+
     return wrapped
 
 
@@ -77,10 +87,15 @@ def _truncate_streamed_prompts(payload: dict[str, Any]) -> dict[str, Any]:
 
 # --- 1. stress --------------------------------------------------------------------------------------
 
+
 def test_stress_fails_when_sampled_generations_did_not_run_to_length(tmp_path: Path) -> None:
     with serve_app(_rewriting(create_app(SimSettings(**FAST_SIM)), _drop_ignore_eos)) as url:
-        report = qualify(url, tmp_path, suites=["stress"],
-                         overrides={"stress": {"long_prompt_tokens": 0, "sampled_requests": 2, "max_tokens": 200}})
+        report = qualify(
+            url,
+            tmp_path,
+            suites=["stress"],
+            overrides={"stress": {"long_prompt_tokens": 0, "sampled_requests": 2, "max_tokens": 200}},
+        )
     stress = report.suite("stress")
     assert stress.verdict is Verdict.FAILED, stress.reason
     rows = stress.figures["requests"]
@@ -91,8 +106,12 @@ def test_stress_fails_when_sampled_generations_did_not_run_to_length(tmp_path: P
 
 def test_stress_fails_when_the_long_prompt_was_not_sent_whole(tmp_path: Path) -> None:
     with serve_app(_rewriting(create_app(SimSettings(**FAST_SIM)), _truncate_streamed_prompts)) as url:
-        report = qualify(url, tmp_path, suites=["stress"],
-                         overrides={"stress": {"long_prompt_tokens": 20_000, "sampled_requests": 1, "max_tokens": 50}})
+        report = qualify(
+            url,
+            tmp_path,
+            suites=["stress"],
+            overrides={"stress": {"long_prompt_tokens": 20_000, "sampled_requests": 1, "max_tokens": 50}},
+        )
     stress = report.suite("stress")
     assert stress.verdict is Verdict.FAILED, stress.reason
     long = next(r for r in stress.figures["requests"] if r["request"] == "long-prompt")
@@ -100,9 +119,15 @@ def test_stress_fails_when_the_long_prompt_was_not_sent_whole(tmp_path: Path) ->
     assert "long-prompt" in stress.reason
 
 
-def test_stress_latency_median_is_over_sampled_rows_and_long_prompt_reported_apart(healthy, tmp_path: Path) -> None:
-    report = qualify(healthy.url, tmp_path, suites=["stress"],
-                     overrides={"stress": {"long_prompt_tokens": 20_000, "sampled_requests": 2, "max_tokens": 100}})
+def test_stress_latency_median_is_over_sampled_rows_and_long_prompt_reported_apart(
+    healthy, tmp_path: Path
+) -> None:
+    report = qualify(
+        healthy.url,
+        tmp_path,
+        suites=["stress"],
+        overrides={"stress": {"long_prompt_tokens": 20_000, "sampled_requests": 2, "max_tokens": 100}},
+    )
     stress = report.suite("stress")
     assert stress.verdict is Verdict.PASSED, stress.reason
     rows = stress.figures["requests"]
@@ -116,8 +141,12 @@ def test_stress_latency_median_is_over_sampled_rows_and_long_prompt_reported_apa
 
 
 def test_stress_does_not_describe_a_long_prompt_it_did_not_send(healthy, tmp_path: Path) -> None:
-    report = qualify(healthy.url, tmp_path, suites=["stress"],
-                     overrides={"stress": {"long_prompt_tokens": 0, "sampled_requests": 1, "max_tokens": 50}})
+    report = qualify(
+        healthy.url,
+        tmp_path,
+        suites=["stress"],
+        overrides={"stress": {"long_prompt_tokens": 0, "sampled_requests": 1, "max_tokens": 50}},
+    )
     stress = report.suite("stress")
     assert stress.verdict is Verdict.PASSED, stress.reason
     assert "prompt of about" not in stress.method and "calibration" not in stress.method, stress.method
@@ -127,12 +156,17 @@ def test_stress_does_not_describe_a_long_prompt_it_did_not_send(healthy, tmp_pat
 
 # --- 3. needle --------------------------------------------------------------------------------------
 
+
 def test_needle_depth_prompts_share_no_cached_prefix_with_the_probes(tmp_path: Path) -> None:
     """With a fine-grained prefix cache (8 characters, like a per-token radix cache), every depth's
     prompt must be served cold: TTFT per depth measures prefill, not the cache."""
     with sim(prefix_cache_block_chars=8) as handle:
-        report = qualify(handle.url, tmp_path, suites=["needle"],
-                         overrides={"needle": {"target_tokens": 8000, "depths": [0.1, 0.5, 0.9]}})
+        report = qualify(
+            handle.url,
+            tmp_path,
+            suites=["needle"],
+            overrides={"needle": {"target_tokens": 8000, "depths": [0.1, 0.5, 0.9]}},
+        )
     needle = report.suite("needle")
     assert needle.verdict is Verdict.PASSED, needle.reason
     opening = count_tokens("<|user|>")  # the sim's serialized role marker, shared by every prompt
@@ -143,7 +177,10 @@ def test_needle_depth_prompts_share_no_cached_prefix_with_the_probes(tmp_path: P
 
 # --- 4. tools ---------------------------------------------------------------------------------------
 
-def test_an_exception_inside_one_tools_case_is_that_cases_failure(healthy, tmp_path: Path, monkeypatch) -> None:
+
+def test_an_exception_inside_one_tools_case_is_that_cases_failure(
+    healthy, tmp_path: Path, monkeypatch
+) -> None:
     def broken(calls):
         raise TypeError("'<' not supported between instances of 'NoneType' and 'int'")
 
@@ -159,15 +196,23 @@ def test_an_exception_inside_one_tools_case_is_that_cases_failure(healthy, tmp_p
 
 # --- 5. preflight -----------------------------------------------------------------------------------
 
+
 def test_preflight_fails_when_the_context_length_is_not_reported(healthy) -> None:
-    server = ServerFacts(url=healthy.url, reachable=True, ready=True, health_status=200, models=None,
-                        server_info={"max_total_num_tokens": 300_000, "max_running_requests": 16},
-                        server_info_path="/server_info")
+    server = ServerFacts(
+        url=healthy.url,
+        reachable=True,
+        ready=True,
+        health_status=200,
+        models=None,
+        server_info={"max_total_num_tokens": 300_000, "max_running_requests": 16},
+        server_info_path="/server_info",
+    )
 
     async def go():
         async with EndpointClient(healthy.url, timeout=10) as client:
-            ctx = SuiteContext(client=client, settings=preflight_suite.Settings(), server=server, profile=None,
-                               target=None)
+            ctx = SuiteContext(
+                client=client, settings=preflight_suite.Settings(), server=server, profile=None, target=None
+            )
             return await preflight_suite.run(ctx)
 
     result = asyncio.run(go())
@@ -175,4 +220,3 @@ def test_preflight_fails_when_the_context_length_is_not_reported(healthy) -> Non
     gate = next(g for g in result.gates if g.name.startswith("KV pool"))
     assert not gate.passed and gate.detail == "context length not reported"
     assert "context length not reported" in result.reason
-

@@ -55,8 +55,9 @@ def test_a_significant_drop_fails_even_above_min_accuracy(tmp_path: Path) -> Non
     assert old.passed, old.summary_line()
     previous = tmp_path / "old" / "report" / "results.json"
     with sim(gsm8k_oracle=0.9) as now:
-        report = qualify(now.url, tmp_path, suites=["gsm8k"], limit=300, overrides=overrides,
-                         previous_results=previous)
+        report = qualify(
+            now.url, tmp_path, suites=["gsm8k"], limit=300, overrides=overrides, previous_results=previous
+        )
     gsm8k = report.suite("gsm8k")
     figures = gsm8k.figures["modes"]["deploytool thinking-off"]
     assert figures["flexible_accuracy"] >= 0.8  # above the floor ...
@@ -71,8 +72,13 @@ def test_a_significant_drop_fails_even_above_min_accuracy(tmp_path: Path) -> Non
 
 def test_lm_eval_mode_counts_replies_cut_at_max_tokens(tmp_path: Path) -> None:
     with sim(gsm8k_oracle=1.0) as handle:
-        report = qualify(handle.url, tmp_path, suites=["gsm8k"], limit=10,
-                         overrides={"gsm8k": {"thinking": [True], "styles": ["lm-eval"], "max_tokens_thinking": 16}})
+        report = qualify(
+            handle.url,
+            tmp_path,
+            suites=["gsm8k"],
+            limit=10,
+            overrides={"gsm8k": {"thinking": [True], "styles": ["lm-eval"], "max_tokens_thinking": 16}},
+        )
     figures = report.suite("gsm8k").figures["modes"]["lm-eval thinking-on"]
     assert figures["cut_at_max_tokens"] == 10 and figures["sampling"]["top_k"] == 20
     assert "10 cut at max_tokens" in report.suite("gsm8k").reason

@@ -8,7 +8,9 @@ from deploytool.qualify.suites.needle.haystack import filler_sentences, insert_a
 
 
 def run(measure, target, guess, tolerance=50, max_probes=8):
-    return asyncio.run(search_length(measure, target, guess=guess, tolerance=tolerance, max_probes=max_probes))
+    return asyncio.run(
+        search_length(measure, target, guess=guess, tolerance=tolerance, max_probes=max_probes)
+    )
 
 
 def linear(per_unit: float, overhead: int, limit: int | None = None):

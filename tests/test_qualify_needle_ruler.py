@@ -17,7 +17,9 @@ def test_samples_follow_rulers_templates() -> None:
     haystack = sentences(200, seed=7)
     single = build("single-number", haystack, 0.5, random.Random(1))
     assert single.prompt.startswith("A special magic number is hidden within the following text.")
-    assert re.search(r"What is the special magic number for \w+-\w+ mentioned in the provided text\?$", single.prompt)
+    assert re.search(
+        r"What is the special magic number for \w+-\w+ mentioned in the provided text\?$", single.prompt
+    )
     assert f"One of the special magic numbers for" in single.prompt and len(single.answers) == 1
     uuid = build("single-uuid", haystack, 0.1, random.Random(2))
     assert re.fullmatch(r"[0-9a-f-]{36}", uuid.answers[0]) and "special magic uuid for" in uuid.prompt
@@ -49,9 +51,18 @@ def test_string_match_all_is_rulers() -> None:
 
 def test_a_server_that_loses_needles_past_a_length_fails_that_length(tmp_path: Path) -> None:
     with sim(faults=("needle_lost_after=12000",)) as handle:
-        report = qualify(handle.url, tmp_path, suites=["needle"],
-                         overrides={"needle": {"target_tokens": 20_000, "lengths": [4096, 8192],
-                                               "depths": [0.1, 0.3, 0.5, 0.7, 0.9]}})
+        report = qualify(
+            handle.url,
+            tmp_path,
+            suites=["needle"],
+            overrides={
+                "needle": {
+                    "target_tokens": 20_000,
+                    "lengths": [4096, 8192],
+                    "depths": [0.1, 0.3, 0.5, 0.7, 0.9],
+                }
+            },
+        )
     needle = report.suite("needle")
     assert needle.verdict is Verdict.FAILED and report.exit_code == 1
     assert "string_match_all at 20000 tokens: measured 0.0, needs >= 0.9" in needle.reason

@@ -81,8 +81,13 @@ def test_a_run_is_one_event_loop_and_one_client(server, tmp_path: Path, monkeypa
 def test_what_a_person_sees_is_handed_in(server, tmp_path: Path, capfd) -> None:
     recorder = Recorder()
     report = runner.run_qualification(
-        runner_target(server), suites=SUITES, report_dir=tmp_path / "r", reporter=recorder,
-        overrides={"preflight": {"ready_timeout_s": 2}}, limit=5)
+        runner_target(server),
+        suites=SUITES,
+        report_dir=tmp_path / "r",
+        reporter=recorder,
+        overrides={"preflight": {"ready_timeout_s": 2}},
+        limit=5,
+    )
     assert report.passed, report.summary_line()
     events = recorder.events
     assert events[0] == ("enter",) and events[-1] == ("exit",)

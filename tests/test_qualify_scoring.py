@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import pytest
 
-from deploytool.qualify.scoring import (extract_flexible, extract_strict, gold_answer, missing_keyword_groups,
-                                        normal_interval, normalize_number, wilson_interval)
+from deploytool.qualify.scoring import (
+    extract_flexible,
+    extract_strict,
+    gold_answer,
+    missing_keyword_groups,
+    normal_interval,
+    normalize_number,
+    wilson_interval,
+)
 
 
-@pytest.mark.parametrize("text, strict, flexible", [
-    ("She sells 9 eggs at $2 each.\n#### 18", "18", "18"),
-    ("Janet makes 9 * 2 = 18 dollars. The answer is 1,234.", None, "1234"),
-    ("So the total is \\boxed{18}.", None, "18"),
-    ("The final answer is \\boxed{18}. (Answer key entry 19 of 1319.)", None, "18"),
-    ("The answer is $18.00. That is the total after all 3 steps.", None, "18"),
-    ("The temperature dropped to -7 degrees.\n#### -7", "-7", "-7"),
-    ("Each share costs 2.5 dollars, so the answer is 12.75", None, "12.75"),
-    ("First 3 + 4 = 7, then 7 * 2 = 14.\n#### 14\nI hope this helps with your 2 questions!", "14", "14"),
-    ("We add 5 and 6 to get 11 apples in all.", None, "11"),
-    ("#### 1,000,000", "1000000", "1000000"),
-    ("No number here at all.", None, None),
-])
+@pytest.mark.parametrize(
+    "text, strict, flexible",
+    [
+        ("She sells 9 eggs at $2 each.\n#### 18", "18", "18"),
+        ("Janet makes 9 * 2 = 18 dollars. The answer is 1,234.", None, "1234"),
+        ("So the total is \\boxed{18}.", None, "18"),
+        ("The final answer is \\boxed{18}. (Answer key entry 19 of 1319.)", None, "18"),
+        ("The answer is $18.00. That is the total after all 3 steps.", None, "18"),
+        ("The temperature dropped to -7 degrees.\n#### -7", "-7", "-7"),
+        ("Each share costs 2.5 dollars, so the answer is 12.75", None, "12.75"),
+        ("First 3 + 4 = 7, then 7 * 2 = 14.\n#### 14\nI hope this helps with your 2 questions!", "14", "14"),
+        ("We add 5 and 6 to get 11 apples in all.", None, "11"),
+        ("#### 1,000,000", "1000000", "1000000"),
+        ("No number here at all.", None, None),
+    ],
+)
 def test_gsm8k_extraction(text: str, strict: str | None, flexible: str | None) -> None:
     assert extract_strict(text) == strict
     assert extract_flexible(text) == flexible

@@ -25,12 +25,18 @@ def healthy():
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3])
-def test_needle_with_a_limit_below_its_lengths_judges_the_lengths_it_reached(healthy, tmp_path: Path,
-                                                                            limit: int) -> None:
+def test_needle_with_a_limit_below_its_lengths_judges_the_lengths_it_reached(
+    healthy, tmp_path: Path, limit: int
+) -> None:
     # the shipped needle settings (8K, 32K, 128K and the 225K target): the first `limit` cells
     # each sit at one of the first `limit` lengths
-    report = run_qualification(Target(url=healthy.url, profile=None), suites=["needle"], limit=limit, report_dir=tmp_path,
-                               overrides={"preflight": {"ready_timeout_s": 2}})
+    report = run_qualification(
+        Target(url=healthy.url, profile=None),
+        suites=["needle"],
+        limit=limit,
+        report_dir=tmp_path,
+        overrides={"preflight": {"ready_timeout_s": 2}},
+    )
     needle = report.suite("needle")
     assert needle.verdict is Verdict.PASSED, needle.reason
     assert report.exit_code == 0 and needle.limited
@@ -43,11 +49,27 @@ def test_needle_with_a_limit_below_its_lengths_judges_the_lengths_it_reached(hea
 
 def test_qualify_cli_limit_1_runs_every_suite_without_a_crash(healthy, tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        main(["qualify", "--url", healthy.url, "--limit", "1", "--no-progress", "--json",
-              "--set", "preflight.ready_timeout_s=2", "--report", str(tmp_path)])
+        main(
+            [
+                "qualify",
+                "--url",
+                healthy.url,
+                "--limit",
+                "1",
+                "--no-progress",
+                "--json",
+                "--set",
+                "preflight.ready_timeout_s=2",
+                "--report",
+                str(tmp_path),
+            ]
+        )
     doc = json.loads(capsys.readouterr().out)
     crashed = [(s["name"], s["reason"]) for s in doc["suites"] if "crashed" in (s["reason"] or "")]
-    assert crashed == [] and doc["suites"][[s["name"] for s in doc["suites"]].index("needle")]["verdict"] == "passed"
+    assert (
+        crashed == []
+        and doc["suites"][[s["name"] for s in doc["suites"]].index("needle")]["verdict"] == "passed"
+    )
     assert exit_info.value.code == doc["exit_code"] != 6, doc["summary"]
 
 
@@ -60,7 +82,10 @@ def test_a_crashed_suite_fails_the_run_instead_of_could_not_run(healthy, tmp_pat
     monkeypatch.setattr(tools, "run", crashes)
     report = qualify(healthy.url, tmp_path, suites=["preflight", "tools"])
     assert report.suite("preflight").verdict is Verdict.PASSED
-    assert report.suite("tools").verdict is Verdict.ERROR and "suite crashed: KeyError: 225000" in report.suite("tools").reason
+    assert (
+        report.suite("tools").verdict is Verdict.ERROR
+        and "suite crashed: KeyError: 225000" in report.suite("tools").reason
+    )
     assert report.could_not_run is None and not report.passed
     assert report.exit_code == 1 and report.verdict == "failed", report.summary_line()
 

@@ -24,7 +24,9 @@ def test_answers_corrupted_only_under_load_fail_stress(tmp_path: Path) -> None:
     probes = stress.figures["probes"]
     assert probes["idle_accuracy"] == 1.0 and probes["loaded_accuracy"] < 0.87
     assert "probe accuracy under load: measured" in stress.reason and "wrong under load: ['" in stress.reason
-    assert all(r["ok"] for r in stress.figures["requests"])  # every stream completed: only the answers were wrong
+    assert all(
+        r["ok"] for r in stress.figures["requests"]
+    )  # every stream completed: only the answers were wrong
 
 
 def test_the_clean_sim_answers_as_well_under_load_as_idle(tmp_path: Path) -> None:

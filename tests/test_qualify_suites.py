@@ -35,12 +35,21 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     assert report.passed and report.exit_code == 0
 
     pre = report.suite("preflight").figures
-    assert pre["health_status"] == 200 and pre["max_total_num_tokens"] == 300_000 and pre["max_running_requests"] == 16
+    assert (
+        pre["health_status"] == 200
+        and pre["max_total_num_tokens"] == 300_000
+        and pre["max_running_requests"] == 16
+    )
 
     contract = report.suite("contract").figures
-    assert contract["measured"] == {"served_model_name": "sim-model", "port": healthy.settings.port,
-                                    "context_length": 262144, "thinking_default": "off",
-                                    "reasoning_field": "reasoning_content", "model": None}
+    assert contract["measured"] == {
+        "served_model_name": "sim-model",
+        "port": healthy.settings.port,
+        "context_length": 262144,
+        "thinking_default": "off",
+        "reasoning_field": "reasoning_content",
+        "model": None,
+    }
     assert contract["compared_with"] == "profile 'sim'" and contract["weights_changed"] is None
 
     vision = report.suite("vision")
@@ -49,20 +58,38 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     # The sim cannot read text: those cases are skipped cases with the reason, not passed ones.
     assert vision.figures["cases_skipped"] == 3
     assert {r["reason"] for r in vision.figures["skipped_cases"]} == {
-        "the reference runtime cannot read text; docs/sim.md"}
+        "the reference runtime cannot read text; docs/sim.md"
+    }
 
     tools = report.suite("tools").figures
     assert tools["passed"] == tools["runs"] == 14 * 2 * 2  # every case, streamed and not, thinking on and off
-    assert set(tools["by_category"]) == {"simple", "multiple", "parallel", "irrelevance", "round-trip", "tool_choice",
-                                         "nested", "long-argument", "multi-turn"}
+    assert set(tools["by_category"]) == {
+        "simple",
+        "multiple",
+        "parallel",
+        "irrelevance",
+        "round-trip",
+        "tool_choice",
+        "nested",
+        "long-argument",
+        "multi-turn",
+    }
 
     needle = report.suite("needle").figures
     assert [row["length"] for row in needle["lengths"]] == [8192, 20_000]
-    assert all(row["found"] and row["length"] - 200 <= row["prompt_tokens"] <= row["length"] for row in needle["lengths"])
+    assert all(
+        row["found"] and row["length"] - 200 <= row["prompt_tokens"] <= row["length"]
+        for row in needle["lengths"]
+    )
     assert [row["accuracy"] for row in needle["by_length"]] == [1.0, 1.0]
     assert report.suite("needle").limited  # --limit 20 keeps 20 of the 2 x 3 x 5 cells, spread over the grid
     assert needle["requests"] == LIMIT and set(needle["by_variant"]) == {
-        "single-number", "single-uuid", "multikey", "multivalue", "multiquery"}
+        "single-number",
+        "single-uuid",
+        "multikey",
+        "multivalue",
+        "multiquery",
+    }
     assert needle["heatmap"]["values"] == [[1.0, 1.0]] * 3
 
     # GSM8K: the figures are exactly what the answer key says for these questions.
@@ -85,32 +112,49 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     assert len(stress["requests"]) == 8 and all(r["ok"] for r in stress["requests"])
     long = next(r for r in stress["requests"] if r["request"] == "long-prompt")
     assert 18_000 <= long["prompt_tokens"] <= 20_000
-    assert all(r["completion_tokens"] == 1000 for r in stress["requests"] if r["request"].startswith("sampled"))
+    assert all(
+        r["completion_tokens"] == 1000 for r in stress["requests"] if r["request"].startswith("sampled")
+    )
     assert stress["probes"]["idle_accuracy"] == stress["probes"]["loaded_accuracy"] == 1.0
     assert stress["probes"]["loaded_overlapping_the_load"] >= 1
-    assert stress["long_prompt_needles"]["string_match_all"] == 1.0 and len(stress["long_prompt_needles"]["expected"]) == 4
+    assert (
+        stress["long_prompt_needles"]["string_match_all"] == 1.0
+        and len(stress["long_prompt_needles"]["expected"]) == 4
+    )
     assert stress["long_prompt_cached_share"] <= 0.05
     assert stress["itl_during_long_prefill"]["whole_run"]["gaps"] > 0
 
     doc = json.loads((tmp_path / "report" / "results.json").read_text())
     assert doc["schema"] == "deploytool.qualify/v1" and doc["verdict"] == "passed" and doc["limit"] == LIMIT
     assert [s["name"] for s in doc["suites"]] == OURS
-    assert {"name", "verdict", "reason", "figures", "gates", "method", "transcripts", "settings"} <= set(doc["suites"][0])
+    assert {"name", "verdict", "reason", "figures", "gates", "method", "transcripts", "settings"} <= set(
+        doc["suites"][0]
+    )
     html = (tmp_path / "report" / "report.html").read_text()
     assert "PASSED" in html and "--limit 20" in html
     assert 'class="heatmap"' in html and "string_match_all by depth" in html
     assert "Quick run" in (tmp_path / "report" / "report.md").read_text()
 
 
-@pytest.mark.parametrize("fault, suites, reason", [
-    ("bad_tool_json", ["tools"], {"tools": "arguments are not valid JSON"}),
-    ("drop_stream=3", ["tools", "needle", "stress"], {"tools": "stream dropped", "needle": "stream dropped",
-                                                      "stress": "stream dropped"}),
-    ("http_500_every=3", ["vision", "tools", "needle", "gsm8k", "stress"],
-     {s: "HTTP 500" for s in ["vision", "tools", "needle", "gsm8k", "stress"]}),
-])
-def test_each_fault_fails_its_suites_with_the_cause_named(fault: str, suites: list[str], reason: dict,
-                                                          tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "fault, suites, reason",
+    [
+        ("bad_tool_json", ["tools"], {"tools": "arguments are not valid JSON"}),
+        (
+            "drop_stream=3",
+            ["tools", "needle", "stress"],
+            {"tools": "stream dropped", "needle": "stream dropped", "stress": "stream dropped"},
+        ),
+        (
+            "http_500_every=3",
+            ["vision", "tools", "needle", "gsm8k", "stress"],
+            {s: "HTTP 500" for s in ["vision", "tools", "needle", "gsm8k", "stress"]},
+        ),
+    ],
+)
+def test_each_fault_fails_its_suites_with_the_cause_named(
+    fault: str, suites: list[str], reason: dict, tmp_path: Path
+) -> None:
     with sim(faults=(fault,), gsm8k_oracle=1.0) as handle:
         report = qualify(handle.url, tmp_path, suites=suites)
     assert report.exit_code == 1, report.summary_line()
@@ -183,9 +227,13 @@ def test_gsm8k_gate_fails_below_min_accuracy(tmp_path: Path) -> None:
 
 def test_preflight_gates_on_kv_pool_and_running_requests(tmp_path: Path) -> None:
     with sim(max_total_tokens=100_000, max_running_requests=4) as handle:
-        report = qualify(handle.url, tmp_path, suites=["preflight"], overrides={"preflight": {"min_running_requests": 8}})
+        report = qualify(
+            handle.url, tmp_path, suites=["preflight"], overrides={"preflight": {"min_running_requests": 8}}
+        )
     reason = report.suite("preflight").reason
-    assert "KV pool tokens (max_total_num_tokens) >= context length: measured 100000, needs >= 262144" in reason
+    assert (
+        "KV pool tokens (max_total_num_tokens) >= context length: measured 100000, needs >= 262144" in reason
+    )
     assert "running-request limit: measured 4, needs >= 8" in reason
 
 
@@ -197,16 +245,24 @@ def test_suites_that_do_not_apply_are_skipped_with_the_reason(tmp_path: Path) ->
         assert report.exit_code == 6  # nothing ran: not a pass
         profile = sim_profile(handle.settings.port, vision=False, tools=False)
         report = qualify(handle.url, tmp_path, profile=profile, suites=["preflight", "vision", "tools"])
-    assert report.suite("vision").reason == "profile 'sim' says the model takes no images (model.vision: false)"
+    assert (
+        report.suite("vision").reason == "profile 'sim' says the model takes no images (model.vision: false)"
+    )
     assert report.suite("tools").verdict is Verdict.SKIPPED
     assert report.passed  # preflight passed; skipped suites neither pass nor fail it
 
 
 def test_slow_server_times_out_instead_of_hanging(tmp_path: Path) -> None:
     with sim(decode_tps=2) as handle:
-        report = qualify(handle.url, tmp_path, suites=["contract", "stress"],
-                         overrides={"contract": {"request_timeout_s": 0.5},
-                                    "stress": {"budget_s": 1.0, "long_prompt_tokens": 0}})
+        report = qualify(
+            handle.url,
+            tmp_path,
+            suites=["contract", "stress"],
+            overrides={
+                "contract": {"request_timeout_s": 0.5},
+                "stress": {"budget_s": 1.0, "long_prompt_tokens": 0},
+            },
+        )
     assert "timed out after 0.5 s" in report.suite("contract").reason
     stress = report.suite("stress")
     assert stress.verdict is Verdict.ERROR and "budget of 1 s" in stress.reason
@@ -227,7 +283,9 @@ def test_ctrl_c_leaves_a_partial_report_marked_incomplete(healthy, tmp_path: Pat
     # The suite that was running is named as such; the ones after it were never started.
     assert report.suite("tools").reason.startswith("interrupted while running"), report.suite("tools").reason
     assert report.suite("gsm8k").reason.startswith("not run"), report.suite("gsm8k").reason
-    assert "interrupted" in report.suite("gsm8k").reason and "while running" not in report.suite("gsm8k").reason
+    assert (
+        "interrupted" in report.suite("gsm8k").reason and "while running" not in report.suite("gsm8k").reason
+    )
     doc = json.loads((tmp_path / "report" / "results.json").read_text())
     assert doc["incomplete"] is True and doc["verdict"] == "incomplete"
 
@@ -253,6 +311,9 @@ def test_profile_selects_suites_and_flags_override_it(healthy, tmp_path: Path) -
     report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "a")
     assert [s.name for s in report.suites] == ["preflight", "contract"]
     assert "running-request limit: measured 16, needs >= 64" in report.suite("preflight").reason
-    report = run_qualification(Target(url=healthy.url, profile=profile), report_dir=tmp_path / "b",
-                               overrides={"preflight": {"min_running_requests": 8}})
+    report = run_qualification(
+        Target(url=healthy.url, profile=profile),
+        report_dir=tmp_path / "b",
+        overrides={"preflight": {"min_running_requests": 8}},
+    )
     assert report.passed

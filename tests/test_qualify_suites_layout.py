@@ -111,14 +111,18 @@ def test_ctx_send_keeps_the_suites_concurrency_and_bounded_its_own() -> None:
 
     async def scenario() -> tuple[Counting, Counting, list, int, int]:
         bounded, unbounded = Counting(), Counting()
-        ctx = SuiteContext(client=bounded, settings=Settings(), server=ServerFacts(url="http://x"), profile=None,
-                           target=None)
-        answers = await asyncio.gather(*(ctx.send({"n": i}, keep_chunks=True if i == 0 else None) for i in range(12)))
+        ctx = SuiteContext(
+            client=bounded, settings=Settings(), server=ServerFacts(url="http://x"), profile=None, target=None
+        )
+        answers = await asyncio.gather(
+            *(ctx.send({"n": i}, keep_chunks=True if i == 0 else None) for i in range(12))
+        )
         send_peak, bounded.peak = bounded.peak, 0
         own = ctx.bounded(5)
         await asyncio.gather(*(own.send({"n": i}) for i in range(12)))
-        free = SuiteContext(client=unbounded, settings=object(), server=ServerFacts(url="http://x"), profile=None,
-                            target=None)
+        free = SuiteContext(
+            client=unbounded, settings=object(), server=ServerFacts(url="http://x"), profile=None, target=None
+        )
         await asyncio.gather(*(free.send({"n": i}) for i in range(12)))
         return bounded, unbounded, answers, send_peak, own.peak
 

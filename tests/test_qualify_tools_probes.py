@@ -36,7 +36,9 @@ def test_a_server_that_ignores_tool_choice_fails_the_tool_choice_gate(tmp_path: 
     gate = next(g for g in tools.gates if g.name == "tool_choice calls correct")
     assert gate.measured == "0/12" and not gate.passed
     problems = {r["case"]: r["problem"] for r in tools.figures["rows"] if not r["passed"]}
-    assert "finish_reason is 'stop', expected 'tool_calls'" in problems["choice-required"]  # answered in prose
+    assert (
+        "finish_reason is 'stop', expected 'tool_calls'" in problems["choice-required"]
+    )  # answered in prose
     assert "called get_weather although no call may be made" in problems["choice-none"]
     assert "no call to 'convert_currency'" in problems["choice-named"]
     assert all(g.passed for g in tools.gates if g.name != "tool_choice calls correct"), tools.reason
@@ -56,4 +58,6 @@ def test_parser_markup_in_content_is_named(tmp_path: Path) -> None:
     with sim(tools=False) as handle:
         report = qualify(handle.url, tmp_path, suites=["tools"], limit=3)
     problems = [p for t in report.suite("tools").transcripts for p in t["problems"]]
-    assert any(p.startswith("parser markup ['<tool_call>', '</tool_call>'] leaked into content") for p in problems)
+    assert any(
+        p.startswith("parser markup ['<tool_call>', '</tool_call>'] leaked into content") for p in problems
+    )

@@ -39,8 +39,13 @@ def test_a_server_counting_images_another_way_fails_the_growth_gate(tmp_path: Pa
     # The suite told the model has Qwen2.5-VL's processor (14-pixel patches) while the server
     # counts like Qwen3-VL's: the growth differs and the gate says by how much.
     with sim() as handle:
-        report = qualify(handle.url, tmp_path, suites=["vision"], limit=1,
-                         overrides={"vision": {"patch_size": 14, "min_pixels": 3136, "max_pixels": 12_845_056}})
+        report = qualify(
+            handle.url,
+            tmp_path,
+            suites=["vision"],
+            limit=1,
+            overrides={"vision": {"patch_size": 14, "min_pixels": 3136, "max_pixels": 12_845_056}},
+        )
     reason = report.suite("vision").reason
     assert "prompt tokens grow with resolution as the image processor says: measured" in reason
     assert "the image processor says" in reason and "grew by" in reason

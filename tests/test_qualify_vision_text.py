@@ -34,10 +34,14 @@ OTHER_CASES = [c["id"] for c in CASES if c["id"] not in TEXT_CASES]
 
 
 def qualify(url: str, tmp_path: Path, limit: int | None = None):
-    return run_qualification(Target(url=url, profile=None), suites=["vision"], limit=limit,
-                             report_dir=tmp_path / "report",
-                             # the photo checks have their own tests (test_qualify_vision_photos.py)
-                             overrides={"preflight": {"ready_timeout_s": 2}, "vision": {"photo_checks": False}})
+    return run_qualification(
+        Target(url=url, profile=None),
+        suites=["vision"],
+        limit=limit,
+        report_dir=tmp_path / "report",
+        # the photo checks have their own tests (test_qualify_vision_photos.py)
+        overrides={"preflight": {"ready_timeout_s": 2}, "vision": {"photo_checks": False}},
+    )
 
 
 def test_the_yaml_has_text_cases_and_a_mixed_multi_image_one() -> None:
@@ -53,9 +57,17 @@ def test_the_yaml_has_text_cases_and_a_mixed_multi_image_one() -> None:
 
 # --- against the reference runtime ----------------------------------------------------------------
 
+
 def test_text_cases_are_skipped_with_the_reason_against_the_sim(tmp_path: Path) -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=5000, prefill_tps=2_000_000, log_requests=False,
-                           default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+    settings = SimSettings(
+        startup_seconds=0,
+        decode_tps=5000,
+        prefill_tps=2_000_000,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     with serve_in_thread(settings, wait_ready=True) as handle:
         report = qualify(handle.url, tmp_path)
     result = report.suite("vision")
@@ -63,8 +75,9 @@ def test_text_cases_are_skipped_with_the_reason_against_the_sim(tmp_path: Path) 
     figures = result.figures
     assert figures["cases"] == figures["correct"] == len(OTHER_CASES)
     assert figures["cases_skipped"] == len(TEXT_CASES) == 3
-    assert figures["skipped_cases"] == [{"case": c, "needs": ["text_reading"], "reason": SIM_REASON}
-                                        for c in TEXT_CASES]
+    assert figures["skipped_cases"] == [
+        {"case": c, "needs": ["text_reading"], "reason": SIM_REASON} for c in TEXT_CASES
+    ]
     assert not set(TEXT_CASES) & {t["case"] for t in result.transcripts}  # never sent, never "passed"
     assert SIM_REASON in result.reason and all(c in result.reason for c in TEXT_CASES)
     assert "reported as skipped" in result.method
@@ -74,7 +87,9 @@ def test_text_cases_are_skipped_with_the_reason_against_the_sim(tmp_path: Path) 
 def test_skip_reason_is_the_simulators_only() -> None:
     case = {"id": "x", "needs": ["text_reading"]}
     assert vision.skip_reason(case, ServerFacts(url="u", server_info={"simulator": True})) == SIM_REASON
-    assert vision.skip_reason(case, ServerFacts(url="u", model_info={"model_type": "simulator"})) == SIM_REASON
+    assert (
+        vision.skip_reason(case, ServerFacts(url="u", model_info={"model_type": "simulator"})) == SIM_REASON
+    )
     assert vision.skip_reason(case, ServerFacts(url="u", server_info={"version": "0.5"})) is None
     assert vision.skip_reason({"id": "y"}, ServerFacts(url="u", server_info={"simulator": True})) is None
 
@@ -83,13 +98,15 @@ def test_an_unknown_need_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "profiles").mkdir()
     (tmp_path / "qualify").mkdir()
     (tmp_path / "qualify" / "bad.yaml").write_text(
-        "cases:\n  - {id: typo, prompt: p, needs: [text_reeding], images: [{text: {value: A}}], expect: [[a]]}\n")
+        "cases:\n  - {id: typo, prompt: p, needs: [text_reeding], images: [{text: {value: A}}], expect: [[a]]}\n"
+    )
     monkeypatch.setenv("DEPLOYTOOL_RESOURCES", str(tmp_path))
     with pytest.raises(ValueError, match=r"'typo' needs \['text_reeding'\]"):
         vision.load_cases("bad.yaml")
 
 
 # --- against a stand-in for a real vision model ---------------------------------------------------
+
 
 def _key(prompt: str, urls: list[str]) -> tuple[str, tuple[str, ...]]:
     return prompt, tuple(urls)
@@ -120,17 +137,35 @@ class StandIn:
             try:
                 Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1], validate=True))).load()
             except (binascii.Error, OSError, IndexError):
-                return JSONResponse({"object": "error", "message": "cannot decode image", "type": "BadRequestError",
-                                     "code": 400}, status_code=400)
+                return JSONResponse(
+                    {
+                        "object": "error",
+                        "message": "cannot decode image",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    },
+                    status_code=400,
+                )
         key = _key(prompt, urls)
         case = self.ids.get(key, "?")
         self.seen.append(case)
         answer = self.wrong.get(case, self.answers.get(key, "I cannot tell."))
-        return JSONResponse({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 100 * len(urls) + 20, "completion_tokens": 4,
-                      "total_tokens": 100 * len(urls) + 24}})
+        return JSONResponse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                ],
+                "usage": {
+                    "prompt_tokens": 100 * len(urls) + 20,
+                    "completion_tokens": 4,
+                    "total_tokens": 100 * len(urls) + 24,
+                },
+            }
+        )
 
 
 @pytest.fixture(scope="module")
@@ -143,13 +178,20 @@ def standin() -> Iterator[tuple[str, StandIn]]:
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "stand-in-vl", "object": "model"}]})
 
-    app = Starlette(routes=[Route("/health", health), Route("/v1/models", models),
-                            Route("/v1/chat/completions", model.chat, methods=["POST"])])
+    app = Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/chat/completions", model.chat, methods=["POST"]),
+        ]
+    )
     with serve_app(app, "the stand-in server") as url:
         yield url, model
 
 
-def test_text_cases_run_and_pass_against_a_model_that_reads(standin: tuple[str, StandIn], tmp_path: Path) -> None:
+def test_text_cases_run_and_pass_against_a_model_that_reads(
+    standin: tuple[str, StandIn], tmp_path: Path
+) -> None:
     url, model = standin
     model.wrong.clear()
     model.seen.clear()
@@ -164,13 +206,17 @@ def test_text_cases_run_and_pass_against_a_model_that_reads(standin: tuple[str, 
     assert result.reason == ""
 
 
-@pytest.mark.parametrize("case, answer, missing", [
-    ("read-text-orchid", "TULIP 47", "['orchid']"),
-    ("read-text-maple", "MAPLE 28", "['82']"),
-    ("multi-image-text-and-shapes", "VELVET 15, 4", "['3', 'three']"),
-])
-def test_a_wrong_reading_fails_naming_the_case_and_the_keyword(standin: tuple[str, StandIn], tmp_path: Path,
-                                                               case: str, answer: str, missing: str) -> None:
+@pytest.mark.parametrize(
+    "case, answer, missing",
+    [
+        ("read-text-orchid", "TULIP 47", "['orchid']"),
+        ("read-text-maple", "MAPLE 28", "['82']"),
+        ("multi-image-text-and-shapes", "VELVET 15, 4", "['3', 'three']"),
+    ],
+)
+def test_a_wrong_reading_fails_naming_the_case_and_the_keyword(
+    standin: tuple[str, StandIn], tmp_path: Path, case: str, answer: str, missing: str
+) -> None:
     url, model = standin
     model.wrong.clear()
     model.wrong[case] = answer
@@ -190,6 +236,7 @@ def test_a_wrong_reading_fails_naming_the_case_and_the_keyword(standin: tuple[st
 
 # --- the images ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("value", ["ORCHID 47", "MAPLE 82", "VELVET 15", "STOP"])
 def test_text_images_are_deterministic_and_drawn(value: str) -> None:
     spec = {"text": {"value": value, "colour": "black"}}
@@ -204,12 +251,18 @@ def test_text_images_are_deterministic_and_drawn(value: str) -> None:
     pixels = image.load()
     dark = sum(1 for x in range(left, right) for y in range(top, bottom) if sum(pixels[x, y]) < 3 * 128)
     assert dark > 0.1 * (right - left) * (bottom - top)  # the text is really drawn, in black
-    outside = [pixels[x, y] for x in range(SIZE) for y in range(SIZE)
-               if not (left - 1 <= x <= right and top - 1 <= y <= bottom)]
+    outside = [
+        pixels[x, y]
+        for x in range(SIZE)
+        for y in range(SIZE)
+        if not (left - 1 <= x <= right and top - 1 <= y <= bottom)
+    ]
     assert set(outside) == {(255, 255, 255)}  # and nothing else is
 
 
 def test_different_text_gives_a_different_image() -> None:
-    assert data_url(draw({"text": {"value": "ORCHID 47"}})) != data_url(draw({"text": {"value": "ORCHID 48"}}))
+    assert data_url(draw({"text": {"value": "ORCHID 47"}})) != data_url(
+        draw({"text": {"value": "ORCHID 48"}})
+    )
     black_by_default = draw({"text": {"value": "ORCHID 47"}})
     assert black_by_default.tobytes() == draw({"text": {"value": "ORCHID 47", "colour": "black"}}).tobytes()

@@ -41,19 +41,32 @@ def body(plan: str, name: str):
 
 def events(record: dict) -> list:
     """The JSON events of a recorded SSE body (every `data:` line but [DONE])."""
-    return [json.loads(line[6:]) for line in record["body"].split("\n")
-            if line.startswith("data: ") and line != "data: [DONE]"]
+    return [
+        json.loads(line[6:])
+        for line in record["body"].split("\n")
+        if line.startswith("data: ") and line != "data: [DONE]"
+    ]
 
 
 # --- the readers, on the real server's self-description ---------------------------------------
 
-@pytest.mark.parametrize("plan, running, context, pool", [
-    ("dense", 32, 32768, 36_306_512), ("hybrid-mtp", 16, 32768, 28_720_386),
-    ("a3b", 8, 262144, 284_583), ("a3b-patched", 8, 262144, 367_831)])
+
+@pytest.mark.parametrize(
+    "plan, running, context, pool",
+    [
+        ("dense", 32, 32768, 36_306_512),
+        ("hybrid-mtp", 16, 32768, 28_720_386),
+        ("a3b", 8, 262144, 284_583),
+        ("a3b-patched", 8, 262144, 367_831),
+    ],
+)
 def test_serverfields_read_the_real_server_info(plan, running, context, pool) -> None:
     info, models = body(plan, "server_info"), body(plan, "v1_models")
     assert info["version"] == "0.5.17"
-    assert serverfields.running_limit(info) == (running, "internal_states[].effective_max_running_requests_per_dp")
+    assert serverfields.running_limit(info) == (
+        running,
+        "internal_states[].effective_max_running_requests_per_dp",
+    )
     assert serverfields.context_length(models, info) == (context, "/v1/models max_model_len")
     assert serverfields.kv_pool_tokens(info) == pool
     (usage,) = serverfields.memory_usage(info)
@@ -67,10 +80,12 @@ def test_speculative_fields_and_the_accept_length_window() -> None:
     info = body("hybrid-mtp", "server_info")
     assert info["speculative_algorithm"] == "EAGLE" and info["speculative_num_draft_tokens"] == 4
     assert info["internal_states"][0]["avg_spec_accept_length"] == 1.0
-    before = metrics_window.CounterSnapshot(0.0, metrics_window.counters_from(
-        parse_prometheus(fixture("hybrid-mtp", "metrics_before")["body"])))
-    after = metrics_window.CounterSnapshot(10.0, metrics_window.counters_from(
-        parse_prometheus(fixture("hybrid-mtp", "metrics_after")["body"])))
+    before = metrics_window.CounterSnapshot(
+        0.0, metrics_window.counters_from(parse_prometheus(fixture("hybrid-mtp", "metrics_before")["body"]))
+    )
+    after = metrics_window.CounterSnapshot(
+        10.0, metrics_window.counters_from(parse_prometheus(fixture("hybrid-mtp", "metrics_after")["body"]))
+    )
     window = metrics_window.window(before, after)
     assert window.measured and window.delta(metrics_window.VERIFY) > 1000
     assert window.spec_accept_length == pytest.approx(1.0, abs=0.01)
@@ -90,13 +105,17 @@ def test_metrics_counters_deploytool_reads_exist_and_move() -> None:
     hybrid = parse_prometheus(fixture("hybrid-mtp", "metrics_after")["body"])
     assert metrics_window.CACHED not in hybrid
     window = metrics_window.window(
-        metrics_window.CounterSnapshot(0.0, metrics_window.counters_from(
-            parse_prometheus(fixture("hybrid-mtp", "metrics_before")["body"]))),
-        metrics_window.CounterSnapshot(1.0, metrics_window.counters_from(hybrid)))
+        metrics_window.CounterSnapshot(
+            0.0,
+            metrics_window.counters_from(parse_prometheus(fixture("hybrid-mtp", "metrics_before")["body"])),
+        ),
+        metrics_window.CounterSnapshot(1.0, metrics_window.counters_from(hybrid)),
+    )
     assert window.cached_share == 0.0
 
 
 # --- the wait for a loading server, on the real start's timeline ----------------------------
+
 
 class _LoadingReplay:
     """An ASGI app answering each path with what the real server answered it while loading, in
@@ -116,8 +135,13 @@ class _LoadingReplay:
         self.asked.append(path)
         queue = self.answers.get(path) or [{"status": 404, "content_type": None, "body": ""}]
         answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        await send({"type": "http.response.start", "status": answer["status"],
-                    "headers": [(b"content-type", (answer["content_type"] or "text/plain").encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": answer["status"],
+                "headers": [(b"content-type", (answer["content_type"] or "text/plain").encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": answer["body"].encode()})
 
 
@@ -132,13 +156,22 @@ def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     lines: list[str] = []
     with contextlib.ExitStack() as server:
+
         def progress(line: str) -> None:
             lines.append(line)
             if len(lines) == 1:  # the server starts listening once the wait has met a refused connection
                 server.enter_context(serve_app(app, "the loading replay", sock=sock))
 
-        ready = asyncio.run(wait_until_ready(url, timeout_s=60, poll_s=0.01, progress=progress,
-                                             progress_every_s=0, timeout_name="--ready-timeout"))
+        ready = asyncio.run(
+            wait_until_ready(
+                url,
+                timeout_s=60,
+                poll_s=0.01,
+                progress=progress,
+                progress_every_s=0,
+                timeout_name="--ready-timeout",
+            )
+        )
     assert (ready.ready, ready.reachable, ready.status, ready.error) == (True, True, 200, None)
     refused, warming = lines
     assert refused.startswith(f"waiting for {url} to become ready: connection refused")
@@ -148,6 +181,7 @@ def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
 
 
 # --- the clients, on the real bytes ----------------------------------------------------------
+
 
 class _Replay(BaseHTTPRequestHandler):
     record: dict = {}
@@ -184,6 +218,7 @@ def replay(plan: str, name: str, *, stream_client: bool = False):
                 await client.aclose()
         async with EndpointClient(url, timeout=10) as client:
             return await client.chat(payload)
+
     try:
         return asyncio.run(go()), record
     finally:
@@ -191,8 +226,9 @@ def replay(plan: str, name: str, *, stream_client: bool = False):
 
 
 @pytest.mark.parametrize("stream_client", [False, True], ids=["EndpointClient", "bench StreamClient"])
-@pytest.mark.parametrize("name", ["chat_stream", "chat_thinking_stream", "chat_tools_auto_stream",
-                                  "chat_thinking_default_stream"])
+@pytest.mark.parametrize(
+    "name", ["chat_stream", "chat_thinking_stream", "chat_tools_auto_stream", "chat_thinking_default_stream"]
+)
 def test_clients_assemble_the_real_stream(name, stream_client) -> None:
     result, record = replay("dense", name, stream_client=stream_client)
     evs = events(record)
@@ -222,13 +258,17 @@ def test_a_named_tool_call_is_assembled_from_the_real_deltas() -> None:
     assert result.finish_reason == "length"
 
 
-@pytest.mark.parametrize("name, status, words", [
-    ("error_context_overflow_plain", 400, "longer than the model's context length"),
-    ("error_context_overflow_stream", 400, "longer than the model's context length"),
-    ("error_max_tokens_overflow", 400, "max_completion_tokens is too large"),
-    ("error_tool_choice_absent", 400, "not found in tools list"),
-    ("error_image_to_text_model", 400, "only supports text input"),
-    ("auth_chat_no_key", 401, "Unauthorized")])
+@pytest.mark.parametrize(
+    "name, status, words",
+    [
+        ("error_context_overflow_plain", 400, "longer than the model's context length"),
+        ("error_context_overflow_stream", 400, "longer than the model's context length"),
+        ("error_max_tokens_overflow", 400, "max_completion_tokens is too large"),
+        ("error_tool_choice_absent", 400, "not found in tools list"),
+        ("error_image_to_text_model", 400, "only supports text input"),
+        ("auth_chat_no_key", 401, "Unauthorized"),
+    ],
+)
 def test_error_bodies_land_in_the_result(name, status, words) -> None:
     result, _ = replay("dense", name)
     assert not result.ok and result.status == status and words in result.error
@@ -236,15 +276,29 @@ def test_error_bodies_land_in_the_result(name, status, words) -> None:
 
 # --- the reference runtime beside the real server --------------------------------------------
 
-SIM = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, enable_metrics=True,
-           enable_cache_report=True, context_length=32768, max_total_tokens=10_000_000,
-           default_chat_template_kwargs='{"enable_thinking": false}')
+SIM = dict(
+    startup_seconds=0.0,
+    decode_tps=20000.0,
+    prefill_tps=1e8,
+    log_requests=False,
+    enable_metrics=True,
+    enable_cache_report=True,
+    context_length=32768,
+    max_total_tokens=10_000_000,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+)
 
 
 def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None:
     """Status and body of each refusal the sim can make, against the real server's."""
-    cases = ["error_max_tokens_overflow", "error_context_overflow_plain", "error_unknown_route",
-             "error_wrong_method", "error_tool_choice_absent", "error_max_tokens_zero"]
+    cases = [
+        "error_max_tokens_overflow",
+        "error_context_overflow_plain",
+        "error_unknown_route",
+        "error_wrong_method",
+        "error_tool_choice_absent",
+        "error_max_tokens_zero",
+    ]
     with serve_in_thread(SimSettings(**SIM, api_key="k"), wait_ready=True) as sim:
         with httpx.Client(base_url=sim.url, headers={"Authorization": "Bearer k"}, timeout=30) as client:
             for name in cases:
@@ -253,7 +307,9 @@ def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None
                 sent = req.get("body") or {}
                 if name == "error_context_overflow_plain":
                     sent = {**sent, "messages": [{"role": "user", "content": "lorem " * 40000}]}
-                got = client.request(req["method"], req["path"], json=sent if req["method"] == "POST" else None)
+                got = client.request(
+                    req["method"], req["path"], json=sent if req["method"] == "POST" else None
+                )
                 real = json.loads(record["body"])
                 assert got.status_code == record["status"], name
                 if "message" in real:
@@ -263,8 +319,16 @@ def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None
                 elif "detail" in real:
                     assert got.json() == real, name
                 else:  # max_tokens 0: an empty answer cut at once
-                    assert got.json()["choices"][0]["finish_reason"] == real["choices"][0]["finish_reason"] == "length"
-                    assert got.json()["choices"][0]["message"]["content"] == real["choices"][0]["message"]["content"] == ""
+                    assert (
+                        got.json()["choices"][0]["finish_reason"]
+                        == real["choices"][0]["finish_reason"]
+                        == "length"
+                    )
+                    assert (
+                        got.json()["choices"][0]["message"]["content"]
+                        == real["choices"][0]["message"]["content"]
+                        == ""
+                    )
                     assert got.json()["usage"]["completion_tokens"] == 0
             for name in ("auth_models_no_key", "auth_server_info_no_key"):
                 record = fixture("dense", name)
@@ -278,24 +342,35 @@ def test_the_sim_streams_the_real_chunk_shapes() -> None:
     real = events(fixture("dense", "chat_stream"))
     with serve_in_thread(SimSettings(**SIM), wait_ready=True) as sim:
         with httpx.Client(base_url=sim.url, timeout=30) as client:
-            with client.stream("POST", "/v1/chat/completions", json={
-                    "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "stream": True,
-                    "stream_options": {"include_usage": True}}) as response:
-                mine = [json.loads(line[6:]) for line in response.iter_lines()
-                        if line.startswith("data: {")]
+            with client.stream(
+                "POST",
+                "/v1/chat/completions",
+                json={
+                    "messages": [{"role": "user", "content": "hi"}],
+                    "max_tokens": 8,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
+            ) as response:
+                mine = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
             metrics = client.get("/metrics").text
     assert set(mine[0]) == set(real[0]) and mine[0]["choices"][0]["delta"] == real[0]["choices"][0]["delta"]
     assert set(mine[1]["choices"][0]["delta"]) == set(real[1]["choices"][0]["delta"])
     assert set(mine[-1]) == set(real[-1]) and mine[-1]["choices"] == real[-1]["choices"] == []
     assert set(mine[-1]["usage"]) <= set(real[-1]["usage"]) | {"completion_tokens_details"}
     real_metrics = parse_prometheus(fixture("dense", "metrics_after")["body"])
-    for name in (metrics_window.PROMPT, metrics_window.GENERATED, metrics_window.REQUESTS, *metrics_window.GAUGES):
+    for name in (
+        metrics_window.PROMPT,
+        metrics_window.GENERATED,
+        metrics_window.REQUESTS,
+        *metrics_window.GAUGES,
+    ):
         assert name in real_metrics and name in parse_prometheus(metrics), name
 
 
 # --- SGLang 0.5.23's own protocol models, on the 0.5.17 server's bodies ------------------------
 
-VALIDATE_REAL = r'''
+VALIDATE_REAL = r"""
 import json, sys
 from sglang.srt.entrypoints.openai import protocol as p
 MODELS = {"ChatCompletionResponse": p.ChatCompletionResponse, "ChatCompletionStreamResponse": p.ChatCompletionStreamResponse,
@@ -308,7 +383,7 @@ for case in json.load(sys.stdin):
     except Exception as exc:
         out.append({"name": case["name"], "problem": f"{type(exc).__name__}: {exc}"[:400]})
 print(json.dumps(out))
-'''
+"""
 
 
 def test_the_pinned_sglang_models_accept_every_recorded_body(sglang_referee_python: Path) -> None:
@@ -326,12 +401,20 @@ def test_the_pinned_sglang_models_accept_every_recorded_body(sglang_referee_pyth
             name = f"{plan}/{f.stem}"
             ctype = (record.get("headers") or {}).get("content-type") or ""
             if ctype.startswith("text/event-stream"):
-                cases += [{"name": f"{name}#{i}", "model": "ChatCompletionStreamResponse", "body": e}
-                          for i, e in enumerate(events(record)) if "error" not in e]
+                cases += [
+                    {"name": f"{name}#{i}", "model": "ChatCompletionStreamResponse", "body": e}
+                    for i, e in enumerate(events(record))
+                    if "error" not in e
+                ]
             elif ctype.startswith("application/json") and record["request"]["path"] == "/v1/chat/completions":
                 data = json.loads(record["body"])
-                model = "ErrorResponse" if data.get("object") == "error" else \
-                    "ChatCompletionResponse" if data.get("object") == "chat.completion" else None
+                model = (
+                    "ErrorResponse"
+                    if data.get("object") == "error"
+                    else "ChatCompletionResponse"
+                    if data.get("object") == "chat.completion"
+                    else None
+                )
                 if model:
                     cases.append({"name": name, "model": model, "body": data})
             elif f.stem == "v1_models":

@@ -21,8 +21,13 @@ from deploytool.profiles import Profile, ProfileStore
 TEST_PROFILES = Path(__file__).parent / "profiles_sglang"
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
 RELEASE = ResolvedSource(kind="wheel", version="0.5.23")
-FORK = ResolvedSource(kind="git", version="0.5.23.dev1", repo="https://example.invalid/sglang.git", commit="a" * 40,
-                      subdir="python")
+FORK = ResolvedSource(
+    kind="git",
+    version="0.5.23.dev1",
+    repo="https://example.invalid/sglang.git",
+    commit="a" * 40,
+    subdir="python",
+)
 
 
 def _cpu() -> Profile:
@@ -60,6 +65,7 @@ def test_the_toolkit_stage_only_for_a_wheels_base_and_only_with_a_lock() -> None
     with pytest.raises(UsageError, match="needs the wheel lock"):
         recipe.toolkit_stage(wheels_base, None, None, files)
     from deploytool.image import locks
+
     toolkit, fetched = recipe.toolkit_stage(wheels_base, locks.venv_lock(wheels_base), None, files)
     assert toolkit is not None and list(fetched) == ["cuda-wheels"]
     assert files == {toolkit.lock.path.name: toolkit.lock.path}
@@ -67,7 +73,13 @@ def test_the_toolkit_stage_only_for_a_wheels_base_and_only_with_a_lock() -> None
 
 def test_without_lock_or_wheelhouse_pip_takes_the_index_but_local_wheels_still_count(tmp_path: Path) -> None:
     out = recipe.install_source(_cpu(), lock=None, own=[], source=RELEASE, wheelhouse=None)
-    assert (out.pip_source, out.wheel_versions, out.lock_digest, out.files, out.fetched) == ("", {}, None, {}, {})
+    assert (out.pip_source, out.wheel_versions, out.lock_digest, out.files, out.fetched) == (
+        "",
+        {},
+        None,
+        {},
+        {},
+    )
     own = recipe.install_source(_cpu(), lock=None, own=_own(tmp_path), source=RELEASE, wheelhouse=None)
     assert own.wheel_versions == {"torch": "2.14.1"}
 
@@ -79,18 +91,25 @@ def test_a_wheelhouse_must_hold_the_pinned_sglang_unless_a_fork_stands_for_it(tm
     (house / "numpy-2.0.0-cp312-none-any.whl").write_text("x")
     with pytest.raises(UsageError, match=f"no sglang {profile.image.runtime_version} wheel"):
         recipe.install_source(profile, lock=None, own=[], source=RELEASE, wheelhouse=house)
-    assert recipe.install_source(profile, lock=None, own=[], source=FORK, wheelhouse=house).wheel_versions == \
-        {"numpy": "2.0.0"}
+    assert recipe.install_source(
+        profile, lock=None, own=[], source=FORK, wheelhouse=house
+    ).wheel_versions == {"numpy": "2.0.0"}
     (house / f"sglang-{profile.image.runtime_version}-py3-none-any.whl").write_text("x")
     (house / "torch-2.9.1-cp312-cp312-linux_x86_64.whl").write_text("x")
     out = recipe.install_source(profile, lock=None, own=_own(tmp_path), source=RELEASE, wheelhouse=house)
     assert out.pip_source == "--no-index --find-links /tmp/deploytool/wheels"
-    assert "wheels/torch-2.9.1-cp312-cp312-linux_x86_64.whl" not in out.files  # the local wheel's twin stays out
-    assert out.wheel_versions["sglang"] == profile.image.runtime_version and out.wheel_versions["torch"] == "2.14.1"
+    assert (
+        "wheels/torch-2.9.1-cp312-cp312-linux_x86_64.whl" not in out.files
+    )  # the local wheel's twin stays out
+    assert (
+        out.wheel_versions["sglang"] == profile.image.runtime_version
+        and out.wheel_versions["torch"] == "2.14.1"
+    )
 
 
 def test_a_lock_is_installed_hash_checked_and_stands_for_its_wheels() -> None:
     from deploytool.image import locks
+
     card = ProfileStore().get("rtx5090-qwen3.6-35b-a3b-nvfp4-wheels")
     lock = locks.venv_lock(card)
     out = recipe.install_source(card, lock=lock, own=[], source=RELEASE, wheelhouse=None)
@@ -103,32 +122,53 @@ def test_a_lock_is_installed_hash_checked_and_stands_for_its_wheels() -> None:
 
 
 def test_the_fingerprint_of_a_release_names_what_compiled_and_keys_appear_only_when_they_say_something(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     profile = _cpu()
     series = series_for(profile)
-    plain = recipe.fingerprint(profile.image, mode="cpu", series=series, source=RELEASE, own=[],
-                               install=recipe.InstallSource(), toolkit=None)
+    plain = recipe.fingerprint(
+        profile.image,
+        mode="cpu",
+        series=series,
+        source=RELEASE,
+        own=[],
+        install=recipe.InstallSource(),
+        toolkit=None,
+    )
     assert plain["image_kind"] == "cpu" and plain["sglang"] == profile.image.runtime_version
     assert plain["torch"] == profile.image.torch_version
     assert len(json.loads(plain["patches"])) == len(series.names)
     assert not {"sglang_source", "local_wheels", "wheel_lock"} & set(plain)
     own = _own(tmp_path)
-    richer = recipe.fingerprint(profile.image, mode="cpu", series=series, source=FORK, own=own,
-                                install=recipe.InstallSource(wheel_versions={"torch": "2.14.1"}, lock_digest="d"),
-                                toolkit=None)
+    richer = recipe.fingerprint(
+        profile.image,
+        mode="cpu",
+        series=series,
+        source=FORK,
+        own=own,
+        install=recipe.InstallSource(wheel_versions={"torch": "2.14.1"}, lock_digest="d"),
+        toolkit=None,
+    )
     assert richer["sglang_source"] == FORK.identity and richer["wheel_lock"] == "d"
     assert richer["torch"] == "2.14.1" and json.loads(richer["local_wheels"]) == {"torch": "b" * 64}
 
 
 def test_hash_inputs_and_labels_name_a_fork_and_local_wheels_only_when_there_are_some(tmp_path: Path) -> None:
     series = series_for(_cpu())
-    none = recipe.hash_inputs(["a==1"], series=series, install=recipe.InstallSource(), toolkit=None, source=RELEASE,
-                              own=[])
+    none = recipe.hash_inputs(
+        ["a==1"], series=series, install=recipe.InstallSource(), toolkit=None, source=RELEASE, own=[]
+    )
     assert set(none) == {"requirements", "patch_series"} and none["requirements"] == "a==1"
     assert recipe.image_labels(RELEASE, []) == {}
     own = _own(tmp_path)
-    some = recipe.hash_inputs(["a==1"], series=series, install=recipe.InstallSource(lock_digest="d"), toolkit=None,
-                              source=FORK, own=own)
+    some = recipe.hash_inputs(
+        ["a==1"],
+        series=series,
+        install=recipe.InstallSource(lock_digest="d"),
+        toolkit=None,
+        source=FORK,
+        own=own,
+    )
     assert some["sglang_source"] == FORK.identity and some["wheel_lock"] == "d" and "local_wheels" in some
     marked = recipe.image_labels(FORK, own)
     assert json.loads(marked[labels.IMAGE_RUNTIME_SOURCE])["commit"] == "a" * 40
@@ -138,10 +178,31 @@ def test_hash_inputs_and_labels_name_a_fork_and_local_wheels_only_when_there_are
 def test_template_vars_follow_the_install_source() -> None:
     profile = _cpu()
     series = series_for(profile)
-    index = recipe.template_vars(profile, mode="cpu", install=recipe.InstallSource(), toolkit=None, source=RELEASE,
-                                 series=series, own=[], wheelhouse=None)
-    assert (index["locked"], index["wheelhouse"], index["fork"], index["flatten"]) == (False, False, None, False)
+    index = recipe.template_vars(
+        profile,
+        mode="cpu",
+        install=recipe.InstallSource(),
+        toolkit=None,
+        source=RELEASE,
+        series=series,
+        own=[],
+        wheelhouse=None,
+    )
+    assert (index["locked"], index["wheelhouse"], index["fork"], index["flatten"]) == (
+        False,
+        False,
+        None,
+        False,
+    )
     assert index["patch_dir"] == f"patches/{profile.image.runtime_version}"
-    locked = recipe.template_vars(profile, mode="cpu", install=recipe.InstallSource(lock_digest="d"), toolkit=None,
-                                  source=FORK, series=series, own=[], wheelhouse=None)
+    locked = recipe.template_vars(
+        profile,
+        mode="cpu",
+        install=recipe.InstallSource(lock_digest="d"),
+        toolkit=None,
+        source=FORK,
+        series=series,
+        own=[],
+        wheelhouse=None,
+    )
     assert locked["locked"] and locked["wheelhouse"] and locked["fork"]["pip_args"].startswith("--no-deps")

@@ -38,14 +38,17 @@ def test_matrix_rows_come_from_the_data_file() -> None:
     assert cuda_of_base("deploytool/base:bookworm") is None
 
 
-@pytest.mark.parametrize(("changes", "field"), [
-    ({"torch_version": "2.9.1"}, "image.torch_version"),
-    ({"cuda": "12.9.1", "base": "nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04"}, "image.cuda"),
-    ({"base": "nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04"}, "image.base"),
-    ({"kernel_version": "0.3.21"}, "image.kernel_version"),
-    ({"flashinfer_version": "0.6.13"}, "image.flashinfer_version"),
-    ({"python": "3.10"}, "image.python"),
-])
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"torch_version": "2.9.1"}, "image.torch_version"),
+        ({"cuda": "12.9.1", "base": "nvidia/cuda:12.9.1-cudnn-devel-ubuntu24.04"}, "image.cuda"),
+        ({"base": "nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04"}, "image.base"),
+        ({"kernel_version": "0.3.21"}, "image.kernel_version"),
+        ({"flashinfer_version": "0.6.13"}, "image.flashinfer_version"),
+        ({"python": "3.10"}, "image.python"),
+    ],
+)
 def test_matrix_refuses_an_impossible_combination_naming_the_field(changes: dict, field: str) -> None:
     profile = _with_image(ProfileStore().get(CARD), **changes)
     with pytest.raises(ProfileError) as info:
@@ -53,20 +56,31 @@ def test_matrix_refuses_an_impossible_combination_naming_the_field(changes: dict
     assert field in str(info.value)
 
 
-@pytest.mark.parametrize(("changes", "field", "why"), [
-    ({"python": "3.11"}, "image.python", "no python3.11"),  # Ubuntu 24.04 packages python3.12 only
-    ({"base": "nvidia/cuda:13.3.1-cudnn-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
-    ({"base": "nvidia/cuda:13.3.1-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
-    ({"base": "deploytool/base:bookworm"}, "image.base", "not a recognised nvidia/cuda base"),
-    ({"base": "registry.example/cuda-with-python:13.3.1"}, "image.base", "not a recognised nvidia/cuda base"),
-])
+@pytest.mark.parametrize(
+    ("changes", "field", "why"),
+    [
+        ({"python": "3.11"}, "image.python", "no python3.11"),  # Ubuntu 24.04 packages python3.12 only
+        ({"base": "nvidia/cuda:13.3.1-cudnn-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
+        ({"base": "nvidia/cuda:13.3.1-runtime-ubuntu24.04"}, "image.base", "no nvcc"),
+        ({"base": "deploytool/base:bookworm"}, "image.base", "not a recognised nvidia/cuda base"),
+        (
+            {"base": "registry.example/cuda-with-python:13.3.1"},
+            "image.base",
+            "not a recognised nvidia/cuda base",
+        ),
+    ],
+)
 def test_matrix_refuses_a_base_the_image_cannot_be_built_on(changes: dict, field: str, why: str) -> None:
     profile = _with_image(ProfileStore().get(CARD), **changes)
     with pytest.raises(ProfileError) as info:
         check_profile(profile)
     assert field in str(info.value) and why in str(info.value)
     # the shipped base, by digest, is fine
-    check_profile(_with_image(ProfileStore().get(CARD), base="nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04@sha256:" + "a" * 64))
+    check_profile(
+        _with_image(
+            ProfileStore().get(CARD), base="nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04@sha256:" + "a" * 64
+        )
+    )
 
 
 def test_matrix_refuses_an_unpinned_sglang_release() -> None:
@@ -91,21 +105,44 @@ def test_prepare_gpu_image_pins_everything_and_points_caches_under_cache(tmp_pat
     profile = ProfileStore().get(CARD)
     inputs = recipe.prepare(profile, context_dir=tmp_path, wheelhouse=None)
     reqs = (tmp_path / "requirements.txt").read_text().split()
-    assert {"sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python==0.7.2"} <= set(reqs)
+    assert {"sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python==0.7.2"} <= set(
+        reqs
+    )
     assert (tmp_path / "patch-series").read_text().split() == patches.series_for(profile).names
     assert (tmp_path / "unidiff.py").is_file()
     fp = inputs.fingerprint
-    for key in ("cuda", "nvcc", "gcc", "python", "torch", "triton", "sglang", "sglang_kernel", "flashinfer", "patches"):
+    for key in (
+        "cuda",
+        "nvcc",
+        "gcc",
+        "python",
+        "torch",
+        "triton",
+        "sglang",
+        "sglang_kernel",
+        "flashinfer",
+        "patches",
+    ):
         assert key in fp, key
     assert fp["cuda"] == "13.3.1" and fp["sglang_kernel"] == "0.4.10"
-    assert json.loads(fp["patches"]) == [patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest()
-                                         for p in patches.series_for(profile).paths()]
+    assert json.loads(fp["patches"]) == [
+        patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in patches.series_for(profile).paths()
+    ]
     dockerfile = _render(profile, inputs)
     assert dockerfile.startswith("# deploytool recipe `sglang`")
     for name, value in recipe.CACHE_ENV.items():
         assert f"{name}={value}" in dockerfile and value.startswith("/cache/")
-    assert {"FLASHINFER_WORKSPACE_BASE", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "SGLANG_CACHE_DIR",
-            "SGLANG_DG_CACHE_DIR", "DG_JIT_CACHE_DIR", "TVM_FFI_CACHE_DIR", "TILELANG_CACHE_DIR"} <= set(recipe.CACHE_ENV)
+    assert {
+        "FLASHINFER_WORKSPACE_BASE",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "SGLANG_CACHE_DIR",
+        "SGLANG_DG_CACHE_DIR",
+        "DG_JIT_CACHE_DIR",
+        "TVM_FFI_CACHE_DIR",
+        "TILELANG_CACHE_DIR",
+    } <= set(recipe.CACHE_ENV)
     assert "--no-index" not in dockerfile
     assert "unidiff.py apply" in dockerfile and "toolchain.json" in dockerfile
     assert json.dumps(profile.launch_argv()) in dockerfile
@@ -132,7 +169,8 @@ def test_prepare_with_a_wheelhouse_installs_without_an_index(tmp_path: Path) -> 
 
 
 def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
     monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
     dockerfile = _render(profile, recipe.prepare(profile, context_dir=tmp_path, wheelhouse=None))
@@ -147,13 +185,16 @@ def test_cpu_image_without_a_wheelhouse_takes_torch_from_the_configured_index(
     # a GPU image wants the CUDA torch: no such argument
     gpu = ProfileStore().get(CARD)
     monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
-    assert "DEPLOYTOOL_TORCH_INDEX_URL" not in _render(gpu, recipe.prepare(gpu, context_dir=tmp_path, wheelhouse=None))
+    assert "DEPLOYTOOL_TORCH_INDEX_URL" not in _render(
+        gpu, recipe.prepare(gpu, context_dir=tmp_path, wheelhouse=None)
+    )
 
 
 # -- a real build on the local base ------------------------------------------------------------
 @pytest.mark.index
-def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(docker_engine,
-                                                                            sglang_cpu_wheelhouse: Path) -> None:
+def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(
+    docker_engine, sglang_cpu_wheelhouse: Path
+) -> None:
     from deploytool.image.build import build
 
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
@@ -162,9 +203,14 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(doc
     image = docker_engine.image(result.image)
     assert image is not None
     image_labels = image.labels
-    assert image_labels[labels.IMAGE_PROFILE] == profile.name and image_labels[labels.IMAGE_RECIPE] == "sglang"
+    assert (
+        image_labels[labels.IMAGE_PROFILE] == profile.name and image_labels[labels.IMAGE_RECIPE] == "sglang"
+    )
     fingerprint = json.loads(image_labels[labels.IMAGE_FINGERPRINT])
-    shipped = [patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest() for p in patches.series_for(profile).paths()]
+    shipped = [
+        patches.unidiff.hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in patches.series_for(profile).paths()
+    ]
     assert json.loads(fingerprint["patches"]) == shipped
     assert fingerprint["sglang"] == "0.5.23" and fingerprint["torch"].startswith("2.13.0")
 
@@ -174,9 +220,14 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(doc
 
     # Inside: the toolchain as installed, and the patch applied to the installed package.
     out = docker_engine.client.containers.run(
-        result.image, remove=True, network_disabled=True, entrypoint=["sh", "-c"],
-        command=["cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
-                 "print(\"PATCHED\" if \"_get_device_capability_via_nvml\" in inspect.getsource(c) else \"PLAIN\")'"],
+        result.image,
+        remove=True,
+        network_disabled=True,
+        entrypoint=["sh", "-c"],
+        command=[
+            "cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
+            'print("PATCHED" if "_get_device_capability_via_nvml" in inspect.getsource(c) else "PLAIN")\''
+        ],
     ).decode()
     toolchain = json.loads(out[: out.rindex("}") + 1])
     assert toolchain["sglang"] == "0.5.23" and toolchain["torch"].startswith("2.13.0")

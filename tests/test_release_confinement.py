@@ -25,7 +25,9 @@ CARD = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 
 
 def _server(profile, slot: Slot = Slot()) -> dict:
-    return render_compose(RenderRequest(profile=profile, slot=slot, release=1, image="x"))["services"]["server"]
+    return render_compose(RenderRequest(profile=profile, slot=slot, release=1, image="x"))["services"][
+        "server"
+    ]
 
 
 def test_the_reference_runtime_runs_confined_with_a_read_only_root():
@@ -70,36 +72,55 @@ def _profiles(tmp_path: Path, server_yaml: str) -> Path:
 
 
 def _render(folder: Path) -> subprocess.CompletedProcess[str]:
-    return run_cli("render", "--cpu", "--profile", "t-loose", "--profiles-dir", str(folder), "--image", "x",
-                   env={"DOCKER_HOST": "unix:///nonexistent.sock"})
+    return run_cli(
+        "render",
+        "--cpu",
+        "--profile",
+        "t-loose",
+        "--profiles-dir",
+        str(folder),
+        "--image",
+        "x",
+        env={"DOCKER_HOST": "unix:///nonexistent.sock"},
+    )
 
 
-@pytest.mark.parametrize("server_yaml, said", [
-    ("  ipc: host\n", "server.ipc_reason"),
-    ("  ipc_reason: shared with a sidecar\n", "ipc_reason is the reason for ipc: host"),
-    ("  cap_add: {CAP_SYS_ADMIN: because}\n", "is not a Linux capability"),
-    ("  cap_add: {SYS_NICE: ''}\n", "the reason must be one line"),
-    ("  writable_root: \"two\\nlines\"\n", "the reason must be one line"),
-])
-def test_a_loosening_without_its_reason_is_refused_naming_the_field(tmp_path: Path, server_yaml: str, said: str):
+@pytest.mark.parametrize(
+    "server_yaml, said",
+    [
+        ("  ipc: host\n", "server.ipc_reason"),
+        ("  ipc_reason: shared with a sidecar\n", "ipc_reason is the reason for ipc: host"),
+        ("  cap_add: {CAP_SYS_ADMIN: because}\n", "is not a Linux capability"),
+        ("  cap_add: {SYS_NICE: ''}\n", "the reason must be one line"),
+        ('  writable_root: "two\\nlines"\n', "the reason must be one line"),
+    ],
+)
+def test_a_loosening_without_its_reason_is_refused_naming_the_field(
+    tmp_path: Path, server_yaml: str, said: str
+):
     out = _render(_profiles(tmp_path, server_yaml))
     assert out.returncode != 0 and said in out.stderr, out.stderr
     assert "t-loose" in out.stderr
 
 
 def test_a_loosening_with_its_reason_is_rendered_and_the_reason_written(tmp_path: Path):
-    folder = _profiles(tmp_path, "  ipc: host\n  ipc_reason: a sidecar of the host reads the queues\n"
-                                 "  cap_add: {SYS_NICE: the scheduler pins its threads}\n"
-                                 "  writable_root: the runtime unpacks itself at start\n")
+    folder = _profiles(
+        tmp_path,
+        "  ipc: host\n  ipc_reason: a sidecar of the host reads the queues\n"
+        "  cap_add: {SYS_NICE: the scheduler pins its threads}\n"
+        "  writable_root: the runtime unpacks itself at start\n",
+    )
     out = _render(folder)
     assert out.returncode == 0, out.stderr
     server = yaml.safe_load(out.stdout)["services"]["server"]
     assert server["ipc"] == "host" and "shm_size" not in server  # the host's /dev/shm: unsized
     assert server["cap_drop"] == ["ALL"] and server["cap_add"] == ["SYS_NICE"]
     assert "read_only" not in server and "tmpfs" not in server
-    for line in ("# ipc: host, because a sidecar of the host reads the queues",
-                 "# capability SYS_NICE added back, because the scheduler pins its threads",
-                 "# root file system writable, because the runtime unpacks itself at start"):
+    for line in (
+        "# ipc: host, because a sidecar of the host reads the queues",
+        "# capability SYS_NICE added back, because the scheduler pins its threads",
+        "# root file system writable, because the runtime unpacks itself at start",
+    ):
         assert line in out.stdout
 
 
@@ -118,8 +139,9 @@ def test_a_started_release_sees_neither_the_hosts_shared_memory_nor_a_writable_r
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["release"] == 1
     name = release_row(slot_status(), 1)["container"]
-    inspect = json.loads(subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
-                                        check=True).stdout)[0]["HostConfig"]
+    inspect = json.loads(
+        subprocess.run(["docker", "inspect", name], capture_output=True, text=True, check=True).stdout
+    )[0]["HostConfig"]
     assert inspect["CapDrop"] == ["ALL"] and not inspect["CapAdd"]
     assert "no-new-privileges:true" in inspect["SecurityOpt"]
     assert inspect["ReadonlyRootfs"] is True and inspect["IpcMode"] == "private"
@@ -139,7 +161,11 @@ def test_a_started_release_sees_neither_the_hosts_shared_memory_nor_a_writable_r
         marker.unlink()
     status = inside("cat", "/proc/1/status").stdout
     fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-    assert int(fields["CapEff"], 16) == 0 and int(fields["CapBnd"], 16) == 0 and fields["NoNewPrivs"].strip() == "1"
+    assert (
+        int(fields["CapEff"], 16) == 0
+        and int(fields["CapBnd"], 16) == 0
+        and fields["NoNewPrivs"].strip() == "1"
+    )
     wrote = inside("touch", "/etc/deploytool-test")
     assert wrote.returncode != 0 and "Read-only file system" in wrote.stderr
     assert inside("touch", "/tmp/scratch").returncode == 0  # /tmp is the container's own tmpfs
@@ -155,12 +181,17 @@ def test_a_server_that_downloads_gets_back_only_the_right_to_write_the_hosts_hub
     req = RenderRequest(profile=online, slot=Slot((CARD,)), release=1, image="x")
     server = render_compose(req)["services"]["server"]
     assert server["cap_drop"] == ["ALL"] and server["cap_add"] == ["DAC_OVERRIDE"]
-    assert "# capability DAC_OVERRIDE added back, because the server downloads into the host's hub cache" \
+    assert (
+        "# capability DAC_OVERRIDE added back, because the server downloads into the host's hub cache"
         in render_text(req)
+    )
 
 
-def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_container(slot_env, profiles_dir: Path,  # noqa: F811
-                                                                                  tmp_path: Path):
+def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_container(
+    slot_env,
+    profiles_dir: Path,  # noqa: F811
+    tmp_path: Path,
+):
     """A checkpoint written under umask 077 by a user of the host: root in the container, with
     every capability dropped, cannot read it, and `up` says so with the fix before it starts."""
     if os.geteuid() != 0:
@@ -172,7 +203,8 @@ def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_containe
         os.chown(path, 1000, 1000)
         path.chmod(0o700 if path.is_dir() else 0o600)
     (profiles_dir / "t-weights.yaml").write_text(
-        f"name: t-weights\nextends: t-good\nmodel:\n  host_path: {folder}\n  path: /models/tiny\n")
+        f"name: t-weights\nextends: t-good\nmodel:\n  host_path: {folder}\n  path: /models/tiny\n"
+    )
     started = up(slot_env, "t-weights")
     assert started.returncode == 0, started.stderr
     said = started.stdout + started.stderr
@@ -180,8 +212,12 @@ def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_containe
     name = release_row(slot_status(), 1)["container"]
 
     def read() -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["docker", "exec", name, "cat", "/models/tiny/config.json"], capture_output=True,
-                              text=True, timeout=60)
+        return subprocess.run(
+            ["docker", "exec", name, "cat", "/models/tiny/config.json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     closed = read()
     assert closed.returncode != 0 and "Permission denied" in closed.stderr

@@ -144,8 +144,9 @@ def test_hub_model_mounts_the_cache_offline_and_records_the_commit(env, docker_e
     assert status_row(env, 1)["model"] == f"hub:acme/tiny-model@{commit}"
 
 
-def test_api_key_release_refuses_strangers_qualifies_and_leaks_nothing(env, docker_engine, tmp_path: Path,
-                                                                       deploytool_home: Path):
+def test_api_key_release_refuses_strangers_qualifies_and_leaks_nothing(
+    env, docker_engine, tmp_path: Path, deploytool_home: Path
+):
     key = "sk-" + stdlib_secrets.token_hex(16)
     token = "hf_" + stdlib_secrets.token_hex(16)
     token_file = tmp_path / "hf-token"
@@ -171,9 +172,16 @@ def test_api_key_release_refuses_strangers_qualifies_and_leaks_nothing(env, dock
     url = f"http://127.0.0.1:{env.port}"
     refused = httpx.get(url + "/v1/models", timeout=5)
     assert refused.status_code == 401 and refused.json() == {"error": "Unauthorized"}
-    assert httpx.post(url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]},
-                      timeout=5).status_code == 401
-    assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=5).status_code == 200
+    assert (
+        httpx.post(
+            url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}]}, timeout=5
+        ).status_code
+        == 401
+    )
+    assert (
+        httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=5).status_code
+        == 200
+    )
     box = container(docker_engine, 1)
     assert box.attrs["State"]["Health"]["Status"] == "healthy"
     assert box.exec_run(["cat", "/run/secrets/hf_token"])[1].decode() == token
@@ -188,7 +196,10 @@ def test_api_key_release_refuses_strangers_qualifies_and_leaks_nothing(env, dock
     assert run("up", "--cpu", "--profile", "t13-keyed2", "--skip-qualify", "--json").returncode == 0
     back = run("rollback", "--cpu", "--json")
     assert back.returncode == 0, back.stderr
-    assert httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=5).status_code == 200
+    assert (
+        httpx.get(url + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=5).status_code
+        == 200
+    )
     assert httpx.get(url + "/v1/models", timeout=5).status_code == 401
     run("status", "--json")
     run("journal", "--json")
@@ -208,7 +219,9 @@ def test_api_key_release_refuses_strangers_qualifies_and_leaks_nothing(env, dock
         c = docker_engine.client.containers.get(release.container_id)
         artifacts[f"docker inspect {c.name}"] = json.dumps(c.attrs)
         artifacts[f"docker logs {c.name}"] = c.logs().decode(errors="replace")
-    assert any(p.endswith("compose.yaml") for p in artifacts) and any(p.endswith("journal.jsonl") for p in artifacts)
+    assert any(p.endswith("compose.yaml") for p in artifacts) and any(
+        p.endswith("journal.jsonl") for p in artifacts
+    )
     assert any(p.endswith("results.json") for p in artifacts)
     leaks = [where for where, text in artifacts.items() if key in text or token in text]
     assert leaks == []

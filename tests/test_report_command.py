@@ -24,7 +24,9 @@ def store(number: int, doc: dict, image: str, where: str = "qualify") -> Path:
     folder = release_path(CPU.name, number) / where
     folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps(doc))
-    (release_path(CPU.name, number) / "release.json").write_text(json.dumps({"profile": "sim", "image": image}))
+    (release_path(CPU.name, number) / "release.json").write_text(
+        json.dumps({"profile": "sim", "image": image})
+    )
     return folder
 
 
@@ -38,7 +40,9 @@ def test_a_release_is_compared_with_the_one_that_served_before_it_by_default():
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     assert answer["against"].startswith("release 1 (it served before release 2")
-    assert "decode, 1 request" in answer["headline"] and "worse beyond the measured spread" in answer["headline"]
+    assert (
+        "decode, 1 request" in answer["headline"] and "worse beyond the measured spread" in answer["headline"]
+    )
     folder = Path(answer["report"])
     assert folder.parent == release_path(CPU.name, 2) / "reports"
     comparison = json.loads((folder / "comparison.json").read_text())
@@ -85,12 +89,29 @@ def test_up_and_rollout_end_with_the_cutover_report():
     from deploytool.cli.deploy_cmds import _up_line
     from deploytool.deploy.rollout import RolloutResult, SlotOutcome
 
-    up = SimpleNamespace(release=2, slot="cpu", profile="sim", url="http://127.0.0.1:1", previous=1, seconds=3.0,
-                         qualify={"report_dir": "/state/slots/cpu/releases/2/qualify"})
+    up = SimpleNamespace(
+        release=2,
+        slot="cpu",
+        profile="sim",
+        url="http://127.0.0.1:1",
+        previous=1,
+        seconds=3.0,
+        qualify={"report_dir": "/state/slots/cpu/releases/2/qualify"},
+    )
     assert _up_line(up).endswith("; cutover report: /state/slots/cpu/releases/2/qualify/report.html")
-    assert "cutover report" not in _up_line(SimpleNamespace(**{**vars(up), "qualify": None}))  # --skip-qualify
-    done = RolloutResult(id="r1", profile="sim", image="i", ok=True, slots=[
-        SlotOutcome("a", "upgraded", 2, 1, report="/s/a/report.html"), SlotOutcome("b", "untouched", 1, 1)])
+    assert "cutover report" not in _up_line(
+        SimpleNamespace(**{**vars(up), "qualify": None})
+    )  # --skip-qualify
+    done = RolloutResult(
+        id="r1",
+        profile="sim",
+        image="i",
+        ok=True,
+        slots=[
+            SlotOutcome("a", "upgraded", 2, 1, report="/s/a/report.html"),
+            SlotOutcome("b", "untouched", 1, 1),
+        ],
+    )
     assert done.lines()[-1] == "cutover report: slot a: /s/a/report.html"
 
 
@@ -99,10 +120,26 @@ def _with_regression_gate(doc: dict, against: str | None, *, passed: bool = True
     gate it judged against the release named (results.json `baseline`)."""
     perf = doc["suites"][0]
     perf["settings"] = {"max_regression_pct": 10, "regression_floor_s": 0.02}
-    perf["gates"] = [{"name": "failed requests", "passed": True, "measured": 0, "threshold": 0, "comparison": "<=",
-                      "detail": "", "unit": ""},
-                     {"name": "regression: decode, 1 request", "passed": passed, "measured": 0.0, "threshold": 10,
-                      "comparison": "<=", "detail": f"worse than {against}", "unit": "%"}]
+    perf["gates"] = [
+        {
+            "name": "failed requests",
+            "passed": True,
+            "measured": 0,
+            "threshold": 0,
+            "comparison": "<=",
+            "detail": "",
+            "unit": "",
+        },
+        {
+            "name": "regression: decode, 1 request",
+            "passed": passed,
+            "measured": 0.0,
+            "threshold": 10,
+            "comparison": "<=",
+            "detail": f"worse than {against}",
+            "unit": "%",
+        },
+    ]
     doc["baseline"] = f"{against} (it served before this release was cut over)" if against else None
     return doc
 
@@ -115,15 +152,22 @@ def test_report_against_another_release_judges_the_comparing_gates_against_it():
     assert done.returncode == 0, done.stderr
     answer = json.loads(done.stdout)
     # release 3's own qualification passed against release 1; against release 2 it is 50% slower
-    assert answer["headline"].startswith("qualify FAILED, its comparing gates judged against release 2 "
-                                         "(its qualification: PASSED, against release 1); against release 2 "
-                                         "(--against): "), answer["headline"]
+    assert answer["headline"].startswith(
+        "qualify FAILED, its comparing gates judged against release 2 "
+        "(its qualification: PASSED, against release 1); against release 2 "
+        "(--against): "
+    ), answer["headline"]
     folder = Path(answer["report"])
     comparison = json.loads((folder / "comparison.json").read_text())
     assert comparison["verdict"] == "failed" and comparison["qualified"] == "PASSED, against release 1"
-    assert any(line.startswith("performance: regression: decode, 1 request: measured 50") for line in comparison["why"])
+    assert any(
+        line.startswith("performance: regression: decode, 1 request: measured 50")
+        for line in comparison["why"]
+    )
     md = (folder / "report.md").read_text()
-    assert md.startswith("# deploytool qualify: FAILED") and "its comparing gates judged against release 2" in md
+    assert (
+        md.startswith("# deploytool qualify: FAILED") and "its comparing gates judged against release 2" in md
+    )
     # the rule's own baseline (release 1, as qualified): the stored verdict, said as before
     same = json.loads(deploytool("report", "3", "--against", "1", "--cpu", "--json").stdout)
     assert same["headline"].startswith("qualify PASSED; against release 1 (--against): no figure worse")
@@ -136,9 +180,13 @@ def test_a_limited_or_unqualified_baseline_is_said_on_the_first_screen():
     store(2, results(seed=3, gsm8k="1111000000"), "deploytool/sim:two")
     journal("cutover", slot=CPU.name, release=2, previous=1)
     done = json.loads(deploytool("report", "2", "--cpu", "--json").stdout)
-    assert ("release 1 was qualified with --limit 4, this release without --limit: its data-driven figures cover "
-            "other items (GSM8K is compared on the questions both runs answered)") in done["headline"]
-    rows = {r["figure"]: r for r in json.loads((Path(done["report"]) / "comparison.json").read_text())["rows"]}
+    assert (
+        "release 1 was qualified with --limit 4, this release without --limit: its data-driven figures cover "
+        "other items (GSM8K is compared on the questions both runs answered)"
+    ) in done["headline"]
+    rows = {
+        r["figure"]: r for r in json.loads((Path(done["report"]) / "comparison.json").read_text())["rows"]
+    }
     gsm = rows["GSM8K accuracy, deploytool thinking-off (flexible), the 4 questions both runs answered"]
     assert (gsm["before"], gsm["after"]) == (1.0, 1.0) and "of 4 before and 10 now" in gsm["spread"]
 
@@ -148,8 +196,13 @@ def test_a_limited_or_unqualified_baseline_is_said_on_the_first_screen():
     journal("qualify.skipped", slot=CPU.name, release=3, reason="--skip-qualify")
     journal("cutover", slot=CPU.name, release=4, previous=3)
     done = json.loads(deploytool("report", "4", "--cpu", "--json").stdout)
-    assert done["headline"] == ("qualify PASSED; release 3 was not qualified (brought up with --skip-qualify): "
-                                "nothing to compare with")
+    assert done["headline"] == (
+        "qualify PASSED; release 3 was not qualified (brought up with --skip-qualify): "
+        "nothing to compare with"
+    )
     assert "no baseline release" not in (Path(done["report"]) / "report.md").read_text()
     refused = deploytool("report", "4", "--against", "3", "--cpu")
-    assert refused.returncode == 2 and "release 3 was not qualified (brought up with --skip-qualify)" in refused.stderr
+    assert (
+        refused.returncode == 2
+        and "release 3 was not qualified (brought up with --skip-qualify)" in refused.stderr
+    )

@@ -23,8 +23,19 @@ TEMPLATES = Path(report.__file__).parent / "templates"
 
 # The context keys the templates print with `|safe`: each is HTML the writers build with escaping
 # of their own (report.table_html, qualify.report.heatmap_html, inline PNG data URIs).
-BUILT_HTML = {"overview", "server", "gates_table", "figures_table", "figures_html", "groups_html",
-              "sweep_html", "table_html", "heatmap", "table", "comparison_html"}
+BUILT_HTML = {
+    "overview",
+    "server",
+    "gates_table",
+    "figures_table",
+    "figures_html",
+    "groups_html",
+    "sweep_html",
+    "table_html",
+    "heatmap",
+    "table",
+    "comparison_html",
+}
 
 
 class Hostile:
@@ -37,7 +48,9 @@ class Hostile:
     def __getattr__(self, name: str) -> "Hostile | str":
         if name.startswith("__"):
             raise AttributeError(name)
-        return "<p>built</p>" if name in ("gates_table", "figures_table", "comparison_html") else Hostile(name)
+        return (
+            "<p>built</p>" if name in ("gates_table", "figures_table", "comparison_html") else Hostile(name)
+        )
 
     def __getitem__(self, key: object) -> "Hostile":
         return Hostile()
@@ -83,9 +96,25 @@ def test_html_templates_are_found():
 
 @pytest.mark.parametrize("template", _html_templates())
 def test_every_html_template_escapes_every_string_field(template):
-    context = {name: Hostile(name) for name in ("doc", "run", "comparison", "names", "sections", "plots",
-                                                 "method_items", "plot", "pareto", "top", "pictures", "headlines", "tops",
-                                                 "picture")}
+    context = {
+        name: Hostile(name)
+        for name in (
+            "doc",
+            "run",
+            "comparison",
+            "names",
+            "sections",
+            "plots",
+            "method_items",
+            "plot",
+            "pareto",
+            "top",
+            "pictures",
+            "headlines",
+            "tops",
+            "picture",
+        )
+    }
     context.update({name: "<p>built</p>" for name in BUILT_HTML})
     context["title"] = Hostile("title")
     html = report.render(template, **context)
@@ -98,7 +127,9 @@ def test_every_html_template_escapes_every_string_field(template):
 def test_safe_is_applied_only_to_html_the_writers_escaped(template):
     source = (TEMPLATES / template).read_text()
     marked = re.findall(r"\{\{\s*([\w.]+)\s*\|\s*safe\s*\}\}", source)
-    assert len(marked) == len(re.findall(r"\|\s*safe", source)), "a |safe on an expression this test cannot read"
+    assert len(marked) == len(re.findall(r"\|\s*safe", source)), (
+        "a |safe on an expression this test cannot read"
+    )
     assert {name.split(".")[-1] for name in marked} <= BUILT_HTML
 
 
@@ -109,17 +140,39 @@ def _csp(html: str) -> str | None:
 
 def _hostile_qualify(tmp_path: Path) -> QualifyReport:
     suite = SuiteResult(
-        name="contract", verdict=Verdict.FAILED, reason=PAYLOAD, method=PAYLOAD,
-        figures={PAYLOAD: PAYLOAD, "nested": {"x": PAYLOAD}, "rows": [{PAYLOAD: PAYLOAD}],
-                 "matrix": {"rows": [PAYLOAD], "columns": [PAYLOAD], "values": [[0.5]], "title": "t" + PAYLOAD}},
+        name="contract",
+        verdict=Verdict.FAILED,
+        reason=PAYLOAD,
+        method=PAYLOAD,
+        figures={
+            PAYLOAD: PAYLOAD,
+            "nested": {"x": PAYLOAD},
+            "rows": [{PAYLOAD: PAYLOAD}],
+            "matrix": {"rows": [PAYLOAD], "columns": [PAYLOAD], "values": [[0.5]], "title": "t" + PAYLOAD},
+        },
         gates=[Gate(name=PAYLOAD, threshold=PAYLOAD, measured=PAYLOAD, passed=False, detail=PAYLOAD)],
-        transcripts=[{"passed": False, "response": PAYLOAD + "\n```\n# heading\n" + PAYLOAD}])
-    server = ServerFacts(url="http://127.0.0.1:1/" + PAYLOAD, reachable=True, error=PAYLOAD,
-                         server_info={"model_path": PAYLOAD}, model_info={PAYLOAD: PAYLOAD},
-                         models={"data": [{"id": PAYLOAD}]})
-    return QualifyReport(url="http://127.0.0.1:1/" + PAYLOAD, report_dir=tmp_path, profile=PAYLOAD,
-                         slot=PAYLOAD, release=1, model={"identity": PAYLOAD}, suites=[suite], server=server,
-                         started_at=PAYLOAD, could_not_run=PAYLOAD)
+        transcripts=[{"passed": False, "response": PAYLOAD + "\n```\n# heading\n" + PAYLOAD}],
+    )
+    server = ServerFacts(
+        url="http://127.0.0.1:1/" + PAYLOAD,
+        reachable=True,
+        error=PAYLOAD,
+        server_info={"model_path": PAYLOAD},
+        model_info={PAYLOAD: PAYLOAD},
+        models={"data": [{"id": PAYLOAD}]},
+    )
+    return QualifyReport(
+        url="http://127.0.0.1:1/" + PAYLOAD,
+        report_dir=tmp_path,
+        profile=PAYLOAD,
+        slot=PAYLOAD,
+        release=1,
+        model={"identity": PAYLOAD},
+        suites=[suite],
+        server=server,
+        started_at=PAYLOAD,
+        could_not_run=PAYLOAD,
+    )
 
 
 def test_a_hostile_servers_qualify_report_is_inert(tmp_path):
@@ -137,7 +190,9 @@ def test_a_hostile_servers_qualify_report_is_inert(tmp_path):
     policy = _csp(html)
     assert policy is not None and "default-src 'none'" in policy and "script-src" not in policy
     # Markdown rendered as a viewer would (raw HTML allowed, tables on): no script, no link
-    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render((tmp_path / "report.md").read_text())
+    rendered = (
+        MarkdownIt("commonmark", {"html": True}).enable("table").render((tmp_path / "report.md").read_text())
+    )
     assert "<script" not in rendered and "<img src=x" not in rendered and 'href="javascript' not in rendered
     assert "# heading" not in re.sub(r"<pre><code[^>]*>.*?</code></pre>", "", rendered, flags=re.S)
 
@@ -156,17 +211,41 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_a_browser_runs_no_script_of_a_hostile_report(tmp_path):
     write_reports(_hostile_qualify(tmp_path))
     page = tmp_path / "report.html"
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           "--user-data-dir=" + str(tmp_path / "profile"), page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            "--user-data-dir=" + str(tmp_path / "profile"),
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     title = re.search(r"<title>(.*?)</title>", done.stdout, re.S)
     assert title is not None and "pwned" not in title.group(1)
     assert title.group(1).startswith("deploytool qualify")
     # the same payload without escaping does run in that browser (the check can see a script)
     raw = tmp_path / "raw.html"
-    raw.write_text("<html><head><title>before</title></head><body><script>document.title='pwned'</script></body></html>")
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
-                           "--user-data-dir=" + str(tmp_path / "profile"), raw.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    raw.write_text(
+        "<html><head><title>before</title></head><body><script>document.title='pwned'</script></body></html>"
+    )
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--dump-dom",
+            "--user-data-dir=" + str(tmp_path / "profile"),
+            raw.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "<title>pwned</title>" in done.stdout

@@ -91,8 +91,13 @@ class Load:
         self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(clients)]
 
     def _one(self, client: httpx.Client) -> None:
-        body = {"model": "sim-model", "messages": [{"role": "user", "content": "tell a long story"}],
-                "max_tokens": TOKENS, "ignore_eos": True, "stream": True}
+        body = {
+            "model": "sim-model",
+            "messages": [{"role": "user", "content": "tell a long story"}],
+            "max_tokens": TOKENS,
+            "ignore_eos": True,
+            "stream": True,
+        }
         seen_done = False
         try:
             with client.stream("POST", self.url + "/v1/chat/completions", json=body, timeout=60) as response:
@@ -140,18 +145,42 @@ def gateway(docker_engine, tmp_path: Path):
     for sub in ("upstreams", "tmp", "hooks"):
         (root / sub).mkdir(parents=True)
     ports = {"a": free_port(), "b": free_port()}
-    for out in run_clis(*(("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
-                           "--profiles-dir", str(folder)) for name, port in ports.items())):
+    for out in run_clis(
+        *(
+            (
+                "up",
+                "--cpu-slot",
+                name,
+                "--profile",
+                "t-old",
+                "--port",
+                str(port),
+                "--skip-qualify",
+                "--profiles-dir",
+                str(folder),
+            )
+            for name, port in ports.items()
+        )
+    ):
         assert out.returncode == 0, out.stderr
     for name, port in ports.items():
-        (root / "upstreams" / f"cpu-{name}.conf").write_text(f"server 127.0.0.1:{port} max_fails=3 fail_timeout=10s;\n")
+        (root / "upstreams" / f"cpu-{name}.conf").write_text(
+            f"server 127.0.0.1:{port} max_fails=3 fail_timeout=10s;\n"
+        )
     port = free_port()
     (root / "nginx.conf").write_text(NGINX_CONF.format(root=root, port=port))
-    for hook, text in (("pre-stop", PRE_STOP), ("post-cutover", POST_CUTOVER), ("post-rollback", POST_CUTOVER)):
+    for hook, text in (
+        ("pre-stop", PRE_STOP),
+        ("post-cutover", POST_CUTOVER),
+        ("post-rollback", POST_CUTOVER),
+    ):
         (root / "hooks" / hook).write_text(text.format(root=root, nginx=NGINX))
         (root / "hooks" / hook).chmod(0o755)
-    nginx = subprocess.Popen([NGINX, "-p", str(root), "-c", str(root / "nginx.conf")],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    nginx = subprocess.Popen(
+        [NGINX, "-p", str(root), "-c", str(root / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -160,7 +189,9 @@ def gateway(docker_engine, tmp_path: Path):
                 break
         except httpx.HTTPError:
             pass
-        assert nginx.poll() is None and time.monotonic() < deadline, nginx.stderr.read() if nginx.stderr else ""
+        assert nginx.poll() is None and time.monotonic() < deadline, (
+            nginx.stderr.read() if nginx.stderr else ""
+        )
         time.sleep(0.2)
     try:
         yield folder, root / "hooks", url, ports
@@ -175,15 +206,37 @@ def test_a_rollout_under_streaming_load_through_nginx_cuts_no_request(gateway):
     started = time.monotonic()
     with Load(url, clients=4) as load:
         time.sleep(2)  # every client is mid-answer when the rollout begins
-        out = run_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profile", "t-new", "--profiles-dir",
-                      str(folder), "--canary-qualify", "quick", "--hooks", str(hooks), "--json", timeout=600)
+        out = run_cli(
+            "rollout",
+            "--cpu-slot",
+            "a",
+            "--cpu-slot",
+            "b",
+            "--profile",
+            "t-new",
+            "--profiles-dir",
+            str(folder),
+            "--canary-qualify",
+            "quick",
+            "--hooks",
+            str(hooks),
+            "--json",
+            timeout=600,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
     seconds = round(time.monotonic() - started, 1)
-    journal = [json.loads(x) for x in (Path(os.environ["DEPLOYTOOL_HOME"]) / "journal.jsonl").read_text().splitlines()]
+    journal = [
+        json.loads(x)
+        for x in (Path(os.environ["DEPLOYTOOL_HOME"]) / "journal.jsonl").read_text().splitlines()
+    ]
     drains = [e for e in journal if e["event"] == "release.drained"]
-    print(f"\nrollout of two slots through nginx under 4 streaming clients ({TOKENS} tokens at {DECODE_TPS} tok/s, "
-          f"{TOKENS / DECODE_TPS:g} s each): {load.done} answers completed, {len(load.cut)} cut, {seconds} s; drains: "
-          + "; ".join(f"{e['slot']} r{e['release']}: waited for {e['at_start']} for {e['waited_s']} s" for e in drains))
+    print(
+        f"\nrollout of two slots through nginx under 4 streaming clients ({TOKENS} tokens at {DECODE_TPS} tok/s, "
+        f"{TOKENS / DECODE_TPS:g} s each): {load.done} answers completed, {len(load.cut)} cut, {seconds} s; drains: "
+        + "; ".join(
+            f"{e['slot']} r{e['release']}: waited for {e['at_start']} for {e['waited_s']} s" for e in drains
+        )
+    )
     # each slot's stop waited for what its server still ran, by the server's count, and none was left
     assert sorted(e["slot"] for e in drains) == ["cpu-a", "cpu-b"]
     assert all(e["drained"] and e["left"] == 0 for e in drains), drains
@@ -216,5 +269,8 @@ def test_a_request_still_running_at_the_drain_timeout_is_reported(gateway):
 
 def _running(port: int) -> float:
     text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("sglang:num_running_reqs"))
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("sglang:num_running_reqs")
+    )

@@ -48,19 +48,36 @@ def two_slots(docker_engine, tmp_path: Path):
     folder.mkdir()
     (folder / "t-old.yaml").write_text(profile("t-old", 2000))
     (folder / "t-new.yaml").write_text(profile("t-new", 3000))
-    (folder / "t-badtools.yaml").write_text(profile("t-badtools", 3000, "{DEPLOYTOOL_SIM_FAULT: bad_tool_json}",
-                                                    ", tools"))
+    (folder / "t-badtools.yaml").write_text(
+        profile("t-badtools", 3000, "{DEPLOYTOOL_SIM_FAULT: bad_tool_json}", ", tools")
+    )
     ports = {"a": free_port(), "b": free_port()}
-    for out in run_clis(*(("up", "--cpu-slot", name, "--profile", "t-old", "--port", str(port), "--skip-qualify",
-                           "--profiles-dir", str(folder)) for name, port in ports.items())):
+    for out in run_clis(
+        *(
+            (
+                "up",
+                "--cpu-slot",
+                name,
+                "--profile",
+                "t-old",
+                "--port",
+                str(port),
+                "--skip-qualify",
+                "--profiles-dir",
+                str(folder),
+            )
+            for name, port in ports.items()
+        )
+    ):
         assert out.returncode == 0, out.stderr
     yield folder, ports
     remove_instance(docker_engine)
 
 
 def rollout(folder: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return run_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profiles-dir", str(folder), *args,
-                   timeout=timeout)
+    return run_cli(
+        "rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profiles-dir", str(folder), *args, timeout=timeout
+    )
 
 
 def serving() -> dict[str, tuple[int | None, str]]:
@@ -68,14 +85,17 @@ def serving() -> dict[str, tuple[int | None, str]]:
     status's `current`, can differ after a crash: that is what some tests here look at)."""
     out = run_cli("status", "--json")
     slots = {s["slot"]: s for s in json.loads(out.stdout)["slots"]}
-    return {name: (s["serving"], next((r["state"] for r in s["releases"] if r["release"] == s["serving"]), "-"))
-            for name, s in slots.items()}
+    return {
+        name: (s["serving"], next((r["state"] for r in s["releases"] if r["release"] == s["serving"]), "-"))
+        for name, s in slots.items()
+    }
 
 
 def events(name: str, **match) -> list[dict]:
     lines = (Path(os.environ["DEPLOYTOOL_HOME"]) / "journal.jsonl").read_text().splitlines()
     found = [json.loads(line) for line in lines]
     return [e for e in found if e["event"] == name and all(e.get(k) == v for k, v in match.items())]
+
 
 class Sampler:
     """Probes both slots' /health every 50 ms while a rollout runs, each probe on a connection of
@@ -97,7 +117,9 @@ class Sampler:
         # it watched. The probes are the same requests, each on a fresh connection.
         with httpx.Client(timeout=1, limits=httpx.Limits(max_keepalive_connections=0)) as client:
             while not self._stop.is_set():
-                self.samples.append((time.monotonic(), {n: self._up(client, p) for n, p in self.ports.items()}))
+                self.samples.append(
+                    (time.monotonic(), {n: self._up(client, p) for n, p in self.ports.items()})
+                )
                 time.sleep(0.05)
 
     def __enter__(self) -> "Sampler":
@@ -123,16 +145,22 @@ def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert [(s["slot"], s["release"], s["previous"], s["state"]) for s in result["slots"]] == [
-        ("cpu-a", 2, 1, "upgraded"), ("cpu-b", 2, 1, "upgraded")]
+        ("cpu-a", 2, 1, "upgraded"),
+        ("cpu-b", 2, 1, "upgraded"),
+    ]
     assert served_decode_tps(ports["a"]) == 3000 and served_decode_tps(ports["b"]) == 3000
     down = {n: sum(1 for _, up in sampler.samples if not up[n]) for n in ports}
     neither = [t for t, up in sampler.samples if not any(up.values())]
     times = [t for t, _ in sampler.samples]
-    print(f"\nrollout sampling: {len(times)} samples of both ports over {times[-1] - times[0]:.1f} s "
-          f"(largest gap {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms); down samples: {down}; "
-          f"samples with neither answering: {len(neither)}")
+    print(
+        f"\nrollout sampling: {len(times)} samples of both ports over {times[-1] - times[0]:.1f} s "
+        f"(largest gap {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms); down samples: {down}; "
+        f"samples with neither answering: {len(neither)}"
+    )
     assert not neither  # at every moment at least one slot answered
-    assert down["a"] > 0 and down["b"] > 0  # each slot was out of service at some point, and the sampler saw it
+    assert (
+        down["a"] > 0 and down["b"] > 0
+    )  # each slot was out of service at some point, and the sampler saw it
     # the canary ran the profile's whole set, the second slot the rollout set
     quals = {e["slot"]: e for e in events("qualify")}
     canary_report = json.loads((Path(quals["cpu-a"]["report_dir"]) / "results.json").read_text())
@@ -155,7 +183,9 @@ def test_a_canary_failing_qualification_leaves_both_slots_on_the_old_release(two
     assert not events("rollout.slot.start", slot="cpu-b")  # never reached
 
 
-def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(two_slots, tmp_path):
+def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(
+    two_slots, tmp_path
+):
     folder, ports = two_slots
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()
@@ -178,8 +208,14 @@ def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_r
     runs = [line.split()[:2] for line in ran.read_text().splitlines()]
     journaled = [[e["hook"], e["slot"]] for e in events("hook")]
     assert journaled == runs
-    assert runs == [["pre-stop", "cpu-a"], ["post-cutover", "cpu-a"], ["pre-stop", "cpu-b"], ["on-failure", "cpu-b"],
-                    ["pre-stop", "cpu-a"], ["post-rollback", "cpu-a"]]
+    assert runs == [
+        ["pre-stop", "cpu-a"],
+        ["post-cutover", "cpu-a"],
+        ["pre-stop", "cpu-b"],
+        ["on-failure", "cpu-b"],
+        ["pre-stop", "cpu-a"],
+        ["post-rollback", "cpu-a"],
+    ]
     assert [e["exit_code"] for e in events("hook", hook="pre-stop", slot="cpu-b")] == [9]
     assert all(e["seconds"] >= 0 for e in events("hook"))
 
@@ -188,10 +224,21 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots, docker_engin
     folder, ports = two_slots
     # t-new answering 503 for its first 15 s: the Ctrl-C below lands while the rollout waits for
     # cpu-b's new release, not after a loaded machine let it finish qualifying
-    (folder / "t-new-slow.yaml").write_text("name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
-                                            "    startup-seconds: 15\nhealth: " + health_check(600) + "\n")
-    proc = start_cli("rollout", "--cpu-slot", "a", "--cpu-slot", "b", "--profile", "t-new-slow",
-                     "--profiles-dir", str(folder))
+    (folder / "t-new-slow.yaml").write_text(
+        "name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
+        "    startup-seconds: 15\nhealth: " + health_check(600) + "\n"
+    )
+    proc = start_cli(
+        "rollout",
+        "--cpu-slot",
+        "a",
+        "--cpu-slot",
+        "b",
+        "--profile",
+        "t-new-slow",
+        "--profiles-dir",
+        str(folder),
+    )
     deadline = time.monotonic() + 300
     # cpu-b's hand-over began: its release 1 stopped, its release 2 starting (15 s before it is ready)
     while not events("release.stopped", slot="cpu-b") and proc.poll() is None:
@@ -212,7 +259,10 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots, docker_engin
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["id"] == rid
-    assert [(s["slot"], s["state"]) for s in result["slots"]] == [("cpu-a", "upgraded"), ("cpu-b", "upgraded")]
+    assert [(s["slot"], s["state"]) for s in result["slots"]] == [
+        ("cpu-a", "upgraded"),
+        ("cpu-b", "upgraded"),
+    ]
     assert [e["slot"] for e in events("rollout.slot.start", rollout=rid)] == ["cpu-a", "cpu-b", "cpu-b"]
     assert served_decode_tps(ports["b"]) == 3000 and serving()["cpu-a"] == (2, "running")
 
@@ -225,9 +275,25 @@ def test_a_rollout_cut_short_by_a_crash_of_deploytool_resumes(two_slots):
     """SIGKILL while cpu-b's new release starts: no restore ran, so cpu-b may serve a release
     that was never cut over. --resume brings cpu-b's current release back, then upgrades it."""
     folder, ports = two_slots
-    proc = subprocess.Popen([sys.executable, "-m", "deploytool", "rollout", "--cpu-slot", "a", "--cpu-slot", "b",
-                             "--profile", "t-new", "--profiles-dir", str(folder)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deploytool",
+            "rollout",
+            "--cpu-slot",
+            "a",
+            "--cpu-slot",
+            "b",
+            "--profile",
+            "t-new",
+            "--profiles-dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 300
     while not events("release.started", slot="cpu-b", release=2) and proc.poll() is None:
         assert time.monotonic() < deadline
@@ -239,11 +305,15 @@ def test_a_rollout_cut_short_by_a_crash_of_deploytool_resumes(two_slots):
     assert read_pointers("cpu-a").current == 2 and read_pointers("cpu-b").current == 1  # b never cut over
     assert serving()["cpu-b"] == (2, "running")  # but its new release runs, unqualified
     cpu_b = {s["slot"]: s for s in json.loads(run_cli("status", "--json").stdout)["slots"]}["cpu-b"]
-    assert (cpu_b["current"], cpu_b["serving"]) == (1, 2) and "release 2 is what runs" in cpu_b["disagreement"]
+    assert (cpu_b["current"], cpu_b["serving"]) == (1, 2) and "release 2 is what runs" in cpu_b[
+        "disagreement"
+    ]
     out = run_cli("rollout", "--resume", "--json", timeout=400)
     assert out.returncode == 0, out.stderr
     settle = events("rollout.settle", slot="cpu-b")
     assert settle and settle[0]["release"] == 1 and settle[0]["stopped"] == 2
     assert [(s["slot"], s["release"], s["state"]) for s in json.loads(out.stdout)["slots"]] == [
-        ("cpu-a", 2, "upgraded"), ("cpu-b", 3, "upgraded")]
+        ("cpu-a", 2, "upgraded"),
+        ("cpu-b", 3, "upgraded"),
+    ]
     assert served_decode_tps(ports["b"]) == 3000

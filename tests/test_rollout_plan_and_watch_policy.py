@@ -25,8 +25,13 @@ def slot_facts(slot: Slot, port: int, serving: int = 1):
     r.slot = slot.name
     from deploytool.deploy.facts import PortFacts
 
-    return facts(r, current=serving, next_release=serving + 1, slot=slot,
-                 port=PortFacts("127.0.0.1", port, holder="it", holder_release=(slot.name, serving)))
+    return facts(
+        r,
+        current=serving,
+        next_release=serving + 1,
+        slot=slot,
+        port=PortFacts("127.0.0.1", port, holder="it", holder_release=(slot.name, serving)),
+    )
 
 
 def options(*slots: Slot, **kw) -> RolloutOptions:
@@ -54,8 +59,12 @@ def test_the_canary_runs_the_full_set_and_the_others_the_rollout_set_on_their_ow
     assert other.overrides == {"performance": {"quick": True}} and canary.overrides is None
     assert [p.url for p in plan.slots] == ["http://127.0.0.1:31001", "http://127.0.0.1:31002"]
     assert all(any(isinstance(s, Stop) for s in p.steps) for p in plan.slots)
-    quick = plan_rollout([slot_facts(A, 31001), slot_facts(B, 31002)], SIM, options(A, B, canary_qualify="quick"),
-                         rollout_id="r1")
+    quick = plan_rollout(
+        [slot_facts(A, 31001), slot_facts(B, 31002)],
+        SIM,
+        options(A, B, canary_qualify="quick"),
+        rollout_id="r1",
+    )
     assert next(s for s in quick.slots[0].steps if isinstance(s, Qualify)).suites == other.suites
     text = "\n".join(plan.lines())
     assert "canary: cpu-a" in text and "wave 2: cpu-b" in text and "once, for every slot" in text
@@ -64,23 +73,39 @@ def test_the_canary_runs_the_full_set_and_the_others_the_rollout_set_on_their_ow
 def test_waves_take_the_canary_alone_then_max_unavailable_at_a_time():
     assert waves(["a", "b", "c", "d"], 1) == [["a"], ["b"], ["c"], ["d"]]
     assert waves(["a", "b", "c", "d"], 2) == [["a"], ["b", "c"], ["d"]]
-    plan = plan_rollout([slot_facts(A, 1), slot_facts(B, 2), slot_facts(C, 3)], SIM, options(A, B, C),
-                        rollout_id="r", done=["cpu-a"])
+    plan = plan_rollout(
+        [slot_facts(A, 1), slot_facts(B, 2), slot_facts(C, 3)],
+        SIM,
+        options(A, B, C),
+        rollout_id="r",
+        done=["cpu-a"],
+    )
     assert [p.slot for p in plan.slots] == ["cpu-b", "cpu-c"] and plan.waves == [["cpu-b"], ["cpu-c"]]
     # a resumed rollout whose canary passed: the rest run the shorter rollout set
-    assert next(s for s in plan.slots[0].steps if isinstance(s, Qualify)).suites == ["preflight", "contract",
-                                                                                       "performance"]
+    assert next(s for s in plan.slots[0].steps if isinstance(s, Qualify)).suites == [
+        "preflight",
+        "contract",
+        "performance",
+    ]
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: ([slot_facts(A, 1), slot_facts(B, 1)], options(A, B)), "same port 1"),
-    (lambda: ([slot_facts(A, 1), facts(slot=B)], options(A, B)), "has no release yet"),
-    (lambda: ([slot_facts(A, 1), slot_facts(B, 2)], options(A, B, max_unavailable=0)), "--max-unavailable 0"),
-    (lambda: ([], options()), "say which slots"),
-    (lambda: ([slot_facts(A, 1), slot_facts(A, 2)], options(A, A)), "named twice"),
-    (lambda: ([slot_facts(G1, 1), slot_facts(G12, 2)], options(G1, G12)),
-     "slots gpu-11111111 and gpu-11111111-22222222 share the card GPU-11111111-0000"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ([slot_facts(A, 1), slot_facts(B, 1)], options(A, B)), "same port 1"),
+        (lambda: ([slot_facts(A, 1), facts(slot=B)], options(A, B)), "has no release yet"),
+        (
+            lambda: ([slot_facts(A, 1), slot_facts(B, 2)], options(A, B, max_unavailable=0)),
+            "--max-unavailable 0",
+        ),
+        (lambda: ([], options()), "say which slots"),
+        (lambda: ([slot_facts(A, 1), slot_facts(A, 2)], options(A, A)), "named twice"),
+        (
+            lambda: ([slot_facts(G1, 1), slot_facts(G12, 2)], options(G1, G12)),
+            "slots gpu-11111111 and gpu-11111111-22222222 share the card GPU-11111111-0000",
+        ),
+    ],
+)
 def test_bad_rollouts_are_refused_in_planning(make, message):
     gathered, opts = make()
     with pytest.raises(UsageError, match=message):
@@ -88,18 +113,38 @@ def test_bad_rollouts_are_refused_in_planning(make, message):
 
 
 def test_every_slot_out_at_once_is_said():
-    plan = plan_rollout([slot_facts(A, 1), slot_facts(B, 2)], SIM, options(A, B, max_unavailable=2), rollout_id="r")
+    plan = plan_rollout(
+        [slot_facts(A, 1), slot_facts(B, 2)], SIM, options(A, B, max_unavailable=2), rollout_id="r"
+    )
     assert any("every slot out of service" in w for w in plan.warnings)
 
 
-POLICY = WatchSpec(interval=1, failures=3, backoff=10, backoff_max=25, max_restarts_per_hour=3,
-                   crash_loop_window=300, crash_loop_restarts=3)
+POLICY = WatchSpec(
+    interval=1,
+    failures=3,
+    backoff=10,
+    backoff_max=25,
+    max_restarts_per_hour=3,
+    crash_loop_window=300,
+    crash_loop_restarts=3,
+)
 
 
-def seen(healthy: bool, *, release: int = 2, engine_restarts: int = 0, since: float | None = 1000,
-         can_roll_back: bool = True) -> Observation:
-    return Observation(release=release, healthy=healthy, engine_restarts=engine_restarts, since_cutover=since,
-                       can_roll_back=can_roll_back)
+def seen(
+    healthy: bool,
+    *,
+    release: int = 2,
+    engine_restarts: int = 0,
+    since: float | None = 1000,
+    can_roll_back: bool = True,
+) -> Observation:
+    return Observation(
+        release=release,
+        healthy=healthy,
+        engine_restarts=engine_restarts,
+        since_cutover=since,
+        can_roll_back=can_roll_back,
+    )
 
 
 def test_a_release_is_restarted_after_n_consecutive_failures_only():
@@ -130,8 +175,10 @@ def test_a_crash_loop_right_after_cut_over_is_rolled_back_and_not_later():
     old = SlotWatch()  # the same loop an hour after the cut-over is restarted, not rolled back
     assert decide(old, seen(False, engine_restarts=3, since=3600), POLICY, 0).action == "wait"
     nothing = SlotWatch()  # no previous release to go back to: keep restarting
-    actions = [decide(nothing, seen(False, engine_restarts=3, since=20, can_roll_back=False), POLICY, t).action
-               for t in range(3)]
+    actions = [
+        decide(nothing, seen(False, engine_restarts=3, since=20, can_roll_back=False), POLICY, t).action
+        for t in range(3)
+    ]
     assert "rollback" not in actions and actions[-1] == "restart"
 
 
@@ -157,6 +204,8 @@ def test_only_a_release_an_up_cut_over_counts_as_just_cut_over():
     assert 0 <= since_cutover("cpu-x", 2, time.time() + 30) - 30 < 5
     journal("rollback", slot="cpu-x", release=1, stopped=2)
     journal("cutover", slot="cpu-x", release=3, previous=1)
-    journal("rollback", slot="cpu-x", release=2, stopped=3)  # 2 came back by a rollback: never rolled back from
+    journal(
+        "rollback", slot="cpu-x", release=2, stopped=3
+    )  # 2 came back by a rollback: never rolled back from
     assert since_cutover("cpu-x", 2, time.time()) is None
     assert since_cutover("cpu-x", 3, time.time()) is not None

@@ -32,5 +32,10 @@ def test_undo_dry_run_names_each_slots_roll_back() -> None:
     ]
     doc = json.loads(run_cli("rollout", "--undo", "--dry-run", "--json").stdout)
     assert doc["dry_run"] is True and doc["undo"]["slots"][-1] == {
-        "slot": "cpu-a", "action": "roll back", "from": 2, "to": 1, "why": None}
+        "slot": "cpu-a",
+        "action": "roll back",
+        "from": 2,
+        "to": 1,
+        "why": None,
+    }
     assert read_pointers("cpu-a").current == 2  # nothing changed

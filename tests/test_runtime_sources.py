@@ -35,15 +35,21 @@ def _profile(tmp_path: Path, source: dict, **kwargs):
 
 
 # -- what a profile may say -----------------------------------------------------------------------
-@pytest.mark.parametrize(("source", "words"), [
-    ({"kind": "git", "repo": "/srv/sglang", "commit": "main"}, "not a full commit hash"),
-    ({"kind": "git", "repo": "/srv/sglang", "commit": "0123abc"}, "not a full commit hash"),
-    ({"kind": "git", "repo": "https://user:token@example.invalid/sglang.git", "commit": "a" * 40}, "credentials"),
-    ({"kind": "git", "repo": "/srv/sglang"}, "kind 'git' needs commit"),
-    ({"kind": "path", "path": "/srv/sglang", "commit": "a" * 40}, "kind 'path' takes no commit"),
-    ({"kind": "wheel", "repo": "/srv/sglang"}, "kind 'wheel' takes no repo"),
-    ({"kind": "svn", "repo": "/srv/sglang"}, "image.source.kind"),
-])
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ({"kind": "git", "repo": "/srv/sglang", "commit": "main"}, "not a full commit hash"),
+        ({"kind": "git", "repo": "/srv/sglang", "commit": "0123abc"}, "not a full commit hash"),
+        (
+            {"kind": "git", "repo": "https://user:token@example.invalid/sglang.git", "commit": "a" * 40},
+            "credentials",
+        ),
+        ({"kind": "git", "repo": "/srv/sglang"}, "kind 'git' needs commit"),
+        ({"kind": "path", "path": "/srv/sglang", "commit": "a" * 40}, "kind 'path' takes no commit"),
+        ({"kind": "wheel", "repo": "/srv/sglang"}, "kind 'wheel' takes no repo"),
+        ({"kind": "svn", "repo": "/srv/sglang"}, "image.source.kind"),
+    ],
+)
 def test_a_source_the_fields_cannot_describe_is_refused_when_the_profile_loads(tmp_path: Path, source, words):
     with pytest.raises(ProfileError) as info:
         _profile(tmp_path, source)
@@ -54,20 +60,31 @@ def test_a_commit_is_the_identity_so_a_new_commit_is_a_new_tag(tmp_path: Path):
     repo, first = tiny_repo(tmp_path)
     one = _profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": first})
     plan = plan_build(one)
-    assert json.loads(plan.labels[labels.IMAGE_FINGERPRINT])["sglang_source"] == f"git {first} python/ (sglang 0.5.23)"
+    assert (
+        json.loads(plan.labels[labels.IMAGE_FINGERPRINT])["sglang_source"]
+        == f"git {first} python/ (sglang 0.5.23)"
+    )
     # the label says what the image holds; the checkout's path is this host's (the journal has it)
     assert json.loads(plan.labels[labels.IMAGE_RUNTIME_SOURCE]) == {
-        "kind": "git", "commit": first, "subdir": "python", "version": "0.5.23"}
+        "kind": "git",
+        "commit": first,
+        "subdir": "python",
+        "version": "0.5.23",
+    }
     assert plan.inputs.journal == {"runtime_repo": str(repo)}
     assert plan_build(one).tag == plan.tag  # the same commit, the same tag
 
     (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = True\n")
     second = commit_all(repo, "a fork's change")
-    assert plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": second})).tag != plan.tag
+    assert (
+        plan_build(_profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": second})).tag != plan.tag
+    )
     # a clone elsewhere at the same commit is the same image: a location is not an identity
     clone = tmp_path / "elsewhere"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
-    assert plan_build(_profile(tmp_path, {"kind": "git", "repo": str(clone), "commit": first})).tag == plan.tag
+    assert (
+        plan_build(_profile(tmp_path, {"kind": "git", "repo": str(clone), "commit": first})).tag == plan.tag
+    )
     # a URL: fetched once into deploytool's cache (here a file:// URL, no network)
     by_url = _profile(tmp_path, {"kind": "git", "repo": f"file://{repo}", "commit": first})
     assert plan_build(by_url).tag == plan.tag
@@ -81,7 +98,9 @@ def test_a_dirty_checkout_and_a_missing_commit_are_refused_before_anything_is_bu
     with pytest.raises(ProfileError) as info:
         plan_build(profile)
     message = str(info.value)
-    assert "uncommitted changes" in message and "python/sglang/version.py" in message and "kind: path" in message
+    assert (
+        "uncommitted changes" in message and "python/sglang/version.py" in message and "kind: path" in message
+    )
     git(repo, "checkout", "--", ".")
     (repo / "notes.txt").write_text("outside the package folder: not in the image\n")
     plan_build(profile)  # only what the image takes must be clean
@@ -110,18 +129,28 @@ def test_the_forks_version_comes_from_its_metadata_and_must_be_the_pinned_releas
     assert (source.version, source.subdir) == ("0.5.23.post1+sm120", "python")
 
     # a dynamic version read from the module pyproject.toml names (upstream's sglang/version.py)
-    pyproject = (repo / "python" / "pyproject.toml").read_text().replace('version = "0.5.23.post1+sm120"',
-                                                                        'dynamic = ["version"]')
+    pyproject = (
+        (repo / "python" / "pyproject.toml")
+        .read_text()
+        .replace('version = "0.5.23.post1+sm120"', 'dynamic = ["version"]')
+    )
     (repo / "python" / "pyproject.toml").write_text(
-        pyproject + '\n[tool.setuptools.dynamic]\nversion = {attr = "sglang.version.__version__"}\n')
+        pyproject + '\n[tool.setuptools.dynamic]\nversion = {attr = "sglang.version.__version__"}\n'
+    )
     dynamic = commit_all(repo, "dynamic version")
-    assert runtime_source.resolve(_profile(tmp_path, {"kind": "git", "repo": str(repo),
-                                                      "commit": dynamic})).version == "0.5.23.post1+sm120"
+    assert (
+        runtime_source.resolve(
+            _profile(tmp_path, {"kind": "git", "repo": str(repo), "commit": dynamic})
+        ).version
+        == "0.5.23.post1+sm120"
+    )
 
     old, old_commit = tiny_repo(tmp_path / "old", version="0.4.9")
     with pytest.raises(ProfileError) as info:
         plan_build(_profile(tmp_path, {"kind": "git", "repo": str(old), "commit": old_commit}))
-    assert "sglang 0.4.9 (its own metadata)" in str(info.value) and "not in the version matrix" in str(info.value)
+    assert "sglang 0.4.9 (its own metadata)" in str(info.value) and "not in the version matrix" in str(
+        info.value
+    )
 
     (old / "python" / "pyproject.toml").write_text('[project]\nname = "vllm"\nversion = "1.0"\n')
     other = commit_all(old, "not sglang")
@@ -134,7 +163,9 @@ def test_a_local_tree_is_identified_by_its_content(tmp_path: Path):
     profile = _profile(tmp_path, {"kind": "path", "path": str(repo)})
     first = plan_build(profile)
     assert json.loads(first.labels[labels.IMAGE_FINGERPRINT])["sglang_source"].startswith("path sha256:")
-    (repo / "python" / "sglang" / "fork.py").write_text("SMALL_BATCH = True\n")  # uncommitted: fine for a path
+    (repo / "python" / "sglang" / "fork.py").write_text(
+        "SMALL_BATCH = True\n"
+    )  # uncommitted: fine for a path
     edited = plan_build(profile)
     assert edited.tag != first.tag
     assert plan_build(profile).tag == edited.tag  # unchanged since: the same tag
@@ -151,16 +182,30 @@ def test_a_local_tree_is_identified_by_its_content(tmp_path: Path):
     moved = plan_build(_profile(tmp_path, {"kind": "path", "path": str(copy)}))
     assert moved.tag == edited.tag
     # and the same label: the tree's content, never its place on this host
-    assert json.loads(moved.labels[labels.IMAGE_RUNTIME_SOURCE]) == json.loads(edited.labels[labels.IMAGE_RUNTIME_SOURCE])
+    assert json.loads(moved.labels[labels.IMAGE_RUNTIME_SOURCE]) == json.loads(
+        edited.labels[labels.IMAGE_RUNTIME_SOURCE]
+    )
     assert str(tmp_path) not in moved.labels[labels.IMAGE_RUNTIME_SOURCE]
     assert moved.inputs.journal == {"runtime_path": str(copy)}
 
 
 def test_render_names_the_fork_and_its_commit(tmp_path: Path):
     repo, commit = tiny_repo(tmp_path)
-    _store(tmp_path / "profiles", "fork", profile_yaml("fork", {"kind": "git", "repo": str(repo), "commit": commit}))
-    out = run_cli("render", "--cpu", "--profile", "fork", "--profiles-dir", str(TEST_PROFILES),
-                  "--profiles-dir", str(tmp_path / "profiles"))
+    _store(
+        tmp_path / "profiles",
+        "fork",
+        profile_yaml("fork", {"kind": "git", "repo": str(repo), "commit": commit}),
+    )
+    out = run_cli(
+        "render",
+        "--cpu",
+        "--profile",
+        "fork",
+        "--profiles-dir",
+        str(TEST_PROFILES),
+        "--profiles-dir",
+        str(tmp_path / "profiles"),
+    )
     assert out.returncode == 0, out.stderr
     profile = ProfileStore([TEST_PROFILES, tmp_path / "profiles"]).get("fork")
     assert f"image: {plan_build(profile).tag}" in out.stdout
@@ -178,10 +223,15 @@ def _fake_wheel(folder: Path, name: str, content: bytes = b"a local build") -> P
 def test_a_local_wheel_replaces_its_twin_in_the_lock_and_a_changed_one_is_refused(tmp_path: Path):
     from deploytool.image.recipes import sglang as recipe
 
-    wheel = _fake_wheel(tmp_path / "wheels", "sglang_kernel-0.4.10+sm120-cp311-abi3-manylinux_2_34_x86_64.whl")
+    wheel = _fake_wheel(
+        tmp_path / "wheels", "sglang_kernel-0.4.10+sm120-cp311-abi3-manylinux_2_34_x86_64.whl"
+    )
     pin = [{"file": str(wheel), "sha256": sha256(wheel)}]
-    profile = _store(tmp_path / "profiles", "kernels", profile_yaml(
-        "kernels", {"kind": "wheel"}, extends=LOCKED, wheels=pin)).get("kernels")
+    profile = _store(
+        tmp_path / "profiles",
+        "kernels",
+        profile_yaml("kernels", {"kind": "wheel"}, extends=LOCKED, wheels=pin),
+    ).get("kernels")
     inputs = recipe.declare(profile, wheelhouse=None)
     lock = inputs.files["requirements.lock"]
     assert isinstance(lock, str)
@@ -191,7 +241,8 @@ def test_a_local_wheel_replaces_its_twin_in_the_lock_and_a_changed_one_is_refuse
     assert inputs.fingerprint["sglang_kernel"] == "0.4.10+sm120"
     assert json.loads(inputs.fingerprint["local_wheels"]) == {"sglang-kernel": sha256(wheel)}
     assert json.loads(inputs.labels[labels.IMAGE_LOCAL_WHEELS]) == [
-        {"name": "sglang-kernel", "version": "0.4.10+sm120", "file": wheel.name, "sha256": sha256(wheel)}]
+        {"name": "sglang-kernel", "version": "0.4.10+sm120", "file": wheel.name, "sha256": sha256(wheel)}
+    ]
     plan = plan_build(profile)
     assert "COPY local-wheels/ /tmp/deploytool/local-wheels/" in plan.dockerfile
     assert "--find-links /tmp/deploytool/local-wheels --require-hashes" in plan.dockerfile
@@ -204,13 +255,22 @@ def test_a_local_wheel_replaces_its_twin_in_the_lock_and_a_changed_one_is_refuse
 
 
 def test_a_local_wheel_for_another_python_or_machine_is_refused(tmp_path: Path):
-    for name, words in [("flashinfer_python-0.7.2-cp312-cp312-manylinux_2_34_x86_64.whl", "Python is 3.11"),
-                        ("flashinfer_python-0.7.2-cp311-cp311-macosx_14_0_arm64.whl", "the image is linux"),
-                        ("not-a-wheel.whl", "not a wheel file name")]:
+    for name, words in [
+        ("flashinfer_python-0.7.2-cp312-cp312-manylinux_2_34_x86_64.whl", "Python is 3.11"),
+        ("flashinfer_python-0.7.2-cp311-cp311-macosx_14_0_arm64.whl", "the image is linux"),
+        ("not-a-wheel.whl", "not a wheel file name"),
+    ]:
         wheel = _fake_wheel(tmp_path / "w", name)
-        profile = _store(tmp_path / "profiles", "kernels", profile_yaml(
-            "kernels", {"kind": "wheel"}, extends=LOCKED, wheels=[{"file": str(wheel), "sha256": sha256(wheel)}]
-        )).get("kernels")
+        profile = _store(
+            tmp_path / "profiles",
+            "kernels",
+            profile_yaml(
+                "kernels",
+                {"kind": "wheel"},
+                extends=LOCKED,
+                wheels=[{"file": str(wheel), "sha256": sha256(wheel)}],
+            ),
+        ).get("kernels")
         with pytest.raises(ProfileError, match=words):
             plan_build(profile)
 
@@ -218,26 +278,40 @@ def test_a_local_wheel_for_another_python_or_machine_is_refused(tmp_path: Path):
 def test_an_unlocked_image_installs_the_local_file_and_a_fork_after_the_rest(tmp_path: Path):
     repo, commit = tiny_repo(tmp_path)
     wheel = _fake_wheel(tmp_path / "wheels", "flashinfer_python-0.7.2+sm120-py3-none-any.whl")
-    profile = _store(tmp_path / "profiles", "fork-gpu", profile_yaml(
-        "fork-gpu", {"kind": "git", "repo": str(repo), "commit": commit}, extends=UNLOCKED,
-        wheels=[{"file": str(wheel), "sha256": sha256(wheel)}])).get("fork-gpu")
+    profile = _store(
+        tmp_path / "profiles",
+        "fork-gpu",
+        profile_yaml(
+            "fork-gpu",
+            {"kind": "git", "repo": str(repo), "commit": commit},
+            extends=UNLOCKED,
+            wheels=[{"file": str(wheel), "sha256": sha256(wheel)}],
+        ),
+    ).get("fork-gpu")
     plan = plan_build(profile)
     reqs = plan.inputs.files["requirements.txt"].split()
     assert f"/tmp/deploytool/local-wheels/{wheel.name}" in reqs and "setuptools" in reqs
     assert not any(r.startswith(("sglang==", "flashinfer-python==")) for r in reqs)
     # the fork with its dependencies resolved from the index, after the pinned packages
     install = plan.dockerfile.index("-r /tmp/deploytool/requirements.txt")
-    fork = plan.dockerfile.index("pip install --no-cache-dir --no-build-isolation /tmp/deploytool/runtime-src/python")
+    fork = plan.dockerfile.index(
+        "pip install --no-cache-dir --no-build-isolation /tmp/deploytool/runtime-src/python"
+    )
     assert install < fork
     assert f"ADD runtime-src/git-{commit}-python.tar /tmp/deploytool/runtime-src/" in plan.dockerfile
 
     # locked: the lock without sglang (the fork is it), the fork without dependencies and index
-    locked = _store(tmp_path / "profiles", "fork-locked", profile_yaml(
-        "fork-locked", {"kind": "git", "repo": str(repo), "commit": commit}, extends=LOCKED)).get("fork-locked")
+    locked = _store(
+        tmp_path / "profiles",
+        "fork-locked",
+        profile_yaml("fork-locked", {"kind": "git", "repo": str(repo), "commit": commit}, extends=LOCKED),
+    ).get("fork-locked")
     plan = plan_build(locked)
     assert "\nsglang==" not in plan.inputs.files["requirements.lock"]
-    assert ("--no-build-isolation --no-deps --no-index --find-links /tmp/deploytool/wheels "
-            "/tmp/deploytool/runtime-src/python") in plan.dockerfile
+    assert (
+        "--no-build-isolation --no-deps --no-index --find-links /tmp/deploytool/wheels "
+        "/tmp/deploytool/runtime-src/python"
+    ) in plan.dockerfile
 
 
 def test_a_forks_tree_is_staged_from_git_archive(tmp_path: Path):
@@ -279,8 +353,19 @@ def test_patches_import_refuses_a_url_with_credentials_before_fetching(tmp_path:
 
     token = secrets.token_hex(8)
     url = f"https://fork:{token}@127.0.0.1:9/sglang.git"
-    out = run_cli("patches", "import", "--from", url, "--base", "v0.5.23", "--head", "main",
-                  "--out", str(tmp_path / "series"), "--json")
+    out = run_cli(
+        "patches",
+        "import",
+        "--from",
+        url,
+        "--base",
+        "v0.5.23",
+        "--head",
+        "main",
+        "--out",
+        str(tmp_path / "series"),
+        "--json",
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     error = json.loads(out.stdout)["error"]
     assert error["kind"] == "UsageError" and "carries credentials" in error["message"]
@@ -291,8 +376,19 @@ def test_patches_import_refuses_a_url_with_credentials_before_fetching(tmp_path:
 
 def test_patches_import_from_an_unreachable_url_says_what_to_check(tmp_path: Path):
     # one fixed URL: its (empty) mirror in the shared cache is the same in every run
-    out = run_cli("patches", "import", "--from", "file:///nonexistent/deploytool-test/no-such-repo.git", "--base", "v0.5.23",
-                  "--head", "main", "--out", str(tmp_path / "series"), "--json")
+    out = run_cli(
+        "patches",
+        "import",
+        "--from",
+        "file:///nonexistent/deploytool-test/no-such-repo.git",
+        "--base",
+        "v0.5.23",
+        "--head",
+        "main",
+        "--out",
+        str(tmp_path / "series"),
+        "--json",
+    )
     assert out.returncode != 0, out.stdout + out.stderr
     error = json.loads(out.stdout)["error"]
     assert error["kind"] == "CouldNotRun" and error["message"].startswith("could not fetch file://")
@@ -318,7 +414,9 @@ def test_a_series_of_its_own_is_part_of_the_wheel_sources_identity(tmp_path: Pat
     assert label == {"kind": "wheel", "version": "0.5.23", "series_sha256": first.rsplit(":", 1)[1]}
     moved = tmp_path / "elsewhere"
     shutil.copytree(series, moved)
-    assert runtime_source.resolve(_profile(tmp_path, {"kind": "wheel", "series": str(moved)})).identity == first
+    assert (
+        runtime_source.resolve(_profile(tmp_path, {"kind": "wheel", "series": str(moved)})).identity == first
+    )
     (series / "0001-a.patch").write_text("--- a/sglang/x.py\n+++ b/sglang/x.py\n@@ -1 +1 @@\n-a\n+c\n")
     assert flagcheck._source_identity(profile) != first
     # the release with its shipped series is plain "wheel", as its images have always said

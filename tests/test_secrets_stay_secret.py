@@ -39,16 +39,19 @@ def _child(folder: Path, body: str, name: str = "child") -> ProfileStore:
     return ProfileStore([folder])
 
 
-@pytest.mark.parametrize("body", [
-    "server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-key, K]\n",
-    f"server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-key={CANARY}]\n",
-    "server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --admin-api-key, K]\n",
-    "server:\n  args: {--api-key: K}\n",
-    "server:\n  args: {api_key: K}\n",
-    "server:\n  args: {--api_key: K}\n",
-    "server:\n  args: {admin-api-key: K}\n",
-    "server:\n  args: {served-model-name: [m, --api-key, K]}\n",
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-key, K]\n",
+        f"server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --api-key={CANARY}]\n",
+        "server:\n  command: [/opt/venv/bin/python, -m, deploytool.sim, --admin-api-key, K]\n",
+        "server:\n  args: {--api-key: K}\n",
+        "server:\n  args: {api_key: K}\n",
+        "server:\n  args: {--api_key: K}\n",
+        "server:\n  args: {admin-api-key: K}\n",
+        "server:\n  args: {served-model-name: [m, --api-key, K]}\n",
+    ],
+)
 def test_a_key_anywhere_in_the_launch_argv_is_refused_with_the_fix(tmp_path, body):
     with pytest.raises(ProfileError) as caught:
         _child(tmp_path, body).get("child")
@@ -93,8 +96,10 @@ def test_compose_cannot_fill_a_value_from_its_secret_environment(tmp_path, docke
     profile = ProfileStore().get("sim").model_copy(deep=True)
     profile.server.env["GREETING"] = "${DEPLOYTOOL_SECRET_HF_TOKEN}"
     profile.server.args["served-model-name"] = "x$DEPLOYTOOL_SECRET_HF_TOKEN"
-    path = write_compose(RenderRequest(profile=profile, slot=Slot(), release=1, image="deploytool/sim:x"),
-                         tmp_path / "compose.yaml")
+    path = write_compose(
+        RenderRequest(profile=profile, slot=Slot(), release=1, image="deploytool/sim:x"),
+        tmp_path / "compose.yaml",
+    )
     normalized = docker_engine.compose_config(path)
     assert CANARY not in normalized
     server = yaml.safe_load(normalized)["services"]["server"]
@@ -107,8 +112,14 @@ def test_a_held_value_is_scrubbed_from_files_json_and_the_journal(tmp_path, monk
     monkeypatch.setenv("T_KEY", CANARY)
     assert SecretRef(env="T_KEY").resolve(what="test") == CANARY
     write_atomic(tmp_path / "a.txt", f"the server said: {CANARY}")
-    write_json(tmp_path / "b.json", {"error": f"401 for key {CANARY}", "argv": ["--api-key", "other-key-123"],
-                                     "api_key": {"env": "T_KEY"}})
+    write_json(
+        tmp_path / "b.json",
+        {
+            "error": f"401 for key {CANARY}",
+            "argv": ["--api-key", "other-key-123"],
+            "api_key": {"env": "T_KEY"},
+        },
+    )
     from deploytool.release.state import journal
 
     journal("test", message=f"failed with {CANARY}")
@@ -128,12 +139,18 @@ def test_a_held_value_is_scrubbed_in_its_html_and_json_spellings(tmp_path):
     write_atomic(tmp_path / "r.json", json.dumps({"said": odd}))
     for path in (tmp_path / "r.html", tmp_path / "r.json"):
         text = path.read_text()
-        assert html.escape(odd) not in text and json.dumps(odd)[1:-1] not in text and redaction.REDACTED in text
+        assert (
+            html.escape(odd) not in text and json.dumps(odd)[1:-1] not in text and redaction.REDACTED in text
+        )
 
 
 def test_redact_takes_a_key_from_an_argv_list_and_a_url():
-    redacted = redaction.redact({"launch": ["sglang", "--api-key", "sk-abcdefgh", "--port", "1"],
-                                 "url": "http://user:sk-abcdefgh@host:1/v1"})
+    redacted = redaction.redact(
+        {
+            "launch": ["sglang", "--api-key", "sk-abcdefgh", "--port", "1"],
+            "url": "http://user:sk-abcdefgh@host:1/v1",
+        }
+    )
     assert "sk-abcdefgh" not in json.dumps(redacted)
     assert redacted["launch"][3:] == ["--port", "1"]
 
@@ -160,12 +177,15 @@ def test_the_cli_never_prints_url_credentials_even_under_json():
 
 def test_a_validation_error_never_echoes_a_secret_field(tmp_path):
     (tmp_path / "leaky.yaml").write_text(
-        f"name: leaky\nextends: sim\nserver:\n  api_key: {CANARY}\nsecrets:\n  hf_token: {CANARY}x\n")
+        f"name: leaky\nextends: sim\nserver:\n  api_key: {CANARY}\nsecrets:\n  hf_token: {CANARY}x\n"
+    )
     with pytest.raises(ProfileError) as caught:
         ProfileStore([tmp_path]).get("leaky")
     assert "server.api_key" in caught.value.message and "secrets.hf_token" in caught.value.message
     assert CANARY not in caught.value.message
-    done = run_cli("profiles", "show", "leaky", "--json", env={**NO_ENGINE, "DEPLOYTOOL_PROFILES_PATH": str(tmp_path)})
+    done = run_cli(
+        "profiles", "show", "leaky", "--json", env={**NO_ENGINE, "DEPLOYTOOL_PROFILES_PATH": str(tmp_path)}
+    )
     assert done.returncode != 0 and CANARY not in done.stdout + done.stderr
 
 
@@ -174,8 +194,12 @@ def test_files_follow_the_umask_and_a_file_naming_a_secret_is_private(tmp_path):
     try:
         plain = write_atomic(tmp_path / "compose.yaml", "x: 1\n")
         private = write_atomic(tmp_path / "release.json", "{}\n", private=True)
-        compose = write_compose(RenderRequest(profile=ProfileStore().get("sim"), slot=Slot(), release=1,
-                                              image="deploytool/sim:x"), tmp_path / "r" / "compose.yaml")
+        compose = write_compose(
+            RenderRequest(
+                profile=ProfileStore().get("sim"), slot=Slot(), release=1, image="deploytool/sim:x"
+            ),
+            tmp_path / "r" / "compose.yaml",
+        )
     finally:
         os.umask(old)
     assert stat.S_IMODE(plain.stat().st_mode) == 0o640

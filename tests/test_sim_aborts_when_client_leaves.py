@@ -17,19 +17,32 @@ from deploytool.server.facts import parse_prometheus
 from deploytool.sim import SimSettings, serve_in_thread
 
 pytestmark = pytest.mark.timeout(60)
-REAL_ABORT = json.loads((Path(__file__).parent / "data" / "sglang-real" / "dense" / "run.json").read_text())["abort"]
+REAL_ABORT = json.loads((Path(__file__).parent / "data" / "sglang-real" / "dense" / "run.json").read_text())[
+    "abort"
+]
 
 
 def _settings(**extra) -> SimSettings:
     # the counters are how the test sees aborts: /metrics exists only with enable_metrics, as in SGLang
-    values = {"host": "127.0.0.1", "port": 0, "startup_seconds": 0, "decode_tps": 40, "log_requests": False,
-              "enable_metrics": True}
+    values = {
+        "host": "127.0.0.1",
+        "port": 0,
+        "startup_seconds": 0,
+        "decode_tps": 40,
+        "log_requests": False,
+        "enable_metrics": True,
+    }
     return SimSettings(**{**values, **extra})
 
 
 def _body(stream: bool, tokens: int = 400) -> dict:
-    return {"model": "sim-model", "messages": [{"role": "user", "content": "tell me a long story"}],
-            "max_tokens": tokens, "ignore_eos": True, "stream": stream}
+    return {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "tell me a long story"}],
+        "max_tokens": tokens,
+        "ignore_eos": True,
+        "stream": stream,
+    }
 
 
 async def _gauges(client: httpx.AsyncClient) -> dict[str, float]:
@@ -40,7 +53,11 @@ async def _wait_idle(client: httpx.AsyncClient, within: float) -> dict[str, floa
     deadline = time.monotonic() + within
     while True:
         m = await _gauges(client)
-        if m["sglang:num_running_reqs"] == 0 and m["sglang:num_queue_reqs"] == 0 or time.monotonic() > deadline:
+        if (
+            m["sglang:num_running_reqs"] == 0
+            and m["sglang:num_queue_reqs"] == 0
+            or time.monotonic() > deadline
+        ):
             return m
         await asyncio.sleep(0.05)
 
@@ -48,6 +65,7 @@ async def _wait_idle(client: httpx.AsyncClient, within: float) -> dict[str, floa
 @pytest.mark.parametrize("stream", [False, True], ids=["non-streamed", "streamed"])
 def test_a_request_whose_client_left_stops_running(stream: bool):
     with serve_in_thread(_settings()) as sim:
+
         async def main() -> None:
             async with httpx.AsyncClient(base_url=sim.url, timeout=30) as client:
                 if stream:
@@ -64,15 +82,20 @@ def test_a_request_whose_client_left_stops_running(stream: bool):
                 # moves, tests/data/sglang-real/dense/run.json): a non-streamed abort in
                 # num_aborted_requests_total, a stream's not; neither in the request and token counters
                 real = REAL_ABORT["stream" if stream else "plain"]["deltas"]
-                for counter in ("sglang:num_aborted_requests_total", "sglang:num_requests_total",
-                                "sglang:generation_tokens_total"):
+                for counter in (
+                    "sglang:num_aborted_requests_total",
+                    "sglang:num_requests_total",
+                    "sglang:generation_tokens_total",
+                ):
                     assert m[counter] == real[counter], counter
                 assert m["sglang:prompt_tokens_total"] == 0
+
         asyncio.run(main())
 
 
 def test_a_queued_request_whose_client_left_never_runs():
     with serve_in_thread(_settings(max_running_requests=1)) as sim:
+
         async def main() -> None:
             async with httpx.AsyncClient(base_url=sim.url, timeout=30) as client:
                 first = asyncio.ensure_future(client.post("/v1/chat/completions", json=_body(False, 40)))
@@ -83,15 +106,18 @@ def test_a_queued_request_whose_client_left_never_runs():
                 m = await _wait_idle(client, within=2.0)
                 assert m["sglang:num_queue_reqs"] == 0 and m["sglang:num_running_reqs"] == 0
                 assert m["sglang:generation_tokens_total"] == 40  # the abandoned one generated nothing
+
         asyncio.run(main())
 
 
 def test_a_finished_request_is_not_counted_as_aborted():
     with serve_in_thread(_settings(decode_tps=2000)) as sim:
+
         async def main() -> None:
             async with httpx.AsyncClient(base_url=sim.url, timeout=30) as client:
                 response = await client.post("/v1/chat/completions", json=_body(False, 50))
                 assert response.json()["usage"]["completion_tokens"] == 50
                 m = await _gauges(client)
                 assert m["sglang:num_aborted_requests_total"] == 0 and m["sglang:num_requests_total"] == 1
+
         asyncio.run(main())

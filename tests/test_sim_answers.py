@@ -19,35 +19,70 @@ from PIL import Image, ImageDraw
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
-FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+FAST = dict(
+    startup_seconds=0.0,
+    decode_tps=20000.0,
+    prefill_tps=1e8,
+    log_requests=False,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+    enable_metrics=True,
+    enable_cache_report=True,
+)
 CHAT = "/v1/chat/completions"
-GSM8K = Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"  # shipped
+GSM8K = (
+    Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"
+)  # shipped
 
-WEATHER = {"type": "function", "function": {
-    "name": "get_current_weather",
-    "description": "Get the current weather in a given city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string", "description": "The city name"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        "days": {"type": "integer", "minimum": 1, "maximum": 14},
-        "include_hourly": {"type": "boolean"},
-    }, "required": ["city", "days"]}}}
-STOCK = {"type": "function", "function": {
-    "name": "get_stock_price",
-    "description": "Look up the latest trading price of a stock ticker symbol",
-    "parameters": {"type": "object", "properties": {"ticker": {"type": "string"}}, "required": ["ticker"]}}}
-TRIANGLE = {"type": "function", "function": {
-    "name": "calculate_triangle_area",
-    "description": "Compute the area of a triangle from its base and height",
-    "parameters": {"type": "object", "properties": {"base": {"type": "number"}, "height": {"type": "number"}},
-                   "required": ["base", "height"]}}}
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city name"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 14},
+                "include_hourly": {"type": "boolean"},
+            },
+            "required": ["city", "days"],
+        },
+    },
+}
+STOCK = {
+    "type": "function",
+    "function": {
+        "name": "get_stock_price",
+        "description": "Look up the latest trading price of a stock ticker symbol",
+        "parameters": {
+            "type": "object",
+            "properties": {"ticker": {"type": "string"}},
+            "required": ["ticker"],
+        },
+    },
+}
+TRIANGLE = {
+    "type": "function",
+    "function": {
+        "name": "calculate_triangle_area",
+        "description": "Compute the area of a triangle from its base and height",
+        "parameters": {
+            "type": "object",
+            "properties": {"base": {"type": "number"}, "height": {"type": "number"}},
+            "required": ["base", "height"],
+        },
+    },
+}
 TOOLS = [STOCK, WEATHER, TRIANGLE]
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
-    with serve_in_thread(SimSettings(**FAST), wait_ready=True) as sim, \
-            httpx.Client(base_url=sim.url, timeout=30) as c:
+    with (
+        serve_in_thread(SimSettings(**FAST), wait_ready=True) as sim,
+        httpx.Client(base_url=sim.url, timeout=30) as c,
+    ):
         yield c
 
 
@@ -74,6 +109,7 @@ def stream_tool_deltas(client: httpx.Client, body: dict[str, Any]) -> tuple[list
 
 
 # --- tools ---------------------------------------------------------------------------------------
+
 
 def test_tool_call_picks_best_tool_and_fills_schema(client: httpx.Client) -> None:
     out = ask(client, "What will the weather be in Lisbon over the next 3 days, in fahrenheit?", tools=TOOLS)
@@ -102,14 +138,17 @@ def test_streamed_tool_call_deltas_concatenate_to_the_call(client: httpx.Client)
 
 
 def test_parallel_calls_one_per_subject(client: httpx.Client) -> None:
-    for text in ("What's the weather in Paris and in Tokyo for 2 days?",
-                 "Weather for 'Paris' and 'Tokyo', 2 days"):
+    for text in (
+        "What's the weather in Paris and in Tokyo for 2 days?",
+        "Weather for 'Paris' and 'Tokyo', 2 days",
+    ):
         calls = message(ask(client, text, tools=TOOLS))["tool_calls"]
         assert [json.loads(c["function"]["arguments"])["city"] for c in calls] == ["Paris", "Tokyo"]
         assert all(json.loads(c["function"]["arguments"])["days"] == 2 for c in calls)
         assert len({c["id"] for c in calls}) == 2
-    deltas, _ = stream_tool_deltas(client, {"messages": [{"role": "user", "content": "weather in Oslo and Rome"}],
-                                            "tools": TOOLS})
+    deltas, _ = stream_tool_deltas(
+        client, {"messages": [{"role": "user", "content": "weather in Oslo and Rome"}], "tools": TOOLS}
+    )
     heads = [d for d in deltas if d["id"]]
     assert [h["index"] for h in heads] == [0, 1]
     for i, city in enumerate(["Oslo", "Rome"]):
@@ -132,8 +171,14 @@ def test_tool_choice_none_required_and_named(client: httpx.Client) -> None:
     assert none.get("tool_calls") is None
     required = message(ask(client, "Write a haiku", tools=TOOLS, tool_choice="required"))
     assert required["tool_calls"][0]["function"]["name"] == "get_stock_price"  # no match: the first tool
-    named = message(ask(client, "weather in Paris", tools=TOOLS,
-                        tool_choice={"type": "function", "function": {"name": "calculate_triangle_area"}}))
+    named = message(
+        ask(
+            client,
+            "weather in Paris",
+            tools=TOOLS,
+            tool_choice={"type": "function", "function": {"name": "calculate_triangle_area"}},
+        )
+    )
     (call,) = named["tool_calls"]
     assert call["function"]["name"] == "calculate_triangle_area"
     assert json.loads(call["function"]["arguments"]) == {"base": 1, "height": 1}
@@ -148,9 +193,11 @@ def test_numbers_fill_numeric_parameters(client: httpx.Client) -> None:
 def test_tool_result_round_trip(client: httpx.Client) -> None:
     first = message(ask(client, "weather in Paris for 1 day", tools=TOOLS))
     call = first["tool_calls"][0]
-    convo = [{"role": "user", "content": "weather in Paris for 1 day"},
-             {"role": "assistant", "content": None, "tool_calls": [call]},
-             {"role": "tool", "tool_call_id": call["id"], "content": '{"temp_c": 18, "sky": "clear"}'}]
+    convo = [
+        {"role": "user", "content": "weather in Paris for 1 day"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": call["id"], "content": '{"temp_c": 18, "sky": "clear"}'},
+    ]
     out = client.post(CHAT, json={"messages": convo, "tools": TOOLS}).json()
     msg = message(out)
     assert msg.get("tool_calls") is None and out["choices"][0]["finish_reason"] == "stop"
@@ -159,22 +206,31 @@ def test_tool_result_round_trip(client: httpx.Client) -> None:
 
 def test_no_tools_setting_leaves_raw_call_text() -> None:
     with serve_in_thread(SimSettings(**FAST, tools=False)) as sim:
-        out = httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "weather in Paris"}],
-                                                "tools": TOOLS}).json()
+        out = httpx.post(
+            sim.url + CHAT,
+            json={"messages": [{"role": "user", "content": "weather in Paris"}], "tools": TOOLS},
+        ).json()
     msg = message(out)
     assert msg.get("tool_calls") is None and out["choices"][0]["finish_reason"] == "stop"
     assert msg["content"].startswith("<tool_call>") and '"name": "get_current_weather"' in msg["content"]
 
 
 def test_json_schema_response_format(client: httpx.Client) -> None:
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
-    out = ask(client, "My friend 'Ada' is 36 years old.",
-              response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}})
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"],
+    }
+    out = ask(
+        client,
+        "My friend 'Ada' is 36 years old.",
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": schema}},
+    )
     assert json.loads(message(out)["content"]) == {"name": "Ada", "age": 36}
 
 
 # --- vision --------------------------------------------------------------------------------------
+
 
 def png_url(img: Image.Image) -> str:
     buf = io.BytesIO()
@@ -182,7 +238,9 @@ def png_url(img: Image.Image) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def circles(colour: Any, count: int, background: str = "white", size: tuple[int, int] = (256, 256)) -> Image.Image:
+def circles(
+    colour: Any, count: int, background: str = "white", size: tuple[int, int] = (256, 256)
+) -> Image.Image:
     img = Image.new("RGB", size, background)
     draw = ImageDraw.Draw(img)
     for i in range(count):
@@ -207,41 +265,74 @@ def test_image_shapes_colour_and_size(client: httpx.Client) -> None:
 def test_image_how_many_and_colour_lead(client: httpx.Client) -> None:
     many = message(ask(client, image_question("How many circles are there?", circles("blue", 5))))["content"]
     assert many.startswith("5. Image 1: 5 blue shapes")
-    colour = message(ask(client, image_question("What colour are the circles?",
-                                                circles((20, 160, 40), 2, background="black"))))["content"]
+    colour = message(
+        ask(
+            client,
+            image_question("What colour are the circles?", circles((20, 160, 40), 2, background="black")),
+        )
+    )["content"]
     assert colour.startswith("Green. ") and "black background" in colour
 
 
 def test_multiple_images_in_order(client: httpx.Client) -> None:
-    text = message(ask(client, image_question("How many shapes in each?", circles("red", 1),
-                                              circles("yellow", 4, size=(300, 200)))))["content"]
-    assert text == ("1 and 4. Image 1: 1 red shape on a white background (256x256). "
-                    "Image 2: 4 yellow shapes on a white background (300x200).")
+    text = message(
+        ask(
+            client,
+            image_question(
+                "How many shapes in each?", circles("red", 1), circles("yellow", 4, size=(300, 200))
+            ),
+        )
+    )["content"]
+    assert text == (
+        "1 and 4. Image 1: 1 red shape on a white background (256x256). "
+        "Image 2: 4 yellow shapes on a white background (300x200)."
+    )
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("https://example.com/cat.png", "no network"),
-    ("data:image/png;base64,@@@notbase64@@@", "not valid base64"),
-    ("data:image/png;base64," + base64.b64encode(b"definitely not a png").decode(), "not a decodable image"),
-    ("file:///etc/passwd", "base64 data URL"),
-])
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("https://example.com/cat.png", "no network"),
+        ("data:image/png;base64,@@@notbase64@@@", "not valid base64"),
+        (
+            "data:image/png;base64," + base64.b64encode(b"definitely not a png").decode(),
+            "not a decodable image",
+        ),
+        ("file:///etc/passwd", "base64 data URL"),
+    ],
+)
 def test_unusable_image_url_is_400(client: httpx.Client, url: str, reason: str) -> None:
-    resp = client.post(CHAT, json={"messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "what is this"}]}]})
+    resp = client.post(
+        CHAT,
+        json={
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image_url", "image_url": {"url": url}},
+                        {"type": "text", "text": "what is this"},
+                    ],
+                }
+            ]
+        },
+    )
     assert resp.status_code == 400
     assert resp.json()["object"] == "error" and reason in resp.json()["message"]
 
 
 def test_no_vision_setting_refuses_images() -> None:
     with serve_in_thread(SimSettings(**FAST, vision=False)) as sim:
-        resp = httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": image_question(
-            "hi", circles("red", 1))}]})
+        resp = httpx.post(
+            sim.url + CHAT,
+            json={"messages": [{"role": "user", "content": image_question("hi", circles("red", 1))}]},
+        )
         info = httpx.get(sim.url + "/get_model_info").json()
     assert resp.status_code == 400 and "images" in resp.json()["message"]
     assert info["has_image_understanding"] is False
 
 
 # --- needle / retrieval ----------------------------------------------------------------------------
+
 
 def haystack(words: int, needles: dict[int, str]) -> str:
     filler = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
@@ -258,33 +349,52 @@ def test_needle_in_a_200k_token_prompt(client: httpx.Client) -> None:
     text = haystack(170_000, {4000: "One of the special magic numbers for quiet-harbor is: 8231947. "})
     question = "\nWhat is the special magic number for quiet-harbor mentioned in the provided text?"
     t0 = time.monotonic()
-    ask(client, haystack(17_000, {400: "One of the special magic numbers for quiet-harbor is: 8231947. "}) + question)
+    ask(
+        client,
+        haystack(17_000, {400: "One of the special magic numbers for quiet-harbor is: 8231947. "}) + question,
+    )
     tenth = time.monotonic() - t0
     t0 = time.monotonic()
     out = ask(client, text + question)
-    assert time.monotonic() - t0 < 30 * max(tenth, 0.05)  # ten times the prompt: about linear, never quadratic
+    assert time.monotonic() - t0 < 30 * max(
+        tenth, 0.05
+    )  # ten times the prompt: about linear, never quadratic
     assert out["usage"]["prompt_tokens"] > 200_000
     assert message(out)["content"] == "The special magic number for quiet-harbor is 8231947."
 
 
 def test_needle_all_values_and_missing(client: httpx.Client) -> None:
-    text = haystack(3000, {3: "A special magic number for red-fox is 111. ",
-                           9: "Remember: 222 is a special magic number for red-fox. "})
+    text = haystack(
+        3000,
+        {
+            3: "A special magic number for red-fox is 111. ",
+            9: "Remember: 222 is a special magic number for red-fox. ",
+        },
+    )
     out = ask(client, text + "\nWhat are all the special magic numbers for red-fox mentioned in the text?")
     assert message(out)["content"] == "The special magic numbers for red-fox are 111 and 222."
     missing = ask(client, text + "\nWhat is the special magic number for blue-whale?")
-    assert message(missing)["content"] == "I could not find the special magic number for blue-whale in the provided text."
+    assert (
+        message(missing)["content"]
+        == "I could not find the special magic number for blue-whale in the provided text."
+    )
 
 
 def test_generic_retrieval_question(client: httpx.Client) -> None:
-    convo = [{"role": "system", "content": "Reference: the access code for the north gate is 4471. "
-                                           "The access code for the south gate is 9902."},
-             {"role": "user", "content": "What is the access code for the south gate?"}]
+    convo = [
+        {
+            "role": "system",
+            "content": "Reference: the access code for the north gate is 4471. "
+            "The access code for the south gate is 9902.",
+        },
+        {"role": "user", "content": "What is the access code for the south gate?"},
+    ]
     out = client.post(CHAT, json={"messages": convo}).json()
     assert message(out)["content"] == "The access code for the south gate is 9902."
 
 
 # --- math and echo ---------------------------------------------------------------------------------
+
 
 def test_math_without_oracle_answers_last_number(client: httpx.Client) -> None:
     out = ask(client, "Tom has 3 apples and buys 4 more. How many apples does he have now? Use 2 hands.")
@@ -294,16 +404,22 @@ def test_math_without_oracle_answers_last_number(client: httpx.Client) -> None:
 def test_echo_rule(client: httpx.Client) -> None:
     text = "Please summarise the plot of a long novel that I have not given you yet, in two paragraphs or so."
     out = ask(client, text)
-    assert message(out)["content"] == (f"Simulator reply: I received {out['usage']['prompt_tokens']} tokens; "
-                                       f"the last user message was: '{text[:80]}'")
+    assert message(out)["content"] == (
+        f"Simulator reply: I received {out['usage']['prompt_tokens']} tokens; "
+        f"the last user message was: '{text[:80]}'"
+    )
 
 
 # --- GSM8K oracle ----------------------------------------------------------------------------------
 
+
 def final_number(text: str) -> Decimal | None:
     """A scorer that honours explicit answer markers before falling back to anything else."""
-    for pattern in (r"####\s*\$?(-?[\d,]+(?:\.\d+)?)", r"\\boxed\{\$?(-?[\d,]+(?:\.\d+)?)\}",
-                    r"answer is\s*\$?(-?[\d,]+(?:\.\d+)?)"):
+    for pattern in (
+        r"####\s*\$?(-?[\d,]+(?:\.\d+)?)",
+        r"\\boxed\{\$?(-?[\d,]+(?:\.\d+)?)\}",
+        r"answer is\s*\$?(-?[\d,]+(?:\.\d+)?)",
+    ):
         match = re.search(pattern, text)
         if match:
             return Decimal(match.group(1).replace(",", ""))
@@ -334,7 +450,9 @@ def test_oracle_zero_accuracy_is_off_by_one() -> None:
     row = gsm8k_rows(1)[0]
     settings = SimSettings(**FAST, gsm8k_oracle=0.0, gsm8k_path=str(GSM8K))
     with serve_in_thread(settings) as sim:
-        out = httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": row["question"]}]}).json()
+        out = httpx.post(
+            sim.url + CHAT, json={"messages": [{"role": "user", "content": row["question"]}]}
+        ).json()
     assert final_number(message(out)["content"]) == key(row) + 1
 
 
@@ -369,6 +487,18 @@ def test_oracle_without_its_data_refuses_to_start() -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "deploytool.sim", "--gsm8k-oracle", "0.9",
-                           "--gsm8k-path", "/nonexistent/test.jsonl"], capture_output=True, text=True, timeout=20)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deploytool.sim",
+            "--gsm8k-oracle",
+            "0.9",
+            "--gsm8k-path",
+            "/nonexistent/test.jsonl",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert proc.returncode == 2 and "GSM8K" in proc.stderr

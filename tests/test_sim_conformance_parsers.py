@@ -24,21 +24,53 @@ from deploytool.sim.toolformats import raw_pieces
 CHAT = "/v1/chat/completions"
 BASE = dict(startup_seconds=0.0, decode_tps=50000.0, prefill_tps=1e8, log_requests=False)
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "get_current_weather", "description": "Get the current weather for a city",
-        "parameters": {"type": "object", "properties": {
-            "city": {"type": "string"}, "days": {"type": "integer"},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "days"]}}},
-    {"type": "function", "function": {
-        "name": "book_flight", "description": "Book a flight between two airports",
-        "parameters": {"type": "object", "properties": {
-            "origin": {"type": "string"}, "destination": {"type": "string"}, "passengers": {"type": "integer"},
-            "max_price": {"type": "number"}, "refundable": {"type": "boolean"},
-            "options": {"type": "object", "properties": {"seat": {"type": "string"}, "bags": {"type": "integer"}},
-                        "required": ["seat", "bags"]}},
-            "required": ["origin", "destination", "passengers", "max_price", "options"]}}},
-    {"type": "function", "function": {"name": "list_alarms", "description": "List the alarms that are set",
-                                      "parameters": {"type": "object", "properties": {}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_weather",
+            "description": "Get the current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "days"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "book_flight",
+            "description": "Book a flight between two airports",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "origin": {"type": "string"},
+                    "destination": {"type": "string"},
+                    "passengers": {"type": "integer"},
+                    "max_price": {"type": "number"},
+                    "refundable": {"type": "boolean"},
+                    "options": {
+                        "type": "object",
+                        "properties": {"seat": {"type": "string"}, "bags": {"type": "integer"}},
+                        "required": ["seat", "bags"],
+                    },
+                },
+                "required": ["origin", "destination", "passengers", "max_price", "options"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "list_alarms",
+            "description": "List the alarms that are set",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
 ]
 PROMPTS = (
     "What will the weather be in Lisbon over the next 3 days, in fahrenheit?",
@@ -50,7 +82,7 @@ PROMPTS = (
 
 # sglang's code, run once for every case of this file (one start-up of sglang in the referee
 # environment): a case's "kind" says which of sglang's parsers it goes through.
-REFEREE = r'''
+REFEREE = r"""
 import json, sys
 from sglang.srt.entrypoints.openai.protocol import Tool
 from sglang.srt.function_call.function_call_parser import FunctionCallParser
@@ -99,7 +131,7 @@ def chained(case):
 
 KINDS = {"tools": tools, "reasoning": reasoning, "chained": chained}
 print(json.dumps([KINDS[case["kind"]](case) for case in json.load(sys.stdin)]))
-'''
+"""
 TOOL_FORMATS = ["qwen25", "qwen3_coder", "glm47"]
 REASONING_PARSERS = ["qwen3", "glm45"]
 CHAINED_FORMATS = ["qwen25", "qwen3_coder"]
@@ -107,21 +139,27 @@ CHAINED_FORMATS = ["qwen25", "qwen3_coder"]
 
 def _stream(url: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     with httpx.stream("POST", url + CHAT, json={**body, "stream": True}, timeout=30) as response:
-        return [json.loads(line[6:])["choices"][0] for line in response.iter_lines()
-                if line.startswith("data: {")]
+        return [
+            json.loads(line[6:])["choices"][0] for line in response.iter_lines() if line.startswith("data: {")
+        ]
 
 
 def _tool_calls_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
     """Each prompt's raw model-format text (the referee's case), the deltas the sim streamed for
     it and its non-streamed message."""
-    settings = SimSettings(**BASE, tool_call_parser=fmt, default_chat_template_kwargs='{"enable_thinking": false}')
+    settings = SimSettings(
+        **BASE, tool_call_parser=fmt, default_chat_template_kwargs='{"enable_thinking": false}'
+    )
     cases, streams, plains = [], [], []
     with serve_in_thread(settings, wait_ready=True) as sim:
         for prompt in PROMPTS:
             body = {"model": "sim-model", "messages": [{"role": "user", "content": prompt}], "tools": TOOLS}
             choices = _stream(sim.url, body)
-            deltas = [[tc["index"], tc["function"]["name"], tc["function"]["arguments"]]
-                      for c in choices for tc in (c["delta"].get("tool_calls") or [])]
+            deltas = [
+                [tc["index"], tc["function"]["name"], tc["function"]["arguments"]]
+                for c in choices
+                for tc in (c["delta"].get("tool_calls") or [])
+            ]
             assert all(not c["delta"].get("content") for c in choices)  # nothing but the calls
             assert choices[-1]["finish_reason"] == "tool_calls"
             names = [d[1] for d in deltas if d[1]]
@@ -140,28 +178,46 @@ def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: 
     for prompt, sim_deltas, plain, verdict in zip(PROMPTS, streams, plains, verdicts):
         assert sim_deltas == verdict["deltas"], prompt
         assert verdict["normal"] == "" and verdict["non_stream_normal"] == "" == plain["content"]
-        assert [[c["function"]["name"], json.loads(c["function"]["arguments"])] for c in plain["tool_calls"]] \
-            == verdict["non_stream"], prompt
+        assert [
+            [c["function"]["name"], json.loads(c["function"]["arguments"])] for c in plain["tool_calls"]
+        ] == verdict["non_stream"], prompt
     assert {len(s) for s in streams} != {0}
     assert any(len({d[0] for d in s}) == 2 for s in streams)  # the parallel case made two calls
     called = {d[1] for s in streams for d in s if d[1]}
-    assert {"get_current_weather", "book_flight", "list_alarms"} <= called  # nested, typed and empty arguments
+    assert {
+        "get_current_weather",
+        "book_flight",
+        "list_alarms",
+    } <= called  # nested, typed and empty arguments
 
 
 REASONING_BODIES = [
-    {"model": "sim-model", "messages": [{"role": "user", "content": "Which ocean lies between Europe and America?"}]},
-    {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
-     "chat_template_kwargs": {"enable_thinking": True}},
-    {"model": "sim-model", "messages": [{"role": "user", "content": "Say hi"}],
-     "chat_template_kwargs": {"enable_thinking": False}},
+    {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "Which ocean lies between Europe and America?"}],
+    },
+    {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "Say hi"}],
+        "chat_template_kwargs": {"enable_thinking": True},
+    },
+    {
+        "model": "sim-model",
+        "messages": [{"role": "user", "content": "Say hi"}],
+        "chat_template_kwargs": {"enable_thinking": False},
+    },
 ]
 
 
 def _written(body: dict[str, Any], settings: SimSettings) -> list:
     """The raw text the simulated model wrote for this request, unit by unit (before any parser)."""
     req = parse_chat_request(json.dumps(body).encode(), settings)
-    return build_plan(derive_answer(req, AnswerContext(tools_enabled=True)), req, settings,
-                      FaultState(parse_faults(()), lambda code: None)).units
+    return build_plan(
+        derive_answer(req, AnswerContext(tools_enabled=True)),
+        req,
+        settings,
+        FaultState(parse_faults(()), lambda code: None),
+    ).units
 
 
 def _reasoning_streamed(parser: str) -> tuple[list[dict], list[list], list[dict]]:
@@ -170,17 +226,31 @@ def _reasoning_streamed(parser: str) -> tuple[list[dict], list[list], list[dict]
     with serve_in_thread(settings, wait_ready=True) as sim:
         for body in REASONING_BODIES:
             choices = _stream(sim.url, body)[1:-1]  # without the role chunk and the finish chunk
-            streams.append([[key, c["delta"][key]] for c in choices for key in ("reasoning_content", "content")
-                            if c["delta"].get(key)])
+            streams.append(
+                [
+                    [key, c["delta"][key]]
+                    for c in choices
+                    for key in ("reasoning_content", "content")
+                    if c["delta"].get(key)
+                ]
+            )
             plains.append(httpx.post(sim.url + CHAT, json=body, timeout=30).json()["choices"][0]["message"])
             thinking = body.get("chat_template_kwargs", {}).get("enable_thinking", True)
-            cases.append({"kind": "reasoning", "parser": parser, "thinking": thinking,
-                          "pieces": [u.text for u in _written(body, settings)]})
+            cases.append(
+                {
+                    "kind": "reasoning",
+                    "parser": parser,
+                    "thinking": thinking,
+                    "pieces": [u.text for u in _written(body, settings)],
+                }
+            )
     return cases, streams, plains
 
 
 @pytest.mark.parametrize("parser", REASONING_PARSERS)
-def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(parser: str, refereed: dict) -> None:
+def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_text(
+    parser: str, refereed: dict
+) -> None:
     streams, plains, verdicts = refereed["reasoning", parser]
     assert len(verdicts) == len(REASONING_BODIES)
     for body, sim_deltas, plain, verdict in zip(REASONING_BODIES, streams, plains, verdicts):
@@ -202,19 +272,32 @@ def _chained_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
         for key in ("reasoning_content", "content"):
             if delta.get(key):
                 sim_deltas.append([key, delta[key]])
-        sim_deltas += [["tool", t["index"], t["function"]["name"], t["function"]["arguments"]]
-                       for t in delta.get("tool_calls") or []]
+        sim_deltas += [
+            ["tool", t["index"], t["function"]["name"], t["function"]["arguments"]]
+            for t in delta.get("tool_calls") or []
+        ]
     names = [d[2] for d in sim_deltas if d[0] == "tool" and d[2]]
-    calls = [(name, json.loads("".join(d[3] for d in sim_deltas if d[0] == "tool" and d[1] == i and not d[2])))
-             for i, name in enumerate(names)]
-    thinking_pieces = [u.text for u in _written(body, settings) if u.kind in ("reasoning", "hidden", "content")]
-    case = {"kind": "chained", "parser": "qwen3", "format": fmt, "tools": TOOLS,
-            "pieces": thinking_pieces + raw_pieces(fmt, calls)}
+    calls = [
+        (name, json.loads("".join(d[3] for d in sim_deltas if d[0] == "tool" and d[1] == i and not d[2])))
+        for i, name in enumerate(names)
+    ]
+    thinking_pieces = [
+        u.text for u in _written(body, settings) if u.kind in ("reasoning", "hidden", "content")
+    ]
+    case = {
+        "kind": "chained",
+        "parser": "qwen3",
+        "format": fmt,
+        "tools": TOOLS,
+        "pieces": thinking_pieces + raw_pieces(fmt, calls),
+    }
     return [case], [sim_deltas], []
 
 
 @pytest.mark.parametrize("fmt", CHAINED_FORMATS)
-def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(fmt: str, refereed: dict) -> None:
+def test_tool_calls_after_thinking_stream_as_sglangs_chained_parsers_make_them(
+    fmt: str, refereed: dict
+) -> None:
     (sim_deltas,), _, (verdict,) = refereed["chained", fmt]
     names = [d[2] for d in sim_deltas if d[0] == "tool" and d[2]]
     assert len(names) == 2 and sim_deltas[0][0] == "reasoning_content"
@@ -233,5 +316,7 @@ def refereed(sglang_referee_python: Path) -> dict[tuple[str, str], tuple[list, l
     answered = referee(sglang_referee_python, REFEREE, cases)
     assert len(answered) == len(cases)  # a verdict for each case, or the pairing below would shift
     verdicts = iter(answered)
-    return {key: (streams, plains, [next(verdicts) for _ in run_cases])
-            for key, (run_cases, streams, plains) in runs.items()}
+    return {
+        key: (streams, plains, [next(verdicts) for _ in run_cases])
+        for key, (run_cases, streams, plains) in runs.items()
+    }

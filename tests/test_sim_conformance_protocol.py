@@ -18,11 +18,24 @@ from deploytool.sim.settings import SimSettings
 
 CHAT = "/v1/chat/completions"
 BASE = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False)
-TOOLS = [{"type": "function", "function": {
-    "name": "get_current_weather", "description": "Get the current weather for a city",
-    "parameters": {"type": "object", "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"},
-        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city", "days"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_current_weather",
+            "description": "Get the current weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                },
+                "required": ["city", "days"],
+            },
+        },
+    }
+]
 
 VALIDATE = r'''
 import json, sys
@@ -78,28 +91,53 @@ def _collect() -> list[dict[str, Any]]:
 
     configs = {
         "default (qwen3 thinking, no cache report)": dict(BASE),
-        "cache report, thinking off": dict(BASE, enable_cache_report=True,
-                                           default_chat_template_kwargs='{"enable_thinking": false}'),
+        "cache report, thinking off": dict(
+            BASE, enable_cache_report=True, default_chat_template_kwargs='{"enable_thinking": false}'
+        ),
         "qwen3_coder": dict(BASE, tool_call_parser="qwen3_coder"),
         "glm47 + glm45": dict(BASE, tool_call_parser="glm47", reasoning_parser="glm45"),
     }
     for label, settings in configs.items():
-        with serve_in_thread(SimSettings(**settings), wait_ready=True) as sim, \
-                httpx.Client(base_url=sim.url, timeout=30) as client:
+        with (
+            serve_in_thread(SimSettings(**settings), wait_ready=True) as sim,
+            httpx.Client(base_url=sim.url, timeout=30) as client,
+        ):
             add(f"{label}: /v1/models", "ModelList", client.get("/v1/models").json())
             add(f"{label}: /v1/models/ID", "ModelCard", client.get("/v1/models/sim-model").json())
             for kind, body in (
                 ("text", {"messages": [{"role": "user", "content": "Hello there"}]}),
-                ("thinking on", {"messages": [{"role": "user", "content": "Hello"}],
-                                 "chat_template_kwargs": {"enable_thinking": True}}),
-                ("cut by max_tokens", {"messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 3}),
-                ("tool call", {"messages": [{"role": "user", "content": "Weather in Lisbon for 3 days?"}],
-                               "tools": TOOLS}),
-                ("parallel tool calls", {"messages": [{"role": "user", "content": "Weather in Oslo and Rome, 2 days"}],
-                                         "tools": TOOLS}),
+                (
+                    "thinking on",
+                    {
+                        "messages": [{"role": "user", "content": "Hello"}],
+                        "chat_template_kwargs": {"enable_thinking": True},
+                    },
+                ),
+                (
+                    "cut by max_tokens",
+                    {"messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 3},
+                ),
+                (
+                    "tool call",
+                    {
+                        "messages": [{"role": "user", "content": "Weather in Lisbon for 3 days?"}],
+                        "tools": TOOLS,
+                    },
+                ),
+                (
+                    "parallel tool calls",
+                    {
+                        "messages": [{"role": "user", "content": "Weather in Oslo and Rome, 2 days"}],
+                        "tools": TOOLS,
+                    },
+                ),
             ):
                 body = {"model": "sim-model", **body}
-                add(f"{label}: {kind}, non-streamed", "ChatCompletionResponse", client.post(CHAT, json=body).json())
+                add(
+                    f"{label}: {kind}, non-streamed",
+                    "ChatCompletionResponse",
+                    client.post(CHAT, json=body).json(),
+                )
                 streamed = _sse(client, {**body, "stream_options": {"include_usage": True}})
                 for i, chunk in enumerate(streamed):
                     add(f"{label}: {kind}, chunk {i}", "ChatCompletionStreamResponse", chunk)
@@ -109,15 +147,26 @@ def _collect() -> list[dict[str, Any]]:
             add(f"{label}: 404 body", "ErrorResponse", client.get("/v1/models/nope").json())
     # errors from the other paths: start-up, an injected 500, the streamed KV-pool overflow
     with serve_in_thread(SimSettings(**dict(BASE, startup_seconds=30))) as sim:
-        add("503 while starting", "ErrorResponse",
-            httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "x"}]}).json())
+        add(
+            "503 while starting",
+            "ErrorResponse",
+            httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "x"}]}).json(),
+        )
     with serve_in_thread(SimSettings(**BASE, faults=("http_500_every=1",)), wait_ready=True) as sim:
-        add("500 fault", "ErrorResponse",
-            httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "x"}]}).json())
-    with serve_in_thread(SimSettings(**BASE, context_length=4000, max_total_tokens=1000), wait_ready=True) as sim:
-        with httpx.Client(base_url=sim.url, timeout=30) as client, \
-                client.stream("POST", CHAT, json={"messages": [{"role": "user", "content": "word " * 1500}],
-                                                  "stream": True}) as response:
+        add(
+            "500 fault",
+            "ErrorResponse",
+            httpx.post(sim.url + CHAT, json={"messages": [{"role": "user", "content": "x"}]}).json(),
+        )
+    with serve_in_thread(
+        SimSettings(**BASE, context_length=4000, max_total_tokens=1000), wait_ready=True
+    ) as sim:
+        with (
+            httpx.Client(base_url=sim.url, timeout=30) as client,
+            client.stream(
+                "POST", CHAT, json={"messages": [{"role": "user", "content": "word " * 1500}], "stream": True}
+            ) as response,
+        ):
             events = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
         assert events[-1] == "[DONE]" and len(events) == 2
         add("streamed KV overflow error event", "ErrorResponse", json.loads(events[0])["error"])

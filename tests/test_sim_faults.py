@@ -15,13 +15,31 @@ import pytest
 from conftest import free_port
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+FAST = dict(
+    startup_seconds=0.0,
+    decode_tps=20000.0,
+    prefill_tps=1e8,
+    log_requests=False,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+    enable_metrics=True,
+    enable_cache_report=True,
+)
 CHAT = "/v1/chat/completions"
 HELLO = {"messages": [{"role": "user", "content": "Hello there, please say something long enough."}]}
-TOOLS = [{"type": "function", "function": {
-    "name": "get_weather", "description": "Weather for a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-                   "required": ["city", "days"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city", "days"],
+            },
+        },
+    }
+]
 
 
 def sim_with(*faults: str, **settings: Any) -> Any:
@@ -30,10 +48,26 @@ def sim_with(*faults: str, **settings: Any) -> Any:
 
 def _spawn(*args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                             "--startup-seconds", "0", "--decode-tps", "20000", *args],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deploytool.sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--startup-seconds",
+            "0",
+            "--decode-tps",
+            "20000",
+            *args,
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     return proc, f"http://127.0.0.1:{port}"
 
 
@@ -142,7 +176,9 @@ def test_no_reasoning_field_puts_think_block_in_content() -> None:
                 if line.startswith("data: {"):
                     streamed.append(json.loads(line[6:])["choices"][0]["delta"])
     assert msg["reasoning_content"] is None
-    assert msg["content"].startswith("<think>\nSimulator") and "</think>\n\nSimulator reply:" in msg["content"]
+    assert (
+        msg["content"].startswith("<think>\nSimulator") and "</think>\n\nSimulator reply:" in msg["content"]
+    )
     assert not any(d.get("reasoning_content") for d in streamed)
     assert "".join(d.get("content") or "" for d in streamed) == msg["content"]
 
@@ -152,6 +188,10 @@ def test_unknown_fault_is_rejected() -> None:
         SimSettings(faults=("solar_flare",))
     with pytest.raises(ValueError, match="positive integer"):
         SimSettings(faults=("drop_stream=0",))
-    proc = subprocess.run([sys.executable, "-m", "deploytool.sim", "--fault", "crash_after"],
-                          capture_output=True, text=True, timeout=20)
+    proc = subprocess.run(
+        [sys.executable, "-m", "deploytool.sim", "--fault", "crash_after"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert proc.returncode == 2 and "crash_after" in proc.stderr

@@ -26,6 +26,7 @@ HUE_THRESHOLDS = (15, 45, 70, 165, 195, 260, 300, 345)
 
 # --- the referee: the documented rule, pixel by pixel -------------------------------------------
 
+
 def rule_name(rgb: tuple[int, int, int]) -> str:
     """docs/sim.md: value < 0.2 black; saturation < 0.2 white (value > 0.85) or gray; else by hue."""
     hue, sat, val = colorsys.rgb_to_hsv(rgb[0] / 255.0, rgb[1] / 255.0, rgb[2] / 255.0)
@@ -55,15 +56,23 @@ def referee(image: Image.Image) -> tuple[Any, ...]:
     work = image.convert("RGB")
     if max(width, height) > ANALYSIS_MAX_SIDE:
         scale = ANALYSIS_MAX_SIDE / max(width, height)
-        work = work.resize((max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.NEAREST)
+        work = work.resize(
+            (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.NEAREST
+        )
     w, h = work.size
     named: dict[tuple[int, int, int], str] = {}  # the same colour has the same name: name it once
     raw = work.tobytes()
-    names = [named[rgb] if rgb in named else named.setdefault(rgb, rule_name(rgb))
-             for rgb in zip(raw[0::3], raw[1::3], raw[2::3])]
+    names = [
+        named[rgb] if rgb in named else named.setdefault(rgb, rule_name(rgb))
+        for rgb in zip(raw[0::3], raw[1::3], raw[2::3])
+    ]
     # the border: top row, bottom row, left column, right column
-    border = ([names[x] for x in range(w)] + [names[(h - 1) * w + x] for x in range(w)]
-              + [names[y * w] for y in range(h)] + [names[y * w + w - 1] for y in range(h)])
+    border = (
+        [names[x] for x in range(w)]
+        + [names[(h - 1) * w + x] for x in range(w)]
+        + [names[y * w] for y in range(h)]
+        + [names[y * w + w - 1] for y in range(h)]
+    )
     background = first_most_common(border)
     seen = [name == background for name in names]
     shapes = []
@@ -93,6 +102,7 @@ def product(image: Image.Image) -> tuple[Any, ...]:
 
 
 # --- the images -------------------------------------------------------------------------------
+
 
 def suite_photos() -> Iterator[tuple[str, Image.Image]]:
     """The vision suite's photographs as the sim decodes them at photo_side, as JPEG or PNG in turn
@@ -129,14 +139,26 @@ def on_threshold_colours() -> list[tuple[int, int, int]]:
             for top in range(d, 256, 7):
                 low = top - d
                 rising, falling = low + step, top - step
-                colours.add([(top, rising, low), (falling, top, low), (low, top, rising),
-                             (low, falling, top), (rising, low, top), (top, low, falling)][sector])
+                colours.add(
+                    [
+                        (top, rising, low),
+                        (falling, top, low),
+                        (low, top, rising),
+                        (low, falling, top),
+                        (rising, low, top),
+                        (top, low, falling),
+                    ][sector]
+                )
     for top in range(5, 256, 5):  # saturation exactly 0.2: top - low = top / 5
         for mid in range(top - top // 5, top + 1, 3):
-            colours.update({(top, mid, top - top // 5), (top - top // 5, top, mid), (mid, top - top // 5, top)})
+            colours.update(
+                {(top, mid, top - top // 5), (top - top // 5, top, mid), (mid, top - top // 5, top)}
+            )
     for top in (50, 51, 52, 114, 115, 116, 152, 153, 154, 216, 217, 218):  # value thresholds
         colours.update({(top, top // 3, 0), (top, top, top), (0, top, top // 2), (top // 2, 0, top)})
-    near = {tuple(min(255, max(0, c + delta)) for c in rgb) for rgb in list(colours)[::5] for delta in (-1, 1)}
+    near = {
+        tuple(min(255, max(0, c + delta)) for c in rgb) for rgb in list(colours)[::5] for delta in (-1, 1)
+    }
     return sorted(colours | near)
 
 
@@ -144,7 +166,7 @@ def swatches(colours: list[tuple[int, int, int]], rng: random.Random) -> Iterato
     """The colours as blocks of 12 pixels (each its own shape unless named as the background),
     180 to an image, on a background of one of them."""
     for at in range(0, len(colours), 180):
-        chunk = colours[at:at + 180]
+        chunk = colours[at : at + 180]
         image = Image.new("RGB", (60, 60), rng.choice(chunk))
         pen = ImageDraw.Draw(image)
         for k, rgb in enumerate(chunk):
@@ -153,13 +175,23 @@ def swatches(colours: list[tuple[int, int, int]], rng: random.Random) -> Iterato
         yield image
 
 
-def random_images(rng: random.Random, threshold: list[tuple[int, int, int]]) -> Iterator[tuple[str, Image.Image]]:
+def random_images(
+    rng: random.Random, threshold: list[tuple[int, int, int]]
+) -> Iterator[tuple[str, Image.Image]]:
     def colour() -> tuple[int, int, int]:
-        return rng.choice(threshold) if rng.random() < 0.3 else (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        return (
+            rng.choice(threshold)
+            if rng.random() < 0.3
+            else (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        )
 
     for n in range(240):
         kind = n % 6
-        w, h = rng.choice([(1, 1), (1, 40), (40, 1), (2, 30)]) if n % 25 == 0 else (rng.randint(3, 40), rng.randint(3, 40))
+        w, h = (
+            rng.choice([(1, 1), (1, 40), (40, 1), (2, 30)])
+            if n % 25 == 0
+            else (rng.randint(3, 40), rng.randint(3, 40))
+        )
         if kind == 0:  # few colours, speckled: shapes touching, ties in counts and on the border
             palette = [colour() for _ in range(rng.randint(2, 4))]
             image = Image.new("RGB", (w, h))
@@ -169,8 +201,12 @@ def random_images(rng: random.Random, threshold: list[tuple[int, int, int]]) -> 
         elif kind == 2:  # a gradient through hues or values
             a, b = colour(), colour()
             image = Image.new("RGB", (w, h))
-            image.putdata([tuple(round(a[c] + (b[c] - a[c]) * ((i % w) + (i // w)) / (w + h)) for c in range(3))
-                           for i in range(w * h)])
+            image.putdata(
+                [
+                    tuple(round(a[c] + (b[c] - a[c]) * ((i % w) + (i // w)) / (w + h)) for c in range(3))
+                    for i in range(w * h)
+                ]
+            )
         elif kind == 3:  # blobs and specks on a background, as a drawing
             image = Image.new("RGB", (w, h), colour())
             pen = ImageDraw.Draw(image)
@@ -181,8 +217,14 @@ def random_images(rng: random.Random, threshold: list[tuple[int, int, int]]) -> 
         elif kind == 4:  # two colours in equal halves of a shape: a tie the flood fill's order breaks
             image = Image.new("RGB", (w, h), (255, 255, 255))
             a, b = colour(), colour()
-            image.putdata([(a if (i % w + i // w + n) % 2 else b) if 0 < i % w < w - 1 and 0 < i // w < h - 1
-                           else (255, 255, 255) for i in range(w * h)])
+            image.putdata(
+                [
+                    (a if (i % w + i // w + n) % 2 else b)
+                    if 0 < i % w < w - 1 and 0 < i // w < h - 1
+                    else (255, 255, 255)
+                    for i in range(w * h)
+                ]
+            )
         else:  # another mode, converted to RGB first
             mode = rng.choice(["L", "LA", "RGBA", "P", "1", "CMYK"])
             image = Image.frombytes("RGB", (w, h), rng.randbytes(3 * w * h)).convert(mode)
@@ -194,6 +236,7 @@ def random_images(rng: random.Random, threshold: list[tuple[int, int, int]]) -> 
 
 
 # --- the comparisons ----------------------------------------------------------------------------
+
 
 def test_the_suites_photos_are_measured_as_the_rule_says() -> None:
     for label, image in suite_photos():

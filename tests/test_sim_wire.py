@@ -18,7 +18,15 @@ from conftest import free_port
 from deploytool.sim import SimSettings, count_tokens, serve_in_thread
 from deploytool.sim.tokens import fragments
 
-FAST = dict(startup_seconds=0.0, decode_tps=5000.0, prefill_tps=1e7, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+FAST = dict(
+    startup_seconds=0.0,
+    decode_tps=5000.0,
+    prefill_tps=1e7,
+    log_requests=False,
+    default_chat_template_kwargs='{"enable_thinking": false}',
+    enable_metrics=True,
+    enable_cache_report=True,
+)
 CHAT = "/v1/chat/completions"
 
 
@@ -37,7 +45,7 @@ def sse_events(client: httpx.Client, body: dict[str, Any]) -> list[Any]:
         if not block.strip():
             continue
         assert block.startswith("data: "), block
-        payload = block[len("data: "):]
+        payload = block[len("data: ") :]
         events.append(payload if payload == "[DONE]" else json.loads(payload))
     return events
 
@@ -55,6 +63,7 @@ def client(sim: Any) -> Iterator[httpx.Client]:
 
 
 # --- info endpoints -----------------------------------------------------------------------------
+
 
 def test_models_lists_the_served_model(client: httpx.Client) -> None:
     body = client.get("/v1/models").json()
@@ -88,8 +97,20 @@ def test_server_info_reports_settings(client: httpx.Client, sim: Any) -> None:
 
 
 def test_server_info_reports_flags_that_were_given() -> None:
-    settings = SimSettings.from_env_and_args(["--max-running-requests", "8", "--context-length", "262144",
-                                              "--dp-size", "2", "--startup-seconds", "0", "--no-log-requests"], env={})
+    settings = SimSettings.from_env_and_args(
+        [
+            "--max-running-requests",
+            "8",
+            "--context-length",
+            "262144",
+            "--dp-size",
+            "2",
+            "--startup-seconds",
+            "0",
+            "--no-log-requests",
+        ],
+        env={},
+    )
     with serve_in_thread(settings, wait_ready=True) as handle:
         info = httpx.get(handle.url + "/server_info").json()
     assert info["max_running_requests"] == 8 and info["context_length"] == 262144
@@ -102,7 +123,10 @@ def test_speculative_settings_are_reported() -> None:
         metrics = httpx.get(handle.url + "/metrics").text
     assert info["speculative_algorithm"] == "EAGLE" and info["speculative_num_steps"] == 3
     assert info["internal_states"][0]["avg_spec_accept_length"] == 3.2
-    assert 'sglang:spec_accept_length{model_name="sim-model",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 3.2' in metrics
+    assert (
+        'sglang:spec_accept_length{model_name="sim-model",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"} 3.2'
+        in metrics
+    )
     assert "sglang:spec_verify_calls_total{" in metrics
 
 
@@ -119,13 +143,21 @@ def test_metrics_prometheus_text(client: httpx.Client) -> None:
     resp = client.get("/metrics")
     assert resp.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = resp.text
-    for name in ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
-                 "sglang:num_running_reqs", "sglang:spec_accept_length", "sglang:token_usage",
-                 "sglang:cache_hit_rate"):
+    for name in (
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:num_requests_total",
+        "sglang:num_running_reqs",
+        "sglang:spec_accept_length",
+        "sglang:token_usage",
+        "sglang:cache_hit_rate",
+    ):
         line = next(l for l in text.splitlines() if l.startswith(name + "{"))
         assert 'model_name="sim-model"' in line
         float(line.rsplit(" ", 1)[1])
-    requests = float(next(l for l in text.splitlines() if l.startswith("sglang:num_requests_total")).split()[-1])
+    requests = float(
+        next(l for l in text.splitlines() if l.startswith("sglang:num_requests_total")).split()[-1]
+    )
     assert requests >= 1
     assert "# TYPE sglang:time_to_first_token_seconds histogram" in text
 
@@ -141,6 +173,7 @@ def test_unknown_route_is_404_json(client: httpx.Client) -> None:
 
 # --- health and start-up ------------------------------------------------------------------------
 
+
 def test_health_is_503_until_startup_finished() -> None:
     # The simulated start-up cannot end before STARTUP s from `started`: an answer that arrived
     # before then must be the starting server's. A loaded machine can delay the probes past the
@@ -155,7 +188,9 @@ def test_health_is_503_until_startup_finished() -> None:
             return time.monotonic() - started < startup
 
         starting = httpx.get(handle.url + "/health")
-        assert while_starting(starting), "the first probe came after the simulated start-up: nothing was checked"
+        assert while_starting(starting), (
+            "the first probe came after the simulated start-up: nothing was checked"
+        )
         assert starting.status_code == 503 and starting.content == b""  # SGLang: an empty 503
         generate = httpx.get(handle.url + "/health_generate")
         assert generate.status_code == 503 or not while_starting(generate)
@@ -174,8 +209,10 @@ def test_nothing_listens_while_weights_load_then_503_then_200() -> None:
     # 0.8 s and 0.5 s. The order of what the probes saw is the rule; the clock only spaces it.
     # One client keeping no connection: each probe opens its own, as httpx.get does, without
     # loading a TLS context per probe as httpx.get does (~120 probes: most of this test's CPU).
-    with serve_in_thread(SimSettings(**{**FAST, "load_seconds": 3.0, "startup_seconds": 3.0})) as handle, \
-            httpx.Client(timeout=2, limits=httpx.Limits(max_keepalive_connections=0)) as probe:
+    with (
+        serve_in_thread(SimSettings(**{**FAST, "load_seconds": 3.0, "startup_seconds": 3.0})) as handle,
+        httpx.Client(timeout=2, limits=httpx.Limits(max_keepalive_connections=0)) as probe,
+    ):
         with pytest.raises(httpx.ConnectError):  # refused, as before SGLang's HTTP server starts
             probe.get(handle.url + "/health")
         deadline = time.monotonic() + 30
@@ -207,6 +244,7 @@ def test_serve_in_thread_picks_free_ports_and_stops() -> None:
 
 # --- chat: non-streaming and streaming ----------------------------------------------------------
 
+
 def test_non_streaming_shape(client: httpx.Client) -> None:
     body = client.post(CHAT, json=chat_body("Hello there, simulator.")).json()
     assert set(body) == {"id", "object", "created", "model", "choices", "usage", "metadata"}
@@ -217,8 +255,9 @@ def test_non_streaming_shape(client: httpx.Client) -> None:
     assert choice["logprobs"] is None and choice["matched_stop"] is None
     msg = choice["message"]
     assert msg["role"] == "assistant" and msg["reasoning_content"] is None and "tool_calls" not in msg
-    assert msg["content"] == ("Simulator reply: I received 9 tokens; the last user message was: "
-                              "'Hello there, simulator.'")
+    assert msg["content"] == (
+        "Simulator reply: I received 9 tokens; the last user message was: 'Hello there, simulator.'"
+    )
     usage = body["usage"]
     assert usage["prompt_tokens"] == 4 + count_tokens("Hello there, simulator.") == 9
     assert usage["completion_tokens"] == count_tokens(msg["content"])
@@ -258,8 +297,9 @@ def test_streaming_without_usage_has_no_usage_chunk(client: httpx.Client) -> Non
 def test_reasoning_content_only_when_thinking(client: httpx.Client) -> None:
     off = client.post(CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
     assert off["reasoning_content"] is None
-    on_body = chat_body("Hi", chat_template_kwargs={"enable_thinking": True},
-                        stream_options={"include_usage": True})
+    on_body = chat_body(
+        "Hi", chat_template_kwargs={"enable_thinking": True}, stream_options={"include_usage": True}
+    )
     on = client.post(CHAT, json=on_body).json()
     msg = on["choices"][0]["message"]
     assert msg["reasoning_content"].startswith("Simulator") and msg["reasoning_content"].endswith("\n")
@@ -269,8 +309,10 @@ def test_reasoning_content_only_when_thinking(client: httpx.Client) -> None:
     assert on["usage"]["reasoning_tokens"] == count_tokens(msg["reasoning_content"].rstrip("\n")) + 1
     assert on["usage"]["completion_tokens_details"] == {"reasoning_tokens": on["usage"]["reasoning_tokens"]}
     events = sse_events(client, on_body)
-    kinds = ["reasoning_content" if e["choices"][0]["delta"].get("reasoning_content") else "content"
-             for e in events[1:-3]]
+    kinds = [
+        "reasoning_content" if e["choices"][0]["delta"].get("reasoning_content") else "content"
+        for e in events[1:-3]
+    ]
     first_content = kinds.index("content")
     assert set(kinds[:first_content]) == {"reasoning_content"} and set(kinds[first_content:]) == {"content"}
 
@@ -280,12 +322,18 @@ def test_thinking_default_follows_the_reasoning_parser_unless_default_kwargs_say
     with serve_in_thread(SimSettings(**plain)) as handle:  # --reasoning-parser qwen3: enable_thinking mode
         msg = httpx.post(handle.url + CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
         assert msg["reasoning_content"]
-        off = httpx.post(handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": False}))
+        off = httpx.post(
+            handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": False})
+        )
         assert off.json()["choices"][0]["message"]["reasoning_content"] is None
-    with serve_in_thread(SimSettings(**FAST)) as handle:  # --default-chat-template-kwargs enable_thinking false
+    with serve_in_thread(
+        SimSettings(**FAST)
+    ) as handle:  # --default-chat-template-kwargs enable_thinking false
         msg = httpx.post(handle.url + CHAT, json=chat_body("Hi")).json()["choices"][0]["message"]
         assert msg["reasoning_content"] is None
-        on = httpx.post(handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": True}))
+        on = httpx.post(
+            handle.url + CHAT, json=chat_body("Hi", chat_template_kwargs={"enable_thinking": True})
+        )
         assert on.json()["choices"][0]["message"]["reasoning_content"]
 
 
@@ -332,17 +380,28 @@ def test_sampling_params_accepted_and_temperature_zero_is_deterministic(client: 
 
 # --- errors -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("payload, needle", [
-    (b"{not json", "Invalid JSON"),
-    (b"[]", "JSON object"),
-    (json.dumps({"model": "m"}).encode(), "messages"),
-    (json.dumps({"messages": []}).encode(), "messages"),
-    (json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), "role"),
-    (json.dumps(chat_body(max_tokens=-1)).encode(), "max_tokens must be positive"),
-    (json.dumps(chat_body(temperature=-1)).encode(), "temperature"),
-    (json.dumps(chat_body(tool_choice={"type": "function", "function": {"name": "nope"}},
-                          tools=[{"type": "function", "function": {"name": "a"}}])).encode(), "nope"),
-])
+
+@pytest.mark.parametrize(
+    "payload, needle",
+    [
+        (b"{not json", "Invalid JSON"),
+        (b"[]", "JSON object"),
+        (json.dumps({"model": "m"}).encode(), "messages"),
+        (json.dumps({"messages": []}).encode(), "messages"),
+        (json.dumps({"messages": [{"role": "wizard", "content": "x"}]}).encode(), "role"),
+        (json.dumps(chat_body(max_tokens=-1)).encode(), "max_tokens must be positive"),
+        (json.dumps(chat_body(temperature=-1)).encode(), "temperature"),
+        (
+            json.dumps(
+                chat_body(
+                    tool_choice={"type": "function", "function": {"name": "nope"}},
+                    tools=[{"type": "function", "function": {"name": "a"}}],
+                )
+            ).encode(),
+            "nope",
+        ),
+    ],
+)
 def test_bad_requests_are_400_in_sglang_shape(client: httpx.Client, payload: bytes, needle: str) -> None:
     resp = client.post(CHAT, content=payload, headers={"content-type": "application/json"})
     assert resp.status_code == 400
@@ -358,22 +417,30 @@ def test_prompt_longer_than_context_or_kv_pool_is_refused_fast() -> None:
     settings = SimSettings(**{**FAST, "prefill_tps": 2000.0}, context_length=2000, max_total_tokens=1000)
     with serve_in_thread(settings) as handle, httpx.Client(base_url=handle.url, timeout=10) as c:
         t0 = time.monotonic()
-        assert c.post(CHAT, json=chat_body("word " * 800, max_tokens=1)).status_code == 200  # ~0.4 s of prefill
+        assert (
+            c.post(CHAT, json=chat_body("word " * 800, max_tokens=1)).status_code == 200
+        )  # ~0.4 s of prefill
         accepted = time.monotonic() - t0
         t0 = time.monotonic()
         over_kv = c.post(CHAT, json=chat_body("word " * 1500))
         assert over_kv.status_code == 400
-        kv_message = ("Input length (1504 tokens) exceeds the maximum allowed length (999 tokens). "
-                      "Use a shorter input or enable --allow-auto-truncate.")
+        kv_message = (
+            "Input length (1504 tokens) exceeds the maximum allowed length (999 tokens). "
+            "Use a shorter input or enable --allow-auto-truncate."
+        )
         assert over_kv.json()["message"] == kv_message
         # streamed, the scheduler's abort arrives after the 200: an error event, then [DONE]
         streamed = c.post(CHAT, json=chat_body("word " * 1500, stream=True))
         assert streamed.status_code == 200
-        assert streamed.text == ('data: {"error": {"object": "error", "message": "' + kv_message
-                                 + '", "type": "BAD_REQUEST", "param": null, "code": 400}}\n\ndata: [DONE]\n\n')
+        assert streamed.text == (
+            'data: {"error": {"object": "error", "message": "'
+            + kv_message
+            + '", "type": "BAD_REQUEST", "param": null, "code": 400}}\n\ndata: [DONE]\n\n'
+        )
         over_ctx = c.post(CHAT, json=chat_body("word " * 2500))
-        assert over_ctx.json()["message"] == ("The input (2504 tokens) is longer than the model's context "
-                                              "length (2000 tokens).")
+        assert over_ctx.json()["message"] == (
+            "The input (2504 tokens) is longer than the model's context length (2000 tokens)."
+        )
         too_much = c.post(CHAT, json=chat_body("word " * 500, max_tokens=1800))
         assert too_much.status_code == 400 and "maximum context length" in too_much.json()["message"]
         assert time.monotonic() - t0 < accepted
@@ -381,8 +448,17 @@ def test_prompt_longer_than_context_or_kv_pool_is_refused_fast() -> None:
 
 # --- timing and capacity ------------------------------------------------------------------------
 
+
 def test_decode_and_prefill_timing() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, prefill_tps=2000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+    settings = SimSettings(
+        startup_seconds=0,
+        decode_tps=100,
+        prefill_tps=2000,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     with serve_in_thread(settings) as handle, httpx.Client(base_url=handle.url, timeout=10) as c:
         # 996 prompt words + 4 overhead = 1000 tokens -> 0.5 s prefill; 31 tokens -> 0.3 s decode
         body = chat_body("w " * 996, max_tokens=31, ignore_eos=True)
@@ -400,7 +476,10 @@ def test_decode_and_prefill_timing() -> None:
         t0 = time.monotonic()
         c.post(CHAT, json={**body, "messages": [{"role": "user", "content": "v " * 996}]})
         plain = time.monotonic() - t0
-        assert plain >= 0.75 and 0.6 <= plain / total <= 1.6, (plain, total)  # non-streaming takes the same time
+        assert plain >= 0.75 and 0.6 <= plain / total <= 1.6, (
+            plain,
+            total,
+        )  # non-streaming takes the same time
 
 
 def _timed_requests(url: str, count: int, body: dict[str, Any]) -> list[float]:
@@ -423,7 +502,15 @@ def _timed_requests(url: str, count: int, body: dict[str, Any]) -> list[float]:
 
 
 def test_requests_beyond_max_running_queue_fifo() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, max_running_requests=2, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+    settings = SimSettings(
+        startup_seconds=0,
+        decode_tps=100,
+        max_running_requests=2,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     with serve_in_thread(settings) as handle:
         body = chat_body("queue", max_tokens=21, ignore_eos=True)  # 0.2 s each
         done = _timed_requests(handle.url, 4, body)
@@ -433,12 +520,21 @@ def test_requests_beyond_max_running_queue_fifo() -> None:
         assert done[0] >= 0.19 and done[1] >= 0.19, done
         assert done[2] >= 0.38 and done[3] >= 0.38, done  # the others waited for a slot
         metrics = httpx.get(handle.url + "/metrics").text.replace(
-            ',engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"', "")
+            ',engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"', ""
+        )
         assert 'sglang:num_running_reqs{model_name="sim-model"} 0.0' in metrics
 
 
 def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=100, max_total_tokens=1000, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+    settings = SimSettings(
+        startup_seconds=0,
+        decode_tps=100,
+        max_total_tokens=1000,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     with serve_in_thread(settings) as handle:
         # two 600-token prompts do not fit the 1000-token pool together: the second waits, so the
         # pair takes about 1.7 times one alone where two at once would take 1.0 (a ratio: a
@@ -450,7 +546,15 @@ def test_kv_pool_admits_only_prompts_that_fit_together() -> None:
 
 
 def test_aggregate_tps_shares_decode_speed() -> None:
-    settings = SimSettings(startup_seconds=0, decode_tps=1000, aggregate_tps=100, log_requests=False, default_chat_template_kwargs='{"enable_thinking": false}', enable_metrics=True, enable_cache_report=True)
+    settings = SimSettings(
+        startup_seconds=0,
+        decode_tps=1000,
+        aggregate_tps=100,
+        log_requests=False,
+        default_chat_template_kwargs='{"enable_thinking": false}',
+        enable_metrics=True,
+        enable_cache_report=True,
+    )
     with serve_in_thread(settings) as handle:
         # 2 requests x 20 tokens at 100 tok/s in total: about 0.4 s, not 0.02 s; about twice one
         # alone. Lower bounds only, as above: a loaded machine delays what the client sees and
@@ -464,29 +568,63 @@ def test_aggregate_tps_shares_decode_speed() -> None:
 
 def test_prefix_cache_reports_cached_tokens(client: httpx.Client) -> None:
     shared = "A long shared system prompt about deployments. " * 60
-    first = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
-                                                 {"role": "user", "content": "question one"}]}).json()
-    second = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
-                                                  {"role": "user", "content": "question two"}]}).json()
+    first = client.post(
+        CHAT,
+        json={
+            "messages": [{"role": "system", "content": shared}, {"role": "user", "content": "question one"}]
+        },
+    ).json()
+    second = client.post(
+        CHAT,
+        json={
+            "messages": [{"role": "system", "content": shared}, {"role": "user", "content": "question two"}]
+        },
+    ).json()
     assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
     assert 0.8 * count_tokens(shared) <= cached < second["usage"]["prompt_tokens"]
-    unique = client.post(CHAT, json={"messages": [{"role": "system", "content": "nonce 8a7f. " + shared},
-                                                  {"role": "user", "content": "question two"}]}).json()
+    unique = client.post(
+        CHAT,
+        json={
+            "messages": [
+                {"role": "system", "content": "nonce 8a7f. " + shared},
+                {"role": "user", "content": "question two"},
+            ]
+        },
+    ).json()
     assert unique["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert client.post("/flush_cache").status_code == 200
-    again = client.post(CHAT, json={"messages": [{"role": "system", "content": shared},
-                                                 {"role": "user", "content": "question one"}]}).json()
+    again = client.post(
+        CHAT,
+        json={
+            "messages": [{"role": "system", "content": shared}, {"role": "user", "content": "question one"}]
+        },
+    ).json()
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
 
 
 # --- settings, CLI, process -----------------------------------------------------------------------
 
+
 def test_settings_from_env_and_args() -> None:
-    env = {"DEPLOYTOOL_SIM_DECODE_TPS": "55", "DEPLOYTOOL_SIM_VISION": "false",
-           "DEPLOYTOOL_SIM_FAULT": "never_ready,drop_stream=4", "DEPLOYTOOL_SIM_SERVED_MODEL_NAME": "env-name"}
-    s = SimSettings.from_env_and_args(["--decode-tps", "77", "--fault", "http_500_every=3",
-                                       "--thinking-default", "on", "--no-reasoning-field"], env=env)
+    env = {
+        "DEPLOYTOOL_SIM_DECODE_TPS": "55",
+        "DEPLOYTOOL_SIM_VISION": "false",
+        "DEPLOYTOOL_SIM_FAULT": "never_ready,drop_stream=4",
+        "DEPLOYTOOL_SIM_SERVED_MODEL_NAME": "env-name",
+    }
+    s = SimSettings.from_env_and_args(
+        [
+            "--decode-tps",
+            "77",
+            "--fault",
+            "http_500_every=3",
+            "--thinking-default",
+            "on",
+            "--no-reasoning-field",
+        ],
+        env=env,
+    )
     assert s.decode_tps == 77.0 and s.vision is False and s.served_model_name == "env-name"
     assert s.faults == ("never_ready", "drop_stream=4", "http_500_every=3")
     assert s.thinking_default is True and s.no_reasoning_field is True
@@ -509,9 +647,24 @@ def test_token_rule() -> None:
 def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "deploytool.sim", "--host", "127.0.0.1", "--port", str(port),
-                             "--startup-seconds", "0.1", "--default-chat-template-kwargs",
-                             '{"enable_thinking": false}'], stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "deploytool.sim",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--startup-seconds",
+            "0.1",
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false}',
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -531,9 +684,11 @@ def test_module_runs_as_a_process_with_only_its_own_dependencies() -> None:
     assert "SIMULATOR" in err and "NOT a model" in err
     assert "POST /v1/chat/completions 200 prompt=5" in err
     # the slim image has no deploytool dependencies besides starlette, uvicorn and pillow
-    probe = ("import sys, deploytool.sim, deploytool.sim.__main__; "
-             "bad = {'pydantic','typer','rich','docker','yaml','jinja2','httpx','pandas','numpy','matplotlib'}; "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))")
+    probe = (
+        "import sys, deploytool.sim, deploytool.sim.__main__; "
+        "bad = {'pydantic','typer','rich','docker','yaml','jinja2','httpx','pandas','numpy','matplotlib'}; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in bad))"
+    )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
 

@@ -37,8 +37,11 @@ def test_every_hand_over_drains_the_serving_release_and_a_failed_releases_stop_d
     from deploytool.deploy.plan import UpOptions, plan_rollback, plan_up
     from deploy_facts import SIM
 
-    up = plan_up(facts(release(1, "running"), current=1, next_release=2), SIM,
-                 UpOptions(skip_qualify=True, drain_timeout=12))
+    up = plan_up(
+        facts(release(1, "running"), current=1, next_release=2),
+        SIM,
+        UpOptions(skip_qualify=True, drain_timeout=12),
+    )
     assert next(s for s in up.steps if isinstance(s, Stop)).drain_s == 12
     assert up.restore[0].drain_s is None  # the new release that failed is stopped at once
     back = plan_rollback(facts(release(1), release(2, "running"), current=2, previous=1))
@@ -46,7 +49,9 @@ def test_every_hand_over_drains_the_serving_release_and_a_failed_releases_stop_d
 
 
 def test_nothing_to_stop_or_to_start_is_refused_in_planning():
-    with pytest.raises(DeployError, match="has nothing to stop: no release of it runs \\(releases kept: 1, 2\\)"):
+    with pytest.raises(
+        DeployError, match="has nothing to stop: no release of it runs \\(releases kept: 1, 2\\)"
+    ):
         plan_stop(facts(release(1), release(2), current=2, previous=1))
     with pytest.raises(DeployError, match="already serves on slot cpu"):
         plan_start(facts(release(1, "running"), current=1))
@@ -69,7 +74,9 @@ def test_start_brings_the_current_release_back_and_cuts_over_to_it():
 
 
 def test_start_never_brings_back_another_release_unasked():
-    gone = facts(release(2), current=1, previous=2, next_release=3)  # 1 was rolled back to; its container is gone
+    gone = facts(
+        release(2), current=1, previous=2, next_release=3
+    )  # 1 was rolled back to; its container is gone
     with pytest.raises(DeployError, match="current release 1 is not on this engine") as refused:
         plan_start(gone)
     hint = refused.value.hint or ""
@@ -77,10 +84,15 @@ def test_start_never_brings_back_another_release_unasked():
     assert "`deploytool rollback --cpu` starts the rollback target, release 2" in hint
     assert "`deploytool start --cpu --release N` starts a kept release (N: 2)" in hint
     plan = plan_start(gone, 2)  # asked for: said, and recorded as current in place of 1
-    assert plan.in_place_of == 1 and "starts release 2 in place of the slot's current release 1" in plan.lines()[1]
+    assert (
+        plan.in_place_of == 1
+        and "starts release 2 in place of the slot's current release 1" in plan.lines()[1]
+    )
     cut = plan.steps[-1]
     assert isinstance(cut, CutOver) and (cut.release, cut.previous) == (2, None)
-    kept = plan_start(facts(release(1), release(2), current=1, previous=2), 2)  # 1 still there: the rollback target
+    kept = plan_start(
+        facts(release(1), release(2), current=1, previous=2), 2
+    )  # 1 still there: the rollback target
     assert (kept.steps[-1].release, kept.steps[-1].previous, kept.in_place_of) == (2, 1, 1)
     with pytest.raises(DeployError, match="release 7 of slot cpu is not on this engine \\(kept: 1, 2\\)"):
         plan_start(facts(release(1), release(2), current=1), 7)
@@ -109,9 +121,20 @@ def test_since_takes_a_duration_or_a_time():
 
 
 def test_the_journal_reads_a_drain_in_words():
-    entry = {"event": "release.drained", "slot": "cpu", "release": 2, "timeout_s": 1.0, "waited_s": 1.0,
-             "at_start": 3, "left": 2, "why": None, "drained": False}
-    assert "2 request(s) still running or queued at the drain timeout of 1 s (of 3): cut by the stop" in line(entry)
+    entry = {
+        "event": "release.drained",
+        "slot": "cpu",
+        "release": 2,
+        "timeout_s": 1.0,
+        "waited_s": 1.0,
+        "at_start": 3,
+        "left": 2,
+        "why": None,
+        "drained": False,
+    }
+    assert "2 request(s) still running or queued at the drain timeout of 1 s (of 3): cut by the stop" in line(
+        entry
+    )
 
 
 def test_a_release_of_another_state_folder_is_taken_over_only_when_asked():
@@ -119,19 +142,29 @@ def test_a_release_of_another_state_folder_is_taken_over_only_when_asked():
     from deploytool.deploy.plan import UpOptions, plan_rollback, plan_up
 
     theirs = facts(release(1), release(2, "running"), current=1, previous=None, next_release=2)
-    theirs.recorded, theirs.state_folder = frozenset({1}), "/home/b/.local/state/deploytool"  # 2: not made here
-    plans = {"stop": lambda t: plan_stop(theirs, take_over=t),
-             "down": lambda t: plan_down(theirs, networks=[], volume=None, state=None, take_over=t),
-             "up": lambda t: plan_up(theirs, SIM, UpOptions(skip_qualify=True, take_over=t)),
-             "rollback": lambda t: plan_rollback(theirs, take_over=t)}
+    theirs.recorded, theirs.state_folder = (
+        frozenset({1}),
+        "/home/b/.local/state/deploytool",
+    )  # 2: not made here
+    plans = {
+        "stop": lambda t: plan_stop(theirs, take_over=t),
+        "down": lambda t: plan_down(theirs, networks=[], volume=None, state=None, take_over=t),
+        "up": lambda t: plan_up(theirs, SIM, UpOptions(skip_qualify=True, take_over=t)),
+        "rollback": lambda t: plan_rollback(theirs, take_over=t),
+    }
     for action, plan in plans.items():
-        with pytest.raises(DeployError, match="release 2 \\(serving\\) of slot cpu was started from another state "
-                                              "folder") as refused:
+        with pytest.raises(
+            DeployError, match="release 2 \\(serving\\) of slot cpu was started from another state folder"
+        ) as refused:
             plan(False)
         said = refused.value.message
-        assert "(/home/b/.local/state/deploytool, DEPLOYTOOL_INSTANCE=" in said and f"`{action}` would" in said
-        assert all(word in (refused.value.hint or "") for word in ("DEPLOYTOOL_INSTANCE", "DEPLOYTOOL_HOME",
-                                                                   "--take-over"))
+        assert (
+            "(/home/b/.local/state/deploytool, DEPLOYTOOL_INSTANCE=" in said and f"`{action}` would" in said
+        )
+        assert all(
+            word in (refused.value.hint or "")
+            for word in ("DEPLOYTOOL_INSTANCE", "DEPLOYTOOL_HOME", "--take-over")
+        )
         if action != "rollback":  # no rollback target here: refused for that, once asked to take over
             assert plan(True).steps
     # a stopped release of theirs: start refuses it by number, down because it would remove it

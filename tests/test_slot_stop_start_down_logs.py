@@ -92,7 +92,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert up(slot_env, "t-good").returncode == 0
     two = up(slot_env, "t-good2")
     assert two.returncode == 0, two.stdout + two.stderr  # release 2 serves, 1 is the rollback target
-    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [(1, True)]  # up's hand-over drained 1
+    assert [(d["release"], d["drained"]) for d in _json(two)["drains"]] == [
+        (1, True)
+    ]  # up's hand-over drained 1
 
     # --follow (read below, after the stop and start) goes on across a restart: the release's
     # second start is in the same stream; without --release it follows the slot: a new up, then
@@ -111,7 +113,7 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
 
     def after(notice: str) -> list[str]:
         found = [i for i, line in enumerate(seen) if line.startswith(notice)]
-        return seen[found[0] + 1:] if found else []
+        return seen[found[0] + 1 :] if found else []
 
     listening = lambda lines: sum("listening on" in line for line in lines)  # noqa: E731
     try:
@@ -119,7 +121,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
         slot_steps(slot_env, port)
         # the follower, started before the stop and start above, is still on release 2
         wait_for(lambda: listening(seen) >= 2)
-        assert not any(line.startswith("deploytool: slot") for line in seen), seen  # the same release: no notice
+        assert not any(line.startswith("deploytool: slot") for line in seen), (
+            seen
+        )  # the same release: no notice
         assert up(slot_env, "t-good").returncode == 0  # release 3
         new_up = "deploytool: slot cpu is served by release 3 now (was release 2); its log follows"
         wait_for(lambda: listening(after(new_up)) >= 1)
@@ -141,7 +145,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert "FAULT crash_on_start" in slot_env("logs", "--cpu", "--release", "4").stdout
 
     # down: says what goes (the dry run changes nothing), then removes releases, projects, networks
-    networks = lambda: docker_engine.client.networks.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})  # noqa: E731
+    networks = lambda: docker_engine.client.networks.list(
+        filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
+    )  # noqa: E731
     assert networks(), "each release's network carries the instance label"
     dry = _json(slot_env("down", "--cpu", "--dry-run", "--json"))["plan"]
     assert [s["step"] for s in dry["steps"]] == ["Stop", "Remove", "Remove", "Remove", "Remove", "RemoveSlot"]
@@ -151,7 +157,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert "goes: 2. remove release 1" in gone.stderr
     assert {"release 1 (deploytool-%s-cpu-r1-server)" % labels.instance()} <= set(_json(gone)["removed"])
     assert docker_engine.releases("cpu") == [] and networks() == []
-    assert docker_engine.volume_exists(Slot().cache_volume()) and slot_path("cpu").exists()  # kept without --volumes
+    assert (
+        docker_engine.volume_exists(Slot().cache_volume()) and slot_path("cpu").exists()
+    )  # kept without --volumes
     volumes = slot_env("down", "--cpu", "--volumes", "--json")
     assert volumes.returncode == 0, volumes.stderr
     assert not docker_engine.volume_exists(Slot().cache_volume()) and not slot_path("cpu").exists()
@@ -159,8 +167,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert nothing.returncode == 1 and "has nothing to remove" in _json(nothing)["error"]["message"]
 
 
-def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of_the_volume(slot_env,
-                                                                                            docker_engine):
+def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of_the_volume(
+    slot_env, docker_engine
+):
     """A throwaway container that a killed deploytool left on the cache volume goes with it; a
     container of anything else using it stops `down --volumes` at the volume, named, and the
     release it has already removed is not brought back."""
@@ -170,11 +179,19 @@ def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of
     assert up(slot_env, "t-good").returncode == 0
     volume, image = Slot().cache_volume(), docker_engine.releases("cpu")[0].image
     mounted = {volume: {"bind": "/cache", "mode": "rw"}}
-    left = docker_engine.client.containers.create(image, ["true"], network_mode="none", volumes=mounted,
-                                                  labels={labels.THROWAWAY: labels.instance()})
-    user = docker_engine.client.containers.run(image, ["300"], entrypoint=["sleep"], detach=True, volumes=mounted,
-                                               network_mode="none", name=f"{labels.name_prefix()}-volume-user",
-                                               labels={labels.INSTANCE: labels.instance()})
+    left = docker_engine.client.containers.create(
+        image, ["true"], network_mode="none", volumes=mounted, labels={labels.THROWAWAY: labels.instance()}
+    )
+    user = docker_engine.client.containers.run(
+        image,
+        ["300"],
+        entrypoint=["sleep"],
+        detach=True,
+        volumes=mounted,
+        network_mode="none",
+        name=f"{labels.name_prefix()}-volume-user",
+        labels={labels.INSTANCE: labels.instance()},
+    )
     refused = slot_env("down", "--cpu", "--volumes", "--json")
     assert refused.returncode == 1
     error = _json(refused)["error"]
@@ -186,23 +203,43 @@ def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of
     user.remove(force=True)
     assert slot_env("down", "--cpu", "--volumes").returncode == 0
     assert not docker_engine.volume_exists(volume)
-    assert [c.id for c in docker_engine.client.containers.list(all=True, sparse=True) if c.id == left.id] == []
+    assert [
+        c.id for c in docker_engine.client.containers.list(all=True, sparse=True) if c.id == left.id
+    ] == []
 
 
-def test_a_test_instance_never_touches_another_instances_release(slot_env, profiles_dir, tmp_path, docker_engine):
+def test_a_test_instance_never_touches_another_instances_release(
+    slot_env, profiles_dir, tmp_path, docker_engine
+):
     """A person's release left serving (the demo's: another instance, another state directory)
     and this test's slot of the same name: stop and down of the test's touch only the test's."""
     from conftest import free_port, run_cli, run_clis
     from deploytool.host import labels
 
-    theirs = {"DEPLOYTOOL_INSTANCE": f"{labels.instance()}-person", "DEPLOYTOOL_HOME": str(tmp_path / "person")}
+    theirs = {
+        "DEPLOYTOOL_INSTANCE": f"{labels.instance()}-person",
+        "DEPLOYTOOL_HOME": str(tmp_path / "person"),
+    }
     port = free_port()
     try:
         # theirs and this test's put up at once (two instances, two state directories)
-        made, ours = run_clis(*(("up", "--cpu", "--profile", name, "--port", str(where), "--skip-qualify",
-                                 "--profiles-dir", str(profiles_dir)) for name, where in (("t-good", port),
-                                                                                          ("t-good2", slot_env.port))),
-                              envs=[theirs, None])
+        made, ours = run_clis(
+            *(
+                (
+                    "up",
+                    "--cpu",
+                    "--profile",
+                    name,
+                    "--port",
+                    str(where),
+                    "--skip-qualify",
+                    "--profiles-dir",
+                    str(profiles_dir),
+                )
+                for name, where in (("t-good", port), ("t-good2", slot_env.port))
+            ),
+            envs=[theirs, None],
+        )
         assert made.returncode == 0, made.stderr
         assert ours.returncode == 0, ours.stderr
         assert slot_env("stop", "--cpu").returncode == 0

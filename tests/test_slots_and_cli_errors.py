@@ -19,10 +19,15 @@ def test_the_same_cards_are_the_same_slot_in_any_order():
     assert slot_from_options([B, A], False).name == "gpu-aaaaaaaa-bbbbbbbb"
 
 
-@pytest.mark.parametrize("gpus, cpu, message", [
-    ([A], True, "not both"), ([], False, "say which slot"), (["GPU-12"], False, "is not a GPU UUID"),
-    ([A, A], False, "twice"),
-])
+@pytest.mark.parametrize(
+    "gpus, cpu, message",
+    [
+        ([A], True, "not both"),
+        ([], False, "say which slot"),
+        (["GPU-12"], False, "is not a GPU UUID"),
+        ([A, A], False, "twice"),
+    ],
+)
 def test_bad_slot_options(gpus, cpu, message):
     with pytest.raises(UsageError, match=message):
         slot_from_options(gpus, cpu)
@@ -40,13 +45,20 @@ def test_instances_keep_their_own_slot_state_and_journal(monkeypatch: pytest.Mon
 
 
 def release_on(host_ip: str) -> Release:
-    return Release("cpu", 1, "sim", "img", "id", "name", "running", "healthy", 31000, [], True, "", 0, host_ip)
+    return Release(
+        "cpu", 1, "sim", "img", "id", "name", "running", "healthy", 31000, [], True, "", 0, host_ip
+    )
 
 
-@pytest.mark.parametrize("host_ip, url", [
-    ("127.0.0.1", "http://127.0.0.1:31000"), ("0.0.0.0", "http://127.0.0.1:31000"),
-    ("192.0.2.2", "http://192.0.2.2:31000"), ("::", "http://[::1]:31000"),
-])
+@pytest.mark.parametrize(
+    "host_ip, url",
+    [
+        ("127.0.0.1", "http://127.0.0.1:31000"),
+        ("0.0.0.0", "http://127.0.0.1:31000"),
+        ("192.0.2.2", "http://192.0.2.2:31000"),
+        ("::", "http://[::1]:31000"),
+    ],
+)
 def test_release_url_follows_the_published_address(host_ip: str, url: str):
     assert release_on(host_ip).url == url
 

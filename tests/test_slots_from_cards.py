@@ -18,7 +18,11 @@ from deploytool.host.nvml_standin import StandInNvml
 from deploytool.profiles import ProfileStore
 
 HOSTS = Path(__file__).resolve().parent / "data" / "nvml-hosts"
-H200, RTX, PRO = "h200-qwen3.6-35b-a3b-fp8", "rtx5090-qwen3.6-35b-a3b-nvfp4", "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4"
+H200, RTX, PRO = (
+    "h200-qwen3.6-35b-a3b-fp8",
+    "rtx5090-qwen3.6-35b-a3b-nvfp4",
+    "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4",
+)
 TP8, TP4 = "b300x8-glm5.2-nvfp4-tp8", "gb300x4-glm5.2-nvfp4-tp4"
 
 
@@ -35,7 +39,8 @@ def tp2_store(tmp_path: Path) -> ProfileStore:
     """The H200 profile over two cards (tensor parallel 2)."""
     (tmp_path / "profiles").mkdir(exist_ok=True)
     (tmp_path / "profiles" / "h200-tp2.yaml").write_text(
-        f"name: h200-tp2\nextends: {H200}\nmatch: {{gpu_count: 2}}\nserver: {{args: {{tp-size: 2}}}}\n")
+        f"name: h200-tp2\nextends: {H200}\nmatch: {{gpu_count: 2}}\nserver: {{args: {{tp-size: 2}}}}\n"
+    )
     return ProfileStore([tmp_path / "profiles"])
 
 
@@ -48,17 +53,20 @@ def described(tmp_path: Path, name: str, change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("host, profile, expected", [
-    ("rtx5090x2", RTX, [["GPU0"], ["GPU1"]]),
-    ("mixed-5090-pro6000", RTX, [["GPU0"], ["GPU1"]]),
-    ("mixed-5090-pro6000", PRO, [["GPU0"], ["GPU1"]]),
-    ("h200x2-pcie-switch", H200, [["GPU0"], ["GPU1"]]),
-    ("h200-mig", H200, [["GPU0 MIG0"], ["GPU0 MIG1"], ["GPU1"]]),
-    ("b300x8", TP8, [[f"GPU{i}" for i in range(8)]]),
-    ("gb300x4", TP4, [["GPU0", "GPU1", "GPU2", "GPU3"]]),
-    ("b300x8", H200, []),
-    ("rtx5090x2", TP8, []),
-])
+@pytest.mark.parametrize(
+    "host, profile, expected",
+    [
+        ("rtx5090x2", RTX, [["GPU0"], ["GPU1"]]),
+        ("mixed-5090-pro6000", RTX, [["GPU0"], ["GPU1"]]),
+        ("mixed-5090-pro6000", PRO, [["GPU0"], ["GPU1"]]),
+        ("h200x2-pcie-switch", H200, [["GPU0"], ["GPU1"]]),
+        ("h200-mig", H200, [["GPU0 MIG0"], ["GPU0 MIG1"], ["GPU1"]]),
+        ("b300x8", TP8, [[f"GPU{i}" for i in range(8)]]),
+        ("gb300x4", TP4, [["GPU0", "GPU1", "GPU2", "GPU3"]]),
+        ("b300x8", H200, []),
+        ("rtx5090x2", TP8, []),
+    ],
+)
 def test_slots_offered_per_profile_on_every_host(store, host, profile, expected):
     plan = plan_slots(store.get(profile), inventory(host))
     assert [s.cards for s in plan.slots] == expected
@@ -87,7 +95,9 @@ def test_a_group_that_would_cross_numa_nodes_without_nvlink_is_refused(tmp_path)
     def split(host):  # the second card on the other socket, under its own host bridge
         host["gpus"][1].update(numa_node=1, pcie_path=["root-1"])
 
-    plan = plan_slots(tp2_store(tmp_path).get("h200-tp2"), inventory("", described(tmp_path, "h200x2-pcie-switch", split)))
+    plan = plan_slots(
+        tp2_store(tmp_path).get("h200-tp2"), inventory("", described(tmp_path, "h200x2-pcie-switch", split))
+    )
     assert plan.slots == [] and len(plan.refused) == 1
     refused = plan.refused[0]
     assert refused.cards == ["GPU0", "GPU1"]
@@ -100,11 +110,19 @@ def test_the_same_switch_is_preferred_over_card_order(tmp_path):
         base = host["gpus"][0]
         host["gpus"] = []
         for i, switch in enumerate(["switch-a", "switch-b", "switch-a", "switch-b"]):
-            host["gpus"].append({**base, "uuid": f"GPU-c000000{i}-4b3a-4c2d-9e1f-00000000000{i}",
-                                 "pci_bus_id": f"00000000:{0x3A + i:02X}:00.0", "pcie_path": ["root-0", switch]})
+            host["gpus"].append(
+                {
+                    **base,
+                    "uuid": f"GPU-c000000{i}-4b3a-4c2d-9e1f-00000000000{i}",
+                    "pci_bus_id": f"00000000:{0x3A + i:02X}:00.0",
+                    "pcie_path": ["root-0", switch],
+                }
+            )
 
-    plan = plan_slots(tp2_store(tmp_path).get("h200-tp2"), inventory("", described(tmp_path, "h200x2-pcie-switch",
-                                                                                     four_cards)))
+    plan = plan_slots(
+        tp2_store(tmp_path).get("h200-tp2"),
+        inventory("", described(tmp_path, "h200x2-pcie-switch", four_cards)),
+    )
     assert [s.cards for s in plan.slots] == [["GPU0", "GPU2"], ["GPU1", "GPU3"]]
     assert [s.link for s in plan.slots] == ["PIX", "PIX"]
 
@@ -113,15 +131,18 @@ def test_a_group_without_peer_to_peer_is_offered_with_a_note(tmp_path):
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "r2.yaml").write_text(f"name: r2\nextends: {RTX}\nmatch: {{gpu_count: 2}}\n")
     slot = plan_slots(ProfileStore([tmp_path / "profiles"]).get("r2"), inventory("rtx5090x2")).slots[0]
-    assert slot.link == "PHB" and any("no peer-to-peer between GPU0 and GPU1 (GPU not supported)" in n
-                                      for n in slot.notes)
+    assert slot.link == "PHB" and any(
+        "no peer-to-peer between GPU0 and GPU1 (GPU not supported)" in n for n in slot.notes
+    )
 
 
 def test_a_mig_card_takes_no_part_in_tensor_parallelism(tmp_path):
     plan = plan_slots(tp2_store(tmp_path).get("h200-tp2"), inventory("h200-mig"))
     assert plan.slots == []
-    assert any(u["card"].startswith("GPU0 ") and "tensor parallelism does not span MIG devices" in u["why"]
-               for u in plan.unused)
+    assert any(
+        u["card"].startswith("GPU0 ") and "tensor parallelism does not span MIG devices" in u["why"]
+        for u in plan.unused
+    )
 
 
 def test_every_failed_requirement_is_listed(store):
@@ -129,7 +150,9 @@ def test_every_failed_requirement_is_listed(store):
     fit = classify(store.get(TP8), h200s)
     assert fit.verdict == "incompatible"
     assert fit.reasons[0] == "needs 8 GPUs, the slot has 2"
-    assert any("compute capability 9.0, the profile's kernels need 10.3 (GPU0, GPU1)" in r for r in fit.reasons)
+    assert any(
+        "compute capability 9.0, the profile's kernels need 10.3 (GPU0, GPU1)" in r for r in fit.reasons
+    )
     assert any("140 GiB, the profile wants 260 GiB" in r for r in fit.reasons)
     mig = inventory("h200-mig").gpus
     whole = classify(store.get(H200), mig[:1])
@@ -148,7 +171,9 @@ def test_a_host_that_makes_no_slot_says_everything_it_lacks(store):
     env = {"DEPLOYTOOL_NVML_STANDIN": str(HOSTS / "mixed-5090-pro6000.yaml")}
     local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", env=env).stdout)
     gb300 = next(p for p in local["profiles"] if p["profile"] == TP4)
-    assert gb300["verdict"] == "incompatible" and gb300["reasons"][0] == "a slot needs 4 GPUs; this host has 2"
+    assert (
+        gb300["verdict"] == "incompatible" and gb300["reasons"][0] == "a slot needs 4 GPUs; this host has 2"
+    )
 
 
 def test_profiles_list_local_gpus_offers_the_slots_and_counts_no_card_twice():
@@ -181,14 +206,27 @@ def test_slots_command_prints_the_plan_and_says_no_with_exit_1():
 def test_a_card_left_over_is_said_so(tmp_path):
     def three_cards(host):
         base = host["gpus"][0]
-        host["gpus"] = [{**base, "uuid": f"GPU-d000000{i}-4b3a-4c2d-9e1f-00000000000{i}",
-                         "pci_bus_id": f"00000000:{0x3A + i:02X}:00.0"} for i in range(3)]
+        host["gpus"] = [
+            {
+                **base,
+                "uuid": f"GPU-d000000{i}-4b3a-4c2d-9e1f-00000000000{i}",
+                "pci_bus_id": f"00000000:{0x3A + i:02X}:00.0",
+            }
+            for i in range(3)
+        ]
 
-    plan = plan_slots(tp2_store(tmp_path).get("h200-tp2"), inventory("", described(tmp_path, "h200x2-pcie-switch",
-                                                                                     three_cards)))
+    plan = plan_slots(
+        tp2_store(tmp_path).get("h200-tp2"),
+        inventory("", described(tmp_path, "h200x2-pcie-switch", three_cards)),
+    )
     assert [s.cards for s in plan.slots] == [["GPU0", "GPU1"]] and plan.refused == []
-    assert plan.unused == [{"card": "GPU2 (NVIDIA H200 NVL)", "uuid": "GPU-d0000002-4b3a-4c2d-9e1f-000000000002",
-                            "why": "left over: 3 usable card(s) make 1 slot(s) of 2"}]
+    assert plan.unused == [
+        {
+            "card": "GPU2 (NVIDIA H200 NVL)",
+            "uuid": "GPU-d0000002-4b3a-4c2d-9e1f-000000000002",
+            "why": "left over: 3 usable card(s) make 1 slot(s) of 2",
+        }
+    ]
 
 
 def test_profiles_list_local_gpus_gives_each_slot_the_memory_plans_verdict(tmp_path: Path):
@@ -202,10 +240,22 @@ def test_profiles_list_local_gpus_gives_each_slot_the_memory_plans_verdict(tmp_p
     assert 0.9 < edge < 1
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "h200-greedy.yaml").write_text(
-        f"name: h200-greedy\nextends: {H200}\nserver: {{args: {{mem-fraction-static: 0.99}}}}\n")
-    local = json.loads(run_cli("profiles", "list", "--local-gpus", "--json", "--profiles-dir",
-                               str(tmp_path / "profiles"), env=env).stdout)
+        f"name: h200-greedy\nextends: {H200}\nserver: {{args: {{mem-fraction-static: 0.99}}}}\n"
+    )
+    local = json.loads(
+        run_cli(
+            "profiles",
+            "list",
+            "--local-gpus",
+            "--json",
+            "--profiles-dir",
+            str(tmp_path / "profiles"),
+            env=env,
+        ).stdout
+    )
     greedy = next(p for p in local["profiles"] if p["profile"] == "h200-greedy")
     assert [m["verdict"] for m in greedy["memory"]] == ["error", "error"]
-    assert any(f"the highest mem-fraction-static that starts on this card is {edge:.3f}" in x
-               for x in greedy["memory"][0]["problems"])
+    assert any(
+        f"the highest mem-fraction-static that starts on this card is {edge:.3f}" in x
+        for x in greedy["memory"][0]["problems"]
+    )

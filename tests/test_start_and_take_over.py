@@ -26,7 +26,9 @@ def _states() -> dict[int, str]:
     return {r["release"]: r["state"] for r in slot_status()["releases"]}
 
 
-def test_start_refuses_when_the_current_release_is_gone_and_starts_another_only_when_named(slot_env, docker_engine):
+def test_start_refuses_when_the_current_release_is_gone_and_starts_another_only_when_named(
+    slot_env, docker_engine
+):
     assert up(slot_env, "t-good").returncode == 0
     assert up(slot_env, "t-good2").returncode == 0
     back = slot_env("rollback", "--cpu", "--json")  # release 1 serves; 2 was rolled back from
@@ -46,7 +48,10 @@ def test_start_refuses_when_the_current_release_is_gone_and_starts_another_only_
     assert "`deploytool start --cpu --release N`" in said
     assert _states() == {2: "exited"}  # release 2, the one rolled back from, was not started
     as_json = slot_env("start", "--cpu", "--json")
-    assert as_json.returncode == 1 and "current release 1 is not on this engine" in _json(as_json)["error"]["message"]
+    assert (
+        as_json.returncode == 1
+        and "current release 1 is not on this engine" in _json(as_json)["error"]["message"]
+    )
 
     plan = slot_env("start", "--cpu", "--release", "2", "--dry-run")
     assert plan.returncode == 0, plan.stderr
@@ -68,10 +73,15 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
     def second(*args: str) -> subprocess.CompletedProcess[str]:
         return slot_env(*args, env=other)
 
-    for args in (("up", "--cpu", "--profile", "t-good2", "--skip-qualify", "--dry-run"),
-                 ("up", "--cpu", "--profile", "t-good2", "--skip-qualify"),
-                 ("stop", "--cpu", "--dry-run"), ("stop", "--cpu"), ("rollback", "--cpu"), ("down", "--cpu"),
-                 ("rollout", "--cpu", "--profile", "t-good2", "--dry-run")):
+    for args in (
+        ("up", "--cpu", "--profile", "t-good2", "--skip-qualify", "--dry-run"),
+        ("up", "--cpu", "--profile", "t-good2", "--skip-qualify"),
+        ("stop", "--cpu", "--dry-run"),
+        ("stop", "--cpu"),
+        ("rollback", "--cpu"),
+        ("down", "--cpu"),
+        ("rollout", "--cpu", "--profile", "t-good2", "--dry-run"),
+    ):
         refused = second(*args)
         said = " ".join(refused.stderr.split())
         assert refused.returncode == 1, (args, refused.stdout, refused.stderr)
@@ -80,11 +90,20 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
         assert "Nothing was changed" in said
     assert _states() == {1: "running"}
     assert "`up` would stop it and cut over to a release of yours" in " ".join(
-        second("up", "--cpu", "--profile", "t-good2", "--dry-run").stderr.split())
+        second("up", "--cpu", "--profile", "t-good2", "--dry-run").stderr.split()
+    )
 
     # beside it, under an instance of its own (and another port), the second person plans freely
-    beside = slot_env("up", "--cpu", "--profile", "t-good2", "--dry-run", "--port", str(free_port()),
-                      env={**other, "DEPLOYTOOL_INSTANCE": f"{labels.instance()}-beside"})
+    beside = slot_env(
+        "up",
+        "--cpu",
+        "--profile",
+        "t-good2",
+        "--dry-run",
+        "--port",
+        str(free_port()),
+        env={**other, "DEPLOYTOOL_INSTANCE": f"{labels.instance()}-beside"},
+    )
     assert beside.returncode == 0, beside.stderr
     assert "serving now nothing, would make release 1" in beside.stdout
 
@@ -94,4 +113,7 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
     assert _json(taken)["release"] == 2 and _states() == {1: "exited", 2: "running"}
     mine = slot_env("stop", "--cpu", "--json")
     assert mine.returncode == 1
-    assert "release 2 (serving) of slot cpu was started from another state folder" in _json(mine)["error"]["message"]
+    assert (
+        "release 2 (serving) of slot cpu was started from another state folder"
+        in _json(mine)["error"]["message"]
+    )

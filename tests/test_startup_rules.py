@@ -40,7 +40,9 @@ def test_up_refuses_a_context_past_the_config_before_any_step_with_sglangs_messa
         plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     message = refused.value.message
     assert "nothing was stopped" in message and "--context-length 262144" in message
-    assert "User-specified context_length (262144) is greater than the derived context_length (40960)" in message
+    assert (
+        "User-specified context_length (262144) is greater than the derived context_length (40960)" in message
+    )
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in message
     # SGLang's own override (any of EnvBool's spellings) turns the refusal into an announced change
     for spelling in ("1", "true", "YES", "y"):
@@ -57,14 +59,26 @@ def test_up_refuses_a_kv_dtype_the_card_cannot_serve_even_where_the_planner_has_
     with pytest.raises(MemoryRefused, match="requires Blackwell SM100 or SM120"):
         plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     # the same launch on a Blackwell card is no refusal of SGLang's (the planner then has no FP4 figure)
-    notes = startup_notes({"kv-cache-dtype": "nvfp4", "attention-backend": "triton"}, {}, None,
-                          compute_capability=card_from_table("b300").compute_capability)
+    notes = startup_notes(
+        {"kv-cache-dtype": "nvfp4", "attention-backend": "triton"},
+        {},
+        None,
+        compute_capability=card_from_table("b300").compute_capability,
+    )
     assert not notes
 
 
 def test_up_says_what_sglang_will_change_and_plans_with_it() -> None:
-    profile = _profile(**{"context-length": 40960, "speculative-algorithm": "EAGLE", "speculative-num-steps": 3,
-                          "speculative-eagle-topk": 1, "speculative-num-draft-tokens": 6, "enable-mixed-chunk": True})
+    profile = _profile(
+        **{
+            "context-length": 40960,
+            "speculative-algorithm": "EAGLE",
+            "speculative-num-steps": 3,
+            "speculative-eagle-topk": 1,
+            "speculative-num-draft-tokens": 6,
+            "enable-mixed-chunk": True,
+        }
+    )
     profile.server.args.pop("max-running-requests", None)
     plan = plan_up(facts_with_memory(profile), profile, UpOptions(skip_qualify=True))
     said = "\n".join(plan.warnings)
@@ -103,12 +117,21 @@ print(json.dumps(out))
 """
 
 
-def test_the_derived_context_is_sglangs_own_functions_answer(sglang_referee_python: Path, tmp_path: Path) -> None:
+def test_the_derived_context_is_sglangs_own_functions_answer(
+    sglang_referee_python: Path, tmp_path: Path
+) -> None:
     real = Path(__file__).parent / "data" / "sglang-real" / "models"
-    folders = [MODELS / "qwen3-30b-a3b", MODELS / "qwen3.6-35b-a3b-fp8", real / "qwen3-tiny", real / "qwen36-tiny"]
+    folders = [
+        MODELS / "qwen3-30b-a3b",
+        MODELS / "qwen3.6-35b-a3b-fp8",
+        real / "qwen3-tiny",
+        real / "qwen36-tiny",
+    ]
     base = json.loads((MODELS / "qwen3-30b-a3b" / "config.json").read_text())
     variants = {  # the rules of the function: rope scaling's factor, its exceptions, the key order
-        "yarn": {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+        "yarn": {
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+        },
         "linear": {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
         "seq-length-first": {"seq_length": 8192},
     }
@@ -117,12 +140,21 @@ def test_the_derived_context_is_sglangs_own_functions_answer(sglang_referee_pyth
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps({**base, **change}))
         folders.append(folder)
-    proc = subprocess.run([str(sglang_referee_python), "-c", REFEREE], input=json.dumps([str(f) for f in folders]),
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(sglang_referee_python), "-c", REFEREE],
+        input=json.dumps([str(f) for f in folders]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     sglang = json.loads(proc.stdout.strip().splitlines()[-1])
-    ours = [read_checkpoint(f).derived_context_length if (f / "model.safetensors.index.json").exists()
-            else derived_context_length(_text(json.loads((f / "config.json").read_text())))[0] for f in folders]
+    ours = [
+        read_checkpoint(f).derived_context_length
+        if (f / "model.safetensors.index.json").exists()
+        else derived_context_length(_text(json.loads((f / "config.json").read_text())))[0]
+        for f in folders
+    ]
     assert ours == sglang
     assert sglang[0] == 40960 and sglang[-1] == 8192  # the cases differ, so the comparison can fail
 
@@ -146,23 +178,44 @@ server:
   args: {{context-length: 65536, mem-fraction-static: 0.5, speculative-algorithm: EAGLE, speculative-num-steps: 3,
           speculative-eagle-topk: 1, speculative-num-draft-tokens: 6}}
 """)
-    proc = run_cli("profiles", "check", "--profile", "t-ctx", "--profiles-dir", str(tmp_path), "--no-image",
-                   "--checkpoint", str(real), "--json")
+    proc = run_cli(
+        "profiles",
+        "check",
+        "--profile",
+        "t-ctx",
+        "--profiles-dir",
+        str(tmp_path),
+        "--no-image",
+        "--checkpoint",
+        str(real),
+        "--json",
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     answer = json.loads(proc.stdout)
     own = answer["startup"]
     # SGLang's own model configuration where it imports (an image), else said why not (a CPU venv
     # without torchvision); the planner's rules either way
-    assert ("greater than the derived context_length (32768)" in (own["refused"] or "")
-            or "does not import here" in (own["note"] or "")), own
+    assert "greater than the derived context_length (32768)" in (
+        own["refused"] or ""
+    ) or "does not import here" in (own["note"] or ""), own
     rules = {(n["kind"], n["flag"]): n for n in answer["startup_rules"]}
     assert "User-specified context_length (65536)" in rules[("refuse", "--context-length")]["sglang_says"]
     assert rules[("change", "--speculative-num-draft-tokens")]["uses"] == 4
     # within the limit, the same launch passes
     fixed = (tmp_path / "t-ctx.yaml").read_text().replace("65536", "32768")
     (tmp_path / "t-ctx.yaml").write_text(fixed)
-    proc = run_cli("profiles", "check", "--profile", "t-ctx", "--profiles-dir", str(tmp_path), "--no-image",
-                   "--checkpoint", str(real), "--json")
+    proc = run_cli(
+        "profiles",
+        "check",
+        "--profile",
+        "t-ctx",
+        "--profiles-dir",
+        str(tmp_path),
+        "--no-image",
+        "--checkpoint",
+        str(real),
+        "--json",
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
@@ -171,10 +224,28 @@ def test_plan_memory_prints_the_refusal_and_the_changes() -> None:
 
     harness = Path(__file__).resolve().parents[1] / "scripts" / "gpu-check" / "profiles"
     hybrid = Path(__file__).parent / "data" / "sglang-real" / "models" / "qwen36-tiny"
-    base = ["plan-memory", "--profile", "gpu-check-qwen36-tiny-mtp", "--profiles-dir", str(harness), "--card", "h200",
-            "--checkpoint", str(hybrid), "--set", "mamba-radix-cache-strategy=no_buffer"]
-    changed = run_cli(*base, "--set", "max-running-requests=24", "--set", "max-mamba-cache-size=30",
-                      "--set", "speculative-num-draft-tokens=6")
+    base = [
+        "plan-memory",
+        "--profile",
+        "gpu-check-qwen36-tiny-mtp",
+        "--profiles-dir",
+        str(harness),
+        "--card",
+        "h200",
+        "--checkpoint",
+        str(hybrid),
+        "--set",
+        "mamba-radix-cache-strategy=no_buffer",
+    ]
+    changed = run_cli(
+        *base,
+        "--set",
+        "max-running-requests=24",
+        "--set",
+        "max-mamba-cache-size=30",
+        "--set",
+        "speculative-num-draft-tokens=6",
+    )
     said = changed.stdout.replace("\n", " ")
     assert "SGLang will change: --max-running-requests: asked 24, will use 10" in " ".join(said.split())
     assert "--speculative-num-draft-tokens: asked 6, will use 4" in said

@@ -15,21 +15,63 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from deploytool.terminal_text import console, is_visible, one_line, visible
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PIECES = ["\x1b]52;c;aGk=\x07", "\x1b]0;title\x1b\\", "\x1b[2K", "\x1b[1A", "\x1b[31m", "\x9b2J", "\x9d8;;x\x9c",
-          "\r", "\x08", "\x07", "\x00", "\x7f", "\n", "\t", "\u202e", "\u2066", "\u2028", "[/x]", "[link=x]",
-          "[bold]", "\\x1b", "é", "中", "🙂", " ", "plain",
-          # what shows nothing or is no character: zero-width space, word joiner, BOM, the
-          # deprecated format controls, interlinear annotation, Mongolian vowel separator, tag
-          # characters (an invisible "hi"), a joiner inside an emoji, lone surrogates, private use
-          "\u200b", "\u2060", "\ufeff", "\u206a", "\u206f", "\ufff9", "\u180e", "\U000e0068\U000e0069",
-          "👨\u200d👩", "\udce2\udc80\udcae", "\udc9b", "\ue000", "\U000f0000"]
+PIECES = [
+    "\x1b]52;c;aGk=\x07",
+    "\x1b]0;title\x1b\\",
+    "\x1b[2K",
+    "\x1b[1A",
+    "\x1b[31m",
+    "\x9b2J",
+    "\x9d8;;x\x9c",
+    "\r",
+    "\x08",
+    "\x07",
+    "\x00",
+    "\x7f",
+    "\n",
+    "\t",
+    "\u202e",
+    "\u2066",
+    "\u2028",
+    "[/x]",
+    "[link=x]",
+    "[bold]",
+    "\\x1b",
+    "é",
+    "中",
+    "🙂",
+    " ",
+    "plain",
+    # what shows nothing or is no character: zero-width space, word joiner, BOM, the
+    # deprecated format controls, interlinear annotation, Mongolian vowel separator, tag
+    # characters (an invisible "hi"), a joiner inside an emoji, lone surrogates, private use
+    "\u200b",
+    "\u2060",
+    "\ufeff",
+    "\u206a",
+    "\u206f",
+    "\ufff9",
+    "\u180e",
+    "\U000e0068\U000e0069",
+    "👨\u200d👩",
+    "\udce2\udc80\udcae",
+    "\udc9b",
+    "\ue000",
+    "\U000f0000",
+]
 hostile = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=6)), max_size=10).map("".join)
 
 # What a terminal may act on or shows as nothing: C0 controls, DEL, C1 controls, the line
 # separators, format characters (Cf: the bidi ones among them), surrogates, private use.
-_ACTED_ON = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
-                       + "".join(re.escape(chr(p)) for p in range(sys.maxunicode + 1)
-                                 if unicodedata.category(chr(p)) in ("Cf", "Cs", "Co")) + "]")
+_ACTED_ON = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
+    + "".join(
+        re.escape(chr(p))
+        for p in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(p)) in ("Cf", "Cs", "Co")
+    )
+    + "]"
+)
 
 
 @SETTINGS
@@ -50,7 +92,9 @@ def test_one_line_is_one_line(text: str) -> None:
 
 
 @SETTINGS
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Zl", "Zp")), max_size=40))
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Co", "Zl", "Zp")), max_size=40)
+)
 def test_text_without_controls_is_unchanged(text: str) -> None:
     assert visible(text) == text and one_line(text) == text
 
@@ -79,7 +123,11 @@ def test_a_console_prints_any_text_without_obeying_it_or_failing(text: str, as_m
 def test_every_character_that_shows_nothing_or_is_none_is_escaped() -> None:
     """Every format character (Cf), surrogate (Cs) and private-use character (Co) of this
     Python's Unicode database: the list terminal_text writes out is checked against it here."""
-    missed = [f"U+{p:04X}" for p in range(sys.maxunicode + 1)
-              if unicodedata.category(chr(p)) in ("Cf", "Cs", "Co") and (visible(chr(p)) == chr(p) or is_visible(chr(p)))]
+    missed = [
+        f"U+{p:04X}"
+        for p in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(p)) in ("Cf", "Cs", "Co")
+        and (visible(chr(p)) == chr(p) or is_visible(chr(p)))
+    ]
     assert missed == []
     assert visible("a\u200bb") == "a\\u200bb" and visible("\U000e0041") == "\\U000e0041"

@@ -20,16 +20,33 @@ from sim_process import SimProcess
 
 
 def _pane(session: str) -> str:
-    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+    ).stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)")
 def test_q_leaves_the_live_view_which_says_so_and_names_the_simulator(tmp_path: Path) -> None:
-    with SimProcess(decode_tps=200, enable_metrics=True, default_chat_template_kwargs='{"enable_thinking": false}') as sim:
+    with SimProcess(
+        decode_tps=200, enable_metrics=True, default_chat_template_kwargs='{"enable_thinking": false}'
+    ) as sim:
         session = f"topq-{tmp_path.name}"[:40]
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50",
-                        f"{sys.executable} -m deploytool top --url {sim.url} --profile sim --interval 0.5; "
-                        "echo EXIT=$?; sleep 30"], check=True)
+        subprocess.run(
+            [
+                "tmux",
+                "new-session",
+                "-d",
+                "-s",
+                session,
+                "-x",
+                "160",
+                "-y",
+                "50",
+                f"{sys.executable} -m deploytool top --url {sim.url} --profile sim --interval 0.5; "
+                "echo EXIT=$?; sleep 30",
+            ],
+            check=True,
+        )
         try:
             deadline, pane = time.monotonic() + 60, ""
             while time.monotonic() < deadline and "requests/s" not in pane:
@@ -47,11 +64,27 @@ def test_q_leaves_the_live_view_which_says_so_and_names_the_simulator(tmp_path: 
     assert "EXIT=0" in after, after  # `q` left it, without Ctrl-C
 
 
-def test_top_shows_another_instances_release_on_the_host(slot_env, profiles_dir, docker_engine, tmp_path) -> None:  # noqa: F811
+def test_top_shows_another_instances_release_on_the_host(
+    slot_env, profiles_dir, docker_engine, tmp_path
+) -> None:  # noqa: F811
     assert up(slot_env, "t-good").returncode == 0
-    other = {"DEPLOYTOOL_INSTANCE": os.environ["DEPLOYTOOL_INSTANCE"] + "-b", "DEPLOYTOOL_HOME": str(tmp_path / "b")}
-    theirs = run_cli("up", "--cpu", "--profile", "t-good", "--skip-qualify", "--json", "--port", str(free_port()),
-                     "--profiles-dir", str(profiles_dir), env=other)
+    other = {
+        "DEPLOYTOOL_INSTANCE": os.environ["DEPLOYTOOL_INSTANCE"] + "-b",
+        "DEPLOYTOOL_HOME": str(tmp_path / "b"),
+    }
+    theirs = run_cli(
+        "up",
+        "--cpu",
+        "--profile",
+        "t-good",
+        "--skip-qualify",
+        "--json",
+        "--port",
+        str(free_port()),
+        "--profiles-dir",
+        str(profiles_dir),
+        env=other,
+    )
     try:
         assert theirs.returncode == 0, theirs.stderr
         shown = run_cli("top", "--once", "--interval", "1", "--json")

@@ -25,18 +25,23 @@ def _tune(profiles: Path, *extra: str, timeout: float = 300):
 
 
 def test_a_budget_that_ends_the_race_early_is_inconclusive_and_recommends_nothing(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1}
+    )
     report = tmp_path / "r"
     done = _tune(profiles, "--local", "--report", str(report), "--budget", "1s")
     assert done.returncode == 7, done.stdout + done.stderr
     assert "inconclusive: 0 of 2 measured" in done.stdout and "nothing recommended" in done.stdout
-    assert done.stdout.strip().splitlines()[-1] == (f"go on with: deploytool tune --profile tune-sim --local "
-                                                   f"--report {report} --resume")
+    assert done.stdout.strip().splitlines()[-1] == (
+        f"go on with: deploytool tune --profile tune-sim --local --report {report} --resume"
+    )
     assert "winner" not in done.stdout and "profile:" not in done.stdout
 
 
 def test_no_candidate_inside_the_slo_shows_each_one_s_figures_and_its_miss(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 4]}, "repeats": 1}
+    )
     done = _tune(profiles, "--local", "--report", str(tmp_path / "r"), "--slo", "min_user_tps=500")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "none qualifies under the SLO; each candidate's closest point:" in done.stdout
@@ -48,13 +53,17 @@ def test_no_candidate_inside_the_slo_shows_each_one_s_figures_and_its_miss(tmp_p
         assert "tok/s/GPU" in line and " 0.0 tok/s/GPU" not in line
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
 def test_ctrl_c_and_sigterm_print_the_journal_and_how_to_resume(tmp_path: Path, sig: int, code: int) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]},
-                                                          "output_tokens": 400})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "output_tokens": 400}
+    )
     report = tmp_path / "r"
-    proc = start_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--local",
-                     "--report", str(report))
+    proc = start_cli(
+        "tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--local", "--report", str(report)
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and "starting on http://" not in proc.stderr.readline():
@@ -71,7 +80,9 @@ def test_a_keyed_profile_s_candidates_are_measured_with_the_key(tmp_path: Path) 
     key_file = tmp_path / "key"
     key_file.write_text("tune-secret-key-123\n")
     key_file.chmod(0o600)
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1}
+    )
     path = profiles / "tune-sim.yaml"
     body = yaml.safe_load(path.read_text())
     body["server"]["api_key"] = {"file": str(key_file)}
@@ -92,7 +103,9 @@ def test_a_keyed_profile_s_candidates_are_measured_with_the_key(tmp_path: Path) 
         server.start()
         assert server.wait_ready(30) is None
         assert httpx.get(f"{server.url}/v1/models", timeout=10).status_code == 401
-        keyed = httpx.get(f"{server.url}/v1/models", headers={"Authorization": "Bearer tune-secret-key-123"}, timeout=10)
+        keyed = httpx.get(
+            f"{server.url}/v1/models", headers={"Authorization": "Bearer tune-secret-key-123"}, timeout=10
+        )
         assert keyed.status_code == 200
     finally:
         server.stop()
@@ -103,10 +116,20 @@ def test_a_keyed_profile_s_candidates_are_measured_with_the_key(tmp_path: Path) 
 
 
 def test_local_candidates_serve_inside_the_port_range(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "repeats": 1}
+    )
     first = free_port()
-    done = _tune(profiles, "--local", "--report", str(tmp_path / "r"), "--no-qualify", "--json",
-                 "--port-range", f"{first}-{first + 40}")
+    done = _tune(
+        profiles,
+        "--local",
+        "--report",
+        str(tmp_path / "r"),
+        "--no-qualify",
+        "--json",
+        "--port-range",
+        f"{first}-{first + 40}",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(done.stdout)
     starts = [s for c in data["candidates"] for s in c["starts"]]

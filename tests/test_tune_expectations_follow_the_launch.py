@@ -27,15 +27,19 @@ def _expect(profile) -> dict:
 
 
 def _measured(cand) -> CandidateResult:
-    return CandidateResult(Planned(cand), passes=[Pass(candidate=cand.id, visit=0, repeat=0, points=[], score=100.0)])
+    return CandidateResult(
+        Planned(cand), passes=[Pass(candidate=cand.id, visit=0, repeat=0, points=[], score=100.0)]
+    )
 
 
 def test_turning_graphs_on_moves_the_graph_expectation_and_nothing_else() -> None:
     profile = ProfileStore([HARNESS_PROFILES]).get(A3B)
     assert _expect(profile)["decode_cuda_graph"] is False  # the profile's own words
     space = TuneSpace(flags={"disable-decode-cuda-graph": [True, False], "max-running-requests": [8, 16]})
-    by_change = {(c.args["disable-decode-cuda-graph"], c.args["max-running-requests"]): c
-                 for c in candidates(profile, space)}
+    by_change = {
+        (c.args["disable-decode-cuda-graph"], c.args["max-running-requests"]): c
+        for c in candidates(profile, space)
+    }
 
     graphs_on = by_change[(False, 8)]
     assert _expect(graphs_on.profile)["decode_cuda_graph"] is True
@@ -54,7 +58,9 @@ def test_the_written_winner_carries_the_moved_expectation_and_loads_with_the_res
         shutil.copy(f, tmp_path / f.name)
     store = ProfileStore([tmp_path])
     profile = store.get(A3B)
-    cands = candidates(profile, TuneSpace(flags={"disable-decode-cuda-graph": [False], "max-running-requests": [8, 16]}))
+    cands = candidates(
+        profile, TuneSpace(flags={"disable-decode-cuda-graph": [False], "max-running-requests": [8, 16]})
+    )
     winner = next(c for c in cands if c.args.get("max-running-requests") == 16)
 
     text = winner_profile(profile, _measured(winner), None, name="a3b-tuned", evidence={})

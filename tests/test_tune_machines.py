@@ -23,17 +23,22 @@ A = "GPU-5090a001-6c1e-4f0b-9a7d-3e2f1b0c9d8e"
 B = "GPU-5090b002-2a4c-4d6e-8f01-23456789abcd"
 
 
-@pytest.mark.parametrize(("visible", "expected"), [
-    (None, [A, B]),           # unset: every card
-    ("1", [B]),               # an index
-    ("GPU-5090b", [B]),       # a UUID prefix, as CUDA takes it
-    ("1,0", [B, A]),          # CUDA's order, not NVML's
-    ("0,7,1", [A]),           # CUDA stops at the first entry it cannot resolve
-    ("", []),                 # set but empty: no card
-    ("GPU-5090,1", []),       # a prefix both cards share: CUDA refuses it, and the list stops there
-    ("MIG-4a2c,0", ["MIG-4a2c", A]),  # a MIG instance is no card NVML lists: kept as written
-])
-def test_the_cards_a_local_process_sees_follow_cuda_visible_devices(visible: str | None, expected: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("visible", "expected"),
+    [
+        (None, [A, B]),  # unset: every card
+        ("1", [B]),  # an index
+        ("GPU-5090b", [B]),  # a UUID prefix, as CUDA takes it
+        ("1,0", [B, A]),  # CUDA's order, not NVML's
+        ("0,7,1", [A]),  # CUDA stops at the first entry it cannot resolve
+        ("", []),  # set but empty: no card
+        ("GPU-5090,1", []),  # a prefix both cards share: CUDA refuses it, and the list stops there
+        ("MIG-4a2c,0", ["MIG-4a2c", A]),  # a MIG instance is no card NVML lists: kept as written
+    ],
+)
+def test_the_cards_a_local_process_sees_follow_cuda_visible_devices(
+    visible: str | None, expected: list[str]
+) -> None:
     nvml = StandInNvml.from_file(HOSTS / "rtx5090x2.yaml")
     assert visible_uuids(visible, nvml) == expected
 
@@ -52,11 +57,21 @@ def test_a_machine_is_the_host_and_its_cards(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_a_search_resumed_on_another_machine_says_which_candidates_ran_where(tmp_path: Path) -> None:
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1,
-                                                          "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1, "repeats": 1}
+    )
     report = tmp_path / "report"
-    args = ["tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--report", str(report),
-            "--local", "--no-qualify"]
+    args = [
+        "tune",
+        "--profile",
+        "tune-sim",
+        "--profiles-dir",
+        str(profiles),
+        "--report",
+        str(report),
+        "--local",
+        "--no-qualify",
+    ]
     whole = run_cli(*args, "--json", timeout=300)
     data = json.loads(whole.stdout)
     assert data["machine_note"] is None, data["machine_note"]
@@ -73,7 +88,9 @@ def test_a_search_resumed_on_another_machine_says_which_candidates_ran_where(tmp
     journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = json.loads(run_cli(*args, "--resume", "--json", timeout=300).stdout)
     note = out["machine_note"]
-    assert note and "2 machines" in note and "base on lent-1 GPU-902fbb9d" in note and f"c01 on {here}" in note, note
+    assert (
+        note and "2 machines" in note and "base on lent-1 GPU-902fbb9d" in note and f"c01 on {here}" in note
+    ), note
     assert note in (report / "report.md").read_text()
     human = run_cli(*args, "--resume", timeout=300)
     assert f"warning: {note}" in human.stdout, human.stdout
@@ -93,11 +110,16 @@ def test_a_search_resumed_on_another_machine_says_which_candidates_ran_where(tmp
             x["machine"] = here
     journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
     mixed = json.loads(run_cli(*args, "--resume", "--json", timeout=300).stdout)["machine_note"]
-    assert mixed and mixed.startswith("some starts did not record their machine") and "2 machines" not in mixed
+    assert (
+        mixed and mixed.startswith("some starts did not record their machine") and "2 machines" not in mixed
+    )
     assert "base on not recorded" in mixed and f"c01 on {here}" in mixed, mixed
 
     # a field this release does not know is refused with the line's number, not a traceback
     next(x for x in lines if x["kind"] == "start")["from_a_newer_release"] = 1
     journal.write_text("".join(json.dumps(x) + "\n" for x in lines))
     newer = run_cli(*args, "--resume", "--json", timeout=300)
-    assert newer.returncode == 2 and "is not a journal line of this space" in json.loads(newer.stdout)["error"]["message"]
+    assert (
+        newer.returncode == 2
+        and "is not a journal line of this space" in json.loads(newer.stdout)["error"]["message"]
+    )

@@ -18,7 +18,15 @@ from deploytool.tune.race import decide as race_decide
 from deploytool.tune.results import CandidateResult, Start
 from deploytool.tune.run import runtime_note
 from deploytool.tune.search import Search, estimate_s, next_visit
-from deploytool.tune.space import Candidate, TuneSpace, candidates, parse_budget, parse_slo, recipe_defaults, with_args
+from deploytool.tune.space import (
+    Candidate,
+    TuneSpace,
+    candidates,
+    parse_budget,
+    parse_slo,
+    recipe_defaults,
+    with_args,
+)
 
 
 def _profile():
@@ -41,8 +49,12 @@ def _measure(r: CandidateResult, *scores: float | None) -> None:
 
 
 def _search(ids: list[str], rounds: int = 3, **space) -> Search:
-    s = Search(_profile(), TuneSpace(flags={"x": [1]}, rounds=rounds, **space), parse_slo(None, TuneSpace()),
-               Path("/nonexistent"))
+    s = Search(
+        _profile(),
+        TuneSpace(flags={"x": [1]}, rounds=rounds, **space),
+        parse_slo(None, TuneSpace()),
+        Path("/nonexistent"),
+    )
     s.results = [_result(i) for i in ids]
     return s
 
@@ -86,8 +98,11 @@ def test_a_clear_leader_gets_a_second_start_then_the_race_ends() -> None:
 
 def test_a_candidate_the_prediction_puts_below_the_leader_is_never_started() -> None:
     s = _search([])
-    s.results = [_result("base"), _result("c01", **{"max-running-requests": 2}),
-                 _result("c02", **{"max-running-requests": 32})]
+    s.results = [
+        _result("base"),
+        _result("c01", **{"max-running-requests": 2}),
+        _result("c02", **{"max-running-requests": 32}),
+    ]
     assert next_visit(s) == "base"
     _measure(s.by_id("base"), 800, 810)  # 8 running
     assert next_visit(s) == "c02"  # predicted 4x the profile's own: measured next
@@ -105,8 +120,12 @@ def test_the_time_left_follows_the_race_not_a_grid() -> None:
     from deploytool.tune.race import visits_left
 
     s = _search([])
-    s.results = [_result("base"), _result("c01", **{"max-running-requests": 2}),
-                 _result("c02", **{"max-running-requests": 32}), _result("c03", **{"max-running-requests": 1})]
+    s.results = [
+        _result("base"),
+        _result("c01", **{"max-running-requests": 2}),
+        _result("c02", **{"max-running-requests": 32}),
+        _result("c03", **{"max-running-requests": 1}),
+    ]
     assert visits_left(s.results, s.space) == 5  # four to explore, then the leader's second start
     _measure(s.by_id("base"), 800, 810)
     _measure(s.by_id("c02"), 3200, 3230, 3190)
@@ -120,8 +139,11 @@ def test_the_time_left_follows_the_race_not_a_grid() -> None:
 
 def test_equal_within_the_margin_is_a_tie_and_so_is_what_the_evidence_cannot_tell_apart() -> None:
     s = _search(["base", "c01", "c02"], rounds=2, tie_margin=0.05, start_noise=0.005)
-    for cid, scores in (("base", (100, 100.5, 99.8, 100.2)), ("c01", (100.3, 99.9, 100.1, 100.4)),
-                        ("c02", (60, 60.5, 60.2))):
+    for cid, scores in (
+        ("base", (100, 100.5, 99.8, 100.2)),
+        ("c01", (100.3, 99.9, 100.1, 100.4)),
+        ("c02", (60, 60.5, 60.2)),
+    ):
         _measure(s.by_id(cid), *scores)
     _measure(s.by_id("c01"), 100.2, 100.0)
     _measure(s.by_id("base"), 100.1, 99.9)
@@ -154,10 +176,15 @@ def test_failed_starts_and_slo_misses_are_never_winners() -> None:
 
 def test_an_out_of_memory_start_is_one_lesson_not_two() -> None:
     s = _search([])
-    s.results = [_result("base"), _result("c01", **{"mem-fraction-static": 0.95}),
-                 _result("c02", **{"mem-fraction-static": 0.97})]
+    s.results = [
+        _result("base"),
+        _result("c01", **{"mem-fraction-static": 0.95}),
+        _result("c02", **{"mem-fraction-static": 0.97}),
+    ]
     _measure(s.by_id("base"), 100, 101)
-    s.by_id("c01").starts.append(Start(visit=0, startup_s=5.0, error="torch.OutOfMemoryError: CUDA out of memory"))
+    s.by_id("c01").starts.append(
+        Start(visit=0, startup_s=5.0, error="torch.OutOfMemoryError: CUDA out of memory")
+    )
     assert next_visit(s) == "base"  # c02 leaves even less outside the pool: not started
     decide(s)
     assert s.by_id("c02").verdict == "not started (cannot win)" and "ran out of memory" in s.by_id("c02").why
@@ -204,8 +231,10 @@ def test_the_profile_s_own_launch_is_planned_as_written_and_only_candidates_deri
 
     profile = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
     own = dict(profile.server.args)
-    space = TuneSpace(flags={"max-running-requests": [own.get("max-running-requests", 64), 96]},
-                      derived=["cuda-graph-max-bs"])
+    space = TuneSpace(
+        flags={"max-running-requests": [own.get("max-running-requests", 64), 96]},
+        derived=["cuda-graph-max-bs"],
+    )
     planned, note = plan_candidates(profile, candidates(profile, space), space, card_from_table("h200"))
     assert note is None
     by_id = {p.candidate.id: p for p in planned}
@@ -269,7 +298,7 @@ def test_the_frontier_holds_only_points_inside_the_slo_and_labels_do_not_collide
     boxes = place_labels(ax, [(f"c{n:02d} c8", 5.0, 5.0) for n in range(4)])  # four labels on one spot
     plt.close(fig)
     assert len(boxes) == 4
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
@@ -320,8 +349,13 @@ def test_the_prediction_follows_the_plan_s_running_limit_and_bends_with_the_roof
     from deploytool.tune.prune import plan_candidates
 
     profile = ProfileStore().get("h200-qwen3.6-35b-a3b-fp8")
-    space = TuneSpace(flags={"max-running-requests": [512]}, derived=["cuda-graph-max-bs"], load=[512],
-                      prompt_tokens=4096, output_tokens=4096)
+    space = TuneSpace(
+        flags={"max-running-requests": [512]},
+        derived=["cuda-graph-max-bs"],
+        load=[512],
+        prompt_tokens=4096,
+        output_tokens=4096,
+    )
     planned, _ = plan_candidates(profile, candidates(profile, space), space, card_from_table("h200"))
     high = next(p for p in planned if p.candidate.id == "c01")
     # the plan, not the flag, says how many run: the pool holds fewer than 512 of these

@@ -29,17 +29,34 @@ def _slot(name: str) -> dict:
 def _containers(engine) -> list[str]:
     from deploytool.host import labels
 
-    return sorted(c.name for c in engine.client.containers.list(all=True, filters={
-        "label": f"{labels.INSTANCE}={labels.instance()}"}))
+    return sorted(
+        c.name
+        for c in engine.client.containers.list(
+            all=True, filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
+        )
+    )
 
 
 @pytest.fixture
 def serving(docker_engine, tmp_path: Path):
-    profiles = write_profile(tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1,
-                                                          "repeats": 1})
+    profiles = write_profile(
+        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1, "repeats": 1}
+    )
     port = free_port()
-    done = run_cli("up", "--cpu-slot", "tn", "--profile", "tune-sim", "--profiles-dir", str(profiles),
-                   "--skip-qualify", "--port", str(port), "--json", timeout=900)
+    done = run_cli(
+        "up",
+        "--cpu-slot",
+        "tn",
+        "--profile",
+        "tune-sim",
+        "--profiles-dir",
+        str(profiles),
+        "--skip-qualify",
+        "--port",
+        str(port),
+        "--json",
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     yield profiles, port, json.loads(done.stdout)["release"]
     remove_instance(docker_engine)
@@ -55,8 +72,20 @@ def _serves(port: int) -> bool:
 def test_a_search_on_the_slot_brings_the_serving_release_back(serving, docker_engine, tmp_path: Path) -> None:
     profiles, port, release = serving
     before = _containers(docker_engine)
-    done = run_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--cpu-slot", "tn",
-                   "--report", str(tmp_path / "r"), "--no-qualify", "--json", timeout=900)
+    done = run_cli(
+        "tune",
+        "--profile",
+        "tune-sim",
+        "--profiles-dir",
+        str(profiles),
+        "--cpu-slot",
+        "tn",
+        "--report",
+        str(tmp_path / "r"),
+        "--no-qualify",
+        "--json",
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(done.stdout)
     assert data["winner"] == "c01" and data["counts"]["started"] == 2
@@ -70,8 +99,18 @@ def test_a_search_on_the_slot_brings_the_serving_release_back(serving, docker_en
 def test_ctrl_c_in_a_search_brings_the_serving_release_back(serving, docker_engine, tmp_path: Path) -> None:
     profiles, port, release = serving
     before = _containers(docker_engine)
-    proc = start_cli("tune", "--profile", "tune-sim", "--profiles-dir", str(profiles), "--cpu-slot", "tn",
-                     "--report", str(tmp_path / "r"), "--no-qualify")
+    proc = start_cli(
+        "tune",
+        "--profile",
+        "tune-sim",
+        "--profiles-dir",
+        str(profiles),
+        "--cpu-slot",
+        "tn",
+        "--report",
+        str(tmp_path / "r"),
+        "--no-qualify",
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 600
     seen = ""

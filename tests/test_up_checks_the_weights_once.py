@@ -35,16 +35,21 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
 
 
 def _up(profile):
-    facts = gather_facts(NoEngine("no engine in this test"), Slot(), profile, host_port=None, bind="127.0.0.1",
-                         publishes=False)
+    facts = gather_facts(
+        NoEngine("no engine in this test"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False
+    )
     assert facts.inputs_error is None and facts.inputs is not None and facts.inputs.model.checked
-    plan_up(facts, profile, UpOptions(profile_name=profile.name, host_port=39125, skip_qualify=True,
-                                      publishes=False))
+    plan_up(
+        facts,
+        profile,
+        UpOptions(profile_name=profile.name, host_port=39125, skip_qualify=True, publishes=False),
+    )
     return facts
 
 
 def test_a_hub_model_is_checked_once_and_its_snapshot_read_by_the_memory_gate(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     commit = write_hub_cache(tmp_path / "hf" / "hub", REPO)
     monkeypatch.setenv("DEPLOYTOOL_HF_HOME", str(tmp_path / "hf"))
     profile = ProfileStore().get("sim").model_copy(deep=True)

@@ -30,7 +30,9 @@ def gate_env(docker_engine, tmp_path: Path):
         shutil.copy(MODELS / "qwen3-30b-a3b" / name, checkpoint / name)
     # up checks the weights are all there: a tiny real shard under the name the index
     # gives; the memory plan reads the sizes from the index, not from the shard
-    for shard in sorted(set(json.loads((checkpoint / "model.safetensors.index.json").read_text())["weight_map"].values())):
+    for shard in sorted(
+        set(json.loads((checkpoint / "model.safetensors.index.json").read_text())["weight_map"].values())
+    ):
         (checkpoint / shard).write_bytes(safetensors_bytes({"w": [0.0]}))
     profiles = tmp_path / "profiles"
     profiles.mkdir()
@@ -57,8 +59,19 @@ server:
     port = free_port()
 
     def up(profile: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return run_cli("up", "--cpu", "--profile", profile, "--skip-qualify", "--json", "--port", str(port),
-                       "--profiles-dir", str(profiles), *extra)
+        return run_cli(
+            "up",
+            "--cpu",
+            "--profile",
+            profile,
+            "--skip-qualify",
+            "--json",
+            "--port",
+            str(port),
+            "--profiles-dir",
+            str(profiles),
+            *extra,
+        )
 
     up.port = port  # type: ignore[attr-defined]
     yield up
@@ -70,7 +83,9 @@ def _events() -> list[dict]:
 
 
 def _served_decode_tps(port: int) -> float:
-    return float(httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=5).json()["sim_settings"]["decode_tps"])
+    return float(
+        httpx.get(f"http://127.0.0.1:{port}/get_server_info", timeout=5).json()["sim_settings"]["decode_tps"]
+    )
 
 
 def test_up_refuses_a_profile_that_does_not_fit_before_stopping_the_serving_release(gate_env) -> None:

@@ -17,8 +17,9 @@ from deploytool.release.slots import Slot
 
 def test_the_planner_reuses_the_build_plan_the_facts_gathered(monkeypatch: pytest.MonkeyPatch) -> None:
     profile = ProfileStore().get("sim")
-    facts = gather_facts(NoEngine("no engine in this test"), Slot(), profile, host_port=None, bind="127.0.0.1",
-                         publishes=False)
+    facts = gather_facts(
+        NoEngine("no engine in this test"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False
+    )
     assert facts.engine_absent == "no engine in this test"
     assert facts.image is not None and facts.image.build is not None
 
@@ -54,7 +55,8 @@ def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tm
     repo, commit = tiny_repo(tmp_path)
     (tmp_path / "profiles").mkdir()
     (tmp_path / "profiles" / "fork.yaml").write_text(
-        profile_yaml("fork", {"kind": "git", "repo": str(repo), "commit": commit}))
+        profile_yaml("fork", {"kind": "git", "repo": str(repo), "commit": commit})
+    )
     profile = ProfileStore([Path(__file__).parent / "profiles_sglang", tmp_path / "profiles"]).get("fork")
     facts = gather_facts(NoEngine("none"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False)
 
@@ -63,8 +65,18 @@ def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tm
 
     monkeypatch.setattr(runtime_source, "resolve", again)
     monkeypatch.setattr(local_wheels, "resolve", again)
-    planned = plan_up(facts, profile, UpOptions(profile_name="fork", host_port=39126, skip_qualify=True,
-                                                publishes=False, dry_run=True, skip_memory_plan=True))
+    planned = plan_up(
+        facts,
+        profile,
+        UpOptions(
+            profile_name="fork",
+            host_port=39126,
+            skip_qualify=True,
+            publishes=False,
+            dry_run=True,
+            skip_memory_plan=True,
+        ),
+    )
     assert f"runtime: sglang 0.5.23 from git {repo} at commit {commit} (python/)" in planned.inputs
 
 
@@ -81,6 +93,9 @@ def test_an_up_reads_the_slot_s_releases_once() -> None:
             return super().releases(slot)
 
     engine = Counting("counting")
-    plan = plan_for_up(Slot(), UpOptions(profile_name="sim", host_port=39127, skip_qualify=True, publishes=False,
-                                          dry_run=True), engine=engine)
+    plan = plan_for_up(
+        Slot(),
+        UpOptions(profile_name="sim", host_port=39127, skip_qualify=True, publishes=False, dry_run=True),
+        engine=engine,
+    )
     assert plan.profile == "sim" and engine.asked == ["cpu"]

@@ -18,8 +18,11 @@ def test_wait_until_ready_rides_out_refusals_and_503_with_progress_lines() -> No
     lines: list[str] = []
     settings = SimSettings(load_seconds=1.5, startup_seconds=1.0, log_requests=False)
     with serve_in_thread(settings) as handle:
-        ready = run_sync(wait_until_ready(handle.url, timeout_s=30, poll_s=0.1, progress=lines.append,
-                                          progress_every_s=0.5))
+        ready = run_sync(
+            wait_until_ready(
+                handle.url, timeout_s=30, poll_s=0.1, progress=lines.append, progress_every_s=0.5
+            )
+        )
     assert ready.ready and ready.status == 200 and ready.waited_s >= 2.0
     assert any("refused" in line for line in lines) and any("HTTP 503" in line for line in lines)
     assert all("of 30 s" in line for line in lines)
@@ -40,24 +43,46 @@ def test_the_waiting_line_names_the_option_that_ends_the_wait() -> None:
     with socket.socket() as bound:
         bound.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
-        ready = run_sync(wait_until_ready(url, timeout_s=1.2, poll_s=0.1, progress=lines.append,
-                                          progress_every_s=0.3, timeout_name="--ready-timeout"))
+        ready = run_sync(
+            wait_until_ready(
+                url,
+                timeout_s=1.2,
+                poll_s=0.1,
+                progress=lines.append,
+                progress_every_s=0.3,
+                timeout_name="--ready-timeout",
+            )
+        )
     assert not ready.ready and lines
-    assert all("refused" in line and "of 1.2 s; --ready-timeout to wait less or more" in line for line in lines)
+    assert all(
+        "refused" in line and "of 1.2 s; --ready-timeout to wait less or more" in line for line in lines
+    )
 
 
 def test_qualify_takes_the_same_option_and_names_it_when_it_gives_up(tmp_path) -> None:
     with socket.socket() as bound:
         bound.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
-        result = CliRunner().invoke(app, ["qualify", "--url", url, "--ready-timeout", "1", "--no-progress",
-                                          "--report", str(tmp_path / "r")])
+        result = CliRunner().invoke(
+            app,
+            [
+                "qualify",
+                "--url",
+                url,
+                "--ready-timeout",
+                "1",
+                "--no-progress",
+                "--report",
+                str(tmp_path / "r"),
+            ],
+        )
     assert result.exit_code == EXIT_COULD_NOT_RUN, result.output
     assert "after 1" in result.output and "--ready-timeout" in result.output
 
 
 def test_one_option_one_name_one_meaning() -> None:
     """qualify and bench document --ready-timeout in the same words."""
+
     def help_of(command: str) -> str:
         option = next(p for p in typer_command(command).params if p.name == "ready_timeout")
         return f"{option.opts} {option.help}"
@@ -81,9 +106,15 @@ def test_bench_when_ready_sends_nothing_and_writes_no_report_when_the_wait_expir
     with socket.socket() as bound:
         bound.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{bound.getsockname()[1]}"
-        outcome = bench_when_ready(Target(url=url, profile=None), method=build_method(quick=True),
-                                   report_dir=tmp_path / "r", ready_timeout_s=0.6, timeout_name="--ready-timeout",
-                                   on_wait=lines.append, progress=False)
+        outcome = bench_when_ready(
+            Target(url=url, profile=None),
+            method=build_method(quick=True),
+            report_dir=tmp_path / "r",
+            ready_timeout_s=0.6,
+            timeout_name="--ready-timeout",
+            on_wait=lines.append,
+            progress=False,
+        )
     assert outcome.run is None and outcome.exit_code == EXIT_COULD_NOT_RUN
     assert "did not become ready within 0.6 s (--ready-timeout)" in outcome.why
     assert not (tmp_path / "r").exists()

@@ -15,9 +15,21 @@ KEY = "watch-test-key-0123456789"
 
 
 def _release(port: int) -> Release:
-    return Release(slot="cpu", release=1, profile="sim", image="x", container_id="c", container_name="n",
-                   state="running", health="healthy", host_port=port, gpus=[], simulator=True, created="",
-                   api_key=True)
+    return Release(
+        slot="cpu",
+        release=1,
+        profile="sim",
+        image="x",
+        container_id="c",
+        container_name="n",
+        state="running",
+        health="healthy",
+        host_port=port,
+        gpus=[],
+        simulator=True,
+        created="",
+        api_key=True,
+    )
 
 
 def test_probe_sends_the_key_where_the_health_path_needs_it() -> None:

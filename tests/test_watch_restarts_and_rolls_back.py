@@ -32,7 +32,9 @@ watch: {watch}
 
 
 def write(folder: Path, name: str, tps: int, env: str = "{}", watch: str = "{}") -> None:
-    (folder / f"{name}.yaml").write_text(FAST.format(name=name, tps=tps, env=env, watch=watch, health=health_check()))
+    (folder / f"{name}.yaml").write_text(
+        FAST.format(name=name, tps=tps, env=env, watch=watch, health=health_check())
+    )
 
 
 def events(name: str) -> list[dict]:
@@ -52,7 +54,9 @@ def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> di
     """`deploytool watch` in the foreground until it has journaled `event`, then a few more
     rounds (what it does after that, nothing, is part of what is tested), then Ctrl-C, as a
     person ends it; its --json result. max_seconds bounds it where the event never comes."""
-    proc = start_cli("watch", "--cpu-slot", slot, "--max-seconds", str(max_seconds), "--hooks", str(hooks), "--json")
+    proc = start_cli(
+        "watch", "--cpu-slot", slot, "--max-seconds", str(max_seconds), "--hooks", str(hooks), "--json"
+    )
     deadline = time.monotonic() + max_seconds + 60
     while proc.poll() is None and not events(event):
         assert time.monotonic() < deadline, "watch neither acted nor stopped"
@@ -70,16 +74,32 @@ def watch_until(event: str, slot: str, hooks: Path, *, max_seconds: float) -> di
 
 
 def up(folder: Path, slot: str, profile: str, port: int) -> None:
-    out = run_cli("up", "--cpu-slot", slot, "--profile", profile, "--port", str(port), "--skip-qualify",
-                  "--profiles-dir", str(folder))
+    out = run_cli(
+        "up",
+        "--cpu-slot",
+        slot,
+        "--profile",
+        profile,
+        "--port",
+        str(port),
+        "--skip-qualify",
+        "--profiles-dir",
+        str(folder),
+    )
     assert out.returncode == 0, out.stderr
 
 
-def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap(folder: Path, docker_engine,
-                                                                                  tmp_path: Path):
+def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap(
+    folder: Path, docker_engine, tmp_path: Path
+):
     # healthy for 8 s after it is ready: long enough for `up` to see it healthy on a loaded machine
-    write(folder, "t-wedge", 2000, "{DEPLOYTOOL_SIM_FAULT: health_fail_after=8}",
-          "{interval: 0.5, failures: 2, backoff: 0, max_restarts_per_hour: 1, crash_loop_window: 0}")
+    write(
+        folder,
+        "t-wedge",
+        2000,
+        "{DEPLOYTOOL_SIM_FAULT: health_fail_after=8}",
+        "{interval: 0.5, failures: 2, backoff: 0, max_restarts_per_hour: 1, crash_loop_window: 0}",
+    )
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()
     (hooks / "on-failure").write_text(f'#!/bin/sh\necho "$DEPLOYTOOL_ACTION $DEPLOYTOOL_RELEASE" >> {ran}\n')
@@ -91,23 +111,35 @@ def test_watch_restarts_a_release_whose_health_fails_while_it_runs_up_to_its_cap
     actions = watch_until("watch.capped", "w", hooks, max_seconds=60)["actions"]
     # restarted once (its /health failed while the process ran on), failed again: the cap of 1 an hour
     assert [(a["event"], a["slot"], a["release"]) for a in actions] == [
-        ("watch.restart", "cpu-w", 1), ("watch.capped", "cpu-w", 1)]
+        ("watch.restart", "cpu-w", 1),
+        ("watch.capped", "cpu-w", 1),
+    ]
     container = docker_engine.client.containers.get(release.container_id)
     assert container.attrs["State"]["StartedAt"] != started_before  # really restarted
     assert container.status == "running"  # and left running at the cap, for a person to look at
-    assert [e["event"] for e in events("watch.restart") + events("watch.capped")] == ["watch.restart",
-                                                                                     "watch.capped"]
+    assert [e["event"] for e in events("watch.restart") + events("watch.capped")] == [
+        "watch.restart",
+        "watch.capped",
+    ]
     assert ran.read_text().split() == ["watch-capped", "1"]
 
 
-def test_watch_rolls_a_crash_loop_after_cut_over_back_to_the_previous_release(folder: Path, docker_engine,
-                                                                              tmp_path: Path):
+def test_watch_rolls_a_crash_loop_after_cut_over_back_to_the_previous_release(
+    folder: Path, docker_engine, tmp_path: Path
+):
     write(folder, "t-steady", 2000)
-    write(folder, "t-loop", 3000, "{DEPLOYTOOL_SIM_FAULT: exit_after=4}",
-          "{interval: 0.5, failures: 1, backoff: 0, crash_loop_window: 300, crash_loop_restarts: 2}")
+    write(
+        folder,
+        "t-loop",
+        3000,
+        "{DEPLOYTOOL_SIM_FAULT: exit_after=4}",
+        "{interval: 0.5, failures: 1, backoff: 0, crash_loop_window: 300, crash_loop_restarts: 2}",
+    )
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()
-    (hooks / "on-failure").write_text(f'#!/bin/sh\necho "$DEPLOYTOOL_SLOT $DEPLOYTOOL_RELEASE $DEPLOYTOOL_ERROR" >> {ran}\n')
+    (hooks / "on-failure").write_text(
+        f'#!/bin/sh\necho "$DEPLOYTOOL_SLOT $DEPLOYTOOL_RELEASE $DEPLOYTOOL_ERROR" >> {ran}\n'
+    )
     (hooks / "on-failure").chmod(0o755)
     port = free_port()
     up(folder, "l", "t-steady", port)
@@ -116,7 +148,10 @@ def test_watch_rolls_a_crash_loop_after_cut_over_back_to_the_previous_release(fo
     assert "watch.crash_loop" in kinds and kinds[-1] == "watch.rolled_back", kinds
     rolled = events("watch.rolled_back")[-1]
     assert (rolled["release"], rolled["stopped"]) == (1, 2)
-    assert served_decode_tps(port) == 2000 and httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    assert (
+        served_decode_tps(port) == 2000
+        and httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+    )
     assert docker_engine.release("cpu-l", 2).state == "exited"  # stopped, kept for inspection
     status = {s["slot"]: s for s in json.loads(run_cli("status", "--json").stdout)["slots"]}["cpu-l"]
     assert status["current"] == 1
@@ -143,5 +178,7 @@ def test_the_unattended_watch_service_renders_valid_compose_and_a_systemd_unit(d
     assert service["command"] == ["deploytool", "watch", "--hooks", "/etc/deploytool/hooks"]
     unit = run_cli("watch", "--render", "systemd", "--user", "deploy").stdout
     assert "Restart=always" in unit and "User=deploy" in unit and "SupplementaryGroups=docker" in unit
-    assert f"DEPLOYTOOL_HOME={os.environ['DEPLOYTOOL_HOME']}" in unit and "watch" in unit.split("ExecStart=")[1]
+    assert (
+        f"DEPLOYTOOL_HOME={os.environ['DEPLOYTOOL_HOME']}" in unit and "watch" in unit.split("ExecStart=")[1]
+    )
     assert run_cli("watch", "--render", "compose").returncode == 2  # the image must be named

@@ -62,7 +62,7 @@ def test_a_long_event_is_kept_as_its_pieces_and_joined_once() -> None:
     body = f"data: {_chunk(text)}\n\n".encode()
     result = ChatResult(streamed=True, t_start=0.0)
     stream = ChatStream(result)
-    pieces = [body[i:i + 1024] for i in range(0, len(body), 1024)]
+    pieces = [body[i : i + 1024] for i in range(0, len(body), 1024)]
     for piece in pieces[:-1]:
         assert stream.feed(piece, 0.0) is False
     # every read kept as it came (no buffer re-joined per read), the event joined when it ended

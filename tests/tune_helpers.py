@@ -16,9 +16,16 @@ SPEED = {"max-running-requests": 2, "decode-tps": 50, "eager-decode-factor": 0.5
 NO_THINKING = '{"enable_thinking": false}'
 
 
-def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: float = 0.2,
-                  args: dict | None = None, speed: dict | None = None,
-                  chat_template_kwargs: str | None = NO_THINKING) -> Path:
+def write_profile(
+    folder: Path,
+    *,
+    tune: dict,
+    name: str = "tune-sim",
+    startup: float = 0.2,
+    args: dict | None = None,
+    speed: dict | None = None,
+    chat_template_kwargs: str | None = NO_THINKING,
+) -> Path:
     """A reference-runtime profile with a checkpoint the planner reads (config, index and an
     empty shard: `up` checks that the index's shards are there). `speed` replaces SPEED;
     `chat_template_kwargs` None leaves the runtime's thinking default."""
@@ -28,23 +35,60 @@ def write_profile(folder: Path, *, tune: dict, name: str = "tune-sim", startup: 
         (ckpt / f).write_text((MODEL / f).read_text())
     (ckpt / "model-00001-of-00001.safetensors").write_bytes(b"")
     profile = {
-        "name": name, "match": {"gpu_name": ["h200"]},
+        "name": name,
+        "match": {"gpu_name": ["h200"]},
         "image": {"recipe": "sim", "base": "deploytool/base:bookworm", "python": "3.11"},
-        "model": {"path": "/models/sim", "host_path": str(ckpt), "served_name": "sim-model", "context_length": 32768},
-        "server": {"port": 30000, "command": ["/opt/venv/bin/python", "-m", "deploytool.sim"], "env": {},
-                   "shm_size": "1g", "ulimits": {},
-                   "args": {"host": "0.0.0.0", "port": 30000, "served-model-name": "sim-model",
-                            "context-length": 32768, "startup-seconds": startup, "prefill-tps": 200000,
-                            **(SPEED if speed is None else speed), "mem-fraction-static": 0.85,
-                            "cuda-graph-max-bs": 2, "enable-metrics": True,
-                            **({} if chat_template_kwargs is None
-                               else {"default-chat-template-kwargs": chat_template_kwargs}),
-                            "gpu-memory-gib": 141, "weights-gib": 57, "kv-bytes-per-token": 98304,
-                            **(args or {})}},
-        "health": {"path": "/health", "start_period": 30, "start_interval": 1, "interval": 5, "timeout": 5,
-                   "retries": 1},
+        "model": {
+            "path": "/models/sim",
+            "host_path": str(ckpt),
+            "served_name": "sim-model",
+            "context_length": 32768,
+        },
+        "server": {
+            "port": 30000,
+            "command": ["/opt/venv/bin/python", "-m", "deploytool.sim"],
+            "env": {},
+            "shm_size": "1g",
+            "ulimits": {},
+            "args": {
+                "host": "0.0.0.0",
+                "port": 30000,
+                "served-model-name": "sim-model",
+                "context-length": 32768,
+                "startup-seconds": startup,
+                "prefill-tps": 200000,
+                **(SPEED if speed is None else speed),
+                "mem-fraction-static": 0.85,
+                "cuda-graph-max-bs": 2,
+                "enable-metrics": True,
+                **(
+                    {}
+                    if chat_template_kwargs is None
+                    else {"default-chat-template-kwargs": chat_template_kwargs}
+                ),
+                "gpu-memory-gib": 141,
+                "weights-gib": 57,
+                "kv-bytes-per-token": 98304,
+                **(args or {}),
+            },
+        },
+        "health": {
+            "path": "/health",
+            "start_period": 30,
+            "start_interval": 1,
+            "interval": 5,
+            "timeout": 5,
+            "retries": 1,
+        },
         "qualify": {"preflight": {"min_running_requests": 1}},
-        "tune": {"load": [8], "requests_per_level": 1, "output_tokens": 48, "repeats": 2, "rounds": 2, **tune},
+        "tune": {
+            "load": [8],
+            "requests_per_level": 1,
+            "output_tokens": 48,
+            "repeats": 2,
+            "rounds": 2,
+            **tune,
+        },
     }
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
     return folder

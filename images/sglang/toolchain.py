@@ -13,11 +13,19 @@ import subprocess
 from pathlib import Path
 
 PACKAGES = {
-    "torch": "torch", "triton": "triton", "sglang": "sglang", "sglang_kernel": "sglang-kernel",
-    "flashinfer": "flashinfer-python", "flashinfer_cubin": "flashinfer-cubin",
-    "flashinfer_jit_cache": "flashinfer-jit-cache", "deep_gemm": "sgl-deep-gemm",
-    "tilelang": "tilelang", "tvm_ffi": "apache-tvm-ffi", "cutlass_dsl": "nvidia-cutlass-dsl",
-    "flash_attn": "flash-attn-4", "nvidia_ml_py": "nvidia-ml-py",
+    "torch": "torch",
+    "triton": "triton",
+    "sglang": "sglang",
+    "sglang_kernel": "sglang-kernel",
+    "flashinfer": "flashinfer-python",
+    "flashinfer_cubin": "flashinfer-cubin",
+    "flashinfer_jit_cache": "flashinfer-jit-cache",
+    "deep_gemm": "sgl-deep-gemm",
+    "tilelang": "tilelang",
+    "tvm_ffi": "apache-tvm-ffi",
+    "cutlass_dsl": "nvidia-cutlass-dsl",
+    "flash_attn": "flash-attn-4",
+    "nvidia_ml_py": "nvidia-ml-py",
 }
 
 
@@ -47,7 +55,11 @@ def patches():
 def locks():
     """sha256 of each wheel lock the image was installed from (the labels name the same)."""
     folder = Path("/opt/deploytool/locks")
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.lock"))} if folder.is_dir() else {}
+    return (
+        {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.lock"))}
+        if folder.is_dir()
+        else {}
+    )
 
 
 def installed(path=None):

@@ -27,21 +27,42 @@ def deploytool_client(a: argparse.Namespace) -> None:
     from deploytool.bench.runner import BenchRunner, Spec
     from deploytool.release.targets import Target
 
-    method = build_method(quick=True, repeats=1, warmup_requests=1, warmup_output_tokens=16,
-                          request_timeout_s=300, run_timeout_s=600)
+    method = build_method(
+        quick=True,
+        repeats=1,
+        warmup_requests=1,
+        warmup_output_tokens=16,
+        request_timeout_s=300,
+        run_timeout_s=600,
+    )
     # the key as deploytool finds it (DEPLOYTOOL_API_KEY), never on a command line
-    runner = BenchRunner(Target(url=a.url, profile=None, api_key=os.environ.get("DEPLOYTOOL_API_KEY")), method,
-                         progress=False)
+    runner = BenchRunner(
+        Target(url=a.url, profile=None, api_key=os.environ.get("DEPLOYTOOL_API_KEY")), method, progress=False
+    )
 
     async def go():
         async with runner.session():
-            return await runner.measure("load", "load", a.concurrency, lambda: [
-                runner.job(Spec("load", "load", a.concurrency, i, a.prompt_tokens, a.output_tokens))
-                for i in range(a.requests)])
+            return await runner.measure(
+                "load",
+                "load",
+                a.concurrency,
+                lambda: [
+                    runner.job(Spec("load", "load", a.concurrency, i, a.prompt_tokens, a.output_tokens))
+                    for i in range(a.requests)
+                ],
+            )
+
     group = asyncio.run(go())
-    print(json.dumps({"completed": group.completed, "output_tps": group.aggregate_output_tps,
-                      "ttft_median_ms": group.ttft_median_s * 1000,
-                      "output_tokens": group.completed * a.output_tokens}))
+    print(
+        json.dumps(
+            {
+                "completed": group.completed,
+                "output_tps": group.aggregate_output_tps,
+                "ttft_median_ms": group.ttft_median_s * 1000,
+                "output_tokens": group.completed * a.output_tokens,
+            }
+        )
+    )
 
 
 def measured(argv: list[str], env: dict) -> tuple[str, float, float]:
@@ -60,23 +81,68 @@ def measured(argv: list[str], env: dict) -> tuple[str, float, float]:
 
 def one(client: str, a: argparse.Namespace, requests: int, env: dict) -> dict:
     if client == "deploytool":
-        argv = [sys.executable, __file__, "--deploytool-client", "--url", a.url, "--concurrency", str(a.concurrency),
-                "--requests", str(requests), "--prompt-tokens", str(a.prompt_tokens), "--output-tokens", str(a.output_tokens)]
+        argv = [
+            sys.executable,
+            __file__,
+            "--deploytool-client",
+            "--url",
+            a.url,
+            "--concurrency",
+            str(a.concurrency),
+            "--requests",
+            str(requests),
+            "--prompt-tokens",
+            str(a.prompt_tokens),
+            "--output-tokens",
+            str(a.output_tokens),
+        ]
         text, wall, cpu = measured(argv, env)
         data = json.loads(text.strip().splitlines()[-1])
         return {"client": client, "requests": requests, **data, "wall_s": wall, "cpu_s": cpu}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.jsonl"
-        argv = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", a.url,
-                "--model", a.model, "--tokenizer", a.tokenizer, "--dataset-name", "random-ids",
-                "--random-input-len", str(a.prompt_tokens), "--random-output-len", str(a.output_tokens),
-                "--random-range-ratio", "1", "--num-prompts", str(requests), "--max-concurrency", str(a.concurrency),
-                "--request-rate", "inf", "--output-file", str(out)]
+        argv = [
+            sys.executable,
+            "-m",
+            "sglang.bench_serving",
+            "--backend",
+            "sglang-oai-chat",
+            "--base-url",
+            a.url,
+            "--model",
+            a.model,
+            "--tokenizer",
+            a.tokenizer,
+            "--dataset-name",
+            "random-ids",
+            "--random-input-len",
+            str(a.prompt_tokens),
+            "--random-output-len",
+            str(a.output_tokens),
+            "--random-range-ratio",
+            "1",
+            "--num-prompts",
+            str(requests),
+            "--max-concurrency",
+            str(a.concurrency),
+            "--request-rate",
+            "inf",
+            "--output-file",
+            str(out),
+        ]
         _, wall, cpu = measured(argv, env)
         data = json.loads(out.read_text().strip().splitlines()[-1])
-    return {"client": client, "requests": requests, "completed": data["completed"], "output_tps": data["output_throughput"],
-            "ttft_median_ms": data["median_ttft_ms"], "output_tokens": data.get("total_output_tokens"),
-            "wall_s": wall, "cpu_s": cpu, "command": "python -m " + " ".join(argv[2:])}
+    return {
+        "client": client,
+        "requests": requests,
+        "completed": data["completed"],
+        "output_tps": data["output_throughput"],
+        "ttft_median_ms": data["median_ttft_ms"],
+        "output_tokens": data.get("total_output_tokens"),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "command": "python -m " + " ".join(argv[2:]),
+    }
 
 
 def main() -> None:
@@ -94,7 +160,12 @@ def main() -> None:
     a = ap.parse_args()
     if a.deploytool_client:
         return deploytool_client(a)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     runs = []
     for client in ("deploytool", "sglang.bench_serving", "sglang.bench_serving", "deploytool"):  # A B B A
         runs.append(one(client, a, a.requests, env))
@@ -103,20 +174,34 @@ def main() -> None:
     summary = {}
     for c in ("deploytool", "sglang.bench_serving"):
         large = [r for r in runs if r["client"] == c]
-        tokens = statistics.median(r["output_tokens"] or r["requests"] * a.output_tokens for r in large) \
-            - (small[c]["output_tokens"] or a.small * a.output_tokens)
+        tokens = statistics.median(r["output_tokens"] or r["requests"] * a.output_tokens for r in large) - (
+            small[c]["output_tokens"] or a.small * a.output_tokens
+        )
         cpu = statistics.median(r["cpu_s"] for r in large) - small[c]["cpu_s"]
-        summary[c] = {"output_tps": statistics.median(r["output_tps"] for r in large),
-                      "ttft_median_ms": statistics.median(r["ttft_median_ms"] for r in large),
-                      # the marginal CPU is only a figure where the large run's extra tokens
-                      # cost more than the start-up noise between two processes
-                      "cpu_ms_per_1k_tokens": round(cpu / tokens * 1e6, 2) if tokens > 0 and cpu > 0 else None}
+        summary[c] = {
+            "output_tps": statistics.median(r["output_tps"] for r in large),
+            "ttft_median_ms": statistics.median(r["ttft_median_ms"] for r in large),
+            # the marginal CPU is only a figure where the large run's extra tokens
+            # cost more than the start-up noise between two processes
+            "cpu_ms_per_1k_tokens": round(cpu / tokens * 1e6, 2) if tokens > 0 and cpu > 0 else None,
+        }
     d, s = summary["deploytool"], summary["sglang.bench_serving"]
-    result = {"workload": {"concurrency": a.concurrency, "requests": a.requests, "small_requests": a.small,
-                           "prompt_tokens": a.prompt_tokens, "output_tokens": a.output_tokens},
-              "runs": runs, "small_runs": small, "summary": summary,
-              "ratio_sglang_over_deploytool": {"output_tps": s["output_tps"] / d["output_tps"],
-                                                "ttft_median": s["ttft_median_ms"] / d["ttft_median_ms"]}}
+    result = {
+        "workload": {
+            "concurrency": a.concurrency,
+            "requests": a.requests,
+            "small_requests": a.small,
+            "prompt_tokens": a.prompt_tokens,
+            "output_tokens": a.output_tokens,
+        },
+        "runs": runs,
+        "small_runs": small,
+        "summary": summary,
+        "ratio_sglang_over_deploytool": {
+            "output_tps": s["output_tps"] / d["output_tps"],
+            "ttft_median": s["ttft_median_ms"] / d["ttft_median_ms"],
+        },
+    }
     print(json.dumps(result["ratio_sglang_over_deploytool"]))
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1))

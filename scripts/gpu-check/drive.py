@@ -34,22 +34,47 @@ URL = "http://127.0.0.1:30000"
 
 # What each plan starts and runs. `steps` run in this order after the server is ready.
 PLANS = {
-    "dense": {"profile": "gpu-check-qwen3-tiny", "model": "qwen3-tiny", "api_key": True,
-              "steps": ["record", "abort", "agree_c1", "agree", "bench", "bench_long", "bench_agentic", "gsm8k"],
-              "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
-    "hybrid-mtp": {"profile": "gpu-check-qwen36-tiny-mtp", "model": "qwen36-tiny", "api_key": False,
-                   "steps": ["record", "bench"],
-                   "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"}},
-    "a3b": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
-            "steps": ["record_info", "bench"], "fallback_args": None},
+    "dense": {
+        "profile": "gpu-check-qwen3-tiny",
+        "model": "qwen3-tiny",
+        "api_key": True,
+        "steps": ["record", "abort", "agree_c1", "agree", "bench", "bench_long", "bench_agentic", "gsm8k"],
+        "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"},
+    },
+    "hybrid-mtp": {
+        "profile": "gpu-check-qwen36-tiny-mtp",
+        "model": "qwen36-tiny",
+        "api_key": False,
+        "steps": ["record", "bench"],
+        "fallback_args": {"disable-decode-cuda-graph": True, "grammar-backend": "none"},
+    },
+    "a3b": {
+        "profile": "gpu-check-qwen36-35b-a3b-mtp",
+        "model": "qwen36-35b-a3b-shape",
+        "api_key": False,
+        "steps": ["record_info", "bench"],
+        "fallback_args": None,
+    },
     # tune's winner on the 35B shapes, measured by deploytool bench and sglang.bench_serving on
     # the one server at the load tune scored it on: 32 users, 128 prompt and 128 output tokens
-    "a3b-tuned": {"profile": "gpu-check-qwen36-35b-a3b-mtp-tuned", "model": "qwen36-35b-a3b-shape", "api_key": False,
-                  "steps": ["record_info", "agree_tuned"], "fallback_args": None},
+    "a3b-tuned": {
+        "profile": "gpu-check-qwen36-35b-a3b-mtp-tuned",
+        "model": "qwen36-35b-a3b-shape",
+        "api_key": False,
+        "steps": ["record_info", "agree_tuned"],
+        "fallback_args": None,
+    },
     # the draft-sharing patch's proof: the same launch with PATCH_DIR's patches applied to a
     # copy of the overlay, planned with those patches
-    "a3b-patched": {"profile": "gpu-check-qwen36-35b-a3b-mtp", "model": "qwen36-35b-a3b-shape", "api_key": False,
-                    "patch": True, "no_qualify": True, "steps": ["record_info"], "fallback_args": None},
+    "a3b-patched": {
+        "profile": "gpu-check-qwen36-35b-a3b-mtp",
+        "model": "qwen36-35b-a3b-shape",
+        "api_key": False,
+        "patch": True,
+        "no_qualify": True,
+        "steps": ["record_info"],
+        "fallback_args": None,
+    },
 }
 
 
@@ -58,8 +83,18 @@ AGREE_WORKLOADS = {
     "agree": [],
     "agree_c1": ["--concurrency", "1", "--requests", "16", "--small", "4"],
     # a 35B MoE streams at about 50 tok/s a user: 32 in flight is the server's pace, not a client's
-    "agree_tuned": ["--concurrency", "32", "--requests", "96", "--small", "32", "--prompt-tokens", "128",
-                    "--output-tokens", "128"],
+    "agree_tuned": [
+        "--concurrency",
+        "32",
+        "--requests",
+        "96",
+        "--small",
+        "32",
+        "--prompt-tokens",
+        "128",
+        "--output-tokens",
+        "128",
+    ],
 }
 
 
@@ -83,8 +118,13 @@ class Run:
 
 
 def env_for(site: Path, dt: Path, key: str | None) -> dict:
-    env = {**os.environ, "PYTHONPATH": f"{HARNESS}:{dt}/src:{dt}/site:{site}", "DEPLOYTOOL_RESOURCES": str(dt),
-           "DEPLOYTOOL_HOME": str(W / "deploytool-home"), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{HARNESS}:{dt}/src:{dt}/site:{site}",
+        "DEPLOYTOOL_RESOURCES": str(dt),
+        "DEPLOYTOOL_HOME": str(W / "deploytool-home"),
+        "PYTHONUNBUFFERED": "1",
+    }
     if key:
         env["DEPLOYTOOL_API_KEY"] = key
         env["OPENAI_API_KEY"] = key
@@ -101,8 +141,11 @@ def cli(run: Run, name: str, args: list[str], env: dict, limit: float, plan_out:
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=limit)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
-        rc, out, err = "timeout", (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), \
-            (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        rc, out, err = (
+            "timeout",
+            (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""),
+            (exc.stderr or b"").decode() if isinstance(exc.stderr, bytes) else (exc.stderr or ""),
+        )
     (plan_out / f"{name}.stdout").write_text(out)
     (plan_out / f"{name}.stderr").write_text(err[-200000:])
     result = {"rc": rc, "seconds": round(time.monotonic() - t, 1)}
@@ -121,7 +164,14 @@ def launch_argv(profile_name: str, model: str, dt: Path, extra: dict, key: str |
 
     profile = ProfileStore([PROFILES]).get(profile_name)
     args = {**profile.server.args, **extra}
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(W / "models" / model), *args_to_argv(args)]
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(W / "models" / model),
+        *args_to_argv(args),
+    ]
     if key:
         argv += ["--api-key", key]
     return argv
@@ -134,10 +184,15 @@ def redact_file(path: Path, key: str | None) -> None:
 
 def memory_lines(log: Path) -> list[str]:
     """SGLang's own memory log lines (weights loaded, KV pool allocated, graph capture)."""
-    keep = re.compile(r"Load weight|KV Cache is allocated|Memory pool end|max_total_num_tokens|mem usage|avail mem|"
-                      r"Capture cuda graph|mamba|Mamba|max_running_requests|token_capacity", re.I)
+    keep = re.compile(
+        r"Load weight|KV Cache is allocated|Memory pool end|max_total_num_tokens|mem usage|avail mem|"
+        r"Capture cuda graph|mamba|Mamba|max_running_requests|token_capacity",
+        re.I,
+    )
     try:
-        return [line.rstrip()[:400] for line in log.read_text(errors="replace").splitlines() if keep.search(line)][:80]
+        return [
+            line.rstrip()[:400] for line in log.read_text(errors="replace").splitlines() if keep.search(line)
+        ][:80]
     except OSError:
         return []
 
@@ -154,12 +209,21 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
     names = patch_names(patch_dir()) if spec.get("patch") else None
 
     # the card as the server will find it
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.total,memory.used,memory.free", "--format=csv"],
-                         capture_output=True, text=True)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=memory.total,memory.used,memory.free", "--format=csv"],
+        capture_output=True,
+        text=True,
+    )
     (plan_out / "nvidia-smi-before.csv").write_text(smi.stdout + smi.stderr)
     # 1. the plan, before anything starts
-    res["steps"]["plan_memory"] = cli(run, "plan-memory", plan_memory_args(spec, model_dir, gpu_uuid, names, pd),
-                                      env_for(site, dt, key), 60, plan_out)
+    res["steps"]["plan_memory"] = cli(
+        run,
+        "plan-memory",
+        plan_memory_args(spec, model_dir, gpu_uuid, names, pd),
+        env_for(site, dt, key),
+        60,
+        plan_out,
+    )
 
     if spec.get("patch"):
         res["patch"] = apply_patches(run, site, names or [], plan_out)
@@ -182,10 +246,27 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
         # qualify first: it must meet the server while nothing listens
         qualify_proc = None
         if not spec.get("no_qualify"):
-            q_args = [sys.executable, "-m", "deploytool", "qualify", "--url", URL, "--profile", spec["profile"], *pd,
-                      "--report", str(plan_out / "qualify"), "--json", "--no-progress"]
-            qualify_proc = subprocess.Popen(q_args, env=env, stdout=open(plan_out / "qualify.stdout", "w"),
-                                            stderr=open(plan_out / "qualify.stderr", "w"))
+            q_args = [
+                sys.executable,
+                "-m",
+                "deploytool",
+                "qualify",
+                "--url",
+                URL,
+                "--profile",
+                spec["profile"],
+                *pd,
+                "--report",
+                str(plan_out / "qualify"),
+                "--json",
+                "--no-progress",
+            ]
+            qualify_proc = subprocess.Popen(
+                q_args,
+                env=env,
+                stdout=open(plan_out / "qualify.stdout", "w"),
+                stderr=open(plan_out / "qualify.stderr", "w"),
+            )
             run.say(f"qualify started (pid {qualify_proc.pid}) before the server")
             time.sleep(2)
         t0 = time.monotonic()
@@ -197,8 +278,11 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
         watch.stop()
         watch.join(5)
         res["ready"], res["ready_after_s"], res["ready_detail"] = ready, round(took, 1), why
-        (plan_out / "loading.json").write_text(json.dumps({"events": watch.events, "first_ready": watch.first_ready},
-                                                          indent=1).replace(key or "\0", "<redacted>"))
+        (plan_out / "loading.json").write_text(
+            json.dumps({"events": watch.events, "first_ready": watch.first_ready}, indent=1).replace(
+                key or "\0", "<redacted>"
+            )
+        )
         res["memory_log"] = memory_lines(log)
         run.say(f"server ready={ready} after {took:.0f}s ({why})")
         if ready:
@@ -209,8 +293,9 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
         server.stop()
         redact_file(log, key)
         shutil.copy(log, plan_out / f"server-failed-{len(res.get('failed_attempts', []))}.log")
-        res.setdefault("failed_attempts", []).append({"args": extra, "why": why,
-                                                      "log_tail": log.read_text(errors="replace")[-4000:]})
+        res.setdefault("failed_attempts", []).append(
+            {"args": extra, "why": why, "log_tail": log.read_text(errors="replace")[-4000:]}
+        )
         log.unlink()
         run.save()
     else:
@@ -239,15 +324,25 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
             try:
                 res["steps"][step] = run_step(run, step, spec, rec, env, plan_out, model_dir, pd)
             except Exception as exc:  # noqa: BLE001 - one step failing never loses the others
-                res["steps"][step] = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
+                res["steps"][step] = {
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "trace": traceback.format_exc()[-3000:],
+                }
             res["steps"][step]["seconds"] = round(time.monotonic() - t, 1)
             run.say(f"step {step}: {str(res['steps'][step])[:300]}")
             run.save()
         rec.get("metrics_after", "/metrics")
         rec.get("server_info_after", "/server_info")
-        (plan_out / "fixtures" / "metrics_before.json").write_text(json.dumps(
-            {"request": {"method": "GET", "path": "/metrics"}, "status": (watch.first_ready or {}).get("metrics_status"),
-             "body": (watch.first_ready or {}).get("metrics", "")}, indent=1))
+        (plan_out / "fixtures" / "metrics_before.json").write_text(
+            json.dumps(
+                {
+                    "request": {"method": "GET", "path": "/metrics"},
+                    "status": (watch.first_ready or {}).get("metrics_status"),
+                    "body": (watch.first_ready or {}).get("metrics", ""),
+                },
+                indent=1,
+            )
+        )
     finally:
         res["server_exit"] = server.stop()
         redact_file(plan_out / "server.log", key)
@@ -261,8 +356,9 @@ def patch_dir() -> Path:
     return Path(os.environ.get("PATCH_DIR", W / "patches"))
 
 
-def plan_memory_args(spec: dict, model_dir: Path, gpu_uuid: str | None, names: list[str] | None,
-                     pd: list[str]) -> list[str]:
+def plan_memory_args(
+    spec: dict, model_dir: Path, gpu_uuid: str | None, names: list[str] | None, pd: list[str]
+) -> list[str]:
     """plan-memory for the plan's launch; a patched plan names its patches (`--patches`), so the
     recorded plan is the patched one, not the profile's stock one."""
     args = ["plan-memory", "--profile", spec["profile"], "--checkpoint", str(model_dir), "--json", *pd]
@@ -291,8 +387,9 @@ def served_name(profile_name: str, dt: Path) -> str:
     return ProfileStore([PROFILES]).get(profile_name).model.served_name
 
 
-def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out: Path, model_dir: Path,
-             pd: list[str]) -> dict:
+def run_step(
+    run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out: Path, model_dir: Path, pd: list[str]
+) -> dict:
     profile = spec["profile"]
     context = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings")
     if step == "record":
@@ -301,8 +398,12 @@ def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out
         context = ProfileStore([PROFILES]).get(profile).model.context_length
         return record_all(rec, context)
     if step == "record_info":
-        for name, path in (("server_info", "/server_info"), ("model_info", "/model_info"), ("v1_models", "/v1/models"),
-                           ("metrics", "/metrics")):
+        for name, path in (
+            ("server_info", "/server_info"),
+            ("model_info", "/model_info"),
+            ("v1_models", "/v1/models"),
+            ("metrics", "/metrics"),
+        ):
             rec.get(name, path)
         rec.post("chat_plain", "/v1/chat/completions", rec.chat(max_tokens=16))
         return {"recorded": len(rec.index)}
@@ -310,26 +411,80 @@ def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out
         return abort_checks(rec)
     if step in ("bench", "bench_long", "bench_agentic"):
         workload = {"bench": "table", "bench_long": "long-context", "bench_agentic": "agentic"}[step]
-        args = ["bench", "--url", URL, "--profile", profile, *pd, "--workload", workload, "--repeats", "1",
-                "--report", str(plan_out / step), "--json", "--ready-timeout", "30"]
+        args = [
+            "bench",
+            "--url",
+            URL,
+            "--profile",
+            profile,
+            *pd,
+            "--workload",
+            workload,
+            "--repeats",
+            "1",
+            "--report",
+            str(plan_out / step),
+            "--json",
+            "--ready-timeout",
+            "30",
+        ]
         if step != "bench":
             args.append("--quick")
         return cli(run, step, args, env, 170, plan_out)
     if step == "gsm8k":
-        return cli(run, "qualify-gsm8k", ["qualify", "--url", URL, "--profile", profile, *pd, "--suite", "gsm8k",
-                                          "--limit", "16", "--set", "gsm8k.thinking=[false]", "--set",
-                                          "gsm8k.lmeval_max_tokens=32", "--set", "gsm8k.concurrency=16",
-                                          "--report", str(plan_out / "qualify-gsm8k"), "--json", "--no-progress"],
-                   env, 90, plan_out)
+        return cli(
+            run,
+            "qualify-gsm8k",
+            [
+                "qualify",
+                "--url",
+                URL,
+                "--profile",
+                profile,
+                *pd,
+                "--suite",
+                "gsm8k",
+                "--limit",
+                "16",
+                "--set",
+                "gsm8k.thinking=[false]",
+                "--set",
+                "gsm8k.lmeval_max_tokens=32",
+                "--set",
+                "gsm8k.concurrency=16",
+                "--report",
+                str(plan_out / "qualify-gsm8k"),
+                "--json",
+                "--no-progress",
+            ],
+            env,
+            90,
+            plan_out,
+        )
     if step in AGREE_WORKLOADS:
         # at 8 in flight a tiny model streams faster than bench_serving's one Python process can
         # read (it saturates a core); one in flight is where the server, not a client, sets the pace
-        out = plan_out / ("agreement.json" if step == "agree" else f"agreement-{step.removeprefix('agree_')}.json")
+        out = plan_out / (
+            "agreement.json" if step == "agree" else f"agreement-{step.removeprefix('agree_')}.json"
+        )
         workload = AGREE_WORKLOADS[step]
-        argv = [sys.executable, str(HARNESS / "agree.py"), "--url", URL, "--model", rec.model, "--tokenizer",
-                str(model_dir), "--out", str(out), *workload]
+        argv = [
+            sys.executable,
+            str(HARNESS / "agree.py"),
+            "--url",
+            URL,
+            "--model",
+            rec.model,
+            "--tokenizer",
+            str(model_dir),
+            "--out",
+            str(out),
+            *workload,
+        ]
         t = time.monotonic()
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=max(30, min(200, run.left() - 40)))
+        proc = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=max(30, min(200, run.left() - 40))
+        )
         (plan_out / f"{step}.stdout").write_text(proc.stdout)
         (plan_out / f"{step}.stderr").write_text(proc.stderr[-100000:])
         result = {"rc": proc.returncode, "seconds": round(time.monotonic() - t, 1)}
@@ -345,10 +500,16 @@ def run_step(run: Run, step: str, spec: dict, rec: Recorder, env: dict, plan_out
 def host_facts(run: Run, env: dict) -> None:
     facts = run.out / "host"
     facts.mkdir(exist_ok=True)
-    for name, cmd in (("nvidia-smi-q.xml", ["nvidia-smi", "-q", "-x"]), ("nvidia-smi-topo.txt", ["nvidia-smi", "topo", "-m"]),
-                      ("nvidia-smi.txt", ["nvidia-smi"]),
-                      ("nvml.json", [sys.executable, str(HARNESS / "nvml_dump.py")]),
-                      ("gpus.json", [sys.executable, "-m", "deploytool", "gpus", "--json", "--profiles-dir", str(PROFILES)])):
+    for name, cmd in (
+        ("nvidia-smi-q.xml", ["nvidia-smi", "-q", "-x"]),
+        ("nvidia-smi-topo.txt", ["nvidia-smi", "topo", "-m"]),
+        ("nvidia-smi.txt", ["nvidia-smi"]),
+        ("nvml.json", [sys.executable, str(HARNESS / "nvml_dump.py")]),
+        (
+            "gpus.json",
+            [sys.executable, "-m", "deploytool", "gpus", "--json", "--profiles-dir", str(PROFILES)],
+        ),
+    ):
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
             (facts / name).write_text(proc.stdout or proc.stderr)
@@ -358,8 +519,12 @@ def host_facts(run: Run, env: dict) -> None:
 
 def gpu_uuid(env: dict) -> str | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.split()
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
         return out[0] if out else None
     except Exception:  # noqa: BLE001
         return None

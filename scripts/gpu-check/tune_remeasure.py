@@ -24,10 +24,29 @@ from deploytool.tune.space import with_args
 
 
 def bench(url: str, profile, concurrency: int, prompt: int, output: int, out: Path) -> float:
-    cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--base-url", url,
-           "--dataset-name", "random", "--random-input-len", str(prompt), "--random-output-len", str(output),
-           "--random-range-ratio", "1.0", "--num-prompts", str(max(32, 4 * concurrency)),
-           "--max-concurrency", str(concurrency), "--output-file", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang",
+        "--base-url",
+        url,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(prompt),
+        "--random-output-len",
+        str(output),
+        "--random-range-ratio",
+        "1.0",
+        "--num-prompts",
+        str(max(32, 4 * concurrency)),
+        "--max-concurrency",
+        str(concurrency),
+        "--output-file",
+        str(out),
+    ]
     # ignore_eos stays on (bench_serving's default without --disable-ignore-eos), as tune's passes
     subprocess.run(cmd, check=True, timeout=600)
     last = json.loads(out.read_text().strip().splitlines()[-1])
@@ -41,8 +60,12 @@ def main() -> None:
     profile = store.get(name)
     winner = next(c for c in data["candidates"] if c["id"] == data["winner"])
     # the level the winner's score came from: the fastest inside the SLO
-    points = [pt for p in winner["passes"] for pt in p["points"]
-              if pt["per_gpu_tps"] and pt["failed"] == 0 and pt["slo_excess"] <= 1.0]
+    points = [
+        pt
+        for p in winner["passes"]
+        for pt in p["points"]
+        if pt["per_gpu_tps"] and pt["failed"] == 0 and pt["slo_excess"] <= 1.0
+    ]
     level = max(points, key=lambda pt: pt["per_gpu_tps"])["concurrency"]
     flags = {**winner["changes"], **winner["derived"]}
     launches = {"winner": with_args(profile, {**profile.server.args, **flags}), "base": profile}
@@ -56,15 +79,29 @@ def main() -> None:
                 why = server.wait_ready(float(profile.health.budget_seconds()))
                 if why:
                     raise SystemExit(f"{which} did not start: {why}")
-                tps[which].append(bench(server.url, launches[which], level, space["prompt_tokens"],
-                                        space["output_tokens"], Path(tmp) / f"{which}-{i}.jsonl"))
+                tps[which].append(
+                    bench(
+                        server.url,
+                        launches[which],
+                        level,
+                        space["prompt_tokens"],
+                        space["output_tokens"],
+                        Path(tmp) / f"{which}-{i}.jsonl",
+                    )
+                )
             finally:
                 server.stop()
     ratio = (sum(tps["winner"]) / 2) / (sum(tps["base"]) / 2)
     interval = data.get("ratio_to_base")
-    result = {"winner": data["winner"], "flags": flags, "concurrency": level, "output_tps": tps,
-              "bench_serving_ratio": round(ratio, 4), "tune_ratio_interval": interval,
-              "inside": bool(interval and interval[1] <= ratio <= interval[2])}
+    result = {
+        "winner": data["winner"],
+        "flags": flags,
+        "concurrency": level,
+        "output_tps": tps,
+        "bench_serving_ratio": round(ratio, 4),
+        "tune_ratio_interval": interval,
+        "inside": bool(interval and interval[1] <= ratio <= interval[2]),
+    }
     Path(out_json).write_text(json.dumps(result, indent=2))
     print(json.dumps(result))
 

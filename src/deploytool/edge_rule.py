@@ -39,7 +39,12 @@ class BesideItem:
     grows_with_pool: bool = False  # recomputed at each fraction (the draft's pool, the allocator's lists)
 
     def as_dict(self) -> dict:
-        return {"what": self.what, "gib": round(self.bytes / GIB, 3), "source": self.source, "where": self.where}
+        return {
+            "what": self.what,
+            "gib": round(self.bytes / GIB, 3),
+            "source": self.source,
+            "where": self.where,
+        }
 
 
 def decode_capture_sizes(max_bs: int, *, speculative: bool) -> list[int]:
@@ -48,18 +53,29 @@ def decode_capture_sizes(max_bs: int, *, speculative: bool) -> list[int]:
     if max_bs < 1:
         return []
     if speculative:
-        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
-                 + list(range(272, max_bs + 1, 16)))
+        sizes = (
+            list(range(1, 9))
+            + list(range(10, 33, 2))
+            + list(range(40, 65, 4))
+            + list(range(72, 257, 8))
+            + list(range(272, max_bs + 1, 16))
+        )
     else:
-        sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(range(512, max_bs + 1, 32))
+        sizes = (
+            [1, 2, 4, 8, 12]
+            + list(range(16, 257, 8))
+            + list(range(272, 512, 16))
+            + list(range(512, max_bs + 1, 32))
+        )
     sizes = [s for s in sizes if s <= max_bs]
     if max_bs not in sizes:
         sizes.append(max_bs)
     return sizes
 
 
-def highest_fraction(slack_left: Callable[[float], float], *, lo: float = 0.0, hi: float = 0.999,
-                     step: float = 0.001) -> float | None:
+def highest_fraction(
+    slack_left: Callable[[float], float], *, lo: float = 0.0, hi: float = 0.999, step: float = 0.001
+) -> float | None:
     """The highest fraction, on SGLang's three-decimal grid, at which `slack_left(fraction)` (the
     bytes the rest leaves once everything beside the pool is allocated) is not negative; None
     when none is. `slack_left` falls as the fraction rises (the rest shrinks, and what grows with
@@ -81,24 +97,47 @@ def highest_fraction(slack_left: Callable[[float], float], *, lo: float = 0.0, h
 
 # -- the reference runtime's rule: the same structure on the numbers it is given -------------------
 
-def sim_beside_pool(*, activation_gib: float | None, graph_mib_per_bs: float, chunk_mib_per_token: float,
-                    cuda_graph_max_bs: int | None, disable_cuda_graph: bool, chunked_prefill_size: int | None,
-                    speculative: bool) -> list[BesideItem]:
+
+def sim_beside_pool(
+    *,
+    activation_gib: float | None,
+    graph_mib_per_bs: float,
+    chunk_mib_per_token: float,
+    cuda_graph_max_bs: int | None,
+    disable_cuda_graph: bool,
+    chunked_prefill_size: int | None,
+    speculative: bool,
+) -> list[BesideItem]:
     """What the reference runtime needs beside its pool: a fixed workspace (`--activation-gib`),
     each captured decode batch size's graph (`--graph-mib-per-bs` x the batch size, summed over
     SGLang's capture list up to `--cuda-graph-max-bs`) and the largest chunk's activations
     (`--chunk-mib-per-token` x `--chunked-prefill-size`)."""
     items = []
     if activation_gib:
-        items.append(BesideItem("workspace (--activation-gib)", activation_gib * GIB, MEASURED, "the runtime's setting"))
+        items.append(
+            BesideItem(
+                "workspace (--activation-gib)", activation_gib * GIB, MEASURED, "the runtime's setting"
+            )
+        )
     if graph_mib_per_bs and not disable_cuda_graph and cuda_graph_max_bs:
         sizes = decode_capture_sizes(cuda_graph_max_bs, speculative=speculative)
-        items.append(BesideItem(f"decode CUDA graphs ({len(sizes)} batch sizes up to {cuda_graph_max_bs})",
-                                graph_mib_per_bs * sum(sizes) * MIB, MEASURED, "--graph-mib-per-bs x each batch size"))
+        items.append(
+            BesideItem(
+                f"decode CUDA graphs ({len(sizes)} batch sizes up to {cuda_graph_max_bs})",
+                graph_mib_per_bs * sum(sizes) * MIB,
+                MEASURED,
+                "--graph-mib-per-bs x each batch size",
+            )
+        )
     if chunk_mib_per_token and chunked_prefill_size:
-        items.append(BesideItem(f"activations of a {chunked_prefill_size:,}-token chunk",
-                                chunk_mib_per_token * chunked_prefill_size * MIB, MEASURED,
-                                "--chunk-mib-per-token x --chunked-prefill-size"))
+        items.append(
+            BesideItem(
+                f"activations of a {chunked_prefill_size:,}-token chunk",
+                chunk_mib_per_token * chunked_prefill_size * MIB,
+                MEASURED,
+                "--chunk-mib-per-token x --chunked-prefill-size",
+            )
+        )
     return items
 
 

@@ -13,7 +13,9 @@ EXIT_USAGE = 2  # bad input: unknown profile, malformed YAML, bad flag value
 EXIT_ENGINE = 3  # no Docker engine / compose plugin reachable
 EXIT_NO_GPU = 4  # no NVIDIA driver / NVML on this machine
 EXIT_BUSY = 5  # another deploytool holds the slot's lock
-EXIT_COULD_NOT_RUN = 6  # the command could not do its work: endpoint unreachable, nothing measured, a tool failed
+EXIT_COULD_NOT_RUN = (
+    6  # the command could not do its work: endpoint unreachable, nothing measured, a tool failed
+)
 EXIT_INCONCLUSIVE = 7  # tune: the budget ran out before the search could decide (nothing recommended)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells expect
 EXIT_TERMINATED = 143  # SIGTERM (128 + 15): a batch scheduler's time limit, `kill`, systemd's stop

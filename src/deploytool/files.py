@@ -137,7 +137,7 @@ def resolve_links(path: Path) -> Resolution:
         link = os.readlink(step)
         if os.path.isabs(link):
             current = Path("/")
-        pending = [*Path(link).parts[1 if os.path.isabs(link) else 0:], *pending]
+        pending = [*Path(link).parts[1 if os.path.isabs(link) else 0 :], *pending]
     return Resolution(looked_in, links, current, True)
 
 
@@ -159,17 +159,28 @@ def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
     checks += [(link, False) for link in chain.links if folders_above]
     for place, above in checks + [(chain.target, False)]:
         if place == chain.target and not chain.exists:
-            return Untrusted(place, "does not exist (a dangling link, or a chain of more than "
-                                     f"{MAX_LINKS} links): whoever creates it later chooses what runs",
-                             f"rm {path}, or point it at a file of your own")
+            return Untrusted(
+                place,
+                "does not exist (a dangling link, or a chain of more than "
+                f"{MAX_LINKS} links): whoever creates it later chooses what runs",
+                f"rm {path}, or point it at a file of your own",
+            )
         info = place.lstat()  # a folder on the way or the target holds no link; a link is judged as itself
         if info.st_uid not in (me, 0):
-            return Untrusted(place, f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
-                                    f"({user_name(me)}){' or root' if me else ''}: its owner can change it",
-                             f"chown {user_name(me)} {place}")
+            return Untrusted(
+                place,
+                f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
+                f"({user_name(me)}){' or root' if me else ''}: its owner can change it",
+                f"chown {user_name(me)} {place}",
+            )
         sticky = above and stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX
-        if info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode):  # a link's mode means nothing
-            return Untrusted(place, f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}): "
-                                    "whoever can write it can change it",
-                             f"chmod go-w {place}")
+        if (
+            info.st_mode & 0o022 and not sticky and not stat.S_ISLNK(info.st_mode)
+        ):  # a link's mode means nothing
+            return Untrusted(
+                place,
+                f"is writable by {_writers(info.st_mode)} (mode {info.st_mode & 0o7777:04o}): "
+                "whoever can write it can change it",
+                f"chmod go-w {place}",
+            )
     return None

@@ -23,8 +23,13 @@ MAX_RATIO = 200  # sglang's qwen_vl.py refuses more extreme aspect ratios
 WRAPPER_TOKENS = 2  # <|vision_start|> and <|vision_end|>
 
 
-def smart_resize(height: int, width: int, factor: int = PATCH_SIZE * MERGE_SIZE,
-                 min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> tuple[int, int]:
+def smart_resize(
+    height: int,
+    width: int,
+    factor: int = PATCH_SIZE * MERGE_SIZE,
+    min_pixels: int = MIN_PIXELS,
+    max_pixels: int = MAX_PIXELS,
+) -> tuple[int, int]:
     """(height, width) the processor resizes an image to. One copy for the runtime and the
     checker: tests/test_qualify_vision_photos.py pins it to figures worked out from sglang's rule,
     so a mistake here does not pass by agreeing with itself."""
@@ -41,11 +46,19 @@ def smart_resize(height: int, width: int, factor: int = PATCH_SIZE * MERGE_SIZE,
     return h_bar, w_bar
 
 
-def image_tokens(width: int, height: int, patch_size: int = PATCH_SIZE, merge_size: int = MERGE_SIZE,
-                 min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS) -> int:
+def image_tokens(
+    width: int,
+    height: int,
+    patch_size: int = PATCH_SIZE,
+    merge_size: int = MERGE_SIZE,
+    min_pixels: int = MIN_PIXELS,
+    max_pixels: int = MAX_PIXELS,
+) -> int:
     """Prompt tokens one image of this size costs, wrapper tokens included; a more extreme aspect
     ratio than sglang accepts is refused as it refuses it."""
     if max(height, width) / min(height, width) > MAX_RATIO:
-        raise ValueError(f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}")
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than {MAX_RATIO}, got {max(height, width) / min(height, width)}"
+        )
     h_bar, w_bar = smart_resize(height, width, patch_size * merge_size, min_pixels, max_pixels)
     return (h_bar // patch_size) * (w_bar // patch_size) // (merge_size * merge_size) + WRAPPER_TOKENS

@@ -30,8 +30,9 @@ _held: set[str] = set()
 _lock = threading.Lock()
 
 # Field names whose value is a secret, wherever they appear in a JSON-like value.
-KEY_FIELDS = frozenset({"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token", "password",
-                        "authorization"})
+KEY_FIELDS = frozenset(
+    {"api_key", "admin_api_key", "api-key", "admin-api-key", "hf_token", "password", "authorization"}
+)
 # A key on a command line (SGLang's launch_command is the merged command line, --config included).
 # The key after the flag: quoted ('...', "...", or \"...\" as a JSON string spells a quoted
 # one), or unquoted, never another flag (as argparse reads it), ending at a space, a quote or a
@@ -39,7 +40,8 @@ KEY_FIELDS = frozenset({"api_key", "admin_api_key", "api-key", "admin-api-key", 
 # closing quote, or the backslash of an escape, directly follows a key that ends it; swallowing
 # them left a file that was not JSON.
 _KEY_ON_COMMAND_LINE = re.compile(
-    r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\\\"[^\"\\]*\\\"|(?!--)[^\s\"'\\]+)")
+    r"(--(?:admin[-_])?api[-_]key(?:=|\s+))(?:'[^']*'|\"[^\"]*\"|\\\"[^\"\\]*\\\"|(?!--)[^\s\"'\\]+)"
+)
 _BEARER = re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]{6,}")
 # user:password@ in a URL
 _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]*:[^/@\s]*@")
@@ -96,8 +98,10 @@ def redact(obj: Any, values: list[str] | tuple[str, ...] = ()) -> Any:
     every occurrence of a secret value (held or given) replaced."""
     values = tuple(v for v in values if v)
     if isinstance(obj, dict):
-        return {k: (REDACTED if (str(k).lower() in KEY_FIELDS and v not in (None, "")) else redact(v, values))
-                for k, v in obj.items()}
+        return {
+            k: (REDACTED if (str(k).lower() in KEY_FIELDS and v not in (None, "")) else redact(v, values))
+            for k, v in obj.items()
+        }
     if isinstance(obj, (list, tuple)):
         out = []
         after_flag = False

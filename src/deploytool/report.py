@@ -23,8 +23,9 @@ from .files import to_jsonable, write_atomic, write_json  # noqa: F401  (re-expo
 # "html" does not match. A report shows what a server said, and the server may be hostile.
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("deploytool", "templates"),
-    autoescape=jinja2.select_autoescape(["html", "html.j2"], disabled_extensions=["md", "md.j2"],
-                                       default_for_string=True, default=True),
+    autoescape=jinja2.select_autoescape(
+        ["html", "html.j2"], disabled_extensions=["md", "md.j2"], default_for_string=True, default=True
+    ),
     trim_blocks=True,
     lstrip_blocks=True,
     undefined=jinja2.StrictUndefined,

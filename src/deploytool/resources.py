@@ -26,8 +26,10 @@ def package_dir() -> Path:
     """The imported `deploytool` package itself (copied into the sim image)."""
     found = _resources.files("deploytool")
     if not isinstance(found, Path):  # a zip import: images and templates need real files
-        raise UsageError(f"deploytool is imported from {found}, not from a folder",
-                         hint="install it with pip, pipx or uv (they unpack the wheel)")
+        raise UsageError(
+            f"deploytool is imported from {found}, not from a folder",
+            hint="install it with pip, pipx or uv (they unpack the wheel)",
+        )
     return found
 
 
@@ -48,7 +50,7 @@ def data_origin() -> tuple[Path, str]:
             f"deploytool's data folders ({', '.join(f + '/' for f in DATA_FOLDERS)}) are not under {root} "
             f"(from the {origin})",
             hint="install deploytool from a wheel built from its tree (`python -m build`), or from the tree "
-                 f"itself (pip install -e .); {OVERRIDE_ENV}=DIR names a folder that holds them",
+            f"itself (pip install -e .); {OVERRIDE_ENV}=DIR names a folder that holds them",
         )
     return root, origin
 

@@ -91,12 +91,17 @@ def load_yaml(path: Path) -> LocatedDocument:
     try:
         data, lines = _parse_fast_then_pure(text)
     except AliasBomb as bomb:
-        how_much = f"{MAX_EXPANDED_NODES:,} values" if bomb.chars is None else \
-            f"{MAX_ALIASED_CHARS // 2**20} MiB of text beyond the file's own"
-        raise UsageError(f"{path}: its YAML aliases (*name) expand to more than {how_much}: "
-                         "refused before they are expanded",
-                         hint="write the repeated parts out, or share them with `extends:`; an alias of an alias "
-                              "of an alias multiplies at each level") from None
+        how_much = (
+            f"{MAX_EXPANDED_NODES:,} values"
+            if bomb.chars is None
+            else f"{MAX_ALIASED_CHARS // 2**20} MiB of text beyond the file's own"
+        )
+        raise UsageError(
+            f"{path}: its YAML aliases (*name) expand to more than {how_much}: "
+            "refused before they are expanded",
+            hint="write the repeated parts out, or share them with `extends:`; an alias of an alias "
+            "of an alias multiplies at each level",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -105,8 +110,9 @@ def load_yaml(path: Path) -> LocatedDocument:
     return LocatedDocument(path=path, data=data, lines=lines)
 
 
-def _index_lines(node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
-                 max_chars: int) -> None:
+def _index_lines(
+    node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any, ...], int], max_chars: int
+) -> None:
     """The line of every key and item, walking the document as its readers will: through every
     alias, so its size is counted (AliasBomb past MAX_EXPANDED_NODES values or `max_chars`
     characters of keys and scalars) before anything expands it."""
@@ -123,11 +129,13 @@ def _index_lines(node: yaml.Node, prefix: tuple[Any, ...], lines: dict[tuple[Any
             if chars > max_chars:
                 raise AliasBomb(max_chars)
         elif isinstance(node, yaml.MappingNode):
-            chars += sum(len(key_node.value) for key_node, _ in node.value if isinstance(key_node, yaml.ScalarNode))
+            chars += sum(
+                len(key_node.value) for key_node, _ in node.value if isinstance(key_node, yaml.ScalarNode)
+            )
             if chars > max_chars:
                 raise AliasBomb(max_chars)
             for key_node, value_node in reversed(node.value):
-                key = (prefix + (key_node.value,))
+                key = prefix + (key_node.value,)
                 stack.append((value_node, key))
             for key_node, _ in node.value:
                 lines[prefix + (key_node.value,)] = key_node.start_mark.line + 1

@@ -95,8 +95,10 @@ def top_rows(comparison: Comparison, i: int) -> list[Row]:
     samples inverted, the same bootstrap). A compare of runs without those figures gets every
     figure that has a direction."""
     by_key = {r.key: r for r in comparison.rows if not r.sampled}
-    loads = sorted((k for k in by_key if k.startswith("load_c") and k.endswith("_tps")),
-                   key=lambda k: (int(k.split("_")[1][1:]), k))
+    loads = sorted(
+        (k for k in by_key if k.startswith("load_c") and k.endswith("_tps")),
+        key=lambda k: (int(k.split("_")[1][1:]), k),
+    )
     ttfts = ["ttft_c1_s", *sorted(k for k in by_key if k.startswith("load_c") and k.endswith("_ttft_s"))]
     rows: list[Row] = []
     if not any(k in by_key for k in ("decode_c1_tps", *loads, *ttfts)):
@@ -112,15 +114,24 @@ def top_rows(comparison: Comparison, i: int) -> list[Row]:
         samples = [{"samples": d.get(key) or []} for d in dists]
         if not any(_n(x) for x in samples):
             continue
-        p99 = Row(figure=f"TTFT p99, {p50.figure.split(', ', 1)[-1]}", unit="ms", better="lower",
-                  before=_scaled(_pooled_p99(samples[0]), 1000.0), after=_scaled(_pooled_p99(samples[1]), 1000.0))
+        p99 = Row(
+            figure=f"TTFT p99, {p50.figure.split(', ', 1)[-1]}",
+            unit="ms",
+            better="lower",
+            before=_scaled(_pooled_p99(samples[0]), 1000.0),
+            after=_scaled(_pooled_p99(samples[1]), 1000.0),
+        )
         if p99.before is not None and p99.after is not None:
             p99.spread = f"{NO_SPREAD} (a tail of {_n(samples[0])} and {_n(samples[1])} requests)"
         rows.append(p99)
     if "decode_c1_tps" in by_key:
         values = by_key["decode_c1_tps"].values
-        before, after = ({"key": "decode_c1_tps", "value": values[k], "samples": d.get("decode_c1_tps") or []}
-                         if values[k] is not None else None for k, d in zip((0, i), dists))
+        before, after = (
+            {"key": "decode_c1_tps", "value": values[k], "samples": d.get("decode_c1_tps") or []}
+            if values[k] is not None
+            else None
+            for k, d in zip((0, i), dists)
+        )
         rows += _latency_rows(tpot_samples(after), tpot_samples(before), "TPOT", 1.0)
     for row in rows:
         row.group = "performance"
@@ -132,13 +143,20 @@ def top_rows(comparison: Comparison, i: int) -> list[Row]:
 def _row(row: ComparisonRow, i: int) -> Row:
     """A comparison row as a top-section row: times in ms, the verdict from its ratio interval."""
     scale = 1000.0 if row.unit == "s" else 1.0
-    out = Row(figure=row.label, unit="ms" if row.unit == "s" else row.unit, better=row.better,
-              before=_scaled(row.values[0], scale), after=_scaled(row.values[i], scale))
+    out = Row(
+        figure=row.label,
+        unit="ms" if row.unit == "s" else row.unit,
+        better=row.better,
+        before=_scaled(row.values[0], scale),
+        after=_scaled(row.values[i], scale),
+    )
     iv = row.intervals[i] if i < len(row.intervals) else None
     if iv is not None and row.ratios[i] is not None:
         out.beyond = not row.no_difference(i)
-        out.spread = (f"ratio {row.ratios[i]:.3f}, 95% interval [{iv[0]:.2f}-{iv[1]:.2f}] "
-                      "(bootstrap over passes and requests)")
+        out.spread = (
+            f"ratio {row.ratios[i]:.3f}, 95% interval [{iv[0]:.2f}-{iv[1]:.2f}] "
+            "(bootstrap over passes and requests)"
+        )
     elif row.ratios[i] is not None:
         out.spread = f"{NO_SPREAD} (no per-request samples stored)"
     return out
@@ -166,8 +184,11 @@ def headlines(comparison: Comparison) -> list[str]:
             elif low_side or high_side:
                 better.append(row.label)
         name, first = f"run {chr(65 + i)}", "run A"
-        line = (f"{name} against {first}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
-                if worse else f"{name} against {first}: no figure worse beyond the measured spread")
+        line = (
+            f"{name} against {first}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
+            if worse
+            else f"{name} against {first}: no figure worse beyond the measured spread"
+        )
         line += f"; {len(better)} better beyond it" if better else ""
         out.append(f"{line} ({tested} figures with an interval)")
     return out
@@ -187,29 +208,41 @@ def compare_loaded(runs: list[BenchRun], *, allow_mixed_methods: bool = False) -
     if differences:
         listing = "; ".join(f"{k}: {' vs '.join(repr(v) for v in vals)}" for k, vals in differences.items())
         if not allow_mixed_methods:
-            raise UsageError(f"these runs were measured with different methods ({listing})",
-                             hint="re-run them with the same method, or pass --allow-mixed-methods to see "
-                                  "them side by side, flagged")
+            raise UsageError(
+                f"these runs were measured with different methods ({listing})",
+                hint="re-run them with the same method, or pass --allow-mixed-methods to see "
+                "them side by side, flagged",
+            )
         warnings.append(f"DIFFERENT METHODS, figures are not like for like: {listing}")
     for i, run in enumerate(runs):
         name = f"run {chr(65 + i) if i < 26 else i} ({run.source or run.run_id})"
         if run.errors_total:
-            warnings.append(f"{name}: {run.errors_total} of {run.requests_total} requests failed; "
-                            "its medians use completed requests only")
+            warnings.append(
+                f"{name}: {run.errors_total} of {run.requests_total} requests failed; "
+                "its medians use completed requests only"
+            )
         if not run.complete:
             warnings.append(f"{name}: incomplete (the run's time bound was reached)")
         if run.invalid_groups:
-            warnings.append(f"{name}: phases measured while the server ran leftover work, left out: "
-                            f"{', '.join(run.invalid_groups)}")
+            warnings.append(
+                f"{name}: phases measured while the server ran leftover work, left out: "
+                f"{', '.join(run.invalid_groups)}"
+            )
         if not run.cache_check.ok:
             warnings.append(f"{name}: {run.cache_check.message}")
     rows = _rows(runs)
     if any(r.sampled for r in rows):
         interval = runs[0].method.get("metrics_interval_s", 1.0)
         warnings.append(SAMPLED_NOTE.format(interval=interval))
-    return Comparison(runs=[_header(r) for r in runs], rows=rows, same_method=not differences,
-                      method_differences=differences, warnings=warnings, sweeps=[r.sweep for r in runs],
-                      distributions=[_distribution(r) for r in runs])
+    return Comparison(
+        runs=[_header(r) for r in runs],
+        rows=rows,
+        same_method=not differences,
+        method_differences=differences,
+        warnings=warnings,
+        sweeps=[r.sweep for r in runs],
+        distributions=[_distribution(r) for r in runs],
+    )
 
 
 def _distribution(run: BenchRun) -> dict[str, list[list[float]]]:
@@ -225,10 +258,14 @@ def _distribution(run: BenchRun) -> dict[str, list[list[float]]]:
 # The server's load gauges (running and queued requests, KV token usage) are read from /metrics
 # every metrics_interval_s: the highest read is a lower bound of the real peak, and two runs'
 # lower bounds have no ratio that means anything.
-SAMPLED_KEYS = frozenset({"server_token_usage_peak", "server_running_requests_peak", "server_queued_requests_peak"})
-SAMPLED_NOTE = ("the server's gauges (running and queued requests, KV token usage) are the highest of /metrics "
-                "reads every {interval:g} s: each says the load reached at least that value; a peak between two reads "
-                "is missed, so they are shown side by side, not compared as a ratio")
+SAMPLED_KEYS = frozenset(
+    {"server_token_usage_peak", "server_running_requests_peak", "server_queued_requests_peak"}
+)
+SAMPLED_NOTE = (
+    "the server's gauges (running and queued requests, KV token usage) are the highest of /metrics "
+    "reads every {interval:g} s: each says the load reached at least that value; a peak between two reads "
+    "is missed, so they are shown side by side, not compared as a ratio"
+)
 
 
 def method_differences(runs: list[BenchRun]) -> dict[str, list[Any]]:
@@ -257,15 +294,29 @@ def _rows(runs: list[BenchRun]) -> list[ComparisonRow]:
         values = [f.value if f else None for f in figs]
         first = values[0]
         sampled = key in SAMPLED_KEYS
-        ratios = [None] + [(v / first) if (v is not None and first and not sampled) else None for v in values[1:]]
+        ratios = [None] + [
+            (v / first) if (v is not None and first and not sampled) else None for v in values[1:]
+        ]
         intervals: list[list[float] | None] = [None]
         for f in figs[1:]:
             c = change(figs[0], f) if (figs[0] is not None and f is not None and not sampled) else None
-            intervals.append([round(c.low, 4), round(c.high, 4)] if c is not None and c.has_interval else None)
-        rows.append(ComparisonRow(key=key, label=proto.label, unit=proto.unit, better=proto.better,
-                                  values=values, ratios=ratios, failed=[f.failed if f else 0 for f in figs],
-                                  intervals=intervals, spreads=[f.spread if f else None for f in figs],
-                                  sampled=sampled))
+            intervals.append(
+                [round(c.low, 4), round(c.high, 4)] if c is not None and c.has_interval else None
+            )
+        rows.append(
+            ComparisonRow(
+                key=key,
+                label=proto.label,
+                unit=proto.unit,
+                better=proto.better,
+                values=values,
+                ratios=ratios,
+                failed=[f.failed if f else 0 for f in figs],
+                intervals=intervals,
+                spreads=[f.spread if f else None for f in figs],
+                sampled=sampled,
+            )
+        )
     return rows
 
 
@@ -274,10 +325,17 @@ def _header(run: BenchRun) -> RunHeader:
     labels = env.get("image_labels") or {}
     release = env.get("release") or {}
     return RunHeader(
-        source=run.source, run_id=run.run_id, started_at=run.started_at, endpoint=env.get("endpoint", ""),
-        profile=env.get("profile"), image=release.get("image") or labels.get("org.opencontainers.image.version"),
-        preset=str(run.method.get("preset")), method_fingerprint=run.method_fingerprint,
-        requests_total=run.requests_total, errors_total=run.errors_total, complete=run.complete,
+        source=run.source,
+        run_id=run.run_id,
+        started_at=run.started_at,
+        endpoint=env.get("endpoint", ""),
+        profile=env.get("profile"),
+        image=release.get("image") or labels.get("org.opencontainers.image.version"),
+        preset=str(run.method.get("preset")),
+        method_fingerprint=run.method_fingerprint,
+        requests_total=run.requests_total,
+        errors_total=run.errors_total,
+        complete=run.complete,
     )
 
 

@@ -43,13 +43,21 @@ class BenchContext(Protocol):
     @property
     def gpus(self) -> int: ...
 
-    async def measure(self, name: str, phase: str, concurrency: int, make_jobs: Callable[[], list[Job]], *,
-                      schedule: list[float] | None = None) -> GroupSummary: ...
+    async def measure(
+        self,
+        name: str,
+        phase: str,
+        concurrency: int,
+        make_jobs: Callable[[], list[Job]],
+        *,
+        schedule: list[float] | None = None,
+    ) -> GroupSummary: ...
 
     def job(self, spec: Spec) -> Job: ...
 
-    async def send(self, spec: Spec, messages: list[dict[str, Any]] | None = None,
-                   prefix: str | None = None) -> tuple[RequestRecord, ChatResult]: ...
+    async def send(
+        self, spec: Spec, messages: list[dict[str, Any]] | None = None, prefix: str | None = None
+    ) -> tuple[RequestRecord, ChatResult]: ...
 
     def out_of_time(self, group: str) -> bool: ...
 

@@ -26,9 +26,15 @@ def describe_environment(target: Target) -> dict[str, Any]:
         "target": target.describe(),
         "profile": target.profile.name if target.profile else None,
         "image_labels": dict(target.image_labels or {}),
-        "release": None if release is None else {
-            "slot": release.slot, "release": release.release, "image": release.image,
-            "container": release.container_name, "gpus": list(release.gpus), "simulator": release.simulator,
+        "release": None
+        if release is None
+        else {
+            "slot": release.slot,
+            "release": release.release,
+            "image": release.image,
+            "container": release.container_name,
+            "gpus": list(release.gpus),
+            "simulator": release.simulator,
         },
         "gpus": local_gpus(target) if _is_local(target.url) else None,
     }
@@ -48,9 +54,18 @@ def local_gpus(target: Target) -> list[dict[str, Any]] | None:
     if inventory.error:
         return None
     wanted = set(target.release.gpus) if target.release and target.release.gpus else None
-    return [{"index": g.index, "uuid": g.uuid, "name": g.name,
-             "memory_gib": None if g.memory_total_mib is None else round(g.memory_total_mib / 1024, 1),
-             "driver": inventory.driver_version, "power_limit_w": g.power_limit_w, "pcie": g.pcie_text(),
-             "pci_bus_id": g.pci_bus_id, "numa_node": g.numa_node}
-            for g in inventory.gpus if not wanted or g.uuid in wanted]
-
+    return [
+        {
+            "index": g.index,
+            "uuid": g.uuid,
+            "name": g.name,
+            "memory_gib": None if g.memory_total_mib is None else round(g.memory_total_mib / 1024, 1),
+            "driver": inventory.driver_version,
+            "power_limit_w": g.power_limit_w,
+            "pcie": g.pcie_text(),
+            "pci_bus_id": g.pci_bus_id,
+            "numa_node": g.numa_node,
+        }
+        for g in inventory.gpus
+        if not wanted or g.uuid in wanted
+    ]

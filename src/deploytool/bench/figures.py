@@ -7,8 +7,15 @@ from . import stats
 from .results import Figure, GroupSummary
 
 
-def figure(key: str, label: str, unit: str, better: str, group: GroupSummary | None,
-           samples: list[float | None] | None = None, value: float | None = None) -> Figure:
+def figure(
+    key: str,
+    label: str,
+    unit: str,
+    better: str,
+    group: GroupSummary | None,
+    samples: list[float | None] | None = None,
+    value: float | None = None,
+) -> Figure:
     """One pass's figure: the median of `samples` (per-request values), or `value` (an aggregate,
     kept as a one-value sample). A contaminated group gives no value."""
     if group is not None and group.contaminated:
@@ -18,9 +25,16 @@ def figure(key: str, label: str, unit: str, better: str, group: GroupSummary | N
         value = stats.median(data)
     elif value is not None:
         data = [value]
-    return Figure(key=key, label=label, value=value, unit=unit, better=better,  # type: ignore[arg-type]
-                  completed=group.completed if group else 0, failed=group.failed if group else 0,
-                  samples=[data])
+    return Figure(
+        key=key,
+        label=label,
+        value=value,
+        unit=unit,
+        better=better,  # type: ignore[arg-type]
+        completed=group.completed if group else 0,
+        failed=group.failed if group else 0,
+        samples=[data],
+    )
 
 
 def merge_passes(passes: list[list[Figure]]) -> list[Figure]:
@@ -34,9 +48,18 @@ def merge_passes(passes: list[list[Figure]]) -> list[Figure]:
         per_pass = [next((f for f in figs if f.key == key), None) for figs in passes]
         proto = next(f for f in per_pass if f is not None)
         values = [f.value if f else None for f in per_pass]
-        out.append(Figure(
-            key=key, label=proto.label, value=stats.median(values), unit=proto.unit, better=proto.better,
-            completed=sum(f.completed for f in per_pass if f), failed=sum(f.failed for f in per_pass if f),
-            samples=[(f.samples[0] if f and f.samples else []) for f in per_pass],
-            repeat_values=values, spread=list(stats.spread(values) or []) or None))
+        out.append(
+            Figure(
+                key=key,
+                label=proto.label,
+                value=stats.median(values),
+                unit=proto.unit,
+                better=proto.better,
+                completed=sum(f.completed for f in per_pass if f),
+                failed=sum(f.failed for f in per_pass if f),
+                samples=[(f.samples[0] if f and f.samples else []) for f in per_pass],
+                repeat_values=values,
+                spread=list(stats.spread(values) or []) or None,
+            )
+        )
     return out

@@ -56,25 +56,38 @@ class Row:
         return "WORSE, beyond the spread" if self.worse else "better, beyond the spread"
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta, "delta_pct": self.delta_pct, "worse": self.worse,
-                "status": self.status}
+        return {
+            **asdict(self),
+            "delta": self.delta,
+            "delta_pct": self.delta_pct,
+            "worse": self.worse,
+            "status": self.status,
+        }
 
 
 def performance_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
     figs_now = {f["key"]: f for f in now.get("bench_figures") or []}
     figs_before = {f["key"]: f for f in before.get("bench_figures") or []}
     keys = [k for k in ("decode_c1_tps",) if k in figs_now or k in figs_before]
-    loads = sorted({k for k in [*figs_now, *figs_before] if k.startswith("load_c") and k.endswith("_tps")},
-                   key=lambda k: (int(k.split("_")[1][1:]), k))
+    loads = sorted(
+        {k for k in [*figs_now, *figs_before] if k.startswith("load_c") and k.endswith("_tps")},
+        key=lambda k: (int(k.split("_")[1][1:]), k),
+    )
     keys += loads
     rows = [_bench_row(figs_now.get(k), figs_before.get(k)) for k in keys]
-    for key in ("ttft_c1_s", *[k for k in sorted({*figs_now, *figs_before}) if k.startswith("load_c") and
-                              k.endswith("_ttft_s")]):
+    for key in (
+        "ttft_c1_s",
+        *[k for k in sorted({*figs_now, *figs_before}) if k.startswith("load_c") and k.endswith("_ttft_s")],
+    ):
         if key in figs_now or key in figs_before:
             rows += _latency_rows(figs_now.get(key), figs_before.get(key), "TTFT", 1000.0)
     if "decode_c1_tps" in figs_now or "decode_c1_tps" in figs_before:
-        rows += _latency_rows(tpot_samples(figs_now.get("decode_c1_tps")), tpot_samples(figs_before.get("decode_c1_tps")),
-                              "TPOT", 1.0)
+        rows += _latency_rows(
+            tpot_samples(figs_now.get("decode_c1_tps")),
+            tpot_samples(figs_before.get("decode_c1_tps")),
+            "TPOT",
+            1.0,
+        )
     for row in rows:
         row.group = "performance"
     return rows
@@ -82,8 +95,13 @@ def performance_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
 
 def _bench_row(now: dict[str, Any] | None, before: dict[str, Any] | None) -> Row:
     proto = now or before or {}
-    row = Row(figure=str(proto.get("label", proto.get("key"))), unit=str(proto.get("unit", "")),
-              better=str(proto.get("better", "higher")), before=_value(before), after=_value(now))
+    row = Row(
+        figure=str(proto.get("label", proto.get("key"))),
+        unit=str(proto.get("unit", "")),
+        better=str(proto.get("better", "higher")),
+        before=_value(before),
+        after=_value(now),
+    )
     _bench_spread(row, before, now)
     return row
 
@@ -94,20 +112,34 @@ def _bench_spread(row: Row, before: dict[str, Any] | None, now: dict[str, Any] |
     c = change(before, now)
     if c.has_interval:
         row.beyond = not c.no_difference
-        row.spread = f"ratio {c.ratio:.3f}, 95% interval {c.interval_text()} (bootstrap over passes and requests)"
+        row.spread = (
+            f"ratio {c.ratio:.3f}, 95% interval {c.interval_text()} (bootstrap over passes and requests)"
+        )
     elif c.ratio is not None:
         row.spread = f"{NO_SPREAD} (no per-request samples stored)"
 
 
-def _latency_rows(now: dict[str, Any] | None, before: dict[str, Any] | None, what: str, scale: float) -> list[Row]:
+def _latency_rows(
+    now: dict[str, Any] | None, before: dict[str, Any] | None, what: str, scale: float
+) -> list[Row]:
     """p50 (the median, with the bootstrap's interval) and p99 (pooled samples; no spread) in ms."""
     proto = now or before or {}
     where = str(proto.get("label", "")).split(", ", 1)[-1] if what == "TTFT" else "1 request"
-    p50 = Row(figure=f"{what} p50, {where}", unit="ms", better="lower",
-              before=_scaled(_value(before), scale), after=_scaled(_value(now), scale))
+    p50 = Row(
+        figure=f"{what} p50, {where}",
+        unit="ms",
+        better="lower",
+        before=_scaled(_value(before), scale),
+        after=_scaled(_value(now), scale),
+    )
     _bench_spread(p50, before, now)
-    p99 = Row(figure=f"{what} p99, {where}", unit="ms", better="lower",
-              before=_scaled(_pooled_p99(before), scale), after=_scaled(_pooled_p99(now), scale))
+    p99 = Row(
+        figure=f"{what} p99, {where}",
+        unit="ms",
+        better="lower",
+        before=_scaled(_pooled_p99(before), scale),
+        after=_scaled(_pooled_p99(now), scale),
+    )
     if p99.before is not None and p99.after is not None:
         p99.spread = f"{NO_SPREAD} (a tail of {_count(before)} and {_count(now)} requests)"
     return [p50, p99]
@@ -119,10 +151,19 @@ def tpot_samples(decode: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     passes = [[1000.0 / v for v in p if v] for p in decode.get("samples") or []]
     pooled = [v for p in passes for v in p]
-    value = stats.median([stats.median(p) for p in passes if p]) if passes else (
-        1000.0 / decode["value"] if decode.get("value") else None)
-    return {"key": "tpot_c1_ms", "label": "TPOT, 1 request", "unit": "ms", "better": "lower",
-            "value": value if pooled or value is not None else None, "samples": passes}
+    value = (
+        stats.median([stats.median(p) for p in passes if p])
+        if passes
+        else (1000.0 / decode["value"] if decode.get("value") else None)
+    )
+    return {
+        "key": "tpot_c1_ms",
+        "label": "TPOT, 1 request",
+        "unit": "ms",
+        "better": "lower",
+        "value": value if pooled or value is not None else None,
+        "samples": passes,
+    }
 
 
 def _value(fig: dict[str, Any] | None) -> float | None:
@@ -154,8 +195,11 @@ def rows_html(rows: list[Row], sides: tuple[str, str] = SIDES) -> str:
     for r in rows:
         cls = "worse" if r.beyond and r.worse else ("better" if r.beyond else "")
         cells = (r.figure, fig_text(r.before, r.unit), fig_text(r.after, r.unit), delta_text(r), r.status)
-        body.append(f'<tr class="{cls}" title="{escape(r.spread)}">'
-                    + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
+        body.append(
+            f'<tr class="{cls}" title="{escape(r.spread)}">'
+            + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+            + "</tr>"
+        )
     if not body:
         return "<p><em>(no figures to compare)</em></p>"
     return f'<table class="table compare"><tr>{head}</tr>{"".join(body)}</table>'
@@ -163,8 +207,17 @@ def rows_html(rows: list[Row], sides: tuple[str, str] = SIDES) -> str:
 
 def rows_records(rows: list[Row], sides: tuple[str, str] = SIDES) -> list[dict[str, str]]:
     """The same table as records (a Markdown table's rows), with the spread it rests on."""
-    return [{"figure": r.figure, sides[0]: fig_text(r.before, r.unit), sides[1]: fig_text(r.after, r.unit),
-             "delta": delta_text(r), "against the spread": r.status, "spread": r.spread} for r in rows]
+    return [
+        {
+            "figure": r.figure,
+            sides[0]: fig_text(r.before, r.unit),
+            sides[1]: fig_text(r.after, r.unit),
+            "delta": delta_text(r),
+            "against the spread": r.status,
+            "spread": r.spread,
+        }
+        for r in rows
+    ]
 
 
 def fig_text(value: float | None, unit: str) -> str:
@@ -188,7 +241,9 @@ def delta_text(row: Row) -> str:
 def regressions_headline(rows: list[Row], against: str) -> str:
     worse = [r.figure for r in rows if r.beyond and r.worse]
     if worse:
-        return f"against {against}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
+        return (
+            f"against {against}: {len(worse)} figure(s) worse beyond the measured spread ({'; '.join(worse)})"
+        )
     return f"against {against}: no figure worse beyond the measured spread"
 
 
@@ -219,8 +274,10 @@ def bench_top(run: Any, baseline: tuple[str, dict[str, Any]] | None) -> dict[str
         return None
     name, doc = baseline
     figures = [asdict(f) for f in run.figures]
-    rows = performance_rows({"bench_figures": figures},
-                            {"bench_figures": [f for f in doc["figures"] if isinstance(f, dict) and "key" in f]})
+    rows = performance_rows(
+        {"bench_figures": figures},
+        {"bench_figures": [f for f in doc["figures"] if isinstance(f, dict) and "key" in f]},
+    )
     if doc.get("method_fingerprint") != run.method_fingerprint:  # as the performance gate: not compared
         for row in rows:
             row.beyond = None

@@ -15,7 +15,9 @@ from .results import BenchRun
 from .runner import BenchRunner
 
 
-async def run_interleaved_async(target_a: Target, target_b: Target, method: BenchMethod) -> tuple[BenchRun, BenchRun]:
+async def run_interleaved_async(
+    target_a: Target, target_b: Target, method: BenchMethod
+) -> tuple[BenchRun, BenchRun]:
     a = BenchRunner(target_a, method, progress=False)
     b = BenchRunner(target_b, method, progress=False)
     async with a.session(), b.session():
@@ -29,7 +31,9 @@ async def run_interleaved_async(target_a: Target, target_b: Target, method: Benc
     return run_a, run_b
 
 
-def run_interleaved(target_a: Target, target_b: Target, method: BenchMethod) -> tuple[BenchRun, BenchRun, Comparison]:
+def run_interleaved(
+    target_a: Target, target_b: Target, method: BenchMethod
+) -> tuple[BenchRun, BenchRun, Comparison]:
     run_a, run_b = asyncio.run(run_interleaved_async(target_a, target_b, method))
     run_a.source, run_b.source = f"A: {target_a.url}", f"B: {target_b.url}"
     return run_a, run_b, compare_loaded([run_a, run_b])

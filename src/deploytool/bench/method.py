@@ -88,8 +88,15 @@ class BenchMethod(BaseModel):
         """The settings that change a figure: all but the time bounds, the seed and sampling."""
         data = self.model_dump(mode="json")
         # repeats and the noise handling change how sure a figure is, not what it measures
-        for key in ("request_timeout_s", "run_timeout_s", "seed", "metrics_interval_s", "idle_timeout_s",
-                    "repeats", "rerun_contaminated"):
+        for key in (
+            "request_timeout_s",
+            "run_timeout_s",
+            "seed",
+            "metrics_interval_s",
+            "idle_timeout_s",
+            "repeats",
+            "rerun_contaminated",
+        ):
             data.pop(key)
         data["temperature"] = self.sampling_temperature
         return data

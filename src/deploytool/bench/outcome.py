@@ -42,9 +42,16 @@ def bench_exit_code(run: BenchRun) -> tuple[int, str]:
     return (EXIT_PARTIAL, "; ".join(problems)) if problems else (EXIT_MEASURED, "")
 
 
-def bench_when_ready(target: Target, *, method: BenchMethod, report_dir: Path | None,
-                     ready_timeout_s: float | None = None, timeout_name: str | None = None,
-                     on_wait: Callable[[str], None] | None = None, progress: bool = True) -> BenchOutcome:
+def bench_when_ready(
+    target: Target,
+    *,
+    method: BenchMethod,
+    report_dir: Path | None,
+    ready_timeout_s: float | None = None,
+    timeout_name: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    progress: bool = True,
+) -> BenchOutcome:
     """Wait for the target (`ready_timeout_s`, else its profile's preflight setting), then run
     the method and write the report (`report_dir`, else a fresh folder under the state folder,
     with the slot's release when there is one). `on_wait` gets a line now and then while waiting."""
@@ -52,15 +59,28 @@ def bench_when_ready(target: Target, *, method: BenchMethod, report_dir: Path | 
 
     profile = target.profile
     wait = ready_timeout_s if ready_timeout_s is not None else ready_timeout_for(profile)
-    ready = run_sync(wait_until_ready(target.url, health_path=profile.health.path if profile else "/health",
-                                      timeout_s=wait, headers=auth_headers(target.api_key), progress=on_wait,
-                                      timeout_name=timeout_name))
+    ready = run_sync(
+        wait_until_ready(
+            target.url,
+            health_path=profile.health.path if profile else "/health",
+            timeout_s=wait,
+            headers=auth_headers(target.api_key),
+            progress=on_wait,
+            timeout_name=timeout_name,
+        )
+    )
     if not ready.ready:
         named = f" ({timeout_name})" if timeout_name else ""
-        return BenchOutcome(None, EXIT_NOTHING_MEASURED,
-                            f"{target.url} did not become ready within {wait:g} s{named}: {ready.error}")
-    report_dir = report_dir or default_report_dir("bench", slot=target.release.slot if target.release else None,
-                                                  release=target.release.release if target.release else None)
+        return BenchOutcome(
+            None,
+            EXIT_NOTHING_MEASURED,
+            f"{target.url} did not become ready within {wait:g} s{named}: {ready.error}",
+        )
+    report_dir = report_dir or default_report_dir(
+        "bench",
+        slot=target.release.slot if target.release else None,
+        release=target.release.release if target.release else None,
+    )
     run = run_bench(target, method=method, report_dir=report_dir, progress=progress)
     code, why = bench_exit_code(run)
     return BenchOutcome(run, code, why, report_dir)

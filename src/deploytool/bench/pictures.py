@@ -29,10 +29,14 @@ def latency_picture(sides: list[tuple[str, dict[str, Any]]], title: str) -> Pict
     has either."""
     series: list[tuple[str, str, list[float]]] = []  # (panel, run, values in ms)
     for run, bench in sides:
-        ttft = [v * 1000 for p in (bench.get("ttft_c1_s") or {}).get("samples") or [] for v in p if v is not None]
+        ttft = [
+            v * 1000 for p in (bench.get("ttft_c1_s") or {}).get("samples") or [] for v in p if v is not None
+        ]
         tpot = [v for p in (tpot_samples(bench.get("decode_c1_tps")) or {}).get("samples") or [] for v in p]
         series += [(TTFT_PANEL, run, ttft), (TPOT_PANEL, run, tpot)]
-    panels = [name for name in (TTFT_PANEL, TPOT_PANEL) if any(vals for panel, _, vals in series if panel == name)]
+    panels = [
+        name for name in (TTFT_PANEL, TPOT_PANEL) if any(vals for panel, _, vals in series if panel == name)
+    ]
     if not panels:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 2.6))
@@ -40,13 +44,24 @@ def latency_picture(sides: list[tuple[str, dict[str, Any]]], title: str) -> Pict
     words = []
     for ax, panel in zip(axes, panels):
         runs = [(run, vals) for p, run, vals in series if p == panel and vals]
-        ax.boxplot([vals for _, vals in runs], orientation="horizontal", widths=0.6, patch_artist=True,
-                   boxprops={"facecolor": "#dde8f3"}, medianprops={"color": "#a4161a"})
+        ax.boxplot(
+            [vals for _, vals in runs],
+            orientation="horizontal",
+            widths=0.6,
+            patch_artist=True,
+            boxprops={"facecolor": "#dde8f3"},
+            medianprops={"color": "#a4161a"},
+        )
         ax.set_yticks(range(1, len(runs) + 1), [run for run, _ in runs], fontsize=8)
         ax.set_title(panel, fontsize=9)
         ax.grid(alpha=0.3, axis="x")
-        words.append(f"{panel}: " + "; ".join(f"{run} median {_median(v):.3g} ms, max {max(v):.3g} ms over "
-                                             f"{len(v)} requests" for run, v in runs))
+        words.append(
+            f"{panel}: "
+            + "; ".join(
+                f"{run} median {_median(v):.3g} ms, max {max(v):.3g} ms over {len(v)} requests"
+                for run, v in runs
+            )
+        )
     fig.tight_layout()
     return Picture(title, "Box plots of per-request latency. " + ". ".join(words) + ".", _uri(fig))
 

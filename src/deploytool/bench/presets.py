@@ -29,9 +29,15 @@ QUICK_PRESET: dict[str, Any] = {
 }
 
 
-def build_method(*, quick: bool = False, profile_bench: dict[str, Any] | None = None,
-                 thinking: bool | None = None, sweep: bool | None = None,
-                 profile_name: str | None = None, **overrides: Any) -> BenchMethod:
+def build_method(
+    *,
+    quick: bool = False,
+    profile_bench: dict[str, Any] | None = None,
+    thinking: bool | None = None,
+    sweep: bool | None = None,
+    profile_name: str | None = None,
+    **overrides: Any,
+) -> BenchMethod:
     """The method for one run: preset, then the profile's `bench:` section, then the flags.
 
     An unknown or ill-typed key in the profile's `bench:` section is refused with its name and
@@ -61,15 +67,21 @@ def build_method(*, quick: bool = False, profile_bench: dict[str, Any] | None = 
             + ("unknown setting" if err["type"] == "extra_forbidden" else err["msg"])
             for err in exc.errors()
         )
-        raise ProfileError(f"{_where(profile_name)}bench method is not valid: {problems}",
-                           hint=f"known settings: {known} (docs/bench.md)") from None
+        raise ProfileError(
+            f"{_where(profile_name)}bench method is not valid: {problems}",
+            hint=f"known settings: {known} (docs/bench.md)",
+        ) from None
     # The chosen workload's settings, resolved (defaults, the quick sizes on quick runs, then what
     # was given) and recorded whole, so results say exactly what ran.
     try:
-        resolved = resolve_settings(method.workload, method.preset, method.workload_settings.get(method.workload))
+        resolved = resolve_settings(
+            method.workload, method.preset, method.workload_settings.get(method.workload)
+        )
     except ValueError as exc:
-        raise ProfileError(f"{_where(profile_name)}bench method is not valid: workload_settings: {exc}",
-                           hint="docs/bench.md lists each workload's settings") from None
+        raise ProfileError(
+            f"{_where(profile_name)}bench method is not valid: workload_settings: {exc}",
+            hint="docs/bench.md lists each workload's settings",
+        ) from None
     method.workload_settings = {method.workload: resolved}
     return method
 

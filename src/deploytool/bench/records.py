@@ -10,7 +10,9 @@ from .results import RequestRecord
 from .spec import Spec
 
 
-def chat_payload(method: BenchMethod, model_id: str, messages: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+def chat_payload(
+    method: BenchMethod, model_id: str, messages: list[dict[str, Any]], max_tokens: int
+) -> dict[str, Any]:
     return {
         "model": model_id,
         "messages": messages,
@@ -25,8 +27,9 @@ def chat_payload(method: BenchMethod, model_id: str, messages: list[dict[str, An
     }
 
 
-def request_record(spec: Spec, prefix: str, estimated: int, result: ChatResult, *, t0: float,
-                   repeat: int) -> RequestRecord:
+def request_record(
+    spec: Spec, prefix: str, estimated: int, result: ChatResult, *, t0: float, repeat: int
+) -> RequestRecord:
     """The record of one request; its times are seconds since the run's start `t0`."""
     usage = result.usage or {}
     completion = usage.get("completion_tokens")
@@ -38,19 +41,33 @@ def request_record(spec: Spec, prefix: str, estimated: int, result: ChatResult, 
         return None if t is None else round(t - t0, 6)
 
     return RequestRecord(
-        phase=spec.phase, group=spec.group, concurrency=spec.concurrency, index=spec.index,
-        ok=result.ok, error=result.error, status=result.status,
-        prompt_prefix=prefix, prompt_tokens_estimated=estimated,
-        prompt_tokens=usage.get("prompt_tokens"), cached_tokens=result.cached_tokens,
-        max_tokens=spec.max_tokens, output_tokens=output,
+        phase=spec.phase,
+        group=spec.group,
+        concurrency=spec.concurrency,
+        index=spec.index,
+        ok=result.ok,
+        error=result.error,
+        status=result.status,
+        prompt_prefix=prefix,
+        prompt_tokens_estimated=estimated,
+        prompt_tokens=usage.get("prompt_tokens"),
+        cached_tokens=result.cached_tokens,
+        max_tokens=spec.max_tokens,
+        output_tokens=output,
         output_tokens_source=("usage" if isinstance(completion, int) else "chunks") if output else None,
-        reasoning_tokens=reasoning, answer_tokens=answer, finish_reason=result.finish_reason,
-        start=rel(result.t_start), first_token=rel(result.t_first_token),
+        reasoning_tokens=reasoning,
+        answer_tokens=answer,
+        finish_reason=result.finish_reason,
+        start=rel(result.t_start),
+        first_token=rel(result.t_first_token),
         first_answer=rel(result.t_first_answer),
         last_token=rel(result.chunk_times[-1]) if result.chunk_times else None,
         end=rel(result.t_end),
         chunk_offsets=[round(t - result.t_start, 6) for t in result.chunk_times],
-        repeat=repeat, conversation=spec.conversation, turn=spec.turn, scheduled=spec.scheduled,
+        repeat=repeat,
+        conversation=spec.conversation,
+        turn=spec.turn,
+        scheduled=spec.scheduled,
     )
 
 

@@ -61,16 +61,25 @@ class Change:
             return False, "not comparable"
         if self.worse_pct <= max_pct:
             return False, f"{self.worse_pct:+.1f}% worse, within the {max_pct:g}% threshold"
-        if self.unit == "s" and self.before is not None and self.after is not None and \
-                abs(self.after - self.before) < floor_s:
+        if (
+            self.unit == "s"
+            and self.before is not None
+            and self.after is not None
+            and abs(self.after - self.before) < floor_s
+        ):
             return False, f"within the {floor_s:g} s noise floor, not a regression"
         beyond = self.beyond_spread_worse
         if beyond is None:
             return True, f"{self.worse_pct:.1f}% worse (no per-request samples to test against the spread)"
         if not beyond:
-            return False, (f"{self.worse_pct:.1f}% worse, but the interval {self.interval_text()} includes no "
-                           "difference: within the measured spread")
-        return True, f"{self.worse_pct:.1f}% worse, interval {self.interval_text()} beyond the measured spread"
+            return False, (
+                f"{self.worse_pct:.1f}% worse, but the interval {self.interval_text()} includes no "
+                "difference: within the measured spread"
+            )
+        return (
+            True,
+            f"{self.worse_pct:.1f}% worse, interval {self.interval_text()} beyond the measured spread",
+        )
 
 
 def change(before: dict[str, Any] | Any, after: dict[str, Any] | Any) -> Change:
@@ -86,9 +95,18 @@ def change(before: dict[str, Any] | Any, after: dict[str, Any] | Any) -> Change:
         boot = stats.bootstrap_ratio(b["samples"], a["samples"], seed=_seed(a.get("key", "")))
         if boot is not None:
             _, low, high = boot
-    return Change(key=a.get("key", ""), label=a.get("label", ""), unit=a.get("unit", ""),
-                  better=a.get("better", "neither"), before=vb, after=va, ratio=ratio, low=low, high=high,
-                  worse_pct=worse)
+    return Change(
+        key=a.get("key", ""),
+        label=a.get("label", ""),
+        unit=a.get("unit", ""),
+        better=a.get("better", "neither"),
+        before=vb,
+        after=va,
+        ratio=ratio,
+        low=low,
+        high=high,
+        worse_pct=worse,
+    )
 
 
 def _as_dict(fig: Any) -> dict[str, Any]:

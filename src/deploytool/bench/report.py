@@ -21,36 +21,68 @@ _PLOT_PHASES = ("decode", "load", "sweep")
 
 # --- tables -------------------------------------------------------------------------------
 def figures_frame(run: BenchRun) -> pd.DataFrame:
-    rows = [{"figure": f.label, "value": format_value(f.value, f.unit),
-             "completed": f.completed, "failed": f.failed} for f in run.figures]
+    rows = [
+        {
+            "figure": f.label,
+            "value": format_value(f.value, f.unit),
+            "completed": f.completed,
+            "failed": f.failed,
+        }
+        for f in run.figures
+    ]
     return pd.DataFrame(rows, columns=["figure", "value", "completed", "failed"])
 
 
 def groups_frame(run: BenchRun) -> pd.DataFrame:
     rows = []
     for g in run.groups:
-        rows.append({
-            "group": g.name, "concurrency": g.concurrency, "requests": g.requests, "failed": g.failed,
-            "aggregate tok/s": _num(g.aggregate_output_tps), "decode tok/s p50": _num(g.decode_tps_median),
-            "p10": _num(g.decode_tps_p10), "p90": _num(g.decode_tps_p90),
-            "TTFT p50": format_value(g.ttft_median_s, "s"), "TTFT p90": format_value(g.ttft_p90_s, "s"),
-            "prefill tok/s": _num(g.prefill_tps_median), "prompt tok": _num(g.prompt_tokens_median),
-            "output tok": _num(g.output_tokens_median), "reasoning tok": _num(g.reasoning_tokens_median),
-            "answer tok": _num(g.answer_tokens_median),
-            "ITL p50": format_value(g.itl_p50_s, "s"), "ITL p95": format_value(g.itl_p95_s, "s"),
-            "ITL p99": format_value(g.itl_p99_s, "s"), "ITL max": format_value(g.itl_max_s, "s"),
-            "TPOT p50": format_value(g.tpot_median_s, "s"), "pass": g.repeat + 1,
-            "server idle before": {True: "yes", False: "NO", None: "not measured"}[(g.idle_wait or {}).get("idle")],
-            "valid": "INVALID (leftover work)" if g.contaminated else "yes",
-            "errors": ", ".join(f"{k} x{v}" for k, v in g.errors.items()) or "",
-        })
+        rows.append(
+            {
+                "group": g.name,
+                "concurrency": g.concurrency,
+                "requests": g.requests,
+                "failed": g.failed,
+                "aggregate tok/s": _num(g.aggregate_output_tps),
+                "decode tok/s p50": _num(g.decode_tps_median),
+                "p10": _num(g.decode_tps_p10),
+                "p90": _num(g.decode_tps_p90),
+                "TTFT p50": format_value(g.ttft_median_s, "s"),
+                "TTFT p90": format_value(g.ttft_p90_s, "s"),
+                "prefill tok/s": _num(g.prefill_tps_median),
+                "prompt tok": _num(g.prompt_tokens_median),
+                "output tok": _num(g.output_tokens_median),
+                "reasoning tok": _num(g.reasoning_tokens_median),
+                "answer tok": _num(g.answer_tokens_median),
+                "ITL p50": format_value(g.itl_p50_s, "s"),
+                "ITL p95": format_value(g.itl_p95_s, "s"),
+                "ITL p99": format_value(g.itl_p99_s, "s"),
+                "ITL max": format_value(g.itl_max_s, "s"),
+                "TPOT p50": format_value(g.tpot_median_s, "s"),
+                "pass": g.repeat + 1,
+                "server idle before": {True: "yes", False: "NO", None: "not measured"}[
+                    (g.idle_wait or {}).get("idle")
+                ],
+                "valid": "INVALID (leftover work)" if g.contaminated else "yes",
+                "errors": ", ".join(f"{k} x{v}" for k, v in g.errors.items()) or "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def sweep_frame(run: BenchRun) -> pd.DataFrame:
-    return pd.DataFrame([{"concurrency": p.concurrency, "per-user tok/s": _num(p.per_user_tps),
-                          "per-GPU tok/s": _num(p.per_gpu_tps), "TTFT p50": format_value(p.ttft_median_s, "s"),
-                          "failed": p.failed, "on Pareto front": "yes" if p.on_front else ""} for p in run.sweep])
+    return pd.DataFrame(
+        [
+            {
+                "concurrency": p.concurrency,
+                "per-user tok/s": _num(p.per_user_tps),
+                "per-GPU tok/s": _num(p.per_gpu_tps),
+                "TTFT p50": format_value(p.ttft_median_s, "s"),
+                "failed": p.failed,
+                "on Pareto front": "yes" if p.on_front else "",
+            }
+            for p in run.sweep
+        ]
+    )
 
 
 def comparison_frame(comparison: Comparison) -> pd.DataFrame:
@@ -59,13 +91,20 @@ def comparison_frame(comparison: Comparison) -> pd.DataFrame:
     for row in comparison.rows:
         line: dict[str, Any] = {"figure": row.label}
         for i, name in enumerate(names):
-            line[name] = format_value(row.values[i], row.unit) + (f" ({row.failed[i]} failed)" if row.failed[i] else "")
+            line[name] = format_value(row.values[i], row.unit) + (
+                f" ({row.failed[i]} failed)" if row.failed[i] else ""
+            )
         for i in range(1, len(names)):
             verdict = row.verdict(i)
             ratio = row.ratios[i]
             iv = row.intervals[i] if i < len(row.intervals) else None
-            text = "sampled, not compared" if row.sampled else "–" if ratio is None else \
-                f"{ratio:.2f}x" + (f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv else "")
+            text = (
+                "sampled, not compared"
+                if row.sampled
+                else "–"
+                if ratio is None
+                else f"{ratio:.2f}x" + (f" [{iv[0]:.2f}-{iv[1]:.2f}]" if iv else "")
+            )
             if row.no_difference(i):
                 text += " no difference measured"
             line[f"{names[i]}/{names[0]}"] = text + (f" {verdict}" if verdict else "")
@@ -96,16 +135,25 @@ def latency_plots(run: BenchRun) -> list[tuple[str, str]]:
         ax.set_ylabel("prefill tokens/s (median)")
         ax.grid(alpha=0.3)
         plots.append(("Prefill speed against prompt length", _uri(fig)))
-    for phase, title in (("longctx", "Decode speed after a long prompt"),
-                         ("ablation", "Interactivity against input length (concurrency 1)")):
-        lengths = [g for g in run.groups if g.phase == phase and g.decode_tps_median is not None
-                   and not g.contaminated]
+    for phase, title in (
+        ("longctx", "Decode speed after a long prompt"),
+        ("ablation", "Interactivity against input length (concurrency 1)"),
+    ):
+        lengths = [
+            g
+            for g in run.groups
+            if g.phase == phase and g.decode_tps_median is not None and not g.contaminated
+        ]
         if lengths:
             fig, ax = plt.subplots(figsize=(6, 3.2))
             for r in sorted({g.repeat for g in lengths}):
                 pts = sorted((g for g in lengths if g.repeat == r), key=lambda g: g.prompt_tokens_median or 0)
-                ax.plot([g.prompt_tokens_median for g in pts], [g.decode_tps_median for g in pts], "o-",
-                        label=f"pass {r + 1}")
+                ax.plot(
+                    [g.prompt_tokens_median for g in pts],
+                    [g.decode_tps_median for g in pts],
+                    "o-",
+                    label=f"pass {r + 1}",
+                )
             ax.set_xscale("log")
             ax.set_xlabel("input tokens")
             ax.set_ylabel("tok/s per user (median decode)")
@@ -120,19 +168,41 @@ def latency_plots(run: BenchRun) -> list[tuple[str, str]]:
 def pareto_plot(run: BenchRun) -> str:
     points = [p for p in run.sweep if p.per_user_tps is not None and p.per_gpu_tps is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot([p.per_user_tps for p in points], [p.per_gpu_tps for p in points], "o", color="#999", label="sweep point")
+    ax.plot(
+        [p.per_user_tps for p in points],
+        [p.per_gpu_tps for p in points],
+        "o",
+        color="#999",
+        label="sweep point",
+    )
     front = sorted((p for p in points if p.on_front), key=lambda p: p.per_user_tps)
-    ax.plot([p.per_user_tps for p in front], [p.per_gpu_tps for p in front], "o-", color="#c0392b", label="Pareto front")
-    _pareto_axes(ax, points, fontsize=8, xlabel="per-user tokens/s (median decode speed of one request)",
-                 ylabel="per-GPU tokens/s (aggregate output / GPUs)")
+    ax.plot(
+        [p.per_user_tps for p in front],
+        [p.per_gpu_tps for p in front],
+        "o-",
+        color="#c0392b",
+        label="Pareto front",
+    )
+    _pareto_axes(
+        ax,
+        points,
+        fontsize=8,
+        xlabel="per-user tokens/s (median decode speed of one request)",
+        ylabel="per-GPU tokens/s (aggregate output / GPUs)",
+    )
     return _uri(fig)
 
 
 def _pareto_axes(ax: Any, points: list[Any], *, fontsize: int, xlabel: str, ylabel: str) -> None:
     """What every Pareto picture has: each point named by its concurrency, the axes, the grid."""
     for p in points:
-        ax.annotate(f"c={p.concurrency}", (p.per_user_tps, p.per_gpu_tps), textcoords="offset points",
-                    xytext=(4, 4), fontsize=fontsize)
+        ax.annotate(
+            f"c={p.concurrency}",
+            (p.per_user_tps, p.per_gpu_tps),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=fontsize,
+        )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
@@ -141,18 +211,25 @@ def _pareto_axes(ax: Any, points: list[Any], *, fontsize: int, xlabel: str, ylab
 
 def overlaid_pareto_plot(comparison: Comparison) -> str | None:
     """One curve per run (per workload curve within it): two releases' fronts on one chart."""
-    runs = [(i, [p for p in pts if p.per_user_tps is not None and p.per_gpu_tps is not None])
-            for i, pts in enumerate(comparison.sweeps)]
+    runs = [
+        (i, [p for p in pts if p.per_user_tps is not None and p.per_gpu_tps is not None])
+        for i, pts in enumerate(comparison.sweeps)
+    ]
     if sum(1 for _, pts in runs if pts) < 1:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
     for i, pts in runs:
         for curve in sorted({p.curve for p in pts}):
             line = sorted((p for p in pts if p.curve == curve), key=lambda p: p.concurrency)
-            ax.plot([p.per_user_tps for p in line], [p.per_gpu_tps for p in line], "o-",
-                    label=f"{_run_name(i)}{f' ({curve})' if curve else ''}")
-    _pareto_axes(ax, [p for _, pts in runs for p in pts], fontsize=7, xlabel="tok/s per user",
-                 ylabel="tok/s per GPU")
+            ax.plot(
+                [p.per_user_tps for p in line],
+                [p.per_gpu_tps for p in line],
+                "o-",
+                label=f"{_run_name(i)}{f' ({curve})' if curve else ''}",
+            )
+    _pareto_axes(
+        ax, [p for _, pts in runs for p in pts], fontsize=7, xlabel="tok/s per user", ylabel="tok/s per GPU"
+    )
     return _uri(fig)
 
 
@@ -194,23 +271,32 @@ def _uri(fig: Any) -> str:
 
 
 # --- writers ----------------------------------------------------------------------------------
-def write_run_report(run: BenchRun, directory: Path, baseline: tuple[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+def write_run_report(
+    run: BenchRun, directory: Path, baseline: tuple[str, dict[str, Any]] | None = None
+) -> dict[str, Path]:
     """`baseline`: (name, results.json) of the baseline release's kept bench run; the report then
     opens with this run's figures beside it, deltas and spread (bench/headline.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     context = _run_context(run)
     top = bench_top(run, baseline)
-    context.update(top=top, comparison_md=shared.table_markdown(pd.DataFrame(rows_records(top["rows"]))) if top else "",
-                   comparison_html=rows_html(top["rows"]) if top else "")
+    context.update(
+        top=top,
+        comparison_md=shared.table_markdown(pd.DataFrame(rows_records(top["rows"]))) if top else "",
+        comparison_html=rows_html(top["rows"]) if top else "",
+    )
     out = {
         "results.json": shared.write_json(directory / "results.json", run.to_json()),
         "report.md": shared.write_atomic(directory / "report.md", shared.render("bench.md.j2", **context)),
     }
     context["plots"] = latency_plots(run)
-    context.update(figures_html=shared.table_html(context.pop("figures_df")),
-                   groups_html=shared.table_html(context.pop("groups_df")),
-                   sweep_html=shared.table_html(context.pop("sweep_df")) if run.sweep else "")
-    out["report.html"] = shared.write_atomic(directory / "report.html", shared.render("bench.html.j2", **context))
+    context.update(
+        figures_html=shared.table_html(context.pop("figures_df")),
+        groups_html=shared.table_html(context.pop("groups_df")),
+        sweep_html=shared.table_html(context.pop("sweep_df")) if run.sweep else "",
+    )
+    out["report.html"] = shared.write_atomic(
+        directory / "report.html", shared.render("bench.html.j2", **context)
+    )
     return out
 
 
@@ -219,9 +305,12 @@ def _run_context(run: BenchRun) -> dict[str, Any]:
     return {
         "title": f"deploytool bench: {run.environment.get('target', '')}",
         "run": run,
-        "figures_md": shared.table_markdown(figures_df), "groups_md": shared.table_markdown(groups_df),
+        "figures_md": shared.table_markdown(figures_df),
+        "groups_md": shared.table_markdown(groups_df),
         "sweep_md": shared.table_markdown(sweep_df) if run.sweep else "",
-        "figures_df": figures_df, "groups_df": groups_df, "sweep_df": sweep_df,
+        "figures_df": figures_df,
+        "groups_df": groups_df,
+        "sweep_df": sweep_df,
         "method_items": sorted(run.method.items()),
     }
 
@@ -231,20 +320,36 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
     frame = comparison_frame(comparison)
     names = _names(comparison)
     tops = comparison_tops(comparison)
-    picture = latency_picture([(name, {k: {"samples": v} for k, v in d.items()})
-                               for name, d in zip(names, comparison.distributions)],
-                              f"Latency distributions: {', '.join(names)}")
-    context = {"title": "deploytool compare", "comparison": comparison, "names": names,
-               "table_md": shared.table_markdown(frame), "headlines": headlines(comparison), "tops": tops,
-               "picture": picture}
+    picture = latency_picture(
+        [
+            (name, {k: {"samples": v} for k, v in d.items()})
+            for name, d in zip(names, comparison.distributions)
+        ],
+        f"Latency distributions: {', '.join(names)}",
+    )
+    context = {
+        "title": "deploytool compare",
+        "comparison": comparison,
+        "names": names,
+        "table_md": shared.table_markdown(frame),
+        "headlines": headlines(comparison),
+        "tops": tops,
+        "picture": picture,
+    }
     out = {
         "comparison.json": shared.write_json(directory / "comparison.json", comparison),
-        "comparison.md": shared.write_atomic(directory / "comparison.md", shared.render("bench_compare.md.j2", **context)),
+        "comparison.md": shared.write_atomic(
+            directory / "comparison.md", shared.render("bench_compare.md.j2", **context)
+        ),
     }
-    context.update(table_html=shared.table_html(frame), plot=comparison_plot(comparison),
-                   pareto=overlaid_pareto_plot(comparison))
-    out["comparison.html"] = shared.write_atomic(directory / "comparison.html",
-                                                 shared.render("bench_compare.html.j2", **context))
+    context.update(
+        table_html=shared.table_html(frame),
+        plot=comparison_plot(comparison),
+        pareto=overlaid_pareto_plot(comparison),
+    )
+    out["comparison.html"] = shared.write_atomic(
+        directory / "comparison.html", shared.render("bench_compare.html.j2", **context)
+    )
     return out
 
 
@@ -256,9 +361,17 @@ def comparison_tops(comparison: Comparison) -> list[dict[str, Any]]:
     for i in range(1, len(comparison.runs)):
         rows = top_rows(comparison, i)
         sides = (names[0], names[i])
-        out.append({"title": f"{names[i]} against {names[0]}", "headline": lines[i - 1], "rows": rows,
-                    "comparison_html": rows_html(rows, sides),
-                    "md": shared.table_markdown(pd.DataFrame(rows_records(rows, sides))) if rows else "_(no figures)_"})
+        out.append(
+            {
+                "title": f"{names[i]} against {names[0]}",
+                "headline": lines[i - 1],
+                "rows": rows,
+                "comparison_html": rows_html(rows, sides),
+                "md": shared.table_markdown(pd.DataFrame(rows_records(rows, sides)))
+                if rows
+                else "_(no figures)_",
+            }
+        )
     return out
 
 

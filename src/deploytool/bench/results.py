@@ -189,8 +189,10 @@ class BenchRun:
 def run_from_json(data: dict[str, Any], source: str = "") -> BenchRun:
     """A BenchRun from its results.json contents; refuses another schema with a clear error."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise UsageError(f"{source or 'input'} is not a deploytool bench results.json "
-                         f"(expected schema {SCHEMA!r}, got {data.get('schema') if isinstance(data, dict) else None!r})")
+        raise UsageError(
+            f"{source or 'input'} is not a deploytool bench results.json "
+            f"(expected schema {SCHEMA!r}, got {data.get('schema') if isinstance(data, dict) else None!r})"
+        )
     body = dict(data)
     body["groups"] = [_build(GroupSummary, g) for g in data.get("groups", [])]
     body["figures"] = [_build(Figure, f) for f in data.get("figures", [])]
@@ -210,8 +212,10 @@ def load_run(path: Path) -> BenchRun:
     """A results.json, or a report folder holding one."""
     file = path / "results.json" if path.is_dir() else path
     if not file.is_file():
-        raise UsageError(f"no bench results at {path}",
-                         hint="give a results.json or the folder `deploytool bench --report DIR` wrote")
+        raise UsageError(
+            f"no bench results at {path}",
+            hint="give a results.json or the folder `deploytool bench --report DIR` wrote",
+        )
     try:
         data = json.loads(file.read_text())
     except json.JSONDecodeError as exc:

@@ -32,7 +32,9 @@ def _roofline(run: BenchRun, target: Any) -> dict[str, Any] | None:
     if folder is None:
         if profile is None or profile.is_simulator:
             return None  # nothing to say: the reference runtime loads no model
-        run.notes.append("no roofline: the profile's checkpoint config is not readable here (model.host_path)")
+        run.notes.append(
+            "no roofline: the profile's checkpoint config is not readable here (model.host_path)"
+        )
         return None
     card = _card(target, profile)
     if card is None:
@@ -46,10 +48,16 @@ def _roofline(run: BenchRun, target: Any) -> dict[str, Any] | None:
     measured = {1: _median(run, "decode_c1")}
     measured.update({p.concurrency: p.per_user_tps for p in run.sweep})
     roofline = decode_roofline(
-        read_checkpoint(folder), card, concurrencies=sorted(measured), context_tokens=context,
-        kv_cache_dtype=str(args.get("kv-cache-dtype") or "auto"), tp_size=int(args.get("tp-size") or 1),
-        mamba_ssm_dtype=args.get("mamba-ssm-dtype"), accept_length=accept,
-        draft_tokens=args.get("speculative-num-draft-tokens"))
+        read_checkpoint(folder),
+        card,
+        concurrencies=sorted(measured),
+        context_tokens=context,
+        kv_cache_dtype=str(args.get("kv-cache-dtype") or "auto"),
+        tp_size=int(args.get("tp-size") or 1),
+        mamba_ssm_dtype=args.get("mamba-ssm-dtype"),
+        accept_length=accept,
+        draft_tokens=args.get("speculative-num-draft-tokens"),
+    )
     return with_measurements(roofline, measured).as_dict()
 
 
@@ -82,14 +90,22 @@ def roofline_lines(roofline: dict[str, Any] | None) -> list[str]:
     """The roofline as text lines, for the CLI and report.md."""
     if not roofline:
         return []
-    lines = [f"roofline on {roofline['card']} ({roofline['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"
-             + (f", {roofline['power_limit_w']:g} W" if roofline.get("power_limit_w") else "") + "):"]
+    lines = [
+        f"roofline on {roofline['card']} ({roofline['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s"
+        + (f", {roofline['power_limit_w']:g} W" if roofline.get("power_limit_w") else "")
+        + "):"
+    ]
     for p in roofline["points"]:
         measured = p.get("measured_tps_per_request")
         share = p.get("share")
-        lines.append(f"  c={p['concurrency']}: ceiling {p['ceiling_tps_per_request']:.0f} tok/s per request "
-                     f"({p['bytes_per_step'] / 1e9:.2f} GB a step)"
-                     + (f", measured {measured:.1f} = {share:.0%} of it" if measured is not None and share is not None
-                        else ", not measured"))
+        lines.append(
+            f"  c={p['concurrency']}: ceiling {p['ceiling_tps_per_request']:.0f} tok/s per request "
+            f"({p['bytes_per_step'] / 1e9:.2f} GB a step)"
+            + (
+                f", measured {measured:.1f} = {share:.0%} of it"
+                if measured is not None and share is not None
+                else ", not measured"
+            )
+        )
     lines += [f"  assumed: {a}" for a in roofline["assumptions"]]
     return lines

@@ -38,6 +38,7 @@ from ..server.fast_stream import StreamClient
 _CONTEXT_MARGIN_FRACTION = 0.03
 _CONTEXT_MARGIN_TOKENS = 64
 
+
 class BenchRunner:
     """One run. `run()` does it all; `session()` + `run_pass(r)` + `result()` let two runners be
     driven alternately (compare --interleave)."""
@@ -98,19 +99,23 @@ class BenchRunner:
         self.deadline = self.t0 + m.run_timeout_s
         # a slot started with an API key wants it on every request, bench's own too
         api_key = getattr(self.target, "api_key", None)
-        async with EndpointClient(self.target.url, timeout=m.request_timeout_s, max_connections=1024,
-                                  api_key=api_key) as client:
+        async with EndpointClient(
+            self.target.url, timeout=m.request_timeout_s, max_connections=1024, api_key=api_key
+        ) as client:
             self.client = client
             if self.http == "raw" and self.target.url.startswith("http://"):
                 self.stream = client.fast_stream()
             # what the server says about itself, each read within a request's budget (10 s at most)
             self.facts = await read_server_facts(client, timeout=min(10.0, m.request_timeout_s))
-            self.model_id = self.facts.model_id or (self.target.profile.model.served_name
-                                                    if self.target.profile else "default")
+            self.model_id = self.facts.model_id or (
+                self.target.profile.model.served_name if self.target.profile else "default"
+            )
             sampler = asyncio.create_task(self._sample_metrics()) if self.facts.metrics is not None else None
             if m.preset == "quick" and m.workload != "table":
-                self.notes.append(f"quick run: the {m.workload} workload ran with reduced sizes "
-                                  f"({self.workload.QUICK}), not the source's")
+                self.notes.append(
+                    f"quick run: the {m.workload} workload ran with reduced sizes "
+                    f"({self.workload.QUICK}), not the source's"
+                )
             try:
                 with self._progress_bar():
                     await self._warmup()
@@ -130,8 +135,10 @@ class BenchRunner:
 
     async def _warmup(self) -> None:
         m = self.method
-        specs = [Spec("warmup", "warmup", 1, i, m.decode_prompt_tokens, m.warmup_output_tokens)
-                 for i in range(m.warmup_requests)]
+        specs = [
+            Spec("warmup", "warmup", 1, i, m.decode_prompt_tokens, m.warmup_output_tokens)
+            for i in range(m.warmup_requests)
+        ]
         self._current = []
         await self._pool([self.job(s) for s in specs], 1, "warmup")
         self.records.extend(sorted(self._current, key=lambda r: r.start))
@@ -159,12 +166,21 @@ class BenchRunner:
         gone = self._metrics_gone()
         if gone:
             why = f"/metrics unreadable: {gone}"
-            return (mw.IdleWait(None, 0.0, None, None, self.method.idle_timeout_s, why=why),
-                    mw.CounterSnapshot(time.monotonic(), None, why))
+            return (
+                mw.IdleWait(None, 0.0, None, None, self.method.idle_timeout_s, why=why),
+                mw.CounterSnapshot(time.monotonic(), None, why),
+            )
         return await mw.wait_idle(self.client, self.method.idle_timeout_s), await mw.snapshot(self.client)
 
-    async def measure(self, name: str, phase: str, concurrency: int, make_jobs: Callable[[], list[Job]], *,
-                      schedule: list[float] | None = None) -> GroupSummary:
+    async def measure(
+        self,
+        name: str,
+        phase: str,
+        concurrency: int,
+        make_jobs: Callable[[], list[Job]],
+        *,
+        schedule: list[float] | None = None,
+    ) -> GroupSummary:
         """Run one phase on an idle server: `concurrency` workers over the jobs (closed loop), or
         with `schedule`, job i started at schedule[i] seconds after the phase began (open loop)."""
         attempts = 0
@@ -174,28 +190,37 @@ class BenchRunner:
             self._phase_peak = {}
             self._current = []
             jobs = make_jobs()
-            await (self._open_loop(jobs, schedule, name) if schedule is not None
-                   else self._pool(jobs, concurrency, name))
+            await (
+                self._open_loop(jobs, schedule, name)
+                if schedule is not None
+                else self._pool(jobs, concurrency, name)
+            )
             after = before if self._metrics_gone() else await mw.snapshot(self.client)
             window = mw.window(before, after)
             records = sorted(self._current, key=lambda r: r.start)
             sent = len(records)
             server_requests = window.delta(mw.REQUESTS)
             running_after = (after.gauges or {}).get(mw.RUNNING)
-            peak = (max(self._phase_peak.get(mw.RUNNING, 0.0), running_after)
-                    if running_after is not None else None)
+            peak = (
+                max(self._phase_peak.get(mw.RUNNING, 0.0), running_after)
+                if running_after is not None
+                else None
+            )
             # The counter is the evidence: SGLang counts every finished request but its own health
             # checks (log_metrics=False in http_server.py's health_generate). The running gauge is
             # sampled, and may catch one health check beside the phase's own: two beyond it count.
             # Without /metrics neither is measured and the phase is taken as it is (noted once).
             contaminated = (server_requests is not None and server_requests > sent) or (
-                schedule is None and peak is not None and peak >= concurrency + 2)
+                schedule is None and peak is not None and peak >= concurrency + 2
+            )
             if contaminated and attempts == 1 and self.method.rerun_contaminated and self._remaining() > 0:
                 for r in records:
                     r.phase = "discarded"
                 self.records.extend(records)
-                self.notes.append(f"{name} (pass {self.repeat + 1}): the server finished {server_requests} requests "
-                                  f"(running peak {peak}) while the phase sent {sent}: leftover work; re-run")
+                self.notes.append(
+                    f"{name} (pass {self.repeat + 1}): the server finished {server_requests} requests "
+                    f"(running peak {peak}) while the phase sent {sent}: leftover work; re-run"
+                )
                 continue
             break
         self.records.extend(records)
@@ -213,15 +238,21 @@ class BenchRunner:
         group.contaminated = contaminated
         group.attempts = attempts
         if not window.measured:
-            self._note_once(f"not measured: idle-server wait, leftover-work check and server counter figures "
-                            f"({window.why})")
+            self._note_once(
+                f"not measured: idle-server wait, leftover-work check and server counter figures "
+                f"({window.why})"
+            )
         if idle.idle is False:
-            self.notes.append(f"{name} (pass {self.repeat + 1}): the server was still busy after "
-                              f"{idle.timeout_s:g} s (running {idle.running:g}, queued {idle.queued:g})")
+            self.notes.append(
+                f"{name} (pass {self.repeat + 1}): the server was still busy after "
+                f"{idle.timeout_s:g} s (running {idle.running:g}, queued {idle.queued:g})"
+            )
         if contaminated:
             self.invalid_groups.append(f"{name}#{self.repeat + 1}")
-            self.notes.append(f"{name} (pass {self.repeat + 1}) is INVALID: the server finished {server_requests} "
-                              f"requests (running peak {peak}) while it sent {sent}; its figures are left out")
+            self.notes.append(
+                f"{name} (pass {self.repeat + 1}) is INVALID: the server finished {server_requests} "
+                f"requests (running peak {peak}) while it sent {sent}; its figures are left out"
+            )
         self.windows.append(window)
         self.groups.append(group)
         return group
@@ -268,6 +299,7 @@ class BenchRunner:
         async def run() -> None:
             if not self.out_of_time(spec.group):
                 await self.send(spec)
+
         return run
 
     def out_of_time(self, group: str) -> bool:
@@ -277,13 +309,18 @@ class BenchRunner:
         self._time_bound_reached(group)
         return True
 
-    async def send(self, spec: Spec, messages: list[dict[str, Any]] | None = None,
-                   prefix: str | None = None) -> tuple[RequestRecord, ChatResult]:
+    async def send(
+        self, spec: Spec, messages: list[dict[str, Any]] | None = None, prefix: str | None = None
+    ) -> tuple[RequestRecord, ChatResult]:
         """One streamed request: a fresh unique prompt of spec.prompt_tokens, or `messages` (a
         conversation, whose unique opening the caller passes as `prefix`)."""
         if messages is None:
             prompt = self.prompts.make(spec.prompt_tokens, spec.group)
-            messages, prefix, estimated = [{"role": "user", "content": prompt.text}], prompt.prefix, prompt.estimated_tokens
+            messages, prefix, estimated = (
+                [{"role": "user", "content": prompt.text}],
+                prompt.prefix,
+                prompt.estimated_tokens,
+            )
         else:
             estimated = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
         timeout = max(1.0, min(self.method.request_timeout_s, self._remaining()))
@@ -293,8 +330,9 @@ class BenchRunner:
         if timeout < self.method.request_timeout_s and (result.error or "").startswith("timed out"):
             # Its timeout was the run's remaining time, not request_timeout_s: the run's bound cut it.
             record.cut_by_time_bound = True
-            record.error = (f"cut by the run's time bound (run_timeout_s {self.method.run_timeout_s:g} s): "
-                            f"{result.error}")
+            record.error = (
+                f"cut by the run's time bound (run_timeout_s {self.method.run_timeout_s:g} s): {result.error}"
+            )
             self._time_bound_reached(spec.group)
         self._current.append(record)
         return record, result
@@ -302,9 +340,11 @@ class BenchRunner:
     def _time_bound_reached(self, group: str) -> None:
         if self.complete:
             self.complete = False
-            self.notes.append(f"the run's time bound ({self.method.run_timeout_s:g} s) was reached during {group}: "
-                              "a request in flight then is recorded as cut (not a server failure) and later "
-                              "requests were not sent")
+            self.notes.append(
+                f"the run's time bound ({self.method.run_timeout_s:g} s) was reached during {group}: "
+                "a request in flight then is recorded as cut (not a server failure) and later "
+                "requests were not sent"
+            )
 
     async def _sample_metrics(self) -> None:
         """Peaks of the load gauges, read every metrics_interval_s while the phases run (a gauge
@@ -323,8 +363,15 @@ class BenchRunner:
     def cap_sizes(self, sizes: list[int], output_tokens: int, what: str) -> list[int]:
         """Prompt sizes capped by the server's context length and KV pool (minus a margin for the
         chat template), each noted; duplicates after capping are dropped."""
-        limits = [x for x in (self.facts.context_length, self.facts.max_total_tokens,
-                              self.target.profile.model.context_length if self.target.profile else None) if x]
+        limits = [
+            x
+            for x in (
+                self.facts.context_length,
+                self.facts.max_total_tokens,
+                self.target.profile.model.context_length if self.target.profile else None,
+            )
+            if x
+        ]
         if not limits:
             note = f"the server reported no context length: {what} sizes were not capped"
             if note not in self.notes:
@@ -361,8 +408,14 @@ class BenchRunner:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("bench {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=terminal_text.console(stderr=True), transient=True) as bar:
+        with Progress(
+            TextColumn("bench {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=terminal_text.console(stderr=True),
+            transient=True,
+        ) as bar:
             self._progress = bar
             try:
                 yield

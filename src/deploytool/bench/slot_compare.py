@@ -41,7 +41,8 @@ class SlotSide:
         if not self.cards:
             return f"{self.slot}: no card (reference runtime)"
         return f"{self.slot}: " + " + ".join(
-            f"{_watts(c.get('power_limit_w'))}, {c.get('pcie_now') or 'PCIe ?'}" for c in self.cards)
+            f"{_watts(c.get('power_limit_w'))}, {c.get('pcie_now') or 'PCIe ?'}" for c in self.cards
+        )
 
 
 @dataclass
@@ -79,11 +80,18 @@ class SlotComparison:
         for thinking in ("off", "on"):
             rows = [self.row(k, thinking) for k in decode]
             if any(rows):
-                out.append(self._line(f"1 / {' / '.join(map(str, CONCURRENCY))} requests, thinking {thinking}", rows))
+                out.append(
+                    self._line(f"1 / {' / '.join(map(str, CONCURRENCY))} requests, thinking {thinking}", rows)
+                )
         prefill = [self.row(f"prefill_{n}_tps") for n in self.prefill_tokens]
         if any(prefill):
-            out.append(self._line(f"prefill at {' / '.join(_tokens(n) for n in self.prefill_tokens)}", prefill,
-                                  thousands=True))
+            out.append(
+                self._line(
+                    f"prefill at {' / '.join(_tokens(n) for n in self.prefill_tokens)}",
+                    prefill,
+                    thousands=True,
+                )
+            )
         out.append(f"| qualify | {_qualify_text(a.qualify)} | {_qualify_text(b.qualify)} | |")
         return out
 
@@ -95,34 +103,54 @@ class SlotComparison:
         unjudged = [r for r in self.rows if r.beyond_spread is None and r.difference_pct is not None]
         out = []
         for r in beyond:
-            out.append(f"beyond the measured spread: {r.label}, thinking {r.thinking}: {b.slot} {_pct(r.difference_pct)} "
-                       f"against {a.slot} (passes {_range(r.spreads[0])} on {a.slot}, {_range(r.spreads[1])} on {b.slot})")
+            out.append(
+                f"beyond the measured spread: {r.label}, thinking {r.thinking}: {b.slot} {_pct(r.difference_pct)} "
+                f"against {a.slot} (passes {_range(r.spreads[0])} on {a.slot}, {_range(r.spreads[1])} on {b.slot})"
+            )
         if within:
-            out.append(f"within the measured spread ({len(within)} figures): "
-                       + ", ".join(f"{r.label} ({r.thinking}) {_pct(r.difference_pct)}" for r in within))
+            out.append(
+                f"within the measured spread ({len(within)} figures): "
+                + ", ".join(f"{r.label} ({r.thinking}) {_pct(r.difference_pct)}" for r in within)
+            )
         if unjudged:
-            out.append(f"not judged ({len(unjudged)} figures): fewer than two passes, so no spread was measured")
+            out.append(
+                f"not judged ({len(unjudged)} figures): fewer than two passes, so no spread was measured"
+            )
         return out
 
     def _line(self, label: str, rows: list[SlotRow | None], *, thousands: bool = False) -> str:
         def cell(side: int) -> str:
             return " / ".join(_figure(r.values[side] if r else None, thousands) for r in rows)
 
-        diffs = " / ".join(("–" if r is None or r.difference_pct is None else
-                            _pct(r.difference_pct) + ("*" if r.beyond_spread else "")) for r in rows)
+        diffs = " / ".join(
+            (
+                "–"
+                if r is None or r.difference_pct is None
+                else _pct(r.difference_pct) + ("*" if r.beyond_spread else "")
+            )
+            for r in rows
+        )
         return f"| {label} | {cell(0)} | {cell(1)} | {diffs} |"
 
 
-def compare_slots(targets: list[Target], *, quick: bool = False, repeats: int | None = None,
-                  prefill_tokens: list[int] | None = None, inventory: Any = None) -> tuple[SlotComparison, list[Any]]:
+def compare_slots(
+    targets: list[Target],
+    *,
+    quick: bool = False,
+    repeats: int | None = None,
+    prefill_tokens: list[int] | None = None,
+    inventory: Any = None,
+) -> tuple[SlotComparison, list[Any]]:
     """Measure both slots (thinking off, then on, each interleaved) and put them side by side
     with their qualification. Returns the comparison and the four bench runs (A/B off, A/B on)."""
     from .interleave import run_interleaved
     from .presets import build_method
 
     if len(targets) != 2:
-        raise UsageError("compare takes two slots: the same release on two slots, side by side",
-                         hint="deploytool compare --gpu UUID_A --gpu UUID_B (or --cpu-slot a --cpu-slot b)")
+        raise UsageError(
+            "compare takes two slots: the same release on two slots, side by side",
+            hint="deploytool compare --gpu UUID_A --gpu UUID_B (or --cpu-slot a --cpu-slot b)",
+        )
     sides = [describe_side(t, inventory) for t in targets]
     warnings = same_release_warnings(targets, sides)
     profile = targets[0].profile
@@ -131,29 +159,47 @@ def compare_slots(targets: list[Target], *, quick: bool = False, repeats: int | 
     runs, rows = [], []
     for thinking in ("off", "on"):
         # Prefill does not depend on sampling: it is measured once, with thinking off.
-        method = build_method(quick=quick, profile_bench=profile.bench if profile else None,
-                              thinking=thinking == "on", profile_name=profile.name if profile else None,
-                              load_concurrency=CONCURRENCY, prefill_prompt_tokens=lengths if thinking == "off" else [],
-                              **extra)
+        method = build_method(
+            quick=quick,
+            profile_bench=profile.bench if profile else None,
+            thinking=thinking == "on",
+            profile_name=profile.name if profile else None,
+            load_concurrency=CONCURRENCY,
+            prefill_prompt_tokens=lengths if thinking == "off" else [],
+            **extra,
+        )
         run_a, run_b, _ = run_interleaved(targets[0], targets[1], method)
         runs += [run_a, run_b]
         rows += _rows(run_a, run_b, thinking)
         for side, run in zip(sides, (run_a, run_b)):
             if run.errors_total:
-                warnings.append(f"{side.slot}, thinking {thinking}: {run.errors_total} of {run.requests_total} "
-                                "requests failed; its figures use completed requests only")
+                warnings.append(
+                    f"{side.slot}, thinking {thinking}: {run.errors_total} of {run.requests_total} "
+                    "requests failed; its figures use completed requests only"
+                )
     same = bool(sides[0].image) and sides[0].image == sides[1].image
-    return SlotComparison(sides=sides, same_image=same, rows=rows, repeats=runs[0].method.get("repeats", 1),
-                          preset=str(runs[0].method.get("preset")), prefill_tokens=lengths, warnings=warnings), runs
+    return SlotComparison(
+        sides=sides,
+        same_image=same,
+        rows=rows,
+        repeats=runs[0].method.get("repeats", 1),
+        preset=str(runs[0].method.get("preset")),
+        prefill_tokens=lengths,
+        warnings=warnings,
+    ), runs
 
 
 def describe_side(target: Target, inventory: Any = None) -> SlotSide:
     """The slot, its release, its cards (power limit and PCIe link from NVML) and the
     qualification its release recorded."""
     release = target.release
-    side = SlotSide(slot=target.slot.name if target.slot else target.url, release=release.release if release else None,
-                    profile=release.profile if release else (target.profile.name if target.profile else None),
-                    image=release.image if release else None, url=target.url)
+    side = SlotSide(
+        slot=target.slot.name if target.slot else target.url,
+        release=release.release if release else None,
+        profile=release.profile if release else (target.profile.name if target.profile else None),
+        image=release.image if release else None,
+        url=target.url,
+    )
     uuids = list(release.gpus) if release else []
     if uuids:
         if inventory is None:
@@ -162,16 +208,25 @@ def describe_side(target: Target, inventory: Any = None) -> SlotSide:
             inventory = read_inventory()
         for uuid in uuids:
             card = inventory.by_uuid(uuid) if not inventory.error else None
-            side.cards.append({"uuid": uuid, "name": card.name if card else None,
-                               "power_limit_w": card.power_limit_w if card else None,
-                               "pcie_now": card.pcie_now() if card else None,
-                               "pcie": card.pcie_text() if card else None})
+            side.cards.append(
+                {
+                    "uuid": uuid,
+                    "name": card.name if card else None,
+                    "power_limit_w": card.power_limit_w if card else None,
+                    "pcie_now": card.pcie_now() if card else None,
+                    "pcie": card.pcie_text() if card else None,
+                }
+            )
     path = qualify_results_path(target.slot, release.release) if target.slot and release else None
     if path is not None:
         data = json.loads(Path(path).read_text())
-        side.qualify = {"verdict": data.get("verdict"), "passed": data.get("passed"), "summary": data.get("summary"),
-                        "suites": [{"name": s["name"], "verdict": s["verdict"]} for s in data.get("suites", [])],
-                        "results": str(path)}
+        side.qualify = {
+            "verdict": data.get("verdict"),
+            "passed": data.get("passed"),
+            "summary": data.get("summary"),
+            "suites": [{"name": s["name"], "verdict": s["verdict"]} for s in data.get("suites", [])],
+            "results": str(path),
+        }
     return side
 
 
@@ -181,18 +236,28 @@ def same_release_warnings(targets: list[Target], sides: list[SlotSide]) -> list[
     a, b = sides
     out = []
     if a.image and b.image and a.image != b.image:
-        out.append(f"not the same image: slot {a.slot} serves {a.image}, slot {b.slot} serves {b.image}; "
-                   "the figures compare the images as well as the slots")
+        out.append(
+            f"not the same image: slot {a.slot} serves {a.image}, slot {b.slot} serves {b.image}; "
+            "the figures compare the images as well as the slots"
+        )
     pa, pb = targets[0].profile, targets[1].profile
     if pa is not None and pb is not None and pa.name != pb.name:
         args_a, args_b = pa.launch_args(), pb.launch_args()
         differ = sorted(k for k in set(args_a) | set(args_b) if args_a.get(k) != args_b.get(k))
-        out.append(f"the slots serve different profiles ({pa.name}, {pb.name}): the figures compare their launch "
-                   "settings as well as the cards" + (": " + ", ".join(
-                       f"{k} {args_a.get(k)!r} vs {args_b.get(k)!r}" for k in differ) if differ else ""))
+        out.append(
+            f"the slots serve different profiles ({pa.name}, {pb.name}): the figures compare their launch "
+            "settings as well as the cards"
+            + (
+                ": " + ", ".join(f"{k} {args_a.get(k)!r} vs {args_b.get(k)!r}" for k in differ)
+                if differ
+                else ""
+            )
+        )
     for side in sides:
         if side.qualify is None:
-            out.append(f"slot {side.slot}: its release has no qualification recorded (started with --skip-qualify?)")
+            out.append(
+                f"slot {side.slot}: its release has no qualification recorded (started with --skip-qualify?)"
+            )
     return out
 
 
@@ -205,13 +270,24 @@ def _rows(run_a: Any, run_b: Any, thinking: str) -> list[SlotRow]:
         if fig_b is None:
             continue
         values = [fig_a.value, fig_b.value]
-        spreads = [fig_a.spread if len(fig_a.repeat_values) > 1 else None,
-                   fig_b.spread if len(fig_b.repeat_values) > 1 else None]
+        spreads = [
+            fig_a.spread if len(fig_a.repeat_values) > 1 else None,
+            fig_b.spread if len(fig_b.repeat_values) > 1 else None,
+        ]
         diff = (values[1] - values[0]) / values[0] * 100 if values[0] and values[1] is not None else None
         beyond = None if None in spreads else (spreads[0][1] < spreads[1][0] or spreads[1][1] < spreads[0][0])
-        rows.append(SlotRow(key=fig_a.key, label=fig_a.label, thinking=thinking, unit=fig_a.unit, values=values,
-                            spreads=spreads, difference_pct=None if diff is None else round(diff, 2),
-                            beyond_spread=beyond))
+        rows.append(
+            SlotRow(
+                key=fig_a.key,
+                label=fig_a.label,
+                thinking=thinking,
+                unit=fig_a.unit,
+                values=values,
+                spreads=spreads,
+                difference_pct=None if diff is None else round(diff, 2),
+                beyond_spread=beyond,
+            )
+        )
     return rows
 
 

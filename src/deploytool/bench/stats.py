@@ -145,9 +145,13 @@ def tpot(rec: RequestRecord) -> float | None:
 
 def itl_summary(records: Sequence[RequestRecord]) -> dict[str, float | None]:
     gaps = [g for r in records for g in itls(r)]
-    return {"itl_p50_s": percentile(gaps, 50), "itl_p95_s": percentile(gaps, 95),
-            "itl_p99_s": percentile(gaps, 99), "itl_max_s": max(gaps) if gaps else None,
-            "tpot_median_s": median(tpot(r) for r in records if r.ok)}
+    return {
+        "itl_p50_s": percentile(gaps, 50),
+        "itl_p95_s": percentile(gaps, 95),
+        "itl_p99_s": percentile(gaps, 99),
+        "itl_max_s": max(gaps) if gaps else None,
+        "tpot_median_s": median(tpot(r) for r in records if r.ok),
+    }
 
 
 # --- intervals -----------------------------------------------------------------------------
@@ -155,9 +159,14 @@ BOOTSTRAP_ITERATIONS = 2000
 CONFIDENCE = 0.95
 
 
-def bootstrap_ratio(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]], *,
-                    iterations: int = BOOTSTRAP_ITERATIONS, confidence: float = CONFIDENCE,
-                    seed: int = 0) -> tuple[float, float, float] | None:
+def bootstrap_ratio(
+    before: Sequence[Sequence[float]],
+    after: Sequence[Sequence[float]],
+    *,
+    iterations: int = BOOTSTRAP_ITERATIONS,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float, float] | None:
     """Ratio of medians (after / before) and its percentile-bootstrap interval.
 
     Each side is a list of repeats, each repeat a list of per-request values (a figure measured
@@ -184,11 +193,13 @@ def bootstrap_ratio(before: Sequence[Sequence[float]], after: Sequence[Sequence[
         sizes = np.asarray([rep.size for rep in side])
         padded = np.full((len(side), sizes.max()), np.nan)
         for j, rep in enumerate(side):
-            padded[j, :rep.size] = rep
+            padded[j, : rep.size] = rep
         cols = np.arange(sizes.max())
         blocks = []
         for _ in range(len(side)):
-            reps = np.zeros(iterations, dtype=int) if len(side) == 1 else rng.integers(0, len(side), iterations)
+            reps = (
+                np.zeros(iterations, dtype=int) if len(side) == 1 else rng.integers(0, len(side), iterations)
+            )
             n = sizes[reps][:, None]
             idx = np.floor(rng.random((iterations, sizes.max())) * n).astype(int)
             values = padded[reps[:, None], idx]

@@ -87,7 +87,9 @@ def _main(args: list[str], as_json: bool) -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except typer.TyperException as exc:  # only without standalone mode: a bad option or value (click's)
         code = getattr(exc, "exit_code", 2)
-        json_error(exc.format_message() if hasattr(exc, "format_message") else str(exc), None, code, "UsageError")
+        json_error(
+            exc.format_message() if hasattr(exc, "format_message") else str(exc), None, code, "UsageError"
+        )
         exc.show() if hasattr(exc, "show") else console_err.print(str(exc), markup=False)
         sys.exit(code)
     except (typer.Abort, KeyboardInterrupt):  # click's Ctrl-C inside a prompt, or anywhere else
@@ -101,7 +103,9 @@ def _main(args: list[str], as_json: bool) -> None:
         sys.exit(EXIT_INTERRUPTED)
     except DeploytoolError as exc:
         if as_json:
-            json_error(exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None))
+            json_error(
+                exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None)
+            )
         _error(exc.message, exc.hint, exc.exit_code)
     except OSError as exc:
         if as_json:

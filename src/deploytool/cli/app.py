@@ -86,15 +86,20 @@ class LazyCommands(MutableMapping[str, Any]):
         for info in app.registered_commands:
             name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
             self._build[name] = functools.partial(
-                typer.main.get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=markup)
+                typer.main.get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=markup
+            )
             self._summary[name] = functools.partial(_command_summary, name, info)
         for group in app.registered_groups:
             name = group.name or ""
             if not isinstance(name, str) or not name:  # a group merged into its parent: built as typer does
                 raise TypeError("deploytool's sub-apps are added with a name")
             self._build[name] = functools.partial(
-                typer.main.get_group_from_info, group, pretty_exceptions_short=short,
-                rich_markup_mode=markup, suggest_commands=app.suggest_commands)
+                typer.main.get_group_from_info,
+                group,
+                pretty_exceptions_short=short,
+                rich_markup_mode=markup,
+                suggest_commands=app.suggest_commands,
+            )
             self._summary[name] = functools.partial(_group_summary, name, group)
         self._built: dict[str, Any] = {}
 
@@ -128,14 +133,20 @@ class LazyCommands(MutableMapping[str, Any]):
 def _command_summary(name: str, info: Any) -> TyperCommand:
     # the help text as typer.main.get_command_from_info takes it
     text = inspect.cleandoc(info.help) if info.help is not None else inspect.getdoc(info.callback)
-    return TyperCommand(name=name, help=text, short_help=info.short_help, hidden=info.hidden,
-                         deprecated=info.deprecated)
+    return TyperCommand(
+        name=name, help=text, short_help=info.short_help, hidden=info.hidden, deprecated=info.deprecated
+    )
 
 
 def _group_summary(name: str, info: Any) -> TyperCommand:
     solved = typer.main.solve_typer_info_defaults(info)
-    return TyperCommand(name=name, help=solved.help, short_help=solved.short_help, hidden=solved.hidden,
-                         deprecated=solved.deprecated)
+    return TyperCommand(
+        name=name,
+        help=solved.help,
+        short_help=solved.short_help,
+        hidden=solved.hidden,
+        deprecated=solved.deprecated,
+    )
 
 
 def lazy_group(app: typer.Typer) -> TyperGroup:
@@ -168,11 +179,18 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    version: Annotated[bool, typer.Option(
-        "--version", is_eager=True, callback=_print_version,
-        help="Print deploytool's version, the SGLang releases it carries rules for and where its data is read from.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print deploytool's version, the SGLang releases it carries rules for and where its data is read from.",
+        ),
+    ] = False,
 ) -> None:
     pass
+
 
 class LazyConsole:
     """A rich Console made at its first use: importing rich and making two consoles was a fifth
@@ -211,34 +229,85 @@ console_err = LazyConsole(_stderr_console)  # progress and messages, on stderr, 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]
 ProfilesDirOpt = Annotated[
     Optional[list[Path]],
-    typer.Option("--profiles-dir", help="Extra folder of profile YAML files (repeatable; also DEPLOYTOOL_PROFILES_PATH)."),
+    typer.Option(
+        "--profiles-dir",
+        help="Extra folder of profile YAML files (repeatable; also DEPLOYTOOL_PROFILES_PATH).",
+    ),
 ]
-GpuOpt = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")]
+GpuOpt = Annotated[
+    Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")
+]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
-CpuSlotOpt = Annotated[Optional[str], typer.Option("--cpu-slot", help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).")]
-DrainOpt = Annotated[Optional[float], typer.Option("--drain-timeout", help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).")]
-HooksOpt = Annotated[Optional[Path], typer.Option("--hooks", help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.")]
-TakeOverOpt = Annotated[bool, typer.Option("--take-over", help="Act on the slot although its release was started from another state folder (another person's deploytool on this engine with the same DEPLOYTOOL_INSTANCE, or yours under another DEPLOYTOOL_HOME); refused without it.")]
-UrlOpt = Annotated[Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")]
+CpuSlotOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--cpu-slot",
+        help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).",
+    ),
+]
+DrainOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--drain-timeout",
+        help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).",
+    ),
+]
+HooksOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--hooks",
+        help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.",
+    ),
+]
+TakeOverOpt = Annotated[
+    bool,
+    typer.Option(
+        "--take-over",
+        help="Act on the slot although its release was started from another state folder (another person's deploytool on this engine with the same DEPLOYTOOL_INSTANCE, or yours under another DEPLOYTOOL_HOME); refused without it.",
+    ),
+]
+UrlOpt = Annotated[
+    Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")
+]
 # The profile is named the same way in every command: --profile NAME.
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
-RequiredProfileOpt = Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")]
+ProfileOpt = Annotated[
+    Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+]
+RequiredProfileOpt = Annotated[
+    str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+]
 # The key for a server started with one. A slot's release reads its own; a value on the
 # command line is refused (it shows in `ps` and the shell's history).
-ApiKeyFileOpt = Annotated[Optional[Path], typer.Option(
-    "--api-key-file", help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).")]
-ApiKeyOpt = Annotated[Optional[str], typer.Option(
-    "--api-key", help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.")]
+ApiKeyFileOpt = Annotated[
+    Optional[Path],
+    typer.Option(
+        "--api-key-file",
+        help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).",
+    ),
+]
+ApiKeyOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--api-key",
+        help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.",
+    ),
+]
 
 
 # How long qualify and bench wait for a server that is still loading, one option for both (qualify
 # passes it on as its preflight suite's ready_timeout_s).
 READY_TIMEOUT_OPTION = "--ready-timeout"
-ReadyTimeoutOpt = Annotated[Optional[float], typer.Option(
-    READY_TIMEOUT_OPTION, metavar="SECONDS", min=0,
-    help="How long to wait for a server that is still loading (refusing connections, or answering 503) "
-         "before giving up as could not run (exit 6); default 1200, or the profile's "
-         "qualify.preflight.ready_timeout_s. A wrong --url fails after this long.")]
+ReadyTimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        READY_TIMEOUT_OPTION,
+        metavar="SECONDS",
+        min=0,
+        help="How long to wait for a server that is still loading (refusing connections, or answering 503) "
+        "before giving up as could not run (exit 6); default 1200, or the profile's "
+        "qualify.preflight.ready_timeout_s. A wrong --url fails after this long.",
+    ),
+]
 
 
 def print_json(obj: Any) -> None:
@@ -246,19 +315,35 @@ def print_json(obj: Any) -> None:
     typer.echo(json.dumps(scrub_all(to_jsonable(obj)), indent=2))
 
 
-def json_error(message: str, hint: str | None, code: int, kind: str, result: object = None,
-               **fields: object) -> None:
+def json_error(
+    message: str, hint: str | None, code: int, kind: str, result: object = None, **fields: object
+) -> None:
     """An error as --json reports it, on stdout (docs/json.md); the caller still says it on stderr
     for a person watching. `fields`: keys a command keeps beside the error (`gpus`: its empty list)."""
-    body: dict[str, object] = {**fields, "error": {"message": scrub(message), "hint": scrub(hint or "") or hint,
-                                                   "exit_code": code, "kind": kind}}
+    body: dict[str, object] = {
+        **fields,
+        "error": {
+            "message": scrub(message),
+            "hint": scrub(hint or "") or hint,
+            "exit_code": code,
+            "kind": kind,
+        },
+    }
     if result is not None:  # what the command got done before it failed (a rollout's slots)
         body["result"] = result
     print_json(body)
 
 
-_STYLE = {"pass": "green", "ok": "green", "applied": "green", "warn": "yellow", "redundant": "dim",  # nosec B105: colour names of verdict words, no password
-          "overridden": "yellow", "fail": "red", "failed": "red"}
+_STYLE = {
+    "pass": "green",
+    "ok": "green",
+    "applied": "green",
+    "warn": "yellow",
+    "redundant": "dim",  # nosec B105: colour names of verdict words, no password
+    "overridden": "yellow",
+    "fail": "red",
+    "failed": "red",
+}
 
 
 def styled(word: str) -> str:

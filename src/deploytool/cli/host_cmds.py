@@ -9,7 +9,17 @@ if TYPE_CHECKING:
 
 from ..errors import EXIT_FAILED, EXIT_NO_GPU
 from ..host.nvml import STANDIN_ENV
-from .app import JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console, console_err, json_error, print_json, styled
+from .app import (
+    JsonOpt,
+    ProfilesDirOpt,
+    RequiredProfileOpt,
+    app,
+    console,
+    console_err,
+    json_error,
+    print_json,
+    styled,
+)
 
 
 # -- gpus ---------------------------------------------------------------------------------------
@@ -46,20 +56,38 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
     for column in ("#", "bus id", "PCIe now (max)", "NUMA node (CPUs)", "NVLink", "MIG"):
         links.add_column(column, no_wrap=column in ("bus id", "NUMA node (CPUs)"))
     for g in inventory.gpus:
-        cards.add_row(str(g.index), g.uuid, g.name, g.compute_capability or "?",
-                      f"{_gib(g.memory_total_mib)} / {_gib(g.memory_free_mib)}", _num(g.power_limit_w),
-                      ", ".join(g.matching_profiles) or "-")
-        links.add_row(str(g.index), g.pci_bus_id or "?", g.pcie_text().removeprefix("PCIe "),
-                      f"{_num(g.numa_node)} ({g.cpu_affinity or '?'})", _nvlink_text(g), _mig_text(g))
+        cards.add_row(
+            str(g.index),
+            g.uuid,
+            g.name,
+            g.compute_capability or "?",
+            f"{_gib(g.memory_total_mib)} / {_gib(g.memory_free_mib)}",
+            _num(g.power_limit_w),
+            ", ".join(g.matching_profiles) or "-",
+        )
+        links.add_row(
+            str(g.index),
+            g.pci_bus_id or "?",
+            g.pcie_text().removeprefix("PCIe "),
+            f"{_num(g.numa_node)} ({g.cpu_affinity or '?'})",
+            _nvlink_text(g),
+            _mig_text(g),
+        )
     console.print(cards)
     console.print(links)
     for g in inventory.gpus:
         for n, m in enumerate(g.mig_devices):
-            console.print(f"  GPU{g.index} MIG{n}: {m.name} {m.uuid}, {_gib(m.memory_total_mib)} GiB "
-                          f"(GPU instance {_num(m.gpu_instance_id)}, compute instance {_num(m.compute_instance_id)})",
-                          highlight=False, markup=False)
-    lines = matrix_lines(inventory) + [""] + p2p_lines(inventory) if len(inventory.gpus) > 1 \
+            console.print(
+                f"  GPU{g.index} MIG{n}: {m.name} {m.uuid}, {_gib(m.memory_total_mib)} GiB "
+                f"(GPU instance {_num(m.gpu_instance_id)}, compute instance {_num(m.compute_instance_id)})",
+                highlight=False,
+                markup=False,
+            )
+    lines = (
+        matrix_lines(inventory) + [""] + p2p_lines(inventory)
+        if len(inventory.gpus) > 1
         else matrix_lines(inventory)
+    )
     typer.echo("\n" + "\n".join(lines))
 
 
@@ -86,8 +114,9 @@ def _num(value: object) -> str:
 
 # -- slots --------------------------------------------------------------------------------------
 @app.command("slots")
-def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
-                  profiles_dir: ProfilesDirOpt = None) -> None:
+def slots_command(
+    profile: RequiredProfileOpt, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None
+) -> None:
     """The slots this host's cards make for a profile: one per card (or MIG device) for a one-card
     profile; for tensor parallelism, groups of the profile's GPU count, closest-connected first
     (NVLink, one PCIe switch, ...), groups that would cross NUMA nodes without NVLink refused;
@@ -100,7 +129,8 @@ def slots_command(profile: RequiredProfileOpt, json_output: JsonOpt = False,
     chosen = ProfileStore(profiles_dir).get(profile)
     inventory = gpus.require_inventory(
         hint=f"slots groups the cards NVML sees: run it on the GPU host, or on a described host ({STANDIN_ENV}=FILE, "
-             "docs/gpus.md)")
+        "docs/gpus.md)"
+    )
     plan = slots_as_up_judges(chosen, inventory)
     if json_output:
         print_json({"source": inventory.source, **to_jsonable(plan)})
@@ -120,14 +150,20 @@ def doctor_command(json_output: JsonOpt = False) -> None:
 
     report = doctor_mod.run_doctor()
     if json_output:
-        print_json({"deploytool": report.about, "ok": report.ok, "counts": report.counts, "checks": report.checks})
+        print_json(
+            {"deploytool": report.about, "ok": report.ok, "counts": report.counts, "checks": report.checks}
+        )
     else:
         if report.about is not None:
             typer.echo("\n".join(report.about.lines()))
         table = Table("check", "result", "detail")
         for c in report.checks:
-            table.add_row(c.name, styled(c.status),
-                          escape(c.detail) + (f"\n[dim]hint: {escape(c.hint)}[/]" if c.hint and c.status != "pass" else ""))
+            table.add_row(
+                c.name,
+                styled(c.status),
+                escape(c.detail)
+                + (f"\n[dim]hint: {escape(c.hint)}[/]" if c.hint and c.status != "pass" else ""),
+            )
         console.print(table)
         counts = report.counts
         console.print(f"{counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")

@@ -12,44 +12,98 @@ from .app import JsonOpt, ProfilesDirOpt, Typer, app, console_err, print_json
 if TYPE_CHECKING:
     from ..k8s.release import K8sRequest
 
-k8s_app = Typer(help="The same release on Kubernetes: apply, status, rollback (docs/kubernetes.md).",
-                      no_args_is_help=True)
+k8s_app = Typer(
+    help="The same release on Kubernetes: apply, status, rollback (docs/kubernetes.md).", no_args_is_help=True
+)
 app.add_typer(k8s_app, name="k8s")
 
-ImageOpt = Annotated[Optional[str], typer.Option("--image", help="Release image by digest (NAME@sha256:...), as the cluster pulls it.")]
-ReplicasOpt = Annotated[int, typer.Option("--replicas", help="Serving copies (each one the profile's GPUs, or nodes for a multi-node profile).")]
+ImageOpt = Annotated[
+    Optional[str],
+    typer.Option("--image", help="Release image by digest (NAME@sha256:...), as the cluster pulls it."),
+]
+ReplicasOpt = Annotated[
+    int,
+    typer.Option(
+        "--replicas", help="Serving copies (each one the profile's GPUs, or nodes for a multi-node profile)."
+    ),
+]
 NamespaceOpt = Annotated[str, typer.Option("--namespace", help="Kubernetes namespace.")]
-NodeSelectorOpt = Annotated[Optional[list[str]], typer.Option("--node-selector", help="KEY=VALUE a node must carry (repeatable).")]
-TolerationOpt = Annotated[Optional[list[str]], typer.Option("--toleration", help="KEY[=VALUE]:EFFECT to tolerate (repeatable).")]
-FlavorOpt = Annotated[str, typer.Option("--k8s-flavor", help="plain (Deployment/LeaderWorkerSet) or ome (OME's InferenceService).")]
-QualifyImageOpt = Annotated[Optional[str], typer.Option("--qualify-image", help="Image with deploytool installed, by digest, for the qualify Job (required).")]
-ReleaseOpt = Annotated[Optional[int], typer.Option("--release", help="Release number (k8s apply: the cluster's current one + 1).")]
-RetentionOpt = Annotated[int, typer.Option("--retention", help="Previous releases kept for rollback (revisionHistoryLimit).")]
-SecretOpt = Annotated[str, typer.Option("--secret", help="Secret holding hf-token / api-key (referenced, never read).")]
-ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context (default: the current one).")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Only the cluster's server-side dry run; nothing changes.")]
+NodeSelectorOpt = Annotated[
+    Optional[list[str]], typer.Option("--node-selector", help="KEY=VALUE a node must carry (repeatable).")
+]
+TolerationOpt = Annotated[
+    Optional[list[str]], typer.Option("--toleration", help="KEY[=VALUE]:EFFECT to tolerate (repeatable).")
+]
+FlavorOpt = Annotated[
+    str,
+    typer.Option("--k8s-flavor", help="plain (Deployment/LeaderWorkerSet) or ome (OME's InferenceService)."),
+]
+QualifyImageOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--qualify-image", help="Image with deploytool installed, by digest, for the qualify Job (required)."
+    ),
+]
+ReleaseOpt = Annotated[
+    Optional[int],
+    typer.Option("--release", help="Release number (k8s apply: the cluster's current one + 1)."),
+]
+RetentionOpt = Annotated[
+    int, typer.Option("--retention", help="Previous releases kept for rollback (revisionHistoryLimit).")
+]
+SecretOpt = Annotated[
+    str, typer.Option("--secret", help="Secret holding hf-token / api-key (referenced, never read).")
+]
+ContextOpt = Annotated[
+    Optional[str], typer.Option("--context", help="kubeconfig context (default: the current one).")
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Only the cluster's server-side dry run; nothing changes.")
+]
 
 
-def build_request(*, profile: str, image: str | None, release: int | None, replicas: int, namespace: str,
-                  node_selector: list[str] | None, toleration: list[str] | None, flavor: str,
-                  qualify_image: str | None, retention: int, secret: str,
-                  profiles_dir: list[Path] | None) -> "K8sRequest":
+def build_request(
+    *,
+    profile: str,
+    image: str | None,
+    release: int | None,
+    replicas: int,
+    namespace: str,
+    node_selector: list[str] | None,
+    toleration: list[str] | None,
+    flavor: str,
+    qualify_image: str | None,
+    retention: int,
+    secret: str,
+    profiles_dir: list[Path] | None,
+) -> "K8sRequest":
     from ..k8s import release as rel
     from ..profiles import ProfileStore
 
     if flavor not in ("plain", "ome"):
         raise UsageError(f"--k8s-flavor {flavor!r}: expected plain or ome")
     if not image:
-        raise UsageError("--image NAME@sha256:... is required for Kubernetes: every node pulls the image, so it "
-                         "must be in a registry the cluster reaches, pinned by digest",
-                         hint="after `deploytool build`: docker tag, docker push, then "
-                              "docker inspect --format '{{index .RepoDigests 0}}' IMAGE")
+        raise UsageError(
+            "--image NAME@sha256:... is required for Kubernetes: every node pulls the image, so it "
+            "must be in a registry the cluster reaches, pinned by digest",
+            hint="after `deploytool build`: docker tag, docker push, then "
+            "docker inspect --format '{{index .RepoDigests 0}}' IMAGE",
+        )
     resolved = ProfileStore(profiles_dir).get(profile)
-    return rel.K8sRequest(profile=resolved, image=image, toolchain=rel.declared_toolchain(resolved),
-                          release=release or 1, replicas=replicas, namespace=namespace,
-                          node_selector=rel.parse_node_selectors(node_selector),
-                          tolerations=rel.parse_tolerations(toleration), qualify_image=qualify_image,
-                          retention=retention, secret_name=secret, flavor=flavor)  # type: ignore[arg-type]
+    return rel.K8sRequest(
+        profile=resolved,
+        image=image,
+        toolchain=rel.declared_toolchain(resolved),
+        release=release or 1,
+        replicas=replicas,
+        namespace=namespace,
+        node_selector=rel.parse_node_selectors(node_selector),
+        tolerations=rel.parse_tolerations(toleration),
+        qualify_image=qualify_image,
+        retention=retention,
+        secret_name=secret,
+        flavor=flavor,
+    )  # type: ignore[arg-type]
 
 
 def render_k8s(req: "K8sRequest", output: Path | None) -> None:
@@ -66,9 +120,12 @@ def render_k8s(req: "K8sRequest", output: Path | None) -> None:
         path = output / f"{index}-{stage}.yaml"
         path.write_text(text)
         console_err.print(f"wrote {path}", highlight=False)
-    console_err.print(f"{rel.workload_kind(req.profile) if req.flavor == 'plain' else 'InferenceService'} for "
-                      f"{req.profile.name}: apply 1-canary.yaml, wait for the qualify Job, then 2-release.yaml "
-                      "(or `deploytool k8s apply`)", highlight=False)
+    console_err.print(
+        f"{rel.workload_kind(req.profile) if req.flavor == 'plain' else 'InferenceService'} for "
+        f"{req.profile.name}: apply 1-canary.yaml, wait for the qualify Job, then 2-release.yaml "
+        "(or `deploytool k8s apply`)",
+        highlight=False,
+    )
 
 
 def _connect(context: str | None):
@@ -100,15 +157,30 @@ def apply_command(  # nosec B107: --secret's default is the Secret's name, never
     from ..k8s.render import render_stages
     from ..k8s.apply import apply_release, current_release, stable_kind
 
-    req = build_request(profile=profile, image=image, release=release, replicas=replicas, namespace=namespace,
-                        node_selector=node_selector, toleration=toleration, flavor=flavor,
-                        qualify_image=qualify_image, retention=retention, secret=secret, profiles_dir=profiles_dir)
+    req = build_request(
+        profile=profile,
+        image=image,
+        release=release,
+        replicas=replicas,
+        namespace=namespace,
+        node_selector=node_selector,
+        toleration=toleration,
+        flavor=flavor,
+        qualify_image=qualify_image,
+        retention=retention,
+        secret=secret,
+        profiles_dir=profiles_dir,
+    )
     cluster = _connect(context)
     if release is None:
         kind = stable_kind(flavor, rel.workload_kind(req.profile))
         req.release = current_release(cluster, kind, namespace, req.app) + 1
-    result = apply_release(cluster, render_stages(req), dry_run_only=dry_run,
-                           progress=lambda m: console_err.print(f"• {m}", highlight=False))
+    result = apply_release(
+        cluster,
+        render_stages(req),
+        dry_run_only=dry_run,
+        progress=lambda m: console_err.print(f"• {m}", highlight=False),
+    )
     if json_output:
         print_json(result)
         return
@@ -145,10 +217,12 @@ def status_command(
         typer.echo(f"{kind[1]} {app_name} is not in namespace {namespace}")
         return
     qual = status.get("last_qualification") or {}
-    typer.echo(f"{kind[1]} {app_name}: release {status['release']} ({status['image']}), "
-               f"{status['ready'] or 0}/{status['replicas']} ready"
-               + (", canary in flight" if status["canary"] else "")
-               + (f"; last qualification {qual['job']}: {qual['verdict']}" if qual else ""))
+    typer.echo(
+        f"{kind[1]} {app_name}: release {status['release']} ({status['image']}), "
+        f"{status['ready'] or 0}/{status['replicas']} ready"
+        + (", canary in flight" if status["canary"] else "")
+        + (f"; last qualification {qual['job']}: {qual['verdict']}" if qual else "")
+    )
 
 
 @k8s_app.command("rollback")

@@ -12,11 +12,40 @@ from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
 @app.command("plan-memory")
 def plan_memory_cli(
     profile: Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")],
-    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Plan for this GPU (UUID), read through NVML; UUID,UUID,... for a slot of several.")] = None,
-    card: Annotated[Optional[str], typer.Option("--card", help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.")] = None,
-    patches: Annotated[Optional[str], typer.Option("--patches", help="What-if: the image's patches to assume: `none`, `series` (every patch in the `series` file of the profile's series folder: image.source.series, else images/sglang/patches/<version>/) or file names separated by commas; default the profile's own.")] = None,
+    gpu: Annotated[
+        Optional[str],
+        typer.Option(
+            "--gpu", help="Plan for this GPU (UUID), read through NVML; UUID,UUID,... for a slot of several."
+        ),
+    ] = None,
+    card: Annotated[
+        Optional[str],
+        typer.Option(
+            "--card",
+            help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).",
+        ),
+    ] = None,
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set",
+            help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--checkpoint",
+            help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.",
+        ),
+    ] = None,
+    patches: Annotated[
+        Optional[str],
+        typer.Option(
+            "--patches",
+            help="What-if: the image's patches to assume: `none`, `series` (every patch in the `series` file of the profile's series folder: image.source.series, else images/sglang/patches/<version>/) or file names separated by commas; default the profile's own.",
+        ),
+    ] = None,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
@@ -26,13 +55,22 @@ def plan_memory_cli(
 
     from ..memory.profile_plan import plan_memory_command
 
-    plan = plan_memory_command(profile, gpu=gpu, card=card, sets=set_, checkpoint=checkpoint,
-                               profiles_dirs=profiles_dir, patches=patches)
+    plan = plan_memory_command(
+        profile,
+        gpu=gpu,
+        card=card,
+        sets=set_,
+        checkpoint=checkpoint,
+        profiles_dirs=profiles_dir,
+        patches=patches,
+    )
     if json_output:
         print_json(plan.as_dict())
     else:
-        title = (f"{plan.profile} on {plan.gpus} x {plan.card} ({plan.card_source}), sglang {plan.sglang_version} "
-                 "accounting" + (f", what-if {plan.overrides}" if plan.overrides else ""))
+        title = (
+            f"{plan.profile} on {plan.gpus} x {plan.card} ({plan.card_source}), sglang {plan.sglang_version} "
+            "accounting" + (f", what-if {plan.overrides}" if plan.overrides else "")
+        )
         table = Table(title=title)
         table.add_column("")
         table.add_column("per GPU", justify="right")
@@ -45,12 +83,19 @@ def plan_memory_cli(
             console.print(f"warning: {warning}", markup=False, highlight=False)
         for note in plan.startup:
             if note["kind"] == "change":
-                console.print(f"SGLang will change: {note['flag']}: asked {note['asked']}, will use {note['uses']} "
-                              f"({note['why']}); {note['fix']}", markup=False, highlight=False)
+                console.print(
+                    f"SGLang will change: {note['flag']}: asked {note['asked']}, will use {note['uses']} "
+                    f"({note['why']}); {note['fix']}",
+                    markup=False,
+                    highlight=False,
+                )
         for item in plan.uncalibrated:
             console.print(f"not calibrated on a real card: {item['note']}", markup=False, highlight=False)
-        console.print("patches assumed: " + ("; ".join(plan.patches) if plan.patches else "none"),
-                      markup=False, highlight=False)
+        console.print(
+            "patches assumed: " + ("; ".join(plan.patches) if plan.patches else "none"),
+            markup=False,
+            highlight=False,
+        )
         for assumption in plan.assumptions:
             console.print(f"assumed: {assumption}", markup=False, highlight=False)
     if not plan.fits:
@@ -61,17 +106,27 @@ def _rows(plan) -> list[tuple[str, str]]:
     state = "none"
     if plan.state_bytes_per_request:
         state = f"{plan.state_bytes_per_request / 2**20:.1f} MiB " + (
-            f"({plan.state_slots} slots, {plan.state_slots_per_request} per request)" if plan.state_slots is not None
-            else "(no slots: the weights leave no memory for the state on this card)")
+            f"({plan.state_slots} slots, {plan.state_slots_per_request} per request)"
+            if plan.state_slots is not None
+            else "(no slots: the weights leave no memory for the state on this card)"
+        )
     return [
         # SGLang's pre_model_load_memory (the slack's base), then what is free when the weights load
-        ("memory before loading: measured, free at load (GiB)",
-         f"{plan.pre_model_load_gib:.2f}, {plan.free_before_load_gib:.2f}"),
+        (
+            "memory before loading: measured, free at load (GiB)",
+            f"{plan.pre_model_load_gib:.2f}, {plan.free_before_load_gib:.2f}",
+        ),
         ("weights: target model (GiB)", f"{plan.weights_gib:.2f}"),
         ("weights: draft model when the pool is sized (GiB)", f"{plan.draft_weights_gib:.2f}"),
         (f"slack: x (1 - mem-fraction-static {plan.mem_fraction_static}) (GiB)", f"{plan.slack_gib:.2f}"),
-        ("linear-attention state, speculative state (GiB)", f"{plan.state_gib:.2f}, {plan.spec_state_gib:.2f}"),
-        (f"KV bytes per token ({plan.kv_cache_dtype}, full-attention layers)", f"{plan.kv_bytes_per_token:,}"),
+        (
+            "linear-attention state, speculative state (GiB)",
+            f"{plan.state_gib:.2f}, {plan.spec_state_gib:.2f}",
+        ),
+        (
+            f"KV bytes per token ({plan.kv_cache_dtype}, full-attention layers)",
+            f"{plan.kv_bytes_per_token:,}",
+        ),
         ("KV bytes per token with the draft", f"{plan.kv_bytes_per_token_with_draft:,}"),
         ("state per running request", state),
         ("KV pool (GiB)", f"{plan.kv_pool_gib:.2f}"),

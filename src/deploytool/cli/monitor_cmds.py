@@ -4,16 +4,38 @@ from typing import Annotated, Optional
 
 import typer
 
-from .app import ApiKeyFileOpt, ApiKeyOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, Typer, app, console, print_json
+from .app import (
+    ApiKeyFileOpt,
+    ApiKeyOpt,
+    JsonOpt,
+    ProfileOpt,
+    ProfilesDirOpt,
+    Typer,
+    app,
+    console,
+    print_json,
+)
 
 
 @app.command("top")
 def top_command(
-    url: Annotated[Optional[list[str]], typer.Option("--url", help="A server to watch instead of this host's slots (repeatable).")] = None,
+    url: Annotated[
+        Optional[list[str]],
+        typer.Option("--url", help="A server to watch instead of this host's slots (repeatable)."),
+    ] = None,
     profile: ProfileOpt = None,
-    interval: Annotated[float, typer.Option("--interval", min=0.2, help="Seconds between rounds (the window of each rate and quantile).")] = 2.0,
-    once: Annotated[bool, typer.Option("--once", help="Two rounds --interval apart, print the second, exit.")] = False,
-    rounds: Annotated[Optional[int], typer.Option("--rounds", min=1, hidden=True, help="Stop after this many rounds.")] = None,
+    interval: Annotated[
+        float,
+        typer.Option(
+            "--interval", min=0.2, help="Seconds between rounds (the window of each rate and quantile)."
+        ),
+    ] = 2.0,
+    once: Annotated[
+        bool, typer.Option("--once", help="Two rounds --interval apart, print the second, exit.")
+    ] = False,
+    rounds: Annotated[
+        Optional[int], typer.Option("--rounds", min=1, hidden=True, help="Stop after this many rounds.")
+    ] = None,
     profiles_dir: ProfilesDirOpt = None,
     api_key_file: ApiKeyFileOpt = None,
     api_key: ApiKeyOpt = None,
@@ -42,8 +64,10 @@ def top_command(
     live(top, console.rich, interval, rounds)
 
 
-monitor_app = Typer(help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",
-                          no_args_is_help=True)
+monitor_app = Typer(
+    help="A Prometheus that scrapes what serves on this host and follows every cut-over (docs/monitor.md).",
+    no_args_is_help=True,
+)
 app.add_typer(monitor_app, name="monitor")
 
 
@@ -55,12 +79,16 @@ def _print_status(result, json_output: bool) -> None:
         typer.echo(f"monitor: not running ({result.why}); data volume {result.volume}")
         return
     settings = result.settings or {}
-    typer.echo(f"monitor: {result.url}  retention {settings.get('retention')}  scrape every "
-               f"{settings.get('scrape_interval_s')} s  data volume {result.volume}")
+    typer.echo(
+        f"monitor: {result.url}  retention {settings.get('retention')}  scrape every "
+        f"{settings.get('scrape_interval_s')} s  data volume {result.volume}"
+    )
     for t in result.targets:
         labels = t["labels"]
-        typer.echo(f"  {t['health']:<8} {labels.get('job')} slot {labels.get('slot', '-')} release "
-                   f"{labels.get('release', '-')} {t['url']}" + (f"  ({t['error']})" if t["error"] else ""))
+        typer.echo(
+            f"  {t['health']:<8} {labels.get('job')} slot {labels.get('slot', '-')} release "
+            f"{labels.get('release', '-')} {t['url']}" + (f"  ({t['error']})" if t["error"] else "")
+        )
     for a in result.alerts:
         typer.echo(f"  alert {a['name']} {a['state']} slot {a.get('slot') or '-'}")
 
@@ -68,9 +96,18 @@ def _print_status(result, json_output: bool) -> None:
 @monitor_app.command("up")
 def monitor_up(
     port: Annotated[int, typer.Option("--port", help="Prometheus's port on 127.0.0.1.")] = 9090,
-    retention: Annotated[str, typer.Option("--retention", help="How long Prometheus keeps data (a Prometheus duration).")] = "15d",
-    scrape_interval: Annotated[int, typer.Option("--scrape-interval", min=1, help="Seconds between scrapes.")] = 5,
-    cards_exporter: Annotated[Optional[str], typer.Option("--cards-exporter", help="HOST:PORT of NVIDIA's dcgm-exporter, for the throttling alert.")] = None,
+    retention: Annotated[
+        str, typer.Option("--retention", help="How long Prometheus keeps data (a Prometheus duration).")
+    ] = "15d",
+    scrape_interval: Annotated[
+        int, typer.Option("--scrape-interval", min=1, help="Seconds between scrapes.")
+    ] = 5,
+    cards_exporter: Annotated[
+        Optional[str],
+        typer.Option(
+            "--cards-exporter", help="HOST:PORT of NVIDIA's dcgm-exporter, for the throttling alert."
+        ),
+    ] = None,
     profiles_dir: ProfilesDirOpt = None,
     json_output: JsonOpt = False,
 ) -> None:
@@ -79,14 +116,17 @@ def monitor_up(
     from ..monitor import stack
     from ..profiles import ProfileStore
 
-    settings = stack.MonitorSettings(port=port, retention=retention, scrape_interval_s=scrape_interval,
-                                     cards_exporter=cards_exporter)
+    settings = stack.MonitorSettings(
+        port=port, retention=retention, scrape_interval_s=scrape_interval, cards_exporter=cards_exporter
+    )
     _print_status(stack.up(settings, ProfileStore(profiles_dir).all()), json_output)
 
 
 @monitor_app.command("down")
 def monitor_down(
-    volumes: Annotated[bool, typer.Option("--volumes", help="Also remove the monitor's data volume (its recorded series).")] = False,
+    volumes: Annotated[
+        bool, typer.Option("--volumes", help="Also remove the monitor's data volume (its recorded series).")
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Stop the monitor; its data volume stays for the next `monitor up` unless --volumes."""

@@ -18,8 +18,19 @@ def profiles_list(
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
     gpu: GpuOpt = None,
-    local: Annotated[bool, typer.Option("--local-gpus", help="For each profile, the slots this host's cards make (`deploytool slots`).")] = False,
-    checkpoints: Annotated[Optional[Path], typer.Option("--checkpoints", help="Plan memory from DIR/<model folder> (config.json and the safetensors index; the folder named as the hub repository or host folder) instead of the hub cache or model.host_path.")] = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local-gpus", help="For each profile, the slots this host's cards make (`deploytool slots`)."
+        ),
+    ] = False,
+    checkpoints: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--checkpoints",
+            help="Plan memory from DIR/<model folder> (config.json and the safetensors index; the folder named as the hub repository or host folder) instead of the hub cache or model.host_path.",
+        ),
+    ] = None,
 ) -> None:
     """Every deployable profile, with whether its memory plan fits its card; with --gpu UUID (the
     cards of one slot), sorted into runnable, runnable-with-less-memory and incompatible, with
@@ -37,9 +48,11 @@ def profiles_list(
     store = ProfileStore(profiles_dir)
     profiles = store.all()
     if gpu and local:
-        raise UsageError("give --local-gpus (the slots this host's cards make for each profile) or --gpu UUID "
-                         "(one slot of the cards you name), not both",
-                         hint="`deploytool slots --profile NAME` shows the slots of one profile")
+        raise UsageError(
+            "give --local-gpus (the slots this host's cards make for each profile) or --gpu UUID "
+            "(one slot of the cards you name), not both",
+            hint="`deploytool slots --profile NAME` shows the slots of one profile",
+        )
     if local:
         _local_slots(profiles, json_output)
         return
@@ -50,11 +63,15 @@ def profiles_list(
         for uuid in slot.gpus:
             card = inventory.by_uuid(uuid)
             if card is None:
-                raise UsageError(f"--gpu {uuid}: no such GPU on this machine",
-                                 hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}")
+                raise UsageError(
+                    f"--gpu {uuid}: no such GPU on this machine",
+                    hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}",
+                )
             cards.append(card)
-        fits = sorted((judged_fit(p, cards, inventory) for p in profiles),
-                      key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile))
+        fits = sorted(
+            (judged_fit(p, cards, inventory) for p in profiles),
+            key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile),
+        )
         if json_output:
             print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
             return
@@ -65,17 +82,34 @@ def profiles_list(
         return
     from ..memory.profile_plan import memory_fit
 
-    rows = [{"name": p.name, "description": p.description, "recipe": p.image.recipe,
-             "gpus": 0 if p.is_simulator else p.match.gpu_count, "cards": p.match.gpu_name,
-             "served_name": p.model.served_name, "source": p.source, "origin": store.origin(p.name),
-             "memory": memory_fit(p, checkpoints=checkpoints)} for p in profiles]
+    rows = [
+        {
+            "name": p.name,
+            "description": p.description,
+            "recipe": p.image.recipe,
+            "gpus": 0 if p.is_simulator else p.match.gpu_count,
+            "cards": p.match.gpu_name,
+            "served_name": p.model.served_name,
+            "source": p.source,
+            "origin": store.origin(p.name),
+            "memory": memory_fit(p, checkpoints=checkpoints),
+        }
+        for p in profiles
+    ]
     if json_output:
         print_json({"profiles": rows})
         return
     table = Table("name", "recipe", "GPUs", "cards", "memory plan on its card", "from", "description")
     for r in rows:
-        table.add_row(r["name"], r["recipe"], str(r["gpus"]), ", ".join(r["cards"]) or "-", escape(_memory_cell(r["memory"])),
-                      r["origin"], r["description"])
+        table.add_row(
+            r["name"],
+            r["recipe"],
+            str(r["gpus"]),
+            ", ".join(r["cards"]) or "-",
+            escape(_memory_cell(r["memory"])),
+            r["origin"],
+            r["description"],
+        )
     console.print(table)
     for folder, origin in store.folders:
         console.print(f"{origin}: {escape(str(folder))}", highlight=False)
@@ -88,7 +122,9 @@ def _memory_cell(fit: dict) -> str:
 
 
 @profiles_app.command("show")
-def profiles_show(name: RequiredProfileOpt, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None) -> None:
+def profiles_show(
+    name: RequiredProfileOpt, json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = None
+) -> None:
     """The fully resolved profile (after `extends`), as YAML or JSON."""
     from ..profiles import ProfileStore
     from ..yamlio import dump_yaml
@@ -102,17 +138,43 @@ def profiles_show(name: RequiredProfileOpt, json_output: JsonOpt = False, profil
     typer.echo(dump_yaml(data), nl=False)
 
 
-
 @profiles_app.command("check")
 def profiles_check(
-    name: Annotated[Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")] = None,
-    every: Annotated[bool, typer.Option("--all", help="Every sglang profile found (shipped and --profiles-dir), one parser start-up per place it runs.")] = False,
+    name: Annotated[
+        Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+    ] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Every sglang profile found (shipped and --profiles-dir), one parser start-up per place it runs.",
+        ),
+    ] = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
-    no_image: Annotated[bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")] = False,
-    resolve: Annotated[bool, typer.Option("--resolve", help="Also resolve derived values (needs the model's config where the parser runs).")] = False,
-    wheelhouse: Annotated[Optional[Path], typer.Option("--wheelhouse", help="The image was built with `build --wheelhouse DIR`: look for that image's tag.")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Also run SGLang's own start-up checks with this folder's config.json (the model configuration it builds, the server-argument checks that need no card) and the start-up rules the planner says (one profile).")] = None,
+    no_image: Annotated[
+        bool, typer.Option("--no-image", help="Use deploytool's parser venv even when the image exists.")
+    ] = False,
+    resolve: Annotated[
+        bool,
+        typer.Option(
+            "--resolve", help="Also resolve derived values (needs the model's config where the parser runs)."
+        ),
+    ] = False,
+    wheelhouse: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--wheelhouse",
+            help="The image was built with `build --wheelhouse DIR`: look for that image's tag.",
+        ),
+    ] = None,
+    checkpoint: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--checkpoint",
+            help="Also run SGLang's own start-up checks with this folder's config.json (the model configuration it builds, the server-argument checks that need no card) and the start-up rules the planner says (one profile).",
+        ),
+    ] = None,
 ) -> None:
     """Check the profile's launch flags with the argument parser of its pinned sglang:
     unknown flags, invalid choices, wrong types, values sglang overrides. With --all, every
@@ -140,7 +202,9 @@ def profiles_check(
             raise UsageError("--checkpoint names one model's folder: give it with --profile NAME, not --all")
         from ..memory.startup_check import check_with_checkpoint
 
-        checked = check_with_checkpoint(profiles[0], checkpoint, use_image=not no_image, wheelhouse=wheelhouse)
+        checked = check_with_checkpoint(
+            profiles[0], checkpoint, use_image=not no_image, wheelhouse=wheelhouse
+        )
         if json_output:
             print_json(checked.as_dict())
         else:
@@ -159,7 +223,9 @@ def profiles_check(
     else:
         for result in results:
             # one profile: every flag; all of them: a line each, the flags of the failing ones
-            _print_check(result, table=not every or not result.ok, label=f"{result.profile}: " if every else "")
+            _print_check(
+                result, table=not every or not result.ok, label=f"{result.profile}: " if every else ""
+            )
         for skip in skipped:
             console.print(f"[dim]{escape(skip['profile'])}: skipped ({escape(skip['why'])})[/]")
     if any(r.probe_error for r in results):
@@ -174,7 +240,9 @@ def _print_startup(checked) -> None:
 
     own = checked.flags.startup or {}
     if own.get("refused"):
-        console.print(f"[red]SGLang refuses at start-up ({escape(str(own.get('where')))}):[/] {escape(own['refused'])}")
+        console.print(
+            f"[red]SGLang refuses at start-up ({escape(str(own.get('where')))}):[/] {escape(own['refused'])}"
+        )
     elif own.get("note"):
         console.print(f"[dim]{escape(own['note'])}[/]")
     elif own:
@@ -183,11 +251,17 @@ def _print_startup(checked) -> None:
         console.print(escape(f"  SGLang says: {line}"))
     for note in checked.notes:
         if note["kind"] == "refuse":
-            console.print(f"[red]SGLang would refuse {escape(note['flag'])} {escape(str(note['asked']))}:[/] "
-                          f"{escape(note['why'])}; {escape(note['fix'])}\n  SGLang: {escape(note['sglang_says'])}")
+            console.print(
+                f"[red]SGLang would refuse {escape(note['flag'])} {escape(str(note['asked']))}:[/] "
+                f"{escape(note['why'])}; {escape(note['fix'])}\n  SGLang: {escape(note['sglang_says'])}"
+            )
         else:
-            console.print(escape(f"SGLang will change {note['flag']}: asked {note['asked']}, will use {note['uses']} "
-                                 f"({note['why']}); {note['fix']}"))
+            console.print(
+                escape(
+                    f"SGLang will change {note['flag']}: asked {note['asked']}, will use {note['uses']} "
+                    f"({note['why']}); {note['fix']}"
+                )
+            )
     if checked.plan_note:
         console.print(f"[dim]{escape(checked.plan_note)}[/]")
 
@@ -199,10 +273,17 @@ def _print_check(result, *, table: bool, label: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    summary = escape(label) + f"sglang {result.sglang_version} parser ({escape(result.where)}): " + (
-        "[green]all flags accepted[/]" if result.ok
-        else "[red]the check itself failed[/]" if result.probe_error
-        else f"[red]{len(result.failures) or 1} problem(s)[/]")
+    summary = (
+        escape(label)
+        + f"sglang {result.sglang_version} parser ({escape(result.where)}): "
+        + (
+            "[green]all flags accepted[/]"
+            if result.ok
+            else "[red]the check itself failed[/]"
+            if result.probe_error
+            else f"[red]{len(result.failures) or 1} problem(s)[/]"
+        )
+    )
     if label:
         console.print(summary)
     if table and result.findings:
@@ -223,8 +304,10 @@ def _print_check(result, *, table: bool, label: str) -> None:
         console.print(summary)
 
 
-_NO_CARDS_HINT = ("`profiles list` without --gpu or --local-gpus lists every profile and its memory plan on its "
-                  "own card, without reading this host's cards")
+_NO_CARDS_HINT = (
+    "`profiles list` without --gpu or --local-gpus lists every profile and its memory plan on its "
+    "own card, without reading this host's cards"
+)
 
 
 def _slot_memory(profile, slot, inventory) -> dict:
@@ -259,20 +342,37 @@ def _local_slots(profiles: list, json_output: bool) -> None:
             verdict, reasons = best.verdict, best.reasons
         else:
             verdict = "incompatible"
-            reasons = ([plan.note] if plan.note else []) + [f"{c['card']}: {c['why']}" for c in plan.unused] + \
-                [f"{' + '.join(g.cards)}: {'; '.join(g.reasons)}" for g in plan.refused] or ["this host has no card"]
+            reasons = ([plan.note] if plan.note else []) + [
+                f"{c['card']}: {c['why']}" for c in plan.unused
+            ] + [f"{' + '.join(g.cards)}: {'; '.join(g.reasons)}" for g in plan.refused] or [
+                "this host has no card"
+            ]
         memory = [] if profile.is_simulator else [_slot_memory(profile, s, inventory) for s in plan.slots]
-        rows.append({"profile": profile.name, "verdict": verdict, "reasons": reasons, "gpu_count": plan.gpu_count,
-                     "slots": plan.slots, "refused": plan.refused, "unused": plan.unused, "memory": memory})
+        rows.append(
+            {
+                "profile": profile.name,
+                "verdict": verdict,
+                "reasons": reasons,
+                "gpu_count": plan.gpu_count,
+                "slots": plan.slots,
+                "refused": plan.refused,
+                "unused": plan.unused,
+                "memory": memory,
+            }
+        )
     rows.sort(key=lambda r: (VERDICT_ORDER.index(r["verdict"]), r["profile"]))
     if json_output:
         print_json({"gpus": [g.uuid for g in inventory.gpus], "source": inventory.source, "profiles": rows})
         return
     table = Table("profile", "verdict", "slots on this host", "why")
     for r in rows:
-        slots = "\n".join(f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
-                          + (f", memory plan {m['verdict']}" if m else "")
-                          for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]))) or "-"
+        slots = (
+            "\n".join(
+                f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
+                + (f", memory plan {m['verdict']}" if m else "")
+                for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]))
+            )
+            or "-"
+        )
         table.add_row(r["profile"], r["verdict"], slots, "; ".join(r["reasons"]))
     console.print(table)
-

@@ -6,8 +6,23 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ..errors import EXIT_INTERRUPTED
-from .app import (ApiKeyFileOpt, ApiKeyOpt, CpuOpt, CpuSlotOpt, GpuOpt, JsonOpt, ProfileOpt, ProfilesDirOpt, ReadyTimeoutOpt, UrlOpt,
-                  app, console, console_err, json_error, print_json)
+from .app import (
+    ApiKeyFileOpt,
+    ApiKeyOpt,
+    CpuOpt,
+    CpuSlotOpt,
+    GpuOpt,
+    JsonOpt,
+    ProfileOpt,
+    ProfilesDirOpt,
+    ReadyTimeoutOpt,
+    UrlOpt,
+    app,
+    console,
+    console_err,
+    json_error,
+    print_json,
+)
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -19,11 +34,37 @@ def qualify_command(
     cpu: CpuOpt = False,
     cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
-    suite: Annotated[Optional[list[str]], typer.Option("--suite", help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so).")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default: under the state folder, with the slot's release: slots/<slot>/releases/<N>/reports/qualify-<UTC time>; `deploytool reports` lists them).")] = None,
-    against: Annotated[Optional[int], typer.Option("--against", help="Compare with this release of the slot (its stored results) instead of the one that served before the qualified release was cut over.")] = None,
-    set_: Annotated[Optional[list[str]], typer.Option("--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable).")] = None,
+    suite: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--suite",
+            help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.",
+        ),
+    ] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so)."),
+    ] = None,
+    report: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--report",
+            help="Report folder (default: under the state folder, with the slot's release: slots/<slot>/releases/<N>/reports/qualify-<UTC time>; `deploytool reports` lists them).",
+        ),
+    ] = None,
+    against: Annotated[
+        Optional[int],
+        typer.Option(
+            "--against",
+            help="Compare with this release of the slot (its stored results) instead of the one that served before the qualified release was cut over.",
+        ),
+    ] = None,
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable)."
+        ),
+    ] = None,
     no_progress: Annotated[bool, typer.Option("--no-progress", help="No progress bars on stderr.")] = False,
     ready_timeout: ReadyTimeoutOpt = None,
     json_out: JsonOpt = False,
@@ -41,21 +82,42 @@ def qualify_command(
     overrides = parse_set_option(set_)
     if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
         overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
-    target = resolve_target(url=url, gpus=gpu, cpu=cpu, profile_name=profile, profiles_dirs=profiles_dir,
-                            api_key_file=api_key_file, api_key_flag=api_key, against=against, cpu_slot=cpu_slot)
+    target = resolve_target(
+        url=url,
+        gpus=gpu,
+        cpu=cpu,
+        profile_name=profile,
+        profiles_dirs=profiles_dir,
+        api_key_file=api_key_file,
+        api_key_flag=api_key,
+        against=against,
+        cpu_slot=cpu_slot,
+    )
     from ..release.reports import default_report_dir
 
-    report = report or default_report_dir("qualify", slot=target.release.slot if target.release else None,
-                                          release=target.release.release if target.release else None)
-    result = run_qualification(target, suites=suite, limit=limit, report_dir=report, overrides=overrides,
-                               reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)))
+    report = report or default_report_dir(
+        "qualify",
+        slot=target.release.slot if target.release else None,
+        release=target.release.release if target.release else None,
+    )
+    result = run_qualification(
+        target,
+        suites=suite,
+        limit=limit,
+        report_dir=report,
+        overrides=overrides,
+        reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)),
+    )
     if json_out and (result.could_not_run or result.interrupted):
         # an error object, as every --json command reports one (docs/json.md), with the
         # results document of what did run as its result
-        json_error(f"could not run: {result.could_not_run}" if result.could_not_run else "interrupted (Ctrl-C)",
-                   f"report: {result.report_dir}",
-                   EXIT_INTERRUPTED if result.interrupted else result.exit_code,
-                   "Interrupted" if result.interrupted else "CouldNotRun", results_document(result))
+        json_error(
+            f"could not run: {result.could_not_run}" if result.could_not_run else "interrupted (Ctrl-C)",
+            f"report: {result.report_dir}",
+            EXIT_INTERRUPTED if result.interrupted else result.exit_code,
+            "Interrupted" if result.interrupted else "CouldNotRun",
+            results_document(result),
+        )
     elif json_out:
         print_json(results_document(result))
     else:
@@ -79,9 +141,16 @@ class ConsoleQualifyReporter:
         from .. import terminal_text
 
         self.shown, self.console = shown, terminal_text.console(stderr=True)
-        self.bars = Progress(TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(),
-                             TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-                             console=self.console, disable=not shown, transient=False)
+        self.bars = Progress(
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"),
+            console=self.console,
+            disable=not shown,
+            transient=False,
+        )
         self.tasks: dict[str, Any] = {}
 
     def waiting(self, line: str) -> None:
@@ -124,18 +193,19 @@ def _print_summary(result) -> None:
     table.add_column("reason", overflow="fold")  # never cut: the reason is the verdict's evidence
     for s in result.suites:
         verdict = s.verdict.value + (" (limited)" if s.limited else "")
-        table.add_row(s.name, f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]", f"{s.duration_s:.1f}",
-                      Text(s.reason or ""))
+        table.add_row(
+            s.name,
+            f"[{_STYLE.get(s.verdict.value, 'white')}]{verdict}[/]",
+            f"{s.duration_s:.1f}",
+            Text(s.reason or ""),
+        )
     console.print(table)
     console.print(result.summary_line(), markup=False, highlight=False)
 
 
 @app.command("reports")
 def reports_command(
-    gpu: GpuOpt = None,
-    cpu: CpuOpt = False,
-    cpu_slot: CpuSlotOpt = None,
-    json_out: JsonOpt = False,
+    gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None, json_out: JsonOpt = False
 ) -> None:
     """List the qualify, bench and tune reports kept under the state folder (every slot, or one),
     oldest first: when, which slot and release, the verdict or the run, and the folder."""
@@ -148,21 +218,41 @@ def reports_command(
         print_json({"reports": entries})
         return
     if not entries:
-        console.print("no reports kept yet" + (f" for slot {slot}" if slot else "")
-                      + " (qualify, bench and tune keep one under the state folder unless --report says elsewhere)",
-                      highlight=False)
+        console.print(
+            "no reports kept yet"
+            + (f" for slot {slot}" if slot else "")
+            + " (qualify, bench and tune keep one under the state folder unless --report says elsewhere)",
+            highlight=False,
+        )
     for entry in entries:
         console.print(entry.line(), markup=False, highlight=False)
 
 
 @app.command("report")
 def report_command(
-    release: Annotated[str, typer.Argument(help="A release number of the slot, or a report folder (holding a qualify results.json).")],
-    against: Annotated[Optional[str], typer.Option("--against", help="The release (number or report folder) to compare with; default: the baseline the performance gate would choose (what served before RELEASE was cut over).")] = None,
+    release: Annotated[
+        str,
+        typer.Argument(
+            help="A release number of the slot, or a report folder (holding a qualify results.json)."
+        ),
+    ],
+    against: Annotated[
+        Optional[str],
+        typer.Option(
+            "--against",
+            help="The release (number or report folder) to compare with; default: the baseline the performance gate would choose (what served before RELEASE was cut over).",
+        ),
+    ] = None,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
     cpu_slot: Annotated[Optional[str], typer.Option("--cpu-slot", help="A named CPU slot.")] = None,
-    report: Annotated[Optional[Path], typer.Option("--report", help="Report folder (default: slots/<slot>/releases/<N>/reports/report-<UTC time>, or reports/report-<UTC time> for two folders).")] = None,
+    report: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--report",
+            help="Report folder (default: slots/<slot>/releases/<N>/reports/report-<UTC time>, or reports/report-<UTC time> for two folders).",
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Write the cutover report (verdict, the figures that matter beside the other release's with
@@ -173,7 +263,14 @@ def report_command(
     slot = slot_from_options(gpu, cpu, cpu_slot) if (gpu or cpu or cpu_slot) else None
     written = write_release_report(release, against, slot, report)
     if json_out:
-        print_json({"report": str(written.folder), "html": str(written.folder / "report.html"),
-                    "headline": written.headline, "release": written.release, "against": written.against})
+        print_json(
+            {
+                "report": str(written.folder),
+                "html": str(written.folder / "report.html"),
+                "headline": written.headline,
+                "release": written.release,
+                "against": written.against,
+            }
+        )
         return
     console.print(written.last_line(), markup=False, highlight=False)

@@ -21,9 +21,11 @@ class About:
     def lines(self) -> list[str]:
         releases = sorted({r for rs in self.sglang.values() for r in rs}, key=_release_key)
         parts = "; ".join(f"{what}: {', '.join(rs) or 'none'}" for what, rs in self.sglang.items())
-        return [f"deploytool {self.version}",
-                f"SGLang releases with rules: {', '.join(releases)} ({parts})",
-                f"data: {self.data} ({self.data_origin})"]
+        return [
+            f"deploytool {self.version}",
+            f"SGLang releases with rules: {', '.join(releases)} ({parts})",
+            f"data: {self.data} ({self.data_origin})",
+        ]
 
 
 def about() -> About:
@@ -33,12 +35,21 @@ def about() -> About:
 
     root, origin = data_origin()
     patches = resource("images", RECIPE, "patches")
-    series = sorted((p.name for p in patches.iterdir() if p.is_dir()), key=_release_key) if patches.is_dir() else []
-    return About(version=__version__, data=str(root), data_origin=origin, sglang={
-        "memory plans": list(MODELLED_RELEASES),
-        "image recipe": sorted(load_matrix().sglang, key=_release_key),
-        "patch series": series,
-    })
+    series = (
+        sorted((p.name for p in patches.iterdir() if p.is_dir()), key=_release_key)
+        if patches.is_dir()
+        else []
+    )
+    return About(
+        version=__version__,
+        data=str(root),
+        data_origin=origin,
+        sglang={
+            "memory plans": list(MODELLED_RELEASES),
+            "image recipe": sorted(load_matrix().sglang, key=_release_key),
+            "patch series": series,
+        },
+    )
 
 
 def _release_key(release: str) -> tuple[int, ...]:

@@ -15,8 +15,10 @@ def slot_image(engine: Engine, slot_name: str) -> str:
     """The image of the slot's newest release."""
     releases = engine.releases(slot_name)
     if not releases:
-        raise DeploytoolError(f"slot {slot_name} has no release, so no image to inspect its cache with",
-                              hint="`deploytool up` creates the slot")
+        raise DeploytoolError(
+            f"slot {slot_name} has no release, so no image to inspect its cache with",
+            hint="`deploytool up` creates the slot",
+        )
     return max(releases, key=lambda r: r.release).image
 
 
@@ -31,6 +33,8 @@ def wipe_cache(slot: Slot, *, engine: Engine | None = None) -> cache.CacheDecisi
     with slot_lock(slot.name, "cache wipe"):
         running = [r for r in engine.releases(slot.name) if r.running]
         if running:
-            raise DeploytoolError(f"release {running[0].release} of slot {slot.name} is running and using the cache",
-                                  hint="wipe while the slot is stopped; `deploytool up` wipes a stale cache itself")
+            raise DeploytoolError(
+                f"release {running[0].release} of slot {slot.name} is running and using the cache",
+                hint="wipe while the slot is stopped; `deploytool up` wipes a stale cache itself",
+            )
         return cache.wipe_slot_cache(engine, slot_image(engine, slot.name), slot)

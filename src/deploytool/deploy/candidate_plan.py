@@ -28,9 +28,18 @@ CANDIDATE_BIND = "127.0.0.1"  # a candidate answers the search's own client, on 
 def plan_candidate(facts: Facts, profile: Profile, *, host_port: int) -> Plan:
     """Build, record, start and verify healthy one candidate, published on `host_port`. A failed
     start stops it and brings nothing back: the search brings back what served when it ends."""
-    new = new_release(facts, profile, UpOptions(profile_name=profile.name, host_port=host_port, bind=CANDIDATE_BIND,
-                                                     skip_qualify=True))
-    steps: list[Step] = [new.build_step(), new.write_step(), new.cache_step(), new.start_step(), new.wait_step()]
+    new = new_release(
+        facts,
+        profile,
+        UpOptions(profile_name=profile.name, host_port=host_port, bind=CANDIDATE_BIND, skip_qualify=True),
+    )
+    steps: list[Step] = [
+        new.build_step(),
+        new.write_step(),
+        new.cache_step(),
+        new.start_step(),
+        new.wait_step(),
+    ]
     return new.plan("tune", steps=steps, restore=[new.stop_step("candidate failed to start")], fallback=None)
 
 
@@ -39,15 +48,30 @@ def plan_pause_serving(facts: Facts) -> Plan | None:
     release = facts.serving
     if release is None:
         return None
-    stop = Stop(release=release.release, container=release.container_name,
-                reason="tune measures candidates on this slot; brought back when it ends", url=release.url)
-    return Plan(action="tune", slot=facts.slot.name, release=None, serving=release.release, fallback=release.release,
-                steps=[stop], restore=bring_back(facts, release))
+    stop = Stop(
+        release=release.release,
+        container=release.container_name,
+        reason="tune measures candidates on this slot; brought back when it ends",
+        url=release.url,
+    )
+    return Plan(
+        action="tune",
+        slot=facts.slot.name,
+        release=None,
+        serving=release.release,
+        fallback=release.release,
+        steps=[stop],
+        restore=bring_back(facts, release),
+    )
 
 
 def plan_candidate_stop(slot: Slot, release: int) -> Plan:
-    stop = Stop(release=release, container=f"{slot.project(release)}-server", reason="candidate measured",
-                only_if_running=True)
+    stop = Stop(
+        release=release,
+        container=f"{slot.project(release)}-server",
+        reason="candidate measured",
+        only_if_running=True,
+    )
     return Plan(action="tune", slot=slot.name, release=None, serving=None, fallback=None, steps=[stop])
 
 
@@ -55,8 +79,15 @@ def plan_search_end(facts: Facts, made: list[int], serving: Release | None) -> P
     """The candidates' containers stopped and removed; `serving` (what served when the search
     began) started again and verified healthy, as a rollback does."""
     slot = facts.slot
-    steps: list[Step] = [Stop(release=n, container=f"{slot.project(n)}-server", reason="tune candidate done",
-                              only_if_running=True) for n in made]
+    steps: list[Step] = [
+        Stop(
+            release=n,
+            container=f"{slot.project(n)}-server",
+            reason="tune candidate done",
+            only_if_running=True,
+        )
+        for n in made
+    ]
     steps.append(Prune(releases=list(made), retention=0))
     if serving is not None:
         steps += bring_back(facts, serving)

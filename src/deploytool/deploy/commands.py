@@ -27,7 +27,15 @@ from .executor import execute
 from .hooks import Hooks
 from .reporter import Reporter
 from .facts import gather_facts, gather_slot
-from .plan import DEFAULT_RETENTION, UpOptions, choose_profile, plan_prune, plan_rollback, plan_up, publish_port
+from .plan import (
+    DEFAULT_RETENTION,
+    UpOptions,
+    choose_profile,
+    plan_prune,
+    plan_rollback,
+    plan_up,
+    publish_port,
+)
 from .steps import CutOver, Plan
 
 
@@ -74,21 +82,40 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     known = gather_slot(engine, slot)
     fallback = known.fallback
     profile = choose_profile(slot, options.profile_name, fallback, store)
-    facts = gather_facts(engine, slot, profile, host_port=publish_port(options, fallback, profile)[0], bind=options.bind,
-                         wheelhouse=options.wheelhouse, publishes=options.publishes, known=known)
+    facts = gather_facts(
+        engine,
+        slot,
+        profile,
+        host_port=publish_port(options, fallback, profile)[0],
+        bind=options.bind,
+        wheelhouse=options.wheelhouse,
+        publishes=options.publishes,
+        known=known,
+    )
     plan = plan_up(facts, profile, options)
     assert plan.compose is not None and plan.release is not None
-    checked = engine.compose_config(document_text(plan.compose, profile=profile.name, slot=slot.name,
-                                                  release=plan.release), project=slot.project(plan.release))
+    checked = engine.compose_config(
+        document_text(plan.compose, profile=profile.name, slot=slot.name, release=plan.release),
+        project=slot.project(plan.release),
+    )
     if checked:  # empty: a dry run without the docker CLI, said by a warning instead
-        plan.checks.append("compose document: `docker compose config` accepts it"
-                           + ("" if slot.is_cpu else f" (with its reservation of {', '.join(slot.gpus)})"))
+        plan.checks.append(
+            "compose document: `docker compose config` accepts it"
+            + ("" if slot.is_cpu else f" (with its reservation of {', '.join(slot.gpus)})")
+        )
     plan.warnings.extend(getattr(engine, "unchecked", []))  # a dry run without the docker CLI
     return plan
 
 
-def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | None = None,
-       engine: Engine | None = None, hooks: Hooks | None = None, **kwargs: Any) -> UpResult:
+def up(
+    slot: Slot,
+    options: UpOptions | None = None,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks: Hooks | None = None,
+    **kwargs: Any,
+) -> UpResult:
     options = options or UpOptions(**kwargs)
     refuse_on_described_host([] if slot.is_cpu else [slot.name], "up")
     engine = engine or Engine()
@@ -99,27 +126,48 @@ def up(slot: Slot, options: UpOptions | None = None, *, reporter: Reporter | Non
             journal("memory_plan", slot=slot.name, release=None, profile=refused.profile, **refused.summary)
             raise
         if plan.not_on_cards:  # planned (a dry run shows it), never started on a card
-            raise UsageError(f"profile {plan.profile} builds a CPU image (image.cuda: null): it cannot serve on "
-                             f"slot {slot.name}'s card; nothing was stopped",
-                             hint="set image.cuda (a GPU image) to deploy it on cards; `deploytool cpu-twin` starts "
-                                  "this release's CPU twin")
+            raise UsageError(
+                f"profile {plan.profile} builds a CPU image (image.cuda: null): it cannot serve on "
+                f"slot {slot.name}'s card; nothing was stopped",
+                hint="set image.cuda (a GPU image) to deploy it on cards; `deploytool cpu-twin` starts "
+                "this release's CPU twin",
+            )
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and plan.profile is not None and outcome.serving is not None
-    return UpResult(slot=slot.name, release=plan.release, profile=plan.profile, image=plan.image or "",
-                    url=outcome.serving.url, previous=cutover.previous,
-                    built=bool(outcome.built and outcome.built.built), cache=outcome.cache,
-                    qualify=outcome.qualify, qualify_skipped=options.skip_qualify, pruned=outcome.pruned,
-                    seconds=outcome.seconds, model=plan.model, drains=outcome.drains)
+    return UpResult(
+        slot=slot.name,
+        release=plan.release,
+        profile=plan.profile,
+        image=plan.image or "",
+        url=outcome.serving.url,
+        previous=cutover.previous,
+        built=bool(outcome.built and outcome.built.built),
+        cache=outcome.cache,
+        qualify=outcome.qualify,
+        qualify_skipped=options.skip_qualify,
+        pruned=outcome.pruned,
+        seconds=outcome.seconds,
+        model=plan.model,
+        drains=outcome.drains,
+    )
 
 
-def plan_for_rollback(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None,
-                      take_over: bool = False) -> Plan:
+def plan_for_rollback(
+    slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None, take_over: bool = False
+) -> Plan:
     return plan_rollback(gather_slot(engine or Engine(), slot), drain_timeout, take_over=take_over)
 
 
-def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-             hooks: Hooks | None = None, drain_timeout: float | None = None, take_over: bool = False) -> RollbackResult:
+def rollback(
+    slot: Slot,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks: Hooks | None = None,
+    drain_timeout: float | None = None,
+    take_over: bool = False,
+) -> RollbackResult:
     engine = engine or Engine()
     started = time.monotonic()
     with slot_lock(slot.name, "rollback"):
@@ -127,16 +175,27 @@ def rollback(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | N
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
     cutover = next(s for s in plan.steps if isinstance(s, CutOver))
     assert plan.release is not None and cutover.previous is not None and outcome.serving is not None
-    return RollbackResult(slot=slot.name, release=plan.release, stopped=cutover.previous, url=outcome.serving.url,
-                          seconds=round(time.monotonic() - started, 2), drains=outcome.drains)
+    return RollbackResult(
+        slot=slot.name,
+        release=plan.release,
+        stopped=cutover.previous,
+        url=outcome.serving.url,
+        seconds=round(time.monotonic() - started, 2),
+        drains=outcome.drains,
+    )
 
 
 def plan_for_prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, engine: Engine | None = None) -> Plan:
     return plan_prune(gather_slot(engine or Engine(), slot), retention)
 
 
-def prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, reporter: Reporter | None = None,
-          engine: Engine | None = None) -> PruneResult:
+def prune(
+    slot: Slot,
+    retention: int = DEFAULT_RETENTION,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+) -> PruneResult:
     """Remove stopped releases beyond `retention`, oldest first; never the current release
     or the rollback target. Their rendered files and reports stay in the state directory."""
     engine = engine or Engine()
@@ -144,4 +203,3 @@ def prune(slot: Slot, retention: int = DEFAULT_RETENTION, *, reporter: Reporter 
         plan = plan_for_prune(slot, retention, engine=engine)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter)
     return PruneResult(slot=slot.name, pruned=outcome.pruned, retention=retention)
-

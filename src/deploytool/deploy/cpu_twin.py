@@ -61,17 +61,25 @@ class TwinResult:
 
     @property
     def ok(self) -> bool:
-        return (self.exit_code == 0 and self.report is not None and "error" not in self.report
-                and not (self.report.get("model_config") or {}).get("refused"))
+        return (
+            self.exit_code == 0
+            and self.report is not None
+            and "error" not in self.report
+            and not (self.report.get("model_config") or {}).get("refused")
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
 
     def lines(self) -> list[str]:
-        out = [f"CPU twin of release {self.release} of slot {self.slot} ({self.release_project}), image {self.image}"]
+        out = [
+            f"CPU twin of release {self.release} of slot {self.slot} ({self.release_project}), image {self.image}"
+        ]
         out += [f"  warning: {w}" for w in self.warnings]
         out += ["  changed from the release's compose document:"] + [f"    - {c}" for c in self.changes]
-        out.append(f"  ran the release's command ({len(self.command)} arguments): {' '.join(self.command[:3])} ...")
+        out.append(
+            f"  ran the release's command ({len(self.command)} arguments): {' '.join(self.command[:3])} ..."
+        )
         report = self.report or {}
         if self.exit_code != 0 or self.report is None or "error" in report:
             # argparse's usage runs to a hundred lines; its verdict is the line that says error
@@ -83,8 +91,10 @@ class TwinResult:
         out += [f"    {flag} = {value!r}" for flag, value in report["server_args"].items()]
         model = report["model"]
         if model["found"]:
-            out.append(f"  weights: {model['config']} is there through the release's mounts "
-                       f"({model.get('model_type')}, {', '.join(model.get('architectures') or [])})")
+            out.append(
+                f"  weights: {model['config']} is there through the release's mounts "
+                f"({model.get('model_type')}, {', '.join(model.get('architectures') or [])})"
+            )
         else:
             out.append(f"  weights: {model['config']} is NOT there: the release would not find its model")
         config = report.get("model_config") or {}
@@ -95,14 +105,20 @@ class TwinResult:
         elif config.get("note"):
             out.append(f"  SGLang's model configuration: not built ({config['note']})")
         resolution = report["resolution"]
-        out.append("  sglang's argument resolution: " + ("completed" if resolution["ok"] else
-                                                          f"stopped at {resolution['stopped_at']}"))
-        out.append(f"  the twin ({self.project}) was removed after {self.seconds} s; loading the weights, the kernels, "
-                   "/health and qualification need the card")
+        out.append(
+            "  sglang's argument resolution: "
+            + ("completed" if resolution["ok"] else f"stopped at {resolution['stopped_at']}")
+        )
+        out.append(
+            f"  the twin ({self.project}) was removed after {self.seconds} s; loading the weights, the kernels, "
+            "/health and qualification need the card"
+        )
         return out
 
 
-def twin_document(document: dict[str, Any], *, project: str, image: str | None = None) -> tuple[dict[str, Any], list[str]]:
+def twin_document(
+    document: dict[str, Any], *, project: str, image: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """(the twin's compose document, how it differs from the release's)."""
     release_project = document["name"]
     twin = copy.deepcopy(document)
@@ -125,8 +141,10 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
     probe = (package_dir() / "image" / "in_image" / "twin_probe.py").read_text()
     # compose reads `$` in values as interpolation: `$$` is a literal one
     server["entrypoint"] = [command[0], "-c", probe.replace("$", "$$")]
-    changes.append("entrypoint: deploytool's twin probe, given the release's command unchanged: sglang's own "
-                   "prepare_server_args() parses it, as `python -m sglang.launch_server` does first")
+    changes.append(
+        "entrypoint: deploytool's twin probe, given the release's command unchanged: sglang's own "
+        "prepare_server_args() parses it, as `python -m sglang.launch_server` does first"
+    )
     if image and image != server["image"]:
         changes.append(f"image {image} instead of {server['image']}")
         server["image"] = image
@@ -136,8 +154,10 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
         mounts[i] = {"type": "tmpfs", "target": mounts[i]["target"]}
     if cache:
         volumes = twin.pop("volumes", {})
-        changes.append(f"the slot's JIT cache volume {', '.join(v.get('name', k) for k, v in volumes.items())} "
-                       "is not mounted: a tmpfs instead (the slot's volume is never touched)")
+        changes.append(
+            f"the slot's JIT cache volume {', '.join(v.get('name', k) for k, v in volumes.items())} "
+            "is not mounted: a tmpfs instead (the slot's volume is never touched)"
+        )
     if server.pop("ports", None):
         changes.append("no published port (nothing serves)")
     server["restart"] = "no"
@@ -147,19 +167,29 @@ def twin_document(document: dict[str, Any], *, project: str, image: str | None =
     server["labels"] = {labels.INSTANCE: labels.instance(), labels.CPU_TWIN: release_project}
     if "networks" in twin:  # its network is the twin's too, never a release's
         twin["networks"] = {"default": {"labels": dict(server["labels"])}}
-    changes.append(f"labels: {labels.CPU_TWIN}={release_project} instead of a release's ({labels.MANAGED} and the "
-                   "rest): `status`, `rollback` and `prune` never see it")
+    changes.append(
+        f"labels: {labels.CPU_TWIN}={release_project} instead of a release's ({labels.MANAGED} and the "
+        "rest): `status`, `rollback` and `prune` never see it"
+    )
     return twin, changes
 
 
-def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None, image: str | None = None,
-                 timeout: float = 300) -> TwinResult:
+def run_cpu_twin(
+    slot: Slot,
+    options: UpOptions,
+    *,
+    engine: Engine | None = None,
+    image: str | None = None,
+    timeout: float = 300,
+) -> TwinResult:
     """Plan the release as `up` would (every check before stopping), then start its twin on this
     engine, wait for it to end, read its answer and remove it. Nothing of the slot changes: no
     release number, no file in the state directory, no journal line, no cache volume."""
     if slot.is_cpu:
-        raise UsageError("the CPU slot's releases start as they are: use `deploytool up --cpu`",
-                         hint="cpu-twin takes a GPU slot (--gpu UUID) and starts what of its release runs without a card")
+        raise UsageError(
+            "the CPU slot's releases start as they are: use `deploytool up --cpu`",
+            hint="cpu-twin takes a GPU slot (--gpu UUID) and starts what of its release runs without a card",
+        )
     engine = engine or Engine()
     started = time.monotonic()
     # every check `up` makes but the port's: the twin publishes none, so a server on the
@@ -174,9 +204,11 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
         if image:  # not the profile's: deploytool cannot say how it was made
             raise UsageError(f"image {image} (--image) is not on this engine", hint="pull or build it first")
         wheelhouse = f" --wheelhouse {options.wheelhouse}" if options.wheelhouse else ""
-        raise UsageError(f"image {reference} is not on this engine: the twin runs the release's image",
-                         hint=f"build it first: deploytool build --profile {plan.profile}{wheelhouse} (an image "
-                              "built with --wheelhouse DIR is named with the same --wheelhouse DIR here)")
+        raise UsageError(
+            f"image {reference} is not on this engine: the twin runs the release's image",
+            hint=f"build it first: deploytool build --profile {plan.profile}{wheelhouse} (an image "
+            "built with --wheelhouse DIR is named with the same --wheelhouse DIR here)",
+        )
     release_project = slot.project(plan.release)
     project = f"{release_project}-cpu-twin"
     document, changes = twin_document(plan.compose, project=project, image=image)
@@ -193,8 +225,10 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
                 # host's engine must give them to the release.
                 limits = document["services"]["server"].pop("ulimits")
                 changes.append(f"no ulimits {limits}: this engine refused them ({refused})")
-                warnings.append(f"this engine cannot set the release's ulimits {limits} ({refused}); "
-                                "the GPU host's engine must allow them, or the release will not start there")
+                warnings.append(
+                    f"this engine cannot set the release's ulimits {limits} ({refused}); "
+                    "the GPU host's engine must allow them, or the release will not start there"
+                )
                 engine.compose(project, path, "down", "--timeout", "5", check=False, secret_env=secret_env)
                 if _start(engine, project, path, document, secret_env) is not None:
                     raise DeployError("the CPU twin did not start without its ulimits either")
@@ -202,27 +236,41 @@ def run_cpu_twin(slot: Slot, options: UpOptions, *, engine: Engine | None = None
         finally:
             engine.compose(project, path, "down", "--timeout", "5", check=False, secret_env=secret_env)
     report = marked_answer(stdout, _MARKER)
-    return TwinResult(slot=slot.name, release=plan.release, release_project=release_project, project=project,
-                      image=reference, command=list(plan.compose["services"]["server"]["command"]), changes=changes,
-                      exit_code=exit_code, report=report, stderr_tail=stderr.strip().splitlines()[-12:],
-                      warnings=warnings, seconds=round(time.monotonic() - started, 1))
+    return TwinResult(
+        slot=slot.name,
+        release=plan.release,
+        release_project=release_project,
+        project=project,
+        image=reference,
+        command=list(plan.compose["services"]["server"]["command"]),
+        changes=changes,
+        exit_code=exit_code,
+        report=report,
+        stderr_tail=stderr.strip().splitlines()[-12:],
+        warnings=warnings,
+        seconds=round(time.monotonic() - started, 1),
+    )
 
 
-def _start(engine: Engine, project: str, path: Path, document: dict[str, Any],
-           secret_env: dict[str, str] | None) -> str | None:
+def _start(
+    engine: Engine, project: str, path: Path, document: dict[str, Any], secret_env: dict[str, str] | None
+) -> str | None:
     """`docker compose up` of the twin; the runtime's message when it refused the ulimits (None: started)."""
     path.write_text(dump_yaml(document))
     engine.compose_config(path, project=project)
-    proc = engine.compose(project, path, "up", "--detach", "--no-build", "--pull", "never", check=False,
-                          secret_env=secret_env)
+    proc = engine.compose(
+        project, path, "up", "--detach", "--no-build", "--pull", "never", check=False, secret_env=secret_env
+    )
     if proc.returncode == 0:
         return None
     output = proc.stderr or proc.stdout
     found = re.search(r"error setting rlimit[^:]*: [^:]+", output)
     if found and document["services"]["server"].get("ulimits"):
         return found.group(0)
-    raise DeployError(f"`docker compose up` of the CPU twin {project} failed:\n"
-                      + "\n".join("    " + x for x in output.strip().splitlines()[-12:]))
+    raise DeployError(
+        f"`docker compose up` of the CPU twin {project} failed:\n"
+        + "\n".join("    " + x for x in output.strip().splitlines()[-12:])
+    )
 
 
 def _wait(engine: Engine, container_name: str, timeout: float) -> tuple[int, str, str]:
@@ -233,10 +281,14 @@ def _wait(engine: Engine, container_name: str, timeout: float) -> tuple[int, str
         if container.status in ("exited", "dead"):
             break
         if time.monotonic() > deadline:
-            raise DeployError(f"the CPU twin {container_name} did not finish within {timeout:g} s",
-                              hint="its log: docker logs " + container_name)
+            raise DeployError(
+                f"the CPU twin {container_name} did not finish within {timeout:g} s",
+                hint="its log: docker logs " + container_name,
+            )
         time.sleep(0.5)
     code = int(container.attrs["State"]["ExitCode"])
-    return (code, container.logs(stdout=True, stderr=False).decode(errors="replace"),
-            container.logs(stdout=False, stderr=True).decode(errors="replace"))
-
+    return (
+        code,
+        container.logs(stdout=True, stderr=False).decode(errors="replace"),
+        container.logs(stdout=False, stderr=True).decode(errors="replace"),
+    )

@@ -60,16 +60,25 @@ class DoctorReport:
         return {s: sum(1 for c in self.checks if c.status == s) for s in ("pass", "warn", "fail")}
 
 
-def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path | None = None,
-               profiles: list[Profile] | None = None, cdi_globs: tuple[str, ...] = CDI_GLOBS) -> DoctorReport:
+def run_doctor(
+    *,
+    docker_client: Any = None,
+    nvml: Any = None,
+    state_dir: Path | None = None,
+    profiles: list[Profile] | None = None,
+    cdi_globs: tuple[str, ...] = CDI_GLOBS,
+) -> DoctorReport:
     """Every check; arguments stand in for the host's engine, NVML, state dir and profiles."""
     checks: list[Check] = []
     engine_check, info, client = _engine_and_client(docker_client)
     checks.append(engine_check)
     checks.append(check_compose())
     unreachable = engine_check.status == "fail"  # check_engine fails only when the engine does not answer
-    checks.append(_unknown_without_engine("nvidia container runtime") if unreachable
-                  else check_nvidia_runtime(info, cdi_globs))
+    checks.append(
+        _unknown_without_engine("nvidia container runtime")
+        if unreachable
+        else check_nvidia_runtime(info, cdi_globs)
+    )
     if profiles is None:
         try:
             profiles = ProfileStore().all()
@@ -78,12 +87,26 @@ def run_doctor(*, docker_client: Any = None, nvml: Any = None, state_dir: Path |
             profiles = []
     checks.append(check_driver(nvml, profiles))
     home = state_dir or _state_home()
-    checks.append(_unknown_without_engine("disk for images") if unreachable else
-                  check_disk("disk for images", Path(info.get("DockerRootDir") or "/var/lib/docker"),
-                             IMAGE_DISK_WARN_GIB, IMAGE_DISK_FAIL_GIB,
-                             hint="free space or move the engine's data-root (daemon.json)"))
-    checks.append(check_disk("disk for caches", home, CACHE_DISK_WARN_GIB, CACHE_DISK_FAIL_GIB,
-                             hint="free space or point DEPLOYTOOL_HOME at a larger disk"))
+    checks.append(
+        _unknown_without_engine("disk for images")
+        if unreachable
+        else check_disk(
+            "disk for images",
+            Path(info.get("DockerRootDir") or "/var/lib/docker"),
+            IMAGE_DISK_WARN_GIB,
+            IMAGE_DISK_FAIL_GIB,
+            hint="free space or move the engine's data-root (daemon.json)",
+        )
+    )
+    checks.append(
+        check_disk(
+            "disk for caches",
+            home,
+            CACHE_DISK_WARN_GIB,
+            CACHE_DISK_FAIL_GIB,
+            hint="free space or point DEPLOYTOOL_HOME at a larger disk",
+        )
+    )
     checks.append(check_state_dir(home))
     checks.append(_unknown_without_engine("open releases") if unreachable else check_open_releases(client))
     return DoctorReport(checks=checks, about=about())
@@ -116,26 +139,45 @@ def check_open_releases(client: Any) -> Check:
         lab = container.labels or {}
         ip = lab.get(labels.HOST_IP, "127.0.0.1")
         if beyond_loopback(ip) and lab.get(labels.API_KEY) != "required":
-            open_ones.append(f"{container.name} (slot {lab.get(labels.SLOT, '?')}, release {lab.get(labels.RELEASE, '?')}, "
-                             f"{ip}:{lab.get(labels.HOST_PORT, '?')}, instance {lab.get(labels.INSTANCE, '?')})")
+            open_ones.append(
+                f"{container.name} (slot {lab.get(labels.SLOT, '?')}, release {lab.get(labels.RELEASE, '?')}, "
+                f"{ip}:{lab.get(labels.HOST_PORT, '?')}, instance {lab.get(labels.INSTANCE, '?')})"
+            )
     if open_ones:
-        return Check("open releases", "warn",
-                     f"{len(open_ones)} release(s) listen beyond loopback without an API key: {'; '.join(open_ones)}",
-                     hint="set server.api_key in the profile and `deploytool up` again, or publish on 127.0.0.1 "
-                          "(--bind) behind a gateway", data={"releases": open_ones})
-    return Check("open releases", "pass", f"no running release listens beyond loopback without an API key "
-                                          f"({len(containers)} running)", data={"releases": []})
+        return Check(
+            "open releases",
+            "warn",
+            f"{len(open_ones)} release(s) listen beyond loopback without an API key: {'; '.join(open_ones)}",
+            hint="set server.api_key in the profile and `deploytool up` again, or publish on 127.0.0.1 "
+            "(--bind) behind a gateway",
+            data={"releases": open_ones},
+        )
+    return Check(
+        "open releases",
+        "pass",
+        f"no running release listens beyond loopback without an API key ({len(containers)} running)",
+        data={"releases": []},
+    )
 
 
 def _unknown_without_engine(name: str) -> Check:
     """A check that asks the engine (its runtimes, its data root) when the engine does not answer."""
-    return Check(name, "warn", "unknown (engine unreachable)", hint="start the Docker engine and run doctor again",
-                 data={"unknown": True})
+    return Check(
+        name,
+        "warn",
+        "unknown (engine unreachable)",
+        hint="start the Docker engine and run doctor again",
+        data={"unknown": True},
+    )
 
 
 def _state_home() -> Path:
     root = os.environ.get("DEPLOYTOOL_HOME")
-    return Path(root) if root else Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "deploytool"
+    return (
+        Path(root)
+        if root
+        else Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "deploytool"
+    )
 
 
 def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
@@ -148,33 +190,53 @@ def check_engine(client: Any = None) -> tuple[Check, dict[str, Any]]:
         version = client.version()
         info = client.info()
     except Exception as exc:
-        return Check("docker engine", "fail", f"not reachable ({_short(exc)})",
-                     hint="start a Docker Engine >= 25 (see docs/install.md) or set DOCKER_HOST"), {}
+        return Check(
+            "docker engine",
+            "fail",
+            f"not reachable ({_short(exc)})",
+            hint="start a Docker Engine >= 25 (see docs/install.md) or set DOCKER_HOST",
+        ), {}
     text = str(version.get("Version", "?"))
     status: Status = "pass" if version_tuple(text)[:3] >= MIN_ENGINE else "warn"
-    return Check("docker engine", status, f"Engine {text}, API {version.get('ApiVersion', '?')}",
-                 hint=None if status == "pass" else "Engine >= 25 honours the healthcheck's start_interval",
-                 data={"version": text}), info
+    return Check(
+        "docker engine",
+        status,
+        f"Engine {text}, API {version.get('ApiVersion', '?')}",
+        hint=None if status == "pass" else "Engine >= 25 honours the healthcheck's start_interval",
+        data={"version": text},
+    ), info
 
 
 def check_compose() -> Check:
     from ..host.engine import compose_plugin_version
 
     if shutil.which("docker") is None:
-        return Check("compose plugin", "fail", "the `docker` command is not on PATH",
-                     hint="install the docker CLI with the compose v2 plugin")
+        return Check(
+            "compose plugin",
+            "fail",
+            "the `docker` command is not on PATH",
+            hint="install the docker CLI with the compose v2 plugin",
+        )
     try:
         version = compose_plugin_version()
     except subprocess.TimeoutExpired:
         return Check("compose plugin", "fail", "`docker compose version` did not answer")
     if version is None:
-        return Check("compose plugin", "fail", "the compose v2 plugin is missing",
-                     hint="install docker-compose-plugin (>= 2.20)")
+        return Check(
+            "compose plugin",
+            "fail",
+            "the compose v2 plugin is missing",
+            hint="install docker-compose-plugin (>= 2.20)",
+        )
     text = version.lstrip("v")
     if version_tuple(text)[:3] < MIN_COMPOSE:
-        return Check("compose plugin", "fail", f"compose {text} is older than 2.20",
-                     hint="healthcheck start_interval needs compose >= 2.20: upgrade the plugin",
-                     data={"version": text})
+        return Check(
+            "compose plugin",
+            "fail",
+            f"compose {text} is older than 2.20",
+            hint="healthcheck start_interval needs compose >= 2.20: upgrade the plugin",
+            data={"version": text},
+        )
     return Check("compose plugin", "pass", f"compose {text}", data={"version": text})
 
 
@@ -187,12 +249,20 @@ def check_nvidia_runtime(info: dict[str, Any], cdi_globs: tuple[str, ...] = CDI_
     if cdi_files:
         found.append("CDI spec " + ", ".join(cdi_files))
     if found:
-        return Check("nvidia container runtime", "pass", "; ".join(found), data={"runtimes": runtimes, "cdi": cdi_files})
-    return Check("nvidia container runtime", "warn",
-                 f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'}) and no nvidia CDI spec",
-                 hint="GPU slots need the NVIDIA Container Toolkit (nvidia-ctk runtime configure, or "
-                      "nvidia-ctk cdi generate); --cpu slots work without it",
-                 data={"runtimes": runtimes, "cdi": []})
+        return Check(
+            "nvidia container runtime",
+            "pass",
+            "; ".join(found),
+            data={"runtimes": runtimes, "cdi": cdi_files},
+        )
+    return Check(
+        "nvidia container runtime",
+        "warn",
+        f"no nvidia runtime (engine runtimes: {', '.join(runtimes) or 'none'}) and no nvidia CDI spec",
+        hint="GPU slots need the NVIDIA Container Toolkit (nvidia-ctk runtime configure, or "
+        "nvidia-ctk cdi generate); --cpu slots work without it",
+        data={"runtimes": runtimes, "cdi": []},
+    )
 
 
 def _mentions_nvidia(path: Path) -> bool:
@@ -206,14 +276,18 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
     """The driver against the minimum driver of each CUDA that a profile's image uses."""
     if nvml is None:
         from ..errors import DeploytoolError
-        from ..host.nvml import nvml_library  # the driver's NVML, or a described host's (DEPLOYTOOL_NVML_STANDIN)
+        from ..host.nvml import (
+            nvml_library,
+        )  # the driver's NVML, or a described host's (DEPLOYTOOL_NVML_STANDIN)
 
         try:
             nvml = nvml_library()
         except DeploytoolError as exc:  # a described host whose file cannot be read: a finding, not a crash
             return Check("nvidia driver", "fail", exc.message, hint=exc.hint)
         if nvml is None:
-            return Check("nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py")
+            return Check(
+                "nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py"
+            )
     try:
         nvml.nvmlInit()
         try:
@@ -227,8 +301,12 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
         finally:
             nvml.nvmlShutdown()
     except Exception as exc:
-        return Check("nvidia driver", "warn", f"no NVIDIA driver or NVML ({_short(exc)})",
-                     hint="GPU profiles need the NVIDIA driver; --cpu slots work without it")
+        return Check(
+            "nvidia driver",
+            "warn",
+            f"no NVIDIA driver or NVML ({_short(exc)})",
+            hint="GPU profiles need the NVIDIA driver; --cpu slots work without it",
+        )
     matrix = load_matrix()
     needs: dict[str, list[str]] = {}
     for p in profiles:
@@ -243,18 +321,33 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
         fits = None if minimum is None else version_tuple(driver) >= version_tuple(minimum)
         wanted = version_tuple(cuda)[:2]
         cuda_fits = None if driver_cuda is None or len(wanted) < 2 else driver_cuda >= wanted
-        table.append({"cuda": cuda, "min_driver": minimum, "ok": fits, "driver_cuda_ok": cuda_fits,
-                      "profiles": sorted(names)})
+        table.append(
+            {
+                "cuda": cuda,
+                "min_driver": minimum,
+                "ok": fits,
+                "driver_cuda_ok": cuda_fits,
+                "profiles": sorted(names),
+            }
+        )
         who = ", ".join(sorted(names))
         if fits is None:
-            notes.append(f"CUDA {cuda} is unknown (not in the version matrix), its minimum driver too ({who})")
+            notes.append(
+                f"CUDA {cuda} is unknown (not in the version matrix), its minimum driver too ({who})"
+            )
         elif not fits:
             too_old.append(f"CUDA {cuda} needs driver >= {minimum} ({who})")
         elif cuda_fits is False and driver_cuda is not None:
-            notes.append(f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than CUDA "
-                         f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})")
-    data = {"driver": driver, "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
-            "gpus": count, "table": table}
+            notes.append(
+                f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than CUDA "
+                f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})"
+            )
+    data = {
+        "driver": driver,
+        "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
+        "gpus": count,
+        "table": table,
+    }
     described = getattr(nvml, "described_host", None)  # the stand-in NVML over a host file
     if described:
         data["described_host"] = described
@@ -262,19 +355,37 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
         notes.append("the CUDA version of the driver is unknown (NVML did not say)")
     if described:
         # every figure is the host file's, not this machine's: said first, and never a pass
-        return Check("nvidia driver", "fail" if too_old and len(too_old) == len(table) else "warn",
-                     f"the host is described by {STANDIN_ENV}={described}, not read from this machine's driver: "
-                     f"driver {driver}, {count} GPU(s)" + "".join(f"; {n}" for n in too_old + notes),
-                     hint=f"unset {STANDIN_ENV} to check this machine's driver", data=data)
+        return Check(
+            "nvidia driver",
+            "fail" if too_old and len(too_old) == len(table) else "warn",
+            f"the host is described by {STANDIN_ENV}={described}, not read from this machine's driver: "
+            f"driver {driver}, {count} GPU(s)" + "".join(f"; {n}" for n in too_old + notes),
+            hint=f"unset {STANDIN_ENV} to check this machine's driver",
+            data=data,
+        )
     if too_old:
         status: Status = "fail" if len(too_old) == len(table) else "warn"
-        return Check("nvidia driver", status, f"driver {driver}, {count} GPU(s); " + "; ".join(too_old + notes),
-                     hint="upgrade the NVIDIA driver to run those profiles", data=data)
+        return Check(
+            "nvidia driver",
+            status,
+            f"driver {driver}, {count} GPU(s); " + "; ".join(too_old + notes),
+            hint="upgrade the NVIDIA driver to run those profiles",
+            data=data,
+        )
     if notes:
-        return Check("nvidia driver", "warn", f"driver {driver}, {count} GPU(s); " + "; ".join(notes),
-                     hint="upgrade the NVIDIA driver, or add the CUDA to images/versions.yaml", data=data)
-    return Check("nvidia driver", "pass",
-                 f"driver {driver}, {count} GPU(s); fits CUDA {', '.join(sorted(needs)) or '(no GPU profile)'}", data=data)
+        return Check(
+            "nvidia driver",
+            "warn",
+            f"driver {driver}, {count} GPU(s); " + "; ".join(notes),
+            hint="upgrade the NVIDIA driver, or add the CUDA to images/versions.yaml",
+            data=data,
+        )
+    return Check(
+        "nvidia driver",
+        "pass",
+        f"driver {driver}, {count} GPU(s); fits CUDA {', '.join(sorted(needs)) or '(no GPU profile)'}",
+        data=data,
+    )
 
 
 def check_disk(name: str, path: Path, warn_gib: float, fail_gib: float, *, hint: str) -> Check:
@@ -302,8 +413,12 @@ def check_state_dir(path: Path) -> Check:
             handle.write(b"ok")
             handle.flush()
     except OSError as exc:
-        return Check("state directory", "fail", f"{path} is not writable ({exc.strerror})",
-                     hint="set DEPLOYTOOL_HOME to a writable folder")
+        return Check(
+            "state directory",
+            "fail",
+            f"{path} is not writable ({exc.strerror})",
+            hint="set DEPLOYTOOL_HOME to a writable folder",
+        )
     return Check("state directory", "pass", f"{path} is writable", data={"path": str(path)})
 
 

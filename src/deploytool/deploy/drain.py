@@ -42,13 +42,19 @@ class Drain:
         if self.at_start is None:
             return f"release {self.release} not drained by count: {self.why}"
         if self.drained:
-            return (f"release {self.release} drained: waited for {self.at_start} request(s) "
-                    f"for {self.waited_s:.1f} s")
-        return (f"release {self.release}: {self.left} request(s) still running or queued at the drain "
-                f"timeout of {self.timeout_s:g} s (of {self.at_start} when the wait began): the stop cuts them")
+            return (
+                f"release {self.release} drained: waited for {self.at_start} request(s) "
+                f"for {self.waited_s:.1f} s"
+            )
+        return (
+            f"release {self.release}: {self.left} request(s) still running or queued at the drain "
+            f"timeout of {self.timeout_s:g} s (of {self.at_start} when the wait began): the stop cuts them"
+        )
 
 
-def drain(url: str, release: int, timeout_s: float, *, api_key: str | None = None, poll_s: float = POLL_S) -> Drain:
+def drain(
+    url: str, release: int, timeout_s: float, *, api_key: str | None = None, poll_s: float = POLL_S
+) -> Drain:
     """Wait until the server at `url` reports nothing running and nothing queued, at most timeout_s."""
     return run_sync(_drain(url, release, timeout_s, api_key, poll_s))
 

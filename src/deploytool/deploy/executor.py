@@ -35,8 +35,21 @@ from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks
 from .reporter import Reporter
-from .steps import (Build, CutOver, Plan, PrepareCache, Prune, Qualify, Remove, RemoveSlot, Start, Step, Stop,
-                    WaitHealthy, WriteRelease)
+from .steps import (
+    Build,
+    CutOver,
+    Plan,
+    PrepareCache,
+    Prune,
+    Qualify,
+    Remove,
+    RemoveSlot,
+    Start,
+    Step,
+    Stop,
+    WaitHealthy,
+    WriteRelease,
+)
 
 
 @dataclass
@@ -63,8 +76,9 @@ class _Run:
     outcome: Outcome
 
 
-def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None = None,
-            hooks: Hooks | None = None) -> Outcome:
+def execute(
+    plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None = None, hooks: Hooks | None = None
+) -> Outcome:
     """Apply `plan` (the caller holds the slot's lock); what its steps need of the profile
     they carry. Raises a DeploytoolError saying what failed and what serves now; Ctrl-C raises
     Interrupted (exit 130) after the restore."""
@@ -85,7 +99,9 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
             _journal_step(plan, current)
             handed_over = handed_over or isinstance(current, (Stop, Start))
             APPLY[type(current)](run, current)
-            fallback_removed = fallback_removed or (isinstance(current, Remove) and current.release == plan.fallback)
+            fallback_removed = fallback_removed or (
+                isinstance(current, Remove) and current.release == plan.fallback
+            )
             if isinstance(current, (Stop, Start, WaitHealthy, CutOver)):
                 _follow_monitor(run)
             hooks.after_step(plan, current)
@@ -96,12 +112,19 @@ def execute(plan: Plan, *, slot: Slot, engine: Engine, reporter: Reporter | None
             if isinstance(exc, DeploytoolError):
                 raise
             raise failure from None
-        journal(f"{plan.action}.failed", slot=plan.slot, release=plan.release,
-                reason=failure.message.splitlines()[0])
+        journal(
+            f"{plan.action}.failed",
+            slot=plan.slot,
+            release=plan.release,
+            reason=failure.message.splitlines()[0],
+        )
         hooks.on_failure(plan, failure)
         if fallback_removed:  # `down` past its release's removal: nothing is to serve, as asked
-            raise _kind(failure)(f"{_headline(plan, failure)}\n  release {plan.fallback} was removed before "
-                                 f"that, as planned: nothing serves on slot {plan.slot}", hint=failure.hint) from None
+            raise _kind(failure)(
+                f"{_headline(plan, failure)}\n  release {plan.fallback} was removed before "
+                f"that, as planned: nothing serves on slot {plan.slot}",
+                hint=failure.hint,
+            ) from None
         _restore(run, failure, hooks)
     run.outcome.seconds = round(time.monotonic() - started, 1)
     return run.outcome
@@ -129,29 +152,56 @@ def as_failure(exc: BaseException, step: Step | None = None) -> DeploytoolError:
 
 
 def _journal_start(plan: Plan) -> None:
-    if plan.memory is not None:  # what the memory plan said, and an override of it, for whoever reads why a start failed
+    if (
+        plan.memory is not None
+    ):  # what the memory plan said, and an override of it, for whoever reads why a start failed
         summary = {k: v for k, v in plan.memory.items() if k != "skipped"}
         journal("memory_plan", slot=plan.slot, release=plan.release, profile=plan.profile, **summary)
         if plan.memory.get("skipped"):
-            journal("memory_plan.skipped", slot=plan.slot, release=plan.release, profile=plan.profile,
-                    reason="--skip-memory-plan", problems=summary.get("problems"))
+            journal(
+                "memory_plan.skipped",
+                slot=plan.slot,
+                release=plan.release,
+                profile=plan.profile,
+                reason="--skip-memory-plan",
+                problems=summary.get("problems"),
+            )
     if plan.action == "up":
-        journal("up.start", slot=plan.slot, release=plan.release, profile=plan.profile, image=plan.image,
-                previous=plan.fallback, skip_qualify=plan.skip_qualify,
-                model=(plan.model or {}).get("identity"))
+        journal(
+            "up.start",
+            slot=plan.slot,
+            release=plan.release,
+            profile=plan.profile,
+            image=plan.image,
+            previous=plan.fallback,
+            skip_qualify=plan.skip_qualify,
+            model=(plan.model or {}).get("identity"),
+        )
         if plan.skip_qualify:
             journal("qualify.skipped", slot=plan.slot, release=plan.release, reason="--skip-qualify")
         if (plan.record or {}).get("exposed_without_key"):
-            journal("exposed_without_key", slot=plan.slot, release=plan.release, bind=(plan.record or {}).get("bind"),
-                    reason="--expose-without-key: published beyond loopback without an API key")
+            journal(
+                "exposed_without_key",
+                slot=plan.slot,
+                release=plan.release,
+                bind=(plan.record or {}).get("bind"),
+                reason="--expose-without-key: published beyond loopback without an API key",
+            )
     elif plan.action in ("rollback", "stop", "start", "down"):
         journal(f"{plan.action}.start", slot=plan.slot, release=plan.release, current=plan.serving)
 
 
 def _journal_step(plan: Plan, step: Step, *, restore: bool = False) -> None:
     """Each step as it begins: the journal reads as the plan applied (a resumable record)."""
-    journal("step", slot=plan.slot, release=plan.release, action=plan.action, step=type(step).__name__,
-            describe=step.describe(), restore=restore)
+    journal(
+        "step",
+        slot=plan.slot,
+        release=plan.release,
+        action=plan.action,
+        step=type(step).__name__,
+        describe=step.describe(),
+        restore=restore,
+    )
 
 
 def _kind(failure: DeploytoolError) -> type[DeploytoolError]:
@@ -160,9 +210,13 @@ def _kind(failure: DeploytoolError) -> type[DeploytoolError]:
 
 
 def _headline(plan: Plan, failure: DeploytoolError) -> str:
-    return (failure.message if plan.action == "up" else
-            f"rollback to release {plan.release} failed: {failure.message}" if plan.action == "rollback" else
-            f"{plan.action} of slot {plan.slot} failed: {failure.message}")
+    return (
+        failure.message
+        if plan.action == "up"
+        else f"rollback to release {plan.release} failed: {failure.message}"
+        if plan.action == "rollback"
+        else f"{plan.action} of slot {plan.slot} failed: {failure.message}"
+    )
 
 
 def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
@@ -184,18 +238,26 @@ def _restore(run: _Run, failure: DeploytoolError, hooks: Hooks) -> NoReturn:
             second = as_failure(exc, step)
             journal("restore.failed", slot=plan.slot, release=fallback, reason=second.message.splitlines()[0])
             container = run.engine.release(plan.slot, fallback) if fallback is not None else None
-            raise kind(f"{headline}\n  AND restoring release {fallback} failed, so nothing serves on slot "
-                       f"{plan.slot}: {second.message}",
-                       hint=f"inspect with `deploytool status`; `docker start "
-                            f"{container.container_name if container else '...'}` retries the restore") from None
+            raise kind(
+                f"{headline}\n  AND restoring release {fallback} failed, so nothing serves on slot "
+                f"{plan.slot}: {second.message}",
+                hint=f"inspect with `deploytool status`; `docker start "
+                f"{container.container_name if container else '...'}` retries the restore",
+            ) from None
     if fallback is None:
-        raise kind(f"{headline}\n  release {plan.release} is stopped; nothing served on slot {plan.slot} "
-                   "before it, so nothing serves now", hint=failure.hint) from None
+        raise kind(
+            f"{headline}\n  release {plan.release} is stopped; nothing served on slot {plan.slot} "
+            "before it, so nothing serves now",
+            hint=failure.hint,
+        ) from None
     journal("restored", slot=plan.slot, release=fallback, after_failed=plan.release)
     url = run.outcome.serving.url if run.outcome.serving else "its port"
     hooks.after_restore(plan, fallback, run.outcome.serving.url if run.outcome.serving else None)
-    raise kind(f"{headline}\n  release {plan.release} is stopped (kept for inspection); "
-               f"release {fallback} was restored and is healthy at {url}", hint=failure.hint) from None
+    raise kind(
+        f"{headline}\n  release {plan.release} is stopped (kept for inspection); "
+        f"release {fallback} was restored and is healthy at {url}",
+        hint=failure.hint,
+    ) from None
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -203,10 +265,14 @@ def _build(run: _Run, step: Build) -> None:
     if step.spec is None:
         raise DeployError(f"cannot build {step.image}: the plan was made without its profile")
     run.reporter.step(f"building the image for {step.profile} (a no-op when its inputs are unchanged)")
-    result = build(step.spec, engine=run.engine, wheelhouse=Path(step.wheelhouse) if step.wheelhouse else None)
+    result = build(
+        step.spec, engine=run.engine, wheelhouse=Path(step.wheelhouse) if step.wheelhouse else None
+    )
     if result.image != step.image:  # the inputs changed between planning and now
-        raise DeployError(f"the image built ({result.image}) is not the one planned ({step.image})",
-                          hint="a profile or recipe file changed during the up; run it again")
+        raise DeployError(
+            f"the image built ({result.image}) is not the one planned ({step.image})",
+            hint="a profile or recipe file changed during the up; run it again",
+        )
     run.outcome.built = result
     run.reporter.step(result.message)
 
@@ -216,12 +282,18 @@ def _write_release(run: _Run, step: WriteRelease) -> None:
     plan = run.plan
     directory = release_dir(plan.slot, step.release)
     assert plan.compose is not None and plan.record is not None and plan.profile is not None
-    write_atomic(directory / "compose.yaml",
-                 document_text(plan.compose, profile=plan.profile, slot=plan.slot, release=step.release,
-                               notes=plan.inputs))
+    write_atomic(
+        directory / "compose.yaml",
+        document_text(
+            plan.compose, profile=plan.profile, slot=plan.slot, release=step.release, notes=plan.inputs
+        ),
+    )
     # release.json says where the release's secrets live: its owner's alone, like the secrets
-    write_atomic(directory / "release.json", _json(plan.record),
-                 private=bool(plan.record.get("api_key") or plan.record.get("secrets")))
+    write_atomic(
+        directory / "release.json",
+        _json(plan.record),
+        private=bool(plan.record.get("api_key") or plan.record.get("secrets")),
+    )
     pointers = read_pointers(plan.slot)
     pointers.next_release = step.release + 1
     write_pointers(plan.slot, pointers)
@@ -268,13 +340,22 @@ def _start(run: _Run, step: Start) -> None:
         assert step.bind is not None and step.port is not None
         found = port_facts(engine, step.bind, step.port)
         if not found.free:  # taken between planning and now (the stopped release freed its own)
-            raise DeployError(f"port {found.port} on {found.bind} is already in use by "
-                              f"{found.holder or found.error}",
-                              hint="free it, or publish this slot on another port with --port")
+            raise DeployError(
+                f"port {found.port} on {found.bind} is already in use by {found.holder or found.error}",
+                hint="free it, or publish this slot on another port with --port",
+            )
         run.reporter.step(f"starting release {step.release} ({step.project})")
         compose_file = release_dir(slot, step.release) / "compose.yaml"
-        engine.compose(step.project, compose_file, "up", "--detach", "--no-build", "--pull", "never",
-                       secret_env=_secret_env(step))
+        engine.compose(
+            step.project,
+            compose_file,
+            "up",
+            "--detach",
+            "--no-build",
+            "--pull",
+            "never",
+            secret_env=_secret_env(step),
+        )
         journal("release.started", slot=slot, release=step.release)
         if engine.release(slot, step.release) is None:
             raise DeployError(f"release {step.release} was started but its container is not on the engine")
@@ -292,7 +373,9 @@ def _secret_env(step: Start) -> dict[str, str] | None:
     if not step.secrets:
         return None
     if not step.sources:
-        raise DeployError(f"cannot start release {step.release}: its plan does not say where its secrets are read")
+        raise DeployError(
+            f"cannot start release {step.release}: its plan does not say where its secrets are read"
+        )
     return secrets.resolve_values([s for s in step.sources if s.name in step.secrets])
 
 
@@ -303,8 +386,15 @@ def _wait_healthy(run: _Run, step: WaitHealthy) -> None:
     # each release's own key (read from where its release.json says), for a health
     # path SGLang does not serve without one; a restored release may have another key
     headers = release_inputs.health_headers(run.plan.slot, step.release, step.path)
-    run.outcome.serving = wait_until_healthy(run.engine, release, budget=step.budget_s, path=step.path,
-                                             reporter=run.reporter, headers=headers, rule=step.rule)
+    run.outcome.serving = wait_until_healthy(
+        run.engine,
+        release,
+        budget=step.budget_s,
+        path=step.path,
+        reporter=run.reporter,
+        headers=headers,
+        rule=step.rule,
+    )
 
 
 def _qualify(run: _Run, step: Qualify) -> None:
@@ -314,23 +404,46 @@ def _qualify(run: _Run, step: Qualify) -> None:
     assert release is not None and profile is not None
     previous = engine.release(plan.slot, plan.fallback) if plan.fallback is not None else None
     run.reporter.step(f"qualifying release {step.release}")
-    target = Target(url=release.url, profile=profile, slot=run.slot, release=release,
-                    image_labels=engine.image_labels(release.image), previous=previous,
-                    previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
-                    baseline=(f"release {previous.release} (it served before release {step.release} is cut over)"
-                              if previous else f"none (release {step.release} is the slot's first)"),
-                    api_key=_api_key(profile), model=plan.model)  # the key callers send, and the weights it serves
-    report = run_qualification(target, suites=step.suites, limit=step.limit, report_dir=Path(step.report_dir),
-                               overrides=step.overrides)
-    summary = {"passed": report.passed, "summary": report.summary_line(), "report_dir": str(report.report_dir)}
+    target = Target(
+        url=release.url,
+        profile=profile,
+        slot=run.slot,
+        release=release,
+        image_labels=engine.image_labels(release.image),
+        previous=previous,
+        previous_results=qualify_results_path(run.slot, previous.release) if previous else None,
+        baseline=(
+            f"release {previous.release} (it served before release {step.release} is cut over)"
+            if previous
+            else f"none (release {step.release} is the slot's first)"
+        ),
+        api_key=_api_key(profile),
+        model=plan.model,
+    )  # the key callers send, and the weights it serves
+    report = run_qualification(
+        target,
+        suites=step.suites,
+        limit=step.limit,
+        report_dir=Path(step.report_dir),
+        overrides=step.overrides,
+    )
+    summary = {
+        "passed": report.passed,
+        "summary": report.summary_line(),
+        "report_dir": str(report.report_dir),
+    }
     journal("qualify", slot=plan.slot, release=step.release, **summary)
     run.outcome.qualify = summary
     if report.interrupted:
-        raise Interrupted(f"interrupted (Ctrl-C) while qualifying release {step.release}; partial report: "
-                          f"{report.report_dir / 'report.md'}")
+        raise Interrupted(
+            f"interrupted (Ctrl-C) while qualifying release {step.release}; partial report: "
+            f"{report.report_dir / 'report.md'}"
+        )
     if not report.passed:
-        raise DeployError(f"release {step.release} failed qualification: {report.summary_line()}\n"
-                          f"  report: {report.report_dir / 'report.md'}")
+        raise DeployError(
+            f"release {step.release} failed qualification: {report.summary_line()}\n"
+            f"  report: {report.report_dir / 'report.md'}"
+        )
     run.reporter.step(f"qualified: {report.summary_line()}")
 
 
@@ -341,8 +454,9 @@ def _api_key(profile: Profile) -> str | None:
 
 def _cut_over(run: _Run, step: CutOver) -> None:
     plan = run.plan
-    write_pointers(plan.slot, SlotPointers(current=step.release, previous=step.previous,
-                                           next_release=step.next_release))
+    write_pointers(
+        plan.slot, SlotPointers(current=step.release, previous=step.previous, next_release=step.next_release)
+    )
     if step.event == "rollback":
         journal("rollback", slot=plan.slot, release=step.release, stopped=step.previous)
     else:
@@ -361,7 +475,9 @@ def _prune(run: _Run, step: Prune) -> None:
                 continue  # never remove what serves, whatever the plan said
             compose_file = release_dir(slot, number) / "compose.yaml"
             if compose_file.exists():
-                engine.compose(run.slot.project(number), compose_file, "down", "--remove-orphans", check=False)
+                engine.compose(
+                    run.slot.project(number), compose_file, "down", "--remove-orphans", check=False
+                )
             if engine.release(slot, number) is not None:
                 engine.remove(engine.release(slot, number))
             journal("release.pruned", slot=slot, release=number)
@@ -399,8 +515,9 @@ def _remove_slot(run: _Run, step: RemoveSlot) -> None:
         shutil.rmtree(step.state, ignore_errors=True)
         run.outcome.removed.append(f"state {step.state}")
     else:
-        write_pointers(slot, SlotPointers(current=None, previous=None,
-                                          next_release=read_pointers(slot).next_release))
+        write_pointers(
+            slot, SlotPointers(current=None, previous=None, next_release=read_pointers(slot).next_release)
+        )
         journal("slot.removed", slot=slot, state=None, volume=step.volume)
 
 
@@ -409,7 +526,15 @@ def _json(data: dict[str, Any]) -> str:
 
 
 APPLY: dict[type, Callable[[_Run, Any], None]] = {
-    Build: _build, WriteRelease: _write_release, Stop: _stop, PrepareCache: _prepare_cache, Start: _start,
-    WaitHealthy: _wait_healthy, Qualify: _qualify, CutOver: _cut_over, Prune: _prune, Remove: _remove,
+    Build: _build,
+    WriteRelease: _write_release,
+    Stop: _stop,
+    PrepareCache: _prepare_cache,
+    Start: _start,
+    WaitHealthy: _wait_healthy,
+    Qualify: _qualify,
+    CutOver: _cut_over,
+    Prune: _prune,
+    Remove: _remove,
     RemoveSlot: _remove_slot,
 }

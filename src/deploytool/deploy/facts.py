@@ -105,17 +105,30 @@ class Facts:
 def gather_slot(engine: Engine, slot: Slot) -> Facts:
     """The slot alone: its releases, pointers and the recorded health budgets."""
     releases = engine.releases(slot.name)
-    return Facts(slot=slot, releases=releases, pointers=read_pointers(slot.name),
-                 health={r.release: release_inputs.release_health(slot.name, r.release) for r in releases},
-                 engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None,
-                 recorded=frozenset(r.release for r in releases
-                                    if (release_path(slot.name, r.release) / "release.json").is_file()),
-                 state_folder=str(home()))
+    return Facts(
+        slot=slot,
+        releases=releases,
+        pointers=read_pointers(slot.name),
+        health={r.release: release_inputs.release_health(slot.name, r.release) for r in releases},
+        engine_absent=engine.absent_reason if isinstance(engine, NoEngine) else None,
+        recorded=frozenset(
+            r.release for r in releases if (release_path(slot.name, r.release) / "release.json").is_file()
+        ),
+        state_folder=str(home()),
+    )
 
 
-def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int | None,
-                 bind: str, wheelhouse: Path | None = None, publishes: bool = True,
-                 known: Facts | None = None) -> Facts:
+def gather_facts(
+    engine: Engine,
+    slot: Slot,
+    profile: Profile,
+    *,
+    host_port: int | None,
+    bind: str,
+    wheelhouse: Path | None = None,
+    publishes: bool = True,
+    known: Facts | None = None,
+) -> Facts:
     """Everything plan_up needs for `profile` on `slot` (`wheelhouse`: the image's tag is the
     one `build --wheelhouse` makes; `publishes`: False when nothing will listen on the port, which
     is then not probed; `known`: the slot's own facts, read already by gather_slot to choose the
@@ -125,10 +138,15 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
     build = plan_build(profile, wheelhouse=wheelhouse)
     present = engine.image(build.tag)
     base = engine.image(build.base_ref)
-    facts.image = ImageFacts(reference=build.tag, present=present is not None,
-                             labels=dict(present.labels or {}) if present is not None else None,
-                             base_ref=build.base_ref, base_id=base.id if base is not None else None,
-                             build=build, wheelhouse=wheelhouse)
+    facts.image = ImageFacts(
+        reference=build.tag,
+        present=present is not None,
+        labels=dict(present.labels or {}) if present is not None else None,
+        base_ref=build.base_ref,
+        base_id=base.id if base is not None else None,
+        build=build,
+        wheelhouse=wheelhouse,
+    )
     facts.port = port_facts(engine, bind, host_port or profile.server.port) if publishes else None
     facts.cache = _cache_facts(engine, slot, facts)
     if profile.model.host_path:
@@ -139,7 +157,9 @@ def gather_facts(engine: Engine, slot: Slot, profile: Profile, *, host_port: int
         facts.inputs_error = exc
     # without inputs the plan is refused before its memory check, unless the weights are not
     # here, where the memory gate reads the profile's own folders (as it would without a check)
-    facts.memory = memory_facts(slot, profile, facts.inventory, weights=facts.inputs.model if facts.inputs else None)
+    facts.memory = memory_facts(
+        slot, profile, facts.inventory, weights=facts.inputs.model if facts.inputs else None
+    )
     return facts
 
 
@@ -154,10 +174,14 @@ def port_facts(engine: Engine, bind: str, port: int) -> PortFacts:
             if exc.errno != errno.EADDRINUSE:
                 return PortFacts(bind, port, error=exc.strerror)
             holder = next((r for r in engine.releases() if r.running and r.host_port == port), None)
-            who = (f"release {holder.release} of slot {holder.slot} ({holder.container_name})" if holder
-                   else "another process")
-            return PortFacts(bind, port, holder=who,
-                             holder_release=(holder.slot, holder.release) if holder else None)
+            who = (
+                f"release {holder.release} of slot {holder.slot} ({holder.container_name})"
+                if holder
+                else "another process"
+            )
+            return PortFacts(
+                bind, port, holder=who, holder_release=(holder.slot, holder.release) if holder else None
+            )
     return PortFacts(bind, port)
 
 
@@ -165,7 +189,9 @@ def _cache_facts(engine: Engine, slot: Slot, facts: Facts) -> CacheFacts:
     """The volume read with the new image, else with the fallback's (any image with a shell
     reads it); the expected fingerprint only when the new image is there to say it."""
     image = facts.image
-    reader = image.reference if image and image.present else (facts.fallback.image if facts.fallback else None)
+    reader = (
+        image.reference if image and image.present else (facts.fallback.image if facts.fallback else None)
+    )
     try:
         if image and image.present:  # one container reads the volume and the image's toolchain
             state, expected = cache.state_and_expected(engine, image.reference, slot)

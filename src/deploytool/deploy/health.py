@@ -19,8 +19,16 @@ class HealthFailure(DeployError):
     pass
 
 
-def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path: str,
-                       reporter: Reporter, headers: dict[str, str] | None = None, rule: str = "") -> Release:
+def wait_until_healthy(
+    engine: Engine,
+    release: Release,
+    *,
+    budget: float,
+    path: str,
+    reporter: Reporter,
+    headers: dict[str, str] | None = None,
+    rule: str = "",
+) -> Release:
     """A crash or a restart loop fails at once, not at the budget. (The engine resets
     RestartCount when deploytool starts a container, so a restored release is not mistaken
     for a crashing one.) The budget counts from when the container started, as the engine's
@@ -31,18 +39,31 @@ def wait_until_healthy(engine: Engine, release: Release, *, budget: float, path:
         release = engine.refresh(release)
         if release.state in ("exited", "dead", "restarting") or release.restart_count > 0:
             code = engine.exit_code(release)
-            raise HealthFailure(f"release {release.release} crashed while starting (state {release.state}, "
-                                f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}")
+            raise HealthFailure(
+                f"release {release.release} crashed while starting (state {release.state}, "
+                f"exit code {code}); last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}"
+            )
         if release.health == "healthy" and _answers(release.url, path, headers, budget - elapsed):
             journal("release.healthy", slot=release.slot, release=release.release, seconds=round(elapsed, 1))
             return release
         if release.health == "unhealthy":
-            raise HealthFailure(_not_healthy(release, "failed its health check within its health budget",
-                                             time.monotonic() - started, budget, rule, engine))
+            raise HealthFailure(
+                _not_healthy(
+                    release,
+                    "failed its health check within its health budget",
+                    time.monotonic() - started,
+                    budget,
+                    rule,
+                    engine,
+                )
+            )
         elapsed = time.monotonic() - started  # a probe may have taken its time
         if elapsed > budget:
-            raise HealthFailure(_not_healthy(release, "did not become healthy within its health budget",
-                                             elapsed, budget, rule, engine))
+            raise HealthFailure(
+                _not_healthy(
+                    release, "did not become healthy within its health budget", elapsed, budget, rule, engine
+                )
+            )
         reporter.waiting(f"waiting for release {release.release} to be healthy", elapsed, budget)
         time.sleep(0.5)
 
@@ -65,9 +86,11 @@ def _since_start(release: Release) -> float:
 def _not_healthy(release: Release, what: str, waited: float, budget: float, rule: str, engine: Engine) -> str:
     """How long it was waited, the budget and the profile field that gives a slow start more time."""
     how = f" = {rule}" if rule else ""
-    return (f"release {release.release} {what} of {budget:g} s{how}: waited {waited:.1f} s since its container "
-            f"started. A server still loading its weights needs more: raise health.start_period in profile "
-            f"{release.profile}; last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}")
+    return (
+        f"release {release.release} {what} of {budget:g} s{how}: waited {waited:.1f} s since its container "
+        f"started. A server still loading its weights needs more: raise health.start_period in profile "
+        f"{release.profile}; last lines of its log:\n{_indent(engine.logs_tail(release))}\n{_whole_log(release)}"
+    )
 
 
 # One health GET from the host, connect to last byte, and never past the wait's budget: a server

@@ -82,8 +82,16 @@ class Hooks:
     def after_restore(self, plan: Plan, release: int, url: str | None) -> None:
         pass
 
-    def event(self, name: str, *, slot: str, release: int | None, url: str | None, profile: str | None,
-              **extra: object) -> HookRun | None:
+    def event(
+        self,
+        name: str,
+        *,
+        slot: str,
+        release: int | None,
+        url: str | None,
+        profile: str | None,
+        **extra: object,
+    ) -> HookRun | None:
         """Run one hook outside a plan's steps (`watch`, a rollout); None when there is none."""
         return None
 
@@ -113,8 +121,10 @@ def hooks_folder(directory: Path | None) -> Path | None:
             return None
         directory = user
     if not directory.is_dir():
-        raise UsageError(f"hooks folder {directory} does not exist",
-                         hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}")
+        raise UsageError(
+            f"hooks folder {directory} does not exist",
+            hint=f"give an existing folder with --hooks DIR or {HOOKS_ENV}",
+        )
     for path, what in ((directory, "hooks folder"), *((directory / name, "hook") for name in HOOK_NAMES)):
         if (fault := hook_fault(path, what)) is not None:
             raise fault
@@ -135,8 +145,10 @@ def hook_fault(path: Path, what: str = "hook") -> UsageError | None:
             where = f"{what} {path} is a link to {target}, which"
         else:
             where = f"{what} {path}: {fault.path}, on its way (link by link) to {target},"
-        return UsageError(f"{where} {fault.reason}; a hook runs as you, so whoever can change it could run "
-                          "code as you", hint=f"{fault.fix}, or keep the hooks in a folder of your own")
+        return UsageError(
+            f"{where} {fault.reason}; a hook runs as you, so whoever can change it could run code as you",
+            hint=f"{fault.fix}, or keep the hooks in a folder of your own",
+        )
     if what == "hook" and not os.access(path, os.X_OK):
         return UsageError(f"hook {path} is not executable", hint=f"chmod +x {path}")
     return None
@@ -151,8 +163,14 @@ def hook_env(base: dict[str, str] | None = None) -> dict[str, str]:
 class GatewayHooks(Hooks):
     """The hooks of one folder. `context` adds variables to every run (a rollout's id)."""
 
-    def __init__(self, directory: Path | None, *, timeout_s: float | None = None,
-                 reporter: Reporter | None = None, context: dict[str, str] | None = None):
+    def __init__(
+        self,
+        directory: Path | None,
+        *,
+        timeout_s: float | None = None,
+        reporter: Reporter | None = None,
+        context: dict[str, str] | None = None,
+    ):
         self.directory = hooks_folder(directory)
         self.timeout_s = timeout_s if timeout_s is not None else hook_timeout()
         self.reporter = reporter
@@ -162,37 +180,85 @@ class GatewayHooks(Hooks):
     def before_step(self, plan: Plan, step: Step) -> None:
         if not isinstance(step, Stop) or plan.action not in ("up", "rollback", "stop", "down"):
             return
-        run = self.event("pre-stop", slot=plan.slot, release=step.release, url=step.url or plan.url,
-                         profile=plan.profile, action=plan.action, next_release=plan.release)
+        run = self.event(
+            "pre-stop",
+            slot=plan.slot,
+            release=step.release,
+            url=step.url or plan.url,
+            profile=plan.profile,
+            action=plan.action,
+            next_release=plan.release,
+        )
         if run is not None and not run.ok:
-            why = (f"was refused: {run.refused}" if run.refused
-                   else f"ran past its time limit of {self.timeout_s:g} s" if run.timed_out
-                   else f"exited with status {run.exit_code}")
-            raise HookFailed(f"pre-stop hook {run.path} {why}: release {step.release} of slot {plan.slot} "
-                             "was not stopped and still serves",
-                             hint="the hook drains the release from your gateway; fix it and run again")
+            why = (
+                f"was refused: {run.refused}"
+                if run.refused
+                else f"ran past its time limit of {self.timeout_s:g} s"
+                if run.timed_out
+                else f"exited with status {run.exit_code}"
+            )
+            raise HookFailed(
+                f"pre-stop hook {run.path} {why}: release {step.release} of slot {plan.slot} "
+                "was not stopped and still serves",
+                hint="the hook drains the release from your gateway; fix it and run again",
+            )
 
     def after_step(self, plan: Plan, step: Step) -> None:
         if isinstance(step, CutOver):
             name = "post-cutover" if step.event == "cutover" else "post-rollback"
-            self.event(name, slot=plan.slot, release=step.release, url=plan.url, profile=plan.profile,
-                       action=plan.action, previous_release=step.previous)
+            self.event(
+                name,
+                slot=plan.slot,
+                release=step.release,
+                url=plan.url,
+                profile=plan.profile,
+                action=plan.action,
+                previous_release=step.previous,
+            )
 
     def on_failure(self, plan: Plan, error: DeploytoolError) -> None:
-        self.event("on-failure", slot=plan.slot, release=plan.release, url=plan.url, profile=plan.profile,
-                   action=plan.action, error=error.message.splitlines()[0])
+        self.event(
+            "on-failure",
+            slot=plan.slot,
+            release=plan.release,
+            url=plan.url,
+            profile=plan.profile,
+            action=plan.action,
+            error=error.message.splitlines()[0],
+        )
 
     def after_restore(self, plan: Plan, release: int, url: str | None) -> None:
-        self.event("post-rollback", slot=plan.slot, release=release, url=url, profile=plan.profile,
-                   action=f"{plan.action}-restore", previous_release=plan.release)
+        self.event(
+            "post-rollback",
+            slot=plan.slot,
+            release=release,
+            url=url,
+            profile=plan.profile,
+            action=f"{plan.action}-restore",
+            previous_release=plan.release,
+        )
 
-    def event(self, name: str, *, slot: str, release: int | None, url: str | None, profile: str | None,
-              **extra: object) -> HookRun | None:
+    def event(
+        self,
+        name: str,
+        *,
+        slot: str,
+        release: int | None,
+        url: str | None,
+        profile: str | None,
+        **extra: object,
+    ) -> HookRun | None:
         if self.directory is None or not os.path.lexists(self.directory / name):
             return None
-        env = {**hook_env(), **self.context, "DEPLOYTOOL_HOOK": name, "DEPLOYTOOL_SLOT": slot,
-               "DEPLOYTOOL_RELEASE": "" if release is None else str(release), "DEPLOYTOOL_URL": url or "",
-               "DEPLOYTOOL_PROFILE": profile or ""}
+        env = {
+            **hook_env(),
+            **self.context,
+            "DEPLOYTOOL_HOOK": name,
+            "DEPLOYTOOL_SLOT": slot,
+            "DEPLOYTOOL_RELEASE": "" if release is None else str(release),
+            "DEPLOYTOOL_URL": url or "",
+            "DEPLOYTOOL_PROFILE": profile or "",
+        }
         env.update({f"DEPLOYTOOL_{k.upper()}": "" if v is None else str(v) for k, v in extra.items()})
         # Checked again right before it runs: what was fine when the deploy began (or not there yet)
         # may have changed since. A pass means no one but this user and root can change the folders,
@@ -201,25 +267,49 @@ class GatewayHooks(Hooks):
         fault = hook_fault(self.directory, "hooks folder") or hook_fault(self.directory / name)
         if fault is not None:
             why = f"{fault.message} ({fault.hint})"
-            run = HookRun(hook=name, path=str(self.directory / name), exit_code=None, seconds=0.0, refused=why)
+            run = HookRun(
+                hook=name, path=str(self.directory / name), exit_code=None, seconds=0.0, refused=why
+            )
         else:
             run = run_hook(self.directory / name, env, self.timeout_s)
         self.runs.append(run)
-        journal("hook", hook=name, slot=slot, release=release, path=run.path, exit_code=run.exit_code,
-                seconds=run.seconds, timed_out=run.timed_out, **({"refused": run.refused} if run.refused else {}),
-                **{k: v for k, v in extra.items() if k != "error"})
+        journal(
+            "hook",
+            hook=name,
+            slot=slot,
+            release=release,
+            path=run.path,
+            exit_code=run.exit_code,
+            seconds=run.seconds,
+            timed_out=run.timed_out,
+            **({"refused": run.refused} if run.refused else {}),
+            **{k: v for k, v in extra.items() if k != "error"},
+        )
         if not run.ok and self.reporter is not None:
-            self.reporter.warn(f"hook {name} " + (f"not run: {run.refused}" if run.refused else
-                                                  "ran past its time limit" if run.timed_out
-                                                  else f"exited {run.exit_code}"))
+            self.reporter.warn(
+                f"hook {name} "
+                + (
+                    f"not run: {run.refused}"
+                    if run.refused
+                    else "ran past its time limit"
+                    if run.timed_out
+                    else f"exited {run.exit_code}"
+                )
+            )
         return run
 
 
 def run_hook(path: Path, env: dict[str, str], timeout_s: float) -> HookRun:
     """Run one hook in its own process group, so a time-out kills what it started too."""
     started = time.monotonic()
-    proc = subprocess.Popen([str(path)], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(path)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=timeout_s)
         code: int | None = proc.returncode
@@ -230,5 +320,10 @@ def run_hook(path: Path, env: dict[str, str], timeout_s: float) -> HookRun:
         code, timed_out = None, True
     if output:  # the hook's own words, on deploytool's stderr (never in the journal)
         sys.stderr.write(output.decode(errors="replace"))
-    return HookRun(hook=path.name, path=str(path), exit_code=code,
-                   seconds=round(time.monotonic() - started, 2), timed_out=timed_out)
+    return HookRun(
+        hook=path.name,
+        path=str(path),
+        exit_code=code,
+        seconds=round(time.monotonic() - started, 2),
+        timed_out=timed_out,
+    )

@@ -28,7 +28,7 @@ def log_lines(chunks: Iterable[bytes], max_bytes: int = MAX_LINE_BYTES) -> Itera
             if not cut and end > start:
                 room = max_bytes - size
                 if end - start > room:
-                    parts.append(chunk[start:start + room])
+                    parts.append(chunk[start : start + room])
                     yield _text(parts) + CUT_MARK
                     parts, size, cut = [], 0, True
                 else:

@@ -68,5 +68,7 @@ def engine_for_dry_run() -> Any:
 
 
 def engine_note(reason: str) -> str:
-    return (f"no Docker engine answers ({reason}): planned as if no slot had a release, since none can "
-            "serve without one; the image and the cache volume are not known; a real run needs the engine")
+    return (
+        f"no Docker engine answers ({reason}): planned as if no slot had a release, since none can "
+        "serve without one; the image and the cache volume are not known; a real run needs the engine"
+    )

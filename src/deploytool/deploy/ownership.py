@@ -17,9 +17,14 @@ from ..host.releases import Release
 from .facts import Facts
 
 # what each command would do to the other state folder's release
-_WOULD = {"up": "stop it and cut over to a release of yours", "rollback": "stop it and start your rollback target",
-          "rollout": "stop it and cut over to a release of yours", "stop": "stop it",
-          "start": "start it as your slot's release", "down": "remove it"}
+_WOULD = {
+    "up": "stop it and cut over to a release of yours",
+    "rollback": "stop it and start your rollback target",
+    "rollout": "stop it and cut over to a release of yours",
+    "stop": "stop it",
+    "start": "start it as your slot's release",
+    "down": "remove it",
+}
 
 
 def refuse_taking_over(facts: Facts, releases: list[Release | None], action: str, take_over: bool) -> None:
@@ -29,8 +34,7 @@ def refuse_taking_over(facts: Facts, releases: list[Release | None], action: str
     if not theirs or take_over:
         return
     slot = facts.slot
-    which = (f"release {theirs[0]}" if len(theirs) == 1 else
-             "releases " + ", ".join(str(n) for n in theirs))
+    which = f"release {theirs[0]}" if len(theirs) == 1 else "releases " + ", ".join(str(n) for n in theirs)
     serving = facts.serving
     state = " (serving)" if len(theirs) == 1 and serving is not None and serving.release == theirs[0] else ""
     folder = facts.state_folder or "this state folder"
@@ -40,6 +44,7 @@ def refuse_taking_over(facts: Facts, releases: list[Release | None], action: str
         f"under another DEPLOYTOOL_HOME, runs it; `{action}` would {_WOULD.get(action, 'take it over')}. "
         "Nothing was changed",
         hint="to work beside it, set DEPLOYTOOL_INSTANCE to a name of your own (your own containers, slots and "
-             "state on this engine) and publish on another port (--port, DEMO_PORT for `make demo`); if it is "
-             "yours, set DEPLOYTOOL_HOME to the state folder that started it; to take the slot over, run the "
-             "command again with --take-over")
+        "state on this engine) and publish on another port (--port, DEMO_PORT for `make demo`); if it is "
+        "yours, set DEPLOYTOOL_HOME to the state folder that started it; to take the slot over, run the "
+        "command again with --take-over",
+    )

@@ -27,10 +27,30 @@ from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
 from .ownership import refuse_taking_over
-from .steps import (Action, Build, CutOver, Plan, PrepareCache, Prune, Qualify, Start, Step, Stop, WaitHealthy,
-                    WriteRelease)
+from .steps import (
+    Action,
+    Build,
+    CutOver,
+    Plan,
+    PrepareCache,
+    Prune,
+    Qualify,
+    Start,
+    Step,
+    Stop,
+    WaitHealthy,
+    WriteRelease,
+)
 
-__all__ = ["DEFAULT_RETENTION", "NewRelease", "UpOptions", "new_release", "plan_prune", "plan_rollback", "plan_up"]
+__all__ = [
+    "DEFAULT_RETENTION",
+    "NewRelease",
+    "UpOptions",
+    "new_release",
+    "plan_prune",
+    "plan_rollback",
+    "plan_up",
+]
 
 
 @dataclass
@@ -53,7 +73,9 @@ class UpOptions:
     # False for what publishes no port (the CPU twin): the port is neither probed nor checked,
     # since whoever listens there takes nothing from it
     publishes: bool = True
-    drain_timeout: float | None = None  # the serving release's drain (None: its recorded health.drain_timeout)
+    drain_timeout: float | None = (
+        None  # the serving release's drain (None: its recorded health.drain_timeout)
+    )
     take_over: bool = False  # stop a serving release started from another state folder (ownership.py)
 
 
@@ -61,15 +83,21 @@ def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store
     """--profile, else the profile of the release that serves (or last served) the slot."""
     if name is None:
         if fallback is None:
-            raise UsageError(f"slot {slot.name} has no release yet: say which profile with --profile NAME",
-                             hint="`deploytool profiles list` shows them")
+            raise UsageError(
+                f"slot {slot.name} has no release yet: say which profile with --profile NAME",
+                hint="`deploytool profiles list` shows them",
+            )
         name = fallback.profile
     profile = store.get(name)
     if profile.abstract:
-        raise UsageError(f"profile {name!r} is abstract (a base for others to extend); deploy one that extends it")
+        raise UsageError(
+            f"profile {name!r} is abstract (a base for others to extend); deploy one that extends it"
+        )
     if slot.is_cpu and not profile.is_simulator:
-        raise UsageError(f"profile {name!r} runs SGLang on GPUs; the CPU slot takes the reference runtime only",
-                         hint="use --gpu UUID for this profile, or --profile sim for the CPU slot")
+        raise UsageError(
+            f"profile {name!r} runs SGLang on GPUs; the CPU slot takes the reference runtime only",
+            hint="use --gpu UUID for this profile, or --profile sim for the CPU slot",
+        )
     return profile
 
 
@@ -94,7 +122,10 @@ def publish_port(options: UpOptions, fallback: Release | None, profile: Profile)
         return options.host_port, "--port"
     if fallback is not None and fallback.host_port:
         what = "serving" if fallback.running else "last cut over"
-        return fallback.host_port, f"kept from release {fallback.release}, the slot's {what} release (--port to move it)"
+        return (
+            fallback.host_port,
+            f"kept from release {fallback.release}, the slot's {what} release (--port to move it)",
+        )
     return profile.server.port, f"the profile's default (no release on slot {{slot}} yet)"
 
 
@@ -117,19 +148,25 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
         warnings.append(engine_note(facts.engine_absent))
     if isinstance(facts.inputs_error, weights.ModelMissing) and options.dry_run:
         error = facts.inputs_error
-        warnings.append(f"the weights are not here, so a real `up` refuses this plan: {error.message}"
-                        + (f" ({error.hint})" if error.hint else ""))
+        warnings.append(
+            f"the weights are not here, so a real `up` refuses this plan: {error.message}"
+            + (f" ({error.hint})" if error.hint else "")
+        )
     elif facts.inputs_error is not None:  # weights not there, a secret unreadable
         raise facts.inputs_error
     if facts.inputs is not None:
         warnings += facts.inputs.warnings
     if facts.model_folder_exists is False and options.dry_run:
-        warnings.append(f"model.host_path {profile.model.host_path} is not a folder on this host: a real `up` "
-                        "refuses until the weights are there")
+        warnings.append(
+            f"model.host_path {profile.model.host_path} is not a folder on this host: a real `up` "
+            "refuses until the weights are there"
+        )
     elif facts.model_folder_exists is False:
-        raise UsageError(f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
-                         "host, so the release could not load its weights",
-                         hint="download the model there, or point model.host_path at where it is")
+        raise UsageError(
+            f"profile {profile.name}: model.host_path {profile.model.host_path} is not a folder on this "
+            "host, so the release could not load its weights",
+            hint="download the model there, or point model.host_path at where it is",
+        )
     memory = memory_check(facts.memory, profile, skip=options.skip_memory_plan, slot=facts.slot.name)
     warnings += memory.warnings
     port = facts.port if options.publishes else None
@@ -138,8 +175,10 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
             raise DeployError(f"cannot publish on {port.bind}:{port.port}: {port.error}")
         serving = facts.serving
         if not (serving and port.holder_release == (facts.slot.name, serving.release)):
-            raise DeployError(f"port {port.port} on {port.bind} is already in use by {port.holder}",
-                              hint="free it, or publish this slot on another port with --port")
+            raise DeployError(
+                f"port {port.port} on {port.bind} is already in use by {port.holder}",
+                hint="free it, or publish this slot on another port with --port",
+            )
     if options.skip_qualify:
         warnings.append("--skip-qualify: this release takes traffic without acceptance suites")
     return Validated(warnings=warnings, memory=memory, not_on_cards=cpu_image)
@@ -151,9 +190,11 @@ def cpu_image_on_cards(slot: Slot, profile: Profile) -> str | None:
     document is checked, and `deploytool cpu-twin` starts its twin); a real `up` refuses it."""
     if slot.is_cpu or profile.image.recipe != "sglang" or profile.image.cuda is not None:
         return None
-    return (f"profile {profile.name} builds a CPU image (image.cuda: null): its SGLang has no CUDA torch or kernels "
-            f"and cannot serve on slot {slot.name}'s card, so a real `up` refuses it; "
-            f"`deploytool cpu-twin` starts this release's CPU twin")
+    return (
+        f"profile {profile.name} builds a CPU image (image.cuda: null): its SGLang has no CUDA torch or kernels "
+        f"and cannot serve on slot {slot.name}'s card, so a real `up` refuses it; "
+        f"`deploytool cpu-twin` starts this release's CPU twin"
+    )
 
 
 def check_cards(facts: Facts, profile: Profile) -> list[str]:
@@ -162,10 +203,12 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
     if not slot.is_cpu and not profile.is_simulator and len(slot.gpus) > wanted:
         # The slot reserves every card it names: a server that uses fewer would hold the
         # others idle, out of every other slot's reach.
-        raise UsageError(f"profile {profile.name} uses {wanted} GPU{'s' if wanted != 1 else ''}, slot {slot.name} "
-                         f"names {len(slot.gpus)}: the others would be reserved and left idle",
-                         hint=f"give {wanted} --gpu per slot; `deploytool slots --profile {profile.name}` groups this "
-                              "host's cards into the profile's slots")
+        raise UsageError(
+            f"profile {profile.name} uses {wanted} GPU{'s' if wanted != 1 else ''}, slot {slot.name} "
+            f"names {len(slot.gpus)}: the others would be reserved and left idle",
+            hint=f"give {wanted} --gpu per slot; `deploytool slots --profile {profile.name}` groups this "
+            "host's cards into the profile's slots",
+        )
     if slot.is_cpu or inventory is None:
         return []
     if inventory.error:
@@ -174,16 +217,22 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
     for uuid in slot.gpus:
         card = inventory.by_uuid(uuid)
         if card is None and uuid.startswith("MIG-") and not any(g.mig_devices for g in inventory.gpus):
-            warnings.append(f"{uuid} is a MIG device NVML did not list here: it is not checked against the profile")
+            warnings.append(
+                f"{uuid} is a MIG device NVML did not list here: it is not checked against the profile"
+            )
             continue
         if card is None:
             known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-            raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
+            raise UsageError(
+                f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}"
+            )
         cards.append(card)
     if cards:
         fit = classify(profile, cards)
         if fit.verdict == "incompatible":
-            raise UsageError(f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}")
+            raise UsageError(
+                f"profile {profile.name} cannot run on slot {slot.name}: {'; '.join(fit.reasons)}"
+            )
         if fit.verdict != "runnable":
             warnings.append(f"profile {profile.name} on slot {slot.name}: {'; '.join(fit.reasons)}")
         # Cards chosen by hand: how they are joined is said, not refused (`deploytool slots`
@@ -193,8 +242,9 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
     return warnings
 
 
-def resolve_qualify(profile: Profile, suites: list[str] | None,
-                    overrides: dict[str, dict] | None = None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def resolve_qualify(
+    profile: Profile, suites: list[str] | None, overrides: dict[str, dict] | None = None
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """The suites `up` would run and their validated settings (bad names and settings are
     refused here, before the serving release is stopped)."""
     from ..qualify.config import select_suites, suite_settings
@@ -225,50 +275,89 @@ class NewRelease:
 
     def build_step(self) -> Build:
         wheelhouse = self.options.wheelhouse
-        return Build(profile=self.profile.name, image=self.build.tag, needed=self.stale is not None,
-                     reason=self.stale or "an image with the same inputs is on the engine",
-                     wheelhouse=str(wheelhouse) if wheelhouse else None, spec=self.profile)
+        return Build(
+            profile=self.profile.name,
+            image=self.build.tag,
+            needed=self.stale is not None,
+            reason=self.stale or "an image with the same inputs is on the engine",
+            wheelhouse=str(wheelhouse) if wheelhouse else None,
+            spec=self.profile,
+        )
 
     def write_step(self) -> WriteRelease:
-        return WriteRelease(release=self.number, directory=str(release_path(self.facts.slot.name, self.number)))
+        return WriteRelease(
+            release=self.number, directory=str(release_path(self.facts.slot.name, self.number))
+        )
 
     def cache_step(self) -> PrepareCache:
         return _cache_step(self.facts, self.number, self.build.tag, planned=self.stale is None)
 
     def start_step(self) -> Start:
-        return Start(release=self.number, project=self.facts.slot.project(self.number), new=True,
-                     bind=self.options.bind, port=self.request.port, secrets=[s.name for s in self.secrets],
-                     sources=self.secrets)
+        return Start(
+            release=self.number,
+            project=self.facts.slot.project(self.number),
+            new=True,
+            bind=self.options.bind,
+            port=self.request.port,
+            secrets=[s.name for s in self.secrets],
+            sources=self.secrets,
+        )
 
     def wait_step(self) -> WaitHealthy:
         health = self.profile.health
-        return WaitHealthy(release=self.number, budget_s=health.budget_seconds(), path=health.path,
-                           rule=health.budget_rule())
+        return WaitHealthy(
+            release=self.number, budget_s=health.budget_seconds(), path=health.path, rule=health.budget_rule()
+        )
 
     def stop_step(self, reason: str) -> Stop:
         """The restore's first step: this release stopped if it still runs."""
-        return Stop(release=self.number, container=f"{self.facts.slot.project(self.number)}-server", reason=reason,
-                    only_if_running=True)
+        return Stop(
+            release=self.number,
+            container=f"{self.facts.slot.project(self.number)}-server",
+            reason=reason,
+            only_if_running=True,
+        )
 
     def plan(self, action: Action, *, steps: list[Step], restore: list[Step], fallback: int | None) -> Plan:
         """The plan that launches this release: what it shows and what its steps read."""
         facts, profile, options, request = self.facts, self.profile, self.options, self.request
         model, validated = request.model, self.validated
-        return Plan(action=action, slot=facts.slot.name, release=self.number,
-                    serving=facts.serving.release if facts.serving else None, fallback=fallback, steps=steps,
-                    restore=restore, url=published_url(options.bind, request.port), profile=profile.name,
-                    image=self.build.tag, port_source=self.port_source.format(slot=facts.slot.name),
-                    compose=render_compose(request), warnings=validated.warnings, skip_qualify=options.skip_qualify,
-                    checks=validated.checks, inputs=render_notes(request), model=model.record(),
-                    memory=({**validated.memory.summary, "skipped": validated.memory.skipped}
-                            if validated.memory.summary else None),
-                    not_on_cards=validated.not_on_cards,
-                    # the weights it serves and where its secrets come from (never values)
-                    record={"profile": profile.name, "image": self.build.tag,
-                            "health": profile.health.model_dump(mode="json"), "model": model.record(),
-                            "bind": options.bind, "watch": profile.watch.model_dump(mode="json"),
-                            **({"exposed_without_key": True} if request.exposed_without_key else {}),
-                            **secrets.record(profile, list(self.secrets))})
+        return Plan(
+            action=action,
+            slot=facts.slot.name,
+            release=self.number,
+            serving=facts.serving.release if facts.serving else None,
+            fallback=fallback,
+            steps=steps,
+            restore=restore,
+            url=published_url(options.bind, request.port),
+            profile=profile.name,
+            image=self.build.tag,
+            port_source=self.port_source.format(slot=facts.slot.name),
+            compose=render_compose(request),
+            warnings=validated.warnings,
+            skip_qualify=options.skip_qualify,
+            checks=validated.checks,
+            inputs=render_notes(request),
+            model=model.record(),
+            memory=(
+                {**validated.memory.summary, "skipped": validated.memory.skipped}
+                if validated.memory.summary
+                else None
+            ),
+            not_on_cards=validated.not_on_cards,
+            # the weights it serves and where its secrets come from (never values)
+            record={
+                "profile": profile.name,
+                "image": self.build.tag,
+                "health": profile.health.model_dump(mode="json"),
+                "model": model.record(),
+                "bind": options.bind,
+                "watch": profile.watch.model_dump(mode="json"),
+                **({"exposed_without_key": True} if request.exposed_without_key else {}),
+                **secrets.record(profile, list(self.secrets)),
+            },
+        )
 
 
 def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewRelease:
@@ -276,18 +365,40 @@ def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewReleas
     validated = validate_before_stopping(facts, profile, options)
     port, port_source = publish_port(options, facts.fallback, profile)
     gathered = facts.image
-    build = (gathered.build if gathered is not None and gathered.build is not None
-             and gathered.wheelhouse == options.wheelhouse else plan_build(profile, wheelhouse=options.wheelhouse))
+    build = (
+        gathered.build
+        if gathered is not None and gathered.build is not None and gathered.wheelhouse == options.wheelhouse
+        else plan_build(profile, wheelhouse=options.wheelhouse)
+    )
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
     planned_secrets = facts.inputs.secrets if facts.inputs else secrets.plan_secrets(profile)
-    request = RenderRequest(profile=profile, slot=facts.slot, release=number, image=build.tag,
-                            host_port=port, bind=options.bind, model=model, secrets=planned_secrets,
-                            runtime_notes=tuple(build.inputs.notes), expose_without_key=options.expose_without_key)
+    request = RenderRequest(
+        profile=profile,
+        slot=facts.slot,
+        release=number,
+        image=build.tag,
+        host_port=port,
+        bind=options.bind,
+        model=model,
+        secrets=planned_secrets,
+        runtime_notes=tuple(build.inputs.notes),
+        expose_without_key=options.expose_without_key,
+    )
     stale = stale_reason(build, gathered.labels if gathered else None, gathered.base_id if gathered else None)
-    return NewRelease(facts=facts, profile=profile, options=options, validated=validated, number=number, build=build,
-                      stale=stale, request=request, secrets=tuple(planned_secrets), port_source=port_source)
+    return NewRelease(
+        facts=facts,
+        profile=profile,
+        options=options,
+        validated=validated,
+        number=number,
+        build=build,
+        stale=stale,
+        request=request,
+        secrets=tuple(planned_secrets),
+        port_source=port_source,
+    )
 
 
 def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str = "up") -> Plan:
@@ -296,19 +407,37 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str =
     number, serving, fallback = new.number, facts.serving, facts.fallback
     steps: list[Step] = [new.build_step(), new.write_step()]
     if serving:
-        steps.append(Stop(release=serving.release, container=serving.container_name,
-                          reason=f"handing over to {number}; kept for rollback", url=serving.url,
-                          drain_s=drain_for(facts, serving.release, options.drain_timeout)))
+        steps.append(
+            Stop(
+                release=serving.release,
+                container=serving.container_name,
+                reason=f"handing over to {number}; kept for rollback",
+                url=serving.url,
+                drain_s=drain_for(facts, serving.release, options.drain_timeout),
+            )
+        )
     steps += [new.cache_step(), new.start_step(), new.wait_step()]
     if not options.skip_qualify:
         names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
-        steps.append(Qualify(release=number, suites=names, settings=settings, limit=options.qualify_limit,
-                             report_dir=str(release_path(facts.slot.name, number) / "qualify"),
-                             overrides=options.qualify_overrides, spec=profile))
+        steps.append(
+            Qualify(
+                release=number,
+                suites=names,
+                settings=settings,
+                limit=options.qualify_limit,
+                report_dir=str(release_path(facts.slot.name, number) / "qualify"),
+                overrides=options.qualify_overrides,
+                spec=profile,
+            )
+        )
     previous = fallback.release if fallback else facts.pointers.previous
     steps.append(CutOver(release=number, previous=previous, next_release=number + 1))
-    steps.append(Prune(releases=prunable(facts, current=number, previous=previous, retention=options.retention),
-                       retention=options.retention))
+    steps.append(
+        Prune(
+            releases=prunable(facts, current=number, previous=previous, retention=options.retention),
+            retention=options.retention,
+        )
+    )
     restore: list[Step] = [new.stop_step("failed, kept for inspection")]
     if fallback:
         restore += bring_back(facts, fallback)
@@ -321,10 +450,13 @@ def _cache_step(facts: Facts, release: int, image: str, *, planned: bool) -> Pre
     volume = facts.slot.cache_volume()
     known = facts.cache
     if not planned or known is None or known.expected is None:
-        return PrepareCache(release, image, volume, "after-build",
-                            "decided from the new image's toolchain once it is built")
+        return PrepareCache(
+            release, image, volume, "after-build", "decided from the new image's toolchain once it is built"
+        )
     if known.state is None:
-        return PrepareCache(release, image, volume, "unknown", "the volume could not be read; decided when applied")
+        return PrepareCache(
+            release, image, volume, "unknown", "the volume could not be read; decided when applied"
+        )
     decision = decide(known.state, known.expected)
     return PrepareCache(release, image, volume, decision.action, decision.reason)
 
@@ -334,11 +466,22 @@ def bring_back(facts: Facts, release: Release) -> list[Step]:
     cache, which another release may have stamped with another toolchain."""
     health = facts.health.get(release.release)
     budget = health.budget_seconds() if health else 0
-    return [PrepareCache(release.release, release.image, facts.slot.cache_volume(), "unknown",
-                         "checked against this release's toolchain when applied"),
-            Start(release=release.release, project=facts.slot.project(release.release), new=False),
-            WaitHealthy(release=release.release, budget_s=budget, path=health.path if health else "/health",
-                        rule=health.budget_rule() if health else "")]
+    return [
+        PrepareCache(
+            release.release,
+            release.image,
+            facts.slot.cache_volume(),
+            "unknown",
+            "checked against this release's toolchain when applied",
+        ),
+        Start(release=release.release, project=facts.slot.project(release.release), new=False),
+        WaitHealthy(
+            release=release.release,
+            budget_s=budget,
+            path=health.path if health else "/health",
+            rule=health.budget_rule() if health else "",
+        ),
+    ]
 
 
 def prunable(facts: Facts, *, current: int | None, previous: int | None, retention: int) -> list[int]:
@@ -346,8 +489,11 @@ def prunable(facts: Facts, *, current: int | None, previous: int | None, retenti
     never the current release or the rollback target."""
     protected = {current, previous}
     serving = facts.serving
-    stopped = [r for r in facts.releases
-               if (not r.running or (serving and r.release == serving.release)) and r.release not in protected]
+    stopped = [
+        r
+        for r in facts.releases
+        if (not r.running or (serving and r.release == serving.release)) and r.release not in protected
+    ]
     keep = max(retention - (1 if previous is not None else 0), 0)
     return sorted(r.release for r in sorted(stopped, key=lambda r: r.release, reverse=True)[keep:])
 
@@ -357,10 +503,19 @@ def plan_prune(facts: Facts, retention: int = DEFAULT_RETENTION) -> Plan:
         raise UsageError(f"--retention {retention}: keep at least 1 stopped release")
     serving = facts.serving
     current = serving.release if serving else facts.pointers.current
-    doomed = [n for n in prunable(facts, current=current, previous=facts.pointers.previous, retention=retention)
-              if not (serving and n == serving.release)]
-    return Plan(action="prune", slot=facts.slot.name, release=None, serving=current, fallback=None,
-                steps=[Prune(releases=doomed, retention=retention)])
+    doomed = [
+        n
+        for n in prunable(facts, current=current, previous=facts.pointers.previous, retention=retention)
+        if not (serving and n == serving.release)
+    ]
+    return Plan(
+        action="prune",
+        slot=facts.slot.name,
+        release=None,
+        serving=current,
+        fallback=None,
+        steps=[Prune(releases=doomed, retention=retention)],
+    )
 
 
 def drain_for(facts: Facts, release: int, override: float | None) -> float:
@@ -381,25 +536,55 @@ def plan_rollback(facts: Facts, drain_timeout: float | None = None, *, take_over
     target_number = facts.pointers.previous
     target = facts.by_number(target_number)
     if target is None:
-        why = "it has no previous release" if target_number is None else \
-            f"its previous release {target_number} no longer exists on the engine"
+        why = (
+            "it has no previous release"
+            if target_number is None
+            else f"its previous release {target_number} no longer exists on the engine"
+        )
         raise DeployError(f"cannot roll back slot {slot.name}: {why}")
     if current is not None and current.release == target.release:
         raise DeployError(f"release {target.release} is already serving on slot {slot.name}")
     stopped = current.release if current else facts.pointers.current or target.release
     steps: list[Step] = []
     if current is not None:
-        steps.append(Stop(release=current.release, container=current.container_name, reason="rolling back",
-                          url=current.url, drain_s=drain_for(facts, current.release, drain_timeout)))
+        steps.append(
+            Stop(
+                release=current.release,
+                container=current.container_name,
+                reason="rolling back",
+                url=current.url,
+                drain_s=drain_for(facts, current.release, drain_timeout),
+            )
+        )
     steps += bring_back(facts, target)
-    steps.append(CutOver(release=target.release, previous=stopped, next_release=facts.pointers.next_release,
-                         event="rollback"))
-    restore: list[Step] = [Stop(release=target.release, container=target.container_name,
-                                reason="failed to come back", only_if_running=True)]
+    steps.append(
+        CutOver(
+            release=target.release,
+            previous=stopped,
+            next_release=facts.pointers.next_release,
+            event="rollback",
+        )
+    )
+    restore: list[Step] = [
+        Stop(
+            release=target.release,
+            container=target.container_name,
+            reason="failed to come back",
+            only_if_running=True,
+        )
+    ]
     if current is not None:
         restore += bring_back(facts, current)
-    return Plan(action="rollback", slot=slot.name, release=target.release,
-                serving=current.release if current else None, fallback=current.release if current else None,
-                steps=steps, restore=restore, url=target.url, profile=target.profile, image=target.image,
-                port_source=f"release {target.release}'s own")
-
+    return Plan(
+        action="rollback",
+        slot=slot.name,
+        release=target.release,
+        serving=current.release if current else None,
+        fallback=current.release if current else None,
+        steps=steps,
+        restore=restore,
+        url=target.url,
+        profile=target.profile,
+        image=target.image,
+        port_source=f"release {target.release}'s own",
+    )

@@ -12,12 +12,30 @@ from ..release.compose import RenderRequest, render_text
 from ..release.slots import Slot
 
 
-def render_compose(profile_name: str, slot: Slot, *, release: int = 1, image: str | None = None,
-                   host_port: int | None = None, bind: str = "127.0.0.1", expose_without_key: bool = False,
-                   profiles_dirs: list[Path] | None = None, wheelhouse: Path | None = None) -> str:
+def render_compose(
+    profile_name: str,
+    slot: Slot,
+    *,
+    release: int = 1,
+    image: str | None = None,
+    host_port: int | None = None,
+    bind: str = "127.0.0.1",
+    expose_without_key: bool = False,
+    profiles_dirs: list[Path] | None = None,
+    wheelhouse: Path | None = None,
+) -> str:
     """The compose document's text; `image` defaults to the tag `build` would give."""
     profile = ProfileStore(profiles_dirs).get(profile_name)
     reference = image or plan_build(profile, wheelhouse=wheelhouse).tag
-    return render_text(RenderRequest(profile=profile, slot=slot, release=release, image=reference,
-                                     host_port=host_port, bind=bind, runtime_notes=tuple(runtime_notes(profile)),
-                                     expose_without_key=expose_without_key))
+    return render_text(
+        RenderRequest(
+            profile=profile,
+            slot=slot,
+            release=release,
+            image=reference,
+            host_port=host_port,
+            bind=bind,
+            runtime_notes=tuple(runtime_notes(profile)),
+            expose_without_key=expose_without_key,
+        )
+    )

@@ -58,11 +58,18 @@ class RolloutResult:
     error: str | None = None
 
     def lines(self) -> list[str]:
-        out = [f"rollout {self.id}: {self.profile} " + ("done" if self.ok else "stopped") + f" ({self.seconds} s)"]
+        out = [
+            f"rollout {self.id}: {self.profile} "
+            + ("done" if self.ok else "stopped")
+            + f" ({self.seconds} s)"
+        ]
         for s in self.slots:
             was = f" (was {s.previous})" if s.previous is not None and s.previous != s.release else ""
-            out.append(f"  slot {s.slot}: release {s.release or 'none'}{was} {s.state}"
-                       + (f" at {s.url}" if s.url else "") + (f": {s.message}" if s.message else ""))
+            out.append(
+                f"  slot {s.slot}: release {s.release or 'none'}{was} {s.state}"
+                + (f" at {s.url}" if s.url else "")
+                + (f": {s.message}" if s.message else "")
+            )
         reports = [f"slot {s.slot}: {s.report}" for s in self.slots if s.report]
         if reports:  # last: what a person opens next
             out.append("cutover report" + ("s" if len(reports) > 1 else "") + ": " + "; ".join(reports))
@@ -110,13 +117,20 @@ def _slot_facts(engine: Engine, slot: Slot, store: ProfileStore, name: str) -> t
     known = gather_slot(engine, slot)
     fallback = known.fallback
     profile = choose_profile(slot, name, fallback, store)
-    facts = gather_facts(engine, slot, profile, host_port=fallback.host_port if fallback else None,
-                         bind=fallback.host_ip if fallback else "127.0.0.1", known=known)
+    facts = gather_facts(
+        engine,
+        slot,
+        profile,
+        host_port=fallback.host_port if fallback else None,
+        bind=fallback.host_ip if fallback else "127.0.0.1",
+        known=known,
+    )
     return facts, profile
 
 
-def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str | None = None,
-                     done: list[str] | None = None) -> tuple[RolloutPlan, Profile]:
+def plan_for_rollout(
+    options: RolloutOptions, *, engine: Engine, rollout_id: str | None = None, done: list[str] | None = None
+) -> tuple[RolloutPlan, Profile]:
     """Every slot's facts and plan, and the compose plugin's check of each rendered document:
     all refusals happen here, before any slot is touched. `--dry-run` prints this."""
     engine.compose_version()
@@ -128,20 +142,29 @@ def plan_for_rollout(options: RolloutOptions, *, engine: Engine, rollout_id: str
         for facts, _ in gathered:
             facts.port = None
     profile = gathered[0][1] if gathered else store.get(options.profile_name)
-    plan = plan_rollout([f for f, _ in gathered], profile, options, rollout_id=rollout_id or new_rollout_id(),
-                        done=done)
+    plan = plan_rollout(
+        [f for f, _ in gathered], profile, options, rollout_id=rollout_id or new_rollout_id(), done=done
+    )
     by_name = {s.name: s for s in options.slots}
     for p in plan.slots:
         assert p.compose is not None and p.release is not None and p.profile is not None
-        engine.compose_config(document_text(p.compose, profile=p.profile, slot=p.slot, release=p.release),
-                              project=by_name[p.slot].project(p.release))
+        engine.compose_config(
+            document_text(p.compose, profile=p.profile, slot=p.slot, release=p.release),
+            project=by_name[p.slot].project(p.release),
+        )
     plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
     return plan, profile
 
 
-def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine: Engine | None = None,
-            hooks_dir: Path | None = None, rollout_id: str | None = None,
-            done: list[str] | None = None) -> RolloutResult:
+def rollout(
+    options: RolloutOptions,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks_dir: Path | None = None,
+    rollout_id: str | None = None,
+    done: list[str] | None = None,
+) -> RolloutResult:
     refuse_on_described_host([s.name for s in options.slots if not s.is_cpu], "rollout")
     engine, reporter = engine or Engine(), reporter or Reporter()
     started = time.monotonic()
@@ -150,13 +173,25 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
     by_name = {s.name: s for s in options.slots}
     result = RolloutResult(id=plan.id, profile=profile.name, image=plan.image, ok=False)
     outcomes = {s.name: _untouched(engine, s) for s in options.slots}
-    run = _Rollout(plan=plan, profile=profile, options=options, engine=engine, reporter=reporter, hooks=hooks,
-                   outcomes=outcomes)
+    run = _Rollout(
+        plan=plan,
+        profile=profile,
+        options=options,
+        engine=engine,
+        reporter=reporter,
+        hooks=hooks,
+        outcomes=outcomes,
+    )
     for name in plan.done:
         outcomes[name].state = "upgraded"
     upgraded: list[str] = list(plan.done)
-    journal("rollout.resume" if done is not None else "rollout.start", rollout=plan.id,
-            options=options.to_json(), image=plan.image, done=plan.done)
+    journal(
+        "rollout.resume" if done is not None else "rollout.start",
+        rollout=plan.id,
+        options=options.to_json(),
+        image=plan.image,
+        done=plan.done,
+    )
     for warning in plan.warnings:
         reporter.warn(warning)
     try:
@@ -170,19 +205,29 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
     except (Exception, KeyboardInterrupt) as exc:
         failure = as_failure(exc)
         interrupted = isinstance(failure, Interrupted)
-        journal("rollout.interrupted" if interrupted else "rollout.failed", rollout=plan.id,
-                upgraded=upgraded, reason=failure.message.splitlines()[0])
+        journal(
+            "rollout.interrupted" if interrupted else "rollout.failed",
+            rollout=plan.id,
+            upgraded=upgraded,
+            reason=failure.message.splitlines()[0],
+        )
         if options.undo_on_failure and upgraded and not interrupted:
             reporter.step(f"--undo-on-failure: rolling back {', '.join(upgraded)}")
             _undo(plan.id, [by_name[n] for n in upgraded], engine, reporter, hooks, outcomes)
         result.slots = [outcomes[s.name] for s in options.slots]
         result.seconds = round(time.monotonic() - started, 1)
         kind = Interrupted if interrupted else DeployError
-        next_step = ("continue with `deploytool rollout --resume`, or undo it with `deploytool rollout --undo`"
-                     if not options.undo_on_failure or interrupted else None)
+        next_step = (
+            "continue with `deploytool rollout --resume`, or undo it with `deploytool rollout --undo`"
+            if not options.undo_on_failure or interrupted
+            else None
+        )
         result.error = failure.message.splitlines()[0]
-        raise kind("\n".join([failure.message.splitlines()[0], *result.lines()[1:]]),
-                   hint=next_step or failure.hint, details=result) from None
+        raise kind(
+            "\n".join([failure.message.splitlines()[0], *result.lines()[1:]]),
+            hint=next_step or failure.hint,
+            details=result,
+        ) from None
     journal("rollout.done", rollout=plan.id, slots={n: outcomes[n].release for n in outcomes})
     result.ok, result.slots = True, [outcomes[s.name] for s in options.slots]
     result.seconds = round(time.monotonic() - started, 1)
@@ -192,12 +237,18 @@ def rollout(options: RolloutOptions, *, reporter: Reporter | None = None, engine
 def _untouched(engine: Engine, slot: Slot) -> SlotOutcome:
     facts = gather_slot(engine, slot)
     serving = facts.serving
-    return SlotOutcome(slot=slot.name, state="untouched", release=serving.release if serving else None,
-                       previous=serving.release if serving else None, url=serving.url if serving else None)
+    return SlotOutcome(
+        slot=slot.name,
+        state="untouched",
+        release=serving.release if serving else None,
+        previous=serving.release if serving else None,
+        url=serving.url if serving else None,
+    )
 
 
 def _run_wave(run: _Rollout, wave: list[str]) -> list[DeploytoolError]:
     """The wave's slots together (one at a time with --max-unavailable 1); the failures."""
+
     def one(name: str) -> DeploytoolError | None:
         try:
             _upgrade(run, name)
@@ -221,10 +272,18 @@ def _upgrade(run: _Rollout, name: str) -> None:
     with slot_lock(slot.name, f"rollout {rollout_id}"):
         facts = _settle(slot, profile, engine, reporter)
         plan = slot_plan(facts, profile, run.options, canary=canary)
-        reporter.step(f"{'canary' if canary else 'slot'} {slot.name}: release {plan.serving or 'none'} -> "
-                      f"{plan.release}")
-        journal("rollout.slot.start", rollout=rollout_id, slot=slot.name, release=plan.release,
-                previous=plan.fallback, canary=canary)
+        reporter.step(
+            f"{'canary' if canary else 'slot'} {slot.name}: release {plan.serving or 'none'} -> "
+            f"{plan.release}"
+        )
+        journal(
+            "rollout.slot.start",
+            rollout=rollout_id,
+            slot=slot.name,
+            release=plan.release,
+            previous=plan.fallback,
+            canary=canary,
+        )
         html = release_path(slot.name, plan.release) / "qualify" / "report.html"
         try:
             done = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
@@ -234,14 +293,25 @@ def _upgrade(run: _Rollout, name: str) -> None:
             outcome.release, outcome.url = (after.release, after.url) if after else (None, None)
             outcome.state = "restored" if after is not None else "failed"
             outcome.message = exc.message.splitlines()[0]
-            journal("rollout.slot.failed", rollout=rollout_id, slot=slot.name, release=plan.release,
-                    serving=outcome.release, reason=outcome.message)
+            journal(
+                "rollout.slot.failed",
+                rollout=rollout_id,
+                slot=slot.name,
+                release=plan.release,
+                serving=outcome.release,
+                reason=outcome.message,
+            )
             raise
         assert done.serving is not None
         outcome.state, outcome.release, outcome.url = "upgraded", plan.release, done.serving.url
         outcome.report = str(html) if html.exists() else None
-        journal("rollout.slot.done", rollout=rollout_id, slot=slot.name, release=plan.release,
-                previous=plan.fallback)
+        journal(
+            "rollout.slot.done",
+            rollout=rollout_id,
+            slot=slot.name,
+            release=plan.release,
+            previous=plan.fallback,
+        )
 
 
 def _settle(slot: Slot, profile: Profile, engine: Engine, reporter: Reporter) -> Facts:
@@ -253,40 +323,92 @@ def _settle(slot: Slot, profile: Profile, engine: Engine, reporter: Reporter) ->
     serving = facts.serving
     if current is None or (serving is not None and serving.release == current.release):
         anchor = serving or current
-        return gather_facts(engine, slot, profile, host_port=anchor.host_port if anchor else None,
-                            bind=anchor.host_ip if anchor else "127.0.0.1")
-    steps = ([Stop(release=serving.release, container=serving.container_name, reason="never cut over",
-                   only_if_running=True)] if serving else []) + bring_back(facts, current)
-    reporter.step(f"release {current.release} is the slot's current release but "
-                  f"{'release ' + str(serving.release) if serving else 'nothing'} serves: bringing it back")
-    journal("rollout.settle", slot=slot.name, release=current.release, stopped=serving.release if serving else None)
-    execute(Plan(action="up", slot=slot.name, release=current.release, serving=None, fallback=None,
-                 steps=steps, url=current.url, profile=current.profile), slot=slot, engine=engine, reporter=reporter)
+        return gather_facts(
+            engine,
+            slot,
+            profile,
+            host_port=anchor.host_port if anchor else None,
+            bind=anchor.host_ip if anchor else "127.0.0.1",
+        )
+    steps = (
+        [
+            Stop(
+                release=serving.release,
+                container=serving.container_name,
+                reason="never cut over",
+                only_if_running=True,
+            )
+        ]
+        if serving
+        else []
+    ) + bring_back(facts, current)
+    reporter.step(
+        f"release {current.release} is the slot's current release but "
+        f"{'release ' + str(serving.release) if serving else 'nothing'} serves: bringing it back"
+    )
+    journal(
+        "rollout.settle",
+        slot=slot.name,
+        release=current.release,
+        stopped=serving.release if serving else None,
+    )
+    execute(
+        Plan(
+            action="up",
+            slot=slot.name,
+            release=current.release,
+            serving=None,
+            fallback=None,
+            steps=steps,
+            url=current.url,
+            profile=current.profile,
+        ),
+        slot=slot,
+        engine=engine,
+        reporter=reporter,
+    )
     return gather_facts(engine, slot, profile, host_port=current.host_port, bind=current.host_ip)
 
 
-def _undo(rollout_id: str, slots: list[Slot], engine: Engine, reporter: Reporter, hooks: Hooks,
-          outcomes: dict[str, SlotOutcome] | None = None) -> list[str]:
+def _undo(
+    rollout_id: str,
+    slots: list[Slot],
+    engine: Engine,
+    reporter: Reporter,
+    hooks: Hooks,
+    outcomes: dict[str, SlotOutcome] | None = None,
+) -> list[str]:
     """Roll back, last first and one at a time, the slots this rollout upgraded and that
     still serve its release; returns the problems (a slot someone else changed is left)."""
-    made = {e["slot"]: e["release"] for e in read_journal()
-            if e.get("rollout") == rollout_id and e["event"] == "rollout.slot.done"}
+    made = {
+        e["slot"]: e["release"]
+        for e in read_journal()
+        if e.get("rollout") == rollout_id and e["event"] == "rollout.slot.done"
+    }
     problems = []
     for slot in reversed(slots):
         pointers = read_pointers(slot.name)
         if made.get(slot.name) is None or pointers.current != made[slot.name]:
-            problems.append(f"slot {slot.name}: serves release {pointers.current}, not this rollout's; left alone")
+            problems.append(
+                f"slot {slot.name}: serves release {pointers.current}, not this rollout's; left alone"
+            )
             continue
         try:
             with slot_lock(slot.name, f"rollout {rollout_id} undo"):
                 plan = plan_rollback(gather_slot(engine, slot))
-                done = execute(plan, slot=slot, engine=engine, reporter=_SlotReporter(reporter, slot.name),
-                               hooks=hooks)
+                done = execute(
+                    plan, slot=slot, engine=engine, reporter=_SlotReporter(reporter, slot.name), hooks=hooks
+                )
         except DeploytoolError as exc:
             problems.append(f"slot {slot.name}: {exc.message.splitlines()[0]}")
             continue
-        journal("rollout.slot.undone", rollout=rollout_id, slot=slot.name, release=plan.release,
-                stopped=made[slot.name])
+        journal(
+            "rollout.slot.undone",
+            rollout=rollout_id,
+            slot=slot.name,
+            release=plan.release,
+            stopped=made[slot.name],
+        )
         if outcomes is not None and done.serving is not None:
             outcomes[slot.name].state, outcomes[slot.name].release = "rolled-back", plan.release
             outcomes[slot.name].url = done.serving.url
@@ -311,11 +433,17 @@ def last_rollout() -> JournaledRollout:
     mine = [e for e in entries if e["rollout"] == rid]
     raw = starts[-1]["options"]
     options = RolloutOptions(
-        profile_name=raw["profile"], slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
-        max_unavailable=raw["max_unavailable"], canary_qualify=raw["canary_qualify"],
-        undo_on_failure=raw["undo_on_failure"], qualify_limit=raw["qualify_limit"], retention=raw["retention"],
-        drain_timeout=raw.get("drain_timeout"), take_over=bool(raw.get("take_over")),
-        profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None)
+        profile_name=raw["profile"],
+        slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
+        max_unavailable=raw["max_unavailable"],
+        canary_qualify=raw["canary_qualify"],
+        undo_on_failure=raw["undo_on_failure"],
+        qualify_limit=raw["qualify_limit"],
+        retention=raw["retention"],
+        drain_timeout=raw.get("drain_timeout"),
+        take_over=bool(raw.get("take_over")),
+        profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None,
+    )
     made: dict[str, int] = {}
     for e in mine:
         if e["event"] == "rollout.slot.done":
@@ -327,17 +455,25 @@ def last_rollout() -> JournaledRollout:
     return JournaledRollout(id=rid, options=options, done=done, finished=ends[-1] if ends else None)
 
 
-def resume(*, reporter: Reporter | None = None, engine: Engine | None = None,
-           hooks_dir: Path | None = None) -> RolloutResult:
+def resume(
+    *, reporter: Reporter | None = None, engine: Engine | None = None, hooks_dir: Path | None = None
+) -> RolloutResult:
     last = last_rollout()
     if last.finished:
         raise UsageError(f"the last rollout ({last.id}) has nothing to resume: {last.finished}")
-    return rollout(last.options, reporter=reporter, engine=engine, hooks_dir=hooks_dir, rollout_id=last.id,
-                   done=last.done)
+    return rollout(
+        last.options,
+        reporter=reporter,
+        engine=engine,
+        hooks_dir=hooks_dir,
+        rollout_id=last.id,
+        done=last.done,
+    )
 
 
-def undo(*, reporter: Reporter | None = None, engine: Engine | None = None,
-         hooks_dir: Path | None = None) -> dict[str, Any]:
+def undo(
+    *, reporter: Reporter | None = None, engine: Engine | None = None, hooks_dir: Path | None = None
+) -> dict[str, Any]:
     last = last_rollout()
     if last.finished == "rollout.undone":
         raise UsageError(f"the last rollout ({last.id}) is already undone")
@@ -355,8 +491,11 @@ def undo_plan() -> dict[str, Any]:
     nothing: each slot the last rollout upgraded, last first, rolled back from the rollout's
     release to its rollback target, or left alone (and why)."""
     last = last_rollout()
-    made = {e["slot"]: e["release"] for e in read_journal()
-            if e.get("rollout") == last.id and e["event"] == "rollout.slot.done"}
+    made = {
+        e["slot"]: e["release"]
+        for e in read_journal()
+        if e.get("rollout") == last.id and e["event"] == "rollout.slot.done"
+    }
     steps = []
     for slot in reversed(last.options.slots):
         pointers = read_pointers(slot.name)
@@ -365,11 +504,25 @@ def undo_plan() -> dict[str, Any]:
             why = "already undone" if last.finished == "rollout.undone" else "not upgraded by this rollout"
             steps.append({"slot": slot.name, "action": "none", "from": None, "to": None, "why": why})
         elif pointers.current != ours:
-            steps.append({"slot": slot.name, "action": "left alone", "from": None, "to": None,
-                          "why": f"serves release {pointers.current}, not this rollout's {ours}"})
+            steps.append(
+                {
+                    "slot": slot.name,
+                    "action": "left alone",
+                    "from": None,
+                    "to": None,
+                    "why": f"serves release {pointers.current}, not this rollout's {ours}",
+                }
+            )
         else:
-            steps.append({"slot": slot.name, "action": "roll back", "from": ours, "to": pointers.previous,
-                          "why": None if pointers.previous else "no rollback target: the rollback would refuse"})
+            steps.append(
+                {
+                    "slot": slot.name,
+                    "action": "roll back",
+                    "from": ours,
+                    "to": pointers.previous,
+                    "why": None if pointers.previous else "no rollback target: the rollback would refuse",
+                }
+            )
     return {"id": last.id, "profile": last.options.profile_name, "finished": last.finished, "slots": steps}
 
 
@@ -377,9 +530,10 @@ def undo_lines(plan: dict[str, Any]) -> list[str]:
     out = [f"rollout {plan['id']} ({plan['profile']}) --undo would, last slot first:"]
     for s in plan["slots"]:
         if s["action"] == "roll back":
-            out.append(f"  slot {s['slot']}: roll back from release {s['from']} to release {s['to']}"
-                       + (f" ({s['why']})" if s["why"] else ""))
+            out.append(
+                f"  slot {s['slot']}: roll back from release {s['from']} to release {s['to']}"
+                + (f" ({s['why']})" if s["why"] else "")
+            )
         else:
             out.append(f"  slot {s['slot']}: {s['action']}: {s['why']}")
     return out
-

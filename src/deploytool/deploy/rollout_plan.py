@@ -37,16 +37,27 @@ class RolloutOptions:
     retention: int = DEFAULT_RETENTION
     profiles_dirs: list[Path] | None = None
     dry_run: bool = False  # each slot's plan as `up --dry-run` makes it (weights not yet here: warned)
-    drain_timeout: float | None = None  # each slot's stop waits this long for its requests (None: its record's)
-    take_over: bool = False  # a slot whose release another state folder started is upgraded too (ownership.py)
+    drain_timeout: float | None = (
+        None  # each slot's stop waits this long for its requests (None: its record's)
+    )
+    take_over: bool = (
+        False  # a slot whose release another state folder started is upgraded too (ownership.py)
+    )
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps, so that --resume can run the same rollout again."""
-        return {"profile": self.profile_name, "slots": [{"name": s.name, "gpus": list(s.gpus)} for s in self.slots],
-                "max_unavailable": self.max_unavailable, "canary_qualify": self.canary_qualify,
-                "undo_on_failure": self.undo_on_failure, "qualify_limit": self.qualify_limit,
-                "retention": self.retention, "profiles_dirs": [str(p) for p in self.profiles_dirs or []],
-                "drain_timeout": self.drain_timeout, "take_over": self.take_over}
+        return {
+            "profile": self.profile_name,
+            "slots": [{"name": s.name, "gpus": list(s.gpus)} for s in self.slots],
+            "max_unavailable": self.max_unavailable,
+            "canary_qualify": self.canary_qualify,
+            "undo_on_failure": self.undo_on_failure,
+            "qualify_limit": self.qualify_limit,
+            "retention": self.retention,
+            "profiles_dirs": [str(p) for p in self.profiles_dirs or []],
+            "drain_timeout": self.drain_timeout,
+            "take_over": self.take_over,
+        }
 
 
 @dataclass
@@ -64,15 +75,26 @@ class RolloutPlan:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "profile": self.profile, "image": self.image, "build": self.build.describe(),
-                "waves": self.waves, "canary": self.canary, "max_unavailable": self.max_unavailable,
-                "undo_on_failure": self.undo_on_failure, "done": self.done, "warnings": self.warnings,
-                "slots": [p.to_json() for p in self.slots]}
+        return {
+            "id": self.id,
+            "profile": self.profile,
+            "image": self.image,
+            "build": self.build.describe(),
+            "waves": self.waves,
+            "canary": self.canary,
+            "max_unavailable": self.max_unavailable,
+            "undo_on_failure": self.undo_on_failure,
+            "done": self.done,
+            "warnings": self.warnings,
+            "slots": [p.to_json() for p in self.slots],
+        }
 
     def lines(self) -> list[str]:
-        out = [f"rollout {self.id}: {self.profile} ({self.image}) on {len(self.waves)} wave(s) of at most "
-               f"{self.max_unavailable} slot(s) out of service at a time; canary: {self.canary}",
-               f"  0. {self.build.describe()} (once, for every slot)"]
+        out = [
+            f"rollout {self.id}: {self.profile} ({self.image}) on {len(self.waves)} wave(s) of at most "
+            f"{self.max_unavailable} slot(s) out of service at a time; canary: {self.canary}",
+            f"  0. {self.build.describe()} (once, for every slot)",
+        ]
         out += [f"  warning: {w}" for w in self.warnings]
         if self.done:
             out.append(f"  already upgraded by this rollout: {', '.join(self.done)}")
@@ -80,9 +102,14 @@ class RolloutPlan:
             out.append(f"  wave {number}: {', '.join(wave)}")
         for plan in self.slots:
             out += ["    " + line for line in plan.lines()]
-        after = "roll back the slots this rollout upgraded" if self.undo_on_failure else \
-            "leave the upgraded slots on the new release"
-        out.append(f"  on a failure: restore the failing slot, stop, and {after}; slots not reached are untouched")
+        after = (
+            "roll back the slots this rollout upgraded"
+            if self.undo_on_failure
+            else "leave the upgraded slots on the new release"
+        )
+        out.append(
+            f"  on a failure: restore the failing slot, stop, and {after}; slots not reached are untouched"
+        )
         return out
 
 
@@ -91,7 +118,7 @@ def waves(slots: list[str], max_unavailable: int) -> list[list[str]]:
     if not slots:
         return []
     rest = slots[1:]
-    return [[slots[0]]] + [rest[i:i + max_unavailable] for i in range(0, len(rest), max_unavailable)]
+    return [[slots[0]]] + [rest[i : i + max_unavailable] for i in range(0, len(rest), max_unavailable)]
 
 
 def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, canary: bool) -> UpOptions:
@@ -99,54 +126,85 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
     fallback = facts.fallback
     quick = not canary or options.canary_qualify == "quick"
     suites = list(profile.rollout.qualify) if quick else None  # None: the profile's full set
-    overrides = {"performance": {"quick": True}} if quick and profile.rollout.quick_performance \
-        and "performance" in (suites or []) else None
-    return UpOptions(profile_name=profile.name, host_port=fallback.host_port if fallback else None,
-                     bind=fallback.host_ip if fallback else "127.0.0.1", qualify_suites=suites,
-                     # the slot's release was exposed on purpose: the rollout keeps that decision
-                     expose_without_key=bool(fallback and fallback.exposed_without_key),
-                     qualify_overrides=overrides, qualify_limit=options.qualify_limit,
-                     retention=options.retention, profiles_dirs=options.profiles_dirs, dry_run=options.dry_run,
-                     drain_timeout=options.drain_timeout, take_over=options.take_over)
+    overrides = (
+        {"performance": {"quick": True}}
+        if quick and profile.rollout.quick_performance and "performance" in (suites or [])
+        else None
+    )
+    return UpOptions(
+        profile_name=profile.name,
+        host_port=fallback.host_port if fallback else None,
+        bind=fallback.host_ip if fallback else "127.0.0.1",
+        qualify_suites=suites,
+        # the slot's release was exposed on purpose: the rollout keeps that decision
+        expose_without_key=bool(fallback and fallback.exposed_without_key),
+        qualify_overrides=overrides,
+        qualify_limit=options.qualify_limit,
+        retention=options.retention,
+        profiles_dirs=options.profiles_dirs,
+        dry_run=options.dry_run,
+        drain_timeout=options.drain_timeout,
+        take_over=options.take_over,
+    )
 
 
-def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, *, rollout_id: str,
-                 done: list[str] | None = None) -> RolloutPlan:
+def plan_rollout(
+    facts: list[Facts],
+    profile: Profile,
+    options: RolloutOptions,
+    *,
+    rollout_id: str,
+    done: list[str] | None = None,
+) -> RolloutPlan:
     done = list(done or [])
     names = [f.slot.name for f in facts]
     if not names:
-        raise UsageError("say which slots: --gpu UUID (once per slot), --all-gpus, or --cpu-slot NAME (repeatable)")
+        raise UsageError(
+            "say which slots: --gpu UUID (once per slot), --all-gpus, or --cpu-slot NAME (repeatable)"
+        )
     if len(set(names)) != len(names):
         raise UsageError(f"a slot is named twice: {', '.join(names)}")
     holder: dict[str, str] = {}
     for f in facts:  # a card serves one copy of the model: two slots on it would fight over its memory
         for uuid in f.slot.gpus:
             if uuid in holder:
-                raise UsageError(f"slots {holder[uuid]} and {f.slot.name} share the card {uuid}",
-                                 hint="give each card to one slot (`deploytool slots --profile NAME` groups this "
-                                      "host's cards)")
+                raise UsageError(
+                    f"slots {holder[uuid]} and {f.slot.name} share the card {uuid}",
+                    hint="give each card to one slot (`deploytool slots --profile NAME` groups this "
+                    "host's cards)",
+                )
             holder[uuid] = f.slot.name
     if options.max_unavailable < 1:
-        raise UsageError(f"--max-unavailable {options.max_unavailable}: at least 1 slot is taken out at a time")
+        raise UsageError(
+            f"--max-unavailable {options.max_unavailable}: at least 1 slot is taken out at a time"
+        )
     if options.canary_qualify not in ("full", "quick"):
         raise UsageError(f"--canary-qualify {options.canary_qualify!r}: expected full or quick")
     warnings: list[str] = []
     if len(names) > 1 and options.max_unavailable >= len(names):
-        warnings.append(f"--max-unavailable {options.max_unavailable} takes every slot out of service at once")
+        warnings.append(
+            f"--max-unavailable {options.max_unavailable} takes every slot out of service at once"
+        )
     ports: dict[tuple[str, int], str] = {}
     for f in facts:
         fallback = f.fallback
         if fallback is None and len(facts) > 1 and f.engine_absent:
-            warnings.append(f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
-                            "a rollout upgrades serving slots, each keeping its port")
+            warnings.append(
+                f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
+                "a rollout upgrades serving slots, each keeping its port"
+            )
         elif fallback is None and len(facts) > 1 and options.dry_run:
             # a plan to read (a described host's, a first look): said, as the weights not yet here are
-            warnings.append(f"slot {f.slot.name} has no release yet, so no port of its own: a real rollout refuses "
-                            "it (start it first with `deploytool up ... --port N`, each slot on its own port)")
+            warnings.append(
+                f"slot {f.slot.name} has no release yet, so no port of its own: a real rollout refuses "
+                "it (start it first with `deploytool up ... --port N`, each slot on its own port)"
+            )
         elif fallback is None and len(facts) > 1:
-            raise UsageError(f"slot {f.slot.name} has no release yet, so no port of its own",
-                             hint="a rollout upgrades serving slots: start it first with "
-                                  "`deploytool up ... --port N` (each slot on its own port)")
+            raise UsageError(
+                f"slot {f.slot.name} has no release yet, so no port of its own",
+                hint="a rollout upgrades serving slots: start it first with "
+                "`deploytool up ... --port N` (each slot on its own port)",
+            )
         if fallback is not None:
             key = (fallback.host_ip, fallback.host_port)
             if key in ports:
@@ -156,24 +214,40 @@ def plan_rollout(facts: list[Facts], profile: Profile, options: RolloutOptions, 
     # The canary is the first slot; a resumed rollout whose canary already passed gives the
     # remaining slots the shorter check.
     canary = names[0]
-    plans = [plan_up(f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary), action="rollout")
-             for f in todo]
-    build = next((s for p in plans for s in p.steps if isinstance(s, Build)), None) or \
-        Build(profile=profile.name, image=plan_build(profile).tag, needed=False, reason="no slot left to upgrade")
+    plans = [
+        plan_up(
+            f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary), action="rollout"
+        )
+        for f in todo
+    ]
+    build = next((s for p in plans for s in p.steps if isinstance(s, Build)), None) or Build(
+        profile=profile.name, image=plan_build(profile).tag, needed=False, reason="no slot left to upgrade"
+    )
     plans = [without_build(p) for p in plans]  # built once, before the first slot
     order = [p.slot for p in plans]
-    return RolloutPlan(id=rollout_id, profile=profile.name, image=build.image, build=build,
-                       waves=waves(order, options.max_unavailable) if canary in order
-                       else [order[i:i + options.max_unavailable] for i in range(0, len(order), options.max_unavailable)],
-                       slots=plans, canary=canary, max_unavailable=options.max_unavailable,
-                       undo_on_failure=options.undo_on_failure, done=done, warnings=warnings)
+    return RolloutPlan(
+        id=rollout_id,
+        profile=profile.name,
+        image=build.image,
+        build=build,
+        waves=waves(order, options.max_unavailable)
+        if canary in order
+        else [order[i : i + options.max_unavailable] for i in range(0, len(order), options.max_unavailable)],
+        slots=plans,
+        canary=canary,
+        max_unavailable=options.max_unavailable,
+        undo_on_failure=options.undo_on_failure,
+        done=done,
+        warnings=warnings,
+    )
 
 
 def slot_plan(facts: Facts, profile: Profile, options: RolloutOptions, *, canary: bool) -> Plan:
     """One slot's up plan, made again from fresh facts when its turn comes (the image is
     built by then, so the cache decision can be made from it)."""
-    return without_build(plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary),
-                                 action="rollout"))
+    return without_build(
+        plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary), action="rollout")
+    )
 
 
 def without_build(plan: Plan) -> Plan:

@@ -43,11 +43,16 @@ class SlotResult:
     def line(self) -> str:
         drained = "".join(f"; drain: {_drain_text(d)}" for d in self.drains)
         if self.action == "stop":
-            return (f"slot {self.slot}: release {self.release} stopped (kept for `deploytool start` and rollback)"
-                    f"{drained} ({self.seconds} s)")
+            return (
+                f"slot {self.slot}: release {self.release} stopped (kept for `deploytool start` and rollback)"
+                f"{drained} ({self.seconds} s)"
+            )
         if self.action == "start":
-            instead = (f" in place of release {self.in_place_of}, the slot's current release until now"
-                       if self.in_place_of is not None else "")
+            instead = (
+                f" in place of release {self.in_place_of}, the slot's current release until now"
+                if self.in_place_of is not None
+                else ""
+            )
             return f"slot {self.slot}: release {self.release} serves again at {self.url}{instead} ({self.seconds} s)"
         return f"slot {self.slot} removed: {', '.join(self.removed) or 'nothing'}{drained} ({self.seconds} s)"
 
@@ -60,28 +65,44 @@ def _drain_text(d: dict[str, Any]) -> str:
     return f"{d['left']} request(s) cut at the {d['timeout_s']:g} s timeout"
 
 
-def plan_for_stop(slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None,
-                  take_over: bool = False) -> Plan:
+def plan_for_stop(
+    slot: Slot, *, engine: Engine | None = None, drain_timeout: float | None = None, take_over: bool = False
+) -> Plan:
     return plan_stop(gather_slot(engine or Engine(), slot), drain_timeout, take_over=take_over)
 
 
-def plan_for_start(slot: Slot, *, engine: Engine | None = None, release: int | None = None,
-                   take_over: bool = False) -> Plan:
+def plan_for_start(
+    slot: Slot, *, engine: Engine | None = None, release: int | None = None, take_over: bool = False
+) -> Plan:
     return plan_start(gather_slot(engine or Engine(), slot), release, take_over=take_over)
 
 
-def plan_for_down(slot: Slot, *, engine: Engine | None = None, volumes: bool = False,
-                  drain_timeout: float | None = None, take_over: bool = False) -> Plan:
+def plan_for_down(
+    slot: Slot,
+    *,
+    engine: Engine | None = None,
+    volumes: bool = False,
+    drain_timeout: float | None = None,
+    take_over: bool = False,
+) -> Plan:
     engine = engine or Engine()
     facts = gather_slot(engine, slot)
     has_volume, has_state = engine.volume_exists(slot.cache_volume()), _holds_state(slot_path(slot.name))
-    there = {f"its JIT cache volume {slot.cache_volume()}": has_volume,
-             f"its state folder {slot_path(slot.name)}": has_state}
+    there = {
+        f"its JIT cache volume {slot.cache_volume()}": has_volume,
+        f"its state folder {slot_path(slot.name)}": has_state,
+    }
     volume = slot.cache_volume() if volumes and has_volume else None
     state = str(slot_path(slot.name)) if volumes and has_state else None
-    return plan_down(facts, networks=engine.slot_networks(slot.name), volume=volume, state=state,
-                     drain_timeout=drain_timeout, take_over=take_over,
-                     kept=[] if volumes else [what for what, yes in there.items() if yes])
+    return plan_down(
+        facts,
+        networks=engine.slot_networks(slot.name),
+        volume=volume,
+        state=state,
+        drain_timeout=drain_timeout,
+        take_over=take_over,
+        kept=[] if volumes else [what for what, yes in there.items() if yes],
+    )
 
 
 def _holds_state(folder: Path) -> bool:
@@ -93,46 +114,90 @@ def _holds_state(folder: Path) -> bool:
         return False
 
 
-def stop(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-         hooks: Hooks | None = None, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
+def stop(
+    slot: Slot,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks: Hooks | None = None,
+    drain_timeout: float | None = None,
+    take_over: bool = False,
+) -> SlotResult:
     """Drain (the pre-stop hook, then the server's own count) and stop the serving release."""
     engine = engine or Engine()
     with slot_lock(slot.name, "stop"):
         plan = plan_for_stop(slot, engine=engine, drain_timeout=drain_timeout, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
         journal("slot.stopped", slot=slot.name, release=plan.release)
-    return SlotResult(slot.name, "stop", plan.release, plan.url, drains=outcome.drains, seconds=outcome.seconds)
+    return SlotResult(
+        slot.name, "stop", plan.release, plan.url, drains=outcome.drains, seconds=outcome.seconds
+    )
 
 
-def start(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None,
-          hooks: Hooks | None = None, release: int | None = None, take_over: bool = False) -> SlotResult:
+def start(
+    slot: Slot,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks: Hooks | None = None,
+    release: int | None = None,
+    take_over: bool = False,
+) -> SlotResult:
     """Start the slot's current release again (or `release`, in its place) and verify it healthy."""
     engine = engine or Engine()
     with slot_lock(slot.name, "start"):
         plan = plan_for_start(slot, engine=engine, release=release, take_over=take_over)
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
-        journal("slot.started", slot=slot.name, release=plan.release,
-                **({"in_place_of": plan.in_place_of} if plan.in_place_of is not None else {}))
+        journal(
+            "slot.started",
+            slot=slot.name,
+            release=plan.release,
+            **({"in_place_of": plan.in_place_of} if plan.in_place_of is not None else {}),
+        )
     assert outcome.serving is not None
-    return SlotResult(slot.name, "start", plan.release, outcome.serving.url, seconds=outcome.seconds,
-                      in_place_of=plan.in_place_of)
+    return SlotResult(
+        slot.name,
+        "start",
+        plan.release,
+        outcome.serving.url,
+        seconds=outcome.seconds,
+        in_place_of=plan.in_place_of,
+    )
 
 
-def down(slot: Slot, *, reporter: Reporter | None = None, engine: Engine | None = None, hooks: Hooks | None = None,
-         volumes: bool = False, drain_timeout: float | None = None, take_over: bool = False) -> SlotResult:
+def down(
+    slot: Slot,
+    *,
+    reporter: Reporter | None = None,
+    engine: Engine | None = None,
+    hooks: Hooks | None = None,
+    volumes: bool = False,
+    drain_timeout: float | None = None,
+    take_over: bool = False,
+) -> SlotResult:
     """Say what goes, then stop what serves and remove every release of the slot, its compose
     projects and networks; with `volumes`, its JIT cache volume and its state folder."""
     engine, reporter = engine or Engine(), reporter or Reporter()
     with slot_lock(slot.name, "down"):
-        plan = plan_for_down(slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over)
+        plan = plan_for_down(
+            slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over
+        )
         for number, step in enumerate(plan.steps, 1):
             reporter.step(f"goes: {number}. {step.describe()}")
         if plan.restore:  # not what goes: what comes back if a step fails before the release is removed
-            reporter.step(f"if a step fails before release {plan.fallback} is removed, it is brought back: "
-                          + "; ".join(s.describe() for s in plan.restore))
+            reporter.step(
+                f"if a step fails before release {plan.fallback} is removed, it is brought back: "
+                + "; ".join(s.describe() for s in plan.restore)
+            )
         outcome = execute(plan, slot=slot, engine=engine, reporter=reporter, hooks=hooks)
-    return SlotResult(slot.name, "down", plan.release, drains=outcome.drains, removed=outcome.removed,
-                      seconds=outcome.seconds)
+    return SlotResult(
+        slot.name,
+        "down",
+        plan.release,
+        drains=outcome.drains,
+        removed=outcome.removed,
+        seconds=outcome.seconds,
+    )
 
 
 # -- logs --------------------------------------------------------------------------------------
@@ -151,20 +216,26 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
     try:
         return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise UsageError(f"--since {text!r}: expected a duration (30s, 10m, 2h, 1d) or an ISO 8601 time") from None
+        raise UsageError(
+            f"--since {text!r}: expected a duration (30s, 10m, 2h, 1d) or an ISO 8601 time"
+        ) from None
 
 
 def log_release(slot: Slot, number: int | None, *, engine: Engine) -> Release:
     """--release N, else the serving release, else the slot's current one, else its newest."""
     releases = engine.releases(slot.name)
     if not releases:
-        raise DeployError(f"slot {slot.name} has no release on this engine, so no log",
-                          hint="`deploytool status` lists the slots and their releases")
+        raise DeployError(
+            f"slot {slot.name} has no release on this engine, so no log",
+            hint="`deploytool status` lists the slots and their releases",
+        )
     if number is not None:
         found = next((r for r in releases if r.release == number), None)
         if found is None:
-            raise DeployError(f"release {number} of slot {slot.name} is not on this engine "
-                              f"(kept: {', '.join(str(r.release) for r in releases)})")
+            raise DeployError(
+                f"release {number} of slot {slot.name} is not on this engine "
+                f"(kept: {', '.join(str(r.release) for r in releases)})"
+            )
         return found
     facts = gather_slot(engine, slot)
     return facts.serving or facts.by_number(facts.pointers.current) or releases[-1]
@@ -179,8 +250,10 @@ class SlotNotice(str):
 
     @classmethod
     def changed(cls, slot: Slot, release: int, was: int) -> "SlotNotice":
-        notice = cls(f"deploytool: slot {slot.name} is served by release {release} now "
-                     f"(was release {was}); its log follows")
+        notice = cls(
+            f"deploytool: slot {slot.name} is served by release {release} now "
+            f"(was release {was}); its log follows"
+        )
         notice.release, notice.was = release, was
         return notice
 
@@ -194,8 +267,16 @@ def _started_epoch(release: Release) -> float | None:
     return whole + float(f"0.{found.group(2) or 0}")
 
 
-def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, since: str | None = None,
-         follow: bool = False, engine: Engine | None = None, poll_s: float = 0.5) -> Iterator[str]:
+def logs(
+    slot: Slot,
+    *,
+    release: int | None = None,
+    tail: int | None = None,
+    since: str | None = None,
+    follow: bool = False,
+    engine: Engine | None = None,
+    poll_s: float = 0.5,
+) -> Iterator[str]:
     """The release's server log, line by line. With `follow`, it goes on until Ctrl-C: across a
     restart of the release (a crash that Docker or `watch` restarts, a `stop` then `start`), and,
     without `release`, across a change of the slot's serving release (a new `up`, a rollback):
@@ -219,8 +300,11 @@ def logs(slot: Slot, *, release: int | None = None, tail: int | None = None, sin
             if again is not None and (again.running or again.state == "restarting"):
                 chosen = again
                 break
-            serving = max((r for r in now if r.running or r.state == "restarting"),
-                          key=lambda r: r.release, default=None)
+            serving = max(
+                (r for r in now if r.running or r.state == "restarting"),
+                key=lambda r: r.release,
+                default=None,
+            )
             if release is None and serving is not None:  # following the slot: another release serves
                 yield SlotNotice.changed(slot, serving.release, chosen.release)
                 chosen, start_at = serving, _started_epoch(serving)

@@ -48,18 +48,37 @@ def status(engine: Engine | None = None, *, events: int = 5) -> list[SlotStatus]
         for r in sorted(releases, key=lambda r: r.release, reverse=True):
             # A stopped container keeps its last health status; it says nothing about now.
             health = r.health if r.running else None
-            rows.append({"release": r.release, "role": role(r.release, pointers, serving),
-                         "state": r.state, "health": health,
-                         "profile": r.profile, "image": r.image, "url": r.url, "gpus": r.gpus,
-                         "simulator": r.simulator, "container": r.container_name, "created": r.created,
-                         # which weights it serves, and whether callers need a key
-                         "model": r.model or None, "api_key": "required" if r.api_key else "none",
-                         "host_ip": r.host_ip})
-        result.append(SlotStatus(slot=name, current=pointers.current, previous=pointers.previous,
-                                 serving=serving.release if serving else None,
-                                 serving_url=serving.url if serving else None,
-                                 disagreement=disagreement(pointers, serving, releases),
-                                 releases=rows, last_events=read_journal(name, limit=events)))
+            rows.append(
+                {
+                    "release": r.release,
+                    "role": role(r.release, pointers, serving),
+                    "state": r.state,
+                    "health": health,
+                    "profile": r.profile,
+                    "image": r.image,
+                    "url": r.url,
+                    "gpus": r.gpus,
+                    "simulator": r.simulator,
+                    "container": r.container_name,
+                    "created": r.created,
+                    # which weights it serves, and whether callers need a key
+                    "model": r.model or None,
+                    "api_key": "required" if r.api_key else "none",
+                    "host_ip": r.host_ip,
+                }
+            )
+        result.append(
+            SlotStatus(
+                slot=name,
+                current=pointers.current,
+                previous=pointers.previous,
+                serving=serving.release if serving else None,
+                serving_url=serving.url if serving else None,
+                disagreement=disagreement(pointers, serving, releases),
+                releases=rows,
+                last_events=read_journal(name, limit=events),
+            )
+        )
     return result
 
 
@@ -85,16 +104,23 @@ def disagreement(pointers: SlotPointers, serving: Release | None, releases: list
     if serving is None and pointers.current is None:
         return None
     if pointers.current is None:
-        return (f"release {serving.release} runs, but this state directory has no pointer for the slot "  # type: ignore[union-attr]
-                "(another DEPLOYTOOL_HOME or DEPLOYTOOL_INSTANCE started it?)")
+        return (
+            f"release {serving.release} runs, but this state directory has no pointer for the slot "  # type: ignore[union-attr]
+            "(another DEPLOYTOOL_HOME or DEPLOYTOOL_INSTANCE started it?)"
+        )
     pointed = next((r for r in releases if r.release == pointers.current), None)
-    where = ("its container is gone" if pointed is None else
-             f"its container is {pointed.state}" + (f" after {pointed.restart_count} restarts"
-                                                    if pointed.restart_count else ""))
+    where = (
+        "its container is gone"
+        if pointed is None
+        else f"its container is {pointed.state}"
+        + (f" after {pointed.restart_count} restarts" if pointed.restart_count else "")
+    )
     if serving is None:
         return f"the slot's pointer says release {pointers.current} is current, but nothing runs ({where})"
-    return (f"the slot's pointer says release {pointers.current} is current ({where}), "
-            f"but release {serving.release} is what runs")
+    return (
+        f"the slot's pointer says release {pointers.current} is current ({where}), "
+        f"but release {serving.release} is what runs"
+    )
 
 
 def _releases(engine: Engine | None) -> list[Release]:

@@ -29,8 +29,11 @@ def carried(default: Any = None) -> Any:
 
 def shown(item: Any, leave: tuple[str, ...] = ()) -> dict[str, Any]:
     """A step's or a plan's fields as `--json` shows them: all but the carried ones (and `leave`)."""
-    return {f.name: copy.deepcopy(getattr(item, f.name)) for f in fields(item)
-            if not f.metadata.get("carried") and f.name not in leave}
+    return {
+        f.name: copy.deepcopy(getattr(item, f.name))
+        for f in fields(item)
+        if not f.metadata.get("carried") and f.name not in leave
+    }
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,9 @@ class Build:
     def describe(self) -> str:
         if not self.needed:
             return f"use {self.image} ({self.reason})"
-        return f"build {self.image} ({self.reason}" + (f"; wheels from {self.wheelhouse})" if self.wheelhouse else ")")
+        return f"build {self.image} ({self.reason}" + (
+            f"; wheels from {self.wheelhouse})" if self.wheelhouse else ")"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,9 @@ class Stop:
     drain_s: float | None = None
 
     def describe(self) -> str:
-        drain = f"; drained first, at most {self.drain_s:g} s" if self.drain_s is not None and self.url else ""
+        drain = (
+            f"; drained first, at most {self.drain_s:g} s" if self.drain_s is not None and self.url else ""
+        )
         return f"stop release {self.release} ({self.reason}{drain})"
 
 
@@ -185,11 +192,25 @@ class RemoveSlot:
     def describe(self) -> str:
         parts = [f"remove networks left of the slot: {', '.join(self.networks) or 'none'}"]
         parts.append(f"remove JIT cache volume {self.volume}" if self.volume else "keep the JIT cache volume")
-        parts.append(f"remove state {self.state}" if self.state else "keep the slot's state (journal, pointers, files)")
+        parts.append(
+            f"remove state {self.state}" if self.state else "keep the slot's state (journal, pointers, files)"
+        )
         return "; ".join(parts)
 
 
-Step = Build | WriteRelease | Stop | PrepareCache | Start | WaitHealthy | Qualify | CutOver | Prune | Remove | RemoveSlot
+Step = (
+    Build
+    | WriteRelease
+    | Stop
+    | PrepareCache
+    | Start
+    | WaitHealthy
+    | Qualify
+    | CutOver
+    | Prune
+    | Remove
+    | RemoveSlot
+)
 # what a plan does; "tune": a tune candidate's launch, or tune stopping and bringing back what served
 Action = Literal["up", "rollback", "prune", "stop", "start", "down", "tune"]
 
@@ -228,16 +249,23 @@ class Plan:
         def step(s: Step) -> dict[str, Any]:
             return {"step": type(s).__name__, "describe": s.describe(), **shown(s)}
 
-        return {**shown(self, leave=("steps", "restore")), "steps": [step(s) for s in self.steps],
-                "restore": [step(s) for s in self.restore]}
+        return {
+            **shown(self, leave=("steps", "restore")),
+            "steps": [step(s) for s in self.steps],
+            "restore": [step(s) for s in self.restore],
+        }
 
     def lines(self) -> list[str]:
         """The plan as a person reads it."""
-        out = [f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
-               + (f", would make release {self.release}" if self.action == "up" else "")]
+        out = [
+            f"{self.action} on slot {self.slot}: serving now {self.serving or 'nothing'}"
+            + (f", would make release {self.release}" if self.action == "up" else "")
+        ]
         if self.in_place_of is not None:
-            out.append(f"  starts release {self.release} in place of the slot's current release {self.in_place_of} "
-                       "(--release)")
+            out.append(
+                f"  starts release {self.release} in place of the slot's current release {self.in_place_of} "
+                "(--release)"
+            )
         if self.url:
             out.append(f"  url: {self.url}" + (f" (port: {self.port_source})" if self.port_source else ""))
         out += [f"  warning: {w}" for w in self.warnings]

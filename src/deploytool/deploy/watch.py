@@ -88,8 +88,9 @@ def _slot_is_free(slot: str) -> bool:
 
 
 class Supervisor:
-    def __init__(self, *, engine: Engine, reporter: Reporter, hooks: Hooks,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, *, engine: Engine, reporter: Reporter, hooks: Hooks, clock: Callable[[], float] = time.monotonic
+    ):
         self.engine, self.reporter, self.hooks, self.clock = engine, reporter, hooks, clock
         self.states: dict[str, SlotWatch] = {}
         self.actions: list[dict] = []
@@ -110,13 +111,21 @@ class Supervisor:
         if release is None or release.state not in ("running", "restarting") or not _slot_is_free(slot):
             self.states.pop(slot, None)  # stopped on purpose, or an up/rollback is at work
             return None
-        policy, health = release_watch(slot, release.release), release_inputs.release_health(slot, release.release)
+        policy, health = (
+            release_watch(slot, release.release),
+            release_inputs.release_health(slot, release.release),
+        )
         previous = read_pointers(slot).previous
-        headers = release_inputs.health_headers(slot, release.release, health.path)  # each release its own key
-        seen = Observation(release=release.release, healthy=probe(release, health, headers),
-                           engine_restarts=release.restart_count,
-                           since_cutover=since_cutover(slot, release.release, time.time()),
-                           can_roll_back=previous is not None and self.engine.release(slot, previous) is not None)
+        headers = release_inputs.health_headers(
+            slot, release.release, health.path
+        )  # each release its own key
+        seen = Observation(
+            release=release.release,
+            healthy=probe(release, health, headers),
+            engine_restarts=release.restart_count,
+            since_cutover=since_cutover(slot, release.release, time.time()),
+            can_roll_back=previous is not None and self.engine.release(slot, previous) is not None,
+        )
         state = self.states.setdefault(slot, SlotWatch())
         decision = decide(state, seen, policy, self.clock())
         self.apply(slot, release, decision, state)
@@ -132,10 +141,18 @@ class Supervisor:
             if not state.capped_logged:
                 state.capped_logged = True
                 self._record("watch.capped", slot, release.release, reason=decision.reason)
-                self.reporter.warn(f"slot {slot}: release {release.release} stays unhealthy: {decision.reason}")
-                self.hooks.event("on-failure", slot=slot, release=release.release, url=release.url,
-                                 profile=release.profile, action="watch-capped",
-                                 error=f"unhealthy and not restarted again: {decision.reason}")
+                self.reporter.warn(
+                    f"slot {slot}: release {release.release} stays unhealthy: {decision.reason}"
+                )
+                self.hooks.event(
+                    "on-failure",
+                    slot=slot,
+                    release=release.release,
+                    url=release.url,
+                    profile=release.profile,
+                    action="watch-capped",
+                    error=f"unhealthy and not restarted again: {decision.reason}",
+                )
             return
         if decision.action == "restart":
             self._restart(slot, release, decision, state)
@@ -152,21 +169,35 @@ class Supervisor:
             return
         except DeploytoolError as exc:
             self.reporter.warn(f"slot {slot}: restarting release {release.release} failed: {exc.message}")
-        self._record("watch.restart", slot, release.release, reason=decision.reason,
-                     restarts_this_hour=len([t for t in state.restarts if self.clock() - t < 3600]),
-                     next_backoff_s=state.backoff)
+        self._record(
+            "watch.restart",
+            slot,
+            release.release,
+            reason=decision.reason,
+            restarts_this_hour=len([t for t in state.restarts if self.clock() - t < 3600]),
+            next_backoff_s=state.backoff,
+        )
 
     def _roll_back(self, slot: str, release: Release, decision: Decision) -> None:
-        self.reporter.warn(f"slot {slot}: release {release.release} is crash-looping ({decision.reason}): "
-                           "rolling back to the previous release")
+        self.reporter.warn(
+            f"slot {slot}: release {release.release} is crash-looping ({decision.reason}): "
+            "rolling back to the previous release"
+        )
         self._record("watch.crash_loop", slot, release.release, reason=decision.reason)
         facts_slot = slot_named(slot, release.gpus)
         try:
             with slot_lock(slot, "watch rollback"):
                 plan = plan_rollback(gather_slot(self.engine, facts_slot))
-                self.hooks.event("on-failure", slot=slot, release=release.release, url=release.url,
-                                 profile=release.profile, action="watch-rollback", next_release=plan.release,
-                                 error=f"crash loop after cut-over: {decision.reason}")
+                self.hooks.event(
+                    "on-failure",
+                    slot=slot,
+                    release=release.release,
+                    url=release.url,
+                    profile=release.profile,
+                    action="watch-rollback",
+                    next_release=plan.release,
+                    error=f"crash loop after cut-over: {decision.reason}",
+                )
                 execute(plan, slot=facts_slot, engine=self.engine, reporter=self.reporter, hooks=self.hooks)
         except SlotBusy:
             return
@@ -181,8 +212,13 @@ class Supervisor:
         self.actions.append(journal(event, slot=slot, release=release, **fields))
 
 
-def watch(options: WatchOptions | None = None, *, engine: Engine | None = None, reporter: Reporter | None = None,
-          hooks: Hooks | None = None) -> WatchResult:
+def watch(
+    options: WatchOptions | None = None,
+    *,
+    engine: Engine | None = None,
+    reporter: Reporter | None = None,
+    hooks: Hooks | None = None,
+) -> WatchResult:
     """Supervise until Ctrl-C (or --once / --max-seconds)."""
     options = options or WatchOptions()
     engine = engine or Engine()

@@ -55,14 +55,20 @@ def decide(state: SlotWatch, seen: Observation, policy: WatchSpec, now: float) -
     """The action for this observation; updates `state` (the caller applies the action)."""
     if state.release != seen.release:  # a new release serves: start afresh
         state.__dict__.update(SlotWatch(release=seen.release).__dict__)
-    loops = len([t for t in state.restarts if seen.since_cutover is not None and now - t <= seen.since_cutover]) \
-        + state.engine_restarts + seen.engine_restarts
+    loops = (
+        len([t for t in state.restarts if seen.since_cutover is not None and now - t <= seen.since_cutover])
+        + state.engine_restarts
+        + seen.engine_restarts
+    )
     in_window = seen.since_cutover is not None and seen.since_cutover <= policy.crash_loop_window
     if in_window and loops >= policy.crash_loop_restarts and (not seen.healthy or seen.engine_restarts):
         if seen.can_roll_back:
-            return Decision("rollback", f"{loops} restarts within {seen.since_cutover:.0f} s of its cut-over "
-                                        f"(crash loop: {policy.crash_loop_restarts} within "
-                                        f"{policy.crash_loop_window:g} s)")
+            return Decision(
+                "rollback",
+                f"{loops} restarts within {seen.since_cutover:.0f} s of its cut-over "
+                f"(crash loop: {policy.crash_loop_restarts} within "
+                f"{policy.crash_loop_window:g} s)",
+            )
     if seen.healthy:
         state.failures = 0
         return Decision("ok", "healthy")
@@ -71,7 +77,9 @@ def decide(state: SlotWatch, seen: Observation, policy: WatchSpec, now: float) -
         return Decision("wait", f"health probe failed {state.failures} of {policy.failures} times in a row")
     recent = [t for t in state.restarts if now - t < HOUR]
     if len(recent) >= policy.max_restarts_per_hour:
-        return Decision("capped", f"{len(recent)} restarts in the last hour (cap {policy.max_restarts_per_hour})")
+        return Decision(
+            "capped", f"{len(recent)} restarts in the last hour (cap {policy.max_restarts_per_hour})"
+        )
     if now < state.next_restart_at:
         return Decision("wait", f"backing off: next restart in {state.next_restart_at - now:.0f} s")
     state.backoff = min(state.backoff * 2 if state.backoff else policy.backoff, policy.backoff_max)

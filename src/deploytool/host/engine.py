@@ -78,16 +78,21 @@ def _interruptions_held() -> Iterator[None]:
 def _engine_errors_as_messages(cls: type) -> type:
     """Wrap every public method so that an engine error the method did not handle itself
     becomes a DeploytoolError with a message: docker.errors never leave this module."""
+
     def wrap(method: Any) -> Any:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return method(*args, **kwargs)
             except docker.errors.APIError as exc:
-                raise DeployError(f"the Docker engine refused: {exc.explanation or exc}",
-                                  hint="see `deploytool doctor`") from None
+                raise DeployError(
+                    f"the Docker engine refused: {exc.explanation or exc}", hint="see `deploytool doctor`"
+                ) from None
             except docker.errors.DockerException as exc:
-                raise EngineUnavailable(f"the Docker engine failed: {_short(exc)}", hint=HOW_TO_GET_AN_ENGINE) from None
+                raise EngineUnavailable(
+                    f"the Docker engine failed: {_short(exc)}", hint=HOW_TO_GET_AN_ENGINE
+                ) from None
+
         return call
 
     for name, member in list(vars(cls).items()):
@@ -104,8 +109,11 @@ class Engine:
                 client = docker.from_env(timeout=120)
                 client.ping()
             except docker.errors.DockerException as exc:
-                raise EngineUnavailable(f"no Docker engine is reachable ({_short(exc)})",
-                                        hint=HOW_TO_GET_AN_ENGINE, reason=_short(exc)) from None
+                raise EngineUnavailable(
+                    f"no Docker engine is reachable ({_short(exc)})",
+                    hint=HOW_TO_GET_AN_ENGINE,
+                    reason=_short(exc),
+                ) from None
         self.client = client
 
     @classmethod
@@ -121,8 +129,15 @@ class Engine:
         return str(self.client.version().get("Version", "unknown"))
 
     # -- compose ---------------------------------------------------------------------------
-    def compose(self, project: str, compose_file: Path, *args: str, check: bool = True,
-                timeout: float = 600, secret_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def compose(
+        self,
+        project: str,
+        compose_file: Path,
+        *args: str,
+        check: bool = True,
+        timeout: float = 600,
+        secret_env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """`secret_env`: values compose's `secrets: {environment: VAR}` read (deploytool.release.secrets);
         they live in this one subprocess's environment only."""
         cmd = [_docker_cli(), "compose", "-p", project, "-f", str(compose_file), *args]
@@ -132,8 +147,10 @@ class Engine:
         except subprocess.TimeoutExpired:
             raise DeployError(f"`{' '.join(cmd)}` did not finish within {timeout:g} s") from None
         if check and proc.returncode != 0:
-            raise DeployError(f"`docker compose {' '.join(args)}` failed for project {project}:\n"
-                              + _tail(proc.stderr or proc.stdout, 15))
+            raise DeployError(
+                f"`docker compose {' '.join(args)}` failed for project {project}:\n"
+                + _tail(proc.stderr or proc.stdout, 15)
+            )
         return proc
 
     def compose_config(self, source: Path | str, *, project: str | None = None) -> str:
@@ -147,8 +164,10 @@ class Engine:
 
     # -- releases --------------------------------------------------------------------------
     def releases(self, slot: str | None = None) -> list[Release]:
-        filters = {"label": [f"{labels.MANAGED}=true", f"{labels.INSTANCE}={labels.instance()}"]
-                   + ([f"{labels.SLOT}={slot}"] if slot else [])}
+        filters = {
+            "label": [f"{labels.MANAGED}=true", f"{labels.INSTANCE}={labels.instance()}"]
+            + ([f"{labels.SLOT}={slot}"] if slot else [])
+        }
         found = [self._release(c) for c in self.client.containers.list(all=True, filters=filters)]
         return sorted(found, key=lambda r: (r.slot, r.release))
 
@@ -204,16 +223,20 @@ class Engine:
             if exc.status_code != 409:
                 raise
             users = sorted(c.name for c in self.client.containers.list(all=True, filters={"volume": name}))
-            raise DeployError(f"volume {name} is still in use by {', '.join(users) or 'a container'}",
-                              hint="stop and remove what uses it (`docker rm -f NAME`), then run this again") from None
+            raise DeployError(
+                f"volume {name} is still in use by {', '.join(users) or 'a container'}",
+                hint="stop and remove what uses it (`docker rm -f NAME`), then run this again",
+            ) from None
 
-    def logs(self, release: Release, *, tail: int | None = None, since: float | None = None,
-             follow: bool = False) -> Any:
+    def logs(
+        self, release: Release, *, tail: int | None = None, since: float | None = None, follow: bool = False
+    ) -> Any:
         """A release's log (stdout and stderr as the container wrote them), as bytes; with
         follow, an iterator of chunks that ends when the container stops."""
         container = self.client.containers.get(release.container_id)
-        return container.logs(stream=follow, follow=follow, tail="all" if tail is None else tail,
-                              since=since, timestamps=False)
+        return container.logs(
+            stream=follow, follow=follow, tail="all" if tail is None else tail, since=since, timestamps=False
+        )
 
     def exit_code(self, release: Release) -> int | None:
         state = self.client.containers.get(release.container_id).attrs.get("State", {})
@@ -242,21 +265,33 @@ class Engine:
         found = self.client.images.list(filters={"label": label})
         return [((i.tags or [i.id])[0], dict(i.labels or {}), i.attrs.get("Created", "")) for i in found]
 
-    def build_events(self, context_dir: Path, *, tag: str, labels: dict[str, str],
-                     no_cache: bool) -> Iterator[dict[str, Any]]:
+    def build_events(
+        self, context_dir: Path, *, tag: str, labels: dict[str, str], no_cache: bool
+    ) -> Iterator[dict[str, Any]]:
         """The classic builder's event stream (stream lines, aux image id, error events)."""
         try:
-            yield from self.client.api.build(path=str(context_dir), tag=tag, labels=labels, decode=True, rm=True,
-                                             forcerm=True, nocache=no_cache, pull=False)
+            yield from self.client.api.build(
+                path=str(context_dir),
+                tag=tag,
+                labels=labels,
+                decode=True,
+                rm=True,
+                forcerm=True,
+                nocache=no_cache,
+                pull=False,
+            )
         except docker.errors.APIError as exc:
             raise BuildError(f"the engine refused the build of {tag}: {exc.explanation or exc}") from None
         except docker.errors.DockerException as exc:  # the engine went away mid-build
-            raise EngineUnavailable(f"the Docker engine failed during the build of {tag}: {_short(exc)}",
-                                    hint=HOW_TO_GET_AN_ENGINE) from None
+            raise EngineUnavailable(
+                f"the Docker engine failed during the build of {tag}: {_short(exc)}",
+                hint=HOW_TO_GET_AN_ENGINE,
+            ) from None
 
     # -- throwaway containers ----------------------------------------------------------------
-    def run_throwaway(self, image: str, script: str, *, volume: str | None = None, mount: str = "/cache",
-                      root: bool = False) -> str:
+    def run_throwaway(
+        self, image: str, script: str, *, volume: str | None = None, mount: str = "/cache", root: bool = False
+    ) -> str:
         """Run a shell script in a throwaway container of `image` (no network; `volume` at
         `mount` when given) and return its standard output. A script that fails raises
         DeployError with its exit code and the tail of its standard error (of its standard
@@ -274,17 +309,24 @@ class Engine:
         try:
             with _interruptions_held():
                 container = self.client.containers.create(
-                    image, entrypoint=["/bin/sh", "-c"], command=[wrapped], network_mode="none", volumes=volumes,
+                    image,
+                    entrypoint=["/bin/sh", "-c"],
+                    command=[wrapped],
+                    network_mode="none",
+                    volumes=volumes,
                     user="0" if root else None,
                     # so that a clean-up finds it if this process dies before it removes it
-                    labels={labels.THROWAWAY: labels.instance()})
+                    labels={labels.THROWAWAY: labels.instance()},
+                )
             container.start()
             status = container.wait()["StatusCode"]
             out = _file_in(container, _THROWAWAY_OUT)
             if out is None:  # the shell could not write its file: what it said is in its log
-                raise DeployError(f"a throwaway container of {image} could not write {_THROWAWAY_OUT} "
-                                  f"(exit {status}): "
-                                  + container.logs(stdout=True, stderr=True).decode("utf-8", "replace")[-2000:])
+                raise DeployError(
+                    f"a throwaway container of {image} could not write {_THROWAWAY_OUT} "
+                    f"(exit {status}): "
+                    + container.logs(stdout=True, stderr=True).decode("utf-8", "replace")[-2000:]
+                )
             if status != 0:
                 # stderr is copied out only for a failure (a success needs one archive read, not two);
                 # a script that reports its trouble on stdout only is heard too
@@ -301,21 +343,37 @@ class Engine:
                     except docker.errors.NotFound:
                         pass  # already gone: the error that brought us here is the one to report
 
-    def run_argv(self, image: str, entrypoint: str, args: list[str], *,
-                 timeout: float) -> subprocess.CompletedProcess[str]:
+    def run_argv(
+        self, image: str, entrypoint: str, args: list[str], *, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
         """`docker run --rm --network none --entrypoint ENTRYPOINT IMAGE ARGS...`, its exit code
         and both streams (the flag check reads stdout, and stderr when it failed). The container
         is named and labelled as a throwaway of this instance: a client that gives up at the
         timeout leaves the container running (killing `docker run` does not stop it), so it is
         removed by that name, and a process that dies first leaves one a clean-up can find."""
         name = f"{labels.name_prefix()}-argv-{secrets.token_hex(6)}"
-        cmd = [_docker_cli(), "run", "--rm", "--name", name, "--label", f"{labels.THROWAWAY}={labels.instance()}",
-               "--network", "none", "--entrypoint", entrypoint, image, *args]
+        cmd = [
+            _docker_cli(),
+            "run",
+            "--rm",
+            "--name",
+            name,
+            "--label",
+            f"{labels.THROWAWAY}={labels.instance()}",
+            "--network",
+            "none",
+            "--entrypoint",
+            entrypoint,
+            image,
+            *args,
+        ]
         try:
             return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             subprocess.run([_docker_cli(), "rm", "-f", name], capture_output=True, timeout=60)
-            raise DeployError(f"a container of {image} did not finish within {timeout:g} s (removed)") from None
+            raise DeployError(
+                f"a container of {image} did not finish within {timeout:g} s (removed)"
+            ) from None
 
     # -- volumes -----------------------------------------------------------------------------
     def volume_exists(self, name: str) -> bool:
@@ -334,8 +392,14 @@ def compose_config(source: Path | str, *, project: str | None = None) -> str:
     or of a rendered document given as text on stdin, before it is written. It needs the docker
     CLI and its compose plugin, not a running engine."""
     is_file = isinstance(source, Path)
-    cmd = [_docker_cli(), "compose", *(["-p", project] if project else []), "-f",
-           str(source) if is_file else "-", "config"]
+    cmd = [
+        _docker_cli(),
+        "compose",
+        *(["-p", project] if project else []),
+        "-f",
+        str(source) if is_file else "-",
+        "config",
+    ]
     proc = subprocess.run(cmd, input=None if is_file else source, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
         what = source if is_file else f"the compose file of {project or 'a release'}"
@@ -345,8 +409,9 @@ def compose_config(source: Path | str, *, project: str | None = None) -> str:
 
 def compose_plugin_version() -> str | None:
     """The compose v2 plugin's version, or None when it is missing (no engine needed)."""
-    proc = subprocess.run([_docker_cli(), "compose", "version", "--short"], capture_output=True, text=True,
-                          timeout=30)
+    proc = subprocess.run(
+        [_docker_cli(), "compose", "version", "--short"], capture_output=True, text=True, timeout=30
+    )
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 

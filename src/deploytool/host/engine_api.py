@@ -48,7 +48,9 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def connection(env: dict[str, str] | None = None, timeout: float = TIMEOUT_S) -> http.client.HTTPConnection | None:
+def connection(
+    env: dict[str, str] | None = None, timeout: float = TIMEOUT_S
+) -> http.client.HTTPConnection | None:
     """A connection to the engine DOCKER_HOST names, or None when it is not a plain one."""
     env = os.environ if env is None else env
     if env.get("DOCKER_TLS_VERIFY"):
@@ -70,11 +72,15 @@ def get_json(conn: http.client.HTTPConnection, path: str) -> Any:
         response = conn.getresponse()
         body = response.read()
     except OSError as exc:
-        raise EngineUnavailable(f"no Docker engine is reachable ({type(exc).__name__}: {exc})",
-                                hint=HOW_TO_GET_AN_ENGINE, reason=f"{type(exc).__name__}: {exc}") from None
+        raise EngineUnavailable(
+            f"no Docker engine is reachable ({type(exc).__name__}: {exc})",
+            hint=HOW_TO_GET_AN_ENGINE,
+            reason=f"{type(exc).__name__}: {exc}",
+        ) from None
     except http.client.HTTPException as exc:
-        raise EngineUnavailable(f"the Docker engine answered something that is not HTTP ({exc!r})",
-                                hint=HOW_TO_GET_AN_ENGINE) from None
+        raise EngineUnavailable(
+            f"the Docker engine answered something that is not HTTP ({exc!r})", hint=HOW_TO_GET_AN_ENGINE
+        ) from None
     if response.status == 404:
         return None
     data = json.loads(body) if body else None
@@ -84,8 +90,9 @@ def get_json(conn: http.client.HTTPConnection, path: str) -> Any:
     return data
 
 
-def read_releases(slot: str | None = None, env: dict[str, str] | None = None, *,
-                  every_instance: bool = False) -> list[Release] | None:
+def read_releases(
+    slot: str | None = None, env: dict[str, str] | None = None, *, every_instance: bool = False
+) -> list[Release] | None:
     """This instance's releases (of one slot, or all), as Engine.releases() reads them, or with
     `every_instance` every deploytool's on the engine (`top` shows the whole host); None when
     DOCKER_HOST is not an address read here (then use Engine)."""

@@ -33,7 +33,9 @@ def classify(profile: "Profile", gpus: list["GpuInfo"]) -> Fit:
     soft = [f"{text} ({cards})" for text, cards in _grouped(gpus, lambda g: card_shortfalls(profile, g))]
     if hard:
         return Fit(profile.name, "incompatible", hard + soft)
-    verdict: Verdict = "runnable-with-less-memory" if any(_short_of_memory(profile, g) for g in gpus) else "runnable"
+    verdict: Verdict = (
+        "runnable-with-less-memory" if any(_short_of_memory(profile, g) for g in gpus) else "runnable"
+    )
     if match.gpu_count < len(gpus):
         soft.append(f"uses {match.gpu_count} of the slot's {len(gpus)} GPUs")
     return Fit(profile.name, verdict, soft or ["name, compute capability, memory and GPU count match"])
@@ -43,11 +45,15 @@ def card_problems(profile: "Profile", gpu: "GpuInfo") -> list[str]:
     """What rules this one card out for the profile, whatever the other cards."""
     match, out = profile.match, []
     if match.compute_capability and gpu.compute_capability != match.compute_capability:
-        out.append(f"{gpu.name} is compute capability {gpu.compute_capability}, the profile's kernels need "
-                   f"{match.compute_capability}")
+        out.append(
+            f"{gpu.name} is compute capability {gpu.compute_capability}, the profile's kernels need "
+            f"{match.compute_capability}"
+        )
     if gpu.mig_mode:
-        out.append(f"{gpu.name} is in MIG mode: CUDA sees its {len(gpu.mig_devices)} MIG device(s), not the card; "
-                   "give a MIG device's UUID, or turn MIG off")
+        out.append(
+            f"{gpu.name} is in MIG mode: CUDA sees its {len(gpu.mig_devices)} MIG device(s), not the card; "
+            "give a MIG device's UUID, or turn MIG off"
+        )
     return out
 
 
@@ -59,8 +65,10 @@ def card_shortfalls(profile: "Profile", gpu: "GpuInfo") -> list[str]:
     if match.gpu_name and gpu.name not in match.gpu_name and same_architecture:
         out.append(f"{gpu.name} is not one of {', '.join(match.gpu_name)} (same architecture)")
     if _short_of_memory(profile, gpu):
-        out.append(f"{gpu.mig_name or gpu.name} has {gpu.memory_total_gib:.0f} GiB, the profile wants "
-                   f"{match.min_memory_gib:g} GiB")
+        out.append(
+            f"{gpu.mig_name or gpu.name} has {gpu.memory_total_gib:.0f} GiB, the profile wants "
+            f"{match.min_memory_gib:g} GiB"
+        )
     return out
 
 
@@ -85,8 +93,11 @@ def annotate_matches(inventory: "Inventory", profiles: list["Profile"]) -> "Inve
     capability), whatever their GPU count."""
     for gpu in inventory.gpus:
         gpu.matching_profiles = [
-            p.name for p in profiles
-            if not p.is_simulator and p.match.gpu_name and gpu.name in p.match.gpu_name
+            p.name
+            for p in profiles
+            if not p.is_simulator
+            and p.match.gpu_name
+            and gpu.name in p.match.gpu_name
             and (p.match.compute_capability in (None, gpu.compute_capability))
         ]
     return inventory

@@ -72,9 +72,14 @@ def _card(nvml: Any, index: int) -> CardNow | None:
     power_mw = optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
     limit_mw = optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
     reasons = optional(lambda: nvml.nvmlDeviceGetCurrentClocksEventReasons(handle))
-    uuid, name = optional(lambda: nvml.nvmlDeviceGetUUID(handle)), optional(lambda: nvml.nvmlDeviceGetName(handle))
+    uuid, name = (
+        optional(lambda: nvml.nvmlDeviceGetUUID(handle)),
+        optional(lambda: nvml.nvmlDeviceGetName(handle)),
+    )
     return CardNow(
-        index=index, uuid=_text(uuid), name=_text(name),
+        index=index,
+        uuid=_text(uuid),
+        name=_text(name),
         utilization_pct=int(rates.gpu) if rates is not None else None,
         memory_used_mib=int(memory.used) >> 20 if memory is not None else None,
         memory_total_mib=int(memory.total) >> 20 if memory is not None else None,

@@ -101,10 +101,23 @@ class GpuInfo:
     def mig_views(self) -> list["GpuInfo"]:
         """Each MIG device as a card of its own (what CUDA sees): the parent's name, architecture
         and place, the device's own memory, and no power limit or link of its own."""
-        return [replace(self, uuid=m.uuid, mig_name=m.name, memory_total_mib=m.memory_total_mib,
-                        memory_free_mib=m.memory_free_mib, power_limit_w=None, nvlinks=None, mig_mode=None,
-                        mig_devices=[], mig_parent=self.uuid, mig_index=n, matching_profiles=[])
-                for n, m in enumerate(self.mig_devices)]
+        return [
+            replace(
+                self,
+                uuid=m.uuid,
+                mig_name=m.name,
+                memory_total_mib=m.memory_total_mib,
+                memory_free_mib=m.memory_free_mib,
+                power_limit_w=None,
+                nvlinks=None,
+                mig_mode=None,
+                mig_devices=[],
+                mig_parent=self.uuid,
+                mig_index=n,
+                matching_profiles=[],
+            )
+            for n, m in enumerate(self.mig_devices)
+        ]
 
 
 @dataclass
@@ -144,8 +157,12 @@ def read_inventory(nvml: Any = None) -> Inventory:
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return Inventory(gpus=[], error=f"NVML is not available on this machine ({_nvml_text(exc)}): "
-                                        "no NVIDIA driver, or not an NVIDIA GPU host", source=source)
+        return Inventory(
+            gpus=[],
+            error=f"NVML is not available on this machine ({_nvml_text(exc)}): "
+            "no NVIDIA driver, or not an NVIDIA GPU host",
+            source=source,
+        )
     from pynvml import NVMLError  # the stand-in raises pynvml's errors too
 
     index = None
@@ -186,7 +203,9 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> GpuInfo:
     capability = _optional(lambda: nvml.nvmlDeviceGetCudaComputeCapability(handle))
     power_mw = _optional(lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(handle))
     pci = _optional(lambda: nvml.nvmlDeviceGetPciInfo(handle))
-    nodes = _optional(lambda: nvml.nvmlDeviceGetMemoryAffinity(handle, NODE_SET_WORDS, nvml.NVML_AFFINITY_SCOPE_NODE))
+    nodes = _optional(
+        lambda: nvml.nvmlDeviceGetMemoryAffinity(handle, NODE_SET_WORDS, nvml.NVML_AFFINITY_SCOPE_NODE)
+    )
     cpus = _optional(lambda: nvml.nvmlDeviceGetCpuAffinity(handle, CPU_SET_WORDS))
     node_list = _bits(nodes)
     mig_mode = _optional(lambda: nvml.nvmlDeviceGetMigMode(handle))
@@ -216,7 +235,16 @@ def _read_gpu(nvml: Any, index: int, handle: Any) -> GpuInfo:
 
 
 _REMOTE = {0x00: "gpu", 0x01: "ibmnpu", 0x02: "switch", 0xFF: "unknown"}  # NVML_NVLINK_DEVICE_TYPE_*
-_VERSION = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}  # NVML_NVLINK_VERSION_*
+_VERSION = {
+    1: "1.0",
+    2: "2.0",
+    3: "2.2",
+    4: "3.0",
+    5: "3.1",
+    6: "4.0",
+    7: "5.0",
+    8: "6.0",
+}  # NVML_NVLINK_VERSION_*
 
 
 def _read_nvlinks(nvml: Any, handle: Any) -> list[NvLink] | None:
@@ -231,9 +259,15 @@ def _read_nvlinks(nvml: Any, handle: Any) -> list[NvLink] | None:
         version = _optional(lambda: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
         remote = _optional(lambda: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)) if active else None
         pci = _optional(lambda: nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)) if active else None
-        links.append(NvLink(link=link, active=active, version=_VERSION.get(version) if version is not None else None,
-                            remote=_REMOTE.get(remote, "unknown") if remote is not None else None,
-                            remote_bus_id=_text(pci.busId) if pci is not None else None))
+        links.append(
+            NvLink(
+                link=link,
+                active=active,
+                version=_VERSION.get(version) if version is not None else None,
+                remote=_REMOTE.get(remote, "unknown") if remote is not None else None,
+                remote_bus_id=_text(pci.busId) if pci is not None else None,
+            )
+        )
     return links or None
 
 
@@ -244,12 +278,16 @@ def _read_mig_devices(nvml: Any, handle: Any) -> list[MigDevice]:
         if mig is None:  # NOT_FOUND: no MIG device at this index
             continue
         memory = _optional(lambda: nvml.nvmlDeviceGetMemoryInfo(mig))
-        devices.append(MigDevice(
-            uuid=_text(nvml.nvmlDeviceGetUUID(mig)), name=_text(nvml.nvmlDeviceGetName(mig)),
-            memory_total_mib=memory.total // MIB if memory else None,
-            memory_free_mib=memory.free // MIB if memory else None,
-            gpu_instance_id=_optional(lambda: nvml.nvmlDeviceGetGpuInstanceId(mig)),
-            compute_instance_id=_optional(lambda: nvml.nvmlDeviceGetComputeInstanceId(mig))))
+        devices.append(
+            MigDevice(
+                uuid=_text(nvml.nvmlDeviceGetUUID(mig)),
+                name=_text(nvml.nvmlDeviceGetName(mig)),
+                memory_total_mib=memory.total // MIB if memory else None,
+                memory_free_mib=memory.free // MIB if memory else None,
+                gpu_instance_id=_optional(lambda: nvml.nvmlDeviceGetGpuInstanceId(mig)),
+                compute_instance_id=_optional(lambda: nvml.nvmlDeviceGetComputeInstanceId(mig)),
+            )
+        )
     return devices
 
 
@@ -289,4 +327,3 @@ def _gen(gen: int | None) -> str:
 
 def _num(value: Any) -> str:
     return "?" if value is None else str(value)
-

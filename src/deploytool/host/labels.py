@@ -33,7 +33,9 @@ IMAGE_INPUTS_HASH = f"{PREFIX}.inputs-hash"
 IMAGE_RECIPE = f"{PREFIX}.recipe"
 IMAGE_PROFILE = f"{PREFIX}.build-profile"
 IMAGE_FINGERPRINT = f"{PREFIX}.toolchain"  # JSON object: cuda, compiler, runtime, kernels, patches, ...
-IMAGE_RUNTIME_SOURCE = f"{PREFIX}.runtime-source"  # JSON: a fork's commit, a tree's sha256, a series' sha256 (no host path)
+IMAGE_RUNTIME_SOURCE = (
+    f"{PREFIX}.runtime-source"  # JSON: a fork's commit, a tree's sha256, a series' sha256 (no host path)
+)
 IMAGE_LOCAL_WHEELS = f"{PREFIX}.local-wheels"  # JSON list: each of image.wheels' name, version, file, sha256
 VOLUME_CACHE = f"{PREFIX}.cache"
 
@@ -52,9 +54,20 @@ def name_prefix() -> str:
     return "deploytool" if instance() == "default" else f"deploytool-{instance()}"
 
 
-def container_labels(*, slot: str, release: int, profile: str, image: str, gpus: list[str],
-                     host_port: int, host_ip: str, simulator: bool, model: str = "none",
-                     api_key: bool = False, exposed_without_key: bool = False) -> dict[str, str]:
+def container_labels(
+    *,
+    slot: str,
+    release: int,
+    profile: str,
+    image: str,
+    gpus: list[str],
+    host_port: int,
+    host_ip: str,
+    simulator: bool,
+    model: str = "none",
+    api_key: bool = False,
+    exposed_without_key: bool = False,
+) -> dict[str, str]:
     exposure = {EXPOSED_WITHOUT_KEY: "true"} if exposed_without_key else {}
     return {
         MANAGED: "true",

@@ -11,8 +11,11 @@ def p2p_index(value: Any) -> int:
     return int(value[0]) if isinstance(value, tuple) else int(value)
 
 
-def nvlinks_between(a_ends: list[tuple[str | None, str | None]], b_ends: list[tuple[str | None, str | None]],
-                    b_bus_id: str | None) -> int:
+def nvlinks_between(
+    a_ends: list[tuple[str | None, str | None]],
+    b_ends: list[tuple[str | None, str | None]],
+    b_bus_id: str | None,
+) -> int:
     """nvidia-smi's NV# between cards a and b, from the far end of each active link of each card
     ("gpu" or "switch", and its PCI bus id): a's links straight to b, plus, when both reach the
     same NVSwitches, the fewer of their switch links (every switch port reaches every card)."""

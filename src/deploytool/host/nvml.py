@@ -31,15 +31,16 @@ def nvml_library() -> Any:
         except DeploytoolError as exc:
             # the file was never named on the command line: say where it came from
             exc.message = f"{STANDIN_ENV} names a host file that cannot be used: {exc.message}"
-            exc.hint = exc.hint or (f"fix the host file (docs/gpus.md, \"A described host\"), or unset {STANDIN_ENV} "
-                                    "to read this host's driver")
+            exc.hint = exc.hint or (
+                f'fix the host file (docs/gpus.md, "A described host"), or unset {STANDIN_ENV} '
+                "to read this host's driver"
+            )
             raise
     try:  # nvidia-ml-py; the import itself works without a driver, nvmlInit does not
         import pynvml
     except ImportError:  # pragma: no cover - it is a dependency, but keep the message clear
         return None
     return pynvml
-
 
 
 def optional(read: Callable[[], Any]) -> Any:
@@ -58,6 +59,8 @@ def refuse_on_described_host(gpu_slots: list[str], command: str) -> None:
     if described and gpu_slots:
         from ..errors import UsageError
 
-        raise UsageError(f"{command} on {', '.join(gpu_slots)}: the host is described by {STANDIN_ENV}={described}, "
-                         "not read from this machine's driver, so its GPU UUIDs are not cards here",
-                         hint=f"--dry-run plans on the described host; unset {STANDIN_ENV} to deploy on this host's cards")
+        raise UsageError(
+            f"{command} on {', '.join(gpu_slots)}: the host is described by {STANDIN_ENV}={described}, "
+            "not read from this machine's driver, so its GPU UUIDs are not cards here",
+            hint=f"--dry-run plans on the described host; unset {STANDIN_ENV} to deploy on this host's cards",
+        )

@@ -28,21 +28,45 @@ from .links import nvlinks_between, p2p_index
 from .standin_host import GpuSpec, HostSpec, MigDeviceSpec, cpu_list, load_host
 
 # The constants callers read from the NVML object (read_inventory asks nvml.NVML_CLOCK_MEM, ...).
-_CONSTANT_PREFIXES = ("NVML_CLOCK_", "NVML_TOPOLOGY_", "NVML_P2P_", "NVML_NVLINK_", "NVML_AFFINITY_SCOPE_",
-                      "NVML_FEATURE_", "NVML_DEVICE_MIG_", "NVML_ERROR_", "NVML_SUCCESS", "NVML_TEMPERATURE_")
-_NVLINK_VERSION = {"1.0": pynvml.NVML_NVLINK_VERSION_1_0, "2.0": pynvml.NVML_NVLINK_VERSION_2_0,
-                   "2.2": pynvml.NVML_NVLINK_VERSION_2_2, "3.0": pynvml.NVML_NVLINK_VERSION_3_0,
-                   "3.1": pynvml.NVML_NVLINK_VERSION_3_1, "4.0": pynvml.NVML_NVLINK_VERSION_4_0,
-                   "5.0": pynvml.NVML_NVLINK_VERSION_5_0, "6.0": pynvml.NVML_NVLINK_VERSION_6_0}
-_P2P_STATUS = {"ok": pynvml.NVML_P2P_STATUS_OK, "chipset_not_supported": pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED,
-               "gpu_not_supported": pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED,
-               "ioh_topology_not_supported": pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED,
-               "disabled_by_regkey": pynvml.NVML_P2P_STATUS_DISABLED_BY_REGKEY,
-               "not_supported": pynvml.NVML_P2P_STATUS_NOT_SUPPORTED, "unknown": pynvml.NVML_P2P_STATUS_UNKNOWN}
+_CONSTANT_PREFIXES = (
+    "NVML_CLOCK_",
+    "NVML_TOPOLOGY_",
+    "NVML_P2P_",
+    "NVML_NVLINK_",
+    "NVML_AFFINITY_SCOPE_",
+    "NVML_FEATURE_",
+    "NVML_DEVICE_MIG_",
+    "NVML_ERROR_",
+    "NVML_SUCCESS",
+    "NVML_TEMPERATURE_",
+)
+_NVLINK_VERSION = {
+    "1.0": pynvml.NVML_NVLINK_VERSION_1_0,
+    "2.0": pynvml.NVML_NVLINK_VERSION_2_0,
+    "2.2": pynvml.NVML_NVLINK_VERSION_2_2,
+    "3.0": pynvml.NVML_NVLINK_VERSION_3_0,
+    "3.1": pynvml.NVML_NVLINK_VERSION_3_1,
+    "4.0": pynvml.NVML_NVLINK_VERSION_4_0,
+    "5.0": pynvml.NVML_NVLINK_VERSION_5_0,
+    "6.0": pynvml.NVML_NVLINK_VERSION_6_0,
+}
+_P2P_STATUS = {
+    "ok": pynvml.NVML_P2P_STATUS_OK,
+    "chipset_not_supported": pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED,
+    "gpu_not_supported": pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED,
+    "ioh_topology_not_supported": pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED,
+    "disabled_by_regkey": pynvml.NVML_P2P_STATUS_DISABLED_BY_REGKEY,
+    "not_supported": pynvml.NVML_P2P_STATUS_NOT_SUPPORTED,
+    "unknown": pynvml.NVML_P2P_STATUS_UNKNOWN,
+}
 
 
-_P2P_INDEX = {p2p_index(pynvml.NVML_P2P_CAPS_INDEX_READ): "read", pynvml.NVML_P2P_CAPS_INDEX_WRITE: "write",
-              pynvml.NVML_P2P_CAPS_INDEX_NVLINK: "nvlink", pynvml.NVML_P2P_CAPS_INDEX_ATOMICS: "atomics"}
+_P2P_INDEX = {
+    p2p_index(pynvml.NVML_P2P_CAPS_INDEX_READ): "read",
+    pynvml.NVML_P2P_CAPS_INDEX_WRITE: "write",
+    pynvml.NVML_P2P_CAPS_INDEX_NVLINK: "nvlink",
+    pynvml.NVML_P2P_CAPS_INDEX_ATOMICS: "atomics",
+}
 
 
 def _fail(code: int) -> pynvml.NVMLError:
@@ -113,8 +137,11 @@ class StandInNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle: _Handle) -> Any:
         mig = self._mig_or_none(handle)
-        total, free = (mig.memory_total_mib, mig.memory_free_mib) if mig else \
-            (self._card(handle).memory_total_mib, self._card(handle).memory_free_mib)
+        total, free = (
+            (mig.memory_total_mib, mig.memory_free_mib)
+            if mig
+            else (self._card(handle).memory_total_mib, self._card(handle).memory_free_mib)
+        )
         memory = pynvml.c_nvmlMemory_t()
         memory.total, memory.free, memory.used = total << 20, free << 20, (total - free) << 20
         return memory
@@ -148,8 +175,9 @@ class StandInNvml:
         mask = 0
         for reason in self._live(handle).throttle:
             words = "".join(w.capitalize() for w in reason.split("_"))
-            mask |= getattr(pynvml, f"nvmlClocksEventReason{words}", 0) or \
-                getattr(pynvml, f"nvmlClocksThrottleReason{words}", 0)
+            mask |= getattr(pynvml, f"nvmlClocksEventReason{words}", 0) or getattr(
+                pynvml, f"nvmlClocksThrottleReason{words}", 0
+            )
         return mask
 
     def _live(self, handle: _Handle) -> Any:
@@ -189,7 +217,10 @@ class StandInNvml:
     # -- NUMA and CPU affinity -------------------------------------------------------------------
     def nvmlDeviceGetMemoryAffinity(self, handle: _Handle, node_set_size: int, scope: int) -> Any:
         card = self._whole_card(handle)
-        if card.numa_node is None or scope not in (pynvml.NVML_AFFINITY_SCOPE_NODE, pynvml.NVML_AFFINITY_SCOPE_SOCKET):
+        if card.numa_node is None or scope not in (
+            pynvml.NVML_AFFINITY_SCOPE_NODE,
+            pynvml.NVML_AFFINITY_SCOPE_SOCKET,
+        ):
             raise _fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return _bitmask([card.numa_node], node_set_size)
 
@@ -343,8 +374,10 @@ class StandInNvml:
             if spec is None:
                 return []
             active = spec.links if spec.active is None else spec.active
-            return [(kinds.get(kind), bus) for kind, bus in
-                    (self._remote(handle, link) for link in range(min(active, spec.links)))]
+            return [
+                (kinds.get(kind), bus)
+                for kind, bus in (self._remote(handle, link) for link in range(min(active, spec.links)))
+            ]
 
         return nvlinks_between(far_ends(first), far_ends(second), self.host.gpus[second].pci_bus_id)
 

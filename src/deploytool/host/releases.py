@@ -30,7 +30,9 @@ class Release:
     host_ip: str = "127.0.0.1"  # the address the port is published on
     model: str = ""  # the weights it serves (labels.MODEL); "" for releases made before the label existed
     api_key: bool = False  # the server wants an API key (labels.API_KEY)
-    exposed_without_key: bool = False  # published beyond loopback without a key, on purpose (labels.EXPOSED_WITHOUT_KEY)
+    exposed_without_key: bool = (
+        False  # published beyond loopback without a key, on purpose (labels.EXPOSED_WITHOUT_KEY)
+    )
     started: str = ""  # when the container last started (the engine's State.StartedAt, RFC 3339)
     instance: str = ""  # the deploytool instance that made it (labels.INSTANCE)
 

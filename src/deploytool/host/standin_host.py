@@ -67,9 +67,18 @@ class LiveSpec(_Strict):
     temperature_c: int = Field(default=30, ge=0)
     # NVML's clock event reasons by name: gpu_idle, applications_clocks_setting, sw_power_cap,
     # hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown, hw_power_brake_slowdown
-    throttle: list[Literal["gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown", "sync_boost",
-                           "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"]] = \
-        Field(default_factory=list)
+    throttle: list[
+        Literal[
+            "gpu_idle",
+            "applications_clocks_setting",
+            "sw_power_cap",
+            "hw_slowdown",
+            "sync_boost",
+            "sw_thermal_slowdown",
+            "hw_thermal_slowdown",
+            "hw_power_brake_slowdown",
+        ]
+    ] = Field(default_factory=list)
 
 
 class GpuSpec(_Strict):
@@ -101,8 +110,15 @@ class P2POverride(_Strict):
     a: int
     b: int
     index: Literal["read", "write", "nvlink", "atomics"]
-    status: Literal["ok", "chipset_not_supported", "gpu_not_supported", "ioh_topology_not_supported",
-                    "disabled_by_regkey", "not_supported", "unknown"]
+    status: Literal[
+        "ok",
+        "chipset_not_supported",
+        "gpu_not_supported",
+        "ioh_topology_not_supported",
+        "disabled_by_regkey",
+        "not_supported",
+        "unknown",
+    ]
 
 
 class HostSpec(_Strict):
@@ -125,7 +141,9 @@ class HostSpec(_Strict):
             problems += [f"gpus: {key} {v} appears twice" for v in sorted(set(values)) if values.count(v) > 1]
         for i, gpu in enumerate(self.gpus):
             if gpu.numa_node is not None and self.cpus and gpu.numa_node not in self.cpus:
-                problems.append(f"gpus.{i}.numa_node: node {gpu.numa_node} is not in cpus ({sorted(self.cpus)})")
+                problems.append(
+                    f"gpus.{i}.numa_node: node {gpu.numa_node} is not in cpus ({sorted(self.cpus)})"
+                )
             link = gpu.nvlink
             if link is None:
                 continue
@@ -135,9 +153,14 @@ class HostSpec(_Strict):
                 problems.append(f"gpus.{i}.nvlink.remote: nvswitch, but the host lists no nvswitches")
             if isinstance(link.remote, list):
                 if len(link.remote) != link.links:
-                    problems.append(f"gpus.{i}.nvlink.remote: one peer per link ({link.links}), got {len(link.remote)}")
-                problems += [f"gpus.{i}.nvlink.remote: no GPU {p} on this host (or the card itself)"
-                             for p in link.remote if p == i or not 0 <= p < len(self.gpus)]
+                    problems.append(
+                        f"gpus.{i}.nvlink.remote: one peer per link ({link.links}), got {len(link.remote)}"
+                    )
+                problems += [
+                    f"gpus.{i}.nvlink.remote: no GPU {p} on this host (or the card itself)"
+                    for p in link.remote
+                    if p == i or not 0 <= p < len(self.gpus)
+                ]
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -149,7 +172,7 @@ def load_host(path: Path) -> HostSpec:
     try:
         return HostSpec.model_validate(doc.data)
     except ValidationError as exc:
-        lines = [f"{path}: not a valid host description (docs/gpus.md, \"A described host\"):"]
+        lines = [f'{path}: not a valid host description (docs/gpus.md, "A described host"):']
         for err in exc.errors():
             loc = tuple(err["loc"])
             what = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]

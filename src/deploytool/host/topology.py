@@ -22,11 +22,24 @@ LEVELS: dict[int, tuple[str, str, str]] = {
     50: ("system", "SYS", "through the interconnect between NUMA nodes (QPI/UPI, or between Grace CPUs)"),
 }
 # How close a connection is, for choosing which cards work together: NVLink first.
-RANK = {"nvlink": 0, "internal": 1, "single": 2, "multiple": 3, "hostbridge": 4, "node": 5, "system": 6, None: 7}
+RANK = {
+    "nvlink": 0,
+    "internal": 1,
+    "single": 2,
+    "multiple": 3,
+    "hostbridge": 4,
+    "node": 5,
+    "system": 6,
+    None: 7,
+}
 # NVML_P2P_STATUS_* -> (name in JSON, nvidia-smi topo -p2p's abbreviation)
 P2P_STATUS: dict[int, tuple[str, str]] = {
-    0: ("ok", "OK"), 1: ("chipset not supported", "CNS"), 2: ("GPU not supported", "GNS"),
-    3: ("topology not supported", "TNS"), 4: ("disabled by registry key", "DR"), 5: ("not supported", "NS"),
+    0: ("ok", "OK"),
+    1: ("chipset not supported", "CNS"),
+    2: ("GPU not supported", "GNS"),
+    3: ("topology not supported", "TNS"),
+    4: ("disabled by registry key", "DR"),
+    5: ("not supported", "NS"),
     6: ("unknown", "U"),
 }
 P2P_KINDS = ("read", "write", "nvlink", "atomics")
@@ -68,15 +81,25 @@ def read_pairs(nvml: Any, handles: list[Any], cards: list[Any]) -> list[GpuPair]
             for kind, index in indexes.items():
                 if index is None:
                     continue
-                status = _optional(lambda: nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], p2p_index(index)))
+                status = _optional(
+                    lambda: nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], p2p_index(index))
+                )
                 p2p[kind] = P2P_STATUS.get(status, ("unknown", "U"))[0] if status is not None else None
-            pairs.append(GpuPair(a=i, b=j, level=LEVELS[level][0] if level in LEVELS else None,
-                                 nvlinks=nvlinks_between(cards[i], cards[j]), p2p=p2p))
+            pairs.append(
+                GpuPair(
+                    a=i,
+                    b=j,
+                    level=LEVELS[level][0] if level in LEVELS else None,
+                    nvlinks=nvlinks_between(cards[i], cards[j]),
+                    p2p=p2p,
+                )
+            )
     return pairs
 
 
 def nvlinks_between(a: Any, b: Any) -> int:
     """NV# between two inventory cards (links.nvlinks_between over their active links)."""
+
     def far_ends(card: Any) -> list[tuple[str | None, str | None]]:
         return [(link.remote, link.remote_bus_id) for link in card.nvlinks or [] if link.active]
 
@@ -111,8 +134,11 @@ def _matrix(inventory: Any, label: Any, *, affinity: bool) -> list[str]:
     cards = inventory.gpus
     names = [f"GPU{g.index}" for g in cards]
     width = max([6] + [len(n) + 2 for n in names] + [len(label(p)) + 2 for p in inventory.pairs])
-    lines = [" " * 8 + "".join(n.ljust(width) for n in names)
-             + ("CPU Affinity    NUMA Affinity   GPU NUMA ID" if affinity else "")]
+    lines = [
+        " " * 8
+        + "".join(n.ljust(width) for n in names)
+        + ("CPU Affinity    NUMA Affinity   GPU NUMA ID" if affinity else "")
+    ]
     for g in cards:
         cells = []
         for other in cards:

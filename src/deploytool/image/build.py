@@ -75,7 +75,9 @@ class BuildResult:
 
 def image_tag(profile: Profile, inputs_hash: str) -> str:
     pinned = "@sha256:" in profile.image.base
-    return f"deploytool/{profile.image.recipe}:{profile.name}-{inputs_hash[:12]}" + ("" if pinned else f"-{BASE_BY_TAG}")
+    return f"deploytool/{profile.image.recipe}:{profile.name}-{inputs_hash[:12]}" + (
+        "" if pinned else f"-{BASE_BY_TAG}"
+    )
 
 
 def dockerfile_quote(value: object) -> str:
@@ -119,8 +121,11 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
         dockerfile,
     ):
         digest.update(part.encode() + b"\0")
-    context = {item.name: item for item in source.iterdir()
-               if item.name != "Dockerfile.j2" and not item.name.startswith(".")}
+    context = {
+        item.name: item
+        for item in source.iterdir()
+        if item.name != "Dockerfile.j2" and not item.name.startswith(".")
+    }
     context.update(inputs.files)
     for name, item in sorted(context.items()):
         for relative, data in _contents(name, item):
@@ -140,10 +145,22 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
         **inputs.labels,
     }
     # The classic builder runs one LABEL step per label after the Dockerfile's own steps.
-    steps = sum(1 for line in dockerfile.splitlines() if re.match(r"^\s*[A-Z]+\s", line)) + len(image_labels) + 1
-    return BuildPlan(profile=profile.name, recipe=profile.image.recipe, dockerfile=dockerfile, tag=tag,
-                     inputs_hash=inputs_hash, base_ref=base_ref, base_pinned="@sha256:" in base_ref,
-                     labels=image_labels, fingerprint=fingerprint, steps=steps, inputs=inputs)
+    steps = (
+        sum(1 for line in dockerfile.splitlines() if re.match(r"^\s*[A-Z]+\s", line)) + len(image_labels) + 1
+    )
+    return BuildPlan(
+        profile=profile.name,
+        recipe=profile.image.recipe,
+        dockerfile=dockerfile,
+        tag=tag,
+        inputs_hash=inputs_hash,
+        base_ref=base_ref,
+        base_pinned="@sha256:" in base_ref,
+        labels=image_labels,
+        fingerprint=fingerprint,
+        steps=steps,
+        inputs=inputs,
+    )
 
 
 def _contents(name: str, item: Path | str) -> list[tuple[str, bytes]]:
@@ -187,9 +204,15 @@ def resolve_base(engine: Engine, base: str) -> str:
     return image.id
 
 
-def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | None = None,
-          progress: ProgressFn | None = None, no_cache: bool = False,
-          on_start: Callable[[str], None] | None = None) -> BuildResult:
+def build(
+    profile: Profile,
+    *,
+    engine: Engine | None = None,
+    wheelhouse: Path | None = None,
+    progress: ProgressFn | None = None,
+    no_cache: bool = False,
+    on_start: Callable[[str], None] | None = None,
+) -> BuildResult:
     """`on_start(why)` is called once it is known that an image will be built (and not when
     the one on the engine is up to date), so a caller says what a build costs only when it does."""
     engine = engine or Engine()
@@ -199,8 +222,13 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
         existing = engine.image(plan.tag)
         why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
         if why is None:
-            return BuildResult(image=plan.tag, image_id=existing.id, built=False,
-                               inputs_hash=plan.inputs_hash, labels=dict(existing.labels or {}))
+            return BuildResult(
+                image=plan.tag,
+                image_id=existing.id,
+                built=False,
+                inputs_hash=plan.inputs_hash,
+                labels=dict(existing.labels or {}),
+            )
         if on_start is not None:
             on_start(why)
         image_labels = {**plan.labels, BASE_DIGEST_LABEL: base_id}
@@ -215,14 +243,35 @@ def build(profile: Profile, *, engine: Engine | None = None, wheelhouse: Path | 
             image_id, tail = _run_build(engine, plan, context, image_labels, progress, no_cache)
         finally:
             shutil.rmtree(context, ignore_errors=True)
-        journal("build", profile=profile.name, image=plan.tag, image_id=image_id, inputs_hash=plan.inputs_hash,
-                base=plan.base_ref, base_digest=base_id, **plan.inputs.journal)
-        return BuildResult(image=plan.tag, image_id=image_id, built=True, inputs_hash=plan.inputs_hash,
-                           labels=image_labels, log_tail=tail, why=why)
+        journal(
+            "build",
+            profile=profile.name,
+            image=plan.tag,
+            image_id=image_id,
+            inputs_hash=plan.inputs_hash,
+            base=plan.base_ref,
+            base_digest=base_id,
+            **plan.inputs.journal,
+        )
+        return BuildResult(
+            image=plan.tag,
+            image_id=image_id,
+            built=True,
+            inputs_hash=plan.inputs_hash,
+            labels=image_labels,
+            log_tail=tail,
+            why=why,
+        )
 
 
-def _run_build(engine: Engine, plan: BuildPlan, context: Path, image_labels: dict[str, str],
-               progress: ProgressFn | None, no_cache: bool) -> tuple[str, list[str]]:
+def _run_build(
+    engine: Engine,
+    plan: BuildPlan,
+    context: Path,
+    image_labels: dict[str, str],
+    progress: ProgressFn | None,
+    no_cache: bool,
+) -> tuple[str, list[str]]:
     log: list[str] = []
     step, step_line = 0, ""
     image_id = None
@@ -261,17 +310,25 @@ def expected_size(profile: Profile) -> str:
     before it starts: the image's size, what is downloaded, how long, the disk it needs."""
     image = profile.image
     if image.recipe == "sim":
-        return ("about 260 MB (the deploytool/sim images on this project's engine: 259 MB, `docker image ls`), on "
-                f"{image.base} (195 MB); its few Python wheels come from the package index; about a minute")
+        return (
+            "about 260 MB (the deploytool/sim images on this project's engine: 259 MB, `docker image ls`), on "
+            f"{image.base} (195 MB); its few Python wheels come from the package index; about a minute"
+        )
     if image.cuda is None:
-        return ("a CPU image of the pinned SGLang: about 560 MB of wheels (torch CPU and triton most of it), "
-                "an image near 1.5 GB; the CPU build of torch must come from the index DEPLOYTOOL_TORCH_INDEX_URL "
-                "names, or pip may fetch the several-GB CUDA build")
-    measured = ("measured for rtx5090-qwen3.6-35b-a3b-nvfp4-wheels: a 12.4 GB image, 4.8 GB of wheels (211 files; "
-                "1.75 GB of them from the index when the wheelhouse already has torch and the nvidia wheels), "
-                "13.5 min the first time on 2 busy cores, about 35 GB of free disk during the build "
-                "(docs/measured/gpu-image-wheels.md)")
+        return (
+            "a CPU image of the pinned SGLang: about 560 MB of wheels (torch CPU and triton most of it), "
+            "an image near 1.5 GB; the CPU build of torch must come from the index DEPLOYTOOL_TORCH_INDEX_URL "
+            "names, or pip may fetch the several-GB CUDA build"
+        )
+    measured = (
+        "measured for rtx5090-qwen3.6-35b-a3b-nvfp4-wheels: a 12.4 GB image, 4.8 GB of wheels (211 files; "
+        "1.75 GB of them from the index when the wheelhouse already has torch and the nvidia wheels), "
+        "13.5 min the first time on 2 busy cores, about 35 GB of free disk during the build "
+        "(docs/measured/gpu-image-wheels.md)"
+    )
     if image.base_source == "wheels":
         return measured
-    return (f"the same 4.3 GB of SGLang wheels on the {image.base} base image (pulled from its registry, several GB; "
-            f"not measured here, where no image registry is reachable); for comparison, {measured}")
+    return (
+        f"the same 4.3 GB of SGLang wheels on the {image.base} base image (pulled from its registry, several GB; "
+        f"not measured here, where no image registry is reachable); for comparison, {measured}"
+    )

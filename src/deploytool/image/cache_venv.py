@@ -26,8 +26,11 @@ for name in sys.argv[1:]:
 
 
 def pip_install(python: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", *args],
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", "--no-compile", *args],
+        capture_output=True,
+        text=True,
+    )
 
 
 def compile_by_importing(python: Path, modules: list[str]) -> None:

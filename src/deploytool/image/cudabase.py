@@ -46,8 +46,10 @@ def arch() -> str:
 def toolkit_requirements(cuda: str, components: str) -> list[str]:
     row = load_matrix().cuda_row(cuda)
     if row is None or components not in row.wheels:
-        raise UsageError(f"the version matrix has no {components!r} wheels for CUDA {cuda}",
-                         hint=f"add cuda.\"{cuda}\".wheels.{components} to images/versions.yaml")
+        raise UsageError(
+            f"the version matrix has no {components!r} wheels for CUDA {cuda}",
+            hint=f'add cuda."{cuda}".wheels.{components} to images/versions.yaml',
+        )
     return row.wheels[components]
 
 
@@ -73,9 +75,11 @@ def locked_wheels(lock: Lock, wheelhouse: Path | None, *, python: str) -> Path:
 def fetch_locked(lock: Lock, wheelhouse: Path | None, *, python: str) -> Callable[[], list[Path]]:
     """For a recipe's `fetched` inputs: when the image is built, exactly the lock's wheels,
     checked against it (locked_wheels). The lock file itself is the declared input."""
+
     def fetch() -> list[Path]:
         house = locked_wheels(lock, wheelhouse, python=python)
         return [house / wheel.filename for wheel in lock.wheels]
+
     return fetch
 
 
@@ -86,7 +90,9 @@ def toolkit_env(cuda: str) -> dict[str, str]:
     toolkit) on LD_LIBRARY_PATH, and Triton's ptxas pinned to the toolkit's own (Triton ships
     one of its own otherwise)."""
     return {
-        "CUDA_HOME": "/usr/local/cuda", "CUDA_PATH": "/usr/local/cuda", "CUDA_VERSION": cuda,
+        "CUDA_HOME": "/usr/local/cuda",
+        "CUDA_PATH": "/usr/local/cuda",
+        "CUDA_VERSION": cuda,
         "DEPLOYTOOL_BASE_SOURCE": "wheels",
         "PATH": "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "LIBRARY_PATH": "/usr/local/cuda/lib64/stubs",
@@ -101,6 +107,7 @@ def toolkit_env(cuda: str) -> dict[str, str]:
 @dataclass
 class ToolkitStage:
     """The toolkit steps of a Dockerfile, its environment and what they add to the fingerprint."""
+
     steps: str
     env: dict[str, str]
     lock: Lock
@@ -112,12 +119,21 @@ def declare_toolkit(cuda: str, components: str, *, python: str) -> ToolkitStage:
     read): the build context gets the lock file and, in `cuda-wheels/`, the wheels it names."""
     lock = read_lock(toolkit_lock_path(cuda, components))
     major, minor = cuda.split(".")[:2]
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     variables = toolkit_env(cuda)
     steps = env.get_template("toolkit.Dockerfile.j2").render(
-        cuda=cuda, cuda_mm=f"{major}.{minor}", cuda_major=major, python=python, lock_name=lock.path.name,
-        toolkit_requirements=" ".join(toolkit_requirements(cuda, components)), toolkit_env=variables)
+        cuda=cuda,
+        cuda_mm=f"{major}.{minor}",
+        cuda_major=major,
+        python=python,
+        lock_name=lock.path.name,
+        toolkit_requirements=" ".join(toolkit_requirements(cuda, components)),
+        toolkit_env=variables,
+    )
     fingerprint = {
         "base_source": "wheels",
         "cuda": cuda,
@@ -131,8 +147,15 @@ def base_tag(cuda: str, components: str, digest: str) -> str:
     return f"deploytool/cuda-wheels:{cuda}-{components}-{digest[:12]}"
 
 
-def build_base(engine: "Engine", *, cuda: str, components: str = COMPILER, python: str = "3.11",
-               base: str = "deploytool/base:bookworm", wheelhouse: Path | None = None) -> str:
+def build_base(
+    engine: "Engine",
+    *,
+    cuda: str,
+    components: str = COMPILER,
+    python: str = "3.11",
+    base: str = "deploytool/base:bookworm",
+    wheelhouse: Path | None = None,
+) -> str:
     """The toolkit steps alone on the Debian base (the compiler-only image `make test` builds).
     Its tag is a hash of the Dockerfile, the lock and the base's id, known before any wheel is
     touched; built once, through Engine like every other build."""
@@ -140,19 +163,26 @@ def build_base(engine: "Engine", *, cuda: str, components: str = COMPILER, pytho
     if base_image is None:
         raise BuildError(f"base image {base!r} is not on this engine", hint="make base-image")
     stage = declare_toolkit(cuda, components, python=python)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(resource(*TEMPLATES)),  # nosec B701: renders a Dockerfile, not HTML
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
     dockerfile = env.get_template("Dockerfile.base.j2").render(
-        cuda=cuda, components=components, base=base, base_ref=base_image.id, toolkit_steps=stage.steps)
+        cuda=cuda, components=components, base=base, base_ref=base_image.id, toolkit_steps=stage.steps
+    )
     digest = hashlib.sha256("\0".join([dockerfile, stage.lock.digest, base_image.id]).encode()).hexdigest()
     tag = base_tag(cuda, components, digest)
     with build_lock(tag):  # another deploytool building it: wait, then find it
         if engine.image(tag) is not None:
             return tag
         fingerprint = {**stage.fingerprint, "python": python, "image_kind": f"cuda-{components}"}
-        image_labels = {labels.IMAGE_RECIPE: "cuda-wheels", labels.IMAGE_INPUTS_HASH: digest,
-                        labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
-                        "org.opencontainers.image.base.name": base}
+        image_labels = {
+            labels.IMAGE_RECIPE: "cuda-wheels",
+            labels.IMAGE_INPUTS_HASH: digest,
+            labels.IMAGE_FINGERPRINT: json.dumps(fingerprint, sort_keys=True),
+            "org.opencontainers.image.base.name": base,
+        }
         context = Path(tempfile.mkdtemp(prefix="cuda-wheels-", dir=cache_dir("build")))
         try:
             from .recipes import link_or_copy
@@ -165,8 +195,10 @@ def build_base(engine: "Engine", *, cuda: str, components: str = COMPILER, pytho
             for event in engine.build_events(context, tag=tag, labels=image_labels, no_cache=False):
                 if "error" in event:
                     detail = (event.get("errorDetail") or {}).get("message") or event["error"]
-                    raise BuildError(f"build of {tag} failed: {detail.strip()}\n"
-                                     + "\n".join("    " + x for x in log[-15:]))
+                    raise BuildError(
+                        f"build of {tag} failed: {detail.strip()}\n"
+                        + "\n".join("    " + x for x in log[-15:])
+                    )
                 log.extend(x for x in event.get("stream", "").splitlines() if x.strip())
             return tag
         finally:

@@ -55,7 +55,9 @@ _MARKER = "---deploytool-flagprobe---"
 class FlagFinding:
     flag: str
     given: Any
-    status: str  # ok | unknown | invalid_choice | wrong_type | wrong_arity | rejected | overridden | redundant
+    status: (
+        str  # ok | unknown | invalid_choice | wrong_type | wrong_arity | rejected | overridden | redundant
+    )
     message: str = ""
     stored: Any = None
     suggestions: list[str] = field(default_factory=list)
@@ -81,8 +83,12 @@ class FlagCheck:
 
     @property
     def ok(self) -> bool:
-        return (self.parser_error is None and self.probe_error is None and not any(f.failed for f in self.findings)
-                and not (self.startup or {}).get("refused"))
+        return (
+            self.parser_error is None
+            and self.probe_error is None
+            and not any(f.failed for f in self.findings)
+            and not (self.startup or {}).get("refused")
+        )
 
     @property
     def failures(self) -> list[FlagFinding]:
@@ -92,14 +98,21 @@ class FlagCheck:
 def flag_groups(profile: Profile) -> list[list[str]]:
     """server.args as [flag, value...] groups, in the order the launch command has them."""
     # launch_args(): server.args plus the flags the model source implies (--model-path).
-    return [args_to_argv({key: value}) for key, value in profile.launch_args().items() if args_to_argv({key: value})]
+    return [
+        args_to_argv({key: value})
+        for key, value in profile.launch_args().items()
+        if args_to_argv({key: value})
+    ]
 
 
 def unset_flags(profile: Profile) -> list[list[Any]]:
     """[flag, value] of server.args whose value (false or null) keeps them off the command line:
     their names are still checked."""
-    return [[key if key.startswith("-") else f"--{key}", value]
-            for key, value in profile.server.args.items() if value is False or value is None]
+    return [
+        [key if key.startswith("-") else f"--{key}", value]
+        for key, value in profile.server.args.items()
+        if value is False or value is None
+    ]
 
 
 def parser_requirements(torch_version: str) -> list[str]:
@@ -113,18 +126,24 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def first_run_notice(sglang_version: str, root: Path, requirements: list[str], torch_index: str | None) -> list[str]:
+def first_run_notice(
+    sglang_version: str, root: Path, requirements: list[str], torch_index: str | None
+) -> list[str]:
     """What making the parser environment costs, said before it starts (measured on this
     project's 2-core machine: 38 s and about 2.3 GB, torch's CPU build and triton most of it)."""
-    lines = [f"deploytool: making the sglang {sglang_version} parser environment once, in {root}: the sglang wheel "
-             f"(about 40 MB) without its dependencies, {requirements[0]} and {len(requirements) - 1} light packages; "
-             "about 2.3 GB on disk and about a minute (38 s measured on 2 cores) with a CPU torch; later checks "
-             "reuse it and take a few seconds"]
+    lines = [
+        f"deploytool: making the sglang {sglang_version} parser environment once, in {root}: the sglang wheel "
+        f"(about 40 MB) without its dependencies, {requirements[0]} and {len(requirements) - 1} light packages; "
+        "about 2.3 GB on disk and about a minute (38 s measured on 2 cores) with a CPU torch; later checks "
+        "reuse it and take a few seconds"
+    ]
     if torch_index is None:
-        lines.append(f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} comes from pip's configured "
-                     "index, which on x86_64 may give the CUDA build (several GB of nvidia wheels, many minutes); "
-                     f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build, or build the profile's "
-                     "image first (`profiles check` then runs in it)")
+        lines.append(
+            f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} comes from pip's configured "
+            "index, which on x86_64 may give the CUDA build (several GB of nvidia wheels, many minutes); "
+            f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build, or build the profile's "
+            "image first (`profiles check` then runs in it)"
+        )
     return lines
 
 
@@ -135,7 +154,9 @@ def parser_venv(sglang_version: str) -> Path:
     if row is None:
         raise UsageError(f"sglang {sglang_version} is not in the version matrix ({matrix.source})")
     if not row.cpu_torch:
-        raise UsageError(f"the version matrix names no CPU torch for sglang {sglang_version} (cpu_validation.torch)")
+        raise UsageError(
+            f"the version matrix names no CPU torch for sglang {sglang_version} (cpu_validation.torch)"
+        )
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     root = cache_dir("flagcheck", f"sglang-{sglang_version}-py{python}")
     bin_python = root / "venv" / "bin" / "python"
@@ -148,8 +169,15 @@ def parser_venv(sglang_version: str) -> Path:
         return _make_parser_venv(sglang_version, root, bin_python, stamp, requirements, torch_index, python)
 
 
-def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: Path, requirements: list[str],
-                      torch_index: str | None, python: str) -> Path:
+def _make_parser_venv(
+    sglang_version: str,
+    root: Path,
+    bin_python: Path,
+    stamp: Path,
+    requirements: list[str],
+    torch_index: str | None,
+    python: str,
+) -> Path:
     if bin_python.exists() and stamp.exists():
         made = json.loads(stamp.read_text())
         if made.get("requirements") == requirements and made.get("torch_index") == torch_index:
@@ -159,18 +187,26 @@ def _make_parser_venv(sglang_version: str, root: Path, bin_python: Path, stamp: 
     wheel = sglang_wheel(sglang_version, python)
     venv.EnvBuilder(with_pip=True, clear=True).create(root / "venv")
     torch_step = [*(["--index-url", torch_index] if torch_index else []), requirements[0]]
-    steps = ((f"the sglang {sglang_version} wheel, without its dependencies", ["--no-deps", str(wheel)]),
-             (f"{requirements[0]} (the largest part)", torch_step),
-             (f"the parser's {len(requirements) - 1} light packages", requirements[1:]))
+    steps = (
+        (f"the sglang {sglang_version} wheel, without its dependencies", ["--no-deps", str(wheel)]),
+        (f"{requirements[0]} (the largest part)", torch_step),
+        (f"the parser's {len(requirements) - 1} light packages", requirements[1:]),
+    )
     for number, (what, step) in enumerate(steps, 1):
         _say(f"deploytool: [{number}/{len(steps)}] installing {what}")
         proc = pip_install(bin_python, step)
         if proc.returncode != 0:
-            raise CouldNotRun(f"could not make the sglang {sglang_version} parser environment in {root}:\n"
-                                  + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
-                                  hint="it needs a package index once (or pip's find-links); a built image avoids it")
-    compile_by_importing(bin_python, ["sglang.srt.server_args", "sglang.srt.configs.model_config"])  # what the probe imports
-    stamp.write_text(json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index}))
+            raise CouldNotRun(
+                f"could not make the sglang {sglang_version} parser environment in {root}:\n"
+                + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
+                hint="it needs a package index once (or pip's find-links); a built image avoids it",
+            )
+    compile_by_importing(
+        bin_python, ["sglang.srt.server_args", "sglang.srt.configs.model_config"]
+    )  # what the probe imports
+    stamp.write_text(
+        json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index})
+    )
     return bin_python
 
 
@@ -215,11 +251,15 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
         if have == want and have_source == want_source:
             fitting.append(image)
         else:
-            other.add(str(have or "unknown") + ("" if have_source in ("wheel", None) else f" ({have_source})"))
+            other.add(
+                str(have or "unknown") + ("" if have_source in ("wheel", None) else f" ({have_source})")
+            )
     if not fitting:
         wanted = want + ("" if want_source == "wheel" else f" ({want_source})")
-        return None, (f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
-                      f"the profile pins {wanted}: rebuild with `deploytool build --profile {profile.name}`")
+        return None, (
+            f"the image(s) built for {profile.name} carry sglang {', '.join(sorted(other))}, "
+            f"the profile pins {wanted}: rebuild with `deploytool build --profile {profile.name}`"
+        )
     from .build import plan_build
 
     try:
@@ -233,19 +273,43 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
         why_not = f"{tag}, what the profile's current inputs give, is not on this engine"
     newest = max(fitting, key=lambda image: image.attrs.get("Created", ""))
     name = (newest.tags or [newest.id])[0]
-    return name, (f"the newest image labelled for {profile.name}, built {newest.attrs.get('Created', '?')[:19]}: "
-                  f"{why_not}; `deploytool build --profile {profile.name}` to check in exactly that one")
+    return name, (
+        f"the newest image labelled for {profile.name}, built {newest.attrs.get('Created', '?')[:19]}: "
+        f"{why_not}; `deploytool build --profile {profile.name}` to check in exactly that one"
+    )
 
 
-def check(profile: Profile, *, image: str | None = None, use_image: bool = True, resolve: bool = False,
-          timeout: float = 300, wheelhouse: Path | None = None, checkpoint: Path | None = None) -> FlagCheck:
-    return check_many([profile], image=image, use_image=use_image, resolve=resolve, timeout=timeout,
-                      wheelhouse=wheelhouse, checkpoint=checkpoint)[0]
+def check(
+    profile: Profile,
+    *,
+    image: str | None = None,
+    use_image: bool = True,
+    resolve: bool = False,
+    timeout: float = 300,
+    wheelhouse: Path | None = None,
+    checkpoint: Path | None = None,
+) -> FlagCheck:
+    return check_many(
+        [profile],
+        image=image,
+        use_image=use_image,
+        resolve=resolve,
+        timeout=timeout,
+        wheelhouse=wheelhouse,
+        checkpoint=checkpoint,
+    )[0]
 
 
-def check_many(profiles: list[Profile], *, image: str | None = None, use_image: bool = True,
-               resolve: bool = False, timeout: float = 300, wheelhouse: Path | None = None,
-               checkpoint: Path | None = None) -> list[FlagCheck]:
+def check_many(
+    profiles: list[Profile],
+    *,
+    image: str | None = None,
+    use_image: bool = True,
+    resolve: bool = False,
+    timeout: float = 300,
+    wheelhouse: Path | None = None,
+    checkpoint: Path | None = None,
+) -> list[FlagCheck]:
     """Each profile's check, in order. Profiles whose parser runs in the same place (one image, or
     the parser venv with the same sources first on the path) share one probe process: starting
     it (importing torch and sglang) is most of a check's cost. Not with `resolve`: sglang's
@@ -258,8 +322,12 @@ def check_many(profiles: list[Profile], *, image: str | None = None, use_image: 
         groups.setdefault(place.key + ((i,) if resolve else ()), []).append(i)
     results: dict[int, FlagCheck] = {}
     for members in groups.values():
-        answers = _probe(places[members[0]], [_request(profiles[i], resolve, *([checkpoint] if checkpoint else [])) for i in members],
-                         names=[profiles[i].name for i in members], timeout=timeout)
+        answers = _probe(
+            places[members[0]],
+            [_request(profiles[i], resolve, *([checkpoint] if checkpoint else [])) for i in members],
+            names=[profiles[i].name for i in members],
+            timeout=timeout,
+        )
         for i, answer in zip(members, answers, strict=True):
             results[i] = _result(profiles[i], places[i], answer, resolve=resolve)
     return [results[i] for i in range(len(profiles))]
@@ -283,6 +351,7 @@ def _checkable(profile: Profile) -> None:
 class _Place:
     """Where one profile's parser runs: a built image, or the parser venv's Python with the
     sources that come first on its path."""
+
     version: str
     where: str
     image: str | None = None
@@ -303,8 +372,11 @@ def _place(profile: Profile, *, image: str | None, use_image: bool, wheelhouse: 
     if image:
         return _Place(version, f"image {image}" + (f" ({note})" if note else ""), image=image)
     python = parser_venv(version)
-    place = _Place(version, f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else ""),
-                   python=python)
+    place = _Place(
+        version,
+        f"venv {python.parent.parent}" + (f" (no built image: {note})" if note else ""),
+        python=python,
+    )
     source = runtime_source.resolve(profile)
     if source.is_fork:
         # The release's venv holds what the parser imports; the fork's own package, unpacked
@@ -329,18 +401,25 @@ CONFIG_FILES = ("config.json", "hf_quant_config.json", "generation_config.json")
 
 
 def _request(profile: Profile, resolve: bool, checkpoint: Path | None = None) -> dict[str, Any]:
-    request = {"groups": flag_groups(profile), "names_only": unset_flags(profile), "resolve": resolve,
-               "model_path": str(profile.launch_args().get("model-path") or profile.model.path)}
+    request = {
+        "groups": flag_groups(profile),
+        "names_only": unset_flags(profile),
+        "resolve": resolve,
+        "model_path": str(profile.launch_args().get("model-path") or profile.model.path),
+    }
     if checkpoint is not None:
         # the files travel in the request (the image has no mount of this folder); only SGLang's
         # own switches of the profile's environment, never the rest of it (it may hold secrets)
-        request["checkpoint_files"] = {name: (checkpoint / name).read_text() for name in CONFIG_FILES
-                                       if (checkpoint / name).is_file()}
+        request["checkpoint_files"] = {
+            name: (checkpoint / name).read_text() for name in CONFIG_FILES if (checkpoint / name).is_file()
+        }
         request["env"] = {k: str(v) for k, v in profile.server.env.items() if k.startswith("SGLANG_")}
     return request
 
 
-def _probe(place: _Place, requests: list[dict[str, Any]], *, names: list[str], timeout: float) -> list[dict[str, Any]]:
+def _probe(
+    place: _Place, requests: list[dict[str, Any]], *, names: list[str], timeout: float
+) -> list[dict[str, Any]]:
     """One probe process for all the requests: an answer each, in order. `timeout` bounds the
     start-up and the first answer; each further profile adds a few seconds."""
     probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
@@ -354,29 +433,51 @@ def _probe(place: _Place, requests: list[dict[str, Any]], *, names: list[str], t
     else:
         env = {**os.environ, "PYTHONPATH": place.pythonpath} if place.pythonpath else None
         try:
-            proc = subprocess.run([str(place.python), "-c", probe, payload], capture_output=True, text=True,
-                                  timeout=timeout, env=env)
+            proc = subprocess.run(
+                [str(place.python), "-c", probe, payload],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+            )
         except subprocess.TimeoutExpired:
-            raise CouldNotRun(f"sglang's parser did not answer within {timeout:g} s ({place.where}; "
-                              f"checking {', '.join(names)})") from None
+            raise CouldNotRun(
+                f"sglang's parser did not answer within {timeout:g} s ({place.where}; "
+                f"checking {', '.join(names)})"
+            ) from None
     answers = marked_answers(proc.stdout, _MARKER)
     if len(answers) != len(requests):
         stuck = f"; it stopped at {names[len(answers)]}" if len(answers) < len(names) else ""
-        raise CouldNotRun(f"sglang {place.version}'s parser could not run ({place.where}, exit {proc.returncode}; "
-                          f"{len(answers)} of {len(requests)} profiles answered{stuck}):\n"
-                          + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:]))
+        raise CouldNotRun(
+            f"sglang {place.version}'s parser could not run ({place.where}, exit {proc.returncode}; "
+            f"{len(answers)} of {len(requests)} profiles answered{stuck}):\n"
+            + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-12:])
+        )
     return answers
 
 
 def _result(profile: Profile, place: _Place, answer: dict[str, Any], *, resolve: bool) -> FlagCheck:
     installed = answer.get("sglang_version") if place.image else None
-    result = FlagCheck(profile=profile.name, sglang_version=place.shown or installed or place.version,
-                       where=place.where, parser_error=answer.get("parser_error"), derived=answer.get("derived") or {},
-                       probe_error=answer.get("probe_error"), startup=answer.get("startup"))
+    result = FlagCheck(
+        profile=profile.name,
+        sglang_version=place.shown or installed or place.version,
+        where=place.where,
+        parser_error=answer.get("parser_error"),
+        derived=answer.get("derived") or {},
+        probe_error=answer.get("probe_error"),
+        startup=answer.get("startup"),
+    )
     for raw in answer["findings"]:
-        result.findings.append(FlagFinding(flag=raw["flag"], given=raw.get("given"), status=raw["status"],
-                                           message=raw.get("message", ""), stored=raw.get("stored"),
-                                           suggestions=raw.get("suggestions") or []))
+        result.findings.append(
+            FlagFinding(
+                flag=raw["flag"],
+                given=raw.get("given"),
+                status=raw["status"],
+                message=raw.get("message", ""),
+                stored=raw.get("stored"),
+                suggestions=raw.get("suggestions") or [],
+            )
+        )
     if resolve and not answer.get("resolved"):
         result.resolve_note = f"derived values not resolved here: {answer.get('resolve_error') or 'skipped'}"
     elif not resolve:

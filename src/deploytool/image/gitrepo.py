@@ -17,8 +17,10 @@ from pathlib import Path
 
 from ..errors import CouldNotRun, UsageError
 
-FETCH_HINT = ("check the URL and that this host can reach it (git's credential helper or an SSH key for a "
-              "private repository)")
+FETCH_HINT = (
+    "check the URL and that this host can reach it (git's credential helper or an SSH key for a "
+    "private repository)"
+)
 # scp-like SSH addresses (git@host:org/repo.git) are URLs too.
 _SCP = re.compile(r"^[\w.-]+@[\w.-]+:")
 
@@ -30,15 +32,19 @@ def is_url(repo: str) -> bool:
 def git(repo: Path, *args: str, check: bool = True, text: bool = True) -> subprocess.CompletedProcess:
     """`git -C repo ARGS`; a failure is a CouldNotRun naming the command and git's words."""
     if shutil.which("git") is None:
-        raise CouldNotRun("git is not installed on this host: a git or path runtime source needs it",
-                          hint="install git (apt-get install git), or use the wheel source")
+        raise CouldNotRun(
+            "git is not installed on this host: a git or path runtime source needs it",
+            hint="install git (apt-get install git), or use the wheel source",
+        )
     # A user's global config must not change what is read (e.g. a pager, an external diff).
     env = {**os.environ, "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=text, env=env)  # nosec B607: the user's git from PATH, as they run it themselves
     if check and proc.returncode != 0:
         err = proc.stderr if text else proc.stderr.decode(errors="replace")
-        raise CouldNotRun(f"`git {' '.join(args[:4])}` failed in {repo}:\n"
-                          + "\n".join("    " + x for x in err.strip().splitlines()[-8:]))
+        raise CouldNotRun(
+            f"`git {' '.join(args[:4])}` failed in {repo}:\n"
+            + "\n".join("    " + x for x in err.strip().splitlines()[-8:])
+        )
     return proc
 
 
@@ -59,7 +65,9 @@ def rev_parse(repo: Path, ref: str) -> str:
     """The commit a ref (branch, tag, hash) names now."""
     proc = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
     if proc.returncode != 0:
-        raise UsageError(f"{repo} has no commit {ref!r}", hint="name a branch, a tag or a commit of that repository")
+        raise UsageError(
+            f"{repo} has no commit {ref!r}", hint="name a branch, a tag or a commit of that repository"
+        )
     return proc.stdout.strip()
 
 
@@ -82,27 +90,47 @@ def fetch_commit(url: str, commit: str) -> Path:
         return repo
     by_hash = git(repo, "fetch", "--quiet", "origin", commit, check=False)
     if by_hash.returncode != 0 or not has_commit(repo, commit):
-        everything = git(repo, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*",
-                         "+refs/tags/*:refs/tags/*", check=False)
+        everything = git(
+            repo,
+            "fetch",
+            "--quiet",
+            "origin",
+            "+refs/heads/*:refs/heads/*",
+            "+refs/tags/*:refs/tags/*",
+            check=False,
+        )
         if everything.returncode != 0:
-            raise CouldNotRun(f"could not fetch {url}:\n"
-                              + "\n".join("    " + x for x in everything.stderr.strip().splitlines()[-6:]),
-                              hint=FETCH_HINT)
+            raise CouldNotRun(
+                f"could not fetch {url}:\n"
+                + "\n".join("    " + x for x in everything.stderr.strip().splitlines()[-6:]),
+                hint=FETCH_HINT,
+            )
     if not has_commit(repo, commit):
-        raise UsageError(f"{url} has no commit {commit}",
-                         hint="push the commit, or check the hash (`git rev-parse HEAD` in the fork)")
+        raise UsageError(
+            f"{url} has no commit {commit}",
+            hint="push the commit, or check the hash (`git rev-parse HEAD` in the fork)",
+        )
     return repo
 
 
 def fetch_refs(url: str) -> Path:
     """A mirror of `url` with its branches and tags (for `patches import`, which names refs)."""
     repo = mirror(url)
-    fetched = git(repo, "fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
-                  check=False)
+    fetched = git(
+        repo,
+        "fetch",
+        "--quiet",
+        "origin",
+        "+refs/heads/*:refs/heads/*",
+        "+refs/tags/*:refs/tags/*",
+        check=False,
+    )
     if fetched.returncode != 0:
-        raise CouldNotRun(f"could not fetch {url}:\n"
-                          + "\n".join("    " + x for x in fetched.stderr.strip().splitlines()[-6:]),
-                          hint=FETCH_HINT)
+        raise CouldNotRun(
+            f"could not fetch {url}:\n"
+            + "\n".join("    " + x for x in fetched.stderr.strip().splitlines()[-6:]),
+            hint=FETCH_HINT,
+        )
     return repo
 
 
@@ -130,6 +158,17 @@ def format_patches(repo: Path, base: str, head: str, subdir: str, package: str, 
     """One mail-style patch per commit of base..head that touches `subdir/package`, with only
     that folder's changes and paths relative to `subdir`; merge commits are skipped."""
     relative = [f"--relative={subdir}"] if subdir else []
-    proc = git(repo, "format-patch", "--no-renames", "--no-binary", "--no-signature", *relative,
-               "-o", str(out.resolve()), f"{base}..{head}", "--", f"{subdir}/{package}" if subdir else package)
+    proc = git(
+        repo,
+        "format-patch",
+        "--no-renames",
+        "--no-binary",
+        "--no-signature",
+        *relative,
+        "-o",
+        str(out.resolve()),
+        f"{base}..{head}",
+        "--",
+        f"{subdir}/{package}" if subdir else package,
+    )
     return [Path(line) for line in proc.stdout.splitlines() if line.strip()]

@@ -57,8 +57,10 @@ def resolve(profile: Profile) -> list[LocalWheel]:
         path = local_path(profile.source, spec.file)
         match = WHEEL_FILE.match(path.name)
         if not match:
-            raise ProfileError(f"{where}: {path.name} is not a wheel file name",
-                               hint="NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, as pip wheel writes it")
+            raise ProfileError(
+                f"{where}: {path.name} is not a wheel file name",
+                hint="NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, as pip wheel writes it",
+            )
         problem = _incompatible(match, profile.image.python)
         if problem:
             raise ProfileError(f"{where}: {path.name} {problem}")
@@ -66,13 +68,17 @@ def resolve(profile: Profile) -> list[LocalWheel]:
             raise ProfileError(f"{where}: {path} does not exist")
         actual = _sha256(path)
         if actual != spec.sha256:
-            raise ProfileError(f"{where}: {path} has sha256 {actual}, the profile pins {spec.sha256}: the file "
-                               "changed since it was pinned, so it is not the wheel the profile names",
-                               hint="put the pinned file back; if you rebuilt it on purpose, pin its new sha256 "
-                                    "(`sha256sum FILE`)")
+            raise ProfileError(
+                f"{where}: {path} has sha256 {actual}, the profile pins {spec.sha256}: the file "
+                "changed since it was pinned, so it is not the wheel the profile names",
+                hint="put the pinned file back; if you rebuilt it on purpose, pin its new sha256 "
+                "(`sha256sum FILE`)",
+            )
         wheel = LocalWheel(normal(match["name"]), match["version"], path, actual)
         if wheel.name in out:
-            raise ProfileError(f"{where}: a second wheel of {wheel.name} ({out[wheel.name].filename} is the first)")
+            raise ProfileError(
+                f"{where}: a second wheel of {wheel.name} ({out[wheel.name].filename} is the first)"
+            )
         out[wheel.name] = wheel
     return list(out.values())
 
@@ -82,12 +88,15 @@ def _incompatible(match: re.Match, python: str) -> str | None:
     tags = match["python"].split(".")
     abi = match["abi"].split(".")
     fits_python = any(t in (cp, "py3", f"py{python.replace('.', '')}") for t in tags) or (
-        "abi3" in abi and any(t.startswith("cp3") and int(t[3:] or 0) <= int(cp[3:]) for t in tags))
+        "abi3" in abi and any(t.startswith("cp3") and int(t[3:] or 0) <= int(cp[3:]) for t in tags)
+    )
     if not fits_python:
         return f"is built for {match['python']}/{match['abi']}, the image's Python is {python}"
     arch = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
     plats = match["platform"].split(".")
-    if not any(p == "any" or (p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(arch)) for p in plats):
+    if not any(
+        p == "any" or (p.startswith(("manylinux", "linux", "musllinux")) and p.endswith(arch)) for p in plats
+    ):
         return f"is built for {match['platform']}, the image is linux {arch}"
     return None
 
@@ -103,8 +112,10 @@ def _sha256(path: Path) -> str:
 def replace_requirements(requirements: list[str], wheels: list[LocalWheel]) -> list[str]:
     """Each wheel's path in place of the line of its package (appended when there is none)."""
     by_name = {w.name: w for w in wheels}
-    out = [f"{IN_IMAGE}/{by_name.pop(requirement_name(r)).filename}" if requirement_name(r) in by_name else r
-           for r in requirements]
+    out = [
+        f"{IN_IMAGE}/{by_name.pop(requirement_name(r)).filename}" if requirement_name(r) in by_name else r
+        for r in requirements
+    ]
     return out + [f"{IN_IMAGE}/{w.filename}" for w in by_name.values()]
 
 
@@ -115,10 +126,15 @@ def replace_in_lock(lock: Lock, wheels: list[LocalWheel], *, drop: tuple[str, ..
     kept = tuple(w for w in lock.wheels if normal(w.name) not in local and normal(w.name) not in drop)
     mine = [LockedWheel(w.name, w.version, w.filename, w.sha256) for w in wheels]
     header = [line for line in lock.path.read_text().splitlines() if line.startswith("#")]
-    header.append(f"# In this image: {lock.path.name}"
-                  + (f" without {', '.join(drop)} (built from source)" if drop else "")
-                  + (f"; local wheels in place of the index's {', '.join(local)}" if local else "") + ".")
-    lines = sorted([w.line() for w in kept] + [w.line() for w in mine], key=lambda x: normal(x.split("==")[0]))
+    header.append(
+        f"# In this image: {lock.path.name}"
+        + (f" without {', '.join(drop)} (built from source)" if drop else "")
+        + (f"; local wheels in place of the index's {', '.join(local)}" if local else "")
+        + "."
+    )
+    lines = sorted(
+        [w.line() for w in kept] + [w.line() for w in mine], key=lambda x: normal(x.split("==")[0])
+    )
     return "\n".join(header + lines) + "\n", Lock(lock.path, kept, lock.requirements)
 
 

@@ -23,13 +23,22 @@ from ..resources import resource
 from .wheelhouse import Lock, read_lock
 
 # Toolkit packages the venv must take at the toolkit's own versions when something asks for them.
-COMPILER_PACKAGES = ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl", "nvidia-nvjitlink")
+COMPILER_PACKAGES = (
+    "nvidia-cuda-nvcc",
+    "nvidia-cuda-crt",
+    "nvidia-nvvm",
+    "nvidia-cuda-cccl",
+    "nvidia-nvjitlink",
+)
 
 
 def venv_lock_path(profile: Profile, target_arch: str | None = None) -> Path:
     img = profile.image
-    return resource("images", "locks",
-                    f"sglang-{img.runtime_version}-cuda{img.cuda}-py{img.python}.{target_arch or cudabase.arch()}.lock")
+    return resource(
+        "images",
+        "locks",
+        f"sglang-{img.runtime_version}-cuda{img.cuda}-py{img.python}.{target_arch or cudabase.arch()}.lock",
+    )
 
 
 def venv_lock(profile: Profile) -> Lock | None:

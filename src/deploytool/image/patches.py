@@ -86,14 +86,18 @@ def series_for(profile: Profile) -> PatchSeries:
         # A release without its patch folder or `series` file is not a release without patches:
         # an empty `series` file says that on purpose.
         missing_path = folder / "series" if folder.is_dir() else folder
-        raise ProfileError(f"profile {profile.name!r}: image.runtime_version = {version!r} has no patch series: "
-                           f"{missing_path} does not exist",
-                           hint=f"add {folder}/series naming its patches in order (an empty file for none), "
-                                "or pin a release that has one")
+        raise ProfileError(
+            f"profile {profile.name!r}: image.runtime_version = {version!r} has no patch series: "
+            f"{missing_path} does not exist",
+            hint=f"add {folder}/series naming its patches in order (an empty file for none), "
+            "or pin a release that has one",
+        )
     if NO_PATCHES in profile.image.patches:
         if profile.image.patches != [NO_PATCHES]:
-            raise ProfileError(f"profile {profile.name!r}: image.patches names `{NO_PATCHES}` beside patches",
-                               hint=f"`[{NO_PATCHES}]` alone for stock sglang, or the patch file names")
+            raise ProfileError(
+                f"profile {profile.name!r}: image.patches names `{NO_PATCHES}` beside patches",
+                hint=f"`[{NO_PATCHES}]` alone for stock sglang, or the patch file names",
+            )
         names = []
     elif profile.image.patches:
         names = list(profile.image.patches)
@@ -102,12 +106,16 @@ def series_for(profile: Profile) -> PatchSeries:
     # a name is a file of the folder: never a path that climbs out of it or starts elsewhere
     strays = [f"{n!r} ({why})" for n in names if (why := unidiff.unsafe_path(n))]
     if strays:
-        raise ProfileError(f"profile {profile.name!r}: patch name(s) {', '.join(strays)} are not files of {folder}",
-                           hint="name patch files of the series folder, without a folder part that leaves it")
+        raise ProfileError(
+            f"profile {profile.name!r}: patch name(s) {', '.join(strays)} are not files of {folder}",
+            hint="name patch files of the series folder, without a folder part that leaves it",
+        )
     missing = [n for n in names if not (folder / n).is_file()]
     if missing:
-        raise ProfileError(f"profile {profile.name!r}: patch(es) {', '.join(missing)} not found in {folder}",
-                           hint="list files of that folder in image.patches, or leave it empty to apply its `series`")
+        raise ProfileError(
+            f"profile {profile.name!r}: patch(es) {', '.join(missing)} not found in {folder}",
+            hint="list files of that folder in image.patches, or leave it empty to apply its `series`",
+        )
     return PatchSeries(sglang_version=version, folder=folder, names=names)
 
 
@@ -115,20 +123,39 @@ def sglang_wheel(version: str, python: str = "3.11") -> Path:
     """The pinned sglang wheel for the image's Python, downloaded once into the cache."""
     target = cache_dir("sglang", "wheels")
     tag = "cp" + python.replace(".", "")
-    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(target.glob(f"sglang-{version}-py3-*.whl"))
+    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(
+        target.glob(f"sglang-{version}-py3-*.whl")
+    )
     if found:
         return found[0]
     arch = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
-           "--dest", str(target), "--python-version", python, "--implementation", "cp",
-           *(a for n in (36, 34, 28, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
-           f"sglang=={version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "--dest",
+        str(target),
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        *(a for n in (36, 34, 28, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
+        f"sglang=={version}",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(target.glob(f"sglang-{version}-py3-*.whl"))
+    found = sorted(target.glob(f"sglang-{version}-{tag}-*.whl")) + sorted(
+        target.glob(f"sglang-{version}-py3-*.whl")
+    )
     if proc.returncode != 0 or not found:
-        raise CouldNotRun(f"could not download sglang {version} for Python {python}:\n"
-                              + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-8:]),
-                              hint=f"put the wheel (sglang-{version}-*.whl) into {target} by hand on a host without a package index")
+        raise CouldNotRun(
+            f"could not download sglang {version} for Python {python}:\n"
+            + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-8:]),
+            hint=f"put the wheel (sglang-{version}-*.whl) into {target} by hand on a host without a package index",
+        )
     return found[0]
 
 
@@ -149,11 +176,13 @@ def unpacked_sources(wheel: Path) -> Path:
 def link_tree(source: Path, dest: Path) -> Path:
     """A copy of `source` made of hard links (a second or less for 130 MB); the applier
     replaces the files it changes, so the cached sources stay untouched."""
+
     def link(src: str, dst: str) -> None:
         try:
             os.link(src, dst)
         except OSError:
             shutil.copy2(src, dst)
+
     shutil.copytree(source, dest, copy_function=link, ignore=shutil.ignore_patterns(".complete"))
     return dest
 
@@ -161,11 +190,18 @@ def link_tree(source: Path, dest: Path) -> Path:
 def check(profile: Profile, *, series: PatchSeries | None = None) -> PatchCheck:
     """Apply the profile's series to the pinned sglang's sources in a temporary folder."""
     if profile.image.recipe != RECIPE:
-        raise UsageError(f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: only `sglang` images carry patches")
+        raise UsageError(
+            f"profile {profile.name!r} uses recipe {profile.image.recipe!r}: only `sglang` images carry patches"
+        )
     series = series or series_for(profile)
     sources, origin = _pristine(profile, series)
-    report = PatchCheck(profile=profile.name, sglang_version=series.sglang_version, wheel=origin,
-                        series=str(series.folder), expected=len(series.names))
+    report = PatchCheck(
+        profile=profile.name,
+        sglang_version=series.sglang_version,
+        wheel=origin,
+        series=str(series.folder),
+        expected=len(series.names),
+    )
     if not series.names:
         return report
     with tempfile.TemporaryDirectory(prefix="patches-check-") as tmp:
@@ -182,8 +218,10 @@ def patched_tree(profile: Profile, dest: Path) -> Path:
     tree = link_tree(sources, dest)
     for result in unidiff.apply_series(tree, series.folder, series.names):
         if not result.applied:
-            raise DeploytoolError(f"patch {result.name} does not apply to sglang {series.sglang_version}",
-                                  hint="run `deploytool patches check --profile " + profile.name + "` for the refused hunks")
+            raise DeploytoolError(
+                f"patch {result.name} does not apply to sglang {series.sglang_version}",
+                hint="run `deploytool patches check --profile " + profile.name + "` for the refused hunks",
+            )
     return tree
 
 

@@ -60,23 +60,43 @@ def referee_python(sglang_version: str = "0.5.23") -> Path:
                 raise DeploytoolError(
                     f"could not add sglang's serving packages to {venv_dir}:\n"
                     + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
-                    hint="it needs a package index once (images/sglang/conformance-requirements.txt)")
-        compile_by_importing(python, ["sglang.srt.entrypoints.openai.protocol", "sglang.srt.function_call.function_call_parser",
-                                      "sglang.srt.parser.reasoning_parser"])
+                    hint="it needs a package index once (images/sglang/conformance-requirements.txt)",
+                )
+        compile_by_importing(
+            python,
+            [
+                "sglang.srt.entrypoints.openai.protocol",
+                "sglang.srt.function_call.function_call_parser",
+                "sglang.srt.parser.reasoning_parser",
+            ],
+        )
         stamp.write_text(json.dumps(wanted))
     return python
 
 
-def run_referee(script: str, payload: object, *, sglang_version: str = "0.5.23", timeout: float = 300,
-                python: Path | None = None) -> object:
+def run_referee(
+    script: str,
+    payload: object,
+    *,
+    sglang_version: str = "0.5.23",
+    timeout: float = 300,
+    python: Path | None = None,
+) -> object:
     """Run `script` (python source reading one JSON document on stdin and printing one on the
     last line of stdout) with the referee environment's python (`python`, when the caller has
     already made it)."""
     python = python or referee_python(sglang_version)
-    proc = subprocess.run([str(python), "-c", script], input=json.dumps(payload), capture_output=True,
-                          text=True, timeout=timeout)
+    proc = subprocess.run(
+        [str(python), "-c", script],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
-        raise DeploytoolError(f"sglang's referee code failed (exit {proc.returncode}):\n"
-                              + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-15:]))
+        raise DeploytoolError(
+            f"sglang's referee code failed (exit {proc.returncode}):\n"
+            + "\n".join("    " + x for x in (proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        )
     return json.loads(lines[-1])

@@ -33,8 +33,21 @@ from ..profiles.image_source import local_path
 from .versions import load_matrix
 
 # Folders a tree outside git keeps beside its sources that never belong in a build.
-_SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".eggs", "build", "dist",
-              ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+_SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".tox",
+    ".eggs",
+    "build",
+    "dist",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +61,9 @@ class ResolvedSource:
     digest: str | None = None  # path: sha256 over the files under subdir; wheel: over the series folder's
     files: tuple[str, ...] = field(default=(), repr=False)  # path: those files, relative to tree
     series: Path | None = None  # wheel: a series folder other than the shipped one
-    note: str | None = field(default=None, compare=False)  # something said about where it was read, not identity
+    note: str | None = field(
+        default=None, compare=False
+    )  # something said about where it was read, not identity
 
     @property
     def is_fork(self) -> bool:
@@ -115,11 +130,17 @@ def resolve(profile: Profile) -> ResolvedSource:
         if spec.series:
             series = local_path(profile.source, spec.series)
             if not (series / "series").is_file():
-                raise ProfileError(f"{where}.series: {series} has no `series` file",
-                                   hint="a series folder holds the patches and a `series` file naming them in order "
-                                        "(`deploytool patches import` writes one)")
-        return ResolvedSource("wheel", version=profile.image.runtime_version or "", series=series,
-                              digest=series_digest(series) if series else None)
+                raise ProfileError(
+                    f"{where}.series: {series} has no `series` file",
+                    hint="a series folder holds the patches and a `series` file naming them in order "
+                    "(`deploytool patches import` writes one)",
+                )
+        return ResolvedSource(
+            "wheel",
+            version=profile.image.runtime_version or "",
+            series=series,
+            digest=series_digest(series) if series else None,
+        )
     if spec.kind == "git":
         source = _resolve_git(profile, where)
     else:
@@ -148,31 +169,43 @@ def _resolve_git(profile: Profile, where: str) -> ResolvedSource:
         repo = local_path(profile.source, spec.repo or "")
         recorded = str(repo)
         if not gitrepo.is_repository(repo):
-            raise ProfileError(f"{where}.repo: {repo} is not a git repository",
-                               hint="name a clone of the fork (or its URL); for a tree without git use kind: path")
+            raise ProfileError(
+                f"{where}.repo: {repo} is not a git repository",
+                hint="name a clone of the fork (or its URL); for a tree without git use kind: path",
+            )
         if not gitrepo.has_commit(repo, commit):
-            raise ProfileError(f"{where}.commit: {repo} has no commit {commit}",
-                               hint="fetch it into that repository, or check the hash (`git log`)")
-    subdir, version = package_at(lambda rel: gitrepo.show(repo, commit, rel), spec.subdir,
-                               f"{where} ({recorded} at {commit[:12]})")
+            raise ProfileError(
+                f"{where}.commit: {repo} has no commit {commit}",
+                hint="fetch it into that repository, or check the hash (`git log`)",
+            )
+    subdir, version = package_at(
+        lambda rel: gitrepo.show(repo, commit, rel), spec.subdir, f"{where} ({recorded} at {commit[:12]})"
+    )
     note = None
     if not url and not gitrepo.is_bare(repo):
-        head = gitrepo.git(repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False).stdout.strip()
+        head = gitrepo.git(
+            repo, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False
+        ).stdout.strip()
         # The worktree's changes are against HEAD: they say something of the named commit only
         # when HEAD is that commit. Checked out elsewhere, the commit is exported as committed
         # (git archive) and the worktree plays no part.
         changes = gitrepo.uncommitted(repo, subdir) if head == commit else []
         if head != commit:
-            note = (f"the checkout {repo} is at {head[:12] or 'no commit'}, not {commit[:12]}: that does not matter, "
-                    "the named commit is exported as committed (git archive)")
+            note = (
+                f"the checkout {repo} is at {head[:12] or 'no commit'}, not {commit[:12]}: that does not matter, "
+                "the named commit is exported as committed (git archive)"
+            )
         if changes:
             shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
             raise ProfileError(
                 f"{where}: the checkout {repo} has uncommitted changes in {subdir or 'its tree'} ({shown}); "
                 f"deploytool builds commit {commit[:12]} as committed, so they would silently be left out",
                 hint="commit them and name the new commit (`git rev-parse HEAD`), or stash them; to build the "
-                     "tree as it is on disk, use `source: {kind: path, path: ...}`")
-    return ResolvedSource("git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo, note=note)
+                "tree as it is on disk, use `source: {kind: path, path: ...}`",
+            )
+    return ResolvedSource(
+        "git", version=version, subdir=subdir, repo=recorded, commit=commit, tree=repo, note=note
+    )
 
 
 def _resolve_path(profile: Profile, where: str) -> ResolvedSource:
@@ -186,8 +219,9 @@ def _resolve_path(profile: Profile, where: str) -> ResolvedSource:
 
     subdir, version = package_at(read, spec.subdir, f"{where} ({root})")
     files = tree_files(root, subdir)
-    return ResolvedSource("path", version=version, subdir=subdir, tree=root, digest=tree_digest(root, files),
-                          files=tuple(files))
+    return ResolvedSource(
+        "path", version=version, subdir=subdir, tree=root, digest=tree_digest(root, files), files=tuple(files)
+    )
 
 
 def package_at(read: Callable[[str], str | None], subdir: str | None, where: str) -> tuple[str, str]:
@@ -208,18 +242,24 @@ def package_at(read: Callable[[str], str | None], subdir: str | None, where: str
         name = re.sub(r"[-_.]+", "-", str(project.get("name", ""))).lower()
         if name != "sglang":
             if subdir is not None:
-                raise ProfileError(f"{where}: {prefix}pyproject.toml is project {project.get('name')!r}, not sglang",
-                                   hint="image.source.subdir names the folder of sglang's own pyproject.toml")
+                raise ProfileError(
+                    f"{where}: {prefix}pyproject.toml is project {project.get('name')!r}, not sglang",
+                    hint="image.source.subdir names the folder of sglang's own pyproject.toml",
+                )
             continue
         version = project.get("version") or _dynamic_version(read, prefix, data)
         if not version:
-            raise ProfileError(f"{where}: cannot read the version of sglang from {prefix}pyproject.toml",
-                               hint="give [project].version, or a [tool.setuptools.dynamic] version attr "
-                                    "(e.g. sglang.version.__version__) whose module sets __version__ = \"X.Y.Z\"")
+            raise ProfileError(
+                f"{where}: cannot read the version of sglang from {prefix}pyproject.toml",
+                hint="give [project].version, or a [tool.setuptools.dynamic] version attr "
+                '(e.g. sglang.version.__version__) whose module sets __version__ = "X.Y.Z"',
+            )
         return folder, str(version)
     looked = " or ".join(f"{c}/pyproject.toml" if c else "pyproject.toml" for c in candidates)
-    raise ProfileError(f"{where}: no sglang package: {looked} is missing or names another project",
-                       hint="set image.source.subdir to the folder holding sglang's pyproject.toml")
+    raise ProfileError(
+        f"{where}: no sglang package: {looked} is missing or names another project",
+        hint="set image.source.subdir to the folder holding sglang's pyproject.toml",
+    )
 
 
 def _dynamic_version(read: Callable[[str], str | None], prefix: str, data: dict) -> str | None:
@@ -244,15 +284,19 @@ def check_version(profile: Profile, version: str, where: str) -> str:
     release = match.group(0) if match else version
     matrix = load_matrix()
     if matrix.sglang_row(release) is None:
-        raise ProfileError(f"{where}: the tree is sglang {version} (its own metadata); sglang {release} is not in "
-                           "the version matrix",
-                           hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; rebase the fork onto one, or "
-                                f"add a tested row to {matrix.source}")
+        raise ProfileError(
+            f"{where}: the tree is sglang {version} (its own metadata); sglang {release} is not in "
+            "the version matrix",
+            hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; rebase the fork onto one, or "
+            f"add a tested row to {matrix.source}",
+        )
     if profile.image.runtime_version != release:
-        raise ProfileError(f"{where}: the tree is sglang {version} (its own metadata), the profile pins "
-                           f"image.runtime_version {profile.image.runtime_version!r}",
-                           hint=f"set image.runtime_version: \"{release}\" (torch, sglang-kernel and flashinfer "
-                                "follow that row of the matrix)")
+        raise ProfileError(
+            f"{where}: the tree is sglang {version} (its own metadata), the profile pins "
+            f"image.runtime_version {profile.image.runtime_version!r}",
+            hint=f'set image.runtime_version: "{release}" (torch, sglang-kernel and flashinfer '
+            "follow that row of the matrix)",
+        )
     return release
 
 
@@ -264,10 +308,13 @@ def tree_files(root: Path, subdir: str) -> list[str]:
     """The files of `subdir` a build takes, relative to root: in a git checkout those git
     tracks or would track (.gitignore respected), else every file but caches and VCS folders."""
     if gitrepo.is_repository(root):
-        out = gitrepo.git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--",
-                          subdir or ".").stdout
+        out = gitrepo.git(
+            root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", subdir or "."
+        ).stdout
         names = sorted({n for n in out.split("\0") if n})
-        return [n for n in names if (root / n).is_file() and not n.endswith(".pyc") and "__pycache__/" not in n]
+        return [
+            n for n in names if (root / n).is_file() and not n.endswith(".pyc") and "__pycache__/" not in n
+        ]
     found = []
     for folder, dirs, files in os.walk(root / subdir if subdir else root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
@@ -319,12 +366,18 @@ def export_tar(source: ResolvedSource) -> Path:
     again, and must still have the digest the image tag was computed from."""
     dest = _cache_slot(source) / f"{source.key}.tar"
     if source.kind == "git":
-        return dest if dest.is_file() else gitrepo.archive(source.tree or Path(), source.commit or "", source.subdir, dest)
+        return (
+            dest
+            if dest.is_file()
+            else gitrepo.archive(source.tree or Path(), source.commit or "", source.subdir, dest)
+        )
     assert source.tree is not None
     files = tree_files(source.tree, source.subdir)
     if tree_digest(source.tree, files) != source.digest:
-        raise BuildError(f"the tree {source.tree} changed while the image was being planned",
-                         hint="run the build again (it hashes the tree anew)")
+        raise BuildError(
+            f"the tree {source.tree} changed while the image was being planned",
+            hint="run the build again (it hashes the tree anew)",
+        )
     partial = dest.with_name(f".{dest.name}.partial")
     with tarfile.open(partial, "w") as archive:
         for rel in files:
@@ -352,7 +405,9 @@ def unpacked(source: ResolvedSource) -> Path:
     return root / source.subdir if source.subdir else root
 
 
-def runtime_notes(profile: Profile, *, source: ResolvedSource | None = None, own: list[Any] | None = None) -> list[str]:
+def runtime_notes(
+    profile: Profile, *, source: ResolvedSource | None = None, own: list[Any] | None = None
+) -> list[str]:
     """What `render` and `up --dry-run` say of the runtime when it is not the pinned wheel
     with its shipped series (nothing otherwise: a release profile's files are unchanged).
     `source`, `own`: the runtime source and the local wheels resolved already (a recipe's
@@ -371,6 +426,8 @@ def runtime_notes(profile: Profile, *, source: ResolvedSource | None = None, own
         if source.note:
             notes.append(f"runtime: {source.note}")
     for wheel in own if own is not None else local_wheels.resolve(profile):
-        notes.append(f"local wheel: {wheel.name} {wheel.version} ({wheel.path}, sha256 {wheel.sha256}) "
-                     "in place of the index's")
+        notes.append(
+            f"local wheel: {wheel.name} {wheel.version} ({wheel.path}, sha256 {wheel.sha256}) "
+            "in place of the index's"
+        )
     return notes

@@ -19,8 +19,10 @@ from ..yamlio import load_yaml
 
 # nvidia/cuda:<version>-<flavour>-<os>[@sha256:...]; the version is what the matrix keys on,
 # the flavour says whether nvcc is there (devel), the OS which python3.X apt can install.
-_CUDA_BASE = re.compile(r"^(?:[\w.-]+/)*nvidia/cuda:(?P<version>\d+\.\d+\.\d+)-(?P<flavour>[\w.-]+)"
-                        r"-(?P<os>[a-z]+\d+(?:\.\d+)?)(?:@sha256:[0-9a-f]{64})?$")
+_CUDA_BASE = re.compile(
+    r"^(?:[\w.-]+/)*nvidia/cuda:(?P<version>\d+\.\d+\.\d+)-(?P<flavour>[\w.-]+)"
+    r"-(?P<os>[a-z]+\d+(?:\.\d+)?)(?:@sha256:[0-9a-f]{64})?$"
+)
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,12 @@ def _load(path: Path) -> Matrix:
     data = load_yaml(path).data or {}
     try:
         cuda = {
-            str(v): CudaRow(version=str(v), major=int(row["major"]), min_driver=str(row["min_driver"]),
-                            wheels={str(k): [str(x) for x in reqs] for k, reqs in (row.get("wheels") or {}).items()})
+            str(v): CudaRow(
+                version=str(v),
+                major=int(row["major"]),
+                min_driver=str(row["min_driver"]),
+                wheels={str(k): [str(x) for x in reqs] for k, reqs in (row.get("wheels") or {}).items()},
+            )
             for v, row in (data.get("cuda") or {}).items()
         }
         sglang = {}
@@ -83,14 +89,19 @@ def _load(path: Path) -> Matrix:
                 kernel_package=str(row["kernel_package"]),
                 kernel=[str(x) for x in row["kernel"]],
                 flashinfer=[str(x) for x in row["flashinfer"]],
-                flashinfer_cubin=None if row.get("flashinfer_cubin") is None else str(row["flashinfer_cubin"]),
+                flashinfer_cubin=None
+                if row.get("flashinfer_cubin") is None
+                else str(row["flashinfer_cubin"]),
                 cpu_torch=[str(x) for x in (row.get("cpu_validation") or {}).get("torch", [])],
             )
-        base_os_python = {str(os_): [str(x) for x in pythons]
-                          for os_, pythons in (data.get("base_os_python") or {}).items()}
+        base_os_python = {
+            str(os_): [str(x) for x in pythons] for os_, pythons in (data.get("base_os_python") or {}).items()
+        }
     except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: malformed version matrix ({exc!r})",
-                         hint="every sglang row needs python, cuda_major, torch, kernel_package, kernel, flashinfer") from None
+        raise UsageError(
+            f"{path}: malformed version matrix ({exc!r})",
+            hint="every sglang row needs python, cuda_major, torch, kernel_package, kernel, flashinfer",
+        ) from None
     return Matrix(source=path, cuda=cuda, sglang=sglang, base_os_python=base_os_python)
 
 
@@ -118,23 +129,40 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
         problems.append(f"image.{field_name} = {got!r}: {why} (the matrix allows {allowed})")
 
     if img.runtime_version is None:
-        raise ProfileError(f"{where}: image.runtime_version (the sglang release) is not set",
-                           hint=f"pinned releases in {matrix.source}: {', '.join(sorted(matrix.sglang))}")
+        raise ProfileError(
+            f"{where}: image.runtime_version (the sglang release) is not set",
+            hint=f"pinned releases in {matrix.source}: {', '.join(sorted(matrix.sglang))}",
+        )
     row = matrix.sglang_row(img.runtime_version)
     if row is None:
-        raise ProfileError(f"{where}: sglang {img.runtime_version} is not in the version matrix",
-                           hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; add a row to {matrix.source}")
+        raise ProfileError(
+            f"{where}: sglang {img.runtime_version} is not in the version matrix",
+            hint=f"pinned releases: {', '.join(sorted(matrix.sglang))}; add a row to {matrix.source}",
+        )
     if img.python not in row.python:
         bad("python", img.python, row.python, f"sglang {row.version} ships no wheel for it")
     parts = cuda_base_parts(img.base)
-    if parts is not None and parts[2] in matrix.base_os_python and img.python not in matrix.base_os_python[parts[2]]:
-        bad("python", img.python, matrix.base_os_python[parts[2]],
-            f"the base {img.base} is {parts[2]}, whose apt has no python{img.python}")
+    if (
+        parts is not None
+        and parts[2] in matrix.base_os_python
+        and img.python not in matrix.base_os_python[parts[2]]
+    ):
+        bad(
+            "python",
+            img.python,
+            matrix.base_os_python[parts[2]],
+            f"the base {img.base} is {parts[2]}, whose apt has no python{img.python}",
+        )
 
     if img.cuda is None:
         # A CPU image: the parser and the patches only, never a server.
         if img.torch_version not in row.cpu_torch:
-            bad("torch_version", img.torch_version, row.cpu_torch, "not a CPU torch this sglang's parser is known to run on")
+            bad(
+                "torch_version",
+                img.torch_version,
+                row.cpu_torch,
+                "not a CPU torch this sglang's parser is known to run on",
+            )
         for name in ("kernel_version", "flashinfer_version"):
             if getattr(img, name) is not None:
                 bad(name, getattr(img, name), None, "a CPU image (image.cuda: null) carries no CUDA kernels")
@@ -143,27 +171,56 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
         if cuda is None:
             bad("cuda", img.cuda, sorted(matrix.cuda), "unknown CUDA toolkit")
         elif cuda.major not in row.cuda_major:
-            bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
-                f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}")
+            bad(
+                "cuda",
+                img.cuda,
+                [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
+                f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}",
+            )
         if img.base_source == "wheels":
             _check_wheels_base(img, cuda, bad, matrix)
         elif parts is None:
-            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-cudnn-devel-<os> base",
-                "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda")
+            bad(
+                "base",
+                img.base,
+                f"an nvidia/cuda:{img.cuda}-cudnn-devel-<os> base",
+                "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda",
+            )
         elif parts[0] != img.cuda:
-            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-... base", f"the base is CUDA {parts[0]}, image.cuda says {img.cuda}")
+            bad(
+                "base",
+                img.base,
+                f"an nvidia/cuda:{img.cuda}-... base",
+                f"the base is CUDA {parts[0]}, image.cuda says {img.cuda}",
+            )
         elif "devel" not in parts[1].split("-"):
-            bad("base", img.base, f"an nvidia/cuda:{img.cuda}-cudnn-devel-{parts[2]} base",
-                f"a '{parts[1]}' base has no nvcc, and the kernels compile on first use (a devel base is needed)")
+            bad(
+                "base",
+                img.base,
+                f"an nvidia/cuda:{img.cuda}-cudnn-devel-{parts[2]} base",
+                f"a '{parts[1]}' base has no nvcc, and the kernels compile on first use (a devel base is needed)",
+            )
         if img.torch_version not in row.torch:
             bad("torch_version", img.torch_version, row.torch, f"sglang {row.version} pins another torch")
         if img.kernel_version not in row.kernel:
-            bad("kernel_version", img.kernel_version, row.kernel, f"sglang {row.version} pins another {row.kernel_package}")
+            bad(
+                "kernel_version",
+                img.kernel_version,
+                row.kernel,
+                f"sglang {row.version} pins another {row.kernel_package}",
+            )
         if img.flashinfer_version not in row.flashinfer:
-            bad("flashinfer_version", img.flashinfer_version, row.flashinfer, f"sglang {row.version} pins another flashinfer")
+            bad(
+                "flashinfer_version",
+                img.flashinfer_version,
+                row.flashinfer,
+                f"sglang {row.version} pins another flashinfer",
+            )
     if problems:
-        raise ProfileError(f"{where}: these pinned versions do not go together:\n  " + "\n  ".join(problems),
-                           hint=f"fix the profile, or add a tested row to {matrix.source}")
+        raise ProfileError(
+            f"{where}: these pinned versions do not go together:\n  " + "\n  ".join(problems),
+            hint=f"fix the profile, or add a tested row to {matrix.source}",
+        )
     return []
 
 
@@ -175,16 +232,32 @@ def _check_wheels_base(img, cuda: CudaRow | None, bad, matrix: Matrix) -> None:
     """base_source: wheels: the CUDA toolkit comes from NVIDIA's wheels onto a plain OS base,
     so the base must not be an nvidia/cuda one, and the matrix must know the toolkit's wheels."""
     if cuda_base_parts(img.base) is not None:
-        bad("base", img.base, "a base without CUDA, e.g. deploytool/base:bookworm",
+        bad(
+            "base",
+            img.base,
+            "a base without CUDA, e.g. deploytool/base:bookworm",
             "image.base_source is 'wheels': the toolkit comes from wheels, not from an nvidia/cuda base "
-            "(use base_source: registry for that)")
+            "(use base_source: registry for that)",
+        )
     local = _LOCAL_BASE.match(img.base)
-    if local and local["suite"] in matrix.base_os_python and img.python not in matrix.base_os_python[local["suite"]]:
-        bad("python", img.python, matrix.base_os_python[local["suite"]],
-            f"the base {img.base} is Debian {local['suite']}, whose Python is another")
+    if (
+        local
+        and local["suite"] in matrix.base_os_python
+        and img.python not in matrix.base_os_python[local["suite"]]
+    ):
+        bad(
+            "python",
+            img.python,
+            matrix.base_os_python[local["suite"]],
+            f"the base {img.base} is Debian {local['suite']}, whose Python is another",
+        )
     if cuda is not None and "toolkit" not in cuda.wheels:
-        bad("cuda", img.cuda, [v for v, c in matrix.cuda.items() if "toolkit" in c.wheels],
-            f"the matrix has no toolkit wheels for CUDA {img.cuda} (cuda.{img.cuda}.wheels in {matrix.source.name})")
+        bad(
+            "cuda",
+            img.cuda,
+            [v for v, c in matrix.cuda.items() if "toolkit" in c.wheels],
+            f"the matrix has no toolkit wheels for CUDA {img.cuda} (cuda.{img.cuda}.wheels in {matrix.source.name})",
+        )
 
 
 def min_driver_for(cuda_version: str, matrix: Matrix | None = None) -> str | None:

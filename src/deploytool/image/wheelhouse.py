@@ -31,8 +31,10 @@ from ..errors import BuildError, UsageError
 # The target platform: the images are Debian bookworm (glibc 2.36) or Ubuntu 24.04 (2.39);
 # manylinux tags up to 2_34 install on both, newest first so pip prefers them.
 MANYLINUX_MAX = 34
-_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
-                   r"\s*#\s*(?P<file>\S+\.whl)\s*$")
+_LINE = re.compile(
+    r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)\s+--hash=sha256:(?P<sha>[0-9a-f]{64})"
+    r"\s*#\s*(?P<file>\S+\.whl)\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,10 @@ def normal_name(name: str) -> str:
 
 
 # A wheel's file name: NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl (the wheel spec's fields).
-WHEEL_FILE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)"
-                        r"-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$")
+WHEEL_FILE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.]+?)-(?P<version>[^-]+)(?:-\d[^-]*)?-(?P<python>[^-]+)"
+    r"-(?P<abi>[^-]+)-(?P<platform>[^-]+)\.whl$"
+)
 
 
 def wheel_name_version(filename: str) -> tuple[str, str] | None:
@@ -81,8 +85,14 @@ def wheel_name_version(filename: str) -> tuple[str, str] | None:
 def platform_args(python: str, arch: str = "x86_64") -> list[str]:
     tags = [f"manylinux_2_{n}_{arch}" for n in range(MANYLINUX_MAX, 16, -1)]
     tags += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
-    return ["--only-binary=:all:", "--python-version", python, "--implementation", "cp",
-            *(a for t in tags for a in ("--platform", t))]
+    return [
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        *(a for t in tags for a in ("--platform", t)),
+    ]
 
 
 def resolve(requirements: list[str], *, python: str, arch: str = "x86_64") -> list[LockedWheel]:
@@ -90,15 +100,31 @@ def resolve(requirements: list[str], *, python: str, arch: str = "x86_64") -> li
     the sha256 the index publishes for each (pip's installation report)."""
     with tempfile.TemporaryDirectory(prefix="deploytool-lock-") as tmp:
         report = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-               "--report", str(report), "--target", str(Path(tmp) / "target"),
-               *platform_args(python, arch), *requirements]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--quiet",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            "--target",
+            str(Path(tmp) / "target"),
+            *platform_args(python, arch),
+            *requirements,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             errors = [x for x in proc.stderr.splitlines() if "is ignored" not in x]
-            raise UsageError("pip could not resolve " + " ".join(requirements) + ":\n"
-                             + "\n".join("    " + x for x in errors[-12:]),
-                             hint="a lock is made where a package index is reachable")
+            raise UsageError(
+                "pip could not resolve "
+                + " ".join(requirements)
+                + ":\n"
+                + "\n".join("    " + x for x in errors[-12:]),
+                hint="a lock is made where a package index is reachable",
+            )
         data = json.loads(report.read_text())
     wheels = []
     for item in data.get("install", []):
@@ -112,8 +138,16 @@ def resolve(requirements: list[str], *, python: str, arch: str = "x86_64") -> li
     return sorted(wheels, key=lambda w: normal_name(w.name))
 
 
-def write_lock(path: Path, wheels: list[LockedWheel], *, title: str, requirements: list[str],
-               python: str, arch: str, made_by: str) -> Lock:
+def write_lock(
+    path: Path,
+    wheels: list[LockedWheel],
+    *,
+    title: str,
+    requirements: list[str],
+    python: str,
+    arch: str,
+    made_by: str,
+) -> Lock:
     header = [
         f"# deploytool wheel lock: {title}",
         f"# Python {python}, manylinux (glibc <= 2.{MANYLINUX_MAX}) {arch}; {len(wheels)} wheels.",
@@ -128,8 +162,10 @@ def write_lock(path: Path, wheels: list[LockedWheel], *, title: str, requirement
 
 def read_lock(path: Path) -> Lock:
     if not path.is_file():
-        raise UsageError(f"wheel lock {path} does not exist",
-                         hint="make it where an index is reachable: deploytool build --lock --profile NAME")
+        raise UsageError(
+            f"wheel lock {path} does not exist",
+            hint="make it where an index is reachable: deploytool build --lock --profile NAME",
+        )
     wheels, requirements = [], ()
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
@@ -139,8 +175,10 @@ def read_lock(path: Path) -> Lock:
             continue
         match = _LINE.match(line)
         if not match:
-            raise UsageError(f"{path}:{number}: not a lock line: {line[:80]!r}",
-                             hint="expected NAME==VERSION --hash=sha256:HEX  # FILE.whl")
+            raise UsageError(
+                f"{path}:{number}: not a lock line: {line[:80]!r}",
+                hint="expected NAME==VERSION --hash=sha256:HEX  # FILE.whl",
+            )
         wheels.append(LockedWheel(match["name"], match["version"], match["file"], match["sha"]))
     return Lock(path, tuple(wheels), requirements)
 
@@ -167,15 +205,20 @@ def verify(lock: Lock, wheelhouse: Path) -> list[Path]:
             changed.append(f"{wheel.filename}: sha256 {actual}, the lock says {wheel.sha256}")
         found.append(path)
     if changed:
-        raise BuildError(f"wheelhouse {wheelhouse} does not match the lock {lock.path.name}; changed wheel"
-                         f"{'s' if len(changed) > 1 else ''}:\n" + "\n".join("    " + x for x in changed),
-                         hint=f"restore the wheel (deploytool fills a wheelhouse from the lock when an index is "
-                              f"reachable), or re-lock on purpose: deploytool build --lock")
+        raise BuildError(
+            f"wheelhouse {wheelhouse} does not match the lock {lock.path.name}; changed wheel"
+            f"{'s' if len(changed) > 1 else ''}:\n" + "\n".join("    " + x for x in changed),
+            hint=f"restore the wheel (deploytool fills a wheelhouse from the lock when an index is "
+            f"reachable), or re-lock on purpose: deploytool build --lock",
+        )
     if missing:
-        raise BuildError(f"wheelhouse {wheelhouse} lacks {len(missing)} wheel(s) of the lock {lock.path.name}: "
-                         + ", ".join(missing[:8]) + (" ..." if len(missing) > 8 else ""),
-                         hint="fill it where an index is reachable (deploytool build fills its cache "
-                              "wheelhouse itself), or copy the files there")
+        raise BuildError(
+            f"wheelhouse {wheelhouse} lacks {len(missing)} wheel(s) of the lock {lock.path.name}: "
+            + ", ".join(missing[:8])
+            + (" ..." if len(missing) > 8 else ""),
+            hint="fill it where an index is reachable (deploytool build fills its cache "
+            "wheelhouse itself), or copy the files there",
+        )
     return found
 
 
@@ -186,13 +229,29 @@ def fill(lock: Lock, wheelhouse: Path, *, python: str, arch: str = "x86_64") -> 
     if todo:
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
             req.write("\n".join(w.line() for w in todo) + "\n")
-        cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes",
-               "--progress-bar", "off", "--dest", str(wheelhouse), *platform_args(python, arch), "-r", req.name]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--require-hashes",
+            "--progress-bar",
+            "off",
+            "--dest",
+            str(wheelhouse),
+            *platform_args(python, arch),
+            "-r",
+            req.name,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         Path(req.name).unlink()
         if proc.returncode != 0:
             errors = [x for x in proc.stderr.splitlines() if "is ignored" not in x]
-            raise UsageError(f"could not fill {wheelhouse} from {lock.path.name}:\n"
-                             + "\n".join("    " + x for x in errors[-12:]))
+            raise UsageError(
+                f"could not fill {wheelhouse} from {lock.path.name}:\n"
+                + "\n".join("    " + x for x in errors[-12:])
+            )
     verify(lock, wheelhouse)
     return wheelhouse

@@ -23,6 +23,7 @@ from . import release as rel
 from .cluster import Cluster, ClusterError
 from .history import prune_runtimes, record_release
 
+
 # -- apply ------------------------------------------------------------------------------------
 @dataclass
 class ApplyResult:
@@ -51,26 +52,37 @@ def current_release(cluster: Cluster, stable_kind: tuple[str, str], namespace: s
 def stable_kind(flavor: str, kind: str) -> tuple[str, str]:
     if flavor == "ome":
         return ("ome.io/v1beta1", "InferenceService")
-    return ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") if kind == "LeaderWorkerSet" else ("apps/v1", kind)
+    return (
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet") if kind == "LeaderWorkerSet" else ("apps/v1", kind)
+    )
 
 
-def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, dry_run_only: bool = False,
-                  timeout_s: float = 8 * 3600, poll_s: float = 10.0,
-                  progress: Callable[[str], None] = lambda _m: None) -> ApplyResult:
+def apply_release(
+    cluster: Cluster,
+    stages: dict[str, list[dict[str, Any]]],
+    *,
+    dry_run_only: bool = False,
+    timeout_s: float = 8 * 3600,
+    poll_s: float = 10.0,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> ApplyResult:
     stable = stages["release"][-1]
     namespace = stable["metadata"]["namespace"]
     app = stable["metadata"]["name"]
     annotations = stable["metadata"]["annotations"]
     flavor = "ome" if stable["kind"] == "InferenceService" else "plain"
-    result = ApplyResult(app=app, namespace=namespace, release=int(annotations[f"{rel.LABEL_DOMAIN}/release"]),
-                         flavor=flavor)
+    result = ApplyResult(
+        app=app, namespace=namespace, release=int(annotations[f"{rel.LABEL_DOMAIN}/release"]), flavor=flavor
+    )
     everything = [obj for stage in ("canary", "release") for obj in stages[stage]]
     for obj in everything:  # the server's own dry run of every object before any is changed
         try:
             cluster.apply(obj, dry_run=True)
         except ClusterError as exc:
-            raise DeployError(f"the cluster's dry run refused {_key(obj)}: {exc.message}",
-                              hint="nothing was changed; fix the input and apply again") from None
+            raise DeployError(
+                f"the cluster's dry run refused {_key(obj)}: {exc.message}",
+                hint="nothing was changed; fix the input and apply again",
+            ) from None
         result.dry_run_ok.append(_key(obj))
     progress(f"server-side dry run accepted {len(everything)} objects")
     if dry_run_only:
@@ -81,9 +93,14 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
     job = next(o for o in stages["canary"] if o["kind"] == "Job")
     job_name = job["metadata"]["name"]
     # the NetworkPolicy fences the stable pods too: it stays after the canary goes
-    canary_objects = [o for o in stages["canary"]
-                      if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime", "NetworkPolicy")]
-    _remove_finished_job(cluster, namespace, job_name, timeout_s=min(timeout_s, 300), poll_s=poll_s, progress=progress)
+    canary_objects = [
+        o
+        for o in stages["canary"]
+        if o["kind"] not in ("Job", "ClusterBaseModel", "ClusterServingRuntime", "NetworkPolicy")
+    ]
+    _remove_finished_job(
+        cluster, namespace, job_name, timeout_s=min(timeout_s, 300), poll_s=poll_s, progress=progress
+    )
     existing = cluster.get(*kind, namespace, app)
     restore: int | None = None
     promoted = False
@@ -91,17 +108,23 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
         if existing is not None and flavor == "plain":
             replicas = int(existing.get("spec", {}).get("replicas", 1))
             if replicas > 1:  # the canary takes one copy's GPUs: capacity minus one, as a rollout step
-                cluster.merge_patch(*kind, namespace, app, {"spec": {"replicas": replicas - 1}}, dry_run=False)
+                cluster.merge_patch(
+                    *kind, namespace, app, {"spec": {"replicas": replicas - 1}}, dry_run=False
+                )
                 restore = replicas
-                progress(f"{stable['kind']} {app}: {replicas} -> {replicas - 1} copies while the canary is qualified")
+                progress(
+                    f"{stable['kind']} {app}: {replicas} -> {replicas - 1} copies while the canary is qualified"
+                )
         for obj in stages["canary"]:
             cluster.apply(obj, dry_run=False)
             result.applied.append(_key(obj))
         progress(f"waiting for Job {job_name} (deploytool qualify against the canary)")
         result.qualification = _wait_for_job(cluster, namespace, job_name, timeout_s, poll_s)
         if result.qualification != "passed":
-            result.message = (f"qualification {result.qualification}: release {result.release} not promoted; the "
-                              f"previous release keeps serving (Job {job_name} has the report in its log)")
+            result.message = (
+                f"qualification {result.qualification}: release {result.release} not promoted; the "
+                f"previous release keeps serving (Job {job_name} has the report in its log)"
+            )
             raise DeployError(result.message)
         for obj in stages["release"]:
             cluster.apply(obj, dry_run=False)
@@ -111,7 +134,9 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
         # Whatever happened (a failed gate, an API error, Ctrl-C): no canary is left behind,
         # and a stable workload that lent a copy gets it back unless the release replaced it.
         for obj in canary_objects:
-            cluster.delete(obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"])
+            cluster.delete(
+                obj["apiVersion"], obj["kind"], obj["metadata"].get("namespace"), obj["metadata"]["name"]
+            )
         if restore is not None and not promoted:
             cluster.merge_patch(*kind, namespace, app, {"spec": {"replicas": restore}}, dry_run=False)
     if stable["kind"] == "LeaderWorkerSet":
@@ -119,20 +144,31 @@ def apply_release(cluster: Cluster, stages: dict[str, list[dict[str, Any]]], *, 
     if stable["kind"] == "InferenceService":
         prune_runtimes(cluster, stable)
     result.promoted = True
-    result.message = f"release {result.release} qualified and promoted; the rollout is the cluster's from here"
+    result.message = (
+        f"release {result.release} qualified and promoted; the rollout is the cluster's from here"
+    )
     return result
 
 
-def _remove_finished_job(cluster: Cluster, namespace: str, name: str, *, timeout_s: float, poll_s: float,
-                         progress: Callable[[str], None]) -> None:
+def _remove_finished_job(
+    cluster: Cluster,
+    namespace: str,
+    name: str,
+    *,
+    timeout_s: float,
+    poll_s: float,
+    progress: Callable[[str], None],
+) -> None:
     """The same inputs qualified again: the earlier attempt's Job (finished) makes way."""
     job = cluster.get("batch/v1", "Job", namespace, name)
     if job is None:
         return
     status = job.get("status", {})
     if not (status.get("succeeded") or status.get("failed")):
-        raise DeployError(f"Job {name} is still running: another `k8s apply` of this release is under way",
-                          hint="wait for it (`deploytool k8s status`), or delete the Job")
+        raise DeployError(
+            f"Job {name} is still running: another `k8s apply` of this release is under way",
+            hint="wait for it (`deploytool k8s status`), or delete the Job",
+        )
     progress(f"removing the finished Job {name} of an earlier attempt")
     cluster.delete("batch/v1", "Job", namespace, name)
     deadline = time.monotonic() + timeout_s
@@ -164,21 +200,26 @@ def release_status(cluster: Cluster, *, namespace: str, app: str, kind: tuple[st
         return out
     annotations = obj["metadata"].get("annotations", {})
     spec, status = obj.get("spec", {}), obj.get("status", {})
-    out.update({
-        "release": annotations.get(f"{rel.LABEL_DOMAIN}/release"),
-        "image": annotations.get(f"{rel.LABEL_DOMAIN}/image"),
-        "profile": annotations.get(f"{rel.LABEL_DOMAIN}/profile"),
-        "replicas": spec.get("replicas", spec.get("engine", {}).get("minReplicas")),
-        "ready": status.get("readyReplicas"),
-        "updated": status.get("updatedReplicas"),
-        "conditions": {c.get("type"): c.get("status") for c in status.get("conditions", [])},
-    })
+    out.update(
+        {
+            "release": annotations.get(f"{rel.LABEL_DOMAIN}/release"),
+            "image": annotations.get(f"{rel.LABEL_DOMAIN}/image"),
+            "profile": annotations.get(f"{rel.LABEL_DOMAIN}/profile"),
+            "replicas": spec.get("replicas", spec.get("engine", {}).get("minReplicas")),
+            "ready": status.get("readyReplicas"),
+            "updated": status.get("updatedReplicas"),
+            "conditions": {c.get("type"): c.get("status") for c in status.get("conditions", [])},
+        }
+    )
     out["canary"] = cluster.get(*kind, namespace, f"{app}-canary") is not None
     jobs = cluster.list("batch/v1", "Job", namespace, {"app.kubernetes.io/name": app})
     if jobs:
-        last = max(jobs, key=lambda j: int(j["metadata"].get("labels", {}).get(f"{rel.LABEL_DOMAIN}/release", "0")))
+        last = max(
+            jobs, key=lambda j: int(j["metadata"].get("labels", {}).get(f"{rel.LABEL_DOMAIN}/release", "0"))
+        )
         st = last.get("status", {})
-        out["last_qualification"] = {"job": last["metadata"]["name"],
-                                     "verdict": "passed" if st.get("succeeded") else "failed" if st.get("failed")
-                                     else "running"}
+        out["last_qualification"] = {
+            "job": last["metadata"]["name"],
+            "verdict": "passed" if st.get("succeeded") else "failed" if st.get("failed") else "running",
+        }
     return out

@@ -51,20 +51,35 @@ class Cluster:
     def __init__(self, api_client: Any):
         self.api = api_client
 
-    def _call(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
-              body: Any = None, content_type: str | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         method, url, headers, body, post = self.api.param_serialize(
-            method=method, resource_path=path, query_params=query or [], header_params=headers, body=body,
-            auth_settings=["BearerToken"])
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
         try:
-            response = self.api.call_api(method, url, header_params=headers, body=body, post_params=post,
-                                         _request_timeout=60)
+            response = self.api.call_api(
+                method, url, header_params=headers, body=body, post_params=post, _request_timeout=60
+            )
         except Exception as exc:  # urllib3 connection errors, TLS: no cluster answered
-            raise EngineUnavailable(f"the Kubernetes API at {self.api.configuration.host} did not answer: {exc}",
-                                    hint="check --context and `kubectl cluster-info`") from None
+            raise EngineUnavailable(
+                f"the Kubernetes API at {self.api.configuration.host} did not answer: {exc}",
+                hint="check --context and `kubectl cluster-info`",
+            ) from None
         response.read()
         data = json.loads(response.data) if response.data else None
         if response.status >= 300:
@@ -88,20 +103,38 @@ class Cluster:
                 return None
             raise
 
-    def list(self, api_version: str, kind: str, namespace: str | None, selector: dict[str, str]) -> list[dict[str, Any]]:
+    def list(
+        self, api_version: str, kind: str, namespace: str | None, selector: dict[str, str]
+    ) -> list[dict[str, Any]]:
         query = [("labelSelector", ",".join(f"{k}={v}" for k, v in selector.items()))]
         return self._call("GET", resource_path(api_version, kind, namespace), query=query).get("items", [])
 
-    def merge_patch(self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any],
-                    *, dry_run: bool) -> dict[str, Any]:
+    def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        dry_run: bool,
+    ) -> dict[str, Any]:
         query = [("dryRun", "All")] if dry_run else []
-        return self._call("PATCH", resource_path(api_version, kind, namespace, name), query=query, body=patch,
-                          content_type=MERGE_PATCH)
+        return self._call(
+            "PATCH",
+            resource_path(api_version, kind, namespace, name),
+            query=query,
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> None:
         try:
-            self._call("DELETE", resource_path(api_version, kind, namespace, name),
-                       body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"})
+            self._call(
+                "DELETE",
+                resource_path(api_version, kind, namespace, name),
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+            )
         except ClusterError as exc:
             if exc.status != 404:
                 raise
@@ -113,9 +146,11 @@ def connect(context: str | None = None) -> Cluster:
         from kubernetes import config
         from kubernetes.config.config_exception import ConfigException
     except ImportError:  # an extra: the Docker path and `render --k8s` need no Kubernetes client
-        raise UsageError("the Kubernetes commands (k8s apply, status, rollback) need the Kubernetes client, "
-                         "which is not installed",
-                         hint=f"install deploytool with its k8s extra: {K8S_EXTRA_INSTALL}") from None
+        raise UsageError(
+            "the Kubernetes commands (k8s apply, status, rollback) need the Kubernetes client, "
+            "which is not installed",
+            hint=f"install deploytool with its k8s extra: {K8S_EXTRA_INSTALL}",
+        ) from None
 
     # Read KUBECONFIG now, not when the client was imported (it may list several files).
     kubeconfig = os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
@@ -130,6 +165,8 @@ def connect(context: str | None = None) -> Cluster:
                 return Cluster(ApiClient())
             except ConfigException:
                 pass
-        raise EngineUnavailable(f"no Kubernetes cluster configured: {exc}",
-                                hint="set KUBECONFIG or pass --context NAME (kubectl config get-contexts)") from None
+        raise EngineUnavailable(
+            f"no Kubernetes cluster configured: {exc}",
+            hint="set KUBECONFIG or pass --context NAME (kubectl config get-contexts)",
+        ) from None
     return Cluster(api_client)

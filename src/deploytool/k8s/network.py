@@ -35,9 +35,19 @@ def network_policy(req: K8sRequest, port: int | str = "http") -> dict[str, Any]:
             "policyTypes": ["Ingress"],
             "ingress": [
                 {"from": [{"podSelector": {"matchLabels": {GATEWAY_LABEL: "true"}}}], "ports": http},
-                {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": app,
-                                                           "app.kubernetes.io/component": "qualify"}}}],
-                 "ports": [dict(p) for p in http]},
+                {
+                    "from": [
+                        {
+                            "podSelector": {
+                                "matchLabels": {
+                                    "app.kubernetes.io/name": app,
+                                    "app.kubernetes.io/component": "qualify",
+                                }
+                            }
+                        }
+                    ],
+                    "ports": [dict(p) for p in http],
+                },
                 {"from": [{"podSelector": {"matchLabels": dict(server)}}]},
             ],
         },
@@ -52,8 +62,9 @@ def qualify_policy(req: K8sRequest) -> dict[str, Any]:
         "kind": "NetworkPolicy",
         "metadata": rel.metadata(req, f"{req.app}-qualify-ingress"),
         "spec": {
-            "podSelector": {"matchLabels": {"app.kubernetes.io/name": req.app,
-                                            "app.kubernetes.io/component": "qualify"}},
+            "podSelector": {
+                "matchLabels": {"app.kubernetes.io/name": req.app, "app.kubernetes.io/component": "qualify"}
+            },
             "policyTypes": ["Ingress"],
         },
     }

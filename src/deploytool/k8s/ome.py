@@ -58,8 +58,17 @@ def model_source(req: K8sRequest) -> dict[str, Any]:
     products = rel.gpu_products(req.profile)
     if products and not req.profile.is_simulator:
         # Weights land only on nodes that can serve them.
-        storage["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": rel.GPU_PRODUCT_LABEL, "operator": "In", "values": products}]}]}}
+        storage["nodeAffinity"] = {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": rel.GPU_PRODUCT_LABEL, "operator": "In", "values": products}
+                        ]
+                    }
+                ]
+            }
+        }
     return storage
 
 
@@ -147,8 +156,10 @@ def inference_service(req: K8sRequest, track: Track = "stable") -> dict[str, Any
                 "minReplicas": replicas,
                 "maxReplicas": replicas,
                 # The same rollout rule as the plain flavour, carried by OME's Deployment.
-                "deploymentStrategy": {"type": "RollingUpdate",
-                                       "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+                "deploymentStrategy": {
+                    "type": "RollingUpdate",
+                    "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+                },
                 "labels": rel.labels(req, track),
                 "annotations": rel.annotations(req),
             },
@@ -158,11 +169,20 @@ def inference_service(req: K8sRequest, track: Track = "stable") -> dict[str, Any
 
 def render_ome_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     canary = inference_service(req, "canary")
-    url = canary_url(req, host=f"{canary['metadata']['name']}{ENGINE_SERVICE_SUFFIX}.{req.namespace}.svc",
-                     port=ENGINE_SERVICE_PORT)
+    url = canary_url(
+        req,
+        host=f"{canary['metadata']['name']}{ENGINE_SERVICE_SUFFIX}.{req.namespace}.svc",
+        port=ENGINE_SERVICE_PORT,
+    )
     return {
         # the plain flavour's NetworkPolicy, by port number: OME builds the pods and their ports
-        "canary": [base_model(req), serving_runtime(req), canary, qualify_job(req, url=url),
-                   network_policy(req, port=req.profile.server.port), qualify_policy(req)],
+        "canary": [
+            base_model(req),
+            serving_runtime(req),
+            canary,
+            qualify_job(req, url=url),
+            network_policy(req, port=req.profile.server.port),
+            qualify_policy(req),
+        ],
         "release": [copy.deepcopy(inference_service(req, "stable"))],
     }

@@ -13,9 +13,25 @@ from typing import Any, Literal
 
 from ..release import secrets
 from ..profiles import Profile, args_to_argv
-from .release import (CACHE_HOST_ROOT, CACHE_MOUNT, DIST_INIT_PORT, FINGERPRINT_FILE, GPU_PRODUCT_LABEL,
-                      GPU_RESOURCE, HUB_CACHE_HOST, MULTINODE_FLAGS, K8sRequest, fingerprint_key, gpu_products,
-                      gpus_per_pod, hub_repo, hub_writable, model_env, model_mount_path, shm_quantity)
+from .release import (
+    CACHE_HOST_ROOT,
+    CACHE_MOUNT,
+    DIST_INIT_PORT,
+    FINGERPRINT_FILE,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    HUB_CACHE_HOST,
+    MULTINODE_FLAGS,
+    K8sRequest,
+    fingerprint_key,
+    gpu_products,
+    gpus_per_pod,
+    hub_repo,
+    hub_writable,
+    model_env,
+    model_mount_path,
+    shm_quantity,
+)
 
 
 # -- secrets ----------------------------------------------------------------------------------
@@ -56,7 +72,10 @@ def secret_env(req: K8sRequest) -> list[dict[str, Any]]:
     by the hub client alone. The manifest names the Secret, never holds the value."""
     if not needs_hf_token(req.profile):
         return []
-    return [{"name": name, "value": value} for name, value in secrets.container_env(secrets.plan_secrets(req.profile)).items()]
+    return [
+        {"name": name, "value": value}
+        for name, value in secrets.container_env(secrets.plan_secrets(req.profile)).items()
+    ]
 
 
 def hf_token_mounts(req: K8sRequest) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -64,8 +83,14 @@ def hf_token_mounts(req: K8sRequest) -> tuple[list[dict[str, Any]], list[dict[st
     if not needs_hf_token(req.profile):
         return [], []
     folder, name = secrets.HF_TOKEN_TARGET.rsplit("/", 1)
-    volume = {"name": "hf-token", "secret": {"secretName": req.secret_name, "defaultMode": 0o400,
-                                             "items": [{"key": HF_TOKEN_KEY, "path": name}]}}
+    volume = {
+        "name": "hf-token",
+        "secret": {
+            "secretName": req.secret_name,
+            "defaultMode": 0o400,
+            "items": [{"key": HF_TOKEN_KEY, "path": name}],
+        },
+    }
     return [{"name": "hf-token", "mountPath": folder, "readOnly": True}], [volume]
 
 
@@ -103,8 +128,10 @@ POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
 # (docs/security.md): the profile says nothing of its host memory, which peaks while the weights
 # stream through it at load, and a limit guessed too low kills a loading server; its cards are
 # what it is scheduled by.
-INIT_RESOURCES: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "64Mi"},
-                                  "limits": {"cpu": "1", "memory": "256Mi"}}
+INIT_RESOURCES: dict[str, Any] = {
+    "requests": {"cpu": "100m", "memory": "64Mi"},
+    "limits": {"cpu": "1", "memory": "256Mi"},
+}
 
 
 def bounded(container: dict[str, Any], resources: dict[str, Any] = INIT_RESOURCES) -> dict[str, Any]:
@@ -134,38 +161,62 @@ def pod_security_fields() -> dict[str, Any]:
 API_KEY_FILE = f"{SECRET_MOUNT}/{API_KEY_KEY}"
 
 
-def api_key_file_mount(req: K8sRequest, *, group: int | None = None) -> tuple[list[str], list[dict[str, Any]],
-                                                                              list[dict[str, Any]]]:
+def api_key_file_mount(
+    req: K8sRequest, *, group: int | None = None
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
     """For the qualify Job, which sends the key: (its `--api-key-file` argument, its mount, the
     pod's volume), or nothing. A file rather than the environment, as for the server: the key
     reaches deploytool alone. `group`: the pod's fsGroup, which may read the file (0440)."""
     if not has_api_key(req.profile):
         return [], [], []
-    volume = {"name": "api-key", "secret": {"secretName": req.secret_name, "defaultMode": 0o440 if group else 0o400,
-                                            "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}]}}
-    return (["--api-key-file", API_KEY_FILE], [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True}],
-            [volume])
+    volume = {
+        "name": "api-key",
+        "secret": {
+            "secretName": req.secret_name,
+            "defaultMode": 0o440 if group else 0o400,
+            "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}],
+        },
+    }
+    return (
+        ["--api-key-file", API_KEY_FILE],
+        [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True}],
+        [volume],
+    )
 
 
 def api_key_init_container(req: K8sRequest) -> dict[str, Any]:
     """Writes SGLang's --config file (`api-key: "<value>"`, the value JSON-quoted, which YAML
     reads as the same string) from the Secret's file into a memory-backed volume."""
-    script = ("import json, sys\n"
-              "key = open(sys.argv[1]).read().strip()\n"
-              "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n")
-    return bounded(secured({
-        "name": "api-key-config",
-        "image": req.image,
-        "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
-        "volumeMounts": [{"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
-                         {"name": "sglang-config", "mountPath": CONFIG_DIR}],
-    }))
+    script = (
+        "import json, sys\n"
+        "key = open(sys.argv[1]).read().strip()\n"
+        "open(sys.argv[2], 'w').write('api-key: ' + json.dumps(key) + '\\n')\n"
+    )
+    return bounded(
+        secured(
+            {
+                "name": "api-key-config",
+                "image": req.image,
+                "command": ["python3", "-c", script, f"{SECRET_MOUNT}/{API_KEY_KEY}", SGLANG_CONFIG],
+                "volumeMounts": [
+                    {"name": "api-key", "mountPath": SECRET_MOUNT, "readOnly": True},
+                    {"name": "sglang-config", "mountPath": CONFIG_DIR},
+                ],
+            }
+        )
+    )
 
 
 def api_key_volumes(req: K8sRequest) -> list[dict[str, Any]]:
     return [
-        {"name": "api-key", "secret": {"secretName": req.secret_name, "defaultMode": 0o400,
-                                       "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}]}},
+        {
+            "name": "api-key",
+            "secret": {
+                "secretName": req.secret_name,
+                "defaultMode": 0o400,
+                "items": [{"key": API_KEY_KEY, "path": API_KEY_KEY}],
+            },
+        },
         {"name": "sglang-config", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
     ]
 
@@ -183,9 +234,18 @@ def launch_command(req: K8sRequest, role: Role = "single") -> list[str]:
     else:
         # launch_args(): the flags the model source implies, then server.args (as launch_argv)
         args = {k: v for k, v in profile.launch_args().items() if k not in MULTINODE_FLAGS}
-        argv = profile.server.command + args_to_argv(args) + [
-            "--nnodes", "$(LWS_GROUP_SIZE)", "--node-rank", "$(LWS_WORKER_INDEX)",
-            "--dist-init-addr", f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}"]
+        argv = (
+            profile.server.command
+            + args_to_argv(args)
+            + [
+                "--nnodes",
+                "$(LWS_GROUP_SIZE)",
+                "--node-rank",
+                "$(LWS_WORKER_INDEX)",
+                "--dist-init-addr",
+                f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}",
+            ]
+        )
     if has_api_key(profile):
         argv += ["--config", SGLANG_CONFIG]  # the key in a file, never in argv or env
     return argv
@@ -201,12 +261,24 @@ def probes(req: K8sRequest) -> dict[str, dict[str, Any]]:
     budget = health.budget_seconds()
     get = {"path": health.path, "port": port}
     return {
-        "startupProbe": {"httpGet": dict(get), "periodSeconds": period, "timeoutSeconds": min(health.timeout, period),
-                         "failureThreshold": math.ceil(budget / period)},
-        "readinessProbe": {"httpGet": dict(get), "periodSeconds": health.interval, "timeoutSeconds": health.timeout,
-                           "failureThreshold": health.retries},
-        "livenessProbe": {"httpGet": dict(get), "periodSeconds": health.interval, "timeoutSeconds": health.timeout,
-                          "failureThreshold": health.retries},
+        "startupProbe": {
+            "httpGet": dict(get),
+            "periodSeconds": period,
+            "timeoutSeconds": min(health.timeout, period),
+            "failureThreshold": math.ceil(budget / period),
+        },
+        "readinessProbe": {
+            "httpGet": dict(get),
+            "periodSeconds": health.interval,
+            "timeoutSeconds": health.timeout,
+            "failureThreshold": health.retries,
+        },
+        "livenessProbe": {
+            "httpGet": dict(get),
+            "periodSeconds": health.interval,
+            "timeoutSeconds": health.timeout,
+            "failureThreshold": health.retries,
+        },
     }
 
 
@@ -217,7 +289,7 @@ def server_container(req: K8sRequest, role: Role = "single") -> dict[str, Any]:
         "image": req.image,
         "command": launch_command(req, role),
         "env": [{"name": k, "value": v} for k, v in {**profile.server.env, **model_env(profile)}.items()]
-               + secret_env(req),
+        + secret_env(req),
         "ports": [{"name": "http", "containerPort": profile.server.port, "protocol": "TCP"}],
         "volumeMounts": [
             {"name": "dshm", "mountPath": "/dev/shm"},  # nosec B108: the pod's /dev/shm mount point
@@ -249,19 +321,23 @@ def cache_init_container(req: K8sRequest) -> dict[str, Any]:
     script = (
         'driver=$(sed -n "s/.*Kernel Module *\\([0-9.]*\\).*/\\1/p" /proc/driver/nvidia/version 2>/dev/null); '
         'want="$DEPLOYTOOL_FINGERPRINT driver=${driver:-none}"; '
-        f'have=$(cat {CACHE_MOUNT}/{FINGERPRINT_FILE} 2>/dev/null || true); '
+        f"have=$(cat {CACHE_MOUNT}/{FINGERPRINT_FILE} 2>/dev/null || true); "
         'if [ "$have" != "$want" ]; then '
         f'echo "JIT cache: fingerprint differs, wiping {CACHE_MOUNT}"; find {CACHE_MOUNT} -mindepth 1 -delete; '
         f'printf "%s" "$want" > {CACHE_MOUNT}/{FINGERPRINT_FILE}; '
         'else echo "JIT cache: fingerprint unchanged, kept"; fi'
     )
-    return bounded(secured({
-        "name": "jit-cache-check",
-        "image": req.image,
-        "command": ["/bin/sh", "-c", script],
-        "env": [{"name": "DEPLOYTOOL_FINGERPRINT", "value": expected}],
-        "volumeMounts": [{"name": "jit-cache", "mountPath": CACHE_MOUNT}],
-    }))
+    return bounded(
+        secured(
+            {
+                "name": "jit-cache-check",
+                "image": req.image,
+                "command": ["/bin/sh", "-c", script],
+                "env": [{"name": "DEPLOYTOOL_FINGERPRINT", "value": expected}],
+                "volumeMounts": [{"name": "jit-cache", "mountPath": CACHE_MOUNT}],
+            }
+        )
+    )
 
 
 def volumes(req: K8sRequest) -> list[dict[str, Any]]:
@@ -275,9 +351,15 @@ def volumes(req: K8sRequest) -> list[dict[str, Any]]:
     elif profile.model.host_path:
         model = {"name": "model", "hostPath": {"path": profile.model.host_path, "type": "Directory"}}
     else:
-        model = {"name": "model", "persistentVolumeClaim": {"claimName": f"{req.app}-model", "readOnly": True}}
+        model = {
+            "name": "model",
+            "persistentVolumeClaim": {"claimName": f"{req.app}-model", "readOnly": True},
+        }
     return [
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_quantity(profile.server.shm_size)}},
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": shm_quantity(profile.server.shm_size)},
+        },
         {"name": "jit-cache", "hostPath": {"path": jit_cache_folder(req), "type": "DirectoryOrCreate"}},
         model,
     ]
@@ -298,11 +380,24 @@ def scheduling(req: K8sRequest) -> dict[str, Any]:
         spec["nodeSelector"] = dict(req.node_selector)
     products = gpu_products(req.profile)
     if products and not req.profile.is_simulator:
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": products}]}]}}}
-    tolerations = [] if req.profile.is_simulator else [
-        {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": GPU_PRODUCT_LABEL, "operator": "In", "values": products}
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    tolerations = (
+        []
+        if req.profile.is_simulator
+        else [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    )
     tolerations += [t for t in req.tolerations if t not in tolerations]
     if tolerations:
         spec["tolerations"] = tolerations

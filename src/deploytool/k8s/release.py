@@ -52,18 +52,24 @@ class K8sRequest:
 
     def __post_init__(self) -> None:
         if not DIGEST_REF.match(self.image):
-            raise UsageError(f"--image {self.image!r} is not pinned by digest (expected NAME@sha256:<64 hex>)",
-                             hint="push the image to a registry the cluster pulls from and pass the reference "
-                                  "with its digest (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`)")
+            raise UsageError(
+                f"--image {self.image!r} is not pinned by digest (expected NAME@sha256:<64 hex>)",
+                hint="push the image to a registry the cluster pulls from and pass the reference "
+                "with its digest (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`)",
+            )
         if self.qualify_image is not None and not DIGEST_REF.match(self.qualify_image):
             raise UsageError(f"--qualify-image {self.qualify_image!r} is not pinned by digest")
         if self.replicas < 1:
             raise UsageError(f"--replicas {self.replicas}: at least one serving copy is needed")
         if self.retention < 1:
-            raise UsageError(f"--retention {self.retention}: keep at least one previous release to roll back to")
+            raise UsageError(
+                f"--retention {self.retention}: keep at least one previous release to roll back to"
+            )
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", self.namespace) or len(self.namespace) > 63:
-            raise UsageError(f"--namespace {self.namespace!r} is not a Kubernetes namespace name "
-                             "(lowercase letters, digits and '-', at most 63)")
+            raise UsageError(
+                f"--namespace {self.namespace!r} is not a Kubernetes namespace name "
+                "(lowercase letters, digits and '-', at most 63)"
+            )
 
     @property
     def app(self) -> str:
@@ -75,11 +81,13 @@ class K8sRequest:
             return self.qualify_image
         # Neither release image can run it: the sglang image has no deploytool, the reference
         # runtime's has only deploytool.sim's dependencies (images/sim/Dockerfile.j2).
-        raise UsageError("the qualification Job needs an image with deploytool installed: pass --qualify-image "
-                         "NAME@sha256:...",
-                         hint=f"build the qualify image, {resource('images', 'qualify', 'Dockerfile')} (deploytool's "
-                              "wheel and python3; the recipe is in docs/kubernetes.md, 'The qualify image'), push it "
-                              "to a registry the cluster pulls from, and pass it by digest")
+        raise UsageError(
+            "the qualification Job needs an image with deploytool installed: pass --qualify-image "
+            "NAME@sha256:...",
+            hint=f"build the qualify image, {resource('images', 'qualify', 'Dockerfile')} (deploytool's "
+            "wheel and python3; the recipe is in docs/kubernetes.md, 'The qualify image'), push it "
+            "to a registry the cluster pulls from, and pass it by digest",
+        )
 
 
 # -- derived from the profile -----------------------------------------------------------------
@@ -101,7 +109,9 @@ def nodes(profile: Profile) -> int:
     try:
         count = int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise UsageError(f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}") from None
+        raise UsageError(
+            f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}"
+        ) from None
     if count < 1:
         raise UsageError(f"profile {profile.name}: server.args.nnodes must be at least 1")
     return count
@@ -118,7 +128,10 @@ def gpus_per_pod(profile: Profile) -> int:
 
 def gpu_products(profile: Profile) -> list[str]:
     """GPU feature discovery publishes the product name with spaces as '-' (e.g. NVIDIA-H200)."""
-    return [re.sub(r"[^A-Za-z0-9_.-]", "-", name.strip().replace(" ", "-"))[:63] for name in profile.match.gpu_name]
+    return [
+        re.sub(r"[^A-Za-z0-9_.-]", "-", name.strip().replace(" ", "-"))[:63]
+        for name in profile.match.gpu_name
+    ]
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmgt]?)b?$", re.IGNORECASE)
@@ -226,7 +239,9 @@ def annotations(req: K8sRequest) -> dict[str, str]:
     }
 
 
-def metadata(req: K8sRequest, name: str, track: Track = "stable", *, namespaced: bool = True) -> dict[str, Any]:
+def metadata(
+    req: K8sRequest, name: str, track: Track = "stable", *, namespaced: bool = True
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespaced:
         meta["namespace"] = req.namespace
@@ -252,10 +267,16 @@ def parse_tolerations(items: list[str] | None) -> list[dict[str, Any]]:
     for item in items or []:
         spec, sep, effect = item.rpartition(":")
         if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not spec:
-            raise UsageError(f"--toleration {item!r}: expected KEY[=VALUE]:EFFECT with EFFECT one of "
-                             "NoSchedule, PreferNoSchedule, NoExecute")
+            raise UsageError(
+                f"--toleration {item!r}: expected KEY[=VALUE]:EFFECT with EFFECT one of "
+                "NoSchedule, PreferNoSchedule, NoExecute"
+            )
         key, has_value, value = spec.partition("=")
-        toleration: dict[str, Any] = {"key": key, "operator": "Equal" if has_value else "Exists", "effect": effect}
+        toleration: dict[str, Any] = {
+            "key": key,
+            "operator": "Equal" if has_value else "Exists",
+            "effect": effect,
+        }
         if has_value:
             toleration["value"] = value
         out.append(toleration)

@@ -96,7 +96,9 @@ def service(req: K8sRequest, track: Track = "stable") -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": _pod_selector(req, track),
-            "ports": [{"name": "http", "port": req.profile.server.port, "targetPort": "http", "protocol": "TCP"}],
+            "ports": [
+                {"name": "http", "port": req.profile.server.port, "targetPort": "http", "protocol": "TCP"}
+            ],
         },
     }
 
@@ -118,8 +120,13 @@ def render_stages(req: K8sRequest) -> dict[str, list[dict[str, Any]]]:
     return {
         # the policy with the canary, which loads for minutes before it answers: fenced before it
         # serves, and it stays for the stable pods (k8s apply removes the canary, not the policy)
-        "canary": [workload(req, "canary"), service(req, "canary"), qualify_job(req), network_policy(req),
-                   qualify_policy(req)],
+        "canary": [
+            workload(req, "canary"),
+            service(req, "canary"),
+            qualify_job(req),
+            network_policy(req),
+            qualify_policy(req),
+        ],
         "release": [service(req, "stable"), disruption_budget(req), workload(req, "stable")],
     }
 
@@ -133,8 +140,10 @@ def stages_text(req: K8sRequest) -> dict[str, str]:
     """Each stage as one multi-document YAML file, with a header saying what it is."""
     out = {}
     for stage, objects in render_stages(req).items():
-        header = (f"# Rendered by deploytool for profile {req.profile.name}, release {req.release}, "
-                  f"flavour {req.flavor}: stage '{stage}'.\n"
-                  "# Do not edit: re-render with `deploytool render --k8s`; docs/kubernetes.md says the order.\n")
+        header = (
+            f"# Rendered by deploytool for profile {req.profile.name}, release {req.release}, "
+            f"flavour {req.flavor}: stage '{stage}'.\n"
+            "# Do not edit: re-render with `deploytool render --k8s`; docs/kubernetes.md says the order.\n"
+        )
         out[stage] = header + "---\n".join(dump_yaml(obj) for obj in objects)
     return out

@@ -53,7 +53,9 @@ def available_versions() -> list[str]:
         from kubernetes_validate.utils import all_versions
     except ImportError:
         return []
-    return sorted({".".join(v.split(".")[:2]) for v in all_versions()}, key=lambda v: tuple(map(int, v.split("."))))
+    return sorted(
+        {".".join(v.split(".")[:2]) for v in all_versions()}, key=lambda v: tuple(map(int, v.split(".")))
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -73,9 +75,15 @@ def _builtin_validator(version: str, kind: str, api_version: str) -> jsonschema.
 
 def validate_builtin(obj: dict[str, Any], version: str) -> list[Finding]:
     validator = _builtin_validator(version, obj["kind"], obj["apiVersion"])
-    return [Finding(obj["kind"], obj["metadata"]["name"], f"kubernetes {version}",
-                    f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}")
-            for e in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))]
+    return [
+        Finding(
+            obj["kind"],
+            obj["metadata"]["name"],
+            f"kubernetes {version}",
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}",
+        )
+        for e in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    ]
 
 
 # -- custom kinds -----------------------------------------------------------------------------
@@ -112,8 +120,14 @@ def load_crds(dirs: tuple[Path, ...]) -> dict[tuple[str, str], CrdSchema]:
                 for version in spec["versions"]:
                     if version.get("served") and "schema" in version:
                         key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                        found.setdefault(key, CrdSchema(path, strict_schema(version["schema"]["openAPIV3Schema"]),
-                                                        spec.get("scope", "Namespaced")))
+                        found.setdefault(
+                            key,
+                            CrdSchema(
+                                path,
+                                strict_schema(version["schema"]["openAPIV3Schema"]),
+                                spec.get("scope", "Namespaced"),
+                            ),
+                        )
     return found
 
 
@@ -124,8 +138,11 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            if ("properties" in node and "additionalProperties" not in node
-                    and not node.get("x-kubernetes-preserve-unknown-fields")):
+            if (
+                "properties" in node
+                and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")
+            ):
                 node["additionalProperties"] = False
             for value in node.values():
                 walk(value)
@@ -148,15 +165,23 @@ def validate_custom(obj: dict[str, Any]) -> list[Finding]:
     crds = load_crds(tuple(crd_dirs()))
     key = (obj["apiVersion"], obj["kind"])
     if key not in crds:
-        raise UsageError(f"no CRD schema for {obj['apiVersion']} {obj['kind']} in {', '.join(map(str, crd_dirs()))}",
-                         hint="set DEPLOYTOOL_K8S_CRDS to a folder holding the published CRD YAML "
-                              "(docs/kubernetes.md lists which)")
+        raise UsageError(
+            f"no CRD schema for {obj['apiVersion']} {obj['kind']} in {', '.join(map(str, crd_dirs()))}",
+            hint="set DEPLOYTOOL_K8S_CRDS to a folder holding the published CRD YAML "
+            "(docs/kubernetes.md lists which)",
+        )
     crd = crds[key]
     findings = check_metadata(obj, namespaced=crd.scope == "Namespaced")
     validator = _crd_validator(str(crd.source), *key)
-    findings += [Finding(obj["kind"], obj["metadata"]["name"], crd.source.name,
-                         f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}")
-                 for e in validator.iter_errors(obj)]
+    findings += [
+        Finding(
+            obj["kind"],
+            obj["metadata"]["name"],
+            crd.source.name,
+            f"{'.'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}",
+        )
+        for e in validator.iter_errors(obj)
+    ]
     return findings
 
 
@@ -191,8 +216,14 @@ def validate_objects(objects: list[dict[str, Any]], versions: Iterable[str] = K8
     for obj in objects:
         if obj["apiVersion"] in BUILTIN_GROUPS:
             if obj["kind"] == "Service" and not _DNS_LABEL.match(obj["metadata"]["name"]):
-                findings.append(Finding("Service", obj["metadata"]["name"], "ObjectMeta",
-                                        "a Service name must be a DNS-1035 label"))
+                findings.append(
+                    Finding(
+                        "Service",
+                        obj["metadata"]["name"],
+                        "ObjectMeta",
+                        "a Service name must be a DNS-1035 label",
+                    )
+                )
             for version in versions:
                 findings += validate_builtin(obj, version)
         else:

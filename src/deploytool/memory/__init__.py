@@ -6,6 +6,19 @@ from .checkpoint import ModelShape, read_checkpoint, shape_from_config
 from .plan import MemoryPlan, PlanInputs, plan_memory
 from .profile_plan import check_memory_fit, checkpoint_folder, parse_sets, plan_for_profile, resolve_card
 
-__all__ = ["Card", "MemoryPlan", "ModelShape", "PlanInputs", "card_from_gpu", "card_from_table", "check_memory_fit",
-           "checkpoint_folder", "parse_sets", "plan_for_profile", "plan_memory", "read_checkpoint", "resolve_card",
-           "shape_from_config"]
+__all__ = [
+    "Card",
+    "MemoryPlan",
+    "ModelShape",
+    "PlanInputs",
+    "card_from_gpu",
+    "card_from_table",
+    "check_memory_fit",
+    "checkpoint_folder",
+    "parse_sets",
+    "plan_for_profile",
+    "plan_memory",
+    "read_checkpoint",
+    "resolve_card",
+    "shape_from_config",
+]

@@ -20,7 +20,11 @@ from .plan import MemoryPlan
 # the draft's KV layers or the linear-attention state.
 COMPARED = (
     ("weights_gib", lambda plan: plan.weights_gib, ("memory_usage", "weight")),
-    ("kv_pool_gib", lambda plan: round(plan.pool_tokens * plan.kv_bytes_per_token / GIB, 2), ("memory_usage", "kvcache")),
+    (
+        "kv_pool_gib",
+        lambda plan: round(plan.pool_tokens * plan.kv_bytes_per_token / GIB, 2),
+        ("memory_usage", "kvcache"),
+    ),
     ("pool_tokens", lambda plan: plan.pool_tokens, ("memory_usage", "token_capacity")),
     ("max_running_requests", lambda plan: plan.max_running_requests, ("max_running_requests",)),
 )
@@ -33,8 +37,14 @@ def reported_memory(server_info: dict[str, Any] | None) -> dict[str, Any]:
     usage = next((s["memory_usage"] for s in states if isinstance(s.get("memory_usage"), dict)), {})
     running = info.get("max_running_requests")
     if running is None:
-        running = next((s.get("effective_max_running_requests_per_dp") for s in states
-                        if s.get("effective_max_running_requests_per_dp") is not None), None)
+        running = next(
+            (
+                s.get("effective_max_running_requests_per_dp")
+                for s in states
+                if s.get("effective_max_running_requests_per_dp") is not None
+            ),
+            None,
+        )
     return {
         "weights_gib": usage.get("weight"),
         "kv_pool_gib": usage.get("kvcache"),
@@ -55,6 +65,13 @@ def compare_with_server(plan: MemoryPlan, server_info: dict[str, Any] | None) ->
         measured = reported.get(label)
         if isinstance(measured, (int, float)) and measured:
             error[label] = round(100 * (predicted[label] - measured) / measured, 2)
-    return {"card": plan.card, "card_source": plan.card_source, "verdict": plan.verdict,
-            "predicted": predicted, "reported": reported, "error_pct": error,
-            "problems": plan.problems, "assumptions": plan.assumptions}
+    return {
+        "card": plan.card,
+        "card_source": plan.card_source,
+        "verdict": plan.verdict,
+        "predicted": predicted,
+        "reported": reported,
+        "error_pct": error,
+        "problems": plan.problems,
+        "assumptions": plan.assumptions,
+    }

@@ -47,8 +47,10 @@ class Card:
         if self.bandwidth_bytes_per_s is None:
             return "unknown (NVML reports no bus width or memory clock)"
         origin = "NVML" if self.source == "nvml" else "data-sheet table"
-        return (f"{origin}: {self.memory_bus_width_bits} bit / 8 x {self.max_memory_clock_mhz} MHz x 2 "
-                f"= {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s")
+        return (
+            f"{origin}: {self.memory_bus_width_bits} bit / 8 x {self.max_memory_clock_mhz} MHz x 2 "
+            f"= {self.bandwidth_bytes_per_s / 1e12:.2f} TB/s"
+        )
 
 
 # name -> (memory MiB as NVML reports it, bus bits, max memory clock MHz as NVML reports it, power W)
@@ -68,14 +70,20 @@ CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
 }
 # the architecture of each card in the table (what NVML's nvmlDeviceGetCudaComputeCapability says)
 COMPUTE_CAPABILITY = {
-    "NVIDIA GeForce RTX 5090": "12.0", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "12.0",
-    "NVIDIA H200": "9.0", "NVIDIA B300 SXM6 AC": "10.3", "NVIDIA GB300": "10.3",
+    "NVIDIA GeForce RTX 5090": "12.0",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "12.0",
+    "NVIDIA H200": "9.0",
+    "NVIDIA B300 SXM6 AC": "10.3",
+    "NVIDIA GB300": "10.3",
 }
 ALIASES = {
-    "rtx5090": "NVIDIA GeForce RTX 5090", "5090": "NVIDIA GeForce RTX 5090",
+    "rtx5090": "NVIDIA GeForce RTX 5090",
+    "5090": "NVIDIA GeForce RTX 5090",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     "rtxpro6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-    "h200": "NVIDIA H200", "b300": "NVIDIA B300 SXM6 AC", "gb300": "NVIDIA GB300",
+    "h200": "NVIDIA H200",
+    "b300": "NVIDIA B300 SXM6 AC",
+    "gb300": "NVIDIA GB300",
 }
 
 
@@ -89,22 +97,41 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
         # the profile may name an edition (Server, Max-Q) of a card the table holds
         full = next((k for k in CARD_TABLE if k.split(" Blackwell")[0] == full.split(" Blackwell")[0]), full)
     if full not in CARD_TABLE:
-        raise UsageError(f"--card {name}: not a card deploytool knows",
-                         hint=f"known cards: {', '.join(card_names())}; or use --gpu UUID on the machine")
+        raise UsageError(
+            f"--card {name}: not a card deploytool knows",
+            hint=f"known cards: {', '.join(card_names())}; or use --gpu UUID on the machine",
+        )
     mib, bus, clock, power = CARD_TABLE[full]
-    return Card(name=full, memory_bytes=mib * MIB, memory_bus_width_bits=bus, max_memory_clock_mhz=clock,
-                power_limit_w=power, count=count, source="table", compute_capability=COMPUTE_CAPABILITY.get(full))
+    return Card(
+        name=full,
+        memory_bytes=mib * MIB,
+        memory_bus_width_bits=bus,
+        max_memory_clock_mhz=clock,
+        power_limit_w=power,
+        count=count,
+        source="table",
+        compute_capability=COMPUTE_CAPABILITY.get(full),
+    )
 
 
 def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
     if gpu.memory_total_mib is None:
-        raise UsageError(f"NVML reports no memory size for {gpu.uuid} ({gpu.name})",
-                         hint="name the card instead with --card")
-    return Card(name=gpu.name, memory_bytes=gpu.memory_total_mib * MIB,
-                free_bytes=None if gpu.memory_free_mib is None else gpu.memory_free_mib * MIB,
-                memory_bus_width_bits=gpu.memory_bus_width_bits, max_memory_clock_mhz=gpu.max_memory_clock_mhz,
-                power_limit_w=gpu.power_limit_w, count=count, source="nvml", uuid=gpu.uuid,
-                compute_capability=gpu.compute_capability)
+        raise UsageError(
+            f"NVML reports no memory size for {gpu.uuid} ({gpu.name})",
+            hint="name the card instead with --card",
+        )
+    return Card(
+        name=gpu.name,
+        memory_bytes=gpu.memory_total_mib * MIB,
+        free_bytes=None if gpu.memory_free_mib is None else gpu.memory_free_mib * MIB,
+        memory_bus_width_bits=gpu.memory_bus_width_bits,
+        max_memory_clock_mhz=gpu.max_memory_clock_mhz,
+        power_limit_w=gpu.power_limit_w,
+        count=count,
+        source="nvml",
+        uuid=gpu.uuid,
+        compute_capability=gpu.compute_capability,
+    )
 
 
 def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None:

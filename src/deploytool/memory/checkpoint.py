@@ -18,7 +18,14 @@ from ..errors import UsageError
 
 # Bytes one parameter takes, by the checkpoint's precision. NVFP4 packs two 4-bit values in a
 # byte and keeps one FP8 scale per 16 values (ModelOpt's layout): 0.5 + 1/16.
-BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}
+BYTES_PER_PARAM = {
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp32": 4.0,
+    "fp8": 1.0,
+    "nvfp4": 0.5 + 1 / 16,
+    "mxfp4": 0.5 + 1 / 32,
+}
 
 
 @dataclass
@@ -70,7 +77,9 @@ class ModelShape:
     rotary_dim: int = 0
     # precision and size
     weight_precision: str = "bf16"  # of the expert / linear weights: bf16, fp8, nvfp4
-    kv_cache_quant_algo: str | None = None  # "FP8": kv-cache-dtype auto means fp8 (mem_cache/kv_cache_dtype.py)
+    kv_cache_quant_algo: str | None = (
+        None  # "FP8": kv-cache-dtype auto means fp8 (mem_cache/kv_cache_dtype.py)
+    )
     weight_bytes: int | None = None  # safetensors index metadata.total_size
     # where weight_bytes came from: "index" (total_size), "files" (the safetensors' sizes) or
     # "config" (no weights in the folder: estimated from the shape, as `--load-format dummy` allocates)
@@ -120,8 +129,11 @@ class ModelShape:
     def _attention_params(self) -> int:
         h = self.hidden_size
         q_dim = self.num_attention_heads * self.head_dim
-        return q_dim * h * (2 if self.attn_output_gate else 1) + 2 * self.num_key_value_heads * self.head_dim * h \
+        return (
+            q_dim * h * (2 if self.attn_output_gate else 1)
+            + 2 * self.num_key_value_heads * self.head_dim * h
             + q_dim * h
+        )
 
     def _linear_attention_params(self) -> int:
         """One Gated-DeltaNet layer (models/qwen3_5.py `Qwen3_5GatedDeltaNet`): in_proj_qkvz,
@@ -129,15 +141,22 @@ class ModelShape:
         h = self.hidden_size
         key = self.linear_num_key_heads * self.linear_key_head_dim
         value = self.linear_num_value_heads * self.linear_value_head_dim
-        return (2 * key + 2 * value) * h + 2 * self.linear_num_value_heads * h \
-            + (2 * key + value) * self.linear_conv_kernel_dim + value * h
+        return (
+            (2 * key + 2 * value) * h
+            + 2 * self.linear_num_value_heads * h
+            + (2 * key + value) * self.linear_conv_kernel_dim
+            + value * h
+        )
 
     def _mlp_params(self, *, dense: bool) -> int:
         h = self.hidden_size
         if dense:
             return 3 * h * self.intermediate_size
-        return self.num_experts * 3 * h * self.moe_intermediate_size + 3 * h * self.shared_expert_intermediate_size \
+        return (
+            self.num_experts * 3 * h * self.moe_intermediate_size
+            + 3 * h * self.shared_expert_intermediate_size
             + self.num_experts * h
+        )
 
     def estimated_weight_bytes(self) -> int:
         """What the checkpoint's weights take, from the shape alone: the target's layers (the
@@ -146,9 +165,11 @@ class ModelShape:
         `--load-format dummy`, where SGLang allocates exactly these parameters at the config's
         dtype (norms, biases and rotary tables, well under 0.1%, are left out)."""
         if self.is_mla:
-            raise UsageError(f"{self.source}: no safetensors index or files beside it, and the weight estimate "
-                             "from the config does not cover latent (MLA) attention",
-                             hint="put the checkpoint's model.safetensors.index.json in the folder")
+            raise UsageError(
+                f"{self.source}: no safetensors index or files beside it, and the weight estimate "
+                "from the config does not cover latent (MLA) attention",
+                hint="put the checkpoint's model.safetensors.index.json in the folder",
+            )
         linear_bytes = BYTES_PER_PARAM[self.weight_precision]
         linear = set(self.linear_attention_layer_ids)
         params = 0
@@ -162,8 +183,10 @@ def read_checkpoint(folder: Path) -> ModelShape:
     """Read `config.json` (and the safetensors index, when there is one) from a checkpoint folder."""
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise UsageError(f"{config_path}: no config.json in the checkpoint folder",
-                         hint="point model.host_path at the folder that holds the model's config.json")
+        raise UsageError(
+            f"{config_path}: no config.json in the checkpoint folder",
+            hint="point model.host_path at the folder that holds the model's config.json",
+        )
     try:
         config = json.loads(config_path.read_text())
     except (OSError, ValueError) as exc:
@@ -201,14 +224,22 @@ def read_weight_bytes(folder: Path) -> tuple[int | None, str | None]:
 def _int(cfg: dict[str, Any], key: str, default: int | None = None, *, where: str) -> int:
     value = cfg.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise UsageError(f"{where}: field {key!r} is missing or not an integer (got {value!r})",
-                         hint="the memory planner reads the model's shape from config.json")
+        raise UsageError(
+            f"{where}: field {key!r} is missing or not an integer (got {value!r})",
+            hint="the memory planner reads the model's shape from config.json",
+        )
     return value
 
 
 # utils/hf_transformers/common.py CONTEXT_LENGTH_KEYS (0.5.17 and 0.5.23 alike): the first
 # present wins, so a config with two of them is read by the earlier one
-CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+CONTEXT_LENGTH_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
 
 
 def derived_context_length(text: dict[str, Any]) -> tuple[int, str | None]:
@@ -239,10 +270,17 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
     head_dim = text.get("head_dim") or hidden // heads
     full_ids, linear_ids = _layer_kinds(text, layers)
     shape = ModelShape(
-        source=source, architecture=archs[0], model_type=str(config.get("model_type", text.get("model_type", ""))),
-        num_hidden_layers=layers, hidden_size=hidden, vocab_size=_int(text, "vocab_size", where=source),
-        num_key_value_heads=kv_heads, head_dim=head_dim, v_head_dim=text.get("v_head_dim") or head_dim,
-        full_attention_layer_ids=full_ids, linear_attention_layer_ids=linear_ids,
+        source=source,
+        architecture=archs[0],
+        model_type=str(config.get("model_type", text.get("model_type", ""))),
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        vocab_size=_int(text, "vocab_size", where=source),
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=text.get("v_head_dim") or head_dim,
+        full_attention_layer_ids=full_ids,
+        linear_attention_layer_ids=linear_ids,
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         intermediate_size=text.get("intermediate_size") or 0,
     )
@@ -284,7 +322,9 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
     shape.attn_output_gate = bool(text.get("attn_output_gate", False))
     shape.draft_precision = "bf16" if _excludes_mtp(quant) else None
     if isinstance(quant, dict):
-        algo = quant.get("kv_cache_quant_algo") or (quant.get("quantization") or {}).get("kv_cache_quant_algo")
+        algo = quant.get("kv_cache_quant_algo") or (quant.get("quantization") or {}).get(
+            "kv_cache_quant_algo"
+        )
         shape.kv_cache_quant_algo = str(algo).upper() if algo else None
     vision = config.get("vision_config")
     if isinstance(vision, dict):

@@ -45,14 +45,25 @@ class DefaultFraction:
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:
     """arg_groups/cuda_graph_hook.py `generate_prefill_cuda_graph_batch_sizes`."""
-    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
-             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_bs + 1, 512)))
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1025, 64))
+        + list(range(1280, 4097, 256))
+        + list(range(4608, max_bs + 1, 512))
+    )
     return [s for s in sizes if s <= max_bs]
 
 
-def sglang_default_mem_fraction_static(gpu_mem_mib: int, shape: ModelShape, *, tp_size: int = 1,
-                                       max_running_requests: int | None = None,
-                                       chunked_prefill_size: int | None = None) -> DefaultFraction:
+def sglang_default_mem_fraction_static(
+    gpu_mem_mib: int,
+    shape: ModelShape,
+    *,
+    tp_size: int = 1,
+    max_running_requests: int | None = None,
+    chunked_prefill_size: int | None = None,
+) -> DefaultFraction:
     for limit, chunk, bs_small, bs_large in _CARD_CLASSES:
         if gpu_mem_mib < limit:
             break
@@ -74,8 +85,14 @@ def sglang_default_mem_fraction_static(gpu_mem_mib: int, shape: ModelShape, *, t
         # SGLang reads vision_config.num_hidden_layers with a default of 24: a config that says
         # `depth` instead (Qwen3-VL, Qwen3.5/3.6) is counted as 24 layers.
         layers = shape.vision_num_hidden_layers or 24
-        ratio = layers * shape.vision_hidden_size ** 2 / (24 * 1024 ** 2)
+        ratio = layers * shape.vision_hidden_size**2 / (24 * 1024**2)
         factor = 0.95 * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
         value *= factor
-    return DefaultFraction(value=value, reserved_mb=reserved, chunked_prefill_size=chunk, decode_max_bs=max_bs,
-                           prefill_graph_sizes=sizes, vlm_factor=factor)
+    return DefaultFraction(
+        value=value,
+        reserved_mb=reserved,
+        chunked_prefill_size=chunk,
+        decode_max_bs=max_bs,
+        prefill_graph_sizes=sizes,
+        vlm_factor=factor,
+    )

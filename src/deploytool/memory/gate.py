@@ -44,27 +44,39 @@ class MemoryCheck:
         s = self.summary
         if s is None:
             return None
-        return (f"memory plan on {s['card']}: {s['pool_tokens']:,} KV tokens, {s['max_running_requests']} running "
-                f"requests ({s['verdict']}{', --skip-memory-plan' if self.skipped else ''})")
+        return (
+            f"memory plan on {s['card']}: {s['pool_tokens']:,} KV tokens, {s['max_running_requests']} running "
+            f"requests ({s['verdict']}{', --skip-memory-plan' if self.skipped else ''})"
+        )
 
 
 class MemoryRefused(DeployError):
-    def __init__(self, message: str, *, summary: dict[str, Any], profile: str, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, summary: dict[str, Any], profile: str, hint: str | None = None
+    ) -> None:
         super().__init__(message, hint=hint)
         self.summary, self.profile = summary, profile
 
 
-def memory_facts(slot: Any, profile: Profile, inventory: Any = None,
-                 weights: ModelPlan | None = None) -> MemoryFacts:
+def memory_facts(
+    slot: Any, profile: Profile, inventory: Any = None, weights: ModelPlan | None = None
+) -> MemoryFacts:
     """Read the card and the checkpoint's config (config.json, safetensors index) when there
     is one here: in the hub snapshot or model.host_path, else model.path or model.config.
     `weights`: the profile's weights as `up` checked them (a hub snapshot is read only where that
     check found one: the weights are not looked at again here)."""
-    folder = readable_config(profile, weights.checkpoint_folder() if weights and weights.kind == "hub" else None)
+    folder = readable_config(
+        profile, weights.checkpoint_folder() if weights and weights.kind == "hub" else None
+    )
     if folder is None:
-        note = None if profile.is_simulator else (
-            f"no memory plan: {profile.name}'s checkpoint config is not readable here "
-            "(set model.host_path to check what fits before the start)")
+        note = (
+            None
+            if profile.is_simulator
+            else (
+                f"no memory plan: {profile.name}'s checkpoint config is not readable here "
+                "(set model.host_path to check what fits before the start)"
+            )
+        )
         return MemoryFacts(note=note)
     card = slot_card(slot, profile, inventory)
     if card is None:
@@ -86,39 +98,70 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
     except StartupRefused as exc:
         # SGLang would refuse the launch before sizing anything: refused like a plan that does not fit
         problems = [f"{n.line()} (SGLang: {n.sglang_says})" for n in exc.notes]
-        summary = {"verdict": "error", "pool_tokens": 0, "max_running_requests": 0, "weights_gib": None,
-                   "card": memory.card.name, "problems": problems, "patches": [],
-                   "startup": [n.as_dict() for n in exc.notes]}
+        summary = {
+            "verdict": "error",
+            "pool_tokens": 0,
+            "max_running_requests": 0,
+            "weights_gib": None,
+            "card": memory.card.name,
+            "problems": problems,
+            "patches": [],
+            "startup": [n.as_dict() for n in exc.notes],
+        }
         if skip:
-            return MemoryCheck(summary=summary, skipped=True,
-                               warnings=["--skip-memory-plan: starting although SGLang would refuse: " + "; ".join(problems)])
-        raise MemoryRefused(f"profile {profile.name}: SGLang would refuse this launch at start-up on slot {slot} "
-                            f"({memory.card.name}); nothing was stopped:\n  " + "\n  ".join(problems),
-                            summary=summary, profile=profile.name, hint=exc.hint) from None
+            return MemoryCheck(
+                summary=summary,
+                skipped=True,
+                warnings=[
+                    "--skip-memory-plan: starting although SGLang would refuse: " + "; ".join(problems)
+                ],
+            )
+        raise MemoryRefused(
+            f"profile {profile.name}: SGLang would refuse this launch at start-up on slot {slot} "
+            f"({memory.card.name}); nothing was stopped:\n  " + "\n  ".join(problems),
+            summary=summary,
+            profile=profile.name,
+            hint=exc.hint,
+        ) from None
     except UsageError as exc:
         return MemoryCheck(warnings=[f"no memory plan: {exc.message}"])
-    summary = {"verdict": plan.verdict, "pool_tokens": plan.pool_tokens,
-               "max_running_requests": plan.max_running_requests, "weights_gib": plan.weights_gib,
-               "card": plan.card, "problems": plan.problems,
-               "patches": [p.split(":", 1)[0] for p in plan.patches],
-               "startup": plan.startup, "max_mem_fraction_static": plan.max_mem_fraction_static,
-               "mem_fraction_static": plan.mem_fraction_static}
-    changes = [f"SGLang will change {n['flag']}: asked {n['asked']}, will use {n['uses']} ({n['why']}); {n['fix']}"
-               for n in plan.startup if n["kind"] == "change"]
+    summary = {
+        "verdict": plan.verdict,
+        "pool_tokens": plan.pool_tokens,
+        "max_running_requests": plan.max_running_requests,
+        "weights_gib": plan.weights_gib,
+        "card": plan.card,
+        "problems": plan.problems,
+        "patches": [p.split(":", 1)[0] for p in plan.patches],
+        "startup": plan.startup,
+        "max_mem_fraction_static": plan.max_mem_fraction_static,
+        "mem_fraction_static": plan.mem_fraction_static,
+    }
+    changes = [
+        f"SGLang will change {n['flag']}: asked {n['asked']}, will use {n['uses']} ({n['why']}); {n['fix']}"
+        for n in plan.startup
+        if n["kind"] == "change"
+    ]
     if plan.fits:
         # above the edge the estimates allow for, the start may still die: said, not refused
         unsure = [w for w in plan.warnings if w.startswith("uncalibrated:")]
         return MemoryCheck(summary=summary, warnings=changes + unsure)
     if skip:
-        return MemoryCheck(summary=summary, skipped=True,
-                           warnings=["--skip-memory-plan: starting although the memory plan says: "
-                                     + "; ".join(plan.problems)])
+        return MemoryCheck(
+            summary=summary,
+            skipped=True,
+            warnings=[
+                "--skip-memory-plan: starting although the memory plan says: " + "; ".join(plan.problems)
+            ],
+        )
     raise MemoryRefused(
         f"profile {profile.name} does not fit slot {slot} ({plan.card}) by SGLang's memory accounting; "
-        "nothing was stopped:\n  " + "\n  ".join(plan.problems), summary=summary, profile=profile.name,
+        "nothing was stopped:\n  " + "\n  ".join(plan.problems),
+        summary=summary,
+        profile=profile.name,
         hint=f"`deploytool plan-memory --profile {profile.name}` shows the plan and tries changes with --set; "
-             "--skip-memory-plan starts anyway (recorded in the journal)")
-
+        "--skip-memory-plan starts anyway (recorded in the journal)",
+    )
 
 
 def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | None:
@@ -130,9 +173,13 @@ def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | 
     try:
         memory_check(memory_facts(slot, profile, inventory), profile, skip=False, slot=slot.name)
     except MemoryRefused as exc:
-        why = "; ".join(exc.summary["problems"]) or exc.message  # the problems it carries, not its text re-read
-        return (f"by SGLang's memory accounting, as `up` and `plan-memory` judge it: {why} "
-                f"(`deploytool plan-memory --profile {profile.name} --gpu {uuids[0]}`)")
+        why = (
+            "; ".join(exc.summary["problems"]) or exc.message
+        )  # the problems it carries, not its text re-read
+        return (
+            f"by SGLang's memory accounting, as `up` and `plan-memory` judge it: {why} "
+            f"(`deploytool plan-memory --profile {profile.name} --gpu {uuids[0]}`)"
+        )
     return None
 
 
@@ -155,5 +202,7 @@ def judged_fit(profile: Profile, cards: list[Any], inventory: Any) -> Any:
     from ..host.fit import Fit, classify
 
     fit: Fit = classify(profile, cards)
-    why = memory_refusal(profile, [c.uuid for c in cards], inventory) if fit.verdict != "incompatible" else None
+    why = (
+        memory_refusal(profile, [c.uuid for c in cards], inventory) if fit.verdict != "incompatible" else None
+    )
     return Fit(fit.profile, "incompatible", [*fit.reasons, why]) if why else fit

@@ -29,6 +29,8 @@ CONV_BYTES = 2  # SGLANG_MAMBA_CONV_DTYPE default bf16
 MAMBA_FULL_MEMORY_RATIO = 0.9  # arg_groups/fields/schedule.py fallback
 MAMBA_BASE_RATIO = 3  # kv_cache_configurator.py MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO
 REPLAYSSM_CACHE_LEN = 16  # arg_groups/fields/exec_.py linear_replayssm_cache_len default
+
+
 @dataclass
 class LinearState:
     per_request: int = 0
@@ -50,9 +52,10 @@ def state_bytes_per_request(shape: ModelShape, *, ssm_dtype: str, tp_size: int) 
     intermediate = shape.linear_value_head_dim * shape.linear_num_value_heads
     conv_dim = intermediate + 2 * n_groups * shape.linear_key_head_dim
     conv = conv_dim // tp_size * (shape.linear_conv_kernel_dim - 1) * 2  # bf16 conv state
-    temporal = (shape.linear_num_value_heads // tp_size) * shape.linear_value_head_dim * shape.linear_key_head_dim
+    temporal = (
+        (shape.linear_num_value_heads // tp_size) * shape.linear_value_head_dim * shape.linear_key_head_dim
+    )
     return (conv + temporal * STATE_DTYPE_BYTES[ssm_dtype]) * len(shape.linear_attention_layer_ids)
-
 
 
 def replayssm_window_bytes(shape: ModelShape, *, record_len: int, tp_size: int) -> int:
@@ -61,13 +64,18 @@ def replayssm_window_bytes(shape: ModelShape, *, record_len: int, tp_size: int) 
     hv = shape.linear_num_value_heads // tp_size
     hk = max(1, shape.linear_num_key_heads // tp_size)
     v_dim, k_dim = shape.linear_value_head_dim, shape.linear_key_head_dim
-    per_layer = hv * record_len * v_dim * CONV_BYTES + hk * record_len * k_dim * CONV_BYTES + hv * record_len * 4
-    per_layer += hv * record_len * v_dim * CONV_BYTES + hk * record_len * k_dim * CONV_BYTES  # low parts (bf16 conv)
+    per_layer = (
+        hv * record_len * v_dim * CONV_BYTES + hk * record_len * k_dim * CONV_BYTES + hv * record_len * 4
+    )
+    per_layer += (
+        hv * record_len * v_dim * CONV_BYTES + hk * record_len * k_dim * CONV_BYTES
+    )  # low parts (bf16 conv)
     return per_layer * len(shape.linear_attention_layer_ids)
 
 
-def plan_linear_state(shape: ModelShape, inputs: PlanInputs, *, rest: float, per_req: int, draft_tokens: int,
-                      tp: int) -> LinearState:
+def plan_linear_state(
+    shape: ModelShape, inputs: PlanInputs, *, rest: float, per_req: int, draft_tokens: int, tp: int
+) -> LinearState:
     """The slots and bytes `_handle_max_mamba_cache` gives a budget of `rest` bytes."""
     ratio = mamba_ratio(shape, inputs)
     replay = bool(inputs.enable_linear_replayssm_spec and draft_tokens)
@@ -80,13 +88,23 @@ def plan_linear_state(shape: ModelShape, inputs: PlanInputs, *, rest: float, per
         elif inputs.disable_radix_cache and requested is not None:
             slots = max(1, requested)
         else:
-            r = inputs.mamba_full_memory_ratio if inputs.mamba_full_memory_ratio is not None else MAMBA_FULL_MEMORY_RATIO
+            r = (
+                inputs.mamba_full_memory_ratio
+                if inputs.mamba_full_memory_ratio is not None
+                else MAMBA_FULL_MEMORY_RATIO
+            )
             slots = int((rest * r / (1 + r) - fixed - per_req) // per_req)
         spec = fixed
     else:
         slots, spec = _slots(rest, per_req, ratio, inputs, draft_tokens)
-    return LinearState(per_request=per_req, slots=slots, ratio=ratio, replayssm=replay, spec_bytes=spec,
-                       state_bytes=float((slots + 1) * per_req) if slots > 0 else 0.0)
+    return LinearState(
+        per_request=per_req,
+        slots=slots,
+        ratio=ratio,
+        replayssm=replay,
+        spec_bytes=spec,
+        state_bytes=float((slots + 1) * per_req) if slots > 0 else 0.0,
+    )
 
 
 def mamba_ratio(shape: ModelShape, inputs: PlanInputs) -> int:
@@ -99,9 +117,14 @@ def mamba_ratio(shape: ModelShape, inputs: PlanInputs) -> int:
     strategy = inputs.mamba_radix_cache_strategy
     if strategy == "auto":
         release, _ = rules_release(inputs.runtime_version)
-        supported = shape.architecture in EXTRA_BUFFER_ARCHS[release] and inputs.linear_attn_backend == "triton"
-        strategy = "extra_buffer" if supported and (not inputs.disable_overlap_schedule or inputs.page_size > 1) \
+        supported = (
+            shape.architecture in EXTRA_BUFFER_ARCHS[release] and inputs.linear_attn_backend == "triton"
+        )
+        strategy = (
+            "extra_buffer"
+            if supported and (not inputs.disable_overlap_schedule or inputs.page_size > 1)
             else "no_buffer"
+        )
     if strategy == "extra_buffer":
         return MAMBA_BASE_RATIO + (1 if inputs.disable_overlap_schedule else 2)  # get_mamba_tracking_slots
     if strategy == "extra_buffer_lazy":
@@ -119,15 +142,19 @@ def _slots(rest: float, per_req: int, ratio: int, inputs: PlanInputs, draft_toke
         return slots, float(per_req * (capped + 1) * draft_tokens)
     if inputs.disable_radix_cache and requested is not None:
         return max(1, requested), float(per_req * (max(1, requested) + 1) * draft_tokens)
-    r = inputs.mamba_full_memory_ratio if inputs.mamba_full_memory_ratio is not None else MAMBA_FULL_MEMORY_RATIO
+    r = (
+        inputs.mamba_full_memory_ratio
+        if inputs.mamba_full_memory_ratio is not None
+        else MAMBA_FULL_MEMORY_RATIO
+    )
     budget = rest * r / (1 + r)
     if draft_tokens:
         if requested is None:
-            raise ValueError("speculative decoding on a hybrid model needs max-running-requests "
-                             "(SGLang asserts it in _handle_max_mamba_cache)")
+            raise ValueError(
+                "speculative decoding on a hybrid model needs max-running-requests "
+                "(SGLang asserts it in _handle_max_mamba_cache)"
+            )
         slots = int((budget - per_req * (1 + draft_tokens)) // (per_req * (1 + draft_tokens / ratio)))
         capped = min(max(1, requested), slots // ratio)
         return slots, float(per_req * (capped + 1) * draft_tokens)
     return int((budget - per_req) // per_req), 0.0
-
-

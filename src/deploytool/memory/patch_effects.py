@@ -22,7 +22,7 @@ MEMORY_FILE = "memory.yaml"
 
 EFFECTS = {
     "draft_shares_target_vocab": "the MTP draft takes the target's embedding and head before the KV pool is "
-                                 "sized: its private bf16 copies are not counted",
+    "sized: its private bf16 copies are not counted",
     "draft_layers_fp8": "the MTP draft's bf16 layers are quantized to FP8 at load",
 }
 
@@ -50,8 +50,10 @@ class PatchMemory:
         line = f"{self.patch}: its effect ({', '.join(self.effects)}) has not been measured on a real card"
         source = self.calibration.get("source") or {}
         if source.get("card") == card:
-            line += (f"; the source measured {int(source['tokens']):,} tokens and {source['requests']} running requests "
-                     f"on {card} for {source.get('launch', 'its launch')}, this plan says {pool_tokens:,} and {running}")
+            line += (
+                f"; the source measured {int(source['tokens']):,} tokens and {source['requests']} running requests "
+                f"on {card} for {source.get('launch', 'its launch')}, this plan says {pool_tokens:,} and {running}"
+            )
         return line
 
     def active(self, args: dict[str, Any], env: dict[str, Any]) -> bool:
@@ -96,9 +98,11 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
     if not names:
         return []
     if not path.is_file():
-        raise ProfileError(f"{path}: missing; the planner needs each patch's memory effects",
-                           hint=f"add {MEMORY_FILE} beside `series` with an entry per patch "
-                                "(`effects: []` for a patch that leaves the pools alone)")
+        raise ProfileError(
+            f"{path}: missing; the planner needs each patch's memory effects",
+            hint=f"add {MEMORY_FILE} beside `series` with an entry per patch "
+            "(`effects: []` for a patch that leaves the pools alone)",
+        )
     try:
         doc = load_yaml(path)
     except DeploytoolError as exc:  # malformed YAML, with its line
@@ -106,33 +110,50 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
     data = doc.data or {}
     declared = data.get("patches") if isinstance(data, dict) else None
     if not isinstance(declared, dict):
-        raise ProfileError(f"{doc.where(('patches',))}: expected a mapping `patches:` of patch file name -> "
-                           "{effects, why}")
+        raise ProfileError(
+            f"{doc.where(('patches',))}: expected a mapping `patches:` of patch file name -> {{effects, why}}"
+        )
     out = []
     for name in names:
         entry = declared.get(name)
         at = ("patches", name)
         if not isinstance(entry, dict):
-            raise ProfileError(f"{doc.where(at)}: patch {name} is in the series but its memory effects are not declared",
-                               hint="add an entry under `patches:` (`effects: []` and a `why` when it leaves the pools alone)")
+            raise ProfileError(
+                f"{doc.where(at)}: patch {name} is in the series but its memory effects are not declared",
+                hint="add an entry under `patches:` (`effects: []` and a `why` when it leaves the pools alone)",
+            )
         effects = entry.get("effects") or []
         unknown = [e for e in effects if e not in EFFECTS]
         if unknown:
-            raise ProfileError(f"{doc.where(at + ('effects',))}: patch {name}: unknown effect(s) "
-                               f"{', '.join(map(str, unknown))}", hint=f"the planner knows: {', '.join(sorted(EFFECTS))}")
+            raise ProfileError(
+                f"{doc.where(at + ('effects',))}: patch {name}: unknown effect(s) "
+                f"{', '.join(map(str, unknown))}",
+                hint=f"the planner knows: {', '.join(sorted(EFFECTS))}",
+            )
         when = entry.get("when") or {}
         not_with = entry.get("not_with") or []
         for key, conditions in (("when", [when] if when else []), ("not_with", not_with)):
             if not isinstance(conditions, list) or not all(
-                    isinstance(c, dict) and ("env" in c) != ("arg" in c) for c in conditions):
-                raise ProfileError(f"{doc.where(at + (key,))}: patch {name}: `{key}` names one `env` or one `arg` "
-                                   "(and `equals`)" + (", in a list" if key == "not_with" else ""))
+                isinstance(c, dict) and ("env" in c) != ("arg" in c) for c in conditions
+            ):
+                raise ProfileError(
+                    f"{doc.where(at + (key,))}: patch {name}: `{key}` names one `env` or one `arg` "
+                    "(and `equals`)" + (", in a list" if key == "not_with" else "")
+                )
         why = str(entry.get("why") or "").strip()
         if not why:
-            raise ProfileError(f"{doc.where(at + ('why',))}: patch {name}: `why` is empty",
-                               hint="say what the patch changes in memory, or why it changes nothing in the pools")
-        out.append(PatchMemory(patch=name, effects=tuple(effects), why=why,
-                               when={k: str(v) for k, v in when.items()},
-                               not_with=tuple({k: str(v) for k, v in c.items()} for c in not_with),
-                               calibration=dict(entry.get("calibration") or {})))
+            raise ProfileError(
+                f"{doc.where(at + ('why',))}: patch {name}: `why` is empty",
+                hint="say what the patch changes in memory, or why it changes nothing in the pools",
+            )
+        out.append(
+            PatchMemory(
+                patch=name,
+                effects=tuple(effects),
+                why=why,
+                when={k: str(v) for k, v in when.items()},
+                not_with=tuple({k: str(v) for k, v in c.items()} for c in not_with),
+                calibration=dict(entry.get("calibration") or {}),
+            )
+        )
     return out

@@ -37,7 +37,14 @@ from .releases import PLANNER_RELEASE, rules_release
 from .upper_edge import judge, upper_edge
 from .weights import weights_on_gpu
 
-__all__ = ["MemoryPlan", "PlanInputs", "kv_cell_bytes", "kv_dtype_bytes", "plan_memory", "state_bytes_per_request"]
+__all__ = [
+    "MemoryPlan",
+    "PlanInputs",
+    "kv_cell_bytes",
+    "kv_dtype_bytes",
+    "plan_memory",
+    "state_bytes_per_request",
+]
 
 SGLANG_VERSION = PLANNER_RELEASE
 # NVML's total minus free on an idle H200 (docs/measured/h200-gpus.json: 143771 - 143155 MiB).
@@ -134,8 +141,11 @@ def kv_dtype_bytes(shape: ModelShape, kv_cache_dtype: str) -> tuple[str, int]:
     if name == "auto":
         return ("fp8_e4m3", 1) if shape.kv_cache_quant_algo == "FP8" else ("bf16", 2)
     if name not in KV_DTYPE_BYTES:
-        raise ValueError(f"kv-cache-dtype {name!r} is not modelled by the planner (known: auto, "
-                         + ", ".join(sorted(KV_DTYPE_BYTES)) + ")")
+        raise ValueError(
+            f"kv-cache-dtype {name!r} is not modelled by the planner (known: auto, "
+            + ", ".join(sorted(KV_DTYPE_BYTES))
+            + ")"
+        )
     return name, KV_DTYPE_BYTES[name]
 
 
@@ -159,8 +169,15 @@ def kv_cell_bytes(shape: ModelShape, *, kv_bytes: int, tp_size: int) -> tuple[in
     return heads * (shape.head_dim + shape.v_head_dim) * layers * kv_bytes, 0
 
 
-def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: str | None = None,
-                overrides: dict[str, Any] | None = None, edge: bool = True) -> MemoryPlan:
+def plan_memory(
+    shape: ModelShape,
+    card: Card,
+    inputs: PlanInputs,
+    *,
+    profile: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    edge: bool = True,
+) -> MemoryPlan:
     """The whole prediction for one GPU of the profile (each of `tp_size` cards holds 1/tp);
     `edge`: with the upper edge (upper_edge.py), which replans the launch at other fractions."""
     plan = _plan_pools(shape, card, inputs, profile=profile, overrides=overrides)
@@ -178,8 +195,14 @@ def plan_memory(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     return plan
 
 
-def _plan_pools(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: str | None = None,
-                overrides: dict[str, Any] | None = None) -> MemoryPlan:
+def _plan_pools(
+    shape: ModelShape,
+    card: Card,
+    inputs: PlanInputs,
+    *,
+    profile: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> MemoryPlan:
     """The pools at the launch's fraction (the lower edge): what plan_memory says before the
     memory beside the pool."""
     tp = max(1, inputs.tp_size)
@@ -191,8 +214,10 @@ def _plan_pools(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
     if off_release:
         warnings.append(off_release)
     if shape.weight_bytes is None:
-        raise ValueError(f"{shape.source}: the checkpoint folder has no safetensors index and no "
-                         "*.safetensors files, so its weight size is unknown")
+        raise ValueError(
+            f"{shape.source}: the checkpoint folder has no safetensors index and no "
+            "*.safetensors files, so its weight size is unknown"
+        )
     spec_on = bool(inputs.speculative_algorithm) and inputs.speculative_algorithm.upper() != "NONE"
     eagle = spec_on and inputs.speculative_algorithm.upper() in ("EAGLE", "NEXTN", "EAGLE3", "STANDALONE")
     loaded = weights_on_gpu(shape, tp=tp, spec_on=spec_on, eagle=eagle, effects=set(inputs.patch_effects))
@@ -214,45 +239,83 @@ def _plan_pools(shape: ModelShape, card: Card, inputs: PlanInputs, *, profile: s
         problems.append(_no_room_for_kv(pre, free_before_load, weights, inputs.mem_fraction_static))
         rest = 0.0
     elif per_req:
-        linear = plan_linear_state(shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp)
+        linear = plan_linear_state(
+            shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp
+        )
         if linear.slots <= 0:
-            problems.append(f"not enough memory for the linear-attention state: {linear.slots} slots of "
-                            f"{per_req / MIB:.1f} MiB (SGLang refuses the start)")
+            problems.append(
+                f"not enough memory for the linear-attention state: {linear.slots} slots of "
+                f"{per_req / MIB:.1f} MiB (SGLang refuses the start)"
+            )
             linear.slots, rest = 0, 0.0
         else:
             rest = max(0.0, rest - linear.spec_bytes - linear.state_bytes)
-        assumptions.append(f"linear-attention state in {ssm_dtype} (conv state bf16), {linear.ratio} slots per "
-                           "running request (radix cache" + (" with extra buffer" if linear.ratio > 3 else "") + ")"
-                           + (f"; ReplaySSM verification: a {linear.spec_bytes / MIB:.0f} MiB replay window "
-                              "instead of a state snapshot per draft token" if linear.replayssm else ""))
+        assumptions.append(
+            f"linear-attention state in {ssm_dtype} (conv state bf16), {linear.ratio} slots per "
+            "running request (radix cache"
+            + (" with extra buffer" if linear.ratio > 3 else "")
+            + ")"
+            + (
+                f"; ReplaySSM verification: a {linear.spec_bytes / MIB:.0f} MiB replay window "
+                "instead of a state snapshot per draft token"
+                if linear.replayssm
+                else ""
+            )
+        )
     state, spec_state = linear.state_bytes, linear.spec_bytes
     slots, ratio = linear.slots, linear.ratio
 
     target_cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp)
-    cell, draft_cell = (_with_draft_cell(shape, target_cell, indexer, assumptions, warnings) if eagle
-                        else (target_cell, 0))
+    cell, draft_cell = (
+        _with_draft_cell(shape, target_cell, indexer, assumptions, warnings) if eagle else (target_cell, 0)
+    )
     tokens = _pool_tokens(rest, cell, inputs)
     if draft_cell and tokens * draft_cell > slack:
-        problems.append(f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
-                        f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves")
+        problems.append(
+            f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
+            f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves"
+        )
 
     running = _max_running(tokens, inputs, slots, ratio)
     context = inputs.context_length
     at_context = min(running, tokens // context) if context else running
-    _check_capacity(inputs, tokens=tokens, running=running, at_context=at_context, problems=problems,
-                    warnings=warnings)
+    _check_capacity(
+        inputs, tokens=tokens, running=running, at_context=at_context, problems=problems, warnings=warnings
+    )
     plan = MemoryPlan(
-        card=card.name, card_source=card.source, model=shape.architecture, gpus=tp, kv_cache_dtype=kv_name,
-        mem_fraction_static=inputs.mem_fraction_static, context_length=context,
-        pre_model_load_gib=_gib(pre), weights_gib=_gib(loaded.target), draft_weights_gib=_gib(loaded.draft),
+        card=card.name,
+        card_source=card.source,
+        model=shape.architecture,
+        gpus=tp,
+        kv_cache_dtype=kv_name,
+        mem_fraction_static=inputs.mem_fraction_static,
+        context_length=context,
+        pre_model_load_gib=_gib(pre),
+        weights_gib=_gib(loaded.target),
+        draft_weights_gib=_gib(loaded.draft),
         slack_gib=_gib(slack),
-        multimodal_reserve_gib=_gib(mm), state_gib=_gib(state), spec_state_gib=_gib(spec_state),
-        kv_pool_gib=_gib(tokens * cell), kv_bytes_per_token=target_cell, kv_bytes_per_token_with_draft=cell,
-        draft_kv_outside_pool_gib=_gib(tokens * draft_cell), free_before_load_gib=_gib(free_before_load),
-        state_bytes_per_request=per_req, state_slots=slots, state_slots_per_request=ratio, pool_tokens=tokens,
-        max_running_requests=running, requests_at_full_context=at_context,
-        verdict="error" if problems else "fits", problems=problems, warnings=warnings, assumptions=assumptions,
-        profile=profile, overrides=dict(overrides or {}), patches=list(inputs.patches), sglang_version=release,
+        multimodal_reserve_gib=_gib(mm),
+        state_gib=_gib(state),
+        spec_state_gib=_gib(spec_state),
+        kv_pool_gib=_gib(tokens * cell),
+        kv_bytes_per_token=target_cell,
+        kv_bytes_per_token_with_draft=cell,
+        draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
+        free_before_load_gib=_gib(free_before_load),
+        state_bytes_per_request=per_req,
+        state_slots=slots,
+        state_slots_per_request=ratio,
+        pool_tokens=tokens,
+        max_running_requests=running,
+        requests_at_full_context=at_context,
+        verdict="error" if problems else "fits",
+        problems=problems,
+        warnings=warnings,
+        assumptions=assumptions,
+        profile=profile,
+        overrides=dict(overrides or {}),
+        patches=list(inputs.patches),
+        sglang_version=release,
     )
     # exact bytes for the upper edge (not a field: the JSON keeps the rounded GiB above)
     allocated = weights + mm + tokens * cell + (state + spec_state if slots else 0)
@@ -265,12 +328,16 @@ def _pre_model_load(card: Card, assumptions: list[str], warnings: list[str]) -> 
     init_torch_distributed. From the card's total, not NVML's free memory: `up` plans while the
     serving release still holds the card, and a plan should not depend on what runs there now."""
     pre = card.memory_bytes - DRIVER_RESERVE_BYTES - TORCH_CONTEXT_BYTES
-    assumptions.append(f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
-                       f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and "
-                       "distributed init, as measured on an H200)")
+    assumptions.append(
+        f"pre_model_load_memory = the card's memory - {DRIVER_RESERVE_BYTES // MIB} MiB "
+        f"(driver, as on an idle H200) - {TORCH_CONTEXT_BYTES // MIB} MiB (SGLang's CUDA context and "
+        "distributed init, as measured on an H200)"
+    )
     if card.free_bytes is not None and card.free_bytes < pre:
-        warnings.append(f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
-                        "holds memory that SGLang would not get")
+        warnings.append(
+            f"NVML shows {card.free_bytes / GIB:.1f} GiB free on {card.name} now: another process "
+            "holds memory that SGLang would not get"
+        )
     return pre
 
 
@@ -286,19 +353,24 @@ def pre_load_allocations(shape: ModelShape) -> int:
 def _no_room_for_kv(pre: float, free_before_load: float, weights: float, mem_fraction_static: float) -> str:
     """Why nothing is left for the KV cache, and what would help."""
     if weights >= free_before_load:  # no fraction helps: the card is too small for the weights
-        return (f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
-                f"{free_before_load / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
-                "fit; a card with more memory, or more cards (tp-size), is needed")
+        return (
+            f"the weights ({weights / GIB:.1f} GiB with the draft) do not fit in the "
+            f"{free_before_load / GIB:.1f} GiB this card has before loading: no mem-fraction-static makes them "
+            "fit; a card with more memory, or more cards (tp-size), is needed"
+        )
     # _profile_available_bytes: 1 - available / pre_model_load_memory, available being what the
     # weights leave of the free memory
     minimum = 1 - (free_before_load - weights) / pre
-    return (f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
-            f"under mem-fraction-static {mem_fraction_static}: raise it above {minimum:.3f} "
-            "(SGLang refuses the start with the same advice)")
+    return (
+        f"the weights ({weights / GIB:.1f} GiB with the draft) leave no memory for the KV cache "
+        f"under mem-fraction-static {mem_fraction_static}: raise it above {minimum:.3f} "
+        "(SGLang refuses the start with the same advice)"
+    )
 
 
-def _with_draft_cell(shape: ModelShape, target_cell: int, indexer: int, assumptions: list[str],
-                     warnings: list[str]) -> tuple[int, int]:
+def _with_draft_cell(
+    shape: ModelShape, target_cell: int, indexer: int, assumptions: list[str], warnings: list[str]
+) -> tuple[int, int]:
     """(the pool's bytes per token, the draft's bytes per token kept outside the pool) with an
     EAGLE/MTP draft."""
     layers = len(shape.full_attention_layer_ids)
@@ -306,8 +378,9 @@ def _with_draft_cell(shape: ModelShape, target_cell: int, indexer: int, assumpti
         warnings.append("speculative decoding with a separate draft model: its own pool is not modelled")
         return target_cell, 0
     # the draft's KV has the target's per-layer size
-    draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) \
-        + (indexer // layers * shape.draft_layers if indexer else 0)
+    draft_cell = int((target_cell - indexer) * shape.draft_layers / layers) + (
+        indexer // layers * shape.draft_layers if indexer else 0
+    )
     if shape.nextn_layers_in_config:
         # pool_configurator.py scales the cell by the draft's layers only when
         # spec_aux_hidden_state.py found num_nextn_predict_layers in the config
@@ -315,8 +388,10 @@ def _with_draft_cell(shape: ModelShape, target_cell: int, indexer: int, assumpti
     # A Qwen3.5/3.6 config says mtp_num_hidden_layers: the pool is sized on the target's cell
     # alone and the draft's pool (same tokens) comes out of the slack afterwards; measured on
     # an H200 (docs/memory.md).
-    assumptions.append("the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
-                       "pool is sized, out of the slack (the config has no num_nextn_predict_layers)")
+    assumptions.append(
+        "the MTP draft's KV pool (its layers, the pool's tokens) is allocated after the "
+        "pool is sized, out of the slack (the config has no num_nextn_predict_layers)"
+    )
     return target_cell, draft_cell
 
 
@@ -330,19 +405,32 @@ def _pool_tokens(rest: float, cell: int, inputs: PlanInputs) -> int:
     return tokens
 
 
-def _check_capacity(inputs: PlanInputs, *, tokens: int, running: int, at_context: int, problems: list[str],
-                    warnings: list[str]) -> None:
+def _check_capacity(
+    inputs: PlanInputs,
+    *,
+    tokens: int,
+    running: int,
+    at_context: int,
+    problems: list[str],
+    warnings: list[str],
+) -> None:
     """The profile's own demands on the pool: a full-context conversation, qualify's minimum of running requests."""
     context = inputs.context_length
     if inputs.require_full_context_kv and tokens < context:
-        problems.append(f"the KV pool ({tokens:,} tokens) is smaller than one full-context conversation "
-                        f"({context:,} tokens)")
+        problems.append(
+            f"the KV pool ({tokens:,} tokens) is smaller than one full-context conversation "
+            f"({context:,} tokens)"
+        )
     if running < inputs.min_running_requests:
-        problems.append(f"SGLang would allow {running} running requests, fewer than qualify.preflight's "
-                        f"min_running_requests {inputs.min_running_requests}")
+        problems.append(
+            f"SGLang would allow {running} running requests, fewer than qualify.preflight's "
+            f"min_running_requests {inputs.min_running_requests}"
+        )
     elif at_context < inputs.min_running_requests and not problems:
-        warnings.append(f"only {at_context} of the {running} running requests fit at the full context length "
-                        f"at once ({tokens:,} tokens in the pool)")
+        warnings.append(
+            f"only {at_context} of the {running} running requests fit at the full context length "
+            f"at once ({tokens:,} tokens in the pool)"
+        )
 
 
 def _max_running(tokens: int, inputs: PlanInputs, slots: int | None, ratio: int | None) -> int:

@@ -22,17 +22,41 @@ from .startup import FLAGS_READ, SPEC_DEFAULT_RUNNING, StartupNote, refusals, st
 
 # The launch flags the planner reads (inputs_from_profile): a what-if on any other flag could
 # not change the plan, so it is refused rather than echoed over an unchanged plan.
-PLANNER_FLAGS = frozenset({
-    "context-length", "mem-fraction-static", "kv-cache-dtype", "max-running-requests", "tp-size",
-    "tensor-parallel-size", "page-size", "speculative-algorithm", "speculative-num-draft-tokens",
-    "mamba-ssm-dtype", "max-total-tokens", "max-mamba-cache-size", "mamba-full-memory-ratio",
-    "disable-radix-cache", "disable-overlap-schedule", "mamba-radix-cache-strategy", "linear-attn-backend",
-    "enable-linear-replayssm-spec", "linear-replayssm-cache-len",
-    # what sizes the memory beside the pool, and the parallel sizes checked against the cards
-    "chunked-prefill-size", "cuda-graph-max-bs", "disable-cuda-graph", "speculative-num-steps",
-    "pp-size", "pipeline-parallel-size", "dp-size", "data-parallel-size", "ep-size", "expert-parallel-size",
-    "enable-dp-attention",
-})
+PLANNER_FLAGS = frozenset(
+    {
+        "context-length",
+        "mem-fraction-static",
+        "kv-cache-dtype",
+        "max-running-requests",
+        "tp-size",
+        "tensor-parallel-size",
+        "page-size",
+        "speculative-algorithm",
+        "speculative-num-draft-tokens",
+        "mamba-ssm-dtype",
+        "max-total-tokens",
+        "max-mamba-cache-size",
+        "mamba-full-memory-ratio",
+        "disable-radix-cache",
+        "disable-overlap-schedule",
+        "mamba-radix-cache-strategy",
+        "linear-attn-backend",
+        "enable-linear-replayssm-spec",
+        "linear-replayssm-cache-len",
+        # what sizes the memory beside the pool, and the parallel sizes checked against the cards
+        "chunked-prefill-size",
+        "cuda-graph-max-bs",
+        "disable-cuda-graph",
+        "speculative-num-steps",
+        "pp-size",
+        "pipeline-parallel-size",
+        "dp-size",
+        "data-parallel-size",
+        "ep-size",
+        "expert-parallel-size",
+        "enable-dp-attention",
+    }
+)
 
 
 def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = (), launch: Any = ()) -> None:
@@ -41,18 +65,27 @@ def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = (), launc
     profile's own launch sets (undoing or changing it is the launch the person asks about)."""
     import difflib
 
-    known = (PLANNER_FLAGS | FLAGS_READ | {p.when["arg"] for p in patches if "arg" in p.when}
-             | {str(k).lstrip("-") for k in launch})
+    known = (
+        PLANNER_FLAGS
+        | FLAGS_READ
+        | {p.when["arg"] for p in patches if "arg" in p.when}
+        | {str(k).lstrip("-") for k in launch}
+    )
     unknown = [key for key in overrides if key not in known]
     if not unknown:
         return
     key = unknown[0]
     close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
-    fix = (f"did you mean {' or '.join('--set ' + c + '=' for c in close)}?" if close
-           else "the flags it reads: " + ", ".join(sorted(known)))
-    raise UsageError(f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
-                     + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
-                     hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser")
+    fix = (
+        f"did you mean {' or '.join('--set ' + c + '=' for c in close)}?"
+        if close
+        else "the flags it reads: " + ", ".join(sorted(known))
+    )
+    raise UsageError(
+        f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
+        + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
+        hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser",
+    )
 
 
 def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
@@ -104,12 +137,16 @@ def no_checkpoint_hint(profile: Profile) -> str:
     """How to give the planner a config: what a person without the weights can do."""
     files = "config.json model.safetensors.index.json"
     if profile.model.hub:
-        get = (f"`hf download {profile.model.hub} {files} --local-dir DIR` fetches the two files (kilobytes), "
-               "then --checkpoint DIR")
+        get = (
+            f"`hf download {profile.model.hub} {files} --local-dir DIR` fetches the two files (kilobytes), "
+            "then --checkpoint DIR"
+        )
     else:
         get = "copy the checkpoint's config.json and model.safetensors.index.json into a folder, then --checkpoint DIR"
-    return (f"{get}; or set model.config in the profile to such a folder (the shipped card profiles carry one, "
-            "profiles/models/)")
+    return (
+        f"{get}; or set model.config in the profile to such a folder (the shipped card profiles carry one, "
+        "profiles/models/)"
+    )
 
 
 def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[PatchMemory]:
@@ -127,26 +164,39 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
-            raise UsageError(f"--patches: {', '.join(missing)} not in {folder}",
-                             hint="known: " + (", ".join(known) or "none") + "; or `none`, or `series`")
+            raise UsageError(
+                f"--patches: {', '.join(missing)} not in {folder}",
+                hint="known: " + (", ".join(known) or "none") + "; or `none`, or `series`",
+            )
     return read_memory_effects(folder, list(names))
 
 
-def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = None,
-                        patches: list[PatchMemory] | None = None) -> PlanInputs:
+def inputs_from_profile(
+    profile: Profile, overrides: dict[str, Any] | None = None, patches: list[PatchMemory] | None = None
+) -> PlanInputs:
     args = {**profile.server.args, **(overrides or {})}
     env = dict(profile.server.env)
     applied = assumed_patches(profile) if patches is None else patches
     effects = frozenset(e for p in applied if p.active(args, env) for e in p.effects)
-    described = [f"{p.patch}: " + ("; ".join(EFFECTS[e] for e in p.effects) + p.condition()
-                                   + ("" if p.active(args, env) else ", not turned on by this launch")
-                                   if p.effects else "no change to the pools") for p in applied]
+    described = [
+        f"{p.patch}: "
+        + (
+            "; ".join(EFFECTS[e] for e in p.effects)
+            + p.condition()
+            + ("" if p.active(args, env) else ", not turned on by this launch")
+            if p.effects
+            else "no change to the pools"
+        )
+        for p in applied
+    ]
     preflight = profile.qualify.get("preflight") or {}
     mfs = args.get("mem-fraction-static")
     if mfs is None:
-        raise UsageError(f"profile {profile.name} sets no mem-fraction-static",
-                         hint="the planner does not imitate SGLang's default heuristic (arg_groups/memory_hook.py): "
-                              "set server.args.mem-fraction-static, or try one with --set mem-fraction-static=0.88")
+        raise UsageError(
+            f"profile {profile.name} sets no mem-fraction-static",
+            hint="the planner does not imitate SGLang's default heuristic (arg_groups/memory_hook.py): "
+            "set server.args.mem-fraction-static, or try one with --set mem-fraction-static=0.88",
+        )
     try:
         return PlanInputs(
             context_length=int(args.get("context-length") or profile.model.context_length),
@@ -183,12 +233,15 @@ def inputs_from_profile(profile: Profile, overrides: dict[str, Any] | None = Non
             patches=described,
         )
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"profile {profile.name}: a launch setting the planner reads is not a number ({exc})",
-                         hint="check server.args and --set values") from None
+        raise UsageError(
+            f"profile {profile.name}: a launch setting the planner reads is not a number ({exc})",
+            hint="check server.args and --set values",
+        ) from None
 
 
-def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None = None,
-                 inventory: Any = None) -> Card:
+def resolve_card(
+    profile: Profile, *, gpu: str | None = None, card: str | None = None, inventory: Any = None
+) -> Card:
     """--gpu UUID[,UUID...] reads NVML (the plan has those cards); --card NAME[:COUNT] the table
     (COUNT cards, else the profile's match.gpu_count); neither: the profile's first card name."""
     count = profile.match.gpu_count
@@ -197,41 +250,59 @@ def resolve_card(profile: Profile, *, gpu: str | None = None, card: str | None =
     if gpu:
         from ..host.gpus import require_inventory
 
-        inventory = inventory or require_inventory(hint="--gpu reads the card through NVML: plan for a card of the "
-                                                         "table with --card NAME instead")
+        inventory = inventory or require_inventory(
+            hint="--gpu reads the card through NVML: plan for a card of the table with --card NAME instead"
+        )
         uuids = [u.strip() for u in gpu.split(",") if u.strip()]
         found = [inventory.by_uuid(u) for u in uuids]
         for uuid, got in zip(uuids, found):
             if got is None:
                 known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-                raise UsageError(f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}")
+                raise UsageError(
+                    f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}"
+                )
         return card_from_gpu(found[0], count=len(found))
     if card:
         name, sep, number = card.rpartition(":")
         if sep:
             if not number.isdigit() or int(number) < 1:
-                raise UsageError(f"--card {card}: expected NAME or NAME:COUNT with a whole number of cards, "
-                                 "e.g. --card h200:2")
+                raise UsageError(
+                    f"--card {card}: expected NAME or NAME:COUNT with a whole number of cards, "
+                    "e.g. --card h200:2"
+                )
             return card_from_table(name, count=int(number))
         return card_from_table(card, count=count)
     if not profile.match.gpu_name:
-        raise UsageError(f"profile {profile.name} names no card (match.gpu_name)",
-                         hint="say which with --card NAME or --gpu UUID")
+        raise UsageError(
+            f"profile {profile.name} names no card (match.gpu_name)",
+            hint="say which with --card NAME or --gpu UUID",
+        )
     return card_from_table(profile.match.gpu_name[0], count=count)
 
 
-def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] | None = None,
-                     shape: ModelShape | None = None, patches: list[str] | None = None) -> MemoryPlan:
+def plan_for_profile(
+    profile: Profile,
+    card: Card,
+    *,
+    overrides: dict[str, Any] | None = None,
+    shape: ModelShape | None = None,
+    patches: list[str] | None = None,
+) -> MemoryPlan:
     if profile.is_simulator and shape is None and checkpoint_folder(profile) is None:
-        raise UsageError(f"profile {profile.name} is the reference runtime: it loads no checkpoint",
-                         hint="set model.host_path to a folder with a config.json to plan it anyway")
+        raise UsageError(
+            f"profile {profile.name} is the reference runtime: it loads no checkpoint",
+            hint="set model.host_path to a folder with a config.json to plan it anyway",
+        )
     if shape is None:
         folder = checkpoint_folder(profile)
         if folder is None:
             where = f"the hub cache ({profile.model.hub}), " if profile.model.hub else ""
-            raise UsageError(f"profile {profile.name}: no model config to plan from: none in {where}model.host_path "
-                             f"({profile.model.host_path or 'not set'}), model.path ({profile.model.path}) or "
-                             f"model.config ({profile.model.config or 'not set'})", hint=no_checkpoint_hint(profile))
+            raise UsageError(
+                f"profile {profile.name}: no model config to plan from: none in {where}model.host_path "
+                f"({profile.model.host_path or 'not set'}), model.path ({profile.model.path}) or "
+                f"model.config ({profile.model.config or 'not set'})",
+                hint=no_checkpoint_hint(profile),
+            )
         shape = read_checkpoint(folder)
         carried = is_carried_config(profile, folder)
     else:
@@ -239,8 +310,15 @@ def plan_for_profile(profile: Profile, card: Card, *, overrides: dict[str, Any] 
     return plan_from_shape(profile, card, shape, overrides=overrides, patches=patches, carried=carried)
 
 
-def plan_from_shape(profile: Profile, card: Card, shape: ModelShape, *, overrides: dict[str, Any] | None = None,
-                    patches: list[str] | None = None, carried: bool = False) -> MemoryPlan:
+def plan_from_shape(
+    profile: Profile,
+    card: Card,
+    shape: ModelShape,
+    *,
+    overrides: dict[str, Any] | None = None,
+    patches: list[str] | None = None,
+    carried: bool = False,
+) -> MemoryPlan:
     """plan_for_profile() once the checkpoint's shape is read (`up`'s memory gate reads it with
     its facts); `carried`: the shape is the config the profile carries, not weights here."""
     applied = assumed_patches(profile) if patches is None else assumed_patches(profile, patches)
@@ -258,12 +336,19 @@ def plan_from_shape(profile: Profile, card: Card, shape: ModelShape, *, override
         if refused:
             raise StartupRefused(profile.name, refused) from None
         raise UsageError(f"profile {profile.name}: {exc}") from None
-    plan.uncalibrated = [{"patch": p.patch, "note": note} for p in applied if p.active(args, env)
-                         if (note := p.uncalibrated(plan.card, plan.pool_tokens, plan.max_running_requests))]
+    plan.uncalibrated = [
+        {"patch": p.patch, "note": note}
+        for p in applied
+        if p.active(args, env)
+        if (note := p.uncalibrated(plan.card, plan.pool_tokens, plan.max_running_requests))
+    ]
     if carried:
-        plan.assumptions.insert(0, f"planned from the config the profile carries ({profile.model.config}): the "
-                                   "weights are not here and are needed only to start; their size is the index's "
-                                   "total_size (profiles/models/README.md)")
+        plan.assumptions.insert(
+            0,
+            f"planned from the config the profile carries ({profile.model.config}): the "
+            "weights are not here and are needed only to start; their size is the index's "
+            "total_size (profiles/models/README.md)",
+        )
     return with_startup(plan, args, env, shape, card, profile.model.context_length)
 
 
@@ -271,23 +356,39 @@ class StartupRefused(UsageError):
     """SGLang would refuse this launch at start-up (its own message in each note)."""
 
     def __init__(self, profile: str, notes: list[StartupNote]) -> None:
-        super().__init__(f"profile {profile}: SGLang would refuse this launch at start-up:\n  "
-                         + "\n  ".join(f"{n.line()}\n    SGLang: {n.sglang_says}" for n in notes),
-                         hint="change what each line says; nothing was started or stopped")
+        super().__init__(
+            f"profile {profile}: SGLang would refuse this launch at start-up:\n  "
+            + "\n  ".join(f"{n.line()}\n    SGLang: {n.sglang_says}" for n in notes),
+            hint="change what each line says; nothing was started or stopped",
+        )
         self.notes = notes
 
 
-def with_startup(plan: MemoryPlan, args: dict[str, Any], env: dict[str, Any], shape: ModelShape, card: Card,
-                 profile_context: int | None = None) -> MemoryPlan:
+def with_startup(
+    plan: MemoryPlan,
+    args: dict[str, Any],
+    env: dict[str, Any],
+    shape: ModelShape,
+    card: Card,
+    profile_context: int | None = None,
+) -> MemoryPlan:
     """The plan with what SGLang refuses or changes at start-up: each note in `startup`, a
     refusal also among the problems (so `up` refuses before it stops anything)."""
-    notes = startup_notes(args, env, shape, compute_capability=card.compute_capability, plan=plan,
-                          profile_context=profile_context)
+    notes = startup_notes(
+        args,
+        env,
+        shape,
+        compute_capability=card.compute_capability,
+        plan=plan,
+        profile_context=profile_context,
+    )
     plan.startup = [n.as_dict() for n in notes]
     for note in refusals(notes):
         line = f"{note.line()} (SGLang: {note.sglang_says})"
-        if not any(p.startswith("the weights") and "leave no memory" in p for p in plan.problems) \
-                or note.flag != "--mem-fraction-static":
+        if (
+            not any(p.startswith("the weights") and "leave no memory" in p for p in plan.problems)
+            or note.flag != "--mem-fraction-static"
+        ):
             plan.problems.append(line)
     plan.verdict = "error" if plan.problems else plan.verdict
     return plan
@@ -326,20 +427,31 @@ def parse_patches(value: str | None) -> list[str] | None:
     if names == ["series"]:
         return None
     if not names or "none" in names or "series" in names:
-        raise UsageError(f"--patches {value!r}: expected `none`, `series` or patch file names separated by commas")
+        raise UsageError(
+            f"--patches {value!r}: expected `none`, `series` or patch file names separated by commas"
+        )
     return names
 
 
-def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str | None = None,
-                        sets: list[str] | None = None, checkpoint: Path | None = None,
-                        profiles_dirs: list[Path] | None = None, patches: str | None = None) -> MemoryPlan:
+def plan_memory_command(
+    profile_name: str,
+    *,
+    gpu: str | None = None,
+    card: str | None = None,
+    sets: list[str] | None = None,
+    checkpoint: Path | None = None,
+    profiles_dirs: list[Path] | None = None,
+    patches: str | None = None,
+) -> MemoryPlan:
     """What `deploytool plan-memory` does: the profile, its card, its checkpoint (or the folder
     given), the --set and --patches what-ifs, one plan."""
     from ..profiles import ProfileStore
 
     profile = ProfileStore(profiles_dirs).get(profile_name)
     if profile.abstract:
-        raise UsageError(f"profile {profile_name!r} is abstract (a base for others to extend); plan one that extends it")
+        raise UsageError(
+            f"profile {profile_name!r} is abstract (a base for others to extend); plan one that extends it"
+        )
     chosen = resolve_card(profile, gpu=gpu, card=card)
     shape = None
     if checkpoint is not None:
@@ -353,12 +465,17 @@ def plan_memory_command(profile_name: str, *, gpu: str | None = None, card: str 
     overrides = parse_sets(sets)
     # only the person's what-ifs are checked: tune and the tests plan whole launches, whose flags
     # the planner may rightly ignore
-    check_sets(overrides, assumed_patches(profile) if names is None else assumed_patches(profile, names),
-               profile.server.args)
+    check_sets(
+        overrides,
+        assumed_patches(profile) if names is None else assumed_patches(profile, names),
+        profile.server.args,
+    )
     return plan_for_profile(profile, chosen, overrides=overrides, shape=shape, patches=names)
 
 
-def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[str, Any] | None) -> dict[str, Any] | None:
+def plan_next_to_server(
+    profile: Profile | None, slot: Any, server_info: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """For preflight: the plan for the profile's card beside the server's own memory figures;
     None when there is no checkpoint to plan from; {"error": why} when planning fails."""
     from .accuracy import compare_with_server
@@ -366,9 +483,15 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
     if profile is None or checkpoint_folder(profile) is None:
         return None
     try:
-        card = slot_card(slot, profile) if slot is not None else (
-            card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-            if profile.match.gpu_name else None)
+        card = (
+            slot_card(slot, profile)
+            if slot is not None
+            else (
+                card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+                if profile.match.gpu_name
+                else None
+            )
+        )
         if card is None:
             return {"error": "no card to plan for"}
         return compare_with_server(plan_for_profile(profile, card), server_info)
@@ -376,7 +499,9 @@ def plan_next_to_server(profile: Profile | None, slot: Any, server_info: dict[st
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 
-def memory_fit(profile: Profile, *, checkpoints: Path | None = None, card: Card | None = None) -> dict[str, Any]:
+def memory_fit(
+    profile: Profile, *, checkpoints: Path | None = None, card: Card | None = None
+) -> dict[str, Any]:
     """What `profiles list` shows about a profile's memory plan on its own card (the table's
     figures for the profile's first match.gpu_name): {"verdict": "fits" | "error" | "unknown",
     ...}. The checkpoint config comes from `checkpoints`/<the model's folder name> when given,
@@ -387,22 +512,32 @@ def memory_fit(profile: Profile, *, checkpoints: Path | None = None, card: Card 
         return {"verdict": "unknown", "why": "the profile names no card"}
     folder = _named_checkpoint(profile, checkpoints) if checkpoints else checkpoint_folder(profile)
     if folder is None:
-        where = f"in {checkpoints}" if checkpoints else "here (model.host_path, the hub cache, or model.config)"
+        where = (
+            f"in {checkpoints}" if checkpoints else "here (model.host_path, the hub cache, or model.config)"
+        )
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
         card = card or card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
         plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
     except DeploytoolError as exc:
         return {"verdict": "unknown", "why": exc.message}
-    return {"verdict": plan.verdict, "card": plan.card, "pool_tokens": plan.pool_tokens,
-            "max_running_requests": plan.max_running_requests, "checkpoint": str(folder),
-            "patches": [p.split(":", 1)[0] for p in plan.patches], "problems": plan.problems,
-            "max_mem_fraction_static": plan.max_mem_fraction_static}
+    return {
+        "verdict": plan.verdict,
+        "card": plan.card,
+        "pool_tokens": plan.pool_tokens,
+        "max_running_requests": plan.max_running_requests,
+        "checkpoint": str(folder),
+        "patches": [p.split(":", 1)[0] for p in plan.patches],
+        "problems": plan.problems,
+        "max_mem_fraction_static": plan.max_mem_fraction_static,
+    }
 
 
 def _named_checkpoint(profile: Profile, root: Path) -> Path | None:
     """root/<the hub repository's name or the host folder's name>, matched without case."""
-    name = (profile.model.hub or "").rsplit("/", 1)[-1] or Path(profile.model.host_path or profile.model.path or "").name
+    name = (profile.model.hub or "").rsplit("/", 1)[-1] or Path(
+        profile.model.host_path or profile.model.path or ""
+    ).name
     if not name or not root.is_dir():
         return None
     for child in sorted(root.iterdir()):

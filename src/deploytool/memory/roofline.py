@@ -55,9 +55,14 @@ def weight_split(shape: ModelShape, *, tp_size: int = 1) -> WeightSplit:
     vision = shape.vision_params * 2
     # a draft (MTP) layer: its routed experts are most of it
     draft = shape.draft_layers * per_expert * shape.num_experts if shape.is_moe else 0
-    return WeightSplit(total_bytes=shape.weight_bytes / tp_size, expert_bytes_per_expert_layer=per_expert / tp_size,
-                       moe_layers=moe_layers, experts=shape.num_experts, top_k=shape.num_experts_per_tok,
-                       not_read_bytes=(embed + vision + draft) / tp_size)
+    return WeightSplit(
+        total_bytes=shape.weight_bytes / tp_size,
+        expert_bytes_per_expert_layer=per_expert / tp_size,
+        moe_layers=moe_layers,
+        experts=shape.num_experts,
+        top_k=shape.num_experts_per_tok,
+        not_read_bytes=(embed + vision + draft) / tp_size,
+    )
 
 
 @dataclass
@@ -88,17 +93,27 @@ class Roofline:
         return asdict(self)
 
 
-def decode_roofline(shape: ModelShape, card: Card, *, concurrencies: list[int], context_tokens: int,
-                    kv_cache_dtype: str = "auto", tp_size: int = 1, mamba_ssm_dtype: str | None = None,
-                    accept_length: float | None = None, draft_tokens: int | None = None) -> Roofline:
+def decode_roofline(
+    shape: ModelShape,
+    card: Card,
+    *,
+    concurrencies: list[int],
+    context_tokens: int,
+    kv_cache_dtype: str = "auto",
+    tp_size: int = 1,
+    mamba_ssm_dtype: str | None = None,
+    accept_length: float | None = None,
+    draft_tokens: int | None = None,
+) -> Roofline:
     bandwidth = card.bandwidth_bytes_per_s
     if bandwidth is None:
         raise ValueError(f"{card.name}: no memory bus width / clock, so no bandwidth to compare with")
     split = weight_split(shape, tp_size=tp_size)
     kv_name, kv_bytes = kv_dtype_bytes(shape, kv_cache_dtype)
     cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp_size)
-    state = state_bytes_per_request(shape, ssm_dtype=mamba_ssm_dtype or shape.mamba_ssm_dtype or "float32",
-                                    tp_size=tp_size)
+    state = state_bytes_per_request(
+        shape, ssm_dtype=mamba_ssm_dtype or shape.mamba_ssm_dtype or "float32", tp_size=tp_size
+    )
     accept = accept_length if accept_length and accept_length > 0 else 1.0
     # with speculative decoding the target verifies draft_tokens per request each step
     tokens_per_request = draft_tokens if (draft_tokens and accept_length) else 1
@@ -106,8 +121,14 @@ def decode_roofline(shape: ModelShape, card: Card, *, concurrencies: list[int], 
     for c in concurrencies:
         kv_read = _kv_read(shape, cell, indexer, context_tokens)
         step = split.active_bytes(c * tokens_per_request) + c * (kv_read + 2 * state)
-        points.append(RooflinePoint(concurrency=c, context_tokens=context_tokens, bytes_per_step=step,
-                                    ceiling_tps_per_request=bandwidth / step * accept))
+        points.append(
+            RooflinePoint(
+                concurrency=c,
+                context_tokens=context_tokens,
+                bytes_per_step=step,
+                ceiling_tps_per_request=bandwidth / step * accept,
+            )
+        )
     assumptions = [
         f"bandwidth {card.bandwidth_source}",
         f"weights read per step at c=1: {split.active_bytes(tokens_per_request) / 1e9:.2f} GB per GPU "
@@ -119,12 +140,23 @@ def decode_roofline(shape: ModelShape, card: Card, *, concurrencies: list[int], 
     if state:
         assumptions.append(f"linear-attention state read and written per request per step: 2 x {state:,} B")
     if accept_length:
-        assumptions.append(f"x speculative accept length {accept:.2f} (the server's avg_spec_accept_length); "
-                           f"the target verifies {tokens_per_request} tokens a request per step; draft reads left out")
-    return Roofline(card=card.name, bandwidth_bytes_per_s=bandwidth, bandwidth_source=card.bandwidth_source,
-                    power_limit_w=card.power_limit_w, weights_read_bytes_c1=split.active_bytes(tokens_per_request),
-                    kv_bytes_per_token=cell, kv_cache_dtype=kv_name, state_bytes_per_request=state,
-                    accept_length=accept, points=points, assumptions=assumptions)
+        assumptions.append(
+            f"x speculative accept length {accept:.2f} (the server's avg_spec_accept_length); "
+            f"the target verifies {tokens_per_request} tokens a request per step; draft reads left out"
+        )
+    return Roofline(
+        card=card.name,
+        bandwidth_bytes_per_s=bandwidth,
+        bandwidth_source=card.bandwidth_source,
+        power_limit_w=card.power_limit_w,
+        weights_read_bytes_c1=split.active_bytes(tokens_per_request),
+        kv_bytes_per_token=cell,
+        kv_cache_dtype=kv_name,
+        state_bytes_per_request=state,
+        accept_length=accept,
+        points=points,
+        assumptions=assumptions,
+    )
 
 
 def _kv_read(shape: ModelShape, cell: int, indexer: int, context: int) -> float:

@@ -28,15 +28,23 @@ class StartupCheck:
         return self.flags.ok and not any(n["kind"] == "refuse" for n in self.notes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.flags.__dict__, "ok": self.ok, "startup_rules": self.notes, "startup_rules_note": self.plan_note}
+        return {
+            **self.flags.__dict__,
+            "ok": self.ok,
+            "startup_rules": self.notes,
+            "startup_rules_note": self.plan_note,
+        }
 
 
-def check_with_checkpoint(profile: Profile, checkpoint: Path, *, use_image: bool = True,
-                          wheelhouse: Path | None = None) -> StartupCheck:
+def check_with_checkpoint(
+    profile: Profile, checkpoint: Path, *, use_image: bool = True, wheelhouse: Path | None = None
+) -> StartupCheck:
     flags = flagcheck.check(profile, use_image=use_image, wheelhouse=wheelhouse, checkpoint=checkpoint)
     result = StartupCheck(flags=flags)
     if not profile.match.gpu_name:
-        result.plan_note = "the profile names no card (match.gpu_name): the rules that need one are not applied"
+        result.plan_note = (
+            "the profile names no card (match.gpu_name): the rules that need one are not applied"
+        )
         return result
     try:
         card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)

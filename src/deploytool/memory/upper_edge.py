@@ -81,11 +81,16 @@ class UpperEdge:
     free_after_capture: float = 0.0
 
     def as_dict(self) -> dict:
-        return {"items": [i.as_dict() for i in self.items], "needed_gib": round(self.needed / GIB, 3),
-                "max_fraction": self.max_fraction, "sure_fraction": self.sure_fraction,
-                "calibrated": self.calibrated, "notes": self.notes,
-                "free_after_pool_gib": round(self.free_after_pool / GIB, 3),
-                "free_after_capture_gib": round(self.free_after_capture / GIB, 3)}
+        return {
+            "items": [i.as_dict() for i in self.items],
+            "needed_gib": round(self.needed / GIB, 3),
+            "max_fraction": self.max_fraction,
+            "sure_fraction": self.sure_fraction,
+            "calibrated": self.calibrated,
+            "notes": self.notes,
+            "free_after_pool_gib": round(self.free_after_pool / GIB, 3),
+            "free_after_capture_gib": round(self.free_after_capture / GIB, 3),
+        }
 
     @property
     def needed(self) -> float:
@@ -97,14 +102,22 @@ def graph_limit(shape: ModelShape, card: Card, inputs: PlanInputs, running: int)
     card (memory_hook.py), never above the running requests (base_cuda_graph_runner.py)."""
     if inputs.disable_cuda_graph:
         return 0
-    limit = inputs.cuda_graph_max_bs or sglang_default_mem_fraction_static(
-        card.memory_bytes // MIB, shape, tp_size=max(1, inputs.tp_size)).decode_max_bs
+    limit = (
+        inputs.cuda_graph_max_bs
+        or sglang_default_mem_fraction_static(
+            card.memory_bytes // MIB, shape, tp_size=max(1, inputs.tp_size)
+        ).decode_max_bs
+    )
     return max(0, min(limit, running)) if running else limit
 
 
 def chunk_size(shape: ModelShape, card: Card, inputs: PlanInputs) -> int:
-    return inputs.chunked_prefill_size or sglang_default_mem_fraction_static(
-        card.memory_bytes // MIB, shape, tp_size=max(1, inputs.tp_size)).chunked_prefill_size
+    return (
+        inputs.chunked_prefill_size
+        or sglang_default_mem_fraction_static(
+            card.memory_bytes // MIB, shape, tp_size=max(1, inputs.tp_size)
+        ).chunked_prefill_size
+    )
 
 
 def _spec(inputs: PlanInputs) -> bool:
@@ -121,15 +134,35 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
     items: list[BesideItem] = []
     raw = plan.raw
     if raw["draft_kv"]:
-        items.append(BesideItem("the MTP draft's KV pool (allocated after the pool)", raw["draft_kv"], SGLANG_RULE,
-                                "pool_configurator.py _compute_cell_size; spec_aux_hidden_state.py", True))
+        items.append(
+            BesideItem(
+                "the MTP draft's KV pool (allocated after the pool)",
+                raw["draft_kv"],
+                SGLANG_RULE,
+                "pool_configurator.py _compute_cell_size; spec_aux_hidden_state.py",
+                True,
+            )
+        )
     pages = plan.pool_tokens // max(1, inputs.page_size)
-    items.append(BesideItem(f"the token allocator's free list ({pages:,} pages x 8 B)", pages * FREE_LIST_BYTES,
-                            SGLANG_RULE, "mem_cache/allocator/token.py, paged.py clear(): torch.arange(...) int64",
-                            True))
-    items.append(BesideItem(f"workspace after the pool ({plan.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
-                            f"+ {WORKSPACE_BYTES // MIB} MiB)",
-                            WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * plan.pool_tokens, MEASURED, TABLE, True))
+    items.append(
+        BesideItem(
+            f"the token allocator's free list ({pages:,} pages x 8 B)",
+            pages * FREE_LIST_BYTES,
+            SGLANG_RULE,
+            "mem_cache/allocator/token.py, paged.py clear(): torch.arange(...) int64",
+            True,
+        )
+    )
+    items.append(
+        BesideItem(
+            f"workspace after the pool ({plan.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
+            f"+ {WORKSPACE_BYTES // MIB} MiB)",
+            WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * plan.pool_tokens,
+            MEASURED,
+            TABLE,
+            True,
+        )
+    )
     limit = graph_limit(shape, card, inputs, plan.max_running_requests)
     if limit:
         spec = _spec(inputs)
@@ -139,7 +172,9 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
             # the target verifies every draft token; the draft decodes and extends from the last one
             draft = inputs.speculative_num_draft_tokens or 4
             total = graph_bytes(sizes, draft, vocab) + 2 * graph_bytes(sizes, 1, vocab)
-            what = f"CUDA graphs: target verify, draft decode, draft extend ({len(sizes)} sizes up to {limit})"
+            what = (
+                f"CUDA graphs: target verify, draft decode, draft extend ({len(sizes)} sizes up to {limit})"
+            )
         else:
             total = graph_bytes(sizes, 1, vocab)
             what = f"decode CUDA graphs ({len(sizes)} sizes up to {limit})"
@@ -147,14 +182,31 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
     chunk = chunk_size(shape, card, inputs)
     tp = max(1, inputs.tp_size)
     width = shape.hidden_size + _mlp_width(shape) // tp
-    items.append(BesideItem(f"activations of a {chunk:,}-token chunk", chunk * width * CHUNK_PER_WIDTH, ESTIMATE,
-                            "hidden + MLP width per token x 16 B (bf16, a few live copies)"))
+    items.append(
+        BesideItem(
+            f"activations of a {chunk:,}-token chunk",
+            chunk * width * CHUNK_PER_WIDTH,
+            ESTIMATE,
+            "hidden + MLP width per token x 16 B (bf16, a few live copies)",
+        )
+    )
     if tp * max(1, inputs.pp_size) > 1:
-        items.append(BesideItem(f"NCCL and custom all-reduce buffers (tp {tp} x pp {inputs.pp_size})",
-                                tp * max(1, inputs.pp_size) / 8 * GIB, ESTIMATE,
-                                "server_args.py handle_gpu_memory_settings: tp x pp / 8 GiB"))
-    items.append(BesideItem("the caching allocator's margin", MARGIN_BYTES, ESTIMATE,
-                            "rounding and split blocks of torch's caching allocator"))
+        items.append(
+            BesideItem(
+                f"NCCL and custom all-reduce buffers (tp {tp} x pp {inputs.pp_size})",
+                tp * max(1, inputs.pp_size) / 8 * GIB,
+                ESTIMATE,
+                "server_args.py handle_gpu_memory_settings: tp x pp / 8 GiB",
+            )
+        )
+    items.append(
+        BesideItem(
+            "the caching allocator's margin",
+            MARGIN_BYTES,
+            ESTIMATE,
+            "rounding and split blocks of torch's caching allocator",
+        )
+    )
     return items
 
 
@@ -162,8 +214,9 @@ def _mlp_width(shape: ModelShape) -> int:
     """The MLP's intermediate width one token goes through (the routed experts' and a shared
     expert's for a MoE)."""
     if shape.is_moe:
-        return (shape.moe_intermediate_size or 0) * max(1, shape.num_experts_per_tok or 1) \
-            + (shape.shared_expert_intermediate_size or 0)
+        return (shape.moe_intermediate_size or 0) * max(1, shape.num_experts_per_tok or 1) + (
+            shape.shared_expert_intermediate_size or 0
+        )
     return shape.intermediate_size or 4 * shape.hidden_size
 
 
@@ -179,8 +232,13 @@ def calibrated_for(shape: ModelShape, card: Card, inputs: PlanInputs) -> list[st
     return why
 
 
-def upper_edge(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPlan,
-               replan: Callable[[PlanInputs], MemoryPlan]) -> UpperEdge:
+def upper_edge(
+    shape: ModelShape,
+    card: Card,
+    inputs: PlanInputs,
+    plan: MemoryPlan,
+    replan: Callable[[PlanInputs], MemoryPlan],
+) -> UpperEdge:
     """The items at the plan's fraction and the highest fraction whose rest holds them (each
     fraction replanned: the draft's pool and the workspace grow with the pool)."""
     items = beside_items(shape, card, inputs, plan)
@@ -189,8 +247,9 @@ def upper_edge(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPl
     why = elsewhere + ([f"not measured on a real start: {', '.join(estimates)}"] if estimates else [])
 
     # both searches below visit the same fractions: each is planned, and its items listed, once
-    planned: dict[float, tuple[float, list[BesideItem]]] = {inputs.mem_fraction_static: (
-        plan.raw["free_after_pool"], items)}
+    planned: dict[float, tuple[float, list[BesideItem]]] = {
+        inputs.mem_fraction_static: (plan.raw["free_after_pool"], items)
+    }
 
     def at(fraction: float) -> tuple[float, list[BesideItem]]:
         if fraction not in planned:
@@ -208,11 +267,20 @@ def upper_edge(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPl
 
     top = highest_fraction(lambda f: left(f, False))
     sure = highest_fraction(lambda f: left(f, True)) if why else top
-    draft = sum(i.bytes for i in items if i.what.startswith(("the MTP draft's KV pool", "the token allocator")))
+    draft = sum(
+        i.bytes for i in items if i.what.startswith(("the MTP draft's KV pool", "the token allocator"))
+    )
     captured = sum(i.bytes for i in items if i.what.startswith(("workspace", "decode CUDA", "CUDA graphs")))
     free = plan.raw["free_after_pool"]
-    return UpperEdge(items=items, max_fraction=top, sure_fraction=sure, calibrated=not why, notes=why,
-                     free_after_pool=free - draft, free_after_capture=free - draft - captured)
+    return UpperEdge(
+        items=items,
+        max_fraction=top,
+        sure_fraction=sure,
+        calibrated=not why,
+        notes=why,
+        free_after_pool=free - draft,
+        free_after_capture=free - draft - captured,
+    )
 
 
 def judge(edge: UpperEdge, inputs: PlanInputs, problems: list[str], warnings: list[str]) -> str | None:
@@ -220,16 +288,23 @@ def judge(edge: UpperEdge, inputs: PlanInputs, problems: list[str], warnings: li
     f = inputs.mem_fraction_static
     need = ", ".join(f"{i.what} {i.bytes / GIB:.2f} GiB" for i in edge.items)
     if edge.max_fraction is None or f > edge.max_fraction + 1e-9:
-        top = "no mem-fraction-static leaves room for it" if edge.max_fraction is None else (
-            f"the highest mem-fraction-static that starts on this card is {edge.max_fraction:.3f}")
-        problems.append(f"mem-fraction-static {f} leaves too little beside the pool for what the start allocates "
-                        f"there ({need}): SGLang would die of CUDA out-of-memory after allocating the pool; {top}: "
-                        "lower mem-fraction-static to it, capture fewer graph batch sizes (--cuda-graph-max-bs), "
-                        "or a smaller --chunked-prefill-size")
+        top = (
+            "no mem-fraction-static leaves room for it"
+            if edge.max_fraction is None
+            else (f"the highest mem-fraction-static that starts on this card is {edge.max_fraction:.3f}")
+        )
+        problems.append(
+            f"mem-fraction-static {f} leaves too little beside the pool for what the start allocates "
+            f"there ({need}): SGLang would die of CUDA out-of-memory after allocating the pool; {top}: "
+            "lower mem-fraction-static to it, capture fewer graph batch sizes (--cuda-graph-max-bs), "
+            "or a smaller --chunked-prefill-size"
+        )
         return None
     if edge.sure_fraction is None or f > edge.sure_fraction + 1e-9:
-        warnings.append(f"uncalibrated: mem-fraction-static {f} is above {edge.sure_fraction}, the fraction that "
-                        f"would leave twice the estimated memory beside the pool ({'; '.join(edge.notes)}); the "
-                        f"estimate's edge is {edge.max_fraction:.3f}, and the start may die of CUDA out-of-memory")
+        warnings.append(
+            f"uncalibrated: mem-fraction-static {f} is above {edge.sure_fraction}, the fraction that "
+            f"would leave twice the estimated memory beside the pool ({'; '.join(edge.notes)}); the "
+            f"estimate's edge is {edge.max_fraction:.3f}, and the start may die of CUDA out-of-memory"
+        )
         return "uncalibrated"
     return None

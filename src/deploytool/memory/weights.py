@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .cards import GIB
 from .checkpoint import ModelShape
 
+
 @dataclass
 class Weights:
     target: float  # bytes on one GPU
@@ -27,17 +28,21 @@ def weights_on_gpu(shape: ModelShape, *, tp: int, spec_on: bool, eagle: bool, ef
     """Target and draft bytes per GPU before the pool is sized. `effects` are the memory effects
     of the patches the image applies (patch_effects.EFFECTS) that the launch turns on."""
     assert shape.weight_bytes is not None
-    source = {"index": "safetensors total_size", "files": "the safetensors files' sizes",
-              "config": "estimated from config.json (no weights in the folder: --load-format dummy)"}.get(
-        shape.weight_source or "index", "safetensors total_size")
+    source = {
+        "index": "safetensors total_size",
+        "files": "the safetensors files' sizes",
+        "config": "estimated from config.json (no weights in the folder: --load-format dummy)",
+    }.get(shape.weight_source or "index", "safetensors total_size")
     notes = [f"weights = {source} / tp_size"]
     target = shape.weight_bytes / tp
     rope = rope_cache_bytes(shape)
     if rope:
         # built with the model, inside the window SGLang measures as the weights' memory
         target += rope
-        notes.append(f"+ {rope / GIB:.2f} GiB: the rotary cos/sin table, fp32 ({shape.max_position_embeddings:,} "
-                     f"positions x {shape.rotary_dim}), built at load")
+        notes.append(
+            f"+ {rope / GIB:.2f} GiB: the rotary cos/sin table, fp32 ({shape.max_position_embeddings:,} "
+            f"positions x {shape.rotary_dim}), built at load"
+        )
     draft = 0.0
     if shape.draft_layers:
         # models/qwen3_5.py load_weights skips every mtp.* tensor: the target never holds the
@@ -45,27 +50,34 @@ def weights_on_gpu(shape: ModelShape, *, tp: int, spec_on: bool, eagle: bool, ef
         layers = shape.draft_layer_bytes() / tp
         target -= layers
         precision = shape.draft_precision or shape.weight_precision
-        notes.append(f"- {layers / GIB:.2f} GiB: the checkpoint's {shape.draft_layers} MTP layer(s) in {precision}, "
-                     "which the target skips (estimated from the shape)")
+        notes.append(
+            f"- {layers / GIB:.2f} GiB: the checkpoint's {shape.draft_layers} MTP layer(s) in {precision}, "
+            "which the target skips (estimated from the shape)"
+        )
         if eagle:
             if "draft_layers_fp8" in effects and precision == "bf16":
                 layers = draft_layers_fp8_bytes(shape) / tp
-                notes.append(f"draft layers {layers / GIB:.2f} GiB: quantized from bf16 to FP8 at load (patch)")
+                notes.append(
+                    f"draft layers {layers / GIB:.2f} GiB: quantized from bf16 to FP8 at load (patch)"
+                )
             else:
                 notes.append(f"draft layers {layers / GIB:.2f} GiB, in {precision}")
             draft += layers
             vocab = shape.vocab_bytes() / tp
             if "draft_shares_target_vocab" in effects:
-                notes.append(f"draft vocabulary 0 GiB: shares the target's embedding and head before the pool is "
-                             f"sized (patch; stock would hold {vocab / GIB:.2f} GiB of private copies)")
+                notes.append(
+                    f"draft vocabulary 0 GiB: shares the target's embedding and head before the pool is "
+                    f"sized (patch; stock would hold {vocab / GIB:.2f} GiB of private copies)"
+                )
             else:
                 draft += vocab
-                notes.append(f"+ {vocab / GIB:.2f} GiB: the draft's own bf16 embedding and head, loaded before the "
-                             "pool is sized and shared with the target only after")
+                notes.append(
+                    f"+ {vocab / GIB:.2f} GiB: the draft's own bf16 embedding and head, loaded before the "
+                    "pool is sized and shared with the target only after"
+                )
     if spec_on and not eagle and shape.draft_layers:
         notes.append("a speculative algorithm other than EAGLE/NEXTN: its draft's weights are not modelled")
     return Weights(target=target, draft=draft, notes=notes)
-
 
 
 def draft_layers_fp8_bytes(shape: ModelShape) -> int:

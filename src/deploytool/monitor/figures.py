@@ -68,10 +68,14 @@ FIGURES: tuple[Figure, ...] = (
     Figure("running", "running", "", f"sum by ({BY}) ({mw.RUNNING})", "higher"),
     Figure("queued", "queued", "", f"sum by ({BY}) ({mw.QUEUED})", "higher"),
     Figure("kv_use", "KV pool use", "ratio", f"max by ({BY}) ({KV_USE})", "higher"),
-    Figure("prefix_hit_rate", "prefix hit rate", "ratio",
-           f"({_rate(mw.CACHED)} or {_rate(mw.PROMPT)} * 0) / {_rate(mw.PROMPT)}", "lower"),
-    Figure("spec_accept_length", "accept length", "",
-           f"{_rate(mw.GENERATED)} / {_rate(mw.VERIFY)}", "lower"),
+    Figure(
+        "prefix_hit_rate",
+        "prefix hit rate",
+        "ratio",
+        f"({_rate(mw.CACHED)} or {_rate(mw.PROMPT)} * 0) / {_rate(mw.PROMPT)}",
+        "lower",
+    ),
+    Figure("spec_accept_length", "accept length", "", f"{_rate(mw.GENERATED)} / {_rate(mw.VERIFY)}", "lower"),
 )
 KEYS = tuple(f.key for f in FIGURES)
 
@@ -128,8 +132,11 @@ class Figures:
         return self.values.get(key)
 
     def to_json(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 3), "why": self.why,
-                **{k: (None if v is None else round(v, 6)) for k, v in self.values.items()}}
+        return {
+            "seconds": round(self.seconds, 3),
+            "why": self.why,
+            **{k: (None if v is None else round(v, 6)) for k, v in self.values.items()},
+        }
 
 
 def figures(before: Scrape, after: Scrape) -> Figures:
@@ -148,7 +155,11 @@ def figures(before: Scrape, after: Scrape) -> Figures:
         return Figures(seconds, values, why=window.why)
     if seconds <= 0:
         return Figures(seconds, values, why="the two scrapes are at the same instant")
-    for key, name in (("requests_per_s", mw.REQUESTS), ("input_tps", mw.PROMPT), ("output_tps", mw.GENERATED)):
+    for key, name in (
+        ("requests_per_s", mw.REQUESTS),
+        ("input_tps", mw.PROMPT),
+        ("output_tps", mw.GENERATED),
+    ):
         delta = window.delta(name)
         values[key] = delta / seconds if delta is not None else None
     values["prefix_hit_rate"] = window.cached_share

@@ -32,19 +32,27 @@ def record_name(key: str) -> str:
     return f"deploytool:{key}"
 
 
-def config(*, scrape_interval_s: int, targets_path: str, rules_path: str, cards_exporter: str | None) -> dict[str, Any]:
+def config(
+    *, scrape_interval_s: int, targets_path: str, rules_path: str, cards_exporter: str | None
+) -> dict[str, Any]:
     """prometheus.yml. The scrape targets come from the file deploytool rewrites at every
     cut-over (release/scrape_targets.py); Prometheus re-reads it when it changes."""
-    jobs: list[dict[str, Any]] = [{
-        "job_name": job,
-        "metrics_path": path,
-        "file_sd_configs": [{"files": [targets_path], "refresh_interval": "30s"}],
-    } for job, path in ((RELEASES_JOB, "/metrics"), (HEALTH_JOB, HEALTH_PATH))]
+    jobs: list[dict[str, Any]] = [
+        {
+            "job_name": job,
+            "metrics_path": path,
+            "file_sd_configs": [{"files": [targets_path], "refresh_interval": "30s"}],
+        }
+        for job, path in ((RELEASES_JOB, "/metrics"), (HEALTH_JOB, HEALTH_PATH))
+    ]
     if cards_exporter:
         jobs.append({"job_name": CARDS_JOB, "static_configs": [{"targets": [cards_exporter]}]})
     return {
-        "global": {"scrape_interval": f"{scrape_interval_s}s", "evaluation_interval": f"{scrape_interval_s}s",
-                   "scrape_timeout": f"{max(1, min(10, scrape_interval_s - 1 if scrape_interval_s > 1 else 1))}s"},
+        "global": {
+            "scrape_interval": f"{scrape_interval_s}s",
+            "evaluation_interval": f"{scrape_interval_s}s",
+            "scrape_timeout": f"{max(1, min(10, scrape_interval_s - 1 if scrape_interval_s > 1 else 1))}s",
+        },
         "rule_files": [rules_path],
         "scrape_configs": jobs,
     }
@@ -61,55 +69,95 @@ def alerting_rules(profiles: list[Any]) -> list[dict[str, Any]]:
     up = f'up{{job="{RELEASES_JOB}"}}'
     health = f'up{{job="{HEALTH_JOB}"}}'
     rules: list[dict[str, Any]] = [
-        _alert("DeploytoolReleaseDown", f"{up} == 0", "1m",
-               "slot {{ $labels.slot }}: release {{ $labels.release }} does not answer /metrics",
-               "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy."),
+        _alert(
+            "DeploytoolReleaseDown",
+            f"{up} == 0",
+            "1m",
+            "slot {{ $labels.slot }}: release {{ $labels.release }} does not answer /metrics",
+            "The release the slot serves (its pointer) fails its scrape: stopped, restarting or unhealthy.",
+        ),
         # only while /metrics answers: a release that is down altogether pages once, as down
-        _alert("DeploytoolReleaseUnhealthy", f"{health} == 0 unless on(slot, release) {up} == 0", "1m",
-               "slot {{ $labels.slot }}: release {{ $labels.release }} fails its health check",
-               f"{HEALTH_PATH} does not answer 200 while /metrics does: a scheduler that no longer answers (SGLang's "
-               "health request times out), the process still running."),
-        _alert("DeploytoolKvPoolNearFull", f"{record_name('kv_use')} > {KV_NEAR_FULL}", "5m",
-               "slot {{ $labels.slot }}: KV pool {{ $value | humanizePercentage }} full for 5 minutes",
-               "New requests wait or retract; more cards, a shorter context or a smaller running limit."),
-        _alert("DeploytoolQueueGrowing",
-               f"{record_name('queued')} > 0 and deriv({record_name('queued')}[5m]) > 0", "5m",
-               "slot {{ $labels.slot }}: queue growing ({{ $value }} waiting)",
-               "Requests arrive faster than the release serves them."),
+        _alert(
+            "DeploytoolReleaseUnhealthy",
+            f"{health} == 0 unless on(slot, release) {up} == 0",
+            "1m",
+            "slot {{ $labels.slot }}: release {{ $labels.release }} fails its health check",
+            f"{HEALTH_PATH} does not answer 200 while /metrics does: a scheduler that no longer answers (SGLang's "
+            "health request times out), the process still running.",
+        ),
+        _alert(
+            "DeploytoolKvPoolNearFull",
+            f"{record_name('kv_use')} > {KV_NEAR_FULL}",
+            "5m",
+            "slot {{ $labels.slot }}: KV pool {{ $value | humanizePercentage }} full for 5 minutes",
+            "New requests wait or retract; more cards, a shorter context or a smaller running limit.",
+        ),
+        _alert(
+            "DeploytoolQueueGrowing",
+            f"{record_name('queued')} > 0 and deriv({record_name('queued')}[5m]) > 0",
+            "5m",
+            "slot {{ $labels.slot }}: queue growing ({{ $value }} waiting)",
+            "Requests arrive faster than the release serves them.",
+        ),
     ]
     for profile in profiles:
         name = profile.name
         expect = ((profile.qualify or {}).get("preflight") or {}).get("expect") or {}
         accept = expect.get("min_accept_length")
         if isinstance(accept, (int, float)) and not isinstance(accept, bool):
-            rules.append(_alert("DeploytoolAcceptLengthLow", f'{record_name("spec_accept_length")}{{profile="{name}"}} < {accept}',
-                                "10m", f"slot {{{{ $labels.slot }}}}: accept length {{{{ $value }}}} below {name}'s {accept}",
-                                "qualify.preflight.expect.min_accept_length: the draft model no longer pays off.",
-                                profile=name))
+            rules.append(
+                _alert(
+                    "DeploytoolAcceptLengthLow",
+                    f'{record_name("spec_accept_length")}{{profile="{name}"}} < {accept}',
+                    "10m",
+                    f"slot {{{{ $labels.slot }}}}: accept length {{{{ $value }}}} below {name}'s {accept}",
+                    "qualify.preflight.expect.min_accept_length: the draft model no longer pays off.",
+                    profile=name,
+                )
+            )
         for key, what in (("ttft_p99_s", "TTFT p99"), ("tpot_p99_s", "TPOT p99")):
             target = getattr(profile.monitor, key, None)
             if target is not None:
-                rules.append(_alert(f"Deploytool{what.replace(' ', '')}AboveTarget",
-                                    f'{record_name(key)}{{profile="{name}"}} > {target}', "5m",
-                                    f"slot {{{{ $labels.slot }}}}: {what} {{{{ $value | humanizeDuration }}}} above {name}'s {target} s",
-                                    f"monitor.{key} of profile {name}.", profile=name))
+                rules.append(
+                    _alert(
+                        f"Deploytool{what.replace(' ', '')}AboveTarget",
+                        f'{record_name(key)}{{profile="{name}"}} > {target}',
+                        "5m",
+                        f"slot {{{{ $labels.slot }}}}: {what} {{{{ $value | humanizeDuration }}}} above {name}'s {target} s",
+                        f"monitor.{key} of profile {name}.",
+                        profile=name,
+                    )
+                )
     bits = " or ".join(f"floor({THROTTLE_METRIC} / {bit}) % 2 == 1" for bit in THROTTLE_BITS)
-    rules.append(_alert("DeploytoolCardThrottling", f"({bits})", "2m",
-                        "card {{ $labels.gpu }} ({{ $labels.UUID }}) held down for heat or power",
-                        "NVML clock event reasons: HW slowdown, SW/HW thermal slowdown or power brake."))
+    rules.append(
+        _alert(
+            "DeploytoolCardThrottling",
+            f"({bits})",
+            "2m",
+            "card {{ $labels.gpu }} ({{ $labels.UUID }}) held down for heat or power",
+            "NVML clock event reasons: HW slowdown, SW/HW thermal slowdown or power brake.",
+        )
+    )
     return rules
 
 
 def _alert(name: str, expr: str, for_: str, summary: str, description: str, **labels: str) -> dict[str, Any]:
-    return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": "page", **labels},
-            "annotations": {"summary": summary, "description": description}}
+    return {
+        "alert": name,
+        "expr": expr,
+        "for": for_,
+        "labels": {"severity": "page", **labels},
+        "annotations": {"summary": summary, "description": description},
+    }
 
 
 def rules_document(profiles: list[Any]) -> dict[str, Any]:
-    return {"groups": [
-        {"name": "deploytool-figures", "rules": recording_rules()},
-        {"name": "deploytool-alerts", "rules": alerting_rules(profiles)},
-    ]}
+    return {
+        "groups": [
+            {"name": "deploytool-figures", "rules": recording_rules()},
+            {"name": "deploytool-alerts", "rules": alerting_rules(profiles)},
+        ]
+    }
 
 
 def dashboard(datasource: str = "Prometheus") -> dict[str, Any]:
@@ -118,22 +166,49 @@ def dashboard(datasource: str = "Prometheus") -> dict[str, Any]:
     units = {"s": "s", "ratio": "percentunit", "tok/s": "short", "1/s": "reqps", "": "short"}
     panels = []
     for i, figure in enumerate(FIGURES):
-        panels.append({
-            "id": i + 1, "type": "timeseries", "title": figure.title,
-            "gridPos": {"h": 8, "w": 8, "x": (i % 3) * 8, "y": (i // 3) * 8},
-            "datasource": {"type": "prometheus", "uid": "${datasource}"},
-            "fieldConfig": {"defaults": {"unit": units.get(figure.unit, "short")}, "overrides": []},
-            "targets": [{"refId": "A", "expr": f'{record_name(figure.key)}{{slot=~"$slot"}}',
-                         "legendFormat": "{{slot}} r{{release}} {{profile}}"}],
-        })
+        panels.append(
+            {
+                "id": i + 1,
+                "type": "timeseries",
+                "title": figure.title,
+                "gridPos": {"h": 8, "w": 8, "x": (i % 3) * 8, "y": (i // 3) * 8},
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                "fieldConfig": {"defaults": {"unit": units.get(figure.unit, "short")}, "overrides": []},
+                "targets": [
+                    {
+                        "refId": "A",
+                        "expr": f'{record_name(figure.key)}{{slot=~"$slot"}}',
+                        "legendFormat": "{{slot}} r{{release}} {{profile}}",
+                    }
+                ],
+            }
+        )
     return {
-        "title": "deploytool: what serves", "uid": "deploytool-serving", "schemaVersion": 39, "version": 1,
-        "time": {"from": "now-1h", "to": "now"}, "refresh": "10s", "tags": ["deploytool", "sglang"],
-        "templating": {"list": [
-            {"name": "datasource", "type": "datasource", "query": "prometheus", "current": {"text": datasource}},
-            {"name": "slot", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "query": f"label_values({record_name('running')}, slot)", "includeAll": True, "multi": True,
-             "current": {"text": "All", "value": "$__all"}},
-        ]},
+        "title": "deploytool: what serves",
+        "uid": "deploytool-serving",
+        "schemaVersion": 39,
+        "version": 1,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "10s",
+        "tags": ["deploytool", "sglang"],
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {"text": datasource},
+                },
+                {
+                    "name": "slot",
+                    "type": "query",
+                    "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                    "query": f"label_values({record_name('running')}, slot)",
+                    "includeAll": True,
+                    "multi": True,
+                    "current": {"text": "All", "value": "$__all"},
+                },
+            ]
+        },
         "panels": panels,
     }

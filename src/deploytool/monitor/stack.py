@@ -31,9 +31,22 @@ from . import prometheus
 BASE_IMAGE = "deploytool/base:bookworm"
 MONITOR_LABEL = f"{PREFIX}.monitor"  # on the monitor's container and volume: not a release
 # Debian bookworm's prometheus and what it needs beyond the base image (its web UI's scripts).
-DEBS = ("prometheus", "fonts-glyphicons-halflings", "javascript-common", "libjs-bootstrap", "libjs-bootstrap4",
-        "libjs-d3", "libjs-eonasdan-bootstrap-datetimepicker", "libjs-jquery", "libjs-jquery-hotkeys",
-        "libjs-moment", "libjs-moment-timezone", "libjs-mustache", "libjs-popper.js", "libjs-rickshaw")
+DEBS = (
+    "prometheus",
+    "fonts-glyphicons-halflings",
+    "javascript-common",
+    "libjs-bootstrap",
+    "libjs-bootstrap4",
+    "libjs-d3",
+    "libjs-eonasdan-bootstrap-datetimepicker",
+    "libjs-jquery",
+    "libjs-jquery-hotkeys",
+    "libjs-moment",
+    "libjs-moment-timezone",
+    "libjs-mustache",
+    "libjs-popper.js",
+    "libjs-rickshaw",
+)
 DOCKERFILE = f"""\
 FROM {BASE_IMAGE}
 COPY debs/ /opt/debs/
@@ -62,7 +75,9 @@ class MonitorSettings:
         if not 1 <= self.port <= 65535:
             raise UsageError(f"--port {self.port} is not a TCP port")
         if not re.fullmatch(r"(\d+(y|w|d|h|m|s|ms))+", self.retention):
-            raise UsageError(f"--retention {self.retention!r} is not a Prometheus duration", hint="e.g. 15d, 12h, 1y")
+            raise UsageError(
+                f"--retention {self.retention!r} is not a Prometheus duration", hint="e.g. 15d, 12h, 1y"
+            )
         if self.cards_exporter and not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", self.cards_exporter):
             raise UsageError(f"--cards-exporter {self.cards_exporter!r} is not HOST:PORT")
 
@@ -92,9 +107,15 @@ def write_files(settings: MonitorSettings, profiles: list[Any]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     scrape_targets.write_targets()
     files = {
-        "prometheus.yml": yaml.safe_dump(prometheus.config(
-            scrape_interval_s=settings.scrape_interval_s, targets_path=f"{IN_CONTAINER}/targets/releases.json",
-            rules_path=f"{IN_CONTAINER}/rules.yml", cards_exporter=settings.cards_exporter), sort_keys=False),
+        "prometheus.yml": yaml.safe_dump(
+            prometheus.config(
+                scrape_interval_s=settings.scrape_interval_s,
+                targets_path=f"{IN_CONTAINER}/targets/releases.json",
+                rules_path=f"{IN_CONTAINER}/rules.yml",
+                cards_exporter=settings.cards_exporter,
+            ),
+            sort_keys=False,
+        ),
         "rules.yml": yaml.safe_dump(prometheus.rules_document(profiles), sort_keys=False, width=1000),
         "grafana-dashboard.json": json.dumps(prometheus.dashboard(), indent=2) + "\n",
         "settings.json": json.dumps(asdict(settings), indent=2) + "\n",
@@ -113,19 +134,24 @@ def compose_document(settings: MonitorSettings, image: str, folder: Path) -> dic
     labels = {INSTANCE: instance(), MONITOR_LABEL: "prometheus"}
     return {
         "name": project(),
-        "services": {"prometheus": {
-            "image": image,
-            "network_mode": "host",  # the releases publish on the host's loopback
-            "command": [f"--config.file={IN_CONTAINER}/prometheus.yml", "--storage.tsdb.path=/prometheus",
-                        f"--storage.tsdb.retention.time={settings.retention}",
-                        # no --web.enable-lifecycle: its /-/quit and /-/reload take a POST from
-                        # anyone who reaches the port (a web page in the operator's browser
-                        # among them); `monitor up` reloads by SIGHUP through the engine
-                        f"--web.listen-address=127.0.0.1:{settings.port}"],
-            "volumes": [f"{folder}:{IN_CONTAINER}:ro", "data:/prometheus"],
-            "labels": labels,
-            "restart": "unless-stopped",
-        }},
+        "services": {
+            "prometheus": {
+                "image": image,
+                "network_mode": "host",  # the releases publish on the host's loopback
+                "command": [
+                    f"--config.file={IN_CONTAINER}/prometheus.yml",
+                    "--storage.tsdb.path=/prometheus",
+                    f"--storage.tsdb.retention.time={settings.retention}",
+                    # no --web.enable-lifecycle: its /-/quit and /-/reload take a POST from
+                    # anyone who reaches the port (a web page in the operator's browser
+                    # among them); `monitor up` reloads by SIGHUP through the engine
+                    f"--web.listen-address=127.0.0.1:{settings.port}",
+                ],
+                "volumes": [f"{folder}:{IN_CONTAINER}:ro", "data:/prometheus"],
+                "labels": labels,
+                "restart": "unless-stopped",
+            }
+        },
         # a named volume: `compose down` (never with -v here) and upgrades keep it
         "volumes": {"data": {"name": volume_name(), "labels": labels}},
     }
@@ -138,14 +164,23 @@ def fetch_debs(context: Path) -> None:
         return
     debs.mkdir(parents=True, exist_ok=True)
     try:
-        proc = subprocess.run(["apt-get", "download", *DEBS], cwd=debs, capture_output=True, text=True,  # nosec B607: apt-get from PATH, as the person runs it; argv, no shell
-                              timeout=600)
+        proc = subprocess.run(
+            ["apt-get", "download", *DEBS],
+            cwd=debs,
+            capture_output=True,
+            text=True,  # nosec B607: apt-get from PATH, as the person runs it; argv, no shell
+            timeout=600,
+        )
     except FileNotFoundError:
-        raise DeployError("apt-get is not on this host: the monitor's image is built from Debian's packages",
-                          hint=f"put the .deb files of {' '.join(DEBS)} in {debs}") from None
+        raise DeployError(
+            "apt-get is not on this host: the monitor's image is built from Debian's packages",
+            hint=f"put the .deb files of {' '.join(DEBS)} in {debs}",
+        ) from None
     if proc.returncode != 0:
-        raise DeployError(f"apt-get download failed:\n{proc.stderr[-2000:]}",
-                          hint=f"run `apt-get update`, or put the .deb files in {debs}")
+        raise DeployError(
+            f"apt-get download failed:\n{proc.stderr[-2000:]}",
+            hint=f"run `apt-get update`, or put the .deb files in {debs}",
+        )
 
 
 def build_image(engine: Any) -> str:
@@ -164,7 +199,9 @@ def build_image(engine: Any) -> str:
     return tag
 
 
-def up(settings: MonitorSettings, profiles: list[Any], engine: Any = None, ready_timeout_s: float = 120) -> MonitorStatus:
+def up(
+    settings: MonitorSettings, profiles: list[Any], engine: Any = None, ready_timeout_s: float = 120
+) -> MonitorStatus:
     from ..host.engine import Engine
 
     settings.check()
@@ -183,8 +220,10 @@ def up(settings: MonitorSettings, profiles: list[Any], engine: Any = None, ready
             reload(engine, compose_file, settings.port, timeout=max(5.0, deadline - time.monotonic()))
             return status()
         time.sleep(1)
-    raise DeployError(f"Prometheus did not become ready on 127.0.0.1:{settings.port} within {ready_timeout_s:g} s",
-                      hint=f"`docker compose -p {project()} logs` shows why")
+    raise DeployError(
+        f"Prometheus did not become ready on 127.0.0.1:{settings.port} within {ready_timeout_s:g} s",
+        hint=f"`docker compose -p {project()} logs` shows why",
+    )
 
 
 def reload(engine: Any, compose_file: Path, port: int, timeout: float = 30) -> None:
@@ -203,9 +242,11 @@ def reload(engine: Any, compose_file: Path, port: int, timeout: float = 30) -> N
             break
         time.sleep(0.5)
     if figures.get("prometheus_config_last_reload_successful") != 1:
-        raise DeployError(f"Prometheus did not take the configuration in {compose_file.parent} on SIGHUP "
-                          f"(its figures: {figures or 'none'})",
-                          hint=f"`docker compose -p {project()} logs` shows why")
+        raise DeployError(
+            f"Prometheus did not take the configuration in {compose_file.parent} on SIGHUP "
+            f"(its figures: {figures or 'none'})",
+            hint=f"`docker compose -p {project()} logs` shows why",
+        )
 
 
 def _reload_figures(port: int) -> dict[str, float]:
@@ -219,7 +260,10 @@ def _reload_figures(port: int) -> dict[str, float]:
         async with EndpointClient(f"http://127.0.0.1:{port}", timeout=3, max_connections=1) as client:
             return (await client.get("/metrics", timeout=3)).text
 
-    wanted = ("prometheus_config_last_reload_successful", "prometheus_config_last_reload_success_timestamp_seconds")
+    wanted = (
+        "prometheus_config_last_reload_successful",
+        "prometheus_config_last_reload_success_timestamp_seconds",
+    )
     try:
         text = asyncio.run(read())
     except Exception:  # noqa: BLE001 - not answering (yet): the caller waits and says so
@@ -238,8 +282,11 @@ class MonitorDown:
     why: str | None = None  # why there was nothing to stop, or what still answers
 
     def line(self) -> str:
-        data = (f"data volume {self.volume} removed" if self.volume_removed else
-                f"data volume {self.volume} kept for the next `monitor up` (`monitor down --volumes` removes it)")
+        data = (
+            f"data volume {self.volume} removed"
+            if self.volume_removed
+            else f"data volume {self.volume} kept for the next `monitor up` (`monitor down --volumes` removes it)"
+        )
         if self.running:
             return f"monitor: still answering after the stop ({self.why}); {data}"
         return f"monitor: {'stopped' if self.stopped else f'nothing to stop ({self.why})'}; {data}"
@@ -259,8 +306,11 @@ def down(engine: Any = None, *, volumes: bool = False) -> MonitorDown:
         engine.remove_volume(volume_name())
         removed = True
     after = status() if before.running else before
-    why = f"{after.url} still answers" if after.running else (None if before.running else
-                                                              f"it was not running: {before.why}")
+    why = (
+        f"{after.url} still answers"
+        if after.running
+        else (None if before.running else f"it was not running: {before.why}")
+    )
     return MonitorDown(before.running, volume_name(), removed, running=after.running, why=why)
 
 
@@ -287,13 +337,35 @@ async def _ask(settings: dict[str, Any], timeout: float) -> MonitorStatus:
             targets = (await client.get("/api/v1/targets", timeout=timeout)).json()["data"]["activeTargets"]
             alerts = (await client.get("/api/v1/alerts", timeout=timeout)).json()["data"]["alerts"]
     except (ValueError, KeyError, TypeError) as exc:
-        return MonitorStatus(False, url, settings, volume_name(), why=f"not Prometheus's answer: {type(exc).__name__}")
+        return MonitorStatus(
+            False, url, settings, volume_name(), why=f"not Prometheus's answer: {type(exc).__name__}"
+        )
     except Exception as exc:  # noqa: BLE001 - not running, refused, timed out: the status says so
         return MonitorStatus(False, url, settings, volume_name(), why=f"not answering: {type(exc).__name__}")
-    return MonitorStatus(True, url, settings, volume_name(),
-                         targets=[{"url": t.get("scrapeUrl"), "health": t.get("health"), "error": t.get("lastError") or None,
-                                   "labels": {k: v for k, v in (t.get("labels") or {}).items()
-                                              if k in ("slot", "release", "profile", "card", "job")}}
-                                  for t in targets],
-                         alerts=[{"name": a.get("labels", {}).get("alertname"), "state": a.get("state"),
-                                  "slot": a.get("labels", {}).get("slot")} for a in alerts])
+    return MonitorStatus(
+        True,
+        url,
+        settings,
+        volume_name(),
+        targets=[
+            {
+                "url": t.get("scrapeUrl"),
+                "health": t.get("health"),
+                "error": t.get("lastError") or None,
+                "labels": {
+                    k: v
+                    for k, v in (t.get("labels") or {}).items()
+                    if k in ("slot", "release", "profile", "card", "job")
+                },
+            }
+            for t in targets
+        ],
+        alerts=[
+            {
+                "name": a.get("labels", {}).get("alertname"),
+                "state": a.get("state"),
+                "slot": a.get("labels", {}).get("slot"),
+            }
+            for a in alerts
+        ],
+    )

@@ -65,7 +65,9 @@ def gates_of(profile: Any) -> list[Gate]:
     expect = ((profile.qualify or {}).get("preflight") or {}).get("expect") or {}
     accept = expect.get("min_accept_length")
     if isinstance(accept, (int, float)) and not isinstance(accept, bool):
-        out.append(Gate("spec_accept_length", float(accept), "min", "qualify.preflight.expect.min_accept_length"))
+        out.append(
+            Gate("spec_accept_length", float(accept), "min", "qualify.preflight.expect.min_accept_length")
+        )
     for key in ("ttft_p99_s", "tpot_p99_s"):
         bound = getattr(profile.monitor, key, None)
         if bound is not None:
@@ -87,8 +89,15 @@ def host_targets(profiles_dirs: list | None = None) -> list[Target]:
         serving = next((r for r in slot.releases if r["release"] == slot.serving), None)
         if serving is None:
             continue
-        target = Target(slot.slot, serving["url"], serving["release"], serving["profile"],
-                        serving["health"], list(serving.get("gpus") or []), simulator=bool(serving.get("simulator")))
+        target = Target(
+            slot.slot,
+            serving["url"],
+            serving["release"],
+            serving["profile"],
+            serving["health"],
+            list(serving.get("gpus") or []),
+            simulator=bool(serving.get("simulator")),
+        )
         _gates(target, store)
         if serving.get("api_key") == "required":
             try:
@@ -114,8 +123,15 @@ def other_instances(store: Any) -> list[Target]:
                 newest[key] = r
     out = []
     for (owner, slot), r in sorted(newest.items()):
-        target = Target(f"{slot} of instance {owner}", r.url, r.release, r.profile, r.health, list(r.gpus),
-                        simulator=r.simulator)
+        target = Target(
+            f"{slot} of instance {owner}",
+            r.url,
+            r.release,
+            r.profile,
+            r.health,
+            list(r.gpus),
+            simulator=r.simulator,
+        )
         _gates(target, store, theirs=True)
         out.append(target)
     return out
@@ -131,8 +147,14 @@ def _gates(target: Target, store: Any, *, theirs: bool = False) -> None:
 
 
 def url_target(url: str, profile: Any = None, api_key: str | None = None) -> Target:
-    return Target(url.rstrip("/"), url.rstrip("/"), profile=getattr(profile, "name", None),
-                  gates=gates_of(profile), api_key=api_key, simulator=bool(getattr(profile, "is_simulator", False)))
+    return Target(
+        url.rstrip("/"),
+        url.rstrip("/"),
+        profile=getattr(profile, "name", None),
+        gates=gates_of(profile),
+        api_key=api_key,
+        simulator=bool(getattr(profile, "is_simulator", False)),
+    )
 
 
 async def scrape(target: Target, client: Any = None, timeout: float = 5.0) -> Scrape:
@@ -152,8 +174,12 @@ async def scrape(target: Target, client: Any = None, timeout: float = 5.0) -> Sc
         if own:
             await client.aclose()
     if response.status_code != 200:
-        return Scrape(at, None, f"/metrics answered HTTP {response.status_code}"
-                                + (" (SGLang serves it only with --enable-metrics)" if response.status_code == 404 else ""))
+        return Scrape(
+            at,
+            None,
+            f"/metrics answered HTTP {response.status_code}"
+            + (" (SGLang serves it only with --enable-metrics)" if response.status_code == 404 else ""),
+        )
     return Scrape.of_text(response.text, at)
 
 
@@ -166,9 +192,19 @@ class Row:
 
     def to_json(self) -> dict[str, Any]:
         t = self.target
-        return {"name": t.name, "url": t.url, "release": t.release, "profile": t.profile, "health": t.health,
-                "simulator": t.simulator, "cards": t.cards, "why": t.why, "figures": self.figures.to_json(),
-                "gates": {g.key: g.to_json() for g in t.gates}, "outside": self.broken}
+        return {
+            "name": t.name,
+            "url": t.url,
+            "release": t.release,
+            "profile": t.profile,
+            "health": t.health,
+            "simulator": t.simulator,
+            "cards": t.cards,
+            "why": t.why,
+            "figures": self.figures.to_json(),
+            "gates": {g.key: g.to_json() for g in t.gates},
+            "outside": self.broken,
+        }
 
 
 @dataclass
@@ -178,10 +214,16 @@ class Round:
     at: float  # wall clock (time.time())
 
     def to_json(self) -> dict[str, Any]:
-        return {"at": round(self.at, 3), "servers": [r.to_json() for r in self.rows],
-                "cards": {"source": self.cards.source, "error": self.cards.error,
-                          "cards": [c.to_json() for c in self.cards.cards]},
-                "figures": [{"key": f.key, "title": f.title, "unit": f.unit} for f in FIGURES]}
+        return {
+            "at": round(self.at, 3),
+            "servers": [r.to_json() for r in self.rows],
+            "cards": {
+                "source": self.cards.source,
+                "error": self.cards.error,
+                "cards": [c.to_json() for c in self.cards.cards],
+            },
+            "figures": [{"key": f.key, "title": f.title, "unit": f.unit} for f in FIGURES],
+        }
 
 
 class Top:
@@ -199,7 +241,9 @@ class Top:
 
         key = (target.url, target.api_key)
         if key not in self.clients:
-            self.clients[key] = EndpointClient(target.url, timeout=5.0, max_connections=2, api_key=target.api_key)
+            self.clients[key] = EndpointClient(
+                target.url, timeout=5.0, max_connections=2, api_key=target.api_key
+            )
         return self.clients[key]
 
     async def aclose(self) -> None:
@@ -212,9 +256,13 @@ class Top:
             targets = self.find_targets()
         except Exception as exc:  # noqa: BLE001 - the engine busy or gone for a moment: an empty round says so
             targets = [Target("(engine)", "", why=f"cannot list the releases: {type(exc).__name__}: {exc}")]
-        scrapes = await asyncio.gather(*(scrape(t, self._client(t)) if t.url else _no_scrape(t) for t in targets))
+        scrapes = await asyncio.gather(
+            *(scrape(t, self._client(t)) if t.url else _no_scrape(t) for t in targets)
+        )
         # A server given by URL has no engine health check to read: its own /health answers.
-        await asyncio.gather(*(_probe_health(t, self._client(t)) for t in targets if t.url and t.release is None))
+        await asyncio.gather(
+            *(_probe_health(t, self._client(t)) for t in targets if t.url and t.release is None)
+        )
         for gone in set(self.clients) - {(t.url, t.api_key) for t in targets}:  # a server cut over from
             await self.clients.pop(gone).aclose()
         rows = []
@@ -262,8 +310,12 @@ async def once(top: Top, interval: float) -> Round:
         await top.aclose()
 
 
-def make_top(urls: list[str] | None, profile_name: str | None = None, profiles_dirs: list | None = None,
-             api_key: str | None = None) -> Top:
+def make_top(
+    urls: list[str] | None,
+    profile_name: str | None = None,
+    profiles_dirs: list | None = None,
+    api_key: str | None = None,
+) -> Top:
     """The Top for `deploytool top`: the given URLs (with --profile's gates), else every slot
     on this host, listed again each round."""
     if urls:

@@ -28,8 +28,9 @@ def sparkline(values: list[float | None], width: int = 12) -> str:
         return " " * len(tail)
     low, high = min(known), max(known)
     span = high - low
-    return "".join(" " if v is None else BARS[0 if span == 0 else min(7, int((v - low) / span * 7.999))]
-                   for v in tail)
+    return "".join(
+        " " if v is None else BARS[0 if span == 0 else min(7, int((v - low) / span * 7.999))] for v in tail
+    )
 
 
 def fmt(value: float | None, unit: str) -> str:
@@ -50,7 +51,9 @@ QUIT_HINT = "q or Ctrl-C quits"
 def render(snapshot: Round, hint: str | None = None) -> Group:
     parts: list[Any] = [Text(hint, style="dim")] if hint else []
     if not snapshot.rows:
-        parts.append(Text("no release serving on this host (`deploytool status`); `top --url URL` watches any server"))
+        parts.append(
+            Text("no release serving on this host (`deploytool status`); `top --url URL` watches any server")
+        )
     for row in snapshot.rows:
         t = row.target
         title = t.name if t.release is None else f"slot {t.name}: release {t.release}"
@@ -75,7 +78,11 @@ def render(snapshot: Round, hint: str | None = None) -> Group:
             now = Text(fmt(value, figure.unit), style="bold red" if outside else "")
             if outside:
                 now.append(" !", style="bold red")
-            gate_text = "-" if gate is None else f"{'>=' if gate.kind == 'min' else '<='} {fmt(gate.bound, figure.unit)}"
+            gate_text = (
+                "-"
+                if gate is None
+                else f"{'>=' if gate.kind == 'min' else '<='} {fmt(gate.bound, figure.unit)}"
+            )
             table.add_row(figure.title, now, gate_text, sparkline(row.history.get(figure.key, [])))
         parts.append(table)
     cards = snapshot.cards
@@ -86,11 +93,26 @@ def render(snapshot: Round, hint: str | None = None) -> Group:
         for column in ("#", "name", "util", "memory", "power", "temp", "throttle"):
             table.add_column(column, no_wrap=True)
         for c in cards.cards:
-            memory = "-" if c.memory_used_mib is None else f"{c.memory_used_mib / 1024:.1f}/{(c.memory_total_mib or 0) / 1024:.0f} GiB"
-            power = "-" if c.power_w is None else f"{c.power_w:.0f}" + (f"/{c.power_limit_w:.0f} W" if c.power_limit_w else " W")
+            memory = (
+                "-"
+                if c.memory_used_mib is None
+                else f"{c.memory_used_mib / 1024:.1f}/{(c.memory_total_mib or 0) / 1024:.0f} GiB"
+            )
+            power = (
+                "-"
+                if c.power_w is None
+                else f"{c.power_w:.0f}" + (f"/{c.power_limit_w:.0f} W" if c.power_limit_w else " W")
+            )
             throttle = Text(", ".join(c.throttle) or "-", style="bold red" if c.throttle else "")
-            table.add_row(str(c.index), c.name, "-" if c.utilization_pct is None else f"{c.utilization_pct}%", memory,
-                          power, "-" if c.temperature_c is None else f"{c.temperature_c} C", throttle)
+            table.add_row(
+                str(c.index),
+                c.name,
+                "-" if c.utilization_pct is None else f"{c.utilization_pct}%",
+                memory,
+                power,
+                "-" if c.temperature_c is None else f"{c.temperature_c} C",
+                throttle,
+            )
         parts.append(table)
     return Group(*parts)
 

@@ -8,10 +8,39 @@ Every stage reads profiles, so this package imports only the foundation modules 
 resources, yamlio): never a stage's package.
 """
 
-from .schema import (ArgValue, HealthSpec, ImageSpec, MatchSpec, ModelSpec, Profile, ProfileSecrets, RolloutSpec,
-                     SecretError, SecretRef, ServerSpec, WatchSpec, args_to_argv)
+from .schema import (
+    ArgValue,
+    HealthSpec,
+    ImageSpec,
+    MatchSpec,
+    ModelSpec,
+    Profile,
+    ProfileSecrets,
+    RolloutSpec,
+    SecretError,
+    SecretRef,
+    ServerSpec,
+    WatchSpec,
+    args_to_argv,
+)
 from .store import ProfileStore, deep_merge, load_profile, search_path
 
-__all__ = ["ArgValue", "HealthSpec", "ImageSpec", "MatchSpec", "ModelSpec", "Profile", "ProfileSecrets", "ProfileStore",
-           "RolloutSpec", "SecretError", "SecretRef", "ServerSpec", "WatchSpec", "args_to_argv", "deep_merge",
-           "load_profile", "search_path"]
+__all__ = [
+    "ArgValue",
+    "HealthSpec",
+    "ImageSpec",
+    "MatchSpec",
+    "ModelSpec",
+    "Profile",
+    "ProfileSecrets",
+    "ProfileStore",
+    "RolloutSpec",
+    "SecretError",
+    "SecretRef",
+    "ServerSpec",
+    "WatchSpec",
+    "args_to_argv",
+    "deep_merge",
+    "load_profile",
+    "search_path",
+]

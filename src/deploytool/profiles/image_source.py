@@ -36,26 +36,39 @@ class RuntimeSource(_Strict):
     that a field of another kind is refused with a sentence, not a union's error list."""
 
     kind: Literal["wheel", "git", "path"] = Field(
-        default="wheel", description="wheel: the pinned release and its patch series; git: a fork at a commit; "
-                                     "path: a local source tree")
+        default="wheel",
+        description="wheel: the pinned release and its patch series; git: a fork at a commit; "
+        "path: a local source tree",
+    )
     series: str | None = Field(
-        default=None, description="wheel: a patch series folder (a `series` file and its patches) instead of the "
-                                  "shipped images/sglang/patches/<runtime_version>/, e.g. one `deploytool patches "
-                                  "import` wrote")
-    repo: str | None = Field(default=None, description="git: a repository URL or a local repository (a checkout "
-                                                       "or a bare one); no credentials in it")
-    commit: str | None = Field(default=None, description="git: the full commit (40 hex digits, 64 for SHA-256)")
+        default=None,
+        description="wheel: a patch series folder (a `series` file and its patches) instead of the "
+        "shipped images/sglang/patches/<runtime_version>/, e.g. one `deploytool patches "
+        "import` wrote",
+    )
+    repo: str | None = Field(
+        default=None,
+        description="git: a repository URL or a local repository (a checkout "
+        "or a bare one); no credentials in it",
+    )
+    commit: str | None = Field(
+        default=None, description="git: the full commit (40 hex digits, 64 for SHA-256)"
+    )
     path: str | None = Field(default=None, description="path: a local source tree, hashed by content")
     subdir: str | None = Field(
-        default=None, description="git and path: the folder of the tree that holds sglang's pyproject.toml "
-                                  "(upstream keeps it in python/); found by itself when not given")
+        default=None,
+        description="git and path: the folder of the tree that holds sglang's pyproject.toml "
+        "(upstream keeps it in python/); found by itself when not given",
+    )
 
     @field_validator("commit")
     @classmethod
     def _full_commit(cls, value: str | None) -> str | None:
         if value is not None and not _COMMIT.fullmatch(value):
-            raise ValueError(f"{value!r} is not a full commit hash: a branch, a tag or a short hash can move, so "
-                             "the image would not say what it holds; give all 40 hex digits (64 in a SHA-256 repository; `git rev-parse REF`)")
+            raise ValueError(
+                f"{value!r} is not a full commit hash: a branch, a tag or a short hash can move, so "
+                "the image would not say what it holds; give all 40 hex digits (64 in a SHA-256 repository; `git rev-parse REF`)"
+            )
         return value
 
     @field_validator("repo")
@@ -76,15 +89,22 @@ class RuntimeSource(_Strict):
     @model_validator(mode="after")
     def _fields_of_kind(self) -> "RuntimeSource":
         needs = {"wheel": (), "git": ("repo", "commit"), "path": ("path",)}[self.kind]
-        takes = {"wheel": ("series",), "git": ("repo", "commit", "subdir"), "path": ("path", "subdir")}[self.kind]
+        takes = {"wheel": ("series",), "git": ("repo", "commit", "subdir"), "path": ("path", "subdir")}[
+            self.kind
+        ]
         missing = [name for name in needs if not getattr(self, name)]
-        foreign = [name for name in ("series", "repo", "commit", "path", "subdir")
-                   if getattr(self, name) is not None and name not in takes]
+        foreign = [
+            name
+            for name in ("series", "repo", "commit", "path", "subdir")
+            if getattr(self, name) is not None and name not in takes
+        ]
         if missing:
             raise ValueError(f"kind {self.kind!r} needs {' and '.join(missing)}")
         if foreign:
-            raise ValueError(f"kind {self.kind!r} takes no {', '.join(foreign)} (a {self.kind} source has "
-                             f"{', '.join(takes) or 'no other field'}; set a field to null to drop one a parent set)")
+            raise ValueError(
+                f"kind {self.kind!r} takes no {', '.join(foreign)} (a {self.kind} source has "
+                f"{', '.join(takes) or 'no other field'}; set a field to null to drop one a parent set)"
+            )
         return self
 
 
@@ -116,8 +136,10 @@ def credentials_in_url(repo: str | None) -> str | None:
     if repo and "://" in repo:
         parts = urlsplit(repo)
         if parts.scheme in ("http", "https") and "@" in parts.netloc:
-            return ("the repository URL carries credentials (user or token before '@'): a profile, a label, a "
-                    "file and a log would keep them; use git's credential helper or an SSH URL")
+            return (
+                "the repository URL carries credentials (user or token before '@'): a profile, a label, a "
+                "file and a log would keep them; use git's credential helper or an SSH URL"
+            )
     return None
 
 

@@ -26,30 +26,53 @@ def model_source_problems(profile: Profile) -> list[Problem]:
     model = profile.model
     problems: list[Problem] = []
     if model.hub and model.host_path:
-        problems.append((("model", "host_path"), "give model.hub or model.host_path, not both "
-                                                 "(set the other to null in a child profile)"))
+        problems.append(
+            (
+                ("model", "host_path"),
+                "give model.hub or model.host_path, not both (set the other to null in a child profile)",
+            )
+        )
     elif not model.hub and not model.host_path and not profile.is_simulator and not profile.abstract:
-        problems.append((("model",), "say where the weights are: model.hub: ORG/NAME (from the host's hub cache) "
-                                     "or model.host_path: /folder/with/config.json"))
+        problems.append(
+            (
+                ("model",),
+                "say where the weights are: model.hub: ORG/NAME (from the host's hub cache) "
+                "or model.host_path: /folder/with/config.json",
+            )
+        )
     if model.hub and not HUB_ID.match(model.hub):
         problems.append((("model", "hub"), f"expected a hub repository id ORG/NAME, got {model.hub!r}"))
     if model.revision is not None and not model.hub:
         problems.append((("model", "revision"), "revision is for model.hub only"))
     if model.host_path and not Path(model.host_path).expanduser().is_absolute():
-        problems.append((("model", "host_path"), f"expected an absolute host folder, got {model.host_path!r}"))
+        problems.append(
+            (("model", "host_path"), f"expected an absolute host folder, got {model.host_path!r}")
+        )
     elif model.host_path and (why := host_folder_problem(model.host_path)):
-        problems.append((("model", "host_path"), why + "; point model.host_path at the checkpoint's own folder "
-                                                       "(the one holding config.json)"))
+        problems.append(
+            (
+                ("model", "host_path"),
+                why + "; point model.host_path at the checkpoint's own folder (the one holding config.json)",
+            )
+        )
     given = profile.server.args.get("model-path")
     if given is not None and (model.hub or model.host_path):
         wanted = model.hub if model.hub else model.mount_point()
         if str(given) != wanted:
-            problems.append((("server", "args", "model-path"),
-                             f"deploytool passes --model-path {wanted} from the model source; remove "
-                             f"server.args.model-path ({given!r})"))
+            problems.append(
+                (
+                    ("server", "args", "model-path"),
+                    f"deploytool passes --model-path {wanted} from the model source; remove "
+                    f"server.args.model-path ({given!r})",
+                )
+            )
     if "revision" in profile.server.args and model.hub:
-        problems.append((("server", "args", "revision"), "set model.revision instead (deploytool pins the "
-                                                         "resolved commit)"))
+        problems.append(
+            (
+                ("server", "args", "revision"),
+                "set model.revision instead (deploytool pins the resolved commit)",
+            )
+        )
     return problems
 
 
@@ -58,9 +81,26 @@ def model_source_problems(profile: Profile) -> list[Problem]:
 # libraries) and the container engines' and kubelet's state (other containers' files and pods'
 # secrets). A read-only mount does not help: root in the container reads a root-owned file by its
 # owner bits, and a socket mounted read-only still connects (docker.sock is root on the host).
-SYSTEM_FOLDERS = ("/etc", "/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/root", "/usr", "/bin", "/sbin",
-                  "/lib", "/lib32", "/lib64", "/libx32", "/var/lib/docker", "/var/lib/containerd",
-                  "/var/lib/kubelet")
+SYSTEM_FOLDERS = (
+    "/etc",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/var/run",
+    "/boot",
+    "/root",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+)
 
 
 def _forms(path: str) -> set[Path]:
@@ -79,13 +119,17 @@ def host_folder_problem(path: str) -> str | None:
             return f"{path} is the host's root folder: mounting it gives the container the whole host"
         for folder, name in system.items():
             if form == folder or folder in form.parents:
-                return (f"{path} is {'' if form == folder else 'under '}the host's system folder {name}: root in "
-                        "the container reads root-owned files there (/etc/shadow) and reaches its sockets")
+                return (
+                    f"{path} is {'' if form == folder else 'under '}the host's system folder {name}: root in "
+                    "the container reads root-owned files there (/etc/shadow) and reaches its sockets"
+                )
             if form in folder.parents:
                 return f"{path} holds the host's system folder {name}: mounting it exposes the host's system"
     try:
         with os.scandir(Path(path).expanduser()) as entries:
-            socket = next((e.name for e in entries if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode)), None)
+            socket = next(
+                (e.name for e in entries if stat.S_ISSOCK(e.stat(follow_symlinks=False).st_mode)), None
+            )
     except OSError:
         socket = None  # not here (yet): the mount's own check says so
     if socket:
@@ -93,8 +137,10 @@ def host_folder_problem(path: str) -> str | None:
     return None
 
 
-KEY_ON_COMMAND_LINE = ("a key on the command line shows in `docker inspect`, `ps`, compose.yaml and /server_info; "
-                       "remove it and set server.api_key: {env: NAME} or {file: PATH} (the secret reference)")
+KEY_ON_COMMAND_LINE = (
+    "a key on the command line shows in `docker inspect`, `ps`, compose.yaml and /server_info; "
+    "remove it and set server.api_key: {env: NAME} or {file: PATH} (the secret reference)"
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -103,8 +149,11 @@ def parser_options() -> frozenset[str]:
     parser-options/<version>.txt, written from the parser itself by scripts/sglang_options.py)."""
     names: set[str] = set()
     for listing in sorted(resource("images", "sglang", "parser-options").glob("*.txt")):
-        names.update(line.strip() for line in listing.read_text().splitlines()
-                     if line.strip() and not line.startswith("#"))
+        names.update(
+            line.strip()
+            for line in listing.read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
     return frozenset(names)
 
 
@@ -152,12 +201,16 @@ def key_problem(token: str) -> str:
     if len(read) == 1 and read[0] == flag:
         return KEY_ON_COMMAND_LINE
     if len(read) == 1:
-        return f"SGLang's parser reads {flag!r} as {read[0]} (argparse takes an unambiguous abbreviation): " \
-               + KEY_ON_COMMAND_LINE
+        return (
+            f"SGLang's parser reads {flag!r} as {read[0]} (argparse takes an unambiguous abbreviation): "
+            + KEY_ON_COMMAND_LINE
+        )
     if len(read) > 1:
         keys = [r for r in read if r[2:] in KEY_FLAGS]
-        return (f"SGLang's parser would refuse {flag!r} as ambiguous ({len(read)} options begin so, "
-                f"{' and '.join(keys)} among them); a key flag is refused in any spelling: " + KEY_ON_COMMAND_LINE)
+        return (
+            f"SGLang's parser would refuse {flag!r} as ambiguous ({len(read)} options begin so, "
+            f"{' and '.join(keys)} among them); a key flag is refused in any spelling: " + KEY_ON_COMMAND_LINE
+        )
     spelled = " or ".join(f"--{k}" for k in (key_flag(token) or "").split(" or "))
     return f"{flag!r} is a spelling of {spelled}: " + KEY_ON_COMMAND_LINE
 
@@ -179,8 +232,9 @@ def key_word(item: object) -> str | None:
     return next((w for w in words(item) if w.startswith("-") and key_flag(w) is not None), None)
 
 
-def launch_argv_problems(command: list[str], args: dict[str, object],
-                         env: dict[str, str] | None = None) -> list[Problem]:
+def launch_argv_problems(
+    command: list[str], args: dict[str, object], env: dict[str, str] | None = None
+) -> list[Problem]:
     """One rule over a release's final launch argv: every word of its command, then its flags
     (server.args and those the model source adds), then the words of its environment values (a
     shell wrapper expands `$VAR` into the command line, and the environment shows in compose.yaml
@@ -196,7 +250,9 @@ def launch_argv_problems(command: list[str], args: dict[str, object],
     return problems
 
 
-def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: bool = False) -> list[Problem]:
+def flag_problems(
+    args: dict[str, object], where: tuple[str, ...], *, searched: bool = False
+) -> list[Problem]:
     """The key rule over flags given as a mapping (server.args; with `searched`, tune.flags, whose
     values are the lists a search tries): a key flag as a name, or a flag among the values."""
     problems: list[Problem] = []
@@ -213,30 +269,47 @@ def flag_problems(args: dict[str, object], where: tuple[str, ...], *, searched: 
 
 def secret_problems(profile: Profile) -> list[Problem]:
     """Secret mistakes as (field location, what to do), checked once at profile load."""
-    problems: list[Problem] = launch_argv_problems(profile.server.command, profile.launch_args(),
-                                                           profile.server.env)
+    problems: list[Problem] = launch_argv_problems(
+        profile.server.command, profile.launch_args(), profile.server.env
+    )
     searched = profile.tune.get("flags")  # every value a tune search tries lands on a command line too
     if isinstance(searched, dict):
         problems += flag_problems({str(k): v for k, v in searched.items()}, ("tune", "flags"), searched=True)
     if profile.server.api_key is not None and profile.server.args.get("config") not in (None, False):
-        problems.append((("server", "args", "config"),
-                         "deploytool passes the API key through SGLang's --config (one file only); "
-                         "move these options into server.args"))
+        problems.append(
+            (
+                ("server", "args", "config"),
+                "deploytool passes the API key through SGLang's --config (one file only); "
+                "move these options into server.args",
+            )
+        )
     if profile.server.api_key is not None:
         # SGLang 0.5.23 refuses a key in these modes: entrypoints/http_server.py init_multi_tokenizer
         # asserts "API key is not supported in multi-tokenizer mode"; arg_groups/serving_hook.py
         # rejects --grpc-port with --api-key.
         workers = profile.server.args.get("tokenizer-worker-num")
         if isinstance(workers, int) and not isinstance(workers, bool) and workers > 1:
-            problems.append((("server", "args", "tokenizer-worker-num"),
-                             "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
-                             "drop server.api_key or set tokenizer-worker-num: 1"))
+            problems.append(
+                (
+                    ("server", "args", "tokenizer-worker-num"),
+                    "SGLang 0.5.23 does not support an API key with more than one tokenizer worker; "
+                    "drop server.api_key or set tokenizer-worker-num: 1",
+                )
+            )
         if profile.server.args.get("grpc-port") not in (None, False):
-            problems.append((("server", "args", "grpc-port"),
-                             "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them"))
+            problems.append(
+                (
+                    ("server", "args", "grpc-port"),
+                    "SGLang 0.5.23 refuses --grpc-port together with an API key; drop one of them",
+                )
+            )
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
         if name in profile.server.env:
-            problems.append((("server", "env", name),
-                             "a token in the profile lands in compose.yaml and `docker inspect`; "
-                             "set secrets.hf_token: {env: HF_TOKEN} or {file: PATH} instead"))
+            problems.append(
+                (
+                    ("server", "env", name),
+                    "a token in the profile lands in compose.yaml and `docker inspect`; "
+                    "set secrets.hf_token: {env: HF_TOKEN} or {file: PATH} instead",
+                )
+            )
     return problems

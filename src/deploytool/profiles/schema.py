@@ -25,7 +25,8 @@ LINUX_CAPABILITIES = frozenset(
     "FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN MAC_OVERRIDE MKNOD NET_ADMIN "
     "NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON SETFCAP SETGID SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT "
     "SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG "
-    "WAKE_ALARM".split())
+    "WAKE_ALARM".split()
+)
 
 
 class _Strict(BaseModel):
@@ -41,8 +42,11 @@ class SecretRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     env: str | None = Field(default=None, description="a variable of the shell that runs deploytool")
-    file: str | None = Field(default=None, description="a regular file of yours holding the value on one line, "
-                                                       "mode 0600, at most 4 KiB (else refused)")
+    file: str | None = Field(
+        default=None,
+        description="a regular file of yours holding the value on one line, "
+        "mode 0600, at most 4 KiB (else refused)",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "SecretRef":
@@ -64,9 +68,11 @@ class SecretRef(BaseModel):
         if self.env:
             value = env.get(self.env, "")
             if not value.strip():
-                raise SecretError(f"{what} comes from environment variable {self.env}, which is not set or empty",
-                                  hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
-                                       "instead ({file: PATH}, mode 0600)")
+                raise SecretError(
+                    f"{what} comes from environment variable {self.env}, which is not set or empty",
+                    hint=f"export {self.env}=... in the shell that runs deploytool, or name a file "
+                    "instead ({file: PATH}, mode 0600)",
+                )
             hold(value)  # from now on, every output of this process scrubs it
             return value.strip()
         value = read_secret_file(Path(str(self.file)).expanduser(), what=what, private=private)
@@ -94,8 +100,10 @@ def read_secret_file(path: Path, *, what: str, private: bool = True) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO named here must not block the read
     except OSError as exc:
-        raise refuse(f"cannot be read ({exc.strerror})",
-                     "create it (mode 0600) with the value on one line, or use {env: NAME}") from None
+        raise refuse(
+            f"cannot be read ({exc.strerror})",
+            "create it (mode 0600) with the value on one line, or use {env: NAME}",
+        ) from None
     info = os.fstat(fd)
     real = os.path.realpath(path)
     shown = f" (a link to {real})" if real != os.path.abspath(path) else ""
@@ -104,17 +112,23 @@ def read_secret_file(path: Path, *, what: str, private: bool = True) -> str:
         raise refuse(f"is not a regular file{shown}", "name a file that holds the value on one line")
     with os.fdopen(fd, "rb") as handle:
         if private and info.st_uid != os.geteuid():
-            raise refuse(f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
-                         f"({user_name(os.geteuid())}){shown}: its owner can change what the release gets",
-                         f"chown {user_name(os.geteuid())} {real}, or copy the value into a file of your own "
-                         "(mode 0600) and name that")
+            raise refuse(
+                f"is owned by {user_name(info.st_uid)} (uid {info.st_uid}), not by you "
+                f"({user_name(os.geteuid())}){shown}: its owner can change what the release gets",
+                f"chown {user_name(os.geteuid())} {real}, or copy the value into a file of your own "
+                "(mode 0600) and name that",
+            )
         if private and info.st_mode & 0o077:
-            raise refuse(f"is readable or writable by others than you (mode {info.st_mode & 0o7777:04o}){shown}",
-                         f"chmod 600 {real}")
+            raise refuse(
+                f"is readable or writable by others than you (mode {info.st_mode & 0o7777:04o}){shown}",
+                f"chmod 600 {real}",
+            )
         data = handle.read(SECRET_FILE_MAX_BYTES + 1)
     if len(data) > SECRET_FILE_MAX_BYTES:
-        raise refuse(f"is larger than {SECRET_FILE_MAX_BYTES} bytes: a secret file holds one value, a token or a key",
-                     "write only the value in it, on one line")
+        raise refuse(
+            f"is larger than {SECRET_FILE_MAX_BYTES} bytes: a secret file holds one value, a token or a key",
+            "write only the value in it, on one line",
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -122,8 +136,10 @@ def read_secret_file(path: Path, *, what: str, private: bool = True) -> str:
     body = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
     lines = body.splitlines()
     if len(lines) > 1:
-        raise refuse(f"holds {len(lines)} lines: a secret file holds one value on one line",
-                     "write only the value in it, on one line (a final line break is fine)")
+        raise refuse(
+            f"holds {len(lines)} lines: a secret file holds one value on one line",
+            "write only the value in it, on one line (a final line break is fine)",
+        )
     value = body.strip()
     if not value:
         raise refuse("is empty", "write the value on one line")
@@ -135,20 +151,27 @@ class ProfileSecrets(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     hf_token: SecretRef | None = Field(
-        default=None, description="the hub token, for gated or private repositories: reaches the container as "
-                                  "/run/secrets/hf_token with HF_TOKEN_PATH pointing at it")
-
+        default=None,
+        description="the hub token, for gated or private repositories: reaches the container as "
+        "/run/secrets/hf_token with HF_TOKEN_PATH pointing at it",
+    )
 
 
 class MatchSpec(_Strict):
     """Which cards a profile is made for."""
 
-    gpu_name: list[str] = Field(default_factory=list, description="the card names it is made for, as the driver "
-                                                                   "spells them (`deploytool gpus`)")
-    compute_capability: str | None = Field(default=None, pattern=r"^\d+\.\d+$",
-                                           description="MAJOR.MINOR; a hard limit: kernels are built per architecture")
-    min_memory_gib: float | None = Field(default=None, gt=0,
-                                         description="a card with less memory is runnable-with-less-memory")
+    gpu_name: list[str] = Field(
+        default_factory=list,
+        description="the card names it is made for, as the driver spells them (`deploytool gpus`)",
+    )
+    compute_capability: str | None = Field(
+        default=None,
+        pattern=r"^\d+\.\d+$",
+        description="MAJOR.MINOR; a hard limit: kernels are built per architecture",
+    )
+    min_memory_gib: float | None = Field(
+        default=None, gt=0, description="a card with less memory is runnable-with-less-memory"
+    )
     gpu_count: int = Field(default=1, ge=1, description="cards per release; a hard limit")
 
 
@@ -156,49 +179,67 @@ class ImageSpec(_Strict):
     """The pinned inputs of the image; every field goes into the image tag's hash."""
 
     recipe: str = Field(description="images/<recipe>/ and deploytool.image.recipes.<recipe> (sglang, sim)")
-    base: str = Field(description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it")
+    base: str = Field(
+        description="the base image: a tag (the shipped profiles), or REF@sha256:DIGEST to pin it"
+    )
     base_source: Literal["registry", "wheels"] = Field(
-        default="registry", description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
-                                        "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
-                                        "from NVIDIA's pinned wheels")
+        default="registry",
+        description="registry: `base` is an nvidia/cuda image (pulled by digest); wheels: `base` "
+        "is a plain OS image (deploytool/base:bookworm) and the CUDA toolkit comes "
+        "from NVIDIA's pinned wheels",
+    )
     python: str = Field(default="3.11", description="the image's Python version, MAJOR.MINOR")
     cuda: str | None = Field(default=None, description="the CUDA toolkit version, MAJOR.MINOR[.PATCH]")
     torch_version: str | None = Field(default=None, description="torch, pinned")
     runtime_version: str | None = Field(default=None, description="sglang, pinned")
     kernel_version: str | None = Field(default=None, description="sglang-kernel, pinned")
     flashinfer_version: str | None = Field(default=None, description="flashinfer, pinned")
-    patches: list[str] = Field(default_factory=list,
-                               description="from images/sglang/patches/<version>/series: [] all, [none] none")
+    patches: list[str] = Field(
+        default_factory=list, description="from images/sglang/patches/<version>/series: [] all, [none] none"
+    )
     build_args: dict[str, str] = Field(
-        default_factory=dict, description="NAME: value, each an `ARG NAME=\"value\"` line: names are identifiers, "
-                                          "values one line")
-    source: RuntimeSource = Field(default_factory=RuntimeSource,
-                                  description="where sglang comes from: the pinned wheel, a fork at a commit, a "
-                                              "local tree (docs/recipes.md)")
-    wheels: list[LocalWheel] = Field(default_factory=list,
-                                     description="wheel files that replace the index's package of the same name")
+        default_factory=dict,
+        description='NAME: value, each an `ARG NAME="value"` line: names are identifiers, values one line',
+    )
+    source: RuntimeSource = Field(
+        default_factory=RuntimeSource,
+        description="where sglang comes from: the pinned wheel, a fork at a commit, a "
+        "local tree (docs/recipes.md)",
+    )
+    wheels: list[LocalWheel] = Field(
+        default_factory=list, description="wheel files that replace the index's package of the same name"
+    )
 
 
 class ModelSpec(_Strict):
     """The model and where its weights come from (deploytool.release.weights checks them):
     exactly one of `hub` and `host_path`; simulator profiles may omit both."""
 
-    hub: str | None = Field(default=None, description="a hub repository ORG/NAME, served from the host's hub cache")
+    hub: str | None = Field(
+        default=None, description="a hub repository ORG/NAME, served from the host's hub cache"
+    )
     revision: str | None = Field(default=None, description="hub only: branch, tag or commit (default main)")
-    offline: bool = Field(default=True, description="hub only: HF_HUB_OFFLINE=1 and a read-only cache; false lets "
-                                                    "the server download")
-    host_path: str | None = Field(default=None, description="a host folder holding config.json and *.safetensors, "
-                                                            "mounted read-only")
-    path: str | None = Field(default=None, description="where host_path appears in the container "
-                                                       "(default /models/<folder name>)")
+    offline: bool = Field(
+        default=True,
+        description="hub only: HF_HUB_OFFLINE=1 and a read-only cache; false lets the server download",
+    )
+    host_path: str | None = Field(
+        default=None, description="a host folder holding config.json and *.safetensors, mounted read-only"
+    )
+    path: str | None = Field(
+        default=None, description="where host_path appears in the container (default /models/<folder name>)"
+    )
     served_name: str = Field(description="the model name the server answers to")
     context_length: int = Field(gt=0, description="tokens of prompt and answer together")
     vision: bool = Field(default=False, description="the model takes images")
     tools: bool = Field(default=False, description="the model calls tools")
     tokenizer: str | None = Field(default=None, description="a tokenizer other than the model's own")
-    config: str | None = Field(default=None, description="a folder with the model's config.json and safetensors "
-                                                         "index alone, relative to the profile file: what the memory "
-                                                         "plan reads until the checkpoint is here")
+    config: str | None = Field(
+        default=None,
+        description="a folder with the model's config.json and safetensors "
+        "index alone, relative to the profile file: what the memory "
+        "plan reads until the checkpoint is here",
+    )
 
     def mount_point(self) -> str:
         """Where a host folder appears in the container: `path`, else /models/<folder name>."""
@@ -222,49 +263,76 @@ class ServerSpec(_Strict):
     port: int = Field(ge=1, le=65535, description="the port the server listens on in the container")
     command: list[str] = Field(description="the server's command, before its flags")
     args: dict[str, ArgValue] = Field(
-        default_factory=dict, description="SGLang's flag names without the leading --: true is a bare flag, false "
-                                          "and null leave it out, a list repeats its values; --model-path (and "
-                                          "--revision) come from model:")
-    env: dict[str, str] = Field(default_factory=dict, description="the container's environment; numbers and "
-                                                                  "booleans become text")
-    shm_size: str = Field(default="32g", description="the container's /dev/shm (its private IPC namespace's): "
-                                                     "NCCL, SGLang's broadcast queues and image transport use it; a size such as "
-                                                     "32g or 1024m")
+        default_factory=dict,
+        description="SGLang's flag names without the leading --: true is a bare flag, false "
+        "and null leave it out, a list repeats its values; --model-path (and "
+        "--revision) come from model:",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="the container's environment; numbers and booleans become text"
+    )
+    shm_size: str = Field(
+        default="32g",
+        description="the container's /dev/shm (its private IPC namespace's): "
+        "NCCL, SGLang's broadcast queues and image transport use it; a size such as "
+        "32g or 1024m",
+    )
     ipc: Literal["private", "shareable", "host"] = Field(
-        default="private", description="the container's IPC namespace; host shares the host's /dev/shm and SysV "
-                                       "IPC with the server and needs ipc_reason")
-    ipc_reason: str | None = Field(default=None, description="why this server needs the host's IPC namespace "
-                                                             "(one line, shown in the rendered compose file)")
+        default="private",
+        description="the container's IPC namespace; host shares the host's /dev/shm and SysV "
+        "IPC with the server and needs ipc_reason",
+    )
+    ipc_reason: str | None = Field(
+        default=None,
+        description="why this server needs the host's IPC namespace "
+        "(one line, shown in the rendered compose file)",
+    )
     writable_root: str | None = Field(
-        default=None, description="why the container's root file system must stay writable (one line, shown in the "
-                                  "rendered compose file); unset: a read-only root with /tmp in memory")
+        default=None,
+        description="why the container's root file system must stay writable (one line, shown in the "
+        "rendered compose file); unset: a read-only root with /tmp in memory",
+    )
     cap_add: dict[str, str] = Field(
-        default_factory=dict, description="capabilities added back after every one is dropped, each with why "
-                                          "(NET_BIND_SERVICE: \"...\")")
+        default_factory=dict,
+        description="capabilities added back after every one is dropped, each with why "
+        '(NET_BIND_SERVICE: "...")',
+    )
     # SGLang's own compose file: unlimited locked memory for pinned buffers, a large stack.
     ulimits: dict[str, int] = Field(
         default_factory=lambda: {"memlock": -1, "stack": 67108864},
-        description="the container's limits; a host that forbids raising one refuses to start it: set {} there")
+        description="the container's limits; a host that forbids raising one refuses to start it: set {} there",
+    )
     api_key: SecretRef | None = Field(
-        default=None, description="where the server's API key lives on the host, never the key: callers must "
-                                  "send it (docs/profiles.md \"Access\")")
+        default=None,
+        description="where the server's API key lives on the host, never the key: callers must "
+        'send it (docs/profiles.md "Access")',
+    )
 
     @model_validator(mode="after")
     def _exceptions_say_why(self) -> "ServerSpec":
         # each loosening of the container's defaults is argued where it is asked for, and the
         # reason is printed into a compose file's comment header: one line of text
-        for field, reason in [("ipc_reason", self.ipc_reason), ("writable_root", self.writable_root),
-                              *((f"cap_add.{name}", why) for name, why in self.cap_add.items())]:
+        for field, reason in [
+            ("ipc_reason", self.ipc_reason),
+            ("writable_root", self.writable_root),
+            *((f"cap_add.{name}", why) for name, why in self.cap_add.items()),
+        ]:
             if reason is not None and (not reason.strip() or any(ord(c) < 32 or c == "\x7f" for c in reason)):
                 raise ValueError(f"{field}: the reason must be one line of text, not empty")
         if self.ipc == "host" and self.ipc_reason is None:
-            raise ValueError("ipc: host shares the host's /dev/shm and SysV IPC with the server: say why in "
-                             "server.ipc_reason, or leave ipc out (a private namespace, /dev/shm of shm_size)")
+            raise ValueError(
+                "ipc: host shares the host's /dev/shm and SysV IPC with the server: say why in "
+                "server.ipc_reason, or leave ipc out (a private namespace, /dev/shm of shm_size)"
+            )
         if self.ipc != "host" and self.ipc_reason is not None:
-            raise ValueError(f"ipc_reason is the reason for ipc: host, but ipc is {self.ipc}: remove one of them")
+            raise ValueError(
+                f"ipc_reason is the reason for ipc: host, but ipc is {self.ipc}: remove one of them"
+            )
         for name in self.cap_add:
             if name not in LINUX_CAPABILITIES:
-                raise ValueError(f"cap_add: {name!r} is not a Linux capability (names without CAP_, e.g. SYS_NICE)")
+                raise ValueError(
+                    f"cap_add: {name!r} is not a Linux capability (names without CAP_, e.g. SYS_NICE)"
+                )
         return self
 
     @field_validator("env", mode="before")
@@ -280,14 +348,21 @@ class HealthSpec(_Strict):
     """The container's health check, and how long a stop waits for requests in flight."""
 
     path: str = Field(default="/health", description="the path the health check calls")
-    start_period: int = Field(default=900, ge=0, description="seconds a start may take before failed checks count")
+    start_period: int = Field(
+        default=900, ge=0, description="seconds a start may take before failed checks count"
+    )
     start_interval: int = Field(default=2, ge=1, description="seconds between checks during the start period")
     interval: int = Field(default=10, ge=1, description="seconds between checks after it")
     timeout: int = Field(default=25, ge=1, description="seconds one check may take")
-    retries: int = Field(default=3, ge=1, description="consecutive failed checks that make the container unhealthy")
+    retries: int = Field(
+        default=3, ge=1, description="consecutive failed checks that make the container unhealthy"
+    )
     drain_timeout: int = Field(
-        default=30, ge=0, description="seconds a stop of the serving release waits, after the pre-stop hook, for "
-                                      "the requests the server still runs or queues; --drain-timeout overrides it")
+        default=30,
+        ge=0,
+        description="seconds a stop of the serving release waits, after the pre-stop hook, for "
+        "the requests the server still runs or queues; --drain-timeout overrides it",
+    )
 
     def budget_seconds(self) -> int:
         """How long a start may take before it counts as failed: the moment the engine's health
@@ -299,18 +374,23 @@ class HealthSpec(_Strict):
 
     def budget_rule(self) -> str:
         """budget_seconds() as the profile's fields make it, for plans and errors."""
-        return (f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
-                f"health.interval {self.interval} s")
+        return (
+            f"health.start_period {self.start_period} s + (health.retries {self.retries} - 1) x "
+            f"health.interval {self.interval} s"
+        )
 
 
 class RolloutSpec(_Strict):
     """`deploytool rollout`: the suites the slots after the canary run (they run the image the
     canary qualified, so a shorter set checks that each card serves it)."""
 
-    qualify: list[str] = Field(default_factory=lambda: ["preflight", "contract", "performance"],
-                               description="the suites each slot after the canary runs")
-    quick_performance: bool = Field(default=True,
-                                    description="performance in its quick form on the slots after the canary")
+    qualify: list[str] = Field(
+        default_factory=lambda: ["preflight", "contract", "performance"],
+        description="the suites each slot after the canary runs",
+    )
+    quick_performance: bool = Field(
+        default=True, description="performance in its quick form on the slots after the canary"
+    )
 
 
 class WatchSpec(_Strict):
@@ -319,13 +399,21 @@ class WatchSpec(_Strict):
 
     interval: float = Field(default=10, gt=0, description="seconds between probes of each slot")
     failures: int = Field(default=3, ge=1, description="consecutive failed probes before a restart")
-    backoff: float = Field(default=30, ge=0, description="seconds after a restart before the next; doubles each time")
+    backoff: float = Field(
+        default=30, ge=0, description="seconds after a restart before the next; doubles each time"
+    )
     backoff_max: float = Field(default=600, ge=0, description="the most the backoff grows to, seconds")
-    max_restarts_per_hour: int = Field(default=6, ge=0, description="restarts of one slot in an hour before watch "
-                                                                    "stops restarting it")
-    crash_loop_window: float = Field(default=900, ge=0, description="seconds after a cut-over in which a crash "
-                                                                    "loop rolls back; 0: never roll back")
-    crash_loop_restarts: int = Field(default=3, ge=1, description="restarts within the window that make a crash loop")
+    max_restarts_per_hour: int = Field(
+        default=6, ge=0, description="restarts of one slot in an hour before watch stops restarting it"
+    )
+    crash_loop_window: float = Field(
+        default=900,
+        ge=0,
+        description="seconds after a cut-over in which a crash loop rolls back; 0: never roll back",
+    )
+    crash_loop_restarts: int = Field(
+        default=3, ge=1, description="restarts within the window that make a crash loop"
+    )
 
 
 class MonitorSpec(_Strict):
@@ -333,10 +421,12 @@ class MonitorSpec(_Strict):
     (the accept length comes from qualify.preflight.expect.min_accept_length): latency targets
     under real traffic, marked in `top` and alerted on by the monitor."""
 
-    ttft_p99_s: float | None = Field(default=None, gt=0, description="time to first token, p99 over a minute, "
-                                                                      "seconds")
-    tpot_p99_s: float | None = Field(default=None, gt=0, description="time per output token, p99 over a minute, "
-                                                                      "seconds")
+    ttft_p99_s: float | None = Field(
+        default=None, gt=0, description="time to first token, p99 over a minute, seconds"
+    )
+    tpot_p99_s: float | None = Field(
+        default=None, gt=0, description="time per output token, p99 over a minute, seconds"
+    )
 
 
 class Profile(_Strict):
@@ -350,19 +440,33 @@ class Profile(_Strict):
     model: ModelSpec = Field(description="the model and where its weights come from")
     server: ServerSpec = Field(description="how the server starts")
     health: HealthSpec = Field(default_factory=HealthSpec, description="the health check and the drain")
-    qualify: dict[str, Any] = Field(default_factory=dict, description="the suites and their gates (docs/qualify.md)")
-    bench: dict[str, Any] = Field(default_factory=dict, description="the benchmark's load and gates (docs/bench.md)")
-    tune: dict[str, Any] = Field(default_factory=dict, description="`deploytool tune`'s search space and load "
-                                                                   "(docs/tune.md)")
-    secrets: ProfileSecrets = Field(default_factory=ProfileSecrets, description="references to secrets on the host")
-    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="`deploytool rollout` (docs/rollout.md)")
+    qualify: dict[str, Any] = Field(
+        default_factory=dict, description="the suites and their gates (docs/qualify.md)"
+    )
+    bench: dict[str, Any] = Field(
+        default_factory=dict, description="the benchmark's load and gates (docs/bench.md)"
+    )
+    tune: dict[str, Any] = Field(
+        default_factory=dict, description="`deploytool tune`'s search space and load (docs/tune.md)"
+    )
+    secrets: ProfileSecrets = Field(
+        default_factory=ProfileSecrets, description="references to secrets on the host"
+    )
+    rollout: RolloutSpec = Field(
+        default_factory=RolloutSpec, description="`deploytool rollout` (docs/rollout.md)"
+    )
     watch: WatchSpec = Field(default_factory=WatchSpec, description="`deploytool watch` (docs/watch.md)")
-    monitor: MonitorSpec = Field(default_factory=MonitorSpec, description="what `top` and `monitor` hold the live "
-                                                                          "release to (docs/monitor.md)")
+    monitor: MonitorSpec = Field(
+        default_factory=MonitorSpec,
+        description="what `top` and `monitor` hold the live release to (docs/monitor.md)",
+    )
     # Provenance, filled by the loader, not read from YAML.
-    source: str = Field(default="", exclude=True, description="the file it was read from (filled by the loader)")
-    chain: list[str] = Field(default_factory=list, exclude=True,
-                             description="its `extends` chain (filled by the loader)")
+    source: str = Field(
+        default="", exclude=True, description="the file it was read from (filled by the loader)"
+    )
+    chain: list[str] = Field(
+        default_factory=list, exclude=True, description="its `extends` chain (filled by the loader)"
+    )
 
     @property
     def is_simulator(self) -> bool:

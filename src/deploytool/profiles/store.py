@@ -72,7 +72,9 @@ class ProfileStore:
             for path in sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml")):
                 doc = load_yaml(path)
                 if not isinstance(doc.data, dict):
-                    raise ProfileError(f"{path}:1: a profile must be a mapping of fields, got {type(doc.data).__name__}")
+                    raise ProfileError(
+                        f"{path}:1: a profile must be a mapping of fields, got {type(doc.data).__name__}"
+                    )
                 name = doc.data.get("name")
                 if not isinstance(name, str):
                     raise ProfileError(f"{doc.where(('name',))}: field 'name' is missing or not text")
@@ -115,8 +117,15 @@ class ProfileStore:
         profile.source = str(chain[0].doc.path)
         if profile.model.config and not Path(profile.model.config).is_absolute():
             # relative to the file that says it, wherever a profile extending it lives
-            owner = next((r for r in chain if isinstance(r.doc.data.get("model"), dict)
-                          and r.doc.data["model"].get("config") == profile.model.config), chain[0])
+            owner = next(
+                (
+                    r
+                    for r in chain
+                    if isinstance(r.doc.data.get("model"), dict)
+                    and r.doc.data["model"].get("config") == profile.model.config
+                ),
+                chain[0],
+            )
             profile.model.config = str(Path(owner.doc.path).parent / profile.model.config)
         profile.chain = [r.name for r in chain]
         return profile
@@ -128,7 +137,9 @@ class ProfileStore:
         while current is not None:
             if current in seen:
                 cycle = " -> ".join(seen + [current])
-                raise ProfileError(f"{self._raw[seen[-1]].doc.where(('extends',))}: 'extends' makes a cycle: {cycle}")
+                raise ProfileError(
+                    f"{self._raw[seen[-1]].doc.where(('extends',))}: 'extends' makes a cycle: {cycle}"
+                )
             if current not in self._raw:
                 child = self._raw[seen[-1]]
                 raise ProfileError(
@@ -211,14 +222,19 @@ def _check_semantics(profile: Profile, chain: list[_RawProfile]) -> None:
     file:line."""
     # the one rule for what reaches a Dockerfile, a compose file or a command line comes first:
     # the other rules read those fields
-    problems = templated_problems(profile) or (rules.model_source_problems(profile) + rules.secret_problems(profile))
+    problems = templated_problems(profile) or (
+        rules.model_source_problems(profile) + rules.secret_problems(profile)
+    )
     if not problems:
         return
     lines = [f"profile {_shown(chain[0].name)} is not valid:"]
     for loc, what in problems:
-        owner = next((r for r in chain if loc in r.doc.lines), None) or \
-            next((r for r in chain if loc[:-1] in r.doc.lines), chain[0])
-        lines.append(f"  {owner.doc.where(loc)}: {'.'.join(_cut(str(p)) for p in loc)}: {_cut(what, MESSAGE_CHARS)}")
+        owner = next((r for r in chain if loc in r.doc.lines), None) or next(
+            (r for r in chain if loc[:-1] in r.doc.lines), chain[0]
+        )
+        lines.append(
+            f"  {owner.doc.where(loc)}: {'.'.join(_cut(str(p)) for p in loc)}: {_cut(what, MESSAGE_CHARS)}"
+        )
     raise ProfileError("\n".join(lines))
 
 

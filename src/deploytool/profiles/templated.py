@@ -28,30 +28,52 @@ Problem = tuple[tuple[Any, ...], str]
 # The sections whose values are gates read by deploytool itself, never written into a template.
 FREE_FORM = ("qualify", "bench")
 
-_VERSION = (r"[0-9][0-9A-Za-z.+!_-]*", "a version such as 2.14.1 or 2.14.1+cu130 (digits, letters, . + ! _ -)")
-_NAME = (r"[A-Za-z_][A-Za-z0-9_]*", "an environment variable name (letters, digits, _; not starting with a digit)")
+_VERSION = (
+    r"[0-9][0-9A-Za-z.+!_-]*",
+    "a version such as 2.14.1 or 2.14.1+cu130 (digits, letters, . + ! _ -)",
+)
+_NAME = (
+    r"[A-Za-z_][A-Za-z0-9_]*",
+    "an environment variable name (letters, digits, _; not starting with a digit)",
+)
 # A field's location, "*" for any key or index there, and its shape: (regex, what is expected).
 SHAPES: dict[tuple[str, ...], tuple[str, str]] = {
     ("image", "recipe"): (r"[a-z0-9][a-z0-9_-]*", "a recipe name such as sglang or sim (images/<recipe>/)"),
-    ("image", "base"): (r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*",
-                        "an image reference NAME[:TAG][@sha256:DIGEST] (no space or other character)"),
+    ("image", "base"): (
+        r"[A-Za-z0-9][A-Za-z0-9._/:@+-]*",
+        "an image reference NAME[:TAG][@sha256:DIGEST] (no space or other character)",
+    ),
     ("image", "python"): (r"[0-9]+\.[0-9]+", "a Python version MAJOR.MINOR such as 3.11"),
     ("image", "cuda"): (r"[0-9]+\.[0-9]+(\.[0-9]+)?", "a CUDA version such as 13.0"),
     ("image", "torch_version"): _VERSION,
     ("image", "runtime_version"): _VERSION,
     ("image", "kernel_version"): _VERSION,
     ("image", "flashinfer_version"): _VERSION,
-    ("image", "patches", "*"): (r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a patch name of the series (letters, digits, . _ + -)"),
-    ("image", "source", "subdir"): (r"[A-Za-z0-9._+-][A-Za-z0-9._/+-]*",
-                                    "a folder of the tree such as python (letters, digits, . _ + - /)"),
+    ("image", "patches", "*"): (
+        r"[A-Za-z0-9][A-Za-z0-9._+-]*",
+        "a patch name of the series (letters, digits, . _ + -)",
+    ),
+    ("image", "source", "subdir"): (
+        r"[A-Za-z0-9._+-][A-Za-z0-9._/+-]*",
+        "a folder of the tree such as python (letters, digits, . _ + - /)",
+    ),
     # the file's name is written into the image's requirements file, one requirement a line
-    ("image", "wheels", "*", "file"): (r"(.*/)?[^\s/]+\.whl",
-                                      "a wheel file whose name has no space (NAME-VERSION-...-PLATFORM.whl)"),
-    ("image", "build_args", "*", "key"): (r"[A-Za-z_][A-Za-z0-9_]*",
-                                         "a build arg name: an identifier (letters, digits, _)"),
-    ("model", "revision"): (r"[A-Za-z0-9][A-Za-z0-9._/-]*", "a branch, tag or commit (letters, digits, . _ / -)"),
-    ("server", "args", "*", "key"): (r"-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*",
-                                     "a flag name without its dashes (letters, digits, - _ .)"),
+    ("image", "wheels", "*", "file"): (
+        r"(.*/)?[^\s/]+\.whl",
+        "a wheel file whose name has no space (NAME-VERSION-...-PLATFORM.whl)",
+    ),
+    ("image", "build_args", "*", "key"): (
+        r"[A-Za-z_][A-Za-z0-9_]*",
+        "a build arg name: an identifier (letters, digits, _)",
+    ),
+    ("model", "revision"): (
+        r"[A-Za-z0-9][A-Za-z0-9._/-]*",
+        "a branch, tag or commit (letters, digits, . _ / -)",
+    ),
+    ("server", "args", "*", "key"): (
+        r"-{0,2}[A-Za-z0-9][A-Za-z0-9_.-]*",
+        "a flag name without its dashes (letters, digits, - _ .)",
+    ),
     ("server", "env", "*", "key"): _NAME,
     ("server", "shm_size"): (r"[0-9]+(\.[0-9]+)?([bkmgBKMG]|[kmgKMG][bB])?", "a size such as 32g or 1024m"),
     ("server", "ulimits", "*", "key"): (r"[a-z]+", "a limit name such as memlock, stack or nofile"),
@@ -65,8 +87,12 @@ def _control(text: str) -> str | None:
     """The first character of `text` that would end or reshape a line, described, or None."""
     for i, c in enumerate(text):
         if unicodedata.category(c) == "Cc" or c in "\u2028\u2029":
-            name = {"\n": "a line break (\\n)", "\r": "a carriage return (\\r)", "\t": "a tab (\\t)",
-                    "\0": "a NUL"}.get(c, f"the control character U+{ord(c):04X}")
+            name = {
+                "\n": "a line break (\\n)",
+                "\r": "a carriage return (\\r)",
+                "\t": "a tab (\\t)",
+                "\0": "a NUL",
+            }.get(c, f"the control character U+{ord(c):04X}")
             return f"{name} at character {i + 1}"
     return None
 
@@ -106,8 +132,13 @@ def templated_problems(profile: Profile) -> list[Problem]:
         what = "name" if is_key else "value"
         bad = _control(text)
         if bad:
-            problems.append((loc, f"the {what} holds {bad}: expected one line of printable text (it is written "
-                                  "into the image's Dockerfile, the compose file or the server's command line)"))
+            problems.append(
+                (
+                    loc,
+                    f"the {what} holds {bad}: expected one line of printable text (it is written "
+                    "into the image's Dockerfile, the compose file or the server's command line)",
+                )
+            )
             continue
         shape = _shape(loc, is_key)
         if shape and not re.fullmatch(shape[0], text):

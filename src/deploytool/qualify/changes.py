@@ -24,12 +24,22 @@ def suite_figures(doc: dict[str, Any], suite: str) -> dict[str, Any]:
 
 # What changed between two releases: from results.json's target and server facts, and release.json.
 # Server-info fields that differ run to run without anyone changing anything.
-_VOLATILE = {"port", "host", "startup_time", "status", "internal_states", "launch_command", "weight_version",
-             "max_total_num_tokens", "max_req_input_len"}
+_VOLATILE = {
+    "port",
+    "host",
+    "startup_time",
+    "status",
+    "internal_states",
+    "launch_command",
+    "weight_version",
+    "max_total_num_tokens",
+    "max_req_input_len",
+}
 
 
-def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: dict[str, Any],
-                    now_record: dict[str, Any]) -> list[str]:
+def release_changes(
+    before: dict[str, Any], now: dict[str, Any], before_record: dict[str, Any], now_record: dict[str, Any]
+) -> list[str]:
     """A short list, one line per thing that differs: image, runtime version or commit, patches,
     launch flags, weights, card, profile. Empty when nothing recorded differs."""
     out: list[str] = []
@@ -39,8 +49,16 @@ def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: 
         if a != b and (a is not None or b is not None):
             out.append(f"{what}: {_short(a)} -> {_short(b)}")
 
-    differ("profile", before_record.get("profile") or t_before.get("profile"), now_record.get("profile") or t_now.get("profile"))
-    differ("image", before_record.get("image") or t_before.get("image"), now_record.get("image") or t_now.get("image"))
+    differ(
+        "profile",
+        before_record.get("profile") or t_before.get("profile"),
+        now_record.get("profile") or t_now.get("profile"),
+    )
+    differ(
+        "image",
+        before_record.get("image") or t_before.get("image"),
+        now_record.get("image") or t_now.get("image"),
+    )
     info_before = (before.get("server") or {}).get("server_info") or {}
     info_now = (now.get("server") or {}).get("server_info") or {}
     differ("runtime version", info_before.get("version"), info_now.get("version"))
@@ -50,7 +68,7 @@ def release_changes(before: dict[str, Any], now: dict[str, Any], before_record: 
     labels_before, labels_now = t_before.get("image_labels") or {}, t_now.get("image_labels") or {}
     source = "dev.deploytool.runtime-source"
     differ("runtime source (commit)", labels_before.get(source), labels_now.get(source))
-    model = lambda t, r: ((r.get("model") or t.get("model") or {}).get("identity"))  # noqa: E731
+    model = lambda t, r: (r.get("model") or t.get("model") or {}).get("identity")  # noqa: E731
     differ("weights", model(t_before, before_record), model(t_now, now_record))
     differ("card", _card(before), _card(now))
     flags = [k for k in sorted({*info_before, *info_now}) if k not in _VOLATILE]

@@ -27,7 +27,9 @@ def _where(profile: "Profile | None") -> str:
     return f"profile {profile.name!r} ({profile.source or 'built in'})"
 
 
-def select_suites(registry: dict[str, Any], profile: "Profile | None", requested: list[str] | None) -> list[str]:
+def select_suites(
+    registry: dict[str, Any], profile: "Profile | None", requested: list[str] | None
+) -> list[str]:
     """Suite names to run, in registry order: --suite, else the profile's qualify.suites, else
     all (a suite that does not apply is then reported as skipped, with its reason)."""
     section = profile.qualify if profile else {}
@@ -40,19 +42,24 @@ def select_suites(registry: dict[str, Any], profile: "Profile | None", requested
     unknown = [n for n in names if n not in registry]
     if unknown:
         error = UsageError if requested else ProfileError
-        raise error(f"{where}: unknown suite(s) {', '.join(unknown)}", hint=f"known suites: {', '.join(registry)}")
+        raise error(
+            f"{where}: unknown suite(s) {', '.join(unknown)}", hint=f"known suites: {', '.join(registry)}"
+        )
     return [n for n in registry if n in names]
 
 
-def suite_settings(registry: dict[str, Any], profile: "Profile | None",
-                   overrides: dict[str, dict[str, Any]] | None) -> dict[str, SuiteSettings]:
+def suite_settings(
+    registry: dict[str, Any], profile: "Profile | None", overrides: dict[str, dict[str, Any]] | None
+) -> dict[str, SuiteSettings]:
     """Each suite's validated settings: model defaults < profile's qualify.<suite> < overrides."""
     section = dict(profile.qualify) if profile else {}
     section.pop("suites", None)
     unknown = [k for k in section if k not in registry]
     if unknown:
-        raise ProfileError(f"{_where(profile)}: qualify.{unknown[0]}: no such suite",
-                           hint=f"qualify: takes 'suites' and one section per suite: {', '.join(registry)}")
+        raise ProfileError(
+            f"{_where(profile)}: qualify.{unknown[0]}: no such suite",
+            hint=f"qualify: takes 'suites' and one section per suite: {', '.join(registry)}",
+        )
     for name in overrides or {}:
         if name not in registry:
             raise UsageError(f"--set {name}.…: no such suite", hint=f"known suites: {', '.join(registry)}")
@@ -60,7 +67,9 @@ def suite_settings(registry: dict[str, Any], profile: "Profile | None",
     for name, module in registry.items():
         from_profile = section.get(name) or {}
         if not isinstance(from_profile, dict):
-            raise ProfileError(f"{_where(profile)}: qualify.{name}: expected a mapping of settings, got {from_profile!r}")
+            raise ProfileError(
+                f"{_where(profile)}: qualify.{name}: expected a mapping of settings, got {from_profile!r}"
+            )
         merged = {**from_profile, **((overrides or {}).get(name) or {})}
         try:
             out[name] = module.Settings.model_validate(merged)
@@ -68,7 +77,11 @@ def suite_settings(registry: dict[str, Any], profile: "Profile | None",
             lines = []
             for err in exc.errors():
                 field = ".".join(str(p) for p in err["loc"])
-                origin = "--set" if overrides and field.split(".")[0] in (overrides.get(name) or {}) else _where(profile)
+                origin = (
+                    "--set"
+                    if overrides and field.split(".")[0] in (overrides.get(name) or {})
+                    else _where(profile)
+                )
                 what = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
                 got = "" if err["type"] == "extra_forbidden" else f" (got {err.get('input')!r})"
                 known = ", ".join(module.Settings.model_fields)
@@ -87,7 +100,9 @@ def parse_set_option(items: list[str] | None) -> dict[str, dict[str, Any]]:
         key, sep, raw = item.partition("=")
         suite, dot, setting = key.strip().partition(".")
         if not sep or not dot or not suite or not setting:
-            raise UsageError(f"--set {item!r}: expected SUITE.SETTING=VALUE, e.g. --set gsm8k.min_accuracy=0.9")
+            raise UsageError(
+                f"--set {item!r}: expected SUITE.SETTING=VALUE, e.g. --set gsm8k.min_accuracy=0.9"
+            )
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as exc:

@@ -90,13 +90,21 @@ class SuiteContext:
         return items, False
 
 
-def chat_payload(ctx: SuiteContext, messages: list[dict[str, Any]], *, thinking: bool | None = None,
-                 stream: bool = False, max_tokens: int | None = None, temperature: float = 0.0,
-                 **extra: Any) -> dict[str, Any]:
+def chat_payload(
+    ctx: SuiteContext,
+    messages: list[dict[str, Any]],
+    *,
+    thinking: bool | None = None,
+    stream: bool = False,
+    max_tokens: int | None = None,
+    temperature: float = 0.0,
+    **extra: Any,
+) -> dict[str, Any]:
     """A chat request as the gateway sends it: the served model name, greedy unless told,
     thinking set explicitly through chat_template_kwargs (None: the server's default)."""
     payload: dict[str, Any] = {
-        "model": ctx.server.served_model_name or (ctx.profile.model.served_name if ctx.profile else "default"),
+        "model": ctx.server.served_model_name
+        or (ctx.profile.model.served_name if ctx.profile else "default"),
         "messages": messages,
         "temperature": temperature,
         "stream": stream,

@@ -38,7 +38,9 @@ class Cutover:
     # the verdict's own basis, when it is not the baseline compared with here: the stored
     # qualification's verdict and what it was judged against ("PASSED, against release 1")
     qualified: str | None = None
-    notes: list[str] = field(default_factory=list)  # what the comparison is worth: a limited or unqualified baseline
+    notes: list[str] = field(
+        default_factory=list
+    )  # what the comparison is worth: a limited or unqualified baseline
 
     @property
     def regressions(self) -> list[Row]:
@@ -55,20 +57,37 @@ class Cutover:
         worse = self.regressions
         if worse:
             names = "; ".join(r.figure for r in worse)  # labels hold commas themselves
-            return (f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread "
-                    f"({names}){notes}")
+            return (
+                f"{head}; against {self.baseline}: {len(worse)} figure(s) worse beyond the measured spread "
+                f"({names}){notes}"
+            )
         return f"{head}; against {self.baseline}: no figure worse beyond the measured spread{notes}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict, "why": self.why, "baseline": self.baseline, "headline": self.headline(),
-                "rows": [r.as_dict() for r in self.rows], "changes": self.changes, "qualified": self.qualified,
-                "notes": self.notes}
+        return {
+            "verdict": self.verdict,
+            "why": self.why,
+            "baseline": self.baseline,
+            "headline": self.headline(),
+            "rows": [r.as_dict() for r in self.rows],
+            "changes": self.changes,
+            "qualified": self.qualified,
+            "notes": self.notes,
+        }
 
 
-def cutover(current: dict[str, Any], baseline: dict[str, Any] | None, *, baseline_name: str | None = None,
-            current_record: dict[str, Any] | None = None, baseline_record: dict[str, Any] | None = None,
-            current_bench: dict[str, Any] | None = None, baseline_bench: dict[str, Any] | None = None,
-            qualified: str | None = None, notes: list[str] | None = None) -> Cutover:
+def cutover(
+    current: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    *,
+    baseline_name: str | None = None,
+    current_record: dict[str, Any] | None = None,
+    baseline_record: dict[str, Any] | None = None,
+    current_bench: dict[str, Any] | None = None,
+    baseline_bench: dict[str, Any] | None = None,
+    qualified: str | None = None,
+    notes: list[str] | None = None,
+) -> Cutover:
     """The comparison of two results.json documents (the baseline may be None: then only the
     verdict and this release's own figures). `*_bench`: a release's kept bench results.json,
     whose figures stand in when its qualification ran no performance suite. `qualified`: the
@@ -79,10 +98,19 @@ def cutover(current: dict[str, Any], baseline: dict[str, Any] | None, *, baselin
         for row in rows:
             row.before, row.spread, row.beyond = None, "no baseline", None
     name = None if baseline is None else (baseline_name or "the baseline release")
-    changes = release_changes(baseline, current, baseline_record or {}, current_record or {}) if baseline else []
+    changes = (
+        release_changes(baseline, current, baseline_record or {}, current_record or {}) if baseline else []
+    )
     notes = list(notes or []) + (limit_notes(current, baseline, name) if baseline else [])
-    return Cutover(verdict=str(current.get("verdict", "?")), why=verdict_reasons(current), baseline=name,
-                   rows=rows, changes=changes, qualified=qualified, notes=notes)
+    return Cutover(
+        verdict=str(current.get("verdict", "?")),
+        why=verdict_reasons(current),
+        baseline=name,
+        rows=rows,
+        changes=changes,
+        qualified=qualified,
+        notes=notes,
+    )
 
 
 def short_name(name: str | None) -> str:
@@ -96,8 +124,10 @@ def limit_notes(current: dict[str, Any], baseline: dict[str, Any], name: str | N
     if now == before:
         return []
     said = lambda limit: f"with --limit {limit}" if limit is not None else "without --limit"  # noqa: E731
-    return [f"{short_name(name)} was qualified {said(before)}, this release {said(now)}: its data-driven figures "
-            "cover other items (GSM8K is compared on the questions both runs answered)"]
+    return [
+        f"{short_name(name)} was qualified {said(before)}, this release {said(now)}: its data-driven figures "
+        "cover other items (GSM8K is compared on the questions both runs answered)"
+    ]
 
 
 def verdict_reasons(doc: dict[str, Any]) -> list[str]:
@@ -111,8 +141,10 @@ def verdict_reasons(doc: dict[str, Any]) -> list[str]:
             failed = [g for g in s.get("gates") or [] if not g.get("passed")]
             for g in failed:
                 unit = g.get("unit") or ""
-                out.append(f"{s['name']}: {g['name']}: measured {_num(g.get('measured'))}{unit}, needs "
-                           f"{g.get('comparison', '')} {_num(g.get('threshold'))}{unit}")
+                out.append(
+                    f"{s['name']}: {g['name']}: measured {_num(g.get('measured'))}{unit}, needs "
+                    f"{g.get('comparison', '')} {_num(g.get('threshold'))}{unit}"
+                )
             if not failed:
                 out.append(f"{s['name']} failed: {s.get('reason', '')}")
         elif s.get("verdict") == "error":
@@ -126,22 +158,36 @@ def verdict_reasons(doc: dict[str, Any]) -> list[str]:
     return out
 
 
-def decision_rows(current: dict[str, Any], baseline: dict[str, Any], current_bench: dict[str, Any] | None = None,
-                  baseline_bench: dict[str, Any] | None = None) -> list[Row]:
+def decision_rows(
+    current: dict[str, Any],
+    baseline: dict[str, Any],
+    current_bench: dict[str, Any] | None = None,
+    baseline_bench: dict[str, Any] | None = None,
+) -> list[Row]:
     """The figures that matter, in a fixed order; a figure neither release has is left out."""
     after, prior = figures_by_suite(current), figures_by_suite(baseline)
     now, before = speed_figures(after, current_bench), speed_figures(prior, baseline_bench)
     rows = performance_rows(now, before)
     fp_now, fp_before = now.get("bench_method_fingerprint"), before.get("bench_method_fingerprint")
-    if fp_now and fp_before and fp_now != fp_before:  # as the performance gate: another method is not compared
+    if (
+        fp_now and fp_before and fp_now != fp_before
+    ):  # as the performance gate: another method is not compared
         for row in rows:
-            row.beyond, row.spread = None, f"measured with another bench method ({fp_before} vs {fp_now}): not compared"
+            row.beyond, row.spread = (
+                None,
+                f"measured with another bench method ({fp_before} vs {fp_now}): not compared",
+            )
     rows += gsm8k_rows(after.get("gsm8k", {}), prior.get("gsm8k", {}))
     rows += needle_rows(after.get("needle", {}), prior.get("needle", {}))
-    rows += [r for r in (_rate_row("tool calls passed", _tools(after), _tools(prior)),
-                         _rate_row("vision cases correct", _vision(after), _vision(prior)),
-                         _count_row("stress: failed requests", _stress_errors(after), _stress_errors(prior)))
-             if r is not None]
+    rows += [
+        r
+        for r in (
+            _rate_row("tool calls passed", _tools(after), _tools(prior)),
+            _rate_row("vision cases correct", _vision(after), _vision(prior)),
+            _count_row("stress: failed requests", _stress_errors(after), _stress_errors(prior)),
+        )
+        if r is not None
+    ]
     return rows
 
 
@@ -152,8 +198,11 @@ def speed_figures(suites: dict[str, dict[str, Any]], bench: dict[str, Any] | Non
     if perf.get("bench_figures"):
         return perf
     if isinstance(bench, dict) and isinstance(bench.get("figures"), list):
-        return {"bench_figures": [f for f in bench["figures"] if isinstance(f, dict) and "key" in f],
-                "bench_method_fingerprint": bench.get("method_fingerprint"), "from_bench": True}
+        return {
+            "bench_figures": [f for f in bench["figures"] if isinstance(f, dict) and "key" in f],
+            "bench_method_fingerprint": bench.get("method_fingerprint"),
+            "from_bench": True,
+        }
     return {}
 
 
@@ -163,21 +212,36 @@ def gsm8k_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
     for mode in [*modes_now, *[m for m in modes_before if m not in modes_now]]:
         a, b = modes_now.get(mode), modes_before.get(mode)
         metric = (a or b or {}).get("gate_metric", "")
-        row = Row(figure=f"GSM8K accuracy, {mode} ({metric})", unit="", better="higher",
-                  before=(b or {}).get(f"{metric}_accuracy"), after=(a or {}).get(f"{metric}_accuracy"),
-                  group="quality")
-        if a and b and a.get("per_question") and b.get("per_question") and a.get("gate_metric") == b.get("gate_metric"):
+        row = Row(
+            figure=f"GSM8K accuracy, {mode} ({metric})",
+            unit="",
+            better="higher",
+            before=(b or {}).get(f"{metric}_accuracy"),
+            after=(a or {}).get(f"{metric}_accuracy"),
+            group="quality",
+        )
+        if (
+            a
+            and b
+            and a.get("per_question")
+            and b.get("per_question")
+            and a.get("gate_metric") == b.get("gate_metric")
+        ):
             paired = paired_compare(b["per_question"], a["per_question"])
             row.beyond = paired.p_value < ALPHA and bool(paired.got_worse or paired.got_better)
-            row.spread = (f"McNemar on {paired.questions} questions: {len(paired.got_worse)} right->wrong, "
-                          f"{len(paired.got_better)} wrong->right, p={paired.p_value:.3g}")
+            row.spread = (
+                f"McNemar on {paired.questions} questions: {len(paired.got_worse)} right->wrong, "
+                f"{len(paired.got_better)} wrong->right, p={paired.p_value:.3g}"
+            )
             if len(a["per_question"]) != len(b["per_question"]) and paired.questions:
                 # runs of different lengths (a --limit): both accuracies on the questions both answered
                 row.figure += f", the {paired.questions} questions both runs answered"
                 row.before = paired.before_correct / paired.questions
                 row.after = paired.now_correct / paired.questions
-                row.spread += (f" (of {len(b['per_question'])} before and {len(a['per_question'])} now; "
-                               f"accuracy on all: {_num(row_all(b, metric))} -> {_num(row_all(a, metric))})")
+                row.spread += (
+                    f" (of {len(b['per_question'])} before and {len(a['per_question'])} now; "
+                    f"accuracy on all: {_num(row_all(b, metric))} -> {_num(row_all(a, metric))})"
+                )
         rows.append(row)
     return rows
 
@@ -188,10 +252,20 @@ def row_all(mode: dict[str, Any], metric: str) -> Any:
 
 def needle_rows(now: dict[str, Any], before: dict[str, Any]) -> list[Row]:
     by_now = {r["length"]: r for r in now.get("by_length") or [] if isinstance(r, dict) and "length" in r}
-    by_before = {r["length"]: r for r in before.get("by_length") or [] if isinstance(r, dict) and "length" in r}
-    return [Row(figure=f"needle pass rate at {length:,} tokens", unit="", better="higher", group="quality",
-                before=(by_before.get(length) or {}).get("accuracy"), after=(by_now.get(length) or {}).get("accuracy"))
-            for length in sorted({*by_now, *by_before})]
+    by_before = {
+        r["length"]: r for r in before.get("by_length") or [] if isinstance(r, dict) and "length" in r
+    }
+    return [
+        Row(
+            figure=f"needle pass rate at {length:,} tokens",
+            unit="",
+            better="higher",
+            group="quality",
+            before=(by_before.get(length) or {}).get("accuracy"),
+            after=(by_now.get(length) or {}).get("accuracy"),
+        )
+        for length in sorted({*by_now, *by_before})
+    ]
 
 
 def _rate_row(name: str, now: tuple[int, int] | None, before: tuple[int, int] | None) -> Row | None:
@@ -214,7 +288,9 @@ def _tools(suites: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
 
 def _vision(suites: dict[str, dict[str, Any]]) -> tuple[int, int] | None:
     f = suites.get("vision", {})
-    return (int(f["correct"]), int(f["cases"])) if isinstance(f.get("cases"), int) and f.get("cases") else None
+    return (
+        (int(f["correct"]), int(f["cases"])) if isinstance(f.get("cases"), int) and f.get("cases") else None
+    )
 
 
 def _stress_errors(suites: dict[str, dict[str, Any]]) -> int | None:

@@ -65,14 +65,25 @@ def _performance(suite: dict[str, Any], before: dict[str, Any] | None, against: 
     figures = suite.get("figures") or {}
     kept = [g for g in suite.get("gates") or [] if not str(g.get("name", "")).startswith(_REGRESSION)]
     prior = (before or {}).get("figures") or {}
-    if not prior.get("bench_figures") or prior.get("bench_method_fingerprint") != figures.get("bench_method_fingerprint"):
+    if not prior.get("bench_figures") or prior.get("bench_method_fingerprint") != figures.get(
+        "bench_method_fingerprint"
+    ):
         suite["gates"] = kept  # nothing of the baseline to compare with: no regression gate
         suite["rejudged"] = f"no regression check against {against}: " + (
-            "it has no performance figures" if not prior.get("bench_figures") else "it was measured with another method")
+            "it has no performance figures"
+            if not prior.get("bench_figures")
+            else "it was measured with another method"
+        )
     else:
         now = SimpleNamespace(figures=[SimpleNamespace(**f) for f in figures.get("bench_figures") or []])
-        gates = regression_gates(now, prior, max_pct, settings.get("regression_figures"),  # type: ignore[arg-type]
-                                 floor_s=settings.get("regression_floor_s", 0.0), against=against)
+        gates = regression_gates(
+            now,
+            prior,
+            max_pct,
+            settings.get("regression_figures"),  # type: ignore[arg-type]
+            floor_s=settings.get("regression_floor_s", 0.0),
+            against=against,
+        )
         suite["gates"] = kept + to_jsonable(gates)
         suite["rejudged"] = f"regression gates judged against {against}"
     _judge(suite)
@@ -90,8 +101,13 @@ def _contract(suite: dict[str, Any], before: dict[str, Any] | None, against: str
         if key in CONTRACT_KEYS:
             if prior.get(key) is None:
                 continue
-            gate = {**gate, "measured": measured.get(key), "threshold": prior[key],
-                    "passed": measured.get(key) == prior[key], "detail": f"compared with {against}"}
+            gate = {
+                **gate,
+                "measured": measured.get(key),
+                "threshold": prior[key],
+                "passed": measured.get(key) == prior[key],
+                "detail": f"compared with {against}",
+            }
         gates.append(gate)
     suite["gates"] = gates
     suite["rejudged"] = f"served name, port and context length compared with {against}"
@@ -103,9 +119,11 @@ def _judge(suite: dict[str, Any]) -> None:
     """The suite's verdict from its gates, as SuiteResult.judge sets it; a suite that failed for
     a reason no gate holds (a benchmark cut short) stays failed."""
     failed = [g for g in suite.get("gates") or [] if not g.get("passed")]
-    texts = [f"{g['name']}: measured {g.get('measured')}{g.get('unit', '')}, needs {g.get('comparison', '')} "
-             f"{g.get('threshold')}{g.get('unit', '')}" + (f" ({g['detail']})" if g.get("detail") else "")
-             for g in failed]
+    texts = [
+        f"{g['name']}: measured {g.get('measured')}{g.get('unit', '')}, needs {g.get('comparison', '')} "
+        f"{g.get('threshold')}{g.get('unit', '')}" + (f" ({g['detail']})" if g.get("detail") else "")
+        for g in failed
+    ]
     if texts:
         suite["verdict"], suite["reason"] = "failed", "; ".join(texts)
     elif suite.get("verdict") == "failed" and not _failed_only_by_comparing(suite):

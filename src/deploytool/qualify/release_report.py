@@ -49,8 +49,9 @@ class ReleaseReport:
         return f"{self.headline}; report: {self.folder / 'report.html'}"
 
 
-def write_release_report(release: str, against: str | None, slot: Slot | None,
-                         out: Path | None = None) -> ReleaseReport:
+def write_release_report(
+    release: str, against: str | None, slot: Slot | None, out: Path | None = None
+) -> ReleaseReport:
     """Write report.md, report.html, comparison.json and sources.json (the two results.json) into `out`
     (default: beside the release's other reports, or under the state folder's reports/)."""
     current = resolve_side(release, slot)
@@ -61,27 +62,44 @@ def write_release_report(release: str, against: str | None, slot: Slot | None,
     elif current.release is not None and slot is not None:
         base, base_name, notes = _rule_baseline(slot, current.release)
     else:
-        raise UsageError(f"{release}: a report folder needs --against (another folder, or a release of the slot)")
+        raise UsageError(
+            f"{release}: a report folder needs --against (another folder, or a release of the slot)"
+        )
     if base is not None and current.results is not None and base.results == current.results:
         raise UsageError(f"--against {against}: that is the release being reported")
-    folder = out or default_report_dir("report", slot=slot.name if slot and current.release is not None else None,
-                                       release=current.release)
+    folder = out or default_report_dir(
+        "report", slot=slot.name if slot and current.release is not None else None, release=current.release
+    )
     folder.mkdir(parents=True, exist_ok=True)
     # where the figures are (not a copy: `deploytool reports` lists each qualification once)
-    write_json(folder / "sources.json", {"release": str(current.results), "against": str(base.results) if base else None})
+    write_json(
+        folder / "sources.json",
+        {"release": str(current.results), "against": str(base.results) if base else None},
+    )
     doc, qualified = judged(current.doc, base.doc if base else None, base_name)
-    write_report_files(doc, folder, Against(doc=base.doc if base else None, name=base_name if base else None,
-                                            qualified=qualified, notes=notes, record=current.record,
-                                            baseline_record=base.record if base else {},
-                                            bench=kept_bench(slot.name if slot else None, current.release),
-                                            baseline_bench=kept_bench(slot.name if slot else None,
-                                                                      base.release if base else None)))
+    write_report_files(
+        doc,
+        folder,
+        Against(
+            doc=base.doc if base else None,
+            name=base_name if base else None,
+            qualified=qualified,
+            notes=notes,
+            record=current.record,
+            baseline_record=base.record if base else {},
+            bench=kept_bench(slot.name if slot else None, current.release),
+            baseline_bench=kept_bench(slot.name if slot else None, base.release if base else None),
+        ),
+    )
     headline = json.loads((folder / "comparison.json").read_text())["headline"]
-    return ReleaseReport(folder=folder, headline=headline, release=current.name,
-                         against=base_name if base else None)
+    return ReleaseReport(
+        folder=folder, headline=headline, release=current.name, against=base_name if base else None
+    )
 
 
-def judged(doc: dict[str, Any], base: dict[str, Any] | None, base_name: str) -> tuple[dict[str, Any], str | None]:
+def judged(
+    doc: dict[str, Any], base: dict[str, Any] | None, base_name: str
+) -> tuple[dict[str, Any], str | None]:
     """The release's results with its comparing gates judged against the baseline of this page, and,
     when that changes its basis or its verdict, the stored verdict and what it was judged against."""
     if base is None:
@@ -92,26 +110,35 @@ def judged(doc: dict[str, Any], base: dict[str, Any] | None, base_name: str) -> 
     own = qualified_against(doc)
     if short_name(own) == short_name(base_name) and again.get("verdict") == doc.get("verdict"):
         return doc, None
-    return again, f"{str(doc.get('verdict', '?')).upper()}, against {short_name(own) if own else 'a baseline it did not record'}"
+    return (
+        again,
+        f"{str(doc.get('verdict', '?')).upper()}, against {short_name(own) if own else 'a baseline it did not record'}",
+    )
 
 
 def resolve_side(spec: str, slot: Slot | None) -> Side:
     """A release number of `slot`, or a folder holding a qualify results.json (or the file)."""
     if spec.isdigit() and not Path(spec).is_dir():
         if slot is None:
-            raise UsageError(f"{spec}: a release number needs its slot (--cpu, --cpu-slot NAME or --gpu UUID)")
+            raise UsageError(
+                f"{spec}: a release number needs its slot (--cpu, --cpu-slot NAME or --gpu UUID)"
+            )
         number = int(spec)
         path = qualify_results_path(slot, number) or _newest_kept(slot, number)
         if path is None:
-            raise UsageError(f"slot {slot.name} has no stored qualify results for release {number}: "
-                             + unqualified(slot.name, number).split(": ", 1)[0],
-                             hint="`deploytool reports` lists the reports kept per slot and release")
+            raise UsageError(
+                f"slot {slot.name} has no stored qualify results for release {number}: "
+                + unqualified(slot.name, number).split(": ", 1)[0],
+                hint="`deploytool reports` lists the reports kept per slot and release",
+            )
         return _side(path, f"release {number}", number, _record(release_path(slot.name, number)))
     path = Path(spec).expanduser()
     if path.is_dir():
         path = path / "results.json"
     if not path.is_file():
-        raise UsageError(f"{spec}: neither a release number of a slot nor a report folder with a results.json")
+        raise UsageError(
+            f"{spec}: neither a release number of a slot nor a report folder with a results.json"
+        )
     # a report kept under a release (releases/<N>/qualify or releases/<N>/reports/<run>) has its record near it
     record = next((r for r in (_record(path.parent.parent), _record(path.parent.parent.parent)) if r), {})
     return _side(path, str(path.parent), None, record)
@@ -132,10 +159,22 @@ def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str, list[str]
     chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]
     results = chosen.results or (_newest_kept(slot, chosen.release) if chosen.release is not None else None)
     if results is None:
-        return None, chosen.describe(), [unqualified(slot.name, chosen.release)] if chosen.release is not None else []
+        return (
+            None,
+            chosen.describe(),
+            [unqualified(slot.name, chosen.release)] if chosen.release is not None else [],
+        )
     assert chosen.release is not None
-    return _side(results, f"release {chosen.release}", chosen.release,
-                 _record(release_path(slot.name, chosen.release))), chosen.describe(), []
+    return (
+        _side(
+            results,
+            f"release {chosen.release}",
+            chosen.release,
+            _record(release_path(slot.name, chosen.release)),
+        ),
+        chosen.describe(),
+        [],
+    )
 
 
 def _newest_kept(slot: Slot, number: int) -> Path | None:

@@ -48,31 +48,69 @@ def write_reports(report: QualifyReport, against: Against | None = None) -> None
     write_report_files(doc, report.report_dir, against, draw=report.finished_at is not None)
 
 
-def write_report_files(doc: dict[str, Any], folder: Path, against: Against | None = None, *,
-                       draw: bool = True) -> None:
+def write_report_files(
+    doc: dict[str, Any], folder: Path, against: Against | None = None, *, draw: bool = True
+) -> None:
     """report.md, report.html and comparison.json (the top section's figures) from a results.json
     document; results.json itself is the caller's."""
     from .pictures import pictures
 
     against = against or Against()
-    top = cutover(doc, against.doc, baseline_name=against.name, current_record=against.record,
-                  baseline_record=against.baseline_record, current_bench=against.bench,
-                  baseline_bench=against.baseline_bench, qualified=against.qualified, notes=against.notes)
+    top = cutover(
+        doc,
+        against.doc,
+        baseline_name=against.name,
+        current_record=against.record,
+        baseline_record=against.baseline_record,
+        current_bench=against.bench,
+        baseline_bench=against.baseline_bench,
+        qualified=against.qualified,
+        notes=against.notes,
+    )
     write_json(Path(folder) / "comparison.json", top.as_dict())
     drawn = pictures(doc, against.doc) if draw else []
     rows = _rows_frame(top)
     sections = [_rendered_section(s) for s in doc["suites"]]
-    overview = pd.DataFrame([{"suite": s["name"], "verdict": s["verdict"] + (" (limited)" if s["limited"] else ""),
-                              "duration_s": s["duration_s"], "reason": s["reason"]} for s in doc["suites"]])
+    overview = pd.DataFrame(
+        [
+            {
+                "suite": s["name"],
+                "verdict": s["verdict"] + (" (limited)" if s["limited"] else ""),
+                "duration_s": s["duration_s"],
+                "reason": s["reason"],
+            }
+            for s in doc["suites"]
+        ]
+    )
     server = _server_table(doc["server"])
-    common = {"doc": doc, "title": f"deploytool qualify: {doc['verdict']}", "top": top.as_dict(),
-              "pictures": drawn}
-    write_atomic(Path(folder) / "report.md", render(
-        "qualify.md.j2", overview=table_markdown(overview), server=table_markdown(server),
-        comparison=table_markdown(rows), sections=[md for md, _ in sections], **common))
-    write_atomic(Path(folder) / "report.html", render(
-        "qualify.html.j2", overview=table_html(overview), server=table_html(server),
-        comparison_html=rows_html(top.rows), sections=[html for _, html in sections], **common))
+    common = {
+        "doc": doc,
+        "title": f"deploytool qualify: {doc['verdict']}",
+        "top": top.as_dict(),
+        "pictures": drawn,
+    }
+    write_atomic(
+        Path(folder) / "report.md",
+        render(
+            "qualify.md.j2",
+            overview=table_markdown(overview),
+            server=table_markdown(server),
+            comparison=table_markdown(rows),
+            sections=[md for md, _ in sections],
+            **common,
+        ),
+    )
+    write_atomic(
+        Path(folder) / "report.html",
+        render(
+            "qualify.html.j2",
+            overview=table_html(overview),
+            server=table_html(server),
+            comparison_html=rows_html(top.rows),
+            sections=[html for _, html in sections],
+            **common,
+        ),
+    )
 
 
 # A suite's section as report.md and report.html show it, by the suite's results.json entry. The
@@ -94,10 +132,19 @@ def _rendered_section(suite: dict[str, Any]) -> tuple[dict[str, Any], dict[str, 
             _RENDERED.move_to_end(key)
             return hit
     s = _section(suite)
-    md = {**s, "gates_table": table_markdown(s["gates_df"]), "figures_table": table_markdown(s["figures_df"]),
-          "tables": {k: table_markdown(v) for k, v in s["tables"].items()}, "heatmaps": s["heatmaps_md"]}
-    html = {**s, "gates_table": table_html(s["gates_df"]), "figures_table": table_html(s["figures_df"]),
-            "tables": {k: table_html(v) for k, v in s["tables"].items()}}
+    md = {
+        **s,
+        "gates_table": table_markdown(s["gates_df"]),
+        "figures_table": table_markdown(s["figures_df"]),
+        "tables": {k: table_markdown(v) for k, v in s["tables"].items()},
+        "heatmaps": s["heatmaps_md"],
+    }
+    html = {
+        **s,
+        "gates_table": table_html(s["gates_df"]),
+        "figures_table": table_html(s["figures_df"]),
+        "tables": {k: table_html(v) for k, v in s["tables"].items()},
+    }
     with _RENDERED_LOCK:
         _RENDERED[key] = (md, html)
         while len(_RENDERED) > _RENDERED_KEPT:
@@ -110,20 +157,35 @@ def _rows_frame(top: Any) -> pd.DataFrame:
 
 
 def _section(suite: dict[str, Any]) -> dict[str, Any]:
-    gates = pd.DataFrame([{"gate": g["name"], "passed": "yes" if g["passed"] else "NO",
-                           "measured": f"{_cell(g['measured'])}{g.get('unit', '')}",
-                           "needs": f"{g['comparison']} {_cell(g['threshold'])}{g.get('unit', '')}",
-                           "detail": g["detail"]} for g in suite["gates"]])
+    gates = pd.DataFrame(
+        [
+            {
+                "gate": g["name"],
+                "passed": "yes" if g["passed"] else "NO",
+                "measured": f"{_cell(g['measured'])}{g.get('unit', '')}",
+                "needs": f"{g['comparison']} {_cell(g['threshold'])}{g.get('unit', '')}",
+                "detail": g["detail"],
+            }
+            for g in suite["gates"]
+        ]
+    )
     heatmaps = {k: v for k, v in suite["figures"].items() if is_heatmap(v)}
     scalars, tables = flatten_figures({k: v for k, v in suite["figures"].items() if k not in heatmaps})
     failures = [t for t in suite["transcripts"] if not t.get("passed")][:MAX_TRANSCRIPTS_SHOWN]
-    return {"name": suite["name"], "verdict": suite["verdict"], "reason": suite["reason"],
-            "limited": suite["limited"], "method": suite["method"], "gates_df": gates,
-            "figures_df": pd.DataFrame([{"figure": k, "value": _cell(v)} for k, v in scalars.items()]),
-            "tables": tables, "heatmaps": {k: heatmap_html(v) for k, v in heatmaps.items()},
-            "heatmaps_md": {k: table_markdown(heatmap_frame(v)) for k, v in heatmaps.items()},
-            "failures": [json.dumps(t, indent=2, default=str, ensure_ascii=False) for t in failures],
-            "failure_count": sum(1 for t in suite["transcripts"] if not t.get("passed"))}
+    return {
+        "name": suite["name"],
+        "verdict": suite["verdict"],
+        "reason": suite["reason"],
+        "limited": suite["limited"],
+        "method": suite["method"],
+        "gates_df": gates,
+        "figures_df": pd.DataFrame([{"figure": k, "value": _cell(v)} for k, v in scalars.items()]),
+        "tables": tables,
+        "heatmaps": {k: heatmap_html(v) for k, v in heatmaps.items()},
+        "heatmaps_md": {k: table_markdown(heatmap_frame(v)) for k, v in heatmaps.items()},
+        "failures": [json.dumps(t, indent=2, default=str, ensure_ascii=False) for t in failures],
+        "failure_count": sum(1 for t in suite["transcripts"] if not t.get("passed")),
+    }
 
 
 def is_heatmap(value: Any) -> bool:
@@ -132,8 +194,15 @@ def is_heatmap(value: Any) -> bool:
 
 
 def heatmap_frame(value: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame([[_cell(v) for v in row] for row in value["values"]], index=value["rows"],
-                        columns=value["columns"]).rename_axis(value.get("title", "")).reset_index()
+    return (
+        pd.DataFrame(
+            [[_cell(v) for v in row] for row in value["values"]],
+            index=value["rows"],
+            columns=value["columns"],
+        )
+        .rename_axis(value.get("title", ""))
+        .reset_index()
+    )
 
 
 def heatmap_html(value: dict[str, Any]) -> str:
@@ -149,14 +218,21 @@ def heatmap_html(value: dict[str, Any]) -> str:
 
     head = "".join(f"<th>{escape(str(c))}</th>" for c in value["columns"])
     body = "".join(
-        f"<tr><th>{escape(str(r))}</th>" + "".join(
-            f'<td style="background:{colour(v)};text-align:center">{"–" if v is None else f"{v:.2f}"}</td>' for v in row)
-        + "</tr>" for r, row in zip(value["rows"], value["values"]))
+        f"<tr><th>{escape(str(r))}</th>"
+        + "".join(
+            f'<td style="background:{colour(v)};text-align:center">{"–" if v is None else f"{v:.2f}"}</td>'
+            for v in row
+        )
+        + "</tr>"
+        for r, row in zip(value["rows"], value["values"])
+    )
     title = escape(value.get("title", ""))
     return f'<table class="heatmap"><caption>{title}</caption><tr><th></th>{head}</tr>{body}</table>'
 
 
-def flatten_figures(figures: dict[str, Any], prefix: str = "") -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def flatten_figures(
+    figures: dict[str, Any], prefix: str = ""
+) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """Scalars as dotted keys; lists of objects (per-depth, per-request rows) as tables."""
     scalars: dict[str, Any] = {}
     tables: dict[str, pd.DataFrame] = {}
@@ -176,12 +252,19 @@ def flatten_figures(figures: dict[str, Any], prefix: str = "") -> tuple[dict[str
 def _server_table(server: dict[str, Any] | None) -> pd.DataFrame:
     if not server:
         return pd.DataFrame()
-    rows = [{"field": k, "value": _cell(server.get(k))} for k in ("url", "reachable", "ready", "health_status",
-                                                                  "error", "server_info_path")]
+    rows = [
+        {"field": k, "value": _cell(server.get(k))}
+        for k in ("url", "reachable", "ready", "health_status", "error", "server_info_path")
+    ]
     info = server.get("server_info") or {}
-    rows += [{"field": f"server_info.{k}", "value": _cell(v)} for k, v in info.items()
-             if not isinstance(v, (dict, list)) or k == "internal_states"]
-    rows += [{"field": f"model_info.{k}", "value": _cell(v)} for k, v in (server.get("model_info") or {}).items()]
+    rows += [
+        {"field": f"server_info.{k}", "value": _cell(v)}
+        for k, v in info.items()
+        if not isinstance(v, (dict, list)) or k == "internal_states"
+    ]
+    rows += [
+        {"field": f"model_info.{k}", "value": _cell(v)} for k, v in (server.get("model_info") or {}).items()
+    ]
     models = (server.get("models") or {}).get("data") or []
     rows += [{"field": f"models[{i}]", "value": _cell(m)} for i, m in enumerate(models)]
     return pd.DataFrame(rows)

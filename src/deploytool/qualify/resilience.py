@@ -47,7 +47,10 @@ def idle_timeout(payload: dict[str, Any], settings: Any) -> float:
     prompt_tokens = len(text) / CHARS_PER_TOKEN
     idle = settings.idle_timeout_s + prompt_tokens / settings.min_prefill_tps
     if not payload.get("stream"):
-        idle += float(payload.get("max_tokens") or payload.get("max_completion_tokens") or 1024) / settings.min_decode_tps
+        idle += (
+            float(payload.get("max_tokens") or payload.get("max_completion_tokens") or 1024)
+            / settings.min_decode_tps
+        )
     return round(min(idle, settings.request_timeout_s), 1)
 
 
@@ -76,8 +79,10 @@ class Breaker:
             self.kind, self.consecutive, self.first_error = kind, 0, result.error
         self.consecutive += 1
         if self.consecutive >= self.threshold and self.tripped is None:
-            self.tripped = (f"{self.consecutive} consecutive failed requests ({kind}; first: "
-                            f"{self.first_error}), so the rest of this suite was not sent")
+            self.tripped = (
+                f"{self.consecutive} consecutive failed requests ({kind}; first: "
+                f"{self.first_error}), so the rest of this suite was not sent"
+            )
 
     def start_suite(self, threshold: int) -> None:
         self.threshold = threshold
@@ -100,18 +105,24 @@ class GuardedClient:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
-    async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,
-                   keep_chunks: bool | None = None) -> ChatResult:
+    async def chat(
+        self, payload: dict[str, Any], *, timeout: float | None = None, keep_chunks: bool | None = None
+    ) -> ChatResult:
         if self._breaker.tripped:
             self._breaker.not_sent += 1
             now = time.perf_counter()
-            return ChatResult(streamed=bool(payload.get("stream")), t_start=now, t_end=now,
-                              error=f"not sent: {self._breaker.tripped}")
+            return ChatResult(
+                streamed=bool(payload.get("stream")),
+                t_start=now,
+                t_end=now,
+                error=f"not sent: {self._breaker.tripped}",
+            )
         settings = self._settings
         budget = timeout or settings.request_timeout_s
         idle = idle_timeout(payload, settings)
-        result = await self._client.chat(payload, timeout=budget, keep_chunks=keep_chunks,
-                                         idle_timeout=idle if idle < budget else None)
+        result = await self._client.chat(
+            payload, timeout=budget, keep_chunks=keep_chunks, idle_timeout=idle if idle < budget else None
+        )
         self._breaker.record(result)
         return result
 
@@ -120,8 +131,13 @@ async def health_probe(client: EndpointClient, model: str | None, timeout_s: flo
     """One tiny non-streamed chat, tried twice; None when it answered, else why not. (Not a stream:
     a server that drops streams is broken, but its suites can still measure how.) Through the
     run's client, with the target's API key: a keyed server refuses a chat without it."""
-    payload = {"model": model or "default", "stream": False, "max_tokens": 1, "temperature": 0,
-               "messages": [{"role": "user", "content": "Reply with the word OK."}]}
+    payload = {
+        "model": model or "default",
+        "stream": False,
+        "max_tokens": 1,
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "Reply with the word OK."}],
+    }
     why = None
     for _ in range(2):
         result = await client.chat(payload, timeout=timeout_s, idle_timeout=timeout_s)

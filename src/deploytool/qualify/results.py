@@ -42,8 +42,12 @@ class QualifyReport:
     def passed(self) -> bool:
         """True only when nothing was left unrun and every suite that ran passed."""
         ran = [s for s in self.suites if s.verdict is not Verdict.SKIPPED]
-        return (not self.incomplete and self.could_not_run is None and bool(ran)
-                and all(s.verdict is Verdict.PASSED for s in ran))
+        return (
+            not self.incomplete
+            and self.could_not_run is None
+            and bool(ran)
+            and all(s.verdict is Verdict.PASSED for s in ran)
+        )
 
     @property
     def verdict(self) -> str:
@@ -59,8 +63,10 @@ class QualifyReport:
             return EXIT_PASSED
         if self.could_not_run is not None or self.incomplete:
             return EXIT_COULD_NOT_RUN
-        if any(s.verdict is Verdict.FAILED or (s.verdict is Verdict.ERROR and not s.reason.startswith("not run"))
-               for s in self.suites):
+        if any(
+            s.verdict is Verdict.FAILED or (s.verdict is Verdict.ERROR and not s.reason.startswith("not run"))
+            for s in self.suites
+        ):
             return EXIT_GATE_FAILED  # a suite that ran and crashed or overran its budget did not pass: it ran
         return EXIT_COULD_NOT_RUN  # nothing ran: every suite skipped or not run
 
@@ -75,8 +81,10 @@ class QualifyReport:
         if self.server is not None and self.server.is_simulator:
             head += "; against the reference runtime (a simulator, not a model)"
         if self.server is not None and self.server.weight_version_changed:
-            head += (f"; WEIGHTS CHANGED during the run (weight_version {self.server.weight_version} -> "
-                     f"{self.server.weight_version_at_end})")
+            head += (
+                f"; WEIGHTS CHANGED during the run (weight_version {self.server.weight_version} -> "
+                f"{self.server.weight_version_at_end})"
+            )
         if self.could_not_run:
             head += f"; could not run: {self.could_not_run}"
         if self.incomplete:
@@ -92,9 +100,22 @@ class QualifyReport:
 SCHEMA = "deploytool.qualify/v1"
 
 # What results.json records of the server's facts (bench records its own set).
-SERVER_FIELDS = ("url", "reachable", "ready", "health_status", "error", "models", "server_info", "server_info_path",
-                 "model_info", "model_info_path", "unauthorized", "waited_s", "weight_version",
-                 "weight_version_at_end")
+SERVER_FIELDS = (
+    "url",
+    "reachable",
+    "ready",
+    "health_status",
+    "error",
+    "models",
+    "server_info",
+    "server_info_path",
+    "model_info",
+    "model_info_path",
+    "unauthorized",
+    "waited_s",
+    "weight_version",
+    "weight_version_at_end",
+)
 
 
 def server_document(server: ServerFacts) -> dict[str, Any]:
@@ -117,8 +138,15 @@ def results_document(report: QualifyReport) -> dict[str, Any]:
         "limit": report.limit,
         "baseline": report.baseline,
         "simulator": bool(server is not None and server.is_simulator),
-        "target": {"url": report.url, "profile": report.profile, "slot": report.slot, "release": report.release,
-                   "image": report.image, "image_labels": report.image_labels, "model": report.model},
+        "target": {
+            "url": report.url,
+            "profile": report.profile,
+            "slot": report.slot,
+            "release": report.release,
+            "image": report.image,
+            "image_labels": report.image_labels,
+            "model": report.model,
+        },
         "server": server_document(server) if server is not None else None,
         "suites": [suite_document(s) for s in report.suites],
     }

@@ -21,10 +21,50 @@ import random
 import uuid
 from dataclasses import dataclass
 
-ADJECTIVES = ("amber", "quiet", "northern", "hollow", "silver", "crooked", "distant", "gentle", "rapid", "frozen",
-              "bitter", "golden", "hidden", "narrow", "patient", "restless", "scarlet", "tender", "velvet", "wild")
-NOUNS = ("harbor", "lantern", "orchard", "meadow", "compass", "glacier", "violin", "canyon", "ledger", "falcon",
-         "anchor", "beacon", "cellar", "dagger", "ember", "feather", "garnet", "hammock", "island", "jasmine")
+ADJECTIVES = (
+    "amber",
+    "quiet",
+    "northern",
+    "hollow",
+    "silver",
+    "crooked",
+    "distant",
+    "gentle",
+    "rapid",
+    "frozen",
+    "bitter",
+    "golden",
+    "hidden",
+    "narrow",
+    "patient",
+    "restless",
+    "scarlet",
+    "tender",
+    "velvet",
+    "wild",
+)
+NOUNS = (
+    "harbor",
+    "lantern",
+    "orchard",
+    "meadow",
+    "compass",
+    "glacier",
+    "violin",
+    "canyon",
+    "ledger",
+    "falcon",
+    "anchor",
+    "beacon",
+    "cellar",
+    "dagger",
+    "ember",
+    "feather",
+    "garnet",
+    "hammock",
+    "island",
+    "jasmine",
+)
 
 # variant -> (keys in the haystack, values per key, keys asked, value type)
 VARIANTS = {
@@ -34,9 +74,11 @@ VARIANTS = {
     "multivalue": (1, 4, 1, "numbers"),
     "multiquery": (4, 1, 4, "numbers"),
 }
-TEMPLATE = ("Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
-            "I will quiz you about the {type_v} afterwards.\n{context}\n"
-            "What are all the special magic {type_v} for {query} mentioned in the provided text?")
+TEMPLATE = (
+    "Some special magic {type_v} are hidden within the following text. Make sure to memorize it. "
+    "I will quiz you about the {type_v} afterwards.\n{context}\n"
+    "What are all the special magic {type_v} for {query} mentioned in the provided text?"
+)
 NEEDLE = "One of the special magic {type_v} for {key} is: {value}."
 
 
@@ -76,10 +118,12 @@ def build(variant: str, haystack: list[str], depth: float, rng: random.Random, o
     query = asked[0] if len(asked) == 1 else ", ".join(asked[:-1]) + ", and " + asked[-1]
     template, type_v = TEMPLATE, kind
     if n_query * n_values == 1:  # RULER's singular rewrite
-        template = (template.replace("Some", "A").replace("are all", "is").replace("are", "is"))
+        template = template.replace("Some", "A").replace("are all", "is").replace("are", "is")
         type_v = kind[:-1]
     prompt = opening + template.format(type_v=type_v, context=" ".join(sentences), query=query)
-    return Sample(variant=variant, prompt=prompt, answers=[v for key in asked for v in values[key]], depth=depth)
+    return Sample(
+        variant=variant, prompt=prompt, answers=[v for key in asked for v in values[key]], depth=depth
+    )
 
 
 def string_match_all(answer: str, expected: list[str]) -> float:

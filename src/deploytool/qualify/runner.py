@@ -93,9 +93,15 @@ class _Qualification:
     running: str | None = None  # the suite in progress, if any (Ctrl-C names it)
 
 
-def run_qualification(target: Target, *, suites: list[str] | None = None, limit: int | None = None,
-                      report_dir: Path, overrides: dict[str, dict[str, Any]] | None = None,
-                      reporter: QualifyReporter | None = None) -> QualifyReport:
+def run_qualification(
+    target: Target,
+    *,
+    suites: list[str] | None = None,
+    limit: int | None = None,
+    report_dir: Path,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    reporter: QualifyReporter | None = None,
+) -> QualifyReport:
     """Qualify the endpoint of `target`; writes results.json, report.md and report.html into
     report_dir and returns the report (see QualifyReport.exit_code for 0/1/6).
     Raises UsageError/ProfileError for bad suite names or settings, before anything is sent."""
@@ -105,21 +111,35 @@ def run_qualification(target: Target, *, suites: list[str] | None = None, limit:
     settings = suite_settings(modules, profile, overrides)
     if limit is not None and limit < 1:
         from ..errors import UsageError
+
         raise UsageError(f"--limit {limit}: expected a positive number of items")
 
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
     release = target.release
     report = QualifyReport(
-        url=target.url, report_dir=report_dir, profile=profile.name if profile else None,
-        slot=release.slot if release else None, release=release.release if release else None,
-        image=release.image if release else None, image_labels=dict(target.image_labels or {}),
-        limit=limit, started_at=_now(), model=target.model, baseline=target.baseline,
+        url=target.url,
+        report_dir=report_dir,
+        profile=profile.name if profile else None,
+        slot=release.slot if release else None,
+        release=release.release if release else None,
+        image=release.image if release else None,
+        image_labels=dict(target.image_labels or {}),
+        limit=limit,
+        started_at=_now(),
+        model=target.model,
+        baseline=target.baseline,
     )
     against = baseline_of(target)
     write_reports(report, against)
-    run = _Qualification(target=target, report=report, limit=limit, reporter=reporter or Silent(),
-                         probe_timeout_s=settings["preflight"].probe_timeout_s, pending=list(names))
+    run = _Qualification(
+        target=target,
+        report=report,
+        limit=limit,
+        reporter=reporter or Silent(),
+        probe_timeout_s=settings["preflight"].probe_timeout_s,
+        pending=list(names),
+    )
     try:
         with run.reporter:
             asyncio.run(_qualify(run, modules, settings, lambda: write_reports(report, against)))
@@ -133,12 +153,18 @@ def run_qualification(target: Target, *, suites: list[str] | None = None, limit:
     return report
 
 
-async def _qualify(run: _Qualification, modules: dict[str, Suite], settings: dict[str, SuiteSettings],
-                   written: Callable[[], None]) -> None:
+async def _qualify(
+    run: _Qualification,
+    modules: dict[str, Suite],
+    settings: dict[str, SuiteSettings],
+    written: Callable[[], None],
+) -> None:
     """The probe, each suite in turn (the report written after each), the closing weight version."""
     target, report, preflight = run.target, run.report, settings["preflight"]
     async with EndpointClient(target.url, timeout=run.probe_timeout_s, api_key=target.api_key) as client:
-        report.server = await probe_server(client, target.url, preflight, target.profile, progress=run.reporter.waiting)
+        report.server = await probe_server(
+            client, target.url, preflight, target.profile, progress=run.reporter.waiting
+        )
         report.could_not_run = _why_not_run(report.server, target.url)
         while run.pending:
             name = run.running = run.pending[0]
@@ -149,7 +175,9 @@ async def _qualify(run: _Qualification, modules: dict[str, Suite], settings: dic
             written()
             _cancelled_meanwhile()
         if report.server.reachable:
-            report.server.weight_version_at_end = await read_weight_version(client, timeout=run.probe_timeout_s)
+            report.server.weight_version_at_end = await read_weight_version(
+                client, timeout=run.probe_timeout_s
+            )
     _nothing_measured(report)
 
 
@@ -166,8 +194,11 @@ def _interrupted(report: QualifyReport, pending: list[str], running: str | None)
     report.incomplete = report.interrupted = True
     for name in pending:
         if report.suite(name) is None:
-            why = ("interrupted while running (Ctrl-C)" if name == running
-                   else "not run: qualification was interrupted (Ctrl-C)")
+            why = (
+                "interrupted while running (Ctrl-C)"
+                if name == running
+                else "not run: qualification was interrupted (Ctrl-C)"
+            )
             report.suites.append(SuiteResult.errored(name, why))
 
 
@@ -176,9 +207,11 @@ def _why_not_run(server: ServerFacts, url: str) -> str | None:
     if not server.reachable:
         return f"endpoint {url} is unreachable: {server.error}"
     if server.unauthorized:  # a keyed server refused the key (or its absence)
-        return (f"the server at {url} answered 401 Unauthorized: it requires an "
-                "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
-                "reads its own from where its profile's server.api_key says)")
+        return (
+            f"the server at {url} answered 401 Unauthorized: it requires an "
+            "API key (--api-key-file PATH or DEPLOYTOOL_API_KEY; a slot's release "
+            "reads its own from where its profile's server.api_key says)"
+        )
     if not server.ready:
         return f"the server at {url} never became ready: {server.error}"
     return None
@@ -197,15 +230,21 @@ def baseline_of(target: Target) -> Against:
         name = f"{name or path}: unreadable ({why})"
     slot = release.slot if release else None
     notes = []
-    if doc is None and path is None and slot and previous is not None:  # a baseline release that has no results
+    if (
+        doc is None and path is None and slot and previous is not None
+    ):  # a baseline release that has no results
         from ..release.targets import unqualified
 
         notes.append(unqualified(slot, previous.release))
-    return Against(doc=doc, name=name if doc is not None else None, notes=notes,
-                   record=read_record(slot, release.release) if slot and release else {},
-                   baseline_record=read_record(slot, previous.release) if slot and previous else {},
-                   bench=kept_bench(slot, release.release if release else None),
-                   baseline_bench=kept_bench(slot, previous.release if previous else None))
+    return Against(
+        doc=doc,
+        name=name if doc is not None else None,
+        notes=notes,
+        record=read_record(slot, release.release) if slot and release else {},
+        baseline_record=read_record(slot, previous.release) if slot and previous else {},
+        bench=kept_bench(slot, release.release if release else None),
+        baseline_bench=kept_bench(slot, previous.release if previous else None),
+    )
 
 
 def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
@@ -217,8 +256,9 @@ def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
     return read_results(path, "bench")[0] if path is not None else None
 
 
-async def _run_one(run: _Qualification, client: EndpointClient, module: Suite,
-                   settings: SuiteSettings) -> SuiteResult:
+async def _run_one(
+    run: _Qualification, client: EndpointClient, module: Suite, settings: SuiteSettings
+) -> SuiteResult:
     name, target, breaker, reporter = module.name, run.target, run.breaker, run.reporter
     server = run.report.server
     assert server is not None
@@ -233,8 +273,11 @@ async def _run_one(run: _Qualification, client: EndpointClient, module: Suite,
         return SuiteResult.skipped(name, skip)
     if name != "preflight" and breaker.suspect:
         if breaker.failed_probes >= MAX_FAILED_PROBES:
-            return SuiteResult.errored(name, f"not run: the server failed {breaker.failed_probes} health probes in "
-                                             f"a row ({breaker.log[-1]})")
+            return SuiteResult.errored(
+                name,
+                f"not run: the server failed {breaker.failed_probes} health probes in "
+                f"a row ({breaker.log[-1]})",
+            )
         why = await health_probe(client, server.served_model_name, run.probe_timeout_s)
         if why:
             breaker.failed_probes += 1
@@ -245,8 +288,13 @@ async def _run_one(run: _Qualification, client: EndpointClient, module: Suite,
     reporter.suite_started(name)
     started = time.monotonic()
     try:
-        result = await _run_bounded(run, client, module, settings,
-                                    lambda advance, total: reporter.suite_progress(name, advance, total))
+        result = await _run_bounded(
+            run,
+            client,
+            module,
+            settings,
+            lambda advance, total: reporter.suite_progress(name, advance, total),
+        )
     except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C cancels the run's task
         reporter.suite_ended(name, "interrupted")
         raise
@@ -265,14 +313,28 @@ async def _run_one(run: _Qualification, client: EndpointClient, module: Suite,
     return result
 
 
-async def _run_bounded(run: _Qualification, client: EndpointClient, module: Suite, settings: SuiteSettings,
-                       on_progress: Callable[[int | None, int | None], None]) -> SuiteResult:
+async def _run_bounded(
+    run: _Qualification,
+    client: EndpointClient,
+    module: Suite,
+    settings: SuiteSettings,
+    on_progress: Callable[[int | None, int | None], None],
+) -> SuiteResult:
     target, report = run.target, run.report
     assert report.server is not None
-    guarded: Any = GuardedClient(client, run.breaker, settings)  # the suite's view: its timeouts, its breaker turn
-    ctx = SuiteContext(client=guarded, settings=settings, server=report.server, profile=target.profile,
-                       target=target, limit=run.limit, previous_results=target.previous_results,
-                       progress=on_progress)
+    guarded: Any = GuardedClient(
+        client, run.breaker, settings
+    )  # the suite's view: its timeouts, its breaker turn
+    ctx = SuiteContext(
+        client=guarded,
+        settings=settings,
+        server=report.server,
+        profile=target.profile,
+        target=target,
+        limit=run.limit,
+        previous_results=target.previous_results,
+        progress=on_progress,
+    )
     outcome = module.run(ctx)
     if not inspect.isawaitable(outcome):
         return outcome
@@ -282,8 +344,10 @@ async def _run_bounded(run: _Qualification, client: EndpointClient, module: Suit
         async with asyncio.timeout(settings.budget_s):
             return await outcome
     except TimeoutError:
-        return SuiteResult.errored(module.name, f"suite ran past its budget of {settings.budget_s:g} s "
-                                                f"(qualify.{module.name}.budget_s)")
+        return SuiteResult.errored(
+            module.name,
+            f"suite ran past its budget of {settings.budget_s:g} s (qualify.{module.name}.budget_s)",
+        )
 
 
 def _nothing_measured(report: QualifyReport) -> None:
@@ -296,8 +360,13 @@ def _nothing_measured(report: QualifyReport) -> None:
         report.could_not_run = f"the server stopped answering: {others[0].reason.removeprefix('not run: ')}"
 
 
-async def probe_server(client: EndpointClient, url: str, preflight: Any, profile: Any,
-                       progress: Callable[[str], None] | None = None) -> ServerFacts:
+async def probe_server(
+    client: EndpointClient,
+    url: str,
+    preflight: Any,
+    profile: Any,
+    progress: Callable[[str], None] | None = None,
+) -> ServerFacts:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.
     Waits up to preflight.ready_timeout_s (20 min by default; `qualify --ready-timeout`) for a server
     that is still loading:
@@ -306,9 +375,14 @@ async def probe_server(client: EndpointClient, url: str, preflight: Any, profile
     probe_timeout_s), so a server that trickles its answers ends the probe, never holds it."""
     info = ServerFacts(url=url)
     health_path = profile.health.path if profile is not None else "/health"
-    ready = await wait_until_ready(client, health_path=health_path, timeout_s=preflight.ready_timeout_s,
-                                   probe_timeout_s=preflight.probe_timeout_s, progress=progress,
-                                   timeout_name=READY_TIMEOUT_NAME)
+    ready = await wait_until_ready(
+        client,
+        health_path=health_path,
+        timeout_s=preflight.ready_timeout_s,
+        probe_timeout_s=preflight.probe_timeout_s,
+        progress=progress,
+        timeout_name=READY_TIMEOUT_NAME,
+    )
     info.reachable, info.ready, info.health_status = ready.reachable, ready.ready, ready.status
     info.waited_s = ready.waited_s
     if not ready.ready:

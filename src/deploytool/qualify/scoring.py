@@ -19,7 +19,9 @@ _NUMBER = r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+"
 _STRICT = re.compile(r"####\s*(" + _NUMBER + ")")
 _BOXED = re.compile(r"\\boxed\s*\{\s*(?:\\text\{)?\s*(" + _NUMBER + r")")
 _ANSWER_IS = re.compile(
-    r"(?:final answer|the answer|answer)\s*(?:is|=|:)?\s*[:=]?\s*(?:\*\*)?\s*(?:\\\(|\$\$)?\s*(" + _NUMBER + ")",
+    r"(?:final answer|the answer|answer)\s*(?:is|=|:)?\s*[:=]?\s*(?:\*\*)?\s*(?:\\\(|\$\$)?\s*("
+    + _NUMBER
+    + ")",
     re.IGNORECASE,
 )
 _ANY_NUMBER = re.compile(_NUMBER)

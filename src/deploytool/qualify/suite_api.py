@@ -50,10 +50,18 @@ class SuiteSettings(BaseModel):
     request_timeout_s: float = Field(default=300.0, gt=0, description="Budget of one request.")
     budget_s: float = Field(default=3600.0, gt=0, description="Budget of the whole suite.")
     # A misbehaving server ends the run quickly (qualify/resilience.py).
-    idle_timeout_s: float = Field(default=60.0, gt=0, description="Longest wait for a byte, plus the prompt's allowance.")
-    min_prefill_tps: float = Field(default=1000.0, gt=0, description="Prompt allowance: estimated tokens / this.")
-    min_decode_tps: float = Field(default=10.0, gt=0, description="Non-streamed allowance: max_tokens / this.")
-    max_consecutive_failures: int = Field(default=3, ge=1, description="Same-kind failures in a row before the rest is not sent.")
+    idle_timeout_s: float = Field(
+        default=60.0, gt=0, description="Longest wait for a byte, plus the prompt's allowance."
+    )
+    min_prefill_tps: float = Field(
+        default=1000.0, gt=0, description="Prompt allowance: estimated tokens / this."
+    )
+    min_decode_tps: float = Field(
+        default=10.0, gt=0, description="Non-streamed allowance: max_tokens / this."
+    )
+    max_consecutive_failures: int = Field(
+        default=3, ge=1, description="Same-kind failures in a row before the rest is not sent."
+    )
 
 
 @dataclass
@@ -69,20 +77,36 @@ class Gate:
     unit: str = ""  # of measured and threshold, said with both ("%" for a regression)
 
     @classmethod
-    def at_least(cls, name: str, measured: float | int | None, threshold: float | int, detail: str = "") -> "Gate":
+    def at_least(
+        cls, name: str, measured: float | int | None, threshold: float | int, detail: str = ""
+    ) -> "Gate":
         ok = measured is not None and measured >= threshold
-        return cls(name=name, threshold=threshold, measured=measured, passed=ok, comparison=">=", detail=detail)
+        return cls(
+            name=name, threshold=threshold, measured=measured, passed=ok, comparison=">=", detail=detail
+        )
 
     @classmethod
     def equal(cls, name: str, measured: Any, expected: Any, detail: str = "") -> "Gate":
-        return cls(name=name, threshold=expected, measured=measured, passed=measured == expected,
-                   comparison="==", detail=detail)
+        return cls(
+            name=name,
+            threshold=expected,
+            measured=measured,
+            passed=measured == expected,
+            comparison="==",
+            detail=detail,
+        )
 
     @classmethod
     def all_of(cls, name: str, passed: int, total: int, detail: str = "") -> "Gate":
         """Every item must pass: measured is 'passed/total'."""
-        return cls(name=name, threshold=f"{total}/{total}", measured=f"{passed}/{total}",
-                   passed=total > 0 and passed == total, comparison="all", detail=detail)
+        return cls(
+            name=name,
+            threshold=f"{total}/{total}",
+            measured=f"{passed}/{total}",
+            passed=total > 0 and passed == total,
+            comparison="all",
+            detail=detail,
+        )
 
 
 @dataclass
@@ -148,8 +172,9 @@ def response_problems(result: ChatResult) -> list[str]:
     return problems
 
 
-def previous_suite(path: Path | None, suite_name: str,
-                   accept: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any] | None, str | None]:
+def previous_suite(
+    path: Path | None, suite_name: str, accept: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any] | None, str | None]:
     """The previous release's result of one suite from its results.json, when `accept` takes
     it; else (None, why not). (None, None) when there is no previous release to compare with."""
     if path is None:

@@ -18,7 +18,7 @@ def clip(value: Any, limit: int = TRANSCRIPT_TEXT_LIMIT) -> Any:
     if isinstance(value, str):
         if len(value) <= limit:
             return value
-        return value[: limit // 2] + f" …[{len(value) - limit} characters cut]… " + value[-limit // 2:]
+        return value[: limit // 2] + f" …[{len(value) - limit} characters cut]… " + value[-limit // 2 :]
     if isinstance(value, dict):
         return {k: clip(v, limit) for k, v in value.items()}
     if isinstance(value, list):
@@ -28,6 +28,7 @@ def clip(value: Any, limit: int = TRANSCRIPT_TEXT_LIMIT) -> Any:
 
 def request_summary(payload: dict[str, Any]) -> dict[str, Any]:
     """The request as sent, with images replaced by their size and tool schemas by their names."""
+
     def part(p: Any) -> Any:
         if isinstance(p, dict) and p.get("type") == "image_url":
             url = (p.get("image_url") or {}).get("url", "")
@@ -47,8 +48,15 @@ def request_summary(payload: dict[str, Any]) -> dict[str, Any]:
     return clip(out)
 
 
-def transcript(case: str, payload: dict[str, Any] | None, result: ChatResult | None, *,
-               passed: bool, problems: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+def transcript(
+    case: str,
+    payload: dict[str, Any] | None,
+    result: ChatResult | None,
+    *,
+    passed: bool,
+    problems: list[str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     return {
         "case": case,
         "passed": passed,

@@ -101,7 +101,9 @@ def _installed(engine: Engine, image: str, image_id: str | None) -> dict[str, An
     try:
         out = engine.run_throwaway(image, _TOOLCHAIN_SCRIPT, root=True)
     except DeployError as exc:
-        raise DeployError(f"could not read the toolchain record {TOOLCHAIN_FILE} of {image}: {exc.message}") from None
+        raise DeployError(
+            f"could not read the toolchain record {TOOLCHAIN_FILE} of {image}: {exc.message}"
+        ) from None
     return _remember(image_id, out)
 
 
@@ -120,8 +122,10 @@ def ensure_volume(engine: Engine, slot: Slot) -> bool:
     """Create the slot's cache volume when missing; True when it was created."""
     if engine.volume_exists(slot.cache_volume()):
         return False
-    engine.create_volume(slot.cache_volume(), {labels.VOLUME_CACHE: slot.name, labels.MANAGED: "true",
-                                               labels.INSTANCE: labels.instance()})
+    engine.create_volume(
+        slot.cache_volume(),
+        {labels.VOLUME_CACHE: slot.name, labels.MANAGED: "true", labels.INSTANCE: labels.instance()},
+    )
     return True
 
 
@@ -131,12 +135,16 @@ def _in_volume(engine: Engine, image: str, slot: Slot, script: str) -> str:
     try:
         return engine.run_throwaway(image, script, volume=slot.cache_volume(), mount="/cache", root=True)
     except DeployError as exc:
-        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: {exc.message}") from None
+        raise DeployError(
+            f"could not read the JIT cache volume {slot.cache_volume()}: {exc.message}"
+        ) from None
 
 
-_STATE_SCRIPT = (f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
-                 f"find /cache -mindepth 1 -type f ! -name {FINGERPRINT_FILE} | wc -l; "
-                 "du -sb /cache | cut -f1")
+_STATE_SCRIPT = (
+    f"cat /cache/{FINGERPRINT_FILE} 2>/dev/null || echo null; echo; "
+    f"find /cache -mindepth 1 -type f ! -name {FINGERPRINT_FILE} | wc -l; "
+    "du -sb /cache | cut -f1"
+)
 # Between the toolchain record and the volume's answer where one container reads both: a line
 # no JSON record holds.
 _BETWEEN = "--- deploytool: the cache volume ---"
@@ -155,11 +163,15 @@ def state_and_expected(engine: Engine, image: str, slot: Slot) -> tuple[CacheSta
     if image_id in _TOOLCHAINS or not engine.volume_exists(slot.cache_volume()):
         expected = _expected(engine, image, slot, _installed(engine, image, image_id))
         return read_state(engine, image, slot), expected
-    out = _in_volume(engine, image, slot, f"{_TOOLCHAIN_SCRIPT}; printf '\\n%s\\n' '{_BETWEEN}'; {_STATE_SCRIPT}")
+    out = _in_volume(
+        engine, image, slot, f"{_TOOLCHAIN_SCRIPT}; printf '\\n%s\\n' '{_BETWEEN}'; {_STATE_SCRIPT}"
+    )
     record, between, state = out.partition(f"\n{_BETWEEN}\n")
     if not between:
-        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: expected the toolchain record "
-                          f"of {image}, then the volume's fingerprint, file count and size, got {out[-300:]!r}")
+        raise DeployError(
+            f"could not read the JIT cache volume {slot.cache_volume()}: expected the toolchain record "
+            f"of {image}, then the volume's fingerprint, file count and size, got {out[-300:]!r}"
+        )
     return _state_from(slot, state), _expected(engine, image, slot, _remember(image_id, record))
 
 
@@ -167,8 +179,10 @@ def _state_from(slot: Slot, out: str) -> CacheState:
     # rstrip only: an empty fingerprint file leaves a first line that is empty, and is wiped as unreadable
     parts = out.rstrip().rsplit("\n", 2)
     if len(parts) != 3 or not (parts[1].strip().isdigit() and parts[2].strip().isdigit()):
-        raise DeployError(f"could not read the JIT cache volume {slot.cache_volume()}: expected its fingerprint, "
-                          f"file count and size, got {out[-300:]!r}")
+        raise DeployError(
+            f"could not read the JIT cache volume {slot.cache_volume()}: expected its fingerprint, "
+            f"file count and size, got {out[-300:]!r}"
+        )
     fingerprint_text, files, size = parts
     try:
         fingerprint = json.loads(fingerprint_text)
@@ -182,13 +196,18 @@ def _wipe(engine: Engine, image: str, slot: Slot, new_fingerprint: dict[str, Any
     if new_fingerprint is not None:
         payload = json.dumps(new_fingerprint, sort_keys=True).replace("'", "'\\''")
         write = f" && printf '%s\\n' '{payload}' > /cache/{FINGERPRINT_FILE}"
-    out = _in_volume(engine, image, slot,
-                     "n=$(find /cache -mindepth 1 -type f | wc -l); find /cache -mindepth 1 -delete"
-                     f"{write} && echo $n")
+    out = _in_volume(
+        engine,
+        image,
+        slot,
+        f"n=$(find /cache -mindepth 1 -type f | wc -l); find /cache -mindepth 1 -delete{write} && echo $n",
+    )
     last = out.strip().splitlines()[-1:] or [""]
     if not last[0].isdigit():
-        raise DeployError(f"could not wipe the JIT cache volume {slot.cache_volume()}: expected the number of "
-                          f"files removed, got {out[-300:]!r}")
+        raise DeployError(
+            f"could not wipe the JIT cache volume {slot.cache_volume()}: expected the number of "
+            f"files removed, got {out[-300:]!r}"
+        )
     return int(last[0])
 
 
@@ -209,15 +228,24 @@ def decide(state: CacheState, expected: dict[str, Any]) -> CacheDecision:
     return CacheDecision(state.volume, "wiped", f"toolchain or cards changed: {what}", differences)
 
 
-def prepare_slot_cache(engine: Engine, image: str, slot: Slot, *, release: int | None = None) -> CacheDecision:
+def prepare_slot_cache(
+    engine: Engine, image: str, slot: Slot, *, release: int | None = None
+) -> CacheDecision:
     """Called before a release's container starts (a new one, or a restored one)."""
     ensure_volume(engine, slot)
     state, expected = state_and_expected(engine, image, slot)
     decision = decide(state, expected)
     if decision.action != "kept":
         decision.files_removed = _wipe(engine, image, slot, expected)
-    journal("cache." + decision.action, slot=slot.name, release=release, volume=decision.volume,
-            reason=decision.reason, differences=decision.differences, files_removed=decision.files_removed)
+    journal(
+        "cache." + decision.action,
+        slot=slot.name,
+        release=release,
+        volume=decision.volume,
+        reason=decision.reason,
+        differences=decision.differences,
+        files_removed=decision.files_removed,
+    )
     return decision
 
 
@@ -225,6 +253,11 @@ def wipe_slot_cache(engine: Engine, image: str, slot: Slot) -> CacheDecision:
     """`deploytool cache wipe`: empty the volume; the next `up` records a new fingerprint."""
     ensure_volume(engine, slot)
     removed = _wipe(engine, image, slot, None)
-    journal("cache.wiped", slot=slot.name, volume=slot.cache_volume(), reason="deploytool cache wipe",
-            files_removed=removed)
+    journal(
+        "cache.wiped",
+        slot=slot.name,
+        volume=slot.cache_volume(),
+        reason="deploytool cache wipe",
+        files_removed=removed,
+    )
     return CacheDecision(slot.cache_volume(), "wiped", "wiped on request", files_removed=removed)

@@ -64,8 +64,10 @@ class SlotPlan:
         out = [head] + ([f"  {self.note}"] if self.note else [])
         for n, slot in enumerate(self.slots, 1):
             joined = f", {slot.link}" if len(slot.cards) > 1 else ""
-            out.append(f"  slot {n}: {slot.name} = {' + '.join(slot.cards)}{joined}, NUMA "
-                       f"{'/'.join(map(str, slot.numa_nodes)) or '?'}: {slot.verdict}")
+            out.append(
+                f"  slot {n}: {slot.name} = {' + '.join(slot.cards)}{joined}, NUMA "
+                f"{'/'.join(map(str, slot.numa_nodes)) or '?'}: {slot.verdict}"
+            )
             out += [f"      {reason}" for reason in slot.reasons]
             out += [f"      note: {note}" for note in slot.notes]
             out.append(f"      {slot.gpu_flags}")
@@ -87,9 +89,18 @@ def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
     for card in inventory.gpus:
         if card.mig_mode and count > 1:
             problems = [p for p in card_problems(profile, card) if "MIG mode" not in p]
-            plan.unused.append(_unused(card, "; ".join(problems + [
-                f"in MIG mode: tensor parallelism does not span MIG devices (its {len(card.mig_devices)} MIG "
-                "device(s) serve one-card profiles)"])))
+            plan.unused.append(
+                _unused(
+                    card,
+                    "; ".join(
+                        problems
+                        + [
+                            f"in MIG mode: tensor parallelism does not span MIG devices (its {len(card.mig_devices)} MIG "
+                            "device(s) serve one-card profiles)"
+                        ]
+                    ),
+                )
+            )
             continue
         if card.mig_mode and not card.mig_devices:
             plan.unused.append(_unused(card, "in MIG mode with no MIG device made yet"))
@@ -116,8 +127,14 @@ def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
         remaining = [c for c in remaining if c not in group]
     refused = {label for group in plan.refused for label in group.cards}
     for card in remaining:
-        plan.unused.append(_unused(card, "in the refused group above" if card.label in refused else
-                                   f"left over: {len(units)} usable card(s) make {len(plan.slots)} slot(s) of {count}"))
+        plan.unused.append(
+            _unused(
+                card,
+                "in the refused group above"
+                if card.label in refused
+                else f"left over: {len(units)} usable card(s) make {len(plan.slots)} slot(s) of {count}",
+            )
+        )
     return plan
 
 
@@ -131,21 +148,28 @@ def group_problems(cards: list["GpuInfo"], inventory: "Inventory") -> tuple[list
         if pair is None:
             continue
         if pair.crosses_numa and not pair.nvlinks:
-            refusals.append(f"{a.label} and {b.label} are on NUMA nodes {a.numa_node} and {b.numa_node} with no "
-                            "NVLink between them (SYS): every tensor-parallel step would cross the CPUs' interconnect")
+            refusals.append(
+                f"{a.label} and {b.label} are on NUMA nodes {a.numa_node} and {b.numa_node} with no "
+                "NVLink between them (SYS): every tensor-parallel step would cross the CPUs' interconnect"
+            )
         read = pair.p2p.get("read")
         if read not in (None, "ok"):
-            notes.append(f"no peer-to-peer between {a.label} and {b.label} ({read}): NCCL passes tensors "
-                         "through host memory")
+            notes.append(
+                f"no peer-to-peer between {a.label} and {b.label} ({read}): NCCL passes tensors "
+                "through host memory"
+            )
     nodes = sorted({c.numa_node for c in cards if c.numa_node is not None})
     if len(nodes) > 1 and not refusals:
-        notes.append(f"spans NUMA nodes {' and '.join(map(str, nodes))}; the cards talk over NVLink, so the "
-                     "tensor-parallel traffic does not cross the CPUs")
+        notes.append(
+            f"spans NUMA nodes {' and '.join(map(str, nodes))}; the cards talk over NVLink, so the "
+            "tensor-parallel traffic does not cross the CPUs"
+        )
     return refusals, notes
 
 
-def _best_group(cards: list["GpuInfo"], count: int,
-                inventory: "Inventory") -> tuple[list["GpuInfo"] | None, Any]:
+def _best_group(
+    cards: list["GpuInfo"], count: int, inventory: "Inventory"
+) -> tuple[list["GpuInfo"] | None, Any]:
     """The closest-connected allowed group of `count` cards, ties to the lowest indexes; or
     (None, (the best refused group, why)) when every group is refused."""
     if math.comb(len(cards), count) > _MAX_COMBINATIONS:
@@ -174,11 +198,18 @@ def _offer(profile: "Profile", cards: list["GpuInfo"], inventory: "Inventory") -
     pairs = [inventory.pair(a.index, b.index) for a, b in itertools.combinations(cards, 2)]
     weakest = max((p for p in pairs if p), key=lambda p: p.rank, default=None)
     uuids = [c.uuid for c in cards]
-    return OfferedSlot(name=Slot(gpus=tuple(sorted(uuids))).name, cards=[c.label for c in cards], uuids=uuids,
-                       link=weakest.label if weakest else "-",
-                       numa_nodes=sorted({c.numa_node for c in cards if c.numa_node is not None}),
-                       verdict=fit.verdict, reasons=fit.reasons, notes=notes,
-                       pcie=[c.pcie_text() for c in cards], power_limit_w=[c.power_limit_w for c in cards])
+    return OfferedSlot(
+        name=Slot(gpus=tuple(sorted(uuids))).name,
+        cards=[c.label for c in cards],
+        uuids=uuids,
+        link=weakest.label if weakest else "-",
+        numa_nodes=sorted({c.numa_node for c in cards if c.numa_node is not None}),
+        verdict=fit.verdict,
+        reasons=fit.reasons,
+        notes=notes,
+        pcie=[c.pcie_text() for c in cards],
+        power_limit_w=[c.power_limit_w for c in cards],
+    )
 
 
 def _unused(card: "GpuInfo", why: str) -> dict[str, str]:

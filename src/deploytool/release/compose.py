@@ -86,14 +86,26 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
             "image": req.image,
             "container_name": f"{slot.project(req.release)}-server",
             "command": command,
-            "ports": [{"target": container_port, "published": str(req.port), "host_ip": req.bind,
-                       "protocol": "tcp"}],
-            "environment": {**profile.server.env, **model.environment(), **release_secrets.container_env(planned)},
+            "ports": [
+                {"target": container_port, "published": str(req.port), "host_ip": req.bind, "protocol": "tcp"}
+            ],
+            "environment": {
+                **profile.server.env,
+                **model.environment(),
+                **release_secrets.container_env(planned),
+            },
             "volumes": [{"type": "volume", "source": "jit-cache", "target": CACHE_MOUNT}],
             "healthcheck": {
                 # curl is in the sim base and in the CUDA images; -f fails on 5xx/503.
-                "test": ["CMD", "curl", "-fsS", "-o", "/dev/null", *release_secrets.health_header_args(planned),
-                         f"http://127.0.0.1:{container_port}{health.path}"],
+                "test": [
+                    "CMD",
+                    "curl",
+                    "-fsS",
+                    "-o",
+                    "/dev/null",
+                    *release_secrets.health_header_args(planned),
+                    f"http://127.0.0.1:{container_port}{health.path}",
+                ],
                 "interval": f"{health.interval}s",
                 "timeout": f"{health.timeout}s",
                 "retries": health.retries,
@@ -101,9 +113,16 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
                 "start_interval": f"{health.start_interval}s",
             },
             "labels": labels.container_labels(
-                slot=slot.name, release=req.release, profile=profile.name, image=req.image,
-                gpus=list(slot.gpus), host_port=req.port, host_ip=req.bind, simulator=profile.is_simulator,
-                model=model.identity(), api_key=bool(profile.server.api_key),
+                slot=slot.name,
+                release=req.release,
+                profile=profile.name,
+                image=req.image,
+                gpus=list(slot.gpus),
+                host_port=req.port,
+                host_ip=req.bind,
+                simulator=profile.is_simulator,
+                model=model.identity(),
+                api_key=bool(profile.server.api_key),
                 exposed_without_key=req.exposed_without_key,
             ),
         }
@@ -117,16 +136,23 @@ def render_compose(req: RenderRequest) -> dict[str, Any]:
         # container: no value in this file, in labels or in `docker inspect` (deploytool.release.secrets).
         service["secrets"], document["secrets"] = release_secrets.compose_secrets(planned)
     if not slot.is_cpu:
-        service["deploy"] = {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "device_ids": list(slot.gpus), "capabilities": ["gpu"]}
-        ]}}}
+        service["deploy"] = {
+            "resources": {
+                "reservations": {
+                    "devices": [{"driver": "nvidia", "device_ids": list(slot.gpus), "capabilities": ["gpu"]}]
+                }
+            }
+        }
     # The slot's kernel cache outlives releases: deploytool creates and wipes it (cache.py),
     # compose only mounts it, so `docker compose down` of an old release can never remove it.
     document["volumes"] = {"jit-cache": {"external": True, "name": cache_volume}}
     # The release's own network (compose makes one per project) carries the instance and the
     # slot, as its container does: `down` and a clean-up find it by label, not by name.
-    document["networks"] = {"default": {"labels": {labels.MANAGED: "true", labels.INSTANCE: labels.instance(),
-                                                   labels.SLOT: slot.name}}}
+    document["networks"] = {
+        "default": {
+            "labels": {labels.MANAGED: "true", labels.INSTANCE: labels.instance(), labels.SLOT: slot.name}
+        }
+    }
     return escape_interpolation(document)
 
 
@@ -137,8 +163,11 @@ TMP_TMPFS = "/tmp:size=1g,mode=1777"  # nosec B108: the container's own /tmp, a 
 
 # A server that downloads writes into the host's hub cache, whose folders belong to the host's
 # user: root in the container writes there only with this capability (docs/security.md).
-DOWNLOAD_CAPABILITY = ("DAC_OVERRIDE", "the server downloads into the host's hub cache (model.offline: false), "
-                                       "whose folders belong to the host's user")
+DOWNLOAD_CAPABILITY = (
+    "DAC_OVERRIDE",
+    "the server downloads into the host's hub cache (model.offline: false), "
+    "whose folders belong to the host's user",
+)
 
 
 def added_capabilities(profile: Profile, model: model_sources.ModelPlan) -> dict[str, str]:
@@ -153,12 +182,15 @@ def added_capabilities(profile: Profile, model: model_sources.ModelPlan) -> dict
 # before the start (`/run/secrets/NAME`, its value never in the file or `docker inspect`), and
 # the engine refuses any copy into a read-only root ("container rootfs is marked read-only"):
 # a release with secrets keeps its root writable, and says so.
-SECRETS_NEED_A_WRITABLE_ROOT = ("the release carries secrets, which compose copies into the container's root "
-                                "before it starts (a read-only root refuses the copy)")
+SECRETS_NEED_A_WRITABLE_ROOT = (
+    "the release carries secrets, which compose copies into the container's root "
+    "before it starts (a read-only root refuses the copy)"
+)
 
 
-def container_confinement(profile: Profile, model: model_sources.ModelPlan, *,
-                          carries_secrets: bool = False) -> dict[str, Any]:
+def container_confinement(
+    profile: Profile, model: model_sources.ModelPlan, *, carries_secrets: bool = False
+) -> dict[str, Any]:
     """The IPC namespace, /dev/shm, added capabilities and the root file system, from the profile:
     each loosening only where the profile asks for it with its reason (server.ipc_reason,
     cap_add, writable_root), the weights need it, or the release's secrets do (a read-only
@@ -177,13 +209,16 @@ def container_confinement(profile: Profile, model: model_sources.ModelPlan, *,
     return fields
 
 
-def confinement_notes(profile: Profile, model: model_sources.ModelPlan, *,
-                      carries_secrets: bool = False) -> list[str]:
+def confinement_notes(
+    profile: Profile, model: model_sources.ModelPlan, *, carries_secrets: bool = False
+) -> list[str]:
     """Each exception to the container's confinement with its reason (docs/security.md)."""
     server = profile.server
     notes = [f"ipc: host, because {server.ipc_reason}"] if server.ipc == "host" else []
-    notes += [f"capability {name} added back, because {why}"
-              for name, why in sorted(added_capabilities(profile, model).items())]
+    notes += [
+        f"capability {name} added back, because {why}"
+        for name, why in sorted(added_capabilities(profile, model).items())
+    ]
     if server.writable_root is not None:
         notes.append(f"root file system writable, because {server.writable_root}")
     elif carries_secrets:
@@ -195,11 +230,13 @@ def refuse_exposure(profile: Profile, bind: str, *, allowed: bool) -> None:
     """Publishing beyond loopback without an API key puts the server (SGLang's admin endpoints
     among its routes) in reach of anyone who reaches the host: refused unless the person says so."""
     if beyond_loopback(bind) and profile.server.api_key is None and not allowed:
-        raise UsageError(f"--bind {bind} publishes profile {profile.name}'s server beyond loopback without an API key: "
-                         "anyone who reaches this host could call it, its admin endpoints included",
-                         hint="set server.api_key: {env: NAME} or {file: PATH} in the profile, publish on 127.0.0.1 "
-                              "behind a gateway, or say so with --expose-without-key (recorded in the release's "
-                              "labels and the journal)")
+        raise UsageError(
+            f"--bind {bind} publishes profile {profile.name}'s server beyond loopback without an API key: "
+            "anyone who reaches this host could call it, its admin endpoints included",
+            hint="set server.api_key: {env: NAME} or {file: PATH} in the profile, publish on 127.0.0.1 "
+            "behind a gateway, or say so with --expose-without-key (recorded in the release's "
+            "labels and the journal)",
+        )
 
 
 def escape_interpolation(value: Any) -> Any:
@@ -216,22 +253,33 @@ def escape_interpolation(value: Any) -> Any:
 
 
 def render_text(req: RenderRequest) -> str:
-    return document_text(render_compose(req), profile=req.profile.name, slot=req.slot.name, release=req.release,
-                         notes=render_notes(req))
+    return document_text(
+        render_compose(req),
+        profile=req.profile.name,
+        slot=req.slot.name,
+        release=req.release,
+        notes=render_notes(req),
+    )
 
 
 def render_notes(req: RenderRequest) -> list[str]:
     """Where the runtime and the weights come from and where each secret goes (references, never values)."""
-    return (list(req.runtime_notes) + model_sources.describe_for_render(req.model_plan)
-            + release_secrets.describe_for_render(req.secret_plan)
-            + confinement_notes(req.profile, req.model_plan, carries_secrets=bool(req.secret_plan)))
+    return (
+        list(req.runtime_notes)
+        + model_sources.describe_for_render(req.model_plan)
+        + release_secrets.describe_for_render(req.secret_plan)
+        + confinement_notes(req.profile, req.model_plan, carries_secrets=bool(req.secret_plan))
+    )
 
 
-def document_text(document: dict[str, Any], *, profile: str, slot: str, release: int,
-                  notes: list[str] | None = None) -> str:
+def document_text(
+    document: dict[str, Any], *, profile: str, slot: str, release: int, notes: list[str] | None = None
+) -> str:
     """A rendered compose document as the file deploytool writes (a plan carries the document)."""
-    header = (f"# Rendered by deploytool for profile {profile}, slot {slot}, "
-              f"release {release}.\n# Do not edit: re-render with `deploytool render`.\n")
+    header = (
+        f"# Rendered by deploytool for profile {profile}, slot {slot}, "
+        f"release {release}.\n# Do not edit: re-render with `deploytool render`.\n"
+    )
     header += "".join(f"# {line}\n" for line in notes or [])
     return header + dump_yaml(document)
 

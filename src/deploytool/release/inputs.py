@@ -56,12 +56,16 @@ def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None)
     key = profile.server.api_key.resolve(env, what="server.api_key") if profile.server.api_key else None
     warnings = []
     if beyond_loopback(bind) and key is None:
-        warnings.append(f"publishing on {bind} without an API key: anyone who reaches this host can call the "
-                        "server; set server.api_key: {env: NAME} or {file: PATH} in the profile")
+        warnings.append(
+            f"publishing on {bind} without an API key: anyone who reaches this host can call the "
+            "server; set server.api_key: {env: NAME} or {file: PATH} in the profile"
+        )
     warnings += weights.unreadable_by_the_server(model, frozenset(profile.server.cap_add))
     if model.kind == "hub" and model.commit is None:
-        warnings.append(f"model {model.repo} is not in the hub cache {model.host_path}: the server will download "
-                        "it at start (model.offline: false)")
+        warnings.append(
+            f"model {model.repo} is not in the hub cache {model.host_path}: the server will download "
+            "it at start (model.offline: false)"
+        )
     return ReleaseInputs(model=model, secrets=planned, secret_env=secret_env, api_key=key, warnings=warnings)
 
 

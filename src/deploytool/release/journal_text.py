@@ -22,8 +22,10 @@ def line(entry: dict[str, Any]) -> str:
     time = str(entry.get("time", "?")).replace("T", " ").replace("+00:00", "Z")
     slot = entry.get("slot")
     release = entry.get("release")
-    return one_line(f"{time:<20}  {entry.get('event', '?'):<20} {slot if slot is not None else '-':<10} "
-                    f"{release if release is not None else '-':>4}  {what(entry)}")
+    return one_line(
+        f"{time:<20}  {entry.get('event', '?'):<20} {slot if slot is not None else '-':<10} "
+        f"{release if release is not None else '-':>4}  {what(entry)}"
+    )
 
 
 def what(entry: dict[str, Any]) -> str:
@@ -32,8 +34,9 @@ def what(entry: dict[str, Any]) -> str:
     event = str(entry.get("event", ""))
     parts = event.split(".")
     # the event's own words, else its family's (cache.* , rollout.slot.* -> rollout.*, watch.*)
-    say = _SAY.get(event) or next((_SAY[k] for i in range(len(parts) - 1, 0, -1)
-                                   if (k := ".".join(parts[:i]) + ".*") in _SAY), None)
+    say = _SAY.get(event) or next(
+        (_SAY[k] for i in range(len(parts) - 1, 0, -1) if (k := ".".join(parts[:i]) + ".*") in _SAY), None
+    )
     if say is None:
         return _pairs(fields)
     try:
@@ -43,7 +46,9 @@ def what(entry: dict[str, Any]) -> str:
 
 
 def _pairs(fields: dict[str, Any]) -> str:
-    return "; ".join(f"{k.replace('_', ' ')} {_value(v)}" for k, v in fields.items() if v not in (None, "", [], {}))
+    return "; ".join(
+        f"{k.replace('_', ' ')} {_value(v)}" for k, v in fields.items() if v not in (None, "", [], {})
+    )
 
 
 def _value(value: Any) -> str:
@@ -85,8 +90,10 @@ def _qualify(f: dict[str, Any]) -> str:
 
 
 def _memory(f: dict[str, Any]) -> str:
-    text = (f"memory plan for {f.get('card', 'the card')}: {f['verdict']}, {f.get('pool_tokens')} KV tokens, "
-            f"{f.get('max_running_requests')} running requests, weights {f.get('weights_gib')} GiB")
+    text = (
+        f"memory plan for {f.get('card', 'the card')}: {f['verdict']}, {f.get('pool_tokens')} KV tokens, "
+        f"{f.get('max_running_requests')} running requests, weights {f.get('weights_gib')} GiB"
+    )
     if f.get("problems"):
         text += f"; {_value(f['problems'])}"
     return text
@@ -95,7 +102,8 @@ def _memory(f: dict[str, Any]) -> str:
 def _hook(f: dict[str, Any]) -> str:
     outcome = "timed out" if f.get("timed_out") else f"exited {f.get('exit_code')}"
     return f"{f['hook']} hook {f.get('path')} {outcome} after {f.get('seconds')} s" + _but(
-        f, "hook", "path", "exit_code", "timed_out", "seconds")
+        f, "hook", "path", "exit_code", "timed_out", "seconds"
+    )
 
 
 def _cache(f: dict[str, Any]) -> str:
@@ -120,8 +128,10 @@ def _drained(f: dict[str, Any]) -> str:
         return f"not drained by count: {f['why']}"
     if f["drained"]:
         return f"drained: waited for {f['at_start']} request(s) for {f['waited_s']} s"
-    return (f"{f['left']} request(s) still running or queued at the drain timeout of {f['timeout_s']:g} s "
-            f"(of {f['at_start']}): cut by the stop")
+    return (
+        f"{f['left']} request(s) still running or queued at the drain timeout of {f['timeout_s']:g} s "
+        f"(of {f['at_start']}): cut by the stop"
+    )
 
 
 _SAY: dict[str, Callable[[dict[str, Any]], str]] = {
@@ -139,8 +149,14 @@ _SAY: dict[str, Callable[[dict[str, Any]], str]] = {
     "down.start": lambda f: "down: removing the slot's releases",
     "slot.stopped": lambda f: "out of service; every release kept",
     "slot.started": lambda f: "serves again",
-    "slot.removed": lambda f: ("releases removed" + (f"; volume {f['volume']} and state {f['state']} too"
-                                                     if f.get("state") else "; cache volume and state kept")),
+    "slot.removed": lambda f: (
+        "releases removed"
+        + (
+            f"; volume {f['volume']} and state {f['state']} too"
+            if f.get("state")
+            else "; cache volume and state kept"
+        )
+    ),
     "stop.failed": lambda f: f"stop failed: {f['reason']}",
     "start.failed": lambda f: f"start failed: {f['reason']}",
     "down.failed": lambda f: f"down failed: {f['reason']}",

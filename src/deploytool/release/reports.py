@@ -20,7 +20,9 @@ from .state import home, instance, release_path
 
 
 def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")[:-4] + "Z"  # to the 1/100 s: unique per run
+    return (
+        datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")[:-4] + "Z"
+    )  # to the 1/100 s: unique per run
 
 
 def default_report_dir(kind: str, *, slot: str | None = None, release: int | None = None) -> Path:
@@ -73,17 +75,30 @@ def _entry(path: Path, root: Path) -> ReportEntry:
         return ReportEntry("?", slot, release, "", "unreadable (not an object)", str(path.parent))
     schema = str(data.get("schema", ""))
     if schema.startswith("deploytool.qualify"):
-        summary = str(data.get("summary") or data.get("verdict") or "").split("; report: ", 1)[0]  # the path is listed
-        return ReportEntry("qualify", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
+        summary = str(data.get("summary") or data.get("verdict") or "").split("; report: ", 1)[
+            0
+        ]  # the path is listed
+        return ReportEntry(
+            "qualify", slot, release, str(data.get("started_at", "")), summary, str(path.parent)
+        )
     if schema.startswith("deploytool.bench"):
         method = data.get("method") if isinstance(data.get("method"), dict) else {}
-        summary = (f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "
-                   f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed")
+        summary = (
+            f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "
+            f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed"
+        )
         return ReportEntry("bench", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
     if schema.startswith("deploytool.tune"):
-        state = ("inconclusive" if data.get("inconclusive") else
-                 f"winner {data.get('winner')}" if data.get("winner") else "none qualifies")
-        summary = f"profile {data.get('profile', '?')}, {state}" + (", recommended" if data.get("recommended") else "")
+        state = (
+            "inconclusive"
+            if data.get("inconclusive")
+            else f"winner {data.get('winner')}"
+            if data.get("winner")
+            else "none qualifies"
+        )
+        summary = f"profile {data.get('profile', '?')}, {state}" + (
+            ", recommended" if data.get("recommended") else ""
+        )
         return ReportEntry("tune", slot, release, str(data.get("started_at", "")), summary, str(path.parent))
     return ReportEntry("?", slot, release, "", f"unknown schema {schema!r}", str(path.parent))
 

@@ -36,7 +36,9 @@ def targets_file() -> Path:
     return monitor_dir() / "targets" / "releases.json"
 
 
-def serving(releases: list[Release], listed: set[tuple[str, int]] | frozenset = frozenset()) -> dict[str, Release]:
+def serving(
+    releases: list[Release], listed: set[tuple[str, int]] | frozenset = frozenset()
+) -> dict[str, Release]:
     """Each slot's release to scrape: the pointer's current when it runs, else the newest running.
 
     A release joins once its health check passed, never while it loads: SGLang refuses
@@ -57,16 +59,27 @@ def serving(releases: list[Release], listed: set[tuple[str, int]] | frozenset = 
     return out
 
 
-def target_groups(releases: list[Release], listed: set[tuple[str, int]] | frozenset = frozenset()) -> list[dict[str, Any]]:
+def target_groups(
+    releases: list[Release], listed: set[tuple[str, int]] | frozenset = frozenset()
+) -> list[dict[str, Any]]:
     groups = []
     for slot, release in sorted(serving(releases, listed).items()):
         address = release.url.removeprefix("http://").removeprefix("https://")
-        groups.append({"targets": [address], "labels": {
-            "slot": slot, "release": str(release.release), "profile": release.profile,
-            "card": ",".join(release.gpus) or "cpu", "simulator": "true" if release.simulator else "false",
-            # whether the release wants a key on its API (never the key): its /metrics needs none
-            # (SGLang serves /metrics, /health and /ready open), so the scrape carries no key
-            "api_key": "required" if release.api_key else "none"}})
+        groups.append(
+            {
+                "targets": [address],
+                "labels": {
+                    "slot": slot,
+                    "release": str(release.release),
+                    "profile": release.profile,
+                    "card": ",".join(release.gpus) or "cpu",
+                    "simulator": "true" if release.simulator else "false",
+                    # whether the release wants a key on its API (never the key): its /metrics needs none
+                    # (SGLang serves /metrics, /health and /ready open), so the scrape carries no key
+                    "api_key": "required" if release.api_key else "none",
+                },
+            }
+        )
     return groups
 
 

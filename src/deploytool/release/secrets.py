@@ -85,14 +85,29 @@ def plan_secrets(profile: "Profile") -> list[ReleaseSecret]:
     planned: list[ReleaseSecret] = []
     token = profile.secrets.hf_token
     if token is not None:
-        planned.append(ReleaseSecret("hf_token", token, HF_TOKEN_TARGET, "hub token, read through HF_TOKEN_PATH",
-                                     "raw"))
+        planned.append(
+            ReleaseSecret("hf_token", token, HF_TOKEN_TARGET, "hub token, read through HF_TOKEN_PATH", "raw")
+        )
     key = profile.server.api_key
     if key is not None:
-        planned.append(ReleaseSecret("sglang_config", key, SGLANG_CONFIG_TARGET,
-                                     "the server's API key, read through --config", "sglang-config"))
-        planned.append(ReleaseSecret("auth_header", key, AUTH_HEADER_TARGET,
-                                     "Authorization header for the container's health check", "auth-header"))
+        planned.append(
+            ReleaseSecret(
+                "sglang_config",
+                key,
+                SGLANG_CONFIG_TARGET,
+                "the server's API key, read through --config",
+                "sglang-config",
+            )
+        )
+        planned.append(
+            ReleaseSecret(
+                "auth_header",
+                key,
+                AUTH_HEADER_TARGET,
+                "Authorization header for the container's health check",
+                "auth-header",
+            )
+        )
     return planned
 
 
@@ -128,14 +143,20 @@ def auth_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-def client_api_key(*, key_file: Path | None = None, given_on_command_line: str | None = None,
-                   env: dict[str, str] | None = None) -> str | None:
+def client_api_key(
+    *,
+    key_file: Path | None = None,
+    given_on_command_line: str | None = None,
+    env: dict[str, str] | None = None,
+) -> str | None:
     """The key for qualify/bench against an endpoint: --api-key-file, else DEPLOYTOOL_API_KEY.
     A key typed on the command line is refused: it lands in `ps` and the shell's history."""
     env = os.environ if env is None else env
     if given_on_command_line is not None:
-        raise UsageError("--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
-                         hint=f"put it in a file (mode 0600) and pass --api-key-file PATH, or export {API_KEY_ENV}")
+        raise UsageError(
+            "--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
+            hint=f"put it in a file (mode 0600) and pass --api-key-file PATH, or export {API_KEY_ENV}",
+        )
     if key_file is not None:
         # read, never copied into a container: the shape rules hold, the owner's not (in a
         # Kubernetes qualify Job the key is a Secret's file, root's and readable by the pod's group)
@@ -150,7 +171,9 @@ def release_api_key(record: dict[str, Any], env: dict[str, str] | None = None) -
     reference = record.get("api_key")
     if not reference:
         return None
-    return SecretRef.model_validate(reference).resolve(env, what=f"the API key of release {record.get('release', '?')}")
+    return SecretRef.model_validate(reference).resolve(
+        env, what=f"the API key of release {record.get('release', '?')}"
+    )
 
 
 def is_open_path(path: str) -> bool:
@@ -169,4 +192,7 @@ def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:
 def record(profile: "Profile", planned: list[ReleaseSecret]) -> dict[str, Any]:
     """What the release record keeps about secrets (`planned`: plan_secrets(profile)): references only."""
     key = profile.server.api_key
-    return {"api_key": key.reference() if key else None, "secrets": {s.name: s.ref.reference() for s in planned}}
+    return {
+        "api_key": key.reference() if key else None,
+        "secrets": {s.name: s.ref.reference() for s in planned},
+    }

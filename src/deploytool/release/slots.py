@@ -58,12 +58,16 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
     if cpu_slot is not None:
         return cpu_slot_named(cpu_slot)
     if not cpu and not gpus:
-        raise UsageError("say which slot: --cpu, --cpu-slot NAME, or --gpu UUID (repeat --gpu for several cards)",
-                         hint="`deploytool gpus` lists the UUIDs of this machine's cards")
+        raise UsageError(
+            "say which slot: --cpu, --cpu-slot NAME, or --gpu UUID (repeat --gpu for several cards)",
+            hint="`deploytool gpus` lists the UUIDs of this machine's cards",
+        )
     for uuid in gpus:
         if not _UUID.match(uuid):
-            raise UsageError(f"--gpu {uuid!r} is not a GPU UUID (expected like GPU-5f3c0a8e-...)",
-                             hint="`deploytool gpus` lists the UUIDs of this machine's cards")
+            raise UsageError(
+                f"--gpu {uuid!r} is not a GPU UUID (expected like GPU-5f3c0a8e-...)",
+                hint="`deploytool gpus` lists the UUIDs of this machine's cards",
+            )
     if len(set(gpus)) != len(gpus):
         raise UsageError("the same --gpu UUID is given twice")
     # Sorted: the same cards are the same slot, whatever order the flags came in.
@@ -72,8 +76,10 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
 
 def cpu_slot_named(name: str) -> Slot:
     if not _CPU_NAME.match(name):
-        raise UsageError(f"--cpu-slot {name!r}: expected a short name of lowercase letters, digits and '-' "
-                         "(up to 16), e.g. --cpu-slot a")
+        raise UsageError(
+            f"--cpu-slot {name!r}: expected a short name of lowercase letters, digits and '-' "
+            "(up to 16), e.g. --cpu-slot a"
+        )
     return Slot(cpu_name=name)
 
 

@@ -34,12 +34,18 @@ from ..redaction import scrub_all
 
 def home() -> Path:
     root = os.environ.get("DEPLOYTOOL_HOME")
-    path = Path(root) if root else Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "deploytool"
+    path = (
+        Path(root)
+        if root
+        else Path(os.environ.get("XDG_STATE_HOME", Path.home() / ".local/state")) / "deploytool"
+    )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"state directory {path} cannot be created: {exc.strerror}",
-                         hint="set DEPLOYTOOL_HOME to a writable folder") from None
+        raise UsageError(
+            f"state directory {path} cannot be created: {exc.strerror}",
+            hint="set DEPLOYTOOL_HOME to a writable folder",
+        ) from None
     return path
 
 
@@ -145,11 +151,15 @@ def slot_lock(slot: str, action: str) -> Iterator[None]:
         lock.acquire(timeout=0)
     except Timeout:
         holder = holder_file.read_text().strip() if holder_file.exists() else "another deploytool"
-        raise SlotBusy(f"slot {slot} is busy: {holder}",
-                       hint="wait for it to finish; one up/rollback runs per slot at a time") from None
+        raise SlotBusy(
+            f"slot {slot} is busy: {holder}",
+            hint="wait for it to finish; one up/rollback runs per slot at a time",
+        ) from None
     try:
-        write_atomic(holder_file, f"`deploytool {action}` (pid {os.getpid()} on {socket.gethostname()}, "
-                                  f"since {now_iso()})\n")
+        write_atomic(
+            holder_file,
+            f"`deploytool {action}` (pid {os.getpid()} on {socket.gethostname()}, since {now_iso()})\n",
+        )
         yield
     finally:
         holder_file.unlink(missing_ok=True)

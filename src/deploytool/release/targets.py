@@ -41,10 +41,19 @@ class Target:
         return f"{self.url} (slot {self.release.slot}, release {self.release.release}, profile {self.release.profile})"
 
 
-def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profile_name: str | None,
-                   profiles_dirs: list[Path] | None = None, api_key_file: Path | None = None,
-                   api_key_flag: str | None = None, slot: Slot | None = None, against: int | None = None,
-                   cpu_slot: str | None = None) -> Target:
+def resolve_target(
+    *,
+    url: str | None,
+    gpus: list[str] | None,
+    cpu: bool,
+    profile_name: str | None,
+    profiles_dirs: list[Path] | None = None,
+    api_key_file: Path | None = None,
+    api_key_flag: str | None = None,
+    slot: Slot | None = None,
+    against: int | None = None,
+    cpu_slot: str | None = None,
+) -> Target:
     """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
     command line shows in `ps` and the shell's history).
     Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own.
@@ -68,18 +77,28 @@ def resolve_target(*, url: str | None, gpus: list[str] | None, cpu: bool, profil
     releases = engine.releases(slot.name)
     serving = [r for r in releases if r.running]
     if not serving:
-        raise UsageError(f"nothing is serving on slot {slot.name}",
-                         hint="`deploytool status` shows the slots; `deploytool up` starts a release")
+        raise UsageError(
+            f"nothing is serving on slot {slot.name}",
+            hint="`deploytool status` shows the slots; `deploytool up` starts a release",
+        )
     current = max(serving, key=lambda r: r.release)
     profile = store.get(profile_name or current.profile)
     chosen = baseline_release(slot, releases, current.release, against=against)
     previous = next((r for r in releases if r.release == chosen.release), None)
     record = release_inputs.read_record(slot.name, current.release)
     key = given_key if given_key is not None else release_inputs.release_api_key(slot.name, current.release)
-    return Target(url=current.url, profile=profile, slot=slot, release=current,
-                  image_labels=engine.image_labels(current.image), previous=previous,
-                  previous_results=chosen.results, baseline=chosen.describe(),
-                  api_key=key, model=record.get("model"))
+    return Target(
+        url=current.url,
+        profile=profile,
+        slot=slot,
+        release=current,
+        image_labels=engine.image_labels(current.image),
+        previous=previous,
+        previous_results=chosen.results,
+        baseline=chosen.describe(),
+        api_key=key,
+        model=record.get("model"),
+    )
 
 
 def refuse_url_credentials(url: str) -> None:
@@ -90,11 +109,12 @@ def refuse_url_credentials(url: str) -> None:
     except ValueError:
         has_credentials = "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
     if has_credentials:
-        raise UsageError(f"--url {scrub(url)!r} carries credentials (user:password@): they would be written into "
-                         "the reports and show in `ps`",
-                         hint=f"give the URL without them and the key in a file (--api-key-file PATH, mode 0600) "
-                              f"or in {secrets.API_KEY_ENV}")
-
+        raise UsageError(
+            f"--url {scrub(url)!r} carries credentials (user:password@): they would be written into "
+            "the reports and show in `ps`",
+            hint=f"give the URL without them and the key in a file (--api-key-file PATH, mode 0600) "
+            f"or in {secrets.API_KEY_ENV}",
+        )
 
 
 @dataclass(frozen=True)
@@ -112,7 +132,9 @@ class Baseline:
         return f"release {self.release} ({self.rule}{kept})"
 
 
-def baseline_release(slot: Slot, releases: list[Release], current: int, *, against: int | None = None) -> Baseline:
+def baseline_release(
+    slot: Slot, releases: list[Release], current: int, *, against: int | None = None
+) -> Baseline:
     """The rule: `against` when given; else the release that served the slot before `current`
     was cut over (the journal's cut-over line); else, with no such line, the newest older
     release the engine still has. Never a newer release: after a rollback to N, N is compared
@@ -122,8 +144,10 @@ def baseline_release(slot: Slot, releases: list[Release], current: int, *, again
             raise UsageError(f"--against {against}: that is the release being qualified")
         results = qualify_results_path(slot, against)
         if results is None:
-            raise UsageError(f"--against {against}: slot {slot.name} has no stored qualify results for release "
-                             f"{against}", hint="`deploytool reports` lists the reports kept per slot and release")
+            raise UsageError(
+                f"--against {against}: slot {slot.name} has no stored qualify results for release {against}",
+                hint="`deploytool reports` lists the reports kept per slot and release",
+            )
         return Baseline(against, results, "--against")
     from .state import read_journal
 
@@ -132,14 +156,18 @@ def baseline_release(slot: Slot, releases: list[Release], current: int, *, again
         before = cut[0].get("previous")
         if before is None:
             return Baseline(None, None, f"release {current} was the slot's first cut over")
-        return Baseline(before, qualify_results_path(slot, before),
-                        f"it served before release {current} was cut over")
+        return Baseline(
+            before, qualify_results_path(slot, before), f"it served before release {current} was cut over"
+        )
     older = [r.release for r in releases if r.release < current]
     if not older:
         return Baseline(None, None, f"no release of slot {slot.name} older than {current}")
     newest = max(older)
-    return Baseline(newest, qualify_results_path(slot, newest),
-                    f"the newest older release; the journal has no cut-over line for release {current}")
+    return Baseline(
+        newest,
+        qualify_results_path(slot, newest),
+        f"the newest older release; the journal has no cut-over line for release {current}",
+    )
 
 
 def unqualified(slot: str, release: int) -> str:
@@ -147,7 +175,9 @@ def unqualified(slot: str, release: int) -> str:
     from .state import read_journal
 
     if any(e.get("event") == "qualify.skipped" and e.get("release") == release for e in read_journal(slot)):
-        return f"release {release} was not qualified (brought up with --skip-qualify): nothing to compare with"
+        return (
+            f"release {release} was not qualified (brought up with --skip-qualify): nothing to compare with"
+        )
     return f"release {release} has no stored qualify results: nothing to compare with"
 
 

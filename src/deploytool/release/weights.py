@@ -72,11 +72,19 @@ class ModelPlan:
 
     def volumes(self) -> list[dict[str, Any]]:
         if self.kind == "folder":
-            return [{"type": "bind", "source": self.host_path, "target": self.container_path, "read_only": True}]
+            return [
+                {"type": "bind", "source": self.host_path, "target": self.container_path, "read_only": True}
+            ]
         if self.kind == "hub":
             # Read-only when offline: a server that cannot download must not write the cache either.
-            return [{"type": "bind", "source": self.host_path, "target": CONTAINER_HUB_CACHE,
-                     "read_only": self.offline}]
+            return [
+                {
+                    "type": "bind",
+                    "source": self.host_path,
+                    "target": CONTAINER_HUB_CACHE,
+                    "read_only": self.offline,
+                }
+            ]
         return []
 
     def environment(self) -> dict[str, str]:
@@ -108,10 +116,17 @@ class ModelPlan:
         """What the release record, the qualify report and the contract suite keep."""
         data: dict[str, Any] = {"kind": self.kind, "identity": self.identity()}
         if self.kind == "hub":
-            data.update(repo=self.repo, revision=self.revision or "main", commit=self.commit,
-                        hub_cache=self.host_path, offline=self.offline)
+            data.update(
+                repo=self.repo,
+                revision=self.revision or "main",
+                commit=self.commit,
+                hub_cache=self.host_path,
+                offline=self.offline,
+            )
         elif self.kind == "folder":
-            data.update(host_path=self.host_path, container_path=self.container_path, fingerprint=self.fingerprint)
+            data.update(
+                host_path=self.host_path, container_path=self.container_path, fingerprint=self.fingerprint
+            )
         return data
 
 
@@ -138,14 +153,20 @@ def plan_model(profile: "Profile", env: dict[str, str] | None = None) -> ModelPl
         # Its default place, under the operator's home (/root/.cache for root), is the cache alone.
         why = None if cache.is_relative_to(home / ".cache") else host_folder_problem(str(cache))
         if why:
-            raise UsageError(f"profile {profile.name}: model.hub: the hub cache {cache} is mounted into the "
-                             f"container, and {why}",
-                             hint=f"set {HF_HOME_SETTING} (or HF_HUB_CACHE) to a folder that holds only the hub cache")
-        return ModelPlan(kind="hub", repo=model.hub, revision=model.revision, offline=model.offline,
-                         host_path=str(cache))
+            raise UsageError(
+                f"profile {profile.name}: model.hub: the hub cache {cache} is mounted into the "
+                f"container, and {why}",
+                hint=f"set {HF_HOME_SETTING} (or HF_HUB_CACHE) to a folder that holds only the hub cache",
+            )
+        return ModelPlan(
+            kind="hub", repo=model.hub, revision=model.revision, offline=model.offline, host_path=str(cache)
+        )
     if model.host_path:
-        return ModelPlan(kind="folder", host_path=str(Path(model.host_path).expanduser()),
-                         container_path=model.mount_point())
+        return ModelPlan(
+            kind="folder",
+            host_path=str(Path(model.host_path).expanduser()),
+            container_path=model.mount_point(),
+        )
     return ModelPlan(kind="none")
 
 
@@ -156,8 +177,13 @@ def check_model(plan: ModelPlan) -> ModelPlan:
     if plan.kind == "folder":
         return replace(plan, fingerprint=folder_fingerprint(Path(str(plan.host_path))), checked=True)
     if plan.kind == "hub":
-        return replace(plan, commit=hub_commit(Path(str(plan.host_path)), str(plan.repo), plan.revision,
-                                               required=plan.offline), checked=True)
+        return replace(
+            plan,
+            commit=hub_commit(
+                Path(str(plan.host_path)), str(plan.repo), plan.revision, required=plan.offline
+            ),
+            checked=True,
+        )
     return plan
 
 
@@ -195,9 +221,11 @@ def unreadable_by_the_server(plan: ModelPlan, capabilities: frozenset[str] = fro
         return []
     first, kind = next(iter(refused.items()))
     st = first.stat()
-    return [f"{len(refused)} of the weights' files and folders under {top} are closed to the server (first: {kind} "
-            f"{first}, mode {st.st_mode & 0o777:04o}, owner uid {st.st_uid}): it runs as root with every capability "
-            f"dropped and reads only what others may read; run `chmod -R o+rX {top}` (weights hold no secret)"]
+    return [
+        f"{len(refused)} of the weights' files and folders under {top} are closed to the server (first: {kind} "
+        f"{first}, mode {st.st_mode & 0o777:04o}, owner uid {st.st_uid}): it runs as root with every capability "
+        f"dropped and reads only what others may read; run `chmod -R o+rX {top}` (weights hold no secret)"
+    ]
 
 
 def _root_may(path: Path, bit: int) -> bool:
@@ -213,33 +241,45 @@ def _root_may(path: Path, bit: int) -> bool:
 def weight_files(folder: Path) -> tuple[list[Path], Path | None]:
     """(the safetensors files a checkpoint folder serves, its index when sharded); raises ModelMissing."""
     if not folder.is_dir():
-        raise ModelMissing(f"model folder {folder} does not exist (model.host_path)",
-                           hint="copy the checkpoint there (config.json and *.safetensors), or fix model.host_path "
-                                "in the profile; nothing was stopped")
+        raise ModelMissing(
+            f"model folder {folder} does not exist (model.host_path)",
+            hint="copy the checkpoint there (config.json and *.safetensors), or fix model.host_path "
+            "in the profile; nothing was stopped",
+        )
     if not (folder / "config.json").is_file():
-        raise ModelMissing(f"model folder {folder} has no config.json: it is not a checkpoint folder",
-                           hint="point model.host_path at the folder that holds config.json and the *.safetensors "
-                                "files; nothing was stopped")
+        raise ModelMissing(
+            f"model folder {folder} has no config.json: it is not a checkpoint folder",
+            hint="point model.host_path at the folder that holds config.json and the *.safetensors "
+            "files; nothing was stopped",
+        )
     index = folder / INDEX
     if index.is_file():
         try:
             names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         except (OSError, ValueError, KeyError, AttributeError) as exc:
-            raise ModelMissing(f"{index} is not a safetensors index ({type(exc).__name__}: {exc})",
-                               hint="restore the file from the checkpoint's source; nothing was stopped") from None
+            raise ModelMissing(
+                f"{index} is not a safetensors index ({type(exc).__name__}: {exc})",
+                hint="restore the file from the checkpoint's source; nothing was stopped",
+            ) from None
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
-            raise ModelMissing(f"model folder {folder} lacks {len(missing)} of the {len(names)} shards its index "
-                               f"names (first: {missing[0]})",
-                               hint="finish copying the checkpoint; nothing was stopped")
+            raise ModelMissing(
+                f"model folder {folder} lacks {len(missing)} of the {len(names)} shards its index "
+                f"names (first: {missing[0]})",
+                hint="finish copying the checkpoint; nothing was stopped",
+            )
         return [folder / n for n in names], index
     files = sorted(folder.glob("*.safetensors"))
     if not files:
-        raise ModelMissing(f"model folder {folder} holds no *.safetensors weights",
-                           hint="copy the weights in (safetensors), or fix model.host_path; nothing was stopped")
+        raise ModelMissing(
+            f"model folder {folder} holds no *.safetensors weights",
+            hint="copy the weights in (safetensors), or fix model.host_path; nothing was stopped",
+        )
     if len(files) > 1 or SHARD.search(files[0].name):
-        raise ModelMissing(f"model folder {folder} holds sharded weights ({len(files)} files) but no {INDEX}",
-                           hint=f"copy {INDEX} from the checkpoint's source; nothing was stopped")
+        raise ModelMissing(
+            f"model folder {folder} holds sharded weights ({len(files)} files) but no {INDEX}",
+            hint=f"copy {INDEX} from the checkpoint's source; nothing was stopped",
+        )
     return files, None
 
 
@@ -267,9 +307,11 @@ def hub_commit(cache: Path, repo: str, revision: str | None, *, required: bool =
     or a commit hash), with its snapshot present; None when absent and not required."""
     revision = revision or "main"
     folder = hub_repo_folder(cache, repo)
-    how = (f"download it on a host with access (`hf download {repo}"
-           f"{'' if revision == 'main' else f' --revision {revision}'}`) into {cache}, or set model.offline: false "
-           "to let the server download it; nothing was stopped")
+    how = (
+        f"download it on a host with access (`hf download {repo}"
+        f"{'' if revision == 'main' else f' --revision {revision}'}`) into {cache}, or set model.offline: false "
+        "to let the server download it; nothing was stopped"
+    )
     if COMMIT.match(revision):
         commit = revision
     else:
@@ -279,7 +321,11 @@ def hub_commit(cache: Path, repo: str, revision: str | None, *, required: bool =
         except OSError:
             if not required:
                 return None
-            what = "is not in the hub cache" if not folder.is_dir() else f"has no revision {revision!r} in the hub cache"
+            what = (
+                "is not in the hub cache"
+                if not folder.is_dir()
+                else f"has no revision {revision!r} in the hub cache"
+            )
             raise ModelMissing(f"model {repo} {what} ({ref} is missing)", hint=how) from None
         if not COMMIT.match(commit):
             raise ModelMissing(f"{ref} does not hold a commit hash (got {commit[:60]!r})", hint=how)
@@ -287,23 +333,30 @@ def hub_commit(cache: Path, repo: str, revision: str | None, *, required: bool =
     if not (snapshot / "config.json").is_file():
         if not required:
             return None
-        raise ModelMissing(f"model {repo} at {revision} ({commit[:12]}) has no complete snapshot in the hub cache "
-                           f"({snapshot / 'config.json'} is missing)", hint=how)
+        raise ModelMissing(
+            f"model {repo} at {revision} ({commit[:12]}) has no complete snapshot in the hub cache "
+            f"({snapshot / 'config.json'} is missing)",
+            hint=how,
+        )
     try:
         weight_files(snapshot)  # an interrupted download leaves shards out
     except ModelMissing as exc:
         if not required:
             return None
-        raise ModelMissing(f"model {repo} at {revision} ({commit[:12]}) is incomplete in the hub cache: "
-                           f"{exc.message}", hint=how) from None
+        raise ModelMissing(
+            f"model {repo} at {revision} ({commit[:12]}) is incomplete in the hub cache: {exc.message}",
+            hint=how,
+        ) from None
     return commit
 
 
 def describe_for_render(plan: ModelPlan) -> list[str]:
     if plan.kind == "hub":
-        return [f"model {plan.repo} (revision {plan.revision or 'main'}) from the hub cache {plan.host_path} -> "
-                f"{CONTAINER_HUB_CACHE}{' read-only, HF_HUB_OFFLINE=1' if plan.offline else ''}; "
-                "`up` pins the commit it finds in refs/"]
+        return [
+            f"model {plan.repo} (revision {plan.revision or 'main'}) from the hub cache {plan.host_path} -> "
+            f"{CONTAINER_HUB_CACHE}{' read-only, HF_HUB_OFFLINE=1' if plan.offline else ''}; "
+            "`up` pins the commit it finds in refs/"
+        ]
     if plan.kind == "folder":
         return [f"model folder {plan.host_path} -> {plan.container_path} (read-only)"]
     return []

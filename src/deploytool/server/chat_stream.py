@@ -20,7 +20,15 @@ import json
 from typing import Any
 
 from .chat_result import ChatResult, ToolCall, body_message
-from .wire import LONE_SURROGATE, MAX_EVENT_BYTES, WireError, lone_surrogate, may_hold_surrogate, over_cap, strict_decoder
+from .wire import (
+    LONE_SURROGATE,
+    MAX_EVENT_BYTES,
+    WireError,
+    lone_surrogate,
+    may_hold_surrogate,
+    over_cap,
+    strict_decoder,
+)
 
 # Both refuse NaN and Infinity (WireError), as wire.loads does; `feed` refuses a lone surrogate as it does.
 _DECODER = strict_decoder()
@@ -38,8 +46,24 @@ class ChatStream:
     """One streamed response. `feed` each read of the body, then `finish` once, however the
     stream ended; `take` applies one chunk object (for callers that hold chunks already)."""
 
-    __slots__ = ("result", "decode", "pending", "pending_size", "max_event", "calls", "arguments", "content", "reasoning", "times",
-                 "n", "n_reasoning", "n_answer", "t_token", "t_answer", "model")
+    __slots__ = (
+        "result",
+        "decode",
+        "pending",
+        "pending_size",
+        "max_event",
+        "calls",
+        "arguments",
+        "content",
+        "reasoning",
+        "times",
+        "n",
+        "n_reasoning",
+        "n_answer",
+        "t_token",
+        "t_answer",
+        "model",
+    )
 
     def __init__(self, result: ChatResult) -> None:
         self.result = result

@@ -83,10 +83,20 @@ class EndpointClient:
     stays a failure.
     """
 
-    def __init__(self, base_url: str, *, timeout: float = 60.0, max_connections: int = 256,
-                 keep_chunks: bool = False, api_key: str | None = None, headers: dict[str, str] | None = None,
-                 keepalive_expiry: float = KEEPALIVE_EXPIRY_S, retry_stale_connections: bool = True,
-                 max_body_bytes: int = wire.MAX_BODY_BYTES, max_stream_bytes: int = wire.MAX_STREAM_BYTES):
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 60.0,
+        max_connections: int = 256,
+        keep_chunks: bool = False,
+        api_key: str | None = None,
+        headers: dict[str, str] | None = None,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
+        retry_stale_connections: bool = True,
+        max_body_bytes: int = wire.MAX_BODY_BYTES,
+        max_stream_bytes: int = wire.MAX_STREAM_BYTES,
+    ):
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
         self.api_key = api_key
@@ -96,15 +106,19 @@ class EndpointClient:
         self.keep_chunks = keep_chunks
         self.retry_stale_connections = retry_stale_connections
         self.stale_retries = 0  # requests re-sent after the keep-alive race (reported by callers)
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections,
-                              keepalive_expiry=keepalive_expiry)
+        limits = httpx.Limits(
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=keepalive_expiry,
+        )
         # A server started with an API key wants `Authorization: Bearer KEY` on every call (the
         # fresh-connection client of the stale-connection retry copies these headers).
         headers = dict(headers or {})
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits,
-                                       headers=headers or None, verify=_tls())
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, limits=limits, headers=headers or None, verify=_tls()
+        )
         self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
     async def __aenter__(self) -> "EndpointClient":
@@ -121,8 +135,12 @@ class EndpointClient:
     def fast_stream(self) -> StreamClient:
         """bench's streaming path to the same endpoint (same key, same keep-alive expiry and caps);
         plain http only (ValueError otherwise)."""
-        return StreamClient(self.base_url, api_key=self.api_key, keepalive_expiry=self.keepalive_expiry,
-                            max_stream_bytes=self.max_stream_bytes)
+        return StreamClient(
+            self.base_url,
+            api_key=self.api_key,
+            keepalive_expiry=self.keepalive_expiry,
+            max_stream_bytes=self.max_stream_bytes,
+        )
 
     async def send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
         """Send `request`; on the keep-alive race (see the class), once more on a fresh connection."""
@@ -137,15 +155,21 @@ class EndpointClient:
         try:
             return await self._http.send(request, stream=stream)
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            if not wire.resend_after_race(reused=_NEW_CONNECTION not in seen, answered=_RESPONSE_STARTED in seen):
+            if not wire.resend_after_race(
+                reused=_NEW_CONNECTION not in seen, answered=_RESPONSE_STARTED in seen
+            ):
                 raise
         finally:
             request.extensions.pop("trace", None)
         self.stale_retries += 1
         if self._fresh is None:
-            self._fresh = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout,
-                                            headers=self._http.headers, verify=_tls(),
-                                            limits=httpx.Limits(max_keepalive_connections=0))
+            self._fresh = httpx.AsyncClient(
+                base_url=self.base_url,
+                timeout=self.timeout,
+                headers=self._http.headers,
+                verify=_tls(),
+                limits=httpx.Limits(max_keepalive_connections=0),
+            )
         return await self._fresh.send(request, stream=stream)
 
     async def _read(self, request: httpx.Request, seen: dict[str, int] | None = None) -> httpx.Response:
@@ -170,8 +194,9 @@ class EndpointClient:
             await response.aclose()
         return response
 
-    async def get(self, path: str, *, timeout: float | None = None,
-                  seen: dict[str, int] | None = None) -> httpx.Response:
+    async def get(
+        self, path: str, *, timeout: float | None = None, seen: dict[str, int] | None = None
+    ) -> httpx.Response:
         """GET `path`, its body read whole (up to the body cap). Raises httpx.TimeoutException
         when the whole request, connect to last byte, takes longer than the budget (so callers
         that catch httpx.HTTPError handle it), WireError when the body is over the cap."""
@@ -204,10 +229,18 @@ class EndpointClient:
             if "status" in seen:
                 why = f"answered HTTP {seen['status']}, then its body did not arrive whole: {why}"
             return HealthAnswer(error=why, headers_status=seen.get("status"))
-        return HealthAnswer(status=response.status_code, body=response.content[:300].decode("utf-8", "replace"))
+        return HealthAnswer(
+            status=response.status_code, body=response.content[:300].decode("utf-8", "replace")
+        )
 
-    async def chat(self, payload: dict[str, Any], *, timeout: float | None = None,
-                   keep_chunks: bool | None = None, idle_timeout: float | None = None) -> ChatResult:
+    async def chat(
+        self,
+        payload: dict[str, Any],
+        *,
+        timeout: float | None = None,
+        keep_chunks: bool | None = None,
+        idle_timeout: float | None = None,
+    ) -> ChatResult:
         """One chat completion; streams when payload['stream'] is true. Never raises for
         server faults: they land in ChatResult.error. `keep_chunks` overrides the client's
         setting for this call. `idle_timeout`: the longest wait for any byte (headers, or the
@@ -247,7 +280,9 @@ class EndpointClient:
         result.ok = result.error is None
         return result
 
-    async def _complete(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout) -> None:
+    async def _complete(
+        self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout
+    ) -> None:
         request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget)
         response = await self._read(request)
         result.status = response.status_code
@@ -281,16 +316,18 @@ class EndpointClient:
         if result.content or result.reasoning_content or result.tool_calls:
             result.t_first_token = result.t_first_answer = now
 
-    async def _stream(self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout,
-                      keep: bool) -> None:
+    async def _stream(
+        self, payload: dict[str, Any], result: ChatResult, budget: float | httpx.Timeout, keep: bool
+    ) -> None:
         # Bytes in, one ChatStream walks the events (the same walker as bench's own path); what
         # arrived is kept also when the request fails part-way.
         chunks: list[Any] | None = [] if keep else None
         result.raw = chunks
         stream = ChatStream(result) if chunks is None else KeptChatStream(result, chunks)
         body_ended = False
-        request = self._http.build_request("POST", "/v1/chat/completions", json=payload, timeout=budget,
-                                           headers=_SSE_HEADERS)
+        request = self._http.build_request(
+            "POST", "/v1/chat/completions", json=payload, timeout=budget, headers=_SSE_HEADERS
+        )
         response = await self.send(request, stream=True)
         try:
             result.status = response.status_code
@@ -301,12 +338,14 @@ class EndpointClient:
                     size += len(part)
                     if size > self.max_body_bytes:
                         break
-                text = b"".join(parts)[:self.max_body_bytes].decode("utf-8", "replace")
+                text = b"".join(parts)[: self.max_body_bytes].decode("utf-8", "replace")
                 result.error = f"HTTP {response.status_code}: {error_message(text)}"
                 return
             ctype = response.headers.get("content-type", "").partition(";")[0]
             if "text/event-stream" not in ctype:
-                raise SSEError(f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}")
+                raise SSEError(
+                    f"Expected response header Content-Type to contain 'text/event-stream', got {ctype!r}"
+                )
             feed, left = stream.feed, self.max_stream_bytes
             async for data in response.aiter_bytes():
                 left -= len(data)

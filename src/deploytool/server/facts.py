@@ -49,8 +49,10 @@ class ServerFacts:
     @property
     def is_simulator(self) -> bool:
         """deploytool's reference runtime says so in its server info and model info."""
-        return bool((self.server_info or {}).get("simulator")) or \
-            (self.model_info or {}).get("model_type") == "simulator"
+        return (
+            bool((self.server_info or {}).get("simulator"))
+            or (self.model_info or {}).get("model_type") == "simulator"
+        )
 
     @property
     def served_model_name(self) -> str | None:
@@ -78,8 +80,9 @@ class ServerFacts:
         return None
 
 
-async def read_server_facts(client: EndpointClient, timeout: float = 10.0, *, metrics: bool = True,
-                            facts: ServerFacts | None = None) -> ServerFacts:
+async def read_server_facts(
+    client: EndpointClient, timeout: float = 10.0, *, metrics: bool = True, facts: ServerFacts | None = None
+) -> ServerFacts:
     """/v1/models, server info, model info (and /metrics unless `metrics` is false), each within
     `timeout`, into `facts` (a new one by default). Never raises: an endpoint that fails is recorded
     in `unreadable`."""
@@ -124,8 +127,9 @@ async def read_weight_version(client: EndpointClient, timeout: float = 10.0) -> 
     return None
 
 
-def server_side_figures(facts_after: ServerFacts, peaks: dict[str, float] | None = None,
-                        window: Any = None) -> dict[str, float]:
+def server_side_figures(
+    facts_after: ServerFacts, peaks: dict[str, float] | None = None, window: Any = None
+) -> dict[str, float]:
     """The figures only the server knows, over the measured phases: speculative accept length and
     cached-token share from /metrics counter differences (`window`, a metrics_window.Window), and
     the peaks of KV token usage and running requests sampled during the run. The gauges
@@ -153,8 +157,11 @@ async def read_metrics(client: EndpointClient, facts: ServerFacts, timeout: floa
 
 
 # Gauges worth their peak during a run: /metrics name -> figure key.
-PEAK_GAUGES = {"sglang:token_usage": "token_usage_peak", "sglang:num_running_reqs": "running_requests_peak",
-               "sglang:num_queue_reqs": "queued_requests_peak"}
+PEAK_GAUGES = {
+    "sglang:token_usage": "token_usage_peak",
+    "sglang:num_running_reqs": "running_requests_peak",
+    "sglang:num_queue_reqs": "queued_requests_peak",
+}
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -228,13 +235,17 @@ def _is_summed(name: str) -> bool:
     return name.endswith(_SUMMED_SUFFIXES) or name.rpartition(":")[2].startswith("num_")
 
 
-async def _json(client: EndpointClient, path: str, facts: ServerFacts, timeout: float) -> dict[str, Any] | None:
+async def _json(
+    client: EndpointClient, path: str, facts: ServerFacts, timeout: float
+) -> dict[str, Any] | None:
     try:
         response = await client.get(path, timeout=timeout)
         if response.status_code != 200:
             facts.unreadable[path] = f"HTTP {response.status_code}"
             return None
-        body = redact(wire.loads(response.content))  # SGLang's /server_info carries the api_key: a report keeps no key
+        body = redact(
+            wire.loads(response.content)
+        )  # SGLang's /server_info carries the api_key: a report keeps no key
         return body if isinstance(body, dict) else {"value": body}
     except Exception as exc:  # noqa: BLE001 - recorded, never fatal
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"

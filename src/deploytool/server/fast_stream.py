@@ -63,9 +63,13 @@ class _Response:
     """Parses one streamed response as its bytes arrive: status line and headers, chunked (or
     length- or close-delimited) body; the body's bytes go to the shared ChatStream walker."""
 
-    def __init__(self, result: ChatResult, done: asyncio.Future, max_bytes: int = wire.MAX_STREAM_BYTES) -> None:
+    def __init__(
+        self, result: ChatResult, done: asyncio.Future, max_bytes: int = wire.MAX_STREAM_BYTES
+    ) -> None:
         self.result, self.done = result, done
-        self.max_bytes = self.left = max_bytes  # the response's bytes allowed, and still allowed (head and body)
+        self.max_bytes = self.left = (
+            max_bytes  # the response's bytes allowed, and still allowed (head and body)
+        )
         self.head = b""
         self.status: int | None = None
         self.chunked = False
@@ -120,7 +124,7 @@ class _Response:
                 if len(self.head) > wire.MAX_HEAD_BYTES:
                     raise wire.over_cap("the response head", wire.MAX_HEAD_BYTES)
                 return
-            data = self.head[end + 4:]
+            data = self.head[end + 4 :]
             self._headers(self.head[:end].decode("latin-1"))
             if self.done.done():
                 return
@@ -150,8 +154,10 @@ class _Response:
         if self.status == 200:
             ctype = headers.get("content-type", "").partition(";")[0]
             if "text/event-stream" not in ctype:
-                self._finish(f"SSEError: Expected response header Content-Type to contain 'text/event-stream', "
-                             f"got {ctype!r}")
+                self._finish(
+                    f"SSEError: Expected response header Content-Type to contain 'text/event-stream', "
+                    f"got {ctype!r}"
+                )
 
     def _dechunk(self, now: float) -> None:
         raw = self.raw
@@ -174,8 +180,8 @@ class _Response:
                 return
             if len(raw) < eol + 2 + size + 2:
                 return
-            payload = bytes(raw[eol + 2:eol + 2 + size])
-            del raw[:eol + 2 + size + 2]
+            payload = bytes(raw[eol + 2 : eol + 2 + size])
+            del raw[: eol + 2 + size + 2]
             if self.done.done():
                 continue
             # _body, inlined: this is once per event against a server that writes one per token
@@ -218,8 +224,14 @@ class StreamClient:
     """POST /v1/chat/completions with stream: true, for bench. `chat` never raises for a server
     fault: the ChatResult's error says what happened, in EndpointClient's words."""
 
-    def __init__(self, base_url: str, *, keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
-                 api_key: str | None = None, max_stream_bytes: int = wire.MAX_STREAM_BYTES) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        keepalive_expiry: float = KEEPALIVE_EXPIRY_S,
+        api_key: str | None = None,
+        max_stream_bytes: int = wire.MAX_STREAM_BYTES,
+    ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http":
             raise ValueError("StreamClient speaks plain http only")
@@ -242,9 +254,11 @@ class StreamClient:
 
     async def chat(self, payload: dict[str, Any], *, timeout: float) -> ChatResult:
         body = json.dumps(payload).encode()
-        request = (f"POST {self.prefix}/v1/chat/completions HTTP/1.1\r\nHost: {self.authority}\r\n"
-                   f"Content-Type: application/json\r\nAccept: text/event-stream\r\nCache-Control: no-store\r\n"
-                   f"{self._auth}Content-Length: {len(body)}\r\n\r\n").encode() + body
+        request = (
+            f"POST {self.prefix}/v1/chat/completions HTTP/1.1\r\nHost: {self.authority}\r\n"
+            f"Content-Type: application/json\r\nAccept: text/event-stream\r\nCache-Control: no-store\r\n"
+            f"{self._auth}Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
         t_start = _perf()
         deadline = t_start + timeout
         result, retry = await self._attempt(request, t_start, deadline, timeout)
@@ -255,16 +269,18 @@ class StreamClient:
             result, _ = await self._attempt(request, t_start, deadline, timeout, fresh=True)
         return result
 
-    async def _attempt(self, request: bytes, t_start: float, deadline: float,
-                       timeout: float, fresh: bool = False) -> tuple[ChatResult, bool]:
+    async def _attempt(
+        self, request: bytes, t_start: float, deadline: float, timeout: float, fresh: bool = False
+    ) -> tuple[ChatResult, bool]:
         loop = asyncio.get_running_loop()
         result = ChatResult(streamed=True, t_start=t_start)
         done: asyncio.Future = loop.create_future()
         response = _Response(result, done, self.max_stream_bytes)
         # The bound is for the whole request (a server trickling bytes must still time out); a
         # timer rather than asyncio.wait_for, whose 3.11 form can swallow a cancellation.
-        timer = loop.call_later(max(0.0, deadline - _perf()),
-                                lambda: done.done() or done.set_exception(asyncio.TimeoutError()))
+        timer = loop.call_later(
+            max(0.0, deadline - _perf()), lambda: done.done() or done.set_exception(asyncio.TimeoutError())
+        )
         conn, reused = None, False
         try:
             conn, reused = await self._connection(result, max(0.001, deadline - _perf()), fresh)
@@ -284,8 +300,9 @@ class StreamClient:
             result.ok = result.error is None
         # a connection failure (not our deadline, not a refused response) with no byte of the answer
         failed = not result.ok and not (result.error or "").startswith(("timed out", "response refused"))
-        retry = failed and wire.resend_after_race(reused=reused,
-                                                  answered=response.status is not None or bool(response.head))
+        retry = failed and wire.resend_after_race(
+            reused=reused, answered=response.status is not None or bool(response.head)
+        )
         return result, retry
 
     def _release(self, conn: _Conn, response: _Response) -> None:
@@ -298,6 +315,7 @@ class StreamClient:
         elif response.ended:
             self._to_idle(conn)
         elif response.result.saw_done and response.chunked:
+
             def ended() -> None:
                 if response.keep_alive and not conn.lost:
                     self._to_idle(conn)
@@ -305,6 +323,7 @@ class StreamClient:
                     conn.sink = None
                     if conn.transport is not None:
                         conn.transport.close()
+
             response.on_ended = ended
             conn.sink = response.feed
         else:
@@ -316,7 +335,9 @@ class StreamClient:
         conn.idle_since = time.monotonic()
         self._idle.append(conn)
 
-    async def _connection(self, result: ChatResult, budget: float, fresh: bool = False) -> tuple[_Conn | None, bool]:
+    async def _connection(
+        self, result: ChatResult, budget: float, fresh: bool = False
+    ) -> tuple[_Conn | None, bool]:
         now = time.monotonic()
         while self._idle and not fresh:
             conn = self._idle.pop()

@@ -98,9 +98,14 @@ class Window:
         return generated / self.seconds if generated is not None and self.seconds > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 3), "deltas": self.deltas, "why": self.why,
-                "cached_share": self.cached_share, "spec_accept_length": self.spec_accept_length,
-                "output_tps": self.output_tps}
+        return {
+            "seconds": round(self.seconds, 3),
+            "deltas": self.deltas,
+            "why": self.why,
+            "cached_share": self.cached_share,
+            "spec_accept_length": self.spec_accept_length,
+            "output_tps": self.output_tps,
+        }
 
 
 def combine(windows: list[Window]) -> Window | None:
@@ -136,8 +141,11 @@ async def snapshot(client: Any, timeout: float = 10.0) -> CounterSnapshot:
     except Exception as exc:  # noqa: BLE001 - unreadable is an answer: the window says why
         return CounterSnapshot(at, None, f"/metrics unreadable: {type(exc).__name__}: {exc}")
     if response.status_code != 200:
-        return CounterSnapshot(at, None, f"/metrics answered HTTP {response.status_code} "
-                                         "(SGLang serves it only with --enable-metrics)")
+        return CounterSnapshot(
+            at,
+            None,
+            f"/metrics answered HTTP {response.status_code} (SGLang serves it only with --enable-metrics)",
+        )
     metrics = parse_prometheus(response.text)
     return CounterSnapshot(at, counters_from(metrics), gauges={n: metrics[n] for n in GAUGES if n in metrics})
 
@@ -153,8 +161,11 @@ def window(before: CounterSnapshot, after: CounterSnapshot) -> Window:
         if name in after.counters:
             delta = after.counters[name] - before.counters.get(name, 0.0)
             if delta < 0:  # a restarted server: the window means nothing
-                return Window(seconds, why=f"{name} went down ({before.counters.get(name)} -> "
-                                           f"{after.counters[name]}): the server restarted during the window")
+                return Window(
+                    seconds,
+                    why=f"{name} went down ({before.counters.get(name)} -> "
+                    f"{after.counters[name]}): the server restarted during the window",
+                )
             deltas[name] = delta
     return Window(seconds, deltas)
 

@@ -27,10 +27,18 @@ class Readiness:
     waited_s: float
 
 
-async def wait_until_ready(endpoint: "str | EndpointClient", *, health_path: str = "/health",
-                           timeout_s: float = READY_TIMEOUT_S, poll_s: float = 0.5, probe_timeout_s: float = 10.0,
-                           progress: Any = None, progress_every_s: float = 10.0,
-                           headers: dict[str, str] | None = None, timeout_name: str | None = None) -> Readiness:
+async def wait_until_ready(
+    endpoint: "str | EndpointClient",
+    *,
+    health_path: str = "/health",
+    timeout_s: float = READY_TIMEOUT_S,
+    poll_s: float = 0.5,
+    probe_timeout_s: float = 10.0,
+    progress: Any = None,
+    progress_every_s: float = 10.0,
+    headers: dict[str, str] | None = None,
+    timeout_name: str | None = None,
+) -> Readiness:
     """Poll `health_path` until it answers 200 or `timeout_s` has passed. A refused connection
     (nothing listens while weights load) and a 503 (warming up) both mean "wait". `progress`,
     when given, is called with a line about every `progress_every_s` while waiting, which names
@@ -40,15 +48,32 @@ async def wait_until_ready(endpoint: "str | EndpointClient", *, health_path: str
     without one, utils/auth.py, but a profile may name another health path). `endpoint`: a URL,
     or an EndpointClient to wait through (its key and headers; `headers` is then not used)."""
     if isinstance(endpoint, EndpointClient):
-        return await _wait(endpoint, health_path, timeout_s, poll_s, probe_timeout_s, progress, progress_every_s,
-                           timeout_name)
+        return await _wait(
+            endpoint,
+            health_path,
+            timeout_s,
+            poll_s,
+            probe_timeout_s,
+            progress,
+            progress_every_s,
+            timeout_name,
+        )
     async with EndpointClient(endpoint, timeout=probe_timeout_s, headers=headers) as client:
-        return await _wait(client, health_path, timeout_s, poll_s, probe_timeout_s, progress, progress_every_s,
-                           timeout_name)
+        return await _wait(
+            client, health_path, timeout_s, poll_s, probe_timeout_s, progress, progress_every_s, timeout_name
+        )
 
 
-async def _wait(client: EndpointClient, health_path: str, timeout_s: float, poll_s: float, probe_timeout_s: float,
-                progress: Any, progress_every_s: float, timeout_name: str | None) -> Readiness:
+async def _wait(
+    client: EndpointClient,
+    health_path: str,
+    timeout_s: float,
+    poll_s: float,
+    probe_timeout_s: float,
+    progress: Any,
+    progress_every_s: float,
+    timeout_name: str | None,
+) -> Readiness:
     url = client.base_url
     started = time.monotonic()
     next_line = started + progress_every_s
@@ -74,8 +99,10 @@ async def _wait(client: EndpointClient, health_path: str, timeout_s: float, poll
             break
         if progress is not None and now >= next_line:
             change = f"; {timeout_name} to wait less or more" if timeout_name else ""
-            progress(f"waiting for {url} to become ready: {out.error} "
-                     f"({now - started:.0f} s of {timeout_s:g} s{change})")
+            progress(
+                f"waiting for {url} to become ready: {out.error} "
+                f"({now - started:.0f} s of {timeout_s:g} s{change})"
+            )
             next_line = now + progress_every_s
         await asyncio.sleep(min(poll_s, max(0.0, timeout_s - (now - started))))
     out.waited_s = round(time.monotonic() - started, 3)
@@ -85,14 +112,17 @@ async def _wait(client: EndpointClient, health_path: str, timeout_s: float, poll
 def ready_timeout_for(profile: Any) -> float:
     """How long to wait for a profile's server when no --ready-timeout is given: its
     qualify.preflight.ready_timeout_s, else READY_TIMEOUT_S (qualify and bench wait alike)."""
-    preflight = ((getattr(profile, "qualify", None) or {}).get("preflight") or {})
+    preflight = (getattr(profile, "qualify", None) or {}).get("preflight") or {}
     value = preflight.get("ready_timeout_s")
     return float(value) if value is not None else READY_TIMEOUT_S
 
 
-def health_check(url: str, path: str, *, timeout: float, headers: dict[str, str] | None = None) -> HealthAnswer:
+def health_check(
+    url: str, path: str, *, timeout: float, headers: dict[str, str] | None = None
+) -> HealthAnswer:
     """One GET of `path` from synchronous code, within `timeout` from connect to last byte (a
     server that trickles its answer fails it at the deadline); never raises for the server."""
+
     async def once() -> HealthAnswer:
         async with EndpointClient(url, timeout=timeout, headers=headers) as client:
             return await client.health(path, timeout=timeout)

@@ -24,8 +24,14 @@ MODEL_INFO_PATHS = ("/model_info", "/get_model_info")
 
 # CUDA-graph settings: 0.5.23 splits them by phase (arg_groups/field_order.py); the single
 # keys are what older servers report.
-CUDA_GRAPH_KEYS = ("cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "disable_decode_cuda_graph",
-                   "disable_prefill_cuda_graph", "cuda_graph_max_bs", "disable_cuda_graph")
+CUDA_GRAPH_KEYS = (
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "disable_decode_cuda_graph",
+    "disable_prefill_cuda_graph",
+    "cuda_graph_max_bs",
+    "disable_cuda_graph",
+)
 
 
 def _states(info: Any) -> list[dict[str, Any]]:
@@ -49,9 +55,13 @@ def running_limit(info: Any) -> tuple[int | None, str]:
         total = sum(per_rank) if len(per_rank) > 1 else per_rank[0] * dp  # type: ignore[operator]
         return total, "internal_states[].effective_max_running_requests_per_dp"
     # Fallback (servers without effective_max_running_requests_per_dp): the resolved flag.
-    for where, value in (("max_running_requests", (info or {}).get("max_running_requests") if isinstance(info, dict) else None),
-                         *(("internal_states[].max_running_requests", s.get("max_running_requests"))
-                           for s in _states(info))):
+    for where, value in (
+        (
+            "max_running_requests",
+            (info or {}).get("max_running_requests") if isinstance(info, dict) else None,
+        ),
+        *(("internal_states[].max_running_requests", s.get("max_running_requests")) for s in _states(info)),
+    ):
         if _int(value) is not None:
             return _int(value), where
     return None, "not reported"

@@ -60,8 +60,10 @@ class WireError(ValueError):
     JSON does not have, or a string that is not characters (a lone surrogate)."""
 
 
-LONE_SURROGATE = "JSON with a lone surrogate (a \\ud800-\\udfff escape without its pair), which is no character " \
-                 "(expected UTF-8 text)"
+LONE_SURROGATE = (
+    "JSON with a lone surrogate (a \\ud800-\\udfff escape without its pair), which is no character "
+    "(expected UTF-8 text)"
+)
 # Where a JSON text may hold a surrogate: an escape of one (a pair is one character once parsed,
 # so only the walk of the parsed value can tell a lone one) or, for bytes, one written as UTF-8
 # (json.loads decodes bytes with surrogatepass). Nearly no body has either: one scan, no walk.
@@ -77,7 +79,9 @@ def _non_finite(name: str) -> Any:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):  # 1e999: a JSON number that no float holds
-        raise WireError(f"JSON with the number {text[:40]}, larger than any finite number (expected a finite number)")
+        raise WireError(
+            f"JSON with the number {text[:40]}, larger than any finite number (expected a finite number)"
+        )
     return value
 
 
@@ -147,8 +151,10 @@ def too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 
 def over_cap(what: str, cap: int) -> WireError:
-    return WireError(f"{what} larger than {cap // 2**20 if cap >= 2**20 else cap} "
-                     f"{'MiB' if cap >= 2**20 else 'bytes'}: not read further")
+    return WireError(
+        f"{what} larger than {cap // 2**20 if cap >= 2**20 else cap} "
+        f"{'MiB' if cap >= 2**20 else 'bytes'}: not read further"
+    )
 
 
 def resend_after_race(*, reused: bool, answered: bool) -> bool:

@@ -16,8 +16,10 @@ from deploytool.sim.settings import SimSettings
 def main(argv: Sequence[str] | None = None) -> int:
     settings = SimSettings.from_env_and_args(sys.argv[1:] if argv is None else argv)
     if parse_faults(settings.faults).crash_on_start:
-        log(f"FAULT crash_on_start: deploytool.sim (a simulator, not a model) exits with status "
-            f"{CRASH_EXIT_CODE} before serving anything")
+        log(
+            f"FAULT crash_on_start: deploytool.sim (a simulator, not a model) exits with status "
+            f"{CRASH_EXIT_CODE} before serving anything"
+        )
         return CRASH_EXIT_CODE
     failure = launch_rules.start_failure(settings)
     if failure:  # the memory rule: a launch SGLang could not start fails here, before listening

@@ -42,7 +42,9 @@ _NEEDLE_RE = re.compile(
 )
 _NUMBER_RE = re.compile(r"\d+(?:[.,]\d+)*")
 # RULER's needle values: a UUID, else a number (scripts/data/synthetic/niah.py in NVIDIA/RULER)
-_VALUE_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d+(?:[.,]\d+)*", re.IGNORECASE)
+_VALUE_RE = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\d+(?:[.,]\d+)*", re.IGNORECASE
+)
 _KEY_LIST_RE = re.compile(r",\s*(?:and\s+)?|\s+and\s+")
 _MATH_RE = re.compile(
     r"\bhow\s+(?:many|much|long|far|old)\b|\bcalculate\b|\bcompute\b|\bsolve\b|\btotal\b|\bsum\b"
@@ -106,6 +108,7 @@ def _derive(req: ChatRequest, ctx: AnswerContext) -> Answer:
 
 # --- 1. tool results ---------------------------------------------------------------------------
 
+
 def tool_result_answer(messages: list[Message]) -> Answer:
     results = []
     for m in reversed(messages):
@@ -114,25 +117,37 @@ def tool_result_answer(messages: list[Message]) -> Answer:
         results.append(m.text.strip())
     results.reverse()
     quoted = "; ".join(_clip(r, 1000) for r in results)
-    return Answer(rule="tool-result", reasoning=PREFIX + "the last message is a tool result, so I quote it.",
-                  content=f"The tool returned: {quoted}")
+    return Answer(
+        rule="tool-result",
+        reasoning=PREFIX + "the last message is a tool result, so I quote it.",
+        content=f"The tool returned: {quoted}",
+    )
 
 
 # --- 2. tools ----------------------------------------------------------------------------------
+
 
 def tool_answer(req: ChatRequest, ctx: AnswerContext) -> Answer:
     last = req.last_user.text if req.last_user else ""
     tool, why = _pick_tool(req, last)
     if tool is None:
-        return Answer(rule="no-tool", reasoning=PREFIX + why,
-                      content="None of the provided tools applies to this request, so no tool was called.")
+        return Answer(
+            rule="no-tool",
+            reasoning=PREFIX + why,
+            content="None of the provided tools applies to this request, so no tool was called.",
+        )
     values = PromptValues.from_text(last)
     forced_name = isinstance(req.tool_choice, dict)
     subjects = [] if forced_name or not req.parallel_tool_calls else parallel_subjects(values)
     mixed = [] if forced_name or not req.parallel_tool_calls else _calls_per_clause(req.tools, last)
     if mixed:
-        out = [ToolCallOut(t.name, json.dumps(synthesize_arguments(t, PromptValues.from_text(c)))) for t, c in mixed]
-        reasoning = PREFIX + "each sentence asks for a different tool: " + ", ".join(t.name for t, _ in mixed) + "."
+        out = [
+            ToolCallOut(t.name, json.dumps(synthesize_arguments(t, PromptValues.from_text(c))))
+            for t, c in mixed
+        ]
+        reasoning = (
+            PREFIX + "each sentence asks for a different tool: " + ", ".join(t.name for t, _ in mixed) + "."
+        )
         return _tool_calls_answer(out, reasoning, ctx)
     if subjects:
         calls = [synthesize_arguments(tool, values, subject=s, skip=tuple(subjects)) for s in subjects]
@@ -160,8 +175,10 @@ def _calls_per_clause(tools: list[ToolSpec], message: str) -> list[tuple[ToolSpe
 def _tool_calls_answer(out: list[ToolCallOut], reasoning: str, ctx: AnswerContext) -> Answer:
     if not ctx.tools_enabled:
         # no tool-call parser: the model's raw call markup reaches the client as text
-        raw = "\n".join(f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
-                        for c in out)
+        raw = "\n".join(
+            f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
+            for c in out
+        )
         return Answer(rule="tools-raw", reasoning=reasoning, content=raw)
     return Answer(rule="tools", reasoning=reasoning, tool_calls=out)
 
@@ -173,10 +190,15 @@ def _pick_tool(req: ChatRequest, message: str) -> tuple[ToolSpec | None, str]:
         return tool, f"tool_choice forces {name}."
     scored = best_tool(req.tools, message)
     if scored.score >= 1:
-        return scored.tool, (f"{scored.tool.name} shares the most words with the request "
-                             f"(score {scored.score}: {', '.join(scored.shared)}).")
+        return scored.tool, (
+            f"{scored.tool.name} shares the most words with the request "
+            f"(score {scored.score}: {', '.join(scored.shared)})."
+        )
     if req.tool_choice == "required":
-        return scored.tool, f"tool_choice is 'required'; no tool shares a word, so the first one, {scored.tool.name}."
+        return (
+            scored.tool,
+            f"tool_choice is 'required'; no tool shares a word, so the first one, {scored.tool.name}.",
+        )
     return None, "no tool shares a meaningful word with the request, so no tool is called."
 
 
@@ -200,12 +222,15 @@ def vision_answer(req: ChatRequest, last: Message) -> Answer | None:
         lead = " and ".join(str(r.shapes) for r in reports) + ". "
     elif "colour" in question or "color" in question:
         lead = " and ".join((r.dominant or r.background) for r in reports).capitalize() + ". "
-    reasoning = (PREFIX + "measuring each image with pillow: the background is the most common border colour, "
-                 "shapes are 4-connected regions of other colours.")
+    reasoning = (
+        PREFIX + "measuring each image with pillow: the background is the most common border colour, "
+        "shapes are 4-connected regions of other colours."
+    )
     return Answer(rule="vision", reasoning=reasoning, content=lead + body)
 
 
 # --- 4. GSM8K oracle ---------------------------------------------------------------------------
+
 
 def oracle_answer(last: Message, oracle: Gsm8kOracle | None) -> Answer | None:
     if oracle is None:
@@ -213,12 +238,15 @@ def oracle_answer(last: Message, oracle: Gsm8kOracle | None) -> Answer | None:
     found = oracle.answer(last.text)
     if found is None:
         return None
-    reasoning = (PREFIX + f"looking this question up in the GSM8K answer key (set to be right for "
-                 f"{oracle.accuracy:.0%} of questions; wrong answers are the key's answer + 1).")
+    reasoning = (
+        PREFIX + f"looking this question up in the GSM8K answer key (set to be right for "
+        f"{oracle.accuracy:.0%} of questions; wrong answers are the key's answer + 1)."
+    )
     return Answer(rule="gsm8k-oracle", reasoning=reasoning, content=found.text)
 
 
 # --- 5 and 7. needle / retrieval ---------------------------------------------------------------
+
 
 @dataclass
 class NeedleQuestion:
@@ -244,11 +272,18 @@ def find_needle_question(text: str) -> NeedleQuestion | None:
     key = match.group("key").strip().strip("\"'“”‘’`.,:;").strip()
     if not key:
         return None
-    return NeedleQuestion(thing=match.group("thing").strip(), key=key, wants_all=bool(match.group("all")),
-                          start=match.start(), end=match.end())
+    return NeedleQuestion(
+        thing=match.group("thing").strip(),
+        key=key,
+        wants_all=bool(match.group("all")),
+        start=match.start(),
+        end=match.end(),
+    )
 
 
-def find_needles(haystack: str, key: str, limit: int = 1000, values: re.Pattern[str] = _NUMBER_RE) -> list[str]:
+def find_needles(
+    haystack: str, key: str, limit: int = 1000, values: re.Pattern[str] = _NUMBER_RE
+) -> list[str]:
     """Numbers in the sentence of each occurrence of key, first occurrence first (str.find, no token loops)."""
     hay = haystack.lower()
     needle = key.lower()
@@ -263,20 +298,20 @@ def find_needles(haystack: str, key: str, limit: int = 1000, values: re.Pattern[
 
 
 def _number_near(text: str, start: int, end: int, values: re.Pattern[str] = _NUMBER_RE) -> str | None:
-    after = text[end:end + NEEDLE_WINDOW]
+    after = text[end : end + NEEDLE_WINDOW]
     cut = _SENTENCE_BREAK_RE.search(after)
     match = values.search(after[: cut.start() if cut else None])
     if match:
         return match.group().rstrip(".,")
-    before = text[max(0, start - NEEDLE_WINDOW):start]
+    before = text[max(0, start - NEEDLE_WINDOW) : start]
     breaks = list(_SENTENCE_BREAK_RE.finditer(before))
-    numbers = values.findall(before[breaks[-1].end() if breaks else 0:])
+    numbers = values.findall(before[breaks[-1].end() if breaks else 0 :])
     return numbers[-1].rstrip(".,") if numbers else None
 
 
 def _needle_haystack(req: ChatRequest, last: Message, q: NeedleQuestion) -> str:
     parts = [m.text for m in req.messages if m is not last]
-    parts.append(last.text[: q.start] + " " + last.text[q.end:])
+    parts.append(last.text[: q.start] + " " + last.text[q.end :])
     return "\n".join(parts)
 
 
@@ -294,12 +329,19 @@ def magic_number_answer(req: ChatRequest, last: Message) -> Answer | None:
     haystack = _needle_haystack(req, last, q)
     numbers = find_needles(haystack, q.key, values=_VALUE_RE)
     if not numbers and _KEY_LIST_RE.search(q.key):  # RULER multi-query: "a, b, and c"
-        numbers = [v for key in _KEY_LIST_RE.split(q.key) if key.strip()
-                   for v in find_needles(haystack, key.strip(), values=_VALUE_RE)]
+        numbers = [
+            v
+            for key in _KEY_LIST_RE.split(q.key)
+            if key.strip()
+            for v in find_needles(haystack, key.strip(), values=_VALUE_RE)
+        ]
     reasoning = PREFIX + f"looking for a number in the prompt next to '{q.key}'."
     if not numbers:
-        return Answer(rule="magic-number", reasoning=reasoning,
-                      content=f"I could not find the {q.thing} for {q.key} in the provided text.")
+        return Answer(
+            rule="magic-number",
+            reasoning=reasoning,
+            content=f"I could not find the {q.thing} for {q.key} in the provided text.",
+        )
     return Answer(rule="magic-number", reasoning=reasoning, content=_needle_reply(q, numbers))
 
 
@@ -310,11 +352,15 @@ def retrieval_answer(req: ChatRequest, last: Message) -> Answer | None:
     numbers = find_needles(_needle_haystack(req, last, q), q.key)
     if not numbers:
         return None
-    return Answer(rule="retrieval", reasoning=PREFIX + f"looking for a number in the prompt next to '{q.key}'.",
-                  content=_needle_reply(q, numbers))
+    return Answer(
+        rule="retrieval",
+        reasoning=PREFIX + f"looking for a number in the prompt next to '{q.key}'.",
+        content=_needle_reply(q, numbers),
+    )
 
 
 # --- 6. math -----------------------------------------------------------------------------------
+
 
 def math_answer(req: ChatRequest, last: Message) -> Answer | None:
     numbers = _NUMBER_RE.findall(last.text)
@@ -327,13 +373,18 @@ def math_answer(req: ChatRequest, last: Message) -> Answer | None:
 
 # --- 8. echo -----------------------------------------------------------------------------------
 
+
 def echo_answer(req: ChatRequest, last: Message) -> Answer:
     start = " ".join(last.text.split())[:80]
-    return Answer(rule="echo", reasoning=PREFIX + "no specific rule matched, so I echo the request.",
-                  content=f"Simulator reply: I received {req.prompt_tokens} tokens; the last user message was: '{start}'")
+    return Answer(
+        rule="echo",
+        reasoning=PREFIX + "no specific rule matched, so I echo the request.",
+        content=f"Simulator reply: I received {req.prompt_tokens} tokens; the last user message was: '{start}'",
+    )
 
 
 # --- response_format ---------------------------------------------------------------------------
+
 
 def json_content(req: ChatRequest, answer: Answer) -> Answer:
     """json_schema: an object synthesized from the schema (like tool arguments); json_object:
@@ -346,10 +397,15 @@ def json_content(req: ChatRequest, answer: Answer) -> Answer:
             raise RequestError("response_format json_schema needs json_schema.schema")
         last = req.last_user.text if req.last_user else ""
         value: Any = ArgumentSynth(PromptValues.from_text(last)).value("value", schema)
-        return Answer(rule=answer.rule + "+json_schema", reasoning=answer.reasoning, content=json.dumps(value))
+        return Answer(
+            rule=answer.rule + "+json_schema", reasoning=answer.reasoning, content=json.dumps(value)
+        )
     if fmt.get("type") == "json_object":
-        return Answer(rule=answer.rule + "+json_object", reasoning=answer.reasoning,
-                      content=json.dumps({"answer": answer.content or ""}))
+        return Answer(
+            rule=answer.rule + "+json_object",
+            reasoning=answer.reasoning,
+            content=json.dumps({"answer": answer.content or ""}),
+        )
     return answer
 
 

@@ -40,15 +40,19 @@ from deploytool.sim.running import Generation
 from deploytool.sim.settings import SimSettings
 
 VERSION = f"sim-{__version__}"
-BANNER = ("deploytool.sim {version}: a SIMULATOR of an SGLang server, NOT a model. Replies follow "
-          "documented rules (docs/sim.md); timing and capacity are simulated.")
+BANNER = (
+    "deploytool.sim {version}: a SIMULATOR of an SGLang server, NOT a model. Replies follow "
+    "documented rules (docs/sim.md); timing and capacity are simulated."
+)
 
 
 def _exit_process(code: int) -> None:
     os._exit(code)  # a crash, not a shutdown: no cleanup, like a dying GPU worker
 
 
-def error_response(message: str, status: int, err_type: str, background: BackgroundTask | None = None) -> JSONResponse:
+def error_response(
+    message: str, status: int, err_type: str, background: BackgroundTask | None = None
+) -> JSONResponse:
     return JSONResponse(error_body(message, status, err_type), status_code=status, background=background)
 
 
@@ -58,11 +62,15 @@ class SimServer:
         if self.faults.config.spec_off:
             # a release that lost its draft model runs without speculative decoding: no
             # speculative_algorithm or avg_spec_accept_length in /server_info, no verify counter
-            settings = dataclasses.replace(settings, spec_accept_length=0.0, speculative_algorithm=None,
-                                           speculative_num_steps=None)
+            settings = dataclasses.replace(
+                settings, spec_accept_length=0.0, speculative_algorithm=None, speculative_num_steps=None
+            )
         self.settings = settings
-        self.oracle = (Gsm8kOracle.load(settings.gsm8k_path, settings.gsm8k_oracle)
-                       if settings.gsm8k_oracle is not None else None)
+        self.oracle = (
+            Gsm8kOracle.load(settings.gsm8k_path, settings.gsm8k_oracle)
+            if settings.gsm8k_oracle is not None
+            else None
+        )
         self.answer_ctx = AnswerContext(tools_enabled=settings.tools, oracle=self.oracle)
         self.engine = Engine(settings)
         self.created = int(time.time())
@@ -76,9 +84,11 @@ class SimServer:
         self.ready_at = time.monotonic() + self.settings.startup_seconds
         s = self.settings
         log(BANNER.format(version=VERSION))
-        log(f"model={s.served_model_name!r} context={s.context_length} kv_pool={s.max_total_tokens} "
+        log(
+            f"model={s.served_model_name!r} context={s.context_length} kv_pool={s.max_total_tokens} "
             f"max_running={s.max_running_requests} decode_tps={s.decode_tps} prefill_tps={s.prefill_tps} "
-            f"startup={s.startup_seconds}s faults={self.faults.config.active or 'none'}")
+            f"startup={s.startup_seconds}s faults={self.faults.config.active or 'none'}"
+        )
         announce = asyncio.create_task(self._announce_ready())
         try:
             yield
@@ -99,7 +109,9 @@ class SimServer:
         if config.health_fail_after is not None:
             await asyncio.sleep(config.health_fail_after)
             self.health_failing = True
-            log(f"FAULT health_fail_after={config.health_fail_after}: /health now answers 503; the process runs on")
+            log(
+                f"FAULT health_fail_after={config.health_fail_after}: /health now answers 503; the process runs on"
+            )
         if config.exit_after is not None:
             await asyncio.sleep(config.exit_after)
             self.faults.crash(f"exit_after={config.exit_after}")
@@ -116,8 +128,15 @@ class SimServer:
 
     def _model_card(self) -> dict[str, Any]:
         s = self.settings
-        return {"id": s.served_model_name, "object": "model", "created": self.created, "owned_by": "sglang",
-                "root": s.served_model_name, "parent": None, "max_model_len": s.context_length}
+        return {
+            "id": s.served_model_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "sglang",
+            "root": s.served_model_name,
+            "parent": None,
+            "max_model_len": s.context_length,
+        }
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [self._model_card()]})
@@ -155,11 +174,16 @@ class SimServer:
         done = BackgroundTask(self._chat_done)
         if self.faults.chat_arrived():
             every = self.faults.config.http_500_every
-            return error_response(f"Simulated internal server error (fault http_500_every={every}).",
-                                  500, "InternalServerError", done)
+            return error_response(
+                f"Simulated internal server error (fault http_500_every={every}).",
+                500,
+                "InternalServerError",
+                done,
+            )
         if not self.ready():
-            return error_response("The server is not ready yet (simulated start-up).", 503,
-                                  "ServiceUnavailableError", done)
+            return error_response(
+                "The server is not ready yet (simulated start-up).", 503, "ServiceUnavailableError", done
+            )
         if self.faults.config.hang:
             return _hang_response("chat request")
         body = await request.body()
@@ -169,7 +193,9 @@ class SimServer:
         except KVPoolOverflow as exc:
             request.state.sim_note = exc.message[:120]
             if exc.stream:  # the scheduler aborts it after the stream began: 200, an error event, [DONE]
-                return StreamingResponse(_overflow_events(exc), media_type="text/event-stream", background=done)
+                return StreamingResponse(
+                    _overflow_events(exc), media_type="text/event-stream", background=done
+                )
             return error_response(exc.message, exc.status, exc.err_type, done)
         except RequestError as exc:
             request.state.sim_note = exc.message[:120]
@@ -177,8 +203,9 @@ class SimServer:
         gen = Generation(self.engine, req, plan, started)
         request.state.sim_tokens = (req.prompt_tokens, plan.completion_tokens)
         if req.stream:
-            return StreamingResponse(self._sse(gen), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
+            return StreamingResponse(
+                self._sse(gen), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+            )
         # Same schedule as a stream: the reply is ready when the last token would be. A client
         # that goes away meanwhile aborts the request, as SGLang does (tokenizer_manager.py
         # `_wait_one_response`: "Request is disconnected from the client side ... Abort request",
@@ -188,28 +215,42 @@ class SimServer:
             return Response(status_code=499)
         # ChatMessage drops tool_calls when None; with tool calls the content is "" (the parser
         # keeps no normal text), as in sglang's non-streamed path (serving_chat.py).
-        message: dict[str, Any] = {"role": "assistant",
-                                   # "" rather than null when nothing is left after the
-                                   # reasoning (or max_tokens 0), as a real server answers
-                                   "content": "" if plan.tool_calls else (plan.text_of("content") or ""),
-                                   "reasoning_content": plan.text_of("reasoning")}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            # "" rather than null when nothing is left after the
+            # reasoning (or max_tokens 0), as a real server answers
+            "content": "" if plan.tool_calls else (plan.text_of("content") or ""),
+            "reasoning_content": plan.text_of("reasoning"),
+        }
         if plan.tool_calls:
             message["tool_calls"] = plan.tool_calls
-        return JSONResponse({
-            "id": uuid.uuid4().hex,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.settings.served_model_name,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": plan.finish_reason, "matched_stop": None}],
-            "usage": gen.usage(),
-            "metadata": {"weight_version": self.settings.weight_version},
-        }, background=done)
+        return JSONResponse(
+            {
+                "id": uuid.uuid4().hex,
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": self.settings.served_model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": plan.finish_reason,
+                        "matched_stop": None,
+                    }
+                ],
+                "usage": gen.usage(),
+                "metadata": {"weight_version": self.settings.weight_version},
+            },
+            background=done,
+        )
 
     def _prepare(self, body: bytes) -> tuple[ChatRequest, Plan]:
         req = parse_chat_request(body, self.settings)
         adjust_request(self.faults.config, req)
-        answer = adjust_answer(self.faults.config, derive_answer(req, self.answer_ctx), req, len(self.engine.running))
+        answer = adjust_answer(
+            self.faults.config, derive_answer(req, self.answer_ctx), req, len(self.engine.running)
+        )
         return req, build_plan(answer, req, self.settings, self.faults)
 
     async def _chat_done(self) -> None:
@@ -243,14 +284,39 @@ class SimServer:
             # every DeltaMessage field (tool_calls dropped when None) and "usage": null.
             if "tool_calls" in delta or finish is not None:
                 delta = {"role": None, "content": None, "reasoning_content": None, **delta}
-                body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                                     "matched_stop": None}], "usage": None}
+                body = {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": delta,
+                            "logprobs": None,
+                            "finish_reason": finish,
+                            "matched_stop": None,
+                        }
+                    ],
+                    "usage": None,
+                }
             else:
                 delta = {"reasoning_content": None, **delta}
-                body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None,
-                                     "matched_stop": None}]}
+                body = {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": delta,
+                            "logprobs": None,
+                            "finish_reason": None,
+                            "matched_stop": None,
+                        }
+                    ],
+                }
             return f"data: {json.dumps(body)}\n\n"
 
         first = True
@@ -264,8 +330,14 @@ class SimServer:
             yield chunk({"role": "assistant", "content": ""})
         yield chunk({}, gen.plan.finish_reason)
         if gen.req.include_usage:
-            body = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                    "choices": [], "usage": gen.usage()}
+            body = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": gen.usage(),
+            }
             yield f"data: {json.dumps(body)}\n\n"
         yield "data: [DONE]\n\n"
 
@@ -284,7 +356,15 @@ def _hang_response(what: str) -> Response:
 async def _overflow_events(exc: "KVPoolOverflow") -> AsyncIterator[str]:
     """serving_chat.py: an abort with a status code becomes create_streaming_error_response
     ({"error": ErrorResponse}, type = the HTTPStatus name), then [DONE]."""
-    body = {"error": {"object": "error", "message": exc.message, "type": "BAD_REQUEST", "param": None, "code": 400}}
+    body = {
+        "error": {
+            "object": "error",
+            "message": exc.message,
+            "type": "BAD_REQUEST",
+            "param": None,
+            "code": 400,
+        }
+    }
     yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
 
@@ -326,10 +406,26 @@ def _delta(unit: Unit) -> dict[str, Any]:
     if unit.kind == "content":
         return {"content": unit.text}
     if unit.kind == "tool_start":
-        return {"tool_calls": [{"index": unit.index, "id": unit.call_id, "type": "function",
-                                "function": {"name": unit.text, "arguments": ""}}]}
-    return {"tool_calls": [{"id": None, "index": unit.index, "type": "function",
-                            "function": {"name": None, "arguments": unit.text}}]}
+        return {
+            "tool_calls": [
+                {
+                    "index": unit.index,
+                    "id": unit.call_id,
+                    "type": "function",
+                    "function": {"name": unit.text, "arguments": ""},
+                }
+            ]
+        }
+    return {
+        "tool_calls": [
+            {
+                "id": None,
+                "index": unit.index,
+                "type": "function",
+                "function": {"name": None, "arguments": unit.text},
+            }
+        ]
+    }
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -342,10 +438,14 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 async def _internal_error(request: Request, exc: Exception) -> Response:
     if not is_drop(exc):  # a dropped stream is the drop_stream fault, already logged
         log(f"internal error on {request.url.path}: {type(exc).__name__}: {exc}")
-    return error_response(f"Internal error in the simulator: {type(exc).__name__}: {exc}", 500, "InternalServerError")
+    return error_response(
+        f"Internal error in the simulator: {type(exc).__name__}: {exc}", 500, "InternalServerError"
+    )
 
 
-def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], None] | None = None) -> Starlette:
+def create_app(
+    settings: SimSettings | None = None, on_crash: Callable[[int], None] | None = None
+) -> Starlette:
     """The starlette app. ``on_crash(status)`` ends the server on crash faults (default: os._exit)."""
     settings = settings or SimSettings()
     sim = SimServer(settings, on_crash or _exit_process)
@@ -366,9 +466,11 @@ def create_app(settings: SimSettings | None = None, on_crash: Callable[[int], No
         routes=routes,
         lifespan=sim.lifespan,
         # The request log sees refused calls too (SGLang logs them as 401s).
-        middleware=[Middleware(RequestLog, enabled=settings.log_requests),
-                    Middleware(ApiKeyAuth, api_key=settings.api_key),
-                    Middleware(Hostile, config=sim.faults.config)],
+        middleware=[
+            Middleware(RequestLog, enabled=settings.log_requests),
+            Middleware(ApiKeyAuth, api_key=settings.api_key),
+            Middleware(Hostile, config=sim.faults.config),
+        ],
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     app.state.sim = sim

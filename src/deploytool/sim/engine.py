@@ -31,8 +31,31 @@ from deploytool.sim.tokens import count_tokens
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 E2E_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 # SGLang 0.5.23's default buckets of the per-request TPOT histogram (bucket_inter_token_latency).
-TPOT_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
-                0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
+TPOT_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.010,
+    0.015,
+    0.020,
+    0.025,
+    0.030,
+    0.035,
+    0.040,
+    0.060,
+    0.080,
+    0.100,
+    0.200,
+    0.400,
+    0.600,
+    0.800,
+    1.000,
+    2.000,
+    4.000,
+    6.000,
+    8.000,
+)
 
 
 class PrefixCache:
@@ -50,7 +73,9 @@ class PrefixCache:
     def _keys(self, text: str) -> Iterable[bytes]:
         prev = b""
         for start in range(0, len(text) - self.block_chars + 1, self.block_chars):
-            prev = hashlib.blake2b(prev + text[start:start + self.block_chars].encode(), digest_size=16).digest()
+            prev = hashlib.blake2b(
+                prev + text[start : start + self.block_chars].encode(), digest_size=16
+            ).digest()
             yield prev
 
     def lookup_and_insert(self, text: str) -> int:
@@ -165,8 +190,11 @@ class Engine:
 
     def _can_start(self, ticket: object, need: int) -> bool:
         reserved = sum(s.prompt_tokens for s in self.running)
-        return (self._waiters[0] is ticket and len(self.running) < self.settings.max_running_requests
-                and reserved + need <= self.settings.max_total_tokens)
+        return (
+            self._waiters[0] is ticket
+            and len(self.running) < self.settings.max_running_requests
+            and reserved + need <= self.settings.max_total_tokens
+        )
 
     async def admit(self, prompt_tokens: int) -> Slot:
         """Wait, first come first served, for a running slot and KV room for the prompt."""
@@ -224,8 +252,9 @@ class Engine:
         cached = max(0, cached)
         return cached, (prompt_tokens - cached) / self.settings.prefill_tps
 
-    async def pace(self, slot: Slot, units: list[Unit], prefill_seconds: float,
-                   started: float) -> AsyncIterator[Unit]:
+    async def pace(
+        self, slot: Slot, units: list[Unit], prefill_seconds: float, started: float
+    ) -> AsyncIterator[Unit]:
         """Yield units at their deadlines: first at the end of prefill, then 1/speed per token."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + prefill_seconds

@@ -209,8 +209,15 @@ def _wrong_types(args: Any) -> Any:
     """Every value swapped for one of another JSON type; an empty object gains an unknown key."""
     if not isinstance(args, dict) or not args:
         return {"unexpected_parameter": 1}
-    swap = {str: 12345, int: "not a number", float: "not a number", bool: "yes", list: "item",
-            dict: "object", type(None): 0}
+    swap = {
+        str: 12345,
+        int: "not a number",
+        float: "not a number",
+        bool: "yes",
+        list: "item",
+        dict: "object",
+        type(None): 0,
+    }
     return {key: swap.get(type(value), None) for key, value in args.items()}
 
 
@@ -229,13 +236,24 @@ def adjust_request(config: FaultConfig, req: Any) -> None:
 
 def adjust_answer(config: FaultConfig, answer: Any, req: Any, running: int) -> Any:
     """The answer-level faults, applied to the rule's answer before it becomes tokens."""
-    if config.needle_lost_after is not None and answer.rule in ("magic-number", "retrieval") \
-            and req.prompt_tokens > config.needle_lost_after:
-        log(f"FAULT needle_lost_after={config.needle_lost_after}: a {req.prompt_tokens}-token prompt lost its needle")
+    if (
+        config.needle_lost_after is not None
+        and answer.rule in ("magic-number", "retrieval")
+        and req.prompt_tokens > config.needle_lost_after
+    ):
+        log(
+            f"FAULT needle_lost_after={config.needle_lost_after}: a {req.prompt_tokens}-token prompt lost its needle"
+        )
         answer.content = "I could not find that in the provided text."
-    if config.corrupt_under_load is not None and running >= config.corrupt_under_load and answer.content \
-            and not answer.tool_calls:
-        log(f"FAULT corrupt_under_load={config.corrupt_under_load}: {running} running, numbers in the answer off by one")
+    if (
+        config.corrupt_under_load is not None
+        and running >= config.corrupt_under_load
+        and answer.content
+        and not answer.tool_calls
+    ):
+        log(
+            f"FAULT corrupt_under_load={config.corrupt_under_load}: {running} running, numbers in the answer off by one"
+        )
         answer.content = _DIGITS.sub(lambda m: _off_by_one(m.group()), answer.content)
     if config.drop_arg_tail is not None:
         for call in answer.tool_calls:

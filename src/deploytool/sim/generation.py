@@ -20,8 +20,9 @@ from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens, fragments
 from deploytool.sim.toolformats import argument_deltas, parse_arguments, raw_text
 
-FILLER_WORDS = ("the simulator is generating filler tokens because the request asked for more output "
-                "than the answer has").split()
+FILLER_WORDS = (
+    "the simulator is generating filler tokens because the request asked for more output than the answer has"
+).split()
 
 
 @dataclass
@@ -67,8 +68,9 @@ def thinking_on(req: ChatRequest, settings: SimSettings) -> bool:
 def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: FaultState) -> Plan:
     limit = req.max_tokens if req.max_tokens is not None else settings.context_length - req.prompt_tokens
     thinking = thinking_on(req, settings)
-    inline = thinking and (settings.no_reasoning_field or settings.reasoning_parser is None
-                           or not req.separate_reasoning)
+    inline = thinking and (
+        settings.no_reasoning_field or settings.reasoning_parser is None or not req.separate_reasoning
+    )
 
     content = answer.content
     reasoning_units: list[Unit] = []
@@ -80,10 +82,18 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
         # newline before </think> as reasoning, swallows the tag and passes "\n\n" on as content
         # (held by tests/test_sim_conformance_parsers.py).
         reasoning_units = [Unit("reasoning", f) for f in fragments(answer.reasoning)]
-        reasoning_units += [Unit("reasoning", "\n"), Unit("hidden", "</think>"), Unit("content", "\n\n", cost=2)]
+        reasoning_units += [
+            Unit("reasoning", "\n"),
+            Unit("hidden", "</think>"),
+            Unit("content", "\n\n", cost=2),
+        ]
 
-    calls = [ToolCallOut(c.name, faults.corrupt_arguments(c.arguments) if faults.config.bad_tool_json
-                         else c.arguments) for c in answer.tool_calls]
+    calls = [
+        ToolCallOut(
+            c.name, faults.corrupt_arguments(c.arguments) if faults.config.bad_tool_json else c.arguments
+        )
+        for c in answer.tool_calls
+    ]
     fmt = settings.tool_call_parser
     body = _tool_units(calls, fmt) if calls else [Unit("content", f) for f in fragments(content or "")]
     units = reasoning_units + body
@@ -91,9 +101,12 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
     cut = sum(u.cost for u in units) > limit
     if cut and calls:
         # a call cut by max_tokens cannot be parsed: its raw markup stays in content, as in SGLang
-        raw = "".join(raw_text(fmt, [(c.name, parse_arguments(c.arguments) or {})]) if parse_arguments(c.arguments)
-                      is not None else f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
-                      for c in calls)
+        raw = "".join(
+            raw_text(fmt, [(c.name, parse_arguments(c.arguments) or {})])
+            if parse_arguments(c.arguments) is not None
+            else f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n</tool_call>'
+            for c in calls
+        )
         calls = []
         units = reasoning_units + [Unit("content", f) for f in fragments(raw)]
     if cut:
@@ -108,10 +121,19 @@ def build_plan(answer: Answer, req: ChatRequest, settings: SimSettings, faults: 
         finish = "tool_calls"
     else:
         finish = "stop"
-    tool_calls = [{"id": u.call_id, "index": None, "type": "function",
-                   "function": {"name": u.text, "arguments": "".join(a.text for a in units
-                                                                   if a.kind == "tool_args" and a.index == u.index)}}
-                  for u in units if u.kind == "tool_start"]
+    tool_calls = [
+        {
+            "id": u.call_id,
+            "index": None,
+            "type": "function",
+            "function": {
+                "name": u.text,
+                "arguments": "".join(a.text for a in units if a.kind == "tool_args" and a.index == u.index),
+            },
+        }
+        for u in units
+        if u.kind == "tool_start"
+    ]
     reasoning_tokens = sum(u.cost for u in units if u.kind == "reasoning")
     return Plan(units=units, finish_reason=finish, reasoning_tokens=reasoning_tokens, tool_calls=tool_calls)
 
@@ -122,10 +144,14 @@ def _tool_units(calls: list[ToolCallOut], fmt: str) -> list[Unit]:
     units = []
     for i, call in enumerate(calls):
         call_id = "call_" + uuid.uuid4().hex[:24]
-        units.append(Unit("tool_start", call.name, cost=max(1, count_tokens(call.name)), index=i, call_id=call_id))
+        units.append(
+            Unit("tool_start", call.name, cost=max(1, count_tokens(call.name)), index=i, call_id=call_id)
+        )
         args = parse_arguments(call.arguments)
         pieces = argument_deltas(fmt, args) if args is not None else fragments(call.arguments)
-        units += [Unit("tool_args", f, cost=max(1, count_tokens(f)), index=i, call_id=call_id) for f in pieces]
+        units += [
+            Unit("tool_args", f, cost=max(1, count_tokens(f)), index=i, call_id=call_id) for f in pieces
+        ]
     return units
 
 

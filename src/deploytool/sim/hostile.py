@@ -42,13 +42,23 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from deploytool.sim.faults import FaultConfig
 from deploytool.sim.log import log
 
-SCRIPT = '</pre></code><script>document.title="owned by the server"</script><img src=x onerror="document.title=1">'
-ESCAPES = ("\x1b]52;c;b3duZWQgYnkgdGhlIHNlcnZlcg==\x07\x1b]0;owned by the server\x07"
-           "\x1b[1A\x1b[2K\x1b[1A\x1b[2K\rqualify PASSED\x9b2J\x08\x08\u202eevil\u202c\x07"
-           "\n2026-01-01 00:00:00Z  release.cutover        cpu           9  forged")
+SCRIPT = (
+    '</pre></code><script>document.title="owned by the server"</script><img src=x onerror="document.title=1">'
+)
+ESCAPES = (
+    "\x1b]52;c;b3duZWQgYnkgdGhlIHNlcnZlcg==\x07\x1b]0;owned by the server\x07"
+    "\x1b[1A\x1b[2K\x1b[1A\x1b[2K\rqualify PASSED\x9b2J\x08\x08\u202eevil\u202c\x07"
+    "\n2026-01-01 00:00:00Z  release.cutover        cpu           9  forged"
+)
 SURROGATES = "\udce2\udc80\udcae\udcc2\udc9b"  # E2 80 AE (U+202E), C2 9B (U+009B) as surrogateescape
 MARKUP = "[link=https://example.invalid/owned]click here[/link] [bold green]qualify PASSED[/] [/x]"
-_LENGTH_FIELDS = {"max_model_len", "context_length", "context_len", "max_total_num_tokens", "max_req_input_len"}
+_LENGTH_FIELDS = {
+    "max_model_len",
+    "context_length",
+    "context_len",
+    "max_total_num_tokens",
+    "max_req_input_len",
+}
 HUGE_BYTES = 2**30
 HUGE_LOG_LINE = 32 * 2**20
 DEEP = 100_000
@@ -78,21 +88,48 @@ class _ClientLeft(Exception):
 class Hostile:
     def __init__(self, app: ASGIApp, config: FaultConfig) -> None:
         self.app, self.config = app, config
-        self.active = any((config.script_text, config.huge_body, config.trickle, config.deep_json,
-                           config.endless_sse, config.terminal_escapes, config.rich_markup, config.lone_surrogates,
-                           config.infinity))
+        self.active = any(
+            (
+                config.script_text,
+                config.huge_body,
+                config.trickle,
+                config.deep_json,
+                config.endless_sse,
+                config.terminal_escapes,
+                config.rich_markup,
+                config.lone_surrogates,
+                config.infinity,
+            )
+        )
         # what the text modes add to every text value (taken out of requests again)
-        self.payload = SCRIPT if config.script_text else ESCAPES if config.terminal_escapes else \
-            MARKUP if config.rich_markup else SURROGATES if config.lone_surrogates else None
+        self.payload = (
+            SCRIPT
+            if config.script_text
+            else ESCAPES
+            if config.terminal_escapes
+            else MARKUP
+            if config.rich_markup
+            else SURROGATES
+            if config.lone_surrogates
+            else None
+        )
         # the payload as either JSON writer spells it in a request (escaped or not), made once
-        self.spellings = [] if self.payload is None else [
-            json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1].encode("utf-8", "surrogatepass")
-            for ascii_only in (True, False)]
+        self.spellings = (
+            []
+            if self.payload is None
+            else [
+                json.dumps(self.payload, ensure_ascii=ascii_only)[1:-1].encode("utf-8", "surrogatepass")
+                for ascii_only in (True, False)
+            ]
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         c = self.config
-        if scope["type"] != "http" or not self.active or \
-                (scope["path"].startswith("/health") and not c.hostile_health):
+        if (
+            scope["type"] != "http"
+            or not self.active
+            or (scope["path"].startswith("/health") and not c.hostile_health)
+        ):
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
@@ -166,7 +203,11 @@ def _replay(body: bytes, left: asyncio.Event) -> Receive:
 
 
 def _start(content_type: str) -> Message:
-    return {"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type.encode())]}
+    return {
+        "type": "http.response.start",
+        "status": 200,
+        "headers": [(b"content-type", content_type.encode())],
+    }
 
 
 async def _huge(send: Send, stream: bool, left: asyncio.Event) -> None:
@@ -186,15 +227,22 @@ async def _deep(send: Send, stream: bool) -> None:
     log(f"FAULT deep_json: JSON nested {DEEP} deep")
     nested = b"[" * DEEP + b"]" * DEEP
     await send(_start("text/event-stream" if stream else "application/json"))
-    await send({"type": "http.response.body", "body": b"data: " + nested + b"\n\n" if stream else nested,
-                "more_body": False})
+    await send(
+        {
+            "type": "http.response.body",
+            "body": b"data: " + nested + b"\n\n" if stream else nested,
+            "more_body": False,
+        }
+    )
 
 
 async def _endless(send: Send, left: asyncio.Event) -> None:
     log("FAULT endless_sse: a stream without end")
     await send(_start("text/event-stream"))
-    event = ('data: {"id": "endless", "object": "chat.completion.chunk", "choices": [{"index": 0, '
-             '"delta": {"content": "x"}, "finish_reason": null}]}\n\n').encode()
+    event = (
+        'data: {"id": "endless", "object": "chat.completion.chunk", "choices": [{"index": 0, '
+        '"delta": {"content": "x"}, "finish_reason": null}]}\n\n'
+    ).encode()
     batch = event * 100
     while not left.is_set():
         await send({"type": "http.response.body", "body": batch, "more_body": True})
@@ -205,6 +253,7 @@ async def _endless(send: Send, left: asyncio.Event) -> None:
 def _trickling(send: Send, left: asyncio.Event) -> Send:
     """The body a byte a second, then a space a second without end (an empty /health body too):
     chunked, so the length is never known."""
+
     async def out(message: Message) -> None:
         if message["type"] == "http.response.start":
             headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
@@ -218,7 +267,7 @@ def _trickling(send: Send, left: asyncio.Event) -> Send:
         while i < len(body) or not message.get("more_body"):
             if left.is_set():
                 raise _ClientLeft
-            await send({"type": "http.response.body", "body": body[i:i + 1] or b" ", "more_body": True})
+            await send({"type": "http.response.body", "body": body[i : i + 1] or b" ", "more_body": True})
             i += 1
             await asyncio.sleep(TRICKLE_S)
 
@@ -291,8 +340,10 @@ def _scripted(value: Any, payload: str, key: str | None = None) -> Any:
 
 def _infinite(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: float("inf") if k in _LENGTH_FIELDS and isinstance(v, int) else _infinite(v)
-                for k, v in value.items()}
+        return {
+            k: float("inf") if k in _LENGTH_FIELDS and isinstance(v, int) else _infinite(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_infinite(v) for v in value]
     return value

@@ -45,24 +45,33 @@ def start_failure(s: Any) -> str | None:
     if not memory_model_on(s):
         return None
     if (pool_tokens(s) or 0) < 1:
-        return ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                f"(weights {s.weights_gib} GiB, {s.gpu_memory_gib} GiB x {s.mem_fraction_static})")
+        return (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            f"(weights {s.weights_gib} GiB, {s.gpu_memory_gib} GiB x {s.mem_fraction_static})"
+        )
     slack = s.gpu_memory_gib * (1.0 - s.mem_fraction_static)
     items = beside_pool(s)
     need = sum(i.bytes for i in items) / GIB
     if items and slack < need:
-        return (f"torch.OutOfMemoryError: CUDA out of memory while capturing CUDA graphs: "
-                f"{slack:.2f} GiB left outside the static pool, {need:.2f} GiB needed ({describe_items(items)}); "
-                f"the highest mem-fraction-static that starts is {sim_max_fraction(s.gpu_memory_gib, items)}")
+        return (
+            f"torch.OutOfMemoryError: CUDA out of memory while capturing CUDA graphs: "
+            f"{slack:.2f} GiB left outside the static pool, {need:.2f} GiB needed ({describe_items(items)}); "
+            f"the highest mem-fraction-static that starts is {sim_max_fraction(s.gpu_memory_gib, items)}"
+        )
     return None
 
 
 def beside_pool(s: Any) -> list:
     """What a start needs beside the pool, by the rule the memory planner applies (edge_rule.py)."""
-    return sim_beside_pool(activation_gib=s.activation_gib, graph_mib_per_bs=s.graph_mib_per_bs,
-                           chunk_mib_per_token=s.chunk_mib_per_token, cuda_graph_max_bs=s.cuda_graph_max_bs,
-                           disable_cuda_graph=s.disable_cuda_graph, chunked_prefill_size=s.chunked_prefill_size,
-                           speculative=speculative_on(s))
+    return sim_beside_pool(
+        activation_gib=s.activation_gib,
+        graph_mib_per_bs=s.graph_mib_per_bs,
+        chunk_mib_per_token=s.chunk_mib_per_token,
+        cuda_graph_max_bs=s.cuda_graph_max_bs,
+        disable_cuda_graph=s.disable_cuda_graph,
+        chunked_prefill_size=s.chunked_prefill_size,
+        speculative=speculative_on(s),
+    )
 
 
 def speculative_on(s: Any) -> bool:
@@ -105,7 +114,9 @@ def problems(s: Any) -> list[str]:
         out.append("cuda_graph_max_bs must be >= 1")
     if s.speculative_num_draft_tokens is not None and s.speculative_num_draft_tokens < 2:
         out.append("speculative_num_draft_tokens must be >= 2")
-    if s.gpu_memory_gib is not None and (s.gpu_memory_gib <= 0 or s.kv_bytes_per_token < 1 or s.weights_gib < 0):
+    if s.gpu_memory_gib is not None and (
+        s.gpu_memory_gib <= 0 or s.kv_bytes_per_token < 1 or s.weights_gib < 0
+    ):
         out.append("gpu_memory_gib must be > 0, kv_bytes_per_token >= 1, weights_gib >= 0")
     if s.mem_fraction_static is not None and not 0.0 < s.mem_fraction_static < 1.0:
         out.append("mem_fraction_static must be in (0, 1)")

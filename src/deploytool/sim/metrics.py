@@ -46,7 +46,9 @@ def render_metrics(engine: Engine) -> str:
     counter_by_stream("sglang:num_requests", "Number of requests processed.", 2)
     head("sglang:cached_tokens", "counter", "Number of cached prompt tokens by source (device/host/storage).")
     if stats.cached_tokens:  # prometheus shows a labelled series only once it was incremented
-        lines.append(f"sglang:cached_tokens_total{_labels({**base, 'cache_source': 'device'})} {_num(stats.cached_tokens)}")
+        lines.append(
+            f"sglang:cached_tokens_total{_labels({**base, 'cache_source': 'device'})} {_num(stats.cached_tokens)}"
+        )
     if engine.settings.speculative_enabled:
         head("sglang:spec_verify_calls", "counter", "Number of speculative decoding verification calls.")
         lines.append(f"sglang:spec_verify_calls_total{_labels(sched)} {_num(stats.spec_verify_calls)}")
@@ -60,19 +62,36 @@ def render_metrics(engine: Engine) -> str:
         ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", engine.queued),
         ("sglang:token_usage", "The token usage.", engine.token_usage()),
         ("sglang:cache_hit_rate", "The prefix cache hit rate.", hit_rate),
-        ("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
-         engine.settings.spec_accept_length),
+        (
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            engine.settings.spec_accept_length,
+        ),
         ("sglang:gen_throughput", "The generation throughput (token/s).", stats.gen_throughput()),
     ):
         head(name, "gauge", help_text)
         lines.append(f"{name}{_labels(sched)} {_num(value)}")
-    _histogram(lines, "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-               stats.ttft, base)
-    _histogram(lines, "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-               stats.e2e, base)
-    _histogram(lines, "sglang:request_time_per_output_token_seconds",
-               "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
-               stats.tpot, base)
+    _histogram(
+        lines,
+        "sglang:time_to_first_token_seconds",
+        "Histogram of time to first token in seconds.",
+        stats.ttft,
+        base,
+    )
+    _histogram(
+        lines,
+        "sglang:e2e_request_latency_seconds",
+        "Histogram of End-to-end request latency in seconds",
+        stats.e2e,
+        base,
+    )
+    _histogram(
+        lines,
+        "sglang:request_time_per_output_token_seconds",
+        "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
+        stats.tpot,
+        base,
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -71,7 +71,9 @@ class Gsm8kOracle:
         try:
             raw = source.read_text(encoding="utf-8")
         except (FileNotFoundError, OSError) as exc:
-            raise ValueError(f"--gsm8k-oracle needs the GSM8K test set; cannot read {source}: {exc}") from None
+            raise ValueError(
+                f"--gsm8k-oracle needs the GSM8K test set; cannot read {source}: {exc}"
+            ) from None
         questions = []
         for line in raw.splitlines():
             if not line.strip():
@@ -102,7 +104,7 @@ class Gsm8kOracle:
         # the last place any does (1,319 scans of the 20,000 characters cost ~25 ms a request).
         by_key, stop = self._by_key, -1 if best is None else best[0] - 1
         for pos in range(len(haystack) - KEY_CHARS, stop, -1):
-            entries = by_key.get(haystack[pos:pos + KEY_CHARS])
+            entries = by_key.get(haystack[pos : pos + KEY_CHARS])
             if entries is None:
                 continue
             for norm, original, answer in entries:

@@ -112,8 +112,10 @@ def parse_chat_request(body: bytes, settings: SimSettings) -> ChatRequest:
     req.response_format = fmt if isinstance(fmt, dict) and fmt.get("type") != "text" else None
 
     # images cost what Qwen's processor makes of their size (deploytool/image_tokens.py), not a flat rate
-    req.prompt_tokens = sum(message_tokens(m.text, 0, m.tool_calls) + sum(image_tokens(*img.image.size) for img in m.images)
-                            for m in messages)
+    req.prompt_tokens = sum(
+        message_tokens(m.text, 0, m.tool_calls) + sum(image_tokens(*img.image.size) for img in m.images)
+        for m in messages
+    )
     req.prompt_tokens += tools_tokens(data.get("tools") if req.tools else None)
     req.prompt_key = _prompt_key(messages)
     check_fits(req, settings)
@@ -124,17 +126,24 @@ def check_fits(req: ChatRequest, settings: SimSettings) -> None:
     """Refuse prompts that cannot fit, at once, in SGLang's words (never hang on them)."""
     n = req.prompt_tokens
     if n >= settings.context_length:
-        raise RequestError(f"The input ({n} tokens) is longer than the model's context length "
-                           f"({settings.context_length} tokens).")
+        raise RequestError(
+            f"The input ({n} tokens) is longer than the model's context length "
+            f"({settings.context_length} tokens)."
+        )
     limit = min(settings.context_length, settings.max_total_tokens) - 1  # max_req_input_len
     if n >= limit:
-        raise KVPoolOverflow(f"Input length ({n} tokens) exceeds the maximum allowed length ({limit} tokens). "
-                             "Use a shorter input or enable --allow-auto-truncate.", req.stream)
+        raise KVPoolOverflow(
+            f"Input length ({n} tokens) exceeds the maximum allowed length ({limit} tokens). "
+            "Use a shorter input or enable --allow-auto-truncate.",
+            req.stream,
+        )
     if req.max_tokens is not None and req.max_tokens > settings.context_length:
         # serving_chat.py checks the output budget alone first, in these words (no space after
         # the full stop, as SGLang writes it)
-        raise RequestError(f"max_completion_tokens is too large: {req.max_tokens}."
-                           f"This model supports at most {settings.context_length} completion tokens.")
+        raise RequestError(
+            f"max_completion_tokens is too large: {req.max_tokens}."
+            f"This model supports at most {settings.context_length} completion tokens."
+        )
     if req.max_tokens is not None and n + req.max_tokens > settings.context_length:
         raise RequestError(
             f"Requested token count exceeds the model's maximum context length of "
@@ -180,7 +189,9 @@ def _parse_content(content: Any, index: int, settings: SimSettings) -> tuple[lis
             texts.append(part["text"])
         elif kind == "image_url":
             if not settings.vision:
-                raise RequestError("This model does not accept images (the simulator was started with --no-vision)")
+                raise RequestError(
+                    "This model does not accept images (the simulator was started with --no-vision)"
+                )
             ref = part.get("image_url")
             url = ref.get("url") if isinstance(ref, dict) else ref
             try:
@@ -188,7 +199,9 @@ def _parse_content(content: Any, index: int, settings: SimSettings) -> tuple[lis
             except ImageError as exc:
                 raise RequestError(f"{where}: {exc}") from None
         else:
-            raise RequestError(f"{where}: unsupported content part type {kind!r} (supported: text, image_url)")
+            raise RequestError(
+                f"{where}: unsupported content part type {kind!r} (supported: text, image_url)"
+            )
     return texts, images
 
 
@@ -242,7 +255,9 @@ def _parse_tools(data: dict[str, Any], req: ChatRequest) -> None:
         params = fn.get("parameters") or {"type": "object", "properties": {}}
         if not isinstance(params, dict):
             raise RequestError(f"tools[{i}].function.parameters must be a JSON schema object")
-        req.tools.append(ToolSpec(name=fn["name"], description=str(fn.get("description") or ""), parameters=params))
+        req.tools.append(
+            ToolSpec(name=fn["name"], description=str(fn.get("description") or ""), parameters=params)
+        )
     choice = data.get("tool_choice", "auto")
     if choice is None:
         choice = "auto"
@@ -250,9 +265,13 @@ def _parse_tools(data: dict[str, Any], req: ChatRequest) -> None:
         if choice not in ("auto", "none", "required"):
             raise RequestError("tool_choice must be 'auto', 'none', 'required' or a named function")
     elif isinstance(choice, dict):
-        name = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        name = (
+            (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+        )
         if not name:
-            raise RequestError("tool_choice must name a function: {'type': 'function', 'function': {'name': ...}}")
+            raise RequestError(
+                "tool_choice must name a function: {'type': 'function', 'function': {'name': ...}}"
+            )
         if name not in {t.name for t in req.tools}:
             raise RequestError(f"Tool '{name}' not found in tools list.")  # serving_chat.py's words
     else:

@@ -41,7 +41,9 @@ class RequestLog:
             tokens = state.get("sim_tokens")
             counts = f" prompt={tokens[0]} completion={tokens[1]}" if tokens else ""
             note = f" {state['sim_note']!r}" if state.get("sim_note") else ""
-            log(f"{scope['method']} {scope['path']} {status}{counts} {time.monotonic() - started:.3f}s{outcome}{note}")
+            log(
+                f"{scope['method']} {scope['path']} {status}{counts} {time.monotonic() - started:.3f}s{outcome}{note}"
+            )
 
 
 def is_drop(exc: BaseException) -> bool:

@@ -34,15 +34,18 @@ class Generation:
             complete = True
             if not self.plan.tool_calls:
                 # The conversation a multi-turn client sends next: this prompt plus this answer.
-                engine.remember_turn(f"{self.req.prompt_key}\n<|assistant|>{self.plan.text_of('content') or ''}")
+                engine.remember_turn(
+                    f"{self.req.prompt_key}\n<|assistant|>{self.plan.text_of('content') or ''}"
+                )
         finally:
             engine.release(slot)
             stats = engine.stats
             if complete:
                 stats.prompt_tokens += self.req.prompt_tokens
                 stats.cached_tokens += self.cached_tokens
-                stats.count_request(self.req.stream, self.req.prompt_tokens, slot.generated,
-                                    self.settings.spec_accept_length)
+                stats.count_request(
+                    self.req.stream, self.req.prompt_tokens, slot.generated, self.settings.spec_accept_length
+                )
                 stats.requests += 1
                 stats.e2e.observe(time.monotonic() - self.started)
                 if slot.first_token_at is not None and slot.generated > 1:
@@ -67,8 +70,9 @@ class Generation:
             "prompt_tokens": self.req.prompt_tokens,
             "total_tokens": self.req.prompt_tokens + completion,
             "completion_tokens": completion,
-            "prompt_tokens_details": ({"cached_tokens": self.cached_tokens}
-                                      if self.settings.enable_cache_report else None),
+            "prompt_tokens_details": (
+                {"cached_tokens": self.cached_tokens} if self.settings.enable_cache_report else None
+            ),
             "reasoning_tokens": reasoning,
             "completion_tokens_details": {"reasoning_tokens": reasoning} if reasoning else None,
         }

@@ -143,8 +143,9 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve_in_thread(settings: SimSettings | None = None, port: int = 0, host: str = "127.0.0.1",
-                    wait_ready: bool = False) -> SimHandle:
+def serve_in_thread(
+    settings: SimSettings | None = None, port: int = 0, host: str = "127.0.0.1", wait_ready: bool = False
+) -> SimHandle:
     """Start a sim on ``host:port`` (port 0: a free one) in a daemon thread; returns once it listens.
 
     The simulated start-up (settings.startup_seconds) still applies: /health is 503 until it has

@@ -57,17 +57,28 @@ def resolved_args(s: SimSettings) -> dict[str, Any]:
 
 def memory_usage(s: SimSettings) -> dict[str, Any]:
     # A simulator holds no weights: the figures are zeros except the token capacity it schedules by.
-    return {"weight": 0.0, "kvcache": 0.0, "startup_available": 0.0, "token_capacity": s.max_total_tokens,
-            "token_capacity_swa": None, "graph": dict.fromkeys(GRAPH_PHASES, 0.0)}
+    return {
+        "weight": 0.0,
+        "kvcache": 0.0,
+        "startup_available": 0.0,
+        "token_capacity": s.max_total_tokens,
+        "token_capacity_swa": None,
+        "graph": dict.fromkeys(GRAPH_PHASES, 0.0),
+    }
 
 
 def server_info(s: SimSettings, engine: Engine, version: str, startup_time: float) -> dict[str, Any]:
     args = resolved_args(s)
     states = []
     for _rank in range(s.dp_size):
-        state = {**args, "world_size": s.tp_size * s.dp_size, "startup_time": startup_time,
-                 "effective_max_running_requests_per_dp": s.max_running_requests,
-                 "last_gen_throughput": engine.stats.gen_throughput(), "memory_usage": memory_usage(s)}
+        state = {
+            **args,
+            "world_size": s.tp_size * s.dp_size,
+            "startup_time": startup_time,
+            "effective_max_running_requests_per_dp": s.max_running_requests,
+            "last_gen_throughput": engine.stats.gen_throughput(),
+            "memory_usage": memory_usage(s),
+        }
         if s.speculative_enabled:  # _add_speculative returns early without a speculative algorithm
             state["avg_spec_accept_length"] = s.spec_accept_length
         states.append(state)
@@ -88,10 +99,18 @@ def server_info(s: SimSettings, engine: Engine, version: str, startup_time: floa
 
 def model_info(s: SimSettings) -> dict[str, Any]:
     return {
-        "model_path": s.model_path, "served_model_name": s.served_model_name, "tokenizer_path": s.model_path,
-        "is_generation": True, "preferred_sampling_params": None, "weight_version": s.weight_version,
-        "load_format": "dummy", "reasoning_parser": None if s.no_reasoning_field else s.reasoning_parser,
-        "tool_call_parser": s.tool_call_parser if s.tools else None, "disaggregation_mode": "null",
-        "has_image_understanding": s.vision, "has_audio_understanding": False,
-        "model_type": "simulator", "architectures": ["DeploytoolSimulator"],
+        "model_path": s.model_path,
+        "served_model_name": s.served_model_name,
+        "tokenizer_path": s.model_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": s.weight_version,
+        "load_format": "dummy",
+        "reasoning_parser": None if s.no_reasoning_field else s.reasoning_parser,
+        "tool_call_parser": s.tool_call_parser if s.tools else None,
+        "disaggregation_mode": "null",
+        "has_image_understanding": s.vision,
+        "has_audio_understanding": False,
+        "model_type": "simulator",
+        "architectures": ["DeploytoolSimulator"],
     }

@@ -39,19 +39,31 @@ class SimSettings:
 
     # Loopback unless told: run on its own, the simulator answers no one else (the sim profile
     # and the image pass --host 0.0.0.0, the container's port being published by compose).
-    host: str = _opt("Address to bind (default loopback; the container needs 0.0.0.0, which the profile passes).", "127.0.0.1")
+    host: str = _opt(
+        "Address to bind (default loopback; the container needs 0.0.0.0, which the profile passes).",
+        "127.0.0.1",
+    )
     port: int = _opt("TCP port to listen on (SGLang's default is 30000).", 30000)
     served_model_name: str = _opt("Model id reported by /v1/models and in every response.", "sim-model")
-    model_path: str = _opt("Value reported as model_path/tokenizer_path (nothing is loaded).", "deploytool/sim-model")
+    model_path: str = _opt(
+        "Value reported as model_path/tokenizer_path (nothing is loaded).", "deploytool/sim-model"
+    )
     load_seconds: float = _opt(
         "Simulated weight loading: nothing listens on the port for this long (SGLang starts its HTTP "
-        "server only once the scheduler is ready, sglang/srt/entrypoints/http_server.py).", 0.0)
+        "server only once the scheduler is ready, sglang/srt/entrypoints/http_server.py).",
+        0.0,
+    )
     startup_seconds: float = _opt(
-        "Simulated warm-up after loading: /health answers 503 with an empty body until it has passed.", 2.0)
+        "Simulated warm-up after loading: /health answers 503 with an empty body until it has passed.", 2.0
+    )
     keep_alive_seconds: float = _opt(
-        "Idle keep-alive of HTTP connections (uvicorn timeout_keep_alive; SGLang: SGLANG_TIMEOUT_KEEP_ALIVE, 5 s).", 5.0)
+        "Idle keep-alive of HTTP connections (uvicorn timeout_keep_alive; SGLang: SGLANG_TIMEOUT_KEEP_ALIVE, 5 s).",
+        5.0,
+    )
     decode_tps: float = _opt("Output tokens per second of one request.", 120.0)
-    prefill_tps: float = _opt("Prompt tokens per second (time to first token = queue wait + uncached prompt / this).", 20000.0)
+    prefill_tps: float = _opt(
+        "Prompt tokens per second (time to first token = queue wait + uncached prompt / this).", 20000.0
+    )
     aggregate_tps: float | None = _opt(
         "Cap on total output tokens/s across running requests: each request then decodes at "
         "min(decode_tps, aggregate_tps / running). Unset: no cap.",
@@ -72,14 +84,22 @@ class SimSettings:
     max_running_requests: int = _opt(
         "Requests decoded at once per DP rank; later ones wait in a FIFO queue. /server_info reports the "
         "flag as null unless it was given (as SGLang does) and the limit in internal_states[]."
-        "effective_max_running_requests_per_dp.", 8)
-    dp_size: int = _opt("Data-parallel ranks reported (one internal_states[] entry each); capacity is per rank.", 1)
-    max_total_tokens: int = _opt("KV pool size in tokens (max_total_num_tokens); a longer prompt is refused with 400.", 300000)
+        "effective_max_running_requests_per_dp.",
+        8,
+    )
+    dp_size: int = _opt(
+        "Data-parallel ranks reported (one internal_states[] entry each); capacity is per rank.", 1
+    )
+    max_total_tokens: int = _opt(
+        "KV pool size in tokens (max_total_num_tokens); a longer prompt is refused with 400.", 300000
+    )
     context_length: int = _opt("Context length in tokens; a longer prompt is refused with 400.", 262144)
     chunked_prefill_size: int = _opt("Reported only (server_info).", 8192)
     tp_size: int = _opt("Reported only (server_info).", 1)
     # SGLang's server_info reports it; a profile's memory plan reads it from server.args.
-    mem_fraction_static: float | None = _opt("Reported (server_info), as SGLang's; with --gpu-memory-gib it sizes the KV pool.", None)
+    mem_fraction_static: float | None = _opt(
+        "Reported (server_info), as SGLang's; with --gpu-memory-gib it sizes the KV pool.", None
+    )
     vision: bool = _opt("Accept image_url content parts (--no-vision: refuse them with 400).", True)
     tools: bool = _opt(
         "Parse tool calls into tool_calls (--no-tools: the call is left as raw <tool_call> text in content, "
@@ -88,63 +108,110 @@ class SimSettings:
     )
     reasoning_parser: str | None = _opt(
         "Reasoning parser the simulated server runs with (qwen3, glm45, or none). Both default to thinking "
-        "(reasoning_default 'enable_thinking', sglang/srt/parser/reasoning_parser.py).", "qwen3",
-        values=("qwen3", "glm45", "none"))
+        "(reasoning_default 'enable_thinking', sglang/srt/parser/reasoning_parser.py).",
+        "qwen3",
+        values=("qwen3", "glm45", "none"),
+    )
     tool_call_parser: str = _opt(
         "Tool-call format of the simulated model and its parser (qwen25, qwen3_coder, glm47): the streamed "
-        "argument deltas follow that parser (sglang/srt/function_call/).", "qwen25",
-        values=("qwen25", "qwen3_coder", "glm47"))
+        "argument deltas follow that parser (sglang/srt/function_call/).",
+        "qwen25",
+        values=("qwen25", "qwen3_coder", "glm47"),
+    )
     default_chat_template_kwargs: str | None = _opt(
         "JSON object merged under each request's chat_template_kwargs, as SGLang's "
-        "--default-chat-template-kwargs (e.g. '{\"enable_thinking\": false}').", None)
+        "--default-chat-template-kwargs (e.g. '{\"enable_thinking\": false}').",
+        None,
+    )
     thinking_default: bool | None = _opt(
         "Override of the thinking default (on/off). Unset: the reasoning parser's mode, unless "
-        "--default-chat-template-kwargs says enable_thinking.", None, choices=("on", "off"))
+        "--default-chat-template-kwargs says enable_thinking.",
+        None,
+        choices=("on", "off"),
+    )
     no_reasoning_field: bool = _opt(
         "Fault-like: put the reasoning inline in content as <think>...</think> instead of reasoning_content "
         "(a misconfigured reasoning parser).",
         False,
     )
-    spec_accept_length: float = _opt("Average speculative accept length to report; 0 means no speculative decoding.", 0.0)
-    speculative_algorithm: str | None = _opt("Reported speculative algorithm; defaults to EAGLE when --spec-accept-length > 0.", None)
-    speculative_num_steps: int | None = _opt("Reported speculative steps; defaults to 3 when speculative decoding is on.", None)
+    spec_accept_length: float = _opt(
+        "Average speculative accept length to report; 0 means no speculative decoding.", 0.0
+    )
+    speculative_algorithm: str | None = _opt(
+        "Reported speculative algorithm; defaults to EAGLE when --spec-accept-length > 0.", None
+    )
+    speculative_num_steps: int | None = _opt(
+        "Reported speculative steps; defaults to 3 when speculative decoding is on.", None
+    )
     # Launch flags the speed and the pool answer to (sim/launch_rules.py, docs/sim.md "Launch flags and speed").
-    speculative_num_draft_tokens: int | None = _opt("Draft tokens per verify (SGLang's flag): caps the draft steps at this - 1.", None)
-    spec_accept_rate: float = _opt("Chance each draft token is accepted; > 0 turns the speculative speed rule on.", 0.0)
+    speculative_num_draft_tokens: int | None = _opt(
+        "Draft tokens per verify (SGLang's flag): caps the draft steps at this - 1.", None
+    )
+    spec_accept_rate: float = _opt(
+        "Chance each draft token is accepted; > 0 turns the speculative speed rule on.", 0.0
+    )
     spec_draft_cost: float = _opt("Cost of one draft step, in target decode steps (speculative rule).", 0.1)
-    spec_verify_cost: float = _opt("Extra step cost per draft token per running request (speculative rule).", 0.02)
-    cuda_graph_max_bs: int | None = _opt("Largest decode batch replayed as a CUDA graph; larger ones run eager. Unset: all.", None)
+    spec_verify_cost: float = _opt(
+        "Extra step cost per draft token per running request (speculative rule).", 0.02
+    )
+    cuda_graph_max_bs: int | None = _opt(
+        "Largest decode batch replayed as a CUDA graph; larger ones run eager. Unset: all.", None
+    )
     disable_cuda_graph: bool = _opt("Run every decode batch eager (SGLang's --disable-cuda-graph).", False)
-    eager_decode_factor: float = _opt("Decode speed of an eager (not graphed) batch, as a fraction of a graphed one.", 1.0)
-    gpu_memory_gib: float | None = _opt("Memory rule: the card's GiB; with --mem-fraction-static it sizes the KV pool. Unset: off.", None)
+    eager_decode_factor: float = _opt(
+        "Decode speed of an eager (not graphed) batch, as a fraction of a graphed one.", 1.0
+    )
+    gpu_memory_gib: float | None = _opt(
+        "Memory rule: the card's GiB; with --mem-fraction-static it sizes the KV pool. Unset: off.", None
+    )
     weights_gib: float = _opt("Memory rule: GiB of weights inside the static fraction.", 0.0)
     kv_bytes_per_token: int = _opt("Memory rule: KV bytes per token.", 65536)
-    activation_gib: float | None = _opt("Memory rule: GiB the slack (1 - fraction) must hold, else the start fails.", None)
-    graph_mib_per_bs: float = _opt("Memory rule: MiB each captured decode batch size's CUDA graph takes per request of "
-                                   "its size (the slack must hold them all).", 0.0)
-    chunk_mib_per_token: float = _opt("Memory rule: MiB of activations per token of the largest prefill chunk "
-                                      "(--chunked-prefill-size; the slack must hold them).", 0.0)
+    activation_gib: float | None = _opt(
+        "Memory rule: GiB the slack (1 - fraction) must hold, else the start fails.", None
+    )
+    graph_mib_per_bs: float = _opt(
+        "Memory rule: MiB each captured decode batch size's CUDA graph takes per request of "
+        "its size (the slack must hold them all).",
+        0.0,
+    )
+    chunk_mib_per_token: float = _opt(
+        "Memory rule: MiB of activations per token of the largest prefill chunk "
+        "(--chunked-prefill-size; the slack must hold them).",
+        0.0,
+    )
     gsm8k_oracle: float | None = _opt(
         "Answer GSM8K test questions from the answer key, right for this fraction (0..1) of questions. "
         "An answer key to test scoring pipelines, never a model. Unset: off.",
         None,
     )
-    gsm8k_path: str | None = _opt("GSM8K test.jsonl for the oracle (default: the copy shipped in deploytool/data/gsm8k/).", None)
-    prefix_cache_block_chars: int = _opt("Prefix cache granularity in characters of the serialized prompt.", 256)
+    gsm8k_path: str | None = _opt(
+        "GSM8K test.jsonl for the oracle (default: the copy shipped in deploytool/data/gsm8k/).", None
+    )
+    prefix_cache_block_chars: int = _opt(
+        "Prefix cache granularity in characters of the serialized prompt.", 256
+    )
     prefix_cache_blocks: int = _opt("Prefix cache capacity in blocks (LRU).", 16384)
     enable_cache_report: bool = _opt(
-        "Report usage.prompt_tokens_details.cached_tokens (SGLang's --enable-cache-report; else it is null).", False)
+        "Report usage.prompt_tokens_details.cached_tokens (SGLang's --enable-cache-report; else it is null).",
+        False,
+    )
     enable_metrics: bool = _opt("Serve /metrics (SGLang's --enable-metrics; else /metrics is 404).", False)
     cached_prompt_fraction: float = _opt(
         "Test option: count this fraction of every prompt as a prefix-cache hit (usage and /metrics "
-        "counters), so a cold-cache gate can be seen to fail.", 0.0)
+        "counters), so a cold-cache gate can be seen to fail.",
+        0.0,
+    )
     weight_version: str = _opt("Reported weight_version (/model_info, metadata of each response).", "default")
     log_requests: bool = _opt("Log one line per request to stderr.", True)
     # access, as SGLang's --api-key (utils/auth.py) and --config (server_args_config_parser.py).
     api_key: str | None = _opt(
         "Require `Authorization: Bearer KEY` on every route but /health*, /ready*, /metrics* (401 "
-        '{"error": "Unauthorized"} otherwise), as SGLang\'s --api-key. Pass it in a --config file, not here.', None)
-    revision: str | None = _opt("Reported only: the hub revision the model was asked at (SGLang's --revision).", None)
+        '{"error": "Unauthorized"} otherwise), as SGLang\'s --api-key. Pass it in a --config file, not here.',
+        None,
+    )
+    revision: str | None = _opt(
+        "Reported only: the hub revision the model was asked at (SGLang's --revision).", None
+    )
     faults: tuple[str, ...] = _opt("Faults to inject (see --fault).", ())
     # Which fields were set by a flag or the environment (filled by from_env_and_args): SGLang's
     # /server_info reports a flag that was not given as null (its ServerArgs default).
@@ -178,7 +245,9 @@ class SimSettings:
         if not 0.0 <= self.cached_prompt_fraction < 1.0:
             problems.append("cached_prompt_fraction must be in [0, 1)")
         for name in ("reasoning_parser", "tool_call_parser"):
-            allowed = dataclasses.fields(self)[[f.name for f in dataclasses.fields(self)].index(name)].metadata["values"]
+            allowed = dataclasses.fields(self)[
+                [f.name for f in dataclasses.fields(self)].index(name)
+            ].metadata["values"]
             if getattr(self, name) is not None and getattr(self, name) not in allowed:
                 problems.append(f"{name} must be one of {', '.join(allowed)}")
         if self.reasoning_parser == "none":
@@ -305,7 +374,7 @@ def merge_config_file(argv: list[str], parser: argparse.ArgumentParser) -> list[
             extra.append(flag)
         elif value is not False and value is not None:
             extra += [flag, str(value)]
-    return extra + argv[:at] + argv[at + 2:]
+    return extra + argv[:at] + argv[at + 2 :]
 
 
 def _field_type(f: dataclasses.Field) -> str:
@@ -351,16 +420,23 @@ def build_parser() -> argparse.ArgumentParser:
         help_text = f"{f.metadata['help']} (default: {_show_default(f.default)})"
         kind = _field_type(f)
         if "choices" in f.metadata:  # on/off switches read as a person says them: --thinking-default on
-            parser.add_argument(flag, dest=f.name, type=_on_off, metavar="{on,off}", default=None,
-                                help=help_text)
+            parser.add_argument(
+                flag, dest=f.name, type=_on_off, metavar="{on,off}", default=None, help=help_text
+            )
         elif f.name == "no_reasoning_field":
             parser.add_argument(flag, dest=f.name, action="store_true", default=None, help=help_text)
         elif kind == "bool":
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=help_text)
+            parser.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
         else:
-            parser.add_argument(flag, dest=f.name, type={"int": int, "float": float}.get(kind, str),
-                                default=None, help=help_text)
+            parser.add_argument(
+                flag,
+                dest=f.name,
+                type={"int": int, "float": float}.get(kind, str),
+                default=None,
+                help=help_text,
+            )
     parser.add_argument("--fault", action="append", metavar="FAULT", help=FAULT_HELP)
     parser.set_defaults(fault=None)
     return parser

@@ -35,7 +35,7 @@ def fragments(text: str) -> list[str]:
     parts = _FRAGMENT_RE.findall(text)
     if not parts:
         return []
-    tail = text[sum(map(len, parts)):]  # trailing whitespace has no token of its own
+    tail = text[sum(map(len, parts)) :]  # trailing whitespace has no token of its own
     if tail:
         parts[-1] += tail
     return parts

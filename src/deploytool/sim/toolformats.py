@@ -52,7 +52,9 @@ def raw_pieces(fmt: str, calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
         if fmt == "qwen25":
             out += ["<tool_call>\n", '{"name": ' + _dumps(name) + ', "arguments": ']
             items = list(args.items())
-            out += [("{" if i == 0 else ", ") + _dumps(k) + ": " + _dumps(v) for i, (k, v) in enumerate(items)]
+            out += [
+                ("{" if i == 0 else ", ") + _dumps(k) + ": " + _dumps(v) for i, (k, v) in enumerate(items)
+            ]
             out += ["}" if items else "{}", "}\n</tool_call>"]
         elif fmt == "qwen3_coder":
             out += ["<tool_call>\n", f"<function={name}>\n"]

@@ -24,7 +24,8 @@ from typing import Any
 
 from deploytool.sim.request import ToolSpec
 
-STOP_WORDS = frozenset("""
+STOP_WORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being
 below between both but by can could did do does doing down during each either else etc for from
 further get gets got had has have having he her here hers him his how i if in into is it its itself
@@ -35,7 +36,8 @@ we were what when where which while who whom why will with within without would 
 give tell show find fetch retrieve return returns provide provided call calls function tool tools
 api value values specified specific given based current information info detail details data
 make makes take takes thing things any anything something say says know lot one two
-""".split())
+""".split()
+)
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -43,8 +45,10 @@ _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _QUOTED_RE = re.compile(r"\"([^\"\n]{1,20000})\"|“([^”\n]{1,20000})”|(?<!\w)'([^'\n]{1,200})'(?!\w)")
 _CAPITALIZED_RE = re.compile(r"[A-Z][\w'’-]*(?:[ \t]+[A-Z][\w'’-]*)*")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?![\w])")
-_JOIN_RE = re.compile(r"[\s\"'“”]*(?:,\s*and|,|and|&)[\s\"'“”]*(?:(?:in|for|of|at|on|to|about|from)\s+)?[\s\"'“”]*",
-                      re.IGNORECASE)
+_JOIN_RE = re.compile(
+    r"[\s\"'“”]*(?:,\s*and|,|and|&)[\s\"'“”]*(?:(?:in|for|of|at|on|to|about|from)\s+)?[\s\"'“”]*",
+    re.IGNORECASE,
+)
 _SENTENCE_END = ".!?:\n"
 
 
@@ -83,7 +87,9 @@ def score_tools(tools: list[ToolSpec], message: str) -> list[ToolScore]:
         props = (tool.parameters.get("properties") or {}) if isinstance(tool.parameters, dict) else {}
         rest = (stems(tool.description) | stems(" ".join(props))) - name
         shared_name, shared_rest = wanted & name, wanted & rest
-        out.append(ToolScore(tool, 2 * len(shared_name) + len(shared_rest), sorted(shared_name | shared_rest)))
+        out.append(
+            ToolScore(tool, 2 * len(shared_name) + len(shared_rest), sorted(shared_name | shared_rest))
+        )
     return out
 
 
@@ -93,6 +99,7 @@ def best_tool(tools: list[ToolSpec], message: str) -> ToolScore:
 
 
 # --- values found in the prompt ----------------------------------------------------------------
+
 
 @dataclass
 class Span:
@@ -112,8 +119,9 @@ class PromptValues:
     def from_text(cls, text: str) -> PromptValues:
         quoted = quoted_values(text)
         inside = [(q.start, q.end) for q in quoted]
-        capitalized = [c for c in capitalized_values(text)
-                       if not any(a <= c.start < b for a, b in inside)]  # a quoted word counts once
+        capitalized = [
+            c for c in capitalized_values(text) if not any(a <= c.start < b for a, b in inside)
+        ]  # a quoted word counts once
         return cls(text=text, quoted=quoted, capitalized=capitalized, numbers=number_values(text))
 
     @property
@@ -123,8 +131,10 @@ class PromptValues:
 
 
 def quoted_values(text: str) -> list[Span]:
-    return [Span(next(g for g in m.groups() if g is not None), m.start(), m.end())
-            for m in _QUOTED_RE.finditer(text)]
+    return [
+        Span(next(g for g in m.groups() if g is not None), m.start(), m.end())
+        for m in _QUOTED_RE.finditer(text)
+    ]
 
 
 def capitalized_values(text: str) -> list[Span]:
@@ -158,7 +168,7 @@ def parallel_subjects(values: PromptValues) -> list[str]:
     run: list[Span] = spans[:1]
     has_and = False
     for prev, cur in zip(spans, spans[1:]):
-        gap = values.text[prev.end:cur.start]
+        gap = values.text[prev.end : cur.start]
         if _JOIN_RE.fullmatch(gap):
             run.append(cur)
             has_and = has_and or bool(re.search(r"\band\b|&", gap, re.IGNORECASE))
@@ -172,6 +182,7 @@ def parallel_subjects(values: PromptValues) -> list[str]:
 
 
 # --- arguments from a JSON schema --------------------------------------------------------------
+
 
 class ArgumentSynth:
     """Fills a schema from prompt values; each value is used at most once per call."""
@@ -257,7 +268,9 @@ class ArgumentSynth:
 
     def _enum_mentioned(self, options: list[Any]) -> Any:
         for option in options:
-            if isinstance(option, str) and re.search(rf"(?<!\w){re.escape(option.lower())}(?!\w)", self.text_lower):
+            if isinstance(option, str) and re.search(
+                rf"(?<!\w){re.escape(option.lower())}(?!\w)", self.text_lower
+            ):
                 return option
         return None
 
@@ -291,7 +304,8 @@ def _kind(schema: dict[str, Any]) -> str | None:
     return kind
 
 
-def synthesize_arguments(tool: ToolSpec, values: PromptValues, subject: str | None = None,
-                         skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def synthesize_arguments(
+    tool: ToolSpec, values: PromptValues, subject: str | None = None, skip: tuple[str, ...] = ()
+) -> dict[str, Any]:
     schema = tool.parameters if isinstance(tool.parameters, dict) else {}
     return ArgumentSynth(values, subject, skip).object(schema)

@@ -74,8 +74,10 @@ class ImageReport:
         if len(counts) == 1:
             return f"Image {index}: {self.shapes} {self.dominant} {noun} on a {self.background} background {size}."
         detail = ", ".join(f"{n} {c}" for c, n in counts.most_common())
-        return (f"Image {index}: {self.shapes} {noun}, mostly {self.dominant} ({detail}), "
-                f"on a {self.background} background {size}.")
+        return (
+            f"Image {index}: {self.shapes} {noun}, mostly {self.dominant} ({detail}), "
+            f"on a {self.background} background {size}."
+        )
 
 
 def decode_image_url(url: object) -> DecodedImage:
@@ -90,7 +92,7 @@ def decode_image_url(url: object) -> DecodedImage:
     match = _DATA_URL_RE.match(url)
     if not match:
         raise ImageError("image_url must be a base64 data URL of the form data:image/<type>;base64,<data>")
-    payload = url[match.end():]
+    payload = url[match.end() :]
     try:
         raw = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
@@ -135,7 +137,20 @@ def colour_name(rgb: tuple[int, int, int]) -> str:
     return "pink"
 
 
-PALETTE = ("black", "white", "gray", "red", "brown", "orange", "yellow", "green", "cyan", "blue", "purple", "pink")
+PALETTE = (
+    "black",
+    "white",
+    "gray",
+    "red",
+    "brown",
+    "orange",
+    "yellow",
+    "green",
+    "cyan",
+    "blue",
+    "purple",
+    "pink",
+)
 _PALETTE_INDEX = {name: i for i, name in enumerate(PALETTE)}
 
 
@@ -152,8 +167,13 @@ def analyse_decoded(decoded: DecodedImage) -> ImageReport:
         cached = _ANALYSES[decoded.digest] = analyse(decoded.image)
         while len(_ANALYSES) > ANALYSES_MAX:
             _ANALYSES.popitem(last=False)
-    return ImageReport(width=cached.width, height=cached.height, background=cached.background,
-                       shapes=cached.shapes, shape_colours=list(cached.shape_colours))
+    return ImageReport(
+        width=cached.width,
+        height=cached.height,
+        background=cached.background,
+        shapes=cached.shapes,
+        shape_colours=list(cached.shape_colours),
+    )
 
 
 def analyse(image: Image.Image) -> ImageReport:
@@ -163,7 +183,9 @@ def analyse(image: Image.Image) -> ImageReport:
     work = image if image.mode == "RGB" else image.convert("RGB")
     if max(width, height) > ANALYSIS_MAX_SIDE:
         scale = ANALYSIS_MAX_SIDE / max(width, height)
-        work = work.resize((max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.NEAREST)
+        work = work.resize(
+            (max(1, round(width * scale)), max(1, round(height * scale))), Image.Resampling.NEAREST
+        )
     w, h = work.size
     names = _name_pixels(work)
     background = _border_colour(names, w, h)
@@ -172,8 +194,9 @@ def analyse(image: Image.Image) -> ImageReport:
     # largest first; equal sizes in the order their first pixels come in the image
     shapes.sort(key=lambda shape: (-shape[0], shape[1]))
     colours = [PALETTE[_shape_colour(names, w, h, background, first, runs)] for _, first, runs in shapes]
-    return ImageReport(width=width, height=height, background=PALETTE[background], shapes=len(shapes),
-                       shape_colours=colours)
+    return ImageReport(
+        width=width, height=height, background=PALETTE[background], shapes=len(shapes), shape_colours=colours
+    )
 
 
 # colour_name's value tests depend on the largest channel alone (value = channel / 255.0): its
@@ -222,8 +245,9 @@ def _integer_rule(a: dict[str, Any]) -> tuple[Any, ...]:
     top = high(high(r, g), b)
     d = top - low(low(r, g), b)
     red_top, green_top = r == top, g == top
-    h = (red_top * (g - b + 6 * d * (g < b))
-         + (1 - red_top) * (green_top * (2 * d + b - r) + (1 - green_top) * (4 * d + r - g)))
+    h = red_top * (g - b + 6 * d * (g < b)) + (1 - red_top) * (
+        green_top * (2 * d + b - r) + (1 - green_top) * (4 * d + r - g)
+    )
     twelve = 12 * h  # hue / 5 degrees = 12 h / D
     fifths = twelve / d  # integer division (0 where D is 0: a grey pixel)
     return fifths, twelve == fifths * d, 5 * d < top, 5 * d == top, top
@@ -243,16 +267,26 @@ def _name_pixels(img: Image.Image) -> bytes:
     in pillow's ImageMath (C), and colour_name itself for the few pixels exactly on a threshold."""
     r, g, b = (band.convert("I") for band in img.split())
     fifths, exact, grey, on_saturation, top = (
-        out.im for out in ImageMath.lambda_eval(_integer_rule, r=r, g=g, b=b))
+        out.im for out in ImageMath.lambda_eval(_integer_rule, r=r, g=g, b=b)
+    )
     fifths = fifths.convert("L")
-    code, on_edge = (out.im for out in ImageMath.lambda_eval(
-        _combine, sector=fifths.point(_SECTOR), on_hue=fifths.point(_ON_HUE), exact=exact, grey=grey,
-        on_saturation=on_saturation, value=top.convert("L").point(_VALUE_CLASS)))
+    code, on_edge = (
+        out.im
+        for out in ImageMath.lambda_eval(
+            _combine,
+            sector=fifths.point(_SECTOR),
+            on_hue=fifths.point(_ON_HUE),
+            exact=exact,
+            grey=grey,
+            on_saturation=on_saturation,
+            value=top.convert("L").point(_VALUE_CLASS),
+        )
+    )
     names = bytearray(code.convert("L").point(_CODE_TO_INDEX).tobytes())
     raw, named = img.tobytes(), {}
     for match in _NONZERO.finditer(on_edge.convert("L").tobytes()):
         i = match.start()
-        rgb = raw[3 * i:3 * i + 3]
+        rgb = raw[3 * i : 3 * i + 3]
         index = named.get(rgb)
         if index is None:
             index = named[rgb] = _PALETTE_INDEX[colour_name((rgb[0], rgb[1], rgb[2]))]
@@ -266,7 +300,7 @@ _NONZERO = re.compile(b"[^\\x00]")
 def _border_colour(names: bytes, w: int, h: int) -> int:
     """The most common name among the border pixels (ties: the first met along the top row,
     bottom row, left column, right column)."""
-    border = names[:w] + names[(h - 1) * w:h * w] + names[0:h * w:w] + names[w - 1:h * w:w]
+    border = names[:w] + names[(h - 1) * w : h * w] + names[0 : h * w : w] + names[w - 1 : h * w : w]
     return Counter(border).most_common(1)[0][0]
 
 

@@ -51,12 +51,16 @@ class FlagReport:
         return {"where": self.where, "checked": self.checked, "refused": self.refused}
 
 
-def check_candidates(profile: Profile, cands: list[Candidate], *, local: bool, timeout: float = 600) -> FlagReport:
+def check_candidates(
+    profile: Profile, cands: list[Candidate], *, local: bool, timeout: float = 600
+) -> FlagReport:
     if profile.is_simulator:
         return _check_sim(cands, timeout)
     if profile.image.recipe != "sglang":
-        return FlagReport(where=f"not checked: recipe {profile.image.recipe!r} has no parser deploytool knows",
-                          checked=False)
+        return FlagReport(
+            where=f"not checked: recipe {profile.image.recipe!r} has no parser deploytool knows",
+            checked=False,
+        )
     if local and importlib.util.find_spec("sglang") is not None:
         return _check_sglang_here(cands, timeout)
     from ..image import flagcheck
@@ -67,8 +71,12 @@ def check_candidates(profile: Profile, cands: list[Candidate], *, local: bool, t
         return FlagReport(where=f"not checked: {exc.message}", checked=False)
     report = FlagReport(where=results[0].where if results else "", checked=True)
     for cand, result in zip(cands, results, strict=True):
-        problems = [f"{f.flag} {f.given!r}: {f.status}" + (f" ({f.message})" if f.message else "")
-                    + (f"; did you mean {', '.join(f.suggestions)}" if f.suggestions else "") for f in result.failures]
+        problems = [
+            f"{f.flag} {f.given!r}: {f.status}"
+            + (f" ({f.message})" if f.message else "")
+            + (f"; did you mean {', '.join(f.suggestions)}" if f.suggestions else "")
+            for f in result.failures
+        ]
         if result.parser_error:
             problems.append(result.parser_error)
         if problems:
@@ -93,13 +101,24 @@ def _check_sglang_here(cands: list[Candidate], timeout: float) -> FlagReport:
     probe = (package_dir() / "image" / "in_image" / "flagprobe.py").read_text()
     # the server will read the host folder itself (tune/local.py), and so does the parser here
     profiles = [_host_model(c.profile) for c in cands]
-    requests = [{"groups": flag_groups(p), "names_only": unset_flags(p), "resolve": False,
-                 "model_path": str(p.launch_args().get("model-path") or p.model.path)} for p in profiles]
+    requests = [
+        {
+            "groups": flag_groups(p),
+            "names_only": unset_flags(p),
+            "resolve": False,
+            "model_path": str(p.launch_args().get("model-path") or p.model.path),
+        }
+        for p in profiles
+    ]
     answers = _run([sys.executable, "-c", probe, json.dumps(requests)], MARKER, timeout, many=True)
     report = FlagReport(where=f"sglang's parser in this Python environment ({sys.executable})", checked=True)
     for cand, answer in zip(cands, answers, strict=True):
-        problems = [f"{f['flag']} {f.get('given')!r}: {f['status']}" + (f" ({f['message']})" if f.get("message") else "")
-                    for f in answer.get("findings", []) if f["status"] in FAILING]
+        problems = [
+            f"{f['flag']} {f.get('given')!r}: {f['status']}"
+            + (f" ({f['message']})" if f.get("message") else "")
+            for f in answer.get("findings", [])
+            if f["status"] in FAILING
+        ]
         problems += [answer[k] for k in ("parser_error", "probe_error") if answer.get(k)]
         if problems:
             report.refused[cand.id] = problems
@@ -109,7 +128,9 @@ def _check_sglang_here(cands: list[Candidate], timeout: float) -> FlagReport:
 def _host_model(profile: Profile) -> Profile:
     if not profile.model.host_path:
         return profile
-    return profile.model_copy(update={"model": profile.model.model_copy(update={"path": profile.model.host_path})})
+    return profile.model_copy(
+        update={"model": profile.model.model_copy(update={"path": profile.model.host_path})}
+    )
 
 
 def _run(argv: list[str], marker: str, timeout: float, many: bool = False) -> list[Any]:

@@ -45,8 +45,12 @@ class Noise:
         return max(1, self.df_within + self.df_between)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"within_pct": round(100 * math.sqrt(self.within), 3), "df_within": self.df_within,
-                "between_pct": round(100 * math.sqrt(self.between), 3), "df_between": self.df_between}
+        return {
+            "within_pct": round(100 * math.sqrt(self.within), 3),
+            "df_within": self.df_within,
+            "between_pct": round(100 * math.sqrt(self.between), 3),
+            "df_between": self.df_between,
+        }
 
 
 @dataclass(frozen=True)
@@ -60,8 +64,13 @@ class Estimate:
     starts: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"mean": round(self.mean, 3), "low": round(self.low, 3), "high": round(self.high, 3),
-                "passes": self.passes, "starts": self.starts}
+        return {
+            "mean": round(self.mean, 3),
+            "low": round(self.low, 3),
+            "high": round(self.high, 3),
+            "passes": self.passes,
+            "starts": self.starts,
+        }
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -73,9 +82,13 @@ def t_quantile(p: float, df: int) -> float:
         return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
     z = NormalDist().inv_cdf(p)
     v = float(df)
-    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
-            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3)
-            + (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / (92160 * v ** 4))
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
 
 
 def _groups(result: Any) -> list[list[float]]:
@@ -102,12 +115,12 @@ def pooled_noise(results: list[Any], start_noise: float) -> Noise:
             grand = sum(means) / len(means)
             ss_b += sum((m - grand) ** 2 for m in means)
             df_b += len(means) - 1
-    within = ss_w / df_w if df_w else start_noise ** 2
+    within = ss_w / df_w if df_w else start_noise**2
     n_bar = n_sum / n_count if n_count else 1.0
-    between = max(0.0, ss_b / df_b - within / n_bar) if df_b else start_noise ** 2
+    between = max(0.0, ss_b / df_b - within / n_bar) if df_b else start_noise**2
     if df_b < 3:
         # one or two restarts say little about restart noise: the assumed figure stays a floor
-        between = max(between, start_noise ** 2)
+        between = max(between, start_noise**2)
     return Noise(within=within, df_within=df_w, between=between, df_between=df_b)
 
 
@@ -121,14 +134,21 @@ def estimate(result: Any, noise: Noise, confidence: float) -> Estimate | None:
     log_mean = sum(means) / k
     se = math.sqrt((noise.between + noise.within / n) / k)
     half = t_quantile(0.5 + confidence / 2, noise.df) * se
-    return Estimate(mean=math.exp(log_mean), low=math.exp(log_mean - half), high=math.exp(log_mean + half),
-                    log_mean=log_mean, se=se, passes=sum(len(g) for g in groups), starts=k)
+    return Estimate(
+        mean=math.exp(log_mean),
+        low=math.exp(log_mean - half),
+        high=math.exp(log_mean + half),
+        log_mean=log_mean,
+        se=se,
+        passes=sum(len(g) for g in groups),
+        starts=k,
+    )
 
 
 def ratio_interval(a: Estimate, b: Estimate, noise: Noise, confidence: float) -> tuple[float, float, float]:
     """a / b with its interval (the difference of the log means, variances summed)."""
     d = a.log_mean - b.log_mean
-    half = t_quantile(0.5 + confidence / 2, noise.df) * math.sqrt(a.se ** 2 + b.se ** 2)
+    half = t_quantile(0.5 + confidence / 2, noise.df) * math.sqrt(a.se**2 + b.se**2)
     return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 

@@ -38,8 +38,10 @@ def parse_port_range(text: str) -> tuple[int, int]:
     except ValueError:
         first, last = 0, -1
     if not 1024 <= first <= last <= 65535:
-        raise UsageError(f"--port-range {text!r}: expected FIRST-LAST, two ports from 1024 to 65535, FIRST <= LAST",
-                         hint="e.g. --port-range 30100-30199 (a firewall's open range, or one no other service uses)")
+        raise UsageError(
+            f"--port-range {text!r}: expected FIRST-LAST, two ports from 1024 to 65535, FIRST <= LAST",
+            hint="e.g. --port-range 30100-30199 (a firewall's open range, or one no other service uses)",
+        )
     return first, last
 
 
@@ -49,8 +51,9 @@ def port_in_range(first: int, last: int, host: str = "127.0.0.1") -> int:
     for port in range(first, last + 1):
         if port_is_free(port, host):
             return port
-    raise UsageError(f"--port-range {first}-{last}: every port is taken on {host}",
-                     hint="free one, or give a wider range")
+    raise UsageError(
+        f"--port-range {first}-{last}: every port is taken on {host}", hint="free one, or give a wider range"
+    )
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -78,8 +81,9 @@ def local_argv(profile: Profile, port: int, host: str = "127.0.0.1") -> list[str
 class LocalServer:
     """One candidate's server process. Use as a context manager, or call stop() in a finally."""
 
-    def __init__(self, profile: Profile, log_path: Path, host: str = "127.0.0.1",
-                 ports: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, profile: Profile, log_path: Path, host: str = "127.0.0.1", ports: tuple[int, int] | None = None
+    ) -> None:
         self.profile, self.log_path, self.host, self.ports = profile, log_path, host, ports
         self.port = 0
         self._key_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -96,9 +100,14 @@ class LocalServer:
         self._log = self.log_path.open("wb")
         env = {**os.environ, **self.profile.server.env}
         argv = local_argv(self.profile, self.port, self.host) + self._key_config()
-        self.proc = subprocess.Popen(argv, stdout=self._log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
 
     def _key_config(self) -> list[str]:
         """A keyed profile's server gets its key as a container's does: `--config FILE` holding
@@ -114,7 +123,11 @@ class LocalServer:
         path = Path(self._key_dir.name) / "sglang-config.yaml"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:
-            out.write(ReleaseSecret("sglang_config", key, str(path), "the server's API key", "sglang-config").content(value))
+            out.write(
+                ReleaseSecret(
+                    "sglang_config", key, str(path), "the server's API key", "sglang-config"
+                ).content(value)
+            )
         return ["--config", str(path)]
 
     def served_profile(self) -> Profile:
@@ -140,7 +153,11 @@ class LocalServer:
             answer = health_check(self.url, path, timeout=left)
             if answer.status == 200:
                 return None
-            last = f"GET {path} answered {answer.status}" if answer.status is not None else (answer.error or "no answer")
+            last = (
+                f"GET {path} answered {answer.status}"
+                if answer.status is not None
+                else (answer.error or "no answer")
+            )
             time.sleep(0.25)
         return f"not ready within its health budget ({timeout_s:g} s): {last}"
 

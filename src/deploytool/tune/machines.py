@@ -75,9 +75,13 @@ def machines_note(results: list[Any]) -> str | None:
     if len(recorded) < 2 and not (recorded and NOT_RECORDED in where):
         return None
     parts = "; ".join(f"{', '.join(ids)} on {machine}" for machine, ids in where.items())
-    advice = ("measure the ones that matter again in one run (a space of just those values)")
+    advice = "measure the ones that matter again in one run (a space of just those values)"
     if len(recorded) < 2:  # a journal from before starts named their machine, resumed here
-        return (f"some starts did not record their machine ({parts}): if they ran on another one, a ratio "
-                f"between them and the rest carries the machines' difference as well as the flags'; {advice}")
-    return (f"the candidates were measured on {len(recorded)} machines ({parts}): a ratio between candidates "
-            f"measured on different machines carries the machines' difference as well as the flags'; {advice}")
+        return (
+            f"some starts did not record their machine ({parts}): if they ran on another one, a ratio "
+            f"between them and the rest carries the machines' difference as well as the flags'; {advice}"
+        )
+    return (
+        f"the candidates were measured on {len(recorded)} machines ({parts}): a ratio between candidates "
+        f"measured on different machines carries the machines' difference as well as the flags'; {advice}"
+    )

@@ -64,20 +64,41 @@ def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
     """bench's method for a tune pass: one warm-up, a one-request decode check, then the load
     levels of the space (no prefill phase: the search is about serving throughput); or one of
     bench's workloads with its settings."""
-    passes: dict[str, Any] = {"repeats": space.repeats, "warmup_requests": 1, "warmup_output_tokens": 16,
-                              "idle_timeout_s": 30.0, "run_timeout_s": run_timeout_s,
-                              "request_timeout_s": min(600.0, run_timeout_s)}
+    passes: dict[str, Any] = {
+        "repeats": space.repeats,
+        "warmup_requests": 1,
+        "warmup_output_tokens": 16,
+        "idle_timeout_s": 30.0,
+        "run_timeout_s": run_timeout_s,
+        "request_timeout_s": min(600.0, run_timeout_s),
+    }
     if space.workload != "table":
-        return build_method(**passes, workload=space.workload,
-                            workload_settings={space.workload: workload_settings(space)})
+        return build_method(
+            **passes, workload=space.workload, workload_settings={space.workload: workload_settings(space)}
+        )
     return build_method(
-        **passes, decode_requests=1, decode_output_tokens=16, decode_prompt_tokens=space.prompt_tokens,
-        load_concurrency=space.load, load_requests_per_slot=space.requests_per_level,
-        load_output_tokens=space.output_tokens, prefill_prompt_tokens=[], sweep=False)
+        **passes,
+        decode_requests=1,
+        decode_output_tokens=16,
+        decode_prompt_tokens=space.prompt_tokens,
+        load_concurrency=space.load,
+        load_requests_per_slot=space.requests_per_level,
+        load_output_tokens=space.output_tokens,
+        prefill_prompt_tokens=[],
+        sweep=False,
+    )
 
 
-def measure(url: str, profile: Profile, space: TuneSpace, slo: Slo, *, candidate: str, visit: int,
-            run_timeout_s: float = 1800.0) -> tuple[list[Pass], BenchRun]:
+def measure(
+    url: str,
+    profile: Profile,
+    space: TuneSpace,
+    slo: Slo,
+    *,
+    candidate: str,
+    visit: int,
+    run_timeout_s: float = 1800.0,
+) -> tuple[list[Pass], BenchRun]:
     """The sweep on the server at `url`; one Pass per repeat. A keyed profile's key goes with
     every request (a candidate serves with the profile's key)."""
     target = Target(url=url, profile=profile, api_key=profile_key(profile))
@@ -129,8 +150,11 @@ def profile_key(profile: Profile) -> str | None:
 
 def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int) -> list[Pass]:
     info = run.server.get("server_info") or {}
-    reported = {"kv_tokens": serverfields.kv_pool_tokens(info), "running_limit": serverfields.running_limit(info)[0],
-                "runtime_version": serverfields.runtime_version(info)}
+    reported = {
+        "kv_tokens": serverfields.kv_pool_tokens(info),
+        "running_limit": serverfields.running_limit(info)[0],
+        "runtime_version": serverfields.runtime_version(info),
+    }
     out = []
     # table's decode check is not a load level; every group of another workload is one
     levels = [g for g in run.groups if g.phase == "load" or run.workload != "table"]
@@ -138,17 +162,30 @@ def passes_of(run: BenchRun, slo: Slo, *, candidate: str, visit: int, gpus: int)
     for repeat in repeats:
         points = []
         for group in sorted((g for g in levels if g.repeat == repeat), key=lambda g: g.concurrency):
-            records = [r for r in run.requests if r.group == group.name and r.repeat == repeat and not r.cut_by_time_bound]
+            records = [
+                r
+                for r in run.requests
+                if r.group == group.name and r.repeat == repeat and not r.cut_by_time_bound
+            ]
             points.append(load_point(group.concurrency, group.aggregate_output_tps, records, slo, gpus))
         inside = [p.per_gpu_tps for p in points if p.meets and p.per_gpu_tps is not None]
-        out.append(Pass(candidate=candidate, visit=visit, repeat=repeat, points=points,
-                        score=max(inside) if inside else None, reported=reported,
-                        measure_s=round(run.duration_s / max(1, len(repeats)), 3)))
+        out.append(
+            Pass(
+                candidate=candidate,
+                visit=visit,
+                repeat=repeat,
+                points=points,
+                score=max(inside) if inside else None,
+                reported=reported,
+                measure_s=round(run.duration_s / max(1, len(repeats)), 3),
+            )
+        )
     return out
 
 
-def load_point(concurrency: int, aggregate_tps: float | None, records: list[RequestRecord], slo: Slo,
-               gpus: int) -> LoadPoint:
+def load_point(
+    concurrency: int, aggregate_tps: float | None, records: list[RequestRecord], slo: Slo, gpus: int
+) -> LoadPoint:
     done = [r for r in records if r.ok]
     ttfts = [_ms(stats.ttft(r)) for r in done]
     tpots = [_ms(stats.tpot(r)) for r in done]
@@ -158,10 +195,15 @@ def load_point(concurrency: int, aggregate_tps: float | None, records: list[Requ
         concurrency=concurrency,
         per_gpu_tps=None if aggregate_tps is None else round(aggregate_tps / gpus, 3),
         per_user_tps=_r(stats.median(users)),
-        ttft_p50_ms=_r(stats.percentile(ttfts, 50)), ttft_p99_ms=_r(stats.percentile(ttfts, 99)),
-        tpot_p50_ms=_r(stats.percentile(tpots, 50)), tpot_p99_ms=_r(stats.percentile(tpots, 99)),
-        completed=len(done), failed=len(records) - len(done),
-        goodput=round(good / len(records), 4) if records else 0.0, slo_excess=0.0)
+        ttft_p50_ms=_r(stats.percentile(ttfts, 50)),
+        ttft_p99_ms=_r(stats.percentile(ttfts, 99)),
+        tpot_p50_ms=_r(stats.percentile(tpots, 50)),
+        tpot_p99_ms=_r(stats.percentile(tpots, 99)),
+        completed=len(done),
+        failed=len(records) - len(done),
+        goodput=round(good / len(records), 4) if records else 0.0,
+        slo_excess=0.0,
+    )
     point.slo_excess = round(excess(slo, point.ttft_p99_ms, point.tpot_p99_ms, point.per_user_tps), 4)
     return point
 

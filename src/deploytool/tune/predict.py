@@ -31,8 +31,13 @@ def predicted(planned: Any, space: Any) -> float:
     sim = planned.candidate.profile.is_simulator
     top = max(space.load) if space.workload == "table" else _workload_width(space)
     # unplanned and unset: the reference runtime's own default (8), else the load decides
-    limit = planned.running_limit or (int(args["max-running-requests"])
-                                      if isinstance(args.get("max-running-requests"), int) else 8 if sim else top)
+    limit = planned.running_limit or (
+        int(args["max-running-requests"])
+        if isinstance(args.get("max-running-requests"), int)
+        else 8
+        if sim
+        else top
+    )
     batch = max(1, min(top, limit))
     per_request = space.prompt_tokens + space.output_tokens
     if planned.pool_tokens:
@@ -54,10 +59,17 @@ def predicted(planned: Any, space: Any) -> float:
     accept = float(args.get("spec-accept-rate", 0) or 0) if sim else 0.0
     if isinstance(steps, int) and steps > 0 and (accept > 0 or not sim):
         if sim:
-            k = steps if not isinstance(args.get("speculative-num-draft-tokens"), int) \
+            k = (
+                steps
+                if not isinstance(args.get("speculative-num-draft-tokens"), int)
                 else min(steps, int(args["speculative-num-draft-tokens"]) - 1)
+            )
             gain = (k + 1) if accept >= 1 else (1 - accept ** (k + 1)) / (1 - accept)
-            cost = 1 + float(args.get("spec-draft-cost", 0.1)) * k + float(args.get("spec-verify-cost", 0.02)) * k * batch
+            cost = (
+                1
+                + float(args.get("spec-draft-cost", 0.1)) * k
+                + float(args.get("spec-verify-cost", 0.02)) * k * batch
+            )
             speed *= gain / cost
     return speed
 
@@ -76,8 +88,13 @@ def _bytes(planned: Any, args: dict[str, Any], sim: bool) -> tuple[float, float]
     return (float(weights) * GIB if weights else 0.0), float(kv or 0)
 
 
-def calibration(results: list[Any], estimates: dict[str, Any], preds: dict[str, float]) -> tuple[float, float] | None:
+def calibration(
+    results: list[Any], estimates: dict[str, Any], preds: dict[str, float]
+) -> tuple[float, float] | None:
     """(lowest, highest) of measured / predicted over the candidates measured; None before any."""
-    ratios = [estimates[r.id].mean / preds[r.id] for r in results
-              if estimates.get(r.id) is not None and preds.get(r.id)]
+    ratios = [
+        estimates[r.id].mean / preds[r.id]
+        for r in results
+        if estimates.get(r.id) is not None and preds.get(r.id)
+    ]
     return (min(ratios), max(ratios)) if ratios else None

@@ -38,9 +38,18 @@ class Planned:
 
     def as_dict(self) -> dict[str, Any]:
         c = self.candidate
-        return {"id": c.id, "changes": c.changes, "derived": c.derived, "pruned": self.pruned, "lesson": self.lesson,
-                "plan": {"kv_tokens": self.pool_tokens, "running_limit": self.running_limit,
-                         "warnings": self.warnings}}
+        return {
+            "id": c.id,
+            "changes": c.changes,
+            "derived": c.derived,
+            "pruned": self.pruned,
+            "lesson": self.lesson,
+            "plan": {
+                "kv_tokens": self.pool_tokens,
+                "running_limit": self.running_limit,
+                "warnings": self.warnings,
+            },
+        }
 
 
 def plannable(profile: Profile) -> str | None:
@@ -48,18 +57,24 @@ def plannable(profile: Profile) -> str | None:
     if checkpoint_folder(profile) is None:
         if profile.is_simulator:
             return "the reference runtime loads no checkpoint (set model.host_path to a folder with a config.json)"
-        return (f"no checkpoint config readable at model.host_path ({profile.model.host_path or 'not set'}) "
-                f"or model.path ({profile.model.path})")
+        return (
+            f"no checkpoint config readable at model.host_path ({profile.model.host_path or 'not set'}) "
+            f"or model.path ({profile.model.path})"
+        )
     return None
 
 
-def plan_candidates(profile: Profile, cands: list[Candidate], space: TuneSpace, card: Card | None) -> tuple[list[Planned], str | None]:
+def plan_candidates(
+    profile: Profile, cands: list[Candidate], space: TuneSpace, card: Card | None
+) -> tuple[list[Planned], str | None]:
     """Each candidate planned (derived knobs filled); the note says why nothing was planned."""
     why_not = plannable(profile) if card is not None else "no card to plan for"
     if why_not and not profile.is_simulator:
-        raise UsageError(f"profile {profile.name}: candidates cannot be planned: {why_not}",
-                         hint="tune plans every candidate before it starts one; give the checkpoint's config.json "
-                              "(model.host_path) and the card (--card NAME or the profile's match.gpu_name)")
+        raise UsageError(
+            f"profile {profile.name}: candidates cannot be planned: {why_not}",
+            hint="tune plans every candidate before it starts one; give the checkpoint's config.json "
+            "(model.host_path) and the card (--card NAME or the profile's match.gpu_name)",
+        )
     out: list[Planned] = []
     for cand in cands:
         # the profile's own launch is measured as written: it is what every speedup is against
@@ -122,23 +137,31 @@ def _sim_memory_rule(cand: Candidate) -> tuple[str | None, str | None] | None:
         gpu, fraction = float(gpu), float(fraction)
         pool = gpu * fraction - float(args.get("weights-gib") or 0)
         items = sim_beside_pool(
-            activation_gib=_num(args.get("activation-gib")), graph_mib_per_bs=_num(args.get("graph-mib-per-bs")) or 0,
+            activation_gib=_num(args.get("activation-gib")),
+            graph_mib_per_bs=_num(args.get("graph-mib-per-bs")) or 0,
             chunk_mib_per_token=_num(args.get("chunk-mib-per-token")) or 0,
             cuda_graph_max_bs=int(args["cuda-graph-max-bs"]) if args.get("cuda-graph-max-bs") else None,
             disable_cuda_graph=bool(args.get("disable-cuda-graph")),
             chunked_prefill_size=int(args.get("chunked-prefill-size") or 8192),
-            speculative=(_num(args.get("spec-accept-rate")) or 0) > 0)
+            speculative=(_num(args.get("spec-accept-rate")) or 0) > 0,
+        )
     except (TypeError, ValueError):
         return None  # the runtime refuses a bad number itself, before any memory
     if pool * (1 << 30) < float(args.get("kv-bytes-per-token") or 65536):
-        return (f"the weights ({args.get('weights-gib')} GiB) leave no pool in {gpu} GiB x {fraction}: the runtime "
-                "refuses the start (Not enough memory)", "lower edge: the weights leave no pool")
+        return (
+            f"the weights ({args.get('weights-gib')} GiB) leave no pool in {gpu} GiB x {fraction}: the runtime "
+            "refuses the start (Not enough memory)",
+            "lower edge: the weights leave no pool",
+        )
     top = sim_max_fraction(gpu, items)
     if top is None or fraction > top + 1e-9:
         need = sum(i.bytes for i in items) / (1 << 30)
-        return (f"mem-fraction-static {fraction} leaves {gpu * (1 - fraction):.2f} GiB beside the pool, and the start "
-                f"needs {need:.2f} GiB there: it would die of CUDA out-of-memory; the highest fraction that starts "
-                f"is {top}", f"upper edge: mem-fraction-static above {top}")
+        return (
+            f"mem-fraction-static {fraction} leaves {gpu * (1 - fraction):.2f} GiB beside the pool, and the start "
+            f"needs {need:.2f} GiB there: it would die of CUDA out-of-memory; the highest fraction that starts "
+            f"is {top}",
+            f"upper edge: mem-fraction-static above {top}",
+        )
     return None, None
 
 

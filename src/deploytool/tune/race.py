@@ -54,7 +54,9 @@ def _oom(error: str | None) -> bool:
     return "out of memory" in text or "outofmemory" in text
 
 
-def _futile(lead: Estimate, other: Estimate, noise: Noise, best_between: float, space: Any, sure: float) -> bool:
+def _futile(
+    lead: Estimate, other: Estimate, noise: Noise, best_between: float, space: Any, sure: float
+) -> bool:
     """Not even the race's whole allowance could decide this pair at the ratio measured so far:
     both at `rounds` starts of `max_passes` passes (a figure measured past that keeps its own,
     smaller, error), and the normal quantile (the t quantile's limit as evidence grows)."""
@@ -67,7 +69,8 @@ def _futile(lead: Estimate, other: Estimate, noise: Noise, best_between: float, 
     d = lead.log_mean - other.log_mean  # >= 0: the leader has the highest mean
     can_beat = d - NormalDist().inv_cdf(0.5 + sure / 2) * se_pair > 0
     can_equal = space.tie_margin > 0 and (
-        abs(d) + NormalDist().inv_cdf(0.5 + space.confidence / 2) * se_pair <= math.log1p(space.tie_margin))
+        abs(d) + NormalDist().inv_cdf(0.5 + space.confidence / 2) * se_pair <= math.log1p(space.tie_margin)
+    )
     return not (can_beat or can_equal)
 
 
@@ -104,16 +107,20 @@ def standing(results: list[Any], space: Any) -> Standing:
     for r in order:
         frac = _mem_fraction(r)
         if r.id != "base" and frac is not None and any(frac >= f for f in oom_fractions):
-            st.skipped[r.id] = (f"not started: a candidate with mem-fraction-static {min(oom_fractions):g} "
-                                "ran out of memory at start, and this one leaves less outside the pool")
+            st.skipped[r.id] = (
+                f"not started: a candidate with mem-fraction-static {min(oom_fractions):g} "
+                "ran out of memory at start, and this one leaves less outside the pool"
+            )
             continue
         if r.id != "base" and st.leader and cal and space.predict_slack is not None:
             best_case = preds[r.id] * cal[1] * (1 + space.predict_slack)
             if best_case < ests[st.leader].low:
-                st.skipped[r.id] = (f"not started: predicted at most {best_case:.1f} tok/s/GPU (running "
-                                    f"limit {r.planned.running_limit}, calibrated on the measured, "
-                                    f"+{space.predict_slack:.0%}), under the leader's "
-                                    f"{ests[st.leader].low:.1f}")
+                st.skipped[r.id] = (
+                    f"not started: predicted at most {best_case:.1f} tok/s/GPU (running "
+                    f"limit {r.planned.running_limit}, calibrated on the measured, "
+                    f"+{space.predict_slack:.0%}), under the leader's "
+                    f"{ests[st.leader].low:.1f}"
+                )
                 continue
         st.explore.append(r.id)
     return st
@@ -199,8 +206,11 @@ def decide(results: list[Any], space: Any) -> tuple[Any | None, list[Any], Stand
     winner.verdict = "winner"
     for cid in st.alive[1:]:
         by_id[cid].verdict = "tie"
-        words = ("not told apart, nor could be within the race's starts" if cid in st.settled
-                 else "not told apart at this evidence")
+        words = (
+            "not told apart, nor could be within the race's starts"
+            if cid in st.settled
+            else "not told apart at this evidence"
+        )
         by_id[cid].why = _vs(lead, st.estimates[cid], st, space, words)
     for cid in st.equal:
         by_id[cid].verdict = "tie"

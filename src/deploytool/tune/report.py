@@ -17,9 +17,19 @@ from ..yamlio import dump_yaml
 from .results import CandidateResult
 from .space import Slo, followed_expectations
 
-COLUMNS = ("candidate", "flags that differ", "KV tokens plan / server", "running limit plan / server",
-           "tok/s/GPU (estimate)", "interval", "starts / passes", "TTFT p50/p99 ms", "TPOT p50/p99 ms", "goodput",
-           "verdict")
+COLUMNS = (
+    "candidate",
+    "flags that differ",
+    "KV tokens plan / server",
+    "running limit plan / server",
+    "tok/s/GPU (estimate)",
+    "interval",
+    "starts / passes",
+    "TTFT p50/p99 ms",
+    "TPOT p50/p99 ms",
+    "goodput",
+    "verdict",
+)
 
 
 def table_rows(results: list[CandidateResult]) -> list[list[str]]:
@@ -28,20 +38,30 @@ def table_rows(results: list[CandidateResult]) -> list[list[str]]:
         plan, reported = r.planned, r.reported()
         point = r.best_point()
         est = r.estimate
-        why = (r.planned.pruned or ("; ".join(r.refused) if r.refused else None) or r.failed_start or r.why
-               or r.missed_by())
+        why = (
+            r.planned.pruned
+            or ("; ".join(r.refused) if r.refused else None)
+            or r.failed_start
+            or r.why
+            or r.missed_by()
+        )
         # a candidate with no point inside the SLO shows its closest point's throughput, not 0
         figure = _f(est.mean) if est else (f"({_f(point.per_gpu_tps)} outside the SLO)" if point else "-")
-        rows.append([
-            r.id, r.planned.candidate.label(),
-            f"{_n(plan.pool_tokens)} / {_n(reported.get('kv_tokens'))}",
-            f"{_n(plan.running_limit)} / {_n(reported.get('running_limit'))}",
-            figure, f"[{_f(est.low)}, {_f(est.high)}]" if est else "-", f"{len(r.starts)} / {len(r.passes)}",
-            f"{_f(point.ttft_p50_ms)} / {_f(point.ttft_p99_ms)}" if point else "-",
-            f"{_f(point.tpot_p50_ms)} / {_f(point.tpot_p99_ms)}" if point else "-",
-            f"{point.goodput:.0%} at c={point.concurrency}" if point else "-",
-            r.verdict + (f": {why}" if why else ""),
-        ])
+        rows.append(
+            [
+                r.id,
+                r.planned.candidate.label(),
+                f"{_n(plan.pool_tokens)} / {_n(reported.get('kv_tokens'))}",
+                f"{_n(plan.running_limit)} / {_n(reported.get('running_limit'))}",
+                figure,
+                f"[{_f(est.low)}, {_f(est.high)}]" if est else "-",
+                f"{len(r.starts)} / {len(r.passes)}",
+                f"{_f(point.ttft_p50_ms)} / {_f(point.ttft_p99_ms)}" if point else "-",
+                f"{_f(point.tpot_p50_ms)} / {_f(point.tpot_p99_ms)}" if point else "-",
+                f"{point.goodput:.0%} at c={point.concurrency}" if point else "-",
+                r.verdict + (f": {why}" if why else ""),
+            ]
+        )
     return rows
 
 
@@ -86,7 +106,9 @@ def slo_user_tps(slo: Slo | None) -> float | None:
     return max(floors) if floors else None
 
 
-def write_frontier_png(results: list[CandidateResult], path: Path, title: str, slo: Slo | None = None) -> Path | None:
+def write_frontier_png(
+    results: list[CandidateResult], path: Path, title: str, slo: Slo | None = None
+) -> Path | None:
     """Every measured level of every candidate, one marker (and colour) per candidate, hollow
     where the level misses the SLO; the Pareto frontier drawn over the points inside the SLO
     only; the SLO as a vertical line on the per-user axis; labels only on the frontier's points,
@@ -108,12 +130,25 @@ def write_frontier_png(results: list[CandidateResult], path: Path, title: str, s
         for inside in (True, False):
             sel = [p for p in mine if p[4] is inside]
             if sel:
-                ax.scatter([p[2] for p in sel], [p[3] for p in sel], marker=marker, s=36, color=colour,
-                           facecolors=colour if inside else "none", label=cid if inside or not any(q[4] for q in mine) else None)
+                ax.scatter(
+                    [p[2] for p in sel],
+                    [p[3] for p in sel],
+                    marker=marker,
+                    s=36,
+                    color=colour,
+                    facecolors=colour if inside else "none",
+                    label=cid if inside or not any(q[4] for q in mine) else None,
+                )
     front = frontier(points)
     if front:
-        ax.plot([p[2] for p in front], [p[3] for p in front], color="black", linestyle="--",
-                linewidth=1.5, label="frontier (inside the SLO)")
+        ax.plot(
+            [p[2] for p in front],
+            [p[3] for p in front],
+            color="black",
+            linestyle="--",
+            linewidth=1.5,
+            label="frontier (inside the SLO)",
+        )
     floor = slo_user_tps(slo)
     if floor is not None:
         ax.axvline(floor, color="tab:red", linewidth=1.2, label=f"SLO: {floor:g} tok/s per user")
@@ -147,8 +182,14 @@ def place_labels(ax: Any, labels: list[tuple[str, float, float]]) -> list[Any]:
     return placed
 
 
-def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateResult | None, *,
-                   name: str, evidence: dict[str, Any]) -> str:
+def winner_profile(
+    profile: Profile,
+    winner: CandidateResult,
+    base: CandidateResult | None,
+    *,
+    name: str,
+    evidence: dict[str, Any],
+) -> str:
     """The winner as YAML: `extends:` the original, only the changed flags, a comment naming
     the evidence."""
     changed = {**winner.planned.candidate.changes, **winner.planned.candidate.derived}
@@ -156,7 +197,7 @@ def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateRes
     mean = est.mean if est else (winner.median or 0.0)
     interval = f" [{est.low:.1f}, {est.high:.1f}]" if est else ""
     against = ""
-    base_mean = (base.estimate.mean if base is not None and base.estimate else None)
+    base_mean = base.estimate.mean if base is not None and base.estimate else None
     if base_mean:
         against = f"; the profile's own launch {base_mean:.1f} tok/s/GPU (x{mean / base_mean:.2f})"
     comment = [
@@ -165,9 +206,12 @@ def winner_profile(profile: Profile, winner: CandidateResult, base: CandidateRes
         f"{len(winner.starts)} starts{against}.",
         *(f"{k}: {v}" for k, v in evidence.items() if v),
     ]
-    body: dict[str, Any] = {"name": name, "extends": profile.name,
-                            "description": f"{profile.name} with the launch flags `deploytool tune` found",
-                            "server": {"args": changed}}
+    body: dict[str, Any] = {
+        "name": name,
+        "extends": profile.name,
+        "description": f"{profile.name} with the launch flags `deploytool tune` found",
+        "server": {"args": changed},
+    }
     # `extends` merges dictionaries key by key, so only the expectations the new flags moved are written
     followed = followed_expectations(profile, winner.planned.candidate.profile.server.args)
     if followed:

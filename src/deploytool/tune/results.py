@@ -74,7 +74,11 @@ class CandidateResult:
         pool = inside or points
         if not pool:
             return None
-        return max(pool, key=lambda pt: pt.per_gpu_tps or 0.0) if inside else min(pool, key=lambda pt: pt.slo_excess)
+        return (
+            max(pool, key=lambda pt: pt.per_gpu_tps or 0.0)
+            if inside
+            else min(pool, key=lambda pt: pt.slo_excess)
+        )
 
     def closest_excess(self) -> float | None:
         points = [pt for p in self.passes for pt in p.points]
@@ -85,12 +89,21 @@ class CandidateResult:
 
     def as_dict(self) -> dict[str, Any]:
         spread = self.spread
-        return {**self.planned.as_dict(), "label": self.planned.candidate.label(), "refused": self.refused,
-                "starts": [vars(s) for s in self.starts], "passes": [p.as_dict() for p in self.passes],
-                "score_median": self.median, "score_spread": list(spread) if spread else None,
-                "estimate": self.estimate.as_dict() if self.estimate else None,
-                "closest_excess": self.closest_excess(), "missed_by": self.missed_by(),
-                "reported": self.reported(), "verdict": self.verdict, "why": self.why}
+        return {
+            **self.planned.as_dict(),
+            "label": self.planned.candidate.label(),
+            "refused": self.refused,
+            "starts": [vars(s) for s in self.starts],
+            "passes": [p.as_dict() for p in self.passes],
+            "score_median": self.median,
+            "score_spread": list(spread) if spread else None,
+            "estimate": self.estimate.as_dict() if self.estimate else None,
+            "closest_excess": self.closest_excess(),
+            "missed_by": self.missed_by(),
+            "reported": self.reported(),
+            "verdict": self.verdict,
+            "why": self.why,
+        }
 
     def missed_by(self) -> str | None:
         """For a candidate with no point inside the SLO: its closest point and by how much it
@@ -101,5 +114,7 @@ class CandidateResult:
         point = min((pt for p in self.passes for pt in p.points), key=lambda pt: pt.slo_excess)
         if excess is None or excess == float("inf"):
             return f"c={point.concurrency}: no request finished"
-        return (f"c={point.concurrency}: {point.per_gpu_tps or 0:.1f} tok/s/GPU, its worst figure "
-                f"x{excess:.2f} off its target")
+        return (
+            f"c={point.concurrency}: {point.per_gpu_tps or 0:.1f} tok/s/GPU, its worst figure "
+            f"x{excess:.2f} off its target"
+        )

@@ -38,11 +38,26 @@ class TuneOutcome:
     summary: list[str]
 
 
-def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None, gpus: list[str] | None = None,
-         card: str | None = None, workload: str | None = None, slo: str | None = None, space_file: Path | None = None,
-         budget: str | None = None, dry_run: bool = False, resume: bool = False, report_dir: Path | None = None,
-         profiles_dirs: list[Path] | None = None, name: str | None = None, qualify_winner: bool = True,
-         port_range: str | None = None, progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
+def tune(
+    profile_name: str,
+    *,
+    local: bool = False,
+    cpu_slot: str | None = None,
+    gpus: list[str] | None = None,
+    card: str | None = None,
+    workload: str | None = None,
+    slo: str | None = None,
+    space_file: Path | None = None,
+    budget: str | None = None,
+    dry_run: bool = False,
+    resume: bool = False,
+    report_dir: Path | None = None,
+    profiles_dirs: list[Path] | None = None,
+    name: str | None = None,
+    qualify_winner: bool = True,
+    port_range: str | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> TuneOutcome:
     where = _where(local, cpu_slot, gpus, dry_run)
     ports = parse_port_range(port_range) if port_range else None
     if ports is not None and not local:
@@ -62,15 +77,19 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
     budget_s = parse_budget(budget)
     if report_dir is None:
         if resume:
-            raise UsageError("--resume needs the --report DIR of the search to go on with",
-                             hint="`deploytool reports` lists the tune reports kept under the state folder")
+            raise UsageError(
+                "--resume needs the --report DIR of the search to go on with",
+                hint="`deploytool reports` lists the tune reports kept under the state folder",
+            )
         from ..release.reports import default_report_dir
 
         report_dir = default_report_dir(f"tune-{profile.name}")
     report_dir = Path(report_dir)
     if (report_dir / "journal.jsonl").is_file() and not resume and not dry_run:
-        raise UsageError(f"{report_dir} holds a previous search's journal",
-                         hint="--resume to go on with it, or --report DIR for a new search")
+        raise UsageError(
+            f"{report_dir} holds a previous search's journal",
+            hint="--resume to go on with it, or --report DIR for a new search",
+        )
     chosen = _card(profile, card, gpus)
     search = prepare(profile, space, slo_targets, report_dir, card=chosen, local=local)
     if resume:
@@ -87,8 +106,10 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
         except KeyboardInterrupt:
             finish(search)  # the verdicts and estimates so far, for the table
             _write(search, header, None, [], None, {})
-            progress(f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
-                     f"go on with: {resume_command(profile.name, where, report_dir)}")
+            progress(
+                f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
+                f"go on with: {resume_command(profile.name, where, report_dir)}"
+            )
             raise
         winner, ties, st = finish(search)
         verdict: dict[str, Any] = {}
@@ -96,15 +117,27 @@ def tune(profile_name: str, *, local: bool = False, cpu_slot: str | None = None,
         base = next((r for r in search.results if r.id == "base"), None)
         inconclusive = search.stopped_by_budget and next_visit(search) is not None
         header["inconclusive"] = inconclusive
-        header["resume"] = resume_command(profile.name, where + (f" --port-range {port_range}" if port_range else ""),
-                                          report_dir)
+        header["resume"] = resume_command(
+            profile.name, where + (f" --port-range {port_range}" if port_range else ""), report_dir
+        )
         header["noise"] = st.noise.as_dict()
         header["confidence"] = space.confidence
         if inconclusive:
             winner, ties = None, []
         if winner is not None and winner.id != "base" and not (base is not None and base in ties):
-            written, verdict = _winner_profile(store, profile, search, winner, name, chosen, qualify_winner,
-                                               profiles_dirs, health_s, progress, make_server)
+            written, verdict = _winner_profile(
+                store,
+                profile,
+                search,
+                winner,
+                name,
+                chosen,
+                qualify_winner,
+                profiles_dirs,
+                health_s,
+                progress,
+                make_server,
+            )
     data = _write(search, header, winner, ties, written, verdict)
     return TuneOutcome(data=data, exit_code=_exit_code(data), summary=_summary(data))
 
@@ -136,8 +169,9 @@ def resume_command(profile: str, where: str, report_dir: Path) -> str:
 
 
 @contextlib.contextmanager
-def _servers(slot: Slot | None, profiles_dirs: list[Path] | None,
-             ports: tuple[int, int] | None = None) -> Iterator[Callable[[Profile, Path], Any]]:
+def _servers(
+    slot: Slot | None, profiles_dirs: list[Path] | None, ports: tuple[int, int] | None = None
+) -> Iterator[Callable[[Profile, Path], Any]]:
     """What starts a candidate: a local process, or a release of a Docker slot (a card's, or a
     CPU slot of the reference runtime) whose serving release is brought back when the search
     ends, however it ends."""
@@ -159,45 +193,75 @@ def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
 def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str, Any]:
     import datetime as dt
 
-    return {"started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "profile": profile.name, "recipe": profile.image.recipe, "runtime_version": profile.image.runtime_version,
-            "where": where, "card": getattr(card, "name", None), "slo": search.slo.model_dump(),
-            "space": search.space.model_dump(mode="json"), "report_dir": str(search.report_dir)}
+    return {
+        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile.name,
+        "recipe": profile.image.recipe,
+        "runtime_version": profile.image.runtime_version,
+        "where": where,
+        "card": getattr(card, "name", None),
+        "slo": search.slo.model_dump(),
+        "space": search.space.model_dump(mode="json"),
+        "report_dir": str(search.report_dir),
+    }
 
 
 def _dry_run(search: Search, header: dict[str, Any]) -> TuneOutcome:
-    data = {**header, "dry_run": True, **describe(search), "estimate_s": round(estimate_s(search), 1),
-            "counts": _counts(search)}
+    data = {
+        **header,
+        "dry_run": True,
+        **describe(search),
+        "estimate_s": round(estimate_s(search), 1),
+        "counts": _counts(search),
+    }
     return TuneOutcome(data=data, exit_code=EXIT_OK, summary=_summary(data))
 
 
 def _counts(search: Search) -> dict[str, Any]:
     starts = [s for r in search.results for s in r.starts]
-    return {"planned": len(search.results), "refused": sum(1 for r in search.results if r.refused),
-            "pruned": sum(1 for r in search.results if r.planned.pruned),
-            "runnable": len(search.runnable()), "started": len(starts),
-            "failed_starts": sum(1 for s in starts if s.error),
-            "measured": sum(1 for r in search.results if r.passes),
-            "not_started": sum(1 for r in search.results if r.runnable and not r.starts),
-            "passes": sum(len(r.passes) for r in search.results),
-            "start_s": round(sum(s.startup_s for s in starts), 1),
-            "measure_s": round(sum(p.measure_s for r in search.results for p in r.passes), 1),
-            # the rest of every visit: the stop, the port's release, the bench's warm-up and checks
-            "stop_s": round(sum(s.stop_s or 0.0 for s in starts), 1),
-            "visit_s": round(sum(s.visit_s or s.startup_s for s in starts), 1)}
+    return {
+        "planned": len(search.results),
+        "refused": sum(1 for r in search.results if r.refused),
+        "pruned": sum(1 for r in search.results if r.planned.pruned),
+        "runnable": len(search.runnable()),
+        "started": len(starts),
+        "failed_starts": sum(1 for s in starts if s.error),
+        "measured": sum(1 for r in search.results if r.passes),
+        "not_started": sum(1 for r in search.results if r.runnable and not r.starts),
+        "passes": sum(len(r.passes) for r in search.results),
+        "start_s": round(sum(s.startup_s for s in starts), 1),
+        "measure_s": round(sum(p.measure_s for r in search.results for p in r.passes), 1),
+        # the rest of every visit: the stop, the port's release, the bench's warm-up and checks
+        "stop_s": round(sum(s.stop_s or 0.0 for s in starts), 1),
+        "visit_s": round(sum(s.visit_s or s.startup_s for s in starts), 1),
+    }
 
 
-def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winner: Any, name: str | None,
-                    card: Any, qualify_winner: bool, profiles_dirs: list[Path] | None, health_s: float,
-                    progress: Callable[[str], None], make_server: Callable[[Profile, Path], Any]) -> tuple[Path, dict[str, Any]]:
+def _winner_profile(
+    store: ProfileStore,
+    profile: Profile,
+    search: Search,
+    winner: Any,
+    name: str | None,
+    card: Any,
+    qualify_winner: bool,
+    profiles_dirs: list[Path] | None,
+    health_s: float,
+    progress: Callable[[str], None],
+    make_server: Callable[[Profile, Path], Any],
+) -> tuple[Path, dict[str, Any]]:
     name = name or f"{profile.name}-tuned"
     base = next((r for r in search.results if r.id == "base"), None)
-    evidence = {"evidence": str(search.report_dir / "results.json"),
-                "image": f"recipe {profile.image.recipe}" + (f", runtime {profile.image.runtime_version}"
-                                                              if profile.image.runtime_version else ""),
-                "card": getattr(card, "name", None) or ("CPU (reference runtime)" if profile.is_simulator else None)}
-    path = report.write_winner(report.winner_profile(profile, winner, base, name=name, evidence=evidence),
-                               search.report_dir / f"{name}.yaml")
+    evidence = {
+        "evidence": str(search.report_dir / "results.json"),
+        "image": f"recipe {profile.image.recipe}"
+        + (f", runtime {profile.image.runtime_version}" if profile.image.runtime_version else ""),
+        "card": getattr(card, "name", None) or ("CPU (reference runtime)" if profile.is_simulator else None),
+    }
+    path = report.write_winner(
+        report.winner_profile(profile, winner, base, name=name, evidence=evidence),
+        search.report_dir / f"{name}.yaml",
+    )
     # the file must load as a profile next to the original (extends resolves through the store)
     ProfileStore([search.report_dir, *(profiles_dirs or [])]).get(name)
     if not qualify_winner:
@@ -205,8 +269,13 @@ def _winner_profile(store: ProfileStore, profile: Profile, search: Search, winne
     return path, _qualify(winner.planned.candidate.profile, search, health_s, progress, make_server)
 
 
-def _qualify(profile: Profile, search: Search, health_s: float, progress: Callable[[str], None],
-             make_server: Callable[[Profile, Path], Any]) -> dict[str, Any]:
+def _qualify(
+    profile: Profile,
+    search: Search,
+    health_s: float,
+    progress: Callable[[str], None],
+    make_server: Callable[[Profile, Path], Any],
+) -> dict[str, Any]:
     """qualify on the winner's launch: a faster launch that answers wrong is not recommended."""
     from ..qualify.runner import run_qualification
     from ..release.targets import Target
@@ -219,19 +288,36 @@ def _qualify(profile: Profile, search: Search, health_s: float, progress: Callab
         why = server.wait_ready(health_s)
         if why:
             return {"ran": True, "passed": False, "why": f"the winner did not start again: {why}"}
-        result = run_qualification(Target(url=server.url, profile=server.served_profile(), api_key=profile_key(profile)),
-                                   suites=suites, report_dir=search.report_dir / "qualify-winner")
+        result = run_qualification(
+            Target(url=server.url, profile=server.served_profile(), api_key=profile_key(profile)),
+            suites=suites,
+            report_dir=search.report_dir / "qualify-winner",
+        )
     finally:
         server.stop()
-    return {"ran": True, "passed": result.passed, "suites": suites,
-            "report": str(search.report_dir / "qualify-winner" / "results.json")}
+    return {
+        "ran": True,
+        "passed": result.passed,
+        "suites": suites,
+        "report": str(search.report_dir / "qualify-winner" / "results.json"),
+    }
 
 
-def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any], written: Path | None,
-           verdict: dict[str, Any]) -> dict[str, Any]:
+def _write(
+    search: Search,
+    header: dict[str, Any],
+    winner: Any,
+    ties: list[Any],
+    written: Path | None,
+    verdict: dict[str, Any],
+) -> dict[str, Any]:
     search.report_dir.mkdir(parents=True, exist_ok=True)
-    picture = report.write_frontier_png(search.results, search.report_dir / "frontier.png",
-                                        f"{header['profile']}: per-GPU against per-user output tok/s", search.slo)
+    picture = report.write_frontier_png(
+        search.results,
+        search.report_dir / "frontier.png",
+        f"{header['profile']}: per-GPU against per-user output tok/s",
+        search.slo,
+    )
     closest = []
     if winner is None:
         tried = [r for r in search.results if r.passes]
@@ -245,22 +331,39 @@ def _write(search: Search, header: dict[str, Any], winner: Any, ties: list[Any],
         from .estimate import pooled_noise, ratio_interval
 
         noise = pooled_noise(search.results, search.space.start_noise)
-        ratio = [round(x, 4) for x in ratio_interval(winner.estimate, base.estimate, noise, search.space.confidence)]
-    data = {"schema": "deploytool.tune/1", "started_at": header.get("started_at"),
-            **header, "dry_run": False, **describe(search), "counts": _counts(search),
-            "winner": winner.id if winner else None, "ties": [t.id for t in ties],
-            "winner_flags": ({**winner.planned.candidate.changes, **winner.planned.candidate.derived}
-                             if winner else None),
-            "winner_estimate": winner.estimate.as_dict() if winner is not None and winner.estimate else None,
-            "ratio_to_base": ratio, "beyond_spread": bool(winner is not None and not ties),
-            "closest": closest, "winner_profile": str(written) if written else None,
-            "qualify": verdict, "recommended": recommended,
-            "frontier_png": str(picture) if picture else None,
-            "runtime_note": runtime_note(header, search.results),
-            "machine_note": machines_note(search.results)}
-    md = report.markdown(search.results, f"# tune: {header['profile']} ({header['where']}), SLO "
-                                         f"{search.slo.describe()}"
-                         + "".join(f"\n\n{data[k]}" for k in ("runtime_note", "machine_note") if data[k]))
+        ratio = [
+            round(x, 4)
+            for x in ratio_interval(winner.estimate, base.estimate, noise, search.space.confidence)
+        ]
+    data = {
+        "schema": "deploytool.tune/1",
+        "started_at": header.get("started_at"),
+        **header,
+        "dry_run": False,
+        **describe(search),
+        "counts": _counts(search),
+        "winner": winner.id if winner else None,
+        "ties": [t.id for t in ties],
+        "winner_flags": (
+            {**winner.planned.candidate.changes, **winner.planned.candidate.derived} if winner else None
+        ),
+        "winner_estimate": winner.estimate.as_dict() if winner is not None and winner.estimate else None,
+        "ratio_to_base": ratio,
+        "beyond_spread": bool(winner is not None and not ties),
+        "closest": closest,
+        "winner_profile": str(written) if written else None,
+        "qualify": verdict,
+        "recommended": recommended,
+        "frontier_png": str(picture) if picture else None,
+        "runtime_note": runtime_note(header, search.results),
+        "machine_note": machines_note(search.results),
+    }
+    md = report.markdown(
+        search.results,
+        f"# tune: {header['profile']} ({header['where']}), SLO "
+        f"{search.slo.describe()}"
+        + "".join(f"\n\n{data[k]}" for k in ("runtime_note", "machine_note") if data[k]),
+    )
     write_atomic(search.report_dir / "report.md", md)
     write_json(search.report_dir / "results.json", data)
     return data
@@ -276,9 +379,11 @@ def runtime_note(header: dict[str, Any], results: list[Any]) -> str | None:
     if not seen:
         return None
     release, _ = rules_release(pinned)
-    return (f"the servers reported SGLang {', '.join(seen)} while the profile pins {pinned or 'no release'}: "
-            f"every candidate was planned by {release}'s rules, so the plan / server columns compare a plan "
-            "for one release with another's start; pin the release that runs (image.runtime_version)")
+    return (
+        f"the servers reported SGLang {', '.join(seen)} while the profile pins {pinned or 'no release'}: "
+        f"every candidate was planned by {release}'s rules, so the plan / server columns compare a plan "
+        "for one release with another's start; pin the release that runs (image.runtime_version)"
+    )
 
 
 def _exit_code(data: dict[str, Any]) -> int:
@@ -301,28 +406,41 @@ def _flags_line(check: dict[str, Any] | None) -> str:
 def _summary(data: dict[str, Any]) -> list[str]:
     c = data["counts"]
     space = data["space"]
-    lines = ["space: " + "; ".join(f"{k} {v}" for k, v in space["flags"].items())
-             + (f"; derived from the plan: {', '.join(space['derived'])}" if space["derived"] else "")
-             + (f"; load (concurrency) {space['load']}" if space.get("workload", "table") == "table"
-                else f"; workload {space['workload']} {space.get('workload_settings') or '(its defaults)'}")
-             + f", {space['repeats']} passes per start, SLO "
-             + (", ".join(f"{k}={v:g}" for k, v in data["slo"].items() if v is not None) or "none"),
-             _flags_line(data.get("flags_check")),
-             f"planning: {data['plan_note']}" if data.get("plan_note") else f"planned for {data.get('card')}",
-             f"candidates: {c['planned']} planned, {c['refused']} refused by the parser, {c['pruned']} pruned "
-             f"by the plan, {c['runnable']} to measure"]
+    lines = [
+        "space: "
+        + "; ".join(f"{k} {v}" for k, v in space["flags"].items())
+        + (f"; derived from the plan: {', '.join(space['derived'])}" if space["derived"] else "")
+        + (
+            f"; load (concurrency) {space['load']}"
+            if space.get("workload", "table") == "table"
+            else f"; workload {space['workload']} {space.get('workload_settings') or '(its defaults)'}"
+        )
+        + f", {space['repeats']} passes per start, SLO "
+        + (", ".join(f"{k}={v:g}" for k, v in data["slo"].items() if v is not None) or "none"),
+        _flags_line(data.get("flags_check")),
+        f"planning: {data['plan_note']}" if data.get("plan_note") else f"planned for {data.get('card')}",
+        f"candidates: {c['planned']} planned, {c['refused']} refused by the parser, {c['pruned']} pruned "
+        f"by the plan, {c['runnable']} to measure",
+    ]
     for cand in data["candidates"]:
         if cand["pruned"] or cand["refused"]:
-            lines.append(f"  {cand['id']} ({cand['label']}): " + (cand["pruned"] or "; ".join(cand["refused"])))
+            lines.append(
+                f"  {cand['id']} ({cand['label']}): " + (cand["pruned"] or "; ".join(cand["refused"]))
+            )
     if data.get("dry_run"):
-        lines += [f"  {cand['id']} ({cand['label']}): to measure" for cand in data["candidates"]
-                  if not cand["pruned"] and not cand["refused"]]
+        lines += [
+            f"  {cand['id']} ({cand['label']}): to measure"
+            for cand in data["candidates"]
+            if not cand["pruned"] and not cand["refused"]
+        ]
         lines.append(f"estimate: about {data['estimate_s'] / 60:.1f} min (nothing started)")
         return lines
-    lines.append(f"started {c['started']} ({c['failed_starts']} failed), {c['passes']} passes; "
-                 f"{c['visit_s']:.0f} s in visits: {c['start_s']:.0f} s starting, {c['measure_s']:.0f} s measuring, "
-                 f"{c['stop_s']:.0f} s stopping, {max(0.0, c['visit_s'] - c['start_s'] - c['measure_s'] - c['stop_s']):.0f} s "
-                 f"between (warm-up, checks); {c['not_started']} never started")
+    lines.append(
+        f"started {c['started']} ({c['failed_starts']} failed), {c['passes']} passes; "
+        f"{c['visit_s']:.0f} s in visits: {c['start_s']:.0f} s starting, {c['measure_s']:.0f} s measuring, "
+        f"{c['stop_s']:.0f} s stopping, {max(0.0, c['visit_s'] - c['start_s'] - c['measure_s'] - c['stop_s']):.0f} s "
+        f"between (warm-up, checks); {c['not_started']} never started"
+    )
     conf = f"{data.get('confidence', 0.95):.0%}"
     for cand in data["candidates"]:
         if cand["verdict"] == "not started (cannot win)":
@@ -330,34 +448,54 @@ def _summary(data: dict[str, Any]) -> list[str]:
     tail: list[str] = []
     if data.get("inconclusive"):
         measured = sum(1 for cand in data["candidates"] if cand["passes"])
-        lines.append(f"inconclusive: {measured} of {c['runnable']} measured when --budget ran out, the race "
-                     "not finished: nothing recommended")
+        lines.append(
+            f"inconclusive: {measured} of {c['runnable']} measured when --budget ran out, the race "
+            "not finished: nothing recommended"
+        )
         tail.append(f"go on with: {data['resume']}")
     elif data["winner"] is None:
         lines.append("none qualifies under the SLO; each candidate's closest point:")
-        lines += [f"  {cand['id']} ({cand['label']}): {cand['missed_by']}" for cand in data["candidates"]
-                  if cand.get("missed_by")]
+        lines += [
+            f"  {cand['id']} ({cand['label']}): {cand['missed_by']}"
+            for cand in data["candidates"]
+            if cand.get("missed_by")
+        ]
     else:
         est = data["winner_estimate"] or {}
         ties = [cand for cand in data["candidates"] if cand["verdict"] == "tie"]
-        lines.append(f"winner: {data['winner']}, {est.get('mean', 0):.1f} tok/s/GPU [{est.get('low', 0):.1f}, "
-                     f"{est.get('high', 0):.1f}] over {est.get('passes')} passes, {est.get('starts')} starts, "
-                     + (f"beyond every other's interval at {conf}" if not ties
-                        else f"tied at {conf} with {', '.join(t['id'] for t in ties)}"))
+        lines.append(
+            f"winner: {data['winner']}, {est.get('mean', 0):.1f} tok/s/GPU [{est.get('low', 0):.1f}, "
+            f"{est.get('high', 0):.1f}] over {est.get('passes')} passes, {est.get('starts')} starts, "
+            + (
+                f"beyond every other's interval at {conf}"
+                if not ties
+                else f"tied at {conf} with {', '.join(t['id'] for t in ties)}"
+            )
+        )
         lines += [f"  {t['id']} ({t['label']}): {t['why']}" for t in ties]
         if data["winner"] == "base" or "base" in data["ties"]:
             lines.append("the profile's own launch is not beaten: no change recommended")
-        flags = " ".join(f"--{k} {v}" for k, v in (data.get("winner_flags") or {}).items()) or "(the profile's own)"
+        flags = (
+            " ".join(f"--{k} {v}" for k, v in (data.get("winner_flags") or {}).items())
+            or "(the profile's own)"
+        )
         ratio = data.get("ratio_to_base")
-        tail.append(f"winner {data['winner']}: {flags}"
-                    + (f"; x{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}] over the profile's own launch ({conf})"
-                       if ratio else ""))
+        tail.append(
+            f"winner {data['winner']}: {flags}"
+            + (
+                f"; x{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}] over the profile's own launch ({conf})"
+                if ratio
+                else ""
+            )
+        )
         if data["winner_profile"]:
             if data["recommended"]:
                 state = "(qualified)"
             elif not data["qualify"].get("ran"):
-                state = ("(not qualified: --no-qualify; `tune --resume` without it qualifies the winner "
-                         "before recommending it)")
+                state = (
+                    "(not qualified: --no-qualify; `tune --resume` without it qualifies the winner "
+                    "before recommending it)"
+                )
             else:
                 state = f"(NOT recommended: qualify {data['qualify']})"
             tail.append(f"profile: {data['winner_profile']} {state}")

@@ -66,8 +66,9 @@ class Search:
         return [r.id for r in self.results if r.runnable]
 
 
-def prepare(profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, card: Card | None,
-            local: bool) -> Search:
+def prepare(
+    profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, card: Card | None, local: bool
+) -> Search:
     """Space, flag check, plans: everything before the first start (and all of --dry-run)."""
     cands = candidates(profile, space)
     flags = check_candidates(profile, cands, local=local)
@@ -78,9 +79,12 @@ def prepare(profile: Profile, space: TuneSpace, slo: Slo, report_dir: Path, *, c
     if flags.refused:
         # a value of the space the runtime refuses is a mistake in the space, not a slow launch
         problems = sorted({p for found in flags.refused.values() for p in found})
-        raise UsageError(f"{flags.where} refused {len(flags.refused)} of {len(cands)} candidates: "
-                         + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
-                         hint="fix the names and values under tune.flags (the runtime's own flag names); nothing was started")
+        raise UsageError(
+            f"{flags.where} refused {len(flags.refused)} of {len(cands)} candidates: "
+            + "; ".join(problems[:5])
+            + ("; ..." if len(problems) > 5 else ""),
+            hint="fix the names and values under tune.flags (the runtime's own flag names); nothing was started",
+        )
     return search
 
 
@@ -107,28 +111,46 @@ def estimate_s(search: Search) -> float:
     return visits_left(search.results, search.space) * per_visit_s(search)
 
 
-def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *, budget_s: float | None,
-               progress: Progress, health_s: float) -> None:
+def run_search(
+    search: Search,
+    make_server: Callable[[Profile, Path], Server],
+    *,
+    budget_s: float | None,
+    progress: Progress,
+    health_s: float,
+) -> None:
     """Visit candidates until the schedule is done, the budget would be passed, or Ctrl-C.
     Every server is stopped before this returns or raises."""
     started = time.monotonic()
     if not search.journal.is_file():
         search.report_dir.mkdir(parents=True, exist_ok=True)
-        search.journal.write_text(json.dumps({"kind": "search", "profile": search.profile.name,
-                                              "candidates": [r.id for r in search.results]}) + "\n")
+        search.journal.write_text(
+            json.dumps(
+                {
+                    "kind": "search",
+                    "profile": search.profile.name,
+                    "candidates": [r.id for r in search.results],
+                }
+            )
+            + "\n"
+        )
     while (cid := next_visit(search)) is not None:
         if budget_s is not None:
             left = budget_s - (time.monotonic() - started)
             per_visit = per_visit_s(search)
             if left < per_visit:
                 search.stopped_by_budget = True
-                progress(f"budget: {left:.0f} s left, a visit takes about {per_visit:.0f} s: stopping with what was learnt")
+                progress(
+                    f"budget: {left:.0f} s left, a visit takes about {per_visit:.0f} s: stopping with what was learnt"
+                )
                 return
         result = search.by_id(cid)
         visit = len(result.starts)
         done = sum(len(r.starts) for r in search.results)
-        progress(f"[{done} started, ~{visits_left(search.results, search.space)} left, ~{estimate_s(search) / 60:.1f} min] "
-                 f"{cid} ({result.planned.candidate.label()}): start {visit + 1}")
+        progress(
+            f"[{done} started, ~{visits_left(search.results, search.space)} left, ~{estimate_s(search) / 60:.1f} min] "
+            f"{cid} ({result.planned.candidate.label()}): start {visit + 1}"
+        )
         log = search.report_dir / "logs" / f"{cid}-start{visit + 1}.log"
         server = make_server(result.planned.candidate.profile, log)
         t0 = time.monotonic()
@@ -136,8 +158,14 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
             server.start()
             progress(f"{cid}: starting on {server.url} (log {log})")
             why = server.wait_ready(health_s)
-            start = Start(visit=visit, startup_s=round(time.monotonic() - t0, 3), error=why, log=str(log),
-                          url=server.url, machine=search.machine)
+            start = Start(
+                visit=visit,
+                startup_s=round(time.monotonic() - t0, 3),
+                error=why,
+                log=str(log),
+                url=server.url,
+                machine=search.machine,
+            )
             passes: list[Pass] = []
             if why is None:
                 passes = _measure_visit(search, result, server, visit, start.startup_s, progress)
@@ -155,12 +183,17 @@ def run_search(search: Search, make_server: Callable[[Profile, Path], Server], *
         else:
             _, _, st = decide(search.results, search.space)
             e = st.estimates.get(cid)
-            progress(f"{cid}: {e.mean:.1f} tok/s/GPU [{e.low:.1f}, {e.high:.1f}] over {e.passes} passes, "
-                     f"{e.starts} starts; leader {st.leader}" if e else f"{cid}: no point inside the SLO")
+            progress(
+                f"{cid}: {e.mean:.1f} tok/s/GPU [{e.low:.1f}, {e.high:.1f}] over {e.passes} passes, "
+                f"{e.starts} starts; leader {st.leader}"
+                if e
+                else f"{cid}: no point inside the SLO"
+            )
 
 
-def _measure_visit(search: Search, result: CandidateResult, server: Server, visit: int, startup_s: float,
-                   progress: Progress) -> list[Pass]:
+def _measure_visit(
+    search: Search, result: CandidateResult, server: Server, visit: int, startup_s: float, progress: Progress
+) -> list[Pass]:
     """The space's passes, then one more at a time while this candidate still races (a pass
     costs seconds on the live server, a restart minutes); the passes join the candidate's as
     they are measured, so the race sees them, and the journal gets them with the visit."""
@@ -168,8 +201,14 @@ def _measure_visit(search: Search, result: CandidateResult, server: Server, visi
     passes, _ = measure(server.url, profile, search.space, search.slo, candidate=cid, visit=visit)
     result.passes.extend(passes)
     while wants_more_passes(search.results, search.space, cid, len(passes)):
-        more, _ = measure(server.url, profile, search.space.model_copy(update={"repeats": 1}), search.slo,
-                          candidate=cid, visit=visit)
+        more, _ = measure(
+            server.url,
+            profile,
+            search.space.model_copy(update={"repeats": 1}),
+            search.slo,
+            candidate=cid,
+            visit=visit,
+        )
         for p in more:
             p.repeat = len(passes)
             passes.append(p)
@@ -198,7 +237,9 @@ def replay_journal(search: Search) -> int:
     """--resume: the starts and passes a previous run journalled, put back; returns how many
     starts. A journal line for a candidate this space does not make is refused."""
     if not search.journal.is_file():
-        raise UsageError(f"--resume: no journal at {search.journal}", hint="give the --report DIR of the run to resume")
+        raise UsageError(
+            f"--resume: no journal at {search.journal}", hint="give the --report DIR of the run to resume"
+        )
     count = 0
     for n, line in enumerate(search.journal.read_text().splitlines(), 1):
         if not line.strip():
@@ -206,7 +247,10 @@ def replay_journal(search: Search) -> int:
         try:
             entry = json.loads(line)
             if entry.get("kind") == "search":
-                if entry["candidates"] != [r.id for r in search.results] or entry["profile"] != search.profile.name:
+                if (
+                    entry["candidates"] != [r.id for r in search.results]
+                    or entry["profile"] != search.profile.name
+                ):
                     raise KeyError("another space")
                 continue
             result = search.by_id(entry["candidate"])
@@ -219,14 +263,20 @@ def replay_journal(search: Search) -> int:
             else:
                 result.passes.append(Pass.from_dict(entry))
         except (json.JSONDecodeError, KeyError, StopIteration, AttributeError, TypeError):
-            raise UsageError(f"--resume: {search.journal}:{n} is not a journal line of this space",
-                             hint="resume with the same profile and space, or start afresh in a new --report DIR") from None
+            raise UsageError(
+                f"--resume: {search.journal}:{n} is not a journal line of this space",
+                hint="resume with the same profile and space, or start afresh in a new --report DIR",
+            ) from None
     return count
 
 
 def _guess_start_s(profile: Profile) -> float:
     if profile.is_simulator:
-        return float(profile.server.args.get("startup-seconds", 2.0) or 0) + float(profile.server.args.get("load-seconds", 0) or 0) + 1.0
+        return (
+            float(profile.server.args.get("startup-seconds", 2.0) or 0)
+            + float(profile.server.args.get("load-seconds", 0) or 0)
+            + 1.0
+        )
     return 300.0  # a real server's start is minutes: weights, graphs; measured starts replace this
 
 
@@ -236,6 +286,11 @@ def _guess_measure_s(space: TuneSpace, user_tps: float = 50.0) -> float:
 
 
 def describe(search: Search) -> dict[str, Any]:
-    return {"flags_check": search.flags.as_dict() if search.flags else None, "plan_note": search.plan_note,
-            "candidates": [r.as_dict() for r in search.results], "notes": search.notes,
-            "stopped_by_budget": search.stopped_by_budget, "interrupted": search.interrupted}
+    return {
+        "flags_check": search.flags.as_dict() if search.flags else None,
+        "plan_note": search.plan_note,
+        "candidates": [r.as_dict() for r in search.results],
+        "notes": search.notes,
+        "stopped_by_budget": search.stopped_by_budget,
+        "interrupted": search.interrupted,
+    }

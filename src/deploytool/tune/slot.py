@@ -17,8 +17,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..deploy.candidate_plan import (CANDIDATE_BIND, plan_candidate, plan_candidate_stop, plan_pause_serving,
-                                     plan_search_end)
+from ..deploy.candidate_plan import (
+    CANDIDATE_BIND,
+    plan_candidate,
+    plan_candidate_stop,
+    plan_pause_serving,
+    plan_search_end,
+)
 from ..deploy.executor import execute
 from ..deploy.facts import gather_facts, gather_slot
 from ..errors import DeploytoolError, Interrupted
@@ -82,8 +87,9 @@ class SlotServer:
         s = self.session
         s.stop_serving_once()
         port = free_port()
-        facts = gather_facts(s.engine, s.slot, self.profile, host_port=port, bind=CANDIDATE_BIND,
-                             wheelhouse=None)
+        facts = gather_facts(
+            s.engine, s.slot, self.profile, host_port=port, bind=CANDIDATE_BIND, wheelhouse=None
+        )
         plan = plan_candidate(facts, self.profile, host_port=port)
         self.release, self.url = plan.release, plan.url or ""
         if plan.release is not None:
@@ -110,8 +116,11 @@ class SlotServer:
             return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.log_path, self._logs())  # scrubbed: the container's log may print its key
-        execute(plan_candidate_stop(self.session.slot, self.release), slot=self.session.slot,
-                engine=self.session.engine)
+        execute(
+            plan_candidate_stop(self.session.slot, self.release),
+            slot=self.session.slot,
+            engine=self.session.engine,
+        )
 
     def _logs(self) -> str:
         if self.release is None:

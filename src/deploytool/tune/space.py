@@ -116,7 +116,9 @@ def recipe_defaults(profile: Profile) -> tuple[dict[str, list[Any]], list[str]]:
     flags: dict[str, list[Any]] = {}
     mfs = args.get("mem-fraction-static")
     if isinstance(mfs, (int, float)):
-        flags["mem-fraction-static"] = sorted({round(min(0.95, max(0.5, mfs + d)), 2) for d in (-0.04, 0.0, 0.03)})
+        flags["mem-fraction-static"] = sorted(
+            {round(min(0.95, max(0.5, mfs + d)), 2) for d in (-0.04, 0.0, 0.03)}
+        )
     mrr = args.get("max-running-requests")
     base = int(mrr) if isinstance(mrr, int) else 32
     flags["max-running-requests"] = sorted({max(1, base // 2), base, base * 2})
@@ -143,10 +145,14 @@ def read_space(profile: Profile, space_file: Path | None = None, *, workload: st
     try:
         space = TuneSpace.model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'tune'}: "
-                             + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"]) for e in exc.errors())
-        raise ProfileError(f"{where}: {problems}", hint=f"known keys: {', '.join(TuneSpace.model_fields)} "
-                                                         "(docs/tune.md)") from None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'tune'}: "
+            + ("unknown key" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors()
+        )
+        raise ProfileError(
+            f"{where}: {problems}", hint=f"known keys: {', '.join(TuneSpace.model_fields)} (docs/tune.md)"
+        ) from None
     keyed = flag_problems(space.flags, ("flags",), searched=True)
     if keyed:  # a --space file meets the profile's key rule here
         loc, what = keyed[0]
@@ -157,9 +163,11 @@ def read_space(profile: Profile, space_file: Path | None = None, *, workload: st
     if not space.flags:
         flags, derived = recipe_defaults(profile)
         if not flags:
-            raise UsageError(f"{where}: the space is empty: no flags to search",
-                             hint=f"recipe {profile.image.recipe!r} has no default knobs; name them under "
-                                  "tune.flags, e.g. max-running-requests: [8, 16, 32]")
+            raise UsageError(
+                f"{where}: the space is empty: no flags to search",
+                hint=f"recipe {profile.image.recipe!r} has no default knobs; name them under "
+                "tune.flags, e.g. max-running-requests: [8, 16, 32]",
+            )
         space = space.model_copy(update={"flags": flags, "derived": space.derived or derived})
     return space
 
@@ -179,12 +187,16 @@ def workload_settings(space: TuneSpace) -> dict[str, Any]:
 def check_workload(space: TuneSpace, where: str) -> None:
     """A workload tune cannot search, or settings the workload refuses, before anything starts."""
     if space.workload not in TUNE_WORKLOADS:
-        raise UsageError(f"{where}: workload {space.workload!r} is not one tune searches with",
-                         hint=f"one of {', '.join(TUNE_WORKLOADS)} (input-ablation compares prompts, not launches)")
+        raise UsageError(
+            f"{where}: workload {space.workload!r} is not one tune searches with",
+            hint=f"one of {', '.join(TUNE_WORKLOADS)} (input-ablation compares prompts, not launches)",
+        )
     if space.workload == "table":
         if space.workload_settings:
-            raise UsageError(f"{where}: workload_settings is for agentic, long-context and open-loop",
-                             hint="the table workload's sizes are load, requests_per_level, prompt_tokens, output_tokens")
+            raise UsageError(
+                f"{where}: workload_settings is for agentic, long-context and open-loop",
+                hint="the table workload's sizes are load, requests_per_level, prompt_tokens, output_tokens",
+            )
         return
     try:
         workload_settings(space)
@@ -235,8 +247,10 @@ def candidates(profile: Profile, space: TuneSpace) -> list[Candidate]:
         changes = {n: v for n, v in zip(names, values, strict=True) if base_args.get(n) != v}
         out.append(Candidate(f"c{len(out):02d}", changes, with_args(profile, args)))
     if len(out) > space.max_candidates + 1:
-        raise UsageError(f"the space makes {len(out) - 1} candidates, more than max_candidates "
-                         f"({space.max_candidates})", hint="narrow tune.flags, or raise tune.max_candidates")
+        raise UsageError(
+            f"the space makes {len(out) - 1} candidates, more than max_candidates ({space.max_candidates})",
+            hint="narrow tune.flags, or raise tune.max_candidates",
+        )
     return out
 
 
@@ -265,9 +279,16 @@ def followed_expectations(profile: Profile, args: dict[str, Any]) -> dict[str, A
         on = not any(args.get(k) is True for k in ("disable-cuda-graph", "disable-decode-cuda-graph"))
         if on != expect["decode_cuda_graph"]:
             out["decode_cuda_graph"] = on
-    for key, flag in (("speculative_algorithm", "speculative-algorithm"), ("moe_runner_backend", "moe-runner-backend")):
-        if expect.get(key) is not None and args.get(flag) is not None and args[flag] != expect[key] \
-                and args[flag] != profile.server.args.get(flag):
+    for key, flag in (
+        ("speculative_algorithm", "speculative-algorithm"),
+        ("moe_runner_backend", "moe-runner-backend"),
+    ):
+        if (
+            expect.get(key) is not None
+            and args.get(flag) is not None
+            and args[flag] != expect[key]
+            and args[flag] != profile.server.args.get(flag)
+        ):
             out[key] = args[flag]
     return out
 

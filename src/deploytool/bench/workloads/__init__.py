@@ -20,7 +20,9 @@ from pydantic import ValidationError
 
 from . import agentic, input_ablation, long_context, open_loop, table
 
-REGISTRY: dict[str, ModuleType] = {m.name: m for m in (table, long_context, agentic, open_loop, input_ablation)}
+REGISTRY: dict[str, ModuleType] = {
+    m.name: m for m in (table, long_context, agentic, open_loop, input_ablation)
+}
 
 
 def get(name: str) -> ModuleType:
@@ -37,7 +39,11 @@ def resolve_settings(name: str, preset: str, given: dict[str, Any] | None) -> di
     try:
         return module.Settings.model_validate(values).model_dump(mode="json")
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: "
-                             + ("unknown setting" if e["type"] == "extra_forbidden" else e["msg"])
-                             for e in exc.errors())
-        raise ValueError(f"workload {name}: {problems} (settings: {', '.join(module.Settings.model_fields)})") from None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: "
+            + ("unknown setting" if e["type"] == "extra_forbidden" else e["msg"])
+            for e in exc.errors()
+        )
+        raise ValueError(
+            f"workload {name}: {problems} (settings: {', '.join(module.Settings.model_fields)})"
+        ) from None

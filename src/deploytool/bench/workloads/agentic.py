@@ -24,7 +24,9 @@ from ..results import Figure, GroupSummary, RequestRecord
 from ..spec import Spec
 
 name = "agentic"
-summary = "multi-turn replay (~80K first prompt, 13 turns x ~220 tokens, conversation resent), concurrency sweep"
+summary = (
+    "multi-turn replay (~80K first prompt, 13 turns x ~220 tokens, conversation resent), concurrency sweep"
+)
 
 
 class Settings(BaseModel):
@@ -37,8 +39,13 @@ class Settings(BaseModel):
     conversations_per_slot: int = Field(default=1, ge=1)
 
 
-QUICK = {"first_prompt_tokens": 2_000, "turn_user_tokens": 64, "output_tokens_per_turn": 32, "turns": 4,
-         "concurrency": [1, 2, 4]}
+QUICK = {
+    "first_prompt_tokens": 2_000,
+    "turn_user_tokens": 64,
+    "output_tokens_per_turn": 32,
+    "turns": 4,
+    "concurrency": [1, 2, 4],
+}
 
 
 async def run(ctx: BenchContext) -> None:
@@ -50,9 +57,14 @@ async def run(ctx: BenchContext) -> None:
         if top is not None and c > top:
             ctx.notes.append(f"agentic: concurrency {c} is above the server's max running requests ({top})")
         group = f"agentic_c{c}"
-        await ctx.measure(group, "agentic", c,
-                          lambda g=group, c=c: [_conversation(ctx, g, c, k, first)
-                                                for k in range(c * s.conversations_per_slot)])
+        await ctx.measure(
+            group,
+            "agentic",
+            c,
+            lambda g=group, c=c: [
+                _conversation(ctx, g, c, k, first) for k in range(c * s.conversations_per_slot)
+            ],
+        )
 
 
 def _conversation(ctx: BenchContext, group: str, c: int, k: int, first_tokens: int):
@@ -64,18 +76,32 @@ def _conversation(ctx: BenchContext, group: str, c: int, k: int, first_tokens: i
         for t in range(s.turns):
             if ctx.out_of_time(group):
                 return
-            spec = Spec("agentic", group, c, k * s.turns + t, first_tokens, s.output_tokens_per_turn,
-                        conversation=k, turn=t)
+            spec = Spec(
+                "agentic",
+                group,
+                c,
+                k * s.turns + t,
+                first_tokens,
+                s.output_tokens_per_turn,
+                conversation=k,
+                turn=t,
+            )
             record, result = await ctx.send(spec, messages, prefix=opening.prefix)
             if not record.ok:
                 return  # a conversation whose turn failed cannot go on: its later turns are not sent
             observation = ctx.prompts.make(s.turn_user_tokens, f"{group} tool output").text
-            messages = [*messages, {"role": "assistant", "content": result.content},
-                        {"role": "user", "content": observation}]
+            messages = [
+                *messages,
+                {"role": "assistant", "content": result.content},
+                {"role": "user", "content": observation},
+            ]
+
     return run
 
 
-def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(
+    ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]
+) -> list[Figure]:
     out: list[Figure] = []
     by_turn = ctx.details.setdefault("agentic_ttft_by_turn_s", {})
     for g in groups:
@@ -84,24 +110,65 @@ def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, li
         c = g.concurrency
         done = [r for r in records.get(g.name, []) if r.ok]
         later = [r for r in done if r.turn]
-        out.append(figure(f"agentic_c{c}_per_user_tps", f"agentic, {c} conversations: tok/s per user", "tok/s",
-                          "higher", g, [stats.decode_tps(r) for r in done]))
+        out.append(
+            figure(
+                f"agentic_c{c}_per_user_tps",
+                f"agentic, {c} conversations: tok/s per user",
+                "tok/s",
+                "higher",
+                g,
+                [stats.decode_tps(r) for r in done],
+            )
+        )
         per_gpu = None if g.aggregate_output_tps is None else g.aggregate_output_tps / ctx.gpus
-        out.append(figure(f"agentic_c{c}_per_gpu_tps", f"agentic, {c} conversations: tok/s per GPU", "tok/s",
-                          "higher", g, value=per_gpu))
-        out.append(figure(f"agentic_c{c}_first_turn_ttft_s", f"agentic, {c} conversations: TTFT, first turn", "s",
-                          "lower", g, [stats.ttft(r) for r in done if r.turn == 0]))
-        out.append(figure(f"agentic_c{c}_later_turns_ttft_s", f"agentic, {c} conversations: TTFT, later turns",
-                          "s", "lower", g, [stats.ttft(r) for r in later]))
+        out.append(
+            figure(
+                f"agentic_c{c}_per_gpu_tps",
+                f"agentic, {c} conversations: tok/s per GPU",
+                "tok/s",
+                "higher",
+                g,
+                value=per_gpu,
+            )
+        )
+        out.append(
+            figure(
+                f"agentic_c{c}_first_turn_ttft_s",
+                f"agentic, {c} conversations: TTFT, first turn",
+                "s",
+                "lower",
+                g,
+                [stats.ttft(r) for r in done if r.turn == 0],
+            )
+        )
+        out.append(
+            figure(
+                f"agentic_c{c}_later_turns_ttft_s",
+                f"agentic, {c} conversations: TTFT, later turns",
+                "s",
+                "lower",
+                g,
+                [stats.ttft(r) for r in later],
+            )
+        )
         share = g.server_cached_share
         label = "cache-hit share (server counters)"
         if share is None:  # no /metrics: the responses' own usage.prompt_tokens_details
             prompt = sum(r.prompt_tokens or 0 for r in done)
             share = sum(r.cached_tokens or 0 for r in done) / prompt if prompt else None
             label = "cache-hit share (responses' usage)"
-        out.append(figure(f"agentic_c{c}_cache_hit_share", f"agentic, {c} conversations: {label}", "", "neither", g,
-                          value=share))
+        out.append(
+            figure(
+                f"agentic_c{c}_cache_hit_share",
+                f"agentic, {c} conversations: {label}",
+                "",
+                "neither",
+                g,
+                value=share,
+            )
+        )
         turns = max((r.turn or 0 for r in done), default=-1) + 1
         by_turn.setdefault(g.name, []).append(
-            [stats.median(stats.ttft(r) for r in done if r.turn == t) for t in range(turns)])
+            [stats.median(stats.ttft(r) for r in done if r.turn == t) for t in range(turns)]
+        )
     return out

@@ -19,7 +19,9 @@ summary = "tok/s per user at concurrency 1 as the input grows from 1K tokens to 
 
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    input_tokens: list[int] = Field(default_factory=lambda: [1_000, 4_000, 16_000, 64_000, 128_000, 256_000, 1_000_000])
+    input_tokens: list[int] = Field(
+        default_factory=lambda: [1_000, 4_000, 16_000, 64_000, 128_000, 256_000, 1_000_000]
+    )
     requests_each: int = Field(default=2, ge=1)
     output_tokens: int = Field(default=256, ge=2)
 
@@ -28,9 +30,12 @@ QUICK = {"input_tokens": [500, 2_000, 8_000], "requests_each": 2, "output_tokens
 
 
 async def run(ctx: BenchContext) -> None:
-    await run_lengths(ctx, "ablation", ctx.settings.input_tokens, ctx.settings.requests_each,
-                      ctx.settings.output_tokens)
+    await run_lengths(
+        ctx, "ablation", ctx.settings.input_tokens, ctx.settings.requests_each, ctx.settings.output_tokens
+    )
 
 
-def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(
+    ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]
+) -> list[Figure]:
     return length_figures(groups, records, "ablation", "interactivity (tok/s per user)")

@@ -30,31 +30,55 @@ QUICK = {"context_tokens": [1_000, 8_000], "requests_each": 2, "output_tokens": 
 
 
 async def run(ctx: BenchContext) -> None:
-    await run_lengths(ctx, "longctx", ctx.settings.context_tokens, ctx.settings.requests_each,
-                      ctx.settings.output_tokens)
+    await run_lengths(
+        ctx, "longctx", ctx.settings.context_tokens, ctx.settings.requests_each, ctx.settings.output_tokens
+    )
 
 
 async def run_lengths(ctx: BenchContext, phase: str, sizes: list[int], each: int, output: int) -> None:
     for size in ctx.cap_sizes(sizes, output, phase):
         group = f"{phase}_{size}"
-        await ctx.measure(group, phase, 1,
-                          lambda g=group, n=size: [ctx.job(Spec(phase, g, 1, i, n, output)) for i in range(each)])
+        await ctx.measure(
+            group,
+            phase,
+            1,
+            lambda g=group, n=size: [ctx.job(Spec(phase, g, 1, i, n, output)) for i in range(each)],
+        )
 
 
-def length_figures(groups: list[GroupSummary], records: dict[str, list[RequestRecord]], phase: str,
-                   label: str) -> list[Figure]:
+def length_figures(
+    groups: list[GroupSummary], records: dict[str, list[RequestRecord]], phase: str, label: str
+) -> list[Figure]:
     out = []
     for g in groups:
         if g.phase != phase:
             continue
         size = int(g.name.rsplit("_", 1)[1])
         done = [r for r in records.get(g.name, []) if r.ok]
-        out.append(figure(f"{g.name}_decode_tps", f"{label}, {size:,}-token prompt", "tok/s", "higher", g,
-                          [stats.decode_tps(r) for r in done]))
-        out.append(figure(f"{g.name}_ttft_s", f"time to first token, {size:,}-token prompt ({phase})", "s",
-                          "lower", g, [stats.ttft(r) for r in done]))
+        out.append(
+            figure(
+                f"{g.name}_decode_tps",
+                f"{label}, {size:,}-token prompt",
+                "tok/s",
+                "higher",
+                g,
+                [stats.decode_tps(r) for r in done],
+            )
+        )
+        out.append(
+            figure(
+                f"{g.name}_ttft_s",
+                f"time to first token, {size:,}-token prompt ({phase})",
+                "s",
+                "lower",
+                g,
+                [stats.ttft(r) for r in done],
+            )
+        )
     return out
 
 
-def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(
+    ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]
+) -> list[Figure]:
     return length_figures(groups, records, "longctx", "decode after a long prompt")

@@ -32,8 +32,13 @@ class Settings(BaseModel):
     slo_itl_p99_s: float = Field(default=0.1, gt=0)
 
 
-QUICK = {"rates": [4.0, 16.0], "requests_per_rate": 16, "prompt_tokens": 128, "output_tokens": 32,
-         "slo_ttft_s": 0.5}
+QUICK = {
+    "rates": [4.0, 16.0],
+    "requests_per_rate": 16,
+    "prompt_tokens": 128,
+    "output_tokens": 32,
+    "slo_ttft_s": 0.5,
+}
 
 
 def rate_name(rate: float) -> str:
@@ -50,11 +55,16 @@ async def run(ctx: BenchContext) -> None:
             schedule.append(t)
             t += rng.expovariate(rate)
         concurrency = max(1, round(rate))  # a label only: open loop has no bound on requests in flight
-        await ctx.measure(group, "open-loop", concurrency,
-                          lambda g=group, sch=schedule: [ctx.job(Spec("open-loop", g, 0, i, s.prompt_tokens,
-                                                                      s.output_tokens, scheduled=round(o, 6)))
-                                                         for i, o in enumerate(sch)],
-                          schedule=schedule)
+        await ctx.measure(
+            group,
+            "open-loop",
+            concurrency,
+            lambda g=group, sch=schedule: [
+                ctx.job(Spec("open-loop", g, 0, i, s.prompt_tokens, s.output_tokens, scheduled=round(o, 6)))
+                for i, o in enumerate(sch)
+            ],
+            schedule=schedule,
+        )
 
 
 def meets_slos(rec: RequestRecord, slo_ttft_s: float, slo_itl_p99_s: float) -> bool:
@@ -63,7 +73,9 @@ def meets_slos(rec: RequestRecord, slo_ttft_s: float, slo_itl_p99_s: float) -> b
     return rec.ok and ttft is not None and ttft <= slo_ttft_s and (itl99 is None or itl99 <= slo_itl_p99_s)
 
 
-def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(
+    ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]
+) -> list[Figure]:
     s: Settings = ctx.settings
     out: list[Figure] = []
     for g in groups:
@@ -74,16 +86,46 @@ def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, li
         rate = g.name.split("_r", 1)[1]
         good = sum(1 for r in recs if meets_slos(r, s.slo_ttft_s, s.slo_itl_p99_s))
         label = f"open loop, {rate} req/s"
-        out.append(figure(f"{g.name}_goodput", f"{label}: goodput (share within SLOs)", "", "higher", g,
-                          value=good / len(recs) if recs else None))
-        out.append(figure(f"{g.name}_output_tps", f"{label}: output tok/s", "tok/s", "higher", g,
-                          value=g.aggregate_output_tps))
-        out.append(figure(f"{g.name}_ttft_s", f"{label}: TTFT", "s", "lower", g, [stats.ttft(r) for r in done]))
-        out.append(figure(f"{g.name}_itl_p99_s", f"{label}: inter-token latency p99", "s", "lower", g,
-                          value=g.itl_p99_s))
-        out.append(figure(f"{g.name}_tpot_s", f"{label}: time per output token", "s", "lower", g,
-                          [stats.tpot(r) for r in done]))
+        out.append(
+            figure(
+                f"{g.name}_goodput",
+                f"{label}: goodput (share within SLOs)",
+                "",
+                "higher",
+                g,
+                value=good / len(recs) if recs else None,
+            )
+        )
+        out.append(
+            figure(
+                f"{g.name}_output_tps",
+                f"{label}: output tok/s",
+                "tok/s",
+                "higher",
+                g,
+                value=g.aggregate_output_tps,
+            )
+        )
+        out.append(
+            figure(f"{g.name}_ttft_s", f"{label}: TTFT", "s", "lower", g, [stats.ttft(r) for r in done])
+        )
+        out.append(
+            figure(
+                f"{g.name}_itl_p99_s", f"{label}: inter-token latency p99", "s", "lower", g, value=g.itl_p99_s
+            )
+        )
+        out.append(
+            figure(
+                f"{g.name}_tpot_s",
+                f"{label}: time per output token",
+                "s",
+                "lower",
+                g,
+                [stats.tpot(r) for r in done],
+            )
+        )
         span = (max(r.start for r in recs) - min(r.start for r in recs)) if len(recs) > 1 else None
         ctx.details.setdefault("open_loop_achieved_rate", {}).setdefault(g.name, []).append(
-            round((len(recs) - 1) / span, 4) if span else None)
+            round((len(recs) - 1) / span, 4) if span else None
+        )
     return out

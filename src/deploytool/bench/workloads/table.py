@@ -37,22 +37,50 @@ async def run(ctx: BenchContext) -> None:
     def specs_job(phase: str, group: str, c: int, n: int, prompt: int, out: int):
         return lambda: [ctx.job(Spec(phase, group, c, i, prompt, out)) for i in range(n)]
 
-    await ctx.measure("decode_c1", "decode", 1,
-                      specs_job("decode", "decode_c1", 1, m.decode_requests, m.decode_prompt_tokens,
-                                m.decode_output_tokens))
+    await ctx.measure(
+        "decode_c1",
+        "decode",
+        1,
+        specs_job(
+            "decode", "decode_c1", 1, m.decode_requests, m.decode_prompt_tokens, m.decode_output_tokens
+        ),
+    )
     for c in m.load_concurrency:
-        await ctx.measure(f"load_c{c}", "load", c,
-                          specs_job("load", f"load_c{c}", c, c * m.load_requests_per_slot, m.decode_prompt_tokens,
-                                    m.load_output_tokens))
+        await ctx.measure(
+            f"load_c{c}",
+            "load",
+            c,
+            specs_job(
+                "load",
+                f"load_c{c}",
+                c,
+                c * m.load_requests_per_slot,
+                m.decode_prompt_tokens,
+                m.load_output_tokens,
+            ),
+        )
     for size in ctx.cap_sizes(m.prefill_prompt_tokens, m.prefill_output_tokens, "prefill"):
-        await ctx.measure(f"prefill_{size}", "prefill", 1,
-                          specs_job("prefill", f"prefill_{size}", 1, m.prefill_prompts_each, size,
-                                    m.prefill_output_tokens))
+        await ctx.measure(
+            f"prefill_{size}",
+            "prefill",
+            1,
+            specs_job("prefill", f"prefill_{size}", 1, m.prefill_prompts_each, size, m.prefill_output_tokens),
+        )
     if m.sweep:
         for c in sweep_levels(ctx):
-            await ctx.measure(f"sweep_c{c}", "sweep", c,
-                              specs_job("sweep", f"sweep_c{c}", c, c * m.sweep_requests_per_slot,
-                                        m.decode_prompt_tokens, m.sweep_output_tokens))
+            await ctx.measure(
+                f"sweep_c{c}",
+                "sweep",
+                c,
+                specs_job(
+                    "sweep",
+                    f"sweep_c{c}",
+                    c,
+                    c * m.sweep_requests_per_slot,
+                    m.decode_prompt_tokens,
+                    m.sweep_output_tokens,
+                ),
+            )
 
 
 def sweep_levels(ctx: BenchContext) -> list[int]:
@@ -71,7 +99,9 @@ def sweep_levels(ctx: BenchContext) -> list[int]:
     return levels
 
 
-def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]) -> list[Figure]:
+def figures(
+    ctx: BenchContext, groups: list[GroupSummary], records: dict[str, list[RequestRecord]]
+) -> list[Figure]:
     out: list[Figure] = []
     for g in groups:
         done = [r for r in records.get(g.name, []) if r.ok]
@@ -80,19 +110,61 @@ def figures(ctx: BenchContext, groups: list[GroupSummary], records: dict[str, li
         if g.phase == "decode":
             out.append(figure("decode_c1_tps", "decode, 1 request", "tok/s", "higher", g, decode))
             out.append(figure("ttft_c1_s", "time to first token, 1 request", "s", "lower", g, ttfts))
-            out.append(figure("ttfa_c1_s", "time to first answer token, 1 request", "s", "lower", g,
-                              [stats.ttfa(r) for r in done]))
+            out.append(
+                figure(
+                    "ttfa_c1_s",
+                    "time to first answer token, 1 request",
+                    "s",
+                    "lower",
+                    g,
+                    [stats.ttfa(r) for r in done],
+                )
+            )
         elif g.phase == "load":
             c = g.concurrency
-            out.append(figure(f"load_c{c}_aggregate_tps", f"decode, {c} concurrent, total", "tok/s", "higher", g,
-                              value=g.aggregate_output_tps))
-            out.append(figure(f"load_c{c}_per_request_tps", f"decode, {c} concurrent, per request", "tok/s",
-                              "higher", g, decode))
-            out.append(figure(f"load_c{c}_ttft_s", f"time to first token, {c} concurrent", "s", "lower", g, ttfts))
+            out.append(
+                figure(
+                    f"load_c{c}_aggregate_tps",
+                    f"decode, {c} concurrent, total",
+                    "tok/s",
+                    "higher",
+                    g,
+                    value=g.aggregate_output_tps,
+                )
+            )
+            out.append(
+                figure(
+                    f"load_c{c}_per_request_tps",
+                    f"decode, {c} concurrent, per request",
+                    "tok/s",
+                    "higher",
+                    g,
+                    decode,
+                )
+            )
+            out.append(
+                figure(f"load_c{c}_ttft_s", f"time to first token, {c} concurrent", "s", "lower", g, ttfts)
+            )
         elif g.phase == "prefill":
             size = g.name.split("_", 1)[1]
-            out.append(figure(f"prefill_{size}_tps", f"prefill, {int(size):,} tokens", "tok/s", "higher", g,
-                              [stats.prefill_tps(r) for r in done]))
-            out.append(figure(f"prefill_{size}_ttft_s", f"time to first token, {int(size):,}-token prompt", "s",
-                              "lower", g, ttfts))
+            out.append(
+                figure(
+                    f"prefill_{size}_tps",
+                    f"prefill, {int(size):,} tokens",
+                    "tok/s",
+                    "higher",
+                    g,
+                    [stats.prefill_tps(r) for r in done],
+                )
+            )
+            out.append(
+                figure(
+                    f"prefill_{size}_ttft_s",
+                    f"time to first token, {int(size):,}-token prompt",
+                    "s",
+                    "lower",
+                    g,
+                    ttfts,
+                )
+            )
     return out

@@ -83,9 +83,13 @@ def _installed_version() -> str | None:
 
 def _unknown(flag, given, actions):
     close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
-    return {"flag": flag, "given": given, "status": "unknown",
-            "message": f"sglang has no flag {flag}" + (f"; did you mean {', '.join(close)}?" if close else ""),
-            "suggestions": close}
+    return {
+        "flag": flag,
+        "given": given,
+        "status": "unknown",
+        "message": f"sglang has no flag {flag}" + (f"; did you mean {', '.join(close)}?" if close else ""),
+        "suggestions": close,
+    }
 
 
 def answer(request):
@@ -97,8 +101,14 @@ def answer(request):
         for option in action.option_strings:
             actions[option] = action
     findings = _findings(parser, actions, request)
-    out = {"findings": findings, "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
-           "sglang_version": _installed_version()}
+    out = {
+        "findings": findings,
+        "parser_error": None,
+        "resolved": None,
+        "resolve_error": None,
+        "derived": {},
+        "sglang_version": _installed_version(),
+    }
     argv = [token for group in groups for token in group]
     if any(f["status"] != "ok" for f in findings):
         return out
@@ -111,7 +121,9 @@ def answer(request):
         finding["stored"] = stored
         if stored != finding.get("parsed"):
             finding["status"] = "overridden"
-            finding["message"] = f"sglang stores {stored!r} for {finding['flag']} (given {finding['given']!r})"
+            finding["message"] = (
+                f"sglang stores {stored!r} for {finding['flag']} (given {finding['given']!r})"
+            )
         elif stored == finding.get("default") and finding["flag"] != "--model-path":
             finding["status"] = "redundant"
             finding["message"] = "the value is sglang's default"
@@ -145,7 +157,12 @@ def _findings(parser, actions, request):
     findings = []
     for group in request["groups"]:
         flag, values = group[0], group[1:]
-        finding = {"flag": flag, "given": values if len(values) != 1 else values[0], "status": "ok", "message": ""}
+        finding = {
+            "flag": flag,
+            "given": values if len(values) != 1 else values[0],
+            "status": "ok",
+            "message": "",
+        }
         action = actions.get(flag)
         if action is None:
             findings.append(_unknown(flag, finding["given"], actions))
@@ -178,13 +195,18 @@ def _resolve(parser, server_args, findings, out):
                 before[action.dest] = _plain(getattr(server_args, action.dest, None))
         server_args.resolve_once()
         resolved = {k: _plain(v) for k, v in server_args.resolved_dict().items()}
-        out["derived"] = {k: {"before": before.get(k), "after": v} for k, v in resolved.items()
-                          if k in before and before.get(k) != v}
+        out["derived"] = {
+            k: {"before": before.get(k), "after": v}
+            for k, v in resolved.items()
+            if k in before and before.get(k) != v
+        }
         for finding in findings:
             after = resolved.get(finding.get("dest"))
             if finding.get("dest") in out["derived"]:
                 finding["status"] = "overridden"
-                finding["message"] = f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
+                finding["message"] = (
+                    f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
+                )
         out["resolved"] = True
     except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
         out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
@@ -225,8 +247,10 @@ def startup(request, argv):
         try:
             from sglang.srt.configs.model_config import ModelConfig
         except Exception as exc:  # noqa: BLE001 - a CPU environment may lack what the config classes import
-            out["note"] = (f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
-                           "the image's own SGLang runs it")
+            out["note"] = (
+                f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
+                "the image's own SGLang runs it"
+            )
             return out
         server_args, refusal = _server_args(args)
         if refusal is not None:
@@ -259,8 +283,15 @@ def answer_each(requests):
         try:
             out = answer(request)
         except Exception as exc:  # noqa: BLE001 - one profile's failure must not hide the others'
-            out = {"findings": [], "parser_error": None, "resolved": None, "resolve_error": None, "derived": {},
-                   "sglang_version": _installed_version(), "probe_error": f"{type(exc).__name__}: {exc}"}
+            out = {
+                "findings": [],
+                "parser_error": None,
+                "resolved": None,
+                "resolve_error": None,
+                "derived": {},
+                "sglang_version": _installed_version(),
+                "probe_error": f"{type(exc).__name__}: {exc}",
+            }
         line = json.dumps(out)  # before the marker: a marker is always followed by its answer
         print(MARKER)
         print(line, flush=True)

@@ -69,8 +69,12 @@ def _model_config(server_args, model):
     try:
         from sglang.srt.configs.model_config import ModelConfig
     except Exception as exc:  # noqa: BLE001 - a CPU image may lack what the config classes import
-        return {"ok": None, "refused": None, "note": f"SGLang's model configuration does not import here "
-                                                      f"({type(exc).__name__}: {str(exc)[:200]})"}
+        return {
+            "ok": None,
+            "refused": None,
+            "note": f"SGLang's model configuration does not import here "
+            f"({type(exc).__name__}: {str(exc)[:200]})",
+        }
     try:
         config = ModelConfig.from_server_args(server_args)
     except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, as it says it
@@ -90,11 +94,17 @@ def _resolution(server_args):
 
 
 def main(command):
-    """`command`: the release's, e.g. python3 -m sglang.launch_server --model-path ... """
+    """`command`: the release's, e.g. python3 -m sglang.launch_server --model-path ..."""
     if command[1:3] != LAUNCHER:
         print(MARKER)
-        print(json.dumps({"error": "the release's command does not run python -m sglang.launch_server: "
-                                   + " ".join(command[:3])}))
+        print(
+            json.dumps(
+                {
+                    "error": "the release's command does not run python -m sglang.launch_server: "
+                    + " ".join(command[:3])
+                }
+            )
+        )
         return 3
     args = command[3:]
     from sglang.srt.server_args import prepare_server_args
@@ -103,7 +113,10 @@ def main(command):
     import sglang
 
     given = [a[2:].split("=", 1)[0] for a in args if a.startswith("--")]
-    stored = {f"--{flag}": _jsonable(getattr(server_args, flag.replace("-", "_"), "<not a field>")) for flag in given}
+    stored = {
+        f"--{flag}": _jsonable(getattr(server_args, flag.replace("-", "_"), "<not a field>"))
+        for flag in given
+    }
     report = {
         "sglang": importlib.metadata.version("sglang"),
         "sglang_module": os.path.dirname(sglang.__file__),

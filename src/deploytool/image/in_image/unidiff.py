@@ -118,14 +118,22 @@ def parse(text: str, strip: int = 1) -> list[FilePatch]:
                     seen_new += tag in " +"
                     i += 1
                 if (seen_old, seen_new) != (old_len, new_len):
-                    raise PatchFormatError(f"hunk {hunk.header!r}: the header says {old_len} old and {new_len} new "
-                                           f"lines, the body has {seen_old} and {seen_new}")
+                    raise PatchFormatError(
+                        f"hunk {hunk.header!r}: the header says {old_len} old and {new_len} new "
+                        f"lines, the body has {seen_old} and {seen_new}"
+                    )
                 while i < len(lines) and lines[i].startswith("\\"):
                     i += 1
-                if i < len(lines) and lines[i][:1] in (" ", "+", "-") and not _file_header(lines, i) \
-                        and lines[i] != "-- ":  # "-- " starts a mail signature (git format-patch)
-                    raise PatchFormatError(f"line {i + 1}: {lines[i][:40]!r} follows hunk {hunk.header!r} "
-                                           "beyond the line counts of its header")
+                if (
+                    i < len(lines)
+                    and lines[i][:1] in (" ", "+", "-")
+                    and not _file_header(lines, i)
+                    and lines[i] != "-- "
+                ):  # "-- " starts a mail signature (git format-patch)
+                    raise PatchFormatError(
+                        f"line {i + 1}: {lines[i][:40]!r} follows hunk {hunk.header!r} "
+                        "beyond the line counts of its header"
+                    )
                 fp.hunks.append(hunk)
             continue
         i += 1
@@ -166,7 +174,7 @@ def _find(content: list[str], old: list[str], expected: int, floor: int = 0) -> 
     last = len(content) - len(old)
     for distance in range(0, max(expected, last - expected) + 1):
         for at in (expected - distance, expected + distance) if distance else (expected,):
-            if floor <= at <= last and content[at:at + len(old)] == old:
+            if floor <= at <= last and content[at : at + len(old)] == old:
                 return at
     return None
 
@@ -218,7 +226,15 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
         target = root / fp.path
         if fp.old_path is None:
             if target.exists() or target in staged:
-                result.rejections.append(Rejection(name, fp.path, 1, "file to create already exists", fp.hunks[0].text() if fp.hunks else ""))
+                result.rejections.append(
+                    Rejection(
+                        name,
+                        fp.path,
+                        1,
+                        "file to create already exists",
+                        fp.hunks[0].text() if fp.hunks else "",
+                    )
+                )
                 continue
             content: list[str] = []
             ends_nl = True
@@ -227,7 +243,15 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
             if source in staged and staged[source] is not None:  # the same file twice in one patch
                 raw = staged[source] or ""
             elif not source.is_file() or source in staged:
-                result.rejections.append(Rejection(name, fp.path, 1, f"file {fp.old_path} does not exist", fp.hunks[0].text() if fp.hunks else ""))
+                result.rejections.append(
+                    Rejection(
+                        name,
+                        fp.path,
+                        1,
+                        f"file {fp.old_path} does not exist",
+                        fp.hunks[0].text() if fp.hunks else "",
+                    )
+                )
                 continue
             else:
                 raw = _read(source)
@@ -239,12 +263,16 @@ def apply_patch(root: Path, name: str, text: str, *, dry_run: bool = False, stri
             expected = max(0, hunk.old_start - 1 + offset) if hunk.old else max(0, hunk.old_start + offset)
             at = _find(content, hunk.old, expected, floor)
             if at is None:
-                result.rejections.append(Rejection(name, fp.path, number, "context or removed lines do not match", hunk.text()))
+                result.rejections.append(
+                    Rejection(name, fp.path, number, "context or removed lines do not match", hunk.text())
+                )
                 continue
-            content[at:at + len(hunk.old)] = hunk.new
+            content[at : at + len(hunk.old)] = hunk.new
             offset += len(hunk.new) - len(hunk.old)
             floor = at + len(hunk.new)
-        staged[target] = None if fp.new_path is None else "\n".join(content) + ("\n" if ends_nl and content else "")
+        staged[target] = (
+            None if fp.new_path is None else "\n".join(content) + ("\n" if ends_nl and content else "")
+        )
     if result.rejections:
         return result
     if not dry_run:
@@ -314,14 +342,18 @@ def read_series(series: Path) -> list[str]:
     return names
 
 
-def apply_series(root: Path, patch_dir: Path, names: list[str], *, dry_run: bool = False) -> list[PatchResult]:
+def apply_series(
+    root: Path, patch_dir: Path, names: list[str], *, dry_run: bool = False
+) -> list[PatchResult]:
     """Each patch in order; a refused patch stops the series (later ones would build on it)."""
     results = []
     for name in names:
         try:
             path = inside(patch_dir, name)
         except ValueError as exc:
-            results.append(PatchResult(name=name, sha256="", applied=False, error=f"not a patch of {patch_dir}: {exc}"))
+            results.append(
+                PatchResult(name=name, sha256="", applied=False, error=f"not a patch of {patch_dir}: {exc}")
+            )
             break
         if not path.is_file():
             results.append(PatchResult(name=name, sha256="", applied=False, error=f"{path} does not exist"))
@@ -349,8 +381,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"patch {r.name}: FAILED: {r.error or 'a hunk does not apply'}", file=sys.stderr)
         for rej in r.rejections:
-            print(f"  {rej.file}, hunk {rej.hunk}: {rej.reason}\n" + "\n".join("    " + x for x in rej.text.splitlines()),
-                  file=sys.stderr)
+            print(
+                f"  {rej.file}, hunk {rej.hunk}: {rej.reason}\n"
+                + "\n".join("    " + x for x in rej.text.splitlines()),
+                file=sys.stderr,
+            )
         return 1
     return 0
 

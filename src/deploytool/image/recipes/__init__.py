@@ -96,8 +96,10 @@ def recipe_dir(name: str) -> Path:
     path = resource("images", name)
     if not (path / "Dockerfile.j2").is_file():
         known = sorted(p.name for p in resource("images").iterdir() if (p / "Dockerfile.j2").is_file())
-        raise UsageError(f"unknown image recipe {name!r} (no images/{name}/Dockerfile.j2)",
-                         hint=f"known recipes: {', '.join(known)}")
+        raise UsageError(
+            f"unknown image recipe {name!r} (no images/{name}/Dockerfile.j2)",
+            hint=f"known recipes: {', '.join(known)}",
+        )
     return path
 
 

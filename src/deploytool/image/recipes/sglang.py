@@ -68,6 +68,7 @@ CACHE_ENV: dict[str, str] = {
     "NUMBA_CACHE_DIR": f"{CACHE_MOUNT}/numba",
 }
 
+
 def check(profile: Profile) -> None:
     """The version-matrix check: an impossible combination never reaches a build. So are a
     fork's missing commit, dirty checkout or other release, and a local wheel that changed."""
@@ -84,11 +85,17 @@ def requirements(profile: Profile) -> list[str]:
     assert row is not None  # check() ran first
     if img.cuda is None:
         parser = resource("images", "sglang", "parser-requirements.txt").read_text().splitlines()
-        return [f"torch=={img.torch_version}",
-                *(x.strip() for x in parser if x.strip() and not x.lstrip().startswith("#"))]
-    reqs = [f"sglang=={img.runtime_version}", f"torch=={img.torch_version}",
-            f"{row.kernel_package}=={img.kernel_version}", f"flashinfer-python=={img.flashinfer_version}",
-            "nvidia-ml-py"]
+        return [
+            f"torch=={img.torch_version}",
+            *(x.strip() for x in parser if x.strip() and not x.lstrip().startswith("#")),
+        ]
+    reqs = [
+        f"sglang=={img.runtime_version}",
+        f"torch=={img.torch_version}",
+        f"{row.kernel_package}=={img.kernel_version}",
+        f"flashinfer-python=={img.flashinfer_version}",
+        "nvidia-ml-py",
+    ]
     if row.flashinfer_cubin:
         reqs.append(f"flashinfer-cubin=={row.flashinfer_cubin}")
     return reqs
@@ -127,20 +134,33 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     if source.is_fork:
         fetched["runtime-src"] = lambda: [runtime_source.export_tar(source)]
     return RecipeInputs(
-        template_vars=template_vars(profile, mode=mode, install=install, toolkit=toolkit, source=source,
-                                    series=series, own=own, wheelhouse=wheelhouse),
-        fingerprint=fingerprint(img, mode=mode, series=series, source=source, own=own, install=install,
-                                toolkit=toolkit),
-        extra_hash_inputs=hash_inputs(reqs, series=series, install=install, toolkit=toolkit, source=source, own=own),
-        files=files, fetched=fetched,
+        template_vars=template_vars(
+            profile,
+            mode=mode,
+            install=install,
+            toolkit=toolkit,
+            source=source,
+            series=series,
+            own=own,
+            wheelhouse=wheelhouse,
+        ),
+        fingerprint=fingerprint(
+            img, mode=mode, series=series, source=source, own=own, install=install, toolkit=toolkit
+        ),
+        extra_hash_inputs=hash_inputs(
+            reqs, series=series, install=install, toolkit=toolkit, source=source, own=own
+        ),
+        files=files,
+        fetched=fetched,
         labels=image_labels(source, own),
         journal={f"runtime_{key}": value for key, value in source.location().items()},
         notes=runtime_source.runtime_notes(profile, source=source, own=own),
     )
 
 
-def image_requirements(profile: Profile, source: runtime_source.ResolvedSource,
-                       own: list[local_wheels.LocalWheel]) -> list[str]:
+def image_requirements(
+    profile: Profile, source: runtime_source.ResolvedSource, own: list[local_wheels.LocalWheel]
+) -> list[str]:
     """The pinned requirements, with a fork's sglang left out (its tree is installed instead,
     without build isolation, so setuptools comes first) and local wheels in place of their twins."""
     reqs = requirements(profile)
@@ -150,17 +170,20 @@ def image_requirements(profile: Profile, source: runtime_source.ResolvedSource,
     return local_wheels.replace_requirements(reqs, own)
 
 
-def toolkit_stage(profile: Profile, lock: Lock | None, wheelhouse: Path | None,
-                  files: dict[str, Path | str]) -> tuple[cudabase.ToolkitStage | None, dict[str, Callable]]:
+def toolkit_stage(
+    profile: Profile, lock: Lock | None, wheelhouse: Path | None, files: dict[str, Path | str]
+) -> tuple[cudabase.ToolkitStage | None, dict[str, Callable]]:
     """`base_source: wheels`: the CUDA toolkit's stage, its lock file put into `files`, and its
     wheels to fetch at build time. The base's own toolkit (registry) needs none."""
     img = profile.image
     if img.base_source != "wheels":
         return None, {}
     if lock is None:
-        raise UsageError(f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
-                         f"{locks.venv_lock_path(profile)}",
-                         hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}")
+        raise UsageError(
+            f"profile {profile.name!r}: image.base_source 'wheels' needs the wheel lock "
+            f"{locks.venv_lock_path(profile)}",
+            hint=f"make it where an index is reachable: deploytool build --lock --profile {profile.name}",
+        )
     toolkit = cudabase.declare_toolkit(img.cuda or "", cudabase.TOOLKIT, python=img.python)
     files[toolkit.lock.path.name] = toolkit.lock.path
     # the toolkit's wheels first: a changed nvcc wheel is named before gigabytes are checked
@@ -178,8 +201,14 @@ class InstallSource:
     fetched: dict[str, Callable] = field(default_factory=dict)
 
 
-def install_source(profile: Profile, *, lock: Lock | None, own: list[local_wheels.LocalWheel],
-                   source: runtime_source.ResolvedSource, wheelhouse: Path | None) -> InstallSource:
+def install_source(
+    profile: Profile,
+    *,
+    lock: Lock | None,
+    own: list[local_wheels.LocalWheel],
+    source: runtime_source.ResolvedSource,
+    wheelhouse: Path | None,
+) -> InstallSource:
     """A lock (as it is, or with local wheels and a fork's sglang taken out), a wheelhouse, or
     the index. The locks stand for their wheels in the tag: each lock file is a declared input,
     and the wheels it names are only fetched (checked against it) when the image is built, so
@@ -187,10 +216,13 @@ def install_source(profile: Profile, *, lock: Lock | None, own: list[local_wheel
     if lock is not None and (own or source.is_fork):
         out = _from_changed_lock(profile, lock, own, source, wheelhouse)
     elif lock is not None:
-        out = InstallSource(pip_source="--no-index --find-links /tmp/deploytool/wheels --require-hashes",
-                            wheel_versions={normal_name(w.name): w.version for w in lock.wheels},
-                            lock_digest=lock.digest, files={"requirements.lock": lock.path},
-                            fetched={"wheels": cudabase.fetch_locked(lock, wheelhouse, python=profile.image.python)})
+        out = InstallSource(
+            pip_source="--no-index --find-links /tmp/deploytool/wheels --require-hashes",
+            wheel_versions={normal_name(w.name): w.version for w in lock.wheels},
+            lock_digest=lock.digest,
+            files={"requirements.lock": lock.path},
+            fetched={"wheels": cudabase.fetch_locked(lock, wheelhouse, python=profile.image.python)},
+        )
     elif wheelhouse is not None:
         out = _from_wheelhouse(profile, own, source, wheelhouse)
     else:
@@ -199,21 +231,35 @@ def install_source(profile: Profile, *, lock: Lock | None, own: list[local_wheel
     return out
 
 
-def _from_changed_lock(profile: Profile, lock: Lock, own: list[local_wheels.LocalWheel],
-                       source: runtime_source.ResolvedSource, wheelhouse: Path | None) -> InstallSource:
+def _from_changed_lock(
+    profile: Profile,
+    lock: Lock,
+    own: list[local_wheels.LocalWheel],
+    source: runtime_source.ResolvedSource,
+    wheelhouse: Path | None,
+) -> InstallSource:
     """The lock with the local wheels in place of their twins (and a fork's sglang left out);
     only the index's wheels left are fetched."""
     text, index_lock = local_wheels.replace_in_lock(lock, own, drop=("sglang",) if source.is_fork else ())
     return InstallSource(
-        pip_source=("--no-index --find-links /tmp/deploytool/wheels"
-                    + (" --find-links /tmp/deploytool/local-wheels" if own else "") + " --require-hashes"),
+        pip_source=(
+            "--no-index --find-links /tmp/deploytool/wheels"
+            + (" --find-links /tmp/deploytool/local-wheels" if own else "")
+            + " --require-hashes"
+        ),
         wheel_versions={normal_name(w.name): w.version for w in index_lock.wheels},
-        lock_digest=local_wheels.text_digest(text), files={"requirements.lock": text},
-        fetched={"wheels": cudabase.fetch_locked(index_lock, wheelhouse, python=profile.image.python)})
+        lock_digest=local_wheels.text_digest(text),
+        files={"requirements.lock": text},
+        fetched={"wheels": cudabase.fetch_locked(index_lock, wheelhouse, python=profile.image.python)},
+    )
 
 
-def _from_wheelhouse(profile: Profile, own: list[local_wheels.LocalWheel], source: runtime_source.ResolvedSource,
-                     wheelhouse: Path) -> InstallSource:
+def _from_wheelhouse(
+    profile: Profile,
+    own: list[local_wheels.LocalWheel],
+    source: runtime_source.ResolvedSource,
+    wheelhouse: Path,
+) -> InstallSource:
     """Every wheel of the folder but the local wheels' twins; it must hold the pinned sglang
     (unless a fork's tree stands for it)."""
     img = profile.image
@@ -221,17 +267,30 @@ def _from_wheelhouse(profile: Profile, own: list[local_wheels.LocalWheel], sourc
     wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
     versions = dict(named for named in (wheel_name_version(w.name) for w in wheels) if named)
     if not source.is_fork and versions.get("sglang") != img.runtime_version:
-        raise UsageError(f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
-                         f"(found {versions.get('sglang') or 'none'})",
-                         hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}")
-    return InstallSource(pip_source="--no-index --find-links /tmp/deploytool/wheels", wheel_versions=versions,
-                         files={f"wheels/{wheel.name}": wheel for wheel in wheels})
+        raise UsageError(
+            f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
+            f"(found {versions.get('sglang') or 'none'})",
+            hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}",
+        )
+    return InstallSource(
+        pip_source="--no-index --find-links /tmp/deploytool/wheels",
+        wheel_versions=versions,
+        files={f"wheels/{wheel.name}": wheel for wheel in wheels},
+    )
 
 
-def fingerprint(img: ImageSpec, *, mode: str, series: PatchSeries, source: runtime_source.ResolvedSource,
-                own: list[local_wheels.LocalWheel], install: InstallSource,
-                toolkit: cudabase.ToolkitStage | None) -> dict[str, str]:
+def fingerprint(
+    img: ImageSpec,
+    *,
+    mode: str,
+    series: PatchSeries,
+    source: runtime_source.ResolvedSource,
+    own: list[local_wheels.LocalWheel],
+    install: InstallSource,
+    toolkit: cudabase.ToolkitStage | None,
+) -> dict[str, str]:
     """The toolchain fingerprint: what compiled the kernels (cache.py compares it with a slot's cache)."""
+
     def version_of(dist: str, pinned: str | None, fallback: str) -> str:
         return install.wheel_versions.get(normal_name(dist)) or pinned or fallback
 
@@ -268,9 +327,17 @@ def fingerprint(img: ImageSpec, *, mode: str, series: PatchSeries, source: runti
     return out
 
 
-def template_vars(profile: Profile, *, mode: str, install: InstallSource, toolkit: cudabase.ToolkitStage | None,
-                  source: runtime_source.ResolvedSource, series: PatchSeries, own: list[local_wheels.LocalWheel],
-                  wheelhouse: Path | None) -> dict[str, Any]:
+def template_vars(
+    profile: Profile,
+    *,
+    mode: str,
+    install: InstallSource,
+    toolkit: cudabase.ToolkitStage | None,
+    source: runtime_source.ResolvedSource,
+    series: PatchSeries,
+    own: list[local_wheels.LocalWheel],
+    wheelhouse: Path | None,
+) -> dict[str, Any]:
     """The values images/sglang/Dockerfile.j2 is rendered with."""
     img = profile.image
     locked = install.lock_digest is not None
@@ -291,31 +358,46 @@ def template_vars(profile: Profile, *, mode: str, install: InstallSource, toolki
         "cache_env": CACHE_ENV,
         "build_args": dict(img.build_args),
         "command_json": json.dumps(profile.launch_argv()),
-        "patch_dir": "series" if source.series is not None else (
-            f"patches/{img.runtime_version}" if series.names or not source.is_fork else None),
+        "patch_dir": "series"
+        if source.series is not None
+        else (f"patches/{img.runtime_version}" if series.names or not source.is_fork else None),
         "local_wheels": bool(own),
         "local_torch": any(w.name == "torch" for w in own),
         "fork": _fork_vars(source, mode=mode, locked=locked, wheelhouse=wheelhouse is not None),
     }
 
 
-def hash_inputs(reqs: list[str], *, series: PatchSeries, install: InstallSource,
-                toolkit: cudabase.ToolkitStage | None, source: runtime_source.ResolvedSource,
-                own: list[local_wheels.LocalWheel]) -> dict[str, str]:
+def hash_inputs(
+    reqs: list[str],
+    *,
+    series: PatchSeries,
+    install: InstallSource,
+    toolkit: cudabase.ToolkitStage | None,
+    source: runtime_source.ResolvedSource,
+    own: list[local_wheels.LocalWheel],
+) -> dict[str, str]:
     """What changes the image without being a file of the context."""
-    return {"requirements": "\n".join(reqs), "patch_series": "\n".join(series.names),
-            **({"wheel_lock": install.lock_digest} if install.lock_digest is not None else {}),
-            **({"toolkit_lock": toolkit.lock.digest} if toolkit else {}),
-            **({"sglang_source": source.identity} if source.is_fork else {}),
-            **({"local_wheels": local_wheels.label(own)} if own else {})}
+    return {
+        "requirements": "\n".join(reqs),
+        "patch_series": "\n".join(series.names),
+        **({"wheel_lock": install.lock_digest} if install.lock_digest is not None else {}),
+        **({"toolkit_lock": toolkit.lock.digest} if toolkit else {}),
+        **({"sglang_source": source.identity} if source.is_fork else {}),
+        **({"local_wheels": local_wheels.label(own)} if own else {}),
+    }
 
 
 def image_labels(source: runtime_source.ResolvedSource, own: list[local_wheels.LocalWheel]) -> dict[str, str]:
     """The recipe's own labels: where sglang came from (when not the release as shipped) and
     which local wheels replaced the index's."""
-    return {**({labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
-               if source.is_fork or source.series else {}),
-            **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {})}
+    return {
+        **(
+            {labels.IMAGE_RUNTIME_SOURCE: json.dumps(source.record(), sort_keys=True)}
+            if source.is_fork or source.series
+            else {}
+        ),
+        **({labels.IMAGE_LOCAL_WHEELS: local_wheels.label(own)} if own else {}),
+    }
 
 
 def make_locks(profile: Profile, *, wheelhouse: Path | None = None) -> list[Lock]:
@@ -324,29 +406,51 @@ def make_locks(profile: Profile, *, wheelhouse: Path | None = None) -> list[Lock
     check(profile)
     img = profile.image
     if img.cuda is None:
-        raise UsageError(f"profile {profile.name!r} is a CPU image (image.cuda: null): it has no wheel lock",
-                         hint="locks are made for GPU images")
+        raise UsageError(
+            f"profile {profile.name!r} is a CPU image (image.cuda: null): it has no wheel lock",
+            hint="locks are made for GPU images",
+        )
     made_by = f"deploytool build --lock --profile {profile.name}"
     arch = cudabase.arch()
     made: list[Lock] = []
     for components in (cudabase.COMPILER, cudabase.TOOLKIT):
         reqs = cudabase.toolkit_requirements(img.cuda, components)
-        made.append(write_lock(cudabase.toolkit_lock_path(img.cuda, components), resolve(reqs, python=img.python),
-                               title=f"CUDA {img.cuda} toolkit wheels, {components}", requirements=reqs,
-                               python=img.python, arch=arch, made_by=made_by))
+        made.append(
+            write_lock(
+                cudabase.toolkit_lock_path(img.cuda, components),
+                resolve(reqs, python=img.python),
+                title=f"CUDA {img.cuda} toolkit wheels, {components}",
+                requirements=reqs,
+                python=img.python,
+                arch=arch,
+                made_by=made_by,
+            )
+        )
     toolkit = made[-1]
-    pins = [f"{name}=={toolkit.version_of(name)}" for name in locks.COMPILER_PACKAGES if toolkit.version_of(name)]
+    pins = [
+        f"{name}=={toolkit.version_of(name)}" for name in locks.COMPILER_PACKAGES if toolkit.version_of(name)
+    ]
     reqs = requirements(profile) + pins
-    made.append(write_lock(locks.venv_lock_path(profile), resolve(reqs, python=img.python),
-                           title=f"sglang {img.runtime_version} image venv (CUDA {img.cuda})", requirements=reqs,
-                           python=img.python, arch=arch, made_by=made_by))
+    made.append(
+        write_lock(
+            locks.venv_lock_path(profile),
+            resolve(reqs, python=img.python),
+            title=f"sglang {img.runtime_version} image venv (CUDA {img.cuda})",
+            requirements=reqs,
+            python=img.python,
+            arch=arch,
+            made_by=made_by,
+        )
+    )
     if wheelhouse is not None:
         for lock in made:
             fill(lock, wheelhouse, python=img.python)
     return made
 
 
-def _fork_vars(source: runtime_source.ResolvedSource, *, mode: str, locked: bool, wheelhouse: bool) -> dict | None:
+def _fork_vars(
+    source: runtime_source.ResolvedSource, *, mode: str, locked: bool, wheelhouse: bool
+) -> dict | None:
     """How the Dockerfile installs a fork's tree: after the other packages, without build
     isolation; without its dependencies where they are already fixed (a CPU image takes none,
     a locked image has the release's), else resolving them like the release's wheel would."""
@@ -355,8 +459,13 @@ def _fork_vars(source: runtime_source.ResolvedSource, *, mode: str, locked: bool
     args = ["--no-deps"] if mode == "cpu" or locked else []
     if locked or wheelhouse:
         args += ["--no-index", "--find-links", "/tmp/deploytool/wheels"]  # nosec B108: a path inside the image being built
-    return {"tar": f"{source.key}.tar", "subdir": source.subdir, "version": source.version,
-            "identity": source.identity, "pip_args": " ".join(args)}
+    return {
+        "tar": f"{source.key}.tar",
+        "subdir": source.subdir,
+        "version": source.version,
+        "identity": source.identity,
+        "pip_args": " ".join(args),
+    }
 
 
 def _is_one_of(filename: str, names: set[str]) -> bool:
@@ -376,17 +485,31 @@ def fill_wheelhouse(profile: Profile, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     img = profile.image
     arch = {"arm64": "aarch64"}.get(platform.machine(), platform.machine())
-    common = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(dest),
-              "--python-version", img.python, "--implementation", "cp",
-              *(a for n in (36, 34, 28, 27, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
-              "--platform", f"manylinux2014_{arch}"]
+    common = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--dest",
+        str(dest),
+        "--python-version",
+        img.python,
+        "--implementation",
+        "cp",
+        *(a for n in (36, 34, 28, 27, 17) for a in ("--platform", f"manylinux_2_{n}_{arch}")),
+        "--platform",
+        f"manylinux2014_{arch}",
+    ]
     steps = [requirements(profile)]
     if img.cuda is None:  # sglang itself without its GPU dependencies
         steps.insert(0, ["--no-deps", f"sglang=={img.runtime_version}"])
     for step in steps:
         proc = subprocess.run(common + step, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise UsageError(f"could not download the wheels of {profile.name} into {dest}:\n"
-                             + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]))
+            raise UsageError(
+                f"could not download the wheels of {profile.name} into {dest}:\n"
+                + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:])
+            )
     return dest
-

@@ -24,12 +24,16 @@ from . import RecipeInputs, materialise, recipe_dir
 
 def check(profile: Profile) -> None:
     if profile.image.cuda or profile.image.runtime_version:
-        raise UsageError(f"profile {profile.name}: the sim recipe takes no image.cuda or image.runtime_version "
-                         "(it runs on a CPU); use recipe `sglang` for a real runtime")
+        raise UsageError(
+            f"profile {profile.name}: the sim recipe takes no image.cuda or image.runtime_version "
+            "(it runs on a CPU); use recipe `sglang` for a real runtime"
+        )
     source = profile.image.source
     if source.kind != "wheel" or source.series or profile.image.wheels:
-        raise UsageError(f"profile {profile.name}: the sim recipe takes no image.source or image.wheels "
-                         "(it is deploytool's own reference runtime); use recipe `sglang` for a fork or your own wheels")
+        raise UsageError(
+            f"profile {profile.name}: the sim recipe takes no image.source or image.wheels "
+            "(it is deploytool's own reference runtime); use recipe `sglang` for a fork or your own wheels"
+        )
 
 
 def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
@@ -45,7 +49,8 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
         template_vars={"command_json": json.dumps(profile.launch_argv())},
         fingerprint={"python": profile.image.python, "cuda": "none", **{k: v for k, v in pins.items()}},
         extra_hash_inputs={"wheels": "--wheelhouse" if wheelhouse else "downloaded for requirements.txt"},
-        files=files, fetched=fetched,
+        files=files,
+        fetched=fetched,
     )
 
 
@@ -54,8 +59,11 @@ def prepare(profile: Profile, *, context_dir: Path, wheelhouse: Path | None) -> 
 
 
 def _pins(requirements: Path) -> list[str]:
-    return [line.strip() for line in requirements.read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+    return [
+        line.strip()
+        for line in requirements.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
 
 
 def _cached_wheels(requirements: Path, python: str) -> Path:
@@ -65,14 +73,29 @@ def _cached_wheels(requirements: Path, python: str) -> Path:
     target = cache_dir("wheels", f"sim-py{python}-{machine}", key)
     if any(target.glob("*.whl")) and (target / ".complete").exists():
         return target
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(target),
-           "--python-version", python, "--implementation", "cp",
-           *(arg for tag in _platforms(machine) for arg in ("--platform", tag)),
-           "-r", str(requirements)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--only-binary=:all:",
+        "--dest",
+        str(target),
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        *(arg for tag in _platforms(machine) for arg in ("--platform", tag)),
+        "-r",
+        str(requirements),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise BuildError("could not download the sim image's wheels:\n" + proc.stderr[-1500:],
-                         hint="on a host without a package index, pass --wheelhouse DIR with those wheels")
+        raise BuildError(
+            "could not download the sim image's wheels:\n" + proc.stderr[-1500:],
+            hint="on a host without a package index, pass --wheelhouse DIR with those wheels",
+        )
     (target / ".complete").write_text("ok\n")
     return target
 

@@ -15,16 +15,7 @@ from typing import Any
 
 from ..suite_api import Suite
 
-SUITE_MODULES = [
-    "preflight",
-    "contract",
-    "vision",
-    "tools",
-    "needle",
-    "gsm8k",
-    "stress",
-    "performance",
-]
+SUITE_MODULES = ["preflight", "contract", "vision", "tools", "needle", "gsm8k", "stress", "performance"]
 
 
 def registry() -> dict[str, Suite]:
@@ -33,8 +24,10 @@ def registry() -> dict[str, Suite]:
     for module_name in SUITE_MODULES:
         module = importlib.import_module(f"{__name__}.{module_name}")
         if not isinstance(module, Suite) or not _takes(module.applies_to, 2) or not _takes(module.run, 1):
-            raise TypeError(f"qualify suite {module_name} does not have the interface of qualify/suite_api.py's "
-                            "Suite: name, Settings, applies_to(profile, server), run(ctx)")
+            raise TypeError(
+                f"qualify suite {module_name} does not have the interface of qualify/suite_api.py's "
+                "Suite: name, Settings, applies_to(profile, server), run(ctx)"
+            )
         out[module.name] = module
     return out
 

@@ -37,8 +37,12 @@ PROMPT = "Reply with one short sentence: which ocean lies between Europe and Nor
 
 
 class Settings(SuiteSettings):
-    thinking_default: Literal["off", "on"] = Field(default="off", description="Expected when a request does not say.")
-    require_reasoning_field: bool = Field(default=True, description="Reasoning must arrive in reasoning_content.")
+    thinking_default: Literal["off", "on"] = Field(
+        default="off", description="Expected when a request does not say."
+    )
+    require_reasoning_field: bool = Field(
+        default=True, description="Reasoning must arrive in reasoning_content."
+    )
     max_tokens: int = Field(default=1024, ge=16, description="Room for the thinking-on answer.")
     request_timeout_s: float = 120.0
 
@@ -73,7 +77,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     default_payload = chat_payload(ctx, [{"role": "user", "content": PROMPT}], max_tokens=s.max_tokens)
     default = await ctx.client.chat(default_payload)
     ctx.advance()
-    on_payload = chat_payload(ctx, [{"role": "user", "content": PROMPT}], thinking=True, max_tokens=s.max_tokens)
+    on_payload = chat_payload(
+        ctx, [{"role": "user", "content": PROMPT}], thinking=True, max_tokens=s.max_tokens
+    )
     thinking_on = await ctx.client.chat(on_payload)
     ctx.advance()
 
@@ -94,41 +100,74 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
     for probe, res in (("default (no enable_thinking)", default), ("enable_thinking=true", thinking_on)):
         if res.error:
-            result.gates.append(Gate(name=f"request {probe} succeeds", threshold="no error", measured=res.error,
-                                     passed=False, comparison="==", detail=res.error))
+            result.gates.append(
+                Gate(
+                    name=f"request {probe} succeeds",
+                    threshold="no error",
+                    measured=res.error,
+                    passed=False,
+                    comparison="==",
+                    detail=res.error,
+                )
+            )
     if measured["thinking_default"] is not None:
-        result.gates.append(Gate.equal("thinking default", measured["thinking_default"], s.thinking_default,
-                                       detail=_thinking_detail(default, s.thinking_default, configured)))
+        result.gates.append(
+            Gate.equal(
+                "thinking default",
+                measured["thinking_default"],
+                s.thinking_default,
+                detail=_thinking_detail(default, s.thinking_default, configured),
+            )
+        )
     if s.require_reasoning_field and measured["reasoning_field"] is not None:
-        result.gates.append(Gate.equal("reasoning arrives in", measured["reasoning_field"], "reasoning_content",
-                                       detail=_reasoning_detail(thinking_on)))
+        result.gates.append(
+            Gate.equal(
+                "reasoning arrives in",
+                measured["reasoning_field"],
+                "reasoning_content",
+                detail=_reasoning_detail(thinking_on),
+            )
+        )
 
-    result.figures = {"measured": measured, "expected": expected, "compared_with": basis,
-                      "weights_changed": weights_changed, "notes": notes, "server_configuration": configured}
+    result.figures = {
+        "measured": measured,
+        "expected": expected,
+        "compared_with": basis,
+        "weights_changed": weights_changed,
+        "notes": notes,
+        "server_configuration": configured,
+    }
     result.method = (
         f"Read served name and context length from /v1/models and the port from {ctx.server.server_info_path or 'server info'}; "
         f"compared with the {basis}. Sent one chat without chat_template_kwargs (thinking default) and one with "
         f"enable_thinking=true (greedy, max_tokens {s.max_tokens}); reasoning must come back in reasoning_content."
     )
-    for label, payload, res in (("default", default_payload, default), ("thinking-on", on_payload, thinking_on)):
+    for label, payload, res in (
+        ("default", default_payload, default),
+        ("thinking-on", on_payload, thinking_on),
+    ):
         result.transcripts.append(transcript(label, payload, res, passed=res.ok))
     return result.judge()
 
 
-def _measured(ctx: SuiteContext, default: ChatResult,
-              thinking_on: ChatResult) -> tuple[dict[str, Any], dict[str, Any]]:
+def _measured(
+    ctx: SuiteContext, default: ChatResult, thinking_on: ChatResult
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """What the server serves and how it thinks, and what it says it runs with (recorded to
     explain the measured default)."""
     measured = {
         "served_model_name": ctx.server.served_model_name,
         "port": find_key(ctx.server.server_info, "port"),
         "context_length": ctx.server.max_model_len,
-        "thinking_default": None if default.error else ("off" if reasoning_placement(default) == "none" else "on"),
+        "thinking_default": None
+        if default.error
+        else ("off" if reasoning_placement(default) == "none" else "on"),
         "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
         "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
     }
     configured = {
-        "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser") or find_key(ctx.server.server_info, "reasoning_parser"),
+        "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser")
+        or find_key(ctx.server.server_info, "reasoning_parser"),
         "default_chat_template_kwargs": find_key(ctx.server.server_info, "default_chat_template_kwargs"),
     }
     return measured, configured
@@ -138,12 +177,19 @@ def _expected(ctx: SuiteContext, previous: dict[str, Any] | None) -> tuple[str, 
     """What to compare served name, port and context length with, and that basis in words:
     the previous release's figures, else the profile's, else nothing."""
     if previous is not None:
-        return (f"previous release ({ctx.previous_results})",
-                {k: previous.get(k) for k in ("served_model_name", "port", "context_length")})
+        return (
+            f"previous release ({ctx.previous_results})",
+            {k: previous.get(k) for k in ("served_model_name", "port", "context_length")},
+        )
     if ctx.profile is not None:
-        return (f"profile {ctx.profile.name!r}",
-                {"served_model_name": ctx.profile.model.served_name, "port": ctx.profile.server.port,
-                 "context_length": ctx.profile.model.context_length})
+        return (
+            f"profile {ctx.profile.name!r}",
+            {
+                "served_model_name": ctx.profile.model.served_name,
+                "port": ctx.profile.server.port,
+                "context_length": ctx.profile.model.context_length,
+            },
+        )
     return "no previous release and no profile: served name, port and context length are recorded only", {}
 
 
@@ -167,17 +213,21 @@ def _thinking_detail(res: ChatResult, expected: str, configured: dict[str, Any])
         return text
     text = f"a request without enable_thinking produced reasoning (in {where})"
     if expected == "off":
-        text += (f"; the gateway expects thinking off by default: with reasoning parser "
-                 f"{configured.get('reasoning_parser') or '(unknown)'} SGLang thinks unless told, so set the "
-                 "server arg default-chat-template-kwargs: '{\"enable_thinking\": false}'")
+        text += (
+            f"; the gateway expects thinking off by default: with reasoning parser "
+            f"{configured.get('reasoning_parser') or '(unknown)'} SGLang thinks unless told, so set the "
+            "server arg default-chat-template-kwargs: '{\"enable_thinking\": false}'"
+        )
     return text
 
 
 def _reasoning_detail(res: ChatResult) -> str:
     where = reasoning_placement(res)
     if where == "content":
-        return ("with enable_thinking=true the reasoning came inline in content as <think>...</think>, not in "
-                "reasoning_content: is the server's reasoning parser (--reasoning-parser) set?")
+        return (
+            "with enable_thinking=true the reasoning came inline in content as <think>...</think>, not in "
+            "reasoning_content: is the server's reasoning parser (--reasoning-parser) set?"
+        )
     if where == "none":
         return "with enable_thinking=true no reasoning came back at all"
     return "reasoning_content carried the reasoning"

@@ -46,7 +46,9 @@ def doc_to_text(question: str) -> str:
 @lru_cache(maxsize=1)
 def _train_docs() -> dict[int, dict[str, str]]:
     path = resources.files("deploytool") / "data" / "gsm8k" / "train_lmeval_fewshot.jsonl.gz"
-    rows = [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines() if line]
+    rows = [
+        json.loads(line) for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines() if line
+    ]
     return {row["index"]: row for row in rows}
 
 
@@ -81,8 +83,10 @@ def regex_filter(response: str, pattern: re.Pattern[str], group_select: int) -> 
 
 
 def extract(response: str) -> dict[str, str]:
-    return {"strict-match": regex_filter(response, STRICT, 0),
-            "flexible-extract": regex_filter(response, FLEXIBLE, -1)}
+    return {
+        "strict-match": regex_filter(response, STRICT, 0),
+        "flexible-extract": regex_filter(response, FLEXIBLE, -1),
+    }
 
 
 def normalise(text: str) -> str:

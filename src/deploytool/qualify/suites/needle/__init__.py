@@ -41,10 +41,14 @@ class Settings(SuiteSettings):
     variants: list[Variant] = Field(default=list(VARIANTS), min_length=1)
     samples: int = Field(default=1, ge=1, description="Samples per variant, length and depth.")
     min_accuracy: float = Field(default=0.9, ge=0, le=1, description="Gate per length (string_match_all).")
-    min_accuracy_by_length: dict[int, float] = Field(default_factory=dict, description="Per-length overrides.")
+    min_accuracy_by_length: dict[int, float] = Field(
+        default_factory=dict, description="Per-length overrides."
+    )
     max_tokens: int = Field(default=128, ge=8, description="RULER's tokens_to_generate for niah.")
     concurrency: int = Field(default=2, ge=1)
-    tolerance: float = Field(default=0.01, gt=0, lt=0.5, description="Accepted shortfall, fraction of a length.")
+    tolerance: float = Field(
+        default=0.01, gt=0, lt=0.5, description="Accepted shortfall, fraction of a length."
+    )
     max_probes: int = Field(default=8, ge=1, description="Length-search requests per length at most.")
     request_timeout_s: float = 900.0
 
@@ -86,7 +90,9 @@ def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, str]]:
     len(depths) x len(lengths) cells already hold every depth and every variant."""
     nd, nv = len(s.depths), len(s.variants)
     width = max(nd, nv)
-    order = sorted(((i, j) for i in range(nd) for j in range(nv)), key=lambda p: ((p[1] - p[0]) % width, p[0]))
+    order = sorted(
+        ((i, j) for i in range(nd) for j in range(nv)), key=lambda p: ((p[1] - p[0]) % width, p[0])
+    )
     pairs = [(s.depths[i], s.variants[j]) for i, j in order]
     return [(n, d, v) for _ in range(s.samples) for d, v in pairs for n in lengths]
 
@@ -104,14 +110,26 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
     log = TranscriptLog()
     sizes, probe_errors = await _find_lengths(ctx, haystack, lengths, log)
-    result.figures = {"target_tokens": target, "requested_tokens": s.target_tokens, "capped_by_context": capped,
-                      "context_length": ctx.context_length, "lengths": list(sizes.values())}
+    result.figures = {
+        "target_tokens": target,
+        "requested_tokens": s.target_tokens,
+        "capped_by_context": capped,
+        "context_length": ctx.context_length,
+        "lengths": list(sizes.values()),
+    }
     missing = [n for n in lengths if not sizes[n]["found"]]
     for n in missing:
         last = f"; last error: {probe_errors[-1]}" if probe_errors else ""
-        result.gates.append(Gate(name=f"haystack reaches {n} tokens", threshold=f"{n - max(16, int(n * s.tolerance))}..{n}",
-                                 measured=sizes[n]["prompt_tokens"], passed=False, comparison="in",
-                                 detail=f"length search ended after {sizes[n]['probes']} probes{last}"))
+        result.gates.append(
+            Gate(
+                name=f"haystack reaches {n} tokens",
+                threshold=f"{n - max(16, int(n * s.tolerance))}..{n}",
+                measured=sizes[n]["prompt_tokens"],
+                passed=False,
+                comparison="in",
+                detail=f"length search ended after {sizes[n]['probes']} probes{last}",
+            )
+        )
     runnable = [c for c in cells if c[0] not in missing]
     rows = await asyncio.gather(*(_ask(ctx, haystack, sizes, rng, log, *c) for c in runnable))
     by_length = _by_length(rows, lengths, missing)
@@ -121,22 +139,33 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         need = s.min_accuracy_by_length.get(length, s.min_accuracy)
         stats = by_length[length]
         worst = ", ".join(f"{v} {a:.2f}" for v, a in stats["by_variant"].items() if a < 1)
-        result.gates.append(Gate.at_least(f"string_match_all at {length} tokens", stats["accuracy"], need,
-                                          detail=f"n={stats['samples']}" + (f"; below 1: {worst}" if worst else "")))
-    result.figures.update({
-        "by_length": [by_length[n] for n in lengths if n not in missing],
-        "by_variant": {v: _mean([r["score"] for r in rows if r["variant"] == v]) for v in s.variants},
-        "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
-        "requests": len(rows), "errors": sum(1 for r in rows if r["error"]),
-    })
+        result.gates.append(
+            Gate.at_least(
+                f"string_match_all at {length} tokens",
+                stats["accuracy"],
+                need,
+                detail=f"n={stats['samples']}" + (f"; below 1: {worst}" if worst else ""),
+            )
+        )
+    result.figures.update(
+        {
+            "by_length": [by_length[n] for n in lengths if n not in missing],
+            "by_variant": {v: _mean([r["score"] for r in rows if r["variant"] == v]) for v in s.variants},
+            "heatmap": _heatmap(rows, s.depths, [n for n in lengths if n not in missing]),
+            "requests": len(rows),
+            "errors": sum(1 for r in rows if r["error"]),
+        }
+    )
     result.method = _method(s, grid, target) + (
-        f" --limit {ctx.limit}: {len(cells)} cells, at lengths {lengths}." if limited else "")
+        f" --limit {ctx.limit}: {len(cells)} cells, at lengths {lengths}." if limited else ""
+    )
     result.transcripts = log.items
     return result.judge()
 
 
-async def _find_lengths(ctx: SuiteContext, haystack: Haystack, lengths: list[int],
-                        log: TranscriptLog) -> tuple[dict[int, dict[str, Any]], list[str]]:
+async def _find_lengths(
+    ctx: SuiteContext, haystack: Haystack, lengths: list[int], log: TranscriptLog
+) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Each length's haystack size, searched against the server's own prompt_tokens: the sizes
     by length, and the failed probes' errors."""
     s: Settings = ctx.settings
@@ -148,30 +177,61 @@ async def _find_lengths(ctx: SuiteContext, haystack: Haystack, lengths: list[int
         res = await ctx.client.chat(payload)
         if res.error or res.prompt_tokens is None:
             probe_errors.append(f"{units} sentences: {res.error or 'no usage.prompt_tokens in the response'}")
-            log.add(transcript(f"length probe {units} sentences", payload, res, passed=False,
-                               problems=[probe_errors[-1]]))
+            log.add(
+                transcript(
+                    f"length probe {units} sentences", payload, res, passed=False, problems=[probe_errors[-1]]
+                )
+            )
             return None
         return int(res.prompt_tokens)
 
     sizes: dict[int, dict[str, Any]] = {}
     for length in lengths:
         tolerance = max(16, int(length * s.tolerance))
-        search = await search_length(measure, length, guess=max(1, length // TOKENS_PER_SENTENCE_GUESS),
-                                     tolerance=tolerance, max_probes=s.max_probes)
-        sizes[length] = {"length": length, "sentences": search.units, "prompt_tokens": search.tokens,
-                         "found": search.found, "probes": len(search.probes)}
+        search = await search_length(
+            measure,
+            length,
+            guess=max(1, length // TOKENS_PER_SENTENCE_GUESS),
+            tolerance=tolerance,
+            max_probes=s.max_probes,
+        )
+        sizes[length] = {
+            "length": length,
+            "sentences": search.units,
+            "prompt_tokens": search.tokens,
+            "found": search.found,
+            "probes": len(search.probes),
+        }
         ctx.advance()
     return sizes, probe_errors
 
 
-async def _ask(ctx: SuiteContext, haystack: Haystack, sizes: dict[int, dict[str, Any]], rng: random.Random,
-               log: TranscriptLog, length: int, depth: float, variant: str) -> dict[str, Any]:
+async def _ask(
+    ctx: SuiteContext,
+    haystack: Haystack,
+    sizes: dict[int, dict[str, Any]],
+    rng: random.Random,
+    log: TranscriptLog,
+    length: int,
+    depth: float,
+    variant: str,
+) -> dict[str, Any]:
     """One cell of the grid: a haystack of that length with the variant's needles at that depth."""
     s: Settings = ctx.settings
-    sample = build(variant, haystack.take(sizes[length]["sentences"]), depth, random.Random(rng.random()),
-                   fresh_opening())
-    payload = chat_payload(ctx, [{"role": "user", "content": sample.prompt}], stream=True,
-                           max_tokens=s.max_tokens, thinking=False)
+    sample = build(
+        variant,
+        haystack.take(sizes[length]["sentences"]),
+        depth,
+        random.Random(rng.random()),
+        fresh_opening(),
+    )
+    payload = chat_payload(
+        ctx,
+        [{"role": "user", "content": sample.prompt}],
+        stream=True,
+        max_tokens=s.max_tokens,
+        thinking=False,
+    )
     res = await ctx.send(payload)
     ctx.advance()
     score = 0.0 if res.error else string_match_all(res.content, sample.answers)
@@ -179,18 +239,35 @@ async def _ask(ctx: SuiteContext, haystack: Haystack, sizes: dict[int, dict[str,
     if not res.error and score < 1:
         missed = [a for a in sample.answers if a.lower() not in res.content.lower()]
         problems.append(f"the answer lacks {missed}: {res.content[:160]!r}")
-    log.add(transcript(f"{variant} length {length} depth {depth:g}", payload, res, passed=score == 1.0,
-                       problems=problems, expected=sample.answers))
-    return {"length": length, "depth": depth, "variant": variant, "score": score,
-            "prompt_tokens": res.prompt_tokens, "ttft_s": res.ttft, "cached_tokens": res.cached_tokens,
-            "error": res.error}
+    log.add(
+        transcript(
+            f"{variant} length {length} depth {depth:g}",
+            payload,
+            res,
+            passed=score == 1.0,
+            problems=problems,
+            expected=sample.answers,
+        )
+    )
+    return {
+        "length": length,
+        "depth": depth,
+        "variant": variant,
+        "score": score,
+        "prompt_tokens": res.prompt_tokens,
+        "ttft_s": res.ttft,
+        "cached_tokens": res.cached_tokens,
+        "error": res.error,
+    }
 
 
 def _mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
-def _by_length(rows: list[dict[str, Any]], lengths: list[int], missing: list[int]) -> dict[int, dict[str, Any]]:
+def _by_length(
+    rows: list[dict[str, Any]], lengths: list[int], missing: list[int]
+) -> dict[int, dict[str, Any]]:
     out = {}
     for n in lengths:
         mine = [r for r in rows if r["length"] == n]
@@ -198,29 +275,45 @@ def _by_length(rows: list[dict[str, Any]], lengths: list[int], missing: list[int
             continue
         ttfts = [r["ttft_s"] for r in mine if r["ttft_s"] is not None]
         cached = [r["cached_tokens"] for r in mine if r["cached_tokens"] is not None]
-        out[n] = {"length": n, "samples": len(mine), "accuracy": _mean([r["score"] for r in mine]),
-                  "by_variant": {v: _mean([r["score"] for r in mine if r["variant"] == v])
-                                 for v in dict.fromkeys(r["variant"] for r in mine)},
-                  "prompt_tokens_max": max((r["prompt_tokens"] or 0) for r in mine),
-                  "ttft_s_median": round(statistics.median(ttfts), 4) if ttfts else None,
-                  "cached_tokens_max": max(cached) if cached else None}
+        out[n] = {
+            "length": n,
+            "samples": len(mine),
+            "accuracy": _mean([r["score"] for r in mine]),
+            "by_variant": {
+                v: _mean([r["score"] for r in mine if r["variant"] == v])
+                for v in dict.fromkeys(r["variant"] for r in mine)
+            },
+            "prompt_tokens_max": max((r["prompt_tokens"] or 0) for r in mine),
+            "ttft_s_median": round(statistics.median(ttfts), 4) if ttfts else None,
+            "cached_tokens_max": max(cached) if cached else None,
+        }
     return out
 
 
 def _heatmap(rows: list[dict[str, Any]], depths: list[float], lengths: list[int]) -> dict[str, Any]:
     """Mean string_match_all per depth (rows) and length (columns), for the report's heat map."""
-    values = [[_mean([r["score"] for r in rows if r["depth"] == d and r["length"] == n]) for n in lengths]
-              for d in depths]
-    return {"title": "string_match_all by depth (rows) and prompt tokens (columns)",
-            "rows": [f"depth {d:g}" for d in depths], "columns": [str(n) for n in lengths], "values": values}
+    values = [
+        [_mean([r["score"] for r in rows if r["depth"] == d and r["length"] == n]) for n in lengths]
+        for d in depths
+    ]
+    return {
+        "title": "string_match_all by depth (rows) and prompt tokens (columns)",
+        "rows": [f"depth {d:g}" for d in depths],
+        "columns": [str(n) for n in lengths],
+        "values": values,
+    }
 
 
 def _method(s: Settings, lengths: list[int], target: int) -> str:
-    return (f"RULER NIAH variants {s.variants} (NVIDIA/RULER niah templates, 7-digit numbers or UUIDs, "
-            f"adjective-noun keys) on generated prose, at lengths {lengths} (largest = {target}, the target capped "
-            f"by the context) x depths {s.depths} x {s.samples} sample(s): {len(lengths) * len(s.depths) * len(s.variants) * s.samples} "
-            f"requests, streamed, greedy, thinking off, max_tokens {s.max_tokens}, {s.concurrency} in flight. Each "
-            f"length found by search against usage.prompt_tokens with the {SEARCH_VARIANT} prompt (within "
-            f"{s.tolerance:.0%} below it, at most {s.max_probes} probes). Every prompt opens with a fresh random "
-            "line (no shared prefix). Score: RULER's string_match_all (share of expected values in the answer); "
-            f"gate per length >= {s.min_accuracy}" + (f", overrides {s.min_accuracy_by_length}" if s.min_accuracy_by_length else "") + ".")
+    return (
+        f"RULER NIAH variants {s.variants} (NVIDIA/RULER niah templates, 7-digit numbers or UUIDs, "
+        f"adjective-noun keys) on generated prose, at lengths {lengths} (largest = {target}, the target capped "
+        f"by the context) x depths {s.depths} x {s.samples} sample(s): {len(lengths) * len(s.depths) * len(s.variants) * s.samples} "
+        f"requests, streamed, greedy, thinking off, max_tokens {s.max_tokens}, {s.concurrency} in flight. Each "
+        f"length found by search against usage.prompt_tokens with the {SEARCH_VARIANT} prompt (within "
+        f"{s.tolerance:.0%} below it, at most {s.max_probes} probes). Every prompt opens with a fresh random "
+        "line (no shared prefix). Score: RULER's string_match_all (share of expected values in the answer); "
+        f"gate per length >= {s.min_accuracy}"
+        + (f", overrides {s.min_accuracy_by_length}" if s.min_accuracy_by_length else "")
+        + "."
+    )

@@ -56,8 +56,14 @@ class LengthSearch:
         return self.tokens is not None and self.target - self.tolerance <= self.tokens <= self.target
 
 
-async def search_length(measure: Callable[[int], Awaitable[int | None]], target: int, *, guess: int,
-                        tolerance: int, max_probes: int = 8) -> LengthSearch:
+async def search_length(
+    measure: Callable[[int], Awaitable[int | None]],
+    target: int,
+    *,
+    guess: int,
+    tolerance: int,
+    max_probes: int = 8,
+) -> LengthSearch:
     """Find the number of units whose prompt is within [target - tolerance, target] tokens.
 
     `measure(units)` returns the server's prompt token count, or None when the prompt was

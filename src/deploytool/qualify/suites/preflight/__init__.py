@@ -31,15 +31,40 @@ name = "preflight"
 
 # Server-info keys worth a line in the report: the fast paths and their sizes.
 RECORDED_KEYS = (
-    "version", "model_path", "served_model_name", "context_length", "max_total_num_tokens",
-    "max_running_requests", "max_req_input_len", "chunked_prefill_size", "tp_size", "dp_size",
-    "mem_fraction_static", "kv_cache_dtype", "quantization", "attention_backend", "sampling_backend",
+    "version",
+    "model_path",
+    "served_model_name",
+    "context_length",
+    "max_total_num_tokens",
+    "max_running_requests",
+    "max_req_input_len",
+    "chunked_prefill_size",
+    "tp_size",
+    "dp_size",
+    "mem_fraction_static",
+    "kv_cache_dtype",
+    "quantization",
+    "attention_backend",
+    "sampling_backend",
     # CUDA graphs: 0.5.23's per-phase keys; the single ones are what older servers report
-    "cuda_graph_max_bs_decode", "cuda_graph_max_bs_prefill", "disable_decode_cuda_graph", "disable_prefill_cuda_graph",
-    "disable_cuda_graph", "cuda_graph_max_bs", "enable_torch_compile", "disable_radix_cache",
-    "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-    "speculative_num_draft_tokens", "avg_spec_accept_length", "reasoning_parser", "tool_call_parser",
-    "enable_cache_report", "enable_metrics", "default_chat_template_kwargs",
+    "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill",
+    "disable_decode_cuda_graph",
+    "disable_prefill_cuda_graph",
+    "disable_cuda_graph",
+    "cuda_graph_max_bs",
+    "enable_torch_compile",
+    "disable_radix_cache",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "avg_spec_accept_length",
+    "reasoning_parser",
+    "tool_call_parser",
+    "enable_cache_report",
+    "enable_metrics",
+    "default_chat_template_kwargs",
 )
 
 
@@ -48,13 +73,17 @@ class Settings(SuiteSettings):
     require_full_context_kv: bool = Field(default=True, description="Gate: KV pool >= one full context.")
     health_path: str = Field(default="/health_generate", description="Must answer 200.")
     ready_timeout_s: float = Field(
-        default=READY_TIMEOUT_S, ge=0,
+        default=READY_TIMEOUT_S,
+        ge=0,
         description="How long to wait for a loading server: refused connections (weights loading) or 503 "
-                    "(warm-up); `qualify --ready-timeout` and `bench --ready-timeout` set it too.")
+        "(warm-up); `qualify --ready-timeout` and `bench --ready-timeout` set it too.",
+    )
     probe_timeout_s: float = Field(default=10.0, gt=0, description="Budget of each probe request.")
     request_timeout_s: float = 60.0
-    expect: Expectations = Field(default_factory=Expectations,
-                                 description="Fast paths the profile expects (qualify/suites/preflight/expectations.py).")
+    expect: Expectations = Field(
+        default_factory=Expectations,
+        description="Fast paths the profile expects (qualify/suites/preflight/expectations.py).",
+    )
 
 
 def applies_to(profile: Any, server: ServerFacts) -> str | None:
@@ -74,13 +103,23 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     running, running_source = figures["running_limit"], figures["running_limit_source"]
     result.figures = figures
 
-    result.gates.append(Gate.equal(f"{s.health_path} status", health["status"], 200, detail=health.get("error") or ""))
+    result.gates.append(
+        Gate.equal(f"{s.health_path} status", health["status"], 200, detail=health.get("error") or "")
+    )
     context = ctx.context_length
     result.gates += _kv_gates(s, server, info, context)
-    result.gates.append(Gate.at_least(
-        "running-request limit", running, s.min_running_requests,
-        detail=(f"from {running_source}" if running is not None
-                else "server info reports neither effective_max_running_requests_per_dp nor max_running_requests")))
+    result.gates.append(
+        Gate.at_least(
+            "running-request limit",
+            running,
+            s.min_running_requests,
+            detail=(
+                f"from {running_source}"
+                if running is not None
+                else "server info reports neither effective_max_running_requests_per_dp nor max_running_requests"
+            ),
+        )
+    )
     expect_gates, figures["expect"] = await evaluate_expectations(ctx, s.expect)
     result.gates += expect_gates
     result.method = _method(s, server, running_source, context)
@@ -111,6 +150,7 @@ def _figures(ctx: SuiteContext, s: Settings, health: dict[str, Any], info: dict[
     figures["gpu"] = _gpu_inventory(ctx)
     # the memory plan's prediction beside what the server reports, and its error
     from ....memory.profile_plan import plan_next_to_server
+
     figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
     ctx.advance()
     figures["image"] = _image_record(ctx)
@@ -125,11 +165,26 @@ def _kv_gates(s: Settings, server: ServerFacts, info: dict[str, Any], context: i
     kv = find_key(info, "max_total_num_tokens")
     kv_gate = "KV pool tokens (max_total_num_tokens) >= context length"
     if context is None:  # nothing to compare with: never a pass against 0
-        return [Gate(name=kv_gate, threshold="context length", measured=kv, passed=False,
-                     comparison=">=", detail="context length not reported")]
-    return [Gate.at_least(
-        kv_gate, kv, context,
-        detail="" if kv is not None else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens")]
+        return [
+            Gate(
+                name=kv_gate,
+                threshold="context length",
+                measured=kv,
+                passed=False,
+                comparison=">=",
+                detail="context length not reported",
+            )
+        ]
+    return [
+        Gate.at_least(
+            kv_gate,
+            kv,
+            context,
+            detail=""
+            if kv is not None
+            else f"{server.server_info_path or 'server info'} does not report max_total_num_tokens",
+        )
+    ]
 
 
 def _method(s: Settings, server: ServerFacts, running_source: Any, context: int | None) -> str:
@@ -138,9 +193,12 @@ def _method(s: Settings, server: ServerFacts, running_source: Any, context: int 
         f"{server.server_info_path or '/server_info and /get_server_info (neither answered)'}, "
         f"{server.model_info_path or '/model_info and /get_model_info (neither answered)'} read once before the "
         f"suites ran (ready after {server.waited_s:g} s); running-request limit from {running_source}; NVML via deploytool.host.gpus for a GPU slot; the image's labels from the engine. "
-        + (f"Context length compared with the KV pool: {context} tokens "
-           f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
-           if context is not None else "Context length: reported neither by the server nor by the profile.")
+        + (
+            f"Context length compared with the KV pool: {context} tokens "
+            f"({'from /v1/models max_model_len' if server.max_model_len else 'from the profile'})."
+            if context is not None
+            else "Context length: reported neither by the server nor by the profile."
+        )
     )
 
 
@@ -165,6 +223,7 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
         return None
     try:
         from ....host.gpus import read_inventory  # NVML; absent on machines without a driver
+
         inventory = read_inventory()
     except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
         return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
@@ -175,7 +234,11 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
         if getattr(gpu, "uuid", None) in uuids:
             cards.append(_as_dict(gpu))
     missing = [u for u in uuids if u not in {c.get("uuid") for c in cards}]
-    return {"uuids": uuids, "cards": cards, **({"error": f"not found by NVML: {', '.join(missing)}"} if missing else {})}
+    return {
+        "uuids": uuids,
+        "cards": cards,
+        **({"error": f"not found by NVML: {', '.join(missing)}"} if missing else {}),
+    }
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -194,9 +257,13 @@ def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
     release = getattr(ctx.target, "release", None)
     if release is None:
         return None
-    record: dict[str, Any] = {"reference": release.image, "labels": dict(getattr(ctx.target, "image_labels", None) or {})}
+    record: dict[str, Any] = {
+        "reference": release.image,
+        "labels": dict(getattr(ctx.target, "image_labels", None) or {}),
+    }
     try:
         from ....host.engine import Engine
+
         image = Engine().image(release.image)
         if image is not None:
             record["id"] = image.id

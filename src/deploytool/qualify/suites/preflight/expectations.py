@@ -40,17 +40,33 @@ class Expectations(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    speculative_algorithm: str | None = Field(default=None, description="e.g. EAGLE (NEXTN/MTP reports as EAGLE).")
-    min_accept_length: float | None = Field(default=None, gt=0, description="Tokens per verify step, over the window.")
-    decode_cuda_graph: bool | None = Field(default=None, description="True: CUDA graphs must be on for decode.")
+    speculative_algorithm: str | None = Field(
+        default=None, description="e.g. EAGLE (NEXTN/MTP reports as EAGLE)."
+    )
+    min_accept_length: float | None = Field(
+        default=None, gt=0, description="Tokens per verify step, over the window."
+    )
+    decode_cuda_graph: bool | None = Field(
+        default=None, description="True: CUDA graphs must be on for decode."
+    )
     moe_runner_backend: str | None = Field(default=None, description="e.g. cutlass.")
-    min_kv_tokens: int | None = Field(default=None, ge=1, description="KV pool (max_total_num_tokens) at least.")
+    min_kv_tokens: int | None = Field(
+        default=None, ge=1, description="KV pool (max_total_num_tokens) at least."
+    )
     window_requests: int = Field(default=4, ge=1, description="Generations in the accept-length window.")
     window_max_tokens: int = Field(default=128, ge=8)
 
     def is_empty(self) -> bool:
-        return all(getattr(self, f) is None for f in ("speculative_algorithm", "min_accept_length",
-                                                      "decode_cuda_graph", "moe_runner_backend", "min_kv_tokens"))
+        return all(
+            getattr(self, f) is None
+            for f in (
+                "speculative_algorithm",
+                "min_accept_length",
+                "decode_cuda_graph",
+                "moe_runner_backend",
+                "min_kv_tokens",
+            )
+        )
 
 
 def decode_cuda_graph_on(info: dict[str, Any] | None) -> tuple[bool | None, str]:
@@ -88,23 +104,52 @@ def static_gates(expect: Expectations, info: dict[str, Any] | None) -> list[Gate
     if expect.speculative_algorithm is not None:
         want = SPEC_ALIASES.get(expect.speculative_algorithm.upper(), expect.speculative_algorithm.upper())
         got = find_key(info, "speculative_algorithm")
-        gates.append(Gate(name="speculative algorithm", threshold=want, measured=got,
-                          passed=got is not None and str(got).upper() == want, comparison="==",
-                          detail=("speculative decoding is off: the server reports no speculative_algorithm"
-                                  if got is None else f"{where} reports speculative_algorithm={got}")))
+        gates.append(
+            Gate(
+                name="speculative algorithm",
+                threshold=want,
+                measured=got,
+                passed=got is not None and str(got).upper() == want,
+                comparison="==",
+                detail=(
+                    "speculative decoding is off: the server reports no speculative_algorithm"
+                    if got is None
+                    else f"{where} reports speculative_algorithm={got}"
+                ),
+            )
+        )
     if expect.decode_cuda_graph is not None:
         on, evidence = decode_cuda_graph_on(info)
-        gates.append(Gate(name="CUDA graphs for decode", threshold="on" if expect.decode_cuda_graph else "off",
-                          measured=None if on is None else ("on" if on else "off"),
-                          passed=on is expect.decode_cuda_graph, comparison="==", detail=evidence))
+        gates.append(
+            Gate(
+                name="CUDA graphs for decode",
+                threshold="on" if expect.decode_cuda_graph else "off",
+                measured=None if on is None else ("on" if on else "off"),
+                passed=on is expect.decode_cuda_graph,
+                comparison="==",
+                detail=evidence,
+            )
+        )
     if expect.moe_runner_backend is not None:
         got = find_key(info, "moe_runner_backend")
-        gates.append(Gate.equal("MoE runner backend", got, expect.moe_runner_backend,
-                                detail="" if got is not None else f"{where} does not report moe_runner_backend"))
+        gates.append(
+            Gate.equal(
+                "MoE runner backend",
+                got,
+                expect.moe_runner_backend,
+                detail="" if got is not None else f"{where} does not report moe_runner_backend",
+            )
+        )
     if expect.min_kv_tokens is not None:
         got = find_key(info, "max_total_num_tokens")
-        gates.append(Gate.at_least("KV pool tokens (max_total_num_tokens)", got, expect.min_kv_tokens,
-                                   detail="" if got is not None else f"{where} does not report max_total_num_tokens"))
+        gates.append(
+            Gate.at_least(
+                "KV pool tokens (max_total_num_tokens)",
+                got,
+                expect.min_kv_tokens,
+                detail="" if got is not None else f"{where} does not report max_total_num_tokens",
+            )
+        )
     return gates
 
 
@@ -115,25 +160,36 @@ async def accept_length_in_window(client: Any, model: str | None, expect: Expect
     before = await mw.snapshot(client)
     errors = []
     for i in range(expect.window_requests):
-        payload = {"model": model or "default", "temperature": 0, "max_tokens": expect.window_max_tokens,
-                   "messages": [{"role": "user", "content": f"{WINDOW_PROMPT} (Variant {i + 1}.)"}],
-                   "chat_template_kwargs": {"enable_thinking": False}}
+        payload = {
+            "model": model or "default",
+            "temperature": 0,
+            "max_tokens": expect.window_max_tokens,
+            "messages": [{"role": "user", "content": f"{WINDOW_PROMPT} (Variant {i + 1}.)"}],
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
         result = await client.chat(payload)
         if result.error:
             errors.append(result.error)
     window = mw.window(before, await mw.snapshot(client))
     value = window.spec_accept_length
     if value is not None:
-        return {"accept_length": round(value, 3), "source": "metrics counters over the window",
-                "window": window.to_json(), "errors": errors}
+        return {
+            "accept_length": round(value, 3),
+            "source": "metrics counters over the window",
+            "window": window.to_json(),
+            "errors": errors,
+        }
     why = window.why or f"/metrics has no {mw.VERIFY} increase"
     try:
         info = await client.get_json("/server_info", timeout=10)
     except Exception as exc:
         return {"accept_length": None, "source": f"{why}; server info unreadable: {exc}", "errors": errors}
     value = find_key(info, "avg_spec_accept_length")
-    return {"accept_length": value, "source": f"{why}; avg_spec_accept_length in /server_info after the window",
-            "errors": errors}
+    return {
+        "accept_length": value,
+        "source": f"{why}; avg_spec_accept_length in /server_info after the window",
+        "errors": errors,
+    }
 
 
 def accept_length_gate(expect: Expectations, window: dict[str, Any]) -> Gate:

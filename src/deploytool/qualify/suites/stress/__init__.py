@@ -28,15 +28,29 @@ from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
 from ...transcripts import TranscriptLog, transcript
-from .loadcheck import (LongPrompt, Probe, itl_during, long_prompt, make_probes, overlap, probe_accuracy,
-                        run_probes)
+from .loadcheck import (
+    LongPrompt,
+    Probe,
+    itl_during,
+    long_prompt,
+    make_probes,
+    overlap,
+    probe_accuracy,
+    run_probes,
+)
 
 name = "stress"
 
-TOPICS = ("a lighthouse keeper who finds a message in a bottle", "the history of the printing press",
-          "how a glacier shapes a valley", "a chess tournament decided in the last round",
-          "the life cycle of a star", "a city built on canals", "an expedition to the deep sea",
-          "the invention of the telegraph")
+TOPICS = (
+    "a lighthouse keeper who finds a message in a bottle",
+    "the history of the printing press",
+    "how a glacier shapes a valley",
+    "a chess tournament decided in the last round",
+    "the life cycle of a star",
+    "a city built on canals",
+    "an expedition to the deep sea",
+    "the invention of the telegraph",
+)
 CALIBRATION_SENTENCES = 2000  # prose sentences in the calibration request
 LONG_PROMPT_MIN_FRACTION = 0.9  # the long prompt must reach this share of its target (else it was cut)
 
@@ -45,16 +59,24 @@ class Settings(SuiteSettings):
     sampled_requests: int = Field(default=7, ge=0, description="Long sampled generations.")
     max_tokens: int = Field(default=4096, ge=1, description="Length of each sampled generation.")
     temperature: float = Field(default=0.7, ge=0)
-    ignore_eos: bool = Field(default=True, description="Make every generation run to max_tokens (SGLang extension).")
-    long_prompt_tokens: int = Field(default=200_000, ge=0, description="The near-limit prompt; 0 leaves it out.")
+    ignore_eos: bool = Field(
+        default=True, description="Make every generation run to max_tokens (SGLang extension)."
+    )
+    long_prompt_tokens: int = Field(
+        default=200_000, ge=0, description="The near-limit prompt; 0 leaves it out."
+    )
     long_max_tokens: int = Field(default=64, ge=1)
     health_path: str = Field(default="/health_generate", description="Must answer 200 afterwards.")
     health_timeout_s: float = Field(default=60.0, gt=0)
     request_timeout_s: float = 1800.0
-    long_prompt_needles: int = Field(default=4, ge=1, le=4, description="Needles in the long prompt (all must come back).")
+    long_prompt_needles: int = Field(
+        default=4, ge=1, le=4, description="Needles in the long prompt (all must come back)."
+    )
     max_cached_share: float = Field(default=0.05, ge=0, le=1, description="The long prompt must be cold.")
     probes: int = Field(default=8, ge=0, description="Short verifiable probes, half GSM8K, half needles.")
-    probe_tolerance: float = Field(default=0.13, ge=0, le=1, description="Loaded accuracy may trail idle by this.")
+    probe_tolerance: float = Field(
+        default=0.13, ge=0, le=1, description="Loaded accuracy may trail idle by this."
+    )
     probe_concurrency: int = Field(default=2, ge=1)
 
 
@@ -105,27 +127,36 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     failed = [r for r in rows if not r["ok"]]
     fivexx = [r for r in rows if (r["status"] or 0) >= 500]
     result.gates += [
-        Gate.all_of("requests completed", len(rows) - len(failed), len(rows),
-                    detail="; ".join(f"{r['request']}: {r['error']}" for r in failed[:3])),
+        Gate.all_of(
+            "requests completed",
+            len(rows) - len(failed),
+            len(rows),
+            detail="; ".join(f"{r['request']}: {r['error']}" for r in failed[:3]),
+        ),
         Gate.equal("requests answered 5xx", len(fivexx), 0),
         Gate.equal(f"{s.health_path} afterwards", health["status"], 200, detail=health.get("error") or ""),
     ]
     # Latency figures over the sampled generations only; the long prompt's are reported apart.
-    latencies = [r["latency_s"] for r in rows
-                 if r["request"].startswith("sampled") and r["ok"] and r["latency_s"] is not None]
+    latencies = [
+        r["latency_s"]
+        for r in rows
+        if r["request"].startswith("sampled") and r["ok"] and r["latency_s"] is not None
+    ]
     long_row = next((r for r in rows if r["request"] == "long-prompt"), None)
     by_label = dict(zip((label for label, _ in jobs), results))
     long_res = by_label.get("long-prompt")
     sampled = [res for label, res in by_label.items() if label.startswith("sampled")]
     under_load = _under_load(result, s, long, long_res, sampled, idle, loaded)
     result.figures = {
-        "requests": rows, "wall_s": _r(wall),
+        "requests": rows,
+        "wall_s": _r(wall),
         "long_prompt_target_tokens": target if long_row is not None else None,
         "latency_max_s": max(latencies) if latencies else None,
         "latency_median_s": statistics.median(latencies) if latencies else None,
         "long_prompt_latency_s": long_row["latency_s"] if long_row is not None else None,
         "long_prompt_ttft_s": long_row["ttft_s"] if long_row is not None else None,
-        "errors": [r["error"] for r in failed], "health_after": health,
+        "errors": [r["error"] for r in failed],
+        "health_after": health,
         **under_load,
     }
     result.method = _method(s, len(probes), target if long_row is not None else None)
@@ -133,8 +164,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     return result.judge()
 
 
-async def _load_requests(ctx: SuiteContext, s: Settings, target: int,
-                         result: SuiteResult) -> tuple[list[tuple[str, dict[str, Any]]], LongPrompt | None]:
+async def _load_requests(
+    ctx: SuiteContext, s: Settings, target: int, result: SuiteResult
+) -> tuple[list[tuple[str, dict[str, Any]]], LongPrompt | None]:
     """The load: one long prompt of about `target` tokens (sized by a calibration request; a
     failed calibration is a failed gate of `result`), then the sampled essays."""
     jobs: list[tuple[str, dict[str, Any]]] = []
@@ -142,23 +174,52 @@ async def _load_requests(ctx: SuiteContext, s: Settings, target: int,
     if target > 0:
         sentences, why = await _calibrate(ctx, target, s.long_prompt_needles)
         if why:
-            result.gates.append(Gate(name="long prompt built", threshold="calibrated", measured=why, passed=False,
-                                     comparison="=="))
+            result.gates.append(
+                Gate(
+                    name="long prompt built",
+                    threshold="calibrated",
+                    measured=why,
+                    passed=False,
+                    comparison="==",
+                )
+            )
         else:
             long = long_prompt(sentences, s.long_prompt_needles)
-            jobs.append(("long-prompt", chat_payload(ctx, [{"role": "user", "content": long.prompt}],
-                                                     stream=True, max_tokens=s.long_max_tokens, thinking=False)))
+            jobs.append(
+                (
+                    "long-prompt",
+                    chat_payload(
+                        ctx,
+                        [{"role": "user", "content": long.prompt}],
+                        stream=True,
+                        max_tokens=s.long_max_tokens,
+                        thinking=False,
+                    ),
+                )
+            )
     for i in range(s.sampled_requests):
         topic = TOPICS[i % len(TOPICS)]
         extra = {"ignore_eos": True} if s.ignore_eos else {}
-        jobs.append((f"sampled-{i + 1}", chat_payload(
-            ctx, [{"role": "user", "content": f"Write a long, detailed essay about {topic}."}], stream=True,
-            max_tokens=s.max_tokens, temperature=s.temperature, seed=1000 + i, **extra)))
+        jobs.append(
+            (
+                f"sampled-{i + 1}",
+                chat_payload(
+                    ctx,
+                    [{"role": "user", "content": f"Write a long, detailed essay about {topic}."}],
+                    stream=True,
+                    max_tokens=s.max_tokens,
+                    temperature=s.temperature,
+                    seed=1000 + i,
+                    **extra,
+                ),
+            )
+        )
     return jobs, long
 
 
-def _row(label: str, payload: dict[str, Any], res: ChatResult, s: Settings, target: int,
-         log: TranscriptLog) -> dict[str, Any]:
+def _row(
+    label: str, payload: dict[str, Any], res: ChatResult, s: Settings, target: int, log: TranscriptLog
+) -> dict[str, Any]:
     """One load request's row (and its transcript): completed, streamed to [DONE], of the length asked."""
     problems = response_problems(res)
     if not res.error and not res.saw_done:
@@ -166,15 +227,27 @@ def _row(label: str, payload: dict[str, Any], res: ChatResult, s: Settings, targ
     if not problems:
         problems += _length_problems(label, res, s, target)
     log.add(transcript(label, payload, res, passed=not problems, problems=problems))
-    return {"request": label, "ok": not problems, "status": res.status, "prompt_tokens": res.prompt_tokens,
-            "completion_tokens": res.completion_tokens, "ttft_s": _r(res.ttft), "latency_s": _r(res.latency),
-            "finish_reason": res.finish_reason, "error": problems[0] if problems else None}
+    return {
+        "request": label,
+        "ok": not problems,
+        "status": res.status,
+        "prompt_tokens": res.prompt_tokens,
+        "completion_tokens": res.completion_tokens,
+        "ttft_s": _r(res.ttft),
+        "latency_s": _r(res.latency),
+        "finish_reason": res.finish_reason,
+        "error": problems[0] if problems else None,
+    }
 
 
 def _method(s: Settings, probes: int, long_target: int | None) -> str:
-    long_text = (f" and one prompt of about {long_target} tokens of prose with needles (sized from one {CALIBRATION_SENTENCES}-sentence "
-                 f"calibration request), max_tokens {s.long_max_tokens}, which must finish with prompt_tokens >= "
-                 f"{LONG_PROMPT_MIN_FRACTION:.0%} of that" if long_target is not None else "")
+    long_text = (
+        f" and one prompt of about {long_target} tokens of prose with needles (sized from one {CALIBRATION_SENTENCES}-sentence "
+        f"calibration request), max_tokens {s.long_max_tokens}, which must finish with prompt_tokens >= "
+        f"{LONG_PROMPT_MIN_FRACTION:.0%} of that"
+        if long_target is not None
+        else ""
+    )
     return (
         f"Probes: {probes} short verifiable requests (GSM8K items scored by their answer, small needle "
         f"lookups), first on the idle server, then again while the load runs ({s.probe_concurrency} in flight); loaded "
@@ -189,41 +262,81 @@ def _method(s: Settings, probes: int, long_target: int | None) -> str:
     )
 
 
-def _under_load(result: SuiteResult, s: Settings, long: LongPrompt | None, long_res: ChatResult | None,
-                sampled: list[ChatResult], idle: list[Probe], loaded: list[Probe]) -> dict[str, Any]:
+def _under_load(
+    result: SuiteResult,
+    s: Settings,
+    long: LongPrompt | None,
+    long_res: ChatResult | None,
+    sampled: list[ChatResult],
+    idle: list[Probe],
+    loaded: list[Probe],
+) -> dict[str, Any]:
     """The correctness-under-load gates and figures."""
     figures: dict[str, Any] = {}
     if probes := len(idle):
         idle_acc, loaded_acc = probe_accuracy(idle), probe_accuracy(loaded)
         overlapping = overlap(loaded, sampled)
         wrong = [p.label for p in loaded if not p.correct]
-        figures["probes"] = {"count": probes, "idle_accuracy": idle_acc, "loaded_accuracy": loaded_acc,
-                             "loaded_overlapping_the_load": overlapping, "wrong_under_load": wrong}
-        result.gates.append(Gate.at_least("probe accuracy under load", loaded_acc, round(idle_acc - s.probe_tolerance, 4),
-                                          detail=f"idle {idle_acc:.3f}, loaded {loaded_acc:.3f} (tolerance "
-                                                 f"{s.probe_tolerance}); wrong under load: {wrong[:4]}"))
-        result.gates.append(Gate.at_least("loaded probes overlapping the load", overlapping, 1,
-                                          detail="a probe that ran after the load ended measured an idle server"))
+        figures["probes"] = {
+            "count": probes,
+            "idle_accuracy": idle_acc,
+            "loaded_accuracy": loaded_acc,
+            "loaded_overlapping_the_load": overlapping,
+            "wrong_under_load": wrong,
+        }
+        result.gates.append(
+            Gate.at_least(
+                "probe accuracy under load",
+                loaded_acc,
+                round(idle_acc - s.probe_tolerance, 4),
+                detail=f"idle {idle_acc:.3f}, loaded {loaded_acc:.3f} (tolerance "
+                f"{s.probe_tolerance}); wrong under load: {wrong[:4]}",
+            )
+        )
+        result.gates.append(
+            Gate.at_least(
+                "loaded probes overlapping the load",
+                overlapping,
+                1,
+                detail="a probe that ran after the load ended measured an idle server",
+            )
+        )
     if long is not None and long_res is not None and not long_res.error:
         from ...ruler import string_match_all
+
         found = string_match_all(long_res.content, long.answers)
         # SGLang reports cached_tokens only with --enable-cache-report (usage_processor.py); without
         # it the share is not measured (the /metrics counters cannot isolate this one request from
         # the load running beside it), said in the figures rather than taken as zero
         reported = long_res.cached_tokens is not None
-        share = long_res.cached_tokens / long_res.prompt_tokens if reported and long_res.prompt_tokens else None
+        share = (
+            long_res.cached_tokens / long_res.prompt_tokens if reported and long_res.prompt_tokens else None
+        )
         figures["long_prompt_needles"] = {"expected": long.answers, "string_match_all": found}
         figures["long_prompt_cached_share"] = None if share is None else round(share, 4)
-        result.gates.append(Gate.at_least("long prompt needles returned (string_match_all)", found, 1.0,
-                                          detail=f"answer {long_res.content[:160]!r}, expected {long.answers}"))
+        result.gates.append(
+            Gate.at_least(
+                "long prompt needles returned (string_match_all)",
+                found,
+                1.0,
+                detail=f"answer {long_res.content[:160]!r}, expected {long.answers}",
+            )
+        )
         if reported:
-            result.gates.append(Gate(name="long prompt cached-token share", threshold=s.max_cached_share,
-                                     measured=share, passed=share is not None and share <= s.max_cached_share,
-                                     comparison="<=",
-                                     detail=f"{long_res.cached_tokens} of {long_res.prompt_tokens} prompt tokens cached"))
+            result.gates.append(
+                Gate(
+                    name="long prompt cached-token share",
+                    threshold=s.max_cached_share,
+                    measured=share,
+                    passed=share is not None and share <= s.max_cached_share,
+                    comparison="<=",
+                    detail=f"{long_res.cached_tokens} of {long_res.prompt_tokens} prompt tokens cached",
+                )
+            )
         else:
             figures["long_prompt_cached_share_not_measured"] = (
-                "the server reports no cached_tokens (SGLang does only with enable-cache-report)")
+                "the server reports no cached_tokens (SGLang does only with enable-cache-report)"
+            )
         figures["itl_during_long_prefill"] = itl_during(sampled, long_res)
     return figures
 
@@ -236,8 +349,10 @@ def _length_problems(label: str, res: ChatResult, s: Settings, target: int) -> l
         if res.finish_reason != "length":
             problems.append(f"finish_reason {res.finish_reason!r}, expected 'length' (ignore_eos)")
         if res.completion_tokens != s.max_tokens:
-            problems.append(f"completion_tokens {res.completion_tokens}, expected max_tokens {s.max_tokens} "
-                            "(ignore_eos: the generation did not run to its length)")
+            problems.append(
+                f"completion_tokens {res.completion_tokens}, expected max_tokens {s.max_tokens} "
+                "(ignore_eos: the generation did not run to its length)"
+            )
         return ["; ".join(problems)] if problems else []
     if label == "long-prompt":
         problems = []
@@ -245,9 +360,11 @@ def _length_problems(label: str, res: ChatResult, s: Settings, target: int) -> l
             problems.append(f"finish_reason {res.finish_reason!r}, expected 'stop' or 'length'")
         floor = int(LONG_PROMPT_MIN_FRACTION * target)
         if res.prompt_tokens is None or res.prompt_tokens < floor:
-            problems.append(f"prompt_tokens {res.prompt_tokens}, expected >= {floor} "
-                            f"({LONG_PROMPT_MIN_FRACTION:.0%} of the {target}-token target): the prompt was not "
-                            "taken whole")
+            problems.append(
+                f"prompt_tokens {res.prompt_tokens}, expected >= {floor} "
+                f"({LONG_PROMPT_MIN_FRACTION:.0%} of the {target}-token target): the prompt was not "
+                "taken whole"
+            )
         return ["; ".join(problems)] if problems else []
     return []
 

@@ -64,8 +64,14 @@ def make_probes(n: int) -> list[Probe]:
     for i in range(n):
         if i % 2 == 0:
             row = questions[i // 2]
-            probes.append(Probe(label=f"gsm8k[{i // 2}]", kind="gsm8k",
-                                question=f"{row['question']}\n{GSM8K_INSTRUCTION}", expected=[gold_answer(row["answer"])]))
+            probes.append(
+                Probe(
+                    label=f"gsm8k[{i // 2}]",
+                    kind="gsm8k",
+                    question=f"{row['question']}\n{GSM8K_INSTRUCTION}",
+                    expected=[gold_answer(row["answer"])],
+                )
+            )
         else:
             probes.append(Probe(label=f"needle-{i // 2}", kind="needle"))
     return probes
@@ -76,15 +82,25 @@ async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, p
     sender = ctx.bounded(concurrency)
 
     async def one(template: Probe) -> Probe:
-        probe = Probe(label=f"{template.label} {phase}", kind=template.kind, question=template.question,
-                      expected=list(template.expected))
+        probe = Probe(
+            label=f"{template.label} {phase}",
+            kind=template.kind,
+            question=template.question,
+            expected=list(template.expected),
+        )
         if probe.kind == "needle":
             rng = random.Random(secrets.randbits(64))
-            sample = build("single-number", prose_sentences(PROBE_NEEDLE_SENTENCES, rng.randrange(2**32)),
-                           rng.random(), rng, opening=f"{secrets.token_hex(8)}\n")
+            sample = build(
+                "single-number",
+                prose_sentences(PROBE_NEEDLE_SENTENCES, rng.randrange(2**32)),
+                rng.random(),
+                rng,
+                opening=f"{secrets.token_hex(8)}\n",
+            )
             probe.question, probe.expected = sample.prompt, sample.answers
-        payload = chat_payload(ctx, [{"role": "user", "content": probe.question}], thinking=False,
-                               max_tokens=PROBE_MAX_TOKENS)
+        payload = chat_payload(
+            ctx, [{"role": "user", "content": probe.question}], thinking=False, max_tokens=PROBE_MAX_TOKENS
+        )
         res = await sender.send(payload)
         probe.t_start, probe.t_end = res.t_start, res.t_end
         if res.error:
@@ -93,9 +109,14 @@ async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, p
             probe.correct = extract_flexible(res.content) == probe.expected[0]
         else:
             probe.correct = string_match_all(res.content, probe.expected) == 1.0
-        problems = [res.error] if res.error else ([] if probe.correct else
-                                                   [f"expected {probe.expected}, answer {res.content[:160]!r}"])
-        probe.transcript = transcript(f"probe {probe.label}", payload, res, passed=probe.correct, problems=problems)
+        problems = (
+            [res.error]
+            if res.error
+            else ([] if probe.correct else [f"expected {probe.expected}, answer {res.content[:160]!r}"])
+        )
+        probe.transcript = transcript(
+            f"probe {probe.label}", payload, res, passed=probe.correct, problems=problems
+        )
         return probe
 
     return list(await asyncio.gather(*(one(p) for p in probes)))
@@ -134,7 +155,11 @@ def itl_during(streams: list[ChatResult], long: ChatResult) -> dict[str, Any]:
     def summary(gaps: list[float]) -> dict[str, Any]:
         if not gaps:
             return {"gaps": 0}
-        return {"gaps": len(gaps), **{f"p{q}_s": round(_percentile(gaps, q), 5) for q in (50, 90, 99)},
-                "max_s": round(max(gaps), 5), "mean_s": round(statistics.fmean(gaps), 5)}
+        return {
+            "gaps": len(gaps),
+            **{f"p{q}_s": round(_percentile(gaps, q), 5) for q in (50, 90, 99)},
+            "max_s": round(max(gaps), 5),
+            "mean_s": round(statistics.fmean(gaps), 5),
+        }
 
     return {"window_s": round(end - start, 4), "during_prefill": summary(during), "whole_run": summary(every)}

@@ -34,8 +34,17 @@ from ...scoring import lacking, missing_keyword_groups
 from .toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 name = "tools"
-CATEGORIES = ("simple", "multiple", "parallel", "irrelevance", "tool_choice", "nested", "long-argument",
-              "round-trip", "multi-turn")
+CATEGORIES = (
+    "simple",
+    "multiple",
+    "parallel",
+    "irrelevance",
+    "tool_choice",
+    "nested",
+    "long-argument",
+    "round-trip",
+    "multi-turn",
+)
 # What SGLang's tool-call parsers consume (qwen25/hermes <tool_call>, qwen3_coder <function=...>
 # <parameter=...>): none of it may reach the client as text once a parser is configured.
 MARKUP = ("<tool_call>", "</tool_call>", "<function=", "</function>", "<parameter=", "</parameter>")
@@ -77,15 +86,22 @@ def _fill(value: Any, text: str) -> Any:
 
 def load_cases(file: str = "tools.yaml") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     data = yaml.safe_load(resource("qualify", file).read_text())
-    cases = (list(data.get("cases") or []) + list(data.get("round_trips") or [])
-             + list(data.get("conversations") or []))
+    cases = (
+        list(data.get("cases") or [])
+        + list(data.get("round_trips") or [])
+        + list(data.get("conversations") or [])
+    )
     for case in cases:
         unknown = [t for t in case["offer"] if t not in data["tools"]]
         if unknown:
             raise ValueError(f"qualify/{file}: case {case['id']} offers unknown tool(s) {unknown}")
         if "long_text_chars" in case:
-            case.update(_fill(copy.deepcopy({k: v for k, v in case.items() if k in ("prompt", "expect")}),
-                              long_text(int(case["long_text_chars"]))))
+            case.update(
+                _fill(
+                    copy.deepcopy({k: v for k, v in case.items() if k in ("prompt", "expect")}),
+                    long_text(int(case["long_text_chars"])),
+                )
+            )
     return data["tools"], cases
 
 
@@ -98,8 +114,10 @@ def markup_problems(res: ChatResult) -> list[str]:
     for field, text in (("content", res.content), ("reasoning_content", res.reasoning_content)):
         leaked = [m for m in MARKUP if m in (text or "")]
         if leaked:
-            problems.append(f"parser markup {leaked} leaked into {field}: is --tool-call-parser set? "
-                            f"{(text or '')[:120]!r}")
+            problems.append(
+                f"parser markup {leaked} leaked into {field}: is --tool-call-parser set? "
+                f"{(text or '')[:120]!r}"
+            )
     return problems
 
 
@@ -116,7 +134,9 @@ def check_tool_response(res: ChatResult, expected: list[ExpectedCall], schemas: 
         problems.extend(match_expected(res.tool_calls, expected))
     else:
         if res.tool_calls:
-            problems.append(f"called {', '.join(str(c.name) for c in res.tool_calls)} although no call may be made")
+            problems.append(
+                f"called {', '.join(str(c.name) for c in res.tool_calls)} although no call may be made"
+            )
         if not res.content.strip():
             problems.append("no tool call expected, but the answer is empty")
     problems.extend(markup_problems(res))
@@ -156,9 +176,14 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result.gates, by_category = _category_gates(rows)
     result.figures = {
         "by_category": by_category,
-        "by_mode": {_mode(st, th): sum(r["passed"] for r in rows if r["stream"] == st and r["thinking"] == th)
-                    for st in (False, True) for th in s.thinking},
-        "runs": len(rows), "passed": sum(r["passed"] for r in rows), "cases": len(cases),
+        "by_mode": {
+            _mode(st, th): sum(r["passed"] for r in rows if r["stream"] == st and r["thinking"] == th)
+            for st in (False, True)
+            for th in s.thinking
+        },
+        "runs": len(rows),
+        "passed": sum(r["passed"] for r in rows),
+        "cases": len(cases),
         "rows": sorted(rows, key=lambda r: (r["case"], r["thinking"], r["stream"])),
     }
     result.method = (
@@ -189,10 +214,18 @@ class _ToolRun:
     async def send(self, payload: dict[str, Any], keep: bool = False) -> ChatResult:
         return await self.ctx.send(payload, keep_chunks=keep or None)
 
-    def payload_for(self, case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
-                    stream: bool) -> dict[str, Any]:
-        return chat_payload(self.ctx, messages, thinking=thinking, stream=stream, max_tokens=self.s.max_tokens,
-                            tools=_tool_list(self.tools, case["offer"]), tool_choice=case.get("tool_choice", "auto"))
+    def payload_for(
+        self, case: dict[str, Any], messages: list[dict[str, Any]], thinking: bool, stream: bool
+    ) -> dict[str, Any]:
+        return chat_payload(
+            self.ctx,
+            messages,
+            thinking=thinking,
+            stream=stream,
+            max_tokens=self.s.max_tokens,
+            tools=_tool_list(self.tools, case["offer"]),
+            tool_choice=case.get("tool_choice", "auto"),
+        )
 
     async def case(self, case: dict[str, Any], thinking: bool) -> None:
         steps = case.get("turns") or [case]
@@ -203,7 +236,9 @@ class _ToolRun:
             try:
                 for k, step in enumerate(steps):
                     messages.append({"role": "user", "content": step["prompt"]})
-                    label = f"{case['id']}{f' turn {k + 1}' if len(steps) > 1 else ''} {_mode(stream, thinking)}"
+                    label = (
+                        f"{case['id']}{f' turn {k + 1}' if len(steps) > 1 else ''} {_mode(stream, thinking)}"
+                    )
                     res, found = await self.turn(case, step, messages, thinking, stream, label, first.get(k))
                     if not stream:
                         first[k] = res
@@ -212,14 +247,33 @@ class _ToolRun:
                         break
             except Exception as exc:  # an unexpected answer or a bug: this run fails, the suite goes on
                 problems = [f"checking this case raised {type(exc).__name__}: {exc}"]
-                self.log.add(transcript(f"{case['id']} {_mode(stream, thinking)}", None, None, passed=False,
-                                        problems=problems))
-            self.rows.append({"case": case["id"], "category": case["category"], "stream": stream,
-                              "thinking": thinking, "passed": not problems, "problem": problems[0] if problems else ""})
+                self.log.add(
+                    transcript(
+                        f"{case['id']} {_mode(stream, thinking)}", None, None, passed=False, problems=problems
+                    )
+                )
+            self.rows.append(
+                {
+                    "case": case["id"],
+                    "category": case["category"],
+                    "stream": stream,
+                    "thinking": thinking,
+                    "passed": not problems,
+                    "problem": problems[0] if problems else "",
+                }
+            )
         self.ctx.advance()
 
-    async def turn(self, case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]], thinking: bool,
-                   stream: bool, label: str, plain: ChatResult | None) -> tuple[ChatResult | None, list[str]]:
+    async def turn(
+        self,
+        case: dict[str, Any],
+        step: dict[str, Any],
+        messages: list[dict[str, Any]],
+        thinking: bool,
+        stream: bool,
+        label: str,
+        plain: ChatResult | None,
+    ) -> tuple[ChatResult | None, list[str]]:
         """One user turn: the call(s), then (with a tool_result) the answer that uses it."""
         schemas = {n: self.tools[n].get("parameters") or {} for n in case["offer"]}
         payload = self.payload_for(case, messages, thinking, stream)
@@ -228,37 +282,66 @@ class _ToolRun:
         problems = check_tool_response(res, _expected(step.get("expect")), schemas)
         if stream and not res.error and plain is not None and not plain.error:
             if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
-                problems.append(f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
-                                f"{_short(canonical_calls(plain.tool_calls))}")
+                problems.append(
+                    f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
+                    f"{_short(canonical_calls(plain.tool_calls))}"
+                )
         if long and not res.error:
             fragments = argument_fragments(res)
             if any(count < 2 for count in fragments.values()) or not fragments:
-                problems.append(f"the long argument was streamed in {fragments or 'no'} fragment(s) per call; "
-                                "expected more than one")
+                problems.append(
+                    f"the long argument was streamed in {fragments or 'no'} fragment(s) per call; "
+                    "expected more than one"
+                )
         self.log.add(transcript(label, payload, res, passed=not problems, problems=problems))
         if problems or "tool_result" not in step:
             return res, problems
         return res, await self.answer_with_result(case, step, messages, res, thinking, stream, label)
 
-    async def answer_with_result(self, case: dict[str, Any], step: dict[str, Any], messages: list[dict[str, Any]],
-                                 res: ChatResult, thinking: bool, stream: bool, label: str) -> list[str]:
+    async def answer_with_result(
+        self,
+        case: dict[str, Any],
+        step: dict[str, Any],
+        messages: list[dict[str, Any]],
+        res: ChatResult,
+        thinking: bool,
+        stream: bool,
+        label: str,
+    ) -> list[str]:
         """The calls and the step's tool_result go back; the answer must use the result, not call again."""
         calls = res.tool_calls
-        messages.append({"role": "assistant", "content": res.content or None, "tool_calls": [
-            {"id": c.id or f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for i, c in enumerate(calls)]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": res.content or None,
+                "tool_calls": [
+                    {
+                        "id": c.id or f"call_{i}",
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for i, c in enumerate(calls)
+                ],
+            }
+        )
         for i, c in enumerate(calls):
-            messages.append({"role": "tool", "tool_call_id": c.id or f"call_{i}", "content": step["tool_result"]})
+            messages.append(
+                {"role": "tool", "tool_call_id": c.id or f"call_{i}", "content": step["tool_result"]}
+            )
         payload = self.payload_for(case, messages, thinking, stream)
         answer = await self.send(payload)
         second = response_problems(answer)
         if not answer.error:
             if answer.tool_calls:
-                second.append(f"called {answer.tool_calls[0].name} again instead of answering with the result")
+                second.append(
+                    f"called {answer.tool_calls[0].name} again instead of answering with the result"
+                )
             missing = missing_keyword_groups(answer.content, step.get("answer_expect") or [])
             if missing:
-                second.append(f"the answer does not use the tool result (lacks {lacking(missing)}): "
-                              f"{answer.content[:160]!r}")
+                second.append(
+                    f"the answer does not use the tool result (lacks {lacking(missing)}): "
+                    f"{answer.content[:160]!r}"
+                )
             second.extend(markup_problems(answer))
         self.log.add(transcript(f"{label} answer", payload, answer, passed=not second, problems=second))
         messages.append({"role": "assistant", "content": answer.content})
@@ -273,11 +356,18 @@ def _category_gates(rows: list[dict[str, Any]]) -> tuple[list[Gate], dict[str, d
         tally["total"] += 1
         tally["passed"] += row["passed"]
     gates = []
-    for category in [c for c in CATEGORIES if c in by_category] + [c for c in by_category if c not in CATEGORIES]:
+    for category in [c for c in CATEGORIES if c in by_category] + [
+        c for c in by_category if c not in CATEGORIES
+    ]:
         tally = by_category[category]
-        failed = sorted({f"{r['case']} ({r['problem']})" for r in rows if r["category"] == category and not r["passed"]})
-        gates.append(Gate.all_of(f"{category} calls correct", tally["passed"], tally["total"],
-                                 detail="; ".join(failed[:3])))
+        failed = sorted(
+            {f"{r['case']} ({r['problem']})" for r in rows if r["category"] == category and not r["passed"]}
+        )
+        gates.append(
+            Gate.all_of(
+                f"{category} calls correct", tally["passed"], tally["total"], detail="; ".join(failed[:3])
+            )
+        )
     return gates, by_category
 
 

@@ -33,7 +33,9 @@ def check_call(call: ToolCall, schemas: dict[str, dict[str, Any]]) -> list[str]:
     try:
         args = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as exc:
-        return [f"{label}: arguments are not valid JSON ({exc.msg} at character {exc.pos}): {call.arguments[:200]!r}"]
+        return [
+            f"{label}: arguments are not valid JSON ({exc.msg} at character {exc.pos}): {call.arguments[:200]!r}"
+        ]
     if not isinstance(args, dict):
         return [f"{label}: arguments are {type(args).__name__}, not a JSON object"]
     schema = schemas[call.name] or {"type": "object", "properties": {}}
@@ -91,8 +93,10 @@ def _value_problems(call: ToolCall, expected: ExpectedCall) -> list[str]:
         got = args.get(key)
         if not _same_value(got, want):
             if isinstance(want, str) and len(want) > 200:
-                problems.append(f"call {call.name!r}: parameter {key!r} differs from the {len(want)}-character "
-                                f"text sent: {_long_difference(got, want)}")
+                problems.append(
+                    f"call {call.name!r}: parameter {key!r} differs from the {len(want)}-character "
+                    f"text sent: {_long_difference(got, want)}"
+                )
             else:
                 problems.append(f"call {call.name!r}: parameter {key!r} is {got!r}, expected {want!r}")
     return problems
@@ -105,7 +109,7 @@ def _long_difference(got: Any, want: str) -> str:
     same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
     if len(got) < len(want) and same == len(got):
         return f"only the first {len(got)} characters arrived (its tail of {len(want) - len(got)} was lost)"
-    return f"{len(got)} characters, first difference at character {same}: {got[same:same + 40]!r}"
+    return f"{len(got)} characters, first difference at character {same}: {got[same : same + 40]!r}"
 
 
 def _same_value(got: Any, want: Any) -> bool:
@@ -140,7 +144,9 @@ def stream_problems(streamed: list[ToolCall]) -> list[str]:
     problems = []
     for call in streamed:
         if call.ids_seen != 1:
-            problems.append(f"streamed call #{call.index} ({call.name}) carried {call.ids_seen} distinct ids, expected 1")
+            problems.append(
+                f"streamed call #{call.index} ({call.name}) carried {call.ids_seen} distinct ids, expected 1"
+            )
     ids = [c.id for c in streamed if c.id]
     if len(ids) != len(set(ids)):
         problems.append(f"streamed calls share an id: {ids}")

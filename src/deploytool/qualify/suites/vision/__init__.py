@@ -41,10 +41,15 @@ class Settings(SuiteSettings):
     request_timeout_s: float = 120.0
     # Photographs and resolutions (qualify/suites/vision/photos.py); the image processor's figures default to
     # the Qwen3-VL family's preprocessor_config.json (patch 16, merge 2, 65,536..16,777,216 pixels).
-    photo_checks: bool = Field(default=True, description="Photographs, resolution ladder, image across turns.")
+    photo_checks: bool = Field(
+        default=True, description="Photographs, resolution ladder, image across turns."
+    )
     photo_side: int = Field(default=768, ge=32, description="Longest side of the recognition photos.")
-    resolutions: list[int] = Field(default=[256, 768, 1536, 3072], min_length=1,
-                                   description="Ladder sides; the processor's largest size is added.")
+    resolutions: list[int] = Field(
+        default=[256, 768, 1536, 3072],
+        min_length=1,
+        description="Ladder sides; the processor's largest size is added.",
+    )
     png_max_side: int = Field(default=1536, ge=32, description="PNG rungs up to this side (JPEG beyond).")
     patch_size: int = Field(default=16, ge=1)
     merge_size: int = Field(default=2, ge=1)
@@ -69,7 +74,9 @@ def load_cases(file: str = "vision.yaml") -> list[dict[str, Any]]:
             raise ValueError(f"qualify/{file}: case {case.get('id')!r}: needs must be a list, got {needs!r}")
         unknown = [n for n in needs if n not in NEEDS]
         if unknown:
-            raise ValueError(f"qualify/{file}: case {case.get('id')!r} needs {unknown} (known: {sorted(NEEDS)})")
+            raise ValueError(
+                f"qualify/{file}: case {case.get('id')!r} needs {unknown} (known: {sorted(NEEDS)})"
+            )
     return cases
 
 
@@ -87,8 +94,11 @@ def skip_reason(case: dict[str, Any], server: ServerFacts) -> str | None:
 async def run(ctx: SuiteContext) -> SuiteResult:
     s: Settings = ctx.settings
     chosen, limited = ctx.apply_limit(load_cases(s.cases_file))
-    skipped = [{"case": c["id"], "needs": list(c.get("needs") or []), "reason": reason}
-               for c in chosen if (reason := skip_reason(c, ctx.server))]
+    skipped = [
+        {"case": c["id"], "needs": list(c.get("needs") or []), "reason": reason}
+        for c in chosen
+        if (reason := skip_reason(c, ctx.server))
+    ]
     skipped_ids = {row["case"] for row in skipped}
     cases = [c for c in chosen if c["id"] not in skipped_ids]
     ctx.set_total(len(cases) + 1)
@@ -97,20 +107,38 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     usage_fail: list[str] = []
     await asyncio.gather(*(_ask(ctx, case, log, gate_fail, usage_fail) for case in cases))
     bad, refused = await _invalid_image(ctx, log)
-    photo_gates, photo_figures, photo_notes = ((await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
-                                               if s.photo_checks else ([], {}, []))
+    photo_gates, photo_figures, photo_notes = (
+        (await photo_checks(ctx, s, load_data(s.cases_file), log, ctx.limit))
+        if s.photo_checks
+        else ([], {}, [])
+    )
 
     answered = len(cases) - len(gate_fail)
     result = SuiteResult(name=name, verdict=Verdict.ERROR, limited=limited)
-    result.figures = {"cases": len(cases), "correct": answered, "usage_ok": len(cases) - len(usage_fail),
-                      "failed_cases": sorted(gate_fail), "cases_skipped": len(skipped),
-                      "skipped_cases": skipped, "invalid_image_status": bad.status}
+    result.figures = {
+        "cases": len(cases),
+        "correct": answered,
+        "usage_ok": len(cases) - len(usage_fail),
+        "failed_cases": sorted(gate_fail),
+        "cases_skipped": len(skipped),
+        "skipped_cases": skipped,
+        "invalid_image_status": bad.status,
+    }
     result.gates = [
-        Gate.all_of("answers with every keyword group", answered, len(cases),
-                    detail="; ".join(f"{k}: {v}" for k, v in sorted(gate_fail.items()))),
+        Gate.all_of(
+            "answers with every keyword group",
+            answered,
+            len(cases),
+            detail="; ".join(f"{k}: {v}" for k, v in sorted(gate_fail.items())),
+        ),
         Gate.all_of("usage counts prompt and completion tokens", len(cases) - len(usage_fail), len(cases)),
-        Gate(name="invalid image_url refused with 4xx", threshold="4xx", measured=bad.status or bad.error,
-             passed=refused, comparison="in"),
+        Gate(
+            name="invalid image_url refused with 4xx",
+            threshold="4xx",
+            measured=bad.status or bad.error,
+            passed=refused,
+            comparison="in",
+        ),
     ] + photo_gates
     result.figures.update(photo_figures)
     result.method = _method(s, cases, skipped, ctx.limit if limited else None)
@@ -119,17 +147,26 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     for note in photo_notes:
         result.reason = f"{result.reason}; {note}" if result.reason else note
     if skipped:
-        note = f"{len(skipped)} of {len(chosen)} cases skipped ({', '.join(r['case'] for r in skipped)}): " + \
-            "; ".join(sorted({r["reason"] for r in skipped}))
+        note = (
+            f"{len(skipped)} of {len(chosen)} cases skipped ({', '.join(r['case'] for r in skipped)}): "
+            + "; ".join(sorted({r["reason"] for r in skipped}))
+        )
         result.reason = f"{result.reason}; {note}" if result.reason else note
     return result
 
 
-async def _ask(ctx: SuiteContext, case: dict[str, Any], log: TranscriptLog, gate_fail: dict[str, str], usage_fail: list[str]) -> None:
+async def _ask(
+    ctx: SuiteContext,
+    case: dict[str, Any],
+    log: TranscriptLog,
+    gate_fail: dict[str, str],
+    usage_fail: list[str],
+) -> None:
     """One drawn case: its answer must hold every keyword group and its usage count tokens."""
     s: Settings = ctx.settings
-    content: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": data_url(draw(spec))}}
-                                     for spec in case["images"]]
+    content: list[dict[str, Any]] = [
+        {"type": "image_url", "image_url": {"url": data_url(draw(spec))}} for spec in case["images"]
+    ]
     content.append({"type": "text", "text": case["prompt"]})
     payload = chat_payload(ctx, [{"role": "user", "content": content}], max_tokens=s.max_tokens)
     res = await ctx.send(payload)
@@ -144,36 +181,69 @@ async def _ask(ctx: SuiteContext, case: dict[str, Any], log: TranscriptLog, gate
             usage_fail.append(case["id"])
     else:
         gate_fail[case["id"]] = problems[0]
-    log.add(transcript(case["id"], payload, res, passed=not problems, problems=problems,
-                       images=len(case["images"]), expect=case["expect"]))
+    log.add(
+        transcript(
+            case["id"],
+            payload,
+            res,
+            passed=not problems,
+            problems=problems,
+            images=len(case["images"]),
+            expect=case["expect"],
+        )
+    )
     ctx.advance()
 
 
 async def _invalid_image(ctx: SuiteContext, log: TranscriptLog) -> tuple[ChatResult, bool]:
     """An image the server cannot read must be refused as the client's fault: (the answer, refused with a 4xx)."""
-    bad_payload = chat_payload(ctx, [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": INVALID_IMAGE_URL}},
-        {"type": "text", "text": "What is in this image?"}]}], max_tokens=16)
+    bad_payload = chat_payload(
+        ctx,
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": INVALID_IMAGE_URL}},
+                    {"type": "text", "text": "What is in this image?"},
+                ],
+            }
+        ],
+        max_tokens=16,
+    )
     bad = await ctx.client.chat(bad_payload)
     refused = bad.status is not None and 400 <= bad.status < 500
-    bad_problem = [] if refused else [
-        f"an invalid image_url got {'HTTP ' + str(bad.status) if bad.status else bad.error}, expected a 4xx refusal"]
+    bad_problem = (
+        []
+        if refused
+        else [
+            f"an invalid image_url got {'HTTP ' + str(bad.status) if bad.status else bad.error}, expected a 4xx refusal"
+        ]
+    )
     log.add(transcript("invalid-image-url", bad_payload, bad, passed=refused, problems=bad_problem))
     ctx.advance()
     return bad, refused
 
 
-def _method(s: Settings, cases: list[dict[str, Any]], skipped: list[dict[str, Any]], limit: int | None) -> str:
-    return (f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
-            f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
-            "an answer passes when every keyword group matches as a whole word; then one request whose "
-            "image_url is base64 of text that is not an image." + (f" --limit {limit}." if limit is not None else "")
-            + (f" {len(skipped)} cases that need what this server lacks were not sent; they are "
-               "reported as skipped (skipped_cases), not as passed." if skipped else "")
-            + f" Photographs (qualify/photos/): each as JPEG and PNG at {s.photo_side} px in turn streamed or "
-            "not, thinking on or off; a resolution ladder "
-            f"{s.resolutions} + the processor's largest size (PNG up to {s.png_max_side}), whose prompt tokens "
-            f"must grow as the image processor says (patch {s.patch_size}, merge {s.merge_size}, "
-            f"{s.min_pixels}..{s.max_pixels} pixels, tolerance {s.usage_tolerance:.0%} or 4 tokens); an image "
-            "asked about again in a second turn without being resent, in all four modes; "
-            f"{s.concurrency} image requests in flight.")
+def _method(
+    s: Settings, cases: list[dict[str, Any]], skipped: list[dict[str, Any]], limit: int | None
+) -> str:
+    return (
+        f"{len(cases)} cases from qualify/{s.cases_file} (images drawn with pillow, {sum(len(c['images']) for c in cases)} "
+        f"in all, sent as base64 PNG data URLs), greedy, max_tokens {s.max_tokens}, {s.concurrency} in flight; "
+        "an answer passes when every keyword group matches as a whole word; then one request whose "
+        "image_url is base64 of text that is not an image."
+        + (f" --limit {limit}." if limit is not None else "")
+        + (
+            f" {len(skipped)} cases that need what this server lacks were not sent; they are "
+            "reported as skipped (skipped_cases), not as passed."
+            if skipped
+            else ""
+        )
+        + f" Photographs (qualify/photos/): each as JPEG and PNG at {s.photo_side} px in turn streamed or "
+        "not, thinking on or off; a resolution ladder "
+        f"{s.resolutions} + the processor's largest size (PNG up to {s.png_max_side}), whose prompt tokens "
+        f"must grow as the image processor says (patch {s.patch_size}, merge {s.merge_size}, "
+        f"{s.min_pixels}..{s.max_pixels} pixels, tolerance {s.usage_tolerance:.0%} or 4 tokens); an image "
+        "asked about again in a second turn without being resent, in all four modes; "
+        f"{s.concurrency} image requests in flight."
+    )

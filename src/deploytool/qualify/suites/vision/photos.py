@@ -43,7 +43,7 @@ def expected_tokens(width: int, height: int, s: Any) -> int:
     """Image tokens the processor makes of a width x height image (without the 2 wrapper tokens,
     which cancel in a difference)."""
     h_bar, w_bar = smart_resize(height, width, s.patch_size * s.merge_size, s.min_pixels, s.max_pixels)
-    return (h_bar // s.patch_size) * (w_bar // s.patch_size) // (s.merge_size ** 2)
+    return (h_bar // s.patch_size) * (w_bar // s.patch_size) // (s.merge_size**2)
 
 
 def load_photo(file: str) -> Image.Image:
@@ -89,7 +89,10 @@ def photo_urls(file: str, side: int, formats: tuple[str, ...]) -> tuple[tuple[in
 
 
 def image_message(url: str, text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}]}
+    return {
+        "role": "user",
+        "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": text}],
+    }
 
 
 class _PhotoRun:
@@ -111,8 +114,13 @@ class _PhotoRun:
         stream, thinking = MODES[(2 * i + (fmt == "png")) % len(MODES)]
         _, urls = photo_urls(case["file"], self.s.photo_side, ("jpeg", "png"))
         url = urls[fmt]
-        payload = chat_payload(self.ctx, [image_message(url, case["prompt"])], stream=stream, thinking=thinking,
-                               max_tokens=self.s.max_tokens)
+        payload = chat_payload(
+            self.ctx,
+            [image_message(url, case["prompt"])],
+            stream=stream,
+            thinking=thinking,
+            max_tokens=self.s.max_tokens,
+        )
         res = await self.send(payload)
         problems = response_problems(res)
         if not res.error and not (res.prompt_tokens or 0) > 0:
@@ -122,45 +130,89 @@ class _PhotoRun:
             lacks = answer_lacks(res.content, case["expect"])
             if lacks:
                 problems.append(lacks)
-        self.photo_rows.append({"case": case["id"], "format": fmt, "mode": mode_label(stream, thinking),
-                                "answer_checked": checked, "passed": not problems,
-                                "problem": problems[0] if problems else ""})
-        self.log.add(transcript(f"{case['id']} {fmt} {mode_label(stream, thinking)}", payload, res,
-                                passed=not problems, problems=problems))
+        self.photo_rows.append(
+            {
+                "case": case["id"],
+                "format": fmt,
+                "mode": mode_label(stream, thinking),
+                "answer_checked": checked,
+                "passed": not problems,
+                "problem": problems[0] if problems else "",
+            }
+        )
+        self.log.add(
+            transcript(
+                f"{case['id']} {fmt} {mode_label(stream, thinking)}",
+                payload,
+                res,
+                passed=not problems,
+                problems=problems,
+            )
+        )
 
     async def rung(self, ladder: dict[str, Any], side: int, formats: tuple[str, ...], fmt: str) -> None:
         (width, height), urls = photo_urls(ladder["file"], side, formats)
-        payload = chat_payload(self.ctx, [image_message(urls[fmt], ladder["prompt"])], max_tokens=32,
-                               thinking=False)
+        payload = chat_payload(
+            self.ctx, [image_message(urls[fmt], ladder["prompt"])], max_tokens=32, thinking=False
+        )
         res = await self.send(payload)
-        self.ladder_rows.append({"format": fmt, "width": width, "height": height,
-                                 "expected_image_tokens": expected_tokens(width, height, self.s),
-                                 "prompt_tokens": None if res.error else res.prompt_tokens, "error": res.error})
-        self.log.add(transcript(f"ladder {fmt} {width}x{height}", payload, res, passed=not res.error,
-                                problems=response_problems(res)))
+        self.ladder_rows.append(
+            {
+                "format": fmt,
+                "width": width,
+                "height": height,
+                "expected_image_tokens": expected_tokens(width, height, self.s),
+                "prompt_tokens": None if res.error else res.prompt_tokens,
+                "error": res.error,
+            }
+        )
+        self.log.add(
+            transcript(
+                f"ladder {fmt} {width}x{height}",
+                payload,
+                res,
+                passed=not res.error,
+                problems=response_problems(res),
+            )
+        )
 
     async def conversation(self, history: dict[str, Any], stream: bool, thinking: bool) -> None:
         url = data_url(draw(history["image"]))
         messages: list[dict[str, Any]] = []
         problems: list[str] = []
         for k, step in enumerate(history["turns"]):
-            messages.append(image_message(url, step["prompt"]) if k == 0 else {"role": "user", "content": step["prompt"]})
-            payload = chat_payload(self.ctx, list(messages), stream=stream, thinking=thinking,
-                                   max_tokens=self.s.max_tokens)
+            messages.append(
+                image_message(url, step["prompt"]) if k == 0 else {"role": "user", "content": step["prompt"]}
+            )
+            payload = chat_payload(
+                self.ctx, list(messages), stream=stream, thinking=thinking, max_tokens=self.s.max_tokens
+            )
             res = await self.send(payload)
             found = response_problems(res)
             if not res.error:
                 lacks = answer_lacks(res.content, step["expect"])
                 if lacks:
                     found.append(f"turn {k + 1} {lacks}")
-            self.log.add(transcript(f"history turn {k + 1} {mode_label(stream, thinking)}", payload, res,
-                                    passed=not found, problems=found))
+            self.log.add(
+                transcript(
+                    f"history turn {k + 1} {mode_label(stream, thinking)}",
+                    payload,
+                    res,
+                    passed=not found,
+                    problems=found,
+                )
+            )
             problems += found
             if found:
                 break
             messages.append({"role": "assistant", "content": res.content})
-        self.history_rows.append({"mode": mode_label(stream, thinking), "passed": not problems,
-                                  "problem": problems[0] if problems else ""})
+        self.history_rows.append(
+            {
+                "mode": mode_label(stream, thinking),
+                "passed": not problems,
+                "problem": problems[0] if problems else "",
+            }
+        )
 
     def gates(self, jobs: int) -> tuple[list[Gate], list[str]]:
         s = self.s
@@ -168,36 +220,61 @@ class _PhotoRun:
         notes: list[str] = []
         if self.photo_rows:
             failed = [r for r in self.photo_rows if not r["passed"]]
-            gates.append(Gate.all_of("photos answered (JPEG and PNG, every mode)", len(self.photo_rows) - len(failed),
-                                     len(self.photo_rows), detail="; ".join(f"{r['case']} {r['format']} {r['mode']}: "
-                                                                            f"{r['problem']}" for r in failed[:3])))
+            gates.append(
+                Gate.all_of(
+                    "photos answered (JPEG and PNG, every mode)",
+                    len(self.photo_rows) - len(failed),
+                    len(self.photo_rows),
+                    detail="; ".join(
+                        f"{r['case']} {r['format']} {r['mode']}: {r['problem']}" for r in failed[:3]
+                    ),
+                )
+            )
             if not self.recognise:
                 notes.append(f"{len(self.photo_rows)} photo answers not checked: {SIMULATOR_CANNOT}")
         growth = ladder_problems(self.ladder_rows, s)
         if self.ladder_rows:
-            gates.append(Gate.all_of("prompt tokens grow with resolution as the image processor says",
-                                     len(self.ladder_rows) - len(growth), len(self.ladder_rows),
-                                     detail="; ".join(growth[:3])))
+            gates.append(
+                Gate.all_of(
+                    "prompt tokens grow with resolution as the image processor says",
+                    len(self.ladder_rows) - len(growth),
+                    len(self.ladder_rows),
+                    detail="; ".join(growth[:3]),
+                )
+            )
         if self.history_rows:
             failed = [r for r in self.history_rows if not r["passed"]]
-            gates.append(Gate.all_of("image kept across turns", len(self.history_rows) - len(failed),
-                                     len(self.history_rows),
-                                     detail="; ".join(f"{r['mode']}: {r['problem']}" for r in failed[:2])))
+            gates.append(
+                Gate.all_of(
+                    "image kept across turns",
+                    len(self.history_rows) - len(failed),
+                    len(self.history_rows),
+                    detail="; ".join(f"{r['mode']}: {r['problem']}" for r in failed[:2]),
+                )
+            )
         if jobs > 1 and s.concurrency > 1:
             gates.append(Gate.at_least("image requests in flight at once", self.flight.peak, 2))
         return gates, notes
 
     def figures(self) -> dict[str, Any]:
         s = self.s
-        return {"photos": self.photo_rows,
-                "ladder": sorted(self.ladder_rows, key=lambda r: (r["format"], r["width"])),
-                "history": self.history_rows, "peak_in_flight": self.flight.peak,
-                "image_processor": {"patch_size": s.patch_size, "merge_size": s.merge_size,
-                                    "min_pixels": s.min_pixels, "max_pixels": s.max_pixels}}
+        return {
+            "photos": self.photo_rows,
+            "ladder": sorted(self.ladder_rows, key=lambda r: (r["format"], r["width"])),
+            "history": self.history_rows,
+            "peak_in_flight": self.flight.peak,
+            "image_processor": {
+                "patch_size": s.patch_size,
+                "merge_size": s.merge_size,
+                "min_pixels": s.min_pixels,
+                "max_pixels": s.max_pixels,
+            },
+        }
 
 
-async def photo_checks(ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog,
-                       limit: int | None) -> tuple[list[Gate], dict[str, Any], list[str]]:
+async def photo_checks(
+    ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog, limit: int | None
+) -> tuple[list[Gate], dict[str, Any], list[str]]:
     """(gates, figures, notes) of the photo, ladder and history checks."""
     run = _PhotoRun(ctx, s, log)
     photos = list(data.get("photos") or [])[: limit or None]
@@ -228,12 +305,16 @@ def ladder_problems(rows: list[dict[str, Any]], s: Any) -> list[str]:
         base = mine[0]
         for row in mine:
             if row["error"] or row["prompt_tokens"] is None or base["prompt_tokens"] is None:
-                problems.append(f"{fmt} {row['width']}x{row['height']}: {row['error'] or base['error'] or 'no usage'}")
+                problems.append(
+                    f"{fmt} {row['width']}x{row['height']}: {row['error'] or base['error'] or 'no usage'}"
+                )
                 continue
             want = row["expected_image_tokens"] - base["expected_image_tokens"]
             got = row["prompt_tokens"] - base["prompt_tokens"]
             row["measured_growth"], row["expected_growth"] = got, want
             if abs(got - want) > max(4, s.usage_tolerance * want):
-                problems.append(f"{fmt} {row['width']}x{row['height']}: prompt tokens grew by {got} over "
-                                f"{base['width']}x{base['height']}, the image processor says {want}")
+                problems.append(
+                    f"{fmt} {row['width']}x{row['height']}: prompt tokens grew by {got} over "
+                    f"{base['width']}x{base['height']}, the image processor says {want}"
+                )
     return problems

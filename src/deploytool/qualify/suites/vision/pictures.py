@@ -44,7 +44,9 @@ def draw(spec: dict[str, Any], size: int = SIZE) -> Image.Image:
     radius = cell // 3
     for slot, (kind, colour) in enumerate(shapes):
         if kind not in KINDS or colour not in COLOURS:
-            raise ValueError(f"unknown shape {kind!r} or colour {colour!r} (known: {KINDS}, {sorted(COLOURS)})")
+            raise ValueError(
+                f"unknown shape {kind!r} or colour {colour!r} (known: {KINDS}, {sorted(COLOURS)})"
+            )
         cx, cy = cell * (slot % 3) + cell // 2, cell * (slot // 3) + cell // 2
         box = (cx - radius, cy - radius, cx + radius, cy + radius)
         fill = COLOURS[colour]
@@ -53,7 +55,9 @@ def draw(spec: dict[str, Any], size: int = SIZE) -> Image.Image:
         elif kind == "square":
             pen.rectangle(box, fill=fill)
         else:
-            pen.polygon([(cx, cy - radius), (cx - radius, cy + radius), (cx + radius, cy + radius)], fill=fill)
+            pen.polygon(
+                [(cx, cy - radius), (cx - radius, cy + radius), (cx + radius, cy + radius)], fill=fill
+            )
     text = spec.get("text")
     if text:
         colour = text.get("colour", "black")
@@ -64,8 +68,9 @@ def draw(spec: dict[str, Any], size: int = SIZE) -> Image.Image:
     return image
 
 
-def text_layout(pen: ImageDraw.ImageDraw, value: str, size: int = SIZE
-                ) -> tuple[ImageFont.FreeTypeFont, tuple[int, int], tuple[int, int, int, int]]:
+def text_layout(
+    pen: ImageDraw.ImageDraw, value: str, size: int = SIZE
+) -> tuple[ImageFont.FreeTypeFont, tuple[int, int], tuple[int, int, int, int]]:
     """The font, origin and drawn bounding box of `value` centred in a size x size image.
 
     The font is Pillow's built-in one (Aileron, needs Pillow >= 10.1 with FreeType; no system

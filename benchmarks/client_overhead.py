@@ -38,12 +38,11 @@ CHILD_TIMEOUT_S = 300
 # --- the deploytool side, run in a child process -------------------------------------------------
 def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, http: str = "raw") -> None:
     """The bench's own request path (BenchRunner._pool -> send -> EndpointClient.chat -> records)."""
-    from deploytool.bench import build_method
+    from deploytool.bench import build_method, stats
     from deploytool.bench.runner import BenchRunner
     from deploytool.bench.spec import Spec
-    from deploytool.server.client import EndpointClient
-    from deploytool.bench import stats
     from deploytool.release.targets import Target
+    from deploytool.server.client import EndpointClient
 
     method = build_method(quick=True, request_timeout_s=120)
     runner = BenchRunner(Target(url=url, profile=None), method, progress=False, http=http)

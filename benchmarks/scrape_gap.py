@@ -52,7 +52,6 @@ def container_time(release: str, what: str) -> float:
 
 def main(handovers: int, interval: int) -> None:
     import httpx
-
     from lifecycle_helpers import PROFILES
     from monitor_helpers import Load, serving_gap
 
@@ -132,8 +131,9 @@ def main(handovers: int, interval: int) -> None:
             capture_output=True,
             timeout=300,
         )
-        from deploytool.host.engine import Engine
         from lifecycle_helpers import remove_instance
+
+        from deploytool.host.engine import Engine
 
         remove_instance(Engine())
         shutil.rmtree(work, ignore_errors=True)

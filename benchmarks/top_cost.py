@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 def main(rounds: int) -> None:
     os.environ["DEPLOYTOOL_NVML_STANDIN"] = str(ROOT / "tests/data/nvml-hosts/h200-lent.yaml")
     from rich.console import Console
+    from sim_process import SimProcess
 
     from deploytool.monitor.top import make_top
     from deploytool.monitor.top_view import render
-    from sim_process import SimProcess
 
     with SimProcess(
         decode_tps=200,

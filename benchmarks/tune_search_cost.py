@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))  # the tune tests' profile writer
 
+import tune_helpers  # noqa: E402
+
 from deploytool.memory.cards import card_from_table  # noqa: E402
 from deploytool.profiles import ProfileStore, args_to_argv  # noqa: E402
 from deploytool.sim import launch_rules  # noqa: E402
@@ -45,8 +47,6 @@ from deploytool.tune.prune import plan_candidates  # noqa: E402
 from deploytool.tune.race import decide, next_visit, wants_more_passes  # noqa: E402
 from deploytool.tune.results import CandidateResult, Start  # noqa: E402
 from deploytool.tune.space import TuneSpace, candidates  # noqa: E402
-
-import tune_helpers  # noqa: E402
 
 START_S, PASS_S, STOP_S = 89.0, 172.0 / 30, 10.0
 SIGMA_W, SIGMA_B = 0.03, 0.02  # pass-to-pass and start-to-start noise of the model (log scale)

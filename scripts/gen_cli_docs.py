@@ -30,7 +30,7 @@ def describe(command, path: list[str], out: list[str]) -> None:
             flags = ", ".join(f"`{o}`" for o in param.opts)
             default = (
                 ""
-                if param.default in (None, False, [], ()) or param.is_flag and not param.default
+                if param.default in (None, False, [], ()) or (param.is_flag and not param.default)
                 else f" (default: {param.default})"
             )
             rows.append((flags, (param.help or "") + default, ""))

@@ -1,6 +1,8 @@
 """Raw NVML readings of PCI, NVLink and topology, to compare deploytool gpus against."""
 
-import json, pynvml as n
+import json
+
+import pynvml as n
 
 
 def t(v):

@@ -4,9 +4,10 @@ profile whose quick method is tiny."""
 
 from __future__ import annotations
 
+from sim_process import SimProcess
+
 from deploytool.bench import build_method
 from deploytool.sim import SimSettings, serve_in_thread
-from sim_process import SimProcess
 
 DECODE_TPS = 400.0
 AGGREGATE_TPS = 800.0

@@ -112,7 +112,7 @@ class Browser:
                 self.process.kill()
                 self.process.wait()
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: object) -> None:

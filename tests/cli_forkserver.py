@@ -268,7 +268,7 @@ def run(
         conn.settimeout(timeout)
         try:
             answer = conn.recv(1 << 16)
-        except socket.timeout:
+        except TimeoutError:
             _kill(pid, conn)  # as subprocess.run: killed, waited for, then the timeout raised
             for reader in readers:
                 reader.join(5)

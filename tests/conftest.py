@@ -20,11 +20,7 @@ from pathlib import Path
 import pytest
 from run_plan import (
     order_and_report,
-    pytest_configure_node,
     pytest_runtest_logreport,  # noqa: F401 (hooks)
-    pytest_sessionfinish,
-    pytest_terminal_summary,
-    pytest_xdist_make_scheduler,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,7 +96,7 @@ def _engine_problem() -> str | None:
     return None
 
 
-_ENGINE_PROBLEM: str | None | bool = False
+_ENGINE_PROBLEM: str | bool | None = False
 
 
 def engine_problem() -> str | None:

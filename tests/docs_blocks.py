@@ -77,7 +77,7 @@ def parse_block(text: str) -> tuple[str, list[tuple[str, list[str]]]] | None:
 class ConsoleParser:
     """Sybil parser: the console blocks and command listings of a page, with their markers."""
 
-    def __init__(self, runner: "Runner") -> None:
+    def __init__(self, runner: Runner) -> None:
         self.lexer = RawFencedCodeBlockLexer(info_pattern=re.compile(r"(?P<info>[^\n]*)\n"))
         self.runner = runner
 
@@ -216,8 +216,8 @@ def check_listing(block: Block) -> str | None:
     """Every --option a command listing names is one its command has."""
     import typer.main
 
-    from deploytool.cli.app import app
     import deploytool.cli  # noqa: F401 - registers every command on the app
+    from deploytool.cli.app import app
 
     group = typer.main.get_command(app)
     problems = []

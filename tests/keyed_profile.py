@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from deploytool.profiles import Profile
-from deploytool.profiles import SecretRef
+from deploytool.profiles import Profile, SecretRef
 
 
 def keyed(profile: Profile, *, token: bool = True) -> Profile:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port, remove_this_instance, run_cli
 
 

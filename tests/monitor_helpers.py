@@ -34,7 +34,7 @@ class Load:
                     self.failed += 1
                     time.sleep(0.2)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for t in self.threads:
             t.start()
         return self

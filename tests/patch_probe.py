@@ -7,7 +7,15 @@ imported, asked on a machine described afterwards (NVML standing in for an SM120
 refusing to be asked). Prints one JSON object. One process answers every patch: importing torch
 and sglang is most of its cost."""
 
-import __future__, ast, builtins, json, os, sys, types, weakref
+import __future__
+
+import ast
+import builtins
+import json
+import os
+import sys
+import types
+import weakref
 from contextlib import nullcontext
 from unittest import mock
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from deploytool.profiles import Profile, load_profile
 from deploytool.qualify import run_qualification
-from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target
+from deploytool.sim import SimSettings, serve_in_thread
 
 # Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.
 FAST = {

@@ -62,7 +62,7 @@ class SimProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def __enter__(self) -> "SimProcess":
+    def __enter__(self) -> SimProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -7,14 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
+from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 from typer.testing import CliRunner
 
 from deploytool.cli.app import app
 from deploytool.profiles import ProfileStore
 from deploytool.qualify.runner import run_qualification
 from deploytool.release.targets import Target
-
-from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from sim_process import SimProcess
 from typer.testing import CliRunner
 
 from deploytool.cli.app import app
-
-from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(180)
 

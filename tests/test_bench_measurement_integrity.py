@@ -8,18 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
+from bench_helpers import BENCH_TINY_PROFILE, sim_in_thread, tiny_method
 from typer.testing import CliRunner
 
+from deploytool.bench.assemble import cache_check as _cache_check
 from deploytool.bench.prompts import PromptFactory
 from deploytool.bench.results import RequestRecord
-from deploytool.bench.assemble import cache_check as _cache_check
 from deploytool.bench.runner import run_bench_sync
-from deploytool.server.facts import parse_prometheus
 from deploytool.cli.app import app
-from deploytool.sim import count_tokens
 from deploytool.release.targets import Target
-
-from bench_helpers import BENCH_TINY_PROFILE, sim_in_thread, tiny_method
+from deploytool.server.facts import parse_prometheus
+from deploytool.sim import count_tokens
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 from typer.testing import CliRunner
 
-from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 from deploytool.bench import load_run, write_run_report
 from deploytool.bench.headline import kept_baseline
 from deploytool.cli.app import app

@@ -12,12 +12,6 @@ import json
 import time
 
 import pytest
-
-from deploytool.bench import BenchRunner, compare_runs, run_bench
-from deploytool.bench.prompts import Prompt, PromptFactory
-from deploytool.bench.runner import run_bench_sync
-from deploytool.errors import UsageError
-from deploytool.release.targets import Target
 from bench_helpers import (
     AGGREGATE_TPS,
     DECODE_TPS,
@@ -27,6 +21,12 @@ from bench_helpers import (
     sim_in_thread,
     tiny_method,
 )
+
+from deploytool.bench import BenchRunner, compare_runs, run_bench
+from deploytool.bench.prompts import Prompt, PromptFactory
+from deploytool.bench.runner import run_bench_sync
+from deploytool.errors import UsageError
+from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from deploytool.server.fast_stream import StreamClient
 from deploytool.server.client import EndpointClient
+from deploytool.server.fast_stream import StreamClient
 from deploytool.sim import SimSettings, serve_in_thread
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,13 +12,12 @@ import time
 
 import httpx
 import pytest
+from sim_process import SimProcess
 
 from deploytool.bench import BenchRunner, build_method, run_bench
 from deploytool.bench.spec import Spec
 from deploytool.qualify.suites.performance import regression_gates, stored_figures
 from deploytool.release.targets import Target
-
-from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(240)
 

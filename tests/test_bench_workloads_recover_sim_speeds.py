@@ -11,12 +11,11 @@ ignored, warm-up measured) fails.
 from __future__ import annotations
 
 import pytest
+from sim_process import SimProcess
 
 from deploytool.bench import build_method, run_bench
 from deploytool.bench.workloads.open_loop import meets_slos
 from deploytool.release.targets import Target
-
-from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(180)
 

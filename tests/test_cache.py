@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_cli
+from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+
 from deploytool.release.cache import FINGERPRINT_FILE, _in_volume
 from deploytool.release.slots import Slot
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
 pytestmark = (
     pytest.mark.index

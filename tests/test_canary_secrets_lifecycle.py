@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, run_cli
 from lifecycle_helpers import health_check, remove_instance
 
@@ -58,7 +57,7 @@ def made_images(docker_engine):
     for ref in made:
         try:
             docker_engine.client.images.remove(ref)
-        except Exception:  # noqa: BLE001  (a leftover image costs disk, not correctness)
+        except Exception:
             pass
 
 
@@ -74,7 +73,7 @@ def world(docker_engine, tmp_path: Path, made_images):
         "t36-base": BASE,
         "t36-keyed": f"name: t36-keyed\nextends: t36-base\n{keyed}",
         "t36-keyed2": "name: t36-keyed2\nextends: t36-keyed\nserver:\n  args:\n    decode-tps: 3000\n",
-        "t36-crash": f"name: t36-crash\nextends: t36-keyed\nserver:\n  env: {{DEPLOYTOOL_SIM_FAULT: crash_on_start}}\n",
+        "t36-crash": "name: t36-crash\nextends: t36-keyed\nserver:\n  env: {DEPLOYTOOL_SIM_FAULT: crash_on_start}\n",
         "t36-key-in-command": (
             "name: t36-key-in-command\nextends: t36-base\nserver:\n  command: "
             f"[/opt/venv/bin/python, -m, deploytool.sim, --api-key={KEY}]\n"

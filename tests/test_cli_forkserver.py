@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import cli_forkserver
+import pytest
 from conftest import ROOT
 
 COMMANDS = [

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from conftest import serve_app
 from starlette.applications import Starlette
 from starlette.requests import Request

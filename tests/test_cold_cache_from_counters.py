@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from deploytool.bench import BenchRunner, build_method
+from deploytool.release.targets import Target
 from deploytool.server.metrics_window import (
     CACHED,
     GENERATED,
@@ -19,7 +20,6 @@ from deploytool.server.metrics_window import (
     window,
 )
 from deploytool.sim import SimSettings, serve_in_thread
-from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(180)
 

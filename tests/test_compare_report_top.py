@@ -15,10 +15,10 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from typer.testing import CliRunner
-
 from bench_helpers import sim_in_process, tiny_method
 from browser_helpers import CHROMIUM, LAYOUT, Browser
+from typer.testing import CliRunner
+
 from deploytool.bench import run_bench
 from deploytool.cli.app import app
 from deploytool.release.targets import Target

@@ -8,11 +8,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import free_port, run_cli, run_clis
+from lifecycle_helpers import health_check, remove_instance
+
 from deploytool.bench.results import Figure
 from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
-from lifecycle_helpers import health_check, remove_instance
 
 PROFILE = """\
 name: {name}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from cutover_docs import results
+
 from deploytool.qualify.cutover import NO_SPREAD, cutover, decision_rows, release_changes, verdict_reasons
 
 

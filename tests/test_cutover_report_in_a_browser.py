@@ -18,10 +18,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from browser_helpers import CHROMIUM, LAYOUT, Browser
-from deploytool.qualify.report import flatten_figures, is_heatmap
 from qualify_helpers import OURS, qualify, sim, sim_profile
+
+from deploytool.qualify.report import flatten_figures, is_heatmap
 
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no chromium on this machine (apt-get install chromium)"

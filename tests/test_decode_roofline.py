@@ -14,8 +14,8 @@ from deploytool.host.gpus import GpuInfo
 from deploytool.memory import card_from_gpu, card_from_table, read_checkpoint, shape_from_config
 from deploytool.memory.roofline import decode_roofline, weight_split, with_measurements
 from deploytool.profiles import ProfileStore
-from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target
+from deploytool.sim import SimSettings, serve_in_thread
 
 MODELS = Path(__file__).parent / "data" / "models"
 
@@ -43,7 +43,7 @@ def _gpu(**kw) -> GpuInfo:
 def test_bandwidth_is_bus_width_times_memory_clock_times_two() -> None:
     card = card_from_gpu(_gpu())
     assert card.bandwidth_bytes_per_s == 6016 / 8 * 3201e6 * 2 == pytest.approx(4.814e12, rel=1e-3)
-    assert "NVML: 6016 bit / 8 x 3201 MHz x 2 = 4.81 TB/s" == card.bandwidth_source
+    assert card.bandwidth_source == "NVML: 6016 bit / 8 x 3201 MHz x 2 = 4.81 TB/s"
     assert card_from_gpu(_gpu(memory_bus_width_bits=None)).bandwidth_bytes_per_s is None
     # the RTX 5090's GDDR7: 512 bits at 14001 MHz as NVML reports it = 1.79 TB/s
     assert card_from_table("rtx5090").bandwidth_bytes_per_s == pytest.approx(1.792e12, rel=1e-3)
@@ -167,8 +167,9 @@ def test_bench_carries_the_roofline_when_the_profile_checkpoint_is_readable(tmp_
 
 
 def test_nvml_bus_width_and_memory_clock_are_read_into_the_inventory() -> None:
-    from deploytool.host.gpus import read_inventory
     from fake_nvml import FakeNvml
+
+    from deploytool.host.gpus import read_inventory
 
     class WithMemoryBus(FakeNvml):
         NVML_CLOCK_MEM = 2

@@ -5,10 +5,10 @@ restore does, and that every refusal happens in planning, before any step."""
 from __future__ import annotations
 
 import pytest
+from deploy_facts import SIM, facts, release
 
-from deploytool.release.cache import CacheState, decide
-from deploytool.deploy.plan import UpOptions, plan_prune, plan_rollback, plan_up
 from deploytool.deploy.facts import CacheFacts, PortFacts
+from deploytool.deploy.plan import UpOptions, plan_prune, plan_rollback, plan_up
 from deploytool.deploy.steps import (
     Build,
     CutOver,
@@ -23,8 +23,8 @@ from deploytool.deploy.steps import (
 from deploytool.errors import DeployError, ProfileError, UsageError
 from deploytool.host.gpus import GpuInfo, Inventory
 from deploytool.profiles import HealthSpec, ProfileStore
+from deploytool.release.cache import CacheState, decide
 from deploytool.release.slots import Slot
-from deploy_facts import SIM, facts, release
 
 
 def kinds(steps) -> list[str]:

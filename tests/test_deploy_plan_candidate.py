@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from deploy_facts import CPU, SIM, facts, release
 
 from deploytool.deploy import plan as deploy_plan
 from deploytool.deploy.candidate_plan import (
@@ -18,7 +19,6 @@ from deploytool.deploy.facts import PortFacts
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.steps import Build, PrepareCache, Start, Stop, WaitHealthy, WriteRelease
 from deploytool.errors import DeployError
-from deploy_facts import CPU, SIM, facts, release
 
 CANDIDATE_STEPS = [Build, WriteRelease, PrepareCache, Start, WaitHealthy]
 

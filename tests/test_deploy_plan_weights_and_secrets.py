@@ -9,19 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fake_checkpoints import write_model_folder
 
-from deploytool.errors import UsageError
-from deploytool.release import inputs as release_inputs
-from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.facts import Facts, ImageFacts, PortFacts
+from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.steps import Start
+from deploytool.errors import UsageError
 from deploytool.host.releases import Release
-from deploytool.release.weights import ModelMissing
-from deploytool.profiles import load_profile
-from deploytool.profiles import SecretError, SecretRef
+from deploytool.profiles import SecretError, SecretRef, load_profile
+from deploytool.release import inputs as release_inputs
 from deploytool.release.slots import Slot
 from deploytool.release.state import SlotPointers
-from fake_checkpoints import write_model_folder
+from deploytool.release.weights import ModelMissing
 
 KEY = "sk-plan-test-7f3a9"
 

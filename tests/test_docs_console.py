@@ -8,9 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sybil import Sybil
-
 from docs_blocks import ROOT, ConsoleParser, Runner, SkipBlock
+from sybil import Sybil
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _SYBIL = Sybil(parsers=[ConsoleParser(Runner())], path=str(ROOT))

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deploytool.deploy import doctor
 from deploytool.cli import app
+from deploytool.deploy import doctor
 from deploytool.profiles import ProfileStore
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+
 from deploytool.release.slots import Slot
 from deploytool.release.state import slot_path
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
 
 def test_down_lists_what_goes_apart_from_its_restore_and_a_second_down_says_what_remains(

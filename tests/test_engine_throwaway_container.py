@@ -10,8 +10,8 @@ import time
 
 import docker.errors
 import pytest
-
 from conftest import BASE_IMAGE
+
 from deploytool.errors import DeployError
 
 

@@ -6,14 +6,12 @@ its owner may write."""
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import free_port, run_cli
+
 from deploytool.deploy.executor import _journal_start
 from deploytool.deploy.hooks import GatewayHooks, hooks_folder
 from deploytool.deploy.steps import Plan

@@ -9,15 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from typer.testing import CliRunner
 
-from deploytool.image import flagcheck
-from deploytool.image.build import plan_build
 from deploytool.cli import app
 from deploytool.errors import UsageError
+from deploytool.image import flagcheck
+from deploytool.image.build import plan_build
 from deploytool.profiles import ProfileStore
-
-from conftest import run_cli
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
 

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import run_cli
 from fork_repo import PYPROJECT, commit_all, git, profile_yaml, rebuild_wheel, sha256
+
 from deploytool.errors import ProfileError
 from deploytool.host import labels
 from deploytool.image import flagcheck, patches
@@ -225,6 +225,7 @@ def fork_image(fork: SimpleNamespace, sglang_cpu_wheelhouse: Path) -> SimpleName
     """The fork at its head commit built into a CPU image with a local wheel, once per module
     (and found, not built again, by later runs: the commits and the wheel are the same bytes)."""
     from conftest import engine_problem
+
     from deploytool.host.engine import Engine
 
     if engine_problem():

@@ -22,14 +22,14 @@ import os
 from pathlib import Path
 
 import pytest
+from cuda_kernels import AXPY, cubin_arch
 
-from deploytool.image import build, cudabase, flagcheck, locks, patches, wheelhouse
-from deploytool.release import cache
 from deploytool.host import labels
+from deploytool.image import build, cudabase, flagcheck, locks, patches, wheelhouse
 from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore
+from deploytool.release import cache
 from deploytool.release.slots import Slot
-from cuda_kernels import AXPY, cubin_arch
 
 pytestmark = [pytest.mark.docker, pytest.mark.gpu_image]
 PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
@@ -65,6 +65,7 @@ print(json.dumps({"flashinfer": flashinfer.__version__, "library": str(spec.get_
 @pytest.fixture(scope="module")
 def gpu_image(module_home):
     from conftest import engine_problem
+
     from deploytool.host.engine import Engine
 
     if engine_problem():

@@ -9,6 +9,7 @@ import json
 
 from conftest import run_cli
 from fake_nvml import FakeNvml
+
 from deploytool.host.fit import annotate_matches, classify
 from deploytool.host.gpus import GpuInfo, Inventory, read_inventory
 from deploytool.profiles import Profile, ProfileStore

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
+from lifecycle_helpers import PROFILES, release_row, slot_env, slot_status, up  # noqa: F401 (fixture)
 
 from deploytool.profiles import load_profile
 from deploytool.profiles.schema import HealthSpec
-from lifecycle_helpers import PROFILES, release_row, slot_env, slot_status, up  # noqa: F401 (fixture)
 
 # Loads far longer than its health check allows: start_period 3 s, then 3 checks 2 s apart.
 SLOW = (

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, run_cli
-from deploytool.release.state import read_journal
 from other_user import other_user
+
+from deploytool.release.state import read_journal
 
 
 @pytest.fixture

@@ -12,12 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import serve_app
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from conftest import serve_app
 from deploytool.deploy.hooks import GatewayHooks
 from deploytool.deploy.steps import CutOver, Plan, Stop
 

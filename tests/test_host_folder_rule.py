@@ -10,7 +10,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 DIGEST = "example/sim@sha256:" + "0" * 64

@@ -13,6 +13,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from bench_helpers import tiny_method
+from qualify_helpers import qualify
+from sim_process import SimProcess
 
 from deploytool.bench.runner import run_bench_sync
 from deploytool.deploy.health import PROBE_TIMEOUT_S, HealthFailure, wait_until_healthy
@@ -26,9 +29,6 @@ from deploytool.release.targets import Target
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import read_server_facts
 from deploytool.sim.hostile import SCRIPT
-from bench_helpers import tiny_method
-from qualify_helpers import qualify
-from sim_process import SimProcess
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore, args_to_argv

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli, start_cli
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
-from deploytool.sim.hostile import ESCAPES, MARKUP, SURROGATES
 from sim_process import SimProcess
+
+from deploytool.sim.hostile import ESCAPES, MARKUP, SURROGATES
 
 pytestmark = pytest.mark.timeout(300)
 

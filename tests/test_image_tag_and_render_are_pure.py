@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from deploytool.image.build import BASE_BY_TAG, plan_build, stale_reason
 from deploytool.profiles import ProfileStore
 

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import ROOT, free_port, remove_this_instance, shared_test_cache
 
 pytestmark = pytest.mark.timeout(900)

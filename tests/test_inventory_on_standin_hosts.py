@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
+
 from deploytool.host.gpus import read_inventory
 from deploytool.host.nvml_standin import StandInNvml
 from deploytool.host.topology import matrix_lines

@@ -7,6 +7,7 @@ import json
 import re
 
 from conftest import run_cli
+
 from deploytool.release.state import journal, read_journal
 
 LINE = re.compile(

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

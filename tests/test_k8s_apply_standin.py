@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kube_standin import StandInCluster, serve
 from kubernetes.client import ApiClient, Configuration
 
 from deploytool.errors import DeployError
@@ -16,8 +17,6 @@ from deploytool.k8s.apply import apply_release, release_status
 from deploytool.k8s.cluster import Cluster
 from deploytool.k8s.history import rollback
 from deploytool.profiles import ProfileStore
-
-from kube_standin import StandInCluster, serve
 
 IMAGE_1 = "registry.example/deploytool/sglang@sha256:" + "1" * 64
 IMAGE_2 = "registry.example/deploytool/sglang@sha256:" + "2" * 64

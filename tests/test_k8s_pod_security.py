@@ -11,17 +11,16 @@ release's own, and a NetworkPolicy that admits the gateway and the qualify Job."
 from __future__ import annotations
 
 import json
-
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from keyed_profile import keyed
 
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s.render import GATEWAY_LABEL
 from deploytool.profiles import ProfileStore
-
-from keyed_profile import keyed
 
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64

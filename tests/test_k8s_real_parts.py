@@ -9,18 +9,16 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from deploytool.release import secrets
-from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
-from deploytool.k8s import pod
+from keyed_profile import keyed
+
+from deploytool.k8s import K8sRequest, declared_toolchain, pod, render_manifests, render_stages
 from deploytool.k8s import release as rel
 from deploytool.k8s.validate import validate_builtin
 from deploytool.profiles import ProfileStore
-
-from keyed_profile import keyed
+from deploytool.release import secrets
 
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64
@@ -79,7 +77,7 @@ def test_cache_wipe_rule_runs_in_a_real_container(docker_engine, tmp_path: Path)
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/health" else 404)
         self.send_header("Content-Length", "0")
         self.end_headers()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from keyed_profile import from_hub, keyed
 
-from deploytool.release.compose import RenderRequest, render_compose
 from deploytool.errors import UsageError
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import release as rel
@@ -22,9 +22,8 @@ from deploytool.k8s.validate import (
     validate_objects,
 )
 from deploytool.profiles import ProfileStore
+from deploytool.release.compose import RenderRequest, render_compose
 from deploytool.release.slots import Slot
-
-from keyed_profile import from_hub, keyed
 
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64

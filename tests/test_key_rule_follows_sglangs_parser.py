@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import ROOT, free_port, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from deploytool.profiles.rules import KEY_FLAGS, key_flag, launch_argv_problems, parser_options
 from deploytool.sim.settings import build_parser as sim_parser
 
@@ -134,7 +135,7 @@ def test_up_refuses_an_abbreviated_key_and_says_how_sglang_reads_it(tmp_path: Pa
         out = run_cli(*command, "--profile", "child", "--profiles-dir", str(folder), timeout=120)
         text = " ".join(out.stderr.split())
         assert out.returncode == 2, out.stdout + out.stderr
-        assert f"child.yaml:" in text and field in text and reading in text, out.stderr
+        assert "child.yaml:" in text and field in text and reading in text, out.stderr
         assert "server.api_key: {env: NAME} or {file: PATH}" in text
         assert CANARY not in out.stdout + out.stderr  # nothing rendered, no label saying `api-key: none`
 

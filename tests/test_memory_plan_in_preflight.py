@@ -9,8 +9,8 @@ from deploytool.memory import PlanInputs, card_from_table, plan_memory, read_che
 from deploytool.memory.accuracy import compare_with_server, reported_memory
 from deploytool.profiles import load_profile
 from deploytool.qualify import run_qualification
-from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.release.targets import Target
+from deploytool.sim import SimSettings, serve_in_thread
 
 MODELS = Path(__file__).parent / "data" / "models"
 

@@ -20,7 +20,7 @@ from deploytool.profiles import ProfileStore
 from deploytool.server import serverfields
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "gpu-check"))
-import drive  # noqa: E402
+import drive
 
 REAL = Path(__file__).parent / "data" / "sglang-real"
 PROFILES = Path(__file__).parents[1] / "scripts" / "gpu-check" / "profiles"

@@ -18,8 +18,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from deploytool.memory import read_checkpoint
 from deploytool.memory.plan import state_bytes_per_request
 

@@ -213,7 +213,7 @@ def test_each_memory_patch_moves_the_pool_and_requests_as_the_source_measured(st
     uncalibrated = [u["patch"] for u in plan.uncalibrated]
     assert uncalibrated == (["0003-mtp-draft-fp8-at-load.patch"] if "0003" in names else [])
     if uncalibrated:
-        assert f"358,000 tokens and 8 running requests" in plan.uncalibrated[0]["note"]
+        assert "358,000 tokens and 8 running requests" in plan.uncalibrated[0]["note"]
         assert f"this plan says {plan.pool_tokens:,} and 8" in plan.uncalibrated[0]["note"]
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploytool.image import patches
 from deploytool.errors import ProfileError
+from deploytool.image import patches
 from deploytool.image.in_image.unidiff import read_series
 from deploytool.memory import PlanInputs, card_from_table, plan_memory, read_checkpoint
 from deploytool.memory.checkpoint import shape_from_config

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import free_port, run_cli
+
 from deploytool.monitor import stack
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import httpx
 import yaml
-
 from conftest import ROOT, free_port, run_cli
+from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
+
 from deploytool.host import labels
 from deploytool.monitor import stack
 from deploytool.monitor.prometheus import RELEASES_JOB
 from deploytool.release import scrape_targets
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 
 
 def _strict_cli(*args: str) -> subprocess.CompletedProcess[str]:

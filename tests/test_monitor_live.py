@@ -29,15 +29,15 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-
 from browser_helpers import CHROMIUM, Browser
 from conftest import free_port, run_cli
+from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
+from monitor_helpers import serving_gap
+
 from deploytool.host import labels
 from deploytool.monitor import stack
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 from deploytool.release import scrape_targets
-from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
-from monitor_helpers import serving_gap
 
 pytestmark = [
     pytest.mark.docker,
@@ -124,9 +124,7 @@ def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engi
         assert httpx.get(f"{url}/metrics", timeout=5).status_code == 200  # and not the figures
 
         targets = lambda job=RELEASES_JOB: [
-            t
-            for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]  # noqa: E731
-            if t["labels"]["job"] == job
+            t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"] if t["labels"]["job"] == job
         ]
         (target,) = _until("release 1 scraped up", lambda: [t for t in targets() if t["health"] == "up"])
         assert {k: target["labels"][k] for k in ("slot", "release", "profile", "card", "api_key")} == {
@@ -172,7 +170,7 @@ def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engi
             # the first fault: release 2's health fails (its fault, a wedged scheduler) while /metrics answers
             alerts = lambda name, state: [
                 a
-                for a in api.get("/api/v1/alerts").json()["data"]["alerts"]  # noqa: E731
+                for a in api.get("/api/v1/alerts").json()["data"]["alerts"]
                 if a["labels"]["alertname"] == name and a["state"] == state
             ]
             (pending,) = _until(

@@ -9,11 +9,11 @@ import json
 import time
 
 import httpx
-
 from conftest import free_port, run_cli
-from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401 (fixtures)
 from monitor_helpers import Load
+
+from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 
 
 def _scraped(api: httpx.Client, timeout: float = 60.0) -> list[tuple[str, str]]:

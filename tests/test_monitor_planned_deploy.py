@@ -10,18 +10,17 @@ A release once listed stays listed while it runs, so a real failure still pages
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port, run_cli
+from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
+
 from deploytool.host.releases import Release
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 from deploytool.release import scrape_targets
-from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
 
 LOAD_S = 8  # connections refused this long, then /health 503 for the warm-up, as SGLang loads
 WARMUP_S = 3
@@ -91,7 +90,7 @@ def test_an_up_to_a_slow_release_pages_for_nothing(slot_env) -> None:  # noqa: F
         first = up(slot_env, "t-good")
         assert first.returncode == 0, first.stderr
         scraped = lambda: sorted(
-            (t["labels"]["job"], t["labels"]["release"], t["health"])  # noqa: E731
+            (t["labels"]["job"], t["labels"]["release"], t["health"])
             for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
         )
         _until(lambda: scraped() == [(HEALTH_JOB, "1", "up"), (RELEASES_JOB, "1", "up")], "release 1 scraped")

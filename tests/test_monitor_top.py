@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
-from deploytool.host.gpu_live import read_cards
-from deploytool.host.nvml_standin import StandInNvml
 from monitor_helpers import Load
 from sim_process import SimProcess
+
+from deploytool.host.gpu_live import read_cards
+from deploytool.host.nvml_standin import StandInNvml
 
 HOSTS = Path(__file__).parent / "data" / "nvml-hosts"
 PROFILE = """\

@@ -4,7 +4,6 @@ at all, even when a write fails half-way."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from deploy_facts import release
 
 from deploytool.errors import UsageError
 from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
 from deploytool.release.slots import Slot
 from deploytool.release.state import journal, release_path
 from deploytool.release.targets import baseline_release
-from deploy_facts import release
 
 CPU = Slot()
 

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from deploy_facts import SIM, facts, release
+
 from deploytool.deploy.executor import _secret_env, execute
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.steps import Build, Qualify, Start

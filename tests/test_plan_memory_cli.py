@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 MODELS = Path(__file__).parent / "data" / "models"
@@ -315,9 +314,7 @@ def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
     import inspect
     import re
 
-    from deploytool.memory import profile_plan
-
-    from deploytool.memory import startup
+    from deploytool.memory import profile_plan, startup
 
     read = set(re.findall(r'args\.get\("([a-z-]+)"', inspect.getsource(profile_plan.inputs_from_profile)))
     assert read == set(profile_plan.PLANNER_FLAGS)

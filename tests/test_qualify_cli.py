@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port
+
 from deploytool.cli import main
 from deploytool.sim import SimSettings, serve_in_thread
 

@@ -7,21 +7,21 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
-
 from conftest import serve_app
-from deploytool.server.client import EndpointClient
+from qualify_helpers import qualify, sim
+
 from deploytool.qualify import Verdict
 from deploytool.qualify.context import SuiteContext
-from deploytool.server.facts import ServerFacts
 from deploytool.qualify.suites import preflight as preflight_suite
 from deploytool.qualify.suites import tools as tools_suite
+from deploytool.server.client import EndpointClient
+from deploytool.server.facts import ServerFacts
 from deploytool.sim import SimSettings, count_tokens, create_app
-
-from qualify_helpers import qualify, sim
 
 pytestmark = pytest.mark.timeout(180)
 

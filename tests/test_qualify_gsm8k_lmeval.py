@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deploytool.qualify import Verdict
-from deploytool.qualify.suites.gsm8k import lmeval
-from deploytool.qualify.paired import compare, mcnemar_exact_p
 from qualify_helpers import qualify, sim
+
+from deploytool.qualify import Verdict
+from deploytool.qualify.paired import compare, mcnemar_exact_p
+from deploytool.qualify.suites.gsm8k import lmeval
 
 
 def test_filters_and_normalisation_are_lm_evals() -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from qualify_helpers import OURS, qualify, sim
+
 from deploytool.errors import EXIT_COULD_NOT_RUN
 from deploytool.qualify import Verdict
-from qualify_helpers import OURS, qualify, sim
 
 
 def test_a_server_that_sends_headers_and_then_nothing_ends_qualification_quickly(tmp_path: Path) -> None:

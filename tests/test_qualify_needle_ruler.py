@@ -7,10 +7,11 @@ import random
 import re
 from pathlib import Path
 
+from qualify_helpers import qualify, sim
+
 from deploytool.qualify import Verdict
 from deploytool.qualify.prose import sentences
 from deploytool.qualify.ruler import VARIANTS, build, string_match_all
-from qualify_helpers import qualify, sim
 
 
 def test_samples_follow_rulers_templates() -> None:
@@ -20,7 +21,7 @@ def test_samples_follow_rulers_templates() -> None:
     assert re.search(
         r"What is the special magic number for \w+-\w+ mentioned in the provided text\?$", single.prompt
     )
-    assert f"One of the special magic numbers for" in single.prompt and len(single.answers) == 1
+    assert "One of the special magic numbers for" in single.prompt and len(single.answers) == 1
     uuid = build("single-uuid", haystack, 0.1, random.Random(2))
     assert re.fullmatch(r"[0-9a-f-]{36}", uuid.answers[0]) and "special magic uuid for" in uuid.prompt
     multiquery = build("multiquery", haystack, 0.9, random.Random(3))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qualify_helpers import qualify, sim
+
 from deploytool.qualify import Verdict
+from deploytool.qualify.suites.preflight.expectations import Expectations, decode_cuda_graph_on, static_gates
 from deploytool.server import metrics_window as mw
 from deploytool.server.facts import parse_prometheus
-from deploytool.qualify.suites.preflight.expectations import Expectations, decode_cuda_graph_on, static_gates
-from qualify_helpers import qualify, sim
 
 EXPECT = {"speculative_algorithm": "NEXTN", "min_accept_length": 2.0, "min_kv_tokens": 262144}
 

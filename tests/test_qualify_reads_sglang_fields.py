@@ -13,8 +13,8 @@ import httpx
 from qualify_helpers import qualify, sim
 
 from deploytool.qualify import Verdict
-from deploytool.server.facts import ServerFacts
 from deploytool.qualify.runner import EXIT_COULD_NOT_RUN, QualifyReport
+from deploytool.server.facts import ServerFacts
 from deploytool.sim import SimSettings, serve_in_thread
 
 

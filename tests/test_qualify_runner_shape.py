@@ -10,13 +10,13 @@ import types
 from pathlib import Path
 
 import pytest
+from qualify_helpers import qualify, sim, sim_profile
 
 from deploytool.qualify import resilience, runner
 from deploytool.qualify import suites as suites_package
 from deploytool.qualify.suite_api import Suite, SuiteSettings
 from deploytool.qualify.suites import registry
 from deploytool.server.client import EndpointClient
-from qualify_helpers import qualify, sim, sim_profile
 
 SUITES = ["preflight", "contract", "tools"]
 
@@ -46,7 +46,7 @@ class Recorder:
     def suite_ended(self, name: str, status: str) -> None:
         self.events.append(("ended", name, status))
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         self.events.append(("enter",))
         return self
 

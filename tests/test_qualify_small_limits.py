@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
+from qualify_helpers import qualify, sim
 
 from deploytool.cli import main
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import registry
 from deploytool.qualify.suites.needle import Settings, grid_lengths
 from deploytool.release.targets import Target
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
-from qualify_helpers import qualify, sim
 
 
 @pytest.fixture(scope="module")

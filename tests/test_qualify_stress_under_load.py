@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deploytool.server.client import ChatResult
+from qualify_helpers import qualify, sim
+
 from deploytool.qualify import Verdict
 from deploytool.qualify.suites.stress.loadcheck import itl_during, long_prompt
-from qualify_helpers import qualify, sim
+from deploytool.server.client import ChatResult
 
 # Each sampled generation (1000 tokens) streams for about a second, so the load is still in
 # flight when the probes go out even on a busy machine (at the suites' default 5000 tokens/s it

@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from qualify_helpers import LIMIT, OURS, qualify, sim, sim_profile
 
 from deploytool.errors import ProfileError, UsageError
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import gsm8k as gsm8k_suite
 from deploytool.qualify.suites import registry
-from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 from deploytool.release.targets import Target
-from qualify_helpers import LIMIT, OURS, qualify, sim, sim_profile
+from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
 ORACLE_ACCURACY = 0.9
 
@@ -31,7 +31,7 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
     profile = sim_profile(healthy.settings.port)
     report = qualify(healthy.url, tmp_path, profile=profile)
     verdicts = {s.name: s.verdict for s in report.suites}
-    assert verdicts == {name: Verdict.PASSED for name in OURS}, report.summary_line()
+    assert verdicts == dict.fromkeys(OURS, Verdict.PASSED), report.summary_line()
     assert report.passed and report.exit_code == 0
 
     pre = report.suite("preflight").figures
@@ -148,7 +148,7 @@ def test_healthy_sim_passes_every_suite_for_the_right_reason(healthy, tmp_path: 
         (
             "http_500_every=3",
             ["vision", "tools", "needle", "gsm8k", "stress"],
-            {s: "HTTP 500" for s in ["vision", "tools", "needle", "gsm8k", "stress"]},
+            dict.fromkeys(["vision", "tools", "needle", "gsm8k", "stress"], "HTTP 500"),
         ),
     ],
 )

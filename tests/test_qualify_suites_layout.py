@@ -17,7 +17,7 @@ SUITES = QUALIFY / "suites"
 RUN_MAX_LINES = 60
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _imports(path: Path) -> frozenset[str]:
     """Absolute dotted names a module imports (relative imports resolved against its package).
     Kept per file: the helpers' check reads every module of src/ once per helper, and parsing

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from deploytool.server.chat_result import ChatResult, ToolCall
-from deploytool.server.chat_stream import ChatStream
 from deploytool.qualify.suites.tools import load_cases
 from deploytool.qualify.suites.tools.toolcheck import (
     ExpectedCall,
@@ -14,6 +12,8 @@ from deploytool.qualify.suites.tools.toolcheck import (
     match_expected,
     stream_problems,
 )
+from deploytool.server.chat_result import ChatResult, ToolCall
+from deploytool.server.chat_stream import ChatStream
 
 TOOLS, CASES = load_cases()
 SCHEMAS = {name: spec["parameters"] for name, spec in TOOLS.items()}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from qualify_helpers import qualify, sim
+
 from deploytool.qualify import Verdict
 from deploytool.qualify.suites.tools import CATEGORIES, load_cases
-from qualify_helpers import qualify, sim
 
 CASES = 14
 

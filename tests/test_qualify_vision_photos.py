@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from deploytool.qualify import Verdict
-from deploytool.qualify.suites.vision.photos import expected_tokens, largest_side, load_photo
-from deploytool.qualify.suites.vision import Settings
-from deploytool.image_tokens import image_tokens
 from qualify_helpers import qualify, sim
+
+from deploytool.image_tokens import image_tokens
+from deploytool.qualify import Verdict
+from deploytool.qualify.suites.vision import Settings
+from deploytool.qualify.suites.vision.photos import expected_tokens, largest_side, load_photo
 
 
 def test_photos_ladder_history_and_concurrency_against_the_sim(tmp_path: Path) -> None:

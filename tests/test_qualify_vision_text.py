@@ -8,11 +8,10 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import serve_app
 from PIL import Image, ImageDraw
 from starlette.applications import Starlette
@@ -21,11 +20,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from deploytool.qualify import Verdict, run_qualification
-from deploytool.server.facts import ServerFacts
-from deploytool.qualify.suites.vision.pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
 from deploytool.qualify.suites import vision
-from deploytool.sim import SimSettings, serve_in_thread
+from deploytool.qualify.suites.vision.pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
 from deploytool.release.targets import Target
+from deploytool.server.facts import ServerFacts
+from deploytool.sim import SimSettings, serve_in_thread
 
 SIM_REASON = "the reference runtime cannot read text; docs/sim.md"
 CASES = vision.load_cases()

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import serve_app
-from deploytool.server.fast_stream import StreamClient
+
 from deploytool.server import metrics_window, serverfields
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import parse_prometheus
+from deploytool.server.fast_stream import StreamClient
 from deploytool.server.readiness import wait_until_ready
 from deploytool.sim import SimSettings, serve_in_thread
 
@@ -186,7 +186,7 @@ def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
 class _Replay(BaseHTTPRequestHandler):
     record: dict = {}
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         rec = self.record
         payload = rec["body"].encode()

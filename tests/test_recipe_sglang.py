@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from deploytool.errors import ProfileError, UsageError
+from deploytool.host import labels
 from deploytool.image import flagcheck, patches
 from deploytool.image.build import dockerfile_environment
-from deploytool.host import labels
-from deploytool.errors import ProfileError, UsageError
-from deploytool.profiles import Profile, ProfileStore
 from deploytool.image.recipes import recipe_dir
 from deploytool.image.recipes import sglang as recipe
 from deploytool.image.versions import check_profile, cuda_of_base, load_matrix
+from deploytool.profiles import Profile, ProfileStore
 
 CARD = "rtx5090-qwen3.6-35b-a3b-nvfp4"
 TEST_PROFILES = Path(__file__).parent / "profiles_sglang"

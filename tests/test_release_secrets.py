@@ -12,12 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port, run_cli
-from deploytool.host import labels
-from deploytool.release import weights
 from fake_checkpoints import write_hub_cache, write_model_folder
 from lifecycle_helpers import health_check, remove_instance
+
+from deploytool.host import labels
+from deploytool.release import weights
 
 pytestmark = pytest.mark.docker
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from conftest import run_cli
 from cutover_docs import results
+
 from deploytool.release.slots import Slot
 from deploytool.release.state import journal, release_path
 

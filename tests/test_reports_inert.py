@@ -13,10 +13,10 @@ import pytest
 from markdown_it import MarkdownIt
 
 from deploytool import report
-from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
-from deploytool.server.facts import ServerFacts
 from deploytool.qualify.report import write_reports
 from deploytool.qualify.results import QualifyReport
+from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
+from deploytool.server.facts import ServerFacts
 
 PAYLOAD = '</pre></code>"\'><script>document.title="pwned"</script><img src=x onerror=alert(1)>`|[x](javascript:alert(1))'
 TEMPLATES = Path(report.__file__).parent / "templates"
@@ -45,17 +45,17 @@ class Hostile:
     def __init__(self, name: str = "") -> None:
         self._name = name
 
-    def __getattr__(self, name: str) -> "Hostile | str":
+    def __getattr__(self, name: str) -> Hostile | str:
         if name.startswith("__"):
             raise AttributeError(name)
         return (
             "<p>built</p>" if name in ("gates_table", "figures_table", "comparison_html") else Hostile(name)
         )
 
-    def __getitem__(self, key: object) -> "Hostile":
+    def __getitem__(self, key: object) -> Hostile:
         return Hostile()
 
-    def __call__(self, *args: object, **kwargs: object) -> "Hostile":
+    def __call__(self, *args: object, **kwargs: object) -> Hostile:
         return Hostile(self._name)
 
     def __iter__(self):
@@ -115,7 +115,7 @@ def test_every_html_template_escapes_every_string_field(template):
             "picture",
         )
     }
-    context.update({name: "<p>built</p>" for name in BUILT_HTML})
+    context.update(dict.fromkeys(BUILT_HTML, "<p>built</p>"))
     context["title"] = Hostile("title")
     html = report.render(template, **context)
     assert "<script" not in html and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port, run_cli, run_clis
 from lifecycle_helpers import health_check, remove_instance
 
@@ -122,7 +121,7 @@ class Load:
             while not self._stop.is_set():
                 self._one(client)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for t in self.threads:
             t.start()
         return self

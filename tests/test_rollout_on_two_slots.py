@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import ROOT, free_port, run_cli, run_clis, start_cli
 from lifecycle_helpers import health_check, remove_instance, served_decode_tps, throwaways_left
 
@@ -122,7 +121,7 @@ class Sampler:
                 )
                 time.sleep(0.05)
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self.thread.start()
         return self
 

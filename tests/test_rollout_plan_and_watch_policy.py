@@ -6,6 +6,7 @@ waits, restarts (with backoff and a cap per hour) or rolls a crash loop back."""
 from __future__ import annotations
 
 import pytest
+from deploy_facts import SIM, facts, release
 
 from deploytool.deploy.rollout_plan import RolloutOptions, plan_rollout, waves
 from deploytool.deploy.steps import Build, Qualify, Stop
@@ -13,7 +14,6 @@ from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
 from deploytool.errors import UsageError
 from deploytool.profiles import WatchSpec
 from deploytool.release.slots import Slot, cpu_slot_named, slot_from_options
-from deploy_facts import SIM, facts, release
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")
 G1 = Slot(gpus=("GPU-11111111-0000",))

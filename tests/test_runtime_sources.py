@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 from fork_repo import commit_all, git, profile_yaml, sha256, tiny_repo
+
 from deploytool.errors import BuildError, ProfileError
 from deploytool.host import labels
 from deploytool.image import runtime_source

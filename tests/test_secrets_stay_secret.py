@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import run_cli
+
 from deploytool import redaction
 from deploytool.errors import ProfileError, UsageError
 from deploytool.files import write_atomic, write_json

@@ -54,10 +54,8 @@ async def _wait_idle(client: httpx.AsyncClient, within: float) -> dict[str, floa
     while True:
         m = await _gauges(client)
         if (
-            m["sglang:num_running_reqs"] == 0
-            and m["sglang:num_queue_reqs"] == 0
-            or time.monotonic() > deadline
-        ):
+            m["sglang:num_running_reqs"] == 0 and m["sglang:num_queue_reqs"] == 0
+        ) or time.monotonic() > deadline:
             return m
         await asyncio.sleep(0.05)
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from conftest import free_port
+
 from deploytool.sim import SimSettings, serve_in_thread
 
 FAST = dict(

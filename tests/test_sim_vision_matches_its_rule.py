@@ -11,7 +11,8 @@ from __future__ import annotations
 import colorsys
 import random
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from PIL import Image, ImageDraw
 

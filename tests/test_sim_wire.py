@@ -13,8 +13,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from conftest import free_port
+
 from deploytool.sim import SimSettings, count_tokens, serve_in_thread
 from deploytool.sim.tokens import fragments
 

@@ -5,8 +5,8 @@ slot with nothing to do, before any step."""
 from __future__ import annotations
 
 import pytest
-
 from deploy_facts import facts, release
+
 from deploytool.deploy.slot_commands import parse_since
 from deploytool.deploy.slot_plan import plan_down, plan_start, plan_stop
 from deploytool.deploy.steps import CutOver, Remove, RemoveSlot, Stop
@@ -34,8 +34,9 @@ def test_stop_drains_the_serving_release_by_its_record_and_keeps_every_release()
 
 
 def test_every_hand_over_drains_the_serving_release_and_a_failed_releases_stop_does_not():
-    from deploytool.deploy.plan import UpOptions, plan_rollback, plan_up
     from deploy_facts import SIM
+
+    from deploytool.deploy.plan import UpOptions, plan_rollback, plan_up
 
     up = plan_up(
         facts(release(1, "running"), current=1, next_release=2),
@@ -139,6 +140,7 @@ def test_the_journal_reads_a_drain_in_words():
 
 def test_a_release_of_another_state_folder_is_taken_over_only_when_asked():
     from deploy_facts import SIM
+
     from deploytool.deploy.plan import UpOptions, plan_rollback, plan_up
 
     theirs = facts(release(1), release(2, "running"), current=1, previous=None, next_release=2)

@@ -10,15 +10,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
-
-from conftest import ROOT, start_cli
+from conftest import start_cli
 from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
@@ -147,7 +145,7 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     # down: says what goes (the dry run changes nothing), then removes releases, projects, networks
     networks = lambda: docker_engine.client.networks.list(
         filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
-    )  # noqa: E731
+    )
     assert networks(), "each release's network carries the instance label"
     dry = _json(slot_env("down", "--cpu", "--dry-run", "--json"))["plan"]
     assert [s["step"] for s in dry["steps"]] == ["Stop", "Remove", "Remove", "Remove", "Remove", "RemoveSlot"]
@@ -214,6 +212,7 @@ def test_a_test_instance_never_touches_another_instances_release(
     """A person's release left serving (the demo's: another instance, another state directory)
     and this test's slot of the same name: stop and down of the test's touch only the test's."""
     from conftest import free_port, run_cli, run_clis
+
     from deploytool.host import labels
 
     theirs = {

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import run_cli
-from deploytool.host.releases import Release
+
 from deploytool.errors import UsageError
+from deploytool.host.releases import Release
 from deploytool.release.slots import slot_from_options
 from deploytool.release.state import journal, read_journal, slot_dir
 

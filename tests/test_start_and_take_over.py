@@ -10,10 +10,10 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import free_port
-from deploytool.host import labels
 from lifecycle_helpers import profiles_dir, slot_env, slot_status, up  # noqa: F401  (fixtures)
+
+from deploytool.host import labels
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 

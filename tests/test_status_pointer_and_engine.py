@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import BASE_IMAGE, run_cli
+
 from deploytool.deploy.status import disagreement, role
 from deploytool.host import labels
 from deploytool.host.releases import Release

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from deploytool.errors import ProfileError
 from deploytool.image.build import plan_build
 from deploytool.profiles import ProfileStore

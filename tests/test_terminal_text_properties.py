@@ -10,7 +10,8 @@ import re
 import sys
 import unicodedata
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from deploytool.terminal_text import console, is_visible, one_line, visible
 

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port, run_cli
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 from sim_process import SimProcess
@@ -66,7 +65,7 @@ def test_q_leaves_the_live_view_which_says_so_and_names_the_simulator(tmp_path: 
 
 def test_top_shows_another_instances_release_on_the_host(
     slot_env, profiles_dir, docker_engine, tmp_path
-) -> None:  # noqa: F811
+) -> None:
     assert up(slot_env, "t-good").returncode == 0
     other = {
         "DEPLOYTOOL_INSTANCE": os.environ["DEPLOYTOOL_INSTANCE"] + "-b",

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import run_cli, start_cli
-from deploytool.tune.local import port_is_free
 from tune_helpers import write_profile
+
+from deploytool.tune.local import port_is_free
 
 
 def tune_cli(profiles: Path, report: Path, *extra: str, timeout: float = 300):

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import free_port, run_cli, start_cli
 from tune_helpers import write_profile
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import run_cli
+from tune_helpers import write_profile
+
 from deploytool.host.nvml_standin import StandInNvml
 from deploytool.release.slots import Slot
 from deploytool.tune.machines import machine_id, visible_uuids
-from tune_helpers import write_profile
 
 HOSTS = Path(__file__).parent / "data" / "nvml-hosts"
 A = "GPU-5090a001-6c1e-4f0b-9a7d-3e2f1b0c9d8e"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_checkpoints import write_hub_cache, write_model_folder
 
 from deploytool.deploy.facts import gather_facts
 from deploytool.deploy.no_engine import NoEngine
@@ -15,7 +16,6 @@ from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.profiles import ProfileStore
 from deploytool.release import weights
 from deploytool.release.slots import Slot
-from fake_checkpoints import write_hub_cache, write_model_folder
 
 REPO = "test-org/tiny-weights"
 

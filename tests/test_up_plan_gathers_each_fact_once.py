@@ -50,6 +50,7 @@ def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tm
     from pathlib import Path
 
     from fork_repo import profile_yaml, tiny_repo
+
     from deploytool.image import local_wheels, runtime_source
 
     repo, commit = tiny_repo(tmp_path)

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 SIM_CHILD = "name: {name}\nextends: sim\ndescription: {description}\n"

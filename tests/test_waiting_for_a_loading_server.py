@@ -8,9 +8,9 @@ import socket
 from typer.testing import CliRunner
 
 from deploytool.cli import app
+from deploytool.errors import EXIT_COULD_NOT_RUN
 from deploytool.server.client import run_sync
 from deploytool.server.readiness import wait_until_ready
-from deploytool.errors import EXIT_COULD_NOT_RUN
 from deploytool.sim import SimSettings, serve_in_thread
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import free_port, run_cli, start_cli
 from lifecycle_helpers import health_check, remove_instance, served_decode_tps
 

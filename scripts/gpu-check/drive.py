@@ -25,7 +25,7 @@ from pathlib import Path
 
 from overlay_patches import apply_to_copy, patch_names
 from record import Recorder, abort_checks, record_all
-from server import LoadWatch, Server, request, stop_all
+from server import LoadWatch, Server, stop_all
 
 W = Path(os.environ.get("GPU_CHECK_WORK", "/tmp/gpu-check"))
 HARNESS = Path(__file__).resolve().parent
@@ -323,7 +323,7 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
             t = time.monotonic()
             try:
                 res["steps"][step] = run_step(run, step, spec, rec, env, plan_out, model_dir, pd)
-            except Exception as exc:  # noqa: BLE001 - one step failing never loses the others
+            except Exception as exc:
                 res["steps"][step] = {
                     "error": f"{type(exc).__name__}: {exc}",
                     "trace": traceback.format_exc()[-3000:],
@@ -513,7 +513,7 @@ def host_facts(run: Run, env: dict) -> None:
         try:
             proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
             (facts / name).write_text(proc.stdout or proc.stderr)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             (facts / name).write_text(f"{type(exc).__name__}: {exc}")
 
 
@@ -526,7 +526,7 @@ def gpu_uuid(env: dict) -> str | None:
             timeout=30,
         ).stdout.split()
         return out[0] if out else None
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
 
 
@@ -553,7 +553,7 @@ def main() -> None:
         run.say(f"=== plan {plan}")
         try:
             do_plan(run, plan, a.site, a.dt, uuid)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             run.summary["plans"].setdefault(plan, {})["error"] = traceback.format_exc()[-4000:]
             run.say(f"plan {plan} failed: {exc}")
         finally:

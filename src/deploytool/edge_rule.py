@@ -16,8 +16,8 @@ imports only the foundation).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 MIB = 1 << 20
 GIB = 1 << 30

@@ -33,7 +33,7 @@ from typing import Any
 _NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
 # C0 controls and DEL; C1 controls (U+0080-U+009F: U+009B is CSI, U+009D OSC on terminals that
 # read 8-bit controls); the line and paragraph separators some terminals and editors break lines at.
-_CONTROL_POINTS = [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]
+_CONTROL_POINTS = [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]
 # Ranges, both ends included, of what shows nothing or is no character. Format characters
 # (category Cf as of Unicode 15, the bidirectional marks, embeddings, overrides and isolates among
 # them; whole blocks where a block is all format characters, so a later Unicode's additions there

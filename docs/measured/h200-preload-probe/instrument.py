@@ -1,4 +1,5 @@
-import re, sys
+import re
+import sys
 
 S = sys.argv[1] + "/sglang/srt/"
 p = S + "utils/common.py"

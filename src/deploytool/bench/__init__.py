@@ -10,12 +10,12 @@ from pathlib import Path
 
 from ..release.targets import Target
 from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
+from .headline import kept_baseline
 from .method import BenchMethod
 from .presets import build_method
 from .report import write_comparison_report, write_run_report
-from .headline import kept_baseline
-from .roofline import attach_roofline
 from .results import BenchRun, Figure, GroupSummary, RequestRecord, load_run, run_from_json
+from .roofline import attach_roofline
 from .runner import BenchRunner, run_bench_sync
 
 __all__ = [

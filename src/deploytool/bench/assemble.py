@@ -4,6 +4,7 @@ Pareto points, the cold-cache check and the run's counts (docs/bench.md, "The fi
 from __future__ import annotations
 
 import time
+
 from ..server import metrics_window as mw
 from ..server import serverfields
 from ..server.facts import server_side_figures

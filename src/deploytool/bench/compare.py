@@ -277,7 +277,7 @@ def method_differences(runs: list[BenchRun]) -> dict[str, list[Any]]:
         settings = {k: v for k, v in run.method.items() if k in BenchMethod.model_fields}
         try:
             comparable.append(BenchMethod.model_validate(settings).comparable_dict())
-        except Exception:  # noqa: BLE001 - an unreadable method compares as its raw dict
+        except Exception:
             comparable.append(dict(run.method))
     keys = sorted({k for c in comparable for k in c})
     return {k: [c.get(k) for c in comparable] for k in keys if len({repr(c.get(k)) for c in comparable}) > 1}

@@ -71,7 +71,7 @@ class BenchMethod(BaseModel):
     metrics_interval_s: float = Field(default=1.0, gt=0)
 
     @model_validator(mode="after")
-    def _check_lists(self) -> "BenchMethod":
+    def _check_lists(self) -> BenchMethod:
         if any(c < 1 for c in self.load_concurrency):
             raise ValueError("load_concurrency values must be >= 1")
         if any(n < 16 for n in self.prefill_prompt_tokens):

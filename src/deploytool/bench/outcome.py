@@ -4,9 +4,9 @@ report, and say whether anything was measured. The CLI prints what this returns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, EXIT_OK
 from ..release.reports import default_report_dir

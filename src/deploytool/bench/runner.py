@@ -16,7 +16,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import terminal_text
@@ -25,6 +25,7 @@ from ..server import metrics_window as mw
 from ..server.chat_result import ChatResult
 from ..server.client import EndpointClient
 from ..server.facts import PEAK_GAUGES, ServerFacts, read_metrics, read_server_facts
+from ..server.fast_stream import StreamClient
 from . import stats, workloads
 from .assemble import assemble_run
 from .method import BenchMethod
@@ -32,7 +33,6 @@ from .prompts import PromptFactory, estimate_tokens
 from .records import chat_payload, request_record
 from .results import BenchRun, GroupSummary, RequestRecord
 from .spec import Job, Spec
-from ..server.fast_stream import StreamClient
 
 # Room left in the context for the chat template and tokenizer differences from our estimate.
 _CONTEXT_MARGIN_FRACTION = 0.03
@@ -92,9 +92,9 @@ class BenchRunner:
         return self.result()
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator["BenchRunner"]:
+    async def session(self) -> AsyncIterator[BenchRunner]:
         m = self.method
-        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.started_at = datetime.now(UTC).isoformat(timespec="seconds")
         self.t0 = time.perf_counter()
         self.deadline = self.t0 + m.run_timeout_s
         # a slot started with an API key wants it on every request, bench's own too

@@ -187,7 +187,7 @@ def bootstrap_ratio(
         return None
     rng = np.random.default_rng(seed)
 
-    def draws(side: list) -> "np.ndarray":
+    def draws(side: list) -> np.ndarray:
         # vectorised: each of the len(side) slots picks a repeat, then that repeat's size in
         # values from it (padding with NaN to the longest repeat), and the pooled median is taken
         sizes = np.asarray([rep.size for rep in side])

@@ -14,22 +14,24 @@ import threading
 import typer
 
 from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, DeploytoolError, Terminated
-from .app import ScrubbedStream, app, console_err, json_error
 
 # Importing the command modules registers their commands on `app`.
 # In the order a user meets them: profiles, build, deploy, check; and the host.
-from . import profiles_cmds  # noqa: E402,F401  profiles list, show, check
-from . import build_cmds  # noqa: E402,F401  build, patches check
-from . import deploy_cmds  # noqa: E402,F401  render, up, status, rollback, journal, cache
-from . import qualify_cmds  # noqa: E402,F401  qualify
-from . import bench_cmds  # noqa: E402,F401  bench, compare
-from . import memory_cmds  # noqa: E402,F401  plan-memory
-from . import rollout_cmds  # noqa: E402,F401  rollout, watch
-from . import slot_cmds  # noqa: E402,F401  stop, start, down, logs
-from . import host_cmds  # noqa: E402,F401  gpus, slots, doctor
-from . import k8s_cmds  # noqa: E402,F401  k8s apply, status, rollback
-from . import tune_cmds  # noqa: E402,F401  tune
-from . import monitor_cmds  # noqa: E402,F401  top, monitor
+from . import (
+    bench_cmds,  # noqa: F401  bench, compare
+    build_cmds,  # noqa: F401  build, patches check
+    deploy_cmds,  # noqa: F401  render, up, status, rollback, journal, cache
+    host_cmds,  # noqa: F401  gpus, slots, doctor
+    k8s_cmds,  # noqa: F401  k8s apply, status, rollback
+    memory_cmds,  # noqa: F401  plan-memory
+    monitor_cmds,  # noqa: F401  top, monitor
+    profiles_cmds,  # noqa: F401  profiles list, show, check
+    qualify_cmds,  # noqa: F401  qualify
+    rollout_cmds,  # noqa: F401  rollout, watch
+    slot_cmds,  # noqa: F401  stop, start, down, logs
+    tune_cmds,  # noqa: F401  tune
+)
+from .app import ScrubbedStream, app, console_err, json_error
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,16 +5,16 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
-from ..files import to_jsonable
 from .. import terminal_text
+from ..files import to_jsonable
 from ..redaction import scrub, scrub_all
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class Typer(typer.Typer):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cls=Group, **kwargs)
 
-    def command(self, name: Optional[str] = None, **kwargs: Any) -> Any:
+    def command(self, name: str | None = None, **kwargs: Any) -> Any:
         return super().command(name, cls=Command, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -200,7 +200,7 @@ class LazyConsole:
 
     def __init__(self, make: Callable[[], "Console"]) -> None:
         self._make = make
-        self._console: Optional["Console"] = None
+        self._console: Console | None = None
 
     @property
     def rich(self) -> "Console":
@@ -228,32 +228,32 @@ console_err = LazyConsole(_stderr_console)  # progress and messages, on stderr, 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON (schema in docs/json.md).")]
 ProfilesDirOpt = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option(
         "--profiles-dir",
         help="Extra folder of profile YAML files (repeatable; also DEPLOYTOOL_PROFILES_PATH).",
     ),
 ]
 GpuOpt = Annotated[
-    Optional[list[str]], typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")
+    list[str] | None, typer.Option("--gpu", help="GPU UUID of the slot (repeat for several cards).")
 ]
 CpuOpt = Annotated[bool, typer.Option("--cpu", help="The CPU slot (the embedded default, no GPU).")]
 CpuSlotOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--cpu-slot",
         help="A further CPU slot, cpu-NAME (several reference-runtime slots side by side, each on its own --port).",
     ),
 ]
 DrainOpt = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
         "--drain-timeout",
         help="Seconds a stop of the serving release waits, after the pre-stop hook, until the server reports no running and no queued request (default: the profile's health.drain_timeout, 30).",
     ),
 ]
 HooksOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--hooks",
         help="Folder of gateway hooks (pre-stop, post-cutover, post-rollback, on-failure; also DEPLOYTOOL_HOOKS). docs/hooks.md.",
@@ -267,11 +267,11 @@ TakeOverOpt = Annotated[
     ),
 ]
 UrlOpt = Annotated[
-    Optional[str], typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")
+    str | None, typer.Option("--url", help="An OpenAI-compatible endpoint, e.g. http://127.0.0.1:30000.")
 ]
 # The profile is named the same way in every command: --profile NAME.
 ProfileOpt = Annotated[
-    Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+    str | None, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
 ]
 RequiredProfileOpt = Annotated[
     str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
@@ -279,14 +279,14 @@ RequiredProfileOpt = Annotated[
 # The key for a server started with one. A slot's release reads its own; a value on the
 # command line is refused (it shows in `ps` and the shell's history).
 ApiKeyFileOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--api-key-file",
         help="File holding the server's API key (else DEPLOYTOOL_API_KEY, else the release's own).",
     ),
 ]
 ApiKeyOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--api-key",
         help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.",
@@ -298,7 +298,7 @@ ApiKeyOpt = Annotated[
 # passes it on as its preflight suite's ready_timeout_s).
 READY_TIMEOUT_OPTION = "--ready-timeout"
 ReadyTimeoutOpt = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
         READY_TIMEOUT_OPTION,
         metavar="SECONDS",

@@ -1,7 +1,7 @@
 """`deploytool bench` and `deploytool compare`: parse, call deploytool.bench, print."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -53,13 +53,13 @@ def bench_command(
         ),
     ] = "table",
     repeats: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--repeats", help="Passes of the workload (default 3); figures are medians over passes."
         ),
     ] = None,
     report: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--report",
             help="Write results.json, report.md and report.html here (default: under the state folder, with the slot's release; `deploytool reports` lists them).",
@@ -212,13 +212,13 @@ def _method(build_method, quick, prof, thinking, sweep, workload, repeats):
 @app.command("compare")
 def compare_command(
     runs: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Argument(
             help="Two or more results.json files or bench report folders; with --interleave, two endpoint URLs."
         ),
     ] = None,
     report: Annotated[
-        Optional[Path], typer.Option("--report", help="Write comparison.json/.md/.html here.")
+        Path | None, typer.Option("--report", help="Write comparison.json/.md/.html here.")
     ] = None,
     allow_mixed: Annotated[
         bool,
@@ -232,7 +232,7 @@ def compare_command(
         ),
     ] = False,
     gpu: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--gpu",
             help="A slot to compare (twice: the same release on two slots); a multi-card slot is its UUIDs joined by commas.",
@@ -240,20 +240,19 @@ def compare_command(
     ] = None,
     cpu: CpuOpt = False,
     cpu_slot: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--cpu-slot", help="A CPU slot of the reference runtime to compare, cpu-NAME (repeatable)."
         ),
     ] = None,
     workload: Annotated[
-        Optional[str],
-        typer.Option("--workload", help="With --interleave: the workload to run (default table)."),
+        str | None, typer.Option("--workload", help="With --interleave: the workload to run (default table).")
     ] = None,
     quick: Annotated[
         bool, typer.Option("--quick", help="With --interleave or slots: the reduced method.")
     ] = False,
     repeats: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--repeats", help="With --interleave or slots: passes per endpoint (default 3)."),
     ] = None,
     json_out: JsonOpt = False,

@@ -1,7 +1,7 @@
 """Build and patches: build, patches check."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,7 +26,7 @@ app.add_typer(patches_app, name="patches")
 def build_command(
     profile: RequiredProfileOpt,
     wheelhouse: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--wheelhouse", help="Install from these wheels, with no index (air-gapped hosts)."),
     ] = None,
     no_cache: Annotated[
@@ -154,8 +154,8 @@ def patches_check(
     from rich.markup import escape
     from rich.table import Table
 
-    from ..profiles import ProfileStore
     from ..image import patches
+    from ..profiles import ProfileStore
 
     prof = ProfileStore(profiles_dir).get(profile)
     source = (
@@ -212,7 +212,7 @@ def patches_import(
     head: Annotated[str, typer.Option("--head", help="The fork's commit (or a ref) the series goes up to.")],
     out: Annotated[Path, typer.Option("--out", help="A new folder for the patches and their `series` file.")],
     subdir: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--subdir",
             help="The folder of sglang's pyproject.toml in the repository (default: python/, else the top).",

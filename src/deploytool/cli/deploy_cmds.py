@@ -1,8 +1,9 @@
 """Deploy: render, up, status, rollback, journal, cache."""
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,18 +17,18 @@ if TYPE_CHECKING:
 from . import k8s_cmds
 from .app import (
     CpuOpt,
-    DrainOpt,
     CpuSlotOpt,
+    DrainOpt,
     GpuOpt,
     HooksOpt,
     JsonOpt,
     ProfileOpt,
     ProfilesDirOpt,
     RequiredProfileOpt,
-    app,
-    console,
     TakeOverOpt,
     Typer,
+    app,
+    console,
     console_err,
     print_json,
 )
@@ -36,10 +37,10 @@ cache_app = Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True
 app.add_typer(cache_app, name="cache")
 
 PortOpt = Annotated[
-    Optional[int], typer.Option("--port", help="Host port to publish on (default: the profile's).")
+    int | None, typer.Option("--port", help="Host port to publish on (default: the profile's).")
 ]
 UpPortOpt = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--port",
         help="Host port to publish on (default: the port the slot's release publishes on now, else the profile's).",
@@ -64,7 +65,7 @@ RetentionOpt = Annotated[
 ]
 # The wheels of `build --wheelhouse DIR` are inputs of the image's tag: the same folder names the same image.
 WheelhouseOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--wheelhouse",
         help="The image is built with `build --wheelhouse DIR` (its wheels are inputs of the tag): name that image; `up` builds it from DIR.",
@@ -126,14 +127,14 @@ def render_command(
     cpu_slot: CpuSlotOpt = None,
     release: Annotated[int, typer.Option("--release", help="Release number to render for.")] = 1,
     image: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--image", help="Image reference (default: what `build` would tag, without building)."),
     ] = None,
     port: PortOpt = None,
     bind: BindOpt = "127.0.0.1",
     expose_without_key: ExposeOpt = False,
     output: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("-o", "--output", help="Write to this file instead of stdout (with --k8s: a folder)."),
     ] = None,
     profiles_dir: ProfilesDirOpt = None,
@@ -255,11 +256,9 @@ def up_command(
         ),
     ] = False,
     suite: Annotated[
-        Optional[list[str]], typer.Option("--suite", help="Qualify with only these suites (repeatable).")
+        list[str] | None, typer.Option("--suite", help="Qualify with only these suites (repeatable).")
     ] = None,
-    limit: Annotated[
-        Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")
-    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
     retention: RetentionOpt = DEFAULT_RETENTION,
     dry_run: DryRunOpt = False,
     json_output: JsonOpt = False,
@@ -273,8 +272,8 @@ def up_command(
     release is stopped, never removed, and restored if anything fails."""
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
-    from ..deploy.plan import UpOptions
     from ..deploy.no_engine import engine_for_dry_run
+    from ..deploy.plan import UpOptions
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = UpOptions(
@@ -313,7 +312,7 @@ def cpu_twin_command(
     ],
     profile: ProfileOpt = None,
     port: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--port",
             help="The port the release would publish on (in its document; not checked: the twin publishes none, so a server there does not stop it).",
@@ -329,14 +328,14 @@ def cpu_twin_command(
         ),
     ] = False,
     wheelhouse: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--wheelhouse",
             help="The image was built with `build --wheelhouse DIR` (its wheels are inputs of the tag): run that image (the twin never builds one).",
         ),
     ] = None,
     image: Annotated[
-        Optional[str], typer.Option("--image", help="Run the twin with this image instead of the release's.")
+        str | None, typer.Option("--image", help="Run the twin with this image instead of the release's.")
     ] = None,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
@@ -506,8 +505,8 @@ def cache_status(
     gpu: GpuOpt = None, cpu: CpuOpt = False, cpu_slot: CpuSlotOpt = None, json_output: JsonOpt = False
 ) -> None:
     """The slot's cache volume: its fingerprint, file count and size."""
-    from ..yamlio import dump_yaml
     from ..deploy.cache_commands import cache_status as read_cache
+    from ..yamlio import dump_yaml
 
     state = read_cache(slot_from_options(gpu, cpu, cpu_slot))
     if json_output:

@@ -1,7 +1,7 @@
 """k8s apply, k8s status, k8s rollback, and what `render --k8s` delegates to."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,7 +18,7 @@ k8s_app = Typer(
 app.add_typer(k8s_app, name="k8s")
 
 ImageOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option("--image", help="Release image by digest (NAME@sha256:...), as the cluster pulls it."),
 ]
 ReplicasOpt = Annotated[
@@ -29,24 +29,23 @@ ReplicasOpt = Annotated[
 ]
 NamespaceOpt = Annotated[str, typer.Option("--namespace", help="Kubernetes namespace.")]
 NodeSelectorOpt = Annotated[
-    Optional[list[str]], typer.Option("--node-selector", help="KEY=VALUE a node must carry (repeatable).")
+    list[str] | None, typer.Option("--node-selector", help="KEY=VALUE a node must carry (repeatable).")
 ]
 TolerationOpt = Annotated[
-    Optional[list[str]], typer.Option("--toleration", help="KEY[=VALUE]:EFFECT to tolerate (repeatable).")
+    list[str] | None, typer.Option("--toleration", help="KEY[=VALUE]:EFFECT to tolerate (repeatable).")
 ]
 FlavorOpt = Annotated[
     str,
     typer.Option("--k8s-flavor", help="plain (Deployment/LeaderWorkerSet) or ome (OME's InferenceService)."),
 ]
 QualifyImageOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--qualify-image", help="Image with deploytool installed, by digest, for the qualify Job (required)."
     ),
 ]
 ReleaseOpt = Annotated[
-    Optional[int],
-    typer.Option("--release", help="Release number (k8s apply: the cluster's current one + 1)."),
+    int | None, typer.Option("--release", help="Release number (k8s apply: the cluster's current one + 1).")
 ]
 RetentionOpt = Annotated[
     int, typer.Option("--retention", help="Previous releases kept for rollback (revisionHistoryLimit).")
@@ -55,7 +54,7 @@ SecretOpt = Annotated[
     str, typer.Option("--secret", help="Secret holding hf-token / api-key (referenced, never read).")
 ]
 ContextOpt = Annotated[
-    Optional[str], typer.Option("--context", help="kubeconfig context (default: the current one).")
+    str | None, typer.Option("--context", help="kubeconfig context (default: the current one).")
 ]
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Only the cluster's server-side dry run; nothing changes.")
@@ -154,8 +153,8 @@ def apply_command(  # nosec B107: --secret's default is the Secret's name, never
 ) -> None:
     """Server-side dry run of every object, then canary, qualify Job, and promotion of the release."""
     from ..k8s import release as rel
-    from ..k8s.render import render_stages
     from ..k8s.apply import apply_release, current_release, stable_kind
+    from ..k8s.render import render_stages
 
     req = build_request(
         profile=profile,
@@ -189,8 +188,8 @@ def apply_command(  # nosec B107: --secret's default is the Secret's name, never
 
 def _status_args(profile: str, flavor: str, profiles_dir: list[Path] | None) -> tuple[str, tuple[str, str]]:
     from ..k8s import release as rel
-    from ..profiles import ProfileStore
     from ..k8s.apply import stable_kind
+    from ..profiles import ProfileStore
 
     resolved = ProfileStore(profiles_dir).get(profile)
     return rel.app_name(resolved), stable_kind(flavor, rel.workload_kind(resolved))

@@ -1,7 +1,7 @@
 """plan-memory: what SGLang's memory pools will be, before anything starts."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -13,34 +13,34 @@ from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
 def plan_memory_cli(
     profile: Annotated[str, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")],
     gpu: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--gpu", help="Plan for this GPU (UUID), read through NVML; UUID,UUID,... for a slot of several."
         ),
     ] = None,
     card: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--card",
             help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).",
         ),
     ] = None,
     set_: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--set",
             help="What-if: a launch flag KEY=VALUE replacing the profile's (repeatable), e.g. mem-fraction-static=0.90.",
         ),
     ] = None,
     checkpoint: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--checkpoint",
             help="Read config.json and the safetensors index from this folder instead of the profile's model.host_path.",
         ),
     ] = None,
     patches: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--patches",
             help="What-if: the image's patches to assume: `none`, `series` (every patch in the `series` file of the profile's series folder: image.source.series, else images/sglang/patches/<version>/) or file names separated by commas; default the profile's own.",

@@ -1,6 +1,6 @@
 """top: the live view of what serves; monitor up, down, status: the Prometheus that follows it."""
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ from .app import (
 @app.command("top")
 def top_command(
     url: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--url", help="A server to watch instead of this host's slots (repeatable)."),
     ] = None,
     profile: ProfileOpt = None,
@@ -34,7 +34,7 @@ def top_command(
         bool, typer.Option("--once", help="Two rounds --interval apart, print the second, exit.")
     ] = False,
     rounds: Annotated[
-        Optional[int], typer.Option("--rounds", min=1, hidden=True, help="Stop after this many rounds.")
+        int | None, typer.Option("--rounds", min=1, hidden=True, help="Stop after this many rounds.")
     ] = None,
     profiles_dir: ProfilesDirOpt = None,
     api_key_file: ApiKeyFileOpt = None,
@@ -103,7 +103,7 @@ def monitor_up(
         int, typer.Option("--scrape-interval", min=1, help="Seconds between scrapes.")
     ] = 5,
     cards_exporter: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--cards-exporter", help="HOST:PORT of NVIDIA's dcgm-exporter, for the throttling alert."
         ),

@@ -1,7 +1,7 @@
 """Profiles: list, show, check."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,7 +25,7 @@ def profiles_list(
         ),
     ] = False,
     checkpoints: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--checkpoints",
             help="Plan memory from DIR/<model folder> (config.json and the safetensors index; the folder named as the hub repository or host folder) instead of the hub cache or model.host_path.",
@@ -141,7 +141,7 @@ def profiles_show(
 @profiles_app.command("check")
 def profiles_check(
     name: Annotated[
-        Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+        str | None, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
     ] = None,
     every: Annotated[
         bool,
@@ -162,14 +162,14 @@ def profiles_check(
         ),
     ] = False,
     wheelhouse: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--wheelhouse",
             help="The image was built with `build --wheelhouse DIR`: look for that image's tag.",
         ),
     ] = None,
     checkpoint: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--checkpoint",
             help="Also run SGLang's own start-up checks with this folder's config.json (the model configuration it builds, the server-argument checks that need no card) and the start-up rules the planner says (one profile).",
@@ -181,8 +181,8 @@ def profiles_check(
     sglang profile's (the others are listed as skipped, with why)."""
     from rich.markup import escape
 
-    from ..profiles import ProfileStore
     from ..image import flagcheck
+    from ..profiles import ProfileStore
 
     if bool(name) == every:
         raise UsageError("give --profile NAME (one profile) or --all (every sglang profile), one of the two")

@@ -1,7 +1,7 @@
 """`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -35,32 +35,32 @@ def qualify_command(
     cpu_slot: CpuSlotOpt = None,
     profile: ProfileOpt = None,
     suite: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--suite",
             help="Run only this suite (repeatable); default: the profile's qualify.suites, else all that apply.",
         ),
     ] = None,
     limit: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--limit", help="Cap the items of data-driven suites (quick run; the report says so)."),
     ] = None,
     report: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--report",
             help="Report folder (default: under the state folder, with the slot's release: slots/<slot>/releases/<N>/reports/qualify-<UTC time>; `deploytool reports` lists them).",
         ),
     ] = None,
     against: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--against",
             help="Compare with this release of the slot (its stored results) instead of the one that served before the qualified release was cut over.",
         ),
     ] = None,
     set_: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--set", help="Override a suite setting, e.g. --set gsm8k.min_accuracy=0.9 (repeatable)."
         ),
@@ -237,7 +237,7 @@ def report_command(
         ),
     ],
     against: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--against",
             help="The release (number or report folder) to compare with; default: the baseline the performance gate would choose (what served before RELEASE was cut over).",
@@ -245,9 +245,9 @@ def report_command(
     ] = None,
     gpu: GpuOpt = None,
     cpu: CpuOpt = False,
-    cpu_slot: Annotated[Optional[str], typer.Option("--cpu-slot", help="A named CPU slot.")] = None,
+    cpu_slot: Annotated[str | None, typer.Option("--cpu-slot", help="A named CPU slot.")] = None,
     report: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--report",
             help="Report folder (default: slots/<slot>/releases/<N>/reports/report-<UTC time>, or reports/report-<UTC time> for two folders).",

@@ -1,7 +1,7 @@
 """Several slots: rollout (one slot out of service at a time) and watch (the supervisor)."""
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -21,13 +21,13 @@ from .app import (
 from .deploy_cmds import ConsoleReporter
 
 RolloutGpuOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--gpu", help="A slot's GPU UUID, once per slot; a multi-card slot is its UUIDs joined by commas."
     ),
 ]
 RolloutCpuSlotOpt = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--cpu-slot", help="A CPU slot of the reference runtime, cpu-NAME (repeatable; for tests and demos)."
     ),
@@ -62,9 +62,9 @@ def rollout_slots(
                 "--all-gpus groups this host's cards into the profile's slots: say which profile with "
                 "--profile NAME"
             )
-        from ..release.card_slots import plan_slots
         from ..host.gpus import require_inventory
         from ..profiles import ProfileStore
+        from ..release.card_slots import plan_slots
 
         plan = plan_slots(
             ProfileStore(profiles_dirs).get(profile_name),
@@ -110,7 +110,7 @@ def rollout_slots(
 @app.command("rollout")
 def rollout_command(
     profile: Annotated[
-        Optional[str], typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
+        str | None, typer.Option("--profile", help="Profile name (`deploytool profiles list`).")
     ] = None,
     gpu: RolloutGpuOpt = None,
     all_gpus: Annotated[
@@ -145,9 +145,7 @@ def rollout_command(
     undo: Annotated[
         bool, typer.Option("--undo", help="Roll back the slots the last rollout upgraded, from the journal.")
     ] = False,
-    limit: Annotated[
-        Optional[int], typer.Option("--limit", help="Cap data-driven suites at N items.")
-    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Cap data-driven suites at N items.")] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print every slot's plan and change nothing.")
     ] = False,
@@ -242,21 +240,21 @@ def watch_command(
     gpu: RolloutGpuOpt = None,
     once: Annotated[bool, typer.Option("--once", help="Probe every slot once, act, and exit.")] = False,
     max_seconds: Annotated[
-        Optional[float], typer.Option("--max-seconds", help="Stop after this many seconds.")
+        float | None, typer.Option("--max-seconds", help="Stop after this many seconds.")
     ] = None,
     interval: Annotated[
-        Optional[float],
+        float | None,
         typer.Option("--interval", help="Seconds between rounds (default: the profiles' watch.interval)."),
     ] = None,
     render: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--render", help="Print what runs watch unattended, and exit: compose or systemd."),
     ] = None,
     image: Annotated[
-        Optional[str], typer.Option("--image", help="With --render compose: the image holding deploytool.")
+        str | None, typer.Option("--image", help="With --render compose: the image holding deploytool.")
     ] = None,
     user: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--user", help="With --render systemd: the user to run as (in the docker group)."),
     ] = None,
     json_output: JsonOpt = False,

@@ -2,7 +2,7 @@
 
 import json
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -51,7 +51,7 @@ def start_command(
     cpu: CpuOpt = False,
     cpu_slot: CpuSlotOpt = None,
     release: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--release",
             help="Start this kept release in place of the slot's current one (the output says so); without it only the current release is started.",
@@ -129,7 +129,7 @@ def logs_command(
     cpu: CpuOpt = False,
     cpu_slot: CpuSlotOpt = None,
     release: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--release",
             help="A kept release's log (default: the serving release's, else the slot's current one).",
@@ -143,9 +143,9 @@ def logs_command(
             help="Keep printing until Ctrl-C, across a restart of the release; without --release, across a new serving release of the slot (a new up, a rollback), saying so in one line.",
         ),
     ] = False,
-    tail: Annotated[Optional[int], typer.Option("--tail", help="Only the last N lines.")] = None,
+    tail: Annotated[int | None, typer.Option("--tail", help="Only the last N lines.")] = None,
     since: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--since", help="Only lines since a duration ago (30s, 10m, 2h) or an ISO 8601 time."),
     ] = None,
     raw: Annotated[

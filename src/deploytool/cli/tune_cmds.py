@@ -1,7 +1,7 @@
 """tune: search launch flags for the fastest launch that fits, holds its SLO and qualifies."""
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,33 +20,33 @@ def tune_cli(
     cpu_slot: CpuSlotOpt = None,
     gpu: GpuOpt = None,
     card: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--card",
             help="Plan candidates for a named card (rtx5090, h200, ...); default the profile's match.gpu_name.",
         ),
     ] = None,
     workload: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--workload",
             help="How each live server is loaded: `table` (the concurrency sweep of the space's `load`), `agentic`, `long-context` or `open-loop` (bench's workloads, sized by the space's `workload_settings`); default the space's `workload`, else table.",
         ),
     ] = None,
     slo: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--slo", help="Latency targets over the space's: ttft_p99_ms=...,tpot_p99_ms=...,min_user_tps=..."
         ),
     ] = None,
     space: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--space", help="YAML file with the search space (the keys of a profile's `tune:` section)."
         ),
     ] = None,
     budget: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--budget", help="Stop cleanly before this much time is spent, e.g. 90m, 2h, 600s."),
     ] = None,
     dry_run: Annotated[
@@ -60,21 +60,21 @@ def tune_cli(
         bool, typer.Option("--resume", help="Go on with the search journalled in --report DIR.")
     ] = False,
     report: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--report",
             help="Folder for the journal, logs, table, picture and winner profile (default: a new folder under the state folder's reports/, listed by `deploytool reports`; --resume needs it).",
         ),
     ] = None,
     port_range: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--port-range",
             help="With --local: serve candidates on the first free port of FIRST-LAST (default any free port).",
         ),
     ] = None,
     name: Annotated[
-        Optional[str], typer.Option("--name", help="Name of the winner's profile (default PROFILE-tuned).")
+        str | None, typer.Option("--name", help="Name of the winner's profile (default PROFILE-tuned).")
     ] = None,
     no_qualify: Annotated[
         bool,

@@ -14,19 +14,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..release.cache import CacheDecision
-from ..release.compose import document_text
+from ..errors import UsageError
 from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
-from ..errors import UsageError
 from ..memory.gate import MemoryRefused
 from ..profiles import ProfileStore
+from ..release.cache import CacheDecision
+from ..release.compose import document_text
 from ..release.slots import Slot
 from ..release.state import journal, slot_lock
 from .executor import execute
-from .hooks import Hooks
-from .reporter import Reporter
 from .facts import gather_facts, gather_slot
+from .hooks import Hooks
 from .plan import (
     DEFAULT_RETENTION,
     UpOptions,
@@ -36,6 +35,7 @@ from .plan import (
     plan_up,
     publish_port,
 )
+from .reporter import Reporter
 from .steps import CutOver, Plan
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..host.nvml import STANDIN_ENV
-from ..profiles import Profile, ProfileStore
 from ..image.versions import load_matrix, version_tuple
+from ..profiles import Profile, ProfileStore
 from .about import About, about
 
 Status = Literal["pass", "warn", "fail"]

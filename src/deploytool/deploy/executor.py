@@ -15,19 +15,21 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
 
-from ..release import inputs as release_inputs, scrape_targets, secrets
-from ..image.build import BuildResult, build
-from ..release.cache import CacheDecision, prepare_slot_cache
-from ..release.compose import document_text
-from ..host.engine import Engine
-from ..host.releases import Release
 from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
+from ..host.engine import Engine
+from ..host.releases import Release
+from ..image.build import BuildResult, build
 from ..profiles import Profile
+from ..release import inputs as release_inputs
+from ..release import scrape_targets, secrets
+from ..release.cache import CacheDecision, prepare_slot_cache
+from ..release.compose import document_text
 from ..release.slots import Slot
 from ..release.state import SlotPointers, journal, read_pointers, release_dir, release_path, write_pointers
 from ..release.targets import Target, qualify_results_path
@@ -138,7 +140,7 @@ def _follow_monitor(run: _Run) -> None:
     try:
         if scrape_targets.monitored():  # no engine call on a host without a monitor
             scrape_targets.write_targets(run.engine.releases())
-    except Exception as exc:  # noqa: BLE001 - the release serves either way
+    except Exception as exc:
         run.reporter.warn(f"the monitor's scrape targets were not rewritten: {exc}")
 
 

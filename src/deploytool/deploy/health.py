@@ -4,11 +4,11 @@ published port answers the health path from the host."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from ..errors import DeployError
 from ..host.engine import Engine
 from ..host.releases import Release
-from ..errors import DeployError
 from ..release.slots import slot_named
 from ..release.state import journal
 from ..server.readiness import health_check
@@ -77,7 +77,7 @@ def _since_start(release: Release) -> float:
     """Seconds since the engine started the container (0 when it does not say)."""
     try:
         started = datetime.fromisoformat(release.started.replace("Z", "+00:00"))
-        age = (datetime.now(timezone.utc) - started).total_seconds()
+        age = (datetime.now(UTC) - started).total_seconds()
     except (ValueError, TypeError):
         return 0.0
     return age if 0 <= age <= MAX_START_LEAD_S else 0.0

@@ -8,7 +8,7 @@ CUT_MARK, at once, and the rest of it up to its newline is dropped.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 MAX_LINE_BYTES = 256 * 1024
 CUT_MARK = f" [... line cut: longer than {MAX_LINE_BYTES // 1024} KiB, the rest not shown]"

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..release import secrets, weights
-from ..image.build import BuildPlan, plan_build, stale_reason
-from ..release.compose import RenderRequest, render_compose, refuse_exposure, render_notes
-from ..host.releases import Release, published_url
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
-from ..release.card_slots import group_problems
 from ..host.fit import classify
+from ..host.releases import Release, published_url
+from ..image.build import BuildPlan, plan_build, stale_reason
 from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
+from ..release import secrets, weights
+from ..release.card_slots import group_problems
+from ..release.compose import RenderRequest, refuse_exposure, render_compose, render_notes
 from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
@@ -126,7 +126,7 @@ def publish_port(options: UpOptions, fallback: Release | None, profile: Profile)
             fallback.host_port,
             f"kept from release {fallback.release}, the slot's {what} release (--port to move it)",
         )
-    return profile.server.port, f"the profile's default (no release on slot {{slot}} yet)"
+    return profile.server.port, "the profile's default (no release on slot {slot} yet)"
 
 
 def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions) -> Validated:

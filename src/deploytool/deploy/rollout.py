@@ -18,20 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..image.build import build
-from ..release.compose import document_text
-from ..host.engine import Engine
-from .no_engine import NoEngine
-from ..host.nvml import refuse_on_described_host
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
+from ..host.engine import Engine
+from ..host.nvml import refuse_on_described_host
+from ..image.build import build
 from ..profiles import Profile, ProfileStore
+from ..release.compose import document_text
 from ..release.slots import Slot, slot_named
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import as_failure, execute
-from .reporter import Reporter
 from .facts import Facts, gather_facts, gather_slot
 from .hooks import GatewayHooks, Hooks
+from .no_engine import NoEngine
 from .plan import bring_back, choose_profile, plan_rollback
+from .reporter import Reporter
 from .rollout_plan import RolloutOptions, RolloutPlan, plan_rollout, slot_plan
 from .steps import Plan, Stop
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ..image.build import plan_build
 from ..errors import UsageError
+from ..image.build import plan_build
 from ..profiles import Profile
 from ..release.slots import DEFAULT_RETENTION, Slot
 from .facts import Facts

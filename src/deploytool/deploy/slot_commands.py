@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import DeployError, UsageError
 from ..host.engine import Engine
@@ -249,7 +250,7 @@ class SlotNotice(str):
     was: int
 
     @classmethod
-    def changed(cls, slot: Slot, release: int, was: int) -> "SlotNotice":
+    def changed(cls, slot: Slot, release: int, was: int) -> SlotNotice:
         notice = cls(
             f"deploytool: slot {slot.name} is served by release {release} now "
             f"(was release {was}); its log follows"

@@ -13,23 +13,23 @@ watch.crash_loop, watch.rolled_back, watch.rollback_failed, watch.stop.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
 
-from ..release import inputs as release_inputs
+from ..errors import DeploytoolError, SlotBusy
 from ..host.engine import Engine
 from ..host.releases import Release
-from ..errors import DeploytoolError, SlotBusy
 from ..profiles import HealthSpec, WatchSpec
+from ..release import inputs as release_inputs
 from ..release.slots import slot_named
-from ..server.readiness import health_check
 from ..release.state import journal, read_journal, read_pointers, slot_lock
+from ..server.readiness import health_check
 from .executor import execute
-from .reporter import Reporter
 from .facts import gather_slot
 from .hooks import Hooks
 from .plan import plan_rollback
+from .reporter import Reporter
 from .watch_policy import Decision, Observation, SlotWatch, decide
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..host.labels import instance
-from ..release.state import home
 from ..release.compose import escape_interpolation
+from ..release.state import home
 from ..yamlio import dump_yaml
 
 SOCKET = "/var/run/docker.sock"

@@ -19,15 +19,16 @@ import signal
 import subprocess
 import tarfile
 import threading
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import docker
 import docker.errors
 
-from . import labels
 from ..errors import BuildError, DeployError, EngineUnavailable
+from . import labels
 from .engine_api import HOW_TO_GET_AN_ENGINE
 from .releases import Release, release_from_inspect
 
@@ -117,7 +118,7 @@ class Engine:
         self.client = client
 
     @classmethod
-    def optional(cls) -> "Engine | None":
+    def optional(cls) -> Engine | None:
         """The engine when one answers, else None: for checks that can run without one."""
         try:
             return cls()

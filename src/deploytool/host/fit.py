@@ -20,7 +20,7 @@ class Fit:
     reasons: list[str]
 
 
-def classify(profile: "Profile", gpus: list["GpuInfo"]) -> Fit:
+def classify(profile: Profile, gpus: list[GpuInfo]) -> Fit:
     """Can this profile run on these cards? Compute capability, GPU count and a card in MIG mode
     are hard limits (kernels are built per architecture; tensor parallelism needs the cards;
     CUDA sees a MIG card's devices, not the card); less memory than the profile wants may still
@@ -41,7 +41,7 @@ def classify(profile: "Profile", gpus: list["GpuInfo"]) -> Fit:
     return Fit(profile.name, verdict, soft or ["name, compute capability, memory and GPU count match"])
 
 
-def card_problems(profile: "Profile", gpu: "GpuInfo") -> list[str]:
+def card_problems(profile: Profile, gpu: GpuInfo) -> list[str]:
     """What rules this one card out for the profile, whatever the other cards."""
     match, out = profile.match, []
     if match.compute_capability and gpu.compute_capability != match.compute_capability:
@@ -57,7 +57,7 @@ def card_problems(profile: "Profile", gpu: "GpuInfo") -> list[str]:
     return out
 
 
-def card_shortfalls(profile: "Profile", gpu: "GpuInfo") -> list[str]:
+def card_shortfalls(profile: Profile, gpu: GpuInfo) -> list[str]:
     """What the profile would rather have of this card: its name (another card of the same
     architecture), its memory."""
     match, out = profile.match, []
@@ -72,12 +72,12 @@ def card_shortfalls(profile: "Profile", gpu: "GpuInfo") -> list[str]:
     return out
 
 
-def _short_of_memory(profile: "Profile", gpu: "GpuInfo") -> bool:
+def _short_of_memory(profile: Profile, gpu: GpuInfo) -> bool:
     wanted = profile.match.min_memory_gib
     return bool(wanted) and gpu.memory_total_gib is not None and gpu.memory_total_gib < wanted
 
 
-def _grouped(gpus: list["GpuInfo"], problems) -> list[tuple[str, str]]:
+def _grouped(gpus: list[GpuInfo], problems) -> list[tuple[str, str]]:
     """One line per distinct problem, naming the cards that have it: eight alike cards give one
     reason, not eight."""
     found: dict[str, list[str]] = {}
@@ -88,7 +88,7 @@ def _grouped(gpus: list["GpuInfo"], problems) -> list[tuple[str, str]]:
     return [(text, ", ".join(cards)) for text, cards in found.items()]
 
 
-def annotate_matches(inventory: "Inventory", profiles: list["Profile"]) -> "Inventory":
+def annotate_matches(inventory: Inventory, profiles: list[Profile]) -> Inventory:
     """Fill each card's `matching_profiles`: profiles made for this card (by name and compute
     capability), whatever their GPU count."""
     for gpu in inventory.gpus:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import NoGpuError
-from .nvml import nvml_library, optional as _optional
+from .nvml import nvml_library
+from .nvml import optional as _optional
 
 MIB = 1024 * 1024
 # Affinity answers are bitmasks in 64-bit words: enough words for 1024 CPUs and 64 NUMA nodes.
@@ -98,7 +99,7 @@ class GpuInfo:
             most += f"; the card {_gen(card)}"
         return f"{now} ({most})"
 
-    def mig_views(self) -> list["GpuInfo"]:
+    def mig_views(self) -> list[GpuInfo]:
         """Each MIG device as a card of its own (what CUDA sees): the parent's name, architecture
         and place, the device's own memory, and no power limit or link of its own."""
         return [

@@ -8,8 +8,9 @@ would do on a host one does not have (docs/gpus.md, "A described host").
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 STANDIN_ENV = "DEPLOYTOOL_NVML_STANDIN"
 

@@ -90,7 +90,7 @@ class StandInNvml:
         self._initialised = 0
 
     @classmethod
-    def from_file(cls, path: Path) -> "StandInNvml":
+    def from_file(cls, path: Path) -> StandInNvml:
         return cls(load_host(Path(path)), source=str(path))
 
     # -- library -------------------------------------------------------------------------------

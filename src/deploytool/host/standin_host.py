@@ -134,7 +134,7 @@ class HostSpec(_Strict):
     init_error: Literal["driver_not_loaded", "library_not_found"] | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "HostSpec":
+    def _consistent(self) -> HostSpec:
         problems: list[str] = []
         for key in ("uuid", "pci_bus_id"):
             values = [getattr(g, key) for g in self.gpus]

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .links import nvlinks_between as _count_nvlinks, p2p_index
+from .links import nvlinks_between as _count_nvlinks
+from .links import p2p_index
 from .nvml import optional as _optional
 
 # NVML_TOPOLOGY_* -> (name in JSON, nvidia-smi's abbreviation, what it means). A pair on one

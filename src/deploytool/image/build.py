@@ -21,20 +21,20 @@ import json
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import jinja2
 
 from .. import __version__
+from ..errors import BuildError, UsageError
 from ..host import labels
 from ..host.engine import Engine
-from ..errors import BuildError, UsageError
 from ..profiles import Profile
+from ..release.state import build_lock, cache_dir, journal
 from .recipes import RecipeInputs, load_recipe, materialise, recipe_dir
 from .wheelhouse import file_sha256
-from ..release.state import build_lock, cache_dir, journal
 
 ProgressFn = Callable[[int, int, str], None]  # (step, steps, line)
 BASE_BY_TAG = "base-by-tag"

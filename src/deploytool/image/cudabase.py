@@ -19,16 +19,17 @@ import json
 import platform
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import jinja2
 
-from ..host import labels
 from ..errors import BuildError, UsageError
-from ..resources import resource
+from ..host import labels
 from ..release.state import build_lock, cache_dir
+from ..resources import resource
 from .versions import load_matrix
 from .wheelhouse import Lock, fill, read_lock, verify
 
@@ -148,7 +149,7 @@ def base_tag(cuda: str, components: str, digest: str) -> str:
 
 
 def build_base(
-    engine: "Engine",
+    engine: Engine,
     *,
     cuda: str,
     components: str = COMPILER,

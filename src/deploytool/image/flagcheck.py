@@ -35,15 +35,15 @@ from typing import Any
 
 from filelock import FileLock
 
-from ..host import labels
-from .cache_venv import compile_by_importing, pip_install
-from ..host.engine import Engine
 from ..errors import CouldNotRun, DeploytoolError, UsageError
-from . import runtime_source
-from .patches import sglang_wheel
+from ..host import labels
+from ..host.engine import Engine
 from ..profiles import Profile, args_to_argv
-from ..resources import package_dir, resource
 from ..release.state import cache_dir
+from ..resources import package_dir, resource
+from . import runtime_source
+from .cache_venv import compile_by_importing, pip_install
+from .patches import sglang_wheel
 from .versions import load_matrix
 
 TORCH_INDEX_ENV = "DEPLOYTOOL_TORCH_INDEX_URL"
@@ -235,7 +235,7 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
         # list its images, and a short timeout would silently check another parser than the image's.
         client = docker.from_env(timeout=60)
         found = client.images.list(filters={"label": f"{labels.IMAGE_PROFILE}={profile.name}"})
-    except Exception as exc:  # noqa: BLE001 - no engine: fall back to the venv, say where the check ran and why
+    except Exception as exc:
         return None, f"no Docker engine answered ({type(exc).__name__}: {str(exc)[:160]})"
     if not found:
         return None, None

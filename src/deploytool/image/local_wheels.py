@@ -22,7 +22,8 @@ from pathlib import Path
 from ..errors import ProfileError
 from ..profiles import Profile
 from ..profiles.image_source import local_path
-from .wheelhouse import WHEEL_FILE, Lock, LockedWheel, file_sha256, normal_name as normal
+from .wheelhouse import WHEEL_FILE, Lock, LockedWheel, file_sha256
+from .wheelhouse import normal_name as normal
 
 IN_IMAGE = "/tmp/deploytool/local-wheels"  # nosec B108: a path inside the image being built, not the host's /tmp; where the build context's local-wheels/ is copied
 _HASHES: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> sha256, for one process

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import cudabase
 from ..profiles import Profile
 from ..resources import resource
+from . import cudabase
 from .wheelhouse import Lock, read_lock
 
 # Toolkit packages the venv must take at the toolkit's own versions when something asks for them.

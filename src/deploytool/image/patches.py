@@ -22,12 +22,12 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .in_image import unidiff
 from ..errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
 from ..profiles import Profile
-from ..resources import resource
-from ..release.state import cache_dir
 from ..profiles.image_source import local_path
+from ..release.state import cache_dir
+from ..resources import resource
+from .in_image import unidiff
 
 RECIPE = "sglang"
 # `image.patches: [none]`: the pinned sglang as released, no patch at all. An empty list

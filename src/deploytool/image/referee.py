@@ -22,9 +22,9 @@ from pathlib import Path
 from filelock import FileLock
 
 from ..errors import DeploytoolError
+from ..resources import resource
 from .cache_venv import compile_by_importing, pip_install
 from .flagcheck import parser_venv
-from ..resources import resource
 
 
 def conformance_requirements() -> tuple[list[str], list[str]]:

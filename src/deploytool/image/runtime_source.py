@@ -22,14 +22,15 @@ import shutil
 import tarfile
 import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import BuildError, ProfileError
 from ..profiles import Profile
-from . import gitrepo
 from ..profiles.image_source import local_path
+from . import gitrepo
 from .versions import load_matrix
 
 # Folders a tree outside git keeps beside its sources that never belong in a build.

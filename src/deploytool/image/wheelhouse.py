@@ -208,8 +208,8 @@ def verify(lock: Lock, wheelhouse: Path) -> list[Path]:
         raise BuildError(
             f"wheelhouse {wheelhouse} does not match the lock {lock.path.name}; changed wheel"
             f"{'s' if len(changed) > 1 else ''}:\n" + "\n".join("    " + x for x in changed),
-            hint=f"restore the wheel (deploytool fills a wheelhouse from the lock when an index is "
-            f"reachable), or re-lock on purpose: deploytool build --lock",
+            hint="restore the wheel (deploytool fills a wheelhouse from the lock when an index is "
+            "reachable), or re-lock on purpose: deploytool build --lock",
         )
     if missing:
         raise BuildError(

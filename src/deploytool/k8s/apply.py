@@ -15,8 +15,9 @@ rollback: history.py. The REST calls themselves: cluster.py.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import DeployError
 from . import release as rel

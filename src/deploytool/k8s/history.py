@@ -17,7 +17,6 @@ from ..errors import DeployError
 from . import release as rel
 from .cluster import Cluster
 
-
 # -- rollback ---------------------------------------------------------------------------------
 REVISION = "deployment.kubernetes.io/revision"
 

@@ -20,10 +20,10 @@ import copy
 from typing import Any
 
 from . import pod
-from .network import network_policy, qualify_policy
 from . import release as rel
-from .release import K8sRequest, Track
+from .network import network_policy, qualify_policy
 from .qualify_job import canary_url, qualify_job
+from .release import K8sRequest, Track
 
 OME_API = "ome.io/v1beta1"
 # OME names an InferenceService's engine Service '<name>-engine' (pkg/constants/constants.go,

@@ -11,8 +11,8 @@ import json
 import math
 from typing import Any, Literal
 
-from ..release import secrets
 from ..profiles import Profile, args_to_argv
+from ..release import secrets
 from .release import (
     CACHE_HOST_ROOT,
     CACHE_MOUNT,
@@ -32,7 +32,6 @@ from .release import (
     model_mount_path,
     shm_quantity,
 )
-
 
 # -- secrets ----------------------------------------------------------------------------------
 # The Secret `req.secret_name` (k8s apply --secret) holds the values; deploytool names it and

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import UsageError
-from ..resources import resource
-from ..release.weights import CONTAINER_HUB_CACHE, plan_model
 from ..profiles import Profile
 from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
+from ..release.weights import CONTAINER_HUB_CACHE, plan_model
+from ..resources import resource
 
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
 CACHE_MOUNT = "/cache"  # where the image's cache env vars point (recipes/sglang.py CACHE_ENV)

@@ -20,6 +20,7 @@ scratch beside them (paths under sglang/srt/).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from .checkpoint import ModelShape
 from .inputs import PlanInputs
 from .releases import EXTRA_BUFFER_ARCHS, rules_release

@@ -19,7 +19,6 @@ from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
 from .startup import FLAGS_READ, SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
 
-
 # The launch flags the planner reads (inputs_from_profile): a what-if on any other flag could
 # not change the plan, so it is refused rather than echoed over an unchanged plan.
 PLANNER_FLAGS = frozenset(

@@ -36,8 +36,9 @@ Triton attention); elsewhere the measured figures are estimates and the plan say
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from ..edge_rule import ESTIMATE, MEASURED, SGLANG_RULE, BesideItem, decode_capture_sizes, highest_fraction
 from .cards import GIB, MIB, Card

@@ -90,7 +90,7 @@ class Scrape:
     why: str | None = None
 
     @classmethod
-    def of_text(cls, text: str, at: float | None = None) -> "Scrape":
+    def of_text(cls, text: str, at: float | None = None) -> Scrape:
         return cls(time.monotonic() if at is None else at, parse_series(text))
 
     def snapshot(self) -> mw.CounterSnapshot:

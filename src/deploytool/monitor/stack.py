@@ -266,7 +266,7 @@ def _reload_figures(port: int) -> dict[str, float]:
     )
     try:
         text = asyncio.run(read())
-    except Exception:  # noqa: BLE001 - not answering (yet): the caller waits and says so
+    except Exception:
         return {}
     return {name: value for name, value in parse_prometheus(text).items() if name in wanted}
 
@@ -340,7 +340,7 @@ async def _ask(settings: dict[str, Any], timeout: float) -> MonitorStatus:
         return MonitorStatus(
             False, url, settings, volume_name(), why=f"not Prometheus's answer: {type(exc).__name__}"
         )
-    except Exception as exc:  # noqa: BLE001 - not running, refused, timed out: the status says so
+    except Exception as exc:
         return MonitorStatus(False, url, settings, volume_name(), why=f"not answering: {type(exc).__name__}")
     return MonitorStatus(
         True,

@@ -102,7 +102,7 @@ def host_targets(profiles_dirs: list | None = None) -> list[Target]:
         if serving.get("api_key") == "required":
             try:
                 target.api_key = inputs.release_api_key(slot.slot, serving["release"])
-            except Exception as exc:  # noqa: BLE001 - the key file moved: say so, /metrics will 401
+            except Exception as exc:
                 target.why = f"the release's API key cannot be read: {type(exc).__name__}"
         out.append(target)
     return out + other_instances(store)
@@ -140,7 +140,7 @@ def other_instances(store: Any) -> list[Target]:
 def _gates(target: Target, store: Any, *, theirs: bool = False) -> None:
     try:
         target.gates = gates_of(store.get(target.profile))
-    except Exception as exc:  # noqa: BLE001 - a profile gone from the search path: figures all the same
+    except Exception as exc:
         target.gates = gates_of(None)
         if not theirs:  # another user's profile may live in their own profiles folder: not a fault here
             target.why = f"profile {target.profile}: {exc}"
@@ -168,7 +168,7 @@ async def scrape(target: Target, client: Any = None, timeout: float = 5.0) -> Sc
         client = EndpointClient(target.url, timeout=timeout, max_connections=2, api_key=target.api_key)
     try:
         response = await client.get("/metrics", timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - a release restarting or gone: this round says why
+    except Exception as exc:
         return Scrape(at, None, f"/metrics unreadable: {type(exc).__name__}")
     finally:
         if own:
@@ -254,7 +254,7 @@ class Top:
     async def round(self) -> Round:
         try:
             targets = self.find_targets()
-        except Exception as exc:  # noqa: BLE001 - the engine busy or gone for a moment: an empty round says so
+        except Exception as exc:
             targets = [Target("(engine)", "", why=f"cannot list the releases: {type(exc).__name__}: {exc}")]
         scrapes = await asyncio.gather(
             *(scrape(t, self._client(t)) if t.url else _no_scrape(t) for t in targets)
@@ -290,7 +290,7 @@ class Top:
 async def _probe_health(target: Target, client: Any) -> None:
     try:
         response = await client.get("/health", timeout=5.0)
-    except Exception as exc:  # noqa: BLE001 - unreachable is the answer
+    except Exception as exc:
         target.health = f"unreachable ({type(exc).__name__})"
         return
     target.health = "healthy" if response.status_code == 200 else f"unhealthy (HTTP {response.status_code})"

@@ -8,7 +8,8 @@ import asyncio
 import contextlib
 import os
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -133,7 +134,7 @@ def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> 
                         try:
                             await asyncio.wait_for(quit_pressed.wait(), interval)
                             break
-                        except asyncio.TimeoutError:
+                        except TimeoutError:
                             pass
                         view.update(render(await top.round(), hint), refresh=True)
                         done += 1

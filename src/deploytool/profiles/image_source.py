@@ -87,7 +87,7 @@ class RuntimeSource(_Strict):
         return value.strip("/") if value is not None else None
 
     @model_validator(mode="after")
-    def _fields_of_kind(self) -> "RuntimeSource":
+    def _fields_of_kind(self) -> RuntimeSource:
         needs = {"wheel": (), "git": ("repo", "commit"), "path": ("path",)}[self.kind]
         takes = {"wheel": ("series",), "git": ("repo", "commit", "subdir"), "path": ("path", "subdir")}[
             self.kind

@@ -11,7 +11,6 @@ import stat
 from pathlib import Path
 
 from ..resources import resource
-
 from .schema import Profile
 
 Problem = tuple[tuple[str, ...], str]

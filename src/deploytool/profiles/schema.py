@@ -21,11 +21,49 @@ ArgValue = str | int | float | bool | list[str | int | float] | None
 
 # capabilities(7), as Docker names them (without CAP_): what server.cap_add may add back
 LINUX_CAPABILITIES = frozenset(
-    "AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN DAC_OVERRIDE DAC_READ_SEARCH "
-    "FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN MAC_OVERRIDE MKNOD NET_ADMIN "
-    "NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON SETFCAP SETGID SETPCAP SETUID SYS_ADMIN SYS_BOOT SYS_CHROOT "
-    "SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE SYS_RAWIO SYS_RESOURCE SYS_TIME SYS_TTY_CONFIG SYSLOG "
-    "WAKE_ALARM".split()
+    [
+        "AUDIT_CONTROL",
+        "AUDIT_READ",
+        "AUDIT_WRITE",
+        "BLOCK_SUSPEND",
+        "BPF",
+        "CHECKPOINT_RESTORE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "KILL",
+        "LEASE",
+        "LINUX_IMMUTABLE",
+        "MAC_ADMIN",
+        "MAC_OVERRIDE",
+        "MKNOD",
+        "NET_ADMIN",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_RAW",
+        "PERFMON",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_CHROOT",
+        "SYS_MODULE",
+        "SYS_NICE",
+        "SYS_PACCT",
+        "SYS_PTRACE",
+        "SYS_RAWIO",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "SYSLOG",
+        "WAKE_ALARM",
+    ]
 )
 
 
@@ -49,7 +87,7 @@ class SecretRef(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "SecretRef":
+    def _exactly_one(self) -> SecretRef:
         if (self.env is None) == (self.file is None):
             raise ValueError("give exactly one of env: NAME or file: PATH")
         return self
@@ -309,7 +347,7 @@ class ServerSpec(_Strict):
     )
 
     @model_validator(mode="after")
-    def _exceptions_say_why(self) -> "ServerSpec":
+    def _exceptions_say_why(self) -> ServerSpec:
         # each loosening of the container's defaults is argued where it is asked for, and the
         # reason is printed into a compose file's comment header: one line of text
         for field, reason in [

@@ -11,9 +11,8 @@ can drop a launch flag it does not want.
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from ..errors import ProfileError, UsageError
 from ..resources import resource, user_config_dir
 from ..yamlio import LocatedDocument, load_yaml
 from . import rules
-from .templated import templated_problems
 from .schema import Profile
+from .templated import templated_problems
 
 
 @dataclass

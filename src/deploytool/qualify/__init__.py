@@ -13,8 +13,8 @@ describes each suite.
 from __future__ import annotations
 
 from .context import SuiteContext
-from .suite_api import Gate, SuiteResult, SuiteSettings, Verdict
 from .runner import QualifyReport, run_qualification
+from .suite_api import Gate, SuiteResult, SuiteSettings, Verdict
 
 __all__ = [
     "Gate",

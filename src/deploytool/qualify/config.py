@@ -21,14 +21,14 @@ if TYPE_CHECKING:
     from ..profiles import Profile
 
 
-def _where(profile: "Profile | None") -> str:
+def _where(profile: Profile | None) -> str:
     if profile is None:
         return "--set"
     return f"profile {profile.name!r} ({profile.source or 'built in'})"
 
 
 def select_suites(
-    registry: dict[str, Any], profile: "Profile | None", requested: list[str] | None
+    registry: dict[str, Any], profile: Profile | None, requested: list[str] | None
 ) -> list[str]:
     """Suite names to run, in registry order: --suite, else the profile's qualify.suites, else
     all (a suite that does not apply is then reported as skipped, with its reason)."""
@@ -49,7 +49,7 @@ def select_suites(
 
 
 def suite_settings(
-    registry: dict[str, Any], profile: "Profile | None", overrides: dict[str, dict[str, Any]] | None
+    registry: dict[str, Any], profile: Profile | None, overrides: dict[str, dict[str, Any]] | None
 ) -> dict[str, SuiteSettings]:
     """Each suite's validated settings: model defaults < profile's qualify.<suite> < overrides."""
     section = dict(profile.qualify) if profile else {}

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..server.client import ChatResult, EndpointClient
 from ..server.facts import ServerFacts
@@ -51,13 +52,13 @@ class SuiteContext:
     client: EndpointClient
     settings: Any  # the suite's Settings instance
     server: ServerFacts
-    profile: "Profile | None"
-    target: "Target | None"
+    profile: Profile | None
+    target: Target | None
     limit: int | None = None
     previous_results: Path | None = None
     progress: Callable[[int | None, int | None], None] = lambda advance, total: None
     _started: float = field(default_factory=time.monotonic)
-    _bound: "Bounded | None" = field(default=None, repr=False)
+    _bound: Bounded | None = field(default=None, repr=False)
 
     async def send(self, payload: dict[str, Any], *, keep_chunks: bool | None = None) -> ChatResult:
         """One chat request under the suite's bound on requests in flight (its settings'
@@ -66,7 +67,7 @@ class SuiteContext:
             self._bound = self.bounded(getattr(self.settings, "concurrency", None))
         return await self._bound.send(payload, keep_chunks=keep_chunks)
 
-    def bounded(self, limit: int | None) -> "Bounded":
+    def bounded(self, limit: int | None) -> Bounded:
         """A sender with its own bound on requests in flight (a phase that has its own concurrency)."""
         return Bounded(self.client, limit)
 

@@ -155,7 +155,7 @@ def tools_picture(current: dict[str, Any], baseline: dict[str, Any]) -> Picture 
         return None
     rate = lambda cats, c: (
         (cats[c]["passed"] / cats[c]["total"]) if c in cats and cats[c].get("total") else None
-    )  # noqa: E731
+    )
     return _paired_bars(
         "Tool calls: pass rate per category",
         "Tool-call pass rate per category",

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..report import render, table_html, table_markdown, write_atomic, write_json
 from ..bench.headline import rows_html, rows_records
+from ..report import render, table_html, table_markdown, write_atomic, write_json
 from .cutover import cutover
 from .results import QualifyReport, results_document
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..server.client import EndpointClient
 from ..server.facts import ServerFacts, read_server_facts, read_weight_version
@@ -27,12 +28,12 @@ from ..server.readiness import wait_until_ready
 
 # What sets how long qualify waits for a loading server, as the waiting line and the error name it.
 READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
-from .context import SuiteContext
-from .suite_api import Suite, SuiteResult, SuiteSettings, Verdict
-from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .config import select_suites, suite_settings
+from .context import SuiteContext
 from .report import Against, write_reports
 from .resilience import MAX_FAILED_PROBES, Breaker, GuardedClient, health_probe
+from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
+from .suite_api import Suite, SuiteResult, SuiteSettings, Verdict
 from .suites import registry
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class Silent:
     def suite_ended(self, name: str, status: str) -> None:
         pass
 
-    def __enter__(self) -> "Silent":
+    def __enter__(self) -> Silent:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -395,4 +396,4 @@ async def probe_server(
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -18,11 +18,11 @@ a suite only has to measure and judge. Transcripts of what was sent and answered
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -79,14 +79,14 @@ class Gate:
     @classmethod
     def at_least(
         cls, name: str, measured: float | int | None, threshold: float | int, detail: str = ""
-    ) -> "Gate":
+    ) -> Gate:
         ok = measured is not None and measured >= threshold
         return cls(
             name=name, threshold=threshold, measured=measured, passed=ok, comparison=">=", detail=detail
         )
 
     @classmethod
-    def equal(cls, name: str, measured: Any, expected: Any, detail: str = "") -> "Gate":
+    def equal(cls, name: str, measured: Any, expected: Any, detail: str = "") -> Gate:
         return cls(
             name=name,
             threshold=expected,
@@ -97,7 +97,7 @@ class Gate:
         )
 
     @classmethod
-    def all_of(cls, name: str, passed: int, total: int, detail: str = "") -> "Gate":
+    def all_of(cls, name: str, passed: int, total: int, detail: str = "") -> Gate:
         """Every item must pass: measured is 'passed/total'."""
         return cls(
             name=name,
@@ -127,14 +127,14 @@ class SuiteResult:
         return self.verdict is Verdict.PASSED
 
     @classmethod
-    def skipped(cls, name: str, reason: str) -> "SuiteResult":
+    def skipped(cls, name: str, reason: str) -> SuiteResult:
         return cls(name=name, verdict=Verdict.SKIPPED, reason=reason)
 
     @classmethod
-    def errored(cls, name: str, reason: str) -> "SuiteResult":
+    def errored(cls, name: str, reason: str) -> SuiteResult:
         return cls(name=name, verdict=Verdict.ERROR, reason=reason)
 
-    def judge(self, failures: list[str] | None = None) -> "SuiteResult":
+    def judge(self, failures: list[str] | None = None) -> SuiteResult:
         """Set the verdict from the gates (and any extra failure notes): passed only when every
         gate passed and there is at least one gate. The reason names the failed gates."""
         failed = [g for g in self.gates if not g.passed]
@@ -157,9 +157,9 @@ class Suite(Protocol):
     name: str
     Settings: type[SuiteSettings]
 
-    def applies_to(self, profile: "Profile | None", server: ServerFacts) -> str | None: ...
+    def applies_to(self, profile: Profile | None, server: ServerFacts) -> str | None: ...
 
-    def run(self, ctx: "SuiteContext") -> "SuiteResult | Awaitable[SuiteResult]": ...
+    def run(self, ctx: SuiteContext) -> SuiteResult | Awaitable[SuiteResult]: ...
 
 
 def response_problems(result: ChatResult) -> list[str]:

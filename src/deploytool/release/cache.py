@@ -14,9 +14,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import DeployError
 from ..host import labels
 from ..host.engine import Engine
-from ..errors import DeployError
 from ..host.gpus import read_inventory
 from .slots import Slot
 from .state import journal

@@ -20,8 +20,8 @@ from ..host.fit import Fit, card_problems, card_shortfalls, classify
 from .slots import Slot
 
 if TYPE_CHECKING:
-    from ..profiles import Profile
     from ..host.gpus import GpuInfo, Inventory
+    from ..profiles import Profile
 
 _MAX_COMBINATIONS = 200_000  # beyond this many candidate groups, cards are taken in index order
 
@@ -79,13 +79,13 @@ class SlotPlan:
         return out
 
 
-def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
+def plan_slots(profile: Profile, inventory: Inventory) -> SlotPlan:
     count = profile.match.gpu_count
     plan = SlotPlan(profile=profile.name, gpu_count=0 if profile.is_simulator else count)
     if profile.is_simulator:
         plan.note = "the reference runtime runs on CPU slots (--cpu, --cpu-slot NAME), not on cards"
         return plan
-    units: list["GpuInfo"] = []
+    units: list[GpuInfo] = []
     for card in inventory.gpus:
         if card.mig_mode and count > 1:
             problems = [p for p in card_problems(profile, card) if "MIG mode" not in p]
@@ -138,7 +138,7 @@ def plan_slots(profile: "Profile", inventory: "Inventory") -> SlotPlan:
     return plan
 
 
-def group_problems(cards: list["GpuInfo"], inventory: "Inventory") -> tuple[list[str], list[str]]:
+def group_problems(cards: list[GpuInfo], inventory: Inventory) -> tuple[list[str], list[str]]:
     """(refusals, notes) of working together for a set of cards: a pair that could only talk
     across NUMA nodes is a refusal; a pair without peer-to-peer, or NUMA nodes spanned over
     NVLink, is a note."""
@@ -167,9 +167,7 @@ def group_problems(cards: list["GpuInfo"], inventory: "Inventory") -> tuple[list
     return refusals, notes
 
 
-def _best_group(
-    cards: list["GpuInfo"], count: int, inventory: "Inventory"
-) -> tuple[list["GpuInfo"] | None, Any]:
+def _best_group(cards: list[GpuInfo], count: int, inventory: Inventory) -> tuple[list[GpuInfo] | None, Any]:
     """The closest-connected allowed group of `count` cards, ties to the lowest indexes; or
     (None, (the best refused group, why)) when every group is refused."""
     if math.comb(len(cards), count) > _MAX_COMBINATIONS:
@@ -192,7 +190,7 @@ def _best_group(
     return None, (refused, group_problems(refused or [], inventory)[0])
 
 
-def _offer(profile: "Profile", cards: list["GpuInfo"], inventory: "Inventory") -> OfferedSlot:
+def _offer(profile: Profile, cards: list[GpuInfo], inventory: Inventory) -> OfferedSlot:
     fit: Fit = classify(profile, cards)
     _, notes = group_problems(cards, inventory)
     pairs = [inventory.pair(a.index, b.index) for a, b in itertools.combinations(cards, 2)]
@@ -212,5 +210,5 @@ def _offer(profile: "Profile", cards: list["GpuInfo"], inventory: "Inventory") -
     )
 
 
-def _unused(card: "GpuInfo", why: str) -> dict[str, str]:
+def _unused(card: GpuInfo, why: str) -> dict[str, str]:
     return {"card": f"{card.label} ({card.mig_name or card.name})", "uuid": card.uuid, "why": why}

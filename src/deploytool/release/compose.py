@@ -13,17 +13,17 @@ from typing import Any
 
 import yaml
 
-from ..host import labels
-from . import weights as model_sources
-from . import secrets as release_secrets
 from ..errors import UsageError
+from ..files import write_atomic
+from ..host import labels
 from ..profiles import Profile, args_to_argv
 from ..profiles.rules import launch_argv_problems
 from ..resources import resource
+from ..yamlio import dump_yaml
+from . import secrets as release_secrets
+from . import weights as model_sources
 from .inputs import beyond_loopback
 from .slots import Slot
-from ..yamlio import dump_yaml
-from ..files import write_atomic
 
 CACHE_MOUNT = "/cache"
 

@@ -33,7 +33,7 @@ class ReleaseInputs:
     api_key: str | None = field(repr=False, default=None)
     warnings: list[str] = field(default_factory=list)
 
-    def record(self, profile: "Profile", bind: str) -> dict[str, Any]:
+    def record(self, profile: Profile, bind: str) -> dict[str, Any]:
         """For release.json: what the release serves and where its secrets come from."""
         return {"model": self.model.record(), "bind": bind, **secrets.record(profile, self.secrets)}
 
@@ -47,7 +47,7 @@ def beyond_loopback(bind: str) -> bool:
         return True  # a host name: assume it is reachable from elsewhere
 
 
-def prepare(profile: "Profile", *, bind: str, env: dict[str, str] | None = None) -> ReleaseInputs:
+def prepare(profile: Profile, *, bind: str, env: dict[str, str] | None = None) -> ReleaseInputs:
     """Check the weights and read the secrets; raises ModelMissing or SecretError (both usage
     errors that name the path or variable and what to do)."""
     model = weights.check_model(weights.plan_model(profile, env))

@@ -7,7 +7,8 @@ Each kind of event says what happened in its own words; an event this module doe
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..terminal_text import one_line
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,7 @@ from .state import home, instance, release_path
 
 
 def _stamp() -> str:
-    return (
-        datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")[:-4] + "Z"
-    )  # to the 1/100 s: unique per run
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")[:-4] + "Z"  # to the 1/100 s: unique per run
 
 
 def default_report_dir(kind: str, *, slot: str | None = None, release: int | None = None) -> Path:

@@ -23,7 +23,6 @@ from ..host.labels import instance
 from ..host.releases import Release
 from .state import home, read_pointers
 
-
 READABLE = 0o644  # the monitor's files: Prometheus runs as another user than the one who writes them
 
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..redaction import REDACTED, hold, redact  # noqa: F401  (re-exported)
 from ..profiles import SecretRef
+from ..redaction import REDACTED, hold, redact  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from ..profiles import Profile
@@ -80,7 +80,7 @@ class ReleaseSecret:
         return f"{self.name}: {self.ref.describe()} -> {self.target} ({self.purpose})"
 
 
-def plan_secrets(profile: "Profile") -> list[ReleaseSecret]:
+def plan_secrets(profile: Profile) -> list[ReleaseSecret]:
     """The compose secrets a release of `profile` gets (pure: no value is read)."""
     planned: list[ReleaseSecret] = []
     token = profile.secrets.hf_token
@@ -189,7 +189,7 @@ def describe_for_render(planned: list[ReleaseSecret]) -> list[str]:
     return [f"secret {s.describe()}; compose reads it from ${s.env_var} at `up`" for s in planned]
 
 
-def record(profile: "Profile", planned: list[ReleaseSecret]) -> dict[str, Any]:
+def record(profile: Profile, planned: list[ReleaseSecret]) -> dict[str, Any]:
     """What the release record keeps about secrets (`planned`: plan_secrets(profile)): references only."""
     key = profile.server.api_key
     return {

@@ -20,15 +20,16 @@ import os
 import re
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import SlotBusy, UsageError
-from ..host.labels import instance
 from ..files import write_atomic
+from ..host.labels import instance
 from ..redaction import scrub_all
 
 
@@ -69,7 +70,7 @@ def build_lock(tag: str) -> Iterator[None]:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 # -- journal -------------------------------------------------------------------------------

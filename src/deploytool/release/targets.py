@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
-from ..errors import UsageError
-from ..redaction import scrub
 from ..profiles import Profile, ProfileStore
+from ..redaction import scrub
+from . import inputs as release_inputs
+from . import secrets
 from .slots import Slot, slot_from_options
 from .state import release_path
-from . import inputs as release_inputs, secrets
 
 
 @dataclass

@@ -144,7 +144,7 @@ def host_hub_cache(env: dict[str, str] | None = None) -> Path:
     return Path(env.get("HOME", str(Path.home()))) / ".cache" / "huggingface" / "hub"
 
 
-def plan_model(profile: "Profile", env: dict[str, str] | None = None) -> ModelPlan:
+def plan_model(profile: Profile, env: dict[str, str] | None = None) -> ModelPlan:
     model = profile.model
     if model.hub:
         cache = host_hub_cache(env)

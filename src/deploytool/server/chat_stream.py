@@ -16,7 +16,6 @@ long event costs its length once, not once per read; it may grow to wire.MAX_EVE
 from __future__ import annotations
 
 import codecs
-import json
 from typing import Any
 
 from .chat_result import ChatResult, ToolCall, body_message
@@ -47,22 +46,22 @@ class ChatStream:
     stream ended; `take` applies one chunk object (for callers that hold chunks already)."""
 
     __slots__ = (
-        "result",
+        "arguments",
+        "calls",
+        "content",
         "decode",
+        "max_event",
+        "model",
+        "n",
+        "n_answer",
+        "n_reasoning",
         "pending",
         "pending_size",
-        "max_event",
-        "calls",
-        "arguments",
-        "content",
         "reasoning",
-        "times",
-        "n",
-        "n_reasoning",
-        "n_answer",
-        "t_token",
+        "result",
         "t_answer",
-        "model",
+        "t_token",
+        "times",
     )
 
     def __init__(self, result: ChatResult) -> None:
@@ -167,7 +166,7 @@ class ChatStream:
         """One chunk object; True when it is an error event (the stream is over)."""
         self.n += 1
         result = self.result
-        if chunk.get("object") == "error" or "error" in chunk and "choices" not in chunk:
+        if chunk.get("object") == "error" or ("error" in chunk and "choices" not in chunk):
             result.error = f"error event in stream: {body_message(chunk)}"
             return True
         usage = chunk.get("usage")

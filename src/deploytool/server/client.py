@@ -121,7 +121,7 @@ class EndpointClient:
         )
         self._fresh: httpx.AsyncClient | None = None  # no keep-alive: every request its own connection
 
-    async def __aenter__(self) -> "EndpointClient":
+    async def __aenter__(self) -> EndpointClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -207,7 +207,7 @@ class EndpointClient:
             request = self._http.build_request("GET", path, timeout=budget)
             async with asyncio.timeout(budget):
                 return await self._read(request, seen)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise httpx.TimeoutException(f"GET {path} timed out after {budget:g} s") from None
 
     async def get_json(self, path: str, *, timeout: float | None = None) -> Any:
@@ -263,7 +263,7 @@ class EndpointClient:
                 result.error = f"timed out: no byte for {idle_timeout:g} s (idle timeout)"
             else:
                 result.error = f"timed out after {budget:g} s"
-        except (asyncio.TimeoutError, httpx.TimeoutException):
+        except (TimeoutError, httpx.TimeoutException):
             result.error = f"timed out after {budget:g} s"
         except httpx.RemoteProtocolError as exc:
             # The server closed the connection mid-response: for a stream, say how far it got.

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..redaction import redact
 from . import serverfields, wire
 from .client import EndpointClient
-from ..redaction import redact
 
 
 @dataclass
@@ -147,7 +147,7 @@ def server_side_figures(
 async def read_metrics(client: EndpointClient, facts: ServerFacts, timeout: float) -> dict[str, float] | None:
     try:
         response = await client.get("/metrics", timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - any failure means "not available", recorded
+    except Exception as exc:
         facts.unreadable["/metrics"] = f"{type(exc).__name__}: {exc}"
         return None
     if response.status_code != 200:
@@ -247,7 +247,7 @@ async def _json(
             wire.loads(response.content)
         )  # SGLang's /server_info carries the api_key: a report keeps no key
         return body if isinstance(body, dict) else {"value": body}
-    except Exception as exc:  # noqa: BLE001 - recorded, never fatal
+    except Exception as exc:
         facts.unreadable[path] = f"{type(exc).__name__}: {exc}"
         return None
 

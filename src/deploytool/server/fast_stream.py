@@ -113,7 +113,7 @@ class _Response:
         except WireError as exc:  # in EndpointClient.chat's words
             self.keep_alive = False
             self._finish(f"response refused: {exc}")
-        except Exception as exc:  # noqa: BLE001 - malformed response: the request's error, never raised
+        except Exception as exc:
             self._finish(f"malformed response: {type(exc).__name__}: {exc}")
 
     def _feed(self, data: bytes, now: float) -> None:
@@ -279,7 +279,7 @@ class StreamClient:
         # The bound is for the whole request (a server trickling bytes must still time out); a
         # timer rather than asyncio.wait_for, whose 3.11 form can swallow a cancellation.
         timer = loop.call_later(
-            max(0.0, deadline - _perf()), lambda: done.done() or done.set_exception(asyncio.TimeoutError())
+            max(0.0, deadline - _perf()), lambda: done.done() or done.set_exception(TimeoutError())
         )
         conn, reused = None, False
         try:
@@ -289,7 +289,7 @@ class StreamClient:
             conn.sink = response.feed
             conn.transport.write(request)
             await done
-        except asyncio.TimeoutError:
+        except TimeoutError:
             response._finish(f"timed out after {timeout:g} s")
             response.keep_alive = False
         finally:
@@ -349,7 +349,7 @@ class StreamClient:
         loop = asyncio.get_running_loop()
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(_Conn, self.host, self.port), budget)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             result.error = f"timed out after {budget:g} s (connecting)"
             return None, False
         except OSError as exc:

@@ -11,7 +11,6 @@ from typing import Any
 
 from .client import EndpointClient, HealthAnswer
 
-
 # How long qualify and bench wait for a server that is still loading (refusing connections, or
 # answering 503 while it warms up): SGLang listens only once its weights are loaded and the
 # scheduler is ready, which takes minutes for a large model (sglang/srt/entrypoints/http_server.py).
@@ -28,7 +27,7 @@ class Readiness:
 
 
 async def wait_until_ready(
-    endpoint: "str | EndpointClient",
+    endpoint: str | EndpointClient,
     *,
     health_path: str = "/health",
     timeout_s: float = READY_TIMEOUT_S,

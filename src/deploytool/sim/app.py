@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from deploytool import __version__
+from deploytool.sim import serverinfo
 from deploytool.sim.answers import AnswerContext, derive_answer
 from deploytool.sim.auth import ApiKeyAuth
 from deploytool.sim.engine import Engine
@@ -33,7 +34,6 @@ from deploytool.sim.hostile import Hostile
 from deploytool.sim.log import log
 from deploytool.sim.metrics import CONTENT_TYPE, render_metrics
 from deploytool.sim.oracle import Gsm8kOracle
-from deploytool.sim import serverinfo
 from deploytool.sim.request import ChatRequest, KVPoolOverflow, RequestError, error_body, parse_chat_request
 from deploytool.sim.requestlog import RequestLog, is_drop
 from deploytool.sim.running import Generation
@@ -353,7 +353,7 @@ def _hang_response(what: str) -> Response:
     return StreamingResponse(nothing(), media_type="text/event-stream")
 
 
-async def _overflow_events(exc: "KVPoolOverflow") -> AsyncIterator[str]:
+async def _overflow_events(exc: KVPoolOverflow) -> AsyncIterator[str]:
     """serving_chat.py: an abort with a status code becomes create_streaming_error_response
     ({"error": ErrorResponse}, type = the HTTPStatus name), then [DONE]."""
     body = {

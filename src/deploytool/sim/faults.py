@@ -218,7 +218,7 @@ def _wrong_types(args: Any) -> Any:
         dict: "object",
         type(None): 0,
     }
-    return {key: swap.get(type(value), None) for key, value in args.items()}
+    return {key: swap.get(type(value)) for key, value in args.items()}
 
 
 # --- faults on the answer (sim/app.py calls adjust_request before, adjust_answer after the rules) ---

@@ -20,9 +20,25 @@ from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import count_tokens, fragments
 from deploytool.sim.toolformats import argument_deltas, parse_arguments, raw_text
 
-FILLER_WORDS = (
-    "the simulator is generating filler tokens because the request asked for more output than the answer has"
-).split()
+FILLER_WORDS = [
+    "the",
+    "simulator",
+    "is",
+    "generating",
+    "filler",
+    "tokens",
+    "because",
+    "the",
+    "request",
+    "asked",
+    "for",
+    "more",
+    "output",
+    "than",
+    "the",
+    "answer",
+    "has",
+]
 
 
 @dataclass

@@ -240,9 +240,9 @@ async def _endless(send: Send, left: asyncio.Event) -> None:
     log("FAULT endless_sse: a stream without end")
     await send(_start("text/event-stream"))
     event = (
-        'data: {"id": "endless", "object": "chat.completion.chunk", "choices": [{"index": 0, '
-        '"delta": {"content": "x"}, "finish_reason": null}]}\n\n'
-    ).encode()
+        b'data: {"id": "endless", "object": "chat.completion.chunk", "choices": [{"index": 0, '
+        b'"delta": {"content": "x"}, "finish_reason": null}]}\n\n'
+    )
     batch = event * 100
     while not left.is_set():
         await send({"type": "http.response.body", "body": batch, "more_body": True})

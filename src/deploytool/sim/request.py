@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from deploytool.sim.settings import SimSettings
 from deploytool.image_tokens import image_tokens
+from deploytool.sim.settings import SimSettings
 from deploytool.sim.tokens import message_tokens, tools_tokens
 from deploytool.sim.vision import DecodedImage, ImageError, decode_image_url
 

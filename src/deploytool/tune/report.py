@@ -201,7 +201,7 @@ def winner_profile(
     if base_mean:
         against = f"; the profile's own launch {base_mean:.1f} tok/s/GPU (x{mean / base_mean:.2f})"
     comment = [
-        f"Written by `deploytool tune` on {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}:",
+        f"Written by `deploytool tune` on {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}:",
         f"candidate {winner.id} measured {mean:.1f} tok/s/GPU{interval} over {len(winner.passes)} passes, "
         f"{len(winner.starts)} starts{against}.",
         *(f"{k}: {v}" for k, v in evidence.items() if v),

@@ -194,7 +194,7 @@ def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str
     import datetime as dt
 
     return {
-        "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "profile": profile.name,
         "recipe": profile.image.recipe,
         "runtime_version": profile.image.runtime_version,

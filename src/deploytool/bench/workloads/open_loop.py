@@ -10,6 +10,7 @@ slo_itl_p99_s), output tok/s, TTFT, ITL p99 and TPOT.
 from __future__ import annotations
 
 import random
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from .. import stats

@@ -77,7 +77,7 @@ def _installed_version() -> str | None:
         from importlib.metadata import version
 
         return version("sglang")
-    except Exception:  # noqa: BLE001 - no distribution metadata: the caller keeps the profile's
+    except Exception:
         return None
 
 
@@ -146,7 +146,7 @@ def _server_args(argv):
             return prepare_server_args(argv), None
     except SystemExit:
         return None, (err.getvalue().strip().splitlines() or ["rejected"])[-1]
-    except Exception as exc:  # noqa: BLE001 - SGLang's own refusal, reported as it says it
+    except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
 
 
@@ -208,7 +208,7 @@ def _resolve(parser, server_args, findings, out):
                     f"sglang resolves {finding['flag']} to {after!r} (given {finding['given']!r})"
                 )
         out["resolved"] = True
-    except BaseException as exc:  # noqa: BLE001 - report any failure, resolution is best effort
+    except BaseException as exc:
         out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
@@ -246,7 +246,7 @@ def startup(request, argv):
     try:
         try:
             from sglang.srt.configs.model_config import ModelConfig
-        except Exception as exc:  # noqa: BLE001 - a CPU environment may lack what the config classes import
+        except Exception as exc:
             out["note"] = (
                 f"SGLang's model configuration does not import here ({type(exc).__name__}: {str(exc)[:200]}); "
                 "the image's own SGLang runs it"
@@ -259,7 +259,7 @@ def startup(request, argv):
         try:
             config = ModelConfig.from_server_args(server_args)
             out["context_len"] = getattr(config, "context_len", None)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             out["refused"], out["where"] = f"{type(exc).__name__}: {exc}", "ModelConfig.from_server_args"
         return out
     finally:
@@ -282,7 +282,7 @@ def answer_each(requests):
     for request in requests:
         try:
             out = answer(request)
-        except Exception as exc:  # noqa: BLE001 - one profile's failure must not hide the others'
+        except Exception as exc:
             out = {
                 "findings": [],
                 "parser_error": None,

@@ -172,7 +172,7 @@ def _find(content: list[str], old: list[str], expected: int, floor: int = 0) -> 
     if not old:
         return max(floor, min(expected, len(content)))
     last = len(content) - len(old)
-    for distance in range(0, max(expected, last - expected) + 1):
+    for distance in range(max(expected, last - expected) + 1):
         for at in (expected - distance, expected + distance) if distance else (expected,):
             if floor <= at <= last and content[at : at + len(old)] == old:
                 return at

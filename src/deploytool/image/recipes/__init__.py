@@ -21,10 +21,11 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import UsageError
 from ...resources import resource
@@ -47,7 +48,7 @@ class RecipeInputs:
     # the context -> a function that returns a folder (every file in it is put there) or a
     # list of files. Their identity must be in the declared inputs (e.g. the pinned
     # requirements, or a lock file of sha256s), since the tag is computed without them.
-    fetched: dict[str, Callable[[], "Path | list[Path]"]] = field(default_factory=dict)
+    fetched: dict[str, Callable[[], Path | list[Path]]] = field(default_factory=dict)
     # Image labels of the recipe's own (e.g. a fork's commit), beside build.py's.
     labels: dict[str, str] = field(default_factory=dict)
     # What a build journals beside the image and no label holds: where on this host an input

@@ -18,16 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import UsageError
-from .. import cudabase, local_wheels, locks, runtime_source
-from ..patches import PatchSeries, series_for
 from ...host import labels
 from ...profiles import ImageSpec, Profile
 from ...resources import package_dir, resource
+from .. import cudabase, local_wheels, locks, runtime_source
+from ..patches import PatchSeries, series_for
 from ..versions import check_profile, load_matrix
 from ..wheelhouse import Lock, fill, normal_name, resolve, wheel_name_version, write_lock
 from . import RecipeInputs, materialise

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from ...errors import BuildError, UsageError
 from ...profiles import Profile
-from ...resources import package_dir
 from ...release.state import cache_dir
+from ...resources import package_dir
 from . import RecipeInputs, materialise, recipe_dir
 
 

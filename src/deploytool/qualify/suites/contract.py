@@ -25,8 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ...server.client import ChatResult
-from ...server.serverfields import find_key
 from ...server.facts import ServerFacts
+from ...server.serverfields import find_key
 from ..context import SuiteContext, chat_payload
 from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
 from ..transcripts import transcript

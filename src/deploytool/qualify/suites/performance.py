@@ -83,7 +83,7 @@ class Settings(SuiteSettings):
     budget_s: float = 3600.0
 
     @model_validator(mode="after")
-    def _off_in_writing(self) -> "Settings":
+    def _off_in_writing(self) -> Settings:
         if not self.enabled and not (self.reason or "").strip():
             raise ValueError("enabled: false needs a reason (performance: {enabled: false, reason: ...})")
         return self

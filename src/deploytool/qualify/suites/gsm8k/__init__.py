@@ -24,13 +24,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from . import lmeval
 from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
-from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
-from ...transcripts import TranscriptLog, transcript
 from ...paired import compare
 from ...scoring import extract_flexible, extract_strict, gold_answer, normal_interval, wilson_interval
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+from ...transcripts import TranscriptLog, transcript
+from . import lmeval
 
 name = "gsm8k"
 INSTRUCTION = "Solve the problem step by step, then give the final answer on its own line as '#### <number>'."

@@ -22,11 +22,11 @@ from pydantic import Field
 
 from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
+from ...prose import sentences as prose_sentences
+from ...ruler import VARIANTS, build, string_match_all
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
 from ...transcripts import TranscriptLog, transcript
 from .haystack import search_length
-from ...prose import sentences as prose_sentences
-from ...ruler import VARIANTS, build, string_match_all
 
 name = "needle"
 Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]

@@ -9,8 +9,8 @@ inside a bracket, bisection when a step would leave it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 FILLER = (
     "The grass is green.",

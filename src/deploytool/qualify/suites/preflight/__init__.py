@@ -19,9 +19,9 @@ from typing import Any
 from pydantic import Field
 
 from ....server import serverfields
+from ....server.facts import ServerFacts
 from ....server.readiness import READY_TIMEOUT_S
 from ....server.serverfields import find_key
-from ....server.facts import ServerFacts
 from ...context import SuiteContext
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict
 from .expectations import Expectations

@@ -17,10 +17,10 @@ from typing import Any
 
 from ....server.client import ChatResult
 from ...context import SuiteContext, chat_payload
-from ...transcripts import transcript
 from ...prose import sentences as prose_sentences
 from ...ruler import build, string_match_all
 from ...scoring import extract_flexible, gold_answer
+from ...transcripts import transcript
 
 PROBE_NEEDLE_SENTENCES = 60  # about a thousand tokens: short, but a real lookup
 PROBE_MAX_TOKENS = 512

@@ -23,14 +23,14 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from ....server.client import ChatResult
 from ....resources import resource
+from ....server.client import ChatResult
 from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
-from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
-from ...transcripts import TranscriptLog, transcript
 from ...prose import sentences as prose_sentences
 from ...scoring import lacking, missing_keyword_groups
+from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
+from ...transcripts import TranscriptLog, transcript
 from .toolcheck import ExpectedCall, canonical_calls, check_call, match_expected, stream_problems
 
 name = "tools"

@@ -19,11 +19,11 @@ from ....resources import resource
 from ....server.client import ChatResult
 from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
+from ...scoring import answer_lacks
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
 from ...transcripts import TranscriptLog, transcript
-from .pictures import data_url, draw
 from .photos import photo_checks
-from ...scoring import answer_lacks
+from .pictures import data_url, draw
 
 name = "vision"
 # "not an image" in base64: decodes fine, but is no picture a server can read.

@@ -23,13 +23,13 @@ from typing import Any
 from PIL import Image
 
 from ....image_tokens import smart_resize
-from ....server.client import ChatResult
 from ....resources import resource
+from ....server.client import ChatResult
 from ...context import SuiteContext, chat_payload
+from ...scoring import answer_lacks
 from ...suite_api import Gate, response_problems
 from ...transcripts import TranscriptLog, transcript
 from .pictures import data_url, draw
-from ...scoring import answer_lacks
 
 MODES = [(False, False), (True, False), (False, True), (True, True)]  # (stream, thinking)
 SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim.md"

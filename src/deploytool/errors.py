@@ -38,6 +38,32 @@ class UsageError(DeploytoolError):
     exit_code = EXIT_USAGE
 
 
+class FieldError(UsageError):
+    """A request's field holds a value the library cannot use. `field` is the request's own name
+    for it (`retention`, `qualify_limit`): the library knows its requests, not the flags that fill
+    them, so a library caller reads the field and the CLI says the flag that set it instead
+    (cli/flags.py). `value`, already worded by the raiser (`repr` for text), is shown after the
+    name: "retention 0: keep at least 1 stopped release"."""
+
+    def __init__(
+        self,
+        field: str,
+        problem: str,
+        *,
+        value: str | None = None,
+        hint: str | None = None,
+        details: object = None,
+    ):
+        self.field = field
+        self.problem = problem
+        self.value = value
+        super().__init__(self.worded(field), hint=hint, details=details)
+
+    def worded(self, name: str) -> str:
+        """The message with `name` (the field, or the flag that set it) in front."""
+        return f"{name if self.value is None else f'{name} {self.value}'}: {self.problem}"
+
+
 class ProfileError(UsageError):
     """A profile file that cannot be used: the file, the field and what was expected."""
 

@@ -13,7 +13,7 @@ import threading
 
 import typer
 
-from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, DeploytoolError, Terminated
+from ..errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED, DeploytoolError, FieldError, Terminated
 
 # Importing the command modules registers their commands on `app`.
 # In the order a user meets them: profiles, build, deploy, check; and the host.
@@ -32,6 +32,7 @@ from . import (
     tune_cmds,  # noqa: F401  tune
 )
 from .app import ScrubbedStream, app, console_err, json_error
+from .flags import flag_message
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,11 +105,10 @@ def _main(args: list[str], as_json: bool) -> None:
         console_err.print("interrupted (Ctrl-C)", markup=False)
         sys.exit(EXIT_INTERRUPTED)
     except DeploytoolError as exc:
+        message = flag_message(exc) if isinstance(exc, FieldError) else exc.message
         if as_json:
-            json_error(
-                exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None)
-            )
-        _error(exc.message, exc.hint, exc.exit_code)
+            json_error(message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None))
+        _error(message, exc.hint, exc.exit_code)
     except OSError as exc:
         if as_json:
             json_error(str(exc), None, EXIT_FAILED, "OSError")

@@ -14,7 +14,9 @@ from deploytool.qualify.suites import SUITE_MODULES, registry
 
 QUALIFY = Path(qualify_package.__file__).parent
 SUITES = QUALIFY / "suites"
-RUN_MAX_LINES = 60
+# 60 lines as the code was written by hand; the formatter writes the same code in 1.227 times the
+# lines (tests/test_architecture.py), so 74 as it is formatted now
+RUN_MAX_LINES = 74
 
 
 @functools.cache
@@ -43,7 +45,7 @@ def _imports(path: Path) -> frozenset[str]:
     return frozenset(out)
 
 
-def test_every_suite_run_is_at_most_60_lines() -> None:
+def test_every_suite_run_is_at_most_74_lines() -> None:
     long = {}
     for name, module in registry().items():
         lines, _ = inspect.getsourcelines(module.run)

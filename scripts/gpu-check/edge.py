@@ -2,7 +2,12 @@
 the highest mem-fraction-static at which SGLang starts and serves one request at the full chunk.
 Stdlib only, beside the overlay (PYTHONPATH=SITE), like refusals.py.
 
-    python edge.py --models DIR --out DIR [--only ID,...] [--deadline EPOCH]
+    python edge.py --models DIR --out DIR [--only ID,...] [--deadline EPOCH] [--probe FRACTION]
+                   [--known ID=EDGE,...]
+
+--probe: where the probe starts (0.90 by default; an MTP launch whose draft pool cannot fit
+there is probed lower). --known: launches whose prediction an earlier call made (its edge.json):
+no probe, only the confirmation starts, so a second call spends its minutes confirming.
 
 Not a blind bisection: each launch is started once at a probe fraction, SGLang's own lines are
 read (the weights' load, the pools, the graph capture) and NVML's free memory after one request
@@ -276,7 +281,10 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=time.time() + 520)
     ap.add_argument("--limit", type=float, default=150)
     ap.add_argument("--step", type=float, default=0.005)
+    ap.add_argument("--probe", type=float, default=PROBE)
+    ap.add_argument("--known", default="", help="ID=EDGE,...: predictions from an earlier call")
     a = ap.parse_args()
+    known = {k: float(v) for k, v in (item.split("=", 1) for item in a.known.split(",") if item)}
     logs = a.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     rows = [r for r in LAUNCHES if not a.only or r[0] in a.only.split(",")]
@@ -291,16 +299,19 @@ def main() -> None:
 
     # one probe start of each launch first: every launch gets its prediction before any confirmation
     for n, row in enumerate(rows):
+        if row[0] in known:
+            verdicts[row[0]] = {"probe": None, "predicted": known[row[0]], "served": [], "failed": []}
+            continue
         if time_left() < 60:
             break
         # the first start compiles the kernels (about two minutes cold)
-        rec = start(row, PROBE, a.models, logs, min(a.limit + (120 if n == 0 else 0), time_left() - 20))
+        rec = start(row, a.probe, a.models, logs, min(a.limit + (120 if n == 0 else 0), time_left() - 20))
         starts.append(rec)
         p = predict(rec) if rec["outcome"] == "served" else None
         verdicts[row[0]] = {
-            "probe": PROBE,
+            "probe": a.probe,
             "predicted": None if p is None else round(p, 4),
-            "served": [PROBE] if rec["outcome"] == "served" else [],
+            "served": [a.probe] if rec["outcome"] == "served" else [],
             "failed": [],
         }
         save()

@@ -22,7 +22,7 @@ def plan_memory_cli(
         str | None,
         typer.Option(
             "--card",
-            help="Plan for a named card: rtx5090, rtx-pro-6000, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).",
+            help="Plan for a named card: rtx5090, rtx-pro-6000, h100, h200, b300, gb300; NAME:COUNT for several (e.g. h200:2).",
         ),
     ] = None,
     set_: Annotated[

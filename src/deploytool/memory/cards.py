@@ -58,12 +58,15 @@ class Card:
 #   GDDR7 at 28 Gbps on 512 bits = 1792 GB/s, which NVML reports as 14001 MHz.
 # H200: 141 GB HBM3e; 143771 MiB, 700 W, a 6016-bit bus and 3201 MHz read through NVML on a real
 #   H200 (docs/measured/h200-gpus-memory-bus.json, docs/gpus.md).
+# H100 (SXM, 80 GB HBM3): 81,559 MiB, a 5120-bit bus, 2619 MHz and 700 W read through NVML on a
+#   lent card (docs/measured/h100-upper-edge/nvml.json): the data sheet's 3.35 TB/s.
 # B300 / GB300: not read on a real card here. Memory: the nominal 288 GB (274,658 MiB); the
 #   clock is the one that gives the vendor's 8 TB/s on an 8192-bit bus. Power: 1100 / 1400 W.
 #   Plan with --gpu on the machine for NVML's own figures.
 CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
     "NVIDIA GeForce RTX 5090": (32607, 512, 14001, 575.0),
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": (97887, 512, 14001, 600.0),
+    "NVIDIA H100 80GB HBM3": (81559, 5120, 2619, 700.0),
     "NVIDIA H200": (143771, 6016, 3201, 700.0),
     "NVIDIA B300 SXM6 AC": (274658, 8192, 3906, 1100.0),
     "NVIDIA GB300": (274658, 8192, 3906, 1400.0),
@@ -72,6 +75,7 @@ CARD_TABLE: dict[str, tuple[int, int, int, float]] = {
 COMPUTE_CAPABILITY = {
     "NVIDIA GeForce RTX 5090": "12.0",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "12.0",
+    "NVIDIA H100 80GB HBM3": "9.0",
     "NVIDIA H200": "9.0",
     "NVIDIA B300 SXM6 AC": "10.3",
     "NVIDIA GB300": "10.3",
@@ -81,6 +85,7 @@ ALIASES = {
     "5090": "NVIDIA GeForce RTX 5090",
     "rtx-pro-6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
     "rtxpro6000": "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "h100": "NVIDIA H100 80GB HBM3",
     "h200": "NVIDIA H200",
     "b300": "NVIDIA B300 SXM6 AC",
     "gb300": "NVIDIA GB300",

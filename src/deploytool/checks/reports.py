@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .state import home, instance, release_path
+from ..release.state import home, instance, release_path
 
 
 def _stamp() -> str:

@@ -80,7 +80,8 @@ def _entry(path: Path, root: Path) -> ReportEntry:
             "qualify", slot, release, str(data.get("started_at", "")), summary, str(path.parent)
         )
     if schema.startswith("deploytool.bench"):
-        method = data.get("method") if isinstance(data.get("method"), dict) else {}
+        given = data.get("method")
+        method: dict[str, Any] = given if isinstance(given, dict) else {}
         summary = (
             f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "
             f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed"

@@ -43,7 +43,7 @@ def deploytool_run(url: str, a: argparse.Namespace) -> dict:
     from deploytool.bench import build_method
     from deploytool.bench.runner import BenchRunner
     from deploytool.bench.spec import Spec
-    from deploytool.release.targets import Target
+    from deploytool.checks.targets import Target
 
     method = build_method(
         quick=True,

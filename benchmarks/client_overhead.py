@@ -41,7 +41,7 @@ def deploytool_child(url: str, requests: int, concurrency: int, tokens: int, htt
     from deploytool.bench import build_method, stats
     from deploytool.bench.runner import BenchRunner
     from deploytool.bench.spec import Spec
-    from deploytool.release.targets import Target
+    from deploytool.checks.targets import Target
     from deploytool.server.client import EndpointClient
 
     method = build_method(quick=True, request_timeout_s=120)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from deploytool.deploy.facts import CacheFacts, Facts, ImageFacts, PortFacts
 from deploytool.host.gpus import Inventory
 from deploytool.host.releases import Release
+from deploytool.host.slots import Slot
 from deploytool.profiles import HealthSpec, ProfileStore
-from deploytool.release.slots import Slot
 from deploytool.release.state import SlotPointers
 
 CPU = Slot()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deploytool.checks.targets import Target
 from deploytool.profiles import Profile, load_profile
 from deploytool.qualify import run_qualification
-from deploytool.release.targets import Target
 from deploytool.sim import SimSettings, serve_in_thread
 
 # Small data everywhere: the real defaults (225K-token needle, 1,319 questions) are for real runs.

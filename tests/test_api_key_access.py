@@ -18,13 +18,13 @@ import httpx
 import pytest
 from conftest import run_cli
 
+from deploytool.checks.targets import Target
 from deploytool.deploy import doctor
 from deploytool.errors import EXIT_COULD_NOT_RUN, UsageError
 from deploytool.image import patches
 from deploytool.profiles import SecretRef, load_profile
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.release import secrets as release_secrets
-from deploytool.release.targets import Target
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.auth import allowed
 from deploytool.sim.settings import build_parser

@@ -289,8 +289,8 @@ def test_the_http_rule_finds_every_spelling(tmp_path: Path) -> None:
     ]
 
 
-# The CLI parses, calls one library function and prints: it reaches release/ and host/ through
-# the packages that own the task. What it still reaches directly is listed here, module by module,
+# The CLI parses, calls one library function and prints: it reaches release/, host/ and checks/
+# through the packages that own the task. What it still reaches directly is listed here, module by module,
 # so that the list can only shrink: a new direct reach fails until the task moves where it belongs.
 CLI_DIRECT_REACH = {
     "deploytool.host.engine": {"rollout_cmds"},  # an Engine() handed to deploy/
@@ -298,11 +298,10 @@ CLI_DIRECT_REACH = {
     "deploytool.host.gpus": {"host_cmds", "profiles_cmds", "rollout_cmds"},
     "deploytool.host.nvml": {"host_cmds", "rollout_cmds"},
     "deploytool.host.topology": {"host_cmds"},
-    "deploytool.release.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
-    "deploytool.release.journal_text": {"deploy_cmds", "rollout_cmds"},
-    "deploytool.release.reports": {"qualify_cmds"},
+    "deploytool.host.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
+    "deploytool.checks.reports": {"qualify_cmds"},
     "deploytool.release.secrets": {"monitor_cmds"},  # the monitor's key file
-    "deploytool.release.slots": {
+    "deploytool.host.slots": {
         "bench_cmds",
         "deploy_cmds",
         "k8s_cmds",
@@ -312,16 +311,16 @@ CLI_DIRECT_REACH = {
         "slot_cmds",
     },  # parsing --gpu/--cpu into a slot
     "deploytool.release.state": {"deploy_cmds"},
-    "deploytool.release.targets": {"bench_cmds", "qualify_cmds"},
+    "deploytool.checks.targets": {"bench_cmds", "qualify_cmds"},
 }
 
 
-def test_the_cli_reaches_release_and_host_only_where_listed() -> None:
+def test_the_cli_reaches_release_host_and_checks_only_where_listed() -> None:
     reach: dict[str, set[str]] = {}
     for module, targets in imports().items():
         if module.startswith("deploytool.cli."):
             for target in targets:
-                if target.split(".")[1] in ("release", "host"):
+                if target.split(".")[1] in ("release", "host", "checks"):
                     reach.setdefault(target, set()).add(module.rsplit(".", 1)[1])
     grown = {
         t: sorted(m - CLI_DIRECT_REACH.get(t, set()))
@@ -329,7 +328,7 @@ def test_the_cli_reaches_release_and_host_only_where_listed() -> None:
         if m - CLI_DIRECT_REACH.get(t, set())
     }
     assert not grown, (
-        f"cli/ reaches release/ or host/ directly in new places (go through deploy/, bench/, ...): {grown}"
+        f"cli/ reaches release/, host/ or checks/ directly in new places (go through deploy/, bench/, ...): {grown}"
     )
     assert "server" not in layout_table()["cli"]["may_import"], (
         "the CLI reaches the wire through bench/ and qualify/"

@@ -10,10 +10,10 @@ import pytest
 from bench_helpers import BENCH_TINY_PROFILE, sim_in_process
 from typer.testing import CliRunner
 
+from deploytool.checks.targets import Target
 from deploytool.cli.app import app
 from deploytool.profiles import ProfileStore
 from deploytool.qualify.runner import run_qualification
-from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(180)
 

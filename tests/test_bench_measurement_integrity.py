@@ -15,8 +15,8 @@ from deploytool.bench.assemble import cache_check as _cache_check
 from deploytool.bench.prompts import PromptFactory
 from deploytool.bench.results import RequestRecord
 from deploytool.bench.runner import run_bench_sync
+from deploytool.checks.targets import Target
 from deploytool.cli.app import app
-from deploytool.release.targets import Target
 from deploytool.server.facts import parse_prometheus
 from deploytool.sim import count_tokens
 

@@ -25,8 +25,8 @@ from bench_helpers import (
 from deploytool.bench import BenchRunner, compare_runs, run_bench
 from deploytool.bench.prompts import Prompt, PromptFactory
 from deploytool.bench.runner import run_bench_sync
+from deploytool.checks.targets import Target
 from deploytool.errors import UsageError
-from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(120)
 

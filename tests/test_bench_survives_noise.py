@@ -16,8 +16,8 @@ from sim_process import SimProcess
 
 from deploytool.bench import BenchRunner, build_method, run_bench
 from deploytool.bench.spec import Spec
+from deploytool.checks.targets import Target
 from deploytool.qualify.suites.performance import regression_gates, stored_figures
-from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(240)
 

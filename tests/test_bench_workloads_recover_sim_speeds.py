@@ -15,7 +15,7 @@ from sim_process import SimProcess
 
 from deploytool.bench import build_method, run_bench
 from deploytool.bench.workloads.open_loop import meets_slos
-from deploytool.release.targets import Target
+from deploytool.checks.targets import Target
 
 pytestmark = pytest.mark.timeout(180)
 

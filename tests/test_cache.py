@@ -9,8 +9,8 @@ import pytest
 from conftest import run_cli
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
+from deploytool.host.slots import Slot
 from deploytool.release.cache import FINGERPRINT_FILE, _in_volume
-from deploytool.release.slots import Slot
 
 pytestmark = (
     pytest.mark.index

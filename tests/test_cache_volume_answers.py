@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from deploytool.errors import DeployError
+from deploytool.host.slots import Slot
 from deploytool.release.cache import _wipe, decide, read_state
-from deploytool.release.slots import Slot
 
 
 class AnsweringEngine:

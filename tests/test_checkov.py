@@ -26,11 +26,11 @@ import pytest
 import yaml
 from keyed_profile import keyed
 
+from deploytool.host.slots import Slot
 from deploytool.image.build import plan_build
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose
-from deploytool.release.slots import Slot
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

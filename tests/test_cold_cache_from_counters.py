@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from deploytool.bench import BenchRunner, build_method
-from deploytool.release.targets import Target
+from deploytool.checks.targets import Target
 from deploytool.server.metrics_window import (
     CACHED,
     GENERATED,

@@ -20,8 +20,8 @@ from browser_helpers import CHROMIUM, LAYOUT, Browser
 from typer.testing import CliRunner
 
 from deploytool.bench import run_bench
+from deploytool.checks.targets import Target
 from deploytool.cli.app import app
-from deploytool.release.targets import Target
 
 pytestmark = pytest.mark.timeout(240)
 

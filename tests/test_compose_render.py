@@ -7,9 +7,9 @@ from pathlib import Path
 import yaml
 
 from deploytool.host import labels
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose, write_compose
-from deploytool.release.slots import Slot
 
 GPU_A = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 GPU_B = "GPU-aaaabbbb-1111-2222-3333-444455556666"

@@ -13,9 +13,9 @@ import yaml
 from deploytool.deploy.cpu_twin import twin_document
 from deploytool.host import labels
 from deploytool.host.engine import compose_config, compose_plugin_version
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose
-from deploytool.release.slots import Slot
 from deploytool.resources import package_dir
 
 CARD = "GPU-698e6783-c3a1-e93d-9440-6334680c7c1f"

@@ -23,12 +23,12 @@ from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.errors import BuildError, ProfileError, UsageError
 from deploytool.host import labels
+from deploytool.host.slots import Slot
 from deploytool.image import cudabase, locks, wheelhouse
 from deploytool.image.recipes import sglang as recipe
 from deploytool.image.versions import check_profile, load_matrix
 from deploytool.profiles import Profile, ProfileStore
 from deploytool.release import cache
-from deploytool.release.slots import Slot
 
 WHEELS_PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"
 CUDA = "13.3.1"

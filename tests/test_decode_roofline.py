@@ -10,11 +10,11 @@ import yaml
 
 from deploytool.bench import build_method, run_bench
 from deploytool.bench.roofline import roofline_lines
+from deploytool.checks.targets import Target
 from deploytool.host.gpus import GpuInfo
 from deploytool.memory import card_from_gpu, card_from_table, read_checkpoint, shape_from_config
 from deploytool.memory.roofline import decode_roofline, weight_split, with_measurements
 from deploytool.profiles import ProfileStore
-from deploytool.release.targets import Target
 from deploytool.sim import SimSettings, serve_in_thread
 
 MODELS = Path(__file__).parent / "data" / "models"

@@ -22,9 +22,9 @@ from deploytool.deploy.steps import (
 )
 from deploytool.errors import DeployError, ProfileError, UsageError
 from deploytool.host.gpus import GpuInfo, Inventory
+from deploytool.host.slots import Slot
 from deploytool.profiles import HealthSpec, ProfileStore
 from deploytool.release.cache import CacheState, decide
-from deploytool.release.slots import Slot
 
 
 def kinds(steps) -> list[str]:

@@ -16,9 +16,9 @@ from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.deploy.steps import Start
 from deploytool.errors import UsageError
 from deploytool.host.releases import Release
+from deploytool.host.slots import Slot
 from deploytool.profiles import SecretError, SecretRef, load_profile
 from deploytool.release import inputs as release_inputs
-from deploytool.release.slots import Slot
 from deploytool.release.state import SlotPointers
 from deploytool.release.weights import ModelMissing
 

@@ -7,7 +7,7 @@ import json
 
 from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
 
-from deploytool.release.slots import Slot
+from deploytool.host.slots import Slot
 from deploytool.release.state import slot_path
 
 

@@ -25,11 +25,11 @@ import pytest
 from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.host import labels
+from deploytool.host.slots import Slot
 from deploytool.image import build, cudabase, flagcheck, locks, patches, wheelhouse
 from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore
 from deploytool.release import cache
-from deploytool.release.slots import Slot
 
 pytestmark = [pytest.mark.docker, pytest.mark.gpu_image]
 PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4-wheels"

@@ -18,6 +18,7 @@ from qualify_helpers import qualify
 from sim_process import SimProcess
 
 from deploytool.bench.runner import run_bench_sync
+from deploytool.checks.targets import Target
 from deploytool.deploy.health import PROBE_TIMEOUT_S, HealthFailure, wait_until_healthy
 from deploytool.deploy.reporter import Reporter
 from deploytool.deploy.watch import probe
@@ -25,7 +26,6 @@ from deploytool.files import to_jsonable
 from deploytool.host.releases import Release
 from deploytool.profiles import HealthSpec
 from deploytool.qualify import Verdict
-from deploytool.release.targets import Target
 from deploytool.server.client import EndpointClient
 from deploytool.server.facts import read_server_facts
 from deploytool.sim.hostile import SCRIPT

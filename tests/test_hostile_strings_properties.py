@@ -13,11 +13,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from deploytool.host.slots import Slot
 from deploytool.image.in_image import unidiff
 from deploytool.profiles import ProfileStore, args_to_argv
 from deploytool.profiles.rules import KEY_FLAGS, key_flag, key_word, launch_argv_problems
 from deploytool.release.compose import RenderRequest, document_text, render_compose
-from deploytool.release.slots import Slot
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HOSTILE_PIECES = [

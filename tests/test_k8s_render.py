@@ -12,6 +12,7 @@ import yaml
 from keyed_profile import from_hub, keyed
 
 from deploytool.errors import UsageError
+from deploytool.host.slots import Slot
 from deploytool.k8s import K8sRequest, declared_toolchain, render_manifests, render_stages
 from deploytool.k8s import release as rel
 from deploytool.k8s.validate import (
@@ -23,7 +24,6 @@ from deploytool.k8s.validate import (
 )
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose
-from deploytool.release.slots import Slot
 
 HERE = Path(__file__).resolve().parent
 IMAGE = "registry.example/deploytool/sglang@sha256:" + "a" * 64

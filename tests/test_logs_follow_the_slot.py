@@ -11,7 +11,7 @@ import pytest
 
 from deploytool.deploy import slot_commands as slots
 from deploytool.host.releases import Release
-from deploytool.release.slots import Slot
+from deploytool.host.slots import Slot
 
 
 def release(number: int, state: str = "running", started: str = "2026-12-03T10:00:00.123456789Z") -> Release:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.host.slots import Slot
 from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
 from deploytool.profiles import load_profile
-from deploytool.release.slots import Slot
 
 MODELS = Path(__file__).parent / "data" / "models"
 from deploy_facts import facts_with_memory

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from deploytool.checks.targets import Target
 from deploytool.memory import PlanInputs, card_from_table, plan_memory, read_checkpoint
 from deploytool.memory.accuracy import compare_with_server, reported_memory
 from deploytool.profiles import load_profile
 from deploytool.qualify import run_qualification
-from deploytool.release.targets import Target
 from deploytool.sim import SimSettings, serve_in_thread
 
 MODELS = Path(__file__).parent / "data" / "models"

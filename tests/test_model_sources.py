@@ -13,11 +13,11 @@ from fake_checkpoints import write_hub_cache, write_model_folder
 
 from deploytool.errors import ProfileError
 from deploytool.host import labels
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 from deploytool.release import weights
 from deploytool.release.compose import RenderRequest, render_compose, render_text, write_compose
 from deploytool.release.inputs import beyond_loopback, prepare
-from deploytool.release.slots import Slot
 
 GPU = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 REPO = "nvidia/Qwen3.6-35B-A3B-NVFP4"

@@ -16,10 +16,10 @@ import yaml
 from conftest import ROOT, free_port, run_cli
 from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 
+from deploytool.deploy import scrape_targets
 from deploytool.host import labels
 from deploytool.monitor import stack
 from deploytool.monitor.prometheus import RELEASES_JOB
-from deploytool.release import scrape_targets
 
 
 def _strict_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -34,10 +34,10 @@ from conftest import free_port, run_cli
 from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
 from monitor_helpers import serving_gap
 
+from deploytool.deploy import scrape_targets
 from deploytool.host import labels
 from deploytool.monitor import stack
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
-from deploytool.release import scrape_targets
 
 pytestmark = [
     pytest.mark.docker,

@@ -18,9 +18,9 @@ import pytest
 from conftest import free_port, run_cli
 from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
 
+from deploytool.deploy import scrape_targets
 from deploytool.host.releases import Release
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
-from deploytool.release import scrape_targets
 
 LOAD_S = 8  # connections refused this long, then /health 503 for the warm-up, as SGLang loads
 WARMUP_S = 3

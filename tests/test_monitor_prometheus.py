@@ -14,10 +14,10 @@ from conftest import free_port, run_cli
 from monitor_helpers import Load
 from sim_process import SimProcess
 
+from deploytool.deploy import scrape_targets
 from deploytool.host.releases import Release
 from deploytool.monitor import prometheus, stack
 from deploytool.profiles import ProfileStore
-from deploytool.release import scrape_targets
 from deploytool.release.state import SlotPointers, write_pointers
 
 

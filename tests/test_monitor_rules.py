@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deploytool.deploy import scrape_targets
 from deploytool.host.releases import Release
 from deploytool.monitor import prometheus
 from deploytool.monitor.figures import FIGURES, quantile
 from deploytool.profiles import ProfileStore
-from deploytool.release import scrape_targets
 from deploytool.release.state import SlotPointers, write_pointers
 
 PROMTOOL = shutil.which("promtool")

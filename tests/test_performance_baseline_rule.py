@@ -9,11 +9,11 @@ import json
 import pytest
 from deploy_facts import release
 
+from deploytool.checks.targets import baseline_release
 from deploytool.errors import UsageError
+from deploytool.host.slots import Slot
 from deploytool.qualify.suite_api import Gate, SuiteResult, Verdict
-from deploytool.release.slots import Slot
 from deploytool.release.state import journal, release_path
-from deploytool.release.targets import baseline_release
 
 CPU = Slot()
 

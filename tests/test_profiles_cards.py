@@ -11,12 +11,12 @@ import yaml
 
 from deploytool.host import gpus
 from deploytool.host.fit import classify
+from deploytool.host.slots import Slot
 from deploytool.image.recipes import sglang as recipe
 from deploytool.profiles import ProfileStore
 from deploytool.qualify.config import suite_settings
 from deploytool.qualify.suites import registry
 from deploytool.release.compose import RenderRequest, render_compose, write_compose
-from deploytool.release.slots import Slot
 
 QWEN = ["rtx5090-qwen3.6-35b-a3b-nvfp4", "rtx-pro-6000-qwen3.6-35b-a3b-nvfp4", "h200-qwen3.6-35b-a3b-fp8"]
 GLM = ["b300x8-glm5.2-nvfp4-tp8", "b300x8-glm5.2-nvfp4-tep8", "gb300x4-glm5.2-nvfp4-tp4"]

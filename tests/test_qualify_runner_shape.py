@@ -99,7 +99,7 @@ def test_what_a_person_sees_is_handed_in(server, tmp_path: Path, capfd) -> None:
 
 
 def runner_target(server):
-    from deploytool.release.targets import Target
+    from deploytool.checks.targets import Target
 
     return Target(url=server.url, profile=sim_profile(server.settings.port))
 

@@ -11,11 +11,11 @@ import pytest
 from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 from qualify_helpers import qualify, sim
 
+from deploytool.checks.targets import Target
 from deploytool.cli import main
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import registry
 from deploytool.qualify.suites.needle import Settings, grid_lengths
-from deploytool.release.targets import Target
 
 
 @pytest.fixture(scope="module")

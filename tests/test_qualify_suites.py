@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from qualify_helpers import LIMIT, OURS, qualify, sim, sim_profile
 
+from deploytool.checks.targets import Target
 from deploytool.errors import ProfileError, UsageError
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import gsm8k as gsm8k_suite
 from deploytool.qualify.suites import registry
-from deploytool.release.targets import Target
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
 ORACLE_ACCURACY = 0.9

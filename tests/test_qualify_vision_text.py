@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from deploytool.checks.targets import Target
 from deploytool.qualify import Verdict, run_qualification
 from deploytool.qualify.suites import vision
 from deploytool.qualify.suites.vision.pictures import SIZE, TEXT_MARGIN, data_url, draw, text_layout
-from deploytool.release.targets import Target
 from deploytool.server.facts import ServerFacts
 from deploytool.sim import SimSettings, serve_in_thread
 

@@ -235,8 +235,8 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(
     assert out.strip().endswith("PATCHED")
 
     # The slot cache's fingerprint takes the installed versions over the declared ones.
+    from deploytool.host.slots import Slot
     from deploytool.release.cache import expected_fingerprint
-    from deploytool.release.slots import Slot
 
     expected = expected_fingerprint(docker_engine, result.image, Slot())
     assert expected["gcc"] == toolchain["gcc"] and expected["torch"] == toolchain["torch"]

@@ -17,9 +17,9 @@ from conftest import run_cli
 from keyed_profile import keyed
 from lifecycle_helpers import profiles_dir, release_row, slot_env, slot_status, up  # noqa: F401 (fixtures)
 
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 from deploytool.release.compose import RenderRequest, render_compose, render_text
-from deploytool.release.slots import Slot
 
 CARD = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 

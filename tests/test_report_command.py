@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import run_cli
 from cutover_docs import results
 
-from deploytool.release.slots import Slot
+from deploytool.host.slots import Slot
 from deploytool.release.state import journal, release_path
 
 CPU = Slot()

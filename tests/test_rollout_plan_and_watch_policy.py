@@ -12,8 +12,8 @@ from deploytool.deploy.rollout_plan import RolloutOptions, plan_rollout, waves
 from deploytool.deploy.steps import Build, Qualify, Stop
 from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
 from deploytool.errors import UsageError
+from deploytool.host.slots import Slot, cpu_slot_named, slot_from_options
 from deploytool.profiles import WatchSpec
-from deploytool.release.slots import Slot, cpu_slot_named, slot_from_options
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")
 G1 = Slot(gpus=("GPU-11111111-0000",))

@@ -8,7 +8,7 @@ import json
 from conftest import run_cli
 
 from deploytool.deploy.rollout_plan import RolloutOptions
-from deploytool.release.slots import cpu_slot_named
+from deploytool.host.slots import cpu_slot_named
 from deploytool.release.state import SlotPointers, journal, read_pointers, write_pointers
 
 

@@ -16,12 +16,12 @@ import yaml
 from conftest import run_cli
 
 from deploytool import redaction
+from deploytool.checks.targets import resolve_target
 from deploytool.errors import ProfileError, UsageError
 from deploytool.files import write_atomic, write_json
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore, SecretRef
 from deploytool.release.compose import RenderRequest, render_compose, write_compose
-from deploytool.release.slots import Slot
-from deploytool.release.targets import resolve_target
 
 CANARY = "sk-canary-7f3a9e21d4"
 NO_ENGINE = {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from deploy_facts import facts, release
 
+from deploytool.deploy.journal_text import line
 from deploytool.deploy.slot_commands import parse_since
 from deploytool.deploy.slot_plan import plan_down, plan_start, plan_stop
 from deploytool.deploy.steps import CutOver, Remove, RemoveSlot, Stop
 from deploytool.errors import DeployError, UsageError
 from deploytool.profiles import HealthSpec
-from deploytool.release.journal_text import line
 
 
 def kinds(steps) -> list[str]:

@@ -37,7 +37,7 @@ def _journal(event: str) -> list[dict]:
 
 def slot_steps(slot_env, port: int) -> None:
     """Stop, start and logs of a slot serving release 2 (1 kept), with their refusals."""
-    from deploytool.release.slots import Slot
+    from deploytool.host.slots import Slot
     from deploytool.release.state import slot_lock
 
     # stop: drained by the server's count (nothing in flight: 0 waited for), stopped, both kept
@@ -83,7 +83,7 @@ def slot_steps(slot_env, port: int) -> None:
 
 def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     from deploytool.host import labels
-    from deploytool.release.slots import Slot
+    from deploytool.host.slots import Slot
     from deploytool.release.state import slot_path
 
     port = slot_env.port
@@ -172,7 +172,7 @@ def test_down_volumes_takes_a_killed_reads_container_and_names_any_other_user_of
     container of anything else using it stops `down --volumes` at the volume, named, and the
     release it has already removed is not brought back."""
     from deploytool.host import labels
-    from deploytool.release.slots import Slot
+    from deploytool.host.slots import Slot
 
     assert up(slot_env, "t-good").returncode == 0
     volume, image = Slot().cache_volume(), docker_engine.releases("cpu")[0].image

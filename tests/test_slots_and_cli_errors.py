@@ -7,7 +7,7 @@ from conftest import run_cli
 
 from deploytool.errors import UsageError
 from deploytool.host.releases import Release
-from deploytool.release.slots import slot_from_options
+from deploytool.host.slots import slot_from_options
 from deploytool.release.state import journal, read_journal, slot_dir
 
 A = "GPU-aaaaaaaa-1111-2222-3333-444455556666"

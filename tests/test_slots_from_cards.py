@@ -11,11 +11,11 @@ import pytest
 import yaml
 from conftest import run_cli
 
+from deploytool.host.card_slots import plan_slots
 from deploytool.host.fit import classify
 from deploytool.host.gpus import read_inventory
 from deploytool.host.nvml_standin import StandInNvml
 from deploytool.profiles import ProfileStore
-from deploytool.release.card_slots import plan_slots
 
 HOSTS = Path(__file__).resolve().parent / "data" / "nvml-hosts"
 H200, RTX, PRO = (

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.host.slots import Slot
 from deploytool.memory.cards import card_from_table
 from deploytool.memory.checkpoint import derived_context_length, read_checkpoint
 from deploytool.memory.gate import MemoryRefused
 from deploytool.memory.startup import env_true, startup_notes
 from deploytool.profiles import load_profile
-from deploytool.release.slots import Slot
 
 MODELS = Path(__file__).parent / "data" / "models"
 from deploy_facts import facts_with_memory

@@ -15,7 +15,7 @@ from conftest import run_cli
 from tune_helpers import write_profile
 
 from deploytool.host.nvml_standin import StandInNvml
-from deploytool.release.slots import Slot
+from deploytool.host.slots import Slot
 from deploytool.tune.machines import machine_id, visible_uuids
 
 HOSTS = Path(__file__).parent / "data" / "nvml-hosts"

@@ -13,9 +13,9 @@ from fake_checkpoints import write_hub_cache, write_model_folder
 from deploytool.deploy.facts import gather_facts
 from deploytool.deploy.no_engine import NoEngine
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 from deploytool.release import weights
-from deploytool.release.slots import Slot
 
 REPO = "test-org/tiny-weights"
 

@@ -11,8 +11,8 @@ from deploytool.deploy import plan as plan_module
 from deploytool.deploy.facts import gather_facts
 from deploytool.deploy.no_engine import NoEngine
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
-from deploytool.release.slots import Slot
 
 
 def test_the_planner_reuses_the_build_plan_the_facts_gathered(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -100,7 +100,7 @@ def test_bench_when_ready_sends_nothing_and_writes_no_report_when_the_wait_expir
     """The library, without the CLI: the wait, its verdict and its exit code live in bench/."""
     from deploytool.bench import build_method
     from deploytool.bench.outcome import bench_when_ready
-    from deploytool.release.targets import Target
+    from deploytool.checks.targets import Target
 
     lines: list[str] = []
     with socket.socket() as bound:

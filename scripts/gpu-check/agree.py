@@ -25,7 +25,7 @@ from pathlib import Path
 def deploytool_client(a: argparse.Namespace) -> None:
     from deploytool.bench import build_method
     from deploytool.bench.runner import BenchRunner, Spec
-    from deploytool.release.targets import Target
+    from deploytool.checks.targets import Target
 
     method = build_method(
         quick=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..release.targets import Target
+from ..checks.targets import Target
 from .compare import Comparison, ComparisonRow, compare_loaded, compare_runs
 from .headline import kept_baseline
 from .method import BenchMethod

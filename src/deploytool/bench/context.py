@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..release.targets import Target
+from ..checks.targets import Target
 from ..server import metrics_window as mw
 from ..server.chat_result import ChatResult
 from ..server.facts import ServerFacts

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .. import __version__
-from ..release.targets import Target
+from ..checks.targets import Target
 
 
 def describe_environment(target: Target) -> dict[str, Any]:

@@ -249,11 +249,11 @@ def regressions_headline(rows: list[Row], against: str) -> str:
 
 def kept_baseline(target: Any) -> tuple[str, dict[str, Any]] | None:
     """The baseline release's newest kept bench run, for a run against a slot's release: the
-    release the target's baseline rule chose (release/targets.py), or None (a URL, no baseline,
+    release the target's baseline rule chose (checks/targets.py), or None (a URL, no baseline,
     or a baseline never benched)."""
     import json
 
-    from ..release.reports import newest_kept
+    from ..checks.reports import newest_kept
 
     release, previous = getattr(target, "release", None), getattr(target, "previous", None)
     if release is None or previous is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..release.targets import Target
+from ..checks.targets import Target
 from .compare import Comparison, compare_loaded
 from .method import BenchMethod
 from .results import BenchRun

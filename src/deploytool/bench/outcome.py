@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks.reports import default_report_dir
+from ..checks.targets import Target
 from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, EXIT_OK
-from ..release.reports import default_report_dir
 from ..release.secrets import auth_headers
-from ..release.targets import Target
 from ..server.client import run_sync
 from ..server.readiness import ready_timeout_for, wait_until_ready
 from .method import BenchMethod

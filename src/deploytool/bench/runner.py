@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import terminal_text
-from ..release.targets import Target
+from ..checks.targets import Target
 from ..server import metrics_window as mw
 from ..server.chat_result import ChatResult
 from ..server.client import EndpointClient

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..checks.targets import Target, qualify_results_path
 from ..errors import UsageError
-from ..release.targets import Target, qualify_results_path
 
 # The source's lengths ("prefill at 120K / 225K"); the quick method's, sized for a CPU.
 SOURCE_PREFILL = [120_000, 225_000]

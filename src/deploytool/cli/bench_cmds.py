@@ -74,7 +74,7 @@ def bench_command(
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
     from ..bench import build_method
     from ..bench.outcome import bench_when_ready
-    from ..release.targets import resolve_target
+    from ..checks.targets import resolve_target
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
@@ -299,7 +299,7 @@ def compare_command(
 
     if interleave:
         from ..bench.interleave import run_interleaved
-        from ..release.targets import Target
+        from ..checks.targets import Target
 
         if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
             raise UsageError(
@@ -372,9 +372,9 @@ def _compare_slots(
 ) -> None:
     from ..bench import write_run_report
     from ..bench.slot_compare import compare_slots
+    from ..checks.targets import resolve_target
     from ..files import write_json
-    from ..release.slots import Slot, cpu_slot_named, slot_from_options
-    from ..release.targets import resolve_target
+    from ..host.slots import Slot, cpu_slot_named, slot_from_options
 
     if repeats is not None and repeats < 1:
         raise UsageError(f"--repeats {repeats}: expected at least 1")

@@ -9,7 +9,7 @@ import typer
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..release.slots import DEFAULT_RETENTION, slot_from_options
+from ..host.slots import DEFAULT_RETENTION, slot_from_options
 
 if TYPE_CHECKING:
     from ..deploy.steps import Plan
@@ -487,7 +487,7 @@ def journal_command(
 ) -> None:
     """The append-only journal of every action (optionally for one slot): one line per event,
     time (UTC), action, slot, release and what happened; --json gives the entries whole."""
-    from ..release.journal_text import line
+    from ..deploy.journal_text import line
     from ..release.state import read_journal
 
     slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot) else None

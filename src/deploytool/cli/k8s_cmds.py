@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import UsageError
-from ..release.slots import DEFAULT_RETENTION
+from ..host.slots import DEFAULT_RETENTION
 from .app import JsonOpt, ProfilesDirOpt, Typer, app, console_err, print_json
 
 if TYPE_CHECKING:

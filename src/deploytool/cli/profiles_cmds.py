@@ -41,9 +41,9 @@ def profiles_list(
 
     from ..host import gpus
     from ..host.fit import VERDICT_ORDER
+    from ..host.slots import slot_from_options
     from ..memory.gate import judged_fit
     from ..profiles import ProfileStore
-    from ..release.slots import slot_from_options
 
     store = ProfileStore(profiles_dir)
     profiles = store.all()

@@ -74,10 +74,10 @@ def qualify_command(
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
+    from ..checks.targets import resolve_target
     from ..qualify import run_qualification
     from ..qualify.config import parse_set_option
     from ..qualify.results import results_document
-    from ..release.targets import resolve_target
 
     overrides = parse_set_option(set_)
     if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
@@ -93,7 +93,7 @@ def qualify_command(
         against=against,
         cpu_slot=cpu_slot,
     )
-    from ..release.reports import default_report_dir
+    from ..checks.reports import default_report_dir
 
     report = report or default_report_dir(
         "qualify",
@@ -209,8 +209,8 @@ def reports_command(
 ) -> None:
     """List the qualify, bench and tune reports kept under the state folder (every slot, or one),
     oldest first: when, which slot and release, the verdict or the run, and the folder."""
-    from ..release.reports import list_reports
-    from ..release.slots import slot_from_options
+    from ..checks.reports import list_reports
+    from ..host.slots import slot_from_options
 
     slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot is not None) else None
     entries = list_reports(slot)
@@ -257,8 +257,8 @@ def report_command(
 ) -> None:
     """Write the cutover report (verdict, the figures that matter beside the other release's with
     deltas and spread, what changed, pictures; every gate folded below) for any two releases."""
+    from ..host.slots import slot_from_options
     from ..qualify.release_report import write_release_report
-    from ..release.slots import slot_from_options
 
     slot = slot_from_options(gpu, cpu, cpu_slot) if (gpu or cpu or cpu_slot) else None
     written = write_release_report(release, against, slot, report)

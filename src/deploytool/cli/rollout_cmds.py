@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import UsageError
-from ..release.slots import Slot, cpu_slot_named, slot_from_options
+from ..host.slots import Slot, cpu_slot_named, slot_from_options
 from .app import (
     CpuOpt,
     DrainOpt,
@@ -62,9 +62,9 @@ def rollout_slots(
                 "--all-gpus groups this host's cards into the profile's slots: say which profile with "
                 "--profile NAME"
             )
+        from ..host.card_slots import plan_slots
         from ..host.gpus import require_inventory
         from ..profiles import ProfileStore
-        from ..release.card_slots import plan_slots
 
         plan = plan_slots(
             ProfileStore(profiles_dirs).get(profile_name),
@@ -283,8 +283,8 @@ def watch_command(
             raise UsageError(f"--render {render!r}: expected compose or systemd")
         return
     from ..deploy.hooks import GatewayHooks
+    from ..deploy.journal_text import line
     from ..deploy.watch import WatchOptions, watch
-    from ..release.journal_text import line
 
     names = (
         ([Slot().name] if cpu else [])

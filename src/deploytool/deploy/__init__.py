@@ -18,6 +18,8 @@
     render.py    a release's compose file without an engine (`deploytool render`)
     status.py    what runs where
     doctor.py    is this host ready to build and deploy
+    journal_text.py   the journal as a person reads it (`deploytool journal`)
+    scrape_targets.py the monitor's scrape targets: what each slot serves, written at every cut-over
 
 Nothing is imported here: `deploytool status` loads status.py alone, not the executor and
 the suites it would bring.

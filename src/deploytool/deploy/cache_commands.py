@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..errors import DeploytoolError
 from ..host.engine import Engine
+from ..host.slots import Slot
 from ..release import cache
-from ..release.slots import Slot
 from ..release.state import slot_lock
 
 

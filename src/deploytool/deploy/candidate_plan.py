@@ -14,8 +14,8 @@ Each lists its steps itself: a change to what `up` runs does not change what a c
 from __future__ import annotations
 
 from ..host.releases import Release
+from ..host.slots import Slot
 from ..profiles import Profile
-from ..release.slots import Slot
 from .facts import Facts
 from .plan import UpOptions, bring_back, new_release
 from .steps import Plan, Prune, Step, Stop

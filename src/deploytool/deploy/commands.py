@@ -17,11 +17,11 @@ from typing import Any
 from ..errors import UsageError
 from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
+from ..host.slots import Slot
 from ..memory.gate import MemoryRefused
 from ..profiles import ProfileStore
 from ..release.cache import CacheDecision
 from ..release.compose import document_text
-from ..release.slots import Slot
 from ..release.state import journal, slot_lock
 from .executor import execute
 from .facts import gather_facts, gather_slot

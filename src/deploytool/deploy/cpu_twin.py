@@ -32,9 +32,9 @@ from typing import Any
 from ..errors import DeployError, UsageError
 from ..host import labels
 from ..host.engine import Engine
+from ..host.slots import Slot
 from ..image.flagcheck import marked_answer
 from ..release import secrets
-from ..release.slots import Slot
 from ..resources import package_dir
 from ..yamlio import dump_yaml
 from .commands import plan_for_up

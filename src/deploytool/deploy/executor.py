@@ -20,19 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..checks.targets import Target, qualify_results_path
 from ..errors import DeployError, DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..host.slots import Slot
 from ..image.build import BuildResult, build
 from ..profiles import Profile
 from ..release import inputs as release_inputs
-from ..release import scrape_targets, secrets
+from ..release import secrets
 from ..release.cache import CacheDecision, prepare_slot_cache
 from ..release.compose import document_text
-from ..release.slots import Slot
 from ..release.state import SlotPointers, journal, read_pointers, release_dir, release_path, write_pointers
-from ..release.targets import Target, qualify_results_path
+from . import scrape_targets
 from .facts import port_facts
 from .health import wait_until_healthy
 from .hooks import Hooks
@@ -133,7 +134,7 @@ def execute(
 
 
 def _follow_monitor(run: _Run) -> None:
-    """The monitor's scrape targets follow every stop, start and cut-over (release/scrape_targets.py):
+    """The monitor's scrape targets follow every stop, start and cut-over (deploy/scrape_targets.py):
     a release stopped for an upgrade leaves the targets before its scrape fails, the new one
     joins once healthy (after its WaitHealthy), not while it loads. A monitor that cannot be told
     is a warning, never a failed deploy."""

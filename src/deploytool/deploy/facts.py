@@ -20,12 +20,12 @@ from ..errors import DeploytoolError
 from ..host.engine import Engine
 from ..host.gpus import Inventory, read_inventory
 from ..host.releases import Release
+from ..host.slots import Slot
 from ..image.build import BuildPlan, plan_build
 from ..memory.gate import MemoryFacts, memory_facts
 from ..profiles import HealthSpec, Profile
 from ..release import cache
 from ..release import inputs as release_inputs
-from ..release.slots import Slot
 from ..release.state import SlotPointers, home, read_pointers, release_path
 from .no_engine import NoEngine
 

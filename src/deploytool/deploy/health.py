@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from ..errors import DeployError
 from ..host.engine import Engine
 from ..host.releases import Release
-from ..release.slots import slot_named
+from ..host.slots import slot_named
 from ..release.state import journal
 from ..server.readiness import health_check
 from .reporter import Reporter

@@ -15,15 +15,15 @@ from typing import Any
 
 from ..errors import DeployError, UsageError
 from ..files import to_jsonable
+from ..host.card_slots import group_problems
 from ..host.fit import classify
 from ..host.releases import Release, published_url
+from ..host.slots import DEFAULT_RETENTION, Slot
 from ..image.build import BuildPlan, plan_build, stale_reason
 from ..memory.gate import MemoryCheck, memory_check
 from ..profiles import Profile, ProfileStore
 from ..release import secrets, weights
-from ..release.card_slots import group_problems
 from ..release.compose import RenderRequest, refuse_exposure, render_compose, render_notes
-from ..release.slots import DEFAULT_RETENTION, Slot
 from ..release.state import release_path
 from .facts import Facts
 from .ownership import refuse_taking_over

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..host.slots import Slot
 from ..image.build import plan_build
 from ..image.runtime_source import runtime_notes
 from ..profiles import ProfileStore
 from ..release.compose import RenderRequest, render_text
-from ..release.slots import Slot
 
 
 def render_compose(

@@ -21,10 +21,10 @@ from typing import Any
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
+from ..host.slots import Slot, slot_named
 from ..image.build import build
 from ..profiles import Profile, ProfileStore
 from ..release.compose import document_text
-from ..release.slots import Slot, slot_named
 from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
 from .executor import as_failure, execute
 from .facts import Facts, gather_facts, gather_slot

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import UsageError
+from ..host.slots import DEFAULT_RETENTION, Slot
 from ..image.build import plan_build
 from ..profiles import Profile
-from ..release.slots import DEFAULT_RETENTION, Slot
 from .facts import Facts
 from .plan import UpOptions, plan_up
 from .steps import Build, Plan

@@ -18,8 +18,8 @@ from typing import Any
 from ..errors import DeployError, UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..host.slots import Slot
 from ..release.inputs import hold_release_secrets
-from ..release.slots import Slot
 from ..release.state import journal, slot_lock, slot_path
 from .executor import execute
 from .facts import gather_slot

@@ -20,9 +20,9 @@ from datetime import datetime
 from ..errors import DeploytoolError, SlotBusy
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..host.slots import slot_named
 from ..profiles import HealthSpec, WatchSpec
 from ..release import inputs as release_inputs
-from ..release.slots import slot_named
 from ..release.state import journal, read_journal, read_pointers, slot_lock
 from ..server.readiness import health_check
 from .executor import execute

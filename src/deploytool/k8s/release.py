@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import UsageError
+from ..host.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 from ..profiles import Profile
-from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 from ..release.weights import CONTAINER_HUB_CACHE, plan_model
 from ..resources import resource
 

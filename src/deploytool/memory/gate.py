@@ -167,7 +167,7 @@ def memory_check(memory: MemoryFacts | None, profile: Profile, *, skip: bool, sl
 def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | None:
     """Why `up` would refuse `profile` on the slot of these cards by its memory check, as a
     reason line naming `plan-memory`; None when it would not (or has nothing to judge by)."""
-    from ..release.slots import Slot
+    from ..host.slots import Slot
 
     slot = Slot(gpus=tuple(sorted(uuids)))
     try:
@@ -184,10 +184,10 @@ def memory_refusal(profile: Profile, uuids: list[str], inventory: Any) -> str | 
 
 
 def slots_as_up_judges(profile: Profile, inventory: Any) -> Any:
-    """The slots the host's cards make for `profile` (release/card_slots.py), each judged by the
+    """The slots the host's cards make for `profile` (host/card_slots.py), each judged by the
     memory check `up` runs there too: a slot whose memory plan `up` and `plan-memory` refuse is
     incompatible, saying why, never runnable or runnable-with-less-memory."""
-    from ..release.card_slots import plan_slots
+    from ..host.card_slots import plan_slots
 
     plan = plan_slots(profile, inventory)
     for offered in plan.slots:

@@ -36,7 +36,7 @@ def config(
     *, scrape_interval_s: int, targets_path: str, rules_path: str, cards_exporter: str | None
 ) -> dict[str, Any]:
     """prometheus.yml. The scrape targets come from the file deploytool rewrites at every
-    cut-over (release/scrape_targets.py); Prometheus re-reads it when it changes."""
+    cut-over (deploy/scrape_targets.py); Prometheus re-reads it when it changes."""
     jobs: list[dict[str, Any]] = [
         {
             "job_name": job,

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
+from ..deploy import scrape_targets
 from ..errors import DeployError, UsageError
 from ..files import write_atomic
 from ..host.labels import INSTANCE, PREFIX, instance, name_prefix
-from ..release import scrape_targets
 from ..release.state import cache_dir
 from . import prometheus
 

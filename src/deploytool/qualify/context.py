@@ -18,8 +18,8 @@ from ..server.client import ChatResult, EndpointClient
 from ..server.facts import ServerFacts
 
 if TYPE_CHECKING:
+    from ..checks.targets import Target
     from ..profiles import Profile
-    from ..release.targets import Target
 
 
 class Bounded:

@@ -3,7 +3,7 @@ slot, or any two report folders, written afterwards from what their qualificatio
 
 A release number names that release's stored qualification (`releases/<N>/qualify/`, the one
 `up` runs; else its newest kept `qualify` report). Without --against a release is compared with
-the baseline the performance gate would choose (release/targets.py `baseline_release`); a
+the baseline the performance gate would choose (checks/targets.py `baseline_release`); a
 report folder needs --against.
 """
 
@@ -15,12 +15,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ..checks.reports import default_report_dir, newest_kept
+from ..checks.targets import baseline_release, qualify_results_path, unqualified
 from ..errors import UsageError
 from ..files import write_json
-from ..release.reports import default_report_dir, newest_kept
-from ..release.slots import Slot
+from ..host.slots import Slot
 from ..release.state import release_path
-from ..release.targets import baseline_release, qualify_results_path, unqualified
 from .cutover import read_results, short_name
 from .rejudge import qualified_against, rejudge
 from .report import Against, write_report_files

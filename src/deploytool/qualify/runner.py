@@ -37,7 +37,7 @@ from .suite_api import Suite, SuiteResult, SuiteSettings, Verdict
 from .suites import registry
 
 if TYPE_CHECKING:
-    from ..release.targets import Target
+    from ..checks.targets import Target
 
 
 class QualifyReporter(Protocol):
@@ -220,7 +220,7 @@ def _why_not_run(server: ServerFacts, url: str) -> str | None:
 
 def baseline_of(target: Target) -> Against:
     """What the report's top compares with: the baseline release's stored results (the rule of
-    release/targets.py) and both releases' records. An unreadable baseline is said, not fatal."""
+    checks/targets.py) and both releases' records. An unreadable baseline is said, not fatal."""
     from ..release.inputs import read_record
     from .cutover import read_results
 
@@ -234,7 +234,7 @@ def baseline_of(target: Target) -> Against:
     if (
         doc is None and path is None and slot and previous is not None
     ):  # a baseline release that has no results
-        from ..release.targets import unqualified
+        from ..checks.targets import unqualified
 
         notes.append(unqualified(slot, previous.release))
     return Against(
@@ -250,7 +250,7 @@ def baseline_of(target: Target) -> Against:
 
 def kept_bench(slot: str | None, release: int | None) -> dict[str, Any] | None:
     """A release's newest kept bench run (the top's speeds when a qualification ran no performance suite)."""
-    from ..release.reports import newest_kept
+    from ..checks.reports import newest_kept
     from .cutover import read_results
 
     path = newest_kept(slot, release, "bench") if slot and release is not None else None

@@ -1,2 +1,2 @@
-"""A release on this host besides its image: slot, state, weights, secrets, compose document,
-kernel cache, and the running release as something to measure (docs/architecture.md)."""
+"""A release on this host besides its image: its state, weights, secrets, what `up` reads from the
+host, its compose document and its slot's kernel cache (docs/architecture.md)."""

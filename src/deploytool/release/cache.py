@@ -18,7 +18,7 @@ from ..errors import DeployError
 from ..host import labels
 from ..host.engine import Engine
 from ..host.gpus import read_inventory
-from .slots import Slot
+from ..host.slots import Slot
 from .state import journal
 
 FINGERPRINT_FILE = ".deploytool-fingerprint.json"

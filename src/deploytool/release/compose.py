@@ -16,6 +16,7 @@ import yaml
 from ..errors import UsageError
 from ..files import write_atomic
 from ..host import labels
+from ..host.slots import Slot
 from ..profiles import Profile, args_to_argv
 from ..profiles.rules import launch_argv_problems
 from ..resources import resource
@@ -23,7 +24,6 @@ from ..yamlio import dump_yaml
 from . import secrets as release_secrets
 from . import weights as model_sources
 from .inputs import beyond_loopback
-from .slots import Slot
 
 CACHE_MOUNT = "/cache"
 

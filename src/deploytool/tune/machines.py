@@ -14,8 +14,8 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..host.slots import Slot
     from ..profiles import Profile
-    from ..release.slots import Slot
 
 NOT_RECORDED = "not recorded"  # a journal written before starts named their machine
 

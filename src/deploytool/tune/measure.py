@@ -12,8 +12,8 @@ from ..bench import stats
 from ..bench.presets import build_method
 from ..bench.results import BenchRun, RequestRecord
 from ..bench.runner import BenchRunner
+from ..checks.targets import Target
 from ..profiles import Profile
-from ..release.targets import Target
 from ..server import serverfields
 from .space import Slo, TuneSpace, workload_settings
 

@@ -26,7 +26,7 @@ from .search import Search, describe, estimate_s, finish, next_visit, prepare, r
 from .space import parse_budget, parse_slo, read_space
 
 if TYPE_CHECKING:
-    from ..release.slots import Slot
+    from ..host.slots import Slot
 
 EXIT_OK, EXIT_NONE_QUALIFIES = 0, 1
 
@@ -81,7 +81,7 @@ def tune(
                 "--resume needs the --report DIR of the search to go on with",
                 hint="`deploytool reports` lists the tune reports kept under the state folder",
             )
-        from ..release.reports import default_report_dir
+        from ..checks.reports import default_report_dir
 
         report_dir = default_report_dir(f"tune-{profile.name}")
     report_dir = Path(report_dir)
@@ -159,7 +159,7 @@ def _slot(cpu_slot: str | None, gpus: list[str] | None) -> Slot | None:
     """The Docker slot candidates run on (--gpu's cards, or --cpu-slot NAME); None: local processes."""
     if not cpu_slot and not gpus:
         return None
-    from ..release.slots import slot_from_options
+    from ..host.slots import slot_from_options
 
     return slot_from_options(gpus, False, cpu_slot)
 
@@ -277,8 +277,8 @@ def _qualify(
     make_server: Callable[[Profile, Path], Any],
 ) -> dict[str, Any]:
     """qualify on the winner's launch: a faster launch that answers wrong is not recommended."""
+    from ..checks.targets import Target
     from ..qualify.runner import run_qualification
-    from ..release.targets import Target
 
     suites = list(search.space.qualify)
     progress(f"qualify on the winner ({', '.join(suites)})")

@@ -30,8 +30,8 @@ from ..errors import DeploytoolError, Interrupted
 from ..files import write_atomic
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..host.slots import Slot
 from ..profiles import Profile
-from ..release.slots import Slot
 from ..release.state import slot_lock
 from .local import free_port
 

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from ...bench import BenchRun, build_method, run_bench_async
 from ...bench.regression import change
-from ...release.targets import Target
+from ...checks.targets import Target
 from ...server.facts import ServerFacts
 from ..context import SuiteContext
 from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite

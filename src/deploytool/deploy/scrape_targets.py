@@ -21,7 +21,7 @@ from ..files import write_atomic
 from ..host import engine_api
 from ..host.labels import instance
 from ..host.releases import Release
-from .state import home, read_pointers
+from ..release.state import home, read_pointers
 
 READABLE = 0o644  # the monitor's files: Prometheus runs as another user than the one who writes them
 

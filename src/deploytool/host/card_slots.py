@@ -93,10 +93,10 @@ def plan_slots(profile: Profile, inventory: Inventory) -> SlotPlan:
                 _unused(
                     card,
                     "; ".join(
-                        problems
-                        + [
+                        [
+                            *problems,
                             f"in MIG mode: tensor parallelism does not span MIG devices (its {len(card.mig_devices)} MIG "
-                            "device(s) serve one-card profiles)"
+                            "device(s) serve one-card profiles)",
                         ]
                     ),
                 )

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .state import home, instance, release_path
+from ..release.state import home, instance, release_path
 
 
 def _stamp() -> str:
@@ -80,7 +80,8 @@ def _entry(path: Path, root: Path) -> ReportEntry:
             "qualify", slot, release, str(data.get("started_at", "")), summary, str(path.parent)
         )
     if schema.startswith("deploytool.bench"):
-        method = data.get("method") if isinstance(data.get("method"), dict) else {}
+        given = data.get("method")
+        method: dict[str, Any] = given if isinstance(given, dict) else {}
         summary = (
             f"{method.get('workload', 'table')} workload, {method.get('preset', '?')} method, "
             f"{data.get('errors_total', 0)} of {data.get('requests_total', 0)} requests failed"

@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 from ..errors import UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
+from ..host.slots import Slot, slot_from_options
 from ..profiles import Profile, ProfileStore
 from ..redaction import scrub
-from . import inputs as release_inputs
-from . import secrets
-from .slots import Slot, slot_from_options
-from .state import release_path
+from ..release import inputs as release_inputs
+from ..release import secrets
+from ..release.state import release_path
 
 
 @dataclass
@@ -150,7 +150,7 @@ def baseline_release(
                 hint="`deploytool reports` lists the reports kept per slot and release",
             )
         return Baseline(against, results, "--against")
-    from .state import read_journal
+    from ..release.state import read_journal
 
     cut = [e for e in read_journal(slot.name) if e.get("event") == "cutover" and e.get("release") == current]
     if cut:
@@ -173,7 +173,7 @@ def baseline_release(
 
 def unqualified(slot: str, release: int) -> str:
     """Why a release has no qualify results to compare with, in words for a report's first screen."""
-    from .state import read_journal
+    from ..release.state import read_journal
 
     if any(e.get("event") == "qualify.skipped" and e.get("release") == release for e in read_journal(slot)):
         return (

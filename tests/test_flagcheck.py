@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from deploytool.cli import app
 from deploytool.errors import UsageError
-from deploytool.image import flagcheck
+from deploytool.image import flagcheck, parser_env
 from deploytool.image.build import plan_build
 from deploytool.profiles import ProfileStore
 
@@ -323,12 +323,12 @@ def test_parser_venv_takes_torch_from_the_configured_index(
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(flagcheck, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
-    monkeypatch.setattr(flagcheck, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
-    monkeypatch.setattr(flagcheck.venv, "EnvBuilder", NoVenv)
-    monkeypatch.setattr(flagcheck.subprocess, "run", run)
+    monkeypatch.setattr(parser_env, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(parser_env, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
+    monkeypatch.setattr(parser_env.venv, "EnvBuilder", NoVenv)
+    monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
-    flagcheck.parser_venv("0.5.23")
+    parser_env.parser_venv("0.5.23")
     torch_steps = [c for c in calls if any(a.startswith("torch==") for a in c)]
     assert len(torch_steps) == 1 and torch_steps[0][-3:] == [
         "--index-url",
@@ -340,7 +340,7 @@ def test_parser_venv_takes_torch_from_the_configured_index(
 
     calls.clear()
     monkeypatch.delenv("DEPLOYTOOL_TORCH_INDEX_URL")
-    flagcheck.parser_venv("0.5.23")  # another index: the venv is made again
+    parser_env.parser_venv("0.5.23")  # another index: the venv is made again
     assert calls and all("--index-url" not in c for c in calls)
     err = capsys.readouterr().err
     assert "DEPLOYTOOL_TORCH_INDEX_URL is not set" in err and "CUDA build" in err

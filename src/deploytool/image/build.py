@@ -121,7 +121,7 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
         dockerfile,
     ):
         digest.update(part.encode() + b"\0")
-    context = {
+    context: dict[str, Path | str] = {
         item.name: item
         for item in source.iterdir()
         if item.name != "Dockerfile.j2" and not item.name.startswith(".")
@@ -222,6 +222,7 @@ def build(
         existing = engine.image(plan.tag)
         why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
         if why is None:
+            assert existing is not None  # stale_reason's reason for no image: "no image" wants a build
             return BuildResult(
                 image=plan.tag,
                 image_id=existing.id,

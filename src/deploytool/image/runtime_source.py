@@ -142,10 +142,7 @@ def resolve(profile: Profile) -> ResolvedSource:
             series=series,
             digest=series_digest(series) if series else None,
         )
-    if spec.kind == "git":
-        source = _resolve_git(profile, where)
-    else:
-        source = _resolve_path(profile, where)
+    source = _resolve_git(profile, where) if spec.kind == "git" else _resolve_path(profile, where)
     check_version(profile, source.version, where)
     return source
 

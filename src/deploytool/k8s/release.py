@@ -16,7 +16,7 @@ from typing import Any, Literal
 from ..errors import UsageError
 from ..profiles import Profile
 from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
-from ..release.weights import CONTAINER_HUB_CACHE, plan_model
+from ..release.weights import CONTAINER_HUB_CACHE, ModelPlan, plan_model
 from ..resources import resource
 
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
@@ -172,7 +172,7 @@ HUB_CACHE_HOST = "/var/lib/deploytool/hf-cache/hub"
 HUB_CACHE_CONTAINER = CONTAINER_HUB_CACHE
 
 
-def _model(profile: Profile):
+def _model(profile: Profile) -> ModelPlan:
     # The node's cache replaces the host's, so the host's environment is not read (env={}).
     return plan_model(profile, env={})
 
@@ -225,7 +225,7 @@ def labels(req: K8sRequest, track: Track = "stable") -> dict[str, str]:
     }
 
 
-def annotations(req: K8sRequest) -> dict[str, str]:
+def release_annotations(req: K8sRequest) -> dict[str, str]:
     """What does not fit a label (63 characters, no '/' or '@'): the image reference, the
     whole fingerprint, the model revision."""
     return {
@@ -246,7 +246,7 @@ def metadata(
     if namespaced:
         meta["namespace"] = req.namespace
     meta["labels"] = labels(req, track)
-    meta["annotations"] = annotations(req)
+    meta["annotations"] = release_annotations(req)
     return meta
 
 

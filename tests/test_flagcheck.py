@@ -282,6 +282,22 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     )
 
 
+def test_a_profile_without_a_pinned_sglang_finds_no_image_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A library caller may ask about a profile whose image.runtime_version is unset: no image
+    can hold its sglang, and the note says why (not a TypeError while wording the note)."""
+    profile = ProfileStore().get(CARD)
+    unpinned = profile.model_copy(
+        update={"image": profile.image.model_copy(update={"runtime_version": None})}
+    )
+    _fake_engine(monkeypatch, [_Image("deploytool/sglang:old", "0.5.22", "2026-01-02")])
+    assert flagcheck.find_built_image(unpinned) == (
+        None,
+        "image.runtime_version (the sglang release) is not set",
+    )
+
+
 def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

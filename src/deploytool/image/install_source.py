@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FieldSentenceError
 from ..profiles import Profile
 from . import cudabase, local_wheels, runtime_source
 from .wheelhouse import Lock, normal_name, wheel_name_version
@@ -92,9 +92,10 @@ def _from_wheelhouse(
     wheels = [w for w in sorted(wheelhouse.glob("*.whl")) if not _is_one_of(w.name, own_names)]
     versions = dict(named for named in (wheel_name_version(w.name) for w in wheels) if named)
     if not source.is_fork and versions.get("sglang") != img.runtime_version:
-        raise UsageError(
-            f"--wheelhouse {wheelhouse} has no sglang {img.runtime_version} wheel "
-            f"(found {versions.get('sglang') or 'none'})",
+        raise FieldSentenceError(
+            "wheelhouse",
+            f"has no sglang {img.runtime_version} wheel (found {versions.get('sglang') or 'none'})",
+            value=str(wheelhouse),
             hint=f"download it there: pip download --no-deps --dest {wheelhouse} sglang=={img.runtime_version}",
         )
     return InstallSource(

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import UsageError
+from ..errors import FieldError, FieldSentenceError, UsageError
 from ..profiles import Profile
 from ..release.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 from ..release.weights import CONTAINER_HUB_CACHE, ModelPlan, plan_model
@@ -52,23 +52,28 @@ class K8sRequest:
 
     def __post_init__(self) -> None:
         if not DIGEST_REF.match(self.image):
-            raise UsageError(
-                f"--image {self.image!r} is not pinned by digest (expected NAME@sha256:<64 hex>)",
+            raise FieldSentenceError(
+                "image",
+                "is not pinned by digest (expected NAME@sha256:<64 hex>)",
+                value=repr(self.image),
                 hint="push the image to a registry the cluster pulls from and pass the reference "
                 "with its digest (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`)",
             )
         if self.qualify_image is not None and not DIGEST_REF.match(self.qualify_image):
-            raise UsageError(f"--qualify-image {self.qualify_image!r} is not pinned by digest")
+            raise FieldSentenceError(
+                "qualify_image", "is not pinned by digest", value=repr(self.qualify_image)
+            )
         if self.replicas < 1:
-            raise UsageError(f"--replicas {self.replicas}: at least one serving copy is needed")
+            raise FieldError("replicas", "at least one serving copy is needed", value=str(self.replicas))
         if self.retention < 1:
-            raise UsageError(
-                f"--retention {self.retention}: keep at least one previous release to roll back to"
+            raise FieldError(
+                "retention", "keep at least one previous release to roll back to", value=str(self.retention)
             )
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", self.namespace) or len(self.namespace) > 63:
-            raise UsageError(
-                f"--namespace {self.namespace!r} is not a Kubernetes namespace name "
-                "(lowercase letters, digits and '-', at most 63)"
+            raise FieldSentenceError(
+                "namespace",
+                "is not a Kubernetes namespace name (lowercase letters, digits and '-', at most 63)",
+                value=repr(self.namespace),
             )
 
     @property
@@ -256,7 +261,9 @@ def parse_node_selectors(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"--node-selector {item!r}: expected KEY=VALUE, e.g. nvidia.com/gpu.count=8")
+            raise FieldError(
+                "node_selector", "expected KEY=VALUE, e.g. nvidia.com/gpu.count=8", value=repr(item)
+            )
         out[key] = value
     return out
 
@@ -267,9 +274,10 @@ def parse_tolerations(items: list[str] | None) -> list[dict[str, Any]]:
     for item in items or []:
         spec, sep, effect = item.rpartition(":")
         if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not spec:
-            raise UsageError(
-                f"--toleration {item!r}: expected KEY[=VALUE]:EFFECT with EFFECT one of "
-                "NoSchedule, PreferNoSchedule, NoExecute"
+            raise FieldError(
+                "tolerations",
+                "expected KEY[=VALUE]:EFFECT with EFFECT one of NoSchedule, PreferNoSchedule, NoExecute",
+                value=repr(item),
             )
         key, has_value, value = spec.partition("=")
         toleration: dict[str, Any] = {

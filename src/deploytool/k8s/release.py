@@ -7,6 +7,7 @@ Pure functions of a K8sRequest; nothing here talks to a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -111,12 +112,12 @@ def nodes(profile: Profile) -> int:
     """How many nodes one serving copy spans: SGLang's own --nnodes in the profile's args.
     More than one needs a LeaderWorkerSet (a Deployment's pods are independent)."""
     value = profile.server.args.get("nnodes", 1)
-    try:
-        count = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise UsageError(
-            f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}"
-        ) from None
+    count = None
+    if isinstance(value, (str, int, float)):  # not a list, not null
+        with contextlib.suppress(ValueError):
+            count = int(value)
+    if count is None:
+        raise UsageError(f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}")
     if count < 1:
         raise UsageError(f"profile {profile.name}: server.args.nnodes must be at least 1")
     return count

@@ -47,7 +47,7 @@ class _Conn(asyncio.Protocol):
         self.idle_since = 0.0  # when it went back to the idle pool (time.monotonic())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # create_connection's is a Transport; asyncio types the callback for any kind
 
     def data_received(self, data: bytes) -> None:
         if self.sink is not None:

@@ -6,10 +6,10 @@ Where the parser runs:
     dev.deploytool.build-profile=NAME) whose toolchain label names the profile's sglang
     (image.runtime_version) and its source (a fork's commit, a tree's digest, a series of the
     profile's own): the exact sglang that will serve, patches included;
-  * else in a deploytool-managed virtual environment under the cache folder (parser_env.py), where the pinned
-    sglang wheel is installed without its dependencies, next to the few light packages its
-    parser imports (images/sglang/parser-requirements.txt) and torch, from the index that
-    DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
+  * else in a deploytool-managed virtual environment under the cache folder (parser_env.py),
+    where the pinned sglang wheel is installed without its dependencies, next to the few light
+    packages its parser imports (images/sglang/parser-requirements.txt) and torch, from the
+    index that DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
     configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
     sglang release and Python (about a minute, then ~2 s a check). A fork's package (git or
     path source, unpacked once per commit or tree digest) or the release with the profile's

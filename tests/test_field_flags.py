@@ -10,11 +10,18 @@ from pathlib import Path
 
 import typer.main
 
+from deploytool import errors
 from deploytool.cli import app, main
 from deploytool.cli.flags import FLAG_OF_FIELD, flag_message
 from deploytool.errors import FieldError
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "deploytool"
+
+
+# FieldError and its kinds (a FieldSentenceError words the same field without the colon)
+_FIELD_ERRORS = {
+    name for name, kind in vars(errors).items() if isinstance(kind, type) and issubclass(kind, FieldError)
+}
 
 
 def _fields_raised() -> dict[str, str]:
@@ -26,7 +33,7 @@ def _fields_raised() -> dict[str, str]:
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
-                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "FieldError"
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) in _FIELD_ERRORS
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
             ):

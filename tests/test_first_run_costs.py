@@ -9,15 +9,15 @@ import subprocess
 
 from conftest import run_cli
 
-from deploytool.image import flagcheck
+from deploytool.image import parser_env
 
 
 def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_installed(
     tmp_path, monkeypatch, capsys
 ):
     events: list[str] = []
-    monkeypatch.setattr(flagcheck, "_say", lambda line: events.append(line))
-    monkeypatch.setattr(flagcheck, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
+    monkeypatch.setattr(parser_env, "_say", lambda line: events.append(line))
+    monkeypatch.setattr(parser_env, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
 
     class Builder:
         def __init__(self, **kw):
@@ -34,10 +34,10 @@ def test_the_parser_environment_is_announced_with_its_cost_before_anything_is_in
             events.append("import " + " ".join(argv[3:]))
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(flagcheck.venv, "EnvBuilder", Builder)
-    monkeypatch.setattr(flagcheck.subprocess, "run", pip)
+    monkeypatch.setattr(parser_env.venv, "EnvBuilder", Builder)
+    monkeypatch.setattr(subprocess, "run", pip)
     requirements = ["torch==2.13.0", "numpy"]
-    flagcheck._make_parser_venv(
+    parser_env._make_parser_venv(
         "0.5.23",
         tmp_path,
         tmp_path / "venv" / "bin" / "python",

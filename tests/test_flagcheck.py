@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from deploytool.cli import app
 from deploytool.errors import UsageError
-from deploytool.image import flagcheck
+from deploytool.image import flagcheck, parser_env
 from deploytool.image.build import plan_build
 from deploytool.profiles import ProfileStore
 
@@ -282,6 +282,22 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     )
 
 
+def test_a_profile_without_a_pinned_sglang_finds_no_image_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A library caller may ask about a profile whose image.runtime_version is unset: no image
+    can hold its sglang, and the note says why (not a TypeError while wording the note)."""
+    profile = ProfileStore().get(CARD)
+    unpinned = profile.model_copy(
+        update={"image": profile.image.model_copy(update={"runtime_version": None})}
+    )
+    _fake_engine(monkeypatch, [_Image("deploytool/sglang:old", "0.5.22", "2026-01-02")])
+    assert flagcheck.find_built_image(unpinned) == (
+        None,
+        "image.runtime_version (the sglang release) is not set",
+    )
+
+
 def test_the_image_of_the_profiles_current_inputs_is_preferred_to_a_newer_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -323,12 +339,12 @@ def test_parser_venv_takes_torch_from_the_configured_index(
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(flagcheck, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
-    monkeypatch.setattr(flagcheck, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
-    monkeypatch.setattr(flagcheck.venv, "EnvBuilder", NoVenv)
-    monkeypatch.setattr(flagcheck.subprocess, "run", run)
+    monkeypatch.setattr(parser_env, "cache_dir", lambda *parts: tmp_path.joinpath(*parts))
+    monkeypatch.setattr(parser_env, "sglang_wheel", lambda version, python: tmp_path / "sglang.whl")
+    monkeypatch.setattr(parser_env.venv, "EnvBuilder", NoVenv)
+    monkeypatch.setattr(subprocess, "run", run)
     monkeypatch.setenv("DEPLOYTOOL_TORCH_INDEX_URL", "file:///srv/cpu-torch/simple")
-    flagcheck.parser_venv("0.5.23")
+    parser_env.parser_venv("0.5.23")
     torch_steps = [c for c in calls if any(a.startswith("torch==") for a in c)]
     assert len(torch_steps) == 1 and torch_steps[0][-3:] == [
         "--index-url",
@@ -340,7 +356,7 @@ def test_parser_venv_takes_torch_from_the_configured_index(
 
     calls.clear()
     monkeypatch.delenv("DEPLOYTOOL_TORCH_INDEX_URL")
-    flagcheck.parser_venv("0.5.23")  # another index: the venv is made again
+    parser_env.parser_venv("0.5.23")  # another index: the venv is made again
     assert calls and all("--index-url" not in c for c in calls)
     err = capsys.readouterr().err
     assert "DEPLOYTOOL_TORCH_INDEX_URL is not set" in err and "CUDA build" in err

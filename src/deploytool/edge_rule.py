@@ -61,12 +61,7 @@ def decode_capture_sizes(max_bs: int, *, speculative: bool) -> list[int]:
             + list(range(272, max_bs + 1, 16))
         )
     else:
-        sizes = (
-            [1, 2, 4, 8, 12]
-            + list(range(16, 257, 8))
-            + list(range(272, 512, 16))
-            + list(range(512, max_bs + 1, 32))
-        )
+        sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
     sizes = [s for s in sizes if s <= max_bs]
     if max_bs not in sizes:
         sizes.append(max_bs)

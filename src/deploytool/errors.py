@@ -108,3 +108,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C would be: every path that cleans up after Ctrl-C (a tune
     candidate's server, an up's half-started release, a rollout's journal) cleans up after a
     batch scheduler's time limit or a `kill` too, instead of dying with its servers left running."""
+
+
+class FieldSentenceError(FieldError):
+    """A FieldError whose problem reads on from the value as one sentence, with no colon between:
+    "--out DIR is not empty", "--image 'x' is not pinned by digest (...)". Which to raise is the
+    wording's choice; the field, the table of flags and the exit code are FieldError's."""
+
+    def worded(self, name: str) -> str:
+        return f"{name if self.value is None else f'{name} {self.value}'} {self.problem}"

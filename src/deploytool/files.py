@@ -52,14 +52,15 @@ def write_atomic(path: Path, text: str | bytes, *, private: bool = False, mode: 
     umask (a file that names where a secret lives); `mode`: that mode whatever the umask (a file
     another user must read, such as Prometheus's in its container)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    opening = "wb" if isinstance(text, bytes) else "w"
-    if isinstance(text, str):
-        text = scrub(text)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    # A lone surrogate (from a YAML "\\udce2" escape, or text the wire let through) cannot be
-    # encoded: it is written as its escape, never as a raw byte, and never ends the command.
-    with os.fdopen(fd, opening, **({} if opening == "wb" else {"errors": "backslashreplace"})) as handle:
-        handle.write(text)
+    if isinstance(text, bytes):
+        with os.fdopen(fd, "wb") as binary:
+            binary.write(text)
+    else:
+        # A lone surrogate (from a YAML "\\udce2" escape, or text the wire let through) cannot be
+        # encoded: it is written as its escape, never as a raw byte, and never ends the command.
+        with os.fdopen(fd, "w", errors="backslashreplace") as handle:
+            handle.write(scrub(text))
     # mkstemp makes 0600 whatever the umask; the mode is set before the rename, so no reader
     # ever meets the file with another one
     os.chmod(tmp, 0o600 if private else mode if mode is not None else 0o666 & ~umask())
@@ -157,7 +158,7 @@ def untrusted(path: Path, *, folders_above: bool = True) -> Untrusted | None:
     # a link cannot be changed in place, but in a folder with the sticky bit its owner may still
     # replace it: a link on the way is held to the owner rule as well
     checks += [(link, False) for link in chain.links if folders_above]
-    for place, above in checks + [(chain.target, False)]:
+    for place, above in [*checks, (chain.target, False)]:
         if place == chain.target and not chain.exists:
             return Untrusted(
                 place,

@@ -127,6 +127,8 @@ def _console_class() -> type:
     from rich.errors import MarkupError
     from rich.segment import Segment
 
+    rich_file = vars(Console)["file"]  # rich's own `file` property, which VisibleConsole's wraps
+
     class VisibleConsole(Console):
         """Every string passes `visible` before it is read as markup (so a table's columns are
         measured on what is shown); a string that is not valid markup prints as plain text; and
@@ -157,11 +159,11 @@ def _console_class() -> type:
         # to the stream's `verbatim` side (secrets scrubbed, nothing escaped) where there is one.
         @property
         def file(self) -> Any:
-            stream = Console.file.fget(self)  # type: ignore[attr-defined]
+            stream = rich_file.__get__(self)
             return getattr(stream, "verbatim", stream)
 
         @file.setter
         def file(self, value: Any) -> None:
-            Console.file.fset(self, value)  # type: ignore[attr-defined]
+            rich_file.__set__(self, value)
 
     return VisibleConsole

@@ -135,12 +135,12 @@ def _index_lines(
             if chars > max_chars:
                 raise AliasBomb(max_chars)
             for key_node, value_node in reversed(node.value):
-                key = prefix + (key_node.value,)
+                key = (*prefix, key_node.value)
                 stack.append((value_node, key))
             for key_node, _ in node.value:
-                lines[prefix + (key_node.value,)] = key_node.start_mark.line + 1
+                lines[(*prefix, key_node.value)] = key_node.start_mark.line + 1
         elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, prefix + (i,)) for i, item in reversed(list(enumerate(node.value))))
+            stack.extend((item, (*prefix, i)) for i, item in reversed(list(enumerate(node.value))))
 
 
 def dump_yaml(data: Any) -> str:

@@ -10,7 +10,20 @@ from ..errors import FieldError
 
 # field -> the flag that sets it. A field filled by different flags on different commands would
 # need its command in the key; none is yet, and the test would show it.
-FLAG_OF_FIELD: dict[str, str] = {}
+FLAG_OF_FIELD: dict[str, str] = {
+    # the requests of build, patches import, and k8s (apply, render --k8s)
+    "base": "--base",
+    "image": "--image",
+    "namespace": "--namespace",
+    "node_selector": "--node-selector",
+    "out": "--out",
+    "qualify_image": "--qualify-image",
+    "replicas": "--replicas",
+    "repo": "--from",
+    "retention": "--retention",
+    "tolerations": "--toleration",
+    "wheelhouse": "--wheelhouse",
+}
 
 
 def flag_message(error: FieldError) -> str:

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import docker
 import docker.errors
@@ -35,6 +35,8 @@ from .releases import Release, release_from_inspect
 # Where a throwaway container's script leaves its two streams (see Engine.run_throwaway).
 _THROWAWAY_OUT = "/tmp/.deploytool-throwaway.out"  # nosec B108: a path inside a throwaway container, not the host's /tmp
 _THROWAWAY_ERR = "/tmp/.deploytool-throwaway.err"  # nosec B108: a path inside a throwaway container, not the host's /tmp
+# The SDK's filters argument, as its list() methods type it (a label filter takes a list).
+_Filters = dict[str, str | list[str] | bool]
 
 
 def _file_in(container: Any, path: str) -> str | None:
@@ -165,7 +167,7 @@ class Engine:
 
     # -- releases --------------------------------------------------------------------------
     def releases(self, slot: str | None = None) -> list[Release]:
-        filters = {
+        filters: _Filters = {
             "label": [f"{labels.MANAGED}=true", f"{labels.INSTANCE}={labels.instance()}"]
             + ([f"{labels.SLOT}={slot}"] if slot else [])
         }
@@ -195,18 +197,18 @@ class Engine:
 
     def slot_networks(self, slot: str) -> list[str]:
         """The slot's networks of this instance, found by label."""
-        filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
-        return sorted(n.name for n in self.client.networks.list(filters=filters))
+        filters: _Filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
+        return sorted(n.name for n in self.client.networks.list(filters=filters) if n.name)
 
     def remove_networks(self, slot: str) -> list[str]:
         """Remove the slot's networks of this instance (by label) that no container uses; their names."""
-        filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
+        filters: _Filters = {"label": [f"{labels.INSTANCE}={labels.instance()}", f"{labels.SLOT}={slot}"]}
         removed = []
         for network in self.client.networks.list(filters=filters):
             network.reload()
             if not network.attrs.get("Containers"):
                 network.remove()
-                removed.append(network.name)
+                removed.append(network.name or network.short_id)
         return removed
 
     def remove_volume(self, name: str) -> None:
@@ -214,7 +216,7 @@ class Engine:
         stopped (or never started) is one a deploytool process left when it was killed before
         removing it: it would hold the volume for ever, so it goes first. Anything else that
         still uses the volume is named in the refusal, and nothing is removed."""
-        leftovers = {"volume": name, "label": f"{labels.THROWAWAY}={labels.instance()}"}
+        leftovers: _Filters = {"volume": name, "label": f"{labels.THROWAWAY}={labels.instance()}"}
         for container in self.client.containers.list(all=True, filters=leftovers):
             if container.status != "running":  # a running one is another deploytool's read, now
                 container.remove(force=True, v=True)
@@ -223,7 +225,9 @@ class Engine:
         except docker.errors.APIError as exc:
             if exc.status_code != 409:
                 raise
-            users = sorted(c.name for c in self.client.containers.list(all=True, filters={"volume": name}))
+            users = sorted(
+                c.name or c.short_id for c in self.client.containers.list(all=True, filters={"volume": name})
+            )
             raise DeployError(
                 f"volume {name} is still in use by {', '.join(users) or 'a container'}",
                 hint="stop and remove what uses it (`docker rm -f NAME`), then run this again",
@@ -235,9 +239,10 @@ class Engine:
         """A release's log (stdout and stderr as the container wrote them), as bytes; with
         follow, an iterator of chunks that ends when the container stops."""
         container = self.client.containers.get(release.container_id)
-        return container.logs(
-            stream=follow, follow=follow, tail="all" if tail is None else tail, since=since, timestamps=False
-        )
+        lines: Literal["all"] | int = "all" if tail is None else tail
+        if follow:
+            return container.logs(stream=True, follow=True, tail=lines, since=since, timestamps=False)
+        return container.logs(stream=False, follow=False, tail=lines, since=since, timestamps=False)
 
     def exit_code(self, release: Release) -> int | None:
         state = self.client.containers.get(release.container_id).attrs.get("State", {})
@@ -264,7 +269,9 @@ class Engine:
     def images_labelled(self, label: str) -> list[tuple[str, dict[str, str], str]]:
         """(reference, labels, created) of every image carrying `label` (KEY=VALUE)."""
         found = self.client.images.list(filters={"label": label})
-        return [((i.tags or [i.id])[0], dict(i.labels or {}), i.attrs.get("Created", "")) for i in found]
+        return [
+            ((i.tags or [i.id or ""])[0], dict(i.labels or {}), i.attrs.get("Created", "")) for i in found
+        ]
 
     def build_events(
         self, context_dir: Path, *, tag: str, labels: dict[str, str], no_cache: bool
@@ -338,11 +345,9 @@ class Engine:
             raise DeployError(f"image {image} is not on this engine") from None
         finally:
             if container is not None:
-                with _interruptions_held():
-                    try:
-                        container.remove(force=True, v=True)  # v: an image's declared VOLUMEs go with it
-                    except docker.errors.NotFound:
-                        pass  # already gone: the error that brought us here is the one to report
+                # already gone: the error that brought us here is the one to report
+                with _interruptions_held(), contextlib.suppress(docker.errors.NotFound):
+                    container.remove(force=True, v=True)  # v: an image's declared VOLUMEs go with it
 
     def run_argv(
         self, image: str, entrypoint: str, args: list[str], *, timeout: float
@@ -392,18 +397,18 @@ def compose_config(source: Path | str, *, project: str | None = None) -> str:
     """`docker compose config`: the plugin's own validation of a rendered compose file (a path),
     or of a rendered document given as text on stdin, before it is written. It needs the docker
     CLI and its compose plugin, not a running engine."""
-    is_file = isinstance(source, Path)
+    stdin = None if isinstance(source, Path) else source
     cmd = [
         _docker_cli(),
         "compose",
         *(["-p", project] if project else []),
         "-f",
-        str(source) if is_file else "-",
+        "-" if stdin is not None else str(source),
         "config",
     ]
-    proc = subprocess.run(cmd, input=None if is_file else source, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
-        what = source if is_file else f"the compose file of {project or 'a release'}"
+        what = source if stdin is None else f"the compose file of {project or 'a release'}"
         raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
     return proc.stdout
 

@@ -17,6 +17,7 @@ import http.client
 import json
 import os
 import socket
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -52,10 +53,10 @@ def connection(
     env: dict[str, str] | None = None, timeout: float = TIMEOUT_S
 ) -> http.client.HTTPConnection | None:
     """A connection to the engine DOCKER_HOST names, or None when it is not a plain one."""
-    env = os.environ if env is None else env
-    if env.get("DOCKER_TLS_VERIFY"):
+    environ: Mapping[str, str] = os.environ if env is None else env
+    if environ.get("DOCKER_TLS_VERIFY"):
         return None
-    address = env.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
+    address = environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
     parts = urlsplit(address)
     if parts.scheme == "unix":
         return _UnixConnection(parts.path or DEFAULT_SOCKET, timeout)

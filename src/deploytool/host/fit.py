@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -74,10 +75,12 @@ def card_shortfalls(profile: Profile, gpu: GpuInfo) -> list[str]:
 
 def _short_of_memory(profile: Profile, gpu: GpuInfo) -> bool:
     wanted = profile.match.min_memory_gib
-    return bool(wanted) and gpu.memory_total_gib is not None and gpu.memory_total_gib < wanted
+    if not wanted or gpu.memory_total_gib is None:
+        return False
+    return gpu.memory_total_gib < wanted
 
 
-def _grouped(gpus: list[GpuInfo], problems) -> list[tuple[str, str]]:
+def _grouped(gpus: list[GpuInfo], problems: Callable[[GpuInfo], list[str]]) -> list[tuple[str, str]]:
     """One line per distinct problem, naming the cards that have it: eight alike cards give one
     reason, not eight."""
     found: dict[str, list[str]] = {}

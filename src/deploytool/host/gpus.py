@@ -253,13 +253,15 @@ def _read_nvlinks(nvml: Any, handle: Any) -> list[NvLink] | None:
     a card answers INVALID_ARGUMENT past its own last link: both are simply not listed."""
     links: list[NvLink] = []
     for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = _optional(lambda: nvml.nvmlDeviceGetNvLinkState(handle, link))
+        state = _optional(lambda n: nvml.nvmlDeviceGetNvLinkState(handle, n), link)
         if state is None:
             continue
         active = state == getattr(nvml, "NVML_FEATURE_ENABLED", 1)
-        version = _optional(lambda: nvml.nvmlDeviceGetNvLinkVersion(handle, link))
-        remote = _optional(lambda: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)) if active else None
-        pci = _optional(lambda: nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)) if active else None
+        version = _optional(lambda n: nvml.nvmlDeviceGetNvLinkVersion(handle, n), link)
+        remote = (
+            _optional(lambda n: nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, n), link) if active else None
+        )
+        pci = _optional(lambda n: nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, n), link) if active else None
         links.append(
             NvLink(
                 link=link,
@@ -275,18 +277,18 @@ def _read_nvlinks(nvml: Any, handle: Any) -> list[NvLink] | None:
 def _read_mig_devices(nvml: Any, handle: Any) -> list[MigDevice]:
     devices: list[MigDevice] = []
     for index in range(_optional(lambda: nvml.nvmlDeviceGetMaxMigDeviceCount(handle)) or 0):
-        mig = _optional(lambda: nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, index))
+        mig = _optional(lambda n: nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, n), index)
         if mig is None:  # NOT_FOUND: no MIG device at this index
             continue
-        memory = _optional(lambda: nvml.nvmlDeviceGetMemoryInfo(mig))
+        memory = _optional(lambda m: nvml.nvmlDeviceGetMemoryInfo(m), mig)
         devices.append(
             MigDevice(
                 uuid=_text(nvml.nvmlDeviceGetUUID(mig)),
                 name=_text(nvml.nvmlDeviceGetName(mig)),
                 memory_total_mib=memory.total // MIB if memory else None,
                 memory_free_mib=memory.free // MIB if memory else None,
-                gpu_instance_id=_optional(lambda: nvml.nvmlDeviceGetGpuInstanceId(mig)),
-                compute_instance_id=_optional(lambda: nvml.nvmlDeviceGetComputeInstanceId(mig)),
+                gpu_instance_id=_optional(lambda m: nvml.nvmlDeviceGetGpuInstanceId(m), mig),
+                compute_instance_id=_optional(lambda m: nvml.nvmlDeviceGetComputeInstanceId(m), mig),
             )
         )
     return devices

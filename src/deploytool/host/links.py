@@ -3,6 +3,7 @@ and the stand-in NVML (nvml_standin.py) apply, so a described host is counted as
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -12,8 +13,8 @@ def p2p_index(value: Any) -> int:
 
 
 def nvlinks_between(
-    a_ends: list[tuple[str | None, str | None]],
-    b_ends: list[tuple[str | None, str | None]],
+    a_ends: Sequence[tuple[str | None, str | None]],
+    b_ends: Sequence[tuple[str | None, str | None]],
     b_bus_id: str | None,
 ) -> int:
     """nvidia-smi's NV# between cards a and b, from the far end of each active link of each card

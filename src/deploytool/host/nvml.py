@@ -44,11 +44,12 @@ def nvml_library() -> Any:
     return pynvml
 
 
-def optional(read: Callable[[], Any]) -> Any:
-    """A reading, or None when NVML cannot give it (NVMLError_NotSupported and friends: the
-    reading is simply absent, never an error)."""
+def optional(read: Callable[..., Any], *args: Any) -> Any:
+    """read(*args), or None when NVML cannot give it (NVMLError_NotSupported and friends: the
+    reading is simply absent, never an error; a function an older pynvml lacks, likewise). A
+    loop's reads pass the loop's values as args, so none reads a later turn's."""
     try:
-        return read()
+        return read(*args)
     except Exception:
         return None
 

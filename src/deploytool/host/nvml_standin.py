@@ -154,7 +154,7 @@ class StandInNvml:
         card = self._whole_card(handle)
         if card.power_limit_w is None:
             raise _fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return int(round(card.power_limit_w * 1000))  # milliwatts, as NVML
+        return round(card.power_limit_w * 1000)  # milliwatts, as NVML
 
     # -- what the card reads now (top) -------------------------------------------------------
     def nvmlDeviceGetUtilizationRates(self, handle: _Handle) -> Any:
@@ -164,7 +164,7 @@ class StandInNvml:
         return rates
 
     def nvmlDeviceGetPowerUsage(self, handle: _Handle) -> int:
-        return int(round(self._live(handle).power_w * 1000))  # milliwatts, as NVML
+        return round(self._live(handle).power_w * 1000)  # milliwatts, as NVML
 
     def nvmlDeviceGetTemperature(self, handle: _Handle, sensor: int) -> int:
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
@@ -394,7 +394,7 @@ def common_ancestor(a: GpuSpec, b: GpuSpec) -> int:
         return pynvml.NVML_TOPOLOGY_INTERNAL
     if a.pcie_path[0] == b.pcie_path[0]:  # under one host bridge
         shared = 0
-        for x, y in zip(a.pcie_path, b.pcie_path):
+        for x, y in zip(a.pcie_path, b.pcie_path, strict=False):  # paths of any depths
             if x != y:
                 break
             shared += 1

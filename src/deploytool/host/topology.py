@@ -67,7 +67,7 @@ class GpuPair:
         return self.level == "system"
 
     def p2p_text(self) -> str:
-        abbreviations = {name: abbr for name, abbr in P2P_STATUS.values()}
+        abbreviations = dict(P2P_STATUS.values())
         return "/".join(abbreviations.get(self.p2p.get(kind) or "", "?") for kind in P2P_KINDS)
 
 
@@ -77,13 +77,18 @@ def read_pairs(nvml: Any, handles: list[Any], cards: list[Any]) -> list[GpuPair]
     pairs = []
     for i in range(len(handles)):
         for j in range(i + 1, len(handles)):
-            level = _optional(lambda: nvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j]))
+            level = _optional(
+                lambda a, b: nvml.nvmlDeviceGetTopologyCommonAncestor(a, b), handles[i], handles[j]
+            )
             p2p: dict[str, str | None] = {}
             for kind, index in indexes.items():
                 if index is None:
                     continue
                 status = _optional(
-                    lambda: nvml.nvmlDeviceGetP2PStatus(handles[i], handles[j], p2p_index(index))
+                    lambda a, b, k: nvml.nvmlDeviceGetP2PStatus(a, b, p2p_index(k)),
+                    handles[i],
+                    handles[j],
+                    index,
                 )
                 p2p[kind] = P2P_STATUS.get(status, ("unknown", "U"))[0] if status is not None else None
             pairs.append(
@@ -116,10 +121,10 @@ def matrix_lines(inventory: Any) -> list[str]:
     lines = _matrix(inventory, lambda p: p.label, affinity=True)
     used = {p.label if not p.nvlinks else "NV#" for p in inventory.pairs}
     if any(p.nvlinks for p in inventory.pairs):
-        lines += ["", "PCIe beneath the NVLinks:"] + _matrix(inventory, _pcie_label, affinity=False)
+        lines += ["", "PCIe beneath the NVLinks:", *_matrix(inventory, _pcie_label, affinity=False)]
         used |= {_pcie_label(p) for p in inventory.pairs}
     lines += ["", "Legend:", "  X    = Self"]
-    for name, abbr, meaning in LEVELS.values():
+    for _name, abbr, meaning in LEVELS.values():
         if abbr in used:
             lines.append(f"  {abbr:<4} = connection {meaning}")
     if "NV#" in used:

@@ -28,7 +28,7 @@ from pathlib import Path
 import jinja2
 
 from .. import __version__
-from ..errors import BuildError, UsageError
+from ..errors import BuildError, FieldSentenceError, UsageError
 from ..host import labels
 from ..host.engine import Engine
 from ..profiles import Profile
@@ -102,7 +102,7 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
     recipe = load_recipe(profile.image.recipe)
     recipe.check(profile)
     if wheelhouse is not None and not wheelhouse.is_dir():
-        raise UsageError(f"--wheelhouse {wheelhouse} is not a folder")
+        raise FieldSentenceError("wheelhouse", "is not a folder", value=str(wheelhouse))
     inputs: RecipeInputs = recipe.declare(profile, wheelhouse=wheelhouse)
     source = recipe_dir(profile.image.recipe)
     base_ref = profile.image.base
@@ -121,7 +121,7 @@ def plan_build(profile: Profile, *, wheelhouse: Path | None = None) -> BuildPlan
         dockerfile,
     ):
         digest.update(part.encode() + b"\0")
-    context = {
+    context: dict[str, Path | str] = {
         item.name: item
         for item in source.iterdir()
         if item.name != "Dockerfile.j2" and not item.name.startswith(".")
@@ -222,6 +222,7 @@ def build(
         existing = engine.image(plan.tag)
         why = stale_reason(plan, dict(existing.labels or {}) if existing is not None else None, base_id)
         if why is None:
+            assert existing is not None  # stale_reason's reason for no image: "no image" wants a build
             return BuildResult(
                 image=plan.tag,
                 image_id=existing.id,

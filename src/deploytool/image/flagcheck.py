@@ -6,10 +6,10 @@ Where the parser runs:
     dev.deploytool.build-profile=NAME) whose toolchain label names the profile's sglang
     (image.runtime_version) and its source (a fork's commit, a tree's digest, a series of the
     profile's own): the exact sglang that will serve, patches included;
-  * else in a deploytool-managed virtual environment under the cache folder, where the pinned
-    sglang wheel is installed without its dependencies, next to the few light packages its
-    parser imports (images/sglang/parser-requirements.txt) and torch, from the index that
-    DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
+  * else in a deploytool-managed virtual environment under the cache folder (parser_env.py),
+    where the pinned sglang wheel is installed without its dependencies, next to the few light
+    packages its parser imports (images/sglang/parser-requirements.txt) and torch, from the
+    index that DEPLOYTOOL_TORCH_INDEX_URL names (point it at a CPU torch index), else from pip's own
     configuration, which on x86_64 may give the CUDA build (several GB). It is made once per
     sglang release and Python (about a minute, then ~2 s a check). A fork's package (git or
     path source, unpacked once per commit or tree digest) or the release with the profile's
@@ -27,26 +27,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import venv
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock
 
 from ..errors import CouldNotRun, DeploytoolError, UsageError
 from ..host import labels
 from ..host.engine import Engine
 from ..profiles import Profile, args_to_argv
-from ..release.state import cache_dir
-from ..resources import package_dir, resource
+from ..resources import package_dir
 from . import runtime_source
-from .cache_venv import compile_by_importing, pip_install
-from .patches import sglang_wheel
-from .versions import load_matrix
+from .parser_env import parser_venv
 
-TORCH_INDEX_ENV = "DEPLOYTOOL_TORCH_INDEX_URL"
 FAILING = ("unknown", "invalid_choice", "wrong_type", "wrong_arity", "rejected")
 _MARKER = "---deploytool-flagprobe---"
 
@@ -115,101 +107,6 @@ def unset_flags(profile: Profile) -> list[list[Any]]:
     ]
 
 
-def parser_requirements(torch_version: str) -> list[str]:
-    lines = (resource("images", "sglang", "parser-requirements.txt")).read_text().splitlines()
-    pins = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return [f"torch=={torch_version}", *pins]
-
-
-def _say(line: str) -> None:
-    # stderr, flushed at once: said before the cost is paid, whatever stdout is piped into
-    print(line, file=sys.stderr, flush=True)
-
-
-def first_run_notice(
-    sglang_version: str, root: Path, requirements: list[str], torch_index: str | None
-) -> list[str]:
-    """What making the parser environment costs, said before it starts (measured on this
-    project's 2-core machine: 38 s and about 2.3 GB, torch's CPU build and triton most of it)."""
-    lines = [
-        f"deploytool: making the sglang {sglang_version} parser environment once, in {root}: the sglang wheel "
-        f"(about 40 MB) without its dependencies, {requirements[0]} and {len(requirements) - 1} light packages; "
-        "about 2.3 GB on disk and about a minute (38 s measured on 2 cores) with a CPU torch; later checks "
-        "reuse it and take a few seconds"
-    ]
-    if torch_index is None:
-        lines.append(
-            f"deploytool: {TORCH_INDEX_ENV} is not set: {requirements[0]} comes from pip's configured "
-            "index, which on x86_64 may give the CUDA build (several GB of nvidia wheels, many minutes); "
-            f"set {TORCH_INDEX_ENV} to a CPU torch index to get the CPU build, or build the profile's "
-            "image first (`profiles check` then runs in it)"
-        )
-    return lines
-
-
-def parser_venv(sglang_version: str) -> Path:
-    """deploytool's own environment with sglang's parser: made once, reused."""
-    matrix = load_matrix()
-    row = matrix.sglang_row(sglang_version)
-    if row is None:
-        raise UsageError(f"sglang {sglang_version} is not in the version matrix ({matrix.source})")
-    if not row.cpu_torch:
-        raise UsageError(
-            f"the version matrix names no CPU torch for sglang {sglang_version} (cpu_validation.torch)"
-        )
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    root = cache_dir("flagcheck", f"sglang-{sglang_version}-py{python}")
-    bin_python = root / "venv" / "bin" / "python"
-    requirements = parser_requirements(row.cpu_torch[0])
-    torch_index = os.environ.get(TORCH_INDEX_ENV) or None
-    stamp = root / "complete.json"
-    # Two deploytools (or test sessions) making the same venv at once clear each other's files:
-    # the second waits, then finds the stamp.
-    with FileLock(str(root / "build.lock")):
-        return _make_parser_venv(sglang_version, root, bin_python, stamp, requirements, torch_index, python)
-
-
-def _make_parser_venv(
-    sglang_version: str,
-    root: Path,
-    bin_python: Path,
-    stamp: Path,
-    requirements: list[str],
-    torch_index: str | None,
-    python: str,
-) -> Path:
-    if bin_python.exists() and stamp.exists():
-        made = json.loads(stamp.read_text())
-        if made.get("requirements") == requirements and made.get("torch_index") == torch_index:
-            return bin_python
-    for line in first_run_notice(sglang_version, root, requirements, torch_index):
-        _say(line)
-    wheel = sglang_wheel(sglang_version, python)
-    venv.EnvBuilder(with_pip=True, clear=True).create(root / "venv")
-    torch_step = [*(["--index-url", torch_index] if torch_index else []), requirements[0]]
-    steps = (
-        (f"the sglang {sglang_version} wheel, without its dependencies", ["--no-deps", str(wheel)]),
-        (f"{requirements[0]} (the largest part)", torch_step),
-        (f"the parser's {len(requirements) - 1} light packages", requirements[1:]),
-    )
-    for number, (what, step) in enumerate(steps, 1):
-        _say(f"deploytool: [{number}/{len(steps)}] installing {what}")
-        proc = pip_install(bin_python, step)
-        if proc.returncode != 0:
-            raise CouldNotRun(
-                f"could not make the sglang {sglang_version} parser environment in {root}:\n"
-                + "\n".join("    " + x for x in proc.stderr.strip().splitlines()[-10:]),
-                hint="it needs a package index once (or pip's find-links); a built image avoids it",
-            )
-    compile_by_importing(
-        bin_python, ["sglang.srt.server_args", "sglang.srt.configs.model_config"]
-    )  # what the probe imports
-    stamp.write_text(
-        json.dumps({"requirements": requirements, "wheel": wheel.name, "torch_index": torch_index})
-    )
-    return bin_python
-
-
 def built_image(profile: Profile, *, wheelhouse: Path | None = None) -> str | None:
     """The image built for this profile with its pinned sglang (see find_built_image), when an
     engine is reachable and has one."""
@@ -240,6 +137,8 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
     if not found:
         return None, None
     want = profile.image.runtime_version
+    if want is None:  # no pinned sglang: no image can be said to hold it
+        return None, why_not_checkable(profile)
     want_source = _source_identity(profile)
     fitting, other = [], set()
     for image in found:
@@ -272,7 +171,7 @@ def find_built_image(profile: Profile, *, wheelhouse: Path | None = None) -> tup
             return tag, None
         why_not = f"{tag}, what the profile's current inputs give, is not on this engine"
     newest = max(fitting, key=lambda image: image.attrs.get("Created", ""))
-    name = (newest.tags or [newest.id])[0]
+    name = (newest.tags or [str(newest.id)])[0]
     return name, (
         f"the newest image labelled for {profile.name}, built {newest.attrs.get('Created', '?')[:19]}: "
         f"{why_not}; `deploytool build --profile {profile.name}` to check in exactly that one"
@@ -314,9 +213,11 @@ def check_many(
     the parser venv with the same sources first on the path) share one probe process: starting
     it (importing torch and sglang) is most of a check's cost. Not with `resolve`: sglang's
     resolution writes the process's environment, which the next profile would then read."""
-    for profile in profiles:
-        _checkable(profile)
-    places = [_place(p, image=image, use_image=use_image, wheelhouse=wheelhouse) for p in profiles]
+    versions = [_checkable(profile) for profile in profiles]
+    places = [
+        _place(p, version, image=image, use_image=use_image, wheelhouse=wheelhouse)
+        for p, version in zip(profiles, versions, strict=True)
+    ]
     groups: dict[tuple, list[int]] = {}
     for i, place in enumerate(places):
         groups.setdefault(place.key + ((i,) if resolve else ()), []).append(i)
@@ -342,9 +243,13 @@ def why_not_checkable(profile: Profile) -> str | None:
     return None
 
 
-def _checkable(profile: Profile) -> None:
-    if why := why_not_checkable(profile):
+def _checkable(profile: Profile) -> str:
+    """The sglang release whose parser checks the profile, or UsageError saying why none can."""
+    version = profile.image.runtime_version
+    why = why_not_checkable(profile)
+    if why or version is None:
         raise UsageError(f"profile {profile.name!r}: {why}")
+    return version
 
 
 @dataclass
@@ -364,8 +269,9 @@ class _Place:
         return (self.image, str(self.python), self.pythonpath)
 
 
-def _place(profile: Profile, *, image: str | None, use_image: bool, wheelhouse: Path | None) -> _Place:
-    version = profile.image.runtime_version
+def _place(
+    profile: Profile, version: str, *, image: str | None, use_image: bool, wheelhouse: Path | None
+) -> _Place:
     note = None
     if not image and use_image:
         image, note = find_built_image(profile, wheelhouse=wheelhouse)

@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import CouldNotRun, DeploytoolError, ProfileError, UsageError
 from ..profiles import Profile
@@ -28,6 +29,9 @@ from ..profiles.image_source import local_path
 from ..release.state import cache_dir
 from ..resources import resource
 from .in_image import unidiff
+
+if TYPE_CHECKING:  # runtime_source is imported where it is used: resolving a source is rare here
+    from .runtime_source import ResolvedSource
 
 RECIPE = "sglang"
 # `image.patches: [none]`: the pinned sglang as released, no patch at all. An empty list
@@ -225,7 +229,7 @@ def patched_tree(profile: Profile, dest: Path) -> Path:
     return tree
 
 
-def patched_release(profile: Profile, source) -> Path:
+def patched_release(profile: Profile, source: ResolvedSource) -> Path:
     """The pinned release with the profile's series applied, once per wheel and series content
     in the cache (read-only by convention): what `profiles check` reads a wheel profile's flags
     from when its series is its own (`source`: runtime_source.resolve(profile))."""

@@ -5,7 +5,7 @@ pinned sglang's protocol models (sglang/srt/entrypoints/openai/protocol.py), its
 FunctionCallParser (sglang/srt/function_call/function_call_parser.py) and its ReasoningParser
 (sglang/srt/parser/reasoning_parser.py) on what the sim serves. Those need a few packages more
 than the argument parser, so the environment is deploytool's parser venv
-(deploytool.image.flagcheck.parser_venv, made once per sglang release and Python) extended in place
+(deploytool.image.parser_env.parser_venv, made once per sglang release and Python) extended in place
 with images/sglang/conformance-requirements.txt. Its own stamp (venv/conformance.json) lives
 inside the venv folder, so a rebuilt parser venv (clear=True) drops it and it is made again;
 the parser venv's stamp (complete.json) is untouched, so `profiles check` keeps working.
@@ -24,7 +24,7 @@ from filelock import FileLock
 from ..errors import DeploytoolError
 from ..resources import resource
 from .cache_venv import compile_by_importing, pip_install
-from .flagcheck import parser_venv
+from .parser_env import parser_venv
 
 
 def conformance_requirements() -> tuple[list[str], list[str]]:

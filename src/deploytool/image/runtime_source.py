@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import BuildError, ProfileError
+from ..errors import BuildError, FieldError, ProfileError, UsageError
 from ..profiles import Profile
 from ..profiles.image_source import local_path
 from . import gitrepo
@@ -142,10 +142,7 @@ def resolve(profile: Profile) -> ResolvedSource:
             series=series,
             digest=series_digest(series) if series else None,
         )
-    if spec.kind == "git":
-        source = _resolve_git(profile, where)
-    else:
-        source = _resolve_path(profile, where)
+    source = _resolve_git(profile, where) if spec.kind == "git" else _resolve_path(profile, where)
     check_version(profile, source.version, where)
     return source
 
@@ -225,10 +222,20 @@ def _resolve_path(profile: Profile, where: str) -> ResolvedSource:
     )
 
 
-def package_at(read: Callable[[str], str | None], subdir: str | None, where: str) -> tuple[str, str]:
+def package_at(
+    read: Callable[[str], str | None], subdir: str | None, where: str, *, field: str | None = None
+) -> tuple[str, str]:
     """(folder, version) of the sglang package in a tree: the folder's pyproject.toml must name
     the project `sglang`; its version is [project].version, or the attribute
-    [tool.setuptools.dynamic].version names (upstream's sglang/version.py)."""
+    [tool.setuptools.dynamic].version names (upstream's sglang/version.py). A refusal begins
+    with `where` (a profile's field), or, given `field`, is a FieldError of that request field
+    with `where` as its value."""
+
+    def refusal(problem: str, hint: str | None = None) -> UsageError:
+        if field is not None:
+            return FieldError(field, problem, value=where, hint=hint)
+        return ProfileError(f"{where}: {problem}", hint=hint)
+
     candidates = [subdir] if subdir is not None else ["python", ""]
     for folder in candidates:
         prefix = f"{folder}/" if folder else ""
@@ -238,27 +245,27 @@ def package_at(read: Callable[[str], str | None], subdir: str | None, where: str
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ProfileError(f"{where}: {prefix}pyproject.toml is not valid TOML ({exc})") from None
+            raise refusal(f"{prefix}pyproject.toml is not valid TOML ({exc})") from None
         project = data.get("project") or {}
         name = re.sub(r"[-_.]+", "-", str(project.get("name", ""))).lower()
         if name != "sglang":
             if subdir is not None:
-                raise ProfileError(
-                    f"{where}: {prefix}pyproject.toml is project {project.get('name')!r}, not sglang",
+                raise refusal(
+                    f"{prefix}pyproject.toml is project {project.get('name')!r}, not sglang",
                     hint="image.source.subdir names the folder of sglang's own pyproject.toml",
                 )
             continue
         version = project.get("version") or _dynamic_version(read, prefix, data)
         if not version:
-            raise ProfileError(
-                f"{where}: cannot read the version of sglang from {prefix}pyproject.toml",
+            raise refusal(
+                f"cannot read the version of sglang from {prefix}pyproject.toml",
                 hint="give [project].version, or a [tool.setuptools.dynamic] version attr "
                 '(e.g. sglang.version.__version__) whose module sets __version__ = "X.Y.Z"',
             )
         return folder, str(version)
     looked = " or ".join(f"{c}/pyproject.toml" if c else "pyproject.toml" for c in candidates)
-    raise ProfileError(
-        f"{where}: no sglang package: {looked} is missing or names another project",
+    raise refusal(
+        f"no sglang package: {looked} is missing or names another project",
         hint="set image.source.subdir to the folder holding sglang's pyproject.toml",
     )
 

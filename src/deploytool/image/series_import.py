@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import FieldError, FieldSentenceError, UsageError
 from . import gitrepo
 from .in_image import unidiff
 
@@ -43,29 +43,34 @@ def import_series(repo: str, base: str, head: str, out: Path, *, subdir: str | N
 
     problem = credentials_in_url(repo)
     if problem:  # before the fetch: the mirror's config, the series header and memory.yaml name the URL
-        raise UsageError(f"--from: {problem}")
+        raise FieldError("repo", problem)
     if gitrepo.is_url(repo):
         git_dir = gitrepo.fetch_refs(repo)
     else:
         git_dir = Path(repo).expanduser().resolve()
         if not gitrepo.is_repository(git_dir):
-            raise UsageError(f"--from {repo}: not a git repository", hint="a clone of the fork, or its URL")
+            raise FieldError(
+                "repo", "not a git repository", value=repo, hint="a clone of the fork, or its URL"
+            )
     base_commit, head_commit = gitrepo.rev_parse(git_dir, base), gitrepo.rev_parse(git_dir, head)
     if (
         gitrepo.git(git_dir, "merge-base", "--is-ancestor", base_commit, head_commit, check=False).returncode
         != 0
     ):
-        raise UsageError(
-            f"--base {base} ({base_commit[:12]}) is not an ancestor of --head {head} ({head_commit[:12]})",
+        # the head is named as its flag too: the message is one sentence about both fields
+        raise FieldSentenceError(
+            "base",
+            f"is not an ancestor of --head {head} ({head_commit[:12]})",
+            value=f"{base} ({base_commit[:12]})",
             hint="the series is the commits from the upstream release to the fork's head: rebase the "
             "fork onto the release, or name the release it branched from",
         )
     folder, version = package_at(
-        lambda rel: gitrepo.show(git_dir, base_commit, rel), subdir, f"--base {base} of {repo}"
+        lambda rel: gitrepo.show(git_dir, base_commit, rel), subdir, f"{base} of {repo}", field="base"
     )
     if out.exists() and any(out.iterdir()):
-        raise UsageError(
-            f"--out {out} is not empty", hint="name a new folder (a series folder holds one series)"
+        raise FieldSentenceError(
+            "out", "is not empty", value=str(out), hint="name a new folder (a series folder holds one series)"
         )
     result = ImportedSeries(
         folder=str(out),

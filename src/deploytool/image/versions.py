@@ -8,12 +8,13 @@ field that is wrong and the values that would fit.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ProfileError, UsageError
-from ..profiles import Profile
+from ..profiles import ImageSpec, Profile
 from ..resources import resource
 from ..yamlio import load_yaml
 
@@ -117,6 +118,10 @@ def cuda_base_parts(base: str) -> tuple[str, str, str] | None:
     return (m.group("version"), m.group("flavour"), m.group("os")) if m else None
 
 
+# bad(field, got, allowed, why): one pinned value the matrix does not allow, with the values that would fit.
+Bad = Callable[[str, object, object, str], None]
+
+
 def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
     """Refuse a profile whose pinned versions are no row of the matrix (ProfileError naming
     the field and the values that would fit). Returns notes worth showing (none today)."""
@@ -153,69 +158,10 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
             matrix.base_os_python[parts[2]],
             f"the base {img.base} is {parts[2]}, whose apt has no python{img.python}",
         )
-
     if img.cuda is None:
-        # A CPU image: the parser and the patches only, never a server.
-        if img.torch_version not in row.cpu_torch:
-            bad(
-                "torch_version",
-                img.torch_version,
-                row.cpu_torch,
-                "not a CPU torch this sglang's parser is known to run on",
-            )
-        for name in ("kernel_version", "flashinfer_version"):
-            if getattr(img, name) is not None:
-                bad(name, getattr(img, name), None, "a CPU image (image.cuda: null) carries no CUDA kernels")
+        _check_cpu_image(img, row, bad)
     else:
-        cuda = matrix.cuda_row(img.cuda)
-        if cuda is None:
-            bad("cuda", img.cuda, sorted(matrix.cuda), "unknown CUDA toolkit")
-        elif cuda.major not in row.cuda_major:
-            bad(
-                "cuda",
-                img.cuda,
-                [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
-                f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}",
-            )
-        if img.base_source == "wheels":
-            _check_wheels_base(img, cuda, bad, matrix)
-        elif parts is None:
-            bad(
-                "base",
-                img.base,
-                f"an nvidia/cuda:{img.cuda}-cudnn-devel-<os> base",
-                "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda",
-            )
-        elif parts[0] != img.cuda:
-            bad(
-                "base",
-                img.base,
-                f"an nvidia/cuda:{img.cuda}-... base",
-                f"the base is CUDA {parts[0]}, image.cuda says {img.cuda}",
-            )
-        elif "devel" not in parts[1].split("-"):
-            bad(
-                "base",
-                img.base,
-                f"an nvidia/cuda:{img.cuda}-cudnn-devel-{parts[2]} base",
-                f"a '{parts[1]}' base has no nvcc, and the kernels compile on first use (a devel base is needed)",
-            )
-        if img.torch_version not in row.torch:
-            bad("torch_version", img.torch_version, row.torch, f"sglang {row.version} pins another torch")
-        if img.kernel_version not in row.kernel:
-            bad(
-                "kernel_version",
-                img.kernel_version,
-                row.kernel,
-                f"sglang {row.version} pins another {row.kernel_package}",
-            )
-        if img.flashinfer_version not in row.flashinfer:
-            bad(
-                "flashinfer_version",
-                img.flashinfer_version,
-                row.flashinfer,
-                f"sglang {row.version} pins another flashinfer",
-            )
+        _check_cuda_image(img, img.cuda, row, parts, bad, matrix)
     if problems:
         raise ProfileError(
             f"{where}: these pinned versions do not go together:\n  " + "\n  ".join(problems),
@@ -224,11 +170,86 @@ def check_profile(profile: Profile, matrix: Matrix | None = None) -> list[str]:
     return []
 
 
+def _check_cpu_image(img: ImageSpec, row: SglangRow, bad: Bad) -> None:
+    """A CPU image: the parser and the patches only, never a server."""
+    if img.torch_version not in row.cpu_torch:
+        bad(
+            "torch_version",
+            img.torch_version,
+            row.cpu_torch,
+            "not a CPU torch this sglang's parser is known to run on",
+        )
+    for name in ("kernel_version", "flashinfer_version"):
+        if getattr(img, name) is not None:
+            bad(name, getattr(img, name), None, "a CPU image (image.cuda: null) carries no CUDA kernels")
+
+
+def _check_cuda_image(
+    img: ImageSpec,
+    cuda_version: str,
+    row: SglangRow,
+    parts: tuple[str, str, str] | None,
+    bad: Bad,
+    matrix: Matrix,
+) -> None:
+    """A CUDA image: its toolkit, its base (`parts`: cuda_base_parts of it) and the pins of
+    torch and the kernels against the sglang release's row."""
+    cuda = matrix.cuda_row(cuda_version)
+    if cuda is None:
+        bad("cuda", cuda_version, sorted(matrix.cuda), "unknown CUDA toolkit")
+    elif cuda.major not in row.cuda_major:
+        bad(
+            "cuda",
+            cuda_version,
+            [v for v, c in matrix.cuda.items() if c.major in row.cuda_major],
+            f"sglang {row.version} and its kernels are built for CUDA {'/'.join(map(str, row.cuda_major))}",
+        )
+    if img.base_source == "wheels":
+        _check_wheels_base(img, cuda, bad, matrix)
+    elif parts is None:
+        bad(
+            "base",
+            img.base,
+            f"an nvidia/cuda:{cuda_version}-cudnn-devel-<os> base",
+            "not a recognised nvidia/cuda base, so its CUDA cannot be checked against image.cuda",
+        )
+    elif parts[0] != cuda_version:
+        bad(
+            "base",
+            img.base,
+            f"an nvidia/cuda:{cuda_version}-... base",
+            f"the base is CUDA {parts[0]}, image.cuda says {cuda_version}",
+        )
+    elif "devel" not in parts[1].split("-"):
+        bad(
+            "base",
+            img.base,
+            f"an nvidia/cuda:{cuda_version}-cudnn-devel-{parts[2]} base",
+            f"a '{parts[1]}' base has no nvcc, and the kernels compile on first use (a devel base is needed)",
+        )
+    if img.torch_version not in row.torch:
+        bad("torch_version", img.torch_version, row.torch, f"sglang {row.version} pins another torch")
+    if img.kernel_version not in row.kernel:
+        bad(
+            "kernel_version",
+            img.kernel_version,
+            row.kernel,
+            f"sglang {row.version} pins another {row.kernel_package}",
+        )
+    if img.flashinfer_version not in row.flashinfer:
+        bad(
+            "flashinfer_version",
+            img.flashinfer_version,
+            row.flashinfer,
+            f"sglang {row.version} pins another flashinfer",
+        )
+
+
 # deploytool/base:<suite> (scripts/make-base-image.sh): its suite says which Python it has.
 _LOCAL_BASE = re.compile(r"^deploytool/base:(?P<suite>[a-z]+)(?:@sha256:[0-9a-f]{64})?$")
 
 
-def _check_wheels_base(img, cuda: CudaRow | None, bad, matrix: Matrix) -> None:
+def _check_wheels_base(img: ImageSpec, cuda: CudaRow | None, bad: Bad, matrix: Matrix) -> None:
     """base_source: wheels: the CUDA toolkit comes from NVIDIA's wheels onto a plain OS base,
     so the base must not be an nvidia/cuda one, and the matrix must know the toolkit's wheels."""
     if cuda_base_parts(img.base) is not None:

@@ -166,7 +166,8 @@ def read_lock(path: Path) -> Lock:
             f"wheel lock {path} does not exist",
             hint="make it where an index is reachable: deploytool build --lock --profile NAME",
         )
-    wheels, requirements = [], ()
+    wheels: list[LockedWheel] = []
+    requirements: tuple[str, ...] = ()
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if line.startswith("# requirements:"):

@@ -95,7 +95,7 @@ class Cluster:
         path = resource_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         return self._call("PATCH", path, query=query, body=obj, content_type=APPLY_PATCH)
 
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             return self._call("GET", resource_path(api_version, kind, namespace, name))
         except ClusterError as exc:

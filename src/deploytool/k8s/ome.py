@@ -112,7 +112,7 @@ def _pod_fields(req: K8sRequest, role: pod.Role) -> dict[str, Any]:
 
 
 def serving_runtime(req: K8sRequest) -> dict[str, Any]:
-    engine: dict[str, Any] = {"annotations": rel.annotations(req), "labels": rel.labels(req)}
+    engine: dict[str, Any] = {"annotations": rel.release_annotations(req), "labels": rel.labels(req)}
     if rel.nodes(req.profile) > 1:
         # OME runs a multi-node engine as a LeaderWorkerSet: worker.size counts the workers,
         # the leader excluded (config/runtimes/srt/deepseek-rdma-rt.yaml in OME).
@@ -161,7 +161,7 @@ def inference_service(req: K8sRequest, track: Track = "stable") -> dict[str, Any
                     "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
                 },
                 "labels": rel.labels(req, track),
-                "annotations": rel.annotations(req),
+                "annotations": rel.release_annotations(req),
             },
         },
     }

@@ -7,16 +7,17 @@ Pure functions of a K8sRequest; nothing here talks to a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import UsageError
+from ..errors import FieldError, FieldSentenceError, UsageError
 from ..host.slots import DEFAULT_RETENTION  # releases kept for rollback, as `up --retention`
 from ..profiles import Profile
-from ..release.weights import CONTAINER_HUB_CACHE, plan_model
+from ..release.weights import CONTAINER_HUB_CACHE, ModelPlan, plan_model
 from ..resources import resource
 
 DIGEST_REF = re.compile(r"^[^\s@]+@sha256:[0-9a-f]{64}$")
@@ -52,23 +53,28 @@ class K8sRequest:
 
     def __post_init__(self) -> None:
         if not DIGEST_REF.match(self.image):
-            raise UsageError(
-                f"--image {self.image!r} is not pinned by digest (expected NAME@sha256:<64 hex>)",
+            raise FieldSentenceError(
+                "image",
+                "is not pinned by digest (expected NAME@sha256:<64 hex>)",
+                value=repr(self.image),
                 hint="push the image to a registry the cluster pulls from and pass the reference "
                 "with its digest (`docker inspect --format '{{index .RepoDigests 0}}' IMAGE`)",
             )
         if self.qualify_image is not None and not DIGEST_REF.match(self.qualify_image):
-            raise UsageError(f"--qualify-image {self.qualify_image!r} is not pinned by digest")
+            raise FieldSentenceError(
+                "qualify_image", "is not pinned by digest", value=repr(self.qualify_image)
+            )
         if self.replicas < 1:
-            raise UsageError(f"--replicas {self.replicas}: at least one serving copy is needed")
+            raise FieldError("replicas", "at least one serving copy is needed", value=str(self.replicas))
         if self.retention < 1:
-            raise UsageError(
-                f"--retention {self.retention}: keep at least one previous release to roll back to"
+            raise FieldError(
+                "retention", "keep at least one previous release to roll back to", value=str(self.retention)
             )
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", self.namespace) or len(self.namespace) > 63:
-            raise UsageError(
-                f"--namespace {self.namespace!r} is not a Kubernetes namespace name "
-                "(lowercase letters, digits and '-', at most 63)"
+            raise FieldSentenceError(
+                "namespace",
+                "is not a Kubernetes namespace name (lowercase letters, digits and '-', at most 63)",
+                value=repr(self.namespace),
             )
 
     @property
@@ -106,12 +112,12 @@ def nodes(profile: Profile) -> int:
     """How many nodes one serving copy spans: SGLang's own --nnodes in the profile's args.
     More than one needs a LeaderWorkerSet (a Deployment's pods are independent)."""
     value = profile.server.args.get("nnodes", 1)
-    try:
-        count = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise UsageError(
-            f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}"
-        ) from None
+    count = None
+    if isinstance(value, (str, int, float)):  # not a list, not null
+        with contextlib.suppress(ValueError):
+            count = int(value)
+    if count is None:
+        raise UsageError(f"profile {profile.name}: server.args.nnodes must be a whole number, got {value!r}")
     if count < 1:
         raise UsageError(f"profile {profile.name}: server.args.nnodes must be at least 1")
     return count
@@ -172,7 +178,7 @@ HUB_CACHE_HOST = "/var/lib/deploytool/hf-cache/hub"
 HUB_CACHE_CONTAINER = CONTAINER_HUB_CACHE
 
 
-def _model(profile: Profile):
+def _model(profile: Profile) -> ModelPlan:
     # The node's cache replaces the host's, so the host's environment is not read (env={}).
     return plan_model(profile, env={})
 
@@ -225,7 +231,7 @@ def labels(req: K8sRequest, track: Track = "stable") -> dict[str, str]:
     }
 
 
-def annotations(req: K8sRequest) -> dict[str, str]:
+def release_annotations(req: K8sRequest) -> dict[str, str]:
     """What does not fit a label (63 characters, no '/' or '@'): the image reference, the
     whole fingerprint, the model revision."""
     return {
@@ -246,7 +252,7 @@ def metadata(
     if namespaced:
         meta["namespace"] = req.namespace
     meta["labels"] = labels(req, track)
-    meta["annotations"] = annotations(req)
+    meta["annotations"] = release_annotations(req)
     return meta
 
 
@@ -256,7 +262,9 @@ def parse_node_selectors(items: list[str] | None) -> dict[str, str]:
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"--node-selector {item!r}: expected KEY=VALUE, e.g. nvidia.com/gpu.count=8")
+            raise FieldError(
+                "node_selector", "expected KEY=VALUE, e.g. nvidia.com/gpu.count=8", value=repr(item)
+            )
         out[key] = value
     return out
 
@@ -267,9 +275,10 @@ def parse_tolerations(items: list[str] | None) -> list[dict[str, Any]]:
     for item in items or []:
         spec, sep, effect = item.rpartition(":")
         if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute") or not spec:
-            raise UsageError(
-                f"--toleration {item!r}: expected KEY[=VALUE]:EFFECT with EFFECT one of "
-                "NoSchedule, PreferNoSchedule, NoExecute"
+            raise FieldError(
+                "tolerations",
+                "expected KEY[=VALUE]:EFFECT with EFFECT one of NoSchedule, PreferNoSchedule, NoExecute",
+                value=repr(item),
             )
         key, has_value, value = spec.partition("=")
         toleration: dict[str, Any] = {

@@ -40,7 +40,7 @@ def workload(req: K8sRequest, track: Track = "stable") -> dict[str, Any]:
     """The Deployment (one node per copy) or LeaderWorkerSet (a copy spans nodes)."""
     name = req.app if track == "stable" else f"{req.app}-canary"
     replicas = req.replicas if track == "stable" else 1
-    template_meta = {"labels": rel.labels(req, track), "annotations": rel.annotations(req)}
+    template_meta = {"labels": rel.labels(req, track), "annotations": rel.release_annotations(req)}
     budget = req.profile.health.budget_seconds()
     if rel.workload_kind(req.profile) == "Deployment":
         return {

@@ -113,6 +113,7 @@ def error_message(text: str) -> str:
 
 def body_message(body: Any) -> str:
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        error = body.get("error")
+        inner = error if isinstance(error, dict) else body
         return str(inner.get("message") or body)[:300]
     return str(body)[:300]

@@ -34,7 +34,7 @@ _DECODER = strict_decoder()
 _loads = _DECODER.decode
 # The C scanner under json.loads: one call per event instead of loads -> decode -> raw_decode
 # (that wrapper costs as much as the parsing for a small chunk). Failures fall back to loads.
-_scan = _DECODER.scan_once
+_scan = _DECODER.scan_once  # type: ignore[attr-defined]  # JSONDecoder.__init__ sets it; typeshed leaves it out
 _utf8 = codecs.getincrementaldecoder("utf-8")
 # The chunk objects KeptChatStream holds at most (each a few hundred bytes as a dict): far more
 # than a tool-calling answer's, far less than a server streaming without end could send.
@@ -87,9 +87,10 @@ class ChatStream:
         for one over the event cap or nested too deep)."""
         text = self.decode(data)
         if self.pending:
-            text = self._joined(text)
-            if text is None:
+            joined = self._joined(text)
+            if joined is None:
                 return False
+            text = joined
         if "\r" in text:
             text = _lf(text)
         if "\n\n" not in text:
@@ -116,13 +117,13 @@ class ChatStream:
                             return True
                         chunk = _loads(data_text)
                 else:
-                    data_text = _event_data(event)
-                    if data_text is None:
+                    event_data = _event_data(event)
+                    if event_data is None:
                         continue
-                    if data_text.strip() == "[DONE]":
+                    if event_data.strip() == "[DONE]":
                         self.result.saw_done = True
                         return True
-                    chunk = _loads(data_text)
+                    chunk = _loads(event_data)
                 # an escape is rare in an event (SGLang writes UTF-8): the scan and walk, rarer still
                 if "\\u" in event and may_hold_surrogate(event) and lone_surrogate(chunk):
                     raise WireError(LONE_SURROGATE)

@@ -47,7 +47,7 @@ class _Conn(asyncio.Protocol):
         self.idle_since = 0.0  # when it went back to the idle pool (time.monotonic())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # create_connection's is a Transport; asyncio types the callback for any kind
 
     def data_received(self, data: bytes) -> None:
         if self.sink is not None:
@@ -276,16 +276,20 @@ class StreamClient:
         result = ChatResult(streamed=True, t_start=t_start)
         done: asyncio.Future = loop.create_future()
         response = _Response(result, done, self.max_stream_bytes)
+
         # The bound is for the whole request (a server trickling bytes must still time out); a
         # timer rather than asyncio.wait_for, whose 3.11 form can swallow a cancellation.
-        timer = loop.call_later(
-            max(0.0, deadline - _perf()), lambda: done.done() or done.set_exception(TimeoutError())
-        )
+        def time_out() -> None:
+            if not done.done():
+                done.set_exception(TimeoutError())
+
+        timer = loop.call_later(max(0.0, deadline - _perf()), time_out)
         conn, reused = None, False
         try:
             conn, reused = await self._connection(result, max(0.001, deadline - _perf()), fresh)
             if conn is None:
                 return result, False
+            assert conn.transport is not None  # _connection hands out connected ones only
             conn.sink = response.feed
             conn.transport.write(request)
             await done

@@ -48,11 +48,12 @@ def _int(value: Any) -> int | None:
 def running_limit(info: Any) -> tuple[int | None, str]:
     """(requests the server runs at once, where that came from)."""
     per_rank = [_int(s.get("effective_max_running_requests_per_dp")) for s in _states(info)]
-    if per_rank and all(v is not None for v in per_rank):
+    counts = [v for v in per_rank if v is not None]
+    if counts and len(counts) == len(per_rank):
         dp = _int((info or {}).get("dp_size")) or 1
         # one internal_states entry per DP rank; a server that returns one entry for all ranks
         # still runs that many per rank
-        total = sum(per_rank) if len(per_rank) > 1 else per_rank[0] * dp  # type: ignore[operator]
+        total = sum(counts) if len(counts) > 1 else counts[0] * dp
         return total, "internal_states[].effective_max_running_requests_per_dp"
     # Fallback (servers without effective_max_running_requests_per_dp): the resolved flag.
     for where, value in (

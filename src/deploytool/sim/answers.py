@@ -264,11 +264,10 @@ class NeedleQuestion:
 def find_needle_question(text: str) -> NeedleQuestion | None:
     """The last 'what is the <thing> for <key>' in the message (questions come at the end)."""
     offset = max(0, len(text) - 4000)
-    match = None
-    for match in _NEEDLE_RE.finditer(text, offset):
-        pass
-    if match is None:
+    matches = list(_NEEDLE_RE.finditer(text, offset))
+    if not matches:
         return None
+    match = matches[-1]
     key = match.group("key").strip().strip("\"'“”‘’`.,:;").strip()
     if not key:
         return None

@@ -11,7 +11,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -274,7 +274,7 @@ class SimServer:
             await events.aclose()
             await self._chat_done()
 
-    async def _events(self, gen: Generation) -> AsyncIterator[str]:
+    async def _events(self, gen: Generation) -> AsyncGenerator[str, None]:
         rid, created, model = uuid.uuid4().hex, int(time.time()), self.settings.served_model_name
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:

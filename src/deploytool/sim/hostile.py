@@ -33,6 +33,7 @@ The health routes are served normally unless `hostile_health` is also given (the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any
@@ -298,12 +299,10 @@ def _scripting(send: Send, rewrite: Any) -> Send:
             return
         whole = b"".join(held)
         if _content_type(start) == "application/json":
-            try:
+            with contextlib.suppress(ValueError):
                 whole = json.dumps(rewrite(json.loads(whole))).encode()
-            except ValueError:
-                pass
         headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
-        await send({**start, "headers": headers + [(b"content-length", str(len(whole)).encode())]})
+        await send({**start, "headers": [*headers, (b"content-length", str(len(whole)).encode())]})
         await send({"type": "http.response.body", "body": whole, "more_body": False})
 
     return out
@@ -320,10 +319,8 @@ def _script_events(body: bytes, rewrite: Any) -> bytes:
     out = []
     for event in body.split(b"\n\n"):
         if event.startswith(b"data: {"):
-            try:
+            with contextlib.suppress(ValueError):
                 event = b"data: " + json.dumps(rewrite(json.loads(event[6:]))).encode()
-            except ValueError:
-                pass
         out.append(event)
     return b"\n\n".join(out)
 

@@ -98,7 +98,7 @@ def render_metrics(engine: Engine) -> str:
 def _histogram(lines: list[str], name: str, help_text: str, hist: Histogram, labels: dict[str, str]) -> None:
     lines.append(f"# HELP {name} {help_text}")
     lines.append(f"# TYPE {name} histogram")
-    for bound, count in zip(hist.buckets, hist.counts):
+    for bound, count in zip(hist.buckets, hist.counts, strict=True):
         lines.append(f"{name}_bucket{_labels({**labels, 'le': _num(bound)})} {count}")
     lines.append(f"{name}_bucket{_labels({**labels, 'le': '+Inf'})} {hist.n}")
     lines.append(f"{name}_sum{_labels(labels)} {_num(hist.total)}")

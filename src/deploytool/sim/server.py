@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -31,7 +32,7 @@ class _HideDroppedStreams(logging.Filter):
 def _contains_drop(exc: BaseException) -> bool:
     if isinstance(exc, StreamDropped):
         return True
-    inner = list(getattr(exc, "exceptions", ())) + [exc.__cause__, exc.__context__]
+    inner = [*getattr(exc, "exceptions", ()), exc.__cause__, exc.__context__]
     return any(e is not None and e is not exc and _contains_drop(e) for e in inner)
 
 
@@ -51,7 +52,7 @@ def _config(app: Any, settings: SimSettings) -> uvicorn.Config:
         log_level="warning",
         timeout_graceful_shutdown=2,
         # as SGLang: uvicorn's timeout_keep_alive = SGLANG_TIMEOUT_KEEP_ALIVE (5 s by default)
-        timeout_keep_alive=settings.keep_alive_seconds,
+        timeout_keep_alive=settings.keep_alive_seconds,  # type: ignore[arg-type]  # uvicorn says int, but its loop.call_later takes fractional seconds
     )
 
 
@@ -123,10 +124,8 @@ class SimHandle:
         if self._thread.is_alive():
             self._server.force_exit = True
             self._thread.join(timeout)
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass
 
     def __enter__(self) -> SimHandle:
         return self

@@ -89,7 +89,7 @@ def argument_deltas(fmt: str, args: dict[str, Any]) -> list[str]:
                 out.append(", ")
             out.append(_dumps(k) + ": ")
             out += [_dumps(v)[:-1], '"'] if isinstance(v, str) else [_dumps(v)]
-        return out + ["}"]
+        return [*out, "}"]
     raise ValueError(f"unknown tool-call format {fmt!r} (known: {', '.join(FORMATS)})")
 
 

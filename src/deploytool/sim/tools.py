@@ -18,6 +18,7 @@ nothing unknown is added, enums take a listed value.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -342,7 +343,7 @@ def parallel_subjects(values: PromptValues) -> list[str]:
     best: list[Span] = []
     run: list[Span] = spans[:1]
     has_and = False
-    for prev, cur in zip(spans, spans[1:]):
+    for prev, cur in itertools.pairwise(spans):
         gap = values.text[prev.end : cur.start]
         if _JOIN_RE.fullmatch(gap):
             run.append(cur)
@@ -409,7 +410,8 @@ class ArgumentSynth:
         if kind == "boolean":
             return self._bool_said(name)
         if kind == "array":
-            items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+            listed = schema.get("items")
+            items = listed if isinstance(listed, dict) else {}
             return [self.value(name, items) for _ in range(int(schema.get("minItems", 0)))]
         if kind == "object":
             return self.object(schema)
@@ -438,7 +440,7 @@ class ArgumentSynth:
         if "maximum" in schema:
             value = min(value, schema["maximum"])
         if integer or float(value).is_integer():
-            return int(round(value))
+            return round(value)
         return value
 
     def _enum_mentioned(self, options: list[Any]) -> Any:

@@ -283,7 +283,8 @@ def _name_pixels(img: Image.Image) -> bytes:
         )
     )
     names = bytearray(code.convert("L").point(_CODE_TO_INDEX).tobytes())
-    raw, named = img.tobytes(), {}
+    raw = img.tobytes()
+    named: dict[bytes, int] = {}
     for match in _NONZERO.finditer(on_edge.convert("L").tobytes()):
         i = match.start()
         rgb = raw[3 * i : 3 * i + 3]

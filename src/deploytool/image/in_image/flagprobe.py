@@ -17,6 +17,8 @@ their names are checked, so a misspelt one is still reported as unknown.
 Each answer is one JSON line after a marker line on stdout; sglang's logging goes to stderr.
 """
 
+from __future__ import annotations
+
 import argparse
 import contextlib
 import difflib
@@ -24,11 +26,12 @@ import io
 import json
 import re
 import sys
+from typing import Any
 
 MARKER = "---deploytool-flagprobe---"
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     from sglang.srt.server_args import ServerArgs
 
     parser = argparse.ArgumentParser(prog="sglang serve", add_help=False)
@@ -36,7 +39,7 @@ def _parser():
     return parser
 
 
-def _parse(parser, argv):
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[argparse.Namespace | None, str]:
     """(namespace or None, argparse's error text)."""
     err = io.StringIO()
     try:
@@ -47,7 +50,7 @@ def _parse(parser, argv):
         return None, (lines[-1] if lines else "rejected")
 
 
-def _classify(message):
+def _classify(message: str) -> tuple[str, str]:
     text = message.split("error:", 1)[-1].strip()
     if "unrecognized arguments" in text:
         return "unknown", text
@@ -60,7 +63,7 @@ def _classify(message):
     return "rejected", text
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -81,7 +84,7 @@ def _installed_version() -> str | None:
         return None
 
 
-def _unknown(flag, given, actions):
+def _unknown(flag: str, given: object, actions: dict[str, argparse.Action]) -> dict[str, Any]:
     close = difflib.get_close_matches(flag, [o for o in actions if o.startswith("--")], n=3, cutoff=0.75)
     return {
         "flag": flag,
@@ -92,16 +95,16 @@ def _unknown(flag, given, actions):
     }
 
 
-def answer(request):
+def answer(request: dict[str, Any]) -> dict[str, Any]:
     """One profile's answer (a JSON-able dict)."""
     groups = request["groups"]
     parser = _parser()
-    actions = {}
+    actions: dict[str, argparse.Action] = {}
     for action in parser._actions:
         for option in action.option_strings:
             actions[option] = action
     findings = _findings(parser, actions, request)
-    out = {
+    out: dict[str, Any] = {
         "findings": findings,
         "parser_error": None,
         "resolved": None,
@@ -135,7 +138,7 @@ def answer(request):
     return out
 
 
-def _server_args(argv):
+def _server_args(argv: list[str]) -> tuple[Any, str | None]:
     """(SGLang's ServerArgs for argv, None), or (None, its refusal): the parser's last line on
     stderr when it exits, or what a validator in ServerArgs raised, as SGLang says it."""
     from sglang.srt.server_args import prepare_server_args
@@ -150,14 +153,16 @@ def _server_args(argv):
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _findings(parser, actions, request):
+def _findings(
+    parser: argparse.ArgumentParser, actions: dict[str, argparse.Action], request: dict[str, Any]
+) -> list[dict[str, Any]]:
     """Each flag group of the command line parsed alone (unknown, refused, or its parsed value
     beside the default), then the names left off the command line that sglang does not know."""
     base = ["--model-path", request.get("model_path") or "dummy"]
-    findings = []
+    findings: list[dict[str, Any]] = []
     for group in request["groups"]:
         flag, values = group[0], group[1:]
-        finding = {
+        finding: dict[str, Any] = {
             "flag": flag,
             "given": values if len(values) != 1 else values[0],
             "status": "ok",
@@ -185,11 +190,13 @@ def _findings(parser, actions, request):
     return findings
 
 
-def _resolve(parser, server_args, findings, out):
+def _resolve(
+    parser: argparse.ArgumentParser, server_args: Any, findings: list[dict[str, Any]], out: dict[str, Any]
+) -> None:
     """sglang's own resolution of the arguments (best effort): what it derives, and each flag it
     resolves to something other than what was given."""
     try:
-        before = {}
+        before: dict[str, object] = {}
         for action in parser._actions:
             if action.dest and action.dest != "help":
                 before[action.dest] = _plain(getattr(server_args, action.dest, None))
@@ -212,7 +219,7 @@ def _resolve(parser, server_args, findings, out):
         out["resolve_error"] = f"{type(exc).__name__}: {str(exc)[:400]}"
 
 
-def startup(request, argv):
+def startup(request: dict[str, Any], argv: list[str]) -> dict[str, Any]:
     """SGLang's own start-up checks that need no card: the server arguments built with the
     checkpoint's config.json in place of the model (as `sglang serve` builds them), then its model
     configuration (ModelConfig.from_server_args: the derived context length, the architecture,
@@ -223,7 +230,7 @@ def startup(request, argv):
     import shutil
     import tempfile
 
-    out = {"refused": None, "where": None, "said": [], "context_len": None, "note": None}
+    out: dict[str, Any] = {"refused": None, "where": None, "said": [], "context_len": None, "note": None}
     folder = tempfile.mkdtemp(prefix="deploytool-checkpoint-")
     for name, text in request["checkpoint_files"].items():
         with open(os.path.join(folder, os.path.basename(name)), "w") as f:
@@ -235,10 +242,10 @@ def startup(request, argv):
         args = ["--model-path", folder, *args]
     saved = {k: os.environ.get(k) for k in request.get("env") or {}}
     os.environ.update({k: str(v) for k, v in (request.get("env") or {}).items()})
-    said = []
+    said: list[str] = []
 
     class Keep(logging.Handler):
-        def emit(self, record):
+        def emit(self, record: logging.LogRecord) -> None:
             said.append(record.getMessage()[:600])
 
     keep = Keep(level=logging.WARNING)
@@ -273,7 +280,7 @@ def startup(request, argv):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def answer_each(requests):
+def answer_each(requests: list[dict[str, Any]]) -> None:
     """An answer each, in order, from one start-up of sglang (the import is most of the cost).
     A request that breaks the probe itself gets a probe_error, and the rest are still answered;
     sglang that does not import fails the whole run, with no answer: the environment is broken,

@@ -14,17 +14,20 @@ serving package it lacks; a GPU image stops at the device.
 The answer is one JSON line after the marker line on stdout; sglang's logging goes to stderr.
 """
 
+from __future__ import annotations
+
 import importlib.metadata
 import json
 import os
 import re
 import sys
+from typing import Any
 
 MARKER = "---deploytool-cpu-twin---"
 LAUNCHER = ["-m", "sglang.launch_server"]
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> object:
     try:
         json.dumps(value)
         return value
@@ -32,14 +35,14 @@ def _jsonable(value):
         return repr(value)
 
 
-def _hub_cache():
+def _hub_cache() -> str:
     if os.environ.get("HF_HUB_CACHE"):
         return os.environ["HF_HUB_CACHE"]
     home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
     return os.path.join(home, "hub")
 
 
-def _model(server_args):
+def _model(server_args: Any) -> dict[str, Any]:
     """Where the release's runtime finds the weights' config.json (a folder, or the hub cache's
     snapshot at the pinned revision: the release runs with HF_HUB_OFFLINE=1), and what it says."""
     path, revision = server_args.model_path, getattr(server_args, "revision", None)
@@ -50,9 +53,16 @@ def _model(server_args):
         commit = revision or "main"
         if not re.fullmatch(r"[0-9a-f]{40}", commit):
             ref = os.path.join(repo, "refs", commit)
-            commit = open(ref).read().strip() if os.path.isfile(ref) else commit
+            if os.path.isfile(ref):
+                with open(ref) as handle:
+                    commit = handle.read().strip()
         config = os.path.join(repo, "snapshots", commit, "config.json")
-    found = {"model_path": path, "revision": revision, "config": config, "found": os.path.isfile(config)}
+    found: dict[str, Any] = {
+        "model_path": path,
+        "revision": revision,
+        "config": config,
+        "found": os.path.isfile(config),
+    }
     if found["found"]:
         with open(config) as handle:
             data = json.load(handle)
@@ -60,7 +70,7 @@ def _model(server_args):
     return found
 
 
-def _model_config(server_args, model):
+def _model_config(server_args: Any, model: dict[str, Any]) -> dict[str, Any]:
     """SGLang's own model configuration from the release's arguments and config.json, as its start
     builds it (ModelConfig.from_server_args: the derived context length and what it refuses),
     where the config is found and SGLang's config classes import."""
@@ -82,7 +92,7 @@ def _model_config(server_args, model):
     return {"ok": True, "refused": None, "note": None, "context_len": getattr(config, "context_len", None)}
 
 
-def _resolution(server_args):
+def _resolution(server_args: Any) -> dict[str, Any]:
     resolve = getattr(server_args, "resolve_once", None)
     if resolve is None:
         return {"ok": None, "stopped_at": "this sglang resolves its arguments while parsing them"}
@@ -93,7 +103,7 @@ def _resolution(server_args):
     return {"ok": True, "stopped_at": None}
 
 
-def main(command):
+def main(command: list[str]) -> int:
     """`command`: the release's, e.g. python3 -m sglang.launch_server --model-path ..."""
     if command[1:3] != LAUNCHER:
         print(MARKER)
@@ -117,7 +127,7 @@ def main(command):
         f"--{flag}": _jsonable(getattr(server_args, flag.replace("-", "_"), "<not a field>"))
         for flag in given
     }
-    report = {
+    report: dict[str, Any] = {
         "sglang": importlib.metadata.version("sglang"),
         "sglang_module": os.path.dirname(sglang.__file__),
         "server_args": stored,

@@ -24,6 +24,7 @@ the root is refused before anything is read or written; so is a patch name in a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import re
 import sys
@@ -311,10 +312,8 @@ def _write(staged: dict[Path, str | None]) -> None:
             tmp.replace(target)
     except OSError:
         for target in staged:
-            try:
+            with contextlib.suppress(OSError):
                 target.with_name(f".{target.name}.unidiff-tmp").unlink(missing_ok=True)
-            except OSError:
-                pass
         for target, old, mode in reversed(undo):
             if old is None:
                 target.unlink(missing_ok=True)
@@ -325,10 +324,8 @@ def _write(staged: dict[Path, str | None]) -> None:
                     tmp.chmod(mode)
                 tmp.replace(target)
         for folder in reversed(made):
-            try:
+            with contextlib.suppress(OSError):
                 folder.rmdir()
-            except OSError:
-                pass
         raise
 
 

@@ -13,6 +13,7 @@ import json
 import platform
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import BuildError, UsageError
@@ -40,14 +41,14 @@ def declare(profile: Profile, *, wheelhouse: Path | None) -> RecipeInputs:
     requirements = recipe_dir("sim") / "requirements.txt"
     pins = {line.split("==")[0]: line.split("==")[1] for line in _pins(requirements)}
     files: dict[str, Path | str] = {"deploytool": package_dir()}
-    fetched = {}
+    fetched: dict[str, Callable[[], Path | list[Path]]] = {}
     if wheelhouse is not None:
         files.update({f"wheels/{wheel.name}": wheel for wheel in sorted(wheelhouse.glob("*.whl"))})
     else:
         fetched["wheels"] = lambda: _cached_wheels(requirements, profile.image.python)
     return RecipeInputs(
         template_vars={"command_json": json.dumps(profile.launch_argv())},
-        fingerprint={"python": profile.image.python, "cuda": "none", **{k: v for k, v in pins.items()}},
+        fingerprint={"python": profile.image.python, "cuda": "none", **pins},
         extra_hash_inputs={"wheels": "--wheelhouse" if wheelhouse else "downloaded for requirements.txt"},
         files=files,
         fetched=fetched,

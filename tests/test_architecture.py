@@ -360,7 +360,6 @@ SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/tune_cmds.py:tune_cli",
     "deploy/doctor.py:check_driver",
     "image/versions.py:check_profile",
-    "memory/plan.py:_plan_pools",
     "tune/run.py:_summary",
     "tune/run.py:tune",
 }

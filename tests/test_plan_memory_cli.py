@@ -335,3 +335,30 @@ def test_a_card_too_small_for_the_weights_says_so_in_words() -> None:
     assert proc.returncode == 1
     assert "None" not in proc.stdout
     assert "no slots: the weights leave no memory" in proc.stdout
+
+
+def test_checkpoint_files_that_are_not_json_objects_are_refused_in_words(tmp_path: Path) -> None:
+    """The checkpoint folder comes from outside: a config.json, safetensors index or
+    hf_quant_config.json holding a list or a bare value is a usage error naming the file, not a
+    traceback from its first key."""
+    config = (MODELS / "qwen3.6-35b-a3b-fp8" / "config.json").read_text()
+    cases = {
+        "config": {"config.json": "[1, 2]"},
+        "index": {"config.json": config, "model.safetensors.index.json": '"total_size"'},
+        "quant": {
+            "config.json": json.dumps({**json.loads(config), "quantization_config": None}),
+            "hf_quant_config.json": "[]",
+        },
+    }
+    for case, files in cases.items():
+        folder = tmp_path / case
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        bad = next(name for name in files if name != "config.json" or case == "config")
+        proc = run_cli(
+            "plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(folder), "--json"
+        )
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (case, proc.stderr)
+        assert error["message"].startswith(f"{folder / bad}: expected a JSON object"), (case, error)

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,9 @@ PLANNER_FLAGS = frozenset(
 )
 
 
-def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = (), launch: Any = ()) -> None:
+def check_sets(
+    overrides: dict[str, Any], patches: Sequence[PatchMemory] = (), launch: Iterable[object] = ()
+) -> None:
     """Refuse a what-if on a flag the plan does not read (a typo most often), with the close
     names; a flag a patch's effect is conditioned on counts as read, and so does one the
     profile's own launch sets (undoing or changing it is the launch the person asks about)."""
@@ -109,10 +113,8 @@ def checkpoint_folder(profile: Profile) -> Path | None:
     if profile.model.hub:
         from ..release.weights import ModelMissing, check_model, plan_model
 
-        try:
+        with contextlib.suppress(ModelMissing):  # not in the cache: nothing to read here
             snapshot = check_model(plan_model(profile)).checkpoint_folder()
-        except ModelMissing:  # not in the cache: nothing to read here
-            pass
     return readable_config(profile, snapshot)
 
 
@@ -254,7 +256,7 @@ def resolve_card(
         )
         uuids = [u.strip() for u in gpu.split(",") if u.strip()]
         found = [inventory.by_uuid(u) for u in uuids]
-        for uuid, got in zip(uuids, found):
+        for uuid, got in zip(uuids, found, strict=True):
             if got is None:
                 known = ", ".join(g.uuid for g in inventory.gpus) or "none"
                 raise UsageError(

@@ -7,6 +7,7 @@ file), never values: a profile can be shown, copied and committed.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -99,12 +100,12 @@ class SecretRef(BaseModel):
         """What a record may keep: the place, never the value."""
         return {"env": self.env} if self.env else {"file": str(self.file)}
 
-    def resolve(self, env: dict[str, str] | None = None, *, what: str, private: bool = True) -> str:
+    def resolve(self, env: Mapping[str, str] | None = None, *, what: str, private: bool = True) -> str:
         """The value. A file must be the invoking user's and readable by no one else unless
         `private` is off (a client's key file mounted from a Kubernetes Secret is root's, 0440)."""
-        env = os.environ if env is None else env
+        source: Mapping[str, str] = os.environ if env is None else env
         if self.env:
-            value = env.get(self.env, "")
+            value = source.get(self.env, "")
             if not value.strip():
                 raise SecretError(
                     f"{what} comes from environment variable {self.env}, which is not set or empty",

@@ -348,8 +348,6 @@ SPLIT_PENDING_MODULES: set[str] = {
     "deploy/rollout.py",
     "image/flagcheck.py",
     "image/recipes/sglang.py",
-    "memory/profile_plan.py",
-    "profiles/schema.py",
 }
 SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/bench_cmds.py:compare_command",

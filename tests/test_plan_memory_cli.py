@@ -314,10 +314,10 @@ def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
     import inspect
     import re
 
-    from deploytool.memory import profile_plan, startup
+    from deploytool.memory import profile_plan, startup, what_if
 
     read = set(re.findall(r'args\.get\("([a-z-]+)"', inspect.getsource(profile_plan.inputs_from_profile)))
-    assert read == set(profile_plan.PLANNER_FLAGS)
+    assert read == set(what_if.PLANNER_FLAGS)
     rules = set(re.findall(r'_flag\(args, "([a-z-]+)"\)', inspect.getsource(startup)))
     assert rules == set(startup.FLAGS_READ)
 

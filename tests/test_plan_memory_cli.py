@@ -362,3 +362,62 @@ def test_checkpoint_files_that_are_not_json_objects_are_refused_in_words(tmp_pat
         error = json.loads(proc.stdout)["error"]
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (case, proc.stderr)
         assert error["message"].startswith(f"{folder / bad}: expected a JSON object"), (case, error)
+
+
+def test_the_planners_what_ifs_name_their_fields_and_the_cli_says_the_flags() -> None:
+    """A library caller reads which field of the request was wrong; the person at the terminal
+    reads the same words as ever, with the flag that set it."""
+    from deploytool.errors import FieldError
+    from deploytool.memory.cards import card_from_table
+    from deploytool.memory.what_if import parse_patches, parse_sets
+
+    checkpoint = str(MODELS / "qwen3.6-35b-a3b-fp8")
+    cases = [
+        (
+            lambda: parse_sets(["nonsense"]),
+            ["--set", "nonsense"],
+            "sets",
+            "--set 'nonsense': expected KEY=VALUE, e.g. --set mem-fraction-static=0.90",
+        ),
+        (
+            None,
+            ["--set", "no-such-flag=1"],
+            "sets",
+            "--set no-such-flag: the memory plan reads no such flag, so this what-if would change nothing",
+        ),
+        (
+            lambda: parse_patches("none,x.patch"),
+            ["--patches", "none,x.patch"],
+            "patches",
+            "--patches 'none,x.patch': expected `none`, `series` or patch file names separated by commas",
+        ),
+        (
+            lambda: card_from_table("a100"),
+            ["--card", "a100"],
+            "card",
+            "--card a100: not a card deploytool knows",
+        ),
+        (
+            None,
+            ["--card", "h200:0"],
+            "card",
+            "--card h200:0: expected NAME or NAME:COUNT with a whole number of cards, e.g. --card h200:2",
+        ),
+    ]
+    for call, args, field, message in cases:
+        if call is not None:
+            with pytest.raises(FieldError) as caught:
+                call()
+            assert caught.value.field == field and caught.value.message == message.replace(args[0], field, 1)
+        proc = run_cli(
+            "plan-memory",
+            "--profile",
+            "h200-qwen3.6-35b-a3b-fp8",
+            "--checkpoint",
+            checkpoint,
+            *args,
+            "--json",
+        )
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and error["kind"] == "FieldError", (args, error)
+        assert error["message"] == message and f"error: {message}" in proc.stderr, (args, error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..host.gpus import GpuInfo
 from ..profiles import Profile
 
@@ -97,8 +97,10 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
         # the profile may name an edition (Server, Max-Q) of a card the table holds
         full = next((k for k in CARD_TABLE if k.split(" Blackwell")[0] == full.split(" Blackwell")[0]), full)
     if full not in CARD_TABLE:
-        raise UsageError(
-            f"--card {name}: not a card deploytool knows",
+        raise FieldError(
+            "card",
+            "not a card deploytool knows",
+            value=name,
             hint=f"known cards: {', '.join(card_names())}; or use --gpu UUID on the machine",
         )
     mib, bus, clock, power = CARD_TABLE[full]

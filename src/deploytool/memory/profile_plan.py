@@ -10,7 +10,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeploytoolError, UsageError
+from ..errors import DeploytoolError, FieldError, UsageError
 from ..profiles import Profile
 from .cards import Card, card_from_gpu, card_from_table, slot_card
 from .checkpoint import ModelShape, read_checkpoint
@@ -81,8 +81,9 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
-            raise UsageError(
-                f"--patches: {', '.join(missing)} not in {folder}",
+            raise FieldError(
+                "patches",
+                f"{', '.join(missing)} not in {folder}",
                 hint="known: " + (", ".join(known) or "none") + "; or `none`, or `series`",
             )
     return read_memory_effects(folder, list(names))
@@ -183,9 +184,10 @@ def resolve_card(
         name, sep, number = card.rpartition(":")
         if sep:
             if not number.isdigit() or int(number) < 1:
-                raise UsageError(
-                    f"--card {card}: expected NAME or NAME:COUNT with a whole number of cards, "
-                    "e.g. --card h200:2"
+                raise FieldError(
+                    "card",
+                    "expected NAME or NAME:COUNT with a whole number of cards, e.g. --card h200:2",
+                    value=card,
                 )
             return card_from_table(name, count=int(number))
         return card_from_table(card, count=count)

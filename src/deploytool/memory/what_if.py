@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import FieldError
 from .patch_effects import PatchMemory
 from .startup import FLAGS_READ
 
@@ -74,9 +74,11 @@ def check_sets(
         if close
         else "the flags it reads: " + ", ".join(sorted(known))
     )
-    raise UsageError(
-        f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
+    raise FieldError(
+        "sets",
+        "the memory plan reads no such flag, so this what-if would change nothing"
         + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
+        value=key,
         hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser",
     )
 
@@ -89,7 +91,9 @@ def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         key = key.strip().lstrip("-")
         if not sep or not key:
-            raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set mem-fraction-static=0.90")
+            raise FieldError(
+                "sets", "expected KEY=VALUE, e.g. --set mem-fraction-static=0.90", value=repr(pair)
+            )
         out[key.replace("_", "-")] = yaml.safe_load(value) if value.strip() else None
     return out
 
@@ -104,7 +108,7 @@ def parse_patches(value: str | None) -> list[str] | None:
     if names == ["series"]:
         return None
     if not names or "none" in names or "series" in names:
-        raise UsageError(
-            f"--patches {value!r}: expected `none`, `series` or patch file names separated by commas"
+        raise FieldError(
+            "patches", "expected `none`, `series` or patch file names separated by commas", value=repr(value)
         )
     return names

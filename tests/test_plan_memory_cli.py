@@ -421,3 +421,28 @@ def test_the_planners_what_ifs_name_their_fields_and_the_cli_says_the_flags() ->
         error = json.loads(proc.stdout)["error"]
         assert proc.returncode == 2 and error["kind"] == "FieldError", (args, error)
         assert error["message"] == message and f"error: {message}" in proc.stderr, (args, error)
+
+
+def test_a_profile_card_the_table_lacks_is_the_profiles_field_not_a_flag(tmp_path: Path) -> None:
+    """Without --card the card comes from the profile's match.gpu_name: a name the table lacks is
+    refused as that field of that file, not as a --card the person never gave."""
+    (tmp_path / "v100.yaml").write_text(
+        "name: v100\nextends: h200-qwen3.6-35b-a3b-fp8\nmatch: {gpu_name: [Tesla V100-SXM2-32GB]}\n"
+    )
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "v100",
+        "--profiles-dir",
+        str(tmp_path),
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+        "--json",
+    )
+    error = json.loads(proc.stdout)["error"]
+    assert proc.returncode == 2 and "--card" not in error["message"], error
+    assert error["message"] == (
+        f"profile v100 ({tmp_path / 'v100.yaml'}): match.gpu_name 'Tesla V100-SXM2-32GB': "
+        "not a card deploytool knows"
+    )
+    assert "known cards: " in error["hint"]

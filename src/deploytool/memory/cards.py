@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import FieldError, UsageError
+from ..errors import FieldError, ProfileError, UsageError
 from ..host.gpus import GpuInfo
 from ..profiles import Profile
 
@@ -116,6 +116,17 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
     )
 
 
+def profile_card(profile: Profile) -> Card:
+    """The card the profile is made for, from the table: its first match.gpu_name, match.gpu_count
+    of them. A name the table lacks is the profile's field, not a flag the person gave."""
+    name = profile.match.gpu_name[0]
+    try:
+        return card_from_table(name, count=profile.match.gpu_count)
+    except FieldError as exc:
+        where = f"profile {profile.name}" + (f" ({profile.source})" if profile.source else "")
+        raise ProfileError(f"{where}: match.gpu_name {name!r}: {exc.problem}", hint=exc.hint) from None
+
+
 def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
     if gpu.memory_total_mib is None:
         raise UsageError(
@@ -145,6 +156,4 @@ def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None
         inventory = inventory or read_inventory()
         gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])
         return card_from_gpu(gpu, count=len(slot.gpus)) if gpu is not None else None
-    if profile.match.gpu_name:
-        return card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-    return None
+    return profile_card(profile) if profile.match.gpu_name else None

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import DeploytoolError, FieldError, UsageError
 from ..profiles import Profile
-from .cards import Card, card_from_gpu, card_from_table, slot_card
+from .cards import Card, card_from_gpu, card_from_table, profile_card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
@@ -196,7 +196,7 @@ def resolve_card(
             f"profile {profile.name} names no card (match.gpu_name)",
             hint="say which with --card NAME or --gpu UUID",
         )
-    return card_from_table(profile.match.gpu_name[0], count=count)
+    return profile_card(profile)
 
 
 def plan_for_profile(
@@ -389,11 +389,7 @@ def plan_next_to_server(
         card = (
             slot_card(slot, profile)
             if slot is not None
-            else (
-                card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-                if profile.match.gpu_name
-                else None
-            )
+            else (profile_card(profile) if profile.match.gpu_name else None)
         )
         if card is None:
             return {"error": "no card to plan for"}
@@ -420,7 +416,7 @@ def memory_fit(
         )
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
-        card = card or card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        card = card or profile_card(profile)
         plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
     except DeploytoolError as exc:
         return {"verdict": "unknown", "why": exc.message}

@@ -248,12 +248,9 @@ def _plan_pools(
         if eagle
         else (target_cell, 0)
     )
+    # an MTP draft's pool outside the cell is allocated after this pool, beside it: the upper
+    # edge holds it with the rest of what is allocated there (upper_edge.py)
     tokens = _pool_tokens(rest, cell, inputs)
-    if draft_cell and tokens * draft_cell > budget.slack:
-        notes.problems.append(
-            f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
-            f"is sized) does not fit in the {budget.slack / GIB:.1f} GiB that mem-fraction-static leaves"
-        )
 
     running = _max_running(tokens, inputs, linear.slots, linear.ratio)
     context = inputs.context_length

@@ -133,8 +133,27 @@ def graph_bytes(sizes: list[int], tokens_per_req: int, vocab: int) -> float:
     return GRAPH_PER_SIZE * len(sizes) + max(sizes, default=0) * tokens_per_req * vocab * LOGIT_BYTES
 
 
-def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolFacts) -> list[BesideItem]:
+@dataclass(frozen=True)
+class Beside:
+    """The items beside the pool by when the start allocates them, in that order."""
+
+    with_pool: list[BesideItem]  # by SGLang's "Memory pool end": the draft's pool, the free list
+    at_capture: list[BesideItem]  # by its ready line: the workspace and the CUDA graphs
+    later: list[BesideItem]  # while it serves: a chunk's activations, NCCL's buffers, the margin
+
+    @property
+    def items(self) -> list[BesideItem]:
+        return [*self.with_pool, *self.at_capture, *self.later]
+
+
+def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolFacts) -> Beside:
     """What this launch allocates beside the pool at the pools' fraction, per GPU."""
+    return Beside(
+        _with_pool(inputs, pools), _at_capture(shape, card, inputs, pools), _later(shape, card, inputs)
+    )
+
+
+def _with_pool(inputs: PlanInputs, pools: PoolFacts) -> list[BesideItem]:
     items: list[BesideItem] = []
     if pools.draft_kv:
         items.append(
@@ -143,7 +162,6 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolF
                 pools.draft_kv,
                 SGLANG_RULE,
                 "pool_configurator.py _compute_cell_size; spec_aux_hidden_state.py",
-                True,
             )
         )
     pages = pools.pool_tokens // max(1, inputs.page_size)
@@ -153,19 +171,21 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolF
             pages * FREE_LIST_BYTES,
             SGLANG_RULE,
             "mem_cache/allocator/token.py, paged.py clear(): torch.arange(...) int64",
-            True,
         )
     )
-    items.append(
+    return items
+
+
+def _at_capture(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolFacts) -> list[BesideItem]:
+    items = [
         BesideItem(
             f"workspace after the pool ({pools.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
             f"+ {WORKSPACE_BYTES // MIB} MiB)",
             WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * pools.pool_tokens,
             MEASURED,
             TABLE,
-            True,
         )
-    )
+    ]
     limit = graph_limit(shape, card, inputs, pools.max_running_requests)
     if limit:
         spec = inputs.speculative is not None
@@ -182,17 +202,21 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolF
             total = graph_bytes(sizes, 1, vocab)
             what = f"decode CUDA graphs ({len(sizes)} sizes up to {limit})"
         items.append(BesideItem(what, total, MEASURED, TABLE + " (capture lines)"))
+    return items
+
+
+def _later(shape: ModelShape, card: Card, inputs: PlanInputs) -> list[BesideItem]:
     chunk = chunk_size(shape, card, inputs)
     tp = max(1, inputs.tp_size)
     width = shape.hidden_size + _mlp_width(shape) // tp
-    items.append(
+    items = [
         BesideItem(
             f"activations of a {chunk:,}-token chunk",
             chunk * width * CHUNK_PER_WIDTH,
             ESTIMATE,
             "hidden + MLP width per token x 16 B (bf16, a few live copies)",
         )
-    )
+    ]
     if tp * max(1, inputs.pp_size) > 1:
         items.append(
             BesideItem(
@@ -244,7 +268,8 @@ def upper_edge(
 ) -> UpperEdge:
     """The items at the launch's fraction and the highest fraction whose rest holds them (each
     fraction replanned: the draft's pool and the workspace grow with the pool)."""
-    items = beside_items(shape, card, inputs, pools)
+    beside = beside_items(shape, card, inputs, pools)
+    items = beside.items
     elsewhere = calibrated_for(shape, card, inputs)  # the measured figures do not carry over
     estimates = [i.what for i in items if i.source == ESTIMATE]
     why = elsewhere + ([f"not measured on a real start: {', '.join(estimates)}"] if estimates else [])
@@ -257,7 +282,7 @@ def upper_edge(
     def at(fraction: float) -> tuple[float, list[BesideItem]]:
         if fraction not in planned:
             other = replan(replace(inputs, mem_fraction_static=fraction))
-            planned[fraction] = (other.free_after_pool, beside_items(shape, card, inputs, other))
+            planned[fraction] = (other.free_after_pool, beside_items(shape, card, inputs, other).items)
         return planned[fraction]
 
     def left(fraction: float, doubled: bool) -> float:
@@ -270,10 +295,8 @@ def upper_edge(
 
     top = highest_fraction(lambda f: left(f, False))
     sure = highest_fraction(lambda f: left(f, True)) if why else top
-    draft = sum(
-        i.bytes for i in items if i.what.startswith(("the MTP draft's KV pool", "the token allocator"))
-    )
-    captured = sum(i.bytes for i in items if i.what.startswith(("workspace", "decode CUDA", "CUDA graphs")))
+    with_pool = sum(i.bytes for i in beside.with_pool)
+    captured = sum(i.bytes for i in beside.at_capture)
     free = pools.free_after_pool
     return UpperEdge(
         items=items,
@@ -281,8 +304,8 @@ def upper_edge(
         sure_fraction=sure,
         calibrated=not why,
         notes=why,
-        free_after_pool=free - draft,
-        free_after_capture=free - draft - captured,
+        free_after_pool=free - with_pool,
+        free_after_capture=free - with_pool - captured,
     )
 
 

@@ -11,12 +11,9 @@ from ..errors import FieldError
 # field -> the flag that sets it. A field filled by different flags on different commands would
 # need its command in the key; none is yet, and the test would show it.
 FLAG_OF_FIELD: dict[str, str] = {
-    # plan-memory (and tune's --card), monitor up
+    # plan-memory (and tune's --card)
     "card": "--card",
-    "cards_exporter": "--cards-exporter",
     "patches": "--patches",
-    "port": "--port",
-    "retention": "--retention",
     "sets": "--set",
 }
 

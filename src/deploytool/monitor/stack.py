@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import DeployError, FieldError
+from ..errors import DeployError, UsageError
 from ..files import write_atomic
 from ..host.labels import INSTANCE, PREFIX, instance, name_prefix
 from ..release import scrape_targets
@@ -73,13 +73,13 @@ class MonitorSettings:
         import re
 
         if not 1 <= self.port <= 65535:
-            raise FieldError("port", "not a TCP port", value=str(self.port))
+            raise UsageError(f"--port {self.port} is not a TCP port")
         if not re.fullmatch(r"(\d+(y|w|d|h|m|s|ms))+", self.retention):
-            raise FieldError(
-                "retention", "not a Prometheus duration", value=repr(self.retention), hint="e.g. 15d, 12h, 1y"
+            raise UsageError(
+                f"--retention {self.retention!r} is not a Prometheus duration", hint="e.g. 15d, 12h, 1y"
             )
         if self.cards_exporter and not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", self.cards_exporter):
-            raise FieldError("cards_exporter", "not HOST:PORT", value=repr(self.cards_exporter))
+            raise UsageError(f"--cards-exporter {self.cards_exporter!r} is not HOST:PORT")
 
 
 @dataclass

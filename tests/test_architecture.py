@@ -345,8 +345,6 @@ SPLIT_PENDING_MODULES: set[str] = {
     "deploy/executor.py",
     "deploy/plan.py",
     "deploy/rollout.py",
-    "memory/profile_plan.py",
-    "profiles/schema.py",
 }
 SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/bench_cmds.py:compare_command",
@@ -356,7 +354,6 @@ SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/rollout_cmds.py:rollout_command",
     "cli/tune_cmds.py:tune_cli",
     "deploy/doctor.py:check_driver",
-    "memory/plan.py:_plan_pools",
     "tune/run.py:_summary",
     "tune/run.py:tune",
 }

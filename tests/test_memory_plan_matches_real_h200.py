@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from deploytool.memory.accuracy import compare_with_server
-from deploytool.memory.profile_plan import PLANNER_FLAGS, plan_memory_command
+from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.what_if import PLANNER_FLAGS
 from deploytool.profiles import ProfileStore
 from deploytool.server import serverfields
 

@@ -246,3 +246,21 @@ def test_the_slot_of_a_described_host_is_the_plans_cards() -> None:
     )
     assert two.returncode == 0, two.stdout
     assert json.loads(two.stdout)["gpus"] == 2
+
+
+def test_an_mtp_drafts_pool_too_big_for_the_rest_is_refused_once_by_the_edge() -> None:
+    """One rule holds what a start allocates beside the pool: the MTP draft's pool is one of its
+    items (with the graphs, the workspace, the chunk), not a second check of its own."""
+    plan = plan_memory_command(
+        "h200-qwen3.6-35b-a3b-fp8",
+        checkpoint=ROOT / "tests" / "data" / "models" / "qwen3.6-35b-a3b-fp8",
+        sets=["mem-fraction-static=0.97"],
+    )
+    assert plan.draft_kv_outside_pool_gib > plan.slack_gib  # the draft's pool alone is over the rest
+    [problem] = plan.problems
+    assert problem.startswith("mem-fraction-static 0.97 leaves too little beside the pool")
+    assert (
+        f"the MTP draft's KV pool (allocated after the pool) {plan.draft_kv_outside_pool_gib:.2f} GiB"
+        in problem
+    )
+    assert plan.max_mem_fraction_static is not None and plan.max_mem_fraction_static < 0.97

@@ -297,8 +297,7 @@ def test_a_secret_file_others_can_read_is_refused(tmp_path: Path) -> None:
     key_file.write_text("v\n")
     key_file.chmod(0o644)
     profile = ProfileStore().get("sim").model_copy(deep=True)
-    from deploytool.profiles import SecretRef
-    from deploytool.profiles.schema import SecretError
+    from deploytool.profiles import SecretError, SecretRef
 
     profile.server.api_key = SecretRef(file=str(key_file))
     with pytest.raises(SecretError) as caught:  # tests/test_secret_files_are_the_deployers.py: the whole rule

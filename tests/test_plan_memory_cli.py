@@ -314,10 +314,10 @@ def test_the_flags_the_planner_checks_are_the_flags_it_reads() -> None:
     import inspect
     import re
 
-    from deploytool.memory import profile_plan, startup
+    from deploytool.memory import profile_plan, startup, what_if
 
     read = set(re.findall(r'args\.get\("([a-z-]+)"', inspect.getsource(profile_plan.inputs_from_profile)))
-    assert read == set(profile_plan.PLANNER_FLAGS)
+    assert read == set(what_if.PLANNER_FLAGS)
     rules = set(re.findall(r'_flag\(args, "([a-z-]+)"\)', inspect.getsource(startup)))
     assert rules == set(startup.FLAGS_READ)
 
@@ -335,3 +335,114 @@ def test_a_card_too_small_for_the_weights_says_so_in_words() -> None:
     assert proc.returncode == 1
     assert "None" not in proc.stdout
     assert "no slots: the weights leave no memory" in proc.stdout
+
+
+def test_checkpoint_files_that_are_not_json_objects_are_refused_in_words(tmp_path: Path) -> None:
+    """The checkpoint folder comes from outside: a config.json, safetensors index or
+    hf_quant_config.json holding a list or a bare value is a usage error naming the file, not a
+    traceback from its first key."""
+    config = (MODELS / "qwen3.6-35b-a3b-fp8" / "config.json").read_text()
+    cases = {
+        "config": {"config.json": "[1, 2]"},
+        "index": {"config.json": config, "model.safetensors.index.json": '"total_size"'},
+        "quant": {
+            "config.json": json.dumps({**json.loads(config), "quantization_config": None}),
+            "hf_quant_config.json": "[]",
+        },
+    }
+    for case, files in cases.items():
+        folder = tmp_path / case
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        bad = next(name for name in files if name != "config.json" or case == "config")
+        proc = run_cli(
+            "plan-memory", "--profile", "h200-qwen3.6-35b-a3b-fp8", "--checkpoint", str(folder), "--json"
+        )
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (case, proc.stderr)
+        assert error["message"].startswith(f"{folder / bad}: expected a JSON object"), (case, error)
+
+
+def test_the_planners_what_ifs_name_their_fields_and_the_cli_says_the_flags() -> None:
+    """A library caller reads which field of the request was wrong; the person at the terminal
+    reads the same words as ever, with the flag that set it."""
+    from deploytool.errors import FieldError
+    from deploytool.memory.cards import card_from_table
+    from deploytool.memory.what_if import parse_patches, parse_sets
+
+    checkpoint = str(MODELS / "qwen3.6-35b-a3b-fp8")
+    cases = [
+        (
+            lambda: parse_sets(["nonsense"]),
+            ["--set", "nonsense"],
+            "sets",
+            "--set 'nonsense': expected KEY=VALUE, e.g. --set mem-fraction-static=0.90",
+        ),
+        (
+            None,
+            ["--set", "no-such-flag=1"],
+            "sets",
+            "--set no-such-flag: the memory plan reads no such flag, so this what-if would change nothing",
+        ),
+        (
+            lambda: parse_patches("none,x.patch"),
+            ["--patches", "none,x.patch"],
+            "patches",
+            "--patches 'none,x.patch': expected `none`, `series` or patch file names separated by commas",
+        ),
+        (
+            lambda: card_from_table("a100"),
+            ["--card", "a100"],
+            "card",
+            "--card a100: not a card deploytool knows",
+        ),
+        (
+            None,
+            ["--card", "h200:0"],
+            "card",
+            "--card h200:0: expected NAME or NAME:COUNT with a whole number of cards, e.g. --card h200:2",
+        ),
+    ]
+    for call, args, field, message in cases:
+        if call is not None:
+            with pytest.raises(FieldError) as caught:
+                call()
+            assert caught.value.field == field and caught.value.message == message.replace(args[0], field, 1)
+        proc = run_cli(
+            "plan-memory",
+            "--profile",
+            "h200-qwen3.6-35b-a3b-fp8",
+            "--checkpoint",
+            checkpoint,
+            *args,
+            "--json",
+        )
+        error = json.loads(proc.stdout)["error"]
+        assert proc.returncode == 2 and error["kind"] == "FieldError", (args, error)
+        assert error["message"] == message and f"error: {message}" in proc.stderr, (args, error)
+
+
+def test_a_profile_card_the_table_lacks_is_the_profiles_field_not_a_flag(tmp_path: Path) -> None:
+    """Without --card the card comes from the profile's match.gpu_name: a name the table lacks is
+    refused as that field of that file, not as a --card the person never gave."""
+    (tmp_path / "v100.yaml").write_text(
+        "name: v100\nextends: h200-qwen3.6-35b-a3b-fp8\nmatch: {gpu_name: [Tesla V100-SXM2-32GB]}\n"
+    )
+    proc = run_cli(
+        "plan-memory",
+        "--profile",
+        "v100",
+        "--profiles-dir",
+        str(tmp_path),
+        "--checkpoint",
+        str(MODELS / "qwen3.6-35b-a3b-fp8"),
+        "--json",
+    )
+    error = json.loads(proc.stdout)["error"]
+    assert proc.returncode == 2 and "--card" not in error["message"], error
+    assert error["message"] == (
+        f"profile v100 ({tmp_path / 'v100.yaml'}): match.gpu_name 'Tesla V100-SXM2-32GB': "
+        "not a card deploytool knows"
+    )
+    assert "known cards: " in error["hint"]

@@ -36,7 +36,6 @@ class BesideItem:
     bytes: float
     source: str  # SGLANG_RULE, MEASURED or ESTIMATE
     where: str  # the SGLang path, the measured table, or how it is estimated
-    grows_with_pool: bool = False  # recomputed at each fraction (the draft's pool, the allocator's lists)
 
     def as_dict(self) -> dict:
         return {

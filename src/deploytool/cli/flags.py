@@ -23,6 +23,10 @@ FLAG_OF_FIELD: dict[str, str] = {
     "retention": "--retention",
     "tolerations": "--toleration",
     "wheelhouse": "--wheelhouse",
+    # plan-memory (and tune's --card)
+    "card": "--card",
+    "patches": "--patches",
+    "sets": "--set",
 }
 
 

@@ -34,7 +34,9 @@ def reported_memory(server_info: dict[str, Any] | None) -> dict[str, Any]:
     """What the server says about its pools (each None when absent)."""
     info = server_info or {}
     states = [s for s in info.get("internal_states") or [] if isinstance(s, dict)]
-    usage = next((s["memory_usage"] for s in states if isinstance(s.get("memory_usage"), dict)), {})
+    usage: dict[str, Any] = next(
+        (s["memory_usage"] for s in states if isinstance(s.get("memory_usage"), dict)), {}
+    )
     running = info.get("max_running_requests")
     if running is None:
         running = next(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import FieldError, ProfileError, UsageError
 from ..host.gpus import GpuInfo
 from ..profiles import Profile
 
@@ -102,8 +102,10 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
         # the profile may name an edition (Server, Max-Q) of a card the table holds
         full = next((k for k in CARD_TABLE if k.split(" Blackwell")[0] == full.split(" Blackwell")[0]), full)
     if full not in CARD_TABLE:
-        raise UsageError(
-            f"--card {name}: not a card deploytool knows",
+        raise FieldError(
+            "card",
+            "not a card deploytool knows",
+            value=name,
             hint=f"known cards: {', '.join(card_names())}; or use --gpu UUID on the machine",
         )
     mib, bus, clock, power = CARD_TABLE[full]
@@ -117,6 +119,17 @@ def card_from_table(name: str, *, count: int = 1) -> Card:
         source="table",
         compute_capability=COMPUTE_CAPABILITY.get(full),
     )
+
+
+def profile_card(profile: Profile) -> Card:
+    """The card the profile is made for, from the table: its first match.gpu_name, match.gpu_count
+    of them. A name the table lacks is the profile's field, not a flag the person gave."""
+    name = profile.match.gpu_name[0]
+    try:
+        return card_from_table(name, count=profile.match.gpu_count)
+    except FieldError as exc:
+        where = f"profile {profile.name}" + (f" ({profile.source})" if profile.source else "")
+        raise ProfileError(f"{where}: match.gpu_name {name!r}: {exc.problem}", hint=exc.hint) from None
 
 
 def card_from_gpu(gpu: GpuInfo, *, count: int = 1) -> Card:
@@ -148,6 +161,4 @@ def slot_card(slot: Any, profile: Profile, inventory: Any = None) -> Card | None
         inventory = inventory or read_inventory()
         gpu = None if inventory.error else inventory.by_uuid(slot.gpus[0])
         return card_from_gpu(gpu, count=len(slot.gpus)) if gpu is not None else None
-    if profile.match.gpu_name:
-        return card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-    return None
+    return profile_card(profile) if profile.match.gpu_name else None

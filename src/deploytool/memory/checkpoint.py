@@ -187,17 +187,11 @@ def read_checkpoint(folder: Path) -> ModelShape:
             f"{config_path}: no config.json in the checkpoint folder",
             hint="point model.host_path at the folder that holds the model's config.json",
         )
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{config_path}: not readable JSON ({exc})") from None
+    config = _json_object(config_path)
     # ModelOpt writes its quantization beside config.json; SGLang reads either.
     extra = folder / "hf_quant_config.json"
     if extra.is_file() and not config.get("quantization_config"):
-        try:
-            config["quantization_config"] = json.loads(extra.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{extra}: not readable JSON ({exc})") from None
+        config["quantization_config"] = _json_object(extra)
     shape = shape_from_config(config, source=str(config_path))
     shape.weight_bytes, shape.weight_source = read_weight_bytes(folder)
     if shape.weight_bytes is None:
@@ -211,14 +205,27 @@ def read_weight_bytes(folder: Path) -> tuple[int | None, str | None]:
     (None, None)."""
     index = folder / "model.safetensors.index.json"
     if index.is_file():
-        try:
-            total = json.loads(index.read_text()).get("metadata", {}).get("total_size")
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{index}: not readable JSON ({exc})") from None
+        metadata = _json_object(index).get("metadata")
+        total = metadata.get("total_size") if isinstance(metadata, dict) else None
         if isinstance(total, int) and total > 0:
             return total, "index"
     files = sorted(folder.glob("*.safetensors"))
     return (sum(f.stat().st_size for f in files), "files") if files else (None, None)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A checkpoint file's JSON object: the folder comes from outside, so a file that is not an
+    object (a list, a bare string) is refused here rather than failing on its first key."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"{path}: expected a JSON object, got {type(value).__name__}",
+            hint="point the planner at the checkpoint's own files (Hugging Face writes objects)",
+        )
+    return value
 
 
 def _int(cfg: dict[str, Any], key: str, default: int | None = None, *, where: str) -> int:
@@ -261,7 +268,8 @@ def derived_context_length(text: dict[str, Any]) -> tuple[int, str | None]:
 
 
 def shape_from_config(config: dict[str, Any], *, source: str = "config.json") -> ModelShape:
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else config
     archs = config.get("architectures") or text.get("architectures") or ["unknown"]
     layers = _int(text, "num_hidden_layers", where=source)
     heads = _int(text, "num_attention_heads", where=source)
@@ -284,7 +292,8 @@ def shape_from_config(config: dict[str, Any], *, source: str = "config.json") ->
         tie_word_embeddings=bool(config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         intermediate_size=text.get("intermediate_size") or 0,
     )
-    rope = text.get("rope_parameters") if isinstance(text.get("rope_parameters"), dict) else {}
+    parameters = text.get("rope_parameters")
+    rope: dict[str, Any] = parameters if isinstance(parameters, dict) else {}
     partial = text.get("partial_rotary_factor") or rope.get("partial_rotary_factor") or 1.0
     shape.max_position_embeddings = int(text.get("max_position_embeddings") or 0)
     shape.derived_context_length, shape.derived_context_key = derived_context_length(text)

@@ -64,11 +64,10 @@ def sglang_default_mem_fraction_static(
     max_running_requests: int | None = None,
     chunked_prefill_size: int | None = None,
 ) -> DefaultFraction:
-    for limit, chunk, bs_small, bs_large in _CARD_CLASSES:
-        if gpu_mem_mib < limit:
-            break
-    else:
-        chunk, bs_small, bs_large = _LARGEST
+    chunk, bs_small, bs_large = next(
+        ((chunk, small, large) for limit, chunk, small, large in _CARD_CLASSES if gpu_mem_mib < limit),
+        _LARGEST,
+    )
     chunk = chunked_prefill_size or chunk
     max_bs = bs_small if tp_size < 4 else bs_large
     if max_running_requests is not None and max_bs > max_running_requests:

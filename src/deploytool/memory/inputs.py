@@ -54,3 +54,10 @@ class PlanInputs:
     # and the patches the plan assumed, each as "name: what it changes"
     patch_effects: frozenset[str] = frozenset()
     patches: list[str] = field(default_factory=list)
+
+    @property
+    def speculative(self) -> str | None:
+        """The speculative algorithm in SGLang's capitals, None when the launch has none (unset
+        or NONE)."""
+        algo = (self.speculative_algorithm or "").upper()
+        return None if algo in ("", "NONE") else algo

@@ -126,7 +126,7 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
         unknown = [e for e in effects if e not in EFFECTS]
         if unknown:
             raise ProfileError(
-                f"{doc.where(at + ('effects',))}: patch {name}: unknown effect(s) "
+                f"{doc.where((*at, 'effects'))}: patch {name}: unknown effect(s) "
                 f"{', '.join(map(str, unknown))}",
                 hint=f"the planner knows: {', '.join(sorted(EFFECTS))}",
             )
@@ -137,13 +137,13 @@ def read_memory_effects(folder: Path, names: list[str]) -> list[PatchMemory]:
                 isinstance(c, dict) and ("env" in c) != ("arg" in c) for c in conditions
             ):
                 raise ProfileError(
-                    f"{doc.where(at + (key,))}: patch {name}: `{key}` names one `env` or one `arg` "
+                    f"{doc.where((*at, key))}: patch {name}: `{key}` names one `env` or one `arg` "
                     "(and `equals`)" + (", in a list" if key == "not_with" else "")
                 )
         why = str(entry.get("why") or "").strip()
         if not why:
             raise ProfileError(
-                f"{doc.where(at + ('why',))}: patch {name}: `why` is empty",
+                f"{doc.where((*at, 'why'))}: patch {name}: `why` is empty",
                 hint="say what the patch changes in memory, or why it changes nothing in the pools",
             )
         out.append(

@@ -34,8 +34,8 @@ from .inputs import PlanInputs
 from .linear_state import LinearState, plan_linear_state, state_bytes_per_request
 from .parallel import parallel_problems
 from .releases import PLANNER_RELEASE, rules_release
-from .upper_edge import judge, upper_edge
-from .weights import weights_on_gpu
+from .upper_edge import PoolFacts, judge, upper_edge
+from .weights import Weights, weights_on_gpu
 
 __all__ = [
     "MemoryPlan",
@@ -75,6 +75,8 @@ DEEPGEMM_BYTES = 32 * MIB
 EXPERT_MAP_ENTRY_BYTES = 8
 KV_DTYPE_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e4m3": 1, "fp8_e5m2": 1, "mxfp8": 1}
 DSA_QUANT_BLOCK = 128  # mem_cache/memory_pool.py DSATokenToKVPool.quant_block_size
+# the algorithms whose draft shares the target's pool (the cell grows by the draft's layers)
+EAGLE_LIKE = ("EAGLE", "NEXTN", "EAGLE3", "STANDALONE")
 
 
 @dataclass
@@ -154,11 +156,14 @@ def kv_cell_bytes(shape: ModelShape, *, kv_bytes: int, tp_size: int) -> tuple[in
     pool_configurator.py `_compute_cell_size`."""
     layers = len(shape.full_attention_layer_ids)
     indexer = 0
-    if shape.is_mla:
-        dim = shape.kv_lora_rank + shape.qk_rope_head_dim
+    rank, rope = shape.kv_lora_rank, shape.qk_rope_head_dim
+    if rank is not None:
+        if rope is None:  # shape_from_config reads both; a shape built by hand may lack one
+            raise ValueError(f"{shape.source}: latent (MLA) attention needs qk_rope_head_dim")
+        dim = rank + rope
         if shape.dsa_index_head_dim and kv_bytes == 1:
             # calculate_mla_kv_cache_dim, FP8 with scales: latent + its fp32 block scales + bf16 rope
-            dim = shape.kv_lora_rank + shape.kv_lora_rank // DSA_QUANT_BLOCK * 4 + shape.qk_rope_head_dim * 2
+            dim = rank + rank // DSA_QUANT_BLOCK * 4 + rope * 2
         kv = dim * layers * kv_bytes
         if shape.dsa_index_head_dim:
             # _compute_dsa_indexer_cell_size: fp8 index keys + one fp32 scale per 128, uint8 buffer
@@ -180,11 +185,11 @@ def plan_memory(
 ) -> MemoryPlan:
     """The whole prediction for one GPU of the profile (each of `tp_size` cards holds 1/tp);
     `edge`: with the upper edge (upper_edge.py), which replans the launch at other fractions."""
-    plan = _plan_pools(shape, card, inputs, profile=profile, overrides=overrides)
+    plan, pools = _plan_pools(shape, card, inputs, profile=profile, overrides=overrides)
     problems = parallel_problems(inputs, card)
     plan.problems[:0] = problems
     if edge and not problems:
-        found = upper_edge(shape, card, inputs, plan, lambda other: _plan_pools(shape, card, other))
+        found = upper_edge(shape, card, inputs, pools, lambda other: _plan_pools(shape, card, other)[1])
         plan.beside_pool = [i.as_dict() for i in found.items]
         plan.max_mem_fraction_static = found.max_fraction
         plan.upper_edge = found.as_dict()
@@ -195,6 +200,27 @@ def plan_memory(
     return plan
 
 
+@dataclass
+class _Notes:
+    """What a plan says beside its figures, gathered by its steps in their order."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Budget:
+    """The memory of one GPU before the pools: measured, after the weights and the slack."""
+
+    pre: float  # pre_model_load_memory
+    weights: Weights
+    slack: float
+    multimodal: float
+    free_before_load: float
+    rest: float  # what the weights, the slack and the multimodal reservation leave the pools
+
+
 def _plan_pools(
     shape: ModelShape,
     card: Card,
@@ -202,85 +228,40 @@ def _plan_pools(
     *,
     profile: str | None = None,
     overrides: dict[str, Any] | None = None,
-) -> MemoryPlan:
+) -> tuple[MemoryPlan, PoolFacts]:
     """The pools at the launch's fraction (the lower edge): what plan_memory says before the
-    memory beside the pool."""
+    memory beside the pool, and the exact bytes the upper edge reads. The steps: the budget the
+    weights leave, the linear-attention state out of it, the KV cell and the pool's tokens, the
+    running requests the pool allows."""
     tp = max(1, inputs.tp_size)
-    assumptions: list[str] = []
-    problems: list[str] = []
-    warnings: list[str] = []
-    pre = _pre_model_load(card, assumptions, warnings)
+    notes = _Notes()
     release, off_release = rules_release(inputs.runtime_version)
-    if off_release:
-        warnings.append(off_release)
-    if shape.weight_bytes is None:
-        raise ValueError(
-            f"{shape.source}: the checkpoint folder has no safetensors index and no "
-            "*.safetensors files, so its weight size is unknown"
-        )
-    spec_on = bool(inputs.speculative_algorithm) and inputs.speculative_algorithm.upper() != "NONE"
-    eagle = spec_on and inputs.speculative_algorithm.upper() in ("EAGLE", "NEXTN", "EAGLE3", "STANDALONE")
-    loaded = weights_on_gpu(shape, tp=tp, spec_on=spec_on, eagle=eagle, effects=set(inputs.patch_effects))
-    assumptions.extend(loaded.notes)
-    weights = loaded.target + loaded.draft
-    slack = pre * (1 - inputs.mem_fraction_static)
-    mm = inputs.vlm_cache_bytes if shape.multimodal else 0
-    # the free memory at pool sizing lacks what was allocated after pre_model_load_memory was
-    # measured; the slack does not
-    free_before_load = pre - pre_load_allocations(shape)
-    rest = free_before_load - weights - slack - mm
+    budget = _budget(shape, card, inputs, tp, notes, off_release)
     kv_name, kv_bytes = kv_dtype_bytes(shape, inputs.kv_cache_dtype)
-    draft_tokens = (inputs.speculative_num_draft_tokens or 0) if spec_on else 0
-
-    ssm_dtype = inputs.mamba_ssm_dtype or shape.mamba_ssm_dtype or "float32"
-    per_req = state_bytes_per_request(shape, ssm_dtype=ssm_dtype, tp_size=tp)
-    linear = LinearState(per_request=per_req)
-    if rest <= 0:
-        problems.append(_no_room_for_kv(pre, free_before_load, weights, inputs.mem_fraction_static))
-        rest = 0.0
-    elif per_req:
-        linear = plan_linear_state(
-            shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp
-        )
-        if linear.slots <= 0:
-            problems.append(
-                f"not enough memory for the linear-attention state: {linear.slots} slots of "
-                f"{per_req / MIB:.1f} MiB (SGLang refuses the start)"
-            )
-            linear.slots, rest = 0, 0.0
-        else:
-            rest = max(0.0, rest - linear.spec_bytes - linear.state_bytes)
-        assumptions.append(
-            f"linear-attention state in {ssm_dtype} (conv state bf16), {linear.ratio} slots per "
-            "running request (radix cache"
-            + (" with extra buffer" if linear.ratio > 3 else "")
-            + ")"
-            + (
-                f"; ReplaySSM verification: a {linear.spec_bytes / MIB:.0f} MiB replay window "
-                "instead of a state snapshot per draft token"
-                if linear.replayssm
-                else ""
-            )
-        )
-    state, spec_state = linear.state_bytes, linear.spec_bytes
-    slots, ratio = linear.slots, linear.ratio
+    eagle = inputs.speculative in EAGLE_LIKE
+    draft_tokens = (inputs.speculative_num_draft_tokens or 0) if inputs.speculative else 0
+    linear, rest = _linear_state(shape, inputs, budget, draft_tokens, tp, notes)
 
     target_cell, indexer = kv_cell_bytes(shape, kv_bytes=kv_bytes, tp_size=tp)
     cell, draft_cell = (
-        _with_draft_cell(shape, target_cell, indexer, assumptions, warnings) if eagle else (target_cell, 0)
+        _with_draft_cell(shape, target_cell, indexer, notes.assumptions, notes.warnings)
+        if eagle
+        else (target_cell, 0)
     )
+    # an MTP draft's pool outside the cell is allocated after this pool, beside it: the upper
+    # edge holds it with the rest of what is allocated there (upper_edge.py)
     tokens = _pool_tokens(rest, cell, inputs)
-    if draft_cell and tokens * draft_cell > slack:
-        problems.append(
-            f"the MTP draft's KV pool ({tokens * draft_cell / GIB:.1f} GiB, allocated after the pool "
-            f"is sized) does not fit in the {slack / GIB:.1f} GiB that mem-fraction-static leaves"
-        )
 
-    running = _max_running(tokens, inputs, slots, ratio)
+    running = _max_running(tokens, inputs, linear.slots, linear.ratio)
     context = inputs.context_length
     at_context = min(running, tokens // context) if context else running
     _check_capacity(
-        inputs, tokens=tokens, running=running, at_context=at_context, problems=problems, warnings=warnings
+        inputs,
+        tokens=tokens,
+        running=running,
+        at_context=at_context,
+        problems=notes.problems,
+        warnings=notes.warnings,
     )
     plan = MemoryPlan(
         card=card.name,
@@ -290,37 +271,111 @@ def _plan_pools(
         kv_cache_dtype=kv_name,
         mem_fraction_static=inputs.mem_fraction_static,
         context_length=context,
-        pre_model_load_gib=_gib(pre),
-        weights_gib=_gib(loaded.target),
-        draft_weights_gib=_gib(loaded.draft),
-        slack_gib=_gib(slack),
-        multimodal_reserve_gib=_gib(mm),
-        state_gib=_gib(state),
-        spec_state_gib=_gib(spec_state),
+        pre_model_load_gib=_gib(budget.pre),
+        weights_gib=_gib(budget.weights.target),
+        draft_weights_gib=_gib(budget.weights.draft),
+        slack_gib=_gib(budget.slack),
+        multimodal_reserve_gib=_gib(budget.multimodal),
+        state_gib=_gib(linear.state_bytes),
+        spec_state_gib=_gib(linear.spec_bytes),
         kv_pool_gib=_gib(tokens * cell),
         kv_bytes_per_token=target_cell,
         kv_bytes_per_token_with_draft=cell,
         draft_kv_outside_pool_gib=_gib(tokens * draft_cell),
-        free_before_load_gib=_gib(free_before_load),
-        state_bytes_per_request=per_req,
-        state_slots=slots,
-        state_slots_per_request=ratio,
+        free_before_load_gib=_gib(budget.free_before_load),
+        state_bytes_per_request=linear.per_request,
+        state_slots=linear.slots,
+        state_slots_per_request=linear.ratio,
         pool_tokens=tokens,
         max_running_requests=running,
         requests_at_full_context=at_context,
-        verdict="error" if problems else "fits",
-        problems=problems,
-        warnings=warnings,
-        assumptions=assumptions,
+        verdict="error" if notes.problems else "fits",
+        problems=notes.problems,
+        warnings=notes.warnings,
+        assumptions=notes.assumptions,
         profile=profile,
         overrides=dict(overrides or {}),
         patches=list(inputs.patches),
         sglang_version=release,
     )
-    # exact bytes for the upper edge (not a field: the JSON keeps the rounded GiB above)
-    allocated = weights + mm + tokens * cell + (state + spec_state if slots else 0)
-    plan.raw = {"pre": pre, "draft_kv": tokens * draft_cell, "free_after_pool": free_before_load - allocated}
-    return plan
+    weights = budget.weights.target + budget.weights.draft
+    state = linear.state_bytes + linear.spec_bytes if linear.slots else 0
+    allocated = weights + budget.multimodal + tokens * cell + state
+    pools = PoolFacts(
+        pool_tokens=tokens,
+        max_running_requests=running,
+        draft_kv=tokens * draft_cell,
+        free_after_pool=budget.free_before_load - allocated,
+    )
+    return plan, pools
+
+
+def _budget(
+    shape: ModelShape, card: Card, inputs: PlanInputs, tp: int, notes: _Notes, off_release: str | None
+) -> _Budget:
+    """The weights on one GPU and what they, the slack and the multimodal reservation leave of
+    the memory SGLang measures before loading."""
+    pre = _pre_model_load(card, notes.assumptions, notes.warnings)
+    if off_release:
+        notes.warnings.append(off_release)
+    if shape.weight_bytes is None:
+        raise ValueError(
+            f"{shape.source}: the checkpoint folder has no safetensors index and no "
+            "*.safetensors files, so its weight size is unknown"
+        )
+    spec = inputs.speculative
+    loaded = weights_on_gpu(
+        shape, tp=tp, spec_on=spec is not None, eagle=spec in EAGLE_LIKE, effects=set(inputs.patch_effects)
+    )
+    notes.assumptions.extend(loaded.notes)
+    slack = pre * (1 - inputs.mem_fraction_static)
+    mm = inputs.vlm_cache_bytes if shape.multimodal else 0
+    # the free memory at pool sizing lacks what was allocated after pre_model_load_memory was
+    # measured; the slack does not
+    free_before_load = pre - pre_load_allocations(shape)
+    rest = free_before_load - loaded.target - loaded.draft - slack - mm
+    return _Budget(pre, loaded, slack, mm, free_before_load, rest)
+
+
+def _linear_state(
+    shape: ModelShape, inputs: PlanInputs, budget: _Budget, draft_tokens: int, tp: int, notes: _Notes
+) -> tuple[LinearState, float]:
+    """A hybrid model's linear-attention state out of the budget, and what it leaves the KV pool
+    (0 with a problem when nothing is left)."""
+    ssm_dtype = inputs.mamba_ssm_dtype or shape.mamba_ssm_dtype or "float32"
+    per_req = state_bytes_per_request(shape, ssm_dtype=ssm_dtype, tp_size=tp)
+    rest = budget.rest
+    if rest <= 0:
+        weights = budget.weights.target + budget.weights.draft
+        notes.problems.append(
+            _no_room_for_kv(budget.pre, budget.free_before_load, weights, inputs.mem_fraction_static)
+        )
+        return LinearState(per_request=per_req), 0.0
+    if not per_req:
+        return LinearState(per_request=per_req), rest
+    linear = plan_linear_state(shape, inputs, rest=rest, per_req=per_req, draft_tokens=draft_tokens, tp=tp)
+    slots = linear.slots or 0
+    if slots <= 0:
+        notes.problems.append(
+            f"not enough memory for the linear-attention state: {linear.slots} slots of "
+            f"{per_req / MIB:.1f} MiB (SGLang refuses the start)"
+        )
+        linear.slots, rest = 0, 0.0
+    else:
+        rest = max(0.0, rest - linear.spec_bytes - linear.state_bytes)
+    notes.assumptions.append(
+        f"linear-attention state in {ssm_dtype} (conv state bf16), {linear.ratio} slots per "
+        "running request (radix cache"
+        + (" with extra buffer" if (linear.ratio or 0) > 3 else "")
+        + ")"
+        + (
+            f"; ReplaySSM verification: a {linear.spec_bytes / MIB:.0f} MiB replay window "
+            "instead of a state snapshot per draft token"
+            if linear.replayssm
+            else ""
+        )
+    )
+    return linear, rest
 
 
 def _pre_model_load(card: Card, assumptions: list[str], warnings: list[str]) -> float:

@@ -6,98 +6,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..errors import DeploytoolError, UsageError
+from ..errors import DeploytoolError, FieldError, UsageError
 from ..profiles import Profile
-from .cards import Card, card_from_gpu, card_from_table, slot_card
+from .cards import Card, card_from_gpu, card_from_table, profile_card, slot_card
 from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
-from .startup import FLAGS_READ, SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
-
-# The launch flags the planner reads (inputs_from_profile): a what-if on any other flag could
-# not change the plan, so it is refused rather than echoed over an unchanged plan.
-PLANNER_FLAGS = frozenset(
-    {
-        "context-length",
-        "mem-fraction-static",
-        "kv-cache-dtype",
-        "max-running-requests",
-        "tp-size",
-        "tensor-parallel-size",
-        "page-size",
-        "speculative-algorithm",
-        "speculative-num-draft-tokens",
-        "mamba-ssm-dtype",
-        "max-total-tokens",
-        "max-mamba-cache-size",
-        "mamba-full-memory-ratio",
-        "disable-radix-cache",
-        "disable-overlap-schedule",
-        "mamba-radix-cache-strategy",
-        "linear-attn-backend",
-        "enable-linear-replayssm-spec",
-        "linear-replayssm-cache-len",
-        # what sizes the memory beside the pool, and the parallel sizes checked against the cards
-        "chunked-prefill-size",
-        "cuda-graph-max-bs",
-        "disable-cuda-graph",
-        "speculative-num-steps",
-        "pp-size",
-        "pipeline-parallel-size",
-        "dp-size",
-        "data-parallel-size",
-        "ep-size",
-        "expert-parallel-size",
-        "enable-dp-attention",
-    }
-)
-
-
-def check_sets(overrides: dict[str, Any], patches: list[PatchMemory] = (), launch: Any = ()) -> None:
-    """Refuse a what-if on a flag the plan does not read (a typo most often), with the close
-    names; a flag a patch's effect is conditioned on counts as read, and so does one the
-    profile's own launch sets (undoing or changing it is the launch the person asks about)."""
-    import difflib
-
-    known = (
-        PLANNER_FLAGS
-        | FLAGS_READ
-        | {p.when["arg"] for p in patches if "arg" in p.when}
-        | {str(k).lstrip("-") for k in launch}
-    )
-    unknown = [key for key in overrides if key not in known]
-    if not unknown:
-        return
-    key = unknown[0]
-    close = difflib.get_close_matches(key, sorted(known), n=3, cutoff=0.6)
-    fix = (
-        f"did you mean {' or '.join('--set ' + c + '=' for c in close)}?"
-        if close
-        else "the flags it reads: " + ", ".join(sorted(known))
-    )
-    raise UsageError(
-        f"--set {key}: the memory plan reads no such flag, so this what-if would change nothing"
-        + (f" (also unknown: {', '.join(unknown[1:])})" if unknown[1:] else ""),
-        hint=fix + "; `deploytool profiles check` checks a launch flag against SGLang's own parser",
-    )
-
-
-def parse_sets(pairs: list[str] | None) -> dict[str, Any]:
-    """--set KEY=VALUE (SGLang's flag names, with or without the leading --): values are read
-    as YAML scalars, so 0.90 is a number, true a flag and fp8_e4m3 text."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        key = key.strip().lstrip("-")
-        if not sep or not key:
-            raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set mem-fraction-static=0.90")
-        out[key.replace("_", "-")] = yaml.safe_load(value) if value.strip() else None
-    return out
+from .startup import SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
+from .what_if import check_sets, parse_patches, parse_sets
 
 
 def checkpoint_folder(profile: Profile) -> Path | None:
@@ -109,10 +29,8 @@ def checkpoint_folder(profile: Profile) -> Path | None:
     if profile.model.hub:
         from ..release.weights import ModelMissing, check_model, plan_model
 
-        try:
+        with contextlib.suppress(ModelMissing):  # not in the cache: nothing to read here
             snapshot = check_model(plan_model(profile)).checkpoint_folder()
-        except ModelMissing:  # not in the cache: nothing to read here
-            pass
     return readable_config(profile, snapshot)
 
 
@@ -163,8 +81,9 @@ def assumed_patches(profile: Profile, names: list[str] | None = None) -> list[Pa
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             known = sorted(p.name for p in folder.glob("*.patch")) if folder.is_dir() else []
-            raise UsageError(
-                f"--patches: {', '.join(missing)} not in {folder}",
+            raise FieldError(
+                "patches",
+                f"{', '.join(missing)} not in {folder}",
                 hint="known: " + (", ".join(known) or "none") + "; or `none`, or `series`",
             )
     return read_memory_effects(folder, list(names))
@@ -254,7 +173,7 @@ def resolve_card(
         )
         uuids = [u.strip() for u in gpu.split(",") if u.strip()]
         found = [inventory.by_uuid(u) for u in uuids]
-        for uuid, got in zip(uuids, found):
+        for uuid, got in zip(uuids, found, strict=True):
             if got is None:
                 known = ", ".join(g.uuid for g in inventory.gpus) or "none"
                 raise UsageError(
@@ -265,9 +184,10 @@ def resolve_card(
         name, sep, number = card.rpartition(":")
         if sep:
             if not number.isdigit() or int(number) < 1:
-                raise UsageError(
-                    f"--card {card}: expected NAME or NAME:COUNT with a whole number of cards, "
-                    "e.g. --card h200:2"
+                raise FieldError(
+                    "card",
+                    "expected NAME or NAME:COUNT with a whole number of cards, e.g. --card h200:2",
+                    value=card,
                 )
             return card_from_table(name, count=int(number))
         return card_from_table(card, count=count)
@@ -276,7 +196,7 @@ def resolve_card(
             f"profile {profile.name} names no card (match.gpu_name)",
             hint="say which with --card NAME or --gpu UUID",
         )
-    return card_from_table(profile.match.gpu_name[0], count=count)
+    return profile_card(profile)
 
 
 def plan_for_profile(
@@ -416,22 +336,6 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def parse_patches(value: str | None) -> list[str] | None:
-    """--patches: None (the profile's own), `none`, `series` (the whole series file) or names."""
-    if value is None:
-        return None
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    if names == ["none"]:
-        return []
-    if names == ["series"]:
-        return None
-    if not names or "none" in names or "series" in names:
-        raise UsageError(
-            f"--patches {value!r}: expected `none`, `series` or patch file names separated by commas"
-        )
-    return names
-
-
 def plan_memory_command(
     profile_name: str,
     *,
@@ -485,11 +389,7 @@ def plan_next_to_server(
         card = (
             slot_card(slot, profile)
             if slot is not None
-            else (
-                card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
-                if profile.match.gpu_name
-                else None
-            )
+            else (profile_card(profile) if profile.match.gpu_name else None)
         )
         if card is None:
             return {"error": "no card to plan for"}
@@ -516,7 +416,7 @@ def memory_fit(
         )
         return {"verdict": "unknown", "why": f"no checkpoint config {where}"}
     try:
-        card = card or card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        card = card or profile_card(profile)
         plan = plan_for_profile(profile, card, shape=read_checkpoint(folder))
     except DeploytoolError as exc:
         return {"verdict": "unknown", "why": exc.message}

@@ -158,7 +158,8 @@ def kv_dtype_notes(args: dict[str, Any], compute_capability: str | None) -> list
     if dtype not in ("mxfp8", "nvfp4", "fp4_mx_block16"):
         return []
     notes: list[StartupNote] = []
-    major = int(str(compute_capability).split(".")[0]) if compute_capability else None
+    major = int(compute_capability.split(".")[0]) if compute_capability else None
+    sm = compute_capability.replace(".", "") if compute_capability else None
     where = "server_args.py _handle_mxfp8_kv_cache_compatibility / _handle_kv4_compatibility"
     if dtype == "mxfp8" and major is not None and major < 10:
         notes.append(
@@ -167,8 +168,7 @@ def kv_dtype_notes(args: dict[str, Any], compute_capability: str | None) -> list
                 "--kv-cache-dtype",
                 dtype,
                 None,
-                f"the card is sm{compute_capability.replace('.', '')}, "
-                "the FA4 MXFP8 attention path needs SM100+ (Blackwell)",
+                f"the card is sm{sm}, the FA4 MXFP8 attention path needs SM100+ (Blackwell)",
                 "use fp8_e4m3 (or bf16) on this card",
                 "ValueError: --kv-cache-dtype mxfp8 requires an SM100+ (Blackwell) "
                 "GPU for the block-scaled operands used by the FA4 MXFP8 attention path.",
@@ -182,8 +182,7 @@ def kv_dtype_notes(args: dict[str, Any], compute_capability: str | None) -> list
                 "--kv-cache-dtype",
                 dtype,
                 None,
-                f"the card is sm{compute_capability.replace('.', '')}, "
-                "NVFP4 KV needs Blackwell SM100 or SM120",
+                f"the card is sm{sm}, NVFP4 KV needs Blackwell SM100 or SM120",
                 "use fp4_mx_block16 (the block-size-16 FP4 recipe) or fp8_e4m3",
                 "RuntimeError: --kv-cache-dtype=nvfp4 requires Blackwell SM100 or SM120. Use "
                 "--kv-cache-dtype=fp4_mx_block16 for the block-size-16 FP4 recipe.",

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import DeploytoolError
 from ..image import flagcheck
 from ..profiles import Profile
-from .cards import card_from_table
+from .cards import profile_card
 from .checkpoint import read_checkpoint
 from .profile_plan import StartupRefused, plan_for_profile
 
@@ -47,7 +47,7 @@ def check_with_checkpoint(
         )
         return result
     try:
-        card = card_from_table(profile.match.gpu_name[0], count=profile.match.gpu_count)
+        card = profile_card(profile)
         plan = plan_for_profile(profile, card, shape=read_checkpoint(checkpoint))
         result.notes = plan.startup
     except StartupRefused as exc:

@@ -38,16 +38,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from ..edge_rule import ESTIMATE, MEASURED, SGLANG_RULE, BesideItem, decode_capture_sizes, highest_fraction
 from .cards import GIB, MIB, Card
 from .checkpoint import ModelShape
 from .default_fraction import sglang_default_mem_fraction_static
 from .inputs import PlanInputs
-
-# a plan.MemoryPlan (not imported: plan.py calls this module); `raw` holds its exact bytes
-MemoryPlan = Any
 
 TABLE = "docs/measured/h200-upper-edge.md"
 # the token allocator's free list: one int64 per page of the pool, allocated with the pool
@@ -67,6 +63,17 @@ LOGIT_BYTES = 4
 CHUNK_PER_WIDTH = 2 * 8
 # what the caching allocator cannot hand out whole (rounding, the blocks it splits): an estimate
 MARGIN_BYTES = 256 * MIB
+
+
+@dataclass(frozen=True)
+class PoolFacts:
+    """What the edge reads of the pools planned at one fraction: the exact bytes (the plan's
+    JSON keeps rounded GiB) and the pool's size."""
+
+    pool_tokens: int
+    max_running_requests: int
+    draft_kv: float  # an MTP draft's KV pool, allocated after the pool (0: none)
+    free_after_pool: float  # free once the pool (weights, KV, state) is allocated
 
 
 @dataclass
@@ -121,52 +128,67 @@ def chunk_size(shape: ModelShape, card: Card, inputs: PlanInputs) -> int:
     )
 
 
-def _spec(inputs: PlanInputs) -> bool:
-    return bool(inputs.speculative_algorithm) and inputs.speculative_algorithm.upper() != "NONE"
-
-
 def graph_bytes(sizes: list[int], tokens_per_req: int, vocab: int) -> float:
     """One graph runner: a graph per captured size, and the largest size's logits."""
     return GRAPH_PER_SIZE * len(sizes) + max(sizes, default=0) * tokens_per_req * vocab * LOGIT_BYTES
 
 
-def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: MemoryPlan) -> list[BesideItem]:
-    """What this launch allocates beside the pool at the plan's fraction, per GPU."""
+@dataclass(frozen=True)
+class Beside:
+    """The items beside the pool by when the start allocates them, in that order."""
+
+    with_pool: list[BesideItem]  # by SGLang's "Memory pool end": the draft's pool, the free list
+    at_capture: list[BesideItem]  # by its ready line: the workspace and the CUDA graphs
+    later: list[BesideItem]  # while it serves: a chunk's activations, NCCL's buffers, the margin
+
+    @property
+    def items(self) -> list[BesideItem]:
+        return [*self.with_pool, *self.at_capture, *self.later]
+
+
+def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolFacts) -> Beside:
+    """What this launch allocates beside the pool at the pools' fraction, per GPU."""
+    return Beside(
+        _with_pool(inputs, pools), _at_capture(shape, card, inputs, pools), _later(shape, card, inputs)
+    )
+
+
+def _with_pool(inputs: PlanInputs, pools: PoolFacts) -> list[BesideItem]:
     items: list[BesideItem] = []
-    raw = plan.raw
-    if raw["draft_kv"]:
+    if pools.draft_kv:
         items.append(
             BesideItem(
                 "the MTP draft's KV pool (allocated after the pool)",
-                raw["draft_kv"],
+                pools.draft_kv,
                 SGLANG_RULE,
                 "pool_configurator.py _compute_cell_size; spec_aux_hidden_state.py",
-                True,
             )
         )
-    pages = plan.pool_tokens // max(1, inputs.page_size)
+    pages = pools.pool_tokens // max(1, inputs.page_size)
     items.append(
         BesideItem(
             f"the token allocator's free list ({pages:,} pages x 8 B)",
             pages * FREE_LIST_BYTES,
             SGLANG_RULE,
             "mem_cache/allocator/token.py, paged.py clear(): torch.arange(...) int64",
-            True,
         )
     )
-    items.append(
+    return items
+
+
+def _at_capture(shape: ModelShape, card: Card, inputs: PlanInputs, pools: PoolFacts) -> list[BesideItem]:
+    items = [
         BesideItem(
-            f"workspace after the pool ({plan.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
+            f"workspace after the pool ({pools.pool_tokens:,} tokens x {WORKSPACE_PER_TOKEN:.0f} B "
             f"+ {WORKSPACE_BYTES // MIB} MiB)",
-            WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * plan.pool_tokens,
+            WORKSPACE_BYTES + WORKSPACE_PER_TOKEN * pools.pool_tokens,
             MEASURED,
             TABLE,
-            True,
         )
-    )
-    limit = graph_limit(shape, card, inputs, plan.max_running_requests)
+    ]
+    limit = graph_limit(shape, card, inputs, pools.max_running_requests)
     if limit:
-        spec = _spec(inputs)
+        spec = inputs.speculative is not None
         sizes = decode_capture_sizes(limit, speculative=spec)
         vocab = shape.vocab_size
         if spec:
@@ -180,17 +202,21 @@ def beside_items(shape: ModelShape, card: Card, inputs: PlanInputs, plan: Memory
             total = graph_bytes(sizes, 1, vocab)
             what = f"decode CUDA graphs ({len(sizes)} sizes up to {limit})"
         items.append(BesideItem(what, total, MEASURED, TABLE + " (capture lines)"))
+    return items
+
+
+def _later(shape: ModelShape, card: Card, inputs: PlanInputs) -> list[BesideItem]:
     chunk = chunk_size(shape, card, inputs)
     tp = max(1, inputs.tp_size)
     width = shape.hidden_size + _mlp_width(shape) // tp
-    items.append(
+    items = [
         BesideItem(
             f"activations of a {chunk:,}-token chunk",
             chunk * width * CHUNK_PER_WIDTH,
             ESTIMATE,
             "hidden + MLP width per token x 16 B (bf16, a few live copies)",
         )
-    )
+    ]
     if tp * max(1, inputs.pp_size) > 1:
         items.append(
             BesideItem(
@@ -237,25 +263,26 @@ def upper_edge(
     shape: ModelShape,
     card: Card,
     inputs: PlanInputs,
-    plan: MemoryPlan,
-    replan: Callable[[PlanInputs], MemoryPlan],
+    pools: PoolFacts,
+    replan: Callable[[PlanInputs], PoolFacts],
 ) -> UpperEdge:
-    """The items at the plan's fraction and the highest fraction whose rest holds them (each
+    """The items at the launch's fraction and the highest fraction whose rest holds them (each
     fraction replanned: the draft's pool and the workspace grow with the pool)."""
-    items = beside_items(shape, card, inputs, plan)
+    beside = beside_items(shape, card, inputs, pools)
+    items = beside.items
     elsewhere = calibrated_for(shape, card, inputs)  # the measured figures do not carry over
     estimates = [i.what for i in items if i.source == ESTIMATE]
     why = elsewhere + ([f"not measured on a real start: {', '.join(estimates)}"] if estimates else [])
 
     # both searches below visit the same fractions: each is planned, and its items listed, once
     planned: dict[float, tuple[float, list[BesideItem]]] = {
-        inputs.mem_fraction_static: (plan.raw["free_after_pool"], items)
+        inputs.mem_fraction_static: (pools.free_after_pool, items)
     }
 
     def at(fraction: float) -> tuple[float, list[BesideItem]]:
         if fraction not in planned:
-            p = replan(replace(inputs, mem_fraction_static=fraction))
-            planned[fraction] = (p.raw["free_after_pool"], beside_items(shape, card, inputs, p))
+            other = replan(replace(inputs, mem_fraction_static=fraction))
+            planned[fraction] = (other.free_after_pool, beside_items(shape, card, inputs, other).items)
         return planned[fraction]
 
     def left(fraction: float, doubled: bool) -> float:
@@ -268,19 +295,17 @@ def upper_edge(
 
     top = highest_fraction(lambda f: left(f, False))
     sure = highest_fraction(lambda f: left(f, True)) if why else top
-    draft = sum(
-        i.bytes for i in items if i.what.startswith(("the MTP draft's KV pool", "the token allocator"))
-    )
-    captured = sum(i.bytes for i in items if i.what.startswith(("workspace", "decode CUDA", "CUDA graphs")))
-    free = plan.raw["free_after_pool"]
+    with_pool = sum(i.bytes for i in beside.with_pool)
+    captured = sum(i.bytes for i in beside.at_capture)
+    free = pools.free_after_pool
     return UpperEdge(
         items=items,
         max_fraction=top,
         sure_fraction=sure,
         calibrated=not why,
         notes=why,
-        free_after_pool=free - draft,
-        free_after_capture=free - draft - captured,
+        free_after_pool=free - with_pool,
+        free_after_capture=free - with_pool - captured,
     )
 
 

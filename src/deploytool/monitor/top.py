@@ -267,7 +267,7 @@ class Top:
             await self.clients.pop(gone).aclose()
         rows = []
         seen = set()
-        for target, now in zip(targets, scrapes):
+        for target, now in zip(targets, scrapes, strict=True):
             key = (target.name, target.release)
             seen.add(key)
             before = self.last.get(key, Scrape(now.at, None, "the first scrape: rates from the next round"))
@@ -281,9 +281,9 @@ class Top:
                 history[k].append(f.get(k))
             broken = [g.key for g in target.gates if g.broken(f.get(g.key))]
             rows.append(Row(target, f, broken, {k: list(v) for k, v in history.items()}))
-        for gone in set(self.last) - seen:  # a release cut over from, or stopped: its history ends
-            self.last.pop(gone, None)
-            self.history.pop(gone, None)
+        for ended in set(self.last) - seen:  # a release cut over from, or stopped: its history ends
+            self.last.pop(ended, None)
+            self.history.pop(ended, None)
         return Round(rows, self.read_gpus(), time.time())
 
 

@@ -141,10 +141,8 @@ def live(top: Top, console: Any, interval: float, rounds: int | None = None) -> 
         finally:
             await top.aclose()
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # how one leaves a live view: not an error
         asyncio.run(loop())
-    except KeyboardInterrupt:  # how one leaves a live view: not an error
-        pass
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ import os
 import re
 import shlex
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..resources import resource
@@ -232,7 +233,7 @@ def key_word(item: object) -> str | None:
 
 
 def launch_argv_problems(
-    command: list[str], args: dict[str, object], env: dict[str, str] | None = None
+    command: list[str], args: Mapping[str, object], env: Mapping[str, str] | None = None
 ) -> list[Problem]:
     """One rule over a release's final launch argv: every word of its command, then its flags
     (server.args and those the model source adds), then the words of its environment values (a
@@ -250,7 +251,7 @@ def launch_argv_problems(
 
 
 def flag_problems(
-    args: dict[str, object], where: tuple[str, ...], *, searched: bool = False
+    args: Mapping[str, object], where: tuple[str, ...], *, searched: bool = False
 ) -> list[Problem]:
     """The key rule over flags given as a mapping (server.args; with `searched`, tune.flags, whose
     values are the lists a search tries): a key flag as a name, or a flag among the values."""

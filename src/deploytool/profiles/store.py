@@ -135,7 +135,7 @@ class ProfileStore:
         current: str | None = name
         while current is not None:
             if current in seen:
-                cycle = " -> ".join(seen + [current])
+                cycle = " -> ".join([*seen, current])
                 raise ProfileError(
                     f"{self._raw[seen[-1]].doc.where(('extends',))}: 'extends' makes a cycle: {cycle}"
                 )

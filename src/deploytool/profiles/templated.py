@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import Any
 
 from .schema import Profile
@@ -97,18 +98,18 @@ def _control(text: str) -> str | None:
     return None
 
 
-def _texts(value: Any, loc: tuple[Any, ...]):
+def _texts(value: Any, loc: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str, bool]]:
     """(location, text, is a key) of every text in `value`, keys included."""
     if isinstance(value, str):
         yield loc, value, False
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):
-                yield loc + (key,), key, True
-            yield from _texts(item, loc + (key,))
+                yield (*loc, key), key, True
+            yield from _texts(item, (*loc, key))
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _texts(item, loc + (i,))
+            yield from _texts(item, (*loc, i))
 
 
 def _shape(loc: tuple[Any, ...], is_key: bool) -> tuple[str, str] | None:
@@ -116,7 +117,7 @@ def _shape(loc: tuple[Any, ...], is_key: bool) -> tuple[str, str] | None:
         wanted = pattern[:-1] if pattern[-1] == "key" else pattern
         if (pattern[-1] == "key") != is_key or len(wanted) != len(loc):
             continue
-        if all(w == "*" or w == str(part) for w, part in zip(wanted, loc)):
+        if all(w == "*" or w == str(part) for w, part in zip(wanted, loc, strict=True)):
             return shape
     return None
 

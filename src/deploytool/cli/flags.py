@@ -10,7 +10,12 @@ from ..errors import FieldError
 
 # field -> the flag that sets it. A field filled by different flags on different commands would
 # need its command in the key; none is yet, and the test would show it.
-FLAG_OF_FIELD: dict[str, str] = {}
+FLAG_OF_FIELD: dict[str, str] = {
+    # rollout
+    "all_gpus": "--all-gpus",
+    "canary_qualify": "--canary-qualify",
+    "max_unavailable": "--max-unavailable",
+}
 
 
 def flag_message(error: FieldError) -> str:

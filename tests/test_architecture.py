@@ -351,7 +351,6 @@ SPLIT_PENDING_MODULES: set[str] = {
     "profiles/schema.py",
 }
 SPLIT_PENDING_FUNCTIONS: set[str] = {
-    "cli/bench_cmds.py:compare_command",
     "cli/build_cmds.py:build_command",
     "cli/profiles_cmds.py:profiles_list",
     "cli/qualify_cmds.py:qualify_command",

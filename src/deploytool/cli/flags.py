@@ -11,6 +11,8 @@ from ..errors import FieldError
 # field -> the flag that sets it. A field filled by different flags on different commands would
 # need its command in the key; none is yet, and the test would show it.
 FLAG_OF_FIELD: dict[str, str] = {
+    # bench, compare --interleave
+    "workload": "--workload",
     # rollout
     "all_gpus": "--all-gpus",
     "canary_qualify": "--canary-qualify",

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from deploy_facts import SIM, facts, release
 
-from deploytool.deploy.rollout_plan import RolloutOptions, plan_rollout, waves
+from deploytool.deploy.rollout_plan import RolloutRequest, plan_rollout, waves
 from deploytool.deploy.steps import Build, Qualify, Stop
 from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
-from deploytool.errors import UsageError
+from deploytool.errors import FieldError, UsageError
 from deploytool.host.slots import Slot, cpu_slot_named, slot_from_options
 from deploytool.profiles import WatchSpec
 
@@ -34,8 +34,8 @@ def slot_facts(slot: Slot, port: int, serving: int = 1):
     )
 
 
-def options(*slots: Slot, **kw) -> RolloutOptions:
-    return RolloutOptions(profile_name="sim", slots=list(slots), **kw)
+def options(*slots: Slot, **kw) -> RolloutRequest:
+    return RolloutRequest(profile_name="sim", slots=slots, **kw)
 
 
 def test_named_cpu_slots_are_distinct_slots_with_their_own_names():
@@ -94,10 +94,6 @@ def test_waves_take_the_canary_alone_then_max_unavailable_at_a_time():
     [
         (lambda: ([slot_facts(A, 1), slot_facts(B, 1)], options(A, B)), "same port 1"),
         (lambda: ([slot_facts(A, 1), facts(slot=B)], options(A, B)), "has no release yet"),
-        (
-            lambda: ([slot_facts(A, 1), slot_facts(B, 2)], options(A, B, max_unavailable=0)),
-            "--max-unavailable 0",
-        ),
         (lambda: ([], options()), "say which slots"),
         (lambda: ([slot_facts(A, 1), slot_facts(A, 2)], options(A, A)), "named twice"),
         (
@@ -110,6 +106,19 @@ def test_bad_rollouts_are_refused_in_planning(make, message):
     gathered, opts = make()
     with pytest.raises(UsageError, match=message):
         plan_rollout(gathered, SIM, opts, rollout_id="r")
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("max_unavailable", 0, "max_unavailable 0: at least 1 slot is taken out at a time"),
+        ("canary_qualify", "all", "canary_qualify 'all': expected full or quick"),
+    ],
+)
+def test_a_bad_request_is_refused_where_it_is_built_naming_its_field(field, value, message):
+    with pytest.raises(FieldError) as refused:
+        options(A, B, **{field: value})
+    assert refused.value.field == field and str(refused.value) == message
 
 
 def test_every_slot_out_at_once_is_said():

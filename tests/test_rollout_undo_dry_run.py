@@ -7,14 +7,14 @@ import json
 
 from conftest import run_cli
 
-from deploytool.deploy.rollout_plan import RolloutOptions
+from deploytool.deploy.rollout_plan import RolloutRequest
 from deploytool.host.slots import cpu_slot_named
 from deploytool.release.state import SlotPointers, journal, read_pointers, write_pointers
 
 
 def test_undo_dry_run_names_each_slots_roll_back() -> None:
     slots = [cpu_slot_named(n) for n in ("a", "b", "c")]
-    options = RolloutOptions(profile_name="sim-v2", slots=slots)
+    options = RolloutRequest(profile_name="sim-v2", slots=tuple(slots))
     # as a rollout journals it: cpu-a and cpu-b upgraded to release 2; cpu-b since moved on to 3 by hand
     journal("rollout.start", rollout="r1", options=options.to_json(), image="img", done=[])
     for name in ("cpu-a", "cpu-b"):

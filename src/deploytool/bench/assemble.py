@@ -12,7 +12,7 @@ from . import stats
 from .context import BenchContext
 from .environment import describe_environment
 from .figures import merge_passes
-from .results import SCHEMA, BenchRun, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
+from .results import SCHEMA, BenchRun, Better, CacheCheck, Figure, GroupSummary, RequestRecord, SweepPoint
 
 # Cached prompt tokens the cache check always tolerates besides max_cached_fraction: the chat
 # template's opening (role markers, a system preamble) is the same in every prompt, and a
@@ -32,7 +32,9 @@ def assemble_run(runner: BenchContext) -> BenchRun:
     server_figures = server_side_figures(runner.after, runner.metric_peaks, mw.combine(counted))
     figures = merge_passes(runner.pass_figures)
     if sweep:
-        best = max((p for p in sweep if p.per_gpu_tps is not None), key=lambda p: p.per_gpu_tps, default=None)
+        best = max(
+            (p for p in sweep if p.per_gpu_tps is not None), key=lambda p: p.per_gpu_tps or 0.0, default=None
+        )
         if best is not None:
             figures.append(
                 Figure(
@@ -46,7 +48,7 @@ def assemble_run(runner: BenchContext) -> BenchRun:
                 )
             )
     for key, value in server_figures.items():
-        better = "higher" if key == "spec_accept_length" else "neither"
+        better: Better = "higher" if key == "spec_accept_length" else "neither"
         label = key.removesuffix("_peak").replace("_", " ") + (
             ", highest sample" if key.endswith("_peak") else ""
         )
@@ -108,13 +110,13 @@ def _windows(runner: BenchContext) -> tuple[list[mw.Window], list[mw.Window]]:
     """The counter windows of the valid phases: those that must find a cold cache (no conversation
     resends an earlier turn), and all of them."""
     later_turns = {(r.group, r.repeat) for r in runner.records if r.turn not in (None, 0)}
-    valid = [(g, w) for g, w in zip(runner.groups, runner.windows) if not g.contaminated]
+    valid = [(g, w) for g, w in zip(runner.groups, runner.windows, strict=True) if not g.contaminated]
     return [w for g, w in valid if (g.name, g.repeat) not in later_turns], [w for _, w in valid]
 
 
 def _by_name(runner: BenchContext) -> dict[str, mw.Window]:
     names: dict[str, list[mw.Window]] = {}
-    for g, w in zip(runner.groups, runner.windows):
+    for g, w in zip(runner.groups, runner.windows, strict=True):
         if not g.contaminated:
             names.setdefault(g.name, []).append(w)
     return {name: combined for name, ws in names.items() if (combined := mw.combine(ws)) is not None}
@@ -151,13 +153,10 @@ def sweep_points(groups: list[GroupSummary], records: list[RequestRecord], gpus:
             )
         )
     for curve in {p.curve for p in points}:
-        idx = [
-            i
-            for i, p in enumerate(points)
-            if p.curve == curve and p.per_user_tps is not None and p.per_gpu_tps is not None
-        ]
-        for k in stats.pareto_front([(points[i].per_user_tps, points[i].per_gpu_tps) for i in idx]):
-            points[idx[k]].on_front = True
+        on_curve = [(i, p.per_user_tps, p.per_gpu_tps) for i, p in enumerate(points) if p.curve == curve]
+        measured = [(i, user, gpu) for i, user, gpu in on_curve if user is not None and gpu is not None]
+        for k in stats.pareto_front([(user, gpu) for _, user, gpu in measured]):
+            points[measured[k][0]].on_front = True
     return points
 
 
@@ -178,7 +177,9 @@ def cache_check(
     ]
     # A hit: more than the fraction AND more than the fixed allowance (a chat template's opening).
     hits = sum(
-        1 for r, f in zip(reported, fractions) if f > allowed and (r.cached_tokens or 0) > allowed_tokens
+        1
+        for r, f in zip(reported, fractions, strict=True)
+        if f > allowed and (r.cached_tokens or 0) > allowed_tokens
     )
     worst = max(fractions)
     ok = hits == 0
@@ -206,7 +207,7 @@ def _cache_check_from_counters(
     done: list[RequestRecord], allowed: float, allowed_tokens: int, window: mw.Window | None
 ) -> CacheCheck:
     share = None if window is None else window.cached_share
-    if share is None:
+    if window is None or share is None:
         why = (
             window.why
             if window is not None and window.why
@@ -227,16 +228,16 @@ def _cache_check_from_counters(
                 "enable-metrics: true (counters)"
             ),
         )
-    cached = window.cached_tokens or 0.0  # type: ignore[union-attr]
+    cached = window.cached_tokens or 0.0
     # the per-request allowance (a chat template's opening), over the requests the window counted
-    requests = window.deltas.get(mw.REQUESTS) or len(done)  # type: ignore[union-attr]
+    requests = window.deltas.get(mw.REQUESTS) or len(done)
     ok = share <= allowed or cached <= allowed_tokens * max(1, requests)
     message = (
-        f"cached prompt tokens stayed near zero ({share:.1%} of {window.prompt_tokens:.0f} prompt tokens "  # type: ignore[union-attr]
+        f"cached prompt tokens stayed near zero ({share:.1%} of {window.prompt_tokens:.0f} prompt tokens "
         "over the measured phases, from the /metrics counters)"
         if ok
         else f"{share:.1%} of the prompt tokens of the measured phases were served from the prefix cache "
-        f"({cached:.0f} of {window.prompt_tokens:.0f}, from the /metrics counters; allowed {allowed:.0%}): "  # type: ignore[union-attr]
+        f"({cached:.0f} of {window.prompt_tokens:.0f}, from the /metrics counters; allowed {allowed:.0%}): "
         "prefill and TTFT figures are optimistic"
     )
     return CacheCheck(

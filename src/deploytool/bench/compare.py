@@ -130,7 +130,7 @@ def top_rows(comparison: Comparison, i: int) -> list[Row]:
             {"key": "decode_c1_tps", "value": values[k], "samples": d.get("decode_c1_tps") or []}
             if values[k] is not None
             else None
-            for k, d in zip((0, i), dists)
+            for k, d in zip((0, i), dists, strict=True)
         )
         rows += _latency_rows(tpot_samples(after), tpot_samples(before), "TPOT", 1.0)
     for row in rows:
@@ -300,9 +300,8 @@ def _rows(runs: list[BenchRun]) -> list[ComparisonRow]:
         intervals: list[list[float] | None] = [None]
         for f in figs[1:]:
             c = change(figs[0], f) if (figs[0] is not None and f is not None and not sampled) else None
-            intervals.append(
-                [round(c.low, 4), round(c.high, 4)] if c is not None and c.has_interval else None
-            )
+            interval = c.interval if c is not None else None
+            intervals.append([round(interval[0], 4), round(interval[1], 4)] if interval else None)
         rows.append(
             ComparisonRow(
                 key=key,

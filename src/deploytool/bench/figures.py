@@ -4,14 +4,14 @@ workload's `figures` returns and what a run reports (docs/bench.md, "The figures
 from __future__ import annotations
 
 from . import stats
-from .results import Figure, GroupSummary
+from .results import Better, Figure, GroupSummary
 
 
 def figure(
     key: str,
     label: str,
     unit: str,
-    better: str,
+    better: Better,
     group: GroupSummary | None,
     samples: list[float | None] | None = None,
     value: float | None = None,
@@ -19,7 +19,7 @@ def figure(
     """One pass's figure: the median of `samples` (per-request values), or `value` (an aggregate,
     kept as a one-value sample). A contaminated group gives no value."""
     if group is not None and group.contaminated:
-        return Figure(key, label, None, unit, better, group.completed, group.failed)  # type: ignore[arg-type]
+        return Figure(key, label, None, unit, better, group.completed, group.failed)
     data = [v for v in (samples or []) if v is not None]
     if samples is not None:
         value = stats.median(data)
@@ -30,7 +30,7 @@ def figure(
         label=label,
         value=value,
         unit=unit,
-        better=better,  # type: ignore[arg-type]
+        better=better,
         completed=group.completed if group else 0,
         failed=group.failed if group else 0,
         samples=[data],

@@ -42,7 +42,7 @@ def latency_picture(sides: list[tuple[str, dict[str, Any]]], title: str) -> Pict
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 2.6))
     axes = [axes] if len(panels) == 1 else list(axes)
     words = []
-    for ax, panel in zip(axes, panels):
+    for ax, panel in zip(axes, panels, strict=True):
         runs = [(run, vals) for p, run, vals in series if p == panel and vals]
         ax.boxplot(
             [vals for _, vals in runs],

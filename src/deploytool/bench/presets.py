@@ -36,6 +36,7 @@ def build_method(
     thinking: bool | None = None,
     sweep: bool | None = None,
     profile_name: str | None = None,
+    repeats: int | None = None,
     **overrides: Any,
 ) -> BenchMethod:
     """The method for one run: preset, then the profile's `bench:` section, then the flags.
@@ -57,6 +58,8 @@ def build_method(
         settings["thinking"] = thinking
     if sweep is not None:
         settings["sweep"] = sweep
+    if repeats is not None:
+        settings["repeats"] = repeats
     settings.update(overrides)
     try:
         method = BenchMethod.model_validate(settings)

@@ -259,7 +259,7 @@ class PromptFactory:
 
     def make(self, target_tokens: int, label: str) -> Prompt:
         self._count += 1
-        nonce = "%016x" % self._rng.getrandbits(64)
+        nonce = f"{self._rng.getrandbits(64):016x}"
         # The nonce comes first: a per-token radix cache (SGLang's) would reuse a shared opening
         # such as "[bench <run id> <group> #".
         prefix = f"[{nonce} bench {self.run_id} {label} #{self._count}]"

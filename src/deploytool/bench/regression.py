@@ -36,19 +36,26 @@ class Change:
     worse_pct: float | None  # how much worse, in the figure's direction (negative: better)
 
     @property
+    def interval(self) -> tuple[float, float] | None:
+        """(low, high) of the ratio, when both ends were measured."""
+        return (self.low, self.high) if self.low is not None and self.high is not None else None
+
+    @property
     def has_interval(self) -> bool:
-        return self.low is not None and self.high is not None
+        return self.interval is not None
 
     @property
     def no_difference(self) -> bool:
-        return self.has_interval and self.low <= 1.0 <= self.high  # type: ignore[operator]
+        interval = self.interval
+        return interval is not None and interval[0] <= 1.0 <= interval[1]
 
     @property
     def beyond_spread_worse(self) -> bool | None:
         """The whole interval on the worse side of 1; None without an interval."""
-        if not self.has_interval:
+        if self.interval is None:
             return None
-        return self.high < 1.0 if self.better == "higher" else self.low > 1.0  # type: ignore[operator]
+        low, high = self.interval
+        return high < 1.0 if self.better == "higher" else low > 1.0
 
     def interval_text(self) -> str:
         if not self.has_interval:

@@ -3,6 +3,7 @@ self-contained report.html whose plots are inline PNGs; the same for a compariso
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +119,11 @@ def latency_plots(run: BenchRun) -> list[tuple[str, str]]:
     measured = [r for r in run.requests if r.phase != "warmup" and r.ok]
     plots: list[tuple[str, str]] = []
     groups = [g.name for g in run.groups if g.phase in _PLOT_PHASES]
-    decode = [[stats.decode_tps(r) for r in measured if r.group == g] for g in groups]
-    decode = [[v for v in vals if v is not None] for vals in decode]
+    decode = [_present(stats.decode_tps(r) for r in measured if r.group == g) for g in groups]
     if any(decode):
         plots.append(("Per-request decode tokens/s", _boxplot(groups, decode, "tokens/s per request")))
     ttft_groups = [g.name for g in run.groups]
-    ttfts = [[stats.ttft(r) for r in measured if r.group == g] for g in ttft_groups]
-    ttfts = [[v for v in vals if v is not None] for vals in ttfts]
+    ttfts = [_present(stats.ttft(r) for r in measured if r.group == g) for g in ttft_groups]
     if any(ttfts):
         plots.append(("Time to first token", _boxplot(ttft_groups, ttfts, "seconds", log=True)))
     prefill = [g for g in run.groups if g.phase == "prefill" and g.prefill_tps_median is not None]
@@ -175,7 +174,7 @@ def pareto_plot(run: BenchRun) -> str:
         color="#999",
         label="sweep point",
     )
-    front = sorted((p for p in points if p.on_front), key=lambda p: p.per_user_tps)
+    front = sorted((p for p in points if p.on_front), key=lambda p: p.per_user_tps or 0.0)
     ax.plot(
         [p.per_user_tps for p in front],
         [p.per_gpu_tps for p in front],
@@ -251,8 +250,12 @@ def comparison_plot(comparison: Comparison) -> str | None:
     return _uri(fig)
 
 
+def _present(values: Iterable[float | None]) -> list[float]:
+    return [v for v in values if v is not None]
+
+
 def _boxplot(labels: list[str], data: list[list[float]], ylabel: str, log: bool = False) -> str:
-    keep = [(lab, d) for lab, d in zip(labels, data) if d]
+    keep = [(lab, d) for lab, d in zip(labels, data, strict=True) if d]
     fig, ax = plt.subplots(figsize=(max(5, 1.1 * len(keep)), 3.4))
     ax.boxplot([d for _, d in keep], showfliers=True)
     ax.set_xticks(range(1, len(keep) + 1), [lab for lab, _ in keep], rotation=30, ha="right", fontsize=8)
@@ -323,7 +326,7 @@ def write_comparison_report(comparison: Comparison, directory: Path) -> dict[str
     picture = latency_picture(
         [
             (name, {k: {"samples": v} for k, v in d.items()})
-            for name, d in zip(names, comparison.distributions)
+            for name, d in zip(names, comparison.distributions, strict=False)
         ],
         f"Latency distributions: {', '.join(names)}",
     )

@@ -92,6 +92,10 @@ class GroupSummary:
     attempts: int = 1  # >1 when a contaminated attempt was thrown away and the phase re-run
 
 
+# Which way a figure improves: "neither" for one that describes (a server counter's reading).
+Better = Literal["higher", "lower", "neither"]
+
+
 @dataclass
 class Figure:
     """One headline number: what compare puts side by side and qualify gates on."""
@@ -100,7 +104,7 @@ class Figure:
     label: str
     value: float | None
     unit: str
-    better: Literal["higher", "lower", "neither"]
+    better: Better
     completed: int
     failed: int
     # One list per repeat of the per-request values the figure is the median of (one value per

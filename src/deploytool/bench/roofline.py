@@ -28,9 +28,11 @@ def attach_roofline(run: BenchRun, target: Any) -> None:
 
 def _roofline(run: BenchRun, target: Any) -> dict[str, Any] | None:
     profile = getattr(target, "profile", None)
-    folder = checkpoint_folder(profile) if profile is not None else None
+    if profile is None:
+        return None  # an endpoint by URL with no profile: no checkpoint, no card to say
+    folder = checkpoint_folder(profile)
     if folder is None:
-        if profile is None or profile.is_simulator:
+        if profile.is_simulator:
             return None  # nothing to say: the reference runtime loads no model
         run.notes.append(
             "no roofline: the profile's checkpoint config is not readable here (model.host_path)"

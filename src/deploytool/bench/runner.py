@@ -91,6 +91,13 @@ class BenchRunner:
                 await self.run_pass(r)
         return self.result()
 
+    @property
+    def _endpoint(self) -> EndpointClient:
+        """The session's client: a runner sends requests only inside session()."""
+        if self.client is None:
+            raise RuntimeError("BenchRunner sends requests only inside session()")
+        return self.client
+
     @asynccontextmanager
     async def session(self) -> AsyncIterator[BenchRunner]:
         m = self.method
@@ -292,7 +299,7 @@ class BenchRunner:
             await job()
 
         with _gc_paused():
-            await asyncio.gather(*(at(o, j) for o, j in zip(schedule, jobs)))
+            await asyncio.gather(*(at(o, j) for o, j in zip(schedule, jobs, strict=False)))
 
     # --- one request ------------------------------------------------------------------------
     def job(self, spec: Spec) -> Job:
@@ -325,7 +332,7 @@ class BenchRunner:
             estimated = sum(estimate_tokens(str(m.get("content") or "")) for m in messages)
         timeout = max(1.0, min(self.method.request_timeout_s, self._remaining()))
         payload = chat_payload(self.method, self.model_id, messages, spec.max_tokens)
-        result = await (self.stream or self.client).chat(payload, timeout=timeout)
+        result = await (self.stream or self._endpoint).chat(payload, timeout=timeout)
         record = request_record(spec, prefix or "", estimated, result, t0=self.t0, repeat=self.repeat)
         if timeout < self.method.request_timeout_s and (result.error or "").startswith("timed out"):
             # Its timeout was the run's remaining time, not request_timeout_s: the run's bound cut it.
@@ -353,7 +360,7 @@ class BenchRunner:
         self._sampling = True
         while self._sampling:
             await asyncio.sleep(self.method.metrics_interval_s)
-            metrics = await read_metrics(self.client, scratch, timeout=5.0) or {}
+            metrics = await read_metrics(self._endpoint, scratch, timeout=5.0) or {}
             for name, key in PEAK_GAUGES.items():
                 if name in metrics:
                     self.metric_peaks[key] = max(self.metric_peaks.get(key, 0.0), metrics[name])

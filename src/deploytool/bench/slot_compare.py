@@ -70,6 +70,30 @@ class SlotComparison:
     def row(self, key: str, thinking: str = "off") -> SlotRow | None:
         return next((r for r in self.rows if r.key == key and r.thinking == thinking), None)
 
+    def lines(self) -> list[str]:
+        """The comparison in words (what `compare` prints and keeps as slots.md): the slots and
+        their cards, the table, which differences are beyond the spread, and how it was measured."""
+        a, b = self.sides
+        out = [
+            f"the same release on two slots: {a.image} ({a.profile})"
+            if self.same_image
+            else f"two slots, two images: {a.image} ({a.profile}) and {b.image} ({b.profile})"
+        ]
+        for name, side in (("A", a), ("B", b)):
+            cards = (
+                "; ".join(f"{c['name']} {c['uuid']}, {c['power_limit_w']} W, {c['pcie']}" for c in side.cards)
+                or "no card (reference runtime)"
+            )
+            out.append(f"  {name}: slot {side.slot}, release {side.release} at {side.url}: {cards}")
+        out += [f"warning: {w}" for w in self.warnings] + [""] + self.table_lines()
+        out += ["* beyond the measured spread: the two slots' ranges over passes do not overlap", ""]
+        out += self.verdict_lines()
+        out.append(
+            f"measured: {self.preset} method, {self.repeats} passes per slot, interleaved "
+            "(A B, B A, ...), thinking off then on; prefill measured with thinking off"
+        )
+        return out
+
     def table_lines(self) -> list[str]:
         """The source's table, its rows and columns, with the difference and the spread verdict."""
         a, b = self.sides
@@ -155,7 +179,6 @@ def compare_slots(
     warnings = same_release_warnings(targets, sides)
     profile = targets[0].profile
     lengths = list(prefill_tokens or (QUICK_PREFILL if quick else SOURCE_PREFILL))
-    extra = {"repeats": repeats} if repeats is not None else {}
     runs, rows = [], []
     for thinking in ("off", "on"):
         # Prefill does not depend on sampling: it is measured once, with thinking off.
@@ -166,12 +189,12 @@ def compare_slots(
             profile_name=profile.name if profile else None,
             load_concurrency=CONCURRENCY,
             prefill_prompt_tokens=lengths if thinking == "off" else [],
-            **extra,
+            repeats=repeats,
         )
         run_a, run_b, _ = run_interleaved(targets[0], targets[1], method)
         runs += [run_a, run_b]
         rows += _rows(run_a, run_b, thinking)
-        for side, run in zip(sides, (run_a, run_b)):
+        for side, run in zip(sides, (run_a, run_b), strict=True):
             if run.errors_total:
                 warnings.append(
                     f"{side.slot}, thinking {thinking}: {run.errors_total} of {run.requests_total} "
@@ -270,12 +293,15 @@ def _rows(run_a: Any, run_b: Any, thinking: str) -> list[SlotRow]:
         if fig_b is None:
             continue
         values = [fig_a.value, fig_b.value]
-        spreads = [
-            fig_a.spread if len(fig_a.repeat_values) > 1 else None,
-            fig_b.spread if len(fig_b.repeat_values) > 1 else None,
-        ]
+        spread_a = fig_a.spread if len(fig_a.repeat_values) > 1 else None
+        spread_b = fig_b.spread if len(fig_b.repeat_values) > 1 else None
+        spreads = [spread_a, spread_b]
         diff = (values[1] - values[0]) / values[0] * 100 if values[0] and values[1] is not None else None
-        beyond = None if None in spreads else (spreads[0][1] < spreads[1][0] or spreads[1][1] < spreads[0][0])
+        beyond = (
+            None
+            if spread_a is None or spread_b is None
+            else (spread_a[1] < spread_b[0] or spread_b[1] < spread_a[0])
+        )
         rows.append(
             SlotRow(
                 key=fig_a.key,

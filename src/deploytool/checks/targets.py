@@ -62,7 +62,7 @@ def resolve_target(
     store = ProfileStore(profiles_dirs)
     given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)
     if url:
-        if gpus or cpu or cpu_slot is not None:
+        if gpus or cpu or cpu_slot is not None or slot is not None:
             raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
         if against is not None:
             raise UsageError("--against names a release of a slot: give --cpu or --gpu UUID instead of --url")

@@ -1,11 +1,12 @@
 """`deploytool bench` and `deploytool compare`: parse, call deploytool.bench, print."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import UsageError
+from ..host.slots import slot_from_options, slots_from_options
 from .app import (
     READY_TIMEOUT_OPTION,
     ApiKeyFileOpt,
@@ -24,6 +25,12 @@ from .app import (
     json_error,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from ..bench.compare import Comparison
+    from ..bench.request import CompareRequest
+    from ..bench.results import BenchRun
+    from ..host.slots import Slot
 
 
 @app.command("bench")
@@ -55,7 +62,7 @@ def bench_command(
     repeats: Annotated[
         int | None,
         typer.Option(
-            "--repeats", help="Passes of the workload (default 3); figures are medians over passes."
+            "--repeats", min=1, help="Passes of the workload (default 3); figures are medians over passes."
         ),
     ] = None,
     report: Annotated[
@@ -72,36 +79,32 @@ def bench_command(
     api_key: ApiKeyOpt = None,
 ) -> None:
     """Measure an endpoint with a named workload (the source's table by default), in repeated passes (docs/bench.md)."""
-    from ..bench import build_method
-    from ..bench.outcome import bench_when_ready
-    from ..checks.targets import resolve_target
+    from ..bench.commands import bench
+    from ..bench.request import BenchRequest
 
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
-    target = resolve_target(
+    request = BenchRequest(
         url=url,
-        gpus=gpu,
-        cpu=cpu,
+        slot=slot_from_options(gpu, cpu, cpu_slot) if gpu or cpu or cpu_slot is not None or not url else None,
         profile_name=profile,
-        profiles_dirs=profiles_dir,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
         api_key_file=api_key_file,
         api_key_flag=api_key,
-        cpu_slot=cpu_slot,
-    )
-    method = _method(build_method, quick, target.profile, thinking, sweep, workload, repeats)
-    console_err.print(
-        f"bench {target.describe()}: {method.workload} workload, {method.preset} method "
-        f"{method.fingerprint()}, {method.repeats} passes",
-        highlight=False,
-    )
-    outcome = bench_when_ready(
-        target,
-        method=method,
+        quick=quick,
+        thinking=thinking == "on",
+        sweep=sweep,
+        workload=workload,
+        repeats=repeats,
         report_dir=report,
         ready_timeout_s=ready_timeout,
+    )
+    outcome = bench(
+        request,
+        say=lambda line: console_err.print(line, highlight=False),
+        on_wait=lambda line: console_err.print(line, markup=False, highlight=False),
         timeout_name=READY_TIMEOUT_OPTION,
         progress=not json_out,
-        on_wait=lambda line: console_err.print(line, markup=False, highlight=False),
     )
     run, code, why = outcome.run, outcome.exit_code, outcome.why
     if run is None:
@@ -125,7 +128,7 @@ def _say_failed(why: str) -> None:
     console_err.print(why, markup=False, highlight=False)
 
 
-def _print_run(run, report: Path | None) -> None:
+def _print_run(run: "BenchRun", report: Path | None) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -190,25 +193,6 @@ def _print_run(run, report: Path | None) -> None:
         console.print(f"report: {report / 'report.html'}", highlight=False)
 
 
-def _method(build_method, quick, prof, thinking, sweep, workload, repeats):
-    from ..bench.workloads import REGISTRY
-
-    if workload not in REGISTRY:
-        raise UsageError(f"--workload {workload!r}: no such workload", hint=f"known: {', '.join(REGISTRY)}")
-    extra = {"repeats": repeats} if repeats is not None else {}
-    if repeats is not None and repeats < 1:
-        raise UsageError(f"--repeats {repeats}: expected at least 1")
-    return build_method(
-        quick=quick,
-        profile_bench=prof.bench if prof else None,
-        thinking=thinking == "on",
-        sweep=sweep,
-        profile_name=prof.name if prof else None,
-        workload=workload,
-        **extra,
-    )
-
-
 @app.command("compare")
 def compare_command(
     runs: Annotated[
@@ -253,7 +237,7 @@ def compare_command(
     ] = False,
     repeats: Annotated[
         int | None,
-        typer.Option("--repeats", help="With --interleave or slots: passes per endpoint (default 3)."),
+        typer.Option("--repeats", min=1, help="With --interleave or slots: passes per endpoint (default 3)."),
     ] = None,
     json_out: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
@@ -263,7 +247,45 @@ def compare_command(
     their qualification and a fresh bench (thinking off and on, passes interleaved), in the
     source's two-card table with each slot's power limit and PCIe link, saying which
     differences are beyond the measured spread."""
-    if gpu or cpu or cpu_slot:
+    from ..bench.commands import compare
+    from ..bench.slot_compare import SlotComparison
+
+    request = _compare_request(
+        runs or [],
+        interleave=interleave,
+        slots=slots_from_options(cpu, cpu_slot, gpu) if gpu or cpu or cpu_slot else None,
+        workload=workload,
+        allow_mixed=allow_mixed,
+        quick=quick,
+        repeats=repeats,
+        report=report,
+        profiles_dir=profiles_dir,
+    )
+    comparison = compare(request, say=lambda line: console_err.print(line, highlight=False))
+    if json_out:
+        print_json(comparison)
+    elif isinstance(comparison, SlotComparison):
+        typer.echo("\n".join(comparison.lines()))
+    else:
+        _print_comparison(comparison, report)
+
+
+def _compare_request(
+    runs: list[str],
+    *,
+    interleave: bool,
+    slots: list["Slot"] | None,
+    workload: str | None,
+    allow_mixed: bool,
+    quick: bool,
+    repeats: int | None,
+    report: Path | None,
+    profiles_dir: list[Path] | None,
+) -> "CompareRequest":
+    """Which comparison the options ask for, its values checked."""
+    from ..bench.request import CompareInterleaved, CompareRuns, CompareSlots
+
+    if slots is not None:
         if runs or interleave:
             raise UsageError("compare takes runs (or --interleave URLs) or two slots, not both")
         # Two slots run the source's two-card table (thinking off and on) with one method on
@@ -279,58 +301,29 @@ def compare_command(
                 "method on both",
                 hint="compare bench runs (or --interleave URLs) to use them",
             )
-        _compare_slots(
-            gpu,
-            cpu,
-            cpu_slot,
-            quick=quick,
-            repeats=repeats,
-            report=report,
-            json_out=json_out,
-            profiles_dir=profiles_dir,
-        )
-        return
+        dirs = tuple(profiles_dir) if profiles_dir else None
+        return CompareSlots(tuple(slots), quick=quick, repeats=repeats, report_dir=report, profiles_dirs=dirs)
     if not runs:
         raise UsageError(
             "compare needs at least two runs, or two slots",
             hint="deploytool compare RUN_A RUN_B; deploytool compare --gpu UUID_A --gpu UUID_B",
         )
-    from ..bench import build_method, compare_runs, write_comparison_report, write_run_report
-
-    if interleave:
-        from ..bench.interleave import run_interleaved
-        from ..checks.targets import Target
-
-        if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
-            raise UsageError(
-                "--interleave takes two endpoint URLs", hint="deploytool compare --interleave URL_A URL_B"
-            )
-        method = _method(build_method, quick, None, "off", False, workload or "table", repeats)
-        console_err.print(
-            f"interleaving {runs[0]} and {runs[1]}: {method.workload} workload, {method.repeats} passes each",
-            highlight=False,
+    if not interleave:
+        return CompareRuns(tuple(Path(r) for r in runs), allow_mixed_methods=allow_mixed, report_dir=report)
+    if len(runs) != 2 or not all(r.startswith(("http://", "https://")) for r in runs):
+        raise UsageError(
+            "--interleave takes two endpoint URLs", hint="deploytool compare --interleave URL_A URL_B"
         )
-        run_a, run_b, comparison = run_interleaved(
-            Target(url=runs[0], profile=None), Target(url=runs[1], profile=None), method
-        )
-        if report:
-            write_run_report(run_a, report / "A")
-            write_run_report(run_b, report / "B")
-    else:
-        comparison = compare_runs([Path(r) for r in runs], allow_mixed_methods=allow_mixed)
-    if report:
-        write_comparison_report(comparison, report)
-    if json_out:
-        print_json(comparison)
-        return
-    _print_comparison(comparison, report)
+    return CompareInterleaved(
+        (runs[0], runs[1]), workload=workload or "table", quick=quick, repeats=repeats, report_dir=report
+    )
 
 
-def _print_comparison(comparison, report: Path | None) -> None:
+def _print_comparison(comparison: "Comparison", report: Path | None) -> None:
     from rich.table import Table
 
     names = [f"run {chr(65 + i)}" for i in range(len(comparison.runs))]
-    for name, header in zip(names, comparison.runs):
+    for name, header in zip(names, comparison.runs, strict=True):
         console.print(
             f"{name}: {header.source} ({header.endpoint}, {header.started_at}, "
             f"{header.preset} method {header.method_fingerprint})",
@@ -357,77 +350,3 @@ def _print_comparison(comparison, report: Path | None) -> None:
     console.print(table)
     if report:
         console.print(f"report: {report / 'comparison.html'}", highlight=False)
-
-
-def _compare_slots(
-    gpu: list[str] | None,
-    cpu: bool,
-    cpu_slot: list[str] | None,
-    *,
-    quick: bool,
-    repeats: int | None,
-    report: Path | None,
-    json_out: bool,
-    profiles_dir: list[Path] | None,
-) -> None:
-    from ..bench import write_run_report
-    from ..bench.slot_compare import compare_slots
-    from ..checks.targets import resolve_target
-    from ..files import write_json
-    from ..host.slots import Slot, cpu_slot_named, slot_from_options
-
-    if repeats is not None and repeats < 1:
-        raise UsageError(f"--repeats {repeats}: expected at least 1")
-    slots = (
-        ([Slot()] if cpu else [])
-        + [cpu_slot_named(n) for n in cpu_slot or []]
-        + [slot_from_options(value.split(","), False) for value in gpu or []]
-    )
-    if len(slots) != 2 or slots[0].name == slots[1].name:
-        raise UsageError(
-            f"compare takes two different slots, got {len(slots)}: {', '.join(s.name for s in slots)}",
-            hint="deploytool compare --gpu UUID_A --gpu UUID_B (or --cpu-slot a --cpu-slot b)",
-        )
-    targets = [
-        resolve_target(url=None, gpus=None, cpu=False, profile_name=None, profiles_dirs=profiles_dir, slot=s)
-        for s in slots
-    ]
-    console_err.print(
-        f"comparing slots {slots[0].name} and {slots[1].name}: thinking off, then on, passes interleaved",
-        highlight=False,
-    )
-    comparison, measured = compare_slots(targets, quick=quick, repeats=repeats)
-    if report:
-        for run, where in zip(
-            measured, ("thinking-off/A", "thinking-off/B", "thinking-on/A", "thinking-on/B")
-        ):
-            write_run_report(run, report / where)
-        write_json(report / "slots.json", comparison)
-        (report / "slots.md").write_text("\n".join(_slot_text(comparison)) + "\n")
-    if json_out:
-        print_json(comparison)
-        return
-    typer.echo("\n".join(_slot_text(comparison)))
-
-
-def _slot_text(comparison) -> list[str]:
-    a, b = comparison.sides
-    out = [
-        f"the same release on two slots: {a.image} ({a.profile})"
-        if comparison.same_image
-        else f"two slots, two images: {a.image} ({a.profile}) and {b.image} ({b.profile})"
-    ]
-    for name, side in (("A", a), ("B", b)):
-        cards = (
-            "; ".join(f"{c['name']} {c['uuid']}, {c['power_limit_w']} W, {c['pcie']}" for c in side.cards)
-            or "no card (reference runtime)"
-        )
-        out.append(f"  {name}: slot {side.slot}, release {side.release} at {side.url}: {cards}")
-    out += [f"warning: {w}" for w in comparison.warnings] + [""] + comparison.table_lines()
-    out += ["* beyond the measured spread: the two slots' ranges over passes do not overlap", ""]
-    out += comparison.verdict_lines()
-    out.append(
-        f"measured: {comparison.preset} method, {comparison.repeats} passes per slot, interleaved "
-        "(A B, B A, ...), thinking off then on; prefill measured with thinking off"
-    )
-    return out

@@ -9,6 +9,7 @@ import typer
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
+from ..deploy.reporter import Reporter
 from ..host.slots import DEFAULT_RETENTION, slot_from_options
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ WheelhouseOpt = Annotated[
 ]
 
 
-class ConsoleReporter:
+class ConsoleReporter(Reporter):
     """deploy.Reporter for a terminal: milestones as lines, long waits as one progress bar, on stderr."""
 
     def __init__(self) -> None:
@@ -89,6 +90,10 @@ class ConsoleReporter:
         self._close()
         console_err.print("[yellow]warning:[/] ", end="")
         console_err.print(message, markup=False, highlight=False)
+
+    def note(self, message: str) -> None:
+        self._close()
+        console_err.print(f"note: {message}", markup=False, highlight=False)
 
     def waiting(self, label: str, elapsed: float, budget: float) -> None:
         if self._progress is None:

@@ -27,6 +27,12 @@ FLAG_OF_FIELD: dict[str, str] = {
     "card": "--card",
     "patches": "--patches",
     "sets": "--set",
+    # bench, compare --interleave
+    "workload": "--workload",
+    # rollout
+    "all_gpus": "--all-gpus",
+    "canary_qualify": "--canary-qualify",
+    "max_unavailable": "--max-unavailable",
 }
 
 

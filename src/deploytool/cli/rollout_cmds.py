@@ -1,12 +1,12 @@
 """Several slots: rollout (one slot out of service at a time) and watch (the supervisor)."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Literal
 
 import typer
 
 from ..errors import UsageError
-from ..host.slots import Slot, cpu_slot_named, slot_from_options
+from ..host.slots import slots_from_options
 from .app import (
     CpuOpt,
     DrainOpt,
@@ -34,79 +34,6 @@ RolloutCpuSlotOpt = Annotated[
 ]
 
 
-def rollout_slots(
-    gpus: list[str] | None,
-    all_gpus: bool,
-    cpu: bool,
-    cpu_slots: list[str] | None,
-    *,
-    profile_name: str | None = None,
-    profiles_dirs: list[Path] | None = None,
-    engine: Any = None,
-) -> tuple[list[Slot], list[str]]:
-    """The slots in the order given (the first is the canary), and notes about them. --all-gpus:
-    the slots this host's cards make for the profile, in the order `deploytool slots` lists them
-    (one-card slots in card order, tensor-parallel groups closest-connected first); that needs
-    NVML, not the engine."""
-    slots: list[Slot] = []
-    if cpu:
-        slots.append(Slot())
-    slots += [cpu_slot_named(name) for name in cpu_slots or []]
-    slots += [slot_from_options(value.split(","), False) for value in gpus or []]
-    notes: list[str] = []
-    if all_gpus:
-        if gpus:
-            raise UsageError("give either --all-gpus or --gpu UUID, not both")
-        if profile_name is None:
-            raise UsageError(
-                "--all-gpus groups this host's cards into the profile's slots: say which profile with "
-                "--profile NAME"
-            )
-        from ..host.card_slots import plan_slots
-        from ..host.gpus import require_inventory
-        from ..profiles import ProfileStore
-
-        plan = plan_slots(
-            ProfileStore(profiles_dirs).get(profile_name),
-            require_inventory(
-                hint="--all-gpus reads this host's cards: give the slots with --gpu UUID, or roll out CPU slots "
-                "with --cpu / --cpu-slot NAME"
-            ),
-        )
-        if not plan.slots:
-            raise UsageError(
-                f"--all-gpus: this host's cards make no slot for profile {profile_name}",
-                hint="; ".join(line.strip() for line in plan.lines()[1:]) or None,
-            )
-        # The cards the profile is made for; a slot that fits only with less memory is named,
-        # not taken: give its --gpu to include it.
-        taken = [s for s in plan.slots if s.verdict == "runnable"]
-        if not taken:
-            raise UsageError(
-                f"--all-gpus: none of this host's slots for {profile_name} is runnable as the profile is",
-                hint="; ".join(f"{s.name}: {s.verdict}: {'; '.join(s.reasons)}" for s in plan.slots)
-                + f"; give --gpu {plan.slots[0].uuids[0]} to take one anyway",
-            )
-        slots += [Slot(gpus=tuple(sorted(s.uuids))) for s in taken]
-        notes += [
-            f"slot {s.name} ({' + '.join(s.cards)}) is {s.verdict}, not taken by --all-gpus "
-            f"({'; '.join(s.reasons)}); give --gpu {','.join(s.uuids)} to include it"
-            for s in plan.slots
-            if s.verdict != "runnable"
-        ]
-        notes += [f"{c['card']} is not used: {c['why']}" for c in plan.unused]
-        planned = {s.name for s in slots}
-        serving = sorted(
-            {r.slot for r in (engine.releases() if engine is not None else []) if r.gpus} - planned
-        )
-        notes += [
-            f"slot {name} has a release but is not one of the slots this host's cards make for "
-            f"{profile_name}: left alone"
-            for name in serving
-        ]
-    return slots, notes
-
-
 @app.command("rollout")
 def rollout_command(
     profile: Annotated[
@@ -123,7 +50,7 @@ def rollout_command(
     cpu: CpuOpt = False,
     cpu_slot: RolloutCpuSlotOpt = None,
     max_unavailable: Annotated[
-        int, typer.Option("--max-unavailable", help="Slots out of service at a time.")
+        int, typer.Option("--max-unavailable", min=1, help="Slots out of service at a time.")
     ] = 1,
     canary_qualify: Annotated[
         str,
@@ -158,79 +85,90 @@ def rollout_command(
     """Upgrade several slots to a profile, at most --max-unavailable out of service at a time:
     build once, then each slot's whole `up` (the first, the canary, fully qualified); a failure
     restores that slot and stops. Resumable (--resume) and undoable (--undo) from the journal."""
-    from ..deploy import rollout as rollouts
-    from ..deploy.no_engine import engine_for_dry_run
-    from ..deploy.rollout_plan import RolloutOptions
-    from ..host.engine import Engine
-    from ..host.nvml import refuse_on_described_host
-
-    if resume and undo:
-        raise UsageError("give --resume or --undo, not both")
     if resume or undo:
+        if resume and undo:
+            raise UsageError("give --resume or --undo, not both")
         if profile or gpu or all_gpus or cpu or cpu_slot:
             raise UsageError("--resume and --undo take the profile and slots from the journal; give neither")
-        if dry_run and undo:
-            planned = rollouts.undo_plan()
-            print_json({"dry_run": True, "undo": planned}) if json_output else typer.echo(
-                "\n".join(rollouts.undo_lines(planned))
-            )
-            return
-        if dry_run:
-            last = rollouts.last_rollout()
-            print_json(last) if json_output else typer.echo(
-                f"rollout {last.id}: {last.options.profile_name} on "
-                f"{', '.join(s.name for s in last.options.slots)}; upgraded: {', '.join(last.done) or 'none'}; "
-                f"{last.finished or 'unfinished'}"
-            )
-            return
-        with ConsoleReporter() as reporter:
-            if undo:
-                result = rollouts.undo(reporter=reporter, hooks_dir=hooks_dir)
-                print_json(result) if json_output else typer.echo(
-                    "\n".join(
-                        [f"rollout {result['id']} undone"]
-                        + [f"  slot {s.slot}: release {s.release} {s.state}" for s in result["slots"]]
-                        + [f"  {p}" for p in result["problems"]]
-                    )
-                )
-                return
-            done = rollouts.resume(reporter=reporter, hooks_dir=hooks_dir)
-        print_json(done) if json_output else typer.echo("\n".join(done.lines()))
+        _from_the_journal(undo=undo, dry_run=dry_run, json_output=json_output, hooks_dir=hooks_dir)
         return
+    from ..deploy import rollout as rollouts
+    from ..deploy.rollout_plan import RolloutRequest
+
     if profile is None:
         raise UsageError("say which profile to roll out: --profile NAME")
+    if all_gpus and gpu:
+        raise UsageError("give either --all-gpus or --gpu UUID, not both")
     if not dry_run:  # before the engine is asked anything: no card of a described host is here
+        from ..host.nvml import refuse_on_described_host
+
         refuse_on_described_host(
             [f"--gpu {g}" for g in gpu or []] + (["--all-gpus"] if all_gpus else []), "rollout"
         )
-    engine = engine_for_dry_run() if dry_run else Engine()
-    slots, notes = rollout_slots(
-        gpu, all_gpus, cpu, cpu_slot, profile_name=profile, profiles_dirs=profiles_dir, engine=engine
-    )
-    options = RolloutOptions(
+    request = RolloutRequest(
         profile_name=profile,
-        slots=slots,
+        slots=tuple(slots_from_options(cpu, cpu_slot, gpu)),
+        all_gpus=all_gpus,
         max_unavailable=max_unavailable,
-        canary_qualify=canary_qualify,  # type: ignore[arg-type]
+        canary_qualify=_canary_qualify(canary_qualify),
         undo_on_failure=undo_on_failure,
         qualify_limit=limit,
-        profiles_dirs=profiles_dir,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
         dry_run=dry_run,
         drain_timeout=drain_timeout,
         take_over=take_over,
     )
     if dry_run:
-        plan, _ = rollouts.plan_for_rollout(options, engine=engine)
-        plan.warnings += notes
+        plan = rollouts.dry_run(request)
         print_json({"dry_run": True, "plan": plan.to_json()}) if json_output else typer.echo(
             "\n".join(plan.lines())
         )
         return
-    for note in notes:
-        console_err.print(f"note: {note}", markup=False, highlight=False)
     with ConsoleReporter() as reporter:
-        result = rollouts.rollout(options, reporter=reporter, engine=engine, hooks_dir=hooks_dir)
+        result = rollouts.rollout(request, reporter=reporter, hooks_dir=hooks_dir)
     print_json(result) if json_output else typer.echo("\n".join(result.lines()))
+
+
+def _canary_qualify(value: str) -> Literal["full", "quick"]:
+    if value == "full":
+        return "full"
+    if value == "quick":
+        return "quick"
+    raise UsageError(f"--canary-qualify {value!r}: expected full or quick")
+
+
+def _from_the_journal(*, undo: bool, dry_run: bool, json_output: bool, hooks_dir: Path | None) -> None:
+    """--resume and --undo: the last rollout, from the journal (with --dry-run: what it holds)."""
+    from ..deploy import rollout as rollouts
+    from ..deploy.rollout_journal import last_rollout, undo_lines, undo_plan
+
+    if dry_run and undo:
+        planned = undo_plan()
+        print_json({"dry_run": True, "undo": planned}) if json_output else typer.echo(
+            "\n".join(undo_lines(planned))
+        )
+        return
+    if dry_run:
+        last = last_rollout()
+        print_json(last) if json_output else typer.echo(
+            f"rollout {last.id}: {last.options.profile_name} on "
+            f"{', '.join(s.name for s in last.options.slots)}; upgraded: {', '.join(last.done) or 'none'}; "
+            f"{last.finished or 'unfinished'}"
+        )
+        return
+    with ConsoleReporter() as reporter:
+        if undo:
+            undone = rollouts.undo(reporter=reporter, hooks_dir=hooks_dir)
+            print_json(undone) if json_output else typer.echo(
+                "\n".join(
+                    [f"rollout {undone['id']} undone"]
+                    + [f"  slot {s.slot}: release {s.release} {s.state}" for s in undone["slots"]]
+                    + [f"  {p}" for p in undone["problems"]]
+                )
+            )
+            return
+        done = rollouts.resume(reporter=reporter, hooks_dir=hooks_dir)
+    print_json(done) if json_output else typer.echo("\n".join(done.lines()))
 
 
 @app.command("watch")
@@ -286,11 +224,7 @@ def watch_command(
     from ..deploy.journal_text import line
     from ..deploy.watch import WatchOptions, watch
 
-    names = (
-        ([Slot().name] if cpu else [])
-        + [cpu_slot_named(n).name for n in cpu_slot or []]
-        + [slot_from_options(v.split(","), False).name for v in gpu or []]
-    )
+    names = [slot.name for slot in slots_from_options(cpu, cpu_slot, gpu)]
     with ConsoleReporter() as reporter:
         result = watch(
             WatchOptions(slots=names or None, once=once, max_seconds=max_seconds, interval=interval),

@@ -9,6 +9,8 @@
     health.py    the health gate
     hooks.py     gateway hooks (pre-stop, post-cutover, post-rollback, on-failure)
     rollout.py   several slots, at most --max-unavailable out of service at a time
+    rollout_plan.py  pure decisions: the rollout's request, waves and every slot's up plan
+    rollout_journal.py  the last rollout read back from the journal (--resume, --undo)
     watch.py     the supervisor: restart what Docker will not, roll back a crash loop
     commands.py  up, rollback, prune: the three put together, under the slot's lock
     slot_plan.py pure decisions: plan_stop, plan_start, plan_down

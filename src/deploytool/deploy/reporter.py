@@ -16,3 +16,6 @@ class Reporter:
 
     def warn(self, message: str) -> None:
         pass
+
+    def note(self, message: str) -> None:  # worth knowing, not a problem: "GPU3 is not used: ..."
+        pass

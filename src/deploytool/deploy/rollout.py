@@ -21,18 +21,19 @@ from typing import Any
 from ..errors import DeployError, DeploytoolError, Interrupted, UsageError
 from ..host.engine import Engine
 from ..host.nvml import refuse_on_described_host
-from ..host.slots import Slot, slot_named
+from ..host.slots import Slot
 from ..image.build import build
 from ..profiles import Profile, ProfileStore
 from ..release.compose import document_text
-from ..release.state import journal, read_journal, read_pointers, release_path, slot_lock
+from ..release.state import journal, read_pointers, release_path, slot_lock
 from .executor import as_failure, execute
 from .facts import Facts, gather_facts, gather_slot
 from .hooks import GatewayHooks, Hooks
 from .no_engine import NoEngine
 from .plan import bring_back, choose_profile, plan_rollback
 from .reporter import Reporter
-from .rollout_plan import RolloutOptions, RolloutPlan, plan_rollout, slot_plan
+from .rollout_journal import last_rollout, upgraded_by
+from .rollout_plan import RolloutPlan, RolloutRequest, card_slots, plan_rollout, slot_plan
 from .steps import Plan, Stop
 
 
@@ -98,7 +99,7 @@ class _Rollout:
 
     plan: RolloutPlan
     profile: Profile
-    options: RolloutOptions
+    request: RolloutRequest
     engine: Engine
     reporter: Reporter
     hooks: Hooks
@@ -106,7 +107,7 @@ class _Rollout:
 
     @property
     def by_name(self) -> dict[str, Slot]:
-        return {s.name: s for s in self.options.slots}
+        return {s.name: s for s in self.request.slots}
 
 
 def new_rollout_id() -> str:
@@ -129,23 +130,25 @@ def _slot_facts(engine: Engine, slot: Slot, store: ProfileStore, name: str) -> t
 
 
 def plan_for_rollout(
-    options: RolloutOptions, *, engine: Engine, rollout_id: str | None = None, done: list[str] | None = None
+    request: RolloutRequest, *, engine: Engine, rollout_id: str | None = None, done: list[str] | None = None
 ) -> tuple[RolloutPlan, Profile]:
     """Every slot's facts and plan, and the compose plugin's check of each rendered document:
-    all refusals happen here, before any slot is touched. `--dry-run` prints this."""
+    all refusals happen here, before any slot is touched. `--dry-run` prints this. The plan's
+    request names every slot (--all-gpus planned from the cards)."""
+    request, notes = _with_card_slots(request, engine)
     engine.compose_version()
-    store = ProfileStore(options.profiles_dirs)
-    gathered = [_slot_facts(engine, slot, store, options.profile_name) for slot in options.slots]
+    store = ProfileStore(request.profile_dirs)
+    gathered = [_slot_facts(engine, slot, store, request.profile_name) for slot in request.slots]
     if isinstance(engine, NoEngine):
         # A rollout publishes each slot on the port its release has; with no engine to say which,
         # probing the profile's default port would refuse or pass for the wrong reason.
         for facts, _ in gathered:
             facts.port = None
-    profile = gathered[0][1] if gathered else store.get(options.profile_name)
+    profile = gathered[0][1] if gathered else store.get(request.profile_name)
     plan = plan_rollout(
-        [f for f, _ in gathered], profile, options, rollout_id=rollout_id or new_rollout_id(), done=done
+        [f for f, _ in gathered], profile, request, rollout_id=rollout_id or new_rollout_id(), done=done
     )
-    by_name = {s.name: s for s in options.slots}
+    by_name = {s.name: s for s in request.slots}
     for p in plan.slots:
         assert p.compose is not None and p.release is not None and p.profile is not None
         engine.compose_config(
@@ -153,11 +156,36 @@ def plan_for_rollout(
             project=by_name[p.slot].project(p.release),
         )
     plan.warnings += getattr(engine, "unchecked", [])  # a dry run without the docker CLI
+    plan.notes += notes
     return plan, profile
 
 
+def dry_run(request: RolloutRequest) -> RolloutPlan:
+    """`rollout --dry-run`: the plan, from the engine when one answers, else from no engine."""
+    from .no_engine import engine_for_dry_run
+
+    return plan_for_rollout(request, engine=engine_for_dry_run())[0]
+
+
+def _with_card_slots(request: RolloutRequest, engine: Engine) -> tuple[RolloutRequest, list[str]]:
+    """--all-gpus: the slots this host's cards make for the profile, read through NVML (not the
+    engine, which says only which slots serve a release now)."""
+    if not request.all_gpus:
+        return request, []
+    from ..host.card_slots import plan_slots
+    from ..host.gpus import require_inventory
+
+    profile = ProfileStore(request.profile_dirs).get(request.profile_name)
+    inventory = require_inventory(
+        hint="--all-gpus reads this host's cards: give the slots with --gpu UUID, or roll out CPU slots "
+        "with --cpu / --cpu-slot NAME"
+    )
+    serving = {r.slot for r in engine.releases() if r.gpus}
+    return card_slots(request, plan_slots(profile, inventory), serving)
+
+
 def rollout(
-    options: RolloutOptions,
+    request: RolloutRequest,
     *,
     reporter: Reporter | None = None,
     engine: Engine | None = None,
@@ -165,18 +193,21 @@ def rollout(
     rollout_id: str | None = None,
     done: list[str] | None = None,
 ) -> RolloutResult:
-    refuse_on_described_host([s.name for s in options.slots if not s.is_cpu], "rollout")
+    refuse_on_described_host([s.name for s in request.slots if not s.is_cpu], "rollout")
     engine, reporter = engine or Engine(), reporter or Reporter()
     started = time.monotonic()
-    plan, profile = plan_for_rollout(options, engine=engine, rollout_id=rollout_id, done=done)
+    plan, profile = plan_for_rollout(request, engine=engine, rollout_id=rollout_id, done=done)
+    if request.all_gpus:  # the slots the cards make are known now
+        refuse_on_described_host([s.name for s in plan.request.slots], "rollout")
+    request = plan.request
     hooks = GatewayHooks(hooks_dir, reporter=reporter, context={"DEPLOYTOOL_ROLLOUT": plan.id})
-    by_name = {s.name: s for s in options.slots}
+    by_name = {s.name: s for s in request.slots}
     result = RolloutResult(id=plan.id, profile=profile.name, image=plan.image, ok=False)
-    outcomes = {s.name: _untouched(engine, s) for s in options.slots}
+    outcomes = {s.name: _untouched(engine, s) for s in request.slots}
     run = _Rollout(
         plan=plan,
         profile=profile,
-        options=options,
+        request=request,
         engine=engine,
         reporter=reporter,
         hooks=hooks,
@@ -188,10 +219,12 @@ def rollout(
     journal(
         "rollout.resume" if done is not None else "rollout.start",
         rollout=plan.id,
-        options=options.to_json(),
+        options=request.to_json(),
         image=plan.image,
         done=plan.done,
     )
+    for note in plan.notes:
+        reporter.note(note)
     for warning in plan.warnings:
         reporter.warn(warning)
     try:
@@ -211,15 +244,15 @@ def rollout(
             upgraded=upgraded,
             reason=failure.message.splitlines()[0],
         )
-        if options.undo_on_failure and upgraded and not interrupted:
+        if request.undo_on_failure and upgraded and not interrupted:
             reporter.step(f"--undo-on-failure: rolling back {', '.join(upgraded)}")
             _undo(plan.id, [by_name[n] for n in upgraded], engine, reporter, hooks, outcomes)
-        result.slots = [outcomes[s.name] for s in options.slots]
+        result.slots = [outcomes[s.name] for s in request.slots]
         result.seconds = round(time.monotonic() - started, 1)
         kind = Interrupted if interrupted else DeployError
         next_step = (
             "continue with `deploytool rollout --resume`, or undo it with `deploytool rollout --undo`"
-            if not options.undo_on_failure or interrupted
+            if not request.undo_on_failure or interrupted
             else None
         )
         result.error = failure.message.splitlines()[0]
@@ -229,7 +262,7 @@ def rollout(
             details=result,
         ) from None
     journal("rollout.done", rollout=plan.id, slots={n: outcomes[n].release for n in outcomes})
-    result.ok, result.slots = True, [outcomes[s.name] for s in options.slots]
+    result.ok, result.slots = True, [outcomes[s.name] for s in request.slots]
     result.seconds = round(time.monotonic() - started, 1)
     return result
 
@@ -271,7 +304,8 @@ def _upgrade(run: _Rollout, name: str) -> None:
     reporter = _SlotReporter(run.reporter, name)
     with slot_lock(slot.name, f"rollout {rollout_id}"):
         facts = _settle(slot, profile, engine, reporter)
-        plan = slot_plan(facts, profile, run.options, canary=canary)
+        plan = slot_plan(facts, profile, run.request, canary=canary)
+        assert plan.release is not None  # an up plan always makes a new release
         reporter.step(
             f"{'canary' if canary else 'slot'} {slot.name}: release {plan.serving or 'none'} -> "
             f"{plan.release}"
@@ -380,11 +414,7 @@ def _undo(
 ) -> list[str]:
     """Roll back, last first and one at a time, the slots this rollout upgraded and that
     still serve its release; returns the problems (a slot someone else changed is left)."""
-    made = {
-        e["slot"]: e["release"]
-        for e in read_journal()
-        if e.get("rollout") == rollout_id and e["event"] == "rollout.slot.done"
-    }
+    made = upgraded_by(rollout_id)
     problems = []
     for slot in reversed(slots):
         pointers = read_pointers(slot.name)
@@ -415,46 +445,7 @@ def _undo(
     return problems
 
 
-# -- --resume and --undo, from the journal -------------------------------------------------------
-@dataclass
-class JournaledRollout:
-    id: str
-    options: RolloutOptions
-    done: list[str]  # slots upgraded that still serve the rollout's release
-    finished: str | None  # rollout.done / rollout.undone when it ended that way
-
-
-def last_rollout() -> JournaledRollout:
-    entries = [e for e in read_journal() if e["event"].startswith("rollout.") and e.get("rollout")]
-    starts = [e for e in entries if e["event"] == "rollout.start"]
-    if not starts:
-        raise UsageError("no rollout in the journal to resume or undo")
-    rid = starts[-1]["rollout"]
-    mine = [e for e in entries if e["rollout"] == rid]
-    raw = starts[-1]["options"]
-    options = RolloutOptions(
-        profile_name=raw["profile"],
-        slots=[slot_named(s["name"], s["gpus"]) for s in raw["slots"]],
-        max_unavailable=raw["max_unavailable"],
-        canary_qualify=raw["canary_qualify"],
-        undo_on_failure=raw["undo_on_failure"],
-        qualify_limit=raw["qualify_limit"],
-        retention=raw["retention"],
-        drain_timeout=raw.get("drain_timeout"),
-        take_over=bool(raw.get("take_over")),
-        profiles_dirs=[Path(p) for p in raw["profiles_dirs"]] or None,
-    )
-    made: dict[str, int] = {}
-    for e in mine:
-        if e["event"] == "rollout.slot.done":
-            made[e["slot"]] = e["release"]
-        elif e["event"] == "rollout.slot.undone":
-            made.pop(e["slot"], None)
-    done = [s.name for s in options.slots if s.name in made and read_pointers(s.name).current == made[s.name]]
-    ends = [e["event"] for e in mine if e["event"] in ("rollout.done", "rollout.undone")]
-    return JournaledRollout(id=rid, options=options, done=done, finished=ends[-1] if ends else None)
-
-
+# -- --resume and --undo, from the journal (rollout_journal.py reads it) ---------------------------
 def resume(
     *, reporter: Reporter | None = None, engine: Engine | None = None, hooks_dir: Path | None = None
 ) -> RolloutResult:
@@ -484,56 +475,3 @@ def undo(
     problems = _undo(last.id, [by_name[n] for n in last.done], engine, reporter, hooks, outcomes)
     journal("rollout.undone", rollout=last.id, problems=problems)
     return {"id": last.id, "slots": [outcomes[s.name] for s in last.options.slots], "problems": problems}
-
-
-def undo_plan() -> dict[str, Any]:
-    """What `rollout --undo` would do, from the journal and the slots' pointers, changing
-    nothing: each slot the last rollout upgraded, last first, rolled back from the rollout's
-    release to its rollback target, or left alone (and why)."""
-    last = last_rollout()
-    made = {
-        e["slot"]: e["release"]
-        for e in read_journal()
-        if e.get("rollout") == last.id and e["event"] == "rollout.slot.done"
-    }
-    steps = []
-    for slot in reversed(last.options.slots):
-        pointers = read_pointers(slot.name)
-        ours = made.get(slot.name)
-        if last.finished == "rollout.undone" or ours is None:
-            why = "already undone" if last.finished == "rollout.undone" else "not upgraded by this rollout"
-            steps.append({"slot": slot.name, "action": "none", "from": None, "to": None, "why": why})
-        elif pointers.current != ours:
-            steps.append(
-                {
-                    "slot": slot.name,
-                    "action": "left alone",
-                    "from": None,
-                    "to": None,
-                    "why": f"serves release {pointers.current}, not this rollout's {ours}",
-                }
-            )
-        else:
-            steps.append(
-                {
-                    "slot": slot.name,
-                    "action": "roll back",
-                    "from": ours,
-                    "to": pointers.previous,
-                    "why": None if pointers.previous else "no rollback target: the rollback would refuse",
-                }
-            )
-    return {"id": last.id, "profile": last.options.profile_name, "finished": last.finished, "slots": steps}
-
-
-def undo_lines(plan: dict[str, Any]) -> list[str]:
-    out = [f"rollout {plan['id']} ({plan['profile']}) --undo would, last slot first:"]
-    for s in plan["slots"]:
-        if s["action"] == "roll back":
-            out.append(
-                f"  slot {s['slot']}: roll back from release {s['from']} to release {s['to']}"
-                + (f" ({s['why']})" if s["why"] else "")
-            )
-        else:
-            out.append(f"  slot {s['slot']}: {s['action']}: {s['why']}")
-    return out

@@ -1,6 +1,6 @@
 """A rollout as data: one `up` plan per slot, taken --max-unavailable slots at a time.
 
-Pure, like plan.py: (facts of every slot, profile, options) -> RolloutPlan. Every check that
+Pure, like plan.py: (facts of every slot, profile, request) -> RolloutPlan. Every check that
 can refuse a rollout runs here, before any slot is touched: the slots, their ports (each slot
 keeps the port its release is published on, so the gateway's upstreams stay put), the
 qualify suites of the canary and of the others, and each slot's own up plan.
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..host.slots import DEFAULT_RETENTION, Slot
 from ..image.build import plan_build
 from ..profiles import Profile
@@ -25,17 +25,25 @@ from .facts import Facts
 from .plan import UpOptions, plan_up
 from .steps import Build, Plan
 
+if TYPE_CHECKING:
+    from ..host.card_slots import SlotPlan
 
-@dataclass
-class RolloutOptions:
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One rollout, every value checked where it was built (the CLI: its options): the slots in
+    order (the first is the canary), or `all_gpus`: the slots this host's cards make for the
+    profile, which the rollout plans from the cards (rollout.py) and journals as slots."""
+
     profile_name: str
-    slots: list[Slot]
+    slots: tuple[Slot, ...] = ()
+    all_gpus: bool = False
     max_unavailable: int = 1
     canary_qualify: Literal["full", "quick"] = "full"
     undo_on_failure: bool = False
     qualify_limit: int | None = None
     retention: int = DEFAULT_RETENTION
-    profiles_dirs: list[Path] | None = None
+    profiles_dirs: tuple[Path, ...] | None = None
     dry_run: bool = False  # each slot's plan as `up --dry-run` makes it (weights not yet here: warned)
     drain_timeout: float | None = (
         None  # each slot's stop waits this long for its requests (None: its record's)
@@ -43,6 +51,19 @@ class RolloutOptions:
     take_over: bool = (
         False  # a slot whose release another state folder started is upgraded too (ownership.py)
     )
+
+    def __post_init__(self) -> None:
+        if self.max_unavailable < 1:
+            raise FieldError(
+                "max_unavailable", "at least 1 slot is taken out at a time", value=str(self.max_unavailable)
+            )
+        if self.canary_qualify not in ("full", "quick"):
+            raise FieldError("canary_qualify", "expected full or quick", value=repr(self.canary_qualify))
+
+    @property
+    def profile_dirs(self) -> list[Path] | None:
+        """The profile folders as the profile store takes them."""
+        return list(self.profiles_dirs) if self.profiles_dirs else None
 
     def to_json(self) -> dict[str, Any]:
         """What the journal keeps, so that --resume can run the same rollout again."""
@@ -54,7 +75,7 @@ class RolloutOptions:
             "undo_on_failure": self.undo_on_failure,
             "qualify_limit": self.qualify_limit,
             "retention": self.retention,
-            "profiles_dirs": [str(p) for p in self.profiles_dirs or []],
+            "profiles_dirs": [str(p) for p in self.profiles_dirs or ()],
             "drain_timeout": self.drain_timeout,
             "take_over": self.take_over,
         }
@@ -71,8 +92,11 @@ class RolloutPlan:
     canary: str
     max_unavailable: int
     undo_on_failure: bool
+    request: RolloutRequest  # what it was planned for, its slots named (--all-gpus resolved)
     done: list[str] = field(default_factory=list)  # slots a resumed rollout already upgraded
     warnings: list[str] = field(default_factory=list)
+    # what --all-gpus left out and why: said before the rollout starts, and with the warnings
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,7 +109,7 @@ class RolloutPlan:
             "max_unavailable": self.max_unavailable,
             "undo_on_failure": self.undo_on_failure,
             "done": self.done,
-            "warnings": self.warnings,
+            "warnings": self.warnings + self.notes,
             "slots": [p.to_json() for p in self.slots],
         }
 
@@ -95,7 +119,7 @@ class RolloutPlan:
             f"{self.max_unavailable} slot(s) out of service at a time; canary: {self.canary}",
             f"  0. {self.build.describe()} (once, for every slot)",
         ]
-        out += [f"  warning: {w}" for w in self.warnings]
+        out += [f"  warning: {w}" for w in self.warnings + self.notes]
         if self.done:
             out.append(f"  already upgraded by this rollout: {', '.join(self.done)}")
         for number, wave in enumerate(self.waves, 1):
@@ -121,10 +145,51 @@ def waves(slots: list[str], max_unavailable: int) -> list[list[str]]:
     return [[slots[0]]] + [rest[i : i + max_unavailable] for i in range(0, len(rest), max_unavailable)]
 
 
-def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, canary: bool) -> UpOptions:
+def card_slots(
+    request: RolloutRequest, plan: SlotPlan, serving: set[str]
+) -> tuple[RolloutRequest, list[str]]:
+    """The request with the slots --all-gpus asks for: the runnable ones of `plan` (the slots
+    this host's cards make for the profile, in the order `deploytool slots` lists them) after
+    the slots it names; and notes on what is left out. `serving`: the GPU slots that have a
+    release now (one the cards no longer make is named, not touched)."""
+    if not request.all_gpus:
+        return request, []
+    name = request.profile_name
+    if not plan.slots:
+        raise FieldError(
+            "all_gpus",
+            f"this host's cards make no slot for profile {name}",
+            hint="; ".join(line.strip() for line in plan.lines()[1:]) or None,
+        )
+    # The cards the profile is made for; a slot that fits only with less memory is named,
+    # not taken: give its --gpu to include it.
+    taken = [s for s in plan.slots if s.verdict == "runnable"]
+    if not taken:
+        raise FieldError(
+            "all_gpus",
+            f"none of this host's slots for {name} is runnable as the profile is",
+            hint="; ".join(f"{s.name}: {s.verdict}: {'; '.join(s.reasons)}" for s in plan.slots)
+            + f"; give --gpu {plan.slots[0].uuids[0]} to take one anyway",
+        )
+    slots = request.slots + tuple(Slot(gpus=tuple(sorted(s.uuids))) for s in taken)
+    notes = [
+        f"slot {s.name} ({' + '.join(s.cards)}) is {s.verdict}, not taken by --all-gpus "
+        f"({'; '.join(s.reasons)}); give --gpu {','.join(s.uuids)} to include it"
+        for s in plan.slots
+        if s.verdict != "runnable"
+    ]
+    notes += [f"{c['card']} is not used: {c['why']}" for c in plan.unused]
+    notes += [
+        f"slot {slot} has a release but is not one of the slots this host's cards make for {name}: left alone"
+        for slot in sorted(serving - {s.name for s in slots})
+    ]
+    return replace(request, slots=slots, all_gpus=False), notes
+
+
+def slot_up_options(profile: Profile, facts: Facts, request: RolloutRequest, *, canary: bool) -> UpOptions:
     """A slot keeps the port and address its release is published on."""
     fallback = facts.fallback
-    quick = not canary or options.canary_qualify == "quick"
+    quick = not canary or request.canary_qualify == "quick"
     suites = list(profile.rollout.qualify) if quick else None  # None: the profile's full set
     overrides = (
         {"performance": {"quick": True}}
@@ -139,19 +204,19 @@ def slot_up_options(profile: Profile, facts: Facts, options: RolloutOptions, *, 
         # the slot's release was exposed on purpose: the rollout keeps that decision
         expose_without_key=bool(fallback and fallback.exposed_without_key),
         qualify_overrides=overrides,
-        qualify_limit=options.qualify_limit,
-        retention=options.retention,
-        profiles_dirs=options.profiles_dirs,
-        dry_run=options.dry_run,
-        drain_timeout=options.drain_timeout,
-        take_over=options.take_over,
+        qualify_limit=request.qualify_limit,
+        retention=request.retention,
+        profiles_dirs=request.profile_dirs,
+        dry_run=request.dry_run,
+        drain_timeout=request.drain_timeout,
+        take_over=request.take_over,
     )
 
 
 def plan_rollout(
     facts: list[Facts],
     profile: Profile,
-    options: RolloutOptions,
+    request: RolloutRequest,
     *,
     rollout_id: str,
     done: list[str] | None = None,
@@ -174,16 +239,10 @@ def plan_rollout(
                     "host's cards)",
                 )
             holder[uuid] = f.slot.name
-    if options.max_unavailable < 1:
-        raise UsageError(
-            f"--max-unavailable {options.max_unavailable}: at least 1 slot is taken out at a time"
-        )
-    if options.canary_qualify not in ("full", "quick"):
-        raise UsageError(f"--canary-qualify {options.canary_qualify!r}: expected full or quick")
     warnings: list[str] = []
-    if len(names) > 1 and options.max_unavailable >= len(names):
+    if len(names) > 1 and request.max_unavailable >= len(names):
         warnings.append(
-            f"--max-unavailable {options.max_unavailable} takes every slot out of service at once"
+            f"--max-unavailable {request.max_unavailable} takes every slot out of service at once"
         )
     ports: dict[tuple[str, int], str] = {}
     for f in facts:
@@ -193,7 +252,7 @@ def plan_rollout(
                 f"slot {f.slot.name}: no release known without an engine, so no port of its own; "
                 "a rollout upgrades serving slots, each keeping its port"
             )
-        elif fallback is None and len(facts) > 1 and options.dry_run:
+        elif fallback is None and len(facts) > 1 and request.dry_run:
             # a plan to read (a described host's, a first look): said, as the weights not yet here are
             warnings.append(
                 f"slot {f.slot.name} has no release yet, so no port of its own: a real rollout refuses "
@@ -216,7 +275,7 @@ def plan_rollout(
     canary = names[0]
     plans = [
         plan_up(
-            f, profile, slot_up_options(profile, f, options, canary=f.slot.name == canary), action="rollout"
+            f, profile, slot_up_options(profile, f, request, canary=f.slot.name == canary), action="rollout"
         )
         for f in todo
     ]
@@ -230,23 +289,24 @@ def plan_rollout(
         profile=profile.name,
         image=build.image,
         build=build,
-        waves=waves(order, options.max_unavailable)
+        waves=waves(order, request.max_unavailable)
         if canary in order
-        else [order[i : i + options.max_unavailable] for i in range(0, len(order), options.max_unavailable)],
+        else [order[i : i + request.max_unavailable] for i in range(0, len(order), request.max_unavailable)],
         slots=plans,
         canary=canary,
-        max_unavailable=options.max_unavailable,
-        undo_on_failure=options.undo_on_failure,
+        max_unavailable=request.max_unavailable,
+        undo_on_failure=request.undo_on_failure,
+        request=request,
         done=done,
         warnings=warnings,
     )
 
 
-def slot_plan(facts: Facts, profile: Profile, options: RolloutOptions, *, canary: bool) -> Plan:
+def slot_plan(facts: Facts, profile: Profile, request: RolloutRequest, *, canary: bool) -> Plan:
     """One slot's up plan, made again from fresh facts when its turn comes (the image is
     built by then, so the cache decision can be made from it)."""
     return without_build(
-        plan_up(facts, profile, slot_up_options(profile, facts, options, canary=canary), action="rollout")
+        plan_up(facts, profile, slot_up_options(profile, facts, request, canary=canary), action="rollout")
     )
 
 

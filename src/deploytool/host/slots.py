@@ -74,6 +74,17 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
     return Slot(gpus=tuple(sorted(gpus)))
 
 
+def slots_from_options(cpu: bool, cpu_slots: list[str] | None, gpus: list[str] | None) -> list[Slot]:
+    """The slots of a command that takes several (rollout, watch, compare), in the order the
+    flags name them: --cpu, each --cpu-slot NAME, then each --gpu, one slot per flag (a
+    multi-card slot is its UUIDs joined by commas)."""
+    return (
+        ([Slot()] if cpu else [])
+        + [cpu_slot_named(name) for name in cpu_slots or []]
+        + [slot_from_options(value.split(","), False) for value in gpus or []]
+    )
+
+
 def cpu_slot_named(name: str) -> Slot:
     if not _CPU_NAME.match(name):
         raise UsageError(

@@ -21,7 +21,7 @@ from .. import stats
 from ..context import BenchContext
 from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-from ..spec import Spec
+from ..spec import Job, Spec
 
 name = "agentic"
 summary = (
@@ -57,17 +57,14 @@ async def run(ctx: BenchContext) -> None:
         if top is not None and c > top:
             ctx.notes.append(f"agentic: concurrency {c} is above the server's max running requests ({top})")
         group = f"agentic_c{c}"
-        await ctx.measure(
-            group,
-            "agentic",
-            c,
-            lambda g=group, c=c: [
-                _conversation(ctx, g, c, k, first) for k in range(c * s.conversations_per_slot)
-            ],
-        )
+
+        def jobs(g: str = group, c: int = c) -> list[Job]:
+            return [_conversation(ctx, g, c, k, first) for k in range(c * s.conversations_per_slot)]
+
+        await ctx.measure(group, "agentic", c, jobs)
 
 
-def _conversation(ctx: BenchContext, group: str, c: int, k: int, first_tokens: int):
+def _conversation(ctx: BenchContext, group: str, c: int, k: int, first_tokens: int) -> Job:
     s: Settings = ctx.settings
 
     async def run() -> None:

@@ -13,7 +13,7 @@ from .. import stats
 from ..context import BenchContext
 from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-from ..spec import Spec
+from ..spec import Job, Spec
 
 name = "long-context"
 summary = "decode tok/s of one request after 30K / 120K / 225K-token prompts"
@@ -38,12 +38,11 @@ async def run(ctx: BenchContext) -> None:
 async def run_lengths(ctx: BenchContext, phase: str, sizes: list[int], each: int, output: int) -> None:
     for size in ctx.cap_sizes(sizes, output, phase):
         group = f"{phase}_{size}"
-        await ctx.measure(
-            group,
-            phase,
-            1,
-            lambda g=group, n=size: [ctx.job(Spec(phase, g, 1, i, n, output)) for i in range(each)],
-        )
+
+        def jobs(g: str = group, n: int = size) -> list[Job]:
+            return [ctx.job(Spec(phase, g, 1, i, n, output)) for i in range(each)]
+
+        await ctx.measure(group, phase, 1, jobs)
 
 
 def length_figures(

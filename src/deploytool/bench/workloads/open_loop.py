@@ -17,7 +17,7 @@ from .. import stats
 from ..context import BenchContext
 from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-from ..spec import Spec
+from ..spec import Job, Spec
 
 name = "open-loop"
 summary = "Poisson arrivals at each request rate of a sweep; goodput under TTFT and ITL p99 SLOs"
@@ -56,16 +56,14 @@ async def run(ctx: BenchContext) -> None:
             schedule.append(t)
             t += rng.expovariate(rate)
         concurrency = max(1, round(rate))  # a label only: open loop has no bound on requests in flight
-        await ctx.measure(
-            group,
-            "open-loop",
-            concurrency,
-            lambda g=group, sch=schedule: [
+
+        def jobs(g: str = group, sch: list[float] = schedule) -> list[Job]:
+            return [
                 ctx.job(Spec("open-loop", g, 0, i, s.prompt_tokens, s.output_tokens, scheduled=round(o, 6)))
                 for i, o in enumerate(sch)
-            ],
-            schedule=schedule,
-        )
+            ]
+
+        await ctx.measure(group, "open-loop", concurrency, jobs, schedule=schedule)
 
 
 def meets_slos(rec: RequestRecord, slo_ttft_s: float, slo_itl_p99_s: float) -> bool:

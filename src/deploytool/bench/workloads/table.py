@@ -9,13 +9,15 @@ prefill_prompt_tokens, ...), as they were before workloads had names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel, ConfigDict
 
 from .. import stats
 from ..context import BenchContext
 from ..figures import figure
 from ..results import Figure, GroupSummary, RequestRecord
-from ..spec import Spec
+from ..spec import Job, Spec
 
 name = "table"
 summary = "the source's table: decode c=1, aggregates at c=4/8, prefill 30K/120K/225K (and --sweep)"
@@ -34,7 +36,7 @@ QUICK: dict = {}
 async def run(ctx: BenchContext) -> None:
     m = ctx.method
 
-    def specs_job(phase: str, group: str, c: int, n: int, prompt: int, out: int):
+    def specs_job(phase: str, group: str, c: int, n: int, prompt: int, out: int) -> Callable[[], list[Job]]:
         return lambda: [ctx.job(Spec(phase, group, c, i, prompt, out)) for i in range(n)]
 
     await ctx.measure(

@@ -86,7 +86,7 @@ def test_the_cli_prints_the_flag_in_words_and_in_json(tmp_path: Path) -> None:
         done = run_cli("patches", "import", *args, *json_output)
         assert done.returncode == 2 and f"error: --from {tmp_path}: not a git repository" in done.stderr
     error = json.loads(done.stdout)["error"]
-    assert (error["message"], error["kind"]) == (f"--from {tmp_path}: not a git repository", "FieldError")
+    assert (error["message"], error["kind"]) == (f"--from {tmp_path}: not a git repository", "UsageError")
 
 
 def test_a_wheelhouse_that_is_no_folder_or_lacks_sglang_names_the_wheelhouse(tmp_path: Path) -> None:

@@ -92,4 +92,7 @@ def test_the_cli_prints_the_flag_in_words_and_in_json(monkeypatch, capsys) -> No
     out, err = capsys.readouterr()
     assert err.count("--samples 0: expected 1 or more") == 2
     assert "samples 0:" not in err.replace("--samples 0:", "")
-    assert json.loads(out)["error"]["message"] == "--samples 0: expected 1 or more"
+    error = json.loads(out)["error"]
+    assert error["message"] == "--samples 0: expected 1 or more"
+    # the kind a bad value always had, and the option beside it
+    assert (error["kind"], error["flag"]) == ("UsageError", "--samples")

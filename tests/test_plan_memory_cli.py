@@ -419,7 +419,7 @@ def test_the_planners_what_ifs_name_their_fields_and_the_cli_says_the_flags() ->
             "--json",
         )
         error = json.loads(proc.stdout)["error"]
-        assert proc.returncode == 2 and error["kind"] == "FieldError", (args, error)
+        assert proc.returncode == 2 and error["kind"] == "UsageError", (args, error)
         assert error["message"] == message and f"error: {message}" in proc.stderr, (args, error)
 
 

@@ -368,8 +368,10 @@ def test_patches_import_refuses_a_url_with_credentials_before_fetching(tmp_path:
     )
     assert out.returncode == 2, out.stdout + out.stderr
     error = json.loads(out.stdout)["error"]
-    assert error["kind"] == "FieldError" and error["message"].startswith(
-        "--from: the repository URL carries credentials"
+    assert (
+        error["kind"] == "UsageError"
+        and error["flag"] == "--from"
+        and error["message"].startswith("--from: the repository URL carries credentials")
     )
     assert token not in out.stdout + out.stderr
     assert not (cache_dir("git") / hashlib.sha256(url.encode()).hexdigest()[:16]).exists()

@@ -32,7 +32,7 @@ from . import (
     tune_cmds,  # noqa: F401  tune
 )
 from .app import ScrubbedStream, app, console_err, json_error
-from .flags import flag_message
+from .flags import FLAG_OF_FIELD, flag_message
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,11 +104,19 @@ def _main(args: list[str], as_json: bool) -> None:
             json_error("interrupted (Ctrl-C)", None, EXIT_INTERRUPTED, "Interrupted")
         console_err.print("interrupted (Ctrl-C)", markup=False)
         sys.exit(EXIT_INTERRUPTED)
-    except DeploytoolError as exc:
-        message = flag_message(exc) if isinstance(exc, FieldError) else exc.message
+    except FieldError as exc:
+        # a bad value of one flag: the same kind as click's own refusals, as before requests named
+        # their fields, and the flag beside it for a script that wants to point at it
+        message, flag = flag_message(exc), FLAG_OF_FIELD.get(exc.field)
         if as_json:
-            json_error(message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None))
+            json_error(message, exc.hint, exc.exit_code, "UsageError", exc.details, flag=flag)
         _error(message, exc.hint, exc.exit_code)
+    except DeploytoolError as exc:
+        if as_json:
+            json_error(
+                exc.message, exc.hint, exc.exit_code, type(exc).__name__, getattr(exc, "details", None)
+            )
+        _error(exc.message, exc.hint, exc.exit_code)
     except OSError as exc:
         if as_json:
             json_error(str(exc), None, EXIT_FAILED, "OSError")
@@ -118,8 +126,9 @@ def _main(args: list[str], as_json: bool) -> None:
 def _error(message: str, hint: str | None, code: int) -> None:
     # Messages carry container logs and paths: print them as text, never as rich markup.
     console_err.print("[bold red]error:[/] ", end="")
-    console_err.print(message, markup=False, highlight=False)
+    # and never as emoji codes either: `--card h200:two` is a value, not ":two:"
+    console_err.print(message, markup=False, highlight=False, emoji=False)
     if hint:
         console_err.print("  [dim]hint:[/] ", end="")
-        console_err.print(hint, markup=False, highlight=False)
+        console_err.print(hint, markup=False, highlight=False, emoji=False)
     sys.exit(code)

@@ -316,19 +316,27 @@ def print_json(obj: Any) -> None:
 
 
 def json_error(
-    message: str, hint: str | None, code: int, kind: str, result: object = None, **fields: object
+    message: str,
+    hint: str | None,
+    code: int,
+    kind: str,
+    result: object = None,
+    *,
+    flag: str | None = None,
+    **fields: object,
 ) -> None:
     """An error as --json reports it, on stdout (docs/json.md); the caller still says it on stderr
-    for a person watching. `fields`: keys a command keeps beside the error (`gpus`: its empty list)."""
-    body: dict[str, object] = {
-        **fields,
-        "error": {
-            "message": scrub(message),
-            "hint": scrub(hint or "") or hint,
-            "exit_code": code,
-            "kind": kind,
-        },
+    for a person watching. `fields`: keys a command keeps beside the error (`gpus`: its empty list);
+    `flag`: the option whose value was refused, when one was."""
+    error: dict[str, object] = {
+        "message": scrub(message),
+        "hint": scrub(hint or "") or hint,
+        "exit_code": code,
+        "kind": kind,
     }
+    if flag is not None:
+        error["flag"] = flag
+    body: dict[str, object] = {**fields, "error": error}
     if result is not None:  # what the command got done before it failed (a rollout's slots)
         body["result"] = result
     print_json(body)

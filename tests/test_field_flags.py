@@ -96,3 +96,21 @@ def test_the_cli_prints_the_flag_in_words_and_in_json(monkeypatch, capsys) -> No
     assert error["message"] == "--samples 0: expected 1 or more"
     # the kind a bad value always had, and the option beside it
     assert (error["kind"], error["flag"]) == ("UsageError", "--samples")
+
+
+def test_error_text_is_printed_as_written_not_as_emoji(monkeypatch, capsys) -> None:
+    """rich turns ":two:" into an emoji unless told not to: a value such as `h200:two:` must reach
+    the terminal as typed."""
+    import deploytool.cli as cli
+    from deploytool.errors import UsageError
+
+    def command_that_refuses(**_kwargs: object) -> None:
+        raise UsageError("--card h200:two:three: expected NAME:COUNT", hint="e.g. :two: cards")
+
+    monkeypatch.setattr(cli, "app", command_that_refuses)
+    try:
+        main(["probe"])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    err = capsys.readouterr().err
+    assert "h200:two:three" in err and "e.g. :two: cards" in err

@@ -66,7 +66,7 @@ def main() -> None:
                 measure(argv, writes)  # once to warm the file cache and write every module's bytecode
                 if condition != "bytecode":
                     shutil.rmtree(ours, ignore_errors=True)
-                cpu, wall = zip(*(measure(argv, env) for _ in range(runs)))
+                cpu, wall = zip(*(measure(argv, env) for _ in range(runs)), strict=False)
                 median = statistics.median(cpu)
                 print(
                     f"deploytool {' '.join(args)} ({condition}): CPU median {median:.3f} s (min {min(cpu):.3f}), "

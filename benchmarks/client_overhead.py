@@ -327,7 +327,7 @@ def main() -> None:
     print(
         f"workload: {args.large} requests x {args.tokens} streamed tokens at concurrency {args.concurrency} "
         f"(small run: {args.small} requests), "
-        f"{'sim paced at %g tok/s per request' % args.paced if args.paced else 'loopback firehose server'}, "
+        f"{f'sim paced at {args.paced:g} tok/s per request' if args.paced else 'loopback firehose server'}, "
         f"{os.cpu_count()} CPUs"
     )
     print(

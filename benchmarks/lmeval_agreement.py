@@ -18,10 +18,12 @@ import sys
 
 def main(samples_path: str, results_path: str) -> None:
     lm: dict[str, dict[int, float]] = {}
-    for line in open(samples_path, encoding="utf-8"):
-        row = json.loads(line)
-        lm.setdefault(row["filter"], {})[row["doc_id"]] = float(row["exact_match"])
-    doc = json.load(open(results_path, encoding="utf-8"))
+    with open(samples_path, encoding="utf-8") as samples:
+        for line in samples:
+            row = json.loads(line)
+            lm.setdefault(row["filter"], {})[row["doc_id"]] = float(row["exact_match"])
+    with open(results_path, encoding="utf-8") as results:
+        doc = json.load(results)
     gsm8k = next(s for s in doc["suites"] if s["name"] == "gsm8k")
     ours = gsm8k["figures"]["modes"]["lm-eval thinking-off"]
     n = ours["questions"]

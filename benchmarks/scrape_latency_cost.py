@@ -28,6 +28,7 @@ A figure, not a test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import random
@@ -58,10 +59,8 @@ def scraper(url: str, interval: float) -> None:
             time.sleep(max(0.0, next_at - time.monotonic()))
             next_at += interval
             for path in ("/metrics", "/health"):
-                try:
+                with contextlib.suppress(httpx.HTTPError):
                     client.get(path)
-                except httpx.HTTPError:
-                    pass
             print("scrape", flush=True)
 
 

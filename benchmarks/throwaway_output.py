@@ -53,7 +53,7 @@ def main() -> None:
         for name, read in (("log after exit", by_log), ("files (run_throwaway)", by_file)) * 2:
             started = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.threads) as pool:
-                lost = sum(not ok for ok in pool.map(lambda _: read(engine), range(args.runs)))
+                lost = sum(not ok for ok in pool.map(lambda _, read=read: read(engine), range(args.runs)))
             print(
                 f"{name:<22} {args.runs} runs  {lost} empty or wrong  {time.perf_counter() - started:.1f} s",
                 flush=True,

@@ -51,7 +51,8 @@ def main(rounds: int) -> None:
         try:
             time.sleep(2)
             top = make_top([sim.url])
-            console = Console(file=open(os.devnull, "w"), width=140)
+            # open for the whole measured run, which the process ends
+            console = Console(file=open(os.devnull, "w"), width=140)  # noqa: SIM115
 
             async def run() -> tuple[list[float], list[float]]:
                 scrape_cpu, view_cpu = [], []

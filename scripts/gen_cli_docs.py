@@ -12,7 +12,7 @@ def describe(command, path: list[str], out: list[str]) -> None:
     name = " ".join(path)
     if getattr(command, "commands", None):  # a group (typer ships its own click)
         for sub_name in sorted(command.commands):
-            describe(command.commands[sub_name], path + [sub_name], out)
+            describe(command.commands[sub_name], [*path, sub_name], out)
         return
     ctx = (
         type(command).context_class(command, info_name=name)

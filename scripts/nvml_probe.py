@@ -9,11 +9,17 @@ def t(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def opt(f):
+def opt(f, *args):
+    """NVML's reading, or the error it raised in words: a card that lacks a reading still reports the rest."""
     try:
-        return f()
+        return f(*args)
     except Exception as e:
         return f"ERR {type(e).__name__}: {e}"
+
+
+def bus_id(f, *args):
+    info = opt(f, *args)
+    return t(info.busId) if hasattr(info, "busId") else info
 
 
 n.nvmlInit()
@@ -29,35 +35,31 @@ for i, h in enumerate(hs):
         "index": i,
         "uuid": t(n.nvmlDeviceGetUUID(h)),
         "name": t(n.nvmlDeviceGetName(h)),
-        "pci_bus_id": opt(lambda: t(n.nvmlDeviceGetPciInfo(h).busId)),
-        "numa_node": opt(lambda: n.nvmlDeviceGetNumaNodeId(h)),
-        "minor": opt(lambda: n.nvmlDeviceGetMinorNumber(h)),
+        "pci_bus_id": bus_id(n.nvmlDeviceGetPciInfo, h),
+        "numa_node": opt(n.nvmlDeviceGetNumaNodeId, h),
+        "minor": opt(n.nvmlDeviceGetMinorNumber, h),
         "links": [],
     }
-    for l in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
-        st = opt(lambda: n.nvmlDeviceGetNvLinkState(h, l))
-        if isinstance(st, str) and l > 0 and all(isinstance(x["state"], str) for x in g["links"]):
-            g["links"].append({"link": l, "state": st})
+    for link in range(getattr(n, "NVML_NVLINK_MAX_LINKS", 18)):
+        st = opt(n.nvmlDeviceGetNvLinkState, h, link)
+        if isinstance(st, str) and link > 0 and all(isinstance(x["state"], str) for x in g["links"]):
+            g["links"].append({"link": link, "state": st})
             break
         g["links"].append(
             {
-                "link": l,
+                "link": link,
                 "state": st,
-                "version": opt(lambda: n.nvmlDeviceGetNvLinkVersion(h, l)),
-                "remote": opt(lambda: t(n.nvmlDeviceGetNvLinkRemotePciInfo(h, l).busId)),
+                "version": opt(n.nvmlDeviceGetNvLinkVersion, h, link),
+                "remote": bus_id(n.nvmlDeviceGetNvLinkRemotePciInfo, h, link),
             }
         )
     out["gpus"].append(g)
 for i in range(len(hs)):
     for j in range(i + 1, len(hs)):
-        p = {
-            "a": i,
-            "b": j,
-            "common_ancestor": opt(lambda: n.nvmlDeviceGetTopologyCommonAncestor(hs[i], hs[j])),
-        }
+        p = {"a": i, "b": j, "common_ancestor": opt(n.nvmlDeviceGetTopologyCommonAncestor, hs[i], hs[j])}
         for name in ("READ", "WRITE", "NVLINK", "ATOMICS", "PCI"):
             idx = getattr(n, f"NVML_P2P_CAPS_INDEX_{name}", None)
             if idx is not None:
-                p[f"p2p_{name.lower()}"] = opt(lambda: n.nvmlDeviceGetP2PStatus(hs[i], hs[j], idx))
+                p[f"p2p_{name.lower()}"] = opt(n.nvmlDeviceGetP2PStatus, hs[i], hs[j], idx)
         out["pairs"].append(p)
 print(json.dumps(out, indent=1, default=str))

@@ -19,15 +19,15 @@ def _sim_process(settings: SimSettings) -> SimProcess:
     """The sim in its own process. Timing tests need it: a sim in a thread of the test process
     shares the GIL with the bench client, and a stall on either side shows up as a burst of
     tokens (seen: a 40 ms stall after an HTTP 500 fault inflating one request's decode speed)."""
-    flags = dict(
-        decode_tps=settings.decode_tps,
-        prefill_tps=settings.prefill_tps,
-        max_running_requests=settings.max_running_requests,
-        enable_metrics=True,
-        enable_cache_report=True,
-        default_chat_template_kwargs='{"enable_thinking": false}',
-        fault=list(settings.faults),
-    )
+    flags = {
+        "decode_tps": settings.decode_tps,
+        "prefill_tps": settings.prefill_tps,
+        "max_running_requests": settings.max_running_requests,
+        "enable_metrics": True,
+        "enable_cache_report": True,
+        "default_chat_template_kwargs": '{"enable_thinking": false}',
+        "fault": list(settings.faults),
+    }
     if settings.aggregate_tps:
         flags["aggregate_tps"] = settings.aggregate_tps
     return SimProcess(**flags)
@@ -59,25 +59,25 @@ def sim_in_thread(**kw):
 
 def tiny_method(**kw):
     """A small method: a few short requests per phase, one prefill size long enough to time."""
-    settings = dict(
-        quick=True,
-        warmup_requests=1,
-        warmup_output_tokens=8,
-        decode_requests=3,
-        decode_output_tokens=60,
-        decode_prompt_tokens=64,
-        load_concurrency=[4],
-        load_requests_per_slot=2,
-        load_output_tokens=60,
-        prefill_prompt_tokens=[8000],
-        prefill_prompts_each=2,
-        sweep_output_tokens=40,
-        sweep_requests_per_slot=1,
-        metrics_interval_s=0.2,
-        request_timeout_s=20,
-        run_timeout_s=60,
-        repeats=1,
-    )
+    settings = {
+        "quick": True,
+        "warmup_requests": 1,
+        "warmup_output_tokens": 8,
+        "decode_requests": 3,
+        "decode_output_tokens": 60,
+        "decode_prompt_tokens": 64,
+        "load_concurrency": [4],
+        "load_requests_per_slot": 2,
+        "load_output_tokens": 60,
+        "prefill_prompt_tokens": [8000],
+        "prefill_prompts_each": 2,
+        "sweep_output_tokens": 40,
+        "sweep_requests_per_slot": 1,
+        "metrics_interval_s": 0.2,
+        "request_timeout_s": 20,
+        "run_timeout_s": 60,
+        "repeats": 1,
+    }
     settings.update(kw)
     return build_method(**settings)
 

@@ -19,6 +19,7 @@ Only `run_cli` comes here; commands a test interrupts (start_cli) are started as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -272,7 +273,9 @@ def run(
             _kill(pid, conn)  # as subprocess.run: killed, waited for, then the timeout raised
             for reader in readers:
                 reader.join(5)
-            raise subprocess.TimeoutExpired(argv, timeout, b"".join(chunks[out_r]), b"".join(chunks[err_r]))
+            raise subprocess.TimeoutExpired(
+                argv, timeout, b"".join(chunks[out_r]), b"".join(chunks[err_r])
+            ) from None
         except BaseException:  # the test's own timeout, a Ctrl-C: subprocess.run kills its child too
             _kill(pid, conn)
             raise
@@ -291,10 +294,8 @@ def _kill(pid: int, conn: socket.socket) -> None:
     except ProcessLookupError:
         return
     conn.settimeout(30)
-    try:
+    with contextlib.suppress(OSError):
         conn.recv(1 << 16)  # the server has reaped it
-    except OSError:
-        pass
 
 
 def _drain(fd: int, into: list[bytes]) -> None:

@@ -23,6 +23,11 @@ from run_plan import (
     pytest_runtest_logreport,  # noqa: F401 (hooks)
 )
 
+# lifecycle_helpers' fixtures (profiles_dir, slot_env) are offered to every test module as a plugin,
+# so a test asks for them by parameter alone: importing a fixture by name into a module and then
+# naming it as a parameter reads as a redefinition to a linter, and hides real ones.
+pytest_plugins = ("lifecycle_helpers",)
+
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
 

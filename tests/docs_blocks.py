@@ -67,7 +67,7 @@ def parse_block(text: str) -> tuple[str, list[tuple[str, list[str]]]] | None:
     meaningful = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
     if (
         meaningful
-        and all(line.startswith("deploytool ") or line.startswith((" ", "\t")) for line in meaningful)
+        and all(line.startswith(("deploytool ", " ", "\t")) for line in meaningful)
         and meaningful[0].startswith("deploytool ")
     ):
         return "listing", [(line, []) for line in meaningful]
@@ -148,7 +148,7 @@ def matches(expected: list[str], actual: list[str], *, excerpt: bool) -> str | N
 
     if walk(0, 0):
         return None
-    for k, line in enumerate(want):  # the first shown line with no counterpart, for the message
+    for _k, line in enumerate(want):  # the first shown line with no counterpart, for the message
         if line != "..." and not any(_pattern(line).match(x) for x in have):
             return f"shown line not printed: {line!r}"
     return f"the lines differ in order or number: shown {len(want)}, printed {len(have)}"
@@ -229,7 +229,7 @@ def check_listing(block: Block) -> str | None:
             sub = getattr(command, "commands", {}).get(word) if hasattr(command, "commands") else None
             if sub is None:
                 break
-            command, names = sub, names + [word]
+            command, names = sub, [*names, word]
         if command is group:
             problems.append(f"`{chunk.splitlines()[0]}`: no such command")
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -64,7 +65,9 @@ def serving_gap(api: httpx.Client, slot: str, since: float, until: float) -> dic
                 span = spans.setdefault(series["metric"].get("release") or "?", [float(stamp), float(stamp)])
                 span[0], span[1] = min(span[0], float(stamp)), max(span[1], float(stamp))
     up_at.sort()
-    widest = max((b - a, a, b) for a, b in zip(up_at, up_at[1:])) if len(up_at) > 1 else (None, None, None)
+    widest = (
+        max((b - a, a, b) for a, b in itertools.pairwise(up_at)) if len(up_at) > 1 else (None, None, None)
+    )
     return {
         "longest_s": widest[0],
         "from": widest[1],

@@ -17,6 +17,7 @@ import sys
 import types
 import weakref
 from contextlib import nullcontext
+from pathlib import Path
 from unittest import mock
 
 import torch
@@ -28,7 +29,7 @@ def load(rel, names, given):
     """Execute the top-level definitions `names` of TREE/rel in a namespace of `given`, every
     other global name they use standing in as a MagicMock (their imports are not run)."""
     path = os.path.join(TREE, rel)
-    tree = ast.parse(open(path).read(), path)
+    tree = ast.parse(Path(path).read_text(), path)
     nodes = [n for n in tree.body if getattr(n, "name", None) in names]
     assert sorted(n.name for n in nodes) == sorted(names), (rel, [n.name for n in nodes])
     module = ast.Module(body=nodes, type_ignores=[])
@@ -46,7 +47,7 @@ def load(rel, names, given):
 out = {}
 
 # -- 0003: the MTP draft's quantization ------------------------------------------------------
-from sglang.srt.environ import envs
+from sglang.srt.environ import envs  # noqa: E402  (imported once the probe's stand-ins are in place)
 
 built = []
 
@@ -79,7 +80,7 @@ mtp = load(
     [
         n
         for n in ("_mtp_quant_config", "_checkpoint_mtp_quant_config")
-        if "def " + n + "(" in open(os.path.join(TREE, "sglang/srt/models/qwen3_5_mtp.py")).read()
+        if "def " + n + "(" in Path(TREE, "sglang/srt/models/qwen3_5_mtp.py").read_text()
     ],
     {
         "envs": envs,
@@ -231,7 +232,7 @@ out["order"] = events
 # Last, as it changes torch.cuda and pynvml for the rest of the process. The module was imported
 # on the CPU as it is (with sglang, above); the machine below is described afterwards: one SM120
 # GPU that NVML can see, where creating a CUDA context is an error.
-from sglang.srt.utils import common
+from sglang.srt.utils import common  # noqa: E402  (last, as the comment above says)
 
 calls = []
 nvml = types.ModuleType("pynvml")

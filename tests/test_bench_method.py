@@ -66,30 +66,30 @@ def test_prompts_are_unique_and_near_the_target_length():
 
 
 def _record(**kw) -> RequestRecord:
-    base = dict(
-        phase="decode",
-        group="decode_c1",
-        concurrency=1,
-        index=0,
-        ok=True,
-        error=None,
-        status=200,
-        prompt_prefix="p",
-        prompt_tokens_estimated=100,
-        prompt_tokens=100,
-        cached_tokens=0,
-        max_tokens=11,
-        output_tokens=11,
-        output_tokens_source="usage",
-        reasoning_tokens=0,
-        answer_tokens=11,
-        finish_reason="length",
-        start=0.0,
-        first_token=0.5,
-        first_answer=0.5,
-        last_token=1.5,
-        end=1.6,
-    )
+    base = {
+        "phase": "decode",
+        "group": "decode_c1",
+        "concurrency": 1,
+        "index": 0,
+        "ok": True,
+        "error": None,
+        "status": 200,
+        "prompt_prefix": "p",
+        "prompt_tokens_estimated": 100,
+        "prompt_tokens": 100,
+        "cached_tokens": 0,
+        "max_tokens": 11,
+        "output_tokens": 11,
+        "output_tokens_source": "usage",
+        "reasoning_tokens": 0,
+        "answer_tokens": 11,
+        "finish_reason": "length",
+        "start": 0.0,
+        "first_token": 0.5,
+        "first_answer": 0.5,
+        "last_token": 1.5,
+        "end": 1.6,
+    }
     base.update(kw)
     return RequestRecord(**base)
 

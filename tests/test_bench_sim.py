@@ -169,7 +169,7 @@ def test_http_500_counted_medians_over_completed():
 
 def test_dropped_streams_are_errors_and_nothing_hangs():
     handle = sim_in_thread(faults=("drop_stream=10",))
-    started = time.monotonic()
+    time.monotonic()
     try:
         run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(), progress=False)
     finally:

@@ -44,9 +44,9 @@ async def _serve(replies: list[list[bytes]], close_after: set[int] = frozenset()
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(
-                    next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")).split(
-                        b":"
-                    )[1]
+                    next(
+                        row for row in head.split(b"\r\n") if row.lower().startswith(b"content-length")
+                    ).split(b":")[1]
                 )
                 await reader.readexactly(length)
                 i = count["n"]
@@ -151,9 +151,9 @@ def _dropping_server(drop: set[int], partial: set[int] = frozenset()):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = int(
-                    next(l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length")).split(
-                        b":"
-                    )[1]
+                    next(
+                        row for row in head.split(b"\r\n") if row.lower().startswith(b"content-length")
+                    ).split(b":")[1]
                 )
                 await reader.readexactly(length)
                 i = count["n"]

@@ -26,24 +26,24 @@ pytestmark = pytest.mark.timeout(240)
 DECODE, AGGREGATE, PREFILL = 400.0, 800.0, 10_000.0
 # the idle wait and the leftover-work check read /metrics, which SGLang (and the sim) serve only
 # with --enable-metrics; the cache report lets the cold-cache check pass per request
-METRICS = dict(enable_metrics=True, enable_cache_report=True)
+METRICS = {"enable_metrics": True, "enable_cache_report": True}
 
 
 def _method(**extra):
-    values = dict(
-        quick=True,
-        warmup_requests=1,
-        warmup_output_tokens=8,
-        decode_requests=4,
-        decode_output_tokens=100,
-        load_requests_per_slot=2,
-        load_output_tokens=100,
-        prefill_prompt_tokens=[4_000],
-        prefill_prompts_each=2,
-        metrics_interval_s=0.2,
-        request_timeout_s=60,
-        run_timeout_s=200,
-    )
+    values = {
+        "quick": True,
+        "warmup_requests": 1,
+        "warmup_output_tokens": 8,
+        "decode_requests": 4,
+        "decode_output_tokens": 100,
+        "load_requests_per_slot": 2,
+        "load_output_tokens": 100,
+        "prefill_prompt_tokens": [4_000],
+        "prefill_prompts_each": 2,
+        "metrics_interval_s": 0.2,
+        "request_timeout_s": 60,
+        "run_timeout_s": 200,
+    }
     values.update(extra)
     return build_method(**values)
 

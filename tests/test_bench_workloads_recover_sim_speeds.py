@@ -103,10 +103,10 @@ def test_input_ablation_traces_interactivity_against_input_length(sim):
     )
     sizes = (500, 4_000, 16_000)
     values = [run.figure(f"ablation_{n}_decode_tps").value for n in sizes]
-    for n, value in zip(sizes, values):  # the rule: never faster than the sim's schedule
+    for n, value in zip(sizes, values, strict=False):  # the rule: never faster than the sim's schedule
         assert value <= _expected_decode(n + out / 2) * NEVER_FASTER
     # the trace's shape, as ratios to the run's own shortest input (one load slows them alike)
-    for n, value in zip(sizes[1:], values[1:]):
+    for n, value in zip(sizes[1:], values[1:], strict=False):
         assert value / values[0] == pytest.approx(
             _expected_decode(n + out / 2) / _expected_decode(500 + out / 2), rel=0.12
         )

@@ -3,12 +3,10 @@ up to date is said so, with no "about a minute" announced first."""
 
 from __future__ import annotations
 
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401  (fixtures)
-
 pytestmark = __import__("pytest").mark.index  # the sim image's wheels are downloaded once (then cached)
 
 
-def test_an_up_to_date_build_announces_no_cost(slot_env) -> None:  # noqa: F811
+def test_an_up_to_date_build_announces_no_cost(slot_env) -> None:
     first = slot_env("build", "--profile", "t-good")
     assert first.returncode == 0, first.stderr
     if "up to date" not in first.stderr:  # it built: the cost came before, with why

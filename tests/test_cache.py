@@ -7,7 +7,7 @@ import json
 
 import pytest
 from conftest import run_cli
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import up
 
 from deploytool.host.slots import Slot
 from deploytool.release.cache import FINGERPRINT_FILE, _in_volume

@@ -11,6 +11,7 @@ design, is the container's /run/secrets (compose's copy, not a host file)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets as stdlib_secrets
 import stat
@@ -55,10 +56,8 @@ def made_images(docker_engine):
     made: set[str] = set()
     yield made
     for ref in made:
-        try:
+        with contextlib.suppress(Exception):
             docker_engine.client.images.remove(ref)
-        except Exception:
-            pass
 
 
 @pytest.fixture

@@ -215,7 +215,7 @@ def where(check: dict[str, Any]) -> str:
     folder = Path(check["file_path"].lstrip("/")).parts[0]
     if folder != "k8s":
         return folder
-    kind, _, name = (check.get("resource", "").split(".") + ["", "", ""])[:3]
+    kind, _, name = ([*check.get("resource", "").split("."), "", "", ""])[:3]
     if kind == "Job" or "-qualify-" in name:
         return "k8s:qualify-job"
     return "k8s:server-worker" if name.endswith("-worker") else "k8s:server"

@@ -30,7 +30,7 @@ def _paths(group, prefix=()) -> list[tuple[str, ...]]:
     """Every group and command path under an eagerly built group."""
     out = [prefix]
     for name, cmd in group.commands.items():
-        out += _paths(cmd, prefix + (name,)) if hasattr(cmd, "commands") else [prefix + (name,)]
+        out += _paths(cmd, (*prefix, name)) if hasattr(cmd, "commands") else [(*prefix, name)]
     return out
 
 

@@ -22,15 +22,15 @@ from deploytool.bench.records import split_reasoning as _split_reasoning
 from deploytool.server.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = dict(
-    startup_seconds=0.0,
-    decode_tps=20000.0,
-    prefill_tps=1e8,
-    log_requests=False,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-    enable_metrics=True,
-    enable_cache_report=True,
-)
+FAST = {
+    "startup_seconds": 0.0,
+    "decode_tps": 20000.0,
+    "prefill_tps": 1e8,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
 WEATHER = {
     "type": "function",
     "function": {
@@ -379,7 +379,7 @@ def test_get_has_an_overall_time_limit(tricky: str) -> None:
 
     async def go() -> None:
         async with EndpointClient(tricky, timeout=30) as client:
-            with pytest.raises(httpx.TimeoutException, match="timed out after 0.5 s"):
+            with pytest.raises(httpx.TimeoutException, match=r"timed out after 0.5 s"):
                 await client.get("/trickle", timeout=0.5)
 
     started = time.perf_counter()

@@ -182,7 +182,7 @@ def test_keepalive_race_against_a_short_keepalive_uvicorn_drops_nothing() -> Non
         # The race is real: with httpx's defaults (idle connections kept past the server's
         # keep-alive, no retry) some requests are dropped ("Server disconnected without sending a
         # response" or a reset). It is timing-dependent: a sweep shows it about every other time.
-        for attempt in range(10):
+        for _attempt in range(10):
             errors, sent, _ = asyncio.run(
                 _sweep(url, keep_alive, keepalive_expiry=5.0, retry_stale_connections=False)
             )
@@ -196,7 +196,7 @@ def test_keepalive_race_against_a_short_keepalive_uvicorn_drops_nothing() -> Non
         assert all("disconnected" in e or "ReadError" in e or "WriteError" in e for e in errors), errors
         # The same schedule with the retry: the race happens (a request is re-sent) and nothing is dropped.
         rescued = 0
-        for attempt in range(10):
+        for _attempt in range(10):
             errors, sent, retries = asyncio.run(_sweep(url, keep_alive, keepalive_expiry=5.0))
             assert (errors, sent) == ([], 640)
             rescued += retries

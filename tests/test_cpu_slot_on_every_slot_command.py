@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401  (fixtures)
 
-
-def test_qualify_bench_reports_and_cache_take_a_named_cpu_slot(slot_env, profiles_dir) -> None:  # noqa: F811
+def test_qualify_bench_reports_and_cache_take_a_named_cpu_slot(slot_env, profiles_dir) -> None:
     made = slot_env("up", "--cpu-slot", "a", "--profile", "t-good", "--skip-qualify", "--json")
     assert made.returncode == 0, made.stderr
     url = json.loads(made.stdout)["url"]

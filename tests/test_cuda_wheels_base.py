@@ -11,6 +11,7 @@ is unchanged and wiped when it changes. The full GPU image is tests/test_gpu_ima
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import subprocess
@@ -66,11 +67,11 @@ def test_checked_in_locks_pin_one_compiler_everywhere() -> None:
 def test_matrix_checks_a_wheels_base() -> None:
     profile = ProfileStore().get(WHEELS_PROFILE)
     check_profile(profile)
-    with pytest.raises(ProfileError, match="image.base.*toolkit comes from wheels"):
+    with pytest.raises(ProfileError, match=r"image.base.*toolkit comes from wheels"):
         check_profile(_with_image(profile, base="nvidia/cuda:13.3.1-cudnn-devel-ubuntu24.04"))
-    with pytest.raises(ProfileError, match="image.python.*Debian bookworm"):
+    with pytest.raises(ProfileError, match=r"image.python.*Debian bookworm"):
         check_profile(_with_image(profile, python="3.12"))
-    with pytest.raises(ProfileError, match="no toolkit wheels for CUDA 13.2.1"):
+    with pytest.raises(ProfileError, match=r"no toolkit wheels for CUDA 13.2.1"):
         check_profile(_with_image(profile, cuda="13.2.1"))
 
 
@@ -161,7 +162,7 @@ def test_a_changed_wheel_is_named_by_deploytool_and_refused_by_pip(tmp_path: Pat
 
     (house / "alpha-1.0-py3-none-any.whl").unlink()
     _tiny_wheel(house, "beta", "2.0", "B = 2\n")
-    with pytest.raises(BuildError, match="lacks 1 wheel.*alpha-1.0-py3-none-any.whl"):
+    with pytest.raises(BuildError, match=r"lacks 1 wheel.*alpha-1.0-py3-none-any.whl"):
         wheelhouse.verify(lock, house)
 
 
@@ -299,7 +300,5 @@ def test_cache_keeps_real_kernels_while_the_toolchain_holds_and_wipes_them_when_
     finally:
         if other is not None:
             engine.client.images.remove(other.id, force=True)
-        try:
+        with contextlib.suppress(Exception):
             engine.client.volumes.get(slot.cache_volume()).remove(force=True)
-        except Exception:
-            pass

@@ -45,7 +45,7 @@ def run_release(
             server.url,
             folder,
             profile=sim_profile(server.port),
-            suites=OURS + ["performance"],
+            suites=[*OURS, "performance"],
             overrides=PERFORMANCE,
             limit=10,
             **extra,

@@ -21,21 +21,21 @@ MODELS = Path(__file__).parent / "data" / "models"
 
 
 def _gpu(**kw) -> GpuInfo:
-    base = dict(
-        index=0,
-        uuid="GPU-1",
-        name="NVIDIA H200",
-        compute_capability="9.0",
-        memory_total_mib=143771,
-        memory_free_mib=143155,
-        power_limit_w=700.0,
-        pcie_link_gen=5,
-        pcie_link_gen_max=5,
-        pcie_link_width=16,
-        pcie_link_width_max=16,
-        memory_bus_width_bits=6016,
-        max_memory_clock_mhz=3201,
-    )
+    base = {
+        "index": 0,
+        "uuid": "GPU-1",
+        "name": "NVIDIA H200",
+        "compute_capability": "9.0",
+        "memory_total_mib": 143771,
+        "memory_free_mib": 143155,
+        "power_limit_w": 700.0,
+        "pcie_link_gen": 5,
+        "pcie_link_gen_max": 5,
+        "pcie_link_width": 16,
+        "pcie_link_width_max": 16,
+        "memory_bus_width_bits": 6016,
+        "max_memory_clock_mhz": 3201,
+    }
     base.update(kw)
     return GpuInfo(**base)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import run_cli, start_cli
-from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import served_decode_tps, slot_status, up
 
 pytestmark = (
     pytest.mark.index

@@ -115,7 +115,7 @@ def test_bad_qualify_settings_in_the_profile_are_refused_in_planning():
 
 def test_a_port_held_by_another_process_is_refused_but_the_serving_release_may_hand_it_over():
     taken = PortFacts("127.0.0.1", 30000, holder="another process")
-    with pytest.raises(DeployError, match="port 30000 on 127.0.0.1 is already in use by another process"):
+    with pytest.raises(DeployError, match=r"port 30000 on 127.0.0.1 is already in use by another process"):
         plan_up(facts(release(1, "running"), current=1, port=taken), SIM, UpOptions(skip_qualify=True))
     ours = PortFacts("127.0.0.1", 30000, holder="release 1 of slot cpu", holder_release=("cpu", 1))
     plan = plan_up(facts(release(1, "running"), current=1, port=ours), SIM, UpOptions(skip_qualify=True))
@@ -233,9 +233,9 @@ def test_rollback_stops_the_current_release_and_restores_it_if_the_target_fails(
 @pytest.mark.parametrize(
     "pointers, text",
     [
-        (dict(current=2, previous=None), "it has no previous release"),
-        (dict(current=2, previous=9), "its previous release 9 no longer exists"),
-        (dict(current=1, previous=2), "release 2 is already serving"),
+        ({"current": 2, "previous": None}, "it has no previous release"),
+        ({"current": 2, "previous": 9}, "its previous release 9 no longer exists"),
+        ({"current": 1, "previous": 2}, "release 2 is already serving"),
     ],
 )
 def test_rollback_refusals(pointers: dict, text: str):

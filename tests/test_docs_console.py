@@ -71,7 +71,7 @@ def test_the_comparison_catches_a_wrong_page_and_forgives_only_what_differs_betw
         ]
     ]
     assert matches(page, printed, excerpt=False) is None
-    assert matches(page[:1] + ["..."], printed, excerpt=False) is None
+    assert matches([*page[:1], "..."], printed, excerpt=False) is None
     assert "not printed" in matches(["url: http://127.0.0.1:30000 (port: kept)"], printed, excerpt=True)
     assert matches(page[1:2] + page[:1], printed, excerpt=True) is not None  # order counts
     assert parse_block("$ deploytool gpus\nout\n")[0] == "console"

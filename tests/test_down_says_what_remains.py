@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import up
 
 from deploytool.host.slots import Slot
 from deploytool.release.state import slot_path

@@ -71,7 +71,7 @@ def test_each_hook_gets_the_slot_release_url_and_profile_and_is_journaled(tmp_pa
 def test_a_failing_pre_stop_refuses_the_stop(tmp_path: Path):
     hook(tmp_path, "pre-stop", "exit 7")
     p = plan()
-    with pytest.raises(HookFailed, match="exited with status 7.*was not stopped and still serves"):
+    with pytest.raises(HookFailed, match=r"exited with status 7.*was not stopped and still serves"):
         GatewayHooks(tmp_path).before_step(p, p.steps[0])
     assert [e["exit_code"] for e in read_journal() if e["event"] == "hook"] == [7]
 
@@ -80,7 +80,7 @@ def test_a_hook_past_its_time_limit_is_killed_with_what_it_started(tmp_path: Pat
     marker = tmp_path / "still-running"
     hook(tmp_path, "pre-stop", f"(sleep 3; touch {marker}) & sleep 30")
     p, started = plan(), time.monotonic()
-    with pytest.raises(HookFailed, match="ran past its time limit of 0.5 s"):
+    with pytest.raises(HookFailed, match=r"ran past its time limit of 0.5 s"):
         GatewayHooks(tmp_path, timeout_s=0.5).before_step(p, p.steps[0])
     assert time.monotonic() - started < 30  # killed at its limit, not waited for: its own sleep is 30 s
     time.sleep(3.5)

@@ -17,6 +17,7 @@ cache while the toolchain holds and wiped when flashinfer's version changes. Wha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -259,10 +260,8 @@ def test_flashinfer_and_triton_jit_write_only_under_cache_and_the_slot_cache_kee
             container.remove(force=True)
         if other is not None:
             engine.client.images.remove(other, force=True)
-        try:
+        with contextlib.suppress(Exception):
             engine.client.volumes.get(slot.cache_volume()).remove(force=True)
-        except Exception:
-            pass
 
 
 def test_what_needs_the_driver_is_named_and_the_rest_imports(gpu_image, docker_engine) -> None:

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from lifecycle_helpers import PROFILES, release_row, slot_env, slot_status, up  # noqa: F401 (fixture)
+from lifecycle_helpers import PROFILES, release_row, slot_status, up
 
 from deploytool.profiles import load_profile
 from deploytool.profiles.schema import HealthSpec
@@ -41,7 +41,7 @@ def profiles_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def test_up_ends_its_wait_at_the_planned_budget_and_names_the_field(slot_env, docker_engine) -> None:  # noqa: F811
+def test_up_ends_its_wait_at_the_planned_budget_and_names_the_field(slot_env, docker_engine) -> None:
     plan = slot_env("up", "--cpu", "--profile", "t-loads-long", "--skip-qualify", "--dry-run")
     assert plan.returncode == 0, plan.stderr
     wanted = (

@@ -80,7 +80,7 @@ def test_a_folder_holding_a_socket_is_refused(tmp_path: Path):
     runtime.mkdir()
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(runtime / "engine.sock"))
-        result, text, out = render(tmp_path, str(runtime))
+        result, text, _out = render(tmp_path, str(runtime))
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"model.host_path: {runtime} holds the socket engine.sock" in text, result.stderr
 

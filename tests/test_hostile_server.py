@@ -244,9 +244,11 @@ def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str) -> N
             simulator=True,
             created="",
         )
-        with measured() as cost:
-            with pytest.raises(HealthFailure, match="did not become healthy within its health budget of 2 s"):
-                wait_until_healthy(_Engine(), release, budget=2, path="/health", reporter=Reporter())
+        with (
+            measured() as cost,
+            pytest.raises(HealthFailure, match="did not become healthy within its health budget of 2 s"),
+        ):
+            wait_until_healthy(_Engine(), release, budget=2, path="/health", reporter=Reporter())
         # the budget (a probe never runs past it, PROBE_TIMEOUT_S is longer) and a pause of 0.5 s
         assert cost["seconds"] < min(2 + PROBE_TIMEOUT_S, 2 + 3), cost
         assert cost["peak"] < MEMORY_BOUND, cost

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, start_cli
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import up
 from sim_process import SimProcess
 
 from deploytool.sim.hostile import ESCAPES, MARKUP, SURROGATES

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, free_port, run_cli
-from lifecycle_helpers import profiles_dir, release_row, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import release_row, served_decode_tps, slot_status, up
 
 pytestmark = (
     pytest.mark.index

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from deploy_facts import facts_with_memory
 
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.host.slots import Slot
@@ -14,7 +15,6 @@ from deploytool.memory.gate import MemoryRefused, memory_check, memory_facts
 from deploytool.profiles import load_profile
 
 MODELS = Path(__file__).parent / "data" / "models"
-from deploy_facts import facts_with_memory
 
 CPU = Slot()
 

@@ -75,7 +75,7 @@ def test_linear_attention_state_and_layer_split_match_sglangs_own_code(sglang_re
     assert answer["tracking_slots"] == 2  # the planner's ratio 3 + 2 with the extra buffer
     from deploytool.memory.checkpoint import shape_from_config
 
-    for (config_text, dtype, tp), sglang in zip(cases, answer["cases"]):
+    for (config_text, dtype, tp), sglang in zip(cases, answer["cases"], strict=False):
         ours = (
             shape
             if config_text is text

@@ -59,13 +59,15 @@ STOCK = [
     "speculative-eagle-topk=",
     "speculative-num-draft-tokens=",
     "max-running-requests=",
-] + UNDONE
+    *UNDONE,
+]
 STOCK_MTP = [
     "speculative-num-steps=3",
     "speculative-eagle-topk=1",
     "speculative-num-draft-tokens=4",
     "max-running-requests=48",
-] + UNDONE
+    *UNDONE,
+]
 FP8_KV = ["kv-cache-dtype=fp8_e4m3"]
 
 SOURCE = {"stock": (345_000, 9), "stock+mtp": (181_000, 1)}

@@ -94,7 +94,7 @@ def test_an_error_in_memory_yaml_names_the_file_and_the_line(tmp_path: Path) -> 
 
 
 def test_a_series_without_memory_yaml_is_refused_and_an_empty_one_needs_none(tmp_path: Path) -> None:
-    with pytest.raises(ProfileError, match="memory.yaml: missing"):
+    with pytest.raises(ProfileError, match=r"memory.yaml: missing"):
         read_memory_effects(tmp_path, ["0001-a.patch"])
     assert read_memory_effects(tmp_path, []) == []
 
@@ -141,17 +141,17 @@ def test_environment_switches_are_read_as_sglang_reads_them() -> None:
 
 
 def _inputs(**kw) -> PlanInputs:
-    base = dict(
-        context_length=262_144,
-        mem_fraction_static=0.88,
-        kv_cache_dtype="fp8_e4m3",
-        max_running_requests=8,
-        speculative_algorithm="NEXTN",
-        speculative_num_draft_tokens=4,
-        mamba_ssm_dtype="bfloat16",
-        max_mamba_cache_size=40,
-        min_running_requests=8,
-    )
+    base = {
+        "context_length": 262_144,
+        "mem_fraction_static": 0.88,
+        "kv_cache_dtype": "fp8_e4m3",
+        "max_running_requests": 8,
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_draft_tokens": 4,
+        "mamba_ssm_dtype": "bfloat16",
+        "max_mamba_cache_size": 40,
+        "min_running_requests": 8,
+    }
     return PlanInputs(**{**base, **kw})
 
 

@@ -118,7 +118,7 @@ def test_folder_checks_name_the_path_and_what_to_do(tmp_path: Path) -> None:
     assert str(missing) in err.value.message and "nothing was stopped" in (err.value.hint or "")
     folder = write_model_folder(tmp_path / "m")
     (folder / "config.json").unlink()
-    with pytest.raises(weights.ModelMissing, match="no config.json"):
+    with pytest.raises(weights.ModelMissing, match=r"no config.json"):
         weights.folder_fingerprint(folder)
     empty = tmp_path / "e"
     empty.mkdir()
@@ -131,12 +131,12 @@ def test_sharded_weights_need_their_index_and_every_shard(tmp_path: Path) -> Non
     folder = write_model_folder(tmp_path / "s", shards=3)
     first = weights.folder_fingerprint(folder)
     (folder / "model-00002-of-00003.safetensors").unlink()
-    with pytest.raises(weights.ModelMissing, match="lacks 1 of the 3 shards.*model-00002-of-00003"):
+    with pytest.raises(weights.ModelMissing, match=r"lacks 1 of the 3 shards.*model-00002-of-00003"):
         weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)
     (folder / weights.INDEX).unlink()
     with pytest.raises(
-        weights.ModelMissing, match="sharded weights .3 files. but no model.safetensors.index.json"
+        weights.ModelMissing, match=r"sharded weights .3 files. but no model.safetensors.index.json"
     ):
         weights.folder_fingerprint(folder)
     write_model_folder(tmp_path / "s", shards=3)

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import yaml
 from conftest import ROOT, free_port, run_cli
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 
 from deploytool.deploy import scrape_targets
 from deploytool.host import labels
@@ -55,7 +54,7 @@ def _until(what: str, check, timeout: float = 60.0):
     raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
 
 
-def test_a_cut_over_under_umask_077_moves_the_scrape(slot_env, profiles_dir: Path) -> None:  # noqa: F811
+def test_a_cut_over_under_umask_077_moves_the_scrape(slot_env, profiles_dir: Path) -> None:
     port, release_port = free_port(), slot_env.port
     monitor = _strict_cli("monitor", "up", "--port", str(port), "--scrape-interval", "1", "--json")
     try:
@@ -76,7 +75,10 @@ def test_a_cut_over_under_umask_077_moves_the_scrape(slot_env, profiles_dir: Pat
             )
             assert started.returncode == 0, started.stderr
             # Prometheus's own user read the file deploytool rewrote at the start (the cut-over)
-            _until(f"Prometheus scrapes release {release} alone", lambda: _scraped(api) == [(release, "up")])
+            _until(
+                f"Prometheus scrapes release {release} alone",
+                lambda release=release: _scraped(api) == [(release, "up")],
+            )
             assert scrape_targets.targets_file().stat().st_mode & 0o777 == 0o644
     finally:
         run_cli("monitor", "down", "--json")

@@ -31,7 +31,7 @@ import pytest
 import yaml
 from browser_helpers import CHROMIUM, Browser
 from conftest import free_port, run_cli
-from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
+from lifecycle_helpers import PROFILES, up
 from monitor_helpers import serving_gap
 
 from deploytool.deploy import scrape_targets
@@ -107,7 +107,7 @@ def _shot(browser: Browser, path: Path) -> None:
         shutil.copyfile(path, DOCS / path.name)
 
 
-def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engine, tmp_path: Path) -> None:  # noqa: F811
+def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engine, tmp_path: Path) -> None:
     cli, seen = slot_env, []
     port = free_port()
     monitor = run_cli(
@@ -123,9 +123,13 @@ def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engi
         assert httpx.get(f"{url}/v1/models", timeout=5).status_code == 401  # the key guards the API
         assert httpx.get(f"{url}/metrics", timeout=5).status_code == 200  # and not the figures
 
-        targets = lambda job=RELEASES_JOB: [
-            t for t in api.get("/api/v1/targets").json()["data"]["activeTargets"] if t["labels"]["job"] == job
-        ]
+        def targets(job=RELEASES_JOB):
+            return [
+                t
+                for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+                if t["labels"]["job"] == job
+            ]
+
         (target,) = _until("release 1 scraped up", lambda: [t for t in targets() if t["health"] == "up"])
         assert {k: target["labels"][k] for k in ("slot", "release", "profile", "card", "api_key")} == {
             "slot": "cpu",
@@ -168,11 +172,13 @@ def test_keyed_release_scraped_paged_and_its_fault_alerted(slot_env, docker_engi
             assert gap["releases"] == ["1", "2"] and gap["longest_s"] is not None
 
             # the first fault: release 2's health fails (its fault, a wedged scheduler) while /metrics answers
-            alerts = lambda name, state: [
-                a
-                for a in api.get("/api/v1/alerts").json()["data"]["alerts"]
-                if a["labels"]["alertname"] == name and a["state"] == state
-            ]
+            def alerts(name, state):
+                return [
+                    a
+                    for a in api.get("/api/v1/alerts").json()["data"]["alerts"]
+                    if a["labels"]["alertname"] == name and a["state"] == state
+                ]
+
             (pending,) = _until(
                 "DeploytoolReleaseUnhealthy pending",
                 lambda: alerts("DeploytoolReleaseUnhealthy", "pending"),

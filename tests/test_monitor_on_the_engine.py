@@ -10,7 +10,7 @@ import time
 
 import httpx
 from conftest import free_port, run_cli
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401 (fixtures)
+from lifecycle_helpers import up
 from monitor_helpers import Load
 
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
@@ -40,7 +40,7 @@ def _wait_for(api: httpx.Client, release: str, timeout: float = 60.0) -> list[tu
     return seen
 
 
-def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:  # noqa: F811
+def test_top_and_monitor_follow_up_upgrade_and_rollback(slot_env) -> None:
     cli = slot_env
     port = free_port()
     monitor = run_cli(

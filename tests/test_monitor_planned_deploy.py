@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import free_port, run_cli
-from lifecycle_helpers import PROFILES, slot_env, up  # noqa: F401 (fixture)
+from lifecycle_helpers import PROFILES, up
 
 from deploytool.deploy import scrape_targets
 from deploytool.host.releases import Release
@@ -79,7 +79,7 @@ def _samples(api: httpx.Client, query: str, since: float, until: float) -> list[
     ]
 
 
-def test_an_up_to_a_slow_release_pages_for_nothing(slot_env) -> None:  # noqa: F811
+def test_an_up_to_a_slow_release_pages_for_nothing(slot_env) -> None:
     port = free_port()
     monitor = run_cli(
         "monitor", "up", "--port", str(port), "--scrape-interval", "1", "--retention", "1d", "--json"
@@ -89,10 +89,13 @@ def test_an_up_to_a_slow_release_pages_for_nothing(slot_env) -> None:  # noqa: F
         assert monitor.returncode == 0, monitor.stderr
         first = up(slot_env, "t-good")
         assert first.returncode == 0, first.stderr
-        scraped = lambda: sorted(
-            (t["labels"]["job"], t["labels"]["release"], t["health"])
-            for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
-        )
+
+        def scraped():
+            return sorted(
+                (t["labels"]["job"], t["labels"]["release"], t["health"])
+                for t in api.get("/api/v1/targets").json()["data"]["activeTargets"]
+            )
+
         _until(lambda: scraped() == [(HEALTH_JOB, "1", "up"), (RELEASES_JOB, "1", "up")], "release 1 scraped")
 
         since = time.time()

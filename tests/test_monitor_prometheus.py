@@ -5,6 +5,7 @@ survives `monitor down`. Prometheus's own HTTP API is the witness."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -68,13 +69,13 @@ def _targets(api: httpx.Client) -> list[dict]:
 
 def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path: Path) -> None:
     settings = stack.MonitorSettings(port=free_port(), retention="2d", scrape_interval_s=1)
-    sim_flags = dict(
-        decode_tps=200,
-        max_running_requests=2,
-        enable_metrics=True,
-        spec_accept_length=2.0,
-        default_chat_template_kwargs='{"enable_thinking": false}',
-    )
+    sim_flags = {
+        "decode_tps": 200,
+        "max_running_requests": 2,
+        "enable_metrics": True,
+        "spec_accept_length": 2.0,
+        "default_chat_template_kwargs": '{"enable_thinking": false}',
+    }
     try:
         with SimProcess(**sim_flags) as first, Load(first.url, clients=3):
             write_pointers("cpu", SlotPointers(current=1, previous=None))
@@ -115,7 +116,7 @@ def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path:
                     "TPOT p99",
                     "prefix hit rate",
                 ):  # need finished/cached requests
-                    _until(f"panel {panel['title']}", lambda: _query(api, expr), timeout=30)
+                    _until(f"panel {panel['title']}", lambda expr=expr: _query(api, expr), timeout=30)
 
             with SimProcess(**sim_flags) as second, Load(second.url, clients=2):
                 # the cut-over: release 2 serves, the pointer moves, the executor's hook rewrites
@@ -163,7 +164,5 @@ def test_monitor_follows_the_release_and_keeps_its_data(docker_engine, tmp_path:
         assert float(kept[0]["value"][1]) > 0
     finally:
         stack.down(engine=docker_engine)
-        try:
+        with contextlib.suppress(Exception):
             docker_engine.client.volumes.get(stack.volume_name()).remove(force=True)
-        except Exception:
-            pass

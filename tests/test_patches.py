@@ -196,7 +196,7 @@ def test_a_later_hunk_never_matches_above_the_previous_one(tmp_path: Path) -> No
     )
     result = unidiff.apply_patch(root, "p", text)
     assert result.applied, result.rejections
-    expected = ["keep", "marker", "fill"] + lines[1:14] + ["changed", "tail"]
+    expected = ["keep", "marker", "fill", *lines[1:14], "changed", "tail"]
     assert (root / "pkg" / "mod.py").read_text() == "\n".join(expected) + "\n"
     if shutil.which("patch"):  # GNU patch agrees
         gnu = _tree(tmp_path / "gnu", "\n".join(lines) + "\n")

@@ -25,15 +25,15 @@ from deploytool.sim import SimSettings, count_tokens, create_app
 
 pytestmark = pytest.mark.timeout(180)
 
-FAST_SIM = dict(
-    startup_seconds=0,
-    decode_tps=5000,
-    prefill_tps=2_000_000,
-    log_requests=False,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-    enable_metrics=True,
-    enable_cache_report=True,
-)
+FAST_SIM = {
+    "startup_seconds": 0,
+    "decode_tps": 5000,
+    "prefill_tps": 2_000_000,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def _rewriting(app: Any, rewrite: Callable[[dict[str, Any]], dict[str, Any]]) ->
                 break
         new = json.dumps(rewrite(json.loads(body))).encode()
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-length"]
-        scope = dict(scope, headers=headers + [(b"content-length", str(len(new)).encode())])
+        scope = dict(scope, headers=[*headers, (b"content-length", str(len(new)).encode())])
         delivered = False
 
         async def replay() -> dict[str, Any]:

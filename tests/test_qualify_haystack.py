@@ -32,7 +32,7 @@ def test_converges_from_a_low_guess() -> None:
 
 
 def test_converges_from_a_high_guess() -> None:
-    measure, calls = linear(per_unit=4.0, overhead=40)
+    measure, _calls = linear(per_unit=4.0, overhead=40)
     search = run(measure, 10_000, guess=50_000)
     assert search.found and 9_950 <= search.tokens <= 10_000
 

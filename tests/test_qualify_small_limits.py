@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from lifecycle_helpers import profiles_dir, slot_env  # noqa: F401 (fixtures)
 from qualify_helpers import qualify, sim
 
 from deploytool.checks.targets import Target
@@ -90,7 +89,7 @@ def test_a_crashed_suite_fails_the_run_instead_of_could_not_run(healthy, tmp_pat
     assert report.exit_code == 1 and report.verdict == "failed", report.summary_line()
 
 
-def test_up_with_limit_3_qualifies_and_cuts_over(slot_env) -> None:  # noqa: F811
+def test_up_with_limit_3_qualifies_and_cuts_over(slot_env) -> None:
     done = slot_env("up", "--cpu", "--profile", "t-good", "--limit", "3", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -14,7 +14,7 @@ from deploytool.server.client import ChatResult
 # Each sampled generation (1000 tokens) streams for about a second, so the load is still in
 # flight when the probes go out even on a busy machine (at the suites' default 5000 tokens/s it
 # lasted 0.2 s, and a stall of the test process could let it finish before the probes were sent).
-LOADED_SIM = dict(gsm8k_oracle=1.0, decode_tps=1000)
+LOADED_SIM = {"gsm8k_oracle": 1.0, "decode_tps": 1000}
 
 
 def test_answers_corrupted_only_under_load_fail_stress(tmp_path: Path) -> None:

@@ -25,10 +25,7 @@ def _imports(path: Path) -> frozenset[str]:
     Kept per file: the helpers' check reads every module of src/ once per helper, and parsing
     them again for each was nearly all of its CPU."""
     package = ".".join(path.relative_to(QUALIFY.parent.parent).with_suffix("").parts)
-    if path.name != "__init__.py":
-        package = package.rsplit(".", 1)[0]
-    else:
-        package = package.removesuffix(".__init__")
+    package = package.rsplit(".", 1)[0] if path.name != "__init__.py" else package.removesuffix(".__init__")
     out = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom):

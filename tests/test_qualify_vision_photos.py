@@ -4,6 +4,7 @@ turns, all four modes, several requests in flight."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ def test_photos_ladder_history_and_concurrency_against_the_sim(tmp_path: Path) -
     ladder = figures["ladder"]
     jpeg = [r for r in ladder if r["format"] == "jpeg"]
     assert [r["width"] for r in jpeg][:4] == [256, 768, 1536, 3072] and jpeg[-1]["width"] > 4000
-    assert all(a["prompt_tokens"] < b["prompt_tokens"] for a, b in zip(jpeg, jpeg[1:]))
+    assert all(a["prompt_tokens"] < b["prompt_tokens"] for a, b in itertools.pairwise(jpeg))
     assert all(r["measured_growth"] == r["expected_growth"] for r in ladder)
     assert max(r["width"] for r in ladder if r["format"] == "png") == 1536
     assert [r["passed"] for r in figures["history"]] == [True] * 4

@@ -16,6 +16,7 @@ import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -184,7 +185,7 @@ def test_the_wait_for_readiness_follows_the_real_start(plan) -> None:
 
 
 class _Replay(BaseHTTPRequestHandler):
-    record: dict = {}
+    record: ClassVar[dict] = {}
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -276,17 +277,17 @@ def test_error_bodies_land_in_the_result(name, status, words) -> None:
 
 # --- the reference runtime beside the real server --------------------------------------------
 
-SIM = dict(
-    startup_seconds=0.0,
-    decode_tps=20000.0,
-    prefill_tps=1e8,
-    log_requests=False,
-    enable_metrics=True,
-    enable_cache_report=True,
-    context_length=32768,
-    max_total_tokens=10_000_000,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-)
+SIM = {
+    "startup_seconds": 0.0,
+    "decode_tps": 20000.0,
+    "prefill_tps": 1e8,
+    "log_requests": False,
+    "enable_metrics": True,
+    "enable_cache_report": True,
+    "context_length": 32768,
+    "max_total_tokens": 10_000_000,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+}
 
 
 def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None:
@@ -299,61 +300,63 @@ def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None
         "error_tool_choice_absent",
         "error_max_tokens_zero",
     ]
-    with serve_in_thread(SimSettings(**SIM, api_key="k"), wait_ready=True) as sim:
-        with httpx.Client(base_url=sim.url, headers={"Authorization": "Bearer k"}, timeout=30) as client:
-            for name in cases:
-                record = fixture("dense", name)
-                req = record["request"]
-                sent = req.get("body") or {}
-                if name == "error_context_overflow_plain":
-                    sent = {**sent, "messages": [{"role": "user", "content": "lorem " * 40000}]}
-                got = client.request(
-                    req["method"], req["path"], json=sent if req["method"] == "POST" else None
+    with (
+        serve_in_thread(SimSettings(**SIM, api_key="k"), wait_ready=True) as sim,
+        httpx.Client(base_url=sim.url, headers={"Authorization": "Bearer k"}, timeout=30) as client,
+    ):
+        for name in cases:
+            record = fixture("dense", name)
+            req = record["request"]
+            sent = req.get("body") or {}
+            if name == "error_context_overflow_plain":
+                sent = {**sent, "messages": [{"role": "user", "content": "lorem " * 40000}]}
+            got = client.request(req["method"], req["path"], json=sent if req["method"] == "POST" else None)
+            real = json.loads(record["body"])
+            assert got.status_code == record["status"], name
+            if "message" in real:
+                # the token counts differ (the sim has its own token rule); the words do not
+                assert got.json()["type"] == real["type"] and got.json()["code"] == real["code"], name
+                assert real["message"].split(":")[0].split("(")[0] in got.json()["message"], name
+            elif "detail" in real:
+                assert got.json() == real, name
+            else:  # max_tokens 0: an empty answer cut at once
+                assert (
+                    got.json()["choices"][0]["finish_reason"]
+                    == real["choices"][0]["finish_reason"]
+                    == "length"
                 )
-                real = json.loads(record["body"])
-                assert got.status_code == record["status"], name
-                if "message" in real:
-                    # the token counts differ (the sim has its own token rule); the words do not
-                    assert got.json()["type"] == real["type"] and got.json()["code"] == real["code"], name
-                    assert real["message"].split(":")[0].split("(")[0] in got.json()["message"], name
-                elif "detail" in real:
-                    assert got.json() == real, name
-                else:  # max_tokens 0: an empty answer cut at once
-                    assert (
-                        got.json()["choices"][0]["finish_reason"]
-                        == real["choices"][0]["finish_reason"]
-                        == "length"
-                    )
-                    assert (
-                        got.json()["choices"][0]["message"]["content"]
-                        == real["choices"][0]["message"]["content"]
-                        == ""
-                    )
-                    assert got.json()["usage"]["completion_tokens"] == 0
-            for name in ("auth_models_no_key", "auth_server_info_no_key"):
-                record = fixture("dense", name)
-                got = httpx.get(sim.url + record["request"]["path"])
-                assert (got.status_code, got.json()) == (record["status"], json.loads(record["body"])), name
+                assert (
+                    got.json()["choices"][0]["message"]["content"]
+                    == real["choices"][0]["message"]["content"]
+                    == ""
+                )
+                assert got.json()["usage"]["completion_tokens"] == 0
+        for name in ("auth_models_no_key", "auth_server_info_no_key"):
+            record = fixture("dense", name)
+            got = httpx.get(sim.url + record["request"]["path"])
+            assert (got.status_code, got.json()) == (record["status"], json.loads(record["body"])), name
 
 
 def test_the_sim_streams_the_real_chunk_shapes() -> None:
     """Key sets of the role chunk, a text chunk and the usage chunk; the metric names and
     label names deploytool reads."""
     real = events(fixture("dense", "chat_stream"))
-    with serve_in_thread(SimSettings(**SIM), wait_ready=True) as sim:
-        with httpx.Client(base_url=sim.url, timeout=30) as client:
-            with client.stream(
-                "POST",
-                "/v1/chat/completions",
-                json={
-                    "messages": [{"role": "user", "content": "hi"}],
-                    "max_tokens": 8,
-                    "stream": True,
-                    "stream_options": {"include_usage": True},
-                },
-            ) as response:
-                mine = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
-            metrics = client.get("/metrics").text
+    with (
+        serve_in_thread(SimSettings(**SIM), wait_ready=True) as sim,
+        httpx.Client(base_url=sim.url, timeout=30) as client,
+    ):
+        with client.stream(
+            "POST",
+            "/v1/chat/completions",
+            json={
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 8,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
+        ) as response:
+            mine = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+        metrics = client.get("/metrics").text
     assert set(mine[0]) == set(real[0]) and mine[0]["choices"][0]["delta"] == real[0]["choices"][0]["delta"]
     assert set(mine[1]["choices"][0]["delta"]) == set(real[1]["choices"][0]["delta"])
     assert set(mine[-1]) == set(real[-1]) and mine[-1]["choices"] == real[-1]["choices"] == []

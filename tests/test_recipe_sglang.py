@@ -91,7 +91,7 @@ def test_matrix_refuses_an_unpinned_sglang_release() -> None:
 def test_cpu_image_takes_a_cpu_torch_and_no_kernels() -> None:
     profile = ProfileStore([TEST_PROFILES]).get("sglang-cpu-test")
     recipe.check(profile)
-    with pytest.raises(ProfileError, match="image.kernel_version"):
+    with pytest.raises(ProfileError, match=r"image.kernel_version"):
         recipe.check(_with_image(profile, kernel_version="0.4.10"))
 
 
@@ -155,7 +155,7 @@ def test_prepare_with_a_wheelhouse_installs_without_an_index(tmp_path: Path) -> 
     (house / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"not a real wheel")
     context = tmp_path / "ctx"
     context.mkdir()
-    with pytest.raises(UsageError, match="no sglang 0.5.23 wheel"):
+    with pytest.raises(UsageError, match=r"no sglang 0.5.23 wheel"):
         recipe.prepare(profile, context_dir=context, wheelhouse=house)
     (house / "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl").write_bytes(b"not a real wheel")
     (house / "triton-3.9.0-cp311-cp311-manylinux_2_27_x86_64.whl").write_bytes(b"x")

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import run_cli
 from keyed_profile import keyed
-from lifecycle_helpers import profiles_dir, release_row, slot_env, slot_status, up  # noqa: F401 (fixtures)
+from lifecycle_helpers import release_row, slot_status, up
 
 from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
@@ -24,10 +24,10 @@ from deploytool.release.compose import RenderRequest, render_compose, render_tex
 CARD = "GPU-5f3c0a8e-1111-2222-3333-444455556666"
 
 
-def _server(profile, slot: Slot = Slot()) -> dict:
-    return render_compose(RenderRequest(profile=profile, slot=slot, release=1, image="x"))["services"][
-        "server"
-    ]
+def _server(profile, slot: Slot | None = None) -> dict:
+    return render_compose(RenderRequest(profile=profile, slot=slot or Slot(), release=1, image="x"))[
+        "services"
+    ]["server"]
 
 
 def test_the_reference_runtime_runs_confined_with_a_read_only_root():
@@ -133,7 +133,7 @@ def test_compose_accepts_the_card_profiles_confinement(tmp_path: Path, docker_en
     assert server["ipc"] == "private" and server["shm_size"] == str(32 * 2**30)
 
 
-def test_a_started_release_sees_neither_the_hosts_shared_memory_nor_a_writable_root(slot_env):  # noqa: F811
+def test_a_started_release_sees_neither_the_hosts_shared_memory_nor_a_writable_root(slot_env):
     cli = slot_env
     started = up(cli, "t-good")
     assert started.returncode == 0, started.stderr
@@ -188,9 +188,7 @@ def test_a_server_that_downloads_gets_back_only_the_right_to_write_the_hosts_hub
 
 
 def test_weights_closed_to_others_are_named_by_up_and_unreadable_in_the_container(
-    slot_env,
-    profiles_dir: Path,  # noqa: F811
-    tmp_path: Path,
+    slot_env, profiles_dir: Path, tmp_path: Path
 ):
     """A checkpoint written under umask 077 by a user of the host: root in the container, with
     every capability dropped, cannot read it, and `up` says so with the fix before it starts."""

@@ -6,6 +6,7 @@ anything is stopped, every hook run is journaled, and an interrupted rollout res
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -153,7 +154,7 @@ def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     times = [t for t, _ in sampler.samples]
     print(
         f"\nrollout sampling: {len(times)} samples of both ports over {times[-1] - times[0]:.1f} s "
-        f"(largest gap {max(b - a for a, b in zip(times, times[1:])) * 1000:.0f} ms); down samples: {down}; "
+        f"(largest gap {max(b - a for a, b in itertools.pairwise(times)) * 1000:.0f} ms); down samples: {down}; "
         f"samples with neither answering: {len(neither)}"
     )
     assert not neither  # at every moment at least one slot answered

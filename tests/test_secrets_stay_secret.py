@@ -67,7 +67,7 @@ def test_a_value_that_only_reads_like_a_flag_name_is_not_refused(tmp_path):
 def test_the_render_refuses_a_key_flag_in_a_profile_built_in_code():
     profile = ProfileStore().get("sim").model_copy(deep=True)
     profile.server.command = [*profile.server.command, "--api-key", CANARY]
-    with pytest.raises(UsageError, match="server.command"):
+    with pytest.raises(UsageError, match=r"server.command"):
         render_compose(RenderRequest(profile=profile, slot=Slot(), release=1, image="deploytool/sim:x"))
 
 

@@ -19,15 +19,15 @@ from PIL import Image, ImageDraw
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
-FAST = dict(
-    startup_seconds=0.0,
-    decode_tps=20000.0,
-    prefill_tps=1e8,
-    log_requests=False,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-    enable_metrics=True,
-    enable_cache_report=True,
-)
+FAST = {
+    "startup_seconds": 0.0,
+    "decode_tps": 20000.0,
+    "prefill_tps": 1e8,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
 CHAT = "/v1/chat/completions"
 GSM8K = (
     Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"
@@ -252,7 +252,7 @@ def circles(
 
 def image_question(text: str, *images: Image.Image) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"type": "image_url", "image_url": {"url": png_url(i)}} for i in images]
-    return parts + [{"type": "text", "text": text}]
+    return [*parts, {"type": "text", "text": text}]
 
 
 def test_image_shapes_colour_and_size(client: httpx.Client) -> None:
@@ -464,7 +464,7 @@ def test_oracle_accuracy_fraction_is_deterministic_and_formats_rotate() -> None:
     right = sum(a.is_correct for a in answers)  # type: ignore[union-attr]
     assert 0.53 <= right / len(rows) <= 0.67
     assert [a.text for a in answers[:50]] == [oracle.answer(r["question"]).text for r in rows[:50]]  # type: ignore[union-attr]
-    for a, r in zip(answers, rows):
+    for a, r in zip(answers, rows, strict=False):
         assert final_number(a.text) == (key(r) if a.is_correct else key(r) + 1)  # type: ignore[union-attr]
     texts = [a.text for a in answers]  # type: ignore[union-attr]
     assert any("####" in t for t in texts) and any("\\boxed{" in t for t in texts)

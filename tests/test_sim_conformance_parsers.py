@@ -22,7 +22,7 @@ from deploytool.sim.settings import SimSettings
 from deploytool.sim.toolformats import raw_pieces
 
 CHAT = "/v1/chat/completions"
-BASE = dict(startup_seconds=0.0, decode_tps=50000.0, prefill_tps=1e8, log_requests=False)
+BASE = {"startup_seconds": 0.0, "decode_tps": 50000.0, "prefill_tps": 1e8, "log_requests": False}
 TOOLS = [
     {
         "type": "function",
@@ -164,7 +164,7 @@ def _tool_calls_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
             assert choices[-1]["finish_reason"] == "tool_calls"
             names = [d[1] for d in deltas if d[1]]
             arguments = ["".join(d[2] for d in deltas if d[0] == i and not d[1]) for i in range(len(names))]
-            calls = [(name, json.loads(args)) for name, args in zip(names, arguments)]
+            calls = [(name, json.loads(args)) for name, args in zip(names, arguments, strict=False)]
             cases.append({"kind": "tools", "format": fmt, "tools": TOOLS, "pieces": raw_pieces(fmt, calls)})
             streams.append(deltas)
             plains.append(httpx.post(sim.url + CHAT, json=body, timeout=30).json()["choices"][0]["message"])
@@ -175,7 +175,7 @@ def _tool_calls_streamed(fmt: str) -> tuple[list[dict], list[list], list[dict]]:
 def test_streamed_tool_calls_are_what_sglangs_parser_makes_of_the_raw_text(fmt: str, refereed: dict) -> None:
     streams, plains, verdicts = refereed["tools", fmt]
     assert len(verdicts) == len(PROMPTS)
-    for prompt, sim_deltas, plain, verdict in zip(PROMPTS, streams, plains, verdicts):
+    for prompt, sim_deltas, plain, verdict in zip(PROMPTS, streams, plains, verdicts, strict=False):
         assert sim_deltas == verdict["deltas"], prompt
         assert verdict["normal"] == "" and verdict["non_stream_normal"] == "" == plain["content"]
         assert [
@@ -253,7 +253,7 @@ def test_streamed_reasoning_is_what_sglangs_reasoning_parser_makes_of_the_raw_te
 ) -> None:
     streams, plains, verdicts = refereed["reasoning", parser]
     assert len(verdicts) == len(REASONING_BODIES)
-    for body, sim_deltas, plain, verdict in zip(REASONING_BODIES, streams, plains, verdicts):
+    for body, sim_deltas, plain, verdict in zip(REASONING_BODIES, streams, plains, verdicts, strict=False):
         assert sim_deltas == verdict["deltas"], body
         reasoning, content = verdict["non_stream"]
         assert (plain["reasoning_content"] or None, plain["content"]) == (reasoning or None, content)

@@ -17,7 +17,7 @@ from deploytool.sim.server import serve_in_thread
 from deploytool.sim.settings import SimSettings
 
 CHAT = "/v1/chat/completions"
-BASE = dict(startup_seconds=0.0, decode_tps=20000.0, prefill_tps=1e8, log_requests=False)
+BASE = {"startup_seconds": 0.0, "decode_tps": 20000.0, "prefill_tps": 1e8, "log_requests": False}
 TOOLS = [
     {
         "type": "function",
@@ -181,7 +181,7 @@ def verdicts(sglang_referee_python: Path) -> dict[str, list[str]]:
     broken["name"] = "control: finish_reason 'done', invented field"
     broken["body"]["choices"][0]["finish_reason"] = "done"
     broken["body"]["sim_only"] = 1
-    results = referee(sglang_referee_python, VALIDATE, cases + [broken])
+    results = referee(sglang_referee_python, VALIDATE, [*cases, broken])
     return {r["name"]: r["problems"] for r in results}
 
 

@@ -15,15 +15,15 @@ from conftest import free_port
 
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = dict(
-    startup_seconds=0.0,
-    decode_tps=20000.0,
-    prefill_tps=1e8,
-    log_requests=False,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-    enable_metrics=True,
-    enable_cache_report=True,
-)
+FAST = {
+    "startup_seconds": 0.0,
+    "decode_tps": 20000.0,
+    "prefill_tps": 1e8,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
 CHAT = "/v1/chat/completions"
 HELLO = {"messages": [{"role": "user", "content": "Hello there, please say something long enough."}]}
 TOOLS = [
@@ -143,13 +143,15 @@ def test_http_500_every_nth_chat_request() -> None:
 def test_drop_stream_cuts_the_connection_without_done() -> None:
     with sim_with("drop_stream=3") as sim:
         lines: list[str] = []
-        with pytest.raises(httpx.RemoteProtocolError):
-            with httpx.stream("POST", sim.url + CHAT, json={**HELLO, "stream": True}, timeout=10) as resp:
-                assert resp.status_code == 200
-                for line in resp.iter_lines():
-                    if line:
-                        lines.append(line)
-        assert len(lines) == 3 and all(l.startswith("data: {") for l in lines)
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream("POST", sim.url + CHAT, json={**HELLO, "stream": True}, timeout=10) as resp,
+        ):
+            assert resp.status_code == 200
+            for line in resp.iter_lines():
+                if line:
+                    lines.append(line)
+        assert len(lines) == 3 and all(line.startswith("data: {") for line in lines)
         # non-streaming requests are unaffected, and the server lives on
         assert httpx.post(sim.url + CHAT, json=HELLO).status_code == 200
 

@@ -125,7 +125,12 @@ def test_graphs_by_batch_size_and_the_chunk_fail_a_start_above_the_edge() -> Non
     beside the pool; the failure says what was needed and the highest fraction that starts."""
     from deploytool.sim.launch_rules import start_failure
 
-    base = dict(gpu_memory_gib=100.0, weights_gib=10.0, graph_mib_per_bs=1.0, chunk_mib_per_token=0.25)
+    base = {
+        "gpu_memory_gib": 100.0,
+        "weights_gib": 10.0,
+        "graph_mib_per_bs": 1.0,
+        "chunk_mib_per_token": 0.25,
+    }
     # capture list up to 8: 1 + 2 + 4 + 8 = 15 MiB of graphs; a 8192-token chunk: 2048 MiB
     # -> 2063 MiB beside the pool; 100 GiB x (1 - 0.979) = 2150 MiB holds it, 0.980 (2048 MiB) does not
     fits = SimSettings(**base, cuda_graph_max_bs=8, chunked_prefill_size=8192, mem_fraction_static=0.979)

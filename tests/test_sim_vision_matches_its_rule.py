@@ -65,7 +65,7 @@ def referee(image: Image.Image) -> tuple[Any, ...]:
     raw = work.tobytes()
     names = [
         named[rgb] if rgb in named else named.setdefault(rgb, rule_name(rgb))
-        for rgb in zip(raw[0::3], raw[1::3], raw[2::3])
+        for rgb in zip(raw[0::3], raw[1::3], raw[2::3], strict=False)
     ]
     # the border: top row, bottom row, left column, right column
     border = (

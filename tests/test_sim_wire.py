@@ -18,15 +18,15 @@ from conftest import free_port
 from deploytool.sim import SimSettings, count_tokens, serve_in_thread
 from deploytool.sim.tokens import fragments
 
-FAST = dict(
-    startup_seconds=0.0,
-    decode_tps=5000.0,
-    prefill_tps=1e7,
-    log_requests=False,
-    default_chat_template_kwargs='{"enable_thinking": false}',
-    enable_metrics=True,
-    enable_cache_report=True,
-)
+FAST = {
+    "startup_seconds": 0.0,
+    "decode_tps": 5000.0,
+    "prefill_tps": 1e7,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
 CHAT = "/v1/chat/completions"
 
 
@@ -152,11 +152,11 @@ def test_metrics_prometheus_text(client: httpx.Client) -> None:
         "sglang:token_usage",
         "sglang:cache_hit_rate",
     ):
-        line = next(l for l in text.splitlines() if l.startswith(name + "{"))
+        line = next(row for row in text.splitlines() if row.startswith(name + "{"))
         assert 'model_name="sim-model"' in line
         float(line.rsplit(" ", 1)[1])
     requests = float(
-        next(l for l in text.splitlines() if l.startswith("sglang:num_requests_total")).split()[-1]
+        next(row for row in text.splitlines() if row.startswith("sglang:num_requests_total")).split()[-1]
     )
     assert requests >= 1
     assert "# TYPE sglang:time_to_first_token_seconds histogram" in text

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import start_cli
-from lifecycle_helpers import profiles_dir, served_decode_tps, slot_env, slot_status, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import served_decode_tps, slot_status, up
 
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
@@ -143,9 +143,9 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     assert "FAULT crash_on_start" in slot_env("logs", "--cpu", "--release", "4").stdout
 
     # down: says what goes (the dry run changes nothing), then removes releases, projects, networks
-    networks = lambda: docker_engine.client.networks.list(
-        filters={"label": f"{labels.INSTANCE}={labels.instance()}"}
-    )
+    def networks():
+        return docker_engine.client.networks.list(filters={"label": f"{labels.INSTANCE}={labels.instance()}"})
+
     assert networks(), "each release's network carries the instance label"
     dry = _json(slot_env("down", "--cpu", "--dry-run", "--json"))["plan"]
     assert [s["step"] for s in dry["steps"]] == ["Stop", "Remove", "Remove", "Remove", "Remove", "RemoveSlot"]
@@ -153,7 +153,7 @@ def test_stop_start_logs_and_down_of_a_slot(slot_env, docker_engine):
     gone = slot_env("down", "--cpu", "--json")
     assert gone.returncode == 0, gone.stderr
     assert "goes: 2. remove release 1" in gone.stderr
-    assert {"release 1 (deploytool-%s-cpu-r1-server)" % labels.instance()} <= set(_json(gone)["removed"])
+    assert {f"release 1 (deploytool-{labels.instance()}-cpu-r1-server)"} <= set(_json(gone)["removed"])
     assert docker_engine.releases("cpu") == [] and networks() == []
     assert (
         docker_engine.volume_exists(Slot().cache_volume()) and slot_path("cpu").exists()

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 from conftest import free_port
-from lifecycle_helpers import profiles_dir, slot_env, slot_status, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import slot_status, up
 
 from deploytool.host import labels
 

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from deploy_facts import facts_with_memory
 
 from deploytool.deploy.plan import UpOptions, plan_up
 from deploytool.host.slots import Slot
@@ -21,7 +22,6 @@ from deploytool.memory.startup import env_true, startup_notes
 from deploytool.profiles import load_profile
 
 MODELS = Path(__file__).parent / "data" / "models"
-from deploy_facts import facts_with_memory
 
 CPU = Slot()
 

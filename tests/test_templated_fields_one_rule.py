@@ -144,5 +144,5 @@ def test_what_passes_stays_on_its_line_of_the_dockerfile_and_nothing_else_passes
         ).get("child")
         plain = plan_build(ProfileStore().get("sim")).dockerfile
         assert len(plan_build(profile).dockerfile.splitlines()) == len(plain.splitlines())
-        with pytest.raises(ProfileError, match="image.python"):
+        with pytest.raises(ProfileError, match=r"image.python"):
             child(Path(folder), {"image": {"python": f"3.{minor}\n{INJECTED}"}}).get("child")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, run_cli
-from lifecycle_helpers import profiles_dir, slot_env, up  # noqa: F401  (fixtures)
+from lifecycle_helpers import up
 from sim_process import SimProcess
 
 

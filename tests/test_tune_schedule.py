@@ -5,6 +5,7 @@ within tie_margin, or not told apart at the evidence), a failed start is out; th
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -313,10 +314,8 @@ def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
 
     async def absorbs() -> str:
         for _ in range(40):
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(0.05)
-            except asyncio.CancelledError:
-                pass
         return "finished"
 
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))

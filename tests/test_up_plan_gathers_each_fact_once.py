@@ -5,6 +5,8 @@ attribute looked up by name. (The weights: test_up_checks_the_weights_once.py.)"
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from deploytool.deploy import plan as plan_module
@@ -87,7 +89,7 @@ def test_an_up_reads_the_slot_s_releases_once() -> None:
     from deploytool.deploy.commands import plan_for_up
 
     class Counting(NoEngine):
-        asked: list[str | None] = []
+        asked: ClassVar[list[str | None]] = []
 
         def releases(self, slot: str | None = None) -> list:
             self.asked.append(slot)

@@ -48,7 +48,9 @@ def version(dist):
 def patches():
     folder = Path("/opt/deploytool/patches")
     series = folder / "series"
-    names = [l.split("#")[0].strip() for l in series.read_text().splitlines()] if series.exists() else []
+    names = (
+        [line.split("#")[0].strip() for line in series.read_text().splitlines()] if series.exists() else []
+    )
     return [{"name": n, "sha256": hashlib.sha256((folder / n).read_bytes()).hexdigest()} for n in names if n]
 
 

@@ -102,7 +102,7 @@ class Run:
     def __init__(self, out: Path, deadline: float):
         self.out, self.deadline = out, deadline
         self.summary: dict = {"plans": {}, "started": time.time()}
-        self.log = open(out / "drive.log", "a")
+        self.log = open(out / "drive.log", "a")  # noqa: SIM115  (the run's log, open for the whole drive)
 
     def left(self) -> float:
         return self.deadline - time.time()
@@ -261,11 +261,12 @@ def do_plan(run: Run, name: str, site: Path, dt: Path, gpu_uuid: str | None) -> 
                 "--json",
                 "--no-progress",
             ]
+            # the files are the child's stdout and stderr for its whole life: they close when it exits
             qualify_proc = subprocess.Popen(
                 q_args,
                 env=env,
-                stdout=open(plan_out / "qualify.stdout", "w"),
-                stderr=open(plan_out / "qualify.stderr", "w"),
+                stdout=open(plan_out / "qualify.stdout", "w"),  # noqa: SIM115
+                stderr=open(plan_out / "qualify.stderr", "w"),  # noqa: SIM115
             )
             run.say(f"qualify started (pid {qualify_proc.pid}) before the server")
             time.sleep(2)

@@ -122,11 +122,14 @@ def bytes_to_unicode():
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, map(chr, cs)))
+    return dict(zip(bs, map(chr, cs), strict=False))
 
 
 BYTE2U = bytes_to_unicode()
-tb2s = lambda b: "".join(BYTE2U[x] for x in b)
+
+
+def tb2s(b):
+    return "".join(BYTE2U[x] for x in b)
 
 
 t0 = time.time()
@@ -193,8 +196,10 @@ cfg = {
     "model_max_length": 262144,
     "chat_template": CHAT_TEMPLATE,
 }
-json.dump(cfg, open(os.path.join(OUT, "tokenizer_config.json"), "w"), indent=2, ensure_ascii=False)
-open(os.path.join(OUT, "chat_template.jinja"), "w").write(CHAT_TEMPLATE)
+with open(os.path.join(OUT, "tokenizer_config.json"), "w") as config_file:
+    json.dump(cfg, config_file, indent=2, ensure_ascii=False)
+with open(os.path.join(OUT, "chat_template.jinja"), "w") as template_file:
+    template_file.write(CHAT_TEMPLATE)
 
 # optional cross-check against tiktoken with the same ranks/regex
 try:

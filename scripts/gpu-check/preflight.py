@@ -81,7 +81,10 @@ if nvcc:
         else:
             bad.append("no libcudart.so to link JIT modules against")
 
-import torch
+import contextlib  # noqa: E402  (beside torch, below)
+
+# torch only once the toolkit's environment above is set: it reads it when imported
+import torch  # noqa: E402
 
 print(
     "torch",
@@ -121,10 +124,8 @@ for d in [
     "xgrammar",
     "apache-tvm-ffi",
 ]:
-    try:
+    with contextlib.suppress(md.PackageNotFoundError):
         print(f"  {d:20s} {md.version(d)}")
-    except md.PackageNotFoundError:
-        pass
 
 for m in [
     "datasets",

@@ -14,6 +14,7 @@ OUT/logs/ID.log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -158,7 +159,7 @@ def launch(row, models: Path, logs: Path, port: int):
     # the last of a repeated flag wins in argparse: a row's own --attention-backend replaces COMMON's
     env = {**os.environ, **env_extra}
     log = logs / f"{ident}.log"
-    f = open(log, "wb")
+    f = open(log, "wb")  # noqa: SIM115  (the server's output for its whole life; closed when it is stopped)
     proc = subprocess.Popen(
         argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
     )
@@ -181,10 +182,8 @@ def stop(run) -> None:
             os.killpg(run["proc"].pid, sig)
         except ProcessLookupError:
             return
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             run["proc"].wait(10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ Stdlib only: this runs beside the server under the host's Python, with the overl
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -74,23 +75,17 @@ class Server:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self.proc.wait(10)
         # the scheduler children may outlive the launcher: end the whole group
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         return self.proc.returncode
 
     def wait_ready(self, timeout: float) -> tuple[bool, float, str]:
@@ -167,9 +162,7 @@ def stop_all() -> None:
     if not PIDS.exists():
         return
     for line in PIDS.read_text().split():
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError, PermissionError):
             os.killpg(int(line), signal.SIGKILL)
-        except (ProcessLookupError, ValueError, PermissionError):
-            pass
     PIDS.unlink()
     time.sleep(2)

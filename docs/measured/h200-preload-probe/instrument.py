@@ -1,9 +1,10 @@
 import re
 import sys
+from pathlib import Path
 
 S = sys.argv[1] + "/sglang/srt/"
 p = S + "utils/common.py"
-s = open(p).read()
+s = Path(p).read_text()
 s += """
 _pg=get_available_gpu_memory
 def get_available_gpu_memory(*a,**k):
@@ -11,9 +12,9 @@ def get_available_gpu_memory(*a,**k):
     w=" < ".join(f"{f.filename.split('/srt/')[-1]}:{f.lineno}" for f in reversed(T.extract_stack(limit=4)[:-1]))
     f,_=torch.cuda.mem_get_info();logger.info(f"PROBE {v:.5f} free_mib={f/2**20:.1f} alloc_mib={torch.cuda.memory_allocated()/2**20:.1f} at {w}");return v
 """
-open(p, "w").write(s)
+Path(p).write_text(s)
 p = S + "model_executor/model_runner.py"
-s = open(p).read()
+s = Path(p).read_text()
 for t in [
     "self.forward_stream = torch.get_device_module(self.device).Stream()",
     "set_offloader(",
@@ -26,4 +27,4 @@ for t in [
 ]:
     m = re.search(r"\n( +)" + re.escape(t), s)
     s = s[: m.start()] + f"\n{m.group(1)}get_available_gpu_memory(self.device, self.gpu_id)" + s[m.start() :]
-open(p, "w").write(s)
+Path(p).write_text(s)

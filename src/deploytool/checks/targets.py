@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..host.slots import Slot, slot_from_options
@@ -65,9 +65,11 @@ def resolve_target(
         if gpus or cpu or cpu_slot is not None or slot is not None:
             raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
         if against is not None:
-            raise UsageError("--against names a release of a slot: give --cpu or --gpu UUID instead of --url")
+            raise FieldError(
+                "against", "names a release of a slot, and a URL is no slot: give the slot instead"
+            )
         if not url.startswith(("http://", "https://")):
-            raise UsageError(f"--url {scrub(url)!r} is not an http(s) URL")
+            raise FieldError("url", "is not an http(s) URL", value=repr(scrub(url)))
         refuse_url_credentials(url)
         profile = store.get(profile_name) if profile_name else None
         if given_key is None and profile is not None and profile.server.api_key is not None:
@@ -110,9 +112,10 @@ def refuse_url_credentials(url: str) -> None:
     except ValueError:
         has_credentials = "@" in url.split("/", 3)[2] if url.count("/") >= 2 else False
     if has_credentials:
-        raise UsageError(
-            f"--url {scrub(url)!r} carries credentials (user:password@): they would be written into "
-            "the reports and show in `ps`",
+        raise FieldError(
+            "url",
+            "carries credentials (user:password@): they would be written into the reports and show in `ps`",
+            value=repr(scrub(url)),
             hint=f"give the URL without them and the key in a file (--api-key-file PATH, mode 0600) "
             f"or in {secrets.API_KEY_ENV}",
         )
@@ -142,11 +145,13 @@ def baseline_release(
     with what served before N, not with the release just rolled back from."""
     if against is not None:
         if against == current:
-            raise UsageError(f"--against {against}: that is the release being qualified")
+            raise FieldError("against", "that is the release being qualified", value=str(against))
         results = qualify_results_path(slot, against)
         if results is None:
-            raise UsageError(
-                f"--against {against}: slot {slot.name} has no stored qualify results for release {against}",
+            raise FieldError(
+                "against",
+                f"slot {slot.name} has no stored qualify results for release {against}",
+                value=str(against),
                 hint="`deploytool reports` lists the reports kept per slot and release",
             )
         return Baseline(against, results, "--against")

@@ -27,6 +27,16 @@ FLAG_OF_FIELD: dict[str, str] = {
     "card": "--card",
     "patches": "--patches",
     "sets": "--set",
+    # the slot a command acts on, and plan-memory's card
+    "gpus": "--gpu",
+    "gpu": "--gpu",
+    "cpu_slot": "--cpu-slot",
+    # qualify and bench's target
+    "url": "--url",
+    "against": "--against",
+    # monitor up
+    "port": "--port",
+    "cards_exporter": "--cards-exporter",
     # bench, compare --interleave
     "workload": "--workload",
     # rollout

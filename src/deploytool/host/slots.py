@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..host.labels import name_prefix
 
 # Stopped releases a slot keeps (counting the rollback target); `up` prunes beyond it.
@@ -64,12 +64,15 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
         )
     for uuid in gpus:
         if not _UUID.match(uuid):
-            raise UsageError(
-                f"--gpu {uuid!r} is not a GPU UUID (expected like GPU-5f3c0a8e-...)",
+            raise FieldError(
+                "gpus",
+                "is not a GPU UUID (expected like GPU-5f3c0a8e-...)",
+                value=repr(uuid),
                 hint="`deploytool gpus` lists the UUIDs of this machine's cards",
             )
     if len(set(gpus)) != len(gpus):
-        raise UsageError("the same --gpu UUID is given twice")
+        twice = next(uuid for uuid in gpus if gpus.count(uuid) > 1)
+        raise FieldError("gpus", "the same UUID is given twice", value=repr(twice))
     # Sorted: the same cards are the same slot, whatever order the flags came in.
     return Slot(gpus=tuple(sorted(gpus)))
 
@@ -87,9 +90,10 @@ def slots_from_options(cpu: bool, cpu_slots: list[str] | None, gpus: list[str] |
 
 def cpu_slot_named(name: str) -> Slot:
     if not _CPU_NAME.match(name):
-        raise UsageError(
-            f"--cpu-slot {name!r}: expected a short name of lowercase letters, digits and '-' "
-            "(up to 16), e.g. --cpu-slot a"
+        raise FieldError(
+            "cpu_slot",
+            "expected a short name of lowercase letters, digits and '-' (up to 16), e.g. a",
+            value=repr(name),
         )
     return Slot(cpu_name=name)
 

@@ -164,7 +164,7 @@ def resolve_card(
     (COUNT cards, else the profile's match.gpu_count); neither: the profile's first card name."""
     count = profile.match.gpu_count
     if gpu and card:
-        raise UsageError("--gpu and --card name the card twice: give one")
+        raise FieldError("card", "names the card the GPU's UUID already names: give one of the two")
     if gpu:
         from ..host.gpus import require_inventory
 
@@ -176,8 +176,8 @@ def resolve_card(
         for uuid, got in zip(uuids, found, strict=True):
             if got is None:
                 known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-                raise UsageError(
-                    f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}"
+                raise FieldError(
+                    "gpu", "no such GPU on this machine", value=uuid, hint=f"this machine's GPUs: {known}"
                 )
         return card_from_gpu(found[0], count=len(found))
     if card:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from ..deploy import scrape_targets
-from ..errors import DeployError, UsageError
+from ..errors import DeployError, FieldError
 from ..files import write_atomic
 from ..host.labels import INSTANCE, PREFIX, instance, name_prefix
 from ..release.state import cache_dir
@@ -73,13 +73,16 @@ class MonitorSettings:
         import re
 
         if not 1 <= self.port <= 65535:
-            raise UsageError(f"--port {self.port} is not a TCP port")
+            raise FieldError("port", "is not a TCP port", value=str(self.port))
         if not re.fullmatch(r"(\d+(y|w|d|h|m|s|ms))+", self.retention):
-            raise UsageError(
-                f"--retention {self.retention!r} is not a Prometheus duration", hint="e.g. 15d, 12h, 1y"
+            raise FieldError(
+                "retention",
+                "is not a Prometheus duration",
+                value=repr(self.retention),
+                hint="e.g. 15d, 12h, 1y",
             )
         if self.cards_exporter and not re.fullmatch(r"[A-Za-z0-9.\-]+:\d{1,5}", self.cards_exporter):
-            raise UsageError(f"--cards-exporter {self.cards_exporter!r} is not HOST:PORT")
+            raise FieldError("cards_exporter", "is not HOST:PORT", value=repr(self.cards_exporter))
 
 
 @dataclass

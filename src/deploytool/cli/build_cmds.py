@@ -1,7 +1,7 @@
 """Build and patches: build, patches check."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from .app import (
     print_json,
     styled,
 )
+
+if TYPE_CHECKING:
+    from ..image.patches import PatchCheck
 
 patches_app = Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
 app.add_typer(patches_app, name="patches")
@@ -191,7 +194,7 @@ def patches_check(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _not_reached(report) -> list[str]:
+def _not_reached(report: "PatchCheck") -> list[str]:
     from ..image import patches
 
     series = Path(report.series)

@@ -481,8 +481,9 @@ def _prune(run: _Run, step: Prune) -> None:
                 engine.compose(
                     run.slot.project(number), compose_file, "down", "--remove-orphans", check=False
                 )
-            if engine.release(slot, number) is not None:
-                engine.remove(engine.release(slot, number))
+            left = engine.release(slot, number)  # read again: `down` may have removed it
+            if left is not None:
+                engine.remove(left)
             journal("release.pruned", slot=slot, release=number)
             run.outcome.pruned.append(number)
     except Exception as exc:

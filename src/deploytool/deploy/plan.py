@@ -321,7 +321,8 @@ class NewRelease:
     def plan(self, action: Action, *, steps: list[Step], restore: list[Step], fallback: int | None) -> Plan:
         """The plan that launches this release: what it shows and what its steps read."""
         facts, profile, options, request = self.facts, self.profile, self.options, self.request
-        model, validated = request.model, self.validated
+        # new_release always sets the model; model_plan says so to the type checker without a cast
+        model, validated = request.model_plan, self.validated
         return Plan(
             action=action,
             slot=facts.slot.name,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,7 +152,7 @@ def client_api_key(
 ) -> str | None:
     """The key for qualify/bench against an endpoint: --api-key-file, else DEPLOYTOOL_API_KEY.
     A key typed on the command line is refused: it lands in `ps` and the shell's history."""
-    env = os.environ if env is None else env
+    source: Mapping[str, str] = os.environ if env is None else env
     if given_on_command_line is not None:
         raise UsageError(
             "--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
@@ -160,8 +161,8 @@ def client_api_key(
     if key_file is not None:
         # read, never copied into a container: the shape rules hold, the owner's not (in a
         # Kubernetes qualify Job the key is a Secret's file, root's and readable by the pod's group)
-        return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file", private=False)
-    value = env.get(API_KEY_ENV, "").strip()
+        return SecretRef(file=str(key_file)).resolve(source, what="--api-key-file", private=False)
+    value = source.get(API_KEY_ENV, "").strip()
     hold(value)
     return value or None
 

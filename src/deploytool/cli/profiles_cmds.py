@@ -406,7 +406,8 @@ def _local_slots(profiles: list, json_output: bool) -> None:
             "\n".join(
                 f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
                 + (f", memory plan {m['verdict']}" if m else "")
-                for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]))
+                # one memory plan per slot (none at all for the simulator): the lengths match
+                for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]), strict=True)
             )
             or "-"
         )

@@ -344,7 +344,7 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
             )
     data = {
         "driver": driver,
-        "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
+        "driver_cuda": None if driver_cuda is None else f"{driver_cuda[0]}.{driver_cuda[1]}",
         "gpus": count,
         "table": table,
     }

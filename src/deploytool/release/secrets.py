@@ -114,7 +114,9 @@ def plan_secrets(profile: Profile) -> list[ReleaseSecret]:
 
 def container_env(planned: list[ReleaseSecret]) -> dict[str, str]:
     """Environment entries that point at secret files (paths only, never values)."""
-    return {"HF_TOKEN_PATH": s.target for s in planned if s.name == "hf_token"}
+    # plan_secrets plans the hub token at most once
+    token = next((s for s in planned if s.name == "hf_token"), None)
+    return {"HF_TOKEN_PATH": token.target} if token else {}
 
 
 def launch_args(planned: list[ReleaseSecret]) -> list[str]:

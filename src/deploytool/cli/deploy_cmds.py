@@ -171,11 +171,11 @@ def render_command(
                 flavor=k8s_flavor,
                 qualify_image=qualify_image,
                 retention=DEFAULT_RETENTION,
-                secret="deploytool",
+                secret="deploytool",  # nosec B106: the Secret's name, never its value
                 profiles_dir=profiles_dir,
             ),
             output,
-        )  # nosec B106: the Secret's name, never its value
+        )
         return
     text = render_compose(
         profile,

@@ -342,11 +342,8 @@ def test_the_cli_reaches_release_host_and_checks_only_where_listed() -> None:
 # two jobs, and leaves this list when it is.
 SPLIT_PENDING_MODULES: set[str] = {"cli/deploy_cmds.py", "deploy/executor.py", "deploy/plan.py"}
 SPLIT_PENDING_FUNCTIONS: set[str] = {
-    "cli/build_cmds.py:build_command",
-    "cli/profiles_cmds.py:profiles_list",
     "cli/qualify_cmds.py:qualify_command",
     "cli/tune_cmds.py:tune_cli",
-    "deploy/doctor.py:check_driver",
     "tune/run.py:_summary",
     "tune/run.py:tune",
 }

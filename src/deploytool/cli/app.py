@@ -89,7 +89,12 @@ class LazyCommands(MutableMapping[str, Any]):
         self._build: dict[str, Callable[[], Any]] = {}
         self._summary: dict[str, Callable[[], TyperCommand]] = {}
         for info in app.registered_commands:
-            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            if info.name:
+                name = info.name
+            elif info.callback is not None:
+                name = typer.main.get_command_name(info.callback.__name__)
+            else:  # typer's decorator always gives one: a command without a function has no name
+                raise TypeError("deploytool's commands are registered with a function")
             self._build[name] = functools.partial(
                 typer.main.get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=markup
             )

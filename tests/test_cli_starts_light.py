@@ -14,7 +14,7 @@ import sys
 # modules that build pydantic models at import (profiles, the bench method, the qualify suites'
 # settings) or pull the engine's SDK and the suites in. pydantic itself: typer coerces a value
 # that is not already a bool through a pydantic TypeAdapter, and an absent --help was None
-# (cli/app.py's _HelpFlagFalse). rich's Console: what these commands print goes through
+# (cli/app.py's _help_flag_false). rich's Console: what these commands print goes through
 # typer.echo, and the consoles are made at their first use (cli/app.py's LazyConsole).
 HEAVY = (
     "pandas",

@@ -155,7 +155,7 @@ def test_ups_progress_and_errors_show_a_servers_text_as_text(capsys: pytest.Capt
     """`up` says what the server and its log said (a health answer, a log tail) in its progress
     lines and its error: shown, not obeyed, not read as markup."""
     from deploytool import cli
-    from deploytool.cli.deploy_cmds import ConsoleReporter
+    from deploytool.cli.console_reporter import ConsoleReporter
     from deploytool.errors import DeployError
 
     said = f"the server answered: {ESCAPES} {MARKUP}"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from deploy_facts import SIM, facts, release
 
-from deploytool.deploy.executor import _secret_env, execute
+from deploytool.deploy.executor import execute
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.deploy.step_effects import _secret_env
 from deploytool.deploy.steps import Build, Qualify, Start
 from deploytool.errors import DeployError
 from deploytool.profiles import SecretRef
@@ -68,14 +69,14 @@ def test_the_start_reads_each_secret_from_where_its_step_says(tmp_path: Path) ->
 
 
 def test_a_cpu_image_on_a_card_is_planned_and_said_for_up_to_refuse(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deploytool.deploy import plan as plan_module
+    from deploytool.deploy import up_checks
 
     assert (
         plan_up(facts(release(1, "running"), current=1), SIM, UpOptions(skip_qualify=True)).not_on_cards
         is None
     )
     reason = "profile sim builds a CPU image (image.cuda: null): a real `up` refuses it"
-    monkeypatch.setattr(plan_module, "cpu_image_on_cards", lambda slot, profile: reason)
+    monkeypatch.setattr(up_checks, "cpu_image_on_cards", lambda slot, profile: reason)
     plan = plan_up(facts(release(1, "running"), current=1), SIM, UpOptions(skip_qualify=True))
     # planned and warned (a dry run shows it); the plan says it, so `up` refuses with no profile at hand
     assert plan.not_on_cards == reason and plan.warnings.count(reason) == 1

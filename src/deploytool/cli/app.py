@@ -20,26 +20,30 @@ from ..redaction import scrub, scrub_all
 if TYPE_CHECKING:
     from rich.console import Console
 
+    # typer's own copy of click: the context and formatter types its groups and commands take
+    from typer import _click
+    from typer.core import TyperOption
 
-class _HelpFlagFalse:
+
+def _help_flag_false(option: "TyperOption | None") -> "TyperOption | None":
     """The --help flag of a group or command, off (False) when it is not given. typer makes it
     without a default, so an absent --help is None, and typer coerces every non-bool value
     through a pydantic TypeAdapter: importing pydantic and building one adapter was a third of
     `deploytool status`'s CPU, for a flag that was not there. A bool value skips the coercion;
     the flag, its help line and what it does are the same."""
-
-    def get_help_option(self, ctx: typer.Context) -> Any:
-        option = super().get_help_option(ctx)  # type: ignore[misc]
-        if option is not None and option.default is None:
-            option.default = False
-        return option
+    if option is not None and option.default is None:
+        option.default = False
+    return option
 
 
-class Group(_HelpFlagFalse, TyperGroup):
+class Group(TyperGroup):
     """A group whose subcommands may be built at their first lookup (`LazyCommands`): its
     listing in `--help` then reads each one's summary instead of building it."""
 
-    def format_commands(self, ctx: typer.Context, formatter: Any) -> None:
+    def get_help_option(self, ctx: "_click.Context") -> "TyperOption | None":
+        return _help_flag_false(super().get_help_option(ctx))
+
+    def format_commands(self, ctx: "_click.Context", formatter: "_click.HelpFormatter") -> None:
         if not isinstance(self.commands, LazyCommands):
             return super().format_commands(ctx, formatter)
         listed = [(name, self.commands.summary(name)) for name in self.commands]
@@ -52,13 +56,14 @@ class Group(_HelpFlagFalse, TyperGroup):
             formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in shown])
 
 
-class Command(_HelpFlagFalse, TyperCommand):
-    pass
+class Command(TyperCommand):
+    def get_help_option(self, ctx: "_click.Context") -> "TyperOption | None":
+        return _help_flag_false(super().get_help_option(ctx))
 
 
 class Typer(typer.Typer):
     """deploytool's typer app and sub-apps: their groups and commands keep --help off the
-    pydantic path (_HelpFlagFalse)."""
+    pydantic path (_help_flag_false)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(cls=Group, **kwargs)
@@ -84,7 +89,12 @@ class LazyCommands(MutableMapping[str, Any]):
         self._build: dict[str, Callable[[], Any]] = {}
         self._summary: dict[str, Callable[[], TyperCommand]] = {}
         for info in app.registered_commands:
-            name = info.name or typer.main.get_command_name(info.callback.__name__)  # type: ignore[union-attr]
+            if info.name:
+                name = info.name
+            elif info.callback is not None:
+                name = typer.main.get_command_name(info.callback.__name__)
+            else:  # typer's decorator always gives one: a command without a function has no name
+                raise TypeError("deploytool's commands are registered with a function")
             self._build[name] = functools.partial(
                 typer.main.get_command_from_info, info, pretty_exceptions_short=short, rich_markup_mode=markup
             )

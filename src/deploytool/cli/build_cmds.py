@@ -1,7 +1,7 @@
 """Build and patches: build, patches check."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,10 @@ from .app import (
     print_json,
     styled,
 )
+
+if TYPE_CHECKING:
+    from ..image.patches import PatchCheck
+    from ..profiles import Profile
 
 patches_app = Typer(help="The sglang patch series of a profile's image.", no_args_is_help=True)
 app.add_typer(patches_app, name="patches")
@@ -50,55 +54,70 @@ def build_command(
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:
     """Build the profile's pinned image; prints its reference. A no-op when the inputs are unchanged."""
-    from rich.progress import BarColumn, Progress, TextColumn
-
     from ..profiles import ProfileStore
 
     resolved = ProfileStore(profiles_dir).get(profile)
     if lock:
-        from ..image.recipes.sglang import make_locks
+        _write_locks(resolved, wheelhouse, json_output)
+    elif dry_run:
+        _print_build_plan(resolved, wheelhouse, json_output)
+    else:
+        _build(resolved, wheelhouse, no_cache, json_output)
 
-        made = make_locks(resolved, wheelhouse=wheelhouse)
-        if json_output:
-            print_json(
-                {"locks": [{"path": str(x.path), "wheels": len(x.wheels), "sha256": x.digest} for x in made]}
-            )
-            return
-        for x in made:
-            typer.echo(f"{x.path}: {len(x.wheels)} wheels, sha256 {x.digest[:16]}")
+
+def _write_locks(resolved: "Profile", wheelhouse: Path | None, json_output: bool) -> None:
+    """`build --lock`: the profile's wheel locks written again (and, with a wheelhouse, filled)."""
+    from ..image.recipes.sglang import make_locks
+
+    made = make_locks(resolved, wheelhouse=wheelhouse)
+    if json_output:
+        print_json(
+            {"locks": [{"path": str(x.path), "wheels": len(x.wheels), "sha256": x.digest} for x in made]}
+        )
         return
+    for x in made:
+        typer.echo(f"{x.path}: {len(x.wheels)} wheels, sha256 {x.digest[:16]}")
+
+
+def _print_build_plan(resolved: "Profile", wheelhouse: Path | None, json_output: bool) -> None:
+    """`build --dry-run`: the tag, its inputs and the expected size; nothing built."""
     from ..image.build import expected_size, plan_build
 
-    if dry_run:
-        planned = plan_build(resolved, wheelhouse=wheelhouse)
-        size = expected_size(resolved)
-        if json_output:
-            print_json(
-                {
-                    "dry_run": True,
-                    "image": planned.tag,
-                    "recipe": planned.recipe,
-                    "base": planned.base_ref,
-                    "base_pinned": planned.base_pinned,
-                    "inputs_hash": planned.inputs_hash,
-                    "inputs": planned.fingerprint,
-                    "steps": planned.steps,
-                    "expected_size": size,
-                }
-            )
-            return
-        typer.echo(f"build {resolved.name} ({planned.recipe} recipe) would make {planned.tag}")
-        typer.echo(
-            f"  base: {planned.base_ref} ("
-            + ("pinned by digest" if planned.base_pinned else "by tag: resolved when the image is built")
-            + ")"
+    planned = plan_build(resolved, wheelhouse=wheelhouse)
+    size = expected_size(resolved)
+    if json_output:
+        print_json(
+            {
+                "dry_run": True,
+                "image": planned.tag,
+                "recipe": planned.recipe,
+                "base": planned.base_ref,
+                "base_pinned": planned.base_pinned,
+                "inputs_hash": planned.inputs_hash,
+                "inputs": planned.fingerprint,
+                "steps": planned.steps,
+                "expected_size": size,
+            }
         )
-        typer.echo("  inputs (the tag is a hash of these):")
-        for key, value in sorted(planned.fingerprint.items()):
-            typer.echo(f"    {key}: {value}")
-        typer.echo(f"  Dockerfile steps: {planned.steps}")
-        typer.echo(f"  expected: {size}")
         return
+    typer.echo(f"build {resolved.name} ({planned.recipe} recipe) would make {planned.tag}")
+    typer.echo(
+        f"  base: {planned.base_ref} ("
+        + ("pinned by digest" if planned.base_pinned else "by tag: resolved when the image is built")
+        + ")"
+    )
+    typer.echo("  inputs (the tag is a hash of these):")
+    for key, value in sorted(planned.fingerprint.items()):
+        typer.echo(f"    {key}: {value}")
+    typer.echo(f"  Dockerfile steps: {planned.steps}")
+    typer.echo(f"  expected: {size}")
+
+
+def _build(resolved: "Profile", wheelhouse: Path | None, no_cache: bool, json_output: bool) -> None:
+    """The build itself, its Dockerfile steps as a progress bar on stderr (none with --json)."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from ..image.build import expected_size
 
     def starting(why: str) -> None:  # only once a build is sure to run: an up-to-date image costs nothing
         if not json_output:
@@ -191,7 +210,7 @@ def patches_check(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _not_reached(report) -> list[str]:
+def _not_reached(report: "PatchCheck") -> list[str]:
     from ..image import patches
 
     series = Path(report.series)

@@ -9,7 +9,6 @@ import typer
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..deploy.reporter import Reporter
 from ..host.slots import DEFAULT_RETENTION, slot_from_options
 
 if TYPE_CHECKING:
@@ -33,6 +32,7 @@ from .app import (
     console_err,
     print_json,
 )
+from .console_reporter import ConsoleReporter
 
 cache_app = Typer(help="A slot's JIT kernel cache volume.", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
@@ -72,55 +72,6 @@ WheelhouseOpt = Annotated[
         help="The image is built with `build --wheelhouse DIR` (its wheels are inputs of the tag): name that image; `up` builds it from DIR.",
     ),
 ]
-
-
-class ConsoleReporter(Reporter):
-    """deploy.Reporter for a terminal: milestones as lines, long waits as one progress bar, on stderr."""
-
-    def __init__(self) -> None:
-        self._progress: Any = None  # a rich Progress while a long wait is drawn
-        self._task = None
-
-    def step(self, message: str) -> None:
-        self._close()
-        console_err.print("[cyan]•[/] ", end="")  # a message quotes servers and logs: never markup
-        console_err.print(message, markup=False, highlight=False)
-
-    def warn(self, message: str) -> None:
-        self._close()
-        console_err.print("[yellow]warning:[/] ", end="")
-        console_err.print(message, markup=False, highlight=False)
-
-    def note(self, message: str) -> None:
-        self._close()
-        console_err.print(f"note: {message}", markup=False, highlight=False)
-
-    def waiting(self, label: str, elapsed: float, budget: float) -> None:
-        if self._progress is None:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                TimeElapsedColumn(),
-                TextColumn("budget {task.total:.0f} s"),
-                console=console_err.rich,
-                transient=True,
-            )
-            self._progress.start()
-            self._task = self._progress.add_task(label, total=budget)
-        self._progress.update(self._task, completed=min(elapsed, budget), description=label)
-
-    def _close(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def __enter__(self) -> "ConsoleReporter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._close()
 
 
 # -- render ------------------------------------------------------------------------------------
@@ -171,11 +122,11 @@ def render_command(
                 flavor=k8s_flavor,
                 qualify_image=qualify_image,
                 retention=DEFAULT_RETENTION,
-                secret="deploytool",
+                secret="deploytool",  # nosec B106: the Secret's name, never its value
                 profiles_dir=profiles_dir,
             ),
             output,
-        )  # nosec B106: the Secret's name, never its value
+        )
         return
     text = render_compose(
         profile,
@@ -278,7 +229,7 @@ def up_command(
     from ..deploy import commands as deploy
     from ..deploy.hooks import GatewayHooks
     from ..deploy.no_engine import engine_for_dry_run
-    from ..deploy.plan import UpOptions
+    from ..deploy.up_checks import UpOptions
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
     options = UpOptions(
@@ -351,7 +302,7 @@ def cpu_twin_command(
     config is where the runtime looks, and where sglang's start stops without a card. Removed
     afterwards; changes nothing of the slot (docs/deploy.md)."""
     from ..deploy.cpu_twin import run_cpu_twin
-    from ..deploy.plan import UpOptions
+    from ..deploy.up_checks import UpOptions
     from ..errors import EXIT_FAILED
 
     slot = slot_from_options(gpu, False)

@@ -84,7 +84,7 @@ def gpus_command(json_output: JsonOpt = False, profiles_dir: ProfilesDirOpt = No
                 markup=False,
             )
     lines = (
-        matrix_lines(inventory) + [""] + p2p_lines(inventory)
+        [*matrix_lines(inventory), "", *p2p_lines(inventory)]
         if len(inventory.gpus) > 1
         else matrix_lines(inventory)
     )

@@ -1,7 +1,7 @@
 """k8s apply, k8s status, k8s rollback, and what `render --k8s` delegates to."""
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -10,6 +10,7 @@ from ..host.slots import DEFAULT_RETENTION
 from .app import JsonOpt, ProfilesDirOpt, Typer, app, console_err, print_json
 
 if TYPE_CHECKING:
+    from ..k8s.cluster import Cluster
     from ..k8s.release import K8sRequest
 
 k8s_app = Typer(
@@ -56,6 +57,8 @@ SecretOpt = Annotated[
 ContextOpt = Annotated[
     str | None, typer.Option("--context", help="kubeconfig context (default: the current one).")
 ]
+# the flavors K8sRequest takes, by the name --k8s-flavor gives
+_FLAVORS: dict[str, Literal["plain", "ome"]] = {"plain": "plain", "ome": "ome"}
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Only the cluster's server-side dry run; nothing changes.")
 ]
@@ -79,7 +82,8 @@ def build_request(
     from ..k8s import release as rel
     from ..profiles import ProfileStore
 
-    if flavor not in ("plain", "ome"):
+    kind = _FLAVORS.get(flavor)
+    if kind is None:
         raise UsageError(f"--k8s-flavor {flavor!r}: expected plain or ome")
     if not image:
         raise UsageError(
@@ -101,8 +105,8 @@ def build_request(
         qualify_image=qualify_image,
         retention=retention,
         secret_name=secret,
-        flavor=flavor,
-    )  # type: ignore[arg-type]
+        flavor=kind,
+    )
 
 
 def render_k8s(req: "K8sRequest", output: Path | None) -> None:
@@ -127,7 +131,7 @@ def render_k8s(req: "K8sRequest", output: Path | None) -> None:
     )
 
 
-def _connect(context: str | None):
+def _connect(context: str | None) -> "Cluster":
     from ..k8s.cluster import connect
 
     return connect(context)

@@ -1,12 +1,15 @@
 """plan-memory: what SGLang's memory pools will be, before anything starts."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..errors import EXIT_FAILED
 from .app import JsonOpt, ProfilesDirOpt, app, console, print_json
+
+if TYPE_CHECKING:
+    from ..memory.plan import MemoryPlan
 
 
 @app.command("plan-memory")
@@ -102,7 +105,7 @@ def plan_memory_cli(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _rows(plan) -> list[tuple[str, str]]:
+def _rows(plan: "MemoryPlan") -> list[tuple[str, str]]:
     state = "none"
     if plan.state_bytes_per_request:
         state = f"{plan.state_bytes_per_request / 2**20:.1f} MiB " + (
@@ -139,7 +142,7 @@ def _rows(plan) -> list[tuple[str, str]]:
     ]
 
 
-def _edge(plan) -> str:
+def _edge(plan: "MemoryPlan") -> str:
     edge = plan.upper_edge
     if not edge:
         return "-"

@@ -1,6 +1,6 @@
 """top: the live view of what serves; monitor up, down, status: the Prometheus that follows it."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,6 +15,9 @@ from .app import (
     console,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from ..monitor.stack import MonitorStatus
 
 
 @app.command("top")
@@ -71,7 +74,7 @@ monitor_app = Typer(
 app.add_typer(monitor_app, name="monitor")
 
 
-def _print_status(result, json_output: bool) -> None:
+def _print_status(result: "MonitorStatus", json_output: bool) -> None:
     if json_output:
         print_json(result)
         return

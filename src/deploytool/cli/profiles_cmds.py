@@ -1,12 +1,19 @@
 """Profiles: list, show, check."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 
 from ..errors import EXIT_COULD_NOT_RUN, EXIT_FAILED, UsageError
 from .app import GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, Typer, app, console, print_json, styled
+
+if TYPE_CHECKING:
+    from ..host.card_slots import OfferedSlot
+    from ..host.gpus import Inventory
+    from ..image.flagcheck import FlagCheck
+    from ..memory.startup_check import StartupCheck
+    from ..profiles import Profile, ProfileStore
 
 profiles_app = Typer(help="Launch profiles: list, show, check.", no_args_is_help=True)
 app.add_typer(profiles_app, name="profiles")
@@ -36,13 +43,6 @@ def profiles_list(
     cards of one slot), sorted into runnable, runnable-with-less-memory and incompatible, with
     every failed requirement; with --local-gpus, the slots this host's cards make for each profile
     (one per card for a one-card profile)."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from ..host import gpus
-    from ..host.fit import VERDICT_ORDER
-    from ..host.slots import slot_from_options
-    from ..memory.gate import judged_fit
     from ..profiles import ProfileStore
 
     store = ProfileStore(profiles_dir)
@@ -57,43 +57,79 @@ def profiles_list(
         _local_slots(profiles, json_output)
         return
     if gpu:
-        inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
-        slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice
-        cards = []
-        for uuid in slot.gpus:
-            card = inventory.by_uuid(uuid)
-            if card is None:
-                raise UsageError(
-                    f"--gpu {uuid}: no such GPU on this machine",
-                    hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}",
-                )
-            cards.append(card)
-        fits = sorted(
-            (judged_fit(p, cards, inventory) for p in profiles),
-            key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile),
-        )
-        if json_output:
-            print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
-            return
-        table = Table("profile", "verdict", "why")
-        for fit in fits:
-            table.add_row(fit.profile, fit.verdict, "; ".join(fit.reasons))
-        console.print(table)
+        _fits_on_cards(profiles, gpu, json_output)
         return
+    _own_cards(store, profiles, checkpoints, json_output)
+
+
+class _ProfileRow(TypedDict):
+    """One profile in `profiles list` (its --json row, in this order)."""
+
+    name: str
+    description: str
+    recipe: str
+    gpus: int
+    cards: list[str]
+    served_name: str
+    source: str
+    origin: str
+    memory: dict[str, Any]  # memory_fit's verdict on the profile's own card
+
+
+def _fits_on_cards(profiles: "list[Profile]", gpu: list[str], json_output: bool) -> None:
+    """`profiles list --gpu UUID...`: each profile judged on the cards of the slot named."""
+    from rich.table import Table
+
+    from ..host import gpus
+    from ..host.fit import VERDICT_ORDER
+    from ..host.slots import slot_from_options
+    from ..memory.gate import judged_fit
+
+    inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
+    slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice
+    cards = []
+    for uuid in slot.gpus:
+        card = inventory.by_uuid(uuid)
+        if card is None:
+            raise UsageError(
+                f"--gpu {uuid}: no such GPU on this machine",
+                hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}",
+            )
+        cards.append(card)
+    fits = sorted(
+        (judged_fit(p, cards, inventory) for p in profiles),
+        key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile),
+    )
+    if json_output:
+        print_json({"gpus": [c.uuid for c in cards], "profiles": fits})
+        return
+    table = Table("profile", "verdict", "why")
+    for fit in fits:
+        table.add_row(fit.profile, fit.verdict, "; ".join(fit.reasons))
+    console.print(table)
+
+
+def _own_cards(
+    store: "ProfileStore", profiles: "list[Profile]", checkpoints: Path | None, json_output: bool
+) -> None:
+    """`profiles list`: every profile with its memory plan on its own card, and the folders read."""
+    from rich.markup import escape
+    from rich.table import Table
+
     from ..memory.profile_plan import memory_fit
 
     rows = [
-        {
-            "name": p.name,
-            "description": p.description,
-            "recipe": p.image.recipe,
-            "gpus": 0 if p.is_simulator else p.match.gpu_count,
-            "cards": p.match.gpu_name,
-            "served_name": p.model.served_name,
-            "source": p.source,
-            "origin": store.origin(p.name),
-            "memory": memory_fit(p, checkpoints=checkpoints),
-        }
+        _ProfileRow(
+            name=p.name,
+            description=p.description,
+            recipe=p.image.recipe,
+            gpus=0 if p.is_simulator else p.match.gpu_count,
+            cards=p.match.gpu_name,
+            served_name=p.model.served_name,
+            source=p.source,
+            origin=store.origin(p.name),
+            memory=memory_fit(p, checkpoints=checkpoints),
+        )
         for p in profiles
     ]
     if json_output:
@@ -188,15 +224,15 @@ def profiles_check(
         raise UsageError("give --profile NAME (one profile) or --all (every sglang profile), one of the two")
     store = ProfileStore(profiles_dir)
     skipped: list[dict[str, str]] = []
-    if every:
+    if name:  # one profile (--all beside it is refused above)
+        profiles = [store.get(name)]
+    else:  # --all
         profiles = []
         for profile in store.all():
             if why := flagcheck.why_not_checkable(profile):
                 skipped.append({"profile": profile.name, "why": why})
             else:
                 profiles.append(profile)
-    else:
-        profiles = [store.get(name)]
     if checkpoint is not None:
         if every:
             raise UsageError("--checkpoint names one model's folder: give it with --profile NAME, not --all")
@@ -234,7 +270,7 @@ def profiles_check(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _print_startup(checked) -> None:
+def _print_startup(checked: "StartupCheck") -> None:
     """SGLang's own start-up checks (run where its parser runs) and the rules the planner says."""
     from rich.markup import escape
 
@@ -266,7 +302,7 @@ def _print_startup(checked) -> None:
         console.print(f"[dim]{escape(checked.plan_note)}[/]")
 
 
-def _print_check(result, *, table: bool, label: str) -> None:
+def _print_check(result: "FlagCheck", *, table: bool, label: str) -> None:
     """One profile's report: the flag table (when asked), what sglang refused or derived, and a
     summary line; with a label (several profiles), the summary first, so the details below it
     read as that profile's."""
@@ -310,7 +346,7 @@ _NO_CARDS_HINT = (
 )
 
 
-def _slot_memory(profile, slot, inventory) -> dict:
+def _slot_memory(profile: "Profile", slot: "OfferedSlot", inventory: "Inventory") -> dict[str, Any]:
     """The memory plan's verdict (both edges, the parallel sizes) on the slot's cards: the plan
     `up` would make there."""
     from ..memory.cards import card_from_gpu
@@ -370,7 +406,8 @@ def _local_slots(profiles: list, json_output: bool) -> None:
             "\n".join(
                 f"{s.name} ({' + '.join(s.cards)}{', ' + s.link if len(s.cards) > 1 else ''}): {s.verdict}"
                 + (f", memory plan {m['verdict']}" if m else "")
-                for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]))
+                # one memory plan per slot (none at all for the simulator): the lengths match
+                for s, m in zip(r["slots"], r["memory"] or [None] * len(r["slots"]), strict=True)
             )
             or "-"
         )

@@ -18,7 +18,7 @@ from .app import (
     console_err,
     print_json,
 )
-from .deploy_cmds import ConsoleReporter
+from .console_reporter import ConsoleReporter
 
 RolloutGpuOpt = Annotated[
     list[str] | None,

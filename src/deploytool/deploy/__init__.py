@@ -1,10 +1,12 @@
 """Deploy a slot's releases: facts -> plan -> execute.
 
     facts.py     read-only: releases (engine labels), pointers, port, image, cache, cards
-    plan.py      pure decisions: plan_up, plan_rollback, plan_prune (all validation here)
+    plan.py      pure decisions: plan_up, plan_rollback, plan_prune
+    up_checks.py the options of an up and every check that can refuse it (run while planning)
     candidate_plan.py  pure decisions: a tune candidate's plans (launch, stop, the search's end)
     steps.py     the typed steps and the Plan they make up (printed by --dry-run)
     executor.py  the one loop that applies a plan, journals, reports, restores on failure
+    step_effects.py  what each step does through the engine when the executor applies it
     reporter.py  how a deploy tells a person what it is doing (the CLI draws progress bars)
     health.py    the health gate
     hooks.py     gateway hooks (pre-stop, post-cutover, post-rollback, on-failure)

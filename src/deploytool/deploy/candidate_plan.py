@@ -17,8 +17,9 @@ from ..host.releases import Release
 from ..host.slots import Slot
 from ..profiles import Profile
 from .facts import Facts
-from .plan import UpOptions, bring_back, new_release
+from .plan import bring_back, new_release
 from .steps import Plan, Prune, Step, Stop
+from .up_checks import UpOptions
 
 __all__ = ["CANDIDATE_BIND", "plan_candidate", "plan_candidate_stop", "plan_pause_serving", "plan_search_end"]
 

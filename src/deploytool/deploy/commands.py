@@ -26,17 +26,10 @@ from ..release.state import journal, slot_lock
 from .executor import execute
 from .facts import gather_facts, gather_slot
 from .hooks import Hooks
-from .plan import (
-    DEFAULT_RETENTION,
-    UpOptions,
-    choose_profile,
-    plan_prune,
-    plan_rollback,
-    plan_up,
-    publish_port,
-)
+from .plan import DEFAULT_RETENTION, plan_prune, plan_rollback, plan_up
 from .reporter import Reporter
 from .steps import CutOver, Plan
+from .up_checks import UpOptions, choose_profile, publish_port
 
 
 @dataclass

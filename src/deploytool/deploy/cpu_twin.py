@@ -38,8 +38,8 @@ from ..release import secrets
 from ..resources import package_dir
 from ..yamlio import dump_yaml
 from .commands import plan_for_up
-from .plan import UpOptions
 from .steps import Start
+from .up_checks import UpOptions
 
 _MARKER = "---deploytool-cpu-twin---"
 

@@ -272,6 +272,15 @@ def _mentions_nvidia(path: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class _Driver:
+    """What NVML says of the driver."""
+
+    version: str
+    gpus: int
+    cuda: tuple[int, int] | None  # the newest CUDA it supports; None when NVML did not say
+
+
 def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
     """The driver against the minimum driver of each CUDA that a profile's image uses."""
     if nvml is None:
@@ -288,63 +297,18 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
             return Check(
                 "nvidia driver", "warn", "nvidia-ml-py is not installed", hint="pip install nvidia-ml-py"
             )
-    try:
-        nvml.nvmlInit()
-        try:
-            driver = _text(nvml.nvmlSystemGetDriverVersion())
-            count = int(nvml.nvmlDeviceGetCount())
-            try:  # e.g. 13000 for CUDA 13.0: the newest CUDA this driver supports
-                raw_cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
-                driver_cuda: tuple[int, int] | None = (raw_cuda // 1000, raw_cuda % 1000 // 10)
-            except Exception:
-                driver_cuda = None
-        finally:
-            nvml.nvmlShutdown()
-    except Exception as exc:
-        return Check(
-            "nvidia driver",
-            "warn",
-            f"no NVIDIA driver or NVML ({_short(exc)})",
-            hint="GPU profiles need the NVIDIA driver; --cpu slots work without it",
-        )
-    matrix = load_matrix()
+    read = _read_driver(nvml)
+    if isinstance(read, Check):
+        return read
+    driver, count, driver_cuda = read.version, read.gpus, read.cuda
     needs: dict[str, list[str]] = {}
     for p in profiles:
         if p.image.cuda:
             needs.setdefault(p.image.cuda, []).append(p.name)
-    table = []
-    too_old = []
-    notes = []  # warnings: an unknown CUDA, a driver CUDA older than a profile's
-    for cuda, names in sorted(needs.items()):
-        row = matrix.cuda_row(cuda)
-        minimum = row.min_driver if row else None
-        fits = None if minimum is None else version_tuple(driver) >= version_tuple(minimum)
-        wanted = version_tuple(cuda)[:2]
-        cuda_fits = None if driver_cuda is None or len(wanted) < 2 else driver_cuda >= wanted
-        table.append(
-            {
-                "cuda": cuda,
-                "min_driver": minimum,
-                "ok": fits,
-                "driver_cuda_ok": cuda_fits,
-                "profiles": sorted(names),
-            }
-        )
-        who = ", ".join(sorted(names))
-        if fits is None:
-            notes.append(
-                f"CUDA {cuda} is unknown (not in the version matrix), its minimum driver too ({who})"
-            )
-        elif not fits:
-            too_old.append(f"CUDA {cuda} needs driver >= {minimum} ({who})")
-        elif cuda_fits is False and driver_cuda is not None:
-            notes.append(
-                f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than CUDA "
-                f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})"
-            )
+    table, too_old, notes = _cuda_fits(read, needs)
     data = {
         "driver": driver,
-        "driver_cuda": None if driver_cuda is None else "%d.%d" % driver_cuda,
+        "driver_cuda": None if driver_cuda is None else f"{driver_cuda[0]}.{driver_cuda[1]}",
         "gpus": count,
         "table": table,
     }
@@ -386,6 +350,71 @@ def check_driver(nvml: Any, profiles: list[Profile]) -> Check:
         f"driver {driver}, {count} GPU(s); fits CUDA {', '.join(sorted(needs)) or '(no GPU profile)'}",
         data=data,
     )
+
+
+def _read_driver(nvml: Any) -> _Driver | Check:
+    """The driver's version, card count and CUDA through NVML; a warning when there is none."""
+    try:
+        nvml.nvmlInit()
+        try:
+            driver = _text(nvml.nvmlSystemGetDriverVersion())
+            count = int(nvml.nvmlDeviceGetCount())
+            try:  # e.g. 13000 for CUDA 13.0: the newest CUDA this driver supports
+                raw_cuda = int(nvml.nvmlSystemGetCudaDriverVersion())
+                driver_cuda: tuple[int, int] | None = (raw_cuda // 1000, raw_cuda % 1000 // 10)
+            except Exception:
+                driver_cuda = None
+        finally:
+            nvml.nvmlShutdown()
+    except Exception as exc:
+        return Check(
+            "nvidia driver",
+            "warn",
+            f"no NVIDIA driver or NVML ({_short(exc)})",
+            hint="GPU profiles need the NVIDIA driver; --cpu slots work without it",
+        )
+    return _Driver(driver, count, driver_cuda)
+
+
+def _cuda_fits(
+    read: _Driver, needs: dict[str, list[str]]
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Each CUDA the profiles (`needs`: CUDA -> profile names) use against the driver: the table
+    `--json` shows, what the driver is too old for, and the warnings (an unknown CUDA, a driver
+    CUDA older than a profile's)."""
+    driver, driver_cuda = read.version, read.cuda
+    matrix = load_matrix()
+    table = []
+    too_old = []
+    notes = []
+    for cuda, names in sorted(needs.items()):
+        row = matrix.cuda_row(cuda)
+        minimum = row.min_driver if row else None
+        fits = None if minimum is None else version_tuple(driver) >= version_tuple(minimum)
+        wanted = version_tuple(cuda)[:2]
+        cuda_fits = None if driver_cuda is None or len(wanted) < 2 else driver_cuda >= wanted
+        table.append(
+            {
+                "cuda": cuda,
+                "min_driver": minimum,
+                "ok": fits,
+                "driver_cuda_ok": cuda_fits,
+                "profiles": sorted(names),
+            }
+        )
+        who = ", ".join(sorted(names))
+        if fits is None:
+            notes.append(
+                f"CUDA {cuda} is unknown (not in the version matrix), its minimum driver too ({who})"
+            )
+        elif not fits:
+            too_old.append(f"CUDA {cuda} needs driver >= {minimum} ({who})")
+        elif cuda_fits is False and driver_cuda is not None:
+            notes.append(
+                f"the driver supports CUDA {driver_cuda[0]}.{driver_cuda[1]}, older than CUDA "
+                f"{'.'.join(map(str, wanted))}: kernels built as PTX by that toolkit will not load ({who})"
+            )
+    return table, too_old, notes
 
 
 def check_disk(name: str, path: Path, warn_gib: float, fail_gib: float, *, hint: str) -> Check:

@@ -193,6 +193,8 @@ def _cache_facts(engine: Engine, slot: Slot, facts: Facts) -> CacheFacts:
     reader = (
         image.reference if image and image.present else (facts.fallback.image if facts.fallback else None)
     )
+    state: cache.CacheState | None
+    expected: dict[str, Any] | None
     try:
         if image and image.present:  # one container reads the volume and the image's toolchain
             state, expected = cache.state_and_expected(engine, image.reference, slot)

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,8 +157,8 @@ def hook_fault(path: Path, what: str = "hook") -> UsageError | None:
 
 def hook_env(base: dict[str, str] | None = None) -> dict[str, str]:
     """The host's basics of `base` (default: this process's environment), nothing else."""
-    base = os.environ if base is None else base
-    return {k: base[k] for k in HOST_ENV if k in base}
+    source: Mapping[str, str] = os.environ if base is None else base
+    return {k: source[k] for k in HOST_ENV if k in source}
 
 
 class GatewayHooks(Hooks):

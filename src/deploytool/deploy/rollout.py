@@ -30,11 +30,12 @@ from .executor import as_failure, execute
 from .facts import Facts, gather_facts, gather_slot
 from .hooks import GatewayHooks, Hooks
 from .no_engine import NoEngine
-from .plan import bring_back, choose_profile, plan_rollback
+from .plan import bring_back, plan_rollback
 from .reporter import Reporter
 from .rollout_journal import last_rollout, upgraded_by
 from .rollout_plan import RolloutPlan, RolloutRequest, card_slots, plan_rollout, slot_plan
 from .steps import Plan, Stop
+from .up_checks import choose_profile
 
 
 @dataclass

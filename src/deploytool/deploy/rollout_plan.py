@@ -22,8 +22,9 @@ from ..host.slots import DEFAULT_RETENTION, Slot
 from ..image.build import plan_build
 from ..profiles import Profile
 from .facts import Facts
-from .plan import UpOptions, plan_up
+from .plan import plan_up
 from .steps import Build, Plan
+from .up_checks import UpOptions
 
 if TYPE_CHECKING:
     from ..host.card_slots import SlotPlan

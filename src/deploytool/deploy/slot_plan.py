@@ -76,12 +76,13 @@ def plan_start(facts: Facts, release: int | None = None, *, take_over: bool = Fa
         previous = None
     # the cut-over records it as current and runs the post-cutover hook, which puts the slot
     # back into the gateway that `stop`'s pre-stop took it out of
-    steps = bring_back(facts, target) + [
+    steps = [
+        *bring_back(facts, target),
         CutOver(
             release=target.release,
             previous=previous,
             next_release=max(facts.pointers.next_release, target.release + 1),
-        )
+        ),
     ]
     return Plan(
         action="start",

@@ -103,9 +103,9 @@ def disagreement(pointers: SlotPointers, serving: Release | None, releases: list
         return None
     if serving is None and pointers.current is None:
         return None
-    if pointers.current is None:
+    if pointers.current is None and serving is not None:  # (both None returned above)
         return (
-            f"release {serving.release} runs, but this state directory has no pointer for the slot "  # type: ignore[union-attr]
+            f"release {serving.release} runs, but this state directory has no pointer for the slot "
             "(another DEPLOYTOOL_HOME or DEPLOYTOOL_INSTANCE started it?)"
         )
     pointed = next((r for r in releases if r.release == pointers.current), None)

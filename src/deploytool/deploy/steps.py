@@ -4,14 +4,17 @@ plan.py decides (pure functions of facts, profile and options); executor.py appl
 step by step through the engine. `up --dry-run` prints a plan and stops there, so every
 field here is what a person reads before anything happens: what is built, stopped, wiped,
 started, waited for, qualified, cut over and pruned, and what a failure would restore. The
-plan also carries what its steps need of the profile (`carried` fields: the profile a build
-and the suites read, where each secret is read from), so the executor takes nothing beside it.
+plan also carries what its steps need of the profile (fields whose metadata is CARRIED: the
+profile a build and the suites read, where each secret is read from), so the executor takes
+nothing beside it.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -19,12 +22,13 @@ if TYPE_CHECKING:
     from ..release.secrets import ReleaseSecret
 
 
-def carried(default: Any = None) -> Any:
-    """A field the executor reads when it applies a step (what the step needs of the profile:
-    the profile a build derives the image from, where a secret's value is read), made by the
-    planner with the rest of the step. It is context, not a decision: neither `--json` nor the
-    plan's lines show it, and it holds no secret value, only where one is read."""
-    return field(default=default, repr=False, compare=False, metadata={"carried": True})
+# The metadata of a field the executor reads when it applies a step (what the step needs of the
+# profile: the profile a build derives the image from, where a secret's value is read), made by
+# the planner with the rest of the step. It is context, not a decision: neither `--json` nor the
+# plan's lines show it, and it holds no secret value, only where one is read. Such a field is
+# declared `field(default=..., repr=False, compare=False, metadata=CARRIED)`, written out where
+# it is declared so that dataclass checkers (ruff's RUF009 among them) see a field there.
+CARRIED: Mapping[str, Any] = MappingProxyType({"carried": True})
 
 
 def shown(item: Any, leave: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -47,7 +51,7 @@ class Build:
     wheelhouse: str | None = None
     # the profile the build derives the image from again, so that a profile or recipe file
     # changed since planning gives another tag and is refused rather than built
-    spec: Profile | None = carried()
+    spec: Profile | None = field(default=None, repr=False, compare=False, metadata=CARRIED)
 
     def describe(self) -> str:
         if not self.needed:
@@ -111,7 +115,7 @@ class Start:
     # before `docker compose up` and hands to that one process's environment
     secrets: list[str] = field(default_factory=list)
     # where each of those values is read (a variable, a file: never a value)
-    sources: tuple[ReleaseSecret, ...] = carried(())
+    sources: tuple[ReleaseSecret, ...] = field(default=(), repr=False, compare=False, metadata=CARRIED)
 
     def describe(self) -> str:
         if not self.new:
@@ -140,7 +144,8 @@ class Qualify:
     limit: int | None
     report_dir: str
     overrides: dict[str, dict[str, Any]] | None = None  # on top of the profile's (a rollout's quick check)
-    spec: Profile | None = carried()  # the profile the suites read (and the key clients send)
+    # the profile the suites read (and the key clients send)
+    spec: Profile | None = field(default=None, repr=False, compare=False, metadata=CARRIED)
 
     def describe(self) -> str:
         limit = f", --limit {self.limit}" if self.limit is not None else ""
@@ -242,7 +247,7 @@ class Plan:
     model: dict[str, Any] | None = None  # the weights it serves (weights.ModelPlan.record)
     # why a real `up` refuses to start this plan on the slot's cards (a CPU image: `up --dry-run`
     # and `deploytool cpu-twin` still plan it); the same reason is among the warnings
-    not_on_cards: str | None = carried()
+    not_on_cards: str | None = field(default=None, repr=False, compare=False, metadata=CARRIED)
     in_place_of: int | None = None  # start --release N: the slot's current release it is started instead of
 
     def to_json(self) -> dict[str, Any]:

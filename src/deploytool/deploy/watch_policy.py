@@ -61,14 +61,16 @@ def decide(state: SlotWatch, seen: Observation, policy: WatchSpec, now: float) -
         + seen.engine_restarts
     )
     in_window = seen.since_cutover is not None and seen.since_cutover <= policy.crash_loop_window
-    if in_window and loops >= policy.crash_loop_restarts and (not seen.healthy or seen.engine_restarts):
-        if seen.can_roll_back:
-            return Decision(
-                "rollback",
-                f"{loops} restarts within {seen.since_cutover:.0f} s of its cut-over "
-                f"(crash loop: {policy.crash_loop_restarts} within "
-                f"{policy.crash_loop_window:g} s)",
-            )
+    crash_loop = (
+        in_window and loops >= policy.crash_loop_restarts and (not seen.healthy or seen.engine_restarts)
+    )
+    if crash_loop and seen.can_roll_back:
+        return Decision(
+            "rollback",
+            f"{loops} restarts within {seen.since_cutover:.0f} s of its cut-over "
+            f"(crash loop: {policy.crash_loop_restarts} within "
+            f"{policy.crash_loop_window:g} s)",
+        )
     if seen.healthy:
         state.failures = 0
         return Decision("ok", "healthy")

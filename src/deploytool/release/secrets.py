@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,9 @@ def plan_secrets(profile: Profile) -> list[ReleaseSecret]:
 
 def container_env(planned: list[ReleaseSecret]) -> dict[str, str]:
     """Environment entries that point at secret files (paths only, never values)."""
-    return {"HF_TOKEN_PATH": s.target for s in planned if s.name == "hf_token"}
+    # plan_secrets plans the hub token at most once
+    token = next((s for s in planned if s.name == "hf_token"), None)
+    return {"HF_TOKEN_PATH": token.target} if token else {}
 
 
 def launch_args(planned: list[ReleaseSecret]) -> list[str]:
@@ -151,7 +154,7 @@ def client_api_key(
 ) -> str | None:
     """The key for qualify/bench against an endpoint: --api-key-file, else DEPLOYTOOL_API_KEY.
     A key typed on the command line is refused: it lands in `ps` and the shell's history."""
-    env = os.environ if env is None else env
+    source: Mapping[str, str] = os.environ if env is None else env
     if given_on_command_line is not None:
         raise UsageError(
             "--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
@@ -160,8 +163,8 @@ def client_api_key(
     if key_file is not None:
         # read, never copied into a container: the shape rules hold, the owner's not (in a
         # Kubernetes qualify Job the key is a Secret's file, root's and readable by the pod's group)
-        return SecretRef(file=str(key_file)).resolve(env, what="--api-key-file", private=False)
-    value = env.get(API_KEY_ENV, "").strip()
+        return SecretRef(file=str(key_file)).resolve(source, what="--api-key-file", private=False)
+    value = source.get(API_KEY_ENV, "").strip()
     hold(value)
     return value or None
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -134,14 +135,14 @@ class ModelPlan:
 def host_hub_cache(env: dict[str, str] | None = None) -> Path:
     """The host's hub cache: DEPLOYTOOL_HF_HOME/hub, else huggingface_hub's own rules
     (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub)."""
-    env = os.environ if env is None else env
-    if env.get(HF_HOME_SETTING):
-        return Path(env[HF_HOME_SETTING]).expanduser() / "hub"
-    if env.get("HF_HUB_CACHE"):
-        return Path(env["HF_HUB_CACHE"]).expanduser()
-    if env.get("HF_HOME"):
-        return Path(env["HF_HOME"]).expanduser() / "hub"
-    return Path(env.get("HOME", str(Path.home()))) / ".cache" / "huggingface" / "hub"
+    source: Mapping[str, str] = os.environ if env is None else env
+    if source.get(HF_HOME_SETTING):
+        return Path(source[HF_HOME_SETTING]).expanduser() / "hub"
+    if source.get("HF_HUB_CACHE"):
+        return Path(source["HF_HUB_CACHE"]).expanduser()
+    if source.get("HF_HOME"):
+        return Path(source["HF_HOME"]).expanduser() / "hub"
+    return Path(source.get("HOME", str(Path.home()))) / ".cache" / "huggingface" / "hub"
 
 
 def plan_model(profile: Profile, env: dict[str, str] | None = None) -> ModelPlan:

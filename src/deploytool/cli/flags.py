@@ -29,7 +29,6 @@ FLAG_OF_FIELD: dict[str, str] = {
     "sets": "--set",
     # the slot a command acts on, and plan-memory's card
     "gpus": "--gpu",
-    "gpu": "--gpu",
     "cpu_slot": "--cpu-slot",
     # qualify and bench's target
     "url": "--url",

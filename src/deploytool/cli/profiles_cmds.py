@@ -87,15 +87,7 @@ def _fits_on_cards(profiles: "list[Profile]", gpu: list[str], json_output: bool)
 
     inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
     slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice
-    cards = []
-    for uuid in slot.gpus:
-        card = inventory.by_uuid(uuid)
-        if card is None:
-            raise UsageError(
-                f"--gpu {uuid}: no such GPU on this machine",
-                hint=f"this machine's GPUs: {', '.join(g.uuid for g in inventory.gpus)}",
-            )
-        cards.append(card)
+    cards = [inventory.card(uuid) for uuid in slot.gpus]
     fits = sorted(
         (judged_fit(p, cards, inventory) for p in profiles),
         key=lambda f: (VERDICT_ORDER.index(f.verdict), f.profile),

@@ -186,18 +186,13 @@ def check_cards(facts: Facts, profile: Profile) -> list[str]:
         return [f"cannot check the slot's cards: {inventory.error}"]
     warnings, cards = [], []
     for uuid in slot.gpus:
-        card = inventory.by_uuid(uuid)
-        if card is None and uuid.startswith("MIG-") and not any(g.mig_devices for g in inventory.gpus):
+        unlisted = inventory.by_uuid(uuid) is None
+        if unlisted and uuid.startswith("MIG-") and not any(g.mig_devices for g in inventory.gpus):
             warnings.append(
                 f"{uuid} is a MIG device NVML did not list here: it is not checked against the profile"
             )
             continue
-        if card is None:
-            known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-            raise UsageError(
-                f"--gpu {uuid}: no such GPU on this machine", hint=f"this machine's GPUs: {known}"
-            )
-        cards.append(card)
+        cards.append(inventory.card(uuid))
     if cards:
         fit = classify(profile, cards)
         if fit.verdict == "incompatible":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import NoGpuError
+from ..errors import FieldError, NoGpuError
 from .nvml import nvml_library
 from .nvml import optional as _optional
 
@@ -139,6 +139,17 @@ class Inventory:
             if found is not None:
                 return found
         return None
+
+    def card(self, uuid: str) -> GpuInfo:
+        """The card a person named by UUID: every command that takes --gpu reads it here, so each
+        refuses a card this machine lacks in the same words."""
+        found = self.by_uuid(uuid)
+        if found is None:
+            known = ", ".join(g.uuid for g in self.gpus) or "none"
+            raise FieldError(
+                "gpus", "no such GPU on this machine", value=uuid, hint=f"this machine's GPUs: {known}"
+            )
+        return found
 
     def pair(self, a: int, b: int) -> Any:
         """The topology.GpuPair between cards a and b (indexes), or None."""

@@ -172,13 +172,7 @@ def resolve_card(
             hint="--gpu reads the card through NVML: plan for a card of the table with --card NAME instead"
         )
         uuids = [u.strip() for u in gpu.split(",") if u.strip()]
-        found = [inventory.by_uuid(u) for u in uuids]
-        for uuid, got in zip(uuids, found, strict=True):
-            if got is None:
-                known = ", ".join(g.uuid for g in inventory.gpus) or "none"
-                raise FieldError(
-                    "gpu", "no such GPU on this machine", value=uuid, hint=f"this machine's GPUs: {known}"
-                )
+        found = [inventory.card(u) for u in uuids]
         return card_from_gpu(found[0], count=len(found))
     if card:
         name, sep, number = card.rpartition(":")

@@ -20,7 +20,7 @@ from deploytool.deploy.steps import (
     WaitHealthy,
     WriteRelease,
 )
-from deploytool.errors import DeployError, ProfileError, UsageError
+from deploytool.errors import DeployError, FieldError, ProfileError, UsageError
 from deploytool.host.gpus import GpuInfo, Inventory
 from deploytool.host.slots import Slot
 from deploytool.profiles import HealthSpec, ProfileStore
@@ -98,8 +98,8 @@ def test_a_first_up_has_nothing_to_restore_but_its_own_stop():
     "options, error, text",
     [
         (UpOptions(qualify_suites=["nope"]), UsageError, "nope"),
-        (UpOptions(qualify_limit=0), UsageError, "--limit 0"),
-        (UpOptions(retention=0), UsageError, "--retention 0"),
+        (UpOptions(qualify_limit=0), FieldError, "qualify_limit 0"),
+        (UpOptions(retention=0), FieldError, "retention 0"),
     ],
 )
 def test_bad_options_are_refused_in_planning(options: UpOptions, error: type, text: str):

@@ -27,6 +27,13 @@ FLAG_OF_FIELD: dict[str, str] = {
     "card": "--card",
     "patches": "--patches",
     "sets": "--set",
+    # up, down and the slot commands
+    "bind": "--bind",
+    "drain_timeout": "--drain-timeout",
+    "qualify_limit": "--limit",
+    "since": "--since",
+    "tail": "--tail",
+    "api_key": "--api-key",
     # the slot a command acts on, and plan-memory's card
     "gpus": "--gpu",
     "cpu_slot": "--cpu-slot",

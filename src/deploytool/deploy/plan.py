@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import DeployError, UsageError
+from ..errors import DeployError, FieldError
 from ..host.releases import Release, published_url
 from ..host.slots import DEFAULT_RETENTION
 from ..image.build import BuildPlan, plan_build, stale_reason
@@ -291,7 +291,7 @@ def prunable(facts: Facts, *, current: int | None, previous: int | None, retenti
 
 def plan_prune(facts: Facts, retention: int = DEFAULT_RETENTION) -> Plan:
     if retention < 1:
-        raise UsageError(f"--retention {retention}: keep at least 1 stopped release")
+        raise FieldError("retention", "keep at least 1 stopped release", value=str(retention))
     serving = facts.serving
     current = serving.release if serving else facts.pointers.current
     doomed = [
@@ -313,7 +313,7 @@ def drain_for(facts: Facts, release: int, override: float | None) -> float:
     """How long a stop of `release` waits for its requests: --drain-timeout, else its record's."""
     if override is not None:
         if override < 0:
-            raise UsageError(f"--drain-timeout {override:g}: expected 0 seconds or more")
+            raise FieldError("drain_timeout", "expected 0 seconds or more", value=f"{override:g}")
         return override
     health = facts.health.get(release)
     return float(health.drain_timeout if health else 30)

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeployError, UsageError
+from ..errors import DeployError, FieldError
 from ..host.engine import Engine
 from ..host.releases import Release
 from ..host.slots import Slot
@@ -217,8 +217,8 @@ def parse_since(text: str | None, now: float | None = None) -> float | None:
     try:
         return datetime.fromisoformat(text.strip().replace("Z", "+00:00")).timestamp()
     except ValueError:
-        raise UsageError(
-            f"--since {text!r}: expected a duration (30s, 10m, 2h, 1d) or an ISO 8601 time"
+        raise FieldError(
+            "since", "expected a duration (30s, 10m, 2h, 1d) or an ISO 8601 time", value=repr(text)
         ) from None
 
 
@@ -284,7 +284,7 @@ def logs(
     a SlotNotice says so, then the new release's log from its start follows."""
     engine = engine or Engine()
     if tail is not None and tail < 0:
-        raise UsageError(f"--tail {tail}: expected 0 lines or more")
+        raise FieldError("tail", "expected 0 lines or more", value=str(tail))
     chosen = log_release(slot, release, engine=engine)
     start_at = parse_since(since)
     hold_release_secrets(slot.name, chosen.release)

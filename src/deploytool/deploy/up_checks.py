@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeployError, UsageError
+from ..errors import DeployError, FieldError, UsageError
 from ..files import to_jsonable
 from ..host.card_slots import group_problems
 from ..host.fit import classify
@@ -105,9 +105,11 @@ def validate_before_stopping(facts: Facts, profile: Profile, options: UpOptions)
     serving release untouched: the options, the cards, the model's files, SGLang's memory
     plan on the slot's card, the port. Anything a started release would fail on."""
     if options.retention < 1:
-        raise UsageError(f"--retention {options.retention}: keep at least 1 stopped release")
+        raise FieldError("retention", "keep at least 1 stopped release", value=str(options.retention))
     if options.qualify_limit is not None and options.qualify_limit < 1:
-        raise UsageError(f"--limit {options.qualify_limit}: expected a positive number of items")
+        raise FieldError(
+            "qualify_limit", "expected a positive number of items", value=str(options.qualify_limit)
+        )
     refuse_exposure(profile, options.bind, allowed=options.expose_without_key)
     warnings = check_cards(facts, profile)
     cpu_image = cpu_image_on_cards(facts.slot, profile)

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..files import write_atomic
 from ..host import labels
 from ..host.slots import Slot
@@ -230,9 +230,11 @@ def refuse_exposure(profile: Profile, bind: str, *, allowed: bool) -> None:
     """Publishing beyond loopback without an API key puts the server (SGLang's admin endpoints
     among its routes) in reach of anyone who reaches the host: refused unless the person says so."""
     if beyond_loopback(bind) and profile.server.api_key is None and not allowed:
-        raise UsageError(
-            f"--bind {bind} publishes profile {profile.name}'s server beyond loopback without an API key: "
+        raise FieldError(
+            "bind",
+            f"publishes profile {profile.name}'s server beyond loopback without an API key: "
             "anyone who reaches this host could call it, its admin endpoints included",
+            value=bind,
             hint="set server.api_key: {env: NAME} or {file: PATH} in the profile, publish on 127.0.0.1 "
             "behind a gateway, or say so with --expose-without-key (recorded in the release's "
             "labels and the journal)",

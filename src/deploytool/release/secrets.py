@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
+from ..errors import FieldError
 from ..profiles import SecretRef
 from ..redaction import REDACTED, hold, redact  # noqa: F401  (re-exported)
 
@@ -156,8 +156,10 @@ def client_api_key(
     A key typed on the command line is refused: it lands in `ps` and the shell's history."""
     source: Mapping[str, str] = os.environ if env is None else env
     if given_on_command_line is not None:
-        raise UsageError(
-            "--api-key VALUE is refused: a key on the command line shows in `ps` and the shell history",
+        raise FieldError(
+            "api_key",
+            "is refused: a key on the command line shows in `ps` and the shell history",
+            value="VALUE",
             hint=f"put it in a file (mode 0600) and pass --api-key-file PATH, or export {API_KEY_ENV}",
         )
     if key_file is not None:

@@ -1,7 +1,7 @@
 """`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from .app import (
     json_error,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from ..qualify.results import QualifyReport
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -182,7 +185,7 @@ class ConsoleQualifyReporter:
         self.bars.__exit__(None, None, None)
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: "QualifyReport") -> None:
     from rich.table import Table
     from rich.text import Text
 

@@ -90,8 +90,8 @@ def needle_picture(current: dict[str, Any]) -> Picture | None:
 
 def roofline_picture(current: dict[str, Any]) -> Picture | None:
     """Measured decode tok/s per request against the card's bandwidth ceiling at each concurrency."""
-    roof = suite_figures(current, "performance").get("roofline")
-    points = [p for p in (roof or {}).get("points") or [] if p.get("ceiling_tps_per_request")]
+    roof = suite_figures(current, "performance").get("roofline") or {}
+    points = [p for p in roof.get("points") or [] if p.get("ceiling_tps_per_request")]
     if not points:
         return None
     labels = [f"c={p['concurrency']}" for p in points]

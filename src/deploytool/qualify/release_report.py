@@ -56,8 +56,9 @@ def write_release_report(
     (default: beside the release's other reports, or under the state folder's reports/)."""
     current = resolve_side(release, slot)
     notes: list[str] = []
+    base: Side | None
     if against is not None:
-        base: Side | None = resolve_side(against, slot)
+        base = resolve_side(against, slot)
         base_name = base.name + " (--against)"
     elif current.release is not None and slot is not None:
         base, base_name, notes = _rule_baseline(slot, current.release)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 ADJECTIVES = (
     "amber",
@@ -66,8 +67,9 @@ NOUNS = (
     "jasmine",
 )
 
+Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
 # variant -> (keys in the haystack, values per key, keys asked, value type)
-VARIANTS = {
+VARIANTS: dict[Variant, tuple[int, int, int, str]] = {
     "single-number": (1, 1, 1, "numbers"),
     "single-uuid": (1, 1, 1, "uuids"),
     "multikey": (4, 1, 1, "numbers"),
@@ -84,7 +86,7 @@ NEEDLE = "One of the special magic {type_v} for {key} is: {value}."
 
 @dataclass
 class Sample:
-    variant: str
+    variant: Variant
     prompt: str
     answers: list[str]
     depth: float  # where the first asked needle sits
@@ -96,7 +98,9 @@ def _value(rng: random.Random, kind: str) -> str:
     return str(rng.randint(1_000_000, 9_999_999))
 
 
-def build(variant: str, haystack: list[str], depth: float, rng: random.Random, opening: str = "") -> Sample:
+def build(
+    variant: Variant, haystack: list[str], depth: float, rng: random.Random, opening: str = ""
+) -> Sample:
     """One RULER sample: the needles placed in `haystack` (sentences), the asked key's first
     needle at `depth`, the others at random depths; RULER's template around it."""
     n_keys, n_values, n_query, kind = VARIANTS[variant]

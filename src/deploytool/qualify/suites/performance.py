@@ -21,8 +21,9 @@ says so).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field, model_validator
 
@@ -264,8 +265,35 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
     return (suite["figures"], None) if suite is not None else (None, why)
 
 
+class ComparedFigure(Protocol):
+    """What the regression rule reads of a figure: a bench run's Figure, or one kept in a
+    results.json (qualify/rejudge.py judges those again against another release)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def value(self) -> float | None: ...
+
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def better(self) -> str: ...
+
+
+class ComparedRun(Protocol):
+    """A run whose figures are compared: a BenchRun, or the figures a results.json kept."""
+
+    @property
+    def figures(self) -> Sequence[ComparedFigure]: ...
+
+
 def regression_gates(
-    bench: BenchRun,
+    bench: ComparedRun,
     previous: dict[str, Any],
     max_pct: float,
     keys: list[str] | None,

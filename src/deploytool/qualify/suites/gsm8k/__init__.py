@@ -105,8 +105,8 @@ def score(style: str, content: str, answer_field: str) -> dict[str, Any]:
         got = lmeval.extract(content)
         return {"extracted": got, "ok": {k: lmeval.exact_match(v, answer_field) for k, v in got.items()}}
     gold = gold_answer(answer_field)
-    got = {"strict": extract_strict(content), "flexible": extract_flexible(content)}
-    return {"extracted": got, "ok": {k: v == gold for k, v in got.items()}}
+    found = {"strict": extract_strict(content), "flexible": extract_flexible(content)}
+    return {"extracted": found, "ok": {k: v == gold for k, v in found.items()}}
 
 
 def _mode_label(style: str, thinking: bool) -> str:

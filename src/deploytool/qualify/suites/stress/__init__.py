@@ -308,10 +308,9 @@ def _under_load(
         # SGLang reports cached_tokens only with --enable-cache-report (usage_processor.py); without
         # it the share is not measured (the /metrics counters cannot isolate this one request from
         # the load running beside it), said in the figures rather than taken as zero
-        reported = long_res.cached_tokens is not None
-        share = (
-            long_res.cached_tokens / long_res.prompt_tokens if reported and long_res.prompt_tokens else None
-        )
+        cached, prompt_tokens = long_res.cached_tokens, long_res.prompt_tokens
+        reported = cached is not None
+        share = cached / prompt_tokens if cached is not None and prompt_tokens else None
         figures["long_prompt_needles"] = {"expected": long.answers, "string_match_all": found}
         figures["long_prompt_cached_share"] = None if share is None else round(share, 4)
         result.gates.append(

@@ -18,7 +18,7 @@ from typing import Any
 from ....server.client import ChatResult
 from ...context import SuiteContext, chat_payload
 from ...prose import sentences as prose_sentences
-from ...ruler import build, string_match_all
+from ...ruler import Variant, build, string_match_all
 from ...scoring import extract_flexible, gold_answer
 from ...transcripts import transcript
 
@@ -38,7 +38,7 @@ def long_prompt(n_sentences: int, needles: int) -> LongPrompt:
     with a unique line so no prefix cache holds any of it."""
     rng = random.Random(secrets.randbits(64))
     haystack = prose_sentences(n_sentences, rng.randrange(2**32))
-    variant = "multiquery" if needles > 1 else "single-number"
+    variant: Variant = "multiquery" if needles > 1 else "single-number"
     sample = build(variant, haystack, 0.5, rng, opening=f"Reference {secrets.token_hex(8)}.\n")
     return LongPrompt(sample.prompt, sample.answers[:needles] if needles > 1 else sample.answers)
 

@@ -117,7 +117,7 @@ def build(
     first = needles.index(next(nd for nd in needles if nd[0] == asked[0]))
     positions = [round(depth * n) if i == first else rng.randrange(n + 1) for i in range(len(needles))]
     sentences = list(haystack)
-    for position, (_, text) in sorted(zip(positions, needles), key=lambda p: p[0], reverse=True):
+    for position, (_, text) in sorted(zip(positions, needles, strict=True), key=lambda p: p[0], reverse=True):
         sentences.insert(position, text)
     query = asked[0] if len(asked) == 1 else ", ".join(asked[:-1]) + ", and " + asked[-1]
     template, type_v = TEMPLATE, kind

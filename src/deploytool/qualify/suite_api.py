@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from .context import SuiteContext
 
 
-class Verdict(str, Enum):
+# not StrEnum: that would make str() and f-strings of a member "passed" instead of "Verdict.PASSED";
+# text and JSON read .value (the same either way)
+class Verdict(str, Enum):  # noqa: UP042
     PASSED = "passed"
     FAILED = "failed"  # the suite ran and a gate said no
     SKIPPED = "skipped"  # the suite does not apply (never counted as passed)

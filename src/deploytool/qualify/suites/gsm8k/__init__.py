@@ -135,7 +135,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             extra.update(stop=lmeval.STOP, seed=lmeval.SEED)
             max_tokens = s.max_tokens_thinking if thinking else s.lmeval_max_tokens
         else:
-            messages = shots + [{"role": "user", "content": f"{row['question']}\n{INSTRUCTION}"}]
+            messages = [*shots, {"role": "user", "content": f"{row['question']}\n{INSTRUCTION}"}]
             max_tokens = s.max_tokens_thinking if thinking else s.max_tokens
         temperature = 0.0
         if thinking:

@@ -29,7 +29,7 @@ def filler_sentences(n: int) -> list[str]:
 def insert_at_depth(sentences: list[str], needle: str, depth: float) -> list[str]:
     """The needle placed after round(depth * n) filler sentences (0.0 = first, 1.0 = last)."""
     position = round(max(0.0, min(1.0, depth)) * len(sentences))
-    return sentences[:position] + [needle] + sentences[position:]
+    return [*sentences[:position], needle, *sentences[position:]]
 
 
 def first_guess(target_tokens: int) -> int:

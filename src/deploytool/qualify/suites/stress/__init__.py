@@ -118,7 +118,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     loaded = await run_probes(ctx, probes, s.probe_concurrency, "loaded")
     results = await load
     wall = time.perf_counter() - started
-    rows = [_row(label, payload, res, s, target, log) for (label, payload), res in zip(jobs, results)]
+    rows = [
+        _row(label, payload, res, s, target, log) for (label, payload), res in zip(jobs, results, strict=True)
+    ]
 
     for item in idle + loaded:
         log.add(item.transcript)
@@ -143,7 +145,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         if r["request"].startswith("sampled") and r["ok"] and r["latency_s"] is not None
     ]
     long_row = next((r for r in rows if r["request"] == "long-prompt"), None)
-    by_label = dict(zip((label for label, _ in jobs), results))
+    by_label = dict(zip((label for label, _ in jobs), results, strict=True))
     long_res = by_label.get("long-prompt")
     sampled = [res for label, res in by_label.items() if label.startswith("sampled")]
     under_load = _under_load(result, s, long, long_res, sampled, idle, loaded)

@@ -9,6 +9,7 @@ kernel bug, a KV-cache overwrite): only checking answers while the load runs sho
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import secrets
 import statistics
@@ -147,7 +148,7 @@ def itl_during(streams: list[ChatResult], long: ChatResult) -> dict[str, Any]:
     during, every = [], []
     for res in streams:
         times = res.chunk_times
-        for a, b in zip(times, times[1:]):
+        for a, b in itertools.pairwise(times):
             every.append(b - a)
             if start <= b <= end:
                 during.append(b - a)

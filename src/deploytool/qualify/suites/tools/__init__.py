@@ -280,12 +280,17 @@ class _ToolRun:
         long = stream and "long_text_chars" in case
         res = await self.send(payload, keep=long)
         problems = check_tool_response(res, _expected(step.get("expect")), schemas)
-        if stream and not res.error and plain is not None and not plain.error:
-            if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
-                problems.append(
-                    f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
-                    f"{_short(canonical_calls(plain.tool_calls))}"
-                )
+        if (
+            stream
+            and not res.error
+            and plain is not None
+            and not plain.error
+            and canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls)
+        ):
+            problems.append(
+                f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
+                f"{_short(canonical_calls(plain.tool_calls))}"
+            )
         if long and not res.error:
             fragments = argument_fragments(res)
             if any(count < 2 for count in fragments.values()) or not fragments:

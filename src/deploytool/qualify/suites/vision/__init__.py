@@ -139,7 +139,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             passed=refused,
             comparison="in",
         ),
-    ] + photo_gates
+        *photo_gates,
+    ]
     result.figures.update(photo_figures)
     result.method = _method(s, cases, skipped, ctx.limit if limited else None)
     result.transcripts = log.items

@@ -344,7 +344,6 @@ SPLIT_PENDING_MODULES: set[str] = {"cli/deploy_cmds.py", "deploy/executor.py", "
 SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/build_cmds.py:build_command",
     "cli/profiles_cmds.py:profiles_list",
-    "cli/qualify_cmds.py:qualify_command",
     "cli/tune_cmds.py:tune_cli",
     "deploy/doctor.py:check_driver",
     "tune/run.py:_summary",

@@ -68,8 +68,8 @@ def reasoning_placement(result: ChatResult) -> str:
     return "none"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     result = SuiteResult(name=name, verdict=Verdict.ERROR)
     notes: list[str] = []
     ctx.set_total(2)
@@ -173,7 +173,7 @@ def _thinking_gates(
 
 
 def _measured(
-    ctx: SuiteContext, default: ChatResult, thinking_on: ChatResult
+    ctx: SuiteContext[Settings], default: ChatResult, thinking_on: ChatResult
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What the server serves and how it thinks, and what it says it runs with (recorded to
     explain the measured default)."""
@@ -185,7 +185,7 @@ def _measured(
         if default.error
         else ("off" if reasoning_placement(default) == "none" else "on"),
         "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
-        "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
+        "model": ((ctx.target.model if ctx.target else None) or {}).get("identity"),
     }
     configured = {
         "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser")
@@ -195,7 +195,7 @@ def _measured(
     return measured, configured
 
 
-def _expected(ctx: SuiteContext, previous: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+def _expected(ctx: SuiteContext[Settings], previous: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
     """What to compare served name, port and context length with, and that basis in words:
     the previous release's figures, else the profile's, else nothing."""
     if previous is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import Field, model_validator
 
@@ -33,6 +33,9 @@ from ...checks.targets import Target
 from ...server.facts import ServerFacts
 from ..context import SuiteContext
 from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+
+if TYPE_CHECKING:
+    from ...profiles import Profile
 
 name = "performance"
 
@@ -90,21 +93,21 @@ class Settings(SuiteSettings):
         return self
 
 
-def applies_to(profile: Any, server: ServerFacts) -> str | None:
-    section = getattr(profile, "qualify", None) or {}
+def applies_to(profile: Profile | None, server: ServerFacts) -> str | None:
+    section = (profile.qualify if profile is not None else None) or {}
     mine = section.get("performance")
     if isinstance(mine, dict) and mine.get("enabled") is False:
         return f"turned off by the profile: {mine.get('reason')}"
     if mine is not None or "performance" in (section.get("suites") or []):
         return None
-    match = getattr(profile, "match", None)
-    if match is not None and getattr(match, "gpu_name", None):
+    match = profile.match if profile is not None else None
+    if match is not None and match.gpu_name:
         return None  # a card profile: on by default
     return "not a card profile and no qualify.performance section"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     profile = ctx.profile
     method = build_method(
         quick=s.quick,
@@ -144,7 +147,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     notes: list[str] = []
     if s.max_regression_pct is not None:
         previous, why = load_previous(ctx.previous_results)
-        baseline = getattr(ctx.target, "baseline", None)
+        baseline = ctx.target.baseline if ctx.target else None
         if baseline:
             result.method += f" Baseline: {baseline}."
         if previous is None:

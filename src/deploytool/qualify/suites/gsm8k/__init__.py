@@ -113,8 +113,8 @@ def _mode_label(style: str, thinking: bool) -> str:
     return f"{style} thinking-{'on' if thinking else 'off'}"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     questions, limited = ctx.apply_limit(load_test())
     draws = lmeval.fewshot_indices(len(questions), s.n_shots)
     shots = fewshot_messages(s.n_shots)
@@ -180,7 +180,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 def _question_payload(
-    ctx: SuiteContext,
+    ctx: SuiteContext[Settings],
     s: Settings,
     question: str,
     style: str,

@@ -96,8 +96,8 @@ def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, Varian
     return [(n, d, v) for _ in range(s.samples) for d, v in pairs for n in lengths]
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     rng = random.SystemRandom()
     haystack = Haystack(rng.randrange(2**32))
     grid, target, capped = grid_lengths(s, ctx.context_length)
@@ -163,11 +163,11 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _find_lengths(
-    ctx: SuiteContext, haystack: Haystack, lengths: list[int], log: TranscriptLog
+    ctx: SuiteContext[Settings], haystack: Haystack, lengths: list[int], log: TranscriptLog
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Each length's haystack size, searched against the server's own prompt_tokens: the sizes
     by length, and the failed probes' errors."""
-    s: Settings = ctx.settings
+    s = ctx.settings
     probe_errors: list[str] = []
 
     async def measure(units: int) -> int | None:
@@ -206,7 +206,7 @@ async def _find_lengths(
 
 
 async def _ask(
-    ctx: SuiteContext,
+    ctx: SuiteContext[Settings],
     haystack: Haystack,
     sizes: dict[int, dict[str, Any]],
     rng: random.Random,
@@ -216,7 +216,7 @@ async def _ask(
     variant: Variant,
 ) -> dict[str, Any]:
     """One cell of the grid: a haystack of that length with the variant's needles at that depth."""
-    s: Settings = ctx.settings
+    s = ctx.settings
     sample = build(
         variant,
         haystack.take(sizes[length]["sentences"]),

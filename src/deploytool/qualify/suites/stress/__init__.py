@@ -84,7 +84,7 @@ def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 
-async def _calibrate(ctx: SuiteContext, target: int, needles: int) -> tuple[int, str | None]:
+async def _calibrate(ctx: SuiteContext[Settings], target: int, needles: int) -> tuple[int, str | None]:
     """Sentences for a long prompt of about `target` tokens, from one short request's token count."""
     sample = long_prompt(CALIBRATION_SENTENCES, needles)
     res = await ctx.client.chat(chat_payload(ctx, [{"role": "user", "content": sample.prompt}], max_tokens=1))
@@ -94,8 +94,8 @@ async def _calibrate(ctx: SuiteContext, target: int, needles: int) -> tuple[int,
     return int(target * 0.98 / per_sentence), None  # 2% under: the fixed overhead is counted in the rate
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     result = SuiteResult(name=name, verdict=Verdict.ERROR)
     log = TranscriptLog()
     context = ctx.context_length
@@ -167,7 +167,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _load_requests(
-    ctx: SuiteContext, s: Settings, target: int, result: SuiteResult
+    ctx: SuiteContext[Settings], s: Settings, target: int, result: SuiteResult
 ) -> tuple[list[tuple[str, dict[str, Any]]], LongPrompt | None]:
     """The load: one long prompt of about `target` tokens (sized by a calibration request; a
     failed calibration is a failed gate of `result`), then the sampled essays."""
@@ -370,7 +370,7 @@ def _length_problems(label: str, res: ChatResult, s: Settings, target: int) -> l
     return []
 
 
-async def _health_after(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
+async def _health_after(ctx: SuiteContext[Settings], s: Settings) -> dict[str, Any]:
     deadline = time.monotonic() + s.health_timeout_s
     last: dict[str, Any] = {"status": None}
     while True:

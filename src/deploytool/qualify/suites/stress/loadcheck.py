@@ -78,7 +78,9 @@ def make_probes(n: int) -> list[Probe]:
     return probes
 
 
-async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, phase: str) -> list[Probe]:
+async def run_probes(
+    ctx: SuiteContext[Any], probes: list[Probe], concurrency: int, phase: str
+) -> list[Probe]:
     """Send every probe once (a fresh needle sample each time); returns new Probe records."""
     sender = ctx.bounded(concurrency)
 

@@ -164,8 +164,8 @@ def _mode(stream: bool, thinking: bool) -> str:
     return f"{'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     tools, all_cases = load_cases(s.cases_file)
     cases, limited = ctx.apply_limit(all_cases)
     ctx.set_total(len(cases) * len(s.thinking))
@@ -205,9 +205,9 @@ class _ToolRun:
     """The suite's requests: each case non-streamed then streamed, turn by turn, under one bound
     on the requests in flight; every request's transcript in one log and a row per case and mode."""
 
-    def __init__(self, ctx: SuiteContext, tools: dict[str, Any]) -> None:
+    def __init__(self, ctx: SuiteContext[Settings], tools: dict[str, Any]) -> None:
         self.ctx, self.tools = ctx, tools
-        self.s: Settings = ctx.settings
+        self.s = ctx.settings
         self.log = TranscriptLog()
         self.rows: list[dict[str, Any]] = []
 

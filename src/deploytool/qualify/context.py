@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_check
 
 from ..server.client import ChatResult, EndpointClient
 from ..server.facts import ServerFacts
-from .suite_api import SuiteSettings
 
 if TYPE_CHECKING:
     from ..checks.targets import Target
     from ..profiles import Profile
 
-SettingsT = TypeVar("SettingsT", bound=SuiteSettings)
+# the suite's Settings model (a suite_api.SuiteSettings; not imported here: suite_api imports this module)
+SettingsT = TypeVar("SettingsT")
 
 
 @runtime_checkable

@@ -157,7 +157,7 @@ def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str, list[str]
     # numbers, which the state folder keeps for every release `up` made, running or not
     folder = release_path(slot.name, number).parent
     numbers = sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-    chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]
+    chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]  # the rule reads only .release of each
     results = chosen.results or (_newest_kept(slot, chosen.release) if chosen.release is not None else None)
     if results is None:
         return (

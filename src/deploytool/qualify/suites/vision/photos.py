@@ -18,7 +18,7 @@ import io
 import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PIL import Image
 
@@ -30,9 +30,6 @@ from ...scoring import answer_lacks
 from ...suite_api import Gate, response_problems
 from ...transcripts import TranscriptLog, transcript
 from .pictures import data_url, draw
-
-if TYPE_CHECKING:
-    from . import Settings
 
 MODES = [(False, False), (True, False), (False, True), (True, True)]  # (stream, thinking)
 SIMULATOR_CANNOT = "the reference runtime cannot recognise photographs; docs/sim.md"
@@ -102,7 +99,7 @@ class _PhotoRun:
     """One run of the photo, ladder and history checks: their requests share one bound on the
     requests in flight (whose peak is a gate) and one transcript log; each check adds its rows."""
 
-    def __init__(self, ctx: SuiteContext[Settings], s: Settings, log: TranscriptLog) -> None:
+    def __init__(self, ctx: SuiteContext, s: Any, log: TranscriptLog) -> None:
         self.ctx, self.s, self.log = ctx, s, log
         self.flight = ctx.bounded(s.concurrency)  # its own bound, and its peak in flight
         self.recognise = not ctx.server.is_simulator
@@ -276,7 +273,7 @@ class _PhotoRun:
 
 
 async def photo_checks(
-    ctx: SuiteContext[Settings], s: Settings, data: dict[str, Any], log: TranscriptLog, limit: int | None
+    ctx: SuiteContext, s: Any, data: dict[str, Any], log: TranscriptLog, limit: int | None
 ) -> tuple[list[Gate], dict[str, Any], list[str]]:
     """(gates, figures, notes) of the photo, ladder and history checks."""
     run = _PhotoRun(ctx, s, log)

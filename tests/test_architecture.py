@@ -342,7 +342,6 @@ def test_the_cli_reaches_release_host_and_checks_only_where_listed() -> None:
 # two jobs, and leaves this list when it is.
 SPLIT_PENDING_MODULES: set[str] = set()
 SPLIT_PENDING_FUNCTIONS: set[str] = {
-    "cli/qualify_cmds.py:qualify_command",
     "cli/tune_cmds.py:tune_cli",
     "tune/run.py:_summary",
     "tune/run.py:tune",

@@ -1,7 +1,7 @@
 """`deploytool qualify`: run the acceptance suites against an endpoint or a slot's release."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -23,6 +23,10 @@ from .app import (
     json_error,
     print_json,
 )
+
+if TYPE_CHECKING:
+    from ..checks.targets import Target
+    from ..qualify.results import QualifyReport
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
 
@@ -76,12 +80,8 @@ def qualify_command(
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
     from ..checks.targets import resolve_target
     from ..qualify import run_qualification
-    from ..qualify.config import parse_set_option
-    from ..qualify.results import results_document
 
-    overrides = parse_set_option(set_)
-    if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
-        overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
+    overrides = _overrides(set_, ready_timeout)
     target = resolve_target(
         url=url,
         gpus=gpu,
@@ -93,21 +93,43 @@ def qualify_command(
         against=against,
         cpu_slot=cpu_slot,
     )
-    from ..checks.reports import default_report_dir
-
-    report = report or default_report_dir(
-        "qualify",
-        slot=target.release.slot if target.release else None,
-        release=target.release.release if target.release else None,
-    )
     result = run_qualification(
         target,
         suites=suite,
         limit=limit,
-        report_dir=report,
+        report_dir=report or _default_report_dir(target),
         overrides=overrides,
         reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)),
     )
+    _tell(result, json_out)
+
+
+def _overrides(set_: list[str] | None, ready_timeout: float | None) -> dict[str, dict[str, Any]]:
+    """The suites' settings given on the command line: --set, and --ready-timeout."""
+    from ..qualify.config import parse_set_option
+
+    overrides = parse_set_option(set_)
+    if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
+        overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
+    return overrides
+
+
+def _default_report_dir(target: "Target") -> Path:
+    """Under the state folder, beside the slot's release when there is one."""
+    from ..checks.reports import default_report_dir
+
+    return default_report_dir(
+        "qualify",
+        slot=target.release.slot if target.release else None,
+        release=target.release.release if target.release else None,
+    )
+
+
+def _tell(result: "QualifyReport", json_out: bool) -> NoReturn:
+    """The outcome on stdout (the summary table, or --json), what stopped it on stderr, and the
+    exit code: the report's, or 130 after Ctrl-C."""
+    from ..qualify.results import results_document
+
     if json_out and (result.could_not_run or result.interrupted):
         # an error object, as every --json command reports one (docs/json.md), with the
         # results document of what did run as its result
@@ -182,7 +204,7 @@ class ConsoleQualifyReporter:
         self.bars.__exit__(None, None, None)
 
 
-def _print_summary(result) -> None:
+def _print_summary(result: "QualifyReport") -> None:
     from rich.table import Table
     from rich.text import Text
 

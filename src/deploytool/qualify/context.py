@@ -3,6 +3,10 @@
 `SuiteContext.send` is the one way a suite sends a chat request with its `concurrency` in
 flight at most; `bounded(n)` gives a phase its own bound (the stress suite's probes), and
 `Bounded.peak` says how many were in flight at once (a gate of the vision suite's photographs).
+
+A context is typed by the settings of its suite: a suite's `run(ctx: SuiteContext[Settings])`
+reads `ctx.settings` as its own Settings model, and `ctx.target` as the checks.targets.Target
+being qualified (None when a test runs a suite on its own).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ..server.client import ChatResult, EndpointClient
 from ..server.facts import ServerFacts
@@ -20,6 +24,17 @@ from ..server.facts import ServerFacts
 if TYPE_CHECKING:
     from ..checks.targets import Target
     from ..profiles import Profile
+
+# the suite's Settings model (a suite_api.SuiteSettings; not imported here: suite_api imports this module)
+SettingsT = TypeVar("SettingsT")
+
+
+@runtime_checkable
+class Concurrent(Protocol):
+    """Settings of a suite that bounds its requests in flight: its `concurrency` setting."""
+
+    @property
+    def concurrency(self) -> int: ...
 
 
 class Bounded:
@@ -48,9 +63,9 @@ class Bounded:
 
 
 @dataclass
-class SuiteContext:
+class SuiteContext(Generic[SettingsT]):
     client: EndpointClient
-    settings: Any  # the suite's Settings instance
+    settings: SettingsT  # the suite's Settings instance
     server: ServerFacts
     profile: Profile | None
     target: Target | None
@@ -64,7 +79,8 @@ class SuiteContext:
         """One chat request under the suite's bound on requests in flight (its settings'
         `concurrency`; unbounded for a suite that has none)."""
         if self._bound is None:
-            self._bound = self.bounded(getattr(self.settings, "concurrency", None))
+            concurrency = self.settings.concurrency if isinstance(self.settings, Concurrent) else None
+            self._bound = self.bounded(concurrency)
         return await self._bound.send(payload, keep_chunks=keep_chunks)
 
     def bounded(self, limit: int | None) -> Bounded:
@@ -92,7 +108,7 @@ class SuiteContext:
 
 
 def chat_payload(
-    ctx: SuiteContext,
+    ctx: SuiteContext[Any],
     messages: list[dict[str, Any]],
     *,
     thinking: bool | None = None,

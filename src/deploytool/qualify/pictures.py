@@ -68,8 +68,9 @@ def needle_picture(current: dict[str, Any]) -> Picture | None:
     fig.colorbar(image, ax=ax, fraction=0.05)
     flat = [
         (v, r, c)
-        for r, row in zip(heat["rows"], heat["values"])
-        for c, v in zip(heat["columns"], row)
+        # a kept results.json's heat map: a ragged row is drawn as far as it goes, as before
+        for r, row in zip(heat["rows"], heat["values"], strict=False)
+        for c, v in zip(heat["columns"], row, strict=False)
         if v is not None
     ]
     worst = min(flat, default=None)
@@ -90,8 +91,8 @@ def needle_picture(current: dict[str, Any]) -> Picture | None:
 
 def roofline_picture(current: dict[str, Any]) -> Picture | None:
     """Measured decode tok/s per request against the card's bandwidth ceiling at each concurrency."""
-    roof = suite_figures(current, "performance").get("roofline")
-    points = [p for p in (roof or {}).get("points") or [] if p.get("ceiling_tps_per_request")]
+    roof = suite_figures(current, "performance").get("roofline") or {}
+    points = [p for p in roof.get("points") or [] if p.get("ceiling_tps_per_request")]
     if not points:
         return None
     labels = [f"c={p['concurrency']}" for p in points]
@@ -119,7 +120,7 @@ def roofline_picture(current: dict[str, Any]) -> Picture | None:
         f"{lab}: measured {_fmt(p.get('measured_tps_per_request'))} of a "
         f"{p['ceiling_tps_per_request']:.0f} tok/s ceiling"
         + (f" ({100 * p['share']:.0f}%)" if p.get("share") else "")
-        for lab, p in zip(labels, points)
+        for lab, p in zip(labels, points, strict=True)
     )
     return Picture(
         f"Decode against the roofline of {roof.get('card', 'the card')}",
@@ -153,9 +154,10 @@ def tools_picture(current: dict[str, Any], baseline: dict[str, Any]) -> Picture 
     classes = list(now) or list(before)
     if not classes:
         return None
-    rate = lambda cats, c: (
-        (cats[c]["passed"] / cats[c]["total"]) if c in cats and cats[c].get("total") else None
-    )
+
+    def rate(cats: dict[str, Any], c: str) -> float | None:
+        return (cats[c]["passed"] / cats[c]["total"]) if c in cats and cats[c].get("total") else None
+
     return _paired_bars(
         "Tool calls: pass rate per category",
         "Tool-call pass rate per category",

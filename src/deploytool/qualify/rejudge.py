@@ -12,13 +12,43 @@ from __future__ import annotations
 
 import copy
 import re
-from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import Any
 
 from ..files import to_jsonable
 
 CONTRACT_KEYS = ("served_model_name", "port", "context_length")
 _REGRESSION = "regression: "
+
+
+@dataclass(frozen=True)
+class _KeptFigure:
+    """A performance figure as results.json keeps it (the suite's `bench_figures`): what the
+    regression rule reads of it (qualify/suites/performance.py ComparedFigure)."""
+
+    key: str
+    label: str
+    value: float | None
+    unit: str
+    better: str
+    samples: list[list[float]] | None  # what change() resamples (bench/regression.py)
+
+    @classmethod
+    def read(cls, kept: dict[str, Any]) -> _KeptFigure:
+        """From its dict; the other keys a figure may carry (spread, repeats) are not read."""
+        return cls(
+            key=kept["key"],
+            label=kept.get("label", ""),
+            value=kept.get("value"),
+            unit=kept.get("unit", ""),
+            better=kept.get("better", "neither"),
+            samples=kept.get("samples"),
+        )
+
+
+@dataclass(frozen=True)
+class _KeptRun:
+    figures: list[_KeptFigure]
 
 
 def rejudge(doc: dict[str, Any], baseline: dict[str, Any], against: str) -> dict[str, Any] | None:
@@ -30,7 +60,9 @@ def rejudge(doc: dict[str, Any], baseline: dict[str, Any], against: str) -> dict
     for suite in new.get("suites") or []:
         if not isinstance(suite, dict) or suite.get("verdict") not in ("passed", "failed"):
             continue
-        judge = {"performance": _performance, "contract": _contract}.get(suite.get("name"))
+        name = suite.get("name")
+        judges = {"performance": _performance, "contract": _contract}
+        judge = judges.get(name) if isinstance(name, str) else None
         if judge is not None and judge(suite, _suite(baseline, suite["name"]), against):
             touched = True
     if not touched:
@@ -75,12 +107,12 @@ def _performance(suite: dict[str, Any], before: dict[str, Any] | None, against: 
             else "it was measured with another method"
         )
     else:
-        now = SimpleNamespace(figures=[SimpleNamespace(**f) for f in figures.get("bench_figures") or []])
+        now = _KeptRun([_KeptFigure.read(f) for f in figures.get("bench_figures") or []])
         gates = regression_gates(
             now,
             prior,
             max_pct,
-            settings.get("regression_figures"),  # type: ignore[arg-type]
+            settings.get("regression_figures"),
             floor_s=settings.get("regression_floor_s", 0.0),
             against=against,
         )

@@ -56,8 +56,9 @@ def write_release_report(
     (default: beside the release's other reports, or under the state folder's reports/)."""
     current = resolve_side(release, slot)
     notes: list[str] = []
+    base: Side | None
     if against is not None:
-        base: Side | None = resolve_side(against, slot)
+        base = resolve_side(against, slot)
         base_name = base.name + " (--against)"
     elif current.release is not None and slot is not None:
         base, base_name, notes = _rule_baseline(slot, current.release)
@@ -156,7 +157,7 @@ def _rule_baseline(slot: Slot, number: int) -> tuple[Side | None, str, list[str]
     # numbers, which the state folder keeps for every release `up` made, running or not
     folder = release_path(slot.name, number).parent
     numbers = sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
-    chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]
+    chosen = baseline_release(slot, [SimpleNamespace(release=n) for n in numbers], number)  # type: ignore[misc]  # the rule reads only .release of each
     results = chosen.results or (_newest_kept(slot, chosen.release) if chosen.release is not None else None)
     if results is None:
         return (

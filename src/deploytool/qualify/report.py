@@ -224,7 +224,7 @@ def heatmap_html(value: dict[str, Any]) -> str:
             for v in row
         )
         + "</tr>"
-        for r, row in zip(value["rows"], value["values"])
+        for r, row in zip(value["rows"], value["values"], strict=False)  # a ragged row: as far as it goes
     )
     title = escape(value.get("title", ""))
     return f'<table class="heatmap"><caption>{title}</caption><tr><th></th>{head}</tr>{body}</table>'

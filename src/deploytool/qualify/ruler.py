@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
+from typing import Literal
 
 ADJECTIVES = (
     "amber",
@@ -66,8 +67,9 @@ NOUNS = (
     "jasmine",
 )
 
+Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
 # variant -> (keys in the haystack, values per key, keys asked, value type)
-VARIANTS = {
+VARIANTS: dict[Variant, tuple[int, int, int, str]] = {
     "single-number": (1, 1, 1, "numbers"),
     "single-uuid": (1, 1, 1, "uuids"),
     "multikey": (4, 1, 1, "numbers"),
@@ -84,7 +86,7 @@ NEEDLE = "One of the special magic {type_v} for {key} is: {value}."
 
 @dataclass
 class Sample:
-    variant: str
+    variant: Variant
     prompt: str
     answers: list[str]
     depth: float  # where the first asked needle sits
@@ -96,7 +98,9 @@ def _value(rng: random.Random, kind: str) -> str:
     return str(rng.randint(1_000_000, 9_999_999))
 
 
-def build(variant: str, haystack: list[str], depth: float, rng: random.Random, opening: str = "") -> Sample:
+def build(
+    variant: Variant, haystack: list[str], depth: float, rng: random.Random, opening: str = ""
+) -> Sample:
     """One RULER sample: the needles placed in `haystack` (sentences), the asked key's first
     needle at `depth`, the others at random depths; RULER's template around it."""
     n_keys, n_values, n_query, kind = VARIANTS[variant]
@@ -113,7 +117,7 @@ def build(variant: str, haystack: list[str], depth: float, rng: random.Random, o
     first = needles.index(next(nd for nd in needles if nd[0] == asked[0]))
     positions = [round(depth * n) if i == first else rng.randrange(n + 1) for i in range(len(needles))]
     sentences = list(haystack)
-    for position, (_, text) in sorted(zip(positions, needles), key=lambda p: p[0], reverse=True):
+    for position, (_, text) in sorted(zip(positions, needles, strict=True), key=lambda p: p[0], reverse=True):
         sentences.insert(position, text)
     query = asked[0] if len(asked) == 1 else ", ".join(asked[:-1]) + ", and " + asked[-1]
     template, type_v = TEMPLATE, kind

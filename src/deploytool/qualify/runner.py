@@ -25,9 +25,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..server.client import EndpointClient
 from ..server.facts import ServerFacts, read_server_facts, read_weight_version
 from ..server.readiness import wait_until_ready
-
-# What sets how long qualify waits for a loading server, as the waiting line and the error name it.
-READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 from .config import select_suites, suite_settings
 from .context import SuiteContext
 from .report import Against, write_reports
@@ -35,9 +32,14 @@ from .resilience import MAX_FAILED_PROBES, Breaker, GuardedClient, health_probe
 from .results import EXIT_COULD_NOT_RUN, EXIT_GATE_FAILED, EXIT_PASSED, QualifyReport  # noqa: F401
 from .suite_api import Suite, SuiteResult, SuiteSettings, Verdict
 from .suites import registry
+from .suites.preflight import Settings as PreflightSettings
 
 if TYPE_CHECKING:
     from ..checks.targets import Target
+    from ..profiles import Profile
+
+# What sets how long qualify waits for a loading server, as the waiting line and the error name it.
+READY_TIMEOUT_NAME = "--ready-timeout, or qualify.preflight.ready_timeout_s"
 
 
 class QualifyReporter(Protocol):
@@ -138,7 +140,7 @@ def run_qualification(
         report=report,
         limit=limit,
         reporter=reporter or Silent(),
-        probe_timeout_s=settings["preflight"].probe_timeout_s,
+        probe_timeout_s=_preflight(settings).probe_timeout_s,
         pending=list(names),
     )
     try:
@@ -161,7 +163,7 @@ async def _qualify(
     written: Callable[[], None],
 ) -> None:
     """The probe, each suite in turn (the report written after each), the closing weight version."""
-    target, report, preflight = run.target, run.report, settings["preflight"]
+    target, report, preflight = run.target, run.report, _preflight(settings)
     async with EndpointClient(target.url, timeout=run.probe_timeout_s, api_key=target.api_key) as client:
         report.server = await probe_server(
             client, target.url, preflight, target.profile, progress=run.reporter.waiting
@@ -180,6 +182,16 @@ async def _qualify(
                 client, timeout=run.probe_timeout_s
             )
     _nothing_measured(report)
+
+
+def _preflight(settings: dict[str, SuiteSettings]) -> PreflightSettings:
+    """The preflight suite's settings, which hold the probe's timeouts."""
+    preflight = settings["preflight"]
+    if not isinstance(preflight, PreflightSettings):  # the registry pairs each suite with its own model
+        raise TypeError(
+            f"qualify.preflight: settings are {type(preflight).__name__}, not the preflight suite's"
+        )
+    return preflight
 
 
 def _cancelled_meanwhile() -> None:
@@ -364,8 +376,8 @@ def _nothing_measured(report: QualifyReport) -> None:
 async def probe_server(
     client: EndpointClient,
     url: str,
-    preflight: Any,
-    profile: Any,
+    preflight: PreflightSettings,
+    profile: Profile | None,
     progress: Callable[[str], None] | None = None,
 ) -> ServerFacts:
     """Is the endpoint there and ready? Then read /v1/models, server info and model info.

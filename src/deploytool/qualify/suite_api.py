@@ -6,7 +6,7 @@ suite uses beside it) with:
     name: str                                   # e.g. "tools"; also its key in the profile's qualify:
     Settings: type[SuiteSettings]               # pydantic model of its `qualify.<name>` section
     def applies_to(profile, server_info) -> str | None      # a skip reason, or None to run
-    async def run(ctx: SuiteContext) -> SuiteResult          # (a plain `def run` works too)
+    async def run(ctx: SuiteContext[Settings]) -> SuiteResult  # (a plain `def run` works too)
 
 The runner builds the context (`qualify/context.py`: one HTTP client, the validated settings, the
 captured server info, the item limit, a progress hook, `send` under the suite's concurrency
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from .context import SuiteContext
 
 
-class Verdict(str, Enum):
+# not StrEnum: that would make str() and f-strings of a member "passed" instead of "Verdict.PASSED";
+# text and JSON read .value (the same either way)
+class Verdict(str, Enum):  # noqa: UP042
     PASSED = "passed"
     FAILED = "failed"  # the suite ran and a gate said no
     SKIPPED = "skipped"  # the suite does not apply (never counted as passed)
@@ -154,12 +156,17 @@ class Suite(Protocol):
     """What the runner takes a suite for: each module of qualify/suites/ is one (the registry
     checks it as it loads them)."""
 
-    name: str
-    Settings: type[SuiteSettings]
+    # read-only members: a suite module's own Settings (a subclass) then counts as a SuiteSettings
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def Settings(self) -> type[SuiteSettings]: ...
 
     def applies_to(self, profile: Profile | None, server: ServerFacts) -> str | None: ...
 
-    def run(self, ctx: SuiteContext) -> SuiteResult | Awaitable[SuiteResult]: ...
+    # Any: each suite's run takes the context of its own Settings (SuiteContext[Settings])
+    def run(self, ctx: SuiteContext[Any]) -> SuiteResult | Awaitable[SuiteResult]: ...
 
 
 def response_problems(result: ChatResult) -> list[str]:

@@ -68,8 +68,8 @@ def reasoning_placement(result: ChatResult) -> str:
     return "none"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     result = SuiteResult(name=name, verdict=Verdict.ERROR)
     notes: list[str] = []
     ctx.set_total(2)
@@ -89,45 +89,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     if why_not:
         notes.append(why_not)
     basis, expected = _expected(ctx, previous)
-    for key, want in expected.items():
-        got = measured[key]
-        if want is None:
-            notes.append(f"{key}: the {basis} does not say; measured {got!r}")
-        elif got is None:
-            notes.append(f"{key}: the server does not report it; expected {want!r}, not checked")
-        else:
-            result.gates.append(Gate.equal(key, got, want, detail=f"compared with the {basis}"))
-
-    for probe, res in (("default (no enable_thinking)", default), ("enable_thinking=true", thinking_on)):
-        if res.error:
-            result.gates.append(
-                Gate(
-                    name=f"request {probe} succeeds",
-                    threshold="no error",
-                    measured=res.error,
-                    passed=False,
-                    comparison="==",
-                    detail=res.error,
-                )
-            )
-    if measured["thinking_default"] is not None:
-        result.gates.append(
-            Gate.equal(
-                "thinking default",
-                measured["thinking_default"],
-                s.thinking_default,
-                detail=_thinking_detail(default, s.thinking_default, configured),
-            )
-        )
-    if s.require_reasoning_field and measured["reasoning_field"] is not None:
-        result.gates.append(
-            Gate.equal(
-                "reasoning arrives in",
-                measured["reasoning_field"],
-                "reasoning_content",
-                detail=_reasoning_detail(thinking_on),
-            )
-        )
+    result.gates += _served_gates(measured, expected, basis, notes)
+    result.gates += _thinking_gates(s, measured, configured, default, thinking_on)
 
     result.figures = {
         "measured": measured,
@@ -150,8 +113,67 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     return result.judge()
 
 
+def _served_gates(
+    measured: dict[str, Any], expected: dict[str, Any], basis: str, notes: list[str]
+) -> list[Gate]:
+    """Served name, port and context length against what the basis expects; what cannot be
+    compared (the basis does not say, the server does not report) is a note, not a gate."""
+    gates = []
+    for key, want in expected.items():
+        got = measured[key]
+        if want is None:
+            notes.append(f"{key}: the {basis} does not say; measured {got!r}")
+        elif got is None:
+            notes.append(f"{key}: the server does not report it; expected {want!r}, not checked")
+        else:
+            gates.append(Gate.equal(key, got, want, detail=f"compared with the {basis}"))
+    return gates
+
+
+def _thinking_gates(
+    s: Settings,
+    measured: dict[str, Any],
+    configured: dict[str, Any],
+    default: ChatResult,
+    thinking_on: ChatResult,
+) -> list[Gate]:
+    """The two chats answered, the thinking default as expected, reasoning in its own field."""
+    gates = []
+    for probe, res in (("default (no enable_thinking)", default), ("enable_thinking=true", thinking_on)):
+        if res.error:
+            gates.append(
+                Gate(
+                    name=f"request {probe} succeeds",
+                    threshold="no error",
+                    measured=res.error,
+                    passed=False,
+                    comparison="==",
+                    detail=res.error,
+                )
+            )
+    if measured["thinking_default"] is not None:
+        gates.append(
+            Gate.equal(
+                "thinking default",
+                measured["thinking_default"],
+                s.thinking_default,
+                detail=_thinking_detail(default, s.thinking_default, configured),
+            )
+        )
+    if s.require_reasoning_field and measured["reasoning_field"] is not None:
+        gates.append(
+            Gate.equal(
+                "reasoning arrives in",
+                measured["reasoning_field"],
+                "reasoning_content",
+                detail=_reasoning_detail(thinking_on),
+            )
+        )
+    return gates
+
+
 def _measured(
-    ctx: SuiteContext, default: ChatResult, thinking_on: ChatResult
+    ctx: SuiteContext[Settings], default: ChatResult, thinking_on: ChatResult
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """What the server serves and how it thinks, and what it says it runs with (recorded to
     explain the measured default)."""
@@ -163,7 +185,7 @@ def _measured(
         if default.error
         else ("off" if reasoning_placement(default) == "none" else "on"),
         "reasoning_field": None if thinking_on.error else reasoning_placement(thinking_on),
-        "model": (getattr(ctx.target, "model", None) or {}).get("identity"),
+        "model": ((ctx.target.model if ctx.target else None) or {}).get("identity"),
     }
     configured = {
         "reasoning_parser": find_key(ctx.server.model_info, "reasoning_parser")
@@ -173,7 +195,7 @@ def _measured(
     return measured, configured
 
 
-def _expected(ctx: SuiteContext, previous: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+def _expected(ctx: SuiteContext[Settings], previous: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
     """What to compare served name, port and context length with, and that basis in words:
     the previous release's figures, else the profile's, else nothing."""
     if previous is not None:

@@ -21,8 +21,9 @@ says so).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import Field, model_validator
 
@@ -32,6 +33,9 @@ from ...checks.targets import Target
 from ...server.facts import ServerFacts
 from ..context import SuiteContext
 from ..suite_api import Gate, SuiteResult, SuiteSettings, Verdict, previous_suite
+
+if TYPE_CHECKING:
+    from ...profiles import Profile
 
 name = "performance"
 
@@ -89,21 +93,21 @@ class Settings(SuiteSettings):
         return self
 
 
-def applies_to(profile: Any, server: ServerFacts) -> str | None:
-    section = getattr(profile, "qualify", None) or {}
+def applies_to(profile: Profile | None, server: ServerFacts) -> str | None:
+    section = (profile.qualify if profile is not None else None) or {}
     mine = section.get("performance")
     if isinstance(mine, dict) and mine.get("enabled") is False:
         return f"turned off by the profile: {mine.get('reason')}"
     if mine is not None or "performance" in (section.get("suites") or []):
         return None
-    match = getattr(profile, "match", None)
-    if match is not None and getattr(match, "gpu_name", None):
+    match = profile.match if profile is not None else None
+    if match is not None and match.gpu_name:
         return None  # a card profile: on by default
     return "not a card profile and no qualify.performance section"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     profile = ctx.profile
     method = build_method(
         quick=s.quick,
@@ -143,7 +147,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     notes: list[str] = []
     if s.max_regression_pct is not None:
         previous, why = load_previous(ctx.previous_results)
-        baseline = getattr(ctx.target, "baseline", None)
+        baseline = ctx.target.baseline if ctx.target else None
         if baseline:
             result.method += f" Baseline: {baseline}."
         if previous is None:
@@ -264,8 +268,35 @@ def load_previous(path: Path | None) -> tuple[dict[str, Any] | None, str | None]
     return (suite["figures"], None) if suite is not None else (None, why)
 
 
+class ComparedFigure(Protocol):
+    """What the regression rule reads of a figure: a bench run's Figure, or one kept in a
+    results.json (qualify/rejudge.py judges those again against another release)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def value(self) -> float | None: ...
+
+    @property
+    def unit(self) -> str: ...
+
+    @property
+    def better(self) -> str: ...
+
+
+class ComparedRun(Protocol):
+    """A run whose figures are compared: a BenchRun, or the figures a results.json kept."""
+
+    @property
+    def figures(self) -> Sequence[ComparedFigure]: ...
+
+
 def regression_gates(
-    bench: BenchRun,
+    bench: ComparedRun,
     previous: dict[str, Any],
     max_pct: float,
     keys: list[str] | None,

@@ -105,16 +105,16 @@ def score(style: str, content: str, answer_field: str) -> dict[str, Any]:
         got = lmeval.extract(content)
         return {"extracted": got, "ok": {k: lmeval.exact_match(v, answer_field) for k, v in got.items()}}
     gold = gold_answer(answer_field)
-    got = {"strict": extract_strict(content), "flexible": extract_flexible(content)}
-    return {"extracted": got, "ok": {k: v == gold for k, v in got.items()}}
+    found = {"strict": extract_strict(content), "flexible": extract_flexible(content)}
+    return {"extracted": found, "ok": {k: v == gold for k, v in found.items()}}
 
 
 def _mode_label(style: str, thinking: bool) -> str:
     return f"{style} thinking-{'on' if thinking else 'off'}"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     questions, limited = ctx.apply_limit(load_test())
     draws = lmeval.fewshot_indices(len(questions), s.n_shots)
     shots = fewshot_messages(s.n_shots)
@@ -129,22 +129,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     gate_style = s.styles[0]
 
     async def one(index: int, row: dict[str, str], style: str, thinking: bool) -> dict[str, Any]:
-        extra: dict[str, Any] = {}
-        if style == "lm-eval":
-            messages = lmeval.messages(row["question"], draws[index])
-            extra.update(stop=lmeval.STOP, seed=lmeval.SEED)
-            max_tokens = s.max_tokens_thinking if thinking else s.lmeval_max_tokens
-        else:
-            messages = shots + [{"role": "user", "content": f"{row['question']}\n{INSTRUCTION}"}]
-            max_tokens = s.max_tokens_thinking if thinking else s.max_tokens
-        temperature = 0.0
-        if thinking:
-            sampling = s.thinking_sampling
-            temperature = sampling.temperature
-            extra.update(top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed + index)
-        payload = chat_payload(
-            ctx, messages, thinking=thinking, max_tokens=max_tokens, temperature=temperature, **extra
-        )
+        payload = _question_payload(ctx, s, row["question"], style, thinking, index, draws[index], shots)
         res = await ctx.send(payload)
         ctx.advance()
         scored = score(style, res.content, row["answer"])
@@ -192,6 +177,36 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     result.method = _method(s, len(questions), ctx.limit if limited else None)
     result.transcripts = log.items
     return result.judge()
+
+
+def _question_payload(
+    ctx: SuiteContext[Settings],
+    s: Settings,
+    question: str,
+    style: str,
+    thinking: bool,
+    index: int,
+    draw: list[int],
+    shots: list[dict[str, str]],
+) -> dict[str, Any]:
+    """The chat request of one test question in one mode: lm-eval's own prompt, stops and seed,
+    or deploytool's few-shot turns; with thinking on, the thinking sampling (seeded per question)."""
+    extra: dict[str, Any] = {}
+    if style == "lm-eval":
+        messages = lmeval.messages(question, draw)
+        extra.update(stop=lmeval.STOP, seed=lmeval.SEED)
+        max_tokens = s.max_tokens_thinking if thinking else s.lmeval_max_tokens
+    else:
+        messages = [*shots, {"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
+        max_tokens = s.max_tokens_thinking if thinking else s.max_tokens
+    temperature = 0.0
+    if thinking:
+        sampling = s.thinking_sampling
+        temperature = sampling.temperature
+        extra.update(top_p=sampling.top_p, top_k=sampling.top_k, seed=sampling.seed + index)
+    return chat_payload(
+        ctx, messages, thinking=thinking, max_tokens=max_tokens, temperature=temperature, **extra
+    )
 
 
 def _mode_figures(style: str, thinking: bool, outcomes: list[dict[str, Any]], s: Settings) -> dict[str, Any]:

@@ -16,22 +16,21 @@ import asyncio
 import random
 import secrets
 import statistics
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from ....server.facts import ServerFacts
 from ...context import SuiteContext, chat_payload
 from ...prose import sentences as prose_sentences
-from ...ruler import VARIANTS, build, string_match_all
+from ...ruler import VARIANTS, Variant, build, string_match_all
 from ...suite_api import Gate, SuiteResult, SuiteSettings, Verdict, response_problems
 from ...transcripts import TranscriptLog, transcript
 from .haystack import search_length
 
 name = "needle"
-Variant = Literal["single-number", "single-uuid", "multikey", "multivalue", "multiquery"]
 TOKENS_PER_SENTENCE_GUESS = 16  # only the search's first guess; the server's count decides
-SEARCH_VARIANT = "multiquery"  # the longest prompt for a given haystack: every other variant fits
+SEARCH_VARIANT: Variant = "multiquery"  # the longest prompt for a given haystack: every other variant fits
 
 
 class Settings(SuiteSettings):
@@ -77,14 +76,14 @@ class Haystack:
 
 
 def grid_lengths(s: Settings, context: int | None) -> tuple[list[int], int, bool]:
-    cap = s.target_tokens
-    capped = context is not None and cap > context - s.max_tokens - 64
-    if capped:
-        cap = context - s.max_tokens - 64  # room for the answer and the chat template's closing tokens
+    cap, capped = s.target_tokens, False
+    if context is not None and cap > context - s.max_tokens - 64:
+        # room for the answer and the chat template's closing tokens
+        cap, capped = context - s.max_tokens - 64, True
     return sorted({n for n in s.lengths if n < cap} | {cap}), cap, capped
 
 
-def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, str]]:
+def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, Variant]]:
     """(length, depth, variant) cells, ordered so that any prefix spreads over the grid (what
     --limit N keeps): every length in turn, and depth and variant both rotating, so the first
     len(depths) x len(lengths) cells already hold every depth and every variant."""
@@ -97,8 +96,8 @@ def grid_cells(s: Settings, lengths: list[int]) -> list[tuple[int, float, str]]:
     return [(n, d, v) for _ in range(s.samples) for d, v in pairs for n in lengths]
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     rng = random.SystemRandom()
     haystack = Haystack(rng.randrange(2**32))
     grid, target, capped = grid_lengths(s, ctx.context_length)
@@ -164,11 +163,11 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _find_lengths(
-    ctx: SuiteContext, haystack: Haystack, lengths: list[int], log: TranscriptLog
+    ctx: SuiteContext[Settings], haystack: Haystack, lengths: list[int], log: TranscriptLog
 ) -> tuple[dict[int, dict[str, Any]], list[str]]:
     """Each length's haystack size, searched against the server's own prompt_tokens: the sizes
     by length, and the failed probes' errors."""
-    s: Settings = ctx.settings
+    s = ctx.settings
     probe_errors: list[str] = []
 
     async def measure(units: int) -> int | None:
@@ -207,17 +206,17 @@ async def _find_lengths(
 
 
 async def _ask(
-    ctx: SuiteContext,
+    ctx: SuiteContext[Settings],
     haystack: Haystack,
     sizes: dict[int, dict[str, Any]],
     rng: random.Random,
     log: TranscriptLog,
     length: int,
     depth: float,
-    variant: str,
+    variant: Variant,
 ) -> dict[str, Any]:
     """One cell of the grid: a haystack of that length with the variant's needles at that depth."""
-    s: Settings = ctx.settings
+    s = ctx.settings
     sample = build(
         variant,
         haystack.take(sizes[length]["sentences"]),

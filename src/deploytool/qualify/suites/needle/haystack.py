@@ -29,7 +29,7 @@ def filler_sentences(n: int) -> list[str]:
 def insert_at_depth(sentences: list[str], needle: str, depth: float) -> list[str]:
     """The needle placed after round(depth * n) filler sentences (0.0 = first, 1.0 = last)."""
     position = round(max(0.0, min(1.0, depth)) * len(sentences))
-    return sentences[:position] + [needle] + sentences[position:]
+    return [*sentences[:position], needle, *sentences[position:]]
 
 
 def first_guess(target_tokens: int) -> int:
@@ -83,9 +83,10 @@ async def search_length(
                 break
         elif above is None or units < above.units:
             above = probe
-        units = _next_units(below, above, target, tolerance)
-        if units is None or any(p.units == units for p in search.probes):
+        following = _next_units(below, above, target, tolerance)
+        if following is None or any(p.units == following for p in search.probes):
             break
+        units = following
     if below is not None:
         search.units, search.tokens = below.units, below.tokens
     return search
@@ -93,7 +94,7 @@ async def search_length(
 
 def _next_units(below: Probe | None, above: Probe | None, target: int, tolerance: int) -> int | None:
     aim = target - tolerance / 2  # the middle of the accepted window
-    known = [p for p in (below, above) if p is not None and p.tokens is not None]
+    known = [(p.units, p.tokens) for p in (below, above) if p is not None and p.tokens is not None]
     if below is not None and below.tokens:
         if above is not None and above.tokens is not None and above.units != below.units:
             rate = (above.tokens - below.tokens) / (above.units - below.units)
@@ -101,8 +102,8 @@ def _next_units(below: Probe | None, above: Probe | None, target: int, tolerance
             rate = below.tokens / below.units  # through the origin: slightly high, fine for a step
         step = round(below.units + (aim - below.tokens) / max(rate, 1e-9))
     elif known:  # only an over-long probe with a count: scale down
-        p = known[0]
-        step = round(p.units * aim / p.tokens)
+        known_units, known_tokens = known[0]
+        step = round(known_units * aim / known_tokens)
     elif above is not None:  # refused without a count: halve
         step = above.units // 2
     else:

@@ -90,8 +90,8 @@ def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None  # always: every endpoint has a health and a config to record
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     server = ctx.server
     result = SuiteResult(name=name, verdict=Verdict.ERROR)
     ctx.set_total(3)
@@ -128,7 +128,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     return result.judge()
 
 
-def _figures(ctx: SuiteContext, s: Settings, health: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+def _figures(
+    ctx: SuiteContext[Settings], s: Settings, health: dict[str, Any], info: dict[str, Any]
+) -> dict[str, Any]:
     """What the server says it runs with, the memory plan beside it, the GPUs and the image."""
     server = ctx.server
     figures: dict[str, Any] = {
@@ -151,7 +153,7 @@ def _figures(ctx: SuiteContext, s: Settings, health: dict[str, Any], info: dict[
     # the memory plan's prediction beside what the server reports, and its error
     from ....memory.profile_plan import plan_next_to_server
 
-    figures["memory_plan"] = plan_next_to_server(ctx.profile, getattr(ctx.target, "slot", None), info)
+    figures["memory_plan"] = plan_next_to_server(ctx.profile, ctx.target.slot if ctx.target else None, info)
     ctx.advance()
     figures["image"] = _image_record(ctx)
     ctx.advance()
@@ -202,7 +204,7 @@ def _method(s: Settings, server: ServerFacts, running_source: Any, context: int 
     )
 
 
-async def _health_generate(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
+async def _health_generate(ctx: SuiteContext[Settings], s: Settings) -> dict[str, Any]:
     started = time.perf_counter()
     answer = await ctx.client.health(s.health_path, timeout=s.probe_timeout_s)
     if answer.status is None:
@@ -215,10 +217,10 @@ async def _health_generate(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
     return out
 
 
-def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
+def _gpu_inventory(ctx: SuiteContext[Settings]) -> dict[str, Any] | None:
     """The slot's cards from NVML; None for the CPU slot or a bare URL."""
-    slot = getattr(ctx.target, "slot", None)
-    uuids = list(getattr(slot, "gpus", ()) or ())
+    slot = ctx.target.slot if ctx.target else None
+    uuids = list(slot.gpus if slot is not None else ())
     if not uuids:
         return None
     try:
@@ -227,12 +229,9 @@ def _gpu_inventory(ctx: SuiteContext) -> dict[str, Any] | None:
         inventory = read_inventory()
     except Exception as exc:  # ImportError, NVML errors: record, never fail the suite for it
         return {"uuids": uuids, "error": f"no NVML: {type(exc).__name__}: {exc}"}
-    if getattr(inventory, "error", None):
+    if inventory.error:
         return {"uuids": uuids, "error": f"no NVML: {inventory.error}"}
-    cards = []
-    for gpu in getattr(inventory, "gpus", []) or []:
-        if getattr(gpu, "uuid", None) in uuids:
-            cards.append(_as_dict(gpu))
+    cards = [_as_dict(gpu) for gpu in inventory.gpus if gpu.uuid in uuids]
     missing = [u for u in uuids if u not in {c.get("uuid") for c in cards}]
     return {
         "uuids": uuids,
@@ -253,14 +252,11 @@ def _as_dict(obj: Any) -> dict[str, Any]:
     return {"repr": repr(obj)}
 
 
-def _image_record(ctx: SuiteContext) -> dict[str, Any] | None:
-    release = getattr(ctx.target, "release", None)
-    if release is None:
+def _image_record(ctx: SuiteContext[Settings]) -> dict[str, Any] | None:
+    release = ctx.target.release if ctx.target else None
+    if ctx.target is None or release is None:
         return None
-    record: dict[str, Any] = {
-        "reference": release.image,
-        "labels": dict(getattr(ctx.target, "image_labels", None) or {}),
-    }
+    record: dict[str, Any] = {"reference": release.image, "labels": dict(ctx.target.image_labels or {})}
     try:
         from ....host.engine import Engine
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ....errors import FieldError
 from ....server import metrics_window as mw
 from ....server.serverfields import find_key
 from ...suite_api import Gate
@@ -193,6 +194,10 @@ async def accept_length_in_window(client: Any, model: str | None, expect: Expect
 
 
 def accept_length_gate(expect: Expectations, window: dict[str, Any]) -> Gate:
+    if expect.min_accept_length is None:
+        raise FieldError(
+            "qualify.preflight.expect.min_accept_length", "not set: there is no accept length to gate on"
+        )
     got = window.get("accept_length")
     detail = f"{window.get('source')}; {expect.window_requests} greedy generations of {expect.window_max_tokens} tokens"
     if window.get("errors"):

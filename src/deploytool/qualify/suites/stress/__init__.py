@@ -84,7 +84,7 @@ def applies_to(profile: Any, server: ServerFacts) -> str | None:
     return None
 
 
-async def _calibrate(ctx: SuiteContext, target: int, needles: int) -> tuple[int, str | None]:
+async def _calibrate(ctx: SuiteContext[Settings], target: int, needles: int) -> tuple[int, str | None]:
     """Sentences for a long prompt of about `target` tokens, from one short request's token count."""
     sample = long_prompt(CALIBRATION_SENTENCES, needles)
     res = await ctx.client.chat(chat_payload(ctx, [{"role": "user", "content": sample.prompt}], max_tokens=1))
@@ -94,8 +94,8 @@ async def _calibrate(ctx: SuiteContext, target: int, needles: int) -> tuple[int,
     return int(target * 0.98 / per_sentence), None  # 2% under: the fixed overhead is counted in the rate
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     result = SuiteResult(name=name, verdict=Verdict.ERROR)
     log = TranscriptLog()
     context = ctx.context_length
@@ -118,7 +118,9 @@ async def run(ctx: SuiteContext) -> SuiteResult:
     loaded = await run_probes(ctx, probes, s.probe_concurrency, "loaded")
     results = await load
     wall = time.perf_counter() - started
-    rows = [_row(label, payload, res, s, target, log) for (label, payload), res in zip(jobs, results)]
+    rows = [
+        _row(label, payload, res, s, target, log) for (label, payload), res in zip(jobs, results, strict=True)
+    ]
 
     for item in idle + loaded:
         log.add(item.transcript)
@@ -143,7 +145,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
         if r["request"].startswith("sampled") and r["ok"] and r["latency_s"] is not None
     ]
     long_row = next((r for r in rows if r["request"] == "long-prompt"), None)
-    by_label = dict(zip((label for label, _ in jobs), results))
+    by_label = dict(zip((label for label, _ in jobs), results, strict=True))
     long_res = by_label.get("long-prompt")
     sampled = [res for label, res in by_label.items() if label.startswith("sampled")]
     under_load = _under_load(result, s, long, long_res, sampled, idle, loaded)
@@ -165,7 +167,7 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _load_requests(
-    ctx: SuiteContext, s: Settings, target: int, result: SuiteResult
+    ctx: SuiteContext[Settings], s: Settings, target: int, result: SuiteResult
 ) -> tuple[list[tuple[str, dict[str, Any]]], LongPrompt | None]:
     """The load: one long prompt of about `target` tokens (sized by a calibration request; a
     failed calibration is a failed gate of `result`), then the sampled essays."""
@@ -308,10 +310,9 @@ def _under_load(
         # SGLang reports cached_tokens only with --enable-cache-report (usage_processor.py); without
         # it the share is not measured (the /metrics counters cannot isolate this one request from
         # the load running beside it), said in the figures rather than taken as zero
-        reported = long_res.cached_tokens is not None
-        share = (
-            long_res.cached_tokens / long_res.prompt_tokens if reported and long_res.prompt_tokens else None
-        )
+        cached, prompt_tokens = long_res.cached_tokens, long_res.prompt_tokens
+        reported = cached is not None
+        share = cached / prompt_tokens if cached is not None and prompt_tokens else None
         figures["long_prompt_needles"] = {"expected": long.answers, "string_match_all": found}
         figures["long_prompt_cached_share"] = None if share is None else round(share, 4)
         result.gates.append(
@@ -369,7 +370,7 @@ def _length_problems(label: str, res: ChatResult, s: Settings, target: int) -> l
     return []
 
 
-async def _health_after(ctx: SuiteContext, s: Settings) -> dict[str, Any]:
+async def _health_after(ctx: SuiteContext[Settings], s: Settings) -> dict[str, Any]:
     deadline = time.monotonic() + s.health_timeout_s
     last: dict[str, Any] = {"status": None}
     while True:

@@ -9,6 +9,7 @@ kernel bug, a KV-cache overwrite): only checking answers while the load runs sho
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import secrets
 import statistics
@@ -18,7 +19,7 @@ from typing import Any
 from ....server.client import ChatResult
 from ...context import SuiteContext, chat_payload
 from ...prose import sentences as prose_sentences
-from ...ruler import build, string_match_all
+from ...ruler import Variant, build, string_match_all
 from ...scoring import extract_flexible, gold_answer
 from ...transcripts import transcript
 
@@ -38,7 +39,7 @@ def long_prompt(n_sentences: int, needles: int) -> LongPrompt:
     with a unique line so no prefix cache holds any of it."""
     rng = random.Random(secrets.randbits(64))
     haystack = prose_sentences(n_sentences, rng.randrange(2**32))
-    variant = "multiquery" if needles > 1 else "single-number"
+    variant: Variant = "multiquery" if needles > 1 else "single-number"
     sample = build(variant, haystack, 0.5, rng, opening=f"Reference {secrets.token_hex(8)}.\n")
     return LongPrompt(sample.prompt, sample.answers[:needles] if needles > 1 else sample.answers)
 
@@ -77,7 +78,9 @@ def make_probes(n: int) -> list[Probe]:
     return probes
 
 
-async def run_probes(ctx: SuiteContext, probes: list[Probe], concurrency: int, phase: str) -> list[Probe]:
+async def run_probes(
+    ctx: SuiteContext[Any], probes: list[Probe], concurrency: int, phase: str
+) -> list[Probe]:
     """Send every probe once (a fresh needle sample each time); returns new Probe records."""
     sender = ctx.bounded(concurrency)
 
@@ -147,7 +150,7 @@ def itl_during(streams: list[ChatResult], long: ChatResult) -> dict[str, Any]:
     during, every = [], []
     for res in streams:
         times = res.chunk_times
-        for a, b in zip(times, times[1:]):
+        for a, b in itertools.pairwise(times):
             every.append(b - a)
             if start <= b <= end:
                 during.append(b - a)

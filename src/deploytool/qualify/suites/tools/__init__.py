@@ -164,8 +164,8 @@ def _mode(stream: bool, thinking: bool) -> str:
     return f"{'stream' if stream else 'non-stream'} thinking-{'on' if thinking else 'off'}"
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     tools, all_cases = load_cases(s.cases_file)
     cases, limited = ctx.apply_limit(all_cases)
     ctx.set_total(len(cases) * len(s.thinking))
@@ -205,9 +205,9 @@ class _ToolRun:
     """The suite's requests: each case non-streamed then streamed, turn by turn, under one bound
     on the requests in flight; every request's transcript in one log and a row per case and mode."""
 
-    def __init__(self, ctx: SuiteContext, tools: dict[str, Any]) -> None:
+    def __init__(self, ctx: SuiteContext[Settings], tools: dict[str, Any]) -> None:
         self.ctx, self.tools = ctx, tools
-        self.s: Settings = ctx.settings
+        self.s = ctx.settings
         self.log = TranscriptLog()
         self.rows: list[dict[str, Any]] = []
 
@@ -280,12 +280,17 @@ class _ToolRun:
         long = stream and "long_text_chars" in case
         res = await self.send(payload, keep=long)
         problems = check_tool_response(res, _expected(step.get("expect")), schemas)
-        if stream and not res.error and plain is not None and not plain.error:
-            if canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls):
-                problems.append(
-                    f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
-                    f"{_short(canonical_calls(plain.tool_calls))}"
-                )
+        if (
+            stream
+            and not res.error
+            and plain is not None
+            and not plain.error
+            and canonical_calls(res.tool_calls) != canonical_calls(plain.tool_calls)
+        ):
+            problems.append(
+                f"streamed calls {_short(canonical_calls(res.tool_calls))} differ from non-streamed "
+                f"{_short(canonical_calls(plain.tool_calls))}"
+            )
         if long and not res.error:
             fragments = argument_fragments(res)
             if any(count < 2 for count in fragments.values()) or not fragments:

@@ -106,7 +106,9 @@ def _long_difference(got: Any, want: str) -> str:
     """Where a long string argument went wrong, in a few words (not 2 KB twice)."""
     if not isinstance(got, str):
         return f"got {type(got).__name__}"
-    same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    same = next(
+        (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want))
+    )
     if len(got) < len(want) and same == len(got):
         return f"only the first {len(got)} characters arrived (its tail of {len(want) - len(got)} was lost)"
     return f"{len(got)} characters, first difference at character {same}: {got[same : same + 40]!r}"
@@ -120,7 +122,7 @@ def _same_value(got: Any, want: Any) -> bool:
     if isinstance(want, (int, float)) and isinstance(got, (int, float)):
         return float(got) == float(want)
     if isinstance(want, list) and isinstance(got, list):
-        return len(got) == len(want) and all(_same_value(g, w) for g, w in zip(got, want))
+        return len(got) == len(want) and all(_same_value(g, w) for g, w in zip(got, want, strict=True))
     if isinstance(want, dict) and isinstance(got, dict):
         return set(got) == set(want) and all(_same_value(got[k], w) for k, w in want.items())
     return got == want

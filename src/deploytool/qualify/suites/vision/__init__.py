@@ -91,8 +91,8 @@ def skip_reason(case: dict[str, Any], server: ServerFacts) -> str | None:
     return "; ".join(reasons) or None
 
 
-async def run(ctx: SuiteContext) -> SuiteResult:
-    s: Settings = ctx.settings
+async def run(ctx: SuiteContext[Settings]) -> SuiteResult:
+    s = ctx.settings
     chosen, limited = ctx.apply_limit(load_cases(s.cases_file))
     skipped = [
         {"case": c["id"], "needs": list(c.get("needs") or []), "reason": reason}
@@ -139,7 +139,8 @@ async def run(ctx: SuiteContext) -> SuiteResult:
             passed=refused,
             comparison="in",
         ),
-    ] + photo_gates
+        *photo_gates,
+    ]
     result.figures.update(photo_figures)
     result.method = _method(s, cases, skipped, ctx.limit if limited else None)
     result.transcripts = log.items
@@ -156,14 +157,14 @@ async def run(ctx: SuiteContext) -> SuiteResult:
 
 
 async def _ask(
-    ctx: SuiteContext,
+    ctx: SuiteContext[Settings],
     case: dict[str, Any],
     log: TranscriptLog,
     gate_fail: dict[str, str],
     usage_fail: list[str],
 ) -> None:
     """One drawn case: its answer must hold every keyword group and its usage count tokens."""
-    s: Settings = ctx.settings
+    s = ctx.settings
     content: list[dict[str, Any]] = [
         {"type": "image_url", "image_url": {"url": data_url(draw(spec))}} for spec in case["images"]
     ]
@@ -195,7 +196,7 @@ async def _ask(
     ctx.advance()
 
 
-async def _invalid_image(ctx: SuiteContext, log: TranscriptLog) -> tuple[ChatResult, bool]:
+async def _invalid_image(ctx: SuiteContext[Settings], log: TranscriptLog) -> tuple[ChatResult, bool]:
     """An image the server cannot read must be refused as the client's fault: (the answer, refused with a 4xx)."""
     bad_payload = chat_payload(
         ctx,

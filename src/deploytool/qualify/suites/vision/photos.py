@@ -282,7 +282,7 @@ async def photo_checks(
     ladder = data.get("ladder") or {}
     if ladder:
         base = load_photo(ladder["file"])
-        sides = sorted({side for side in s.resolutions} | {largest_side(base, s.max_pixels)})
+        sides = sorted(set(s.resolutions) | {largest_side(base, s.max_pixels)})
         for side in sides:
             formats = ("jpeg", "png") if side <= s.png_max_side else ("jpeg",)
             jobs += [run.rung(ladder, side, formats, fmt) for fmt in formats]

@@ -70,7 +70,7 @@ def draw(spec: dict[str, Any], size: int = SIZE) -> Image.Image:
 
 def text_layout(
     pen: ImageDraw.ImageDraw, value: str, size: int = SIZE
-) -> tuple[ImageFont.FreeTypeFont, tuple[int, int], tuple[int, int, int, int]]:
+) -> tuple[ImageFont.FreeTypeFont | ImageFont.ImageFont, tuple[int, int], tuple[int, int, int, int]]:
     """The font, origin and drawn bounding box of `value` centred in a size x size image.
 
     The font is Pillow's built-in one (Aileron, needs Pillow >= 10.1 with FreeType; no system
@@ -81,7 +81,8 @@ def text_layout(
     font_size = size // 5
     while True:
         font = ImageFont.load_default(size=font_size)
-        left, top, right, bottom = pen.textbbox((0, 0), value, font=font)
+        # whole pixels: Pillow's stubs say float, a FreeType font measures in ints
+        left, top, right, bottom = (int(v) for v in pen.textbbox((0, 0), value, font=font))
         if right - left <= size - 2 * margin or font_size <= MIN_TEXT_SIZE:
             break
         font_size -= 1

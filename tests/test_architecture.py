@@ -309,6 +309,7 @@ CLI_DIRECT_REACH = {
         "qualify_cmds",
         "rollout_cmds",
         "slot_cmds",
+        "tune_cmds",
     },  # parsing --gpu/--cpu into a slot
     "deploytool.release.state": {"deploy_cmds"},
     "deploytool.checks.targets": {"bench_cmds", "qualify_cmds"},
@@ -348,7 +349,6 @@ SPLIT_PENDING_FUNCTIONS: set[str] = {
     "cli/tune_cmds.py:tune_cli",
     "deploy/doctor.py:check_driver",
     "tune/run.py:_summary",
-    "tune/run.py:tune",
 }
 MODULE_LINES = 515
 FUNCTION_LINES = 98

@@ -1,11 +1,16 @@
 """tune: search launch flags for the fastest launch that fits, holds its SLO and qualifies."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..errors import UsageError
+from ..host.slots import slot_from_options
 from .app import CpuSlotOpt, GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console_err, print_json
+
+if TYPE_CHECKING:
+    from ..tune.request import TuneRequest
 
 
 @app.command("tune")
@@ -91,28 +96,84 @@ def tune_cli(
     def progress(line: str) -> None:
         console_err.print(line, markup=False, highlight=False)
 
-    outcome = tune(
+    request = tune_request(
         profile,
         local=local,
         cpu_slot=cpu_slot,
-        gpus=gpu,
+        gpu=gpu,
         card=card,
         workload=workload,
         slo=slo,
-        space_file=space,
+        space=space,
         budget=budget,
         dry_run=dry_run,
         resume=resume,
-        report_dir=report,
-        profiles_dirs=profiles_dir,
-        name=name,
-        qualify_winner=not no_qualify,
+        report=report,
         port_range=port_range,
-        progress=progress,
+        name=name,
+        no_qualify=no_qualify,
+        profiles_dir=profiles_dir,
     )
+    outcome = tune(request, progress=progress)
     if json_output:
         print_json(outcome.data)
     else:
         for line in outcome.summary:
             typer.echo(line)
     raise typer.Exit(outcome.exit_code)
+
+
+def tune_request(
+    profile: str,
+    *,
+    local: bool,
+    cpu_slot: str | None,
+    gpu: list[str] | None,
+    card: str | None,
+    workload: str | None,
+    slo: str | None,
+    space: Path | None,
+    budget: str | None,
+    dry_run: bool,
+    resume: bool,
+    report: Path | None,
+    port_range: str | None,
+    name: str | None,
+    no_qualify: bool,
+    profiles_dir: list[Path] | None,
+) -> "TuneRequest":
+    """The options as one request: where candidates run said once, the slot resolved, the SLO,
+    budget and port range parsed."""
+    from ..tune.local import parse_port_range
+    from ..tune.request import TuneRequest
+    from ..tune.space import parse_budget, parse_slo
+
+    _one_place(local, cpu_slot, gpu, dry_run)
+    ports = parse_port_range(port_range) if port_range else None
+    return TuneRequest(
+        profile_name=profile,
+        local=local,
+        slot=slot_from_options(gpu, False, cpu_slot) if gpu or cpu_slot else None,
+        card=card,
+        workload=workload,
+        slo=parse_slo(slo),
+        space_file=space,
+        budget=parse_budget(budget),
+        dry_run=dry_run,
+        resume=resume,
+        report_dir=report,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
+        name=name,
+        qualify_winner=not no_qualify,
+        port_range=ports,
+    )
+
+
+def _one_place(local: bool, cpu_slot: str | None, gpu: list[str] | None, dry_run: bool) -> None:
+    """Candidates run in one place, said by one of --local, --cpu-slot and --gpu (a dry run
+    starts nothing and needs none)."""
+    chosen = [w for w, on in (("--local", local), ("--cpu-slot", cpu_slot), ("--gpu", gpu)) if on]
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)}: say where candidates run once")
+    if not chosen and not dry_run:
+        raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")

@@ -19,11 +19,12 @@ from ..memory.profile_plan import resolve_card
 from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
-from .local import LocalServer, parse_port_range
+from .local import LocalServer
 from .machines import machine_id, machines_note
 from .measure import profile_key
+from .request import TuneRequest
 from .search import Search, describe, estimate_s, finish, next_visit, prepare, replay_journal, run_search
-from .space import parse_budget, parse_slo, read_space
+from .space import read_space, slo_over
 
 if TYPE_CHECKING:
     from ..host.slots import Slot
@@ -38,71 +39,46 @@ class TuneOutcome:
     summary: list[str]
 
 
-def tune(
-    profile_name: str,
-    *,
-    local: bool = False,
-    cpu_slot: str | None = None,
-    gpus: list[str] | None = None,
-    card: str | None = None,
-    workload: str | None = None,
-    slo: str | None = None,
-    space_file: Path | None = None,
-    budget: str | None = None,
-    dry_run: bool = False,
-    resume: bool = False,
-    report_dir: Path | None = None,
-    profiles_dirs: list[Path] | None = None,
-    name: str | None = None,
-    qualify_winner: bool = True,
-    port_range: str | None = None,
-    progress: Callable[[str], None] = lambda line: None,
-) -> TuneOutcome:
-    where = _where(local, cpu_slot, gpus, dry_run)
-    ports = parse_port_range(port_range) if port_range else None
-    if ports is not None and not local:
-        raise UsageError("--port-range is for --local: a slot's release serves on the slot's port")
-    slot = _slot(cpu_slot, gpus) if not dry_run else None
+def tune(request: TuneRequest, *, progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
+    slot = request.slot if not request.dry_run else None
     if slot is not None and not slot.is_cpu:
         from ..host.nvml import refuse_on_described_host
 
         # before the flag check and the plans: minutes of work for a search that cannot run here
         refuse_on_described_host([slot.name], "tune")
+    profiles_dirs = request.profile_dirs
     store = ProfileStore(profiles_dirs)
-    profile = store.get(profile_name)
+    profile = store.get(request.profile_name)
     if profile.abstract:
-        raise UsageError(f"profile {profile_name!r} is abstract: tune one that extends it")
-    space = read_space(profile, space_file, workload=workload)
-    slo_targets = parse_slo(slo, space)
-    budget_s = parse_budget(budget)
+        raise UsageError(f"profile {request.profile_name!r} is abstract: tune one that extends it")
+    space = read_space(profile, request.space_file, workload=request.workload)
+    slo_targets = slo_over(space, request.slo)
+    report_dir = request.report_dir
     if report_dir is None:
-        if resume:
-            raise UsageError(
-                "--resume needs the --report DIR of the search to go on with",
-                hint="`deploytool reports` lists the tune reports kept under the state folder",
-            )
         from ..checks.reports import default_report_dir
 
         report_dir = default_report_dir(f"tune-{profile.name}")
     report_dir = Path(report_dir)
-    if (report_dir / "journal.jsonl").is_file() and not resume and not dry_run:
+    if (report_dir / "journal.jsonl").is_file() and not request.resume and not request.dry_run:
         raise UsageError(
             f"{report_dir} holds a previous search's journal",
             hint="--resume to go on with it, or --report DIR for a new search",
         )
-    chosen = _card(profile, card, gpus)
-    search = prepare(profile, space, slo_targets, report_dir, card=chosen, local=local)
-    if resume:
+    chosen = _card(profile, request.card, request.gpu)
+    search = prepare(profile, space, slo_targets, report_dir, card=chosen, local=request.local)
+    if request.resume:
         search.notes.append(f"resumed: {replay_journal(search)} starts read back from the journal")
+    where = request.where
     header = _header(profile, search, where, chosen)
-    if dry_run:
+    if request.dry_run:
         return _dry_run(search, header)
     health_s = float(profile.health.budget_seconds())
     search.machine = machine_id(profile, slot)
     profile_key(profile)  # a key that cannot be read stops the search before the first start, not at it
+    ports = request.port_range
     with _servers(slot, profiles_dirs, ports) as make_server:
         try:
-            run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
+            run_search(search, make_server, budget_s=request.budget, progress=progress, health_s=health_s)
         except KeyboardInterrupt:
             finish(search)  # the verdicts and estimates so far, for the table
             _write(search, header, None, [], None, {})
@@ -118,7 +94,7 @@ def tune(
         inconclusive = search.stopped_by_budget and next_visit(search) is not None
         header["inconclusive"] = inconclusive
         header["resume"] = resume_command(
-            profile.name, where + (f" --port-range {port_range}" if port_range else ""), report_dir
+            profile.name, where + (f" --port-range {ports[0]}-{ports[1]}" if ports else ""), report_dir
         )
         header["noise"] = st.noise.as_dict()
         header["confidence"] = space.confidence
@@ -130,9 +106,9 @@ def tune(
                 profile,
                 search,
                 winner,
-                name,
+                request.name,
                 chosen,
-                qualify_winner,
+                request.qualify_winner,
                 profiles_dirs,
                 health_s,
                 progress,
@@ -140,28 +116,6 @@ def tune(
             )
     data = _write(search, header, winner, ties, written, verdict)
     return TuneOutcome(data=data, exit_code=_exit_code(data), summary=_summary(data))
-
-
-def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: bool) -> str:
-    chosen = [w for w, on in (("--local", local), ("--cpu-slot", cpu_slot), ("--gpu", gpus)) if on]
-    if len(chosen) > 1:
-        raise UsageError(f"{' and '.join(chosen)}: say where candidates run once")
-    if not chosen and not dry_run:
-        raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")
-    if gpus:
-        return " ".join(f"--gpu {u}" for u in gpus)
-    if cpu_slot:
-        return f"--cpu-slot {cpu_slot}"
-    return chosen[0] if chosen else "nowhere (--dry-run)"
-
-
-def _slot(cpu_slot: str | None, gpus: list[str] | None) -> Slot | None:
-    """The Docker slot candidates run on (--gpu's cards, or --cpu-slot NAME); None: local processes."""
-    if not cpu_slot and not gpus:
-        return None
-    from ..host.slots import slot_from_options
-
-    return slot_from_options(gpus, False, cpu_slot)
 
 
 def resume_command(profile: str, where: str, report_dir: Path) -> str:
@@ -184,10 +138,10 @@ def _servers(
         yield lambda p, log: SlotServer(session, p, log)
 
 
-def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
-    if not card and not gpus and not profile.match.gpu_name:
+def _card(profile: Profile, card: str | None, gpu: str | None) -> Any:
+    if not card and not gpu and not profile.match.gpu_name:
         return None
-    return resolve_card(profile, gpu=(gpus or [None])[0], card=card)
+    return resolve_card(profile, gpu=gpu, card=card)
 
 
 def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str, Any]:

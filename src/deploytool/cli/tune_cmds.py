@@ -13,78 +13,92 @@ if TYPE_CHECKING:
     from ..tune.request import TuneRequest
 
 
+# the options of `tune` beside the shared ones (app.py), named so that the command reads as a list
+LocalOpt = Annotated[
+    bool,
+    typer.Option(
+        "--local", help="Run candidates as local processes from this Python environment (no Docker)."
+    ),
+]
+CardOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--card",
+        help="Plan candidates for a named card (rtx5090, h200, ...); default the profile's match.gpu_name.",
+    ),
+]
+WorkloadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        help="How each live server is loaded: `table` (the concurrency sweep of the space's `load`), `agentic`, `long-context` or `open-loop` (bench's workloads, sized by the space's `workload_settings`); default the space's `workload`, else table.",
+    ),
+]
+SloOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--slo", help="Latency targets over the space's: ttft_p99_ms=...,tpot_p99_ms=...,min_user_tps=..."
+    ),
+]
+SpaceOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--space", help="YAML file with the search space (the keys of a profile's `tune:` section)."
+    ),
+]
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option("--budget", help="Stop cleanly before this much time is spent, e.g. 90m, 2h, 600s."),
+]
+DryRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the space, what the plan prunes and why, and the time estimate; start nothing.",
+    ),
+]
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Go on with the search journalled in --report DIR.")
+]
+ReportOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--report",
+        help="Folder for the journal, logs, table, picture and winner profile (default: a new folder under the state folder's reports/, listed by `deploytool reports`; --resume needs it).",
+    ),
+]
+PortRangeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--port-range",
+        help="With --local: serve candidates on the first free port of FIRST-LAST (default any free port).",
+    ),
+]
+NameOpt = Annotated[
+    str | None, typer.Option("--name", help="Name of the winner's profile (default PROFILE-tuned).")
+]
+NoQualifyOpt = Annotated[
+    bool, typer.Option("--no-qualify", help="Do not run qualify on the winner (it is then not recommended).")
+]
+
+
 @app.command("tune")
 def tune_cli(
     profile: RequiredProfileOpt,
-    local: Annotated[
-        bool,
-        typer.Option(
-            "--local", help="Run candidates as local processes from this Python environment (no Docker)."
-        ),
-    ] = False,
+    local: LocalOpt = False,
     cpu_slot: CpuSlotOpt = None,
     gpu: GpuOpt = None,
-    card: Annotated[
-        str | None,
-        typer.Option(
-            "--card",
-            help="Plan candidates for a named card (rtx5090, h200, ...); default the profile's match.gpu_name.",
-        ),
-    ] = None,
-    workload: Annotated[
-        str | None,
-        typer.Option(
-            "--workload",
-            help="How each live server is loaded: `table` (the concurrency sweep of the space's `load`), `agentic`, `long-context` or `open-loop` (bench's workloads, sized by the space's `workload_settings`); default the space's `workload`, else table.",
-        ),
-    ] = None,
-    slo: Annotated[
-        str | None,
-        typer.Option(
-            "--slo", help="Latency targets over the space's: ttft_p99_ms=...,tpot_p99_ms=...,min_user_tps=..."
-        ),
-    ] = None,
-    space: Annotated[
-        Path | None,
-        typer.Option(
-            "--space", help="YAML file with the search space (the keys of a profile's `tune:` section)."
-        ),
-    ] = None,
-    budget: Annotated[
-        str | None,
-        typer.Option("--budget", help="Stop cleanly before this much time is spent, e.g. 90m, 2h, 600s."),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run",
-            help="Print the space, what the plan prunes and why, and the time estimate; start nothing.",
-        ),
-    ] = False,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Go on with the search journalled in --report DIR.")
-    ] = False,
-    report: Annotated[
-        Path | None,
-        typer.Option(
-            "--report",
-            help="Folder for the journal, logs, table, picture and winner profile (default: a new folder under the state folder's reports/, listed by `deploytool reports`; --resume needs it).",
-        ),
-    ] = None,
-    port_range: Annotated[
-        str | None,
-        typer.Option(
-            "--port-range",
-            help="With --local: serve candidates on the first free port of FIRST-LAST (default any free port).",
-        ),
-    ] = None,
-    name: Annotated[
-        str | None, typer.Option("--name", help="Name of the winner's profile (default PROFILE-tuned).")
-    ] = None,
-    no_qualify: Annotated[
-        bool,
-        typer.Option("--no-qualify", help="Do not run qualify on the winner (it is then not recommended)."),
-    ] = False,
+    card: CardOpt = None,
+    workload: WorkloadOpt = None,
+    slo: SloOpt = None,
+    space: SpaceOpt = None,
+    budget: BudgetOpt = None,
+    dry_run: DryRunOpt = False,
+    resume: ResumeOpt = False,
+    report: ReportOpt = None,
+    port_range: PortRangeOpt = None,
+    name: NameOpt = None,
+    no_qualify: NoQualifyOpt = False,
     json_output: JsonOpt = False,
     profiles_dir: ProfilesDirOpt = None,
 ) -> None:

@@ -310,6 +310,7 @@ def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
     # asyncio.run turns Ctrl-C into a cancellation; a request path that absorbs it let the run
     # finish normally, and the search went on after the user's Ctrl-C
     import asyncio
+    import contextlib
     import os
     import signal
     import threading
@@ -318,10 +319,8 @@ def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
 
     async def absorbs() -> str:
         for _ in range(40):
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.sleep(0.05)
-            except asyncio.CancelledError:
-                pass
         return "finished"
 
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))

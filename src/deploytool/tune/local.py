@@ -7,6 +7,7 @@ a failed start, an exception, Ctrl-C — `stop()` runs and waits for the port to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -208,7 +209,5 @@ class LocalServer:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

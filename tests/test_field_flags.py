@@ -67,8 +67,9 @@ def test_the_message_names_the_flag_for_a_person_and_the_field_for_a_library_cal
     error = FieldError("retention", "keep at least 1 stopped release", value="0")
     assert str(error) == "retention 0: keep at least 1 stopped release"
     assert flag_message(error) == "--retention 0: keep at least 1 stopped release"
-    bare = FieldError("port_range", "is for --local", value=None)
-    assert flag_message(bare) == "port_range: is for --local"
+    # a field no flag sets (a value from a profile or a file) keeps its own name
+    bare = FieldError("threshold", "expected a share below 1", value=None)
+    assert flag_message(bare) == "threshold: expected a share below 1"
 
 
 def test_the_cli_prints_the_flag_in_words_and_in_json(monkeypatch, capsys) -> None:

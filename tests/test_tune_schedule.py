@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from deploytool.errors import UsageError
+from deploytool.errors import FieldError, UsageError
 from deploytool.profiles import ProfileStore
 from deploytool.tune.estimate import estimate, pooled_noise, t_quantile
 from deploytool.tune.measure import LoadPoint, Pass
@@ -26,6 +26,7 @@ from deploytool.tune.space import (
     parse_budget,
     parse_slo,
     recipe_defaults,
+    slo_over,
     with_args,
 )
 
@@ -51,10 +52,7 @@ def _measure(r: CandidateResult, *scores: float | None) -> None:
 
 def _search(ids: list[str], rounds: int = 3, **space) -> Search:
     s = Search(
-        _profile(),
-        TuneSpace(flags={"x": [1]}, rounds=rounds, **space),
-        parse_slo(None, TuneSpace()),
-        Path("/nonexistent"),
+        _profile(), TuneSpace(flags={"x": [1]}, rounds=rounds, **space), parse_slo(None), Path("/nonexistent")
     )
     s.results = [_result(i) for i in ids]
     return s
@@ -214,14 +212,21 @@ def test_sglang_recipe_defaults_centre_on_the_profile() -> None:
 
 
 def test_slo_and_budget_parsing() -> None:
-    slo = parse_slo("ttft_p99_ms=2000, min_user_tps=20", TuneSpace())
+    slo = parse_slo("ttft_p99_ms=2000, min_user_tps=20")
     assert (slo.ttft_p99_ms, slo.tpot_p99_ms, slo.min_user_tps) == (2000, None, 20)
     for bad in ("ttft=1", "ttft_p99_ms=fast", "tpot_p99_ms=-1"):
-        with pytest.raises(UsageError):
-            parse_slo(bad, TuneSpace())
+        with pytest.raises(FieldError) as refused:
+            parse_slo(bad)
+        assert refused.value.field == "slo" and str(refused.value).startswith(f"slo {bad!r}: ")
+    # the targets given replace the space's own; the rest of the space's hold
+    space = TuneSpace(slo={"ttft_p99_ms": 500, "tpot_p99_ms": 40})
+    merged = slo_over(space, slo)
+    assert (merged.ttft_p99_ms, merged.tpot_p99_ms, merged.min_user_tps) == (2000, 40, 20)
+    assert slo_over(space, parse_slo(None)) == space.slo
     assert parse_budget("90m") == 5400 and parse_budget("2h") == 7200 and parse_budget("600") == 600
-    with pytest.raises(UsageError):
+    with pytest.raises(FieldError) as refused:
         parse_budget("soon")
+    assert refused.value.field == "budget"
 
 
 def test_the_profile_s_own_launch_is_planned_as_written_and_only_candidates_derive() -> None:
@@ -286,7 +291,7 @@ def test_the_frontier_holds_only_points_inside_the_slo_and_labels_do_not_collide
     points = frontier_points([fast_but_late, slow_inside])
     assert [(p[0], p[4]) for p in points] == [("c01", False), ("c02", True)]
     assert [p[0] for p in frontier(points)] == ["c02"]
-    assert slo_user_tps(parse_slo("min_user_tps=20,tpot_p99_ms=40", TuneSpace())) == 25.0
+    assert slo_user_tps(parse_slo("min_user_tps=20,tpot_p99_ms=40")) == 25.0
     import matplotlib
 
     matplotlib.use("Agg")
@@ -306,6 +311,7 @@ def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
     # asyncio.run turns Ctrl-C into a cancellation; a request path that absorbs it let the run
     # finish normally, and the search went on after the user's Ctrl-C
     import asyncio
+    import contextlib
     import os
     import signal
     import threading
@@ -385,3 +391,22 @@ def test_a_rival_no_allowed_start_could_decide_is_a_tie_at_once_not_two_more_sta
     _measure(s.by_id("c01"), 108, 118, 100, 112)
     _measure(s.by_id("c01"), 107, 117, 99, 111)
     assert next_visit(s) == "base"
+
+
+def test_a_request_says_which_field_it_cannot_use() -> None:
+    from deploytool.host.slots import Slot
+    from deploytool.tune.request import TuneRequest
+
+    for kwargs, field in (
+        ({"local": True, "slot": Slot(cpu_name="a")}, "local"),
+        ({}, "local"),
+        ({"slot": Slot(cpu_name="a"), "port_range": (30100, 30199)}, "port_range"),
+        ({"local": True, "resume": True}, "resume"),
+        ({"local": True, "budget": 0.0}, "budget"),
+    ):
+        with pytest.raises(FieldError) as refused:
+            TuneRequest("sim", **kwargs)
+        assert refused.value.field == field, kwargs
+    # a dry run starts nothing: it needs no place
+    assert TuneRequest("sim", dry_run=True).where == "nowhere (--dry-run)"
+    assert TuneRequest("sim", slot=Slot(cpu_name="a")).where == "--cpu-slot a"

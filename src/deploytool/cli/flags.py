@@ -49,6 +49,12 @@ FLAG_OF_FIELD: dict[str, str] = {
     "all_gpus": "--all-gpus",
     "canary_qualify": "--canary-qualify",
     "max_unavailable": "--max-unavailable",
+    # tune
+    "budget": "--budget",
+    "local": "--local",
+    "port_range": "--port-range",
+    "resume": "--resume",
+    "slo": "--slo",
 }
 
 

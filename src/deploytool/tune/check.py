@@ -86,7 +86,8 @@ def check_candidates(
 
 def _check_sim(cands: list[Candidate], timeout: float) -> FlagReport:
     argvs = [args_to_argv(c.profile.server.args) for c in cands]
-    answers = _run([sys.executable, "-c", _SIM_CHECK, json.dumps(argvs)], _SIM_MARKER, timeout)
+    # the probe answers once, with one refusal (or null) per candidate
+    answers = _run([sys.executable, "-c", _SIM_CHECK, json.dumps(argvs)], _SIM_MARKER, timeout)[0]
     report = FlagReport(where="the reference runtime's settings parser", checked=True)
     for cand, answer in zip(cands, answers, strict=True):
         if answer:
@@ -110,7 +111,7 @@ def _check_sglang_here(cands: list[Candidate], timeout: float) -> FlagReport:
         }
         for p in profiles
     ]
-    answers = _run([sys.executable, "-c", probe, json.dumps(requests)], MARKER, timeout, many=True)
+    answers = _run([sys.executable, "-c", probe, json.dumps(requests)], MARKER, timeout)
     report = FlagReport(where=f"sglang's parser in this Python environment ({sys.executable})", checked=True)
     for cand, answer in zip(cands, answers, strict=True):
         problems = [
@@ -133,7 +134,8 @@ def _host_model(profile: Profile) -> Profile:
     )
 
 
-def _run(argv: list[str], marker: str, timeout: float, many: bool = False) -> list[Any]:
+def _run(argv: list[str], marker: str, timeout: float) -> list[Any]:
+    """Every answer the probe printed (at least one)."""
     from ..errors import CouldNotRun
     from ..image.flagcheck import marked_answers
 
@@ -145,4 +147,4 @@ def _run(argv: list[str], marker: str, timeout: float, many: bool = False) -> li
     if not answers:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
         raise CouldNotRun(f"the flag check could not run (exit {proc.returncode}):\n{tail}")
-    return answers if many else answers[0]
+    return answers

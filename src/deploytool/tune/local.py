@@ -7,6 +7,7 @@ a failed start, an exception, Ctrl-C — `stop()` runs and waits for the port to
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -30,7 +31,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def parse_port_range(text: str) -> tuple[int, int]:
     """--port-range 30100-30199 -> (30100, 30199)."""
-    from ..errors import UsageError
+    from ..errors import FieldError
 
     low, sep, high = text.partition("-")
     try:
@@ -38,21 +39,26 @@ def parse_port_range(text: str) -> tuple[int, int]:
     except ValueError:
         first, last = 0, -1
     if not 1024 <= first <= last <= 65535:
-        raise UsageError(
-            f"--port-range {text!r}: expected FIRST-LAST, two ports from 1024 to 65535, FIRST <= LAST",
+        raise FieldError(
+            "port_range",
+            "expected FIRST-LAST, two ports from 1024 to 65535, FIRST <= LAST",
+            value=repr(text),
             hint="e.g. --port-range 30100-30199 (a firewall's open range, or one no other service uses)",
         )
     return first, last
 
 
 def port_in_range(first: int, last: int, host: str = "127.0.0.1") -> int:
-    from ..errors import UsageError
+    from ..errors import FieldError
 
     for port in range(first, last + 1):
         if port_is_free(port, host):
             return port
-    raise UsageError(
-        f"--port-range {first}-{last}: every port is taken on {host}", hint="free one, or give a wider range"
+    raise FieldError(
+        "port_range",
+        f"every port is taken on {host}",
+        value=f"{first}-{last}",
+        hint="free one, or give a wider range",
     )
 
 
@@ -203,7 +209,5 @@ class LocalServer:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

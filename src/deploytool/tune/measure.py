@@ -124,7 +124,7 @@ def run_interruptible(coro: Any) -> Any:
 
     def note(signum: int, frame: Any) -> None:
         seen.append(signum)
-        handler = before[signum]
+        handler = before[signal.Signals(signum)]
         if callable(handler):
             handler(signum, frame)
         raise KeyboardInterrupt()

@@ -57,20 +57,20 @@ def predicted(planned: Any, space: Any) -> float:
         speed *= eager
     steps = args.get("speculative-num-steps")
     accept = float(args.get("spec-accept-rate", 0) or 0) if sim else 0.0
-    if isinstance(steps, int) and steps > 0 and (accept > 0 or not sim):
-        if sim:
-            k = (
-                steps
-                if not isinstance(args.get("speculative-num-draft-tokens"), int)
-                else min(steps, int(args["speculative-num-draft-tokens"]) - 1)
-            )
-            gain = (k + 1) if accept >= 1 else (1 - accept ** (k + 1)) / (1 - accept)
-            cost = (
-                1
-                + float(args.get("spec-draft-cost", 0.1)) * k
-                + float(args.get("spec-verify-cost", 0.02)) * k * batch
-            )
-            speed *= gain / cost
+    # only the reference runtime's speculative gain is known ahead (its acceptance is a flag)
+    if sim and isinstance(steps, int) and steps > 0 and accept > 0:
+        k = (
+            steps
+            if not isinstance(args.get("speculative-num-draft-tokens"), int)
+            else min(steps, int(args["speculative-num-draft-tokens"]) - 1)
+        )
+        gain = (k + 1) if accept >= 1 else (1 - accept ** (k + 1)) / (1 - accept)
+        cost = (
+            1
+            + float(args.get("spec-draft-cost", 0.1)) * k
+            + float(args.get("spec-verify-cost", 0.02)) * k * batch
+        )
+        speed *= gain / cost
     return speed
 
 

@@ -2,7 +2,8 @@
 
 prepare (space, flag check, plans) -> --dry-run stops here with the estimate -> measure the
 survivors where they run -> decide -> report (table, frontier picture, results.json) -> the
-winner as a profile that extends the original -> qualify on it before it is recommended.
+winner as a profile that extends the original -> qualify on it before it is recommended
+(summary.py words the outcome for a person).
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ from ..memory.profile_plan import resolve_card
 from ..memory.releases import rules_release
 from ..profiles import Profile, ProfileStore
 from . import report
-from .local import LocalServer, parse_port_range
+from .local import LocalServer
 from .machines import machine_id, machines_note
 from .measure import profile_key
+from .request import TuneRequest
 from .search import Search, describe, estimate_s, finish, next_visit, prepare, replay_journal, run_search
-from .space import parse_budget, parse_slo, read_space
+from .space import TuneSpace, read_space, slo_over
+from .summary import summary_lines
 
 if TYPE_CHECKING:
     from ..host.slots import Slot
@@ -38,130 +41,138 @@ class TuneOutcome:
     summary: list[str]
 
 
-def tune(
-    profile_name: str,
-    *,
-    local: bool = False,
-    cpu_slot: str | None = None,
-    gpus: list[str] | None = None,
-    card: str | None = None,
-    workload: str | None = None,
-    slo: str | None = None,
-    space_file: Path | None = None,
-    budget: str | None = None,
-    dry_run: bool = False,
-    resume: bool = False,
-    report_dir: Path | None = None,
-    profiles_dirs: list[Path] | None = None,
-    name: str | None = None,
-    qualify_winner: bool = True,
-    port_range: str | None = None,
-    progress: Callable[[str], None] = lambda line: None,
-) -> TuneOutcome:
-    where = _where(local, cpu_slot, gpus, dry_run)
-    ports = parse_port_range(port_range) if port_range else None
-    if ports is not None and not local:
-        raise UsageError("--port-range is for --local: a slot's release serves on the slot's port")
-    slot = _slot(cpu_slot, gpus) if not dry_run else None
+@dataclasses.dataclass
+class _Prepared:
+    """What a search has before its first start: the profile, the plans, the report's header."""
+
+    store: ProfileStore
+    profile: Profile
+    space: TuneSpace
+    search: Search
+    header: dict[str, Any]
+    card: Any
+
+
+def tune(request: TuneRequest, *, progress: Callable[[str], None] = lambda line: None) -> TuneOutcome:
+    if not request.dry_run:
+        _refuse_on_described_host(request.slot)
+    prepared = _prepare(request)
+    if request.dry_run:
+        return _dry_run(prepared.search, prepared.header)
+    return _search_and_decide(request, prepared, progress)
+
+
+def _refuse_on_described_host(slot: Slot | None) -> None:
     if slot is not None and not slot.is_cpu:
         from ..host.nvml import refuse_on_described_host
 
         # before the flag check and the plans: minutes of work for a search that cannot run here
         refuse_on_described_host([slot.name], "tune")
-    store = ProfileStore(profiles_dirs)
-    profile = store.get(profile_name)
+
+
+def _prepare(request: TuneRequest) -> _Prepared:
+    """The profile, its space and the plans of every candidate (the journal's starts read back
+    when the search goes on); nothing started."""
+    store = ProfileStore(request.profile_dirs)
+    profile = store.get(request.profile_name)
     if profile.abstract:
-        raise UsageError(f"profile {profile_name!r} is abstract: tune one that extends it")
-    space = read_space(profile, space_file, workload=workload)
-    slo_targets = parse_slo(slo, space)
-    budget_s = parse_budget(budget)
+        raise UsageError(f"profile {request.profile_name!r} is abstract: tune one that extends it")
+    space = read_space(profile, request.space_file, workload=request.workload)
+    slo_targets = slo_over(space, request.slo)
+    report_dir = _report_dir(request, profile)
+    card = _card(profile, request.card, request.gpu)
+    search = prepare(profile, space, slo_targets, report_dir, card=card, local=request.local)
+    if request.resume:
+        search.notes.append(f"resumed: {replay_journal(search)} starts read back from the journal")
+    header = _header(profile, search, request.where, card)
+    return _Prepared(store, profile, space, search, header, card)
+
+
+def _report_dir(request: TuneRequest, profile: Profile) -> Path:
+    report_dir = request.report_dir
     if report_dir is None:
-        if resume:
-            raise UsageError(
-                "--resume needs the --report DIR of the search to go on with",
-                hint="`deploytool reports` lists the tune reports kept under the state folder",
-            )
         from ..checks.reports import default_report_dir
 
         report_dir = default_report_dir(f"tune-{profile.name}")
     report_dir = Path(report_dir)
-    if (report_dir / "journal.jsonl").is_file() and not resume and not dry_run:
+    if (report_dir / "journal.jsonl").is_file() and not request.resume and not request.dry_run:
         raise UsageError(
             f"{report_dir} holds a previous search's journal",
             hint="--resume to go on with it, or --report DIR for a new search",
         )
-    chosen = _card(profile, card, gpus)
-    search = prepare(profile, space, slo_targets, report_dir, card=chosen, local=local)
-    if resume:
-        search.notes.append(f"resumed: {replay_journal(search)} starts read back from the journal")
-    header = _header(profile, search, where, chosen)
-    if dry_run:
-        return _dry_run(search, header)
+    return report_dir
+
+
+def _search_and_decide(
+    request: TuneRequest, prepared: _Prepared, progress: Callable[[str], None]
+) -> TuneOutcome:
+    """Measure the candidates where they run, decide, write the winner's profile and qualify on
+    it; the report either way."""
+    profile, search, header = prepared.profile, prepared.search, prepared.header
     health_s = float(profile.health.budget_seconds())
-    search.machine = machine_id(profile, slot)
+    search.machine = machine_id(profile, request.slot)
     profile_key(profile)  # a key that cannot be read stops the search before the first start, not at it
-    with _servers(slot, profiles_dirs, ports) as make_server:
-        try:
-            run_search(search, make_server, budget_s=budget_s, progress=progress, health_s=health_s)
-        except KeyboardInterrupt:
-            finish(search)  # the verdicts and estimates so far, for the table
-            _write(search, header, None, [], None, {})
-            progress(
-                f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
-                f"go on with: {resume_command(profile.name, where, report_dir)}"
-            )
-            raise
+    with _servers(request.slot, request.profile_dirs, request.port_range) as make_server:
+        _run(request, prepared, make_server, progress, health_s)
         winner, ties, st = finish(search)
-        verdict: dict[str, Any] = {}
-        written = None
-        base = next((r for r in search.results if r.id == "base"), None)
         inconclusive = search.stopped_by_budget and next_visit(search) is not None
         header["inconclusive"] = inconclusive
-        header["resume"] = resume_command(
-            profile.name, where + (f" --port-range {port_range}" if port_range else ""), report_dir
-        )
+        header["resume"] = _resume(request, profile, search)
         header["noise"] = st.noise.as_dict()
-        header["confidence"] = space.confidence
+        header["confidence"] = prepared.space.confidence
         if inconclusive:
             winner, ties = None, []
-        if winner is not None and winner.id != "base" and not (base is not None and base in ties):
+        written: Path | None = None
+        verdict: dict[str, Any] = {}
+        if _beats_base(search, winner, ties):
             written, verdict = _winner_profile(
-                store,
+                prepared.store,
                 profile,
                 search,
                 winner,
-                name,
-                chosen,
-                qualify_winner,
-                profiles_dirs,
+                request.name,
+                prepared.card,
+                request.qualify_winner,
+                request.profile_dirs,
                 health_s,
                 progress,
                 make_server,
             )
     data = _write(search, header, winner, ties, written, verdict)
-    return TuneOutcome(data=data, exit_code=_exit_code(data), summary=_summary(data))
+    return TuneOutcome(data=data, exit_code=_exit_code(data), summary=summary_lines(data))
 
 
-def _where(local: bool, cpu_slot: str | None, gpus: list[str] | None, dry_run: bool) -> str:
-    chosen = [w for w, on in (("--local", local), ("--cpu-slot", cpu_slot), ("--gpu", gpus)) if on]
-    if len(chosen) > 1:
-        raise UsageError(f"{' and '.join(chosen)}: say where candidates run once")
-    if not chosen and not dry_run:
-        raise UsageError("say where candidates run: --local, --cpu-slot NAME or --gpu UUID")
-    if gpus:
-        return " ".join(f"--gpu {u}" for u in gpus)
-    if cpu_slot:
-        return f"--cpu-slot {cpu_slot}"
-    return chosen[0] if chosen else "nowhere (--dry-run)"
+def _run(
+    request: TuneRequest,
+    prepared: _Prepared,
+    make_server: Callable[[Profile, Path], Any],
+    progress: Callable[[str], None],
+    health_s: float,
+) -> None:
+    """The race; on Ctrl-C the table so far and how to go on with it."""
+    search = prepared.search
+    try:
+        run_search(search, make_server, budget_s=request.budget, progress=progress, health_s=health_s)
+    except KeyboardInterrupt:
+        finish(search)  # the verdicts and estimates so far, for the table
+        _write(search, prepared.header, None, [], None, {})
+        progress(
+            f"stopped: every candidate's server is stopped; the journal is {search.journal}; "
+            f"go on with: {resume_command(prepared.profile.name, request.where, search.report_dir)}"
+        )
+        raise
 
 
-def _slot(cpu_slot: str | None, gpus: list[str] | None) -> Slot | None:
-    """The Docker slot candidates run on (--gpu's cards, or --cpu-slot NAME); None: local processes."""
-    if not cpu_slot and not gpus:
-        return None
-    from ..host.slots import slot_from_options
+def _resume(request: TuneRequest, profile: Profile, search: Search) -> str:
+    ports = request.port_range
+    where = request.where + (f" --port-range {ports[0]}-{ports[1]}" if ports else "")
+    return resume_command(profile.name, where, search.report_dir)
 
-    return slot_from_options(gpus, False, cpu_slot)
+
+def _beats_base(search: Search, winner: Any, ties: list[Any]) -> bool:
+    """A winner other than the profile's own launch, and not tied with it."""
+    base = next((r for r in search.results if r.id == "base"), None)
+    return winner is not None and winner.id != "base" and not (base is not None and base in ties)
 
 
 def resume_command(profile: str, where: str, report_dir: Path) -> str:
@@ -184,10 +195,10 @@ def _servers(
         yield lambda p, log: SlotServer(session, p, log)
 
 
-def _card(profile: Profile, card: str | None, gpus: list[str] | None) -> Any:
-    if not card and not gpus and not profile.match.gpu_name:
+def _card(profile: Profile, card: str | None, gpu: str | None) -> Any:
+    if not card and not gpu and not profile.match.gpu_name:
         return None
-    return resolve_card(profile, gpu=(gpus or [None])[0], card=card)
+    return resolve_card(profile, gpu=gpu, card=card)
 
 
 def _header(profile: Profile, search: Search, where: str, card: Any) -> dict[str, Any]:
@@ -214,7 +225,7 @@ def _dry_run(search: Search, header: dict[str, Any]) -> TuneOutcome:
         "estimate_s": round(estimate_s(search), 1),
         "counts": _counts(search),
     }
-    return TuneOutcome(data=data, exit_code=EXIT_OK, summary=_summary(data))
+    return TuneOutcome(data=data, exit_code=EXIT_OK, summary=summary_lines(data))
 
 
 def _counts(search: Search) -> dict[str, Any]:
@@ -394,115 +405,3 @@ def _exit_code(data: dict[str, Any]) -> int:
     if data["winner_profile"] and data["qualify"].get("ran") and not data["recommended"]:
         return EXIT_NONE_QUALIFIES
     return EXIT_OK
-
-
-def _flags_line(check: dict[str, Any] | None) -> str:
-    where = (check or {}).get("where") or ""
-    if not where or where.startswith("not checked"):
-        return f"flags {where or 'not checked'}"
-    return f"flags checked by {where}"
-
-
-def _summary(data: dict[str, Any]) -> list[str]:
-    c = data["counts"]
-    space = data["space"]
-    lines = [
-        "space: "
-        + "; ".join(f"{k} {v}" for k, v in space["flags"].items())
-        + (f"; derived from the plan: {', '.join(space['derived'])}" if space["derived"] else "")
-        + (
-            f"; load (concurrency) {space['load']}"
-            if space.get("workload", "table") == "table"
-            else f"; workload {space['workload']} {space.get('workload_settings') or '(its defaults)'}"
-        )
-        + f", {space['repeats']} passes per start, SLO "
-        + (", ".join(f"{k}={v:g}" for k, v in data["slo"].items() if v is not None) or "none"),
-        _flags_line(data.get("flags_check")),
-        f"planning: {data['plan_note']}" if data.get("plan_note") else f"planned for {data.get('card')}",
-        f"candidates: {c['planned']} planned, {c['refused']} refused by the parser, {c['pruned']} pruned "
-        f"by the plan, {c['runnable']} to measure",
-    ]
-    for cand in data["candidates"]:
-        if cand["pruned"] or cand["refused"]:
-            lines.append(
-                f"  {cand['id']} ({cand['label']}): " + (cand["pruned"] or "; ".join(cand["refused"]))
-            )
-    if data.get("dry_run"):
-        lines += [
-            f"  {cand['id']} ({cand['label']}): to measure"
-            for cand in data["candidates"]
-            if not cand["pruned"] and not cand["refused"]
-        ]
-        lines.append(f"estimate: about {data['estimate_s'] / 60:.1f} min (nothing started)")
-        return lines
-    lines.append(
-        f"started {c['started']} ({c['failed_starts']} failed), {c['passes']} passes; "
-        f"{c['visit_s']:.0f} s in visits: {c['start_s']:.0f} s starting, {c['measure_s']:.0f} s measuring, "
-        f"{c['stop_s']:.0f} s stopping, {max(0.0, c['visit_s'] - c['start_s'] - c['measure_s'] - c['stop_s']):.0f} s "
-        f"between (warm-up, checks); {c['not_started']} never started"
-    )
-    conf = f"{data.get('confidence', 0.95):.0%}"
-    for cand in data["candidates"]:
-        if cand["verdict"] == "not started (cannot win)":
-            lines.append(f"  {cand['id']} ({cand['label']}): {cand['why']}")
-    tail: list[str] = []
-    if data.get("inconclusive"):
-        measured = sum(1 for cand in data["candidates"] if cand["passes"])
-        lines.append(
-            f"inconclusive: {measured} of {c['runnable']} measured when --budget ran out, the race "
-            "not finished: nothing recommended"
-        )
-        tail.append(f"go on with: {data['resume']}")
-    elif data["winner"] is None:
-        lines.append("none qualifies under the SLO; each candidate's closest point:")
-        lines += [
-            f"  {cand['id']} ({cand['label']}): {cand['missed_by']}"
-            for cand in data["candidates"]
-            if cand.get("missed_by")
-        ]
-    else:
-        est = data["winner_estimate"] or {}
-        ties = [cand for cand in data["candidates"] if cand["verdict"] == "tie"]
-        lines.append(
-            f"winner: {data['winner']}, {est.get('mean', 0):.1f} tok/s/GPU [{est.get('low', 0):.1f}, "
-            f"{est.get('high', 0):.1f}] over {est.get('passes')} passes, {est.get('starts')} starts, "
-            + (
-                f"beyond every other's interval at {conf}"
-                if not ties
-                else f"tied at {conf} with {', '.join(t['id'] for t in ties)}"
-            )
-        )
-        lines += [f"  {t['id']} ({t['label']}): {t['why']}" for t in ties]
-        if data["winner"] == "base" or "base" in data["ties"]:
-            lines.append("the profile's own launch is not beaten: no change recommended")
-        flags = (
-            " ".join(f"--{k} {v}" for k, v in (data.get("winner_flags") or {}).items())
-            or "(the profile's own)"
-        )
-        ratio = data.get("ratio_to_base")
-        tail.append(
-            f"winner {data['winner']}: {flags}"
-            + (
-                f"; x{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}] over the profile's own launch ({conf})"
-                if ratio
-                else ""
-            )
-        )
-        if data["winner_profile"]:
-            if data["recommended"]:
-                state = "(qualified)"
-            elif not data["qualify"].get("ran"):
-                state = (
-                    "(not qualified: --no-qualify; `tune --resume` without it qualifies the winner "
-                    "before recommending it)"
-                )
-            else:
-                state = f"(NOT recommended: qualify {data['qualify']})"
-            tail.append(f"profile: {data['winner_profile']} {state}")
-    if data.get("stopped_by_budget") and not data.get("inconclusive"):
-        lines.append("stopped by --budget after the race was decided")
-    for key in ("runtime_note", "machine_note"):
-        if data.get(key):
-            lines.append(f"warning: {data[key]}")
-    lines.append(f"report: {data['report_dir']}/report.md")
-    return lines + tail

@@ -270,13 +270,15 @@ def replay_journal(search: Search) -> int:
     return count
 
 
+def _seconds(profile: Profile, flag: str, default: float) -> float:
+    """A reference runtime's timing flag as seconds (unset, empty or a list: the guess goes without it)."""
+    value = profile.server.args.get(flag, default)
+    return 0.0 if isinstance(value, list) else float(value or 0)
+
+
 def _guess_start_s(profile: Profile) -> float:
     if profile.is_simulator:
-        return (
-            float(profile.server.args.get("startup-seconds", 2.0) or 0)
-            + float(profile.server.args.get("load-seconds", 0) or 0)
-            + 1.0
-        )
+        return _seconds(profile, "startup-seconds", 2.0) + _seconds(profile, "load-seconds", 0) + 1.0
     return 300.0  # a real server's start is minutes: weights, graphs; measured starts replace this
 
 

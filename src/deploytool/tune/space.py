@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import ProfileError, UsageError
+from ..errors import FieldError, ProfileError, UsageError
 from ..profiles import Profile
 from ..profiles.rules import flag_problems
 
@@ -204,20 +204,30 @@ def check_workload(space: TuneSpace, where: str) -> None:
         raise UsageError(f"{where}: {exc}", hint="docs/bench.md lists each workload's settings") from None
 
 
-def parse_slo(text: str | None, space: TuneSpace) -> Slo:
-    """--slo ttft_p99_ms=2000,tpot_p99_ms=50,min_user_tps=20 over the space's own targets."""
-    values = space.slo.model_dump()
+def parse_slo(text: str | None) -> Slo:
+    """--slo ttft_p99_ms=2000,tpot_p99_ms=50,min_user_tps=20 -> the targets given (None: not
+    given, the space's own holds; see `slo_over`)."""
+    values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         key, sep, raw = part.partition("=")
         key = key.strip()
         if not sep or key not in SLO_KEYS:
-            raise UsageError(f"--slo {part!r}: expected KEY=NUMBER with KEY one of {', '.join(SLO_KEYS)}")
+            raise FieldError(
+                "slo", f"expected KEY=NUMBER with KEY one of {', '.join(SLO_KEYS)}", value=repr(part)
+            )
         try:
             values[key] = float(raw)
         except ValueError:
-            raise UsageError(f"--slo {part!r}: {raw!r} is not a number") from None
+            raise FieldError("slo", f"{raw!r} is not a number", value=repr(part)) from None
         if values[key] <= 0:
-            raise UsageError(f"--slo {part!r}: expected a number > 0")
+            raise FieldError("slo", "expected a number > 0", value=repr(part))
+    return Slo.model_validate(values)
+
+
+def slo_over(space: TuneSpace, given: Slo) -> Slo:
+    """The space's targets with the ones given for this search in their place."""
+    values = space.slo.model_dump()
+    values.update({k: v for k, v in given.model_dump().items() if v is not None})
     return Slo.model_validate(values)
 
 
@@ -227,7 +237,7 @@ def parse_budget(text: str | None) -> float | None:
         return None
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not match or float(match.group(1)) <= 0:
-        raise UsageError(f"--budget {text!r}: expected a duration such as 90m, 2h or 600s")
+        raise FieldError("budget", "expected a duration such as 90m, 2h or 600s", value=repr(text))
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
 
 

@@ -311,7 +311,6 @@ def test_a_ctrl_c_during_a_measurement_is_never_absorbed() -> None:
     # asyncio.run turns Ctrl-C into a cancellation; a request path that absorbs it let the run
     # finish normally, and the search went on after the user's Ctrl-C
     import asyncio
-    import contextlib
     import os
     import signal
     import threading

@@ -53,7 +53,13 @@ def _every_option() -> set[str]:
 
 
 def test_every_field_the_library_raises_has_its_flag() -> None:
-    missing = {field: where for field, where in _fields_raised().items() if field not in FLAG_OF_FIELD}
+    # a dotted field is a profile's (qualify.preflight.expect.min_accept_length): no flag sets it,
+    # and its path is what a person looks for in the file
+    missing = {
+        field: where
+        for field, where in _fields_raised().items()
+        if field not in FLAG_OF_FIELD and "." not in field
+    }
     assert not missing, f"add these fields to cli/flags.py FLAG_OF_FIELD: {missing}"
 
 

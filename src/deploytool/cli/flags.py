@@ -31,6 +31,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "bind": "--bind",
     "drain_timeout": "--drain-timeout",
     "qualify_limit": "--limit",
+    "limit": "--limit",
     "since": "--since",
     "tail": "--tail",
     "api_key": "--api-key",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..errors import ProfileError, UsageError
+from ..errors import FieldError, ProfileError, UsageError
 from .suite_api import SuiteSettings
 
 if TYPE_CHECKING:
@@ -62,7 +62,9 @@ def suite_settings(
         )
     for name in overrides or {}:
         if name not in registry:
-            raise UsageError(f"--set {name}.…: no such suite", hint=f"known suites: {', '.join(registry)}")
+            raise FieldError(
+                "sets", "no such suite", value=f"{name}.…", hint=f"known suites: {', '.join(registry)}"
+            )
     out: dict[str, SuiteSettings] = {}
     for name, module in registry.items():
         from_profile = section.get(name) or {}
@@ -100,12 +102,12 @@ def parse_set_option(items: list[str] | None) -> dict[str, dict[str, Any]]:
         key, sep, raw = item.partition("=")
         suite, dot, setting = key.strip().partition(".")
         if not sep or not dot or not suite or not setting:
-            raise UsageError(
-                f"--set {item!r}: expected SUITE.SETTING=VALUE, e.g. --set gsm8k.min_accuracy=0.9"
+            raise FieldError(
+                "sets", "expected SUITE.SETTING=VALUE, e.g. gsm8k.min_accuracy=0.9", value=repr(item)
             )
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
-            raise UsageError(f"--set {item!r}: the value is not valid YAML: {exc}") from None
+            raise FieldError("sets", f"the value is not valid YAML: {exc}", value=repr(item)) from None
         out.setdefault(suite, {})[setting] = value
     return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..checks.reports import default_report_dir, newest_kept
 from ..checks.targets import baseline_release, qualify_results_path, unqualified
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..files import write_json
 from ..host.slots import Slot
 from ..release.state import release_path
@@ -67,7 +67,7 @@ def write_release_report(
             f"{release}: a report folder needs --against (another folder, or a release of the slot)"
         )
     if base is not None and current.results is not None and base.results == current.results:
-        raise UsageError(f"--against {against}: that is the release being reported")
+        raise FieldError("against", "that is the release being reported", value=str(against))
     folder = out or default_report_dir(
         "report", slot=slot.name if slot and current.release is not None else None, release=current.release
     )

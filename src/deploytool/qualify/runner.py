@@ -113,9 +113,9 @@ def run_qualification(
     names = select_suites(modules, profile, suites)
     settings = suite_settings(modules, profile, overrides)
     if limit is not None and limit < 1:
-        from ..errors import UsageError
+        from ..errors import FieldError
 
-        raise UsageError(f"--limit {limit}: expected a positive number of items")
+        raise FieldError("limit", "expected a positive number of items", value=str(limit))
 
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)

@@ -71,9 +71,7 @@ class Gsm8kOracle:
         try:
             raw = source.read_text(encoding="utf-8")
         except (FileNotFoundError, OSError) as exc:
-            raise ValueError(
-                f"--gsm8k-oracle needs the GSM8K test set; cannot read {source}: {exc}"
-            ) from None
+            raise ValueError(f"gsm8k_oracle: needs the GSM8K test set; cannot read {source}: {exc}") from None
         questions = []
         for line in raw.splitlines():
             if not line.strip():

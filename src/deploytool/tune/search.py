@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import UsageError
+from ..errors import FieldError, UsageError
 from ..memory.cards import Card
 from ..profiles import Profile
 from .check import FlagReport, check_candidates
@@ -237,8 +237,8 @@ def replay_journal(search: Search) -> int:
     """--resume: the starts and passes a previous run journalled, put back; returns how many
     starts. A journal line for a candidate this space does not make is refused."""
     if not search.journal.is_file():
-        raise UsageError(
-            f"--resume: no journal at {search.journal}", hint="give the --report DIR of the run to resume"
+        raise FieldError(
+            "resume", f"no journal at {search.journal}", hint="give the --report DIR of the run to resume"
         )
     count = 0
     for n, line in enumerate(search.journal.read_text().splitlines(), 1):
@@ -263,8 +263,9 @@ def replay_journal(search: Search) -> int:
             else:
                 result.passes.append(Pass.from_dict(entry))
         except (json.JSONDecodeError, KeyError, StopIteration, AttributeError, TypeError):
-            raise UsageError(
-                f"--resume: {search.journal}:{n} is not a journal line of this space",
+            raise FieldError(
+                "resume",
+                f"{search.journal}:{n} is not a journal line of this space",
                 hint="resume with the same profile and space, or start afresh in a new --report DIR",
             ) from None
     return count

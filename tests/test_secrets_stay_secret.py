@@ -16,7 +16,7 @@ import yaml
 from conftest import run_cli
 
 from deploytool import redaction
-from deploytool.checks.targets import resolve_target
+from deploytool.checks.targets import TargetRequest, resolve_target
 from deploytool.errors import ProfileError, UsageError
 from deploytool.files import write_atomic, write_json
 from deploytool.host.slots import Slot
@@ -163,7 +163,7 @@ def test_the_old_import_of_redact_still_works():
 
 def test_credentials_in_a_url_are_refused_clearly():
     with pytest.raises(UsageError) as caught:
-        resolve_target(url=f"http://user:{CANARY}@127.0.0.1:1", gpus=None, cpu=False, profile_name=None)
+        resolve_target(TargetRequest(url=f"http://user:{CANARY}@127.0.0.1:1"))
     assert "credentials" in caught.value.message and CANARY not in caught.value.message
     assert "--api-key-file" in (caught.value.hint or "")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..checks.targets import Target, resolve_target
+from ..checks.targets import Target, TargetRequest, resolve_target
 from ..files import write_atomic, write_json
 from .compare import Comparison
 from .outcome import BenchOutcome, bench_when_ready
@@ -26,16 +26,7 @@ def bench(
 ) -> BenchOutcome:
     """Wait for the endpoint, measure it with the request's method, keep the report.
     `timeout_name`: what the waiting's refusal calls the ready timeout (the CLI's flag)."""
-    target = resolve_target(
-        url=request.url,
-        gpus=None,
-        cpu=False,
-        profile_name=request.profile_name,
-        profiles_dirs=list(request.profiles_dirs) if request.profiles_dirs else None,
-        api_key_file=request.api_key_file,
-        api_key_flag=request.api_key_flag,
-        slot=request.slot,
-    )
+    target = resolve_target(request.target())
     method = request.method(target.profile)
     if say:
         say(
@@ -95,10 +86,8 @@ def _compare_slots(request: CompareSlots, say: Say | None) -> SlotComparison:
     from .report import write_run_report
     from .slot_compare import compare_slots
 
-    dirs = list(request.profiles_dirs) if request.profiles_dirs else None
     targets = [
-        resolve_target(url=None, gpus=None, cpu=False, profile_name=None, profiles_dirs=dirs, slot=s)
-        for s in request.slots
+        resolve_target(TargetRequest(slot=s, profiles_dirs=request.profiles_dirs)) for s in request.slots
     ]
     a, b = request.slots
     if say:

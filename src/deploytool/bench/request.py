@@ -16,6 +16,7 @@ from ..errors import FieldError, UsageError
 from ..host.slots import Slot
 
 if TYPE_CHECKING:
+    from ..checks.targets import TargetRequest
     from ..profiles import Profile
     from .method import BenchMethod
 
@@ -41,6 +42,19 @@ class BenchRequest:
 
     def __post_init__(self) -> None:
         known_workload(self.workload)
+
+    def target(self) -> TargetRequest:
+        """What to measure, as checks/targets.py resolves it."""
+        from ..checks.targets import TargetRequest
+
+        return TargetRequest(
+            url=self.url,
+            slot=self.slot,
+            profile_name=self.profile_name,
+            profiles_dirs=self.profiles_dirs,
+            api_key_file=self.api_key_file,
+            api_key_flag=self.api_key_flag,
+        )
 
     def method(self, profile: Profile | None) -> BenchMethod:
         """The preset, then the profile's `bench:` section, then this request's choices."""

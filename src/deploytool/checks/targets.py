@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from ..errors import FieldError, UsageError
 from ..host.engine import Engine
 from ..host.releases import Release
-from ..host.slots import Slot, slot_from_options
+from ..host.slots import Slot
 from ..profiles import Profile, ProfileStore
 from ..redaction import scrub
 from ..release import inputs as release_inputs
@@ -42,28 +42,36 @@ class Target:
         return f"{self.url} (slot {self.release.slot}, release {self.release.release}, profile {self.release.profile})"
 
 
-def resolve_target(
-    *,
-    url: str | None,
-    gpus: list[str] | None,
-    cpu: bool,
-    profile_name: str | None,
-    profiles_dirs: list[Path] | None = None,
-    api_key_file: Path | None = None,
-    api_key_flag: str | None = None,
-    slot: Slot | None = None,
-    against: int | None = None,
-    cpu_slot: str | None = None,
-) -> Target:
-    """`api_key_file` / `api_key_flag`: --api-key-file, and --api-key (refused: a key on the
-    command line shows in `ps` and the shell's history).
-    Without them the key is DEPLOYTOOL_API_KEY, else the release's (or the profile's) own.
-    `slot`: a slot already chosen (a named CPU slot, say) instead of --gpu / --cpu."""
-    store = ProfileStore(profiles_dirs)
-    given_key = secrets.client_api_key(key_file=api_key_file, given_on_command_line=api_key_flag)
+@dataclass(frozen=True)
+class TargetRequest:
+    """What to measure, as the CLI resolved it: `url`, or the release serving `slot` (the
+    `--cpu` / `--cpu-slot` / `--gpu` options already turned into a Slot). `api_key_file`, else
+    DEPLOYTOOL_API_KEY, else the release's (or the profile's) own key; `api_key_flag` is a key
+    given on the command line, kept only to be refused (it shows in `ps` and the shell's
+    history). `against`: the release of the slot to compare with instead of the rule's."""
+
+    url: str | None = None
+    slot: Slot | None = None
+    profile_name: str | None = None
+    profiles_dirs: tuple[Path, ...] | None = None
+    api_key_file: Path | None = None
+    api_key_flag: str | None = field(default=None, repr=False)
+    against: int | None = None
+
+
+def resolve_target(request: TargetRequest) -> Target:
+    """The endpoint of `request`: its URL as given, or the newest running release of its slot,
+    with that release's profile, image labels, key and the baseline to compare with."""
+    url, slot, against = request.url, request.slot, request.against
+    store = ProfileStore(list(request.profiles_dirs) if request.profiles_dirs else None)
+    given_key = secrets.client_api_key(
+        key_file=request.api_key_file, given_on_command_line=request.api_key_flag
+    )
     if url:
-        if gpus or cpu or cpu_slot is not None or slot is not None:
-            raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
+        if slot is not None:
+            raise FieldError(
+                "url", "names an endpoint, and a slot is given too: give the URL or the slot, not both"
+            )
         if against is not None:
             raise FieldError(
                 "against", "names a release of a slot, and a URL is no slot: give the slot instead"
@@ -71,11 +79,12 @@ def resolve_target(
         if not url.startswith(("http://", "https://")):
             raise FieldError("url", "is not an http(s) URL", value=repr(scrub(url)))
         refuse_url_credentials(url)
-        profile = store.get(profile_name) if profile_name else None
+        profile = store.get(request.profile_name) if request.profile_name else None
         if given_key is None and profile is not None and profile.server.api_key is not None:
             given_key = profile.server.api_key.resolve(what=f"server.api_key of profile {profile.name}")
         return Target(url=url.rstrip("/"), profile=profile, api_key=given_key)
-    slot = slot or slot_from_options(gpus, cpu, cpu_slot)
+    if slot is None:
+        raise FieldError("url", "no endpoint: give a URL, or the slot whose release to measure")
     engine = Engine()
     releases = engine.releases(slot.name)
     serving = [r for r in releases if r.running]
@@ -85,7 +94,7 @@ def resolve_target(
             hint="`deploytool status` shows the slots; `deploytool up` starts a release",
         )
     current = max(serving, key=lambda r: r.release)
-    profile = store.get(profile_name or current.profile)
+    profile = store.get(request.profile_name or current.profile)
     chosen = baseline_release(slot, releases, current.release, against=against)
     previous = next((r for r in releases if r.release == chosen.release), None)
     record = release_inputs.read_record(slot.name, current.release)

@@ -22,6 +22,7 @@ from .app import (
     console_err,
     json_error,
     print_json,
+    target_slot,
 )
 
 if TYPE_CHECKING:
@@ -78,20 +79,20 @@ def qualify_command(
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
-    from ..checks.targets import resolve_target
+    from ..checks.targets import TargetRequest, resolve_target
     from ..qualify import run_qualification
 
     overrides = _overrides(set_, ready_timeout)
     target = resolve_target(
-        url=url,
-        gpus=gpu,
-        cpu=cpu,
-        profile_name=profile,
-        profiles_dirs=profiles_dir,
-        api_key_file=api_key_file,
-        api_key_flag=api_key,
-        against=against,
-        cpu_slot=cpu_slot,
+        TargetRequest(
+            url=url,
+            slot=target_slot(url, gpu, cpu, cpu_slot),
+            profile_name=profile,
+            profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
+            api_key_file=api_key_file,
+            api_key_flag=api_key,
+            against=against,
+        )
     )
     result = run_qualification(
         target,

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from typer import _click
     from typer.core import TyperOption
 
-    from ..host.slots import Slot
-
 
 def _help_flag_false(option: "TyperOption | None") -> "TyperOption | None":
     """The --help flag of a group or command, off (False) when it is not given. typer makes it
@@ -304,19 +302,6 @@ ApiKeyOpt = Annotated[
         help="Refused: a key on the command line shows in `ps`; use --api-key-file or DEPLOYTOOL_API_KEY.",
     ),
 ]
-
-
-def target_slot(url: str | None, gpu: list[str] | None, cpu: bool, cpu_slot: str | None) -> "Slot | None":
-    """The slot qualify and bench measure, from --cpu / --cpu-slot / --gpu: None for --url (the
-    two are refused together); without either, slot_from_options says which to give."""
-    from ..errors import UsageError
-    from ..host.slots import slot_from_options
-
-    if url:
-        if gpu or cpu or cpu_slot is not None:
-            raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
-        return None
-    return slot_from_options(gpu, cpu, cpu_slot)
 
 
 # How long qualify and bench wait for a server that is still loading, one option for both (qualify

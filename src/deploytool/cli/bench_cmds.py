@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UsageError
-from ..host.slots import slots_from_options
+from ..host.slots import slots_from_options, target_slot_from_options
 from .app import (
     READY_TIMEOUT_OPTION,
     ApiKeyFileOpt,
@@ -24,7 +24,6 @@ from .app import (
     console_err,
     json_error,
     print_json,
-    target_slot,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ def bench_command(
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
     request = BenchRequest(
         url=url,
-        slot=target_slot(url, gpu, cpu, cpu_slot),
+        slot=target_slot_from_options(url, gpu, cpu, cpu_slot),
         profile_name=profile,
         profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
         api_key_file=api_key_file,

@@ -22,11 +22,9 @@ from .app import (
     console_err,
     json_error,
     print_json,
-    target_slot,
 )
 
 if TYPE_CHECKING:
-    from ..checks.targets import Target
     from ..qualify.results import QualifyReport
 
 _STYLE = {"passed": "green", "failed": "red", "error": "red", "skipped": "yellow"}
@@ -79,51 +77,30 @@ def qualify_command(
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
-    from ..checks.targets import TargetRequest, resolve_target
-    from ..qualify import run_qualification
+    from ..checks.targets import TargetRequest
+    from ..host.slots import target_slot_from_options
+    from ..qualify.config import parse_set_option
+    from ..qualify.request import QualifyRequest, qualify
 
-    overrides = _overrides(set_, ready_timeout)
-    target = resolve_target(
-        TargetRequest(
+    overrides = parse_set_option(set_)  # a bad --set is refused before the slot is looked up
+    request = QualifyRequest(
+        target=TargetRequest(
             url=url,
-            slot=target_slot(url, gpu, cpu, cpu_slot),
+            slot=target_slot_from_options(url, gpu, cpu, cpu_slot),
             profile_name=profile,
             profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
             api_key_file=api_key_file,
             api_key_flag=api_key,
             against=against,
-        )
-    )
-    result = run_qualification(
-        target,
-        suites=suite,
+        ),
+        suites=tuple(suite) if suite is not None else None,
         limit=limit,
-        report_dir=report or _default_report_dir(target),
+        report_dir=report,
         overrides=overrides,
-        reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)),
+        ready_timeout_s=ready_timeout,
     )
+    result = qualify(request, reporter=ConsoleQualifyReporter(shown=not (no_progress or json_out)))
     _tell(result, json_out)
-
-
-def _overrides(set_: list[str] | None, ready_timeout: float | None) -> dict[str, dict[str, Any]]:
-    """The suites' settings given on the command line: --set, and --ready-timeout."""
-    from ..qualify.config import parse_set_option
-
-    overrides = parse_set_option(set_)
-    if ready_timeout is not None:  # the preflight suite's own setting, under the name bench uses too
-        overrides.setdefault("preflight", {})["ready_timeout_s"] = ready_timeout
-    return overrides
-
-
-def _default_report_dir(target: "Target") -> Path:
-    """Under the state folder, beside the slot's release when there is one."""
-    from ..checks.reports import default_report_dir
-
-    return default_report_dir(
-        "qualify",
-        slot=target.release.slot if target.release else None,
-        release=target.release.release if target.release else None,
-    )
 
 
 def _tell(result: "QualifyReport", json_out: bool) -> NoReturn:

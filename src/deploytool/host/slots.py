@@ -77,6 +77,18 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
     return Slot(gpus=tuple(sorted(gpus)))
 
 
+def target_slot_from_options(
+    url: str | None, gpus: list[str] | None, cpu: bool, cpu_slot: str | None = None
+) -> Slot | None:
+    """The slot qualify and bench measure: None for --url, which is refused beside a slot;
+    without either, slot_from_options says which to give."""
+    if url:
+        if gpus or cpu or cpu_slot is not None:
+            raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
+        return None
+    return slot_from_options(gpus, cpu, cpu_slot)
+
+
 def slots_from_options(cpu: bool, cpu_slots: list[str] | None, gpus: list[str] | None) -> list[Slot]:
     """The slots of a command that takes several (rollout, watch, compare), in the order the
     flags name them: --cpu, each --cpu-slot NAME, then each --gpu, one slot per flag (a

@@ -239,10 +239,10 @@ def up_command(
         expose_without_key=expose_without_key,
         skip_qualify=skip_qualify,
         skip_memory_plan=skip_memory_plan,
-        qualify_suites=suite,
+        qualify_suites=tuple(suite) if suite is not None else None,
         qualify_limit=limit,
         retention=retention,
-        profiles_dirs=profiles_dir,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
         wheelhouse=wheelhouse,
         drain_timeout=drain_timeout,
         take_over=take_over,
@@ -312,7 +312,7 @@ def cpu_twin_command(
         bind=bind,
         expose_without_key=expose_without_key,
         skip_memory_plan=skip_memory_plan,
-        profiles_dirs=profiles_dir,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
         wheelhouse=wheelhouse,
     )
     result = run_cpu_twin(slot, options, image=image)

@@ -71,7 +71,7 @@ def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     """Facts, then the plan, then the compose plugin's own check of the rendered document:
     every refusal happens here, before anything is stopped or written."""
     engine.compose_version()  # fail early, before building, when the plugin is missing
-    store = ProfileStore(options.profiles_dirs)
+    store = ProfileStore(list(options.profiles_dirs) if options.profiles_dirs else None)
     known = gather_slot(engine, slot)
     fallback = known.fallback
     profile = choose_profile(slot, options.profile_name, fallback, store)

@@ -209,7 +209,11 @@ def plan_up(facts: Facts, profile: Profile, options: UpOptions, *, action: str =
         )
     steps += [new.cache_step(), new.start_step(), new.wait_step()]
     if not options.skip_qualify:
-        names, settings = resolve_qualify(profile, options.qualify_suites, options.qualify_overrides)
+        names, settings = resolve_qualify(
+            profile,
+            list(options.qualify_suites) if options.qualify_suites is not None else None,
+            options.qualify_overrides,
+        )
         steps.append(
             Qualify(
                 release=number,

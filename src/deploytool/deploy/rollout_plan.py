@@ -191,10 +191,10 @@ def slot_up_options(profile: Profile, facts: Facts, request: RolloutRequest, *, 
     """A slot keeps the port and address its release is published on."""
     fallback = facts.fallback
     quick = not canary or request.canary_qualify == "quick"
-    suites = list(profile.rollout.qualify) if quick else None  # None: the profile's full set
+    suites = tuple(profile.rollout.qualify) if quick else None  # None: the profile's full set
     overrides = (
         {"performance": {"quick": True}}
-        if quick and profile.rollout.quick_performance and "performance" in (suites or [])
+        if quick and profile.rollout.quick_performance and "performance" in (suites or ())
         else None
     )
     return UpOptions(
@@ -207,7 +207,7 @@ def slot_up_options(profile: Profile, facts: Facts, request: RolloutRequest, *, 
         qualify_overrides=overrides,
         qualify_limit=request.qualify_limit,
         retention=request.retention,
-        profiles_dirs=request.profile_dirs,
+        profiles_dirs=request.profiles_dirs,
         dry_run=request.dry_run,
         drain_timeout=request.drain_timeout,
         take_over=request.take_over,

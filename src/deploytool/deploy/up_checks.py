@@ -24,19 +24,23 @@ from ..release.compose import refuse_exposure
 from .facts import Facts
 
 
-@dataclass
+@dataclass(frozen=True)
 class UpOptions:
+    """What one `up` of a slot is asked, as the CLI (or a rollout, a tune candidate) built it:
+    frozen, so every check and the plan read the same values; a caller that needs one changed
+    builds another with dataclasses.replace."""
+
     profile_name: str | None = None
     host_port: int | None = None
     bind: str = "127.0.0.1"
     expose_without_key: bool = False  # publish beyond loopback without an API key: the person said so
     skip_qualify: bool = False
     skip_memory_plan: bool = False
-    qualify_suites: list[str] | None = None
+    qualify_suites: tuple[str, ...] | None = None
     qualify_limit: int | None = None
     qualify_overrides: dict[str, dict[str, Any]] | None = None  # a rollout's quick performance check
     retention: int = DEFAULT_RETENTION
-    profiles_dirs: list[Path] | None = None
+    profiles_dirs: tuple[Path, ...] | None = None
     wheelhouse: Path | None = None  # as given to `build --wheelhouse`: part of the image's tag
     # `up --dry-run`: weights that are not here yet are a warning, not a refusal (a plan is
     # wanted before a download of tens of GB; the real `up` still refuses without them)

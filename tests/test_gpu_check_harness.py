@@ -21,6 +21,7 @@ import nvml_dump  # noqa: E402
 from overlay_patches import apply_to_copy, patch_names  # noqa: E402
 
 from deploytool.memory.profile_plan import plan_memory_command  # noqa: E402
+from deploytool.memory.request import PlanMemoryRequest  # noqa: E402
 
 REAL = Path(__file__).parent / "data" / "sglang-real"
 MEASURED = Path(__file__).parents[1] / "docs" / "measured"
@@ -82,10 +83,12 @@ def test_the_patched_plans_memory_plan_names_its_patches(tmp_path: Path) -> None
 def test_every_plan_starts_a_profile_that_fits_and_runs_steps_drive_knows(tmp_path: Path) -> None:
     for name, spec in drive.PLANS.items():
         plan = plan_memory_command(
-            spec["profile"],
-            card="h200",
-            checkpoint=REAL / "models" / spec["model"],
-            profiles_dirs=[drive.PROFILES],
+            PlanMemoryRequest.from_options(
+                spec["profile"],
+                card="h200",
+                checkpoint=REAL / "models" / spec["model"],
+                profiles_dirs=[drive.PROFILES],
+            )
         )
         assert plan.fits, (name, plan.problems)
         unknown = [s for s in spec["steps"] if s.startswith("agree") and s not in drive.AGREE_WORKLOADS]
@@ -106,10 +109,12 @@ def test_the_tuned_plan_is_the_launch_tune_measured() -> None:
         **winner["derived"],
     }
     plan = plan_memory_command(
-        spec["profile"],
-        card="h200",
-        checkpoint=REAL / "models" / spec["model"],
-        profiles_dirs=[drive.PROFILES],
+        PlanMemoryRequest.from_options(
+            spec["profile"],
+            card="h200",
+            checkpoint=REAL / "models" / spec["model"],
+            profiles_dirs=[drive.PROFILES],
+        )
     )
     assert plan.max_running_requests == winner["reported"]["running_limit"]
     assert abs(plan.pool_tokens / winner["reported"]["kv_tokens"] - 1) < 0.002

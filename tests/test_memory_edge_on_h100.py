@@ -16,6 +16,7 @@ import pytest
 
 from deploytool.memory.plan import MemoryPlan
 from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.request import PlanMemoryRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "data" / "sglang-real"
@@ -45,7 +46,13 @@ def _launch(start: dict) -> tuple[str, str, tuple[str, ...]]:
 @cache
 def _plan(profile: str, model: str, sets: tuple[str, ...]) -> MemoryPlan:
     return plan_memory_command(
-        profile, card="h100", sets=list(sets), checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES]
+        PlanMemoryRequest.from_options(
+            profile,
+            card="h100",
+            sets=list(sets),
+            checkpoint=REAL / "models" / model,
+            profiles_dirs=[PROFILES],
+        )
     )
 
 

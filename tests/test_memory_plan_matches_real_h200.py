@@ -16,6 +16,7 @@ import pytest
 
 from deploytool.memory.accuracy import compare_with_server
 from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.request import PlanMemoryRequest
 from deploytool.memory.what_if import PLANNER_FLAGS
 from deploytool.profiles import ProfileStore
 from deploytool.server import serverfields
@@ -54,7 +55,13 @@ def server_info(start: str) -> dict:
 def planned(start: str):
     profile, model, patches = STARTS[start]
     plan = plan_memory_command(
-        profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES], patches=patches
+        PlanMemoryRequest.from_options(
+            profile,
+            card="h200",
+            checkpoint=REAL / "models" / model,
+            profiles_dirs=[PROFILES],
+            patches=patches,
+        )
     )
     return plan, compare_with_server(plan, server_info(start))
 
@@ -215,12 +222,14 @@ def test_the_tune_runs_candidates_pools(record: str, model: str, within_pct: flo
             if k in PLANNER_FLAGS
         ]  # e.g. num-continuous-decode-steps: no memory
         plan = plan_memory_command(
-            run["profile"],
-            card="h200",
-            sets=sets,
-            checkpoint=REAL / "models" / model,
-            profiles_dirs=[PROFILES],
-            patches="none",
+            PlanMemoryRequest.from_options(
+                run["profile"],
+                card="h200",
+                sets=sets,
+                checkpoint=REAL / "models" / model,
+                profiles_dirs=[PROFILES],
+                patches="none",
+            )
         )
         error = (plan.pool_tokens - reported["kv_tokens"]) / reported["kv_tokens"] * 100
         assert abs(error) <= within_pct, (candidate["id"], plan.pool_tokens, reported)

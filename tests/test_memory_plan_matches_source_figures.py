@@ -39,6 +39,7 @@ import pytest
 from deploytool.memory.checkpoint import read_checkpoint
 from deploytool.memory.default_fraction import prefill_graph_sizes, sglang_default_mem_fraction_static
 from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.request import PlanMemoryRequest
 
 CHECKPOINT = Path(__file__).parent / "data" / "models" / "qwen3.6-35b-a3b-nvfp4"
 PROFILE = "rtx5090-qwen3.6-35b-a3b-nvfp4"
@@ -76,7 +77,9 @@ POOL_TOLERANCE = 0.10
 
 def _plan(sets: list[str], patches: str = "none"):
     """A launch of the profile on stock SGLang (`--patches none`), or with the patches named."""
-    return plan_memory_command(PROFILE, sets=sets, checkpoint=CHECKPOINT, patches=patches)
+    return plan_memory_command(
+        PlanMemoryRequest.from_options(PROFILE, sets=sets, checkpoint=CHECKPOINT, patches=patches)
+    )
 
 
 def _error(predicted: int, measured: int) -> float:
@@ -240,19 +243,21 @@ def test_the_shipped_5090_profile_fits_with_its_patches_and_not_without() -> Non
     """The profile (the source's final launch: MTP 5 steps, the flags of the `state` step, the
     whole series with the FP8 draft turned on) plans to a full 256K conversation and 8 running
     requests; the same launch on stock wheels does not, the source's own finding."""
-    patched = plan_memory_command(PROFILE, checkpoint=CHECKPOINT)
+    patched = plan_memory_command(PlanMemoryRequest.from_options(PROFILE, checkpoint=CHECKPOINT))
     assert patched.verdict == "fits", patched.problems
     assert patched.kv_cache_dtype == "fp8_e4m3" and patched.max_running_requests == 8
     assert patched.pool_tokens >= 262_144
     assert any(
         p.startswith("0003-mtp-draft-fp8-at-load.patch") and "not turned on" not in p for p in patched.patches
     )
-    stock = plan_memory_command(PROFILE, checkpoint=CHECKPOINT, patches="none")
+    stock = plan_memory_command(
+        PlanMemoryRequest.from_options(PROFILE, checkpoint=CHECKPOINT, patches="none")
+    )
     assert stock.verdict == "error" and stock.pool_tokens < 262_144 and stock.patches == []
 
 
 def test_the_stock_5090_profile_fits_unpatched_wheels_without_mtp() -> None:
-    plan = plan_memory_command(PROFILE + "-stock", checkpoint=CHECKPOINT)
+    plan = plan_memory_command(PlanMemoryRequest.from_options(PROFILE + "-stock", checkpoint=CHECKPOINT))
     assert plan.verdict == "fits", plan.problems
     assert plan.patches == [] and plan.draft_weights_gib == 0
     assert plan.pool_tokens >= 262_144 and plan.max_running_requests == 8

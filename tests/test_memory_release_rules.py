@@ -12,6 +12,7 @@ import yaml
 
 from deploytool.memory.profile_plan import plan_memory_command
 from deploytool.memory.releases import MODELLED_RELEASES, PLANNER_RELEASE, rules_release
+from deploytool.memory.request import PlanMemoryRequest
 
 REAL = Path(__file__).parent / "data" / "sglang-real"
 PROFILES = Path(__file__).parents[1] / "scripts" / "gpu-check" / "profiles"
@@ -31,12 +32,14 @@ def _profiles_on(tmp_path: Path, runtime: str) -> Path:
 
 def _plan(folder: Path, *sets: str, patches: str | None = None):
     return plan_memory_command(
-        HYBRID,
-        card="h200",
-        checkpoint=REAL / "models" / "qwen36-tiny",
-        profiles_dirs=[folder],
-        sets=list(sets),
-        patches=patches,
+        PlanMemoryRequest.from_options(
+            HYBRID,
+            card="h200",
+            checkpoint=REAL / "models" / "qwen36-tiny",
+            profiles_dirs=[folder],
+            sets=list(sets),
+            patches=patches,
+        )
     )
 
 

@@ -17,6 +17,7 @@ from deploytool.memory.checkpoint import read_checkpoint
 from deploytool.memory.inputs import PlanInputs
 from deploytool.memory.plan import plan_memory
 from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.request import PlanMemoryRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "tests" / "data" / "sglang-real" / "models"
@@ -26,7 +27,9 @@ DENSE = "gpu-check-qwen3-tiny"
 
 def dense(*sets: str, card: str = "h200"):
     return plan_memory_command(
-        DENSE, card=card, checkpoint=MODELS / "qwen3-tiny", profiles_dirs=[PROFILES], sets=list(sets)
+        PlanMemoryRequest.from_options(
+            DENSE, card=card, checkpoint=MODELS / "qwen3-tiny", profiles_dirs=[PROFILES], sets=list(sets)
+        )
     )
 
 
@@ -104,17 +107,24 @@ def test_chunk_activations_scale_with_the_chunk() -> None:
 
 def test_an_mtp_drafts_pool_beside_the_pool_grows_with_the_fraction() -> None:
     plan = plan_memory_command(
-        "gpu-check-qwen36-tiny-mtp", card="h200", checkpoint=MODELS / "qwen36-tiny", profiles_dirs=[PROFILES]
+        PlanMemoryRequest.from_options(
+            "gpu-check-qwen36-tiny-mtp",
+            card="h200",
+            checkpoint=MODELS / "qwen36-tiny",
+            profiles_dirs=[PROFILES],
+        )
     )
     draft = item(plan, "the MTP draft's KV pool")
     assert draft["source"] == "SGLang's rule" and draft["gib"] > 0
     assert item(plan, "CUDA graphs: target verify, draft decode, draft extend")["gib"] > 0
     higher = plan_memory_command(
-        "gpu-check-qwen36-tiny-mtp",
-        card="h200",
-        checkpoint=MODELS / "qwen36-tiny",
-        profiles_dirs=[PROFILES],
-        sets=["mem-fraction-static=0.8"],
+        PlanMemoryRequest.from_options(
+            "gpu-check-qwen36-tiny-mtp",
+            card="h200",
+            checkpoint=MODELS / "qwen36-tiny",
+            profiles_dirs=[PROFILES],
+            sets=["mem-fraction-static=0.8"],
+        )
     )
     assert item(higher, "the MTP draft's KV pool")["gib"] > draft["gib"]
 
@@ -252,9 +262,11 @@ def test_an_mtp_drafts_pool_too_big_for_the_rest_is_refused_once_by_the_edge() -
     """One rule holds what a start allocates beside the pool: the MTP draft's pool is one of its
     items (with the graphs, the workspace, the chunk), not a second check of its own."""
     plan = plan_memory_command(
-        "h200-qwen3.6-35b-a3b-fp8",
-        checkpoint=ROOT / "tests" / "data" / "models" / "qwen3.6-35b-a3b-fp8",
-        sets=["mem-fraction-static=0.97"],
+        PlanMemoryRequest.from_options(
+            "h200-qwen3.6-35b-a3b-fp8",
+            checkpoint=ROOT / "tests" / "data" / "models" / "qwen3.6-35b-a3b-fp8",
+            sets=["mem-fraction-static=0.97"],
+        )
     )
     assert plan.draft_kv_outside_pool_gib > plan.slack_gib  # the draft's pool alone is over the rest
     [problem] = plan.problems

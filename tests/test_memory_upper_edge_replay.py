@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from deploytool.memory.profile_plan import plan_memory_command
+from deploytool.memory.request import PlanMemoryRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL = ROOT / "tests" / "data" / "sglang-real"
@@ -42,7 +43,9 @@ def figures(start: str) -> dict[str, float]:
 def plan(start: str):
     profile, model = STARTS[start]
     return plan_memory_command(
-        profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES]
+        PlanMemoryRequest.from_options(
+            profile, card="h200", checkpoint=REAL / "models" / model, profiles_dirs=[PROFILES]
+        )
     )
 
 

@@ -57,8 +57,9 @@ def plan_memory_cli(
     from rich.table import Table
 
     from ..memory.profile_plan import plan_memory_command
+    from ..memory.request import PlanMemoryRequest
 
-    plan = plan_memory_command(
+    request = PlanMemoryRequest.from_options(
         profile,
         gpu=gpu,
         card=card,
@@ -67,6 +68,7 @@ def plan_memory_cli(
         profiles_dirs=profiles_dir,
         patches=patches,
     )
+    plan = plan_memory_command(request)
     if json_output:
         print_json(plan.as_dict())
     else:

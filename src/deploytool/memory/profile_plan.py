@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DeploytoolError, FieldError, UsageError
 from ..profiles import Profile
@@ -17,7 +17,10 @@ from .checkpoint import ModelShape, read_checkpoint
 from .patch_effects import EFFECTS, PatchMemory, read_memory_effects
 from .plan import MemoryPlan, PlanInputs, plan_memory
 from .startup import SPEC_DEFAULT_RUNNING, StartupNote, refusals, startup_notes
-from .what_if import check_sets, parse_patches, parse_sets
+from .what_if import check_sets
+
+if TYPE_CHECKING:
+    from .request import PlanMemoryRequest
 
 
 def checkpoint_folder(profile: Profile) -> Path | None:
@@ -330,36 +333,29 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def plan_memory_command(
-    profile_name: str,
-    *,
-    gpu: str | None = None,
-    card: str | None = None,
-    sets: list[str] | None = None,
-    checkpoint: Path | None = None,
-    profiles_dirs: list[Path] | None = None,
-    patches: str | None = None,
-) -> MemoryPlan:
+def plan_memory_command(request: PlanMemoryRequest) -> MemoryPlan:
     """What `deploytool plan-memory` does: the profile, its card, its checkpoint (or the folder
     given), the --set and --patches what-ifs, one plan."""
     from ..profiles import ProfileStore
 
-    profile = ProfileStore(profiles_dirs).get(profile_name)
+    profile = ProfileStore(list(request.profiles_dirs) if request.profiles_dirs else None).get(
+        request.profile_name
+    )
     if profile.abstract:
         raise UsageError(
-            f"profile {profile_name!r} is abstract (a base for others to extend); plan one that extends it"
+            f"profile {request.profile_name!r} is abstract (a base for others to extend); plan one that extends it"
         )
-    chosen = resolve_card(profile, gpu=gpu, card=card)
+    chosen = resolve_card(profile, gpu=request.gpu, card=request.card)
     shape = None
-    if checkpoint is not None:
-        shape = read_checkpoint(checkpoint)
-    names = parse_patches(patches)
-    if patches is not None and names is None:  # `series`: the whole series file, whatever the profile lists
+    if request.checkpoint is not None:
+        shape = read_checkpoint(request.checkpoint)
+    names = list(request.patches) if isinstance(request.patches, tuple) else None
+    if request.patches == "series":  # the whole series file, whatever the profile lists
         from ..image.in_image.unidiff import read_series
         from ..image.patches import series_folder
 
         names = read_series(series_folder(profile) / "series")
-    overrides = parse_sets(sets)
+    overrides = dict(request.overrides)
     # only the person's what-ifs are checked: tune and the tests plan whole launches, whose flags
     # the planner may rightly ignore
     check_sets(

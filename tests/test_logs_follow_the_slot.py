@@ -48,7 +48,8 @@ class ScriptedEngine:
 
 
 def follow(engine: ScriptedEngine, **kwargs) -> list[str]:
-    return list(slots.logs(Slot(), follow=True, engine=engine, poll_s=0, **kwargs))  # type: ignore[arg-type]
+    request = slots.LogsRequest(Slot(), follow=True, **kwargs)
+    return list(slots.logs(request, engine=engine, poll_s=0))  # type: ignore[arg-type]
 
 
 def test_without_release_it_follows_the_slot_to_its_next_serving_release():

@@ -106,18 +106,18 @@ def down_command(
     from ..deploy import slot_commands as slots
     from ..deploy.hooks import GatewayHooks
 
-    slot = slot_from_options(gpu, cpu, cpu_slot)
+    request = slots.DownRequest(
+        slot_from_options(gpu, cpu, cpu_slot),
+        volumes=volumes,
+        drain_timeout=drain_timeout,
+        take_over=take_over,
+    )
     _plan_or_apply(
         dry_run,
         json_output,
-        lambda: slots.plan_for_down(slot, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over),
+        lambda: slots.plan_for_down(request),
         lambda reporter: slots.down(
-            slot,
-            reporter=reporter,
-            volumes=volumes,
-            drain_timeout=drain_timeout,
-            hooks=GatewayHooks(hooks_dir, reporter=reporter),
-            take_over=take_over,
+            request, reporter=reporter, hooks=GatewayHooks(hooks_dir, reporter=reporter)
         ),
         lambda r: r.line(),
     )
@@ -161,7 +161,10 @@ def logs_command(
     from ..deploy import slot_commands as slots
 
     slot = slot_from_options(gpu, cpu, cpu_slot)
-    lines = slots.logs(slot, release=release, tail=tail, since=since, follow=follow)
+    request = slots.LogsRequest(
+        slot, release=release, tail=tail, since=slots.parse_since(since), follow=follow
+    )
+    lines = slots.logs(request)
     try:
         if json_output:  # the lines as one object; with --follow, one object per line
             if follow:

@@ -78,14 +78,20 @@ def plan_for_start(
     return plan_start(gather_slot(engine or Engine(), slot), release, take_over=take_over)
 
 
-def plan_for_down(
-    slot: Slot,
-    *,
-    engine: Engine | None = None,
-    volumes: bool = False,
-    drain_timeout: float | None = None,
-    take_over: bool = False,
-) -> Plan:
+@dataclass(frozen=True)
+class DownRequest:
+    """One `down`: the slot; `volumes`: its JIT cache volume and state folder go too;
+    `drain_timeout`: the serving release's drain (None: its recorded health.drain_timeout);
+    `take_over`: a release started from another state folder is removed all the same."""
+
+    slot: Slot
+    volumes: bool = False
+    drain_timeout: float | None = None
+    take_over: bool = False
+
+
+def plan_for_down(request: DownRequest, *, engine: Engine | None = None) -> Plan:
+    slot, volumes = request.slot, request.volumes
     engine = engine or Engine()
     facts = gather_slot(engine, slot)
     has_volume, has_state = engine.volume_exists(slot.cache_volume()), _holds_state(slot_path(slot.name))
@@ -100,8 +106,8 @@ def plan_for_down(
         networks=engine.slot_networks(slot.name),
         volume=volume,
         state=state,
-        drain_timeout=drain_timeout,
-        take_over=take_over,
+        drain_timeout=request.drain_timeout,
+        take_over=request.take_over,
         kept=[] if volumes else [what for what, yes in there.items() if yes],
     )
 
@@ -167,22 +173,18 @@ def start(
 
 
 def down(
-    slot: Slot,
+    request: DownRequest,
     *,
     reporter: Reporter | None = None,
     engine: Engine | None = None,
     hooks: Hooks | None = None,
-    volumes: bool = False,
-    drain_timeout: float | None = None,
-    take_over: bool = False,
 ) -> SlotResult:
     """Say what goes, then stop what serves and remove every release of the slot, its compose
     projects and networks; with `volumes`, its JIT cache volume and its state folder."""
+    slot = request.slot
     engine, reporter = engine or Engine(), reporter or Reporter()
     with slot_lock(slot.name, "down"):
-        plan = plan_for_down(
-            slot, engine=engine, volumes=volumes, drain_timeout=drain_timeout, take_over=take_over
-        )
+        plan = plan_for_down(request, engine=engine)
         for number, step in enumerate(plan.steps, 1):
             reporter.step(f"goes: {number}. {step.describe()}")
         if plan.restore:  # not what goes: what comes back if a step fails before the release is removed
@@ -268,27 +270,33 @@ def _started_epoch(release: Release) -> float | None:
     return whole + float(f"0.{found.group(2) or 0}")
 
 
-def logs(
-    slot: Slot,
-    *,
-    release: int | None = None,
-    tail: int | None = None,
-    since: str | None = None,
-    follow: bool = False,
-    engine: Engine | None = None,
-    poll_s: float = 0.5,
-) -> Iterator[str]:
+@dataclass(frozen=True)
+class LogsRequest:
+    """One `logs`: the slot; `release`: a kept release's log instead of the serving one's; the
+    last `tail` lines; the lines since `since` (epoch seconds: parse_since reads the option once,
+    where the request is built); `follow`: on until Ctrl-C."""
+
+    slot: Slot
+    release: int | None = None
+    tail: int | None = None
+    since: float | None = None
+    follow: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tail is not None and self.tail < 0:
+            raise FieldError("tail", "expected 0 lines or more", value=str(self.tail))
+
+
+def logs(request: LogsRequest, *, engine: Engine | None = None, poll_s: float = 0.5) -> Iterator[str]:
     """The release's server log, line by line. With `follow`, it goes on until Ctrl-C: across a
     restart of the release (a crash that Docker or `watch` restarts, a `stop` then `start`), and,
     without `release`, across a change of the slot's serving release (a new `up`, a rollback):
     a SlotNotice says so, then the new release's log from its start follows."""
+    slot, release, tail, start_at = request.slot, request.release, request.tail, request.since
     engine = engine or Engine()
-    if tail is not None and tail < 0:
-        raise FieldError("tail", "expected 0 lines or more", value=str(tail))
     chosen = log_release(slot, release, engine=engine)
-    start_at = parse_since(since)
     hold_release_secrets(slot.name, chosen.release)
-    if not follow:
+    if not request.follow:
         yield from log_lines([engine.logs(chosen, tail=tail, since=start_at)])
         return
     while True:

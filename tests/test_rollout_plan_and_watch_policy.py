@@ -42,7 +42,7 @@ def test_named_cpu_slots_are_distinct_slots_with_their_own_names():
     assert cpu_slot_named("a").name == "cpu-a" and Slot().name == "cpu"
     assert slot_from_options(None, False, "b") == Slot(cpu_name="b")
     assert cpu_slot_named("a").project(2).endswith("-cpu-a-r2")
-    with pytest.raises(UsageError, match="--cpu-slot"):
+    with pytest.raises(UsageError, match="cpu_slot 'A b'"):
         cpu_slot_named("A b")
     with pytest.raises(UsageError, match="not both"):
         slot_from_options(None, True, "a")

@@ -29,7 +29,7 @@ def test_stop_drains_the_serving_release_by_its_record_and_keeps_every_release()
     assert plan_stop(slot, drain_timeout=5).steps[0].drain_s == 5  # --drain-timeout wins
     # a stop that fails (Ctrl-C in the drain) leaves the release serving, verified healthy
     assert kinds(plan.restore) == ["PrepareCache", "Start", "WaitHealthy"] and plan.restore[1].release == 2
-    with pytest.raises(UsageError, match="--drain-timeout -1"):
+    with pytest.raises(UsageError, match="drain_timeout -1"):
         plan_stop(slot, drain_timeout=-1)
 
 
@@ -117,7 +117,7 @@ def test_down_says_every_release_and_keeps_the_volume_and_state_unless_asked():
 def test_since_takes_a_duration_or_a_time():
     assert parse_since("10m", now=1000.0) == 400.0 and parse_since("2h", now=10_000.0) == 2_800.0
     assert parse_since("2026-01-01T00:00:00Z") == 1767225600.0 and parse_since(None) is None
-    with pytest.raises(UsageError, match="--since 'yesterday'"):
+    with pytest.raises(UsageError, match="since 'yesterday'"):
         parse_since("yesterday")
 
 

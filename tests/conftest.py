@@ -18,15 +18,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from run_plan import (
-    order_and_report,
-    pytest_runtest_logreport,  # noqa: F401 (hooks)
-)
 
-# lifecycle_helpers' fixtures (profiles_dir, slot_env) are offered to every test module as a plugin,
-# so a test asks for them by parameter alone: importing a fixture by name into a module and then
-# naming it as a parameter reads as a redefinition to a linter, and hides real ones.
-pytest_plugins = ("lifecycle_helpers",)
+# Plugins, not imports: run_plan's hooks (the scheduler that runs the longest units first and keeps a
+# file with a built image on one worker, the sglang environments made beside the workers, the
+# timings kept for the next run) and lifecycle_helpers' fixtures (profiles_dir, slot_env) reach
+# pytest by registration. Imported by name into this module they read as unused to a linter, whose
+# fix once dropped the scheduler's hooks without a test failing (tests/test_suite_plugins.py).
+pytest_plugins = ("run_plan", "lifecycle_helpers")
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "deploytool/base:bookworm"
@@ -80,7 +78,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.index)
         if skip is not None and "gpu_image" in item.keywords:
             item.add_marker(skip)
-    order_and_report(config, items)  # run_plan.py: under xdist, the files longest first
+    # run_plan.py: under xdist, the files longest first (the plugin, not an import: see above)
+    config.pluginmanager.get_plugin("run_plan").order_and_report(config, items)
 
 
 def _engine_problem() -> str | None:

@@ -301,16 +301,8 @@ CLI_DIRECT_REACH = {
     "deploytool.host.card_slots": {"host_cmds", "profiles_cmds", "rollout_cmds"},
     "deploytool.checks.reports": {"qualify_cmds"},
     "deploytool.release.secrets": {"monitor_cmds"},  # the monitor's key file
-    "deploytool.host.slots": {
-        "bench_cmds",
-        "deploy_cmds",
-        "k8s_cmds",
-        "profiles_cmds",
-        "qualify_cmds",
-        "rollout_cmds",
-        "slot_cmds",
-        "tune_cmds",
-    },  # parsing --gpu/--cpu into a slot
+    # reading --gpu/--cpu/--cpu-slot into a slot (slot_options); the retention default, a Slot's type
+    "deploytool.host.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "slot_options"},
     "deploytool.release.state": {"deploy_cmds"},
     "deploytool.checks.targets": {"bench_cmds", "qualify_cmds"},
 }

@@ -8,11 +8,12 @@ from __future__ import annotations
 import pytest
 from deploy_facts import SIM, facts, release
 
+from deploytool.cli.slot_options import slot_from_options
 from deploytool.deploy.rollout_plan import RolloutRequest, plan_rollout, waves
 from deploytool.deploy.steps import Build, Qualify, Stop
 from deploytool.deploy.watch_policy import Observation, SlotWatch, decide
 from deploytool.errors import FieldError, UsageError
-from deploytool.host.slots import Slot, cpu_slot_named, slot_from_options
+from deploytool.host.slots import Slot, cpu_slot_named
 from deploytool.profiles import WatchSpec
 
 A, B, C = Slot(cpu_name="a"), Slot(cpu_name="b"), Slot(cpu_name="c")

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 
 from deploytool.cli.flags import flag_message
+from deploytool.cli.slot_options import slots_from_options
 from deploytool.deploy.rollout_plan import RolloutRequest, card_slots
 from deploytool.errors import FieldError
 from deploytool.host.card_slots import plan_slots
 from deploytool.host.gpus import read_inventory
 from deploytool.host.nvml_standin import StandInNvml
-from deploytool.host.slots import Slot, slots_from_options
+from deploytool.host.slots import Slot
 from deploytool.profiles import ProfileStore
 
 HOSTS = Path(__file__).resolve().parent / "data" / "nvml-hosts"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import run_cli
 
+from deploytool.cli.slot_options import slot_from_options
 from deploytool.errors import UsageError
 from deploytool.host.releases import Release
-from deploytool.host.slots import slot_from_options
 from deploytool.release.state import journal, read_journal, slot_dir
 
 A = "GPU-aaaaaaaa-1111-2222-3333-444455556666"

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UsageError
-from ..host.slots import slots_from_options, target_slot_from_options
 from .app import (
     READY_TIMEOUT_OPTION,
     ApiKeyFileOpt,
@@ -25,6 +24,7 @@ from .app import (
     json_error,
     print_json,
 )
+from .slot_options import slots_from_options, target_slot_from_options
 
 if TYPE_CHECKING:
     from ..bench.compare import Comparison

@@ -9,7 +9,8 @@ import typer
 
 # Library modules are imported inside the commands: `deploytool --help` must not load the
 # Docker SDK, pandas or the suites.
-from ..host.slots import DEFAULT_RETENTION, slot_from_options
+from ..host.slots import DEFAULT_RETENTION
+from .slot_options import slot_from_options
 
 if TYPE_CHECKING:
     from ..deploy.steps import Plan

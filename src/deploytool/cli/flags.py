@@ -28,6 +28,7 @@ FLAG_OF_FIELD: dict[str, str] = {
     "patches": "--patches",
     "sets": "--set",
     # up, down and the slot commands
+    "profile_name": "--profile",
     "bind": "--bind",
     "drain_timeout": "--drain-timeout",
     "qualify_limit": "--limit",

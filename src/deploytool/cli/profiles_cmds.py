@@ -82,8 +82,8 @@ def _fits_on_cards(profiles: "list[Profile]", gpu: list[str], json_output: bool)
 
     from ..host import gpus
     from ..host.fit import VERDICT_ORDER
-    from ..host.slots import slot_from_options
     from ..memory.gate import judged_fit
+    from .slot_options import slot_from_options
 
     inventory = gpus.require_inventory(hint=_NO_CARDS_HINT)
     slot = slot_from_options(gpu, False)  # refuses a card named twice: it would count twice

@@ -78,9 +78,9 @@ def qualify_command(
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
     from ..checks.targets import TargetRequest
-    from ..host.slots import target_slot_from_options
     from ..qualify.config import parse_set_option
     from ..qualify.request import QualifyRequest, qualify
+    from .slot_options import target_slot_from_options
 
     overrides = parse_set_option(set_)  # a bad --set is refused before the slot is looked up
     request = QualifyRequest(
@@ -210,7 +210,7 @@ def reports_command(
     """List the qualify, bench and tune reports kept under the state folder (every slot, or one),
     oldest first: when, which slot and release, the verdict or the run, and the folder."""
     from ..checks.reports import list_reports
-    from ..host.slots import slot_from_options
+    from .slot_options import slot_from_options
 
     slot = slot_from_options(gpu, cpu, cpu_slot).name if (gpu or cpu or cpu_slot is not None) else None
     entries = list_reports(slot)
@@ -257,8 +257,8 @@ def report_command(
 ) -> None:
     """Write the cutover report (verdict, the figures that matter beside the other release's with
     deltas and spread, what changed, pictures; every gate folded below) for any two releases."""
-    from ..host.slots import slot_from_options
     from ..qualify.release_report import write_release_report
+    from .slot_options import slot_from_options
 
     slot = slot_from_options(gpu, cpu, cpu_slot) if (gpu or cpu or cpu_slot) else None
     written = write_release_report(release, against, slot, report)

@@ -6,7 +6,6 @@ from typing import Annotated, Literal
 import typer
 
 from ..errors import UsageError
-from ..host.slots import slots_from_options
 from .app import (
     CpuOpt,
     DrainOpt,
@@ -19,6 +18,7 @@ from .app import (
     print_json,
 )
 from .console_reporter import ConsoleReporter
+from .slot_options import slots_from_options
 
 RolloutGpuOpt = Annotated[
     list[str] | None,

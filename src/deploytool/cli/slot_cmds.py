@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from ..host.slots import slot_from_options
 from ..terminal_text import visible
 from .app import CpuOpt, CpuSlotOpt, DrainOpt, GpuOpt, HooksOpt, JsonOpt, TakeOverOpt, app, print_json
 from .deploy_cmds import DryRunOpt, _plan_or_apply
+from .slot_options import slot_from_options
 
 
 @app.command("stop")

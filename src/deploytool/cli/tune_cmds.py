@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import UsageError
-from ..host.slots import slot_from_options
 from .app import CpuSlotOpt, GpuOpt, JsonOpt, ProfilesDirOpt, RequiredProfileOpt, app, console_err, print_json
+from .slot_options import slot_from_options
 
 if TYPE_CHECKING:
     from ..tune.request import TuneRequest

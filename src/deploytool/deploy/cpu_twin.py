@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import DeployError, UsageError
+from ..errors import DeployError, FieldError, UsageError
 from ..host import labels
 from ..host.engine import Engine
 from ..host.slots import Slot
@@ -202,7 +202,7 @@ def run_cpu_twin(
     reference = image or plan.image
     if engine.image(reference) is None:
         if image:  # not the profile's: deploytool cannot say how it was made
-            raise UsageError(f"image {image} (--image) is not on this engine", hint="pull or build it first")
+            raise FieldError("image", "is not on this engine", value=image, hint="pull or build it first")
         wheelhouse = f" --wheelhouse {options.wheelhouse}" if options.wheelhouse else ""
         raise UsageError(
             f"image {reference} is not on this engine: the twin runs the release's image",

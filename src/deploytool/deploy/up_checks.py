@@ -58,8 +58,9 @@ def choose_profile(slot: Slot, name: str | None, fallback: Release | None, store
     """--profile, else the profile of the release that serves (or last served) the slot."""
     if name is None:
         if fallback is None:
-            raise UsageError(
-                f"slot {slot.name} has no release yet: say which profile with --profile NAME",
+            raise FieldError(
+                "profile_name",
+                f"slot {slot.name} has no release yet: say which profile",
                 hint="`deploytool profiles list` shows them",
             )
         name = fallback.profile

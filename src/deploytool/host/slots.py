@@ -1,15 +1,16 @@
-"""Deployment slots: where a release runs. `--cpu` is one slot; `--gpu UUID [--gpu UUID ...]`
-is one slot per set of cards; `--cpu-slot NAME` is a further CPU slot of the reference
-runtime (slot `cpu-NAME`), so that tests and demos can run several slots side by side on one
-machine, each published on its own `--port`, the way two cards serve on two ports. A slot serves from one container at a time (a card holds one
-copy of the model), and its releases are numbered 1, 2, 3, ..."""
+"""Deployment slots: where a release runs. The CPU slot is one; a set of cards is another (one slot
+per set); a named CPU slot (`cpu-NAME`) is a further slot of the reference runtime, so that tests
+and demos can run several slots side by side on one machine, each published on its own port, the
+way two cards serve on two ports. A slot serves from one container at a time (a card holds one
+copy of the model), and its releases are numbered 1, 2, 3, ... The options that name a slot are
+read in cli/slot_options.py."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from ..errors import FieldError, UsageError
+from ..errors import FieldError
 from ..host.labels import name_prefix
 
 # Stopped releases a slot keeps (counting the rollback target); `up` prunes beyond it.
@@ -51,18 +52,10 @@ class Slot:
         return f"{name_prefix()}-cache-{self.name}"
 
 
-def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = None) -> Slot:
-    gpus = list(gpus or [])
-    if sum([bool(cpu), bool(gpus), cpu_slot is not None]) > 1:
-        raise UsageError("give one slot: --cpu, --cpu-slot NAME or --gpu UUID, not both")
-    if cpu_slot is not None:
-        return cpu_slot_named(cpu_slot)
-    if not cpu and not gpus:
-        raise UsageError(
-            "say which slot: --cpu, --cpu-slot NAME, or --gpu UUID (repeat --gpu for several cards)",
-            hint="`deploytool gpus` lists the UUIDs of this machine's cards",
-        )
-    for uuid in gpus:
+def gpu_slot(uuids: list[str]) -> Slot:
+    """The slot of these cards, each a GPU (or MIG) UUID, none twice; sorted, so the same cards
+    are the same slot whatever order they were named in."""
+    for uuid in uuids:
         if not _UUID.match(uuid):
             raise FieldError(
                 "gpus",
@@ -70,34 +63,10 @@ def slot_from_options(gpus: list[str] | None, cpu: bool, cpu_slot: str | None = 
                 value=repr(uuid),
                 hint="`deploytool gpus` lists the UUIDs of this machine's cards",
             )
-    if len(set(gpus)) != len(gpus):
-        twice = next(uuid for uuid in gpus if gpus.count(uuid) > 1)
+    if len(set(uuids)) != len(uuids):
+        twice = next(uuid for uuid in uuids if uuids.count(uuid) > 1)
         raise FieldError("gpus", "the same UUID is given twice", value=repr(twice))
-    # Sorted: the same cards are the same slot, whatever order the flags came in.
-    return Slot(gpus=tuple(sorted(gpus)))
-
-
-def target_slot_from_options(
-    url: str | None, gpus: list[str] | None, cpu: bool, cpu_slot: str | None = None
-) -> Slot | None:
-    """The slot qualify and bench measure: None for --url, which is refused beside a slot;
-    without either, slot_from_options says which to give."""
-    if url:
-        if gpus or cpu or cpu_slot is not None:
-            raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
-        return None
-    return slot_from_options(gpus, cpu, cpu_slot)
-
-
-def slots_from_options(cpu: bool, cpu_slots: list[str] | None, gpus: list[str] | None) -> list[Slot]:
-    """The slots of a command that takes several (rollout, watch, compare), in the order the
-    flags name them: --cpu, each --cpu-slot NAME, then each --gpu, one slot per flag (a
-    multi-card slot is its UUIDs joined by commas)."""
-    return (
-        ([Slot()] if cpu else [])
-        + [cpu_slot_named(name) for name in cpu_slots or []]
-        + [slot_from_options(value.split(","), False) for value in gpus or []]
-    )
+    return Slot(gpus=tuple(sorted(uuids)))
 
 
 def cpu_slot_named(name: str) -> Slot:

@@ -87,9 +87,9 @@ class K8sRequest:
             return self.qualify_image
         # Neither release image can run it: the sglang image has no deploytool, the reference
         # runtime's has only deploytool.sim's dependencies (images/sim/Dockerfile.j2).
-        raise UsageError(
-            "the qualification Job needs an image with deploytool installed: pass --qualify-image "
-            "NAME@sha256:...",
+        raise FieldError(
+            "qualify_image",
+            "the qualification Job needs an image with deploytool installed: give one as NAME@sha256:...",
             hint=f"build the qualify image, {resource('images', 'qualify', 'Dockerfile')} (deploytool's "
             "wheel and python3; the recipe is in docs/kubernetes.md, 'The qualify image'), push it "
             "to a registry the cluster pulls from, and pass it by digest",

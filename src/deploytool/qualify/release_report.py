@@ -63,8 +63,9 @@ def write_release_report(
     elif current.release is not None and slot is not None:
         base, base_name, notes = _rule_baseline(slot, current.release)
     else:
-        raise UsageError(
-            f"{release}: a report folder needs --against (another folder, or a release of the slot)"
+        raise FieldError(
+            "against",
+            f"{release} is a report folder: give another folder, or a release of the slot, to compare it with",
         )
     if base is not None and current.results is not None and base.results == current.results:
         raise FieldError("against", "that is the release being reported", value=str(against))

@@ -331,7 +331,9 @@ def test_bad_input_is_refused_with_what_to_do():
         rel.parse_node_selectors(["pool"])
     with pytest.raises(UsageError, match="EFFECT"):
         rel.parse_tolerations(["dedicated=llm:Sometimes"])
-    with pytest.raises(UsageError, match="--qualify-image"):
+    with pytest.raises(
+        UsageError, match="qualify_image: the qualification Job needs an image with deploytool installed"
+    ):
         render_manifests(K8sRequest(profile=profile, image=IMAGE, toolchain={}))
 
 

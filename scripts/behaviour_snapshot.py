@@ -28,7 +28,7 @@ from typing import Any
 _MEASURED = re.compile(
     r"(time|seconds|_s$|_ms$|tps|rate|latency|ttft|tpot|itl|throughput|elapsed|duration|date|"
     r"started|finished|created|_at$|speed|tokens_per|cpu|wall|mean|median|p50|p90|p99|std|"
-    r"goodput|estimate|seed|port|measured)",
+    r"goodput|estimate|seed|port|measured|overlapping)",
     re.IGNORECASE,
 )
 # what each run draws afresh on purpose (the needle's haystack and its number, tool-call ids), so
@@ -61,6 +61,7 @@ def _mask(value: Any, key: str, roots: list[str]) -> Any:
         value = _DATE.sub("<date>", value)
         # a run's random ids (request prefixes, report names)
         value = re.sub(r"\b[0-9a-f]{8,}\b", "<id>", value)
+        value = re.sub(r"\bmeasured \d+\.\d+", "measured <float>", value)
         return re.sub(r"\b\d+(\.\d+)? ?(s|ms|tok/s|tokens/s)\b", "<measured>", value)
     return value
 
@@ -146,7 +147,7 @@ def main() -> None:
                     body: Any = json.loads(done.stdout)
                 except json.JSONDecodeError:
                     body = {"stdout": done.stdout[-2000:]}
-                roots = [tmp, env["DEPLOYTOOL_INSTANCE"]]
+                roots = [tmp, env["DEPLOYTOOL_INSTANCE"], str(port)]
                 snapshot = {"exit": done.returncode, "json": _mask(body, "", roots)}
                 (args.out / f"{name}.json").write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
                 print(f"{name}: exit {done.returncode}")

@@ -46,7 +46,7 @@ def facts(
 ) -> Facts:
     from deploytool.image.build import plan_build
 
-    tag = plan_build(SIM).tag
+    build = plan_build(SIM)
     return Facts(
         slot=slot,
         releases=list(releases),
@@ -54,7 +54,12 @@ def facts(
         health={r.release: HealthSpec(start_period=7) for r in releases},
         inventory=inventory,
         image=ImageFacts(
-            tag, image_present, {} if image_present else None, "deploytool/base:bookworm", "sha256:base"
+            build.tag,
+            image_present,
+            {} if image_present else None,
+            "deploytool/base:bookworm",
+            "sha256:base",
+            build=build,
         ),
         port=port or PortFacts("127.0.0.1", 30000),
         cache=cache,
@@ -64,14 +69,21 @@ def facts(
 def facts_with_memory(profile) -> Facts:
     """A CPU slot's facts for an `up` of `profile` whose memory gate plans it (the image as if
     built): the facts the start-up and memory-gate decisions are read from."""
-    from deploytool.image.build import plan_build
     from deploytool.memory.gate import memory_facts
 
     return Facts(
         slot=CPU,
         releases=[],
         pointers=SlotPointers(next_release=3),
-        image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+        image=_built(profile),
         port=PortFacts("127.0.0.1", 30000),
         memory=memory_facts(CPU, profile),
     )
+
+
+def _built(profile) -> ImageFacts:
+    """The image as if built, with the build plan gather_facts would carry."""
+    from deploytool.image.build import plan_build
+
+    build = plan_build(profile)
+    return ImageFacts(build.tag, True, {}, "deploytool/base:bookworm", "sha256:base", build=build)

@@ -56,7 +56,14 @@ def _facts(profile, **fields) -> Facts:
         slot=Slot(),
         releases=[serving],
         pointers=SlotPointers(current=1, next_release=2),
-        image=ImageFacts(plan_build(profile).tag, True, {}, "deploytool/base:bookworm", "sha256:base"),
+        image=ImageFacts(
+            (build := plan_build(profile)).tag,
+            True,
+            {},
+            "deploytool/base:bookworm",
+            "sha256:base",
+            build=build,
+        ),
         port=PortFacts("127.0.0.1", 30000),
         **fields,
     )

@@ -13,7 +13,9 @@ from deploytool.deploy import plan as plan_module
 from deploytool.deploy.facts import gather_facts
 from deploytool.deploy.no_engine import NoEngine
 from deploytool.deploy.plan import UpOptions, plan_up
+from deploytool.errors import DeployError
 from deploytool.host.slots import Slot
+from deploytool.image import build as build_module
 from deploytool.profiles import ProfileStore
 
 
@@ -28,22 +30,36 @@ def test_the_planner_reuses_the_build_plan_the_facts_gathered(monkeypatch: pytes
     def again(*args, **kwargs):
         raise AssertionError("plan_build ran a second time for the same up")
 
-    monkeypatch.setattr(plan_module, "plan_build", again)
+    # planning reads no file of its own: the recipe's inputs are hashed once, with the facts
+    monkeypatch.setattr(build_module, "plan_build", again)
+    assert not hasattr(plan_module, "plan_build")
     planned = plan_up(facts, profile, UpOptions(profile_name="sim", host_port=39123))
     assert planned.steps[0].image == facts.image.reference  # the Build step names the gathered tag
 
 
-def test_a_different_wheelhouse_is_planned_afresh(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the gathered plan was for the image without a wheelhouse: the up with one plans its own
+def test_a_wheelhouse_is_planned_with_the_facts_gathered_for_it(tmp_path) -> None:
+    # the build plan is gathered for the image the up asks for: one with a wheelhouse is another
+    # image, and facts gathered without it cannot plan it
     profile = ProfileStore().get("sim")
-    facts = gather_facts(NoEngine("none"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False)
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
-    calls = []
-    real = plan_module.plan_build
-    monkeypatch.setattr(plan_module, "plan_build", lambda p, **kw: calls.append(kw) or real(p, **kw))
-    plan_up(facts, profile, UpOptions(profile_name="sim", host_port=39124, wheelhouse=wheelhouse))
-    assert calls == [{"wheelhouse": wheelhouse}]
+    without = gather_facts(
+        NoEngine("none"), Slot(), profile, host_port=None, bind="127.0.0.1", publishes=False
+    )
+    with pytest.raises(DeployError, match="no build plan for this image"):
+        plan_up(without, profile, UpOptions(profile_name="sim", host_port=39124, wheelhouse=wheelhouse))
+    facts = gather_facts(
+        NoEngine("none"),
+        Slot(),
+        profile,
+        host_port=None,
+        bind="127.0.0.1",
+        wheelhouse=wheelhouse,
+        publishes=False,
+    )
+    planned = plan_up(facts, profile, UpOptions(profile_name="sim", host_port=39124, wheelhouse=wheelhouse))
+    assert facts.image is not None and without.image is not None
+    assert planned.steps[0].image == facts.image.reference != without.image.reference
 
 
 def test_the_runtime_source_resolved_for_the_build_plan_is_what_the_plan_says(tmp_path, monkeypatch) -> None:

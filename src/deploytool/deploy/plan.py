@@ -2,7 +2,8 @@
 
 Every check that can refuse an `up` (up_checks.py) runs while its plan is made, before any
 step, so nothing is stopped for a request that was never going to work. Nothing here touches
-the engine or writes a file; the tests call these with hand-made facts.
+the engine or reads or writes a file: what was read (the image's build plan, its recipe's inputs
+hashed; the weights checked; the secrets' places) comes in the facts, which the tests make by hand.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from ..errors import DeployError, FieldError
 from ..host.releases import Release, published_url
 from ..host.slots import DEFAULT_RETENTION
-from ..image.build import BuildPlan, plan_build, stale_reason
+from ..image.build import BuildPlan, stale_reason
 from ..profiles import Profile
 from ..release import secrets, weights
 from ..release.compose import RenderRequest, render_compose, render_notes
@@ -151,16 +152,23 @@ class NewRelease:
         )
 
 
+def _gathered_build(facts: Facts, options: UpOptions) -> BuildPlan:
+    """The image's build plan, as gather_facts made it: planning hashes no recipe input and reads no
+    file of its own, so the facts carry it (with the wheelhouse it was made for)."""
+    gathered = facts.image
+    if gathered is None or gathered.build is None or gathered.wheelhouse != options.wheelhouse:
+        raise DeployError(
+            "the facts carry no build plan for this image: gather them with gather_facts "
+            f"(wheelhouse {options.wheelhouse})"
+        )
+    return gathered.build
+
+
 def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewRelease:
     """Every check before stopping, then the release's number, image and compose request."""
     validated = validate_before_stopping(facts, profile, options)
     port, port_source = publish_port(options, facts.fallback, profile)
-    gathered = facts.image
-    build = (
-        gathered.build
-        if gathered is not None and gathered.build is not None and gathered.wheelhouse == options.wheelhouse
-        else plan_build(profile, wheelhouse=options.wheelhouse)
-    )
+    build = _gathered_build(facts, options)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
@@ -177,7 +185,8 @@ def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewReleas
         runtime_notes=tuple(build.inputs.notes),
         expose_without_key=options.expose_without_key,
     )
-    stale = stale_reason(build, gathered.labels if gathered else None, gathered.base_id if gathered else None)
+    image = facts.image  # _gathered_build holds it present
+    stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
     return NewRelease(
         facts=facts,
         profile=profile,

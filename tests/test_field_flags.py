@@ -121,3 +121,27 @@ def test_error_text_is_printed_as_written_not_as_emoji(monkeypatch, capsys) -> N
         assert exit_.code == 2
     err = capsys.readouterr().err
     assert "h200:two:three" in err and "e.g. :two: cards" in err
+
+
+def _first_text(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        return str(node.values[0].value)
+    if isinstance(node, ast.BinOp):
+        return _first_text(node.left)
+    return ""
+
+
+def test_no_library_error_begins_with_an_option() -> None:
+    """The library words a refusal by the field it holds; the flag in front is the CLI's to add
+    (flag_message). A message that begins with `--name` speaks CLI from below it."""
+    found = []
+    for path in SRC.rglob("*.py"):
+        if "cli" in path.relative_to(SRC).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                if _first_text(node.exc.args[0]).startswith("--"):
+                    found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert not found, f"raise a FieldError naming the field instead: {found}"

@@ -141,7 +141,8 @@ def test_no_library_error_begins_with_an_option() -> None:
         if "cli" in path.relative_to(SRC).parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-                if _first_text(node.exc.args[0]).startswith("--"):
-                    found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+            if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+                continue
+            if _first_text(node.exc.args[0]).startswith("--"):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert not found, f"raise a FieldError naming the field instead: {found}"

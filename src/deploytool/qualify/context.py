@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from ..server.client import ChatResult, EndpointClient
+from ..server.client import ChatResult, HealthAnswer, HttpResponse
 from ..server.facts import ServerFacts
 
 if TYPE_CHECKING:
@@ -27,6 +27,25 @@ if TYPE_CHECKING:
 
 # the suite's Settings model (a suite_api.SuiteSettings; not imported here: suite_api imports this module)
 SettingsT = TypeVar("SettingsT")
+
+
+class SuiteClient(Protocol):
+    """What a suite may ask of the server: the run's EndpointClient, or the guarded view of it the
+    runner hands each suite (qualify/resilience.py: the suite's timeouts, the breaker's turn)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    async def chat(
+        self, payload: dict[str, Any], *, timeout: float | None = None, keep_chunks: bool | None = None
+    ) -> ChatResult: ...
+
+    async def health(self, path: str = "/health", *, timeout: float | None = None) -> HealthAnswer: ...
+
+    async def get_json(self, path: str, *, timeout: float | None = None) -> Any: ...
+
+    # a GET read whole (server/metrics_window.py reads /metrics through it)
+    async def get(self, path: str, *, timeout: float | None = None) -> HttpResponse: ...
 
 
 @runtime_checkable
@@ -40,7 +59,7 @@ class Concurrent(Protocol):
 class Bounded:
     """Chat requests with at most `limit` in flight (None: no bound); counts the peak in flight."""
 
-    def __init__(self, client: EndpointClient, limit: int | None) -> None:
+    def __init__(self, client: SuiteClient, limit: int | None) -> None:
         self.client = client
         self.limit = limit
         self._semaphore = asyncio.Semaphore(limit) if limit is not None else None
@@ -64,7 +83,7 @@ class Bounded:
 
 @dataclass
 class SuiteContext(Generic[SettingsT]):
-    client: EndpointClient
+    client: SuiteClient
     settings: SettingsT  # the suite's Settings instance
     server: ServerFacts
     profile: Profile | None

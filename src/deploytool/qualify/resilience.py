@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..server.client import ChatResult, EndpointClient
+from ..server.client import ChatResult, EndpointClient, HealthAnswer, HttpResponse
 
 MAX_FAILED_PROBES = 2  # failed health probes in a row before the remaining suites are not tried
 CHARS_PER_TOKEN = 3.0  # a generous token estimate: more tokens, longer allowance
@@ -94,16 +94,26 @@ class Breaker:
 
 
 class GuardedClient:
-    """The suite's view of the EndpointClient: idle timeouts on, requests not sent once the
-    breaker tripped. Everything else is the EndpointClient's."""
+    """The suite's view of the EndpointClient (a context.SuiteClient): idle timeouts on, requests
+    not sent once the breaker tripped; health, JSON reads and the address are the client's."""
 
     def __init__(self, client: EndpointClient, breaker: Breaker, settings: Any) -> None:
         self._client = client
         self._breaker = breaker
         self._settings = settings
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
+    @property
+    def base_url(self) -> str:
+        return self._client.base_url
+
+    async def health(self, path: str = "/health", *, timeout: float | None = None) -> HealthAnswer:
+        return await self._client.health(path, timeout=timeout)
+
+    async def get_json(self, path: str, *, timeout: float | None = None) -> Any:
+        return await self._client.get_json(path, timeout=timeout)
+
+    async def get(self, path: str, *, timeout: float | None = None) -> HttpResponse:
+        return await self._client.get(path, timeout=timeout)
 
     async def chat(
         self, payload: dict[str, Any], *, timeout: float | None = None, keep_chunks: bool | None = None

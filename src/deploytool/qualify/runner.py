@@ -335,9 +335,7 @@ async def _run_bounded(
 ) -> SuiteResult:
     target, report = run.target, run.report
     assert report.server is not None
-    guarded: Any = GuardedClient(
-        client, run.breaker, settings
-    )  # the suite's view: its timeouts, its breaker turn
+    guarded = GuardedClient(client, run.breaker, settings)  # the suite's view: its timeouts, its breaker turn
     ctx = SuiteContext(
         client=guarded,
         settings=settings,

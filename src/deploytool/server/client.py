@@ -55,6 +55,10 @@ def _tls() -> ssl.SSLContext:
     return _TLS[key]
 
 
+# the response of a GET as callers above server/ name it: the one wire's type, without importing httpx
+HttpResponse = httpx.Response
+
+
 @dataclass
 class HealthAnswer:
     """One GET of a health path: its status and the start of its body, or why there was none."""

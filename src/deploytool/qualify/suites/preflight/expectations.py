@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ....errors import FieldError
 from ....server import metrics_window as mw
 from ....server.serverfields import find_key
+from ...context import SuiteClient
 from ...suite_api import Gate
 
 # SGLang's resolution renames these (srt/arg_groups/speculative_hook.py).
@@ -154,7 +155,9 @@ def static_gates(expect: Expectations, info: dict[str, Any] | None) -> list[Gate
     return gates
 
 
-async def accept_length_in_window(client: Any, model: str | None, expect: Expectations) -> dict[str, Any]:
+async def accept_length_in_window(
+    client: SuiteClient, model: str | None, expect: Expectations
+) -> dict[str, Any]:
     """Send a few greedy generations and measure the accept length over them: the counter
     difference over the window (deploytool.server.metrics_window, the one /metrics reader), else the
     server info's cumulative figure read after it."""

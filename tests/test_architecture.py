@@ -304,7 +304,7 @@ CLI_DIRECT_REACH = {
     # reading --gpu/--cpu/--cpu-slot into a slot (slot_options); the retention default, a Slot's type
     "deploytool.host.slots": {"bench_cmds", "deploy_cmds", "k8s_cmds", "slot_options"},
     "deploytool.release.state": {"deploy_cmds"},
-    "deploytool.checks.targets": {"bench_cmds", "qualify_cmds"},
+    "deploytool.checks.targets": {"slot_options"},  # the target qualify and bench measure
 }
 
 

@@ -15,6 +15,7 @@ from conftest import run_cli
 
 from deploytool.bench.commands import bench, compare
 from deploytool.bench.request import BenchRequest, CompareRuns, CompareSlots
+from deploytool.checks.targets import TargetRequest
 from deploytool.errors import FieldError, UsageError
 from deploytool.host.slots import Slot
 
@@ -29,9 +30,9 @@ def test_a_library_caller_benches_by_request_and_compares_with_the_reports_writt
     try:
         for name in ("a", "b"):
             request = BenchRequest(
-                url=handle.url,
-                profile_name="bench-tiny",
-                profiles_dirs=(tmp_path / "profiles",),
+                target=TargetRequest(
+                    url=handle.url, profile_name="bench-tiny", profiles_dirs=(tmp_path / "profiles",)
+                ),
                 quick=True,
                 repeats=1,
                 report_dir=tmp_path / name,
@@ -56,7 +57,7 @@ def test_a_library_caller_benches_by_request_and_compares_with_the_reports_writt
 
 def test_a_request_for_no_such_workload_names_its_field_and_the_cli_its_flag():
     with pytest.raises(FieldError) as refused:
-        BenchRequest(url="http://127.0.0.1:9", workload="nope")
+        BenchRequest(target=TargetRequest(url="http://127.0.0.1:9"), workload="nope")
     assert refused.value.field == "workload" and str(refused.value).startswith(
         "workload 'nope': no such workload"
     )

@@ -26,7 +26,7 @@ def bench(
 ) -> BenchOutcome:
     """Wait for the endpoint, measure it with the request's method, keep the report.
     `timeout_name`: what the waiting's refusal calls the ready timeout (the CLI's flag)."""
-    target = resolve_target(request.target())
+    target = resolve_target(request.target)
     method = request.method(target.profile)
     if say:
         say(

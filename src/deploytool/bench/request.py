@@ -8,7 +8,7 @@ release on two slots (commands.py runs each)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,15 +23,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BenchRequest:
-    """One `bench`: `url`, or the release serving `slot`; the method's choices over the preset."""
+    """One `bench`: what to measure (a URL, or the release serving a slot, as qualify's target);
+    the method's choices over the preset."""
 
-    url: str | None = None
-    slot: Slot | None = None
-    profile_name: str | None = None
-    profiles_dirs: tuple[Path, ...] | None = None
-    api_key_file: Path | None = None
-    # a key given on the command line, only to be refused (it shows in `ps`): never printed
-    api_key_flag: str | None = field(default=None, repr=False)
+    target: TargetRequest
     quick: bool = False
     thinking: bool = False
     sweep: bool = False
@@ -42,19 +37,6 @@ class BenchRequest:
 
     def __post_init__(self) -> None:
         known_workload(self.workload)
-
-    def target(self) -> TargetRequest:
-        """What to measure, as checks/targets.py resolves it."""
-        from ..checks.targets import TargetRequest
-
-        return TargetRequest(
-            url=self.url,
-            slot=self.slot,
-            profile_name=self.profile_name,
-            profiles_dirs=self.profiles_dirs,
-            api_key_file=self.api_key_file,
-            api_key_flag=self.api_key_flag,
-        )
 
     def method(self, profile: Profile | None) -> BenchMethod:
         """The preset, then the profile's `bench:` section, then this request's choices."""

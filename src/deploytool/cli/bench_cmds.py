@@ -24,7 +24,7 @@ from .app import (
     json_error,
     print_json,
 )
-from .slot_options import slots_from_options, target_slot_from_options
+from .slot_options import slots_from_options, target_request_from_options
 
 if TYPE_CHECKING:
     from ..bench.compare import Comparison
@@ -85,12 +85,16 @@ def bench_command(
     if thinking not in ("on", "off"):
         raise UsageError(f"--thinking {thinking!r}: expected on or off")
     request = BenchRequest(
-        url=url,
-        slot=target_slot_from_options(url, gpu, cpu, cpu_slot),
-        profile_name=profile,
-        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
-        api_key_file=api_key_file,
-        api_key_flag=api_key,
+        target=target_request_from_options(
+            url,
+            gpu,
+            cpu,
+            cpu_slot,
+            profile=profile,
+            profiles_dir=profiles_dir,
+            api_key_file=api_key_file,
+            api_key=api_key,
+        ),
         quick=quick,
         thinking=thinking == "on",
         sweep=sweep,

@@ -77,20 +77,21 @@ def qualify_command(
 ) -> None:
     """Run the acceptance suites; exit 0 when every gate passes, 1 when a gate fails, 6 when
     qualification could not run, 130 after Ctrl-C (the partial report is written)."""
-    from ..checks.targets import TargetRequest
     from ..qualify.config import parse_set_option
     from ..qualify.request import QualifyRequest, qualify
-    from .slot_options import target_slot_from_options
+    from .slot_options import target_request_from_options
 
     overrides = parse_set_option(set_)  # a bad --set is refused before the slot is looked up
     request = QualifyRequest(
-        target=TargetRequest(
-            url=url,
-            slot=target_slot_from_options(url, gpu, cpu, cpu_slot),
-            profile_name=profile,
-            profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
+        target=target_request_from_options(
+            url,
+            gpu,
+            cpu,
+            cpu_slot,
+            profile=profile,
+            profiles_dir=profiles_dir,
             api_key_file=api_key_file,
-            api_key_flag=api_key,
+            api_key=api_key,
             against=against,
         ),
         suites=tuple(suite) if suite is not None else None,

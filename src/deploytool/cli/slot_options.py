@@ -4,8 +4,14 @@ the options' own names, which only the CLI knows."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from ..errors import UsageError
 from ..host.slots import Slot, cpu_slot_named, gpu_slot
+
+if TYPE_CHECKING:
+    from ..checks.targets import TargetRequest
 
 _GPUS_HINT = "`deploytool gpus` lists the UUIDs of this machine's cards"
 
@@ -34,6 +40,33 @@ def target_slot_from_options(
             raise UsageError("give --url, or a slot (--cpu / --cpu-slot NAME / --gpu UUID), not both")
         return None
     return slot_from_options(gpus, cpu, cpu_slot)
+
+
+def target_request_from_options(
+    url: str | None,
+    gpus: list[str] | None,
+    cpu: bool,
+    cpu_slot: str | None,
+    *,
+    profile: str | None,
+    profiles_dir: list[Path] | None,
+    api_key_file: Path | None,
+    api_key: str | None,
+    against: int | None = None,
+) -> TargetRequest:
+    """What qualify and bench measure, from the options they share: --url or a slot, the profile
+    and where profiles are, the key's file (and a key typed on the command line, to be refused)."""
+    from ..checks.targets import TargetRequest  # when a command measures: start-up stays light
+
+    return TargetRequest(
+        url=url,
+        slot=target_slot_from_options(url, gpus, cpu, cpu_slot),
+        profile_name=profile,
+        profiles_dirs=tuple(profiles_dir) if profiles_dir else None,
+        api_key_file=api_key_file,
+        api_key_flag=api_key,
+        against=against,
+    )
 
 
 def slots_from_options(cpu: bool, cpu_slots: list[str] | None, gpus: list[str] | None) -> list[Slot]:

@@ -18,7 +18,7 @@ from ..profiles import Profile
 from ..release import secrets, weights
 from ..release.compose import RenderRequest, render_compose, render_notes
 from ..release.state import release_path
-from .facts import Facts
+from .facts import Facts, ImageFacts
 from .ownership import refuse_taking_over
 from .steps import (
     Action,
@@ -152,23 +152,23 @@ class NewRelease:
         )
 
 
-def _gathered_build(facts: Facts, options: UpOptions) -> BuildPlan:
-    """The image's build plan, as gather_facts made it: planning hashes no recipe input and reads no
-    file of its own, so the facts carry it (with the wheelhouse it was made for)."""
+def _gathered_image(facts: Facts, options: UpOptions) -> tuple[ImageFacts, BuildPlan]:
+    """The image and its build plan, as gather_facts made them: planning hashes no recipe input and
+    reads no file of its own, so the facts carry it (with the wheelhouse it was made for)."""
     gathered = facts.image
     if gathered is None or gathered.build is None or gathered.wheelhouse != options.wheelhouse:
         raise DeployError(
             "the facts carry no build plan for this image: gather them with gather_facts "
             f"(wheelhouse {options.wheelhouse})"
         )
-    return gathered.build
+    return gathered, gathered.build
 
 
 def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewRelease:
     """Every check before stopping, then the release's number, image and compose request."""
     validated = validate_before_stopping(facts, profile, options)
     port, port_source = publish_port(options, facts.fallback, profile)
-    build = _gathered_build(facts, options)
+    image, build = _gathered_image(facts, options)
     number = max([facts.pointers.next_release] + [r.release + 1 for r in facts.releases])
     # the checked weights and the secrets' places (hand-made facts: planned, unchecked)
     model = facts.inputs.model if facts.inputs else weights.plan_model(profile)
@@ -185,8 +185,7 @@ def new_release(facts: Facts, profile: Profile, options: UpOptions) -> NewReleas
         runtime_notes=tuple(build.inputs.notes),
         expose_without_key=options.expose_without_key,
     )
-    image = facts.image  # _gathered_build holds it present
-    stale = stale_reason(build, image.labels if image else None, image.base_id if image else None)
+    stale = stale_reason(build, image.labels, image.base_id)
     return NewRelease(
         facts=facts,
         profile=profile,

@@ -24,19 +24,21 @@ OURS = ["preflight", "contract", "vision", "tools", "needle", "gsm8k", "stress"]
 LIMIT = 20
 
 
+# as the sim profile starts it: thinking off by default as the gateway expects, metrics and cache report on
+SIM_SETTINGS = {
+    "startup_seconds": 0,
+    "decode_tps": 5000,
+    "prefill_tps": 2_000_000,
+    "log_requests": False,
+    "default_chat_template_kwargs": '{"enable_thinking": false}',
+    "enable_metrics": True,
+    "enable_cache_report": True,
+}
+
+
 def sim(port: int = 0, **overrides):
     """port 0: a free one; a port given: a later release of the same slot, which keeps its port."""
-    # as the sim profile starts it: thinking off by default as the gateway expects, metrics and cache report on
-    settings = {
-        "startup_seconds": 0,
-        "decode_tps": 5000,
-        "prefill_tps": 2_000_000,
-        "log_requests": False,
-        "default_chat_template_kwargs": '{"enable_thinking": false}',
-        "enable_metrics": True,
-        "enable_cache_report": True,
-    }
-    settings.update(overrides)
+    settings = {**SIM_SETTINGS, **overrides}
     return serve_in_thread(
         SimSettings(**settings), port=port, wait_ready="never_ready" not in settings.get("faults", ())
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import serve_app
+from sim_settings import FAST
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
@@ -22,15 +23,6 @@ from deploytool.bench.records import split_reasoning as _split_reasoning
 from deploytool.server.client import ChatResult, EndpointClient
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = {
-    "startup_seconds": 0.0,
-    "decode_tps": 20000.0,
-    "prefill_tps": 1e8,
-    "log_requests": False,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-    "enable_metrics": True,
-    "enable_cache_report": True,
-}
 WEATHER = {
     "type": "function",
     "function": {

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from conftest import serve_app
-from qualify_helpers import qualify, sim
+from qualify_helpers import SIM_SETTINGS, qualify, sim
 
 from deploytool.qualify import Verdict
 from deploytool.qualify.context import SuiteContext
@@ -24,16 +24,6 @@ from deploytool.server.facts import ServerFacts
 from deploytool.sim import SimSettings, count_tokens, create_app
 
 pytestmark = pytest.mark.timeout(180)
-
-FAST_SIM = {
-    "startup_seconds": 0,
-    "decode_tps": 5000,
-    "prefill_tps": 2_000_000,
-    "log_requests": False,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-    "enable_metrics": True,
-    "enable_cache_report": True,
-}
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +79,7 @@ def _truncate_streamed_prompts(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_stress_fails_when_sampled_generations_did_not_run_to_length(tmp_path: Path) -> None:
-    with serve_app(_rewriting(create_app(SimSettings(**FAST_SIM)), _drop_ignore_eos)) as url:
+    with serve_app(_rewriting(create_app(SimSettings(**SIM_SETTINGS)), _drop_ignore_eos)) as url:
         report = qualify(
             url,
             tmp_path,
@@ -105,7 +95,7 @@ def test_stress_fails_when_sampled_generations_did_not_run_to_length(tmp_path: P
 
 
 def test_stress_fails_when_the_long_prompt_was_not_sent_whole(tmp_path: Path) -> None:
-    with serve_app(_rewriting(create_app(SimSettings(**FAST_SIM)), _truncate_streamed_prompts)) as url:
+    with serve_app(_rewriting(create_app(SimSettings(**SIM_SETTINGS)), _truncate_streamed_prompts)) as url:
         report = qualify(
             url,
             tmp_path,

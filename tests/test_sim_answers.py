@@ -15,19 +15,11 @@ from typing import Any
 import httpx
 import pytest
 from PIL import Image, ImageDraw
+from sim_settings import FAST
 
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.oracle import FORMATS, Gsm8kOracle
 
-FAST = {
-    "startup_seconds": 0.0,
-    "decode_tps": 20000.0,
-    "prefill_tps": 1e8,
-    "log_requests": False,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-    "enable_metrics": True,
-    "enable_cache_report": True,
-}
 CHAT = "/v1/chat/completions"
 GSM8K = (
     Path(__file__).resolve().parents[1] / "src" / "deploytool" / "data" / "gsm8k" / "test.jsonl"

@@ -12,18 +12,10 @@ from typing import Any
 import httpx
 import pytest
 from conftest import free_port
+from sim_settings import FAST
 
 from deploytool.sim import SimSettings, serve_in_thread
 
-FAST = {
-    "startup_seconds": 0.0,
-    "decode_tps": 20000.0,
-    "prefill_tps": 1e8,
-    "log_requests": False,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-    "enable_metrics": True,
-    "enable_cache_report": True,
-}
 CHAT = "/v1/chat/completions"
 HELLO = {"messages": [{"role": "user", "content": "Hello there, please say something long enough."}]}
 TOOLS = [

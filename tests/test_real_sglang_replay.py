@@ -21,6 +21,7 @@ from typing import ClassVar
 import httpx
 import pytest
 from conftest import serve_app
+from sim_settings import FAST
 
 from deploytool.server import metrics_window, serverfields
 from deploytool.server.client import EndpointClient
@@ -277,17 +278,7 @@ def test_error_bodies_land_in_the_result(name, status, words) -> None:
 
 # --- the reference runtime beside the real server --------------------------------------------
 
-SIM = {
-    "startup_seconds": 0.0,
-    "decode_tps": 20000.0,
-    "prefill_tps": 1e8,
-    "log_requests": False,
-    "enable_metrics": True,
-    "enable_cache_report": True,
-    "context_length": 32768,
-    "max_total_tokens": 10_000_000,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-}
+SIM = {**FAST, "context_length": 32768, "max_total_tokens": 10_000_000}
 
 
 def test_the_sim_answers_what_the_real_server_answered_to_bad_requests() -> None:

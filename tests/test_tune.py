@@ -1,7 +1,7 @@
 """`deploytool tune` on the reference runtime, whose speeds answer the launch flags by the rules
 of docs/sim.md ("Launch flags and speed"), so the true optimum is known: at 8 concurrent users
-and 50 tok/s per request, a running limit of 2 serves 100 tok/s, one of 8 with its CUDA graphs
-following the plan's running limit 400 tok/s, and a memory fraction of 0.4 leaves the 57 GiB of
+and 100 tok/s per request, a running limit of 2 serves 200 tok/s, one of 8 with its CUDA graphs
+following the plan's running limit 800 tok/s, and a memory fraction of 0.4 leaves the 57 GiB of
 weights no KV pool on an H200 (the planner says so; the candidate is never started)."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_tune_finds_the_known_optimum_and_prunes_what_the_plan_forbids(tmp_path:
     assert by_id["c03"]["derived"] == {"cuda-graph-max-bs": 8}
     assert data["ties"] == [] and by_id["base"]["verdict"] == "slower"
     ratio = by_id["c03"]["score_median"] / by_id["base"]["score_median"]
-    assert 2.5 < ratio < 5.0  # the rules say 4: 8 x 50 against 2 x 50 tok/s
+    assert 2.5 < ratio < 5.0  # the rules say 4: 8 x 100 against 2 x 100 tok/s
     # pruned by the plan with its reason, never started, no log
     for cid in ("c01", "c02"):
         assert by_id[cid]["verdict"] == "pruned by the plan"
@@ -354,21 +354,21 @@ def test_on_a_card_s_slot_the_search_plans_for_that_card_and_never_starts_on_a_d
         (
             "open-loop",
             {
-                "rates": [8.0],
+                "rates": [16.0],
                 "requests_per_rate": 12,
                 "prompt_tokens": 64,
                 "output_tokens": 24,
                 "slo_ttft_s": 30.0,
                 "slo_itl_p99_s": 5.0,
             },
-            "poisson_r8",
+            "poisson_r16",
         ),
     ],
 )
 def test_bench_workloads_load_each_candidate_and_the_running_limit_still_wins(
     tmp_path: Path, workload: str, settings: dict, group: str
 ) -> None:
-    # by the reference runtime's rules four conversations (or eight arrivals a second) are served
+    # by the reference runtime's rules four conversations (or 16 arrivals a second) are served
     # at the running limit's width, with graphs up to it: the limit 4 beats the profile's 2 (its
     # own graphs), which beats 1
     profiles = write_profile(

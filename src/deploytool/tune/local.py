@@ -150,6 +150,10 @@ class LocalServer:
         deadline = time.monotonic() + timeout_s
         path = self.profile.health.path
         last = "nothing answered"
+        # probes close together at first, then every 0.25 s: a quick server (the reference
+        # runtime is ready in well under a second) is seen ready as it is, not up to a full
+        # interval later, once per candidate start; a slow one is probed no more often than before
+        pause = 0.05
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
@@ -164,7 +168,8 @@ class LocalServer:
                 if answer.status is not None
                 else (answer.error or "no answer")
             )
-            time.sleep(0.25)
+            time.sleep(pause)
+            pause = min(0.25, pause * 1.5)
         return f"not ready within its health budget ({timeout_s:g} s): {last}"
 
     def log_tail(self, lines: int = 3) -> str:

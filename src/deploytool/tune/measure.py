@@ -60,13 +60,14 @@ class Pass:
         return cls(**{**data, "points": points})
 
 
-def tune_method(space: TuneSpace, run_timeout_s: float) -> Any:
+def tune_method(space: TuneSpace, run_timeout_s: float, *, warm: bool = False) -> Any:
     """bench's method for a tune pass: one warm-up, a one-request decode check, then the load
     levels of the space (no prefill phase: the search is about serving throughput); or one of
-    bench's workloads with its settings."""
+    bench's workloads with its settings. `warm`: the server already served this visit's passes,
+    so the warm-up is left out (it would only repeat what they did)."""
     passes: dict[str, Any] = {
         "repeats": space.repeats,
-        "warmup_requests": 1,
+        "warmup_requests": 0 if warm else 1,
         "warmup_output_tokens": 16,
         "idle_timeout_s": 30.0,
         "run_timeout_s": run_timeout_s,
@@ -98,11 +99,13 @@ def measure(
     candidate: str,
     visit: int,
     run_timeout_s: float = 1800.0,
+    warm: bool = False,
 ) -> tuple[list[Pass], BenchRun]:
     """The sweep on the server at `url`; one Pass per repeat. A keyed profile's key goes with
-    every request (a candidate serves with the profile's key)."""
+    every request (a candidate serves with the profile's key). `warm`: see tune_method."""
     target = Target(url=url, profile=profile, api_key=profile_key(profile))
-    run = run_interruptible(BenchRunner(target, tune_method(space, run_timeout_s), progress=False).run())
+    method = tune_method(space, run_timeout_s, warm=warm)
+    run = run_interruptible(BenchRunner(target, method, progress=False).run())
     return passes_of(run, slo, candidate=candidate, visit=visit, gpus=_gpus(profile)), run
 
 

@@ -208,6 +208,7 @@ def _measure_visit(
             search.slo,
             candidate=cid,
             visit=visit,
+            warm=True,
         )
         for p in more:
             p.repeat = len(passes)

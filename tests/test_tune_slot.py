@@ -1,7 +1,10 @@
 """On the real engine: `tune --cpu-slot NAME` runs candidates as releases of a CPU slot through
 up's plan and executor; the release that served on the slot before serves again afterwards —
 after a finished search and after Ctrl-C in the middle of one — and no candidate container is
-left behind."""
+left behind.
+
+Both tests search the one slot the module's `up` made: each begins and ends with its release
+serving (which is what each asserts), so the second starts where a fresh `up` would leave it."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, run_cli, start_cli
+from conftest import engine_problem, free_port, run_cli, start_cli
 from lifecycle_helpers import remove_instance
 from tune_helpers import write_profile
 
@@ -36,10 +39,17 @@ def _containers(engine) -> list[str]:
     )
 
 
-@pytest.fixture
-def serving(docker_engine, tmp_path: Path):
+@pytest.fixture(scope="module")
+def _slot_up(module_home: Path, tmp_path_factory: pytest.TempPathFactory):
+    """One `up` on the CPU slot for the module, in a state folder of its own."""
+    problem = engine_problem()
+    if problem:
+        pytest.skip(problem)
+    from deploytool.host.engine import Engine
+
     profiles = write_profile(
-        tmp_path / "profiles", tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1, "repeats": 1}
+        tmp_path_factory.mktemp("tune-slot") / "profiles",
+        tune={"flags": {"max-running-requests": [2, 8]}, "rounds": 1, "repeats": 1},
     )
     port = free_port()
     done = run_cli(
@@ -57,8 +67,17 @@ def serving(docker_engine, tmp_path: Path):
         timeout=900,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    yield profiles, port, json.loads(done.stdout)["release"]
-    remove_instance(docker_engine)
+    yield module_home, profiles, port, json.loads(done.stdout)["release"]
+    remove_instance(Engine())
+
+
+@pytest.fixture
+def serving(_slot_up, docker_engine, monkeypatch: pytest.MonkeyPatch):
+    """The module's slot, serving its release; this test's commands read the module's state folder."""
+    home, profiles, port, release = _slot_up
+    monkeypatch.setenv("DEPLOYTOOL_HOME", str(home))
+    assert _slot("tn")["serving"] == release and _serves(port)  # as `up` left it
+    return profiles, port, release
 
 
 def _serves(port: int) -> bool:

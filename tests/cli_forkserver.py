@@ -51,6 +51,8 @@ _PRELOAD = (
     "deploytool.deploy.render",
     "deploytool.deploy.commands",
     "deploytool.deploy.status",
+    # tune's search and report, with bench's (pandas, numpy): about a second a `tune` command
+    "deploytool.tune.run",
 )
 
 _SERVER = r'''

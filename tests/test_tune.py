@@ -121,10 +121,12 @@ def test_tune_finds_the_known_optimum_and_prunes_what_the_plan_forbids(tmp_path:
 
 
 def test_candidates_that_do_not_differ_are_a_tie_and_nothing_is_recommended(tmp_path: Path) -> None:
-    # chunked-prefill-size is reported only by the reference runtime: the same speed, a tie
+    # chunked-prefill-size is reported only by the reference runtime: the same speed, a tie. The
+    # margin is as wide, against the timing noise, as 5% was for levels four times as long: a
+    # stall of a busy machine (tens of ms, in one pass) is that much more of a short level
     profiles = write_profile(
         tmp_path / "profiles",
-        tune={"flags": {"chunked-prefill-size": [4096, 8192, 16384]}, "load": [4], "tie_margin": 0.05},
+        tune={"flags": {"chunked-prefill-size": [4096, 8192, 16384]}, "load": [4], "tie_margin": 0.2},
     )
     done = tune_cli(profiles, tmp_path / "report", "--local")
     assert done.returncode == 0, done.stderr

@@ -31,15 +31,16 @@ pytestmark = pytest.mark.skipif(
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCREEN = 1000  # CSS px: the first screen
 # The performance suite's three passes of the quick method, made smaller by the profile's
-# bench.quick section as a slot's profile would: 64-token decodes (0.16 s at 400 tok/s) still
+# bench.quick section as a slot's profile would: two 64-token decodes (0.16 s at 400 tok/s) still
 # paced by the runtime, one request per slot of the concurrent phase, one prompt per prefill.
 # The other suites with shorter generations and resolution ladder: what the report shows of them
 # (every figure, folded) does not depend on their size.
 PERFORMANCE = {"performance": {"quick": True, "repeats": 3, "max_regression_pct": 25}}
-SMALLER = {"stress": {"max_tokens": 200}, "vision": {"resolutions": [256, 768]}}
+SMALLER = {"stress": {"max_tokens": 200}, "vision": {"resolutions": [256], "photo_side": 384}}
 BENCH = {
     "quick": {
         "warmup_output_tokens": 8,
+        "decode_requests": 2,
         "decode_output_tokens": 64,
         "load_requests_per_slot": 1,
         "load_output_tokens": 64,

@@ -171,8 +171,9 @@ def _bench(url: str):
 
 
 def test_loaded_machine_passes_an_unchanged_release_and_fails_one_30_percent_slower():
-    """Release 1 and release 2 are the same sim; a CPU-burning process runs beside both (the
-    machine these tests share is loaded already). Release 3 is configured 30% slower."""
+    """Release 1 and release 2 are the same sim; a CPU-burning process (in bursts, at the lowest
+    priority) runs beside both (the machine these tests share is loaded already). Release 3 is
+    configured 30% slower."""
     burner = multiprocessing.get_context("spawn").Process(
         target=_burn, args=(time.time() + 180,), daemon=True
     )

@@ -32,7 +32,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 SCREEN = 1000  # CSS px: the first screen
 # The performance suite's three passes of the quick method, made smaller by the profile's
 # bench.quick section as a slot's profile would: two 64-token decodes (0.16 s at 400 tok/s) still
-# paced by the runtime, one request per slot of the concurrent phase, one prompt per prefill.
+# paced by the runtime, one prompt per prefill. The concurrent phase keeps the quick size (two
+# 128-token requests per slot): its per-request figure is held within the spread, and shorter
+# streams let a busy moment of the machine move it beyond (seen with one 64-token request a slot).
 # The other suites with shorter generations and resolution ladder: what the report shows of them
 # (every figure, folded) does not depend on their size.
 PERFORMANCE = {"performance": {"quick": True, "repeats": 3, "max_regression_pct": 25}}
@@ -42,8 +44,6 @@ BENCH = {
         "warmup_output_tokens": 8,
         "decode_requests": 2,
         "decode_output_tokens": 64,
-        "load_requests_per_slot": 1,
-        "load_output_tokens": 64,
         "prefill_prompts_each": 1,
     }
 }

@@ -18,7 +18,9 @@ from conftest import free_port
 
 class SimProcess:
     def __init__(self, **flags):
-        port = free_port()
+        # a port given: a later release of the same slot, which keeps its port; else a free one
+        port = flags.pop("port", None) or free_port()
+        self.port = port
         argv = [
             sys.executable,
             "-m",

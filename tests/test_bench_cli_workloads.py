@@ -18,7 +18,8 @@ def _invoke(*args: str):
 
 
 def test_bench_runs_a_named_workload_and_records_its_settings(tmp_path):
-    with SimProcess(decode_tps=400, prefill_tps=40_000, max_running_requests=4) as sim:
+    # nothing here is timed: the sim runs fast, so the agentic turns take little wall time
+    with SimProcess(decode_tps=2_000, prefill_tps=400_000, max_running_requests=4) as sim:
         result = _invoke(
             "bench", "--url", sim.url, "--quick", "--workload", "agentic", "--repeats", "1", "--json"
         )
@@ -44,9 +45,10 @@ def test_unknown_workload_is_refused_with_the_known_ones():
 
 
 def test_compare_interleave_measures_two_endpoints_alternately(tmp_path):
+    # B at half A's every speed; the quick method's 128-token decode takes 0.16 s on A, 0.32 s on B
     with (
-        SimProcess(decode_tps=400, aggregate_tps=800, prefill_tps=40_000, max_running_requests=4) as fast,
-        SimProcess(decode_tps=200, aggregate_tps=400, prefill_tps=20_000, max_running_requests=4) as slow,
+        SimProcess(decode_tps=800, aggregate_tps=1_600, prefill_tps=80_000, max_running_requests=4) as fast,
+        SimProcess(decode_tps=400, aggregate_tps=800, prefill_tps=40_000, max_running_requests=4) as slow,
     ):
         result = _invoke(
             "compare",

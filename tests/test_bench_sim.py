@@ -52,6 +52,8 @@ def sim_run(tmp_path_factory):
 # time, so no figure can beat the sim's setting; a late client only makes figures lower) and the
 # ratios of figures from the same run, which the same load slows alike.
 NEVER_FASTER = 1.05  # the schedule's own rounding (a token is due in the millisecond it is sent)
+# the sim's decode speed where a test times nothing: its requests take little wall time
+FAST_TPS = 5_000.0
 
 
 def test_recovers_the_sims_speeds(sim_run):
@@ -126,7 +128,7 @@ class _FixedPrefix(PromptFactory):
 
 
 def test_cache_check_catches_a_prefix_cache_hit():
-    handle = sim_in_thread()
+    handle = sim_in_thread(decode_tps=FAST_TPS)  # nothing timed: the sim answers fast
     try:
         runner = BenchRunner(
             Target(url=handle.url, profile=None),
@@ -168,7 +170,7 @@ def test_http_500_counted_medians_over_completed():
 
 
 def test_dropped_streams_are_errors_and_nothing_hangs():
-    handle = sim_in_thread(faults=("drop_stream=10",))
+    handle = sim_in_thread(decode_tps=FAST_TPS, faults=("drop_stream=10",))  # nothing timed
     time.monotonic()
     try:
         run = run_bench_sync(Target(url=handle.url, profile=None), tiny_method(), progress=False)
@@ -185,13 +187,16 @@ def test_dropped_streams_are_errors_and_nothing_hangs():
 
 
 def test_compare_ratios_and_method_check(tmp_path):
+    # the ratio compared is the one-request decode's; one request per load slot and one short
+    # prefill keep the runs' other phases brief
+    smaller = {"load_requests_per_slot": 1, "prefill_prompt_tokens": [2000], "prefill_prompts_each": 1}
     runs = []
     for name, speed in (("a", 200.0), ("b", 400.0)):
         handle = sim_in_process(decode_tps=speed)
         try:
             run_bench(
                 Target(url=handle.url, profile=None),
-                method=tiny_method(),
+                method=tiny_method(**smaller),
                 report_dir=tmp_path / name,
                 progress=False,
             )
@@ -208,12 +213,13 @@ def test_compare_ratios_and_method_check(tmp_path):
     assert row.ratios[1] == pytest.approx(2.0, rel=0.25)
     assert row.verdict(1) == "better" and "->" in row.change_text(1) and "x [" in row.change_text(1)
 
-    # a run with another method is refused, or shown flagged when asked
-    handle = sim_in_thread()
+    # a run with another method is refused, or shown flagged when asked (its speeds are not compared:
+    # the sim answers fast)
+    handle = sim_in_thread(decode_tps=FAST_TPS)
     try:
         run_bench(
             Target(url=handle.url, profile=None),
-            method=tiny_method(thinking=True),
+            method=tiny_method(thinking=True, **smaller),
             report_dir=tmp_path / "c",
             progress=False,
         )

@@ -72,7 +72,11 @@ def compared(tmp_path_factory):
         try:
             run_bench(
                 Target(url=handle.url, profile=None),
-                method=tiny_method(repeats=2),
+                # what the top reads is the one-request rows (decode, TTFT, TPOT): one request per
+                # load slot and one short prefill keep the rest of each pass brief
+                method=tiny_method(
+                    repeats=2, load_requests_per_slot=1, prefill_prompt_tokens=[2000], prefill_prompts_each=1
+                ),
                 report_dir=root / name,
                 progress=False,
             )

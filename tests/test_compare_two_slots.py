@@ -14,6 +14,10 @@ from lifecycle_helpers import health_check, remove_instance
 from deploytool.bench.results import Figure
 from deploytool.bench.slot_compare import SlotComparison, SlotSide, _rows
 
+# The quick method made smaller still (the profile's bench.quick section, as a slot's own profile
+# would set it): two one-request decodes of 96 tokens (0.24 s at 400 tok/s, 0.48 s at 200) keep
+# the one-request figure the sim's pace, far above a loaded client's tens of milliseconds, and one
+# short request per slot is all the concurrent rows need to be measured and compared.
 PROFILE = """\
 name: {name}
 extends: sim
@@ -21,6 +25,15 @@ server:
   args: {{startup-seconds: 0.5, decode-tps: {tps}}}
 health: {health}
 qualify: {{suites: [preflight, contract]}}
+bench:
+  quick:
+    warmup_output_tokens: 8
+    decode_requests: 2
+    decode_output_tokens: 96
+    load_requests_per_slot: 1
+    load_output_tokens: 48
+    prefill_prompts_each: 1
+    metrics_interval_s: 0.2
 """
 
 
@@ -115,8 +128,8 @@ def test_a_difference_is_beyond_the_spread_only_when_the_passes_do_not_overlap()
 def two_cpu_slots(docker_engine, tmp_path: Path):
     folder = tmp_path / "profiles"
     folder.mkdir()
-    (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=200, health=health_check()))
-    (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=100, health=health_check()))
+    (folder / "t-cmp.yaml").write_text(PROFILE.format(name="t-cmp", tps=400, health=health_check()))
+    (folder / "t-cmp-slow.yaml").write_text(PROFILE.format(name="t-cmp-slow", tps=200, health=health_check()))
     for out in run_clis(
         *(
             (
@@ -192,7 +205,7 @@ def test_compare_two_cpu_slots_one_slowed(two_cpu_slots, tmp_path: Path):
             assert not (row["difference_pct"] > 0 and row["beyond_spread"]), row
             assert len(row["spreads"][0]) == 2
     assert {k for k, t in rows if k.startswith("prefill")} == {"prefill_2000_tps", "prefill_8000_tps"}
-    assert body["same_image"] is False and any("decode-tps 200 vs 100" in w for w in body["warnings"])
+    assert body["same_image"] is False and any("decode-tps 400 vs 200" in w for w in body["warnings"])
     text = (tmp_path / "report" / "slots.md").read_text()
     assert "| 1 / 4 / 8 requests, thinking off |" in text and "| 1 / 4 / 8 requests, thinking on |" in text
     assert (

@@ -135,7 +135,10 @@ class SimHandle:
 
 
 def _listen(host: str, port: int) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as the sockets uvicorn binds itself are: asyncio turns Nagle off
+    # (TCP_NODELAY) only on connections whose socket says TCP, and with Nagle on every response
+    # after a connection's first held its body back until the client's delayed ACK (~40 ms)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))  # port 0: the kernel picks a free port, no race with other tests
     sock.set_inheritable(True)

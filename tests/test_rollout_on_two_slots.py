@@ -172,7 +172,17 @@ def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     assert events("rollout.done", rollout=rid)
 
 
-def test_a_canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots):
+def test_a_failing_canary_then_a_failing_pre_stop_each_leave_both_slots_on_the_old_release(
+    two_slots, tmp_path
+):
+    """Two failed rollouts on the same two slots (one setup of them, not two): a canary that
+    fails qualification, then a pre-stop hook that fails on the second slot. Each leaves both
+    slots serving release 1, as it found them."""
+    canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots)
+    failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(two_slots, tmp_path)
+
+
+def canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots) -> None:
     folder, _ = two_slots
     out = rollout(folder, "--profile", "t-badtools")
     assert out.returncode == 1
@@ -183,9 +193,10 @@ def test_a_canary_failing_qualification_leaves_both_slots_on_the_old_release(two
     assert not events("rollout.slot.start", slot="cpu-b")  # never reached
 
 
-def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(
-    two_slots, tmp_path
-):
+def failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(
+    two_slots, tmp_path: Path
+) -> None:
+    """After the failed canary above (cpu-a served its release 1 again; no hook was given)."""
     folder, ports = two_slots
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()

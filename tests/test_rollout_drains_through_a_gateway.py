@@ -21,9 +21,10 @@ from lifecycle_helpers import health_check, remove_instance
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
-# each answer streams for 3 s (6 s where the drain timeout of 1 s must still find it running):
-# longer than the old hooks' sleeps, and than the drain's poll and the hooks' reload by far
-TOKENS, LONG_TOKENS, DECODE_TPS = 600, 1_200, 200
+# each answer streams for 3 s from t-old (6 s from t-new, 300 tok/s, where the drain timeout of
+# 1 s must still find it running): longer than the old hooks' sleeps, and than the drain's poll
+# and the hooks' reload by far
+TOKENS, LONG_TOKENS, DECODE_TPS = 600, 1_800, 200
 
 PROFILE = """\
 name: {name}
@@ -203,7 +204,14 @@ def gateway(docker_engine, tmp_path: Path):
         remove_instance(docker_engine)
 
 
-def test_a_rollout_under_streaming_load_through_nginx_cuts_no_request(gateway):
+def test_a_rollout_under_load_through_nginx_cuts_no_request_and_a_drain_timeout_is_reported(gateway):
+    """Both on one gateway and its two slots (one setup of them, not two): the rollout, then a
+    stop of one of the slots it upgraded."""
+    rollout_under_streaming_load_through_nginx_cuts_no_request(gateway)
+    request_still_running_at_the_drain_timeout_is_reported(gateway)
+
+
+def rollout_under_streaming_load_through_nginx_cuts_no_request(gateway) -> None:
     folder, hooks, url, _ = gateway
     started = time.monotonic()
     with Load(url, clients=4) as load:
@@ -249,8 +257,9 @@ def test_a_rollout_under_streaming_load_through_nginx_cuts_no_request(gateway):
     assert load.done >= 4
 
 
-def test_a_request_still_running_at_the_drain_timeout_is_reported(gateway):
-    """The drain is bounded: what still runs at --drain-timeout is said, then cut by the stop."""
+def request_still_running_at_the_drain_timeout_is_reported(gateway) -> None:
+    """The drain is bounded: what still runs at --drain-timeout is said, then cut by the stop
+    (of cpu-a's release 2, t-new, which the rollout above cut over to)."""
     _, hooks, url, ports = gateway
     with Load(url, clients=4, tokens=LONG_TOKENS) as load:
         deadline = time.monotonic() + 30

@@ -7,6 +7,7 @@ import hashlib
 import json
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -64,11 +65,31 @@ def test_dry_runs_print_the_plan_and_change_nothing(
     tags = (plan_build(ProfileStore([profiles_dir]).get("t-good")).tag,)
     before = (engine_state(docker_engine, tags), files_state(deploytool_home))
 
-    human = slot_env("up", "--cpu", "--profile", "t-good", "--dry-run", "--suite", "preflight")
+    # the dry runs at once: each only reads (what it reads is compared below, after all four),
+    # and their start-ups and engine queries overlap instead of adding up
+    with ThreadPoolExecutor(4) as pool:
+        human, data, back, pruned = pool.map(
+            lambda call: call[0](*call[1:]),
+            [
+                (slot_env, "up", "--cpu", "--profile", "t-good", "--dry-run", "--suite", "preflight"),
+                (
+                    slot_env,
+                    "up",
+                    "--cpu",
+                    "--profile",
+                    "t-good",
+                    "--dry-run",
+                    "--json",
+                    "--suite",
+                    "preflight",
+                ),
+                (run_cli, "rollback", "--cpu", "--dry-run", "--json"),
+                (run_cli, "prune", "--cpu", "--retention", "1", "--dry-run", "--json"),
+            ],
+        )
     assert human.returncode == 0, human.stderr
     assert "stop release 2" in human.stdout and "start release 3" in human.stdout
     assert "qualify release 3: preflight" in human.stdout and "start release 2 again" in human.stdout
-    data = slot_env("up", "--cpu", "--profile", "t-good", "--dry-run", "--json", "--suite", "preflight")
     assert data.returncode == 0, data.stderr
     plan = json.loads(data.stdout)["plan"]
     assert plan["release"] == 3 and plan["serving"] == 2 and plan["fallback"] == 2
@@ -87,10 +108,8 @@ def test_dry_runs_print_the_plan_and_change_nothing(
     assert cache["action"] == "kept"  # read from the volume: same image, same cards
     assert plan["compose"]["services"]["server"]["labels"]["dev.deploytool.release"] == "3"
 
-    back = run_cli("rollback", "--cpu", "--dry-run", "--json")
     assert back.returncode == 0, back.stderr
     assert [s["step"] for s in json.loads(back.stdout)["plan"]["steps"]][-1] == "CutOver"
-    pruned = run_cli("prune", "--cpu", "--retention", "1", "--dry-run", "--json")
     assert pruned.returncode == 0, pruned.stderr
     assert json.loads(pruned.stdout)["plan"]["steps"][0]["releases"] == []  # 1 is the rollback target
 

@@ -21,7 +21,10 @@ from lifecycle_helpers import health_check, remove_instance
 pytestmark = pytest.mark.index  # the sim image's wheels are downloaded once (then cached)
 
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
-TOKENS, DECODE_TPS = 1_200, 200  # each answer streams for 6 s: longer than the old hooks' sleeps
+# each answer streams for 3 s from t-old (6 s from t-new, 300 tok/s, where the drain timeout of
+# 1 s must still find it running): longer than the old hooks' sleeps, and than the drain's poll
+# and the hooks' reload by far
+TOKENS, LONG_TOKENS, DECODE_TPS = 600, 1_800, 200
 
 PROFILE = """\
 name: {name}
@@ -83,17 +86,18 @@ echo "server ${{DEPLOYTOOL_URL#http://}} max_fails=3 fail_timeout=10s;" > {root}
 
 
 class Load:
-    """Clients streaming long answers through the gateway, one after another, until stopped."""
+    """Clients streaming long answers (`tokens` each) through the gateway, one after another,
+    until stopped."""
 
-    def __init__(self, url: str, clients: int):
-        self.url, self.done, self.cut, self._stop = url, 0, [], threading.Event()
+    def __init__(self, url: str, clients: int, tokens: int = TOKENS):
+        self.url, self.tokens, self.done, self.cut, self._stop = url, tokens, 0, [], threading.Event()
         self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(clients)]
 
     def _one(self, client: httpx.Client) -> None:
         body = {
             "model": "sim-model",
             "messages": [{"role": "user", "content": "tell a long story"}],
-            "max_tokens": TOKENS,
+            "max_tokens": self.tokens,
             "ignore_eos": True,
             "stream": True,
         }
@@ -129,7 +133,7 @@ class Load:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         for t in self.threads:
-            t.join(TOKENS / DECODE_TPS + 30)
+            t.join(self.tokens / DECODE_TPS + 30)
 
 
 @pytest.fixture
@@ -200,11 +204,18 @@ def gateway(docker_engine, tmp_path: Path):
         remove_instance(docker_engine)
 
 
-def test_a_rollout_under_streaming_load_through_nginx_cuts_no_request(gateway):
+def test_a_rollout_under_load_through_nginx_cuts_no_request_and_a_drain_timeout_is_reported(gateway):
+    """Both on one gateway and its two slots (one setup of them, not two): the rollout, then a
+    stop of one of the slots it upgraded."""
+    rollout_under_streaming_load_through_nginx_cuts_no_request(gateway)
+    request_still_running_at_the_drain_timeout_is_reported(gateway)
+
+
+def rollout_under_streaming_load_through_nginx_cuts_no_request(gateway) -> None:
     folder, hooks, url, _ = gateway
     started = time.monotonic()
     with Load(url, clients=4) as load:
-        time.sleep(2)  # every client is mid-answer when the rollout begins
+        time.sleep(1)  # every client is mid-answer when the rollout begins
         out = run_cli(
             "rollout",
             "--cpu-slot",
@@ -246,10 +257,11 @@ def test_a_rollout_under_streaming_load_through_nginx_cuts_no_request(gateway):
     assert load.done >= 4
 
 
-def test_a_request_still_running_at_the_drain_timeout_is_reported(gateway):
-    """The drain is bounded: what still runs at --drain-timeout is said, then cut by the stop."""
+def request_still_running_at_the_drain_timeout_is_reported(gateway) -> None:
+    """The drain is bounded: what still runs at --drain-timeout is said, then cut by the stop
+    (of cpu-a's release 2, t-new, which the rollout above cut over to)."""
     _, hooks, url, ports = gateway
-    with Load(url, clients=4) as load:
+    with Load(url, clients=4, tokens=LONG_TOKENS) as load:
         deadline = time.monotonic() + 30
         while _running(ports["a"]) < 1:  # slot a has answers in flight
             assert time.monotonic() < deadline

@@ -172,7 +172,17 @@ def test_a_rollout_upgrades_both_slots_with_one_always_answering(two_slots):
     assert events("rollout.done", rollout=rid)
 
 
-def test_a_canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots):
+def test_a_failing_canary_then_a_failing_pre_stop_each_leave_both_slots_on_the_old_release(
+    two_slots, tmp_path
+):
+    """Two failed rollouts on the same two slots (one setup of them, not two): a canary that
+    fails qualification, then a pre-stop hook that fails on the second slot. Each leaves both
+    slots serving release 1, as it found them."""
+    canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots)
+    failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(two_slots, tmp_path)
+
+
+def canary_failing_qualification_leaves_both_slots_on_the_old_release(two_slots) -> None:
     folder, _ = two_slots
     out = rollout(folder, "--profile", "t-badtools")
     assert out.returncode == 1
@@ -183,9 +193,10 @@ def test_a_canary_failing_qualification_leaves_both_slots_on_the_old_release(two
     assert not events("rollout.slot.start", slot="cpu-b")  # never reached
 
 
-def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(
-    two_slots, tmp_path
-):
+def failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_returns_both(
+    two_slots, tmp_path: Path
+) -> None:
+    """After the failed canary above (cpu-a served its release 1 again; no hook was given)."""
     folder, ports = two_slots
     hooks, ran = tmp_path / "hooks", tmp_path / "ran"
     hooks.mkdir()
@@ -222,11 +233,14 @@ def test_a_failing_pre_stop_on_the_second_slot_aborts_before_any_stop_and_undo_r
 
 def test_an_interrupted_rollout_resumes_from_the_journal(two_slots, docker_engine):
     folder, ports = two_slots
-    # t-new answering 503 for its first 15 s: the Ctrl-C below lands while the rollout waits for
-    # cpu-b's new release, not after a loaded machine let it finish qualifying
+    # t-new answering 503 for its first 5 s: the Ctrl-C below is sent within a poll (0.1 s) of
+    # cpu-b's stop, and lands while the rollout reads cpu-b's cache volume, starts its new
+    # release or waits for it; 5 s more than that is far more than a loaded machine takes to
+    # deliver the signal, so it never lands after cpu-b finished qualifying. (Each slot's start
+    # waits it out: the canary's, and cpu-b's again on --resume.)
     (folder / "t-new-slow.yaml").write_text(
         "name: t-new-slow\nextends: t-new\nserver:\n  args:\n"
-        "    startup-seconds: 15\nhealth: " + health_check(600) + "\n"
+        "    startup-seconds: 5\nhealth: " + health_check(600) + "\n"
     )
     proc = start_cli(
         "rollout",
@@ -240,7 +254,7 @@ def test_an_interrupted_rollout_resumes_from_the_journal(two_slots, docker_engin
         str(folder),
     )
     deadline = time.monotonic() + 300
-    # cpu-b's hand-over began: its release 1 stopped, its release 2 starting (15 s before it is ready)
+    # cpu-b's hand-over began: its release 1 stopped, its release 2 starting (5 s before it is ready)
     while not events("release.stopped", slot="cpu-b") and proc.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.1)

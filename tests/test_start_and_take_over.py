@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import free_port
@@ -73,16 +74,24 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
     def second(*args: str) -> subprocess.CompletedProcess[str]:
         return slot_env(*args, env=other)
 
-    for args in (
+    dry_runs = (
         ("up", "--cpu", "--profile", "t-good2", "--skip-qualify", "--dry-run"),
-        ("up", "--cpu", "--profile", "t-good2", "--skip-qualify"),
         ("stop", "--cpu", "--dry-run"),
+        ("rollout", "--cpu", "--profile", "t-good2", "--dry-run"),
+        ("up", "--cpu", "--profile", "t-good2", "--dry-run"),
+    )
+    # the dry runs at once (each only reads; the state is checked after all the refusals), the
+    # others one at a time: each takes the second person's lock of the slot before it refuses
+    with ThreadPoolExecutor(len(dry_runs)) as pool:
+        dry_refusals = list(pool.map(lambda args: second(*args), dry_runs))
+    acting = (
+        ("up", "--cpu", "--profile", "t-good2", "--skip-qualify"),
         ("stop", "--cpu"),
         ("rollback", "--cpu"),
         ("down", "--cpu"),
-        ("rollout", "--cpu", "--profile", "t-good2", "--dry-run"),
-    ):
-        refused = second(*args)
+    )
+    refusals = [*zip(dry_runs, dry_refusals, strict=True), *((args, second(*args)) for args in acting)]
+    for args, refused in refusals:
         said = " ".join(refused.stderr.split())
         assert refused.returncode == 1, (args, refused.stdout, refused.stderr)
         assert "release 1 (serving) of slot cpu was started from another state folder" in said, (args, said)
@@ -90,7 +99,7 @@ def test_a_slot_started_from_another_state_folder_is_not_taken_over_unasked(slot
         assert "Nothing was changed" in said
     assert _states() == {1: "running"}
     assert "`up` would stop it and cut over to a release of yours" in " ".join(
-        second("up", "--cpu", "--profile", "t-good2", "--dry-run").stderr.split()
+        dry_refusals[-1].stderr.split()
     )
 
     # beside it, under an instance of its own (and another port), the second person plans freely

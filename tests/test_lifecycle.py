@@ -68,7 +68,7 @@ def test_up_cutover_and_rollback(slot_env):
 
 
 @pytest.mark.parametrize(
-    "bad, why", [("t-never", "within its health budget of 4 s"), ("t-crash", "crashed while starting")]
+    "bad, why", [("t-never", "within its health budget of 2 s"), ("t-crash", "crashed while starting")]
 )
 def test_failed_release_restores_the_previous_one(slot_env, bad: str, why: str):
     assert up(slot_env, "t-good").returncode == 0
@@ -87,7 +87,7 @@ def test_second_concurrent_up_is_refused(slot_env, profiles_dir: Path):
     # (no release serves before: the slot's lock is held for the whole up either way)
     # A start-up slow enough that the first up surely holds the slot while the second one asks.
     (profiles_dir / "t-slow.yaml").write_text(
-        "name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 10\n"
+        "name: t-slow\nextends: t-good\nserver:\n  args:\n    startup-seconds: 7\n"
     )
     args = [
         sys.executable,

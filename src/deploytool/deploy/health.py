@@ -65,7 +65,13 @@ def wait_until_healthy(
                 )
             )
         reporter.waiting(f"waiting for release {release.release} to be healthy", elapsed, budget)
-        time.sleep(0.5)
+        time.sleep(POLL_S)
+
+
+# Between two reads of the engine's health: the release takes traffic this much later at most
+# after the engine marks it healthy. A read is one inspect of the container, so a fifth of a
+# second costs the engine little, where half a second added a quarter second to every start.
+POLL_S = 0.2
 
 
 # How far back a container's start may be taken from the engine's clock: a restart or a start just

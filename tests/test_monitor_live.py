@@ -86,7 +86,7 @@ def _until(what: str, check, timeout: float = 90.0):
             last = exc
         if last and not isinstance(last, Exception):
             return last
-        time.sleep(1)
+        time.sleep(0.5)  # half the 1 s scrape and evaluation interval
     raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
 
 

@@ -29,9 +29,9 @@ def health_check(start_period: int = 30) -> str:
 
 
 # The engine's first probe of a new container comes one start_interval (1 s, the schema's least)
-# after its start, the next a second later. The simulator's interpreter takes about 0.7 s to
-# listen; a warm-up of 0.5 s on top made it miss that first probe on every start, so every `up`
-# waited a second more. 0.1 s keeps a warm-up (a 503 before the 200) and lands before the probe.
+# after its start, the next a second later. The simulator's interpreter takes 0.4 s to listen on
+# an idle machine and 0.7 s or more on a busy one; a warm-up of 0.5 s on top then missed that first
+# probe, and the `up` waited a second more. 0.1 s keeps a warm-up (a 503 before the 200).
 STARTUP_S = 0.1
 
 PROFILES = {

@@ -32,7 +32,7 @@ name: t36-base
 extends: sim
 server:
   args:
-    startup-seconds: 0.5{stdlib_secrets.randbelow(10**6):06d}
+    startup-seconds: 0.1{stdlib_secrets.randbelow(10**6):06d}
     decode-tps: 2000
 health: {health_check(20)}
 bench:

@@ -14,12 +14,12 @@ from lifecycle_helpers import PROFILES, release_row, slot_status, up
 from deploytool.profiles import load_profile
 from deploytool.profiles.schema import HealthSpec
 
-# Loads far longer than its health check allows: start_period 3 s, then 3 checks 2 s apart.
+# Loads far longer than its health check allows: start_period 2 s, then 3 checks 1 s apart.
 SLOW = (
     "name: t-loads-long\nextends: t-good\nserver:\n  args:\n    load-seconds: 120\n"
-    "health: {start_period: 3, start_interval: 1, interval: 2, timeout: 1, retries: 3}\n"
+    "health: {start_period: 2, start_interval: 1, interval: 1, timeout: 1, retries: 3}\n"
 )
-BUDGET_S = 3 + (3 - 1) * 2
+BUDGET_S = 2 + (3 - 1) * 1
 
 
 def test_the_budget_is_when_the_engines_check_first_gives_up() -> None:
@@ -45,19 +45,19 @@ def test_up_ends_its_wait_at_the_planned_budget_and_names_the_field(slot_env, do
     plan = slot_env("up", "--cpu", "--profile", "t-loads-long", "--skip-qualify", "--dry-run")
     assert plan.returncode == 0, plan.stderr
     wanted = (
-        f"wait until release 1 is healthy (/health, budget {BUDGET_S} s = health.start_period 3 s + "
-        "(health.retries 3 - 1) x health.interval 2 s)"
+        f"wait until release 1 is healthy (/health, budget {BUDGET_S} s = health.start_period 2 s + "
+        "(health.retries 3 - 1) x health.interval 1 s)"
     )
     assert wanted in plan.stdout, plan.stdout
 
     failed = up(slot_env, "t-loads-long")
     assert failed.returncode == 1, failed.stderr
-    assert f"within its health budget of {BUDGET_S} s = health.start_period 3 s" in failed.stderr, (
+    assert f"within its health budget of {BUDGET_S} s = health.start_period 2 s" in failed.stderr, (
         failed.stderr
     )
     assert "raise health.start_period in profile t-loads-long" in failed.stderr
     waited = float(re.search(r"waited (\d+\.\d) s since its container started", failed.stderr).group(1))
-    # not before the budget, and not much after it: the wait polls every half second and the
+    # not before the budget, and not much after it: the wait polls every fifth of a second and the
     # engine's own check ends in the same second (generous for a loaded machine)
     assert BUDGET_S <= waited < BUDGET_S + 5, failed.stderr
     assert release_row(slot_status(), 1)["state"] == "exited"  # stopped, kept for inspection

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, run_cli
+from lifecycle_helpers import PROFILES
 from other_user import other_user
 
 from deploytool.release.state import read_journal
@@ -31,12 +32,14 @@ def hook(folder: Path, name: str, marker: Path) -> Path:
     return path
 
 
-def up(folder: Path, port: str | None = None):
+def up(folder: Path, port: str | None = None, profiles: Path | None = None):
+    """`up` with these hooks: of the shipped sim profile, or of t-good in `profiles` (a release
+    that starts in a second, for the test whose `up` does start one)."""
+    chosen = ["--profile", "t-good", "--profiles-dir", str(profiles)] if profiles else ["--profile", "sim"]
     return run_cli(
         "up",
         "--cpu",
-        "--profile",
-        "sim",
+        *chosen,
         "--skip-qualify",
         "--hooks",
         str(folder),
@@ -196,10 +199,23 @@ def test_a_hook_is_checked_again_right_before_it_runs(tmp_path: Path, slot, stra
     )
     (folder / "pre-stop").write_text(f"#!/bin/sh\n{swap}\n")
     (folder / "pre-stop").chmod(0o755)
-    port = str(free_port())
-    first = run_cli("up", "--cpu", "--profile", "sim", "--skip-qualify", "--port", port, timeout=120)
+    port, profiles = str(free_port()), tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "t-good.yaml").write_text(PROFILES["t-good"])
+    first = run_cli(
+        "up",
+        "--cpu",
+        "--profile",
+        "t-good",
+        "--profiles-dir",
+        str(profiles),
+        "--skip-qualify",
+        "--port",
+        port,
+        timeout=120,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
-    out = up(folder, port)
+    out = up(folder, port, profiles)
     assert out.returncode == 0, out.stdout + out.stderr  # a post-cutover that fails only warns
     assert late.stat().st_uid == stranger.pw_uid  # the swap happened: pre-stop ran
     assert not marker.exists()  # the swapped-in file did not run

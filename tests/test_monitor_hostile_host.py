@@ -50,7 +50,7 @@ def _until(what: str, check, timeout: float = 60.0):
             last = exc
         if last and not isinstance(last, Exception):
             return last
-        time.sleep(1)
+        time.sleep(0.5)  # half the 1 s scrape interval
     raise AssertionError(f"{what}: not within {timeout:g} s (last: {last!r})")
 
 

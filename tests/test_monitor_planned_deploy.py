@@ -22,8 +22,10 @@ from deploytool.deploy import scrape_targets
 from deploytool.host.releases import Release
 from deploytool.monitor.prometheus import HEALTH_JOB, RELEASES_JOB
 
-LOAD_S = 8  # connections refused this long, then /health 503 for the warm-up, as SGLang loads
-WARMUP_S = 3
+# connections refused this long, then /health 503 for the warm-up, as SGLang loads: several of
+# the 1 s scrapes and of the rules' evaluations fall in each
+LOAD_S = 4
+WARMUP_S = 2
 
 
 def _release(number: int, health: str | None, state: str = "running") -> Release:

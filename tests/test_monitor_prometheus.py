@@ -40,7 +40,7 @@ def _release(number: int, url: str) -> Release:
     )
 
 
-def _until(what: str, check, timeout: float = 90.0, every: float = 1.0):
+def _until(what: str, check, timeout: float = 90.0, every: float = 0.5):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:

@@ -26,7 +26,7 @@ name: t13-base
 extends: sim
 server:
   args:
-    startup-seconds: 0.5
+    startup-seconds: 0.1  # lands before the engine's first probe (lifecycle_helpers.STARTUP_S)
     decode-tps: 2000
 health: {health_check()}
 """

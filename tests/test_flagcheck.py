@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -48,20 +49,61 @@ def _off_flags_profile(folder: Path):
 
 
 AFTER_BAD = (CARD, "after bad-flags")  # shipped_checks' key of CARD's second answer
+REAL_PROBE = flagcheck._probe
+
+
+class _Parser:
+    """sglang's real parser, each question answered once per module: a question asked again of
+    the same parser (the same place, the same request) gets the answer that parser gave it earlier
+    in the module, so several checks and CLI invocations read one start-up of sglang's real
+    answers (the import is most of a check's cost). `calls` holds the profiles of every probe a
+    check asked for (one list a probe process), `started` those of each real start-up."""
+
+    def __init__(self) -> None:
+        self.answered: dict[tuple, dict] = {}
+        self.calls: list[list[str]] = []
+        self.started: list[list[str]] = []
+
+    def probe(self, place, requests, *, names, timeout):
+        self.calls.append(list(names))
+        # the same parser: the same venv, whichever test's home (a link to the shared cache) named it
+        where = (place.image, place.python and os.path.realpath(place.python.parent.parent), place.pythonpath)
+        keys = [(where, json.dumps(request, sort_keys=True)) for request in requests]
+        new = [i for i, key in enumerate(keys) if key not in self.answered]
+        if new:
+            self.started.append([names[i] for i in new])
+            answers = REAL_PROBE(
+                place, [requests[i] for i in new], names=[names[i] for i in new], timeout=timeout
+            )
+            self.answered.update({keys[i]: answer for i, answer in zip(new, answers, strict=True)})
+        return [copy.deepcopy(self.answered[key]) for key in keys]
 
 
 @pytest.fixture(scope="module")
-def shipped_checks(sglang_parser_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def parser(sglang_parser_python: Path):
+    """The module's checks ask sglang's parser through one _Parser."""
+    one = _Parser()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flagcheck, "_probe", one.probe)
+        yield one
+
+
+@pytest.fixture(scope="module")
+def shipped_checks(parser: _Parser, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Every shipped sglang profile checked in one parser process, as `profiles check --all` does,
     after a failing one (off-flags, also here), each after the ones before it; then bad-flags
     (three bad flags) and CARD once more after it, under AFTER_BAD. One start-up of sglang (the
-    import is most of a check's cost) answers the tests that read these."""
+    import is most of a check's cost) answers the tests that read these, and (through `parser`)
+    the same questions asked again by the CLI."""
     store = ProfileStore()
     off = _off_flags_profile(tmp_path_factory.mktemp("off-flags"))
     bad = ProfileStore([_bad_profiles(tmp_path_factory.mktemp("bad-flags"))]).get("bad-flags")
-    *checks, bad_check, card_again = flagcheck.check_many(
-        [off, *(store.get(n) for n in _sglang_profiles()), bad, store.get(CARD)], use_image=False
-    )
+    started = len(parser.started)
+    batch = [off, *(store.get(n) for n in _sglang_profiles()), bad, store.get(CARD)]
+    *checks, bad_check, card_again = flagcheck.check_many(batch, use_image=False)
+    # one probe process for the whole batch, CARD's second question in it too
+    assert parser.calls[-1] == [p.name for p in batch], parser.calls[-1]
+    assert parser.started[started:] in ([], [[p.name for p in batch]]), parser.started[started:]
     return {**{r.profile: r for r in checks}, "bad-flags": bad_check, AFTER_BAD: card_again}
 
 
@@ -109,34 +151,9 @@ def test_misspelt_flag_bad_choice_and_wrong_type_are_each_named(shipped_checks: 
     assert after.ok and after.findings == shipped_checks[CARD].findings
 
 
-@pytest.fixture
-def one_start_per_question(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Within this test, a question asked again of the same parser (the same place, the same
-    request) gets the answer that parser gave it earlier in the test: several CLI invocations read
-    one start-up of sglang's real answers (the import is most of a check's cost). The list the
-    fixture returns holds the profiles of each real start-up."""
-    real = flagcheck._probe
-    answered: dict[tuple, dict] = {}
-    started: list[list[str]] = []
-
-    def probe(place, requests, *, names, timeout):
-        keys = [(place.key, json.dumps(request, sort_keys=True)) for request in requests]
-        new = [i for i, key in enumerate(keys) if key not in answered]
-        if new:
-            started.append([names[i] for i in new])
-            answers = real(place, [requests[i] for i in new], names=[names[i] for i in new], timeout=timeout)
-            answered.update({keys[i]: answer for i, answer in zip(new, answers, strict=True)})
-        return [copy.deepcopy(answered[key]) for key in keys]
-
-    monkeypatch.setattr(flagcheck, "_probe", probe)
-    return started
-
-
-@pytest.mark.usefixtures("sglang_parser_python")
-def test_cli_names_the_flag_and_exits_non_zero(
-    tmp_path: Path, one_start_per_question: list[list[str]]
-) -> None:
+def test_cli_names_the_flag_and_exits_non_zero(tmp_path: Path, parser: _Parser, shipped_checks: dict) -> None:
     folder = _bad_profiles(tmp_path)
+    started, calls = len(parser.started), len(parser.calls)
     # --all: every sglang profile, the folder's with the shipped ones; the failing one's flags
     # shown, a line for each that passed, the sim profiles skipped with why
     result = CliRunner().invoke(
@@ -148,6 +165,9 @@ def test_cli_names_the_flag_and_exits_non_zero(
     assert any(line.startswith("bad-flags: sglang ") and line.endswith("3 problem(s)") for line in lines)
     assert "--mem-fraction-statc" in result.stdout and "sim: skipped (recipe 'sim'" in result.stdout
     assert sum(line.endswith("all flags accepted") for line in lines) == len(_sglang_profiles())
+    # --all asked sglang's parser in one probe process, every profile in it
+    assert len(parser.calls) == calls + 1, parser.calls[calls:]
+    assert set(parser.calls[-1]) == {"bad-flags", *_sglang_profiles()}
 
     # one profile, --json: the failing one's findings (the parser's answer --all got above)
     result = CliRunner().invoke(
@@ -183,12 +203,15 @@ def test_cli_names_the_flag_and_exits_non_zero(
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("all flags accepted")
     assert all(group[0] in result.stdout for group in flagcheck.flag_groups(ProfileStore().get(CARD)))
-    # the single-profile forms asked what --all had asked: one start-up of sglang answered all three
-    assert len(one_start_per_question) == 1 and {"bad-flags", CARD} <= set(one_start_per_question[0])
+    # every question of the three (--all's and the single-profile forms') was one the library's
+    # check_many had asked in shipped_checks, word for word: its one start-up of sglang answered all
+    assert parser.started[started:] == [], parser.started[started:]
 
 
 @pytest.mark.usefixtures("sglang_parser_python")
 def test_a_probe_that_breaks_on_one_profile_still_answers_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a start-up of its own: the profiles around the broken one answered in the same process
+    monkeypatch.setattr(flagcheck, "_probe", REAL_PROBE)
     # a request the probe cannot read (no "groups") stands in for a profile that breaks the probe
     request = flagcheck._request
     monkeypatch.setattr(
@@ -249,7 +272,9 @@ def _fake_engine(monkeypatch: pytest.MonkeyPatch, images: list[_Image]) -> None:
     monkeypatch.setattr(docker, "from_env", lambda timeout=10: Client())
 
 
-def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_built_image_of_another_sglang_is_not_used(
+    monkeypatch: pytest.MonkeyPatch, parser: _Parser, shipped_checks: dict
+) -> None:
     profile = ProfileStore().get(CARD)
     pinned = profile.image.runtime_version
     # runtime_version bumped without a rebuild: the only image has the old sglang's parser
@@ -263,8 +288,9 @@ def test_a_built_image_of_another_sglang_is_not_used(monkeypatch: pytest.MonkeyP
     assert flagcheck.built_image(profile) is None
     image, why = flagcheck.find_built_image(profile)
     assert image is None and "0.5.22" in why and pinned in why
-    result = flagcheck.check(profile)
+    result = flagcheck.check(profile)  # the venv's parser (its answer to CARD: shipped_checks')
     assert result.where.startswith("venv ") and "0.5.22" in result.where and result.ok
+    assert parser.calls[-1] == [CARD]
     # an image of the pinned sglang is taken, even when an older-sglang one is newer; it is not
     # the one the profile's inputs give, so the note says which image was used instead
     _fake_engine(

@@ -1,7 +1,10 @@
 """The reference runtime turned hostile (sim/hostile.py: script in every text field, a 1 GiB body,
-a byte a second, JSON nested 100,000 deep, a stream without end): the wire, qualify, bench, up's
+a byte every 0.25 s, JSON nested 100,000 deep, a stream without end): the wire, qualify, bench, up's
 health wait and watch's probe each end within their deadline with a verdict that says why, and
-hold bounded memory (the sim runs in its own process, so tracemalloc counts the client only)."""
+hold bounded memory (the sim runs in its own process, so tracemalloc counts the client only).
+
+One sim process per set of modes serves every test of this module that asks for it (a module
+fixture): each test's calls are its own connections, and none changes the server's state."""
 
 from __future__ import annotations
 
@@ -36,6 +39,11 @@ pytestmark = pytest.mark.timeout(300)
 # the wire's caps (a 32 MiB body, a 4 MiB event) keep it well under.
 MEMORY_BOUND = 200 * 2**20
 DEADLINE_S = 3.0
+# Where the deadline itself is what ends the call (a trickle, a stream without end), a shorter one:
+# the trickle's bytes (every 0.25 s) still come four times a deadline, so no per-read timeout of
+# this length could end the call: only the whole call's deadline does.
+SHORT_S = 1.0
+ENDS_AT_DEADLINE = ("trickle", "endless_sse")
 PAYLOAD = {"messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 16, "temperature": 0}
 
 
@@ -61,21 +69,36 @@ def _peak_rss(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
-def hostile(*modes: str) -> SimProcess:
-    return SimProcess(
-        fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}'
-    )
+def deadline(mode: str) -> float:
+    return SHORT_S if mode in ENDS_AT_DEADLINE else DEADLINE_S
 
 
-async def _every_call(url: str) -> dict:
-    async with EndpointClient(url, timeout=DEADLINE_S) as client:
-        facts = await read_server_facts(client, timeout=DEADLINE_S)
+@pytest.fixture(scope="module")
+def hostile():
+    """hostile(*modes): the sim in its own process with these faults, started once per module."""
+    servers: dict[tuple[str, ...], SimProcess] = {}
+
+    def get(*modes: str) -> SimProcess:
+        if modes not in servers:
+            servers[modes] = SimProcess(
+                fault=list(modes), decode_tps=2000, default_chat_template_kwargs='{"enable_thinking": false}'
+            )
+        return servers[modes]
+
+    yield get
+    for server in servers.values():
+        server.stop()
+
+
+async def _every_call(url: str, limit: float) -> dict:
+    async with EndpointClient(url, timeout=limit) as client:
+        facts = await read_server_facts(client, timeout=limit)
         payload = {**PAYLOAD, "model": facts.model_id or "default"}
         plain = await client.chat(payload)
         streamed = await client.chat({**payload, "stream": True})
         fast = client.fast_stream()
         try:
-            bench_path = await fast.chat({**payload, "stream": True}, timeout=DEADLINE_S)
+            bench_path = await fast.chat({**payload, "stream": True}, timeout=limit)
         finally:
             await fast.aclose()
     return {"facts": facts, "plain": plain, "streamed": streamed, "fast": bench_path}
@@ -88,7 +111,7 @@ EXPECTED = {
         "response refused: the response body larger than 32 MiB: not read further",
         "response refused: an SSE event larger than 4 MiB: not read further",
     ),
-    "trickle": ("timed out after 3 s", "timed out after 3 s", "timed out after 3 s"),
+    "trickle": ("timed out after 1 s", "timed out after 1 s", "timed out after 1 s"),
     "deep_json": (
         "JSON nested deeper than 64 levels",
         "response refused: JSON nested deeper than 64 levels",
@@ -98,15 +121,16 @@ EXPECTED = {
 
 
 @pytest.mark.parametrize("mode", ["script_text", "huge_body", "trickle", "deep_json", "endless_sse"])
-def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) -> None:
-    with hostile(mode) as server, measured() as cost:
-        got = asyncio.run(_every_call(server.url))
+def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str, hostile) -> None:
+    server, limit = hostile(mode), deadline(mode)
+    with measured() as cost:
+        got = asyncio.run(_every_call(server.url, limit))
         server_peak = _peak_rss(server.proc.pid)
     # the sim makes its 1 GiB as it sends it: its own peak stays far below
     assert server_peak < 512 * 2**20, server_peak
     facts, results = got["facts"], (got["plain"], got["streamed"], got["fast"])
     # facts: one timeout at most (a server that trickles is not waited on again), then four chats
-    assert cost["seconds"] < 4 * DEADLINE_S + 10, cost
+    assert cost["seconds"] < 4 * limit + 10, cost
     assert cost["peak"] < MEMORY_BOUND, cost
     if mode in EXPECTED:
         models, plain, stream = EXPECTED[mode]
@@ -125,20 +149,21 @@ def test_every_call_of_the_wire_ends_by_its_deadline_with_a_reason(mode: str) ->
         assert got["plain"].ok
         for r in results[1:]:
             assert not r.ok and r.chunks > 0
-            assert r.error == "timed out after 3 s" or "the stream larger than" in r.error, r.error
+            assert r.error == "timed out after 1 s" or "the stream larger than" in r.error, r.error
 
 
 @pytest.mark.parametrize("mode", ["script_text", "huge_body", "trickle", "deep_json", "endless_sse"])
-def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path) -> None:
-    with hostile(mode) as server, measured() as cost:
+def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path, hostile) -> None:
+    server, limit = hostile(mode), deadline(mode)
+    with measured() as cost:
         report = qualify(
             server.url,
             tmp_path,
             suites=["preflight", "contract"],
             limit=2,
             overrides={
-                "preflight": {"probe_timeout_s": 2, "ready_timeout_s": 5},
-                "contract": {"request_timeout_s": DEADLINE_S, "idle_timeout_s": 2, "max_tokens": 16},
+                "preflight": {"probe_timeout_s": min(limit, 2), "ready_timeout_s": 5},
+                "contract": {"request_timeout_s": limit, "idle_timeout_s": min(limit, 2), "max_tokens": 16},
             },
         )
     assert cost["seconds"] < 120, cost
@@ -159,39 +184,45 @@ def test_qualify_ends_with_a_verdict(mode: str, tmp_path: Path) -> None:
 
 
 def test_qualify_waits_no_longer_than_its_ready_timeout_for_a_health_path_that_trickles(
-    tmp_path: Path,
+    tmp_path: Path, hostile
 ) -> None:
-    with hostile("trickle", "hostile_health") as server, measured() as cost:
+    server = hostile("trickle", "hostile_health")
+    with measured() as cost:
         report = qualify(
             server.url,
             tmp_path,
             suites=["preflight"],
-            overrides={"preflight": {"probe_timeout_s": 2, "ready_timeout_s": 4}},
+            # two probes of 1 s, a pause of 0.5 s between: the second, the one the reason quotes,
+            # still has a whole second to see the trickle's headers before the wait ends
+            overrides={"preflight": {"probe_timeout_s": 1, "ready_timeout_s": 2.5}},
         )
-    assert report.server.waited_s < 4 + 1, report.server.waited_s  # no probe runs past the wait
+    assert report.server.waited_s < 2.5 + 1, report.server.waited_s  # no probe runs past the wait
     # then the facts (one probe timeout: the rest are not waited for) and preflight's own probes
-    assert cost["seconds"] < 4 + 4 * 2 + 6, cost
+    assert cost["seconds"] < 2.5 + 4 * 1 + 6, cost
     assert report.could_not_run and "never became ready" in report.could_not_run, report.could_not_run
     assert "answered HTTP 200, then its body did not arrive whole" in report.could_not_run
     assert "timed out" in report.could_not_run
 
 
 @pytest.mark.parametrize("mode", ["huge_body", "trickle", "deep_json", "endless_sse"])
-def test_bench_ends_with_every_failure_named(mode: str) -> None:
+def test_bench_ends_with_every_failure_named(mode: str, hostile) -> None:
+    # a request's budget and the run's bound: shorter where the deadline is what ends a request
+    request_s, run_s = (1, 3) if mode in ENDS_AT_DEADLINE else (2, 6)
     method = tiny_method(
-        request_timeout_s=2,
-        run_timeout_s=6,
+        request_timeout_s=request_s,
+        run_timeout_s=run_s,
         warmup_requests=1,
         decode_requests=1,
         load_concurrency=[2],
         load_requests_per_slot=1,
         prefill_prompts_each=1,
     )
-    with hostile(mode) as server, measured() as cost:
+    server = hostile(mode)
+    with measured() as cost:
         run = run_bench_sync(Target(url=server.url, profile=None), method, progress=False)
     # the facts before and after (one request's budget each: a trickling server is not waited on
     # twice), the run's time bound (from the start, facts included), a request cut by it
-    assert cost["seconds"] < 2 + 6 + 2 + 2 + 15, cost
+    assert cost["seconds"] < request_s + run_s + request_s + request_s + 15, cost
     assert cost["peak"] < MEMORY_BOUND, cost
     failed = [r for r in run.requests if not r.ok]
     words = {
@@ -228,31 +259,32 @@ class _Engine:
 
 
 @pytest.mark.parametrize("mode", ["huge_body", "trickle"])
-def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str) -> None:
-    with hostile(mode, "hostile_health") as server:
-        release = Release(
-            slot="cpu",
-            release=1,
-            profile="sim",
-            image="x",
-            container_id="c",
-            container_name="n",
-            state="running",
-            health="healthy",
-            host_port=urlsplit(server.url).port,
-            gpus=[],
-            simulator=True,
-            created="",
-        )
-        with (
-            measured() as cost,
-            pytest.raises(HealthFailure, match="did not become healthy within its health budget of 2 s"),
-        ):
-            wait_until_healthy(_Engine(), release, budget=2, path="/health", reporter=Reporter())
-        # the budget (a probe never runs past it, PROBE_TIMEOUT_S is longer) and a pause of 0.5 s
-        assert cost["seconds"] < min(2 + PROBE_TIMEOUT_S, 2 + 3), cost
-        assert cost["peak"] < MEMORY_BOUND, cost
-        with measured() as cost:
-            assert probe(release, HealthSpec(path="/health", timeout=2)) is False
-        assert cost["seconds"] < 2 + 3, cost
-        assert cost["peak"] < MEMORY_BOUND, cost
+def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str, hostile) -> None:
+    server = hostile(mode, "hostile_health")
+    release = Release(
+        slot="cpu",
+        release=1,
+        profile="sim",
+        image="x",
+        container_id="c",
+        container_name="n",
+        state="running",
+        health="healthy",
+        host_port=urlsplit(server.url).port,
+        gpus=[],
+        simulator=True,
+        created="",
+    )
+    budget = 1  # far below PROBE_TIMEOUT_S (5 s): a probe that ran its own full time would show
+    with (
+        measured() as cost,
+        pytest.raises(HealthFailure, match="did not become healthy within its health budget of 1 s"),
+    ):
+        wait_until_healthy(_Engine(), release, budget=budget, path="/health", reporter=Reporter())
+    # the budget (a probe never runs past it, PROBE_TIMEOUT_S is longer) and a pause of 0.5 s
+    assert cost["seconds"] < min(budget + PROBE_TIMEOUT_S, budget + 3), cost
+    assert cost["peak"] < MEMORY_BOUND, cost
+    with measured() as cost:
+        assert probe(release, HealthSpec(path="/health", timeout=budget)) is False
+    assert cost["seconds"] < budget + 3, cost
+    assert cost["peak"] < MEMORY_BOUND, cost

@@ -100,7 +100,8 @@ def test_qualify_job_waits_for_the_canary_health_then_gives_up():
         req.profile.health.budget_seconds()
     )
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for serve_forever to look at its flag, once a poll_interval (0.5 s by default)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/health"
         ok = subprocess.run(
@@ -109,7 +110,8 @@ def test_qualify_job_waits_for_the_canary_health_then_gives_up():
         assert ok.returncode == 0
     finally:
         server.shutdown()
-    # its own verdict on its 1 s budget (a script that waited on regardless hits run's timeout)
+    # its own verdict on its 1 s budget (a script that waited on regardless hits run's timeout);
+    # the socket still listens, unserved: a try that would hang is cut at what is left of the budget
     gone = subprocess.run(
         [sys.executable, "-c", wait[2], url, "1"], capture_output=True, text=True, timeout=60
     )

@@ -15,7 +15,8 @@ from deploytool.qualify import Verdict
 def test_a_server_that_sends_headers_and_then_nothing_ends_qualification_quickly(tmp_path: Path) -> None:
     with sim(faults=("hang",)) as handle:
         started = time.monotonic()
-        report = qualify(handle.url, tmp_path, limit=None, overrides={"preflight": {"probe_timeout_s": 2}})
+        # a short probe timeout: each hanging probe costs this, and the verdict is the same
+        report = qualify(handle.url, tmp_path, limit=None, overrides={"preflight": {"probe_timeout_s": 1}})
         took = time.monotonic() - started
     # Two request timeouts of the quickest suite (contract: 120 s) is the promise; far less is used.
     assert took < 60, took
@@ -71,12 +72,19 @@ def test_a_stream_that_goes_quiet_fails_at_its_idle_timeout_not_its_budget(tmp_p
             handle.url,
             tmp_path,
             suites=["contract"],
-            overrides={"contract": {"idle_timeout_s": 1, "max_tokens": 16, "request_timeout_s": 100}},
+            overrides={
+                "contract": {
+                    "idle_timeout_s": 0.5,
+                    "max_tokens": 16,
+                    "min_decode_tps": 80,
+                    "request_timeout_s": 100,
+                }
+            },
         )
         took = time.monotonic() - started
-    # Two non-streamed requests, each allowed 1 s + its prompt's and max_tokens' share (16 / 10 tokens/s):
-    # about 7 s. The budget would take 200 s; half of one request's budget tells them apart with room
-    # for a loaded machine, where a bound near 7 s would be the machine's load under test
+    # Two non-streamed requests, each allowed 0.5 s + its prompt's and max_tokens' share (16 / 80
+    # tokens/s): about 2 s. The budget would take 200 s; half of one request's budget tells them apart
+    # with room for a loaded machine, where a bound near 2 s would be the machine's load under test
     assert took < 50, took
     assert (
         "no byte for" in report.suite("contract").reason and "idle timeout" in report.suite("contract").reason

@@ -207,7 +207,8 @@ def replay(plan: str, name: str, *, stream_client: bool = False):
     record = fixture(plan, name)
     handler = type("Handler", (_Replay,), {"record": record})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for serve_forever to look at its flag, once a poll_interval (0.5 s by default)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     payload = record["request"]["body"]
 
@@ -225,6 +226,7 @@ def replay(plan: str, name: str, *, stream_client: bool = False):
         return asyncio.run(go()), record
     finally:
         server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.parametrize("stream_client", [False, True], ids=["EndpointClient", "bench StreamClient"])

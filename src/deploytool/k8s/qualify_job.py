@@ -41,14 +41,17 @@ def qualify_job(req: K8sRequest, url: str | None = None) -> dict[str, Any]:
     `k8s apply` waits for before it promotes; its failure leaves the stable release serving."""
     url = url or canary_url(req)
     budget = req.profile.health.budget_seconds()
+    # each try and each pause within what is left of the budget: the Job says the canary never
+    # became healthy at the end of its budget, not up to a probe and a pause later
     wait = (
         "import sys,time,urllib.request\n"
         "url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])\n"
         "while time.monotonic() < deadline:\n"
         "    try:\n"
-        "        urllib.request.urlopen(url, timeout=10).read(); sys.exit(0)\n"
+        "        urllib.request.urlopen(url, timeout=max(0.5, min(10, deadline - time.monotonic()))).read()\n"
+        "        sys.exit(0)\n"
         "    except Exception:\n"
-        "        time.sleep(5)\n"
+        "        time.sleep(max(0, min(5, deadline - time.monotonic())))\n"
         "sys.exit('canary never became healthy at ' + url)\n"
     )
     # deploytool needs no root: it runs as nobody, its state and home in /tmp

@@ -62,7 +62,7 @@ FAULT_HELP = (
     "ignore_tool_choice (tool_choice is treated as auto); spec_off (server info reports speculative "
     "decoding off, as a release that lost its draft model would). Hostile modes (every route but the health "
     "ones, which hostile_health adds): script_text (a script in every JSON text value), huge_body (a 1 GiB "
-    "body, streamed), trickle (the body one byte a second), deep_json (JSON nested 100,000 deep), "
+    "body, streamed), trickle (the body one byte every 0.25 s), deep_json (JSON nested 100,000 deep), "
     "endless_sse (a streamed chat that never ends), terminal_escapes (terminal control sequences in every "
     "JSON text value: a clipboard write, a window title, cursor moves that erase lines), rich_markup (rich "
     "markup in every JSON text value: a link, a stray closing tag), lone_surrogates (lone surrogate escapes "

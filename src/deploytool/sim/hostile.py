@@ -8,8 +8,8 @@ An ASGI middleware around the app (faults.py names the modes; `--fault trickle` 
   a client that sends the (scripted) model id back is still served.
 - huge_body: every answer is a 1 GiB body, generated as it is sent (never held), chunked: a JSON
   string that never closes, or for a chat one SSE event that never ends.
-- trickle: the real answer, its headers at once, then its body one byte a second, then a space a
-  second without end.
+- trickle: the real answer, its headers at once, then its body one byte every TRICKLE_S, then a
+  space every TRICKLE_S without end.
 - deep_json: every answer is JSON nested 100,000 deep (for a streamed chat: one such event).
 - endless_sse: a streamed chat sends valid chunks as fast as it can and never [DONE].
 - terminal_escapes: as script_text, with terminal control sequences (ESCAPES: OSC 52 writes the
@@ -63,7 +63,9 @@ _LENGTH_FIELDS = {
 HUGE_BYTES = 2**30
 HUGE_LOG_LINE = 32 * 2**20
 DEEP = 100_000
-TRICKLE_S = 1.0
+# A byte this often: far inside any read timeout a caller sets (a second or more), so only a
+# deadline on the whole call ends it; short, so a test of that deadline waits seconds, not minutes.
+TRICKLE_S = 0.25
 # Fields of the wire protocol itself, kept as they are so the client still reads the shape.
 _PROTOCOL_FIELDS = {"object", "role", "finish_reason", "type"}
 
@@ -252,7 +254,7 @@ async def _endless(send: Send, left: asyncio.Event) -> None:
 
 
 def _trickling(send: Send, left: asyncio.Event) -> Send:
-    """The body a byte a second, then a space a second without end (an empty /health body too):
+    """The body a byte every TRICKLE_S, then a space as often without end (an empty /health body too):
     chunked, so the length is never known."""
 
     async def out(message: Message) -> None:

@@ -1,6 +1,6 @@
 """How the suite is spread over workers and what it says at its end (hooks, imported by conftest).
 
-Under pytest-xdist (`make test` runs `-n 4`) the collection is cut into units of work, each
+Under pytest-xdist (`make test` runs `-n 5`) the collection is cut into units of work, each
 run whole on one worker:
 - a docker test is a unit of its own, unless its file has a module-scoped fixture (a built
   image), which keeps the file together so the fixture is made once;
@@ -9,7 +9,7 @@ Docker tests run on every worker at once: each worker has its own DEPLOYTOOL_INS
 (conftest), so its containers, volumes, networks and slots are its own, and its own share of
 ports (conftest.free_port); an image two workers need is built by one while the other waits
 (deploytool's build lock). Most of a docker test's time is waiting on a health check or a
-container start, which is why four workers share two cores well.
+container start, which is why five workers share two cores well.
 
 The longest units go first (longest-processing-time first), each to whichever worker is idle:
 the seconds each unit took in the last run are kept in pytest's cache (.pytest_cache); a run

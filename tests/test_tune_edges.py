@@ -1,5 +1,5 @@
 """`deploytool tune`'s edges on the reference runtime: a budget that ends the race early is
-inconclusive (nothing recommended, exit 3, the resume command); no candidate inside the SLO
+inconclusive (nothing recommended, exit 7, the resume command); no candidate inside the SLO
 shows each one's figures and by how much it missed; Ctrl-C and SIGTERM print the journal and
 how to resume; a keyed profile's candidates get the key and the client sends it; `--port-range`;
 the sim profile ships a space, so `tune --profile sim --local` works out of the box and its

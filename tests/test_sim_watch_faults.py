@@ -6,19 +6,11 @@ from __future__ import annotations
 import time
 
 import httpx
+from sim_settings import FAST
 
 from deploytool.sim import SimSettings, serve_in_thread
 from deploytool.sim.faults import parse_faults
 
-# thinking off by default, as the sim profile starts it (the sim thinks by default, as SGLang
-# with a reasoning parser does, and 8 tokens of thinking leave no answer)
-FAST = {
-    "startup_seconds": 0.0,
-    "decode_tps": 20000.0,
-    "prefill_tps": 1e8,
-    "log_requests": False,
-    "default_chat_template_kwargs": '{"enable_thinking": false}',
-}
 HELLO = {"messages": [{"role": "user", "content": "Hello there."}], "max_tokens": 8}
 
 

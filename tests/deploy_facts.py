@@ -15,7 +15,11 @@ SIM = ProfileStore().get("sim")
 
 
 def release(
-    number: int, state: str = "exited", port: int = 30000, image: str = "deploytool/sim:old"
+    number: int,
+    state: str = "exited",
+    port: int = 30000,
+    image: str = "deploytool/sim:old",
+    health: str | None = None,
 ) -> Release:
     return Release(
         slot="cpu",
@@ -25,7 +29,7 @@ def release(
         container_id=f"id{number}",
         container_name=f"deploytool-cpu-r{number}-server",
         state=state,
-        health=None,
+        health=health,
         host_port=port,
         gpus=[],
         simulator=True,

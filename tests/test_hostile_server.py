@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from bench_helpers import tiny_method
+from deploy_facts import release as release_row
 from qualify_helpers import qualify
 from sim_process import SimProcess
 
@@ -261,20 +262,7 @@ class _Engine:
 @pytest.mark.parametrize("mode", ["huge_body", "trickle"])
 def test_ups_health_wait_and_watchs_probe_end_by_their_deadlines(mode: str, hostile) -> None:
     server = hostile(mode, "hostile_health")
-    release = Release(
-        slot="cpu",
-        release=1,
-        profile="sim",
-        image="x",
-        container_id="c",
-        container_name="n",
-        state="running",
-        health="healthy",
-        host_port=urlsplit(server.url).port,
-        gpus=[],
-        simulator=True,
-        created="",
-    )
+    release = release_row(1, "running", urlsplit(server.url).port, health="healthy")
     budget = 1  # far below PROBE_TIMEOUT_S (5 s): a probe that ran its own full time would show
     with (
         measured() as cost,

@@ -14,10 +14,12 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import run_cli, start_cli
+from deploy_facts import release as release_row
 from lifecycle_helpers import up
 from sim_process import SimProcess
 
@@ -176,27 +178,10 @@ class _Engine:
         self.chunks, self.calls = chunks, 0
 
     def releases(self, slot: str):
-        from deploytool.host.releases import Release
-
         self.calls += 1
         if self.calls > 1:  # a followed log: the release is gone after its stream ends
             return []
-        return [
-            Release(
-                slot=slot,
-                release=1,
-                profile="sim",
-                image="x",
-                container_id="c",
-                container_name="n",
-                state="running",
-                health="healthy",
-                host_port=30000,
-                gpus=[],
-                simulator=True,
-                created="",
-            )
-        ]
+        return [replace(release_row(1, "running", health="healthy"), slot=slot)]
 
     def logs(self, release, *, tail=None, since=None, follow=False):
         return iter(self.chunks) if follow else b"".join(self.chunks)

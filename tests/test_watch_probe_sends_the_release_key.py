@@ -3,7 +3,10 @@ serves without a key; the keyed sim applies SGLang 0.5.23's rule (sim/auth.py)."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import urlsplit
+
+from deploy_facts import release
 
 from deploytool.deploy.watch import probe
 from deploytool.host.releases import Release
@@ -15,21 +18,7 @@ KEY = "watch-test-key-0123456789"
 
 
 def _release(port: int) -> Release:
-    return Release(
-        slot="cpu",
-        release=1,
-        profile="sim",
-        image="x",
-        container_id="c",
-        container_name="n",
-        state="running",
-        health="healthy",
-        host_port=port,
-        gpus=[],
-        simulator=True,
-        created="",
-        api_key=True,
-    )
+    return replace(release(1, "running", port, health="healthy"), api_key=True)
 
 
 def test_probe_sends_the_key_where_the_health_path_needs_it() -> None:

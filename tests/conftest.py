@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,10 +54,20 @@ def pytest_configure(config: pytest.Config) -> None:
             del os.environ[name]
         os.environ["DEPLOYTOOL_INSTANCE"] = f"test-{secrets.token_hex(3)}"
         # so are their own profiles and hooks ($XDG_CONFIG_HOME/deploytool): the run's is empty
-        os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="deploytool-test-config-")
+        os.environ["XDG_CONFIG_HOME"] = config._deploytool_config_home = tempfile.mkdtemp(
+            prefix="deploytool-test-config-"
+        )
     worker = getattr(config, "workerinput", {}).get("workerid")
     if worker:
         os.environ["DEPLOYTOOL_INSTANCE"] += f"-{worker}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # the run's config home (what chromium and matplotlib wrote there too) goes with the run:
+    # a machine that runs the suite often keeps nothing of it
+    home = getattr(config, "_deploytool_config_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -20,6 +20,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import container_output
 from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.errors import BuildError, ProfileError, UsageError
@@ -235,9 +236,7 @@ def compiler_image(module_home) -> str:
 
 
 def _run(engine, image: str, script: str, **kwargs) -> str:
-    return engine.client.containers.run(
-        image, ["sh", "-c", script], remove=True, network_mode="none", **kwargs
-    ).decode()
+    return container_output(engine.client, image, ["sh", "-c", script], network_mode="none", **kwargs)
 
 
 @pytest.mark.docker

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import container_output, run_cli
 from fork_repo import PYPROJECT, commit_all, git, profile_yaml, rebuild_wheel, sha256
 
 from deploytool.errors import ProfileError
@@ -261,16 +261,16 @@ def test_a_fork_by_commit_builds_on_the_cpu_path_with_a_local_wheel(
 
     # Inside: the fork's package as installed from its own metadata, its changed file, and the
     # local wheel alone where the index's twin would be.
-    out = docker_engine.client.containers.run(
+    out = container_output(
+        docker_engine.client,
         result.image,
-        remove=True,
-        network_disabled=True,
-        entrypoint=["sh", "-c"],
-        command=[
+        [
             "cat /opt/deploytool/toolchain.json; python -c 'from sglang.srt.utils.common import FORK_MARKER; "
             "print(FORK_MARKER)'"
         ],
-    ).decode()
+        network_disabled=True,
+        entrypoint=["sh", "-c"],
+    )
     installed = json.loads(out[: out.rindex("}") + 1])
     assert installed["sglang"] == FORK_VERSION and installed["nvidia_ml_py"] == local_version
     assert [v for k, v in installed["installed"].items() if k.lower() == "nvidia-ml-py"] == [local_version]

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import container_output
 from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.host import labels
@@ -78,9 +79,7 @@ def gpu_image(module_home):
 
 
 def _run(engine, image: str, script: str, **kwargs) -> str:
-    return engine.client.containers.run(
-        image, ["sh", "-c", script], remove=True, network_mode="none", **kwargs
-    ).decode()
+    return container_output(engine.client, image, ["sh", "-c", script], network_mode="none", **kwargs)
 
 
 def _with_other_flashinfer(engine, image: str, version: str) -> str:

@@ -43,7 +43,7 @@ def _pod(req: K8sRequest) -> dict:
 
 
 def test_cache_wipe_rule_runs_in_a_real_container(docker_engine, tmp_path: Path):
-    from conftest import BASE_IMAGE
+    from conftest import BASE_IMAGE, container_output
 
     init = _pod(request("h200-qwen3.6-35b-a3b-fp8"))["initContainers"][0]
     env = {e["name"]: e["value"] for e in init["env"]}
@@ -51,16 +51,15 @@ def test_cache_wipe_rule_runs_in_a_real_container(docker_engine, tmp_path: Path)
     cache.mkdir()
 
     def run(fingerprint: str) -> str:
-        out = docker_engine.client.containers.run(
+        return container_output(
+            docker_engine.client,
             BASE_IMAGE,
+            init["command"][1:],
             entrypoint=init["command"][:1],
-            command=init["command"][1:],
-            remove=True,
             network_mode="none",
             environment={"DEPLOYTOOL_FINGERPRINT": fingerprint},
             volumes={str(cache): {"bind": rel.CACHE_MOUNT, "mode": "rw"}},
         )
-        return out.decode()
 
     first = run(env["DEPLOYTOOL_FINGERPRINT"])
     stamp = (cache / rel.FINGERPRINT_FILE).read_text()

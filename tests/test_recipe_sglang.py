@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import container_output
 
 from deploytool.errors import ProfileError, UsageError
 from deploytool.host import labels
@@ -219,16 +220,16 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(
         assert env.get(name) == value
 
     # Inside: the toolchain as installed, and the patch applied to the installed package.
-    out = docker_engine.client.containers.run(
+    out = container_output(
+        docker_engine.client,
         result.image,
-        remove=True,
-        network_disabled=True,
-        entrypoint=["sh", "-c"],
-        command=[
+        [
             "cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
             'print("PATCHED" if "_get_device_capability_via_nvml" in inspect.getsource(c) else "PLAIN")\''
         ],
-    ).decode()
+        network_disabled=True,
+        entrypoint=["sh", "-c"],
+    )
     toolchain = json.loads(out[: out.rindex("}") + 1])
     assert toolchain["sglang"] == "0.5.23" and toolchain["torch"].startswith("2.13.0")
     assert [p["sha256"] for p in toolchain["patches"]] == shipped

@@ -171,12 +171,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             if sglang:
                 _make_sglang_environments(config)
 
+            guess = _guesses(units, last, docker)
+
             def weight(unit: str) -> tuple[float, bool, bool, int]:
-                # the seconds it took last time when known; else the units with docker tests first (a
-                # file kept together by its built image among them, the larger first: its build is
-                # the longest wait of a new machine), then the others, the users of the sglang
-                # environments last (made meanwhile, beside the workers)
-                return (-last.get(unit, 0.0), unit not in docker, unit in sglang, -len(units[unit]))
+                # the seconds it took last time when known, else a guess from the units that are (a
+                # test added or renamed since); without any (a new clone) the units with docker tests
+                # first (a file kept together by its built image among them, the larger first: its
+                # build is the longest wait of a new machine), then the others, the users of the
+                # sglang environments last (made meanwhile, beside the workers)
+                seconds = last.get(unit, guess(unit))
+                return (-seconds, unit not in docker, unit in sglang, -len(units[unit]))
 
             for unit in sorted(units, key=weight):
                 self.workqueue[unit] = units[unit]
@@ -198,6 +202,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 self._assign_work_unit(node)  # a unit of one test leaves it idle still: one more
 
     return LongestUnitsFirst(config, log)
+
+
+def _guesses(units: dict[str, dict[str, bool]], last: dict[str, float], docker: set[str]):
+    """The seconds a unit with no time of its own is guessed to take: its tests times the mean
+    seconds a test took in the units of its kind (with docker tests or not) that have one. Left
+    at 0 it would run after every timed unit, and a new docker test of half a minute then starts
+    when the others are ending and is the run's tail."""
+    per_test: dict[bool, float] = {}
+    for kind in (True, False):
+        timed = [u for u in units if u in last and (u in docker) == kind]
+        tests = sum(len(units[u]) for u in timed)
+        per_test[kind] = sum(last[u] for u in timed) / tests if tests else 0.0
+    return lambda unit: per_test[unit in docker] * len(units[unit])
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

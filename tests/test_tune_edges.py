@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -45,10 +46,13 @@ def test_no_candidate_inside_the_slo_shows_each_one_s_figures_and_its_miss(tmp_p
     assert done.returncode == 1, done.stdout + done.stderr
     assert "none qualifies under the SLO; each candidate's closest point:" in done.stdout
     # the reference runtime serves 100 tok/s per request (50 eager: 4 running, graphs up to 2):
-    # 250 is 2.5x (5x) off, at a real throughput
-    for cid, off in (("base", "x2.5"), ("c01", "x5.0")):
+    # 250 is 2.5x (5x) off, at a real throughput. Measured, not set: a 24-token answer's edges
+    # (its first token, the last chunk's arrival) move the speed by a percent or so (seen: x4.97)
+    for cid, off in (("base", 2.5), ("c01", 5.0)):
         line = next(x for x in done.stdout.splitlines() if x.startswith(f"  {cid} ("))
-        assert "c=8:" in line and f"its worst figure {off}" in line
+        found = re.search(r"its worst figure x(\d+\.\d+) off its target", line)
+        assert "c=8:" in line and found, line
+        assert abs(float(found.group(1)) - off) <= 0.05 * off, line
         assert "tok/s/GPU" in line and " 0.0 tok/s/GPU" not in line
 
 

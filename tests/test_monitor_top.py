@@ -107,11 +107,20 @@ def test_top_survives_a_restart_and_a_cut_over() -> None:
         lambda: list(serving), read_gpus=lambda: read_cards(StandInNvml.from_file(HOSTS / "h200-lent.yaml"))
     )
 
-    async def rounds(n: int, pause: float = 0.5):
+    async def rounds(n: int, pause: float = 0.5, load: Load | None = None):
         out = []
         for _ in range(n):
             out.append((await top.round()).rows[0])
+            done = load.done if load else 0
             await asyncio.sleep(pause)
+            # a rate needs requests that finished between two rounds: on a loaded machine half a
+            # second can hold none (seen: 0 requests/s while two clients streamed), so the next
+            # round waits for three more of the load's to finish (one may have ended before this
+            # round's scrape and been counted by the client after it)
+            waited = 0.0
+            while load and load.done < done + 3 and waited < 10:
+                await asyncio.sleep(0.05)
+                waited += 0.05
         return out
 
     async def scenario():
@@ -122,10 +131,10 @@ def test_top_survives_a_restart_and_a_cut_over() -> None:
                     decode_tps=300,
                     default_chat_template_kwargs='{"enable_thinking": false}',
                 ) as first,
-                Load(first.url, 2),
+                Load(first.url, 2) as load,
             ):
                 serving[:] = [Target("cpu", first.url, release=1, profile="sim")]
-                before = await rounds(2)
+                before = await rounds(2, load=load)
             gone = await rounds(1)
             with (
                 SimProcess(
@@ -133,10 +142,10 @@ def test_top_survives_a_restart_and_a_cut_over() -> None:
                     decode_tps=300,
                     default_chat_template_kwargs='{"enable_thinking": false}',
                 ) as second,
-                Load(second.url, 2),
+                Load(second.url, 2) as load,
             ):
                 serving[:] = [Target("cpu", second.url, release=2, profile="sim")]
-                after = await rounds(3)
+                after = await rounds(3, load=load)
             return before, gone, after
         finally:
             await top.aclose()

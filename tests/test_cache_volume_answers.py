@@ -86,3 +86,67 @@ def test_a_combined_answer_without_the_volume_s_part_is_an_error_naming_the_volu
 
     with pytest.raises(DeployError, match=f"could not read the JIT cache volume {Slot().cache_volume()}"):
         state_and_expected(ImageEngine(answer), f"cut-{len(answer)}", Slot())
+
+
+class NewVolumeEngine(ImageEngine):
+    """An engine with a content-addressed image and no cache volume until one is created; its
+    throwaway containers answer the toolchain read and the wipe's count."""
+
+    def __init__(self, image_id: str) -> None:
+        super().__init__("")
+        self.image_id, self.volumes, self.scripts = image_id, set(), []
+
+    def image(self, reference: str) -> object:
+        return type("Image", (), {"id": self.image_id, "labels": {}})()
+
+    def volume_exists(self, name: str) -> bool:
+        return name in self.volumes
+
+    def create_volume(self, name: str, labels: dict[str, str]) -> None:
+        self.volumes.add(name)
+
+    def run_throwaway(self, image: str, script: str, **_: object) -> str:
+        self.containers += 1
+        self.scripts.append(script)
+        return '{"nvcc": "13.0"}\n' if "toolchain.json" in script else "0\n"
+
+
+def test_a_new_volume_is_created_without_a_read_and_the_toolchain_is_read_once_an_image_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import secrets
+
+    from deploytool.release import cache
+
+    image_id = f"sha256:{secrets.token_hex(32)}"  # an image no other test has
+    engine = NewVolumeEngine(image_id)
+    decision = cache.prepare_slot_cache(engine, "img", Slot())
+    # the toolchain read, then the wipe that records the fingerprint: no container to read a
+    # volume made a moment ago
+    assert decision.action == "created" and engine.containers == 2
+    assert "toolchain.json" in engine.scripts[0] and '"nvcc": "13.0"' in engine.scripts[1]
+    # the next deploytool (a process of its own: nothing in memory) finds the record on disk
+    monkeypatch.setattr(cache, "_TOOLCHAINS", {})
+    again = NewVolumeEngine(image_id)
+    assert cache.prepare_slot_cache(again, "img", Slot()).action == "created"
+    assert again.containers == 1 and "toolchain.json" not in again.scripts[0]
+    # a record cut short on disk is read from the image again, and written whole
+    record = next((cache.cache_dir("toolchains")).glob(f"{image_id.removeprefix('sha256:')}.json"))
+    record.write_text('{"nvcc": ')
+    monkeypatch.setattr(cache, "_TOOLCHAINS", {})
+    third = NewVolumeEngine(image_id)
+    assert cache.installed_toolchain(third, "img") == {"nvcc": "13.0"} and third.containers == 1
+    assert record.read_text() == '{"nvcc": "13.0"}'
+    record.unlink()
+
+
+def test_an_image_without_a_content_digest_is_never_remembered_on_disk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from deploytool.release import cache
+
+    engine = NewVolumeEngine("not-a-digest/../../escape")
+    assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"}
+    assert not list(cache.cache_dir("toolchains").glob("*escape*"))
+    monkeypatch.setattr(cache, "_TOOLCHAINS", {})
+    assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"} and engine.containers == 2

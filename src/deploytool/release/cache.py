@@ -10,8 +10,12 @@ the whole cache when anything differs.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import DeployError
@@ -19,7 +23,7 @@ from ..host import labels
 from ..host.engine import Engine
 from ..host.gpus import read_inventory
 from ..host.slots import Slot
-from .state import journal
+from .state import cache_dir, journal
 
 FINGERPRINT_FILE = ".deploytool-fingerprint.json"
 # Keys that say nothing about compiled kernels: a new deploytool alone keeps the cache.
@@ -74,17 +78,43 @@ def _expected(engine: Engine, image: str, slot: Slot, installed: dict[str, Any])
     return fingerprint
 
 
-# The toolchain record of every image this process has read, by image id. An image's files never
-# change under its id, and an up reads the record twice (its plan, then the cache step before the
-# start; a rollout once more for each slot): each read is a container started, waited on and
-# removed, about 0.15 s of the machine's CPU.
+# The toolchain record of every image this process has read, by image id, and on disk for the
+# next deploytool (the cache's toolchains/ folder). An image's files never change under its id (the
+# digest of its configuration, which names every layer's content), and each read is a container
+# started, waited on and removed: about 0.15 s of the machine's CPU in the container and as much
+# again in the engine. An up reads the record in its plan and in the cache step before the start,
+# a rollout once more for each slot, and every later up of the same image again.
 _TOOLCHAINS: dict[str, dict[str, Any]] = {}
 _TOOLCHAIN_SCRIPT = f"cat {TOOLCHAIN_FILE} 2>/dev/null || echo '{{}}'"
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def _image_id(engine: Engine, image: str) -> str | None:
     found = engine.image(image)
     return getattr(found, "id", None)
+
+
+def _record_file(image_id: str | None) -> Path | None:
+    if image_id is None or not _IMAGE_ID.fullmatch(image_id):
+        return None  # only a content digest names the same files for good
+    return cache_dir("toolchains") / f"{image_id.removeprefix('sha256:')}.json"
+
+
+def _known(image_id: str | None) -> dict[str, Any] | None:
+    """The image's record from this process's reads or an earlier deploytool's, else None."""
+    if image_id is None:
+        return None
+    if image_id in _TOOLCHAINS:
+        return dict(_TOOLCHAINS[image_id])
+    path = _record_file(image_id)
+    try:
+        data = json.loads(path.read_text()) if path is not None else None
+    except (OSError, ValueError):  # not written yet, or cut short: read from the image again
+        return None
+    if not isinstance(data, dict):
+        return None
+    _TOOLCHAINS[image_id] = data
+    return dict(data)
 
 
 def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
@@ -96,8 +126,9 @@ def installed_toolchain(engine: Engine, image: str) -> dict[str, Any]:
 
 
 def _installed(engine: Engine, image: str, image_id: str | None) -> dict[str, Any]:
-    if image_id in _TOOLCHAINS:
-        return dict(_TOOLCHAINS[image_id])
+    known = _known(image_id)
+    if known is not None:
+        return known
     try:
         out = engine.run_throwaway(image, _TOOLCHAIN_SCRIPT, root=True)
     except DeployError as exc:
@@ -115,6 +146,12 @@ def _remember(image_id: str | None, out: str) -> dict[str, Any]:
     data = data if isinstance(data, dict) else {}
     if image_id is not None:
         _TOOLCHAINS[image_id] = data
+        path = _record_file(image_id)
+        if path is not None:  # written whole, then renamed: a reader never finds half a record
+            with contextlib.suppress(OSError):  # a read-only cache costs a container next time
+                partial = path.with_name(f".{path.name}.{os.getpid()}")
+                partial.write_text(json.dumps(data, sort_keys=True))
+                partial.replace(path)
     return dict(data)
 
 
@@ -160,7 +197,7 @@ def state_and_expected(engine: Engine, image: str, slot: Slot) -> tuple[CacheSta
     """read_state and expected_fingerprint of the same image, from one throwaway container where
     both need one (the volume exists and this process has not read the image's toolchain yet)."""
     image_id = _image_id(engine, image)
-    if image_id in _TOOLCHAINS or not engine.volume_exists(slot.cache_volume()):
+    if _known(image_id) is not None or not engine.volume_exists(slot.cache_volume()):
         expected = _expected(engine, image, slot, _installed(engine, image, image_id))
         return read_state(engine, image, slot), expected
     out = _in_volume(
@@ -232,8 +269,14 @@ def prepare_slot_cache(
     engine: Engine, image: str, slot: Slot, *, release: int | None = None
 ) -> CacheDecision:
     """Called before a release's container starts (a new one, or a restored one)."""
-    ensure_volume(engine, slot)
-    state, expected = state_and_expected(engine, image, slot)
+    if ensure_volume(engine, slot):
+        # made just now, so nothing compiled into it: created, without a container to say so. (Files
+        # the image holds at the mount point, copied into a new volume at its first mount, go
+        # with the wipe that records the fingerprint.)
+        state = CacheState(slot.cache_volume(), True, None, 0, 0)
+        expected = expected_fingerprint(engine, image, slot)
+    else:
+        state, expected = state_and_expected(engine, image, slot)
     decision = decide(state, expected)
     if decision.action != "kept":
         decision.files_removed = _wipe(engine, image, slot, expected)

@@ -53,6 +53,18 @@ _PRELOAD = (
     "deploytool.deploy.status",
     # tune's search and report, with bench's (pandas, numpy): about a second a `tune` command
     "deploytool.tune.run",
+    # the pictures' (the product imports pyplot when the first is drawn, and picks the Agg
+    # backend then): about 0.2 s of a `tune` that writes its report, and of every report,
+    # compare and qualify that draws
+    "matplotlib",
+    "matplotlib.pyplot",
+    # what commands then imported on first use in most of a run's several hundred: the cards'
+    # reader, the HTTP client's transport, the profile schema's validator, qualify's runner
+    "pynvml",
+    "httpcore",
+    "jsonschema",
+    "filelock",
+    "deploytool.qualify.runner",
 )
 
 _SERVER = r'''

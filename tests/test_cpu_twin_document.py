@@ -115,3 +115,31 @@ def test_a_busy_port_refuses_up_but_not_the_twin_which_publishes_none(tmp_path, 
     assert "already in use" not in error["message"], error
     assert "is not on this engine: the twin runs the release's image" in error["message"]
     assert f"deploytool build --profile {name}" in error["hint"]
+
+
+@pytest.mark.parametrize("plugin", [False, True], ids=["no-compose-plugin", "with-the-plugin"])
+def test_a_rejected_document_names_a_missing_compose_plugin_or_what_compose_said(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, plugin: bool
+) -> None:
+    """No plan asks `docker compose version` before its check any more: the check's own failure
+    says which it was. A stand-in `docker` on PATH answers as the CLI does without the plugin (its
+    own refusal of `compose`), or as the plugin does for a document it rejects."""
+    from deploytool.errors import DeployError, EngineUnavailable
+
+    fake = tmp_path / "bin" / "docker"
+    fake.parent.mkdir()
+    compose = (
+        'if [ "$2" = version ]; then echo 2.40.3; exit 0; fi; echo "services.server: bad" >&2; exit 15'
+        if plugin
+        else "echo \"docker: 'compose' is not a docker command.\" >&2; exit 1"
+    )
+    fake.write_text(f'#!/bin/sh\nif [ "$1" = compose ]; then {compose}; fi\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    expected = (
+        (DeployError, "(?s)docker compose rejected .*services.server: bad")
+        if plugin
+        else (EngineUnavailable, "the docker compose v2 plugin is missing")
+    )
+    with pytest.raises(expected[0], match=expected[1]):
+        compose_config("services: {server: {image: x}}\n", project="p")

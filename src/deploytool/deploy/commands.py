@@ -69,8 +69,8 @@ class PruneResult:
 
 def plan_for_up(slot: Slot, options: UpOptions, *, engine: Engine) -> Plan:
     """Facts, then the plan, then the compose plugin's own check of the rendered document:
-    every refusal happens here, before anything is stopped or written."""
-    engine.compose_version()  # fail early, before building, when the plugin is missing
+    every refusal happens here, before anything is stopped or written (a missing compose
+    plugin at its check, before any image is built)."""
     store = ProfileStore(list(options.profiles_dirs) if options.profiles_dirs else None)
     known = gather_slot(engine, slot)
     fallback = known.fallback

@@ -137,7 +137,6 @@ def plan_for_rollout(
     all refusals happen here, before any slot is touched. `--dry-run` prints this. The plan's
     request names every slot (--all-gpus planned from the cards)."""
     request, notes = _with_card_slots(request, engine)
-    engine.compose_version()
     store = ProfileStore(request.profile_dirs)
     gathered = [_slot_facts(engine, slot, store, request.profile_name) for slot in request.slots]
     if isinstance(engine, NoEngine):

@@ -150,3 +150,22 @@ def test_an_image_without_a_content_digest_is_never_remembered_on_disk(
     assert not list(cache.cache_dir("toolchains").glob("*escape*"))
     monkeypatch.setattr(cache, "_TOOLCHAINS", {})
     assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"} and engine.containers == 2
+
+
+def test_a_cache_folder_that_cannot_keep_the_record_costs_a_read_not_an_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    import secrets
+
+    from deploytool.release import cache
+
+    # a state folder of its own, whose cache has a file where toolchains/ would be: no folder
+    # can be made there, nor a record written
+    monkeypatch.setenv("DEPLOYTOOL_HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "cache").mkdir(parents=True)
+    (tmp_path / "home" / "cache" / "toolchains").write_text("")
+    engine = NewVolumeEngine(f"sha256:{secrets.token_hex(32)}")
+    assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"}
+    monkeypatch.setattr(cache, "_TOOLCHAINS", {})
+    assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"} and engine.containers == 2
+    assert sorted(p.name for p in (tmp_path / "home" / "cache").iterdir()) == ["toolchains"]

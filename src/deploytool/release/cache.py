@@ -97,7 +97,10 @@ def _image_id(engine: Engine, image: str) -> str | None:
 def _record_file(image_id: str | None) -> Path | None:
     if image_id is None or not _IMAGE_ID.fullmatch(image_id):
         return None  # only a content digest names the same files for good
-    return cache_dir("toolchains") / f"{image_id.removeprefix('sha256:')}.json"
+    try:
+        return cache_dir("toolchains") / f"{image_id.removeprefix('sha256:')}.json"
+    except OSError:  # no cache folder to keep it in: the image is read each time, as before
+        return None
 
 
 def _known(image_id: str | None) -> dict[str, Any] | None:
@@ -148,10 +151,13 @@ def _remember(image_id: str | None, out: str) -> dict[str, Any]:
         _TOOLCHAINS[image_id] = data
         path = _record_file(image_id)
         if path is not None:  # written whole, then renamed: a reader never finds half a record
-            with contextlib.suppress(OSError):  # a read-only cache costs a container next time
-                partial = path.with_name(f".{path.name}.{os.getpid()}")
+            partial = path.with_name(f".{path.name}.{os.getpid()}")
+            try:
                 partial.write_text(json.dumps(data, sort_keys=True))
                 partial.replace(path)
+            except OSError:  # a full or read-only cache costs a container next time, nothing more
+                with contextlib.suppress(OSError):
+                    partial.unlink()
     return dict(data)
 
 

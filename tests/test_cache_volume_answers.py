@@ -131,13 +131,16 @@ def test_a_new_volume_is_created_without_a_read_and_the_toolchain_is_read_once_a
     assert cache.prepare_slot_cache(again, "img", Slot()).action == "created"
     assert again.containers == 1 and "toolchain.json" not in again.scripts[0]
     # a record cut short on disk is read from the image again, and written whole
-    record = next((cache.cache_dir("toolchains")).glob(f"{image_id.removeprefix('sha256:')}.json"))
-    record.write_text('{"nvcc": ')
-    monkeypatch.setattr(cache, "_TOOLCHAINS", {})
-    third = NewVolumeEngine(image_id)
-    assert cache.installed_toolchain(third, "img") == {"nvcc": "13.0"} and third.containers == 1
-    assert record.read_text() == '{"nvcc": "13.0"}'
-    record.unlink()
+    record = cache._record_file(image_id)
+    assert record is not None and record.is_file()
+    try:
+        record.write_text('{"nvcc": ')
+        monkeypatch.setattr(cache, "_TOOLCHAINS", {})
+        third = NewVolumeEngine(image_id)
+        assert cache.installed_toolchain(third, "img") == {"nvcc": "13.0"} and third.containers == 1
+        assert record.read_text() == '{"nvcc": "13.0"}'
+    finally:
+        record.unlink()
 
 
 def test_an_image_without_a_content_digest_is_never_remembered_on_disk(
@@ -145,11 +148,30 @@ def test_an_image_without_a_content_digest_is_never_remembered_on_disk(
 ) -> None:
     from deploytool.release import cache
 
-    engine = NewVolumeEngine("not-a-digest/../../escape")
+    engine = NewVolumeEngine("local-image")  # a name, not a digest: other files may take it later
     assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"}
-    assert not list(cache.cache_dir("toolchains").glob("*escape*"))
+    assert not list(cache.cache_dir("toolchains").rglob("*local-image*"))
     monkeypatch.setattr(cache, "_TOOLCHAINS", {})
     assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"} and engine.containers == 2
+
+
+def test_a_record_that_cannot_be_renamed_into_place_leaves_no_partial_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    import secrets
+    from pathlib import Path
+
+    from deploytool.release import cache
+
+    monkeypatch.setenv("DEPLOYTOOL_HOME", str(tmp_path / "home"))
+
+    def refused(self, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "replace", refused)
+    engine = NewVolumeEngine(f"sha256:{secrets.token_hex(32)}")
+    assert cache.installed_toolchain(engine, "img") == {"nvcc": "13.0"}
+    assert [p for p in (tmp_path / "home" / "cache").rglob("*") if p.is_file()] == []
 
 
 def test_a_cache_folder_that_cannot_keep_the_record_costs_a_read_not_an_error(

@@ -139,7 +139,10 @@ def test_a_rejected_document_names_a_missing_compose_plugin_or_what_compose_said
     expected = (
         (DeployError, "(?s)docker compose rejected .*services.server: bad")
         if plugin
-        else (EngineUnavailable, "the docker compose v2 plugin is missing")
+        else (
+            EngineUnavailable,
+            "the docker compose v2 plugin is missing .docker said: docker: .compose. is not a docker command",
+        )
     )
     with pytest.raises(expected[0], match=expected[1]):
         compose_config("services: {server: {image: x}}\n", project="p")

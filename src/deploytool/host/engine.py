@@ -411,7 +411,12 @@ def compose_config(source: Path | str, *, project: str | None = None) -> str:
         # said here, not by a `compose version` before every plan: each `docker compose` is
         # three processes (the CLI, the plugin's metadata, the plugin), about 0.1 s of CPU
         if compose_plugin_version() is None:
-            raise EngineUnavailable("the docker compose v2 plugin is missing", hint=HOW_TO_GET_AN_ENGINE)
+            raise EngineUnavailable(
+                "the docker compose v2 plugin is missing (docker said: "
+                + " ".join((proc.stderr or "").strip().splitlines()[-1:])
+                + ")",
+                hint=HOW_TO_GET_AN_ENGINE,
+            )
         what = source if stdin is None else f"the compose file of {project or 'a release'}"
         raise DeployError(f"docker compose rejected {what}:\n{_tail(proc.stderr, 15)}")
     return proc.stdout

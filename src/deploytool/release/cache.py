@@ -11,14 +11,16 @@ the whole cache when anything differs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import DeployError
+from ..errors import DeployError, DeploytoolError
 from ..host import labels
 from ..host.engine import Engine
 from ..host.gpus import read_inventory
@@ -94,12 +96,17 @@ def _image_id(engine: Engine, image: str) -> str | None:
     return getattr(found, "id", None)
 
 
+# The records live under a folder named by how they were read: a deploytool that reads another
+# file or another way never takes an older one's record for its own.
+_RECORDS = "toolchains/" + hashlib.sha256(_TOOLCHAIN_SCRIPT.encode()).hexdigest()[:12]
+
+
 def _record_file(image_id: str | None) -> Path | None:
     if image_id is None or not _IMAGE_ID.fullmatch(image_id):
         return None  # only a content digest names the same files for good
     try:
-        return cache_dir("toolchains") / f"{image_id.removeprefix('sha256:')}.json"
-    except OSError:  # no cache folder to keep it in: the image is read each time, as before
+        return cache_dir(*_RECORDS.split("/")) / f"{image_id.removeprefix('sha256:')}.json"
+    except (OSError, DeploytoolError):  # no cache folder to keep it in: read each time, as before
         return None
 
 
@@ -150,15 +157,27 @@ def _remember(image_id: str | None, out: str) -> dict[str, Any]:
     if image_id is not None:
         _TOOLCHAINS[image_id] = data
         path = _record_file(image_id)
-        if path is not None:  # written whole, then renamed: a reader never finds half a record
-            partial = path.with_name(f".{path.name}.{os.getpid()}")
-            try:
-                partial.write_text(json.dumps(data, sort_keys=True))
-                partial.replace(path)
-            except OSError:  # a full or read-only cache costs a container next time, nothing more
-                with contextlib.suppress(OSError):
-                    partial.unlink()
+        if path is not None:
+            _keep(path, data)
     return dict(data)
+
+
+def _keep(path: Path, data: dict[str, Any]) -> None:
+    """Written whole under a name of its own, then renamed: a reader never finds half a record,
+    and two writers (a rollout's slots in threads, two deploytools) never share a file. A full or
+    read-only cache costs a container next time, nothing more."""
+    try:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError:
+        return
+    partial = Path(name)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(data, sort_keys=True))
+        partial.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink()
 
 
 def ensure_volume(engine: Engine, slot: Slot) -> bool:

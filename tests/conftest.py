@@ -162,28 +162,6 @@ def remove_this_instance(client, *, tolerant: bool = False) -> None:
             network.remove()
 
 
-def container_output(client, image: str, command=None, **kwargs) -> str:
-    """What a short-lived container printed on its stdout, then the container removed.
-
-    Not the SDK's `containers.run(remove=True)`: it removes the container before it reads the
-    log stream it opened, and on a loaded engine that stream can end empty (seen: a container
-    that did its work and printed, read back as ''). Here the logs are read after the engine
-    reports the exit, when its log copier has written them all, and only then is it removed."""
-    import docker
-
-    container = client.containers.create(image, command, **kwargs)
-    try:
-        container.start()
-        status = container.wait()["StatusCode"]
-        if status != 0:
-            raise docker.errors.ContainerError(
-                container, status, command, image, container.logs(stdout=False, stderr=True)
-            )
-        return container.logs(stdout=True, stderr=False).decode()
-    finally:
-        container.remove(force=True)
-
-
 @pytest.fixture
 def docker_engine():
     problem = engine_problem()

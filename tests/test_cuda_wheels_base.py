@@ -20,7 +20,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import container_output
 from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.errors import BuildError, ProfileError, UsageError
@@ -235,8 +234,9 @@ def compiler_image(module_home) -> str:
     return cudabase.build_base(Engine(), cuda=CUDA, components=cudabase.COMPILER)
 
 
-def _run(engine, image: str, script: str, **kwargs) -> str:
-    return container_output(engine.client, image, ["sh", "-c", script], network_mode="none", **kwargs)
+def _run(engine, image: str, script: str, bind: Path | None = None) -> str:
+    """What `script` prints in a throwaway container of `image` (no network; `bind` at /src)."""
+    return engine.run_throwaway(image, script, volume=str(bind) if bind else None, mount="/src")
 
 
 @pytest.mark.docker
@@ -252,7 +252,7 @@ def test_compiler_image_has_the_pinned_nvcc_and_builds_a_cubin_for_sm120(
         docker_engine,
         compiler_image,
         "cd /tmp && nvcc -cubin -arch=sm_120 -o /src/axpy.cubin /src/axpy.cu",
-        volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}},
+        bind=tmp_path,
     )
     assert cubin_arch((tmp_path / "axpy.cubin").read_bytes()) == 120
     image = docker_engine.image(compiler_image)

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from conftest import container_output, run_cli
+from conftest import run_cli
 from fork_repo import PYPROJECT, commit_all, git, profile_yaml, rebuild_wheel, sha256
 
 from deploytool.errors import ProfileError
@@ -261,15 +261,10 @@ def test_a_fork_by_commit_builds_on_the_cpu_path_with_a_local_wheel(
 
     # Inside: the fork's package as installed from its own metadata, its changed file, and the
     # local wheel alone where the index's twin would be.
-    out = container_output(
-        docker_engine.client,
+    out = docker_engine.run_throwaway(
         result.image,
-        [
-            "cat /opt/deploytool/toolchain.json; python -c 'from sglang.srt.utils.common import FORK_MARKER; "
-            "print(FORK_MARKER)'"
-        ],
-        network_disabled=True,
-        entrypoint=["sh", "-c"],
+        "cat /opt/deploytool/toolchain.json; python -c 'from sglang.srt.utils.common import FORK_MARKER; "
+        "print(FORK_MARKER)'",
     )
     installed = json.loads(out[: out.rindex("}") + 1])
     assert installed["sglang"] == FORK_VERSION and installed["nvidia_ml_py"] == local_version

@@ -23,7 +23,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import container_output
 from cuda_kernels import AXPY, cubin_arch
 
 from deploytool.host import labels
@@ -78,8 +77,9 @@ def gpu_image(module_home):
     return profile, result.image
 
 
-def _run(engine, image: str, script: str, **kwargs) -> str:
-    return container_output(engine.client, image, ["sh", "-c", script], network_mode="none", **kwargs)
+def _run(engine, image: str, script: str, bind: Path | None = None) -> str:
+    """What `script` prints in a throwaway container of `image` (no network; `bind` at /src)."""
+    return engine.run_throwaway(image, script, volume=str(bind) if bind else None, mount="/src")
 
 
 def _with_other_flashinfer(engine, image: str, version: str) -> str:
@@ -196,7 +196,7 @@ def test_a_kernel_compiles_for_sm120_and_sm90(gpu_image, docker_engine, tmp_path
         image,
         "cd /tmp && for sm in 120 90; do nvcc -cubin -arch=sm_$sm -o /src/axpy.sm_$sm.cubin "
         "/src/axpy.cu || exit 1; done",
-        volumes={str(tmp_path): {"bind": "/src", "mode": "rw"}},
+        bind=tmp_path,
     )
     assert cubin_arch((tmp_path / "axpy.sm_120.cubin").read_bytes()) == 120
     assert cubin_arch((tmp_path / "axpy.sm_90.cubin").read_bytes()) == 90

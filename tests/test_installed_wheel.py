@@ -30,7 +30,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, container_output, free_port, remove_this_instance, shared_test_cache
+from conftest import ROOT, free_port, remove_this_instance, shared_test_cache
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -189,14 +189,9 @@ def test_up_from_the_installed_wheel_serves_and_qualifies(installed, sim_release
     port = sim_release["port"]
     assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
     # the image was made from the installed package: its copy of deploytool holds the wheel's data
-    found = container_output(
-        docker_engine_module.client,
+    found = docker_engine_module.run_throwaway(
         sim_release["up"]["image"],
-        [
-            "/opt/venv/bin/python",
-            "-c",
-            "from deploytool.resources import data_origin; print(*data_origin(), sep='|')",
-        ],
+        "/opt/venv/bin/python -c \"from deploytool.resources import data_origin; print(*data_origin(), sep='|')\"",
     ).strip()
     assert found == "/opt/deploytool/deploytool/_data|package data"
 

@@ -43,22 +43,24 @@ def _pod(req: K8sRequest) -> dict:
 
 
 def test_cache_wipe_rule_runs_in_a_real_container(docker_engine, tmp_path: Path):
-    from conftest import BASE_IMAGE, container_output
+    import shlex
+
+    from conftest import BASE_IMAGE
 
     init = _pod(request("h200-qwen3.6-35b-a3b-fp8"))["initContainers"][0]
     env = {e["name"]: e["value"] for e in init["env"]}
     cache = tmp_path / "cache"
     cache.mkdir()
+    # the init container's shell script, in a throwaway container of the engine's (its output
+    # read from a file it writes: a container that exits at once can lose its log)
+    assert init["command"][:2] == ["/bin/sh", "-c"] and len(init["command"]) == 3
 
     def run(fingerprint: str) -> str:
-        return container_output(
-            docker_engine.client,
+        return docker_engine.run_throwaway(
             BASE_IMAGE,
-            init["command"][1:],
-            entrypoint=init["command"][:1],
-            network_mode="none",
-            environment={"DEPLOYTOOL_FINGERPRINT": fingerprint},
-            volumes={str(cache): {"bind": rel.CACHE_MOUNT, "mode": "rw"}},
+            f"export DEPLOYTOOL_FINGERPRINT={shlex.quote(fingerprint)}\n{init['command'][2]}",
+            volume=str(cache),
+            mount=rel.CACHE_MOUNT,
         )
 
     first = run(env["DEPLOYTOOL_FINGERPRINT"])

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import container_output
 
 from deploytool.errors import ProfileError, UsageError
 from deploytool.host import labels
@@ -220,15 +219,10 @@ def test_cpu_image_built_from_a_wheelhouse_carries_patches_labels_and_caches(
         assert env.get(name) == value
 
     # Inside: the toolchain as installed, and the patch applied to the installed package.
-    out = container_output(
-        docker_engine.client,
+    out = docker_engine.run_throwaway(
         result.image,
-        [
-            "cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
-            'print("PATCHED" if "_get_device_capability_via_nvml" in inspect.getsource(c) else "PLAIN")\''
-        ],
-        network_disabled=True,
-        entrypoint=["sh", "-c"],
+        "cat /opt/deploytool/toolchain.json; python -c 'import inspect, sglang.srt.utils.common as c; "
+        'print("PATCHED" if "_get_device_capability_via_nvml" in inspect.getsource(c) else "PLAIN")\'',
     )
     toolchain = json.loads(out[: out.rindex("}") + 1])
     assert toolchain["sglang"] == "0.5.23" and toolchain["torch"].startswith("2.13.0")

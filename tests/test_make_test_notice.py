@@ -10,6 +10,18 @@ import time
 from conftest import ROOT
 
 
+def _notice(env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """scripts/test-notice.sh as `make test` runs it (bash by its path: `env` may leave PATH bare)."""
+    return subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
+
+
 def _notice_with_the_port_busy(port: int) -> subprocess.CompletedProcess[str]:
     """The notice run while the port is busy: held by a socket of this test's own where it can
     bind, else by whoever holds it. The suite's other workers hold the profiles' default port for
@@ -24,13 +36,7 @@ def _notice_with_the_port_busy(port: int) -> subprocess.CompletedProcess[str]:
                 owned = True
             except OSError:
                 owned = False  # a person's server, the demo's release, another test
-            out = subprocess.run(
-                ["bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                cwd=ROOT,
-            )
+            out = _notice()
         if owned or f"port {port} on 127.0.0.1 is in use" in out.stdout:
             return out
         time.sleep(0.5)
@@ -59,14 +65,7 @@ def test_a_missing_host_program_is_named_with_its_package_and_the_run_goes_on(tm
         ).stdout.strip()
         if found:
             (bin_dir / prog).symlink_to(found)
-    out = subprocess.run(
-        ["/bin/bash", str(ROOT / "scripts" / "test-notice.sh"), sys.executable],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env={"PATH": str(bin_dir), "HOME": str(tmp_path)},
-    )
+    out = _notice(env={"PATH": str(bin_dir), "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr
     for prog, package in (("chromium", "chromium"), ("tmux", "tmux"), ("promtool", "prometheus")):
         assert f"{prog} is not installed" in out.stdout and f"apt-get install {package}" in out.stdout, (

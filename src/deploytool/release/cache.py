@@ -98,14 +98,14 @@ def _image_id(engine: Engine, image: str) -> str | None:
 
 # The records live under a folder named by how they were read: a deploytool that reads another
 # file or another way never takes an older one's record for its own.
-_RECORDS = "toolchains/" + hashlib.sha256(_TOOLCHAIN_SCRIPT.encode()).hexdigest()[:12]
+_RECORDS = ("toolchains", hashlib.sha256(_TOOLCHAIN_SCRIPT.encode()).hexdigest()[:12])
 
 
 def _record_file(image_id: str | None) -> Path | None:
     if image_id is None or not _IMAGE_ID.fullmatch(image_id):
         return None  # only a content digest names the same files for good
     try:
-        return cache_dir(*_RECORDS.split("/")) / f"{image_id.removeprefix('sha256:')}.json"
+        return cache_dir(*_RECORDS) / f"{image_id.removeprefix('sha256:')}.json"
     except (OSError, DeploytoolError):  # no cache folder to keep it in: read each time, as before
         return None
 
